@@ -1,0 +1,230 @@
+"""Network: a new VPC (private subnets per zone, NAT, S3 gateway endpoint, optional interface
+endpoints) or your own VPC and subnets — plus the security groups every node group uses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+
+from components.naming import with_name
+from components.spec.network import NetworkSpec, plan_subnets
+
+TOKEN = "gpucluster:index:Network"
+
+
+@dataclass
+class NetworkArgs:
+    """Inputs of :class:`Network`."""
+
+    network: NetworkSpec
+    """The resolved network spec (``availabilityZones`` lists every zone that needs a subnet)."""
+
+    cluster_name: str
+    """Cluster name: prefix of resource names."""
+
+    region: str
+    """AWS region, for endpoint service names."""
+
+    tags: dict[str, str] = field(default_factory=dict)
+    """Tags on every taggable child. Default: none."""
+
+
+class Network(pulumi.ComponentResource):
+    """Private subnets for GPU nodes and the EFA security group.
+
+    The EFA security group allows all traffic in and out between its own members (EFA's OS-bypass
+    traffic needs both rules, referencing the group itself); the node security group allows all
+    outbound traffic. Node interfaces carry both.
+    """
+
+    vpc_id: pulumi.Output[str]
+    vpc_cidr: pulumi.Output[str]
+    private_subnet_ids: dict[str, pulumi.Output[str]]
+    """Private subnet id per Availability Zone."""
+    efa_security_group_id: pulumi.Output[str]
+    node_security_group_id: pulumi.Output[str]
+
+    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(TOKEN, name, None, opts)
+        self._name = name
+        self._args = args
+        self._child = pulumi.ResourceOptions(parent=self)
+        spec = args.network
+        if spec.create_vpc:
+            self._create_vpc(spec)
+        else:
+            assert spec.vpc_id is not None
+            self.vpc_id = pulumi.Output.from_input(spec.vpc_id)
+            self.vpc_cidr = aws.ec2.get_vpc_output(id=spec.vpc_id, opts=pulumi.InvokeOutputOptions(parent=self)).cidr_block
+            self.private_subnet_ids = {}
+            for subnet in spec.subnets:
+                # The first subnet listed for a zone is the zone's default; node groups may pick others.
+                self.private_subnet_ids.setdefault(subnet.availability_zone, pulumi.Output.from_input(subnet.id))
+        self._create_security_groups()
+        self.register_outputs(
+            {
+                "vpcId": self.vpc_id,
+                "privateSubnetIds": self.private_subnet_ids,
+                "efaSecurityGroupId": self.efa_security_group_id,
+                "nodeSecurityGroupId": self.node_security_group_id,
+            }
+        )
+
+    def _tags(self, suffix: str) -> dict[str, str]:
+        return with_name(self._args.tags, f"{self._args.cluster_name}-{suffix}")
+
+    def _create_vpc(self, spec: NetworkSpec) -> None:
+        name, opts = self._name, self._child
+        zones = list(spec.availability_zones)
+        cidrs = plan_subnets(spec.vpc_cidr, zones, spec.private_subnet_prefix_length, spec.public_subnet_prefix_length)
+        vpc = aws.ec2.Vpc(
+            f"{name}-vpc",
+            cidr_block=spec.vpc_cidr,
+            enable_dns_hostnames=True,
+            enable_dns_support=True,
+            tags=self._tags("vpc"),
+            opts=opts,
+        )
+        self.vpc_id = vpc.id
+        self.vpc_cidr = vpc.cidr_block
+        self.private_subnet_ids = {}
+        private_tables: list[aws.ec2.RouteTable] = []
+        nat_ids: dict[str, pulumi.Output[str]] = {}
+        if spec.enable_nat_gateway:
+            igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags=self._tags("igw"), opts=opts)
+            public_rt = aws.ec2.RouteTable(
+                f"{name}-public-rt",
+                vpc_id=vpc.id,
+                routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)],
+                tags=self._tags("public"),
+                opts=opts,
+            )
+            nat_zones = zones if spec.one_nat_gateway_per_az else zones[:1]
+            for zone in zones:
+                public = aws.ec2.Subnet(
+                    f"{name}-public-{zone}",
+                    vpc_id=vpc.id,
+                    cidr_block=cidrs[zone][1],
+                    availability_zone=zone,
+                    map_public_ip_on_launch=False,
+                    tags=self._tags(f"public-{zone}"),
+                    opts=opts,
+                )
+                aws.ec2.RouteTableAssociation(
+                    f"{name}-public-{zone}", subnet_id=public.id, route_table_id=public_rt.id, opts=opts
+                )
+                if zone in nat_zones:
+                    eip = aws.ec2.Eip(f"{name}-nat-{zone}", domain="vpc", tags=self._tags(f"nat-{zone}"), opts=opts)
+                    nat = aws.ec2.NatGateway(
+                        f"{name}-nat-{zone}",
+                        allocation_id=eip.id,
+                        subnet_id=public.id,
+                        tags=self._tags(f"nat-{zone}"),
+                        opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]),
+                    )
+                    nat_ids[zone] = nat.id
+        for zone in zones:
+            private = aws.ec2.Subnet(
+                f"{name}-private-{zone}",
+                vpc_id=vpc.id,
+                cidr_block=cidrs[zone][0],
+                availability_zone=zone,
+                map_public_ip_on_launch=False,
+                tags={**self._tags(f"private-{zone}"), "kubernetes.io/role/internal-elb": "1"},
+                opts=opts,
+            )
+            routes = []
+            if nat_ids:
+                nat_id = nat_ids.get(zone, next(iter(nat_ids.values())))
+                routes.append(aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat_id))
+            table = aws.ec2.RouteTable(
+                f"{name}-private-{zone}", vpc_id=vpc.id, routes=routes, tags=self._tags(f"private-{zone}"), opts=opts
+            )
+            aws.ec2.RouteTableAssociation(f"{name}-private-{zone}", subnet_id=private.id, route_table_id=table.id, opts=opts)
+            private_tables.append(table)
+            self.private_subnet_ids[zone] = private.id
+        if spec.enable_s3_gateway_endpoint:
+            aws.ec2.VpcEndpoint(
+                f"{name}-s3",
+                vpc_id=vpc.id,
+                service_name=f"com.amazonaws.{self._args.region}.s3",
+                vpc_endpoint_type="Gateway",
+                route_table_ids=[t.id for t in private_tables],
+                tags=self._tags("s3"),
+                opts=opts,
+            )
+        if spec.interface_endpoints:
+            endpoint_sg = aws.ec2.SecurityGroup(
+                f"{name}-endpoints",
+                vpc_id=vpc.id,
+                description=f"HTTPS from {self._args.cluster_name} to AWS interface endpoints",
+                tags=self._tags("endpoints"),
+                opts=opts,
+            )
+            aws.vpc.SecurityGroupIngressRule(
+                f"{name}-endpoints-https",
+                security_group_id=endpoint_sg.id,
+                cidr_ipv4=vpc.cidr_block,
+                ip_protocol="tcp",
+                from_port=443,
+                to_port=443,
+                description="HTTPS from the VPC",
+                opts=opts,
+            )
+            for service in spec.interface_endpoints:
+                aws.ec2.VpcEndpoint(
+                    f"{name}-{service.replace('.', '-')}",
+                    vpc_id=vpc.id,
+                    service_name=f"com.amazonaws.{self._args.region}.{service}",
+                    vpc_endpoint_type="Interface",
+                    private_dns_enabled=True,
+                    subnet_ids=list(self.private_subnet_ids.values()),
+                    security_group_ids=[endpoint_sg.id],
+                    tags=self._tags(service),
+                    opts=opts,
+                )
+
+    def _create_security_groups(self) -> None:
+        name, opts = self._name, self._child
+        efa = aws.ec2.SecurityGroup(
+            f"{name}-efa",
+            vpc_id=self.vpc_id,
+            description=f"EFA and intra-cluster traffic of {self._args.cluster_name}: all traffic between members",
+            tags=self._tags("efa"),
+            opts=opts,
+        )
+        aws.vpc.SecurityGroupIngressRule(
+            f"{name}-efa-in-self",
+            security_group_id=efa.id,
+            referenced_security_group_id=efa.id,
+            ip_protocol="-1",
+            description="All traffic from members of this group (EFA needs it)",
+            opts=opts,
+        )
+        aws.vpc.SecurityGroupEgressRule(
+            f"{name}-efa-out-self",
+            security_group_id=efa.id,
+            referenced_security_group_id=efa.id,
+            ip_protocol="-1",
+            description="All traffic to members of this group (EFA needs it)",
+            opts=opts,
+        )
+        node = aws.ec2.SecurityGroup(
+            f"{name}-node",
+            vpc_id=self.vpc_id,
+            description=f"Outbound traffic of {self._args.cluster_name} nodes",
+            tags=self._tags("node"),
+            opts=opts,
+        )
+        aws.vpc.SecurityGroupEgressRule(
+            f"{name}-node-out",
+            security_group_id=node.id,
+            cidr_ipv4="0.0.0.0/0",
+            ip_protocol="-1",
+            description="Outbound to AWS APIs and package mirrors (through NAT or endpoints)",
+            opts=opts,
+        )
+        self.efa_security_group_id = efa.id
+        self.node_security_group_id = node.id

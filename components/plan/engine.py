@@ -1,0 +1,244 @@
+"""Run the real stack program offline and collect what ``pulumi up`` would create.
+
+:func:`run_plan` reads ``Pulumi.yaml`` and ``stacks/Pulumi.<stack>.yaml`` the way the Pulumi CLI
+does, hands the config to the Pulumi runtime, installs :mod:`components.plan.mocks` in place of the
+engine and providers, and runs ``__main__.py`` inside a stack — the same program, the same config.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import logging
+import runpy
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi.runtime import settings as pulumi_settings
+from pulumi.runtime.config import set_all_config
+from pulumi.runtime.mocks import set_mocks
+from pulumi.runtime.stack import run_in_stack
+from pulumi.runtime.sync_await import _sync_await
+
+from components.plan.mocks import PlanMocks, RecordingMonitor, Registration
+from components.spec.catalog import load_catalog
+from components.spec.errors import ConfigError
+
+PROJECT_DIR = Path(__file__).resolve().parents[2]
+SECRET = "[secret]"
+
+
+class PlanError(Exception):
+    """The plan could not run (no such stack, unreadable config) — not a config finding."""
+
+
+@dataclass
+class Plan:
+    project: str
+    stack: str
+    region: str | None
+    resources: list[Registration] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    files: dict[str, str] = field(default_factory=dict)
+    invokes: list[str] = field(default_factory=list)
+    logs: list[str] = field(default_factory=list)
+    """What the program logged through ``pulumi.log`` (warnings show up as findings too)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def of_type(self, token: str) -> list[Registration]:
+        return [r for r in self.resources if r.type == token]
+
+    def children(self, urn: str) -> list[Registration]:
+        return [r for r in self.resources if r.parent == urn]
+
+    def by_name(self, name: str) -> Registration:
+        for r in self.resources:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+
+# --- config ---------------------------------------------------------------------------------------------
+
+
+def stack_names(project_dir: Path = PROJECT_DIR) -> list[str]:
+    config_dir = _config_dir(project_dir)
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in config_dir.glob("Pulumi.*.yaml"))
+
+
+def _project(project_dir: Path) -> dict[str, Any]:
+    path = project_dir / "Pulumi.yaml"
+    if not path.exists():
+        raise PlanError(f"no Pulumi.yaml in {project_dir}")
+    return yaml.safe_load(path.read_text()) or {}
+
+
+def _config_dir(project_dir: Path) -> Path:
+    return project_dir / str(_project(project_dir).get("stackConfigDir", "."))
+
+
+def _as_pulumi_value(value: Any) -> str:
+    """How the Pulumi CLI hands a config value to a program: scalars as text, objects as JSON."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return str(value)
+
+
+def load_stack_config(stack: str, project_dir: Path = PROJECT_DIR) -> tuple[str, dict[str, str], list[str]]:
+    """``(project name, {namespaced key: value text}, secret keys)`` for a stack."""
+    project = _project(project_dir)
+    name = str(project.get("name", "project"))
+    path = _config_dir(project_dir) / f"Pulumi.{stack}.yaml"
+    if not path.exists():
+        known = ", ".join(stack_names(project_dir)) or "none"
+        raise PlanError(f"no stack config {path.relative_to(project_dir)} (stacks: {known})")
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise PlanError(f"{path.name} is not valid YAML: {exc}") from None
+    raw: dict[str, Any] = {}
+    for key, spec in (project.get("config") or {}).items():  # project-level defaults
+        if isinstance(spec, Mapping) and ("value" in spec or "default" in spec):
+            raw[key] = spec.get("value", spec.get("default"))
+    raw.update(doc.get("config") or {})
+    config: dict[str, str] = {}
+    secrets: list[str] = []
+    for key, value in raw.items():
+        full = key if ":" in key else f"{name}:{key}"
+        if isinstance(value, Mapping) and set(value) == {"secure"}:
+            config[full], _ = SECRET, secrets.append(full)
+        else:
+            config[full] = _as_pulumi_value(value)
+    return name, config, secrets
+
+
+# --- files shown in the plan ------------------------------------------------------------------------------
+
+FileExtractor = Callable[[Registration], dict[str, str]]
+
+
+def _user_data(r: Registration) -> dict[str, str]:
+    data = r.inputs.get("userData")
+    if not isinstance(data, str) or not data:
+        return {}
+    try:
+        text = base64.b64decode(data, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        text = data
+    return {f"{r.name}/user-data": text}
+
+
+FILE_EXTRACTORS: dict[str, FileExtractor] = {
+    "aws:ec2/launchTemplate:LaunchTemplate": _user_data,
+    "aws:ec2/instance:Instance": _user_data,
+}
+
+
+# --- running ----------------------------------------------------------------------------------------------
+
+
+def run_plan(stack: str, project_dir: Path = PROJECT_DIR, *, config_overrides: Mapping[str, Any] | None = None) -> Plan:
+    """Plan ``stack``: the real ``__main__.py`` under mocks. Config errors land in ``Plan.error``."""
+    project, config, secrets = load_stack_config(stack, project_dir)
+    for key, value in (config_overrides or {}).items():
+        config[key] = _as_pulumi_value(value)
+    return run_program(project, stack, config, secrets, project_dir)
+
+
+def run_program(
+    project: str, stack: str, config: dict[str, str], secrets: list[str] | None = None, project_dir: Path = PROJECT_DIR
+) -> Plan:
+    region = config.get("aws:region")
+    mocks = PlanMocks(region=region or "us-east-1", catalog=load_catalog())
+    monitor = RecordingMonitor(mocks)
+    plan = Plan(project=project, stack=stack, region=region)
+    if str(project_dir) not in sys.path:
+        sys.path.insert(0, str(project_dir))
+    _fresh_event_loop()
+    logger = logging.getLogger(f"gpucluster.plan.{stack}")
+    logger.propagate = False
+    logger.handlers = [_ListHandler(plan.logs)]
+    set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor, logger=logger)
+    set_all_config(dict(config), list(secrets or []))
+    pulumi_settings.set_root_resource(None)  # set_mocks made a throwaway stack; run our own
+
+    def program() -> None:
+        runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
+
+    try:
+        _sync_await(run_in_stack(program))
+    except pulumi.RunError as exc:
+        plan.error = str(exc)
+        cause = exc.__cause__
+        if isinstance(cause, ConfigError):
+            plan.findings = [f.as_dict() for f in cause.findings]
+    finally:
+        pulumi_settings.set_root_resource(None)
+        _stop_worker_threads()
+    plan.resources = [r for r in monitor.registrations if r.type != "pulumi:pulumi:Stack"]
+    stack_regs = [r for r in monitor.registrations if r.type == "pulumi:pulumi:Stack"]
+    if stack_regs:
+        plan.outputs = _plain(monitor.outputs.get(stack_regs[0].urn, {}))
+    if plan.ok:
+        plan.findings = list(plan.outputs.get("findings", []))
+    for r in plan.resources:
+        r.inputs = _plain(r.inputs)
+        r.state = _plain(r.state)
+        extractor = FILE_EXTRACTORS.get(r.type)
+        if extractor:
+            plan.files.update(extractor(r))
+    plan.invokes = [token for token, _ in mocks.calls]
+    return plan
+
+
+class _ListHandler(logging.Handler):
+    def __init__(self, sink: list[str]) -> None:
+        super().__init__()
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.sink.append(f"{record.levelname.lower()}: {record.getMessage()}")
+
+
+def _fresh_event_loop() -> None:
+    """Each plan runs on a loop of its own (closed by :func:`_stop_worker_threads`)."""
+    asyncio.set_event_loop(asyncio.new_event_loop())
+
+
+def _stop_worker_threads() -> None:
+    """Join the executor threads the runtime ran RPCs on: each holds an event loop of its own, which
+    otherwise is only collected at interpreter exit, noisily."""
+    loop = asyncio.get_event_loop()
+    if not loop.is_running():
+        loop.run_until_complete(loop.shutdown_default_executor())
+        loop.close()
+
+
+def _plain(value: Any) -> Any:
+    """Mock outputs as plain JSON values: integral floats back to ints, secrets masked."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, Mapping):
+        if "4dabf18193072939515e22adb298388d" in value:  # a serialized secret or resource reference
+            sig = value["4dabf18193072939515e22adb298388d"]
+            if sig == "1b47061264138c4ac30d75fd1eb44270":
+                return SECRET
+            return {k: _plain(v) for k, v in value.items() if k != "4dabf18193072939515e22adb298388d"}
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value

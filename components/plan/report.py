@@ -1,0 +1,251 @@
+"""Show a :class:`~components.plan.engine.Plan`: a text tree grouped by component, JSON, and diffs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from components.plan.engine import Plan
+from components.plan.mocks import Registration
+
+Describer = Callable[[dict[str, Any]], list[str]]
+
+
+def _short(token: str) -> str:
+    """``aws:ec2/launchTemplate:LaunchTemplate`` → ``aws:ec2:LaunchTemplate``."""
+    parts = token.split(":")
+    if len(parts) == 3 and "/" in parts[1]:
+        return f"{parts[0]}:{parts[1].split('/')[0]}:{parts[2]}"
+    return token
+
+
+def _ranges(numbers: Iterable[int]) -> str:
+    nums = sorted(numbers)
+    out: list[str] = []
+    start = prev = nums[0]
+    for n in nums[1:] + [None]:  # type: ignore[list-item]
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        out.append(f"{start}" if start == prev else f"{start}–{prev}")
+        if n is not None:
+            start = prev = n
+    return ",".join(out)
+
+
+def describe_interfaces(nics: list[dict[str, Any]]) -> str:
+    groups: dict[tuple[int, str], list[int]] = {}
+    for nic in nics:
+        key = (int(nic.get("deviceIndex", 0)), str(nic.get("interfaceType") or "interface"))
+        groups.setdefault(key, []).append(int(nic.get("networkCardIndex", 0)))
+    parts = []
+    for (device, kind), cards in sorted(groups.items(), key=lambda kv: (min(kv[1]), kv[0][0])):
+        noun = "card" if len(cards) == 1 else "cards"
+        parts.append(f"{noun} {_ranges(cards)} dev {device} {kind}")
+    efa = sum(1 for n in nics if str(n.get("interfaceType", "")).startswith("efa"))
+    noun = "network interface" if len(nics) == 1 else "network interfaces"
+    return f"{len(nics)} {noun} ({efa} EFA): " + "; ".join(parts)
+
+
+def _launch_template(i: dict[str, Any]) -> list[str]:
+    lines = [f"instance type {i.get('instanceType')} · image {i.get('imageId')}"]
+    nics = i.get("networkInterfaces") or []
+    if nics:
+        lines.append(describe_interfaces(nics))
+    md = i.get("metadataOptions") or {}
+    imds = "IMDSv2 required" if md.get("httpTokens") == "required" else "IMDSv1 allowed (!)"
+    lines.append(f"{imds} (hop limit {md.get('httpPutResponseHopLimit')})")
+    for bdm in i.get("blockDeviceMappings") or []:
+        ebs = bdm.get("ebs") or {}
+        enc = "encrypted" if str(ebs.get("encrypted")) == "true" else "NOT encrypted (!)"
+        lines.append(f"root {bdm.get('deviceName')} {ebs.get('volumeType')} {ebs.get('volumeSize')} GiB "
+                     f"{ebs.get('iops')} IOPS {ebs.get('throughput')} MB/s {enc}")
+    placement = (i.get("placement") or {}).get("groupName")
+    if placement:
+        lines.append(f"placement group {placement}")
+    target = ((i.get("capacityReservationSpecification") or {}).get("capacityReservationTarget") or {})
+    market = (i.get("instanceMarketOptions") or {}).get("marketType")
+    if market == "capacity-block":
+        lines.append(f"capacity block {target.get('capacityReservationId')} targeted")
+    elif target:
+        lines.append(f"capacity reservation {target.get('capacityReservationId') or target.get('capacityReservationResourceGroupArn')} targeted")
+    elif market == "spot":
+        lines.append("spot instances")
+    return lines
+
+
+def _asg(i: dict[str, Any]) -> list[str]:
+    return [f"min {i.get('minSize')} · max {i.get('maxSize')} · desired {i.get('desiredCapacity')} · "
+            f"subnets {', '.join(map(str, i.get('vpcZoneIdentifiers') or []))}"]
+
+
+def _rule(i: dict[str, Any]) -> list[str]:
+    proto = "all traffic" if i.get("ipProtocol") == "-1" else f"{i.get('ipProtocol')} {i.get('fromPort')}-{i.get('toPort')}"
+    peer = i.get("referencedSecurityGroupId") or i.get("cidrIpv4") or i.get("prefixListId")
+    self_ref = " (itself)" if peer and peer == i.get("securityGroupId") else ""
+    return [f"{proto} · {peer}{self_ref}"]
+
+
+DESCRIBERS: dict[str, Describer] = {
+    "aws:ec2/vpc:Vpc": lambda i: [f"cidr {i.get('cidrBlock')}"],
+    "aws:ec2/subnet:Subnet": lambda i: [f"{i.get('availabilityZone')} {i.get('cidrBlock')}"],
+    "aws:ec2/vpcEndpoint:VpcEndpoint": lambda i: [f"{i.get('vpcEndpointType')} {i.get('serviceName')}"],
+    "aws:ec2/placementGroup:PlacementGroup": lambda i: [f"strategy {i.get('strategy')}"],
+    "aws:ec2/launchTemplate:LaunchTemplate": _launch_template,
+    "aws:autoscaling/group:Group": _asg,
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": _rule,
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": _rule,
+    "aws:iam/rolePolicyAttachment:RolePolicyAttachment": lambda i: [str(i.get("policyArn"))],
+}
+
+
+def _money(v: float | None) -> str:
+    return "unknown" if v is None else f"${v:,.2f}"
+
+
+def _kw(v: float | None) -> str:
+    return "unknown" if v is None else f"{v:,.1f} kW"
+
+
+def render_text(plan: Plan, *, show_files: bool = True) -> str:
+    out: list[str] = [
+        f"gpucluster plan — stack {plan.stack} (project {plan.project}, region {plan.region})",
+        "Offline: the stack program ran under Pulumi's mock engine; nothing was created, no credentials were used.",
+        "",
+    ]
+    if plan.error:
+        out += ["The stack config is invalid; `pulumi up` would stop before creating anything:", plan.error, ""]
+        return "\n".join(out) + "\n"
+    custom = [r for r in plan.resources if r.custom]
+    components = [r for r in plan.resources if not r.custom]
+    out.append(f"Resources: {len(custom)} to create, in {len(components)} components")
+    roots = [r for r in sorted_resources(plan) if r.parent is None or r.parent not in {x.urn for x in plan.resources}]
+    for root in roots:
+        _tree(plan, root, "", out, last=True, is_root=True)
+    out.append("")
+    out += _estimate_lines(plan.outputs.get("estimate") or {})
+    findings = plan.findings
+    out.append("Findings" if findings else "Findings: none")
+    for f in findings:
+        out.append(f"  {f['level']:<7} {f['path']}: {f['message']}" + (f" Fix: {f['fix']}" if f.get("fix") else ""))
+    out.append("")
+    if show_files and plan.files:
+        out.append("Rendered files")
+        for path in sorted(plan.files):
+            out += [f"--- {path}", plan.files[path].rstrip("\n"), ""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _estimate_lines(est: dict[str, Any]) -> list[str]:
+    if not est:
+        return []
+    lines = ["Estimate (planning figures from the instance catalog; see components/spec/data/instance_extras.json)"]
+    for g in est.get("nodeGroups", []):
+        lines.append(
+            f"  {g['nodeGroup']:<12} {g['desired']:>4} × {g['instanceType']:<18} {_money(g['usdPerNodeHour'])}/node-hour "
+            f"→ {_money(g['usdPerHour'])}/h, {_kw(g['kw'])}   at max {g['max']}: {_money(g['usdPerHourAtMax'])}/h, {_kw(g['kwAtMax'])}"
+            f"   ({g['priceSource']})"
+        )
+    lines.append(f"  total: {_money(est.get('usdPerHour'))}/h, {_kw(est.get('kw'))} now; "
+                 f"{_money(est.get('usdPerHourAtMax'))}/h, {_kw(est.get('kwAtMax'))} at max size")
+    lines.append("")
+    return lines
+
+
+def _tree(plan: Plan, r: Registration, prefix: str, out: list[str], *, last: bool, is_root: bool = False) -> None:
+    marks = []
+    if r.protect:
+        marks.append("protected")
+    if r.retain_on_delete:
+        marks.append("retained on delete")
+    mark = f"  [{', '.join(marks)}]" if marks else ""
+    label = f"{r.type.split(':')[-1]} {r.name}" if not r.custom else f"{_short(r.type)}  {r.name}"
+    branch = "" if is_root else ("└─ " if last else "├─ ")
+    out.append(f"{prefix}{branch}{label}{mark}")
+    child_prefix = prefix if is_root else prefix + ("   " if last else "│  ")
+    describer = DESCRIBERS.get(r.type)
+    if describer and r.custom:
+        for line in describer(r.inputs):
+            out.append(f"{child_prefix}      {line}")
+    kids = [c for c in sorted_resources(plan) if c.parent == r.urn]
+    for n, kid in enumerate(kids):
+        _tree(plan, kid, child_prefix, out, last=n == len(kids) - 1)
+
+
+def sorted_resources(plan: Plan) -> list[Registration]:
+    """Components first, then by type and name: stable whatever order the runtime registered them in."""
+    return sorted(plan.resources, key=lambda r: (r.custom, r.type, r.name))
+
+
+# --- JSON and diffs ------------------------------------------------------------------------------------------
+
+
+def to_json(plan: Plan) -> dict[str, Any]:
+    return {
+        "project": plan.project,
+        "stack": plan.stack,
+        "region": plan.region,
+        "ok": plan.ok,
+        "error": plan.error,
+        "resources": [
+            {
+                "urn": r.urn,
+                "type": r.type,
+                "name": r.name,
+                "parent": r.parent,
+                "custom": r.custom,
+                "protect": r.protect,
+                "retainOnDelete": r.retain_on_delete,
+                "id": r.id,
+                "inputs": r.inputs,
+            }
+            for r in sorted(plan.resources, key=lambda r: r.urn)
+        ],
+        "outputs": plan.outputs,
+        "findings": plan.findings,
+        "files": dict(sorted(plan.files.items())),
+    }
+
+
+def dumps(plan: Plan) -> str:
+    return json.dumps(to_json(plan), indent=2, sort_keys=True) + "\n"
+
+
+def _flatten(value: Any, path: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(_flatten(v, f"{path}.{k}" if path else str(k)))
+        return out or {path: {}}
+    if isinstance(value, list):
+        out = {}
+        for n, v in enumerate(value):
+            out.update(_flatten(v, f"{path}[{n}]"))
+        return out or {path: []}
+    return {path: value}
+
+
+def diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Human-readable differences between two JSON plans: resources added, removed and changed."""
+    before = {r["urn"]: r for r in old.get("resources", [])}
+    after = {r["urn"]: r for r in new.get("resources", [])}
+    lines: list[str] = []
+    for urn in sorted(after.keys() - before.keys()):
+        lines.append(f"+ {after[urn]['type']} {after[urn]['name']}")
+    for urn in sorted(before.keys() - after.keys()):
+        lines.append(f"- {before[urn]['type']} {before[urn]['name']}")
+    for urn in sorted(before.keys() & after.keys()):
+        a, b = _flatten(before[urn]["inputs"]), _flatten(after[urn]["inputs"])
+        changed = sorted(k for k in a.keys() | b.keys() if a.get(k, "<absent>") != b.get(k, "<absent>"))
+        flags = [f for f in ("protect", "retainOnDelete") if before[urn].get(f) != after[urn].get(f)]
+        if changed or flags:
+            lines.append(f"~ {after[urn]['type']} {after[urn]['name']}")
+            for k in changed:
+                lines.append(f"    {k}: {a.get(k, '<absent>')!r} → {b.get(k, '<absent>')!r}")
+            for f in flags:
+                lines.append(f"    {f}: {before[urn].get(f)} → {after[urn].get(f)}")
+    for path in sorted(set(old.get("files", {})) | set(new.get("files", {}))):
+        if old.get("files", {}).get(path) != new.get("files", {}).get(path):
+            lines.append(f"~ file {path}")
+    return lines

@@ -1,0 +1,134 @@
+"""Rendering: Jinja2 templates in ``templates/`` → the files nodes and schedulers read.
+
+Values are computed in Python (``components.spec`` and the ``*_context`` functions here); templates
+only place them. ``StrictUndefined`` turns a missing value into an error, not an empty string.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import os
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+
+TEMPLATES_DIR = Path(os.environ.get("GPUCLUSTER_TEMPLATES", Path(__file__).resolve().parent.parent / "templates"))
+USER_DATA_LIMIT = 16 * 1024  # EC2 rejects user data above 16 KB (before base64)
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style for multi-line strings, so rendered files stay readable in the plan and goldens."""
+
+
+def _str_presenter(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
+    if "\n" in data:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data)
+
+
+_Dumper.add_representer(str, _str_presenter)
+
+
+def to_yaml(value: Any) -> str:
+    return yaml.dump(value, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=4096).rstrip("\n")
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    env.filters["to_yaml"] = to_yaml
+    env.filters["to_json"] = lambda v: json.dumps(v, indent=2, sort_keys=True)
+    env.filters["shquote"] = lambda v: shlex.quote(str(v))
+    return env
+
+
+def render(template: str, **context: Any) -> str:
+    """Render ``templates/<template>`` with ``context``."""
+    return environment().get_template(template).render(**context)
+
+
+# --- cloud-init user data -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WriteFile:
+    path: str
+    content: str
+    permissions: str = "0644"
+    owner: str = "root:root"
+
+    def as_dict(self) -> dict[str, str]:
+        return {"path": self.path, "owner": self.owner, "permissions": self.permissions, "content": self.content}
+
+
+@dataclass(frozen=True)
+class CloudConfig:
+    """A cloud-config document built from parts: each feature (EFA, storage, Slurm…) adds its own.
+
+    ``bootcmd`` runs early on every boot, ``runcmd`` once, in order, after files are written.
+    """
+
+    write_files: tuple[WriteFile, ...] = ()
+    bootcmd: tuple[tuple[str, ...], ...] = ()
+    runcmd: tuple[tuple[str, ...], ...] = ()
+    packages: tuple[str, ...] = ()
+    mounts: tuple[tuple[str, ...], ...] = ()
+    sections: tuple[str, ...] = field(default=())  # names of the parts merged in, for the header
+
+    def __add__(self, other: CloudConfig) -> CloudConfig:
+        paths = {f.path for f in self.write_files}
+        clash = [f.path for f in other.write_files if f.path in paths]
+        if clash:
+            raise ValueError(f"two user-data parts write the same file: {', '.join(clash)}")
+        return replace(
+            self,
+            write_files=self.write_files + other.write_files,
+            bootcmd=self.bootcmd + other.bootcmd,
+            runcmd=self.runcmd + other.runcmd,
+            packages=tuple(dict.fromkeys(self.packages + other.packages)),
+            mounts=self.mounts + other.mounts,
+            sections=self.sections + other.sections,
+        )
+
+
+def render_cloud_config(title: str, config: CloudConfig) -> str:
+    """The ``#cloud-config`` document for ``config``; raises when it exceeds EC2's user-data limit."""
+    text = render(
+        "node/cloud-config.yaml.j2",
+        title=title,
+        sections=list(config.sections),
+        write_files=[f.as_dict() for f in config.write_files],
+        bootcmd=[list(c) for c in config.bootcmd],
+        runcmd=[list(c) for c in config.runcmd],
+        packages=list(config.packages),
+        mounts=[list(m) for m in config.mounts],
+    )
+    if len(text.encode()) > USER_DATA_LIMIT:
+        raise ValueError(
+            f"user data for {title} is {len(text.encode())} bytes; EC2 allows {USER_DATA_LIMIT}. "
+            "Move large files to S3 and fetch them at boot."
+        )
+    return text
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def env_file(env: Mapping[str, str]) -> str:
+    """``KEY=value`` lines (systemd EnvironmentFile / Slurm TaskProlog style)."""
+    return "".join(f"{k}={v}\n" for k, v in env.items())

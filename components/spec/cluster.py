@@ -1,0 +1,62 @@
+"""The whole cluster: what one stack config describes."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator, model_validator
+
+from components.spec.base import SpecModel, check_name, check_tags
+from components.spec.network import NetworkSpec
+from components.spec.node_group import NodeGroupSpec
+
+
+class ClusterSpec(SpecModel):
+    """A GPU cluster. Each field is one ``gpucluster:<field>`` key of the stack config, except
+    ``region``, which is ``aws:region``."""
+
+    name: str
+    """Cluster name, used as the prefix of every resource name and in tags. Default: the stack name."""
+
+    region: str = Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
+    """AWS region, from ``aws:region``. Required."""
+
+    network: NetworkSpec = NetworkSpec()
+    """Where nodes live. Default: a new VPC with a private subnet in each zone a node group uses."""
+
+    node_groups: tuple[NodeGroupSpec, ...] = Field(min_length=1)
+    """The accelerated node groups. Required: at least one."""
+
+    tags: dict[str, str] = {}
+    """Tags on every taggable resource, merged with the cluster tags gpucluster adds. Default: none."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return check_name(value, "cluster name")
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_tags(value)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> ClusterSpec:
+        seen: set[str] = set()
+        for group in self.node_groups:
+            if group.name in seen:
+                raise ValueError(f"two node groups are named {group.name!r}; node group names must be unique")
+            seen.add(group.name)
+        return self
+
+    def node_group(self, name: str) -> NodeGroupSpec:
+        for group in self.node_groups:
+            if group.name == name:
+                return group
+        raise KeyError(name)
+
+    @property
+    def zones(self) -> list[str]:
+        """Every zone the cluster needs a subnet in, in first-use order."""
+        zones: list[str] = list(self.network.availability_zones)
+        for group in self.node_groups:
+            zones += [z for z in group.availability_zones if z not in zones]
+        return zones

@@ -1,0 +1,31 @@
+"""Resolve a validated spec: fill every "let gpucluster choose" field with the value it stands for.
+
+After this the spec is fully defaulted — components read plain values and never decide policy.
+"""
+
+from __future__ import annotations
+
+from components.spec.catalog import Catalog
+from components.spec.cluster import ClusterSpec
+from components.spec.images import default_image_parameter
+from components.spec.node_group import NodeGroupSpec
+from components.spec.validators import effective_desired, effective_efa, effective_placement_group
+
+
+def resolve_group(group: NodeGroupSpec, catalog: Catalog) -> NodeGroupSpec:
+    facts = catalog[group.instance_type]
+    update: dict[str, object] = {
+        "desired_size": effective_desired(group),
+        "enable_efa_support": effective_efa(group, facts),
+        "create_placement_group": effective_placement_group(group, facts),
+    }
+    if group.image_id is None and group.image_ssm_parameter is None:
+        update["image_ssm_parameter"] = default_image_parameter(facts)
+    return group.model_copy(update=update)
+
+
+def resolve(spec: ClusterSpec, catalog: Catalog) -> ClusterSpec:
+    """``spec`` with node-group choices made and the network's zones listed. ``spec`` must be valid."""
+    groups = tuple(resolve_group(g, catalog) for g in spec.node_groups)
+    network = spec.network.model_copy(update={"availability_zones": tuple(spec.zones)})
+    return spec.model_copy(update={"node_groups": groups, "network": network})
