@@ -68,10 +68,16 @@ def _catalog_show(args: argparse.Namespace) -> int:
         if f is None:
             print(f"unknown instance type {t!r}; close: {', '.join(catalog.suggest(t)) or 'none'}", file=sys.stderr)
             return EXIT_FAILED
-        acc = f"{f.accelerator_count} × {f.accelerator_model} ({f.accelerator_memory_mib // 1024} GiB)" if f.accelerators else "no accelerator"
+        acc = (
+            f"{f.accelerator_count} × {f.accelerator_model} ({f.accelerator_memory_mib // 1024} GiB)"
+            if f.accelerators
+            else "no accelerator"
+        )
         efa = f"{len(f.efa_cards)} EFA cards of {len(f.network_cards)}" if f.efa_supported else "no EFA"
         nvme = f"{f.nvme_disk_count} × {f.nvme_disk_size_gb} GB NVMe" if f.nvme_disk_count else "no NVMe"
-        print(f"{t:<18} {f.vcpus:>3} vCPU {f.memory_gib:>6.0f} GiB  {acc:<32} {efa:<26} {f.efa_bandwidth_gbps or f.total_bandwidth_gbps:>6.0f} Gbps  {nvme}{'  GDS' if f.gds_supported else ''}")
+        print(
+            f"{t:<18} {f.vcpus:>3} vCPU {f.memory_gib:>6.0f} GiB  {acc:<32} {efa:<26} {f.efa_bandwidth_gbps or f.total_bandwidth_gbps:>6.0f} Gbps  {nvme}{'  GDS' if f.gds_supported else ''}"
+        )
     return EXIT_OK
 
 

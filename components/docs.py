@@ -31,7 +31,9 @@ def _type_name(annotation: object) -> str:
     if origin is dict:
         return "map of text"
     if isinstance(annotation, type):
-        return {"str": "text", "int": "integer", "float": "number", "bool": "boolean"}.get(annotation.__name__, annotation.__name__)
+        return {"str": "text", "int": "integer", "float": "number", "bool": "boolean"}.get(
+            annotation.__name__, annotation.__name__
+        )
     return str(annotation)
 
 
@@ -72,7 +74,14 @@ def config_reference() -> str:
         "",
     ]
     for model in _models(ClusterSpec):
-        lines += [f"## {model.__name__}", "", (model.__doc__ or "").strip(), "", "| field | type | default | description |", "|---|---|---|---|"]
+        lines += [
+            f"## {model.__name__}",
+            "",
+            (model.__doc__ or "").strip(),
+            "",
+            "| field | type | default | description |",
+            "|---|---|---|---|",
+        ]
         for name, field in model.model_fields.items():
             key = field.alias or name
             if model is ClusterSpec:

@@ -19,7 +19,10 @@ from components.naming import NODE_GROUP_TAG, with_name
 from components.render import b64
 from components.spec.catalog import InstanceFacts, load_catalog
 from components.spec.efa import InterfaceSlot, interface_layout
+from components.spec.errors import errors_in
 from components.spec.node_group import NodeGroupSpec
+from components.spec.resolve import resolve_group
+from components.spec.validators import validate_node_group
 
 TOKEN = "gpucluster:index:GpuNodeGroup"
 UBUNTU_ROOT_DEVICE = "/dev/sda1"
@@ -30,7 +33,8 @@ class GpuNodeGroupArgs:
     """Inputs of :class:`GpuNodeGroup`."""
 
     node_group: NodeGroupSpec
-    """The resolved node-group spec (``components.spec.resolve``): instance type, sizes, EFA, capacity."""
+    """The node group: instance type, sizes, EFA, capacity. Validated (errors raise
+    ``pulumi.InputPropertiesError``) and resolved here when it does not come from ``load_spec``."""
 
     cluster_name: str
     """Cluster name: prefix of resource names and value of the cluster tag."""
@@ -86,7 +90,9 @@ def network_interfaces(
 
 def capacity_options(
     group: NodeGroupSpec,
-) -> tuple[aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs | None, aws.ec2.LaunchTemplateInstanceMarketOptionsArgs | None]:
+) -> tuple[
+    aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs | None, aws.ec2.LaunchTemplateInstanceMarketOptionsArgs | None
+]:
     cap = group.capacity
     reservation = None
     market = None
@@ -127,17 +133,20 @@ class GpuNodeGroup(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, None, opts)
+        catalog = load_catalog()
         group = args.node_group
-        if group.enable_efa_support is None or group.desired_size is None:
+        problems = errors_in(validate_node_group(group, catalog))
+        if problems:
             raise pulumi.InputPropertiesError(
-                f"node group {group.name!r} is not resolved",
-                [{"property_path": "node_group", "reason": "pass a spec from components.spec.load_spec / resolve"}],
+                f"node group {group.name!r} is invalid: " + "; ".join(f.render() for f in problems),
+                [{"property_path": f.path, "reason": f"{f.message}. {f.fix}"} for f in problems],
             )
+        group = resolve_group(group, catalog)  # a no-op for specs that come resolved from load_spec
         child = pulumi.ResourceOptions(parent=self)
-        self.facts = load_catalog()[group.instance_type]
+        self.facts = catalog[group.instance_type]
         tags = {**args.tags, **group.tags, NODE_GROUP_TAG: group.name}
         prefix = f"{args.cluster_name}-{group.name}"
-        self.interfaces = interface_layout(self.facts, group.enable_efa_support, group.efa_layout)
+        self.interfaces = interface_layout(self.facts, bool(group.enable_efa_support), group.efa_layout)
 
         # Placement group: its own switch (resolved in the spec), never implied by EFA here.
         self.placement_group_name = None

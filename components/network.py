@@ -171,6 +171,7 @@ class Network(pulumi.ComponentResource):
                 from_port=443,
                 to_port=443,
                 description="HTTPS from the VPC",
+                tags=self._tags("endpoints-https"),
                 opts=opts,
             )
             for service in spec.interface_endpoints:
@@ -201,6 +202,7 @@ class Network(pulumi.ComponentResource):
             referenced_security_group_id=efa.id,
             ip_protocol="-1",
             description="All traffic from members of this group (EFA needs it)",
+            tags=self._tags("efa-in-self"),
             opts=opts,
         )
         aws.vpc.SecurityGroupEgressRule(
@@ -209,6 +211,7 @@ class Network(pulumi.ComponentResource):
             referenced_security_group_id=efa.id,
             ip_protocol="-1",
             description="All traffic to members of this group (EFA needs it)",
+            tags=self._tags("efa-out-self"),
             opts=opts,
         )
         node = aws.ec2.SecurityGroup(
@@ -224,6 +227,7 @@ class Network(pulumi.ComponentResource):
             cidr_ipv4="0.0.0.0/0",
             ip_protocol="-1",
             description="Outbound to AWS APIs and package mirrors (through NAT or endpoints)",
+            tags=self._tags("node-out"),
             opts=opts,
         )
         self.efa_security_group_id = efa.id

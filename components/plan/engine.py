@@ -162,32 +162,54 @@ def run_plan(stack: str, project_dir: Path = PROJECT_DIR, *, config_overrides: M
 def run_program(
     project: str, stack: str, config: dict[str, str], secrets: list[str] | None = None, project_dir: Path = PROJECT_DIR
 ) -> Plan:
-    region = config.get("aws:region")
-    mocks = PlanMocks(region=region or "us-east-1", catalog=load_catalog())
-    monitor = RecordingMonitor(mocks)
-    plan = Plan(project=project, stack=stack, region=region)
+    """Run ``project_dir/__main__.py`` with ``config`` under the mocks."""
     if str(project_dir) not in sys.path:
         sys.path.insert(0, str(project_dir))
+
+    def program() -> None:
+        runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
+
+    return execute(program, project=project, stack=stack, config=config, secrets=secrets)
+
+
+def execute(
+    program: Callable[[], object],
+    *,
+    project: str = "gpucluster",
+    stack: str = "test",
+    config: Mapping[str, str] | None = None,
+    secrets: list[str] | None = None,
+    mocks: PlanMocks | None = None,
+) -> Plan:
+    """Run ``program`` inside a fresh stack under the mocks and return what it registered.
+
+    The tests use this directly to build single components; :func:`run_program` runs the stack program.
+    """
+    config = dict(config or {})
+    region = config.get("aws:region")
+    mocks = mocks or PlanMocks(region=region or "us-east-1", catalog=load_catalog())
+    monitor = RecordingMonitor(mocks)
+    plan = Plan(project=project, stack=stack, region=region)
     _fresh_event_loop()
     logger = logging.getLogger(f"gpucluster.plan.{stack}")
     logger.propagate = False
     logger.handlers = [_ListHandler(plan.logs)]
     set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor, logger=logger)
-    set_all_config(dict(config), list(secrets or []))
-    pulumi_settings.set_root_resource(None)  # set_mocks made a throwaway stack; run our own
-
-    def program() -> None:
-        runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
-
+    set_all_config(config, list(secrets or []))
+    pulumi_settings.ROOT.set(None)  # set_mocks made a throwaway stack; run our own
     try:
-        _sync_await(run_in_stack(program))
+
+        def body() -> None:
+            program()
+
+        _sync_await(run_in_stack(body))
     except pulumi.RunError as exc:
         plan.error = str(exc)
         cause = exc.__cause__
         if isinstance(cause, ConfigError):
             plan.findings = [f.as_dict() for f in cause.findings]
     finally:
-        pulumi_settings.set_root_resource(None)
+        pulumi_settings.ROOT.set(None)
         _stop_worker_threads()
     plan.resources = [r for r in monitor.registrations if r.type != "pulumi:pulumi:Stack"]
     stack_regs = [r for r in monitor.registrations if r.type == "pulumi:pulumi:Stack"]

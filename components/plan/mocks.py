@@ -102,8 +102,7 @@ def instance_type_result(facts: InstanceFacts) -> dict[str, Any]:
         "efaSupported": facts.efa_supported,
         "efaMaximumInterfaces": facts.max_efa_interfaces,
         "gpuses": [
-            {"count": a.count, "manufacturer": a.manufacturer, "memorySize": a.memory_mib, "name": a.model}
-            for a in facts.gpus
+            {"count": a.count, "manufacturer": a.manufacturer, "memorySize": a.memory_mib, "name": a.model} for a in facts.gpus
         ],
         "neuronDevices": [
             {"count": a.count, "name": a.model, "memorySize": a.memory_mib, "coreCount": 0, "coreVersion": 0}
@@ -129,9 +128,7 @@ class PlanMocks(Mocks):
     account: str = ACCOUNT
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     # Extra per-type fakes and invokes: other components register theirs here.
-    resource_fakes: dict[str, Callable[[MockResourceArgs, str, dict[str, Any]], dict[str, Any]]] = field(
-        default_factory=dict
-    )
+    resource_fakes: dict[str, Callable[[MockResourceArgs, str, dict[str, Any]], dict[str, Any]]] = field(default_factory=dict)
     invoke_fakes: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = field(default_factory=dict)
 
     # --- resources -------------------------------------------------------------------------------
@@ -164,9 +161,7 @@ class PlanMocks(Mocks):
         elif token == "aws:autoscaling/group:Group":
             rid = name
             uuid = "-".join((h[:8], h[8:12], h[12:16], digest(name, length=4), digest(h, length=12)))
-            state["arn"] = (
-                f"arn:aws:autoscaling:{self.region}:{self.account}:autoScalingGroup:{uuid}:autoScalingGroupName/{name}"
-            )
+            state["arn"] = f"arn:aws:autoscaling:{self.region}:{self.account}:autoScalingGroup:{uuid}:autoScalingGroupName/{name}"
         elif token == "aws:ec2/placementGroup:PlacementGroup":
             rid = name
             state["placementGroupId"] = f"pg-{h}"
@@ -210,7 +205,13 @@ class PlanMocks(Mocks):
                 "userId": "AIDA" + digest("plan", length=17).upper(),
             }, []
         if token == "aws:index/getRegion:getRegion":
-            return {"id": self.region, "name": self.region, "region": self.region, "endpoint": f"ec2.{self.region}.amazonaws.com", "description": self.region}, []
+            return {
+                "id": self.region,
+                "name": self.region,
+                "region": self.region,
+                "endpoint": f"ec2.{self.region}.amazonaws.com",
+                "description": self.region,
+            }, []
         if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
             letters = REGION_ZONES.get(self.region, "abc")
             names = [f"{self.region}{c}" for c in letters]

@@ -24,7 +24,7 @@ def _ranges(numbers: Iterable[int]) -> str:
     nums = sorted(numbers)
     out: list[str] = []
     start = prev = nums[0]
-    for n in nums[1:] + [None]:  # type: ignore[list-item]
+    for n in [*nums[1:], None]:
         if n is not None and n == prev + 1:
             prev = n
             continue
@@ -59,25 +59,31 @@ def _launch_template(i: dict[str, Any]) -> list[str]:
     for bdm in i.get("blockDeviceMappings") or []:
         ebs = bdm.get("ebs") or {}
         enc = "encrypted" if str(ebs.get("encrypted")) == "true" else "NOT encrypted (!)"
-        lines.append(f"root {bdm.get('deviceName')} {ebs.get('volumeType')} {ebs.get('volumeSize')} GiB "
-                     f"{ebs.get('iops')} IOPS {ebs.get('throughput')} MB/s {enc}")
+        lines.append(
+            f"root {bdm.get('deviceName')} {ebs.get('volumeType')} {ebs.get('volumeSize')} GiB "
+            f"{ebs.get('iops')} IOPS {ebs.get('throughput')} MB/s {enc}"
+        )
     placement = (i.get("placement") or {}).get("groupName")
     if placement:
         lines.append(f"placement group {placement}")
-    target = ((i.get("capacityReservationSpecification") or {}).get("capacityReservationTarget") or {})
+    target = (i.get("capacityReservationSpecification") or {}).get("capacityReservationTarget") or {}
     market = (i.get("instanceMarketOptions") or {}).get("marketType")
     if market == "capacity-block":
         lines.append(f"capacity block {target.get('capacityReservationId')} targeted")
     elif target:
-        lines.append(f"capacity reservation {target.get('capacityReservationId') or target.get('capacityReservationResourceGroupArn')} targeted")
+        lines.append(
+            f"capacity reservation {target.get('capacityReservationId') or target.get('capacityReservationResourceGroupArn')} targeted"
+        )
     elif market == "spot":
         lines.append("spot instances")
     return lines
 
 
 def _asg(i: dict[str, Any]) -> list[str]:
-    return [f"min {i.get('minSize')} · max {i.get('maxSize')} · desired {i.get('desiredCapacity')} · "
-            f"subnets {', '.join(map(str, i.get('vpcZoneIdentifiers') or []))}"]
+    return [
+        f"min {i.get('minSize')} · max {i.get('maxSize')} · desired {i.get('desiredCapacity')} · "
+        f"subnets {', '.join(map(str, i.get('vpcZoneIdentifiers') or []))}"
+    ]
 
 
 def _rule(i: dict[str, Any]) -> list[str]:
@@ -147,8 +153,10 @@ def _estimate_lines(est: dict[str, Any]) -> list[str]:
             f"→ {_money(g['usdPerHour'])}/h, {_kw(g['kw'])}   at max {g['max']}: {_money(g['usdPerHourAtMax'])}/h, {_kw(g['kwAtMax'])}"
             f"   ({g['priceSource']})"
         )
-    lines.append(f"  total: {_money(est.get('usdPerHour'))}/h, {_kw(est.get('kw'))} now; "
-                 f"{_money(est.get('usdPerHourAtMax'))}/h, {_kw(est.get('kwAtMax'))} at max size")
+    lines.append(
+        f"  total: {_money(est.get('usdPerHour'))}/h, {_kw(est.get('kw'))} now; "
+        f"{_money(est.get('usdPerHourAtMax'))}/h, {_kw(est.get('kwAtMax'))} at max size"
+    )
     lines.append("")
     return lines
 

@@ -248,17 +248,14 @@ class Catalog:
     def from_documents(cls, describe: Mapping[str, Any], extras: Mapping[str, Any]) -> Catalog:
         per_type = extras.get("InstanceTypes", {})
         facts = {
-            e["InstanceType"]: InstanceFacts.from_describe(e, per_type.get(e["InstanceType"]))
-            for e in describe["InstanceTypes"]
+            e["InstanceType"]: InstanceFacts.from_describe(e, per_type.get(e["InstanceType"])) for e in describe["InstanceTypes"]
         }
         meta = {k: v for k, v in describe.items() if k != "InstanceTypes"}
         return cls(facts, meta)
 
 
 @functools.lru_cache(maxsize=4)
-def load_catalog(
-    instance_types_file: Path = INSTANCE_TYPES_FILE, extras_file: Path = EXTRAS_FILE
-) -> Catalog:
+def load_catalog(instance_types_file: Path = INSTANCE_TYPES_FILE, extras_file: Path = EXTRAS_FILE) -> Catalog:
     describe = json.loads(Path(instance_types_file).read_text())
     extras = json.loads(Path(extras_file).read_text()) if Path(extras_file).exists() else {}
     return Catalog.from_documents(describe, extras)

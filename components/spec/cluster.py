@@ -25,7 +25,7 @@ class ClusterSpec(SpecModel):
     node_groups: tuple[NodeGroupSpec, ...] = Field(min_length=1)
     """The accelerated node groups. Required: at least one."""
 
-    tags: dict[str, str] = {}
+    tags: dict[str, str] = Field(default_factory=dict)
     """Tags on every taggable resource, merged with the cluster tags gpucluster adds. Default: none."""
 
     @field_validator("name")

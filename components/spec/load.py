@@ -21,9 +21,9 @@ from pydantic import BaseModel, ValidationError
 from components.spec.catalog import Catalog, load_catalog
 from components.spec.cluster import ClusterSpec
 from components.spec.errors import ConfigError, Finding, error, errors_in
-from components.spec.resolve import resolve
 from components.spec.network import NetworkSpec
 from components.spec.node_group import NodeGroupSpec
+from components.spec.resolve import resolve
 from components.spec.validators import GROUP_CHECKS, validate_cluster
 
 NAMESPACE = "gpucluster"
@@ -84,7 +84,11 @@ def load_spec(
             )
     raw.setdefault("name", stack)
     if "region" not in raw:
-        findings.append(error(REGION_KEY, "no AWS region set", "run `pulumi config set aws:region us-east-1` (or your region)", None, "missing"))
+        findings.append(
+            error(
+                REGION_KEY, "no AWS region set", "run `pulumi config set aws:region us-east-1` (or your region)", None, "missing"
+            )
+        )
         raw["region"] = "us-east-1"  # placeholder so the rest still gets checked; we raise below
     try:
         spec = ClusterSpec.model_validate(raw)

@@ -9,9 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from components.spec.base import SpecModel
 
-InterfaceEndpoint = Literal[
-    "ssm", "ssmmessages", "ec2messages", "ecr.api", "ecr.dkr", "sts", "logs", "secretsmanager", "kms"
-]
+InterfaceEndpoint = Literal["ssm", "ssmmessages", "ec2messages", "ecr.api", "ecr.dkr", "sts", "logs", "secretsmanager", "kms"]
 
 
 class SubnetSpec(SpecModel):
@@ -113,4 +111,4 @@ def plan_subnets(vpc_cidr: str, zones: list[str], private_prefix: int, public_pr
             f"{vpc_cidr} has no room for {len(zones)} zones of /{private_prefix} private and /{public_prefix} "
             "public subnets; use a larger vpcCidr or smaller subnets"
         )
-    return {zone: (str(a), str(b)) for zone, a, b in zip(zones, chosen_private, chosen_public)}
+    return {zone: (str(a), str(b)) for zone, a, b in zip(zones, chosen_private, chosen_public, strict=True)}

@@ -148,13 +148,13 @@ class NodeGroupSpec(SpecModel):
     key_name: str | None = None
     """EC2 key pair for SSH. Default: none — reach nodes with SSM Session Manager."""
 
-    labels: dict[str, str] = {}
+    labels: dict[str, str] = Field(default_factory=dict)
     """Labels for schedulers: Kubernetes node labels, Slurm node features. Default: none."""
 
-    tags: dict[str, str] = {}
+    tags: dict[str, str] = Field(default_factory=dict)
     """Tags for this group's resources, on top of the cluster's. Default: none."""
 
-    nccl_env: dict[str, str] = {}
+    nccl_env: dict[str, str] = Field(default_factory=dict)
     """Extra or overriding NCCL / libfabric environment for jobs on these nodes. Default: none."""
 
     price_per_hour: float | None = Field(default=None, gt=0)

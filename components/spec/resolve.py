@@ -14,6 +14,13 @@ from components.spec.validators import effective_desired, effective_efa, effecti
 
 def resolve_group(group: NodeGroupSpec, catalog: Catalog) -> NodeGroupSpec:
     facts = catalog[group.instance_type]
+    if (
+        group.enable_efa_support is not None
+        and group.desired_size is not None
+        and group.create_placement_group is not None
+        and (group.image_id or group.image_ssm_parameter)
+    ):
+        return group
     update: dict[str, object] = {
         "desired_size": effective_desired(group),
         "enable_efa_support": effective_efa(group, facts),

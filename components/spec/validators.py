@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 
 from components.spec.catalog import Catalog, InstanceFacts
 from components.spec.cluster import ClusterSpec
@@ -54,7 +55,9 @@ def effective_desired(group: NodeGroupSpec) -> int:
 GroupCheck = Callable[[int, NodeGroupSpec, InstanceFacts | None, ClusterSpec, Catalog], Iterable[Finding]]
 
 
-def check_instance_type(i: int, g: NodeGroupSpec, facts: InstanceFacts | None, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+def check_instance_type(
+    i: int, g: NodeGroupSpec, facts: InstanceFacts | None, spec: ClusterSpec, catalog: Catalog
+) -> Iterator[Finding]:
     if facts is None:
         close = catalog.suggest(g.instance_type)
         hint = f"did you mean {', '.join(close)}? " if close else ""
@@ -126,7 +129,9 @@ def check_zones(i: int, g: NodeGroupSpec, facts: InstanceFacts | None, spec: Clu
             )
 
 
-def check_subnets(i: int, g: NodeGroupSpec, facts: InstanceFacts | None, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+def check_subnets(
+    i: int, g: NodeGroupSpec, facts: InstanceFacts | None, spec: ClusterSpec, catalog: Catalog
+) -> Iterator[Finding]:
     net = spec.network
     if g.subnet_ids and net.create_vpc:
         yield error(
@@ -143,8 +148,7 @@ def check_subnets(i: int, g: NodeGroupSpec, facts: InstanceFacts | None, spec: C
             yield error(
                 group_path(i, "subnetIds"),
                 f"subnet {subnet} is not listed in network.subnets",
-                "add it to network.subnets with its availabilityZone, or pick one of "
-                + ", ".join(s.id for s in net.subnets),
+                "add it to network.subnets with its availabilityZone, or pick one of " + ", ".join(s.id for s in net.subnets),
                 subnet,
                 "subnet-unknown",
             )
@@ -170,7 +174,9 @@ def check_subnets(i: int, g: NodeGroupSpec, facts: InstanceFacts | None, spec: C
                 )
 
 
-def check_placement(i: int, g: NodeGroupSpec, facts: InstanceFacts | None, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+def check_placement(
+    i: int, g: NodeGroupSpec, facts: InstanceFacts | None, spec: ClusterSpec, catalog: Catalog
+) -> Iterator[Finding]:
     wants_pg = g.create_placement_group is True or g.placement_group_name is not None
     field = "createPlacementGroup" if g.create_placement_group else "placementGroupName"
     if g.create_placement_group and g.placement_group_name:
@@ -216,7 +222,9 @@ def check_placement(i: int, g: NodeGroupSpec, facts: InstanceFacts | None, spec:
         )
 
 
-def check_capacity(i: int, g: NodeGroupSpec, facts: InstanceFacts | None, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+def check_capacity(
+    i: int, g: NodeGroupSpec, facts: InstanceFacts | None, spec: ClusterSpec, catalog: Catalog
+) -> Iterator[Finding]:
     cap = g.capacity
     if cap.instance_count is not None and g.max_size > cap.instance_count:
         yield error(
@@ -234,6 +242,15 @@ def check_capacity(i: int, g: NodeGroupSpec, facts: InstanceFacts | None, spec: 
             "list only the reservation's zone",
             list(g.availability_zones),
             "reservation-multi-az",
+        )
+    if cap.type == "capacity-block" and facts is not None and facts.usage_classes and "capacity-block" not in facts.usage_classes:
+        blocks = [t for t in catalog if "capacity-block" in catalog[t].usage_classes]
+        yield error(
+            group_path(i, "capacity.type"),
+            f"{g.instance_type} is not sold as a capacity block",
+            f"use on-demand, spot or a capacity reservation, or a type sold in blocks: {', '.join(blocks)}",
+            "capacity-block",
+            "capacity-block-unsupported",
         )
     if cap.type == "spot" and facts is not None and not facts.supports_spot:
         yield error(
@@ -265,7 +282,9 @@ def check_sizes(i: int, g: NodeGroupSpec, facts: InstanceFacts | None, spec: Clu
         )
 
 
-def check_public_ip(i: int, g: NodeGroupSpec, facts: InstanceFacts | None, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+def check_public_ip(
+    i: int, g: NodeGroupSpec, facts: InstanceFacts | None, spec: ClusterSpec, catalog: Catalog
+) -> Iterator[Finding]:
     if not g.associate_public_ip_address:
         return
     if facts is not None and facts.multi_card:
@@ -287,7 +306,9 @@ def check_public_ip(i: int, g: NodeGroupSpec, facts: InstanceFacts | None, spec:
         )
 
 
-def check_addresses(i: int, g: NodeGroupSpec, facts: InstanceFacts | None, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+def check_addresses(
+    i: int, g: NodeGroupSpec, facts: InstanceFacts | None, spec: ClusterSpec, catalog: Catalog
+) -> Iterator[Finding]:
     """A node takes one private IP per full interface; the subnet must hold the whole group."""
     if facts is None or not spec.network.create_vpc or len(g.availability_zones) != 1:
         return
@@ -306,7 +327,9 @@ def check_addresses(i: int, g: NodeGroupSpec, facts: InstanceFacts | None, spec:
         )
 
 
-def check_tag_count(i: int, g: NodeGroupSpec, facts: InstanceFacts | None, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+def check_tag_count(
+    i: int, g: NodeGroupSpec, facts: InstanceFacts | None, spec: ClusterSpec, catalog: Catalog
+) -> Iterator[Finding]:
     total = len({**spec.tags, **g.tags}) + RESERVED_TAG_COUNT
     if total > MAX_TAGS:
         yield error(
@@ -370,12 +393,34 @@ def check_network(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                 spec.network.public_subnet_prefix_length,
             )
         except ValueError as exc:
-            yield error("gpucluster:network.vpcCidr", str(exc), "use a larger vpcCidr or smaller subnet prefix lengths",
-                        spec.network.vpc_cidr, "vpc-too-small")
+            yield error(
+                "gpucluster:network.vpcCidr",
+                str(exc),
+                "use a larger vpcCidr or smaller subnet prefix lengths",
+                spec.network.vpc_cidr,
+                "vpc-too-small",
+            )
 
 
 ClusterCheck = Callable[[ClusterSpec, Catalog], Iterable[Finding]]
 CLUSTER_CHECKS: list[ClusterCheck] = [check_network]
+
+
+# The checks that need nothing but the node group itself: what a GpuNodeGroup used on its own runs.
+STANDALONE_CHECKS: tuple[GroupCheck, ...] = (check_instance_type, check_efa, check_placement, check_capacity, check_sizes)
+
+
+def validate_node_group(group: NodeGroupSpec, catalog: Catalog, path: str = "node_group") -> list[Finding]:
+    """Findings for one node group outside any cluster (paths start with ``path``)."""
+    from components.spec.network import NetworkSpec
+
+    context = ClusterSpec.model_construct(name="standalone", region="", network=NetworkSpec(), node_groups=(group,), tags={})
+    facts = catalog.get(group.instance_type)
+    out: list[Finding] = []
+    for check in STANDALONE_CHECKS:
+        for f in check(0, group, facts, context, catalog):
+            out.append(replace(f, path=f.path.replace(group_path(0), path, 1)))
+    return out
 
 
 def validate_cluster(spec: ClusterSpec, catalog: Catalog) -> list[Finding]:

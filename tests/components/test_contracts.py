@@ -1,0 +1,108 @@
+"""Contracts every component keeps: type token, documented Args, parents, tags on taggable children."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib
+import inspect
+import itertools
+import pkgutil
+
+import pulumi
+import pulumi_aws
+import pytest
+
+import components
+from components.gpu_cluster import GpuCluster, GpuClusterArgs
+from components.naming import CLUSTER_TAG, MANAGED_BY_TAG
+from components.spec.load import load_spec
+from tests.conftest import group, make_config
+
+
+def component_classes() -> list[type[pulumi.ComponentResource]]:
+    found = []
+    for mod in pkgutil.iter_modules(components.__path__):
+        module = importlib.import_module(f"components.{mod.name}")
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if issubclass(cls, pulumi.ComponentResource) and cls.__module__ == module.__name__:
+                found.append(cls)
+    return found
+
+
+COMPONENTS = component_classes()
+
+
+def test_there_are_components():
+    names = {c.__name__ for c in COMPONENTS}
+    assert {"GpuCluster", "Network", "GpuNodeGroup"} <= names
+
+
+@pytest.mark.parametrize("cls", COMPONENTS, ids=lambda c: c.__name__)
+def test_token_and_constructor(cls):
+    module = inspect.getmodule(cls)
+    assert module is not None and module.TOKEN == f"gpucluster:index:{cls.__name__}"
+    params = list(inspect.signature(cls.__init__).parameters)
+    assert params[:4] == ["self", "name", "args", "opts"]
+    assert inspect.signature(cls.__init__).parameters["opts"].default is None
+
+
+@pytest.mark.parametrize("cls", COMPONENTS, ids=lambda c: c.__name__)
+def test_args_class_fields_are_documented(cls):
+    module = inspect.getmodule(cls)
+    args_cls = getattr(module, f"{cls.__name__}Args")
+    assert dataclasses.is_dataclass(args_cls)
+    tree = ast.parse(inspect.getsource(args_cls))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    documented = set()
+    for node, nxt in itertools.pairwise(body):
+        if isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
+            documented.add(node.target.id)  # type: ignore[union-attr]
+    fields = {f.name for f in dataclasses.fields(args_cls)}
+    assert fields - documented == set(), f"undocumented {args_cls.__name__} fields"
+
+
+def _taggable(token: str) -> bool:
+    try:
+        module = getattr(pulumi_aws, token.split(":")[1].split("/")[0])
+        cls = getattr(module, token.split(":")[2])
+    except (AttributeError, IndexError):
+        return False
+    return "tags" in inspect.signature(cls._internal_init).parameters
+
+
+def _tags(inputs: dict) -> dict:
+    tags = inputs.get("tags") or {}
+    if isinstance(tags, list):  # Auto Scaling groups take a list of {key, value}
+        return {t["key"]: t["value"] for t in tags}
+    return tags
+
+
+def test_full_cluster_children_have_parents_and_tags(run_components):
+    spec = load_spec(
+        make_config(
+            group(), group(name="dev", instanceType="g6e.xlarge"), network={"interfaceEndpoints": ["ssm"]}, tags={"team": "ml"}
+        ),
+        stack="c",
+    ).spec
+    plan = run_components(lambda: GpuCluster("c", GpuClusterArgs(spec=spec)))
+    component_urns = {r.urn for r in plan.resources if not r.custom}
+    untagged = []
+    for r in plan.resources:
+        if r.custom:
+            assert r.parent in component_urns, f"{r.name} is not parented to a component"
+        if r.custom and _taggable(r.type):
+            tags = _tags(r.inputs)
+            if tags.get(CLUSTER_TAG) != "c" or tags.get("team") != "ml" or tags.get(MANAGED_BY_TAG) != "gpucluster":
+                untagged.append(r.name)
+    assert untagged == []
+    taggable = [r for r in plan.resources if r.custom and _taggable(r.type)]
+    assert len(taggable) > 10
+
+
+def test_opts_reach_the_component(run_components):
+    spec = load_spec(make_config(), stack="c").spec
+    plan = run_components(lambda: GpuCluster("c", GpuClusterArgs(spec=spec), opts=pulumi.ResourceOptions(protect=True)))
+    cluster = plan.by_name("c")
+    assert cluster.protect
+    assert all(r.protect for r in plan.resources), "protect should flow to children through parent"

@@ -1,0 +1,128 @@
+"""Fixtures shared by every test layer."""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = Path(__file__).resolve().parent / "golden"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+# Pinned upstream CRDs and chart values (read in place, never copied): ../shared/k8s-schemas by default.
+K8S_SCHEMAS = Path(os.environ.get("GPUCLUSTER_K8S_SCHEMAS", ROOT.parent / "shared" / "k8s-schemas"))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-golden", action="store_true", help="rewrite golden files from the current output")
+
+
+@pytest.fixture
+def update_golden(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-golden"))
+
+
+def check_golden(path: Path, actual: str, update: bool) -> None:
+    """Compare ``actual`` with the committed golden file (or rewrite it with --update-golden)."""
+    if update or not path.exists():
+        if not update and IN_CI:
+            pytest.fail(f"golden file {path.relative_to(ROOT)} is missing; run pytest --update-golden and commit it")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(actual)
+        return
+    expected = path.read_text()
+    assert actual == expected, f"{path.relative_to(ROOT)} differs; if the change is intended run pytest --update-golden"
+
+
+def require_tool(name: str) -> str:
+    """Path of ``name``; in CI a missing tool fails the test instead of skipping it."""
+    found = shutil.which(name)
+    if found:
+        return found
+    if IN_CI:
+        pytest.fail(f"{name} is not installed; .ci/run must install it")
+    pytest.skip(f"{name} not installed (CI installs it)")
+
+
+MINIMAL_GROUP: dict[str, Any] = {
+    "name": "gpu",
+    "instanceType": "p5.48xlarge",
+    "availabilityZones": ["us-east-1a"],
+    "maxSize": 2,
+}
+
+
+def make_config(*groups: dict[str, Any], **keys: Any) -> dict[str, Any]:
+    """A flat Pulumi config map: ``make_config({...group}, network={...}, region="us-west-2")``."""
+    config: dict[str, Any] = {"aws:region": keys.pop("region", "us-east-1")}
+    config["gpucluster:nodeGroups"] = [copy.deepcopy(g) for g in groups] or [copy.deepcopy(MINIMAL_GROUP)]
+    for key, value in keys.items():
+        config[f"gpucluster:{key}"] = value
+    return config
+
+
+def group(**fields: Any) -> dict[str, Any]:
+    """MINIMAL_GROUP with ``fields`` changed (``None`` removes a field)."""
+    out = copy.deepcopy(MINIMAL_GROUP)
+    for key, value in fields.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+@pytest.fixture
+def catalog():
+    from components.spec.catalog import load_catalog
+
+    return load_catalog()
+
+
+ConfigFactory = Callable[..., dict[str, Any]]
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint():
+    """A moto server on 127.0.0.1 for the session (``moto_server``, the real HTTP API); reset per use."""
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    server = require_tool("moto_server")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"{url}/moto-api/", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("moto_server did not start")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+def aws_env(monkeypatch):
+    """Fake credentials so boto3 signs requests for moto; nothing reaches AWS."""
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)

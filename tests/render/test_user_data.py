@@ -1,0 +1,120 @@
+"""Rendered user data: pinned by golden files and accepted by cloud-init's own schema check."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components.plan.engine import run_plan, stack_names
+from components.render import CloudConfig, WriteFile, render_cloud_config
+from tests.conftest import GOLDEN, check_golden, require_tool
+
+# Top-level keys our user data may use. cloud-init ignores unknown top-level keys silently (its schema
+# check passes them), so a misspelt key would be dropped on the node without a word: check them here.
+KNOWN_TOP_LEVEL = {"write_files", "runcmd", "bootcmd", "packages", "package_update", "mounts", "users", "disk_setup", "fs_setup"}
+
+
+def all_user_data() -> list[tuple[str, str, str]]:
+    out = []
+    for stack in stack_names():
+        plan = run_plan(stack)
+        for path, text in sorted(plan.files.items()):
+            if path.endswith("/user-data"):
+                out.append((stack, path.split("/")[0], text))
+    return out
+
+
+USER_DATA = all_user_data()
+
+
+def test_every_stack_renders_user_data():
+    assert {s for s, _, _ in USER_DATA} == set(stack_names())
+
+
+@pytest.mark.parametrize(("stack", "resource", "text"), USER_DATA, ids=[f"{s}:{r}" for s, r, _ in USER_DATA])
+def test_user_data_golden_and_cloud_init_schema(stack, resource, text, tmp_path, update_golden):
+    check_golden(GOLDEN / "user-data" / stack / f"{resource}.yaml", text, update_golden)
+    assert text.startswith("#cloud-config\n")
+    doc = yaml.safe_load(text)
+    assert set(doc) <= KNOWN_TOP_LEVEL, f"unknown top-level keys: {set(doc) - KNOWN_TOP_LEVEL}"
+    cloud_init = require_tool("cloud-init")
+    path = tmp_path / "user-data.yaml"
+    path.write_text(text)
+    result = subprocess.run([cloud_init, "schema", "-c", str(path)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Valid schema" in result.stdout or "Valid cloud-config" in result.stdout
+
+
+def test_cloud_init_schema_rejects_a_broken_document(tmp_path):
+    """The check above can fail: cloud-init refuses a write_files entry without a path."""
+    cloud_init = require_tool("cloud-init")
+    path = tmp_path / "bad.yaml"
+    path.write_text("#cloud-config\nwrite_files:\n- content: x\n  permissions: 644\n")
+    result = subprocess.run([cloud_init, "schema", "-c", str(path)], capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+
+
+def _file(text: str, path: str) -> str:
+    for entry in yaml.safe_load(text)["write_files"]:
+        if entry["path"] == path:
+            return entry["content"]
+    raise KeyError(path)
+
+
+def test_nccl_profile_sets_the_environment(tmp_path):
+    text = next(t for s, _, t in USER_DATA if s == "p5-training")
+    script = tmp_path / "nccl.sh"
+    script.write_text(_file(text, "/etc/profile.d/gpucluster-nccl.sh"))
+    bash = require_tool("bash")
+    out = subprocess.run(
+        [bash, "-c", f". {script} && env"],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"], "LD_LIBRARY_PATH": "/usr/lib/x"},
+        check=True,
+    ).stdout
+    env = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    assert env["FI_PROVIDER"] == "efa" and env["FI_EFA_USE_DEVICE_RDMA"] == "1" and env["NCCL_SOCKET_IFNAME"] == "^docker,lo,veth"
+    assert env["LD_LIBRARY_PATH"].startswith("/opt/amazon/efa/lib:") and env["LD_LIBRARY_PATH"].endswith(":/usr/lib/x")
+
+
+@pytest.mark.parametrize(
+    ("devices", "status"), [(32, "ok efa_devices=32 expected=32"), (30, "degraded efa_devices=30 expected=32")]
+)
+def test_efa_check_reports_missing_devices(tmp_path, devices, status):
+    text = next(t for s, _, t in USER_DATA if s == "p5-training")
+    script = tmp_path / "efa-check"
+    script.write_text(_file(text, "/usr/local/sbin/gpucluster-efa-check"))
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "fi_info").write_text("#!/bin/sh\n" + "".join(f"echo '    domain: rdmap{i}-rdm'\n" for i in range(devices)))
+    (fake / "fi_info").chmod(0o755)
+    env = {
+        "PATH": f"{fake}:{os.environ['PATH']}",
+        "GPUCLUSTER_ETC": str(tmp_path / "etc"),
+        "GPUCLUSTER_LOG": str(tmp_path / "log"),
+    }
+    subprocess.run([require_tool("bash"), str(script)], env=env, check=True, timeout=30)
+    assert (tmp_path / "etc" / "efa-status").read_text().strip() == status
+
+
+def test_parts_that_write_the_same_file_are_refused():
+    a = CloudConfig(write_files=(WriteFile("/etc/x", "1"),))
+    with pytest.raises(ValueError, match="/etc/x"):
+        _ = a + a
+
+
+def test_user_data_over_the_ec2_limit_is_refused():
+    big = CloudConfig(write_files=(WriteFile("/etc/big", "x" * 17000),))
+    with pytest.raises(ValueError, match="EC2 allows 16384"):
+        render_cloud_config("t", big)
+
+
+def test_golden_dir_has_no_stale_files():
+    expected = {GOLDEN / "user-data" / s / f"{r}.yaml" for s, r, _ in USER_DATA}
+    present = set(Path(GOLDEN / "user-data").rglob("*.yaml"))
+    assert present <= expected, f"stale golden files: {present - expected}"

@@ -1,0 +1,204 @@
+"""Hand-written bad configs: each fails naming the field, and the program registers nothing.
+
+Every case runs the real stack program (``__main__.py``) under the plan's mock engine, so this also
+proves the error comes before the first resource.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from components.plan.engine import run_program
+from tests.conftest import MINIMAL_GROUP, group, make_config
+
+BYO = {"vpcId": "vpc-0abc1234", "subnets": [{"id": "subnet-0aaa1111", "availabilityZone": "us-east-1a"}]}
+
+# (id, config, field path named, message fragment)
+BAD_CONFIGS = [
+    (
+        "unknown-instance-type",
+        make_config(group(instanceType="p5.48xl")),
+        "gpucluster:nodeGroups[0].instanceType",
+        "'p5.48xl' is not in the instance catalog",
+    ),
+    (
+        "efa-on-non-efa-type",
+        make_config(group(instanceType="g6e.xlarge", enableEfaSupport=True)),
+        "gpucluster:nodeGroups[0].enableEfaSupport",
+        "g6e.xlarge does not support EFA",
+    ),
+    (
+        "efa-spanning-zones",
+        make_config(group(availabilityZones=["us-east-1a", "us-east-1b"])),
+        "gpucluster:nodeGroups[0].availabilityZones",
+        "must stay in one Availability Zone",
+    ),
+    (
+        "subnet-outside-zone",
+        make_config(
+            group(subnetIds=["subnet-0bbb2222"]),
+            network={**BYO, "subnets": BYO["subnets"] + [{"id": "subnet-0bbb2222", "availabilityZone": "us-east-1b"}]},
+        ),
+        "gpucluster:nodeGroups[0].subnetIds",
+        "is in us-east-1b, outside the group's zones",
+    ),
+    (
+        "placement-group-with-capacity-block",
+        make_config(
+            group(createPlacementGroup=True, capacity={"type": "capacity-block", "reservationId": "cr-0123456789abcdef0"})
+        ),
+        "gpucluster:nodeGroups[0].createPlacementGroup",
+        "cannot be used with a capacity block",
+    ),
+    (
+        "max-above-reservation",
+        make_config(
+            group(
+                maxSize=20,
+                capacity={"type": "capacity-reservation", "reservationId": "cr-0123456789abcdef0", "instanceCount": 16},
+            )
+        ),
+        "gpucluster:nodeGroups[0].maxSize",
+        "maxSize 20 is above the 16 instances",
+    ),
+    (
+        "public-ip-multi-card",
+        make_config(group(associatePublicIpAddress=True)),
+        "gpucluster:nodeGroups[0].associatePublicIpAddress",
+        "cannot auto-assign a public IP",
+    ),
+    (
+        "min-above-max",
+        make_config(group(minSize=4, maxSize=2)),
+        "gpucluster:nodeGroups[0].minSize",
+        "minSize 4 is greater than maxSize 2",
+    ),
+    (
+        "desired-above-max",
+        make_config(group(desiredSize=3, maxSize=2)),
+        "gpucluster:nodeGroups[0].desiredSize",
+        "desiredSize 3 is outside minSize 0 .. maxSize 2",
+    ),
+    ("negative-size", make_config(group(maxSize=-1)), "gpucluster:nodeGroups[0].maxSize", "greater than or equal to 0"),
+    ("missing-max-size", make_config(group(maxSize=None)), "gpucluster:nodeGroups[0].maxSize", "is required"),
+    ("missing-zones", make_config(group(availabilityZones=None)), "gpucluster:nodeGroups[0].availabilityZones", "is required"),
+    (
+        "misspelt-field",
+        make_config({**MINIMAL_GROUP, "instanceTyp": "p5.48xlarge"}),
+        "gpucluster:nodeGroups[0].instanceTyp",
+        "unknown field 'instanceTyp'",
+    ),
+    ("misspelt-key", {**make_config(), "gpucluster:nodeGroup": "[]"}, "gpucluster:nodeGroup", "unknown config key"),
+    (
+        "zone-outside-region",
+        make_config(group(availabilityZones=["us-west-2a"])),
+        "gpucluster:nodeGroups[0].availabilityZones",
+        "zone 'us-west-2a' is not in region us-east-1",
+    ),
+    ("no-region", {k: v for k, v in make_config().items() if k != "aws:region"}, "aws:region", "no AWS region set"),
+    ("no-node-groups", {**make_config(), "gpucluster:nodeGroups": "[]"}, "gpucluster:nodeGroups", "at least 1 item"),
+    ("duplicate-group-names", make_config(group(), group()), "gpucluster", "two node groups are named 'gpu'"),
+    ("bad-group-name", make_config(group(name="GPU_A")), "gpucluster:nodeGroups[0].name", "'GPU_A' is not a valid name"),
+    (
+        "capacity-block-without-id",
+        make_config(group(capacity={"type": "capacity-block"})),
+        "gpucluster:nodeGroups[0].capacity",
+        "capacity-block needs reservationId",
+    ),
+    (
+        "reservation-id-malformed",
+        make_config(group(capacity={"type": "capacity-reservation", "reservationId": "res-123"})),
+        "gpucluster:nodeGroups[0].capacity.reservationId",
+        "should match pattern",
+    ),
+    (
+        "unknown-capacity-type",
+        make_config(group(capacity={"type": "reserved"})),
+        "gpucluster:nodeGroups[0].capacity.type",
+        "'on-demand', 'spot', 'capacity-reservation' or 'capacity-block'",
+    ),
+    ("reserved-tag-prefix", make_config(tags={"aws:team": "x"}), "gpucluster:tags", "reserved 'aws:' prefix"),
+    ("vpc-cidr-too-large", make_config(network={"vpcCidr": "10.0.0.0/8"}), "gpucluster:network.vpcCidr", "between /16 and /24"),
+    (
+        "byo-vpc-without-subnets",
+        make_config(network={"vpcId": "vpc-0abc1234"}),
+        "gpucluster:network",
+        "needs its private subnets listed",
+    ),
+    (
+        "subnet-ids-without-byo-vpc",
+        make_config(group(subnetIds=["subnet-0aaa1111"])),
+        "gpucluster:nodeGroups[0].subnetIds",
+        "only used with your own VPC",
+    ),
+    (
+        "subnet-not-declared",
+        make_config(group(subnetIds=["subnet-0ccc3333"]), network=BYO),
+        "gpucluster:nodeGroups[0].subnetIds",
+        "subnet-0ccc3333 is not listed in network.subnets",
+    ),
+    (
+        "legacy-layout-exhausts-subnet",
+        make_config(group(efaLayout="legacy", maxSize=300)),
+        "gpucluster:nodeGroups[0].maxSize",
+        "more than a /19 subnet's 8187",
+    ),
+    (
+        "spot-with-reservation-id",
+        make_config(group(capacity={"type": "spot", "reservationId": "cr-0123456789abcdef0"})),
+        "gpucluster:nodeGroups[0].capacity",
+        "type spot does not use a reservation",
+    ),
+    (
+        "placement-group-two-ways",
+        make_config(group(createPlacementGroup=True, placementGroupName="pg-existing")),
+        "gpucluster:nodeGroups[0].placementGroupName",
+        "both set",
+    ),
+    (
+        "zone-not-in-account",
+        make_config(group(availabilityZones=["us-east-1z"])),
+        "gpucluster:nodeGroups[0].availabilityZones",
+        "not an available zone",
+    ),
+    (
+        "root-volume-too-small",
+        make_config(group(rootVolumeSizeGib=8)),
+        "gpucluster:nodeGroups[0].rootVolumeSizeGib",
+        "greater than or equal to 30",
+    ),
+]
+
+
+@pytest.mark.parametrize(("config", "path", "fragment"), [c[1:] for c in BAD_CONFIGS], ids=[c[0] for c in BAD_CONFIGS])
+def test_bad_config_fails_before_any_resource(config, path, fragment):
+    plan = run_program(
+        "gpucluster", "bad", {k: v if isinstance(v, str) else __import__("json").dumps(v) for k, v in config.items()}
+    )
+    assert plan.error is not None, "the program should have refused this config"
+    assert plan.resources == [], f"registered {[r.name for r in plan.resources]} despite the bad config"
+    matching = [f for f in plan.findings if f["level"] == "error" and f["path"] == path]
+    assert matching, f"no error at {path}; got {[(f['path'], f['message']) for f in plan.findings]}"
+    assert any(fragment in f["message"] for f in matching), [f["message"] for f in matching]
+    assert path in plan.error  # the message the user sees names the field
+    assert "Traceback" not in plan.error
+
+
+def test_there_are_at_least_twenty():
+    assert len(BAD_CONFIGS) >= 20
+
+
+def test_one_error_lists_every_problem():
+    config = make_config(
+        group(instanceType="p5.48xl"), group(name="b", minSize=3, maxSize=1), group(name="c", associatePublicIpAddress=True)
+    )
+    plan = run_program(
+        "gpucluster", "bad", {k: v if isinstance(v, str) else __import__("json").dumps(v) for k, v in config.items()}
+    )
+    paths = {f["path"] for f in plan.findings if f["level"] == "error"}
+    assert {
+        "gpucluster:nodeGroups[0].instanceType",
+        "gpucluster:nodeGroups[1].minSize",
+        "gpucluster:nodeGroups[2].associatePublicIpAddress",
+    } <= paths
+    assert "3 problems" in plan.error
