@@ -1,0 +1,122 @@
+# pyright: strict
+"""Command line: what slurmctld runs.
+
+    python -m gpucluster_agents resume      <hostlist>   # ResumeProgram
+    python -m gpucluster_agents suspend     <hostlist>   # SuspendProgram
+    python -m gpucluster_agents resume-fail <hostlist>   # ResumeFailProgram
+    python -m gpucluster_agents topology   [<hostlist>]  # rewrite topology.conf (whole cluster)
+    python -m gpucluster_agents maintain                 # sweep + end holds + topology (timer)
+
+Options: ``--config PATH`` (else $GPUCLUSTER_AGENT_CONFIG, else /etc/gpucluster/agent.json).
+Exit status: 0 whenever Slurm should not retry (failures are logged and nodes set DOWN),
+2 for a bad command line or config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+from .config import ConfigError, load_config
+from .state import LockTimeout
+
+log = logging.getLogger("gpucluster_agents")
+
+COMMANDS = ("resume", "suspend", "resume-fail", "topology", "maintain")
+EXIT_OK = 0
+EXIT_USAGE = 2
+
+
+class _UTCFormatter(logging.Formatter):
+    converter = time.gmtime
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        t = time.strftime("%Y-%m-%dT%H:%M:%S", self.converter(record.created))
+        return f"{t}.{int(record.msecs):03d}Z"
+
+
+def setup_logging(path: str, command: str) -> logging.Handler:
+    for h in list(log.handlers):
+        log.removeHandler(h)
+        h.close()
+    try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        handler: logging.Handler = logging.FileHandler(path, encoding="utf-8")
+    except OSError as exc:
+        sys.stderr.write(f"gpucluster-agent: cannot open log file {path}: {exc}; logging to stderr\n")
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_UTCFormatter(f"%(asctime)s %(process)d {command} %(levelname)s %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    return handler
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gpucluster-agent", description="Slurm power-saving agent for gpucluster on EC2")
+    p.add_argument("--config", help="agent config JSON (default: $GPUCLUSTER_AGENT_CONFIG or /etc/gpucluster/agent.json)")
+    p.add_argument("command", choices=COMMANDS)
+    p.add_argument("hostlist", nargs="?", default="", help="Slurm hostlist expression, e.g. p5-[1-4],g6e-2")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list: list[str] = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser()
+    try:
+        args = parser.parse_args(args_list)
+    except SystemExit as exc:
+        return EXIT_USAGE if exc.code else EXIT_OK
+    if args.command in ("resume", "suspend", "resume-fail") and not args.hostlist.strip():
+        sys.stderr.write(f"gpucluster-agent: {args.command} needs a hostlist\n")
+        return EXIT_USAGE
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as exc:
+        sys.stderr.write(f"gpucluster-agent: config error: {exc}\n")
+        return EXIT_USAGE
+
+    handler = setup_logging(cfg.log_file, args.command)
+    started = time.monotonic()
+    nodes: list[str] = []
+    agent = None
+    try:
+        from .agent import Agent  # boto3 import deferred until the config is known to be good
+
+        agent = Agent(cfg)
+        nodes = agent.expand(args.hostlist)
+        log.info("start %s hostlist=%r nodes=%d", args.command, args.hostlist, len(nodes))
+        if args.command == "resume":
+            agent.resume(nodes)
+        elif args.command == "suspend":
+            agent.suspend(nodes)
+        elif args.command == "resume-fail":
+            agent.resume_fail(nodes)
+        elif args.command == "topology":
+            agent.topology()
+        else:
+            agent.maintain()
+    except LockTimeout as exc:
+        log.error("%s: %s", args.command, exc)
+        if agent is not None and args.command == "resume" and nodes:
+            agent.slurm.set_down(nodes, "gpucluster: agent lock timeout")
+    except Exception:
+        log.exception("%s failed", args.command)
+        if agent is not None and args.command == "resume" and nodes:
+            try:
+                agent.slurm.set_down(nodes, "gpucluster: agent error, see agent log")
+            except Exception:
+                log.exception("could not set nodes down")
+    finally:
+        log.info("end %s in %.3fs", args.command, time.monotonic() - started)
+        log.removeHandler(handler)
+        handler.close()
+    return EXIT_OK
+
+
+def console_main() -> None:  # pragma: no cover - console-script shim
+    sys.exit(main())

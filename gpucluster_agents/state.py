@@ -1,0 +1,162 @@
+# pyright: strict
+"""Local state of the agent in ``state_dir``: the lock, the launch journal and capacity holds.
+
+- ``agent.lock``: every subcommand that reads or changes instances holds this flock for its
+  whole run, so two resumes (or a resume and a suspend) never interleave. A launch therefore can
+  only be "in flight" while its process holds the lock: whoever holds the lock and finds a
+  journal entry knows that launch is finished (crashed or done).
+- ``journal/<token>.json``: written before CreateFleet, updated with the instance->node
+  assignment right after it, removed once every instance is tagged with its node name.
+- ``holds.json``: nodes (and node groups) set DOWN by the agent, with when and why, so they
+  can be handed back to Slurm after the hold time.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import logging
+import os
+import tempfile
+import time
+from typing import Any, cast
+
+log = logging.getLogger("gpucluster_agents")
+
+
+class LockTimeout(RuntimeError):
+    pass
+
+
+def write_json_atomic(path: str, data: Any) -> None:
+    directory = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def read_json(path: str) -> Any | None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        log.error("state file %s unreadable (%s); ignoring it", path, exc)
+        return None
+
+
+class FileLock:
+    """An exclusive flock on a file, waited for at most ``timeout`` seconds."""
+
+    def __init__(self, path: str, timeout: float) -> None:
+        self.path = path
+        self.timeout = timeout
+        self.fd: int | None = None
+
+    def __enter__(self) -> FileLock:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        deadline = time.monotonic() + self.timeout
+        waited = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    os.close(fd)
+                    raise
+                if not waited:
+                    log.info("lock %s busy, waiting up to %ss", self.path, self.timeout)
+                    waited = True
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise LockTimeout(f"could not lock {self.path} within {self.timeout}s") from None
+                time.sleep(0.05)
+        self.fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+
+class StateDir:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.journal_dir = os.path.join(path, "journal")
+        os.makedirs(self.journal_dir, mode=0o700, exist_ok=True)
+
+    def lock(self, timeout: float, name: str = "agent") -> FileLock:
+        return FileLock(os.path.join(self.path, f"{name}.lock"), timeout)
+
+    # ------------------------------------------------------------------ journal
+    def _journal_path(self, token: str) -> str:
+        return os.path.join(self.journal_dir, f"{token}.json")
+
+    def journal_begin(self, token: str, group: str, nodes: list[str]) -> None:
+        write_json_atomic(
+            self._journal_path(token),
+            {"token": token, "group": group, "nodes": nodes, "started": time.time(), "pid": os.getpid(), "assignments": {}},
+        )
+
+    def journal_assign(self, token: str, assignments: dict[str, str]) -> None:
+        entry: dict[str, Any] = read_json(self._journal_path(token)) or {"token": token}
+        entry["assignments"] = dict(assignments)
+        write_json_atomic(self._journal_path(token), entry)
+
+    def journal_end(self, token: str) -> None:
+        try:
+            os.unlink(self._journal_path(token))
+        except FileNotFoundError:
+            pass
+
+    def journal_entries(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for name in sorted(os.listdir(self.journal_dir)):
+            if not name.endswith(".json"):
+                continue
+            raw = read_json(os.path.join(self.journal_dir, name))
+            entry = cast("dict[str, Any]", raw) if isinstance(raw, dict) else {}
+            if entry.get("token"):
+                out.append(entry)
+            else:
+                log.error("journal entry %s is unreadable; removing it", name)
+                try:
+                    os.unlink(os.path.join(self.journal_dir, name))
+                except OSError:
+                    pass
+        return out
+
+    # ------------------------------------------------------------------ holds
+    @property
+    def holds_path(self) -> str:
+        return os.path.join(self.path, "holds.json")
+
+    def load_holds(self) -> dict[str, dict[str, dict[str, Any]]]:
+        raw = read_json(self.holds_path)
+        holds: dict[str, dict[str, dict[str, Any]]] = {"nodes": {}, "groups": {}}
+        doc = cast("dict[str, Any]", raw) if isinstance(raw, dict) else {}
+        for kind in ("nodes", "groups"):
+            part = doc.get(kind)
+            if isinstance(part, dict):
+                for key, value in cast("dict[Any, Any]", part).items():
+                    if isinstance(key, str) and isinstance(value, dict):
+                        holds[kind][key] = cast("dict[str, Any]", value)
+        return holds
+
+    def save_holds(self, holds: dict[str, dict[str, dict[str, Any]]]) -> None:
+        write_json_atomic(self.holds_path, holds)

@@ -1,0 +1,226 @@
+"""Fixtures for the node-agent tests: a moto server (one per session, reset per test), a fault
+proxy in front of it, a fake scontrol, and a harness that runs the agent the way slurmctld does."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from ec2_fault_proxy import FaultProxy  # noqa: E402
+from moto_env import AWS_ENV, MotoServer, World, agent_env, make_world, node_instances  # noqa: E402
+
+from gpucluster_agents import cli, hostlist  # noqa: E402
+
+CLUSTER = "testcl"
+GROUPS = {"p5": "p5.48xlarge", "g6e": "g6e.12xlarge"}
+
+
+@pytest.fixture(scope="session")
+def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
+    server = MotoServer(tmp_path_factory.mktemp("moto") / "moto_server.log")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def moto(moto_server: MotoServer) -> MotoServer:
+    moto_server.reset()
+    return moto_server
+
+
+@pytest.fixture
+def proxy(moto: MotoServer) -> Iterator[FaultProxy]:
+    p = FaultProxy(moto.url)
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.startswith("AWS_"):
+            monkeypatch.delenv(key)
+    for key, value in AWS_ENV.items():
+        monkeypatch.setenv(key, value)
+
+
+class FakeSlurm:
+    """State of the fake scontrol, and what slurmctld would do before calling the agent."""
+
+    def __init__(self, directory: Path, nodes: list[str]) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.state_path = directory / "slurm-state.json"
+        self.state_path.write_text(
+            json.dumps({"nodes": {n: {"state": "IDLE+CLOUD+POWERED_DOWN", "reason": None, "addr": None} for n in nodes}})
+        )
+        self.bin_dir = directory / "bin"
+        self.bin_dir.mkdir(exist_ok=True)
+        script = self.bin_dir / "scontrol"
+        script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{HERE / "fake_scontrol.py"}" "{self.state_path}" "$@"\n')
+        script.chmod(0o755)
+
+    def data(self) -> dict[str, Any]:
+        return json.loads(self.state_path.read_text())
+
+    def node(self, name: str) -> dict[str, Any]:
+        return self.data()["nodes"][name]
+
+    def set(self, nodes: str, state: str, reason: str | None = None) -> None:
+        data = self.data()
+        for n in hostlist.expand(nodes):
+            data["nodes"][n]["state"] = state
+            data["nodes"][n]["reason"] = reason
+        self.state_path.write_text(json.dumps(data))
+
+    def set_flag(self, key: str, value: Any) -> None:
+        data = self.data()
+        data[key] = value
+        self.state_path.write_text(json.dumps(data))
+
+    def calls(self) -> list[list[str]]:
+        p = Path(str(self.state_path) + ".calls")
+        if not p.exists():
+            return []
+        return [json.loads(line) for line in p.read_text().splitlines()]
+
+    def updates(self) -> list[list[str]]:
+        return [c for c in self.calls() if c and c[0] == "update"]
+
+
+@dataclass
+class Harness:
+    tmp: Path
+    moto: MotoServer
+    proxy: FaultProxy
+    world: World
+    slurm: FakeSlurm
+    config: dict[str, Any] = field(default_factory=lambda: {})
+
+    @property
+    def config_path(self) -> Path:
+        return self.tmp / "agent.json"
+
+    @property
+    def log_path(self) -> Path:
+        return Path(self.config["log_file"])
+
+    def write_config(self) -> Path:
+        self.config_path.write_text(json.dumps(self.config, indent=1))
+        return self.config_path
+
+    def group(self, name: str) -> dict[str, Any]:
+        return next(g for g in self.config["node_groups"] if g["name"] == name)
+
+    def run(self, command: str, hostlist_expr: str = "") -> int:
+        """Run the agent in this process (cli.main), as slurmctld would run the program."""
+        self.write_config()
+        args = ["--config", str(self.config_path), command]
+        if hostlist_expr:
+            args.append(hostlist_expr)
+        return cli.main(args)
+
+    def spawn(self, command: str, hostlist_expr: str = "") -> subprocess.Popen[bytes]:
+        """Run the agent as its own process (``python -m gpucluster_agents``)."""
+        self.write_config()
+        args = [sys.executable, "-m", "gpucluster_agents", command]
+        if hostlist_expr:
+            args.append(hostlist_expr)
+        return subprocess.Popen(
+            args,
+            cwd=str(REPO),
+            env=agent_env({"GPUCLUSTER_AGENT_CONFIG": str(self.config_path), "PYTHONPATH": str(REPO)}),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+
+    def slurm_resume(self, nodes: str) -> int:
+        """What slurmctld does: mark the nodes POWERING_UP, then run ResumeProgram."""
+        self.slurm.set(nodes, "IDLE+CLOUD+POWERING_UP")
+        return self.run("resume", nodes)
+
+    def slurm_suspend(self, nodes: str) -> int:
+        self.slurm.set(nodes, "IDLE+CLOUD+POWERING_DOWN")
+        rc = self.run("suspend", nodes)
+        self.slurm.set(nodes, "IDLE+CLOUD+POWERED_DOWN")
+        return rc
+
+    def nodes(self) -> dict[str, list[str]]:
+        """node name -> its live instance ids in moto ("" for instances without a node tag)."""
+        return node_instances(self.moto.url, CLUSTER)
+
+    def log_text(self) -> str:
+        return self.log_path.read_text() if self.log_path.exists() else ""
+
+
+def base_config(tmp: Path, endpoint: str, world: World, bin_dir: Path) -> dict[str, Any]:
+    return {
+        "schema_version": 1,
+        "cluster_name": CLUSTER,
+        "region": "us-east-1",
+        "endpoint_url": endpoint,
+        "log_file": str(tmp / "log" / "agent.log"),
+        "state_dir": str(tmp / "state"),
+        "slurm_bin_dir": str(bin_dir),
+        "topology_conf": str(tmp / "topology.conf"),
+        "orphan_grace_seconds": 120,
+        "api_retry_mode": "standard",
+        "api_max_attempts": 5,
+        "node_groups": [
+            {
+                "name": "p5",
+                "partition": "p5",
+                "max_nodes": 16,
+                "instance_type": GROUPS["p5"],
+                "launch_template_id": world.launch_templates["p5"],
+                "launch_template_version": "$Latest",
+                "subnet_ids": [world.subnet_ids[0]],
+                "efa_enabled": True,
+                "capacity": {"type": "on-demand"},
+                "tags": {"team": "ml"},
+            },
+            {
+                "name": "g6e",
+                "partition": "g6e",
+                "max_nodes": 8,
+                "instance_type": GROUPS["g6e"],
+                "launch_template_id": world.launch_templates["g6e"],
+                "subnet_ids": list(world.subnet_ids),
+                "capacity": {"type": "spot"},
+            },
+        ],
+    }
+
+
+@pytest.fixture
+def harness(tmp_path: Path, moto: MotoServer, proxy: FaultProxy, aws_env: None) -> Harness:
+    world = make_world(moto.url, GROUPS)
+    nodes = [f"p5-{i}" for i in range(1, 17)] + [f"g6e-{i}" for i in range(1, 9)]
+    slurm = FakeSlurm(tmp_path / "slurm", nodes)
+    h = Harness(tmp_path, moto, proxy, world, slurm)
+    h.config = base_config(tmp_path, proxy.url, world, slurm.bin_dir)
+    return h
+
+
+def deep_copy(cfg: dict[str, Any]) -> dict[str, Any]:
+    return copy.deepcopy(cfg)

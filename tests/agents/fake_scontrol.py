@@ -1,0 +1,95 @@
+"""A stand-in for scontrol in the agent's unit tests (the end-to-end tests use the real one).
+
+Usage: fake_scontrol.py STATE_JSON <scontrol args...>. It keeps node states in STATE_JSON
+(``{"nodes": {name: {"state": "IDLE+CLOUD+POWERED_DOWN", "reason": null, "addr": null}}}``),
+appends every call to STATE_JSON + ".calls" (one JSON list per line) and understands the
+subset of scontrol the agent uses: show hostnames, -o show nodes, update (nodeaddr / state=down,
+resume, power_down_force), reconfigure. ``"fail_hostnames": true`` in the state makes
+``show hostnames`` fail (to exercise the agent's built-in expander).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from gpucluster_agents import hostlist  # noqa: E402
+
+
+def _flags(state: str) -> list[str]:
+    return [f for f in state.split("+") if f]
+
+
+def _set_base(flags: list[str], base: str) -> list[str]:
+    bases = {"IDLE", "DOWN", "ALLOCATED", "MIXED"}
+    return [base] + [f for f in flags if f not in bases]
+
+
+def main(argv: list[str]) -> int:
+    path = Path(argv[0])
+    args = argv[1:]
+    with open(str(path) + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        data: dict[str, Any] = json.loads(path.read_text())
+        with open(str(path) + ".calls", "a") as calls:
+            calls.write(json.dumps(args) + "\n")
+        nodes: dict[str, dict[str, Any]] = data["nodes"]
+        if args[:2] == ["show", "hostnames"]:
+            if data.get("fail_hostnames"):
+                print("scontrol: error: injected failure", file=sys.stderr)
+                return 1
+            print("\n".join(hostlist.expand(args[2])))
+            return 0
+        if args[:3] == ["-o", "show", "nodes"]:
+            for name in sorted(nodes, key=hostlist.order_key):
+                n = nodes[name]
+                line = f"NodeName={name} Arch=x86_64 NodeAddr={n.get('addr') or name} State={n['state']} Partitions=x"
+                if n.get("reason"):
+                    line += f" Reason={n['reason']} [root@2026-01-01T00:00:00]"
+                print(line)
+            return 0
+        if args == ["reconfigure"]:
+            return 0
+        if args and args[0] == "update":
+            kv = dict(a.split("=", 1) for a in args[1:])
+            names = hostlist.expand(kv["nodename"])
+            unknown = [n for n in names if n not in nodes]
+            if unknown:
+                print(f"Invalid node name specified {unknown[0]}", file=sys.stderr)
+                return 1
+            if "nodeaddr" in kv:
+                addrs = kv["nodeaddr"].split(",")
+                if len(addrs) != len(names):
+                    print("NodeAddr count mismatch", file=sys.stderr)
+                    return 1
+                for name, addr in zip(names, addrs):
+                    nodes[name]["addr"] = addr
+            state = kv.get("state", "").lower()
+            for name in names:
+                flags = _flags(nodes[name]["state"])
+                if state == "down":
+                    flags = _set_base(flags, "DOWN")
+                    nodes[name]["reason"] = kv.get("reason", "")
+                elif state == "resume":
+                    flags = _set_base(flags, "IDLE")
+                    nodes[name]["reason"] = None
+                elif state == "power_down_force":
+                    flags = _set_base(flags, "IDLE")
+                    flags = [f for f in flags if f not in ("POWERING_UP", "POWERED_DOWN")] + ["POWERING_DOWN"]
+                elif state:
+                    print(f"unsupported state {state}", file=sys.stderr)
+                    return 1
+                nodes[name]["state"] = "+".join(flags)
+            path.write_text(json.dumps(data, indent=1))
+            return 0
+        print(f"fake scontrol: unsupported {args}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
