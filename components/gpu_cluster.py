@@ -11,9 +11,11 @@ from components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from components.naming import cluster_tags
 from components.network import Network, NetworkArgs
 from components.render import render_cloud_config
+from components.shared_storage import SharedStorage
 from components.spec.catalog import load_catalog
 from components.spec.cluster import ClusterSpec
 from components.spec.cost import Estimate, estimate
+from components.spec.node_group import NodeGroupSpec
 
 TOKEN = "gpucluster:index:GpuCluster"
 
@@ -34,6 +36,8 @@ class GpuCluster(pulumi.ComponentResource):
     user_data: dict[str, str]
     """Rendered cloud-init user data per node group (plain text)."""
     estimate: Estimate
+    shared_storage: list[SharedStorage]
+    """File systems nodes mount, in the one shape storage, Slurm and Kubernetes share."""
 
     def __init__(self, name: str, args: GpuClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, None, opts)
@@ -57,20 +61,19 @@ class GpuCluster(pulumi.ComponentResource):
             NetworkArgs(network=spec.network, cluster_name=spec.name, region=spec.region, tags=tags),
             opts=child,
         )
-        security_groups = [self.network.efa_security_group_id, self.network.node_security_group_id]
+        self.security_group_ids = [self.network.efa_security_group_id, self.network.node_security_group_id]
+        self.shared_storage: list[SharedStorage] = []
         self.node_groups = {}
-        for g in spec.node_groups:
-            if g.subnet_ids:
-                subnets: list[pulumi.Input[str]] = list(g.subnet_ids)
-            else:
-                subnets = [self.network.private_subnet_ids[z] for z in g.availability_zones]
+        # Groups a scheduler runs (slurm, kubernetes) are built by that scheduler's component; the
+        # rest are plain Auto Scaling groups.
+        for g in spec.groups_for("none"):
             self.node_groups[g.name] = GpuNodeGroup(
                 f"{name}-{g.name}",
                 GpuNodeGroupArgs(
                     node_group=g,
                     cluster_name=spec.name,
-                    subnet_ids=subnets,
-                    security_group_ids=security_groups,
+                    subnet_ids=self.subnets_for(g),
+                    security_group_ids=self.security_group_ids,
                     user_data=self.user_data[g.name],
                     tags=tags,
                 ),
@@ -82,3 +85,9 @@ class GpuCluster(pulumi.ComponentResource):
                 "nodeGroups": {n: ng.launch_template_id for n, ng in self.node_groups.items()},
             }
         )
+
+    def subnets_for(self, group: NodeGroupSpec) -> list[pulumi.Input[str]]:
+        """The subnets a node group launches in: its own (BYO VPC) or the private subnet of each zone."""
+        if group.subnet_ids:
+            return list(group.subnet_ids)
+        return [self.network.private_subnet_ids[z] for z in group.availability_zones]

@@ -168,7 +168,8 @@ class PlanMocks(Mocks):
             state["arn"] = f"arn:aws:ec2:{self.region}:{self.account}:placement-group/{name}"
         else:
             rid = name if token in AUTONAMED else f"{args.name}-{h[:8]}"
-            state.setdefault("arn", f"arn:aws:{service}:{self.region}:{self.account}:{token.split(':')[-1].lower()}/{rid}")
+            if token.startswith("aws:"):
+                state.setdefault("arn", f"arn:aws:{service}:{self.region}:{self.account}:{token.split(':')[-1].lower()}/{rid}")
         if token == "aws:ec2/launchTemplate:LaunchTemplate":
             state.update({"latestVersion": 1, "defaultVersion": 1})
         if token == "aws:ec2/vpc:Vpc":

@@ -54,6 +54,15 @@ class ClusterSpec(SpecModel):
         raise KeyError(name)
 
     @property
+    def schedulers(self) -> list[str]:
+        """The schedulers this cluster configures (``slurm``, ``kubernetes``), in that order."""
+        return [name for name in ("slurm", "kubernetes") if getattr(self, name, None) is not None]
+
+    def groups_for(self, scheduler: str) -> list[NodeGroupSpec]:
+        """Node groups run by ``scheduler`` (``none`` for plain Auto Scaling groups). Resolved specs only."""
+        return [g for g in self.node_groups if g.scheduler == scheduler]
+
+    @property
     def zones(self) -> list[str]:
         """Every zone the cluster needs a subnet in, in first-use order."""
         zones: list[str] = list(self.network.availability_zones)

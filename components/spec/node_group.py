@@ -120,6 +120,11 @@ class NodeGroupSpec(SpecModel):
     capacity: CapacitySpec = CapacitySpec()
     """How instances are bought. Default: on-demand."""
 
+    scheduler: Literal["slurm", "kubernetes", "none"] | None = None
+    """Who runs this group's nodes: ``slurm`` (Slurm compute nodes), ``kubernetes`` (an EKS managed node
+    group) or ``none`` (a plain Auto Scaling group). Default: the cluster's scheduler when it has
+    exactly one (``gpucluster:slurm`` or ``gpucluster:kubernetes``), else ``none``."""
+
     associate_public_ip_address: bool = False
     """Give nodes public IPs. Default false: nodes live in private subnets. Not possible with
     several network cards."""

@@ -9,19 +9,24 @@ from components.spec.catalog import Catalog
 from components.spec.cluster import ClusterSpec
 from components.spec.images import default_image_parameter
 from components.spec.node_group import NodeGroupSpec
-from components.spec.validators import effective_desired, effective_efa, effective_placement_group
+from components.spec.validators import effective_desired, effective_efa, effective_placement_group, effective_scheduler
 
 
-def resolve_group(group: NodeGroupSpec, catalog: Catalog) -> NodeGroupSpec:
+def resolve_group(group: NodeGroupSpec, catalog: Catalog, spec: ClusterSpec | None = None) -> NodeGroupSpec:
+    """``group`` with every choice made. Without ``spec`` (a group used on its own) the scheduler is ``none``."""
     facts = catalog[group.instance_type]
-    if (
+    scheduler = effective_scheduler(group, spec) if spec is not None else (group.scheduler or "none")
+    already = (
         group.enable_efa_support is not None
         and group.desired_size is not None
         and group.create_placement_group is not None
-        and (group.image_id or group.image_ssm_parameter)
-    ):
+        and bool(group.image_id or group.image_ssm_parameter)
+        and group.scheduler == scheduler
+    )
+    if already:
         return group
     update: dict[str, object] = {
+        "scheduler": scheduler,
         "desired_size": effective_desired(group),
         "enable_efa_support": effective_efa(group, facts),
         "create_placement_group": effective_placement_group(group, facts),
@@ -33,6 +38,6 @@ def resolve_group(group: NodeGroupSpec, catalog: Catalog) -> NodeGroupSpec:
 
 def resolve(spec: ClusterSpec, catalog: Catalog) -> ClusterSpec:
     """``spec`` with node-group choices made and the network's zones listed. ``spec`` must be valid."""
-    groups = tuple(resolve_group(g, catalog) for g in spec.node_groups)
+    groups = tuple(resolve_group(g, catalog, spec) for g in spec.node_groups)
     network = spec.network.model_copy(update={"availability_zones": tuple(spec.zones)})
     return spec.model_copy(update={"node_groups": groups, "network": network})

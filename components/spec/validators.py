@@ -46,6 +46,12 @@ def effective_placement_group(group: NodeGroupSpec, facts: InstanceFacts | None)
     return effective_efa(group, facts) and group.capacity.type in ("on-demand", "spot")
 
 
+def effective_scheduler(group: NodeGroupSpec, spec: ClusterSpec) -> str:
+    if group.scheduler is not None:
+        return group.scheduler
+    return spec.schedulers[0] if len(spec.schedulers) == 1 else "none"
+
+
 def effective_desired(group: NodeGroupSpec) -> int:
     return group.min_size if group.desired_size is None else group.desired_size
 
@@ -341,7 +347,21 @@ def check_tag_count(
         )
 
 
+def check_scheduler(
+    i: int, g: NodeGroupSpec, facts: InstanceFacts | None, spec: ClusterSpec, catalog: Catalog
+) -> Iterator[Finding]:
+    if g.scheduler in ("slurm", "kubernetes") and g.scheduler not in spec.schedulers:
+        yield error(
+            group_path(i, "scheduler"),
+            f"the group asks for {g.scheduler}, but the cluster configures no {g.scheduler} (gpucluster:{g.scheduler})",
+            f"add a gpucluster:{g.scheduler} section, or set scheduler to one of: {', '.join([*spec.schedulers, 'none'])}",
+            g.scheduler,
+            "scheduler-missing",
+        )
+
+
 GROUP_CHECKS: tuple[GroupCheck, ...] = (
+    check_scheduler,
     check_instance_type,
     check_efa,
     check_zones,

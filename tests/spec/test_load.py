@@ -19,6 +19,7 @@ def test_minimal_config_is_fully_defaulted():
     assert g.image_ssm_parameter and "base-oss-nvidia-driver-gpu" in g.image_ssm_parameter
     assert spec.network.availability_zones == ("us-east-1a",)
     assert spec.network.create_vpc
+    assert g.scheduler == "none"  # no scheduler configured: a plain Auto Scaling group
 
 
 def test_values_arrive_as_json_text_like_pulumi_passes_them():

@@ -168,6 +168,14 @@ CASES = [
         "zone-region",
     ),
     (
+        "scheduler-missing",
+        make_config(group(scheduler="slurm")),
+        Level.ERROR,
+        "gpucluster:nodeGroups[0].scheduler",
+        "the group asks for slurm, but the cluster configures no slurm (gpucluster:slurm)",
+        "scheduler-missing",
+    ),
+    (
         "vpc-too-small",
         make_config(network={"vpcCidr": "10.0.0.0/24"}),
         Level.ERROR,
