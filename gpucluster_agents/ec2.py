@@ -76,7 +76,7 @@ class FleetResult:
 def make_client(cfg: AgentConfig) -> Any:
     config = Config(
         region_name=cfg.region,
-        retries={"mode": cfg.api_retry_mode, "max_attempts": cfg.api_max_attempts},
+        retries={"mode": cfg.api_retry_mode, "total_max_attempts": cfg.api_max_attempts},
         connect_timeout=10,
         read_timeout=120,
         user_agent_extra="gpucluster-agent",

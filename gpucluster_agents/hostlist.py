@@ -2,7 +2,8 @@
 """Slurm hostlist expressions, in pure Python (the fallback when scontrol is not usable).
 
 Grammar (what Slurm accepts for node names): items separated by commas or whitespace at the top
-level; an item is text with any number of bracket groups, each a comma list of ``N`` or ``A-B``;
+level; an item is text with any number of bracket groups, each a comma list of ``N`` or ``A-B``,
+the last group ending the item;
 an item with several bracket groups expands to their cartesian product (``r[1-2]n[1-2]``).
 A range keeps the zero padding of its lower bound: ``n[01-10]`` gives ``n01 .. n10``.
 """
@@ -78,7 +79,8 @@ def expand(expr: str) -> list[str]:
             pieces.append(_expand_ranges(m.group(1), expr))
             pos = m.end()
         pieces.append([item[pos:]])
-        if "[" in item[pos:] or "]" in item[pos:]:
+        if "[" in item[pos:] or "]" in item[pos:] or (pos and item[pos:]):
+            # like Slurm: nothing may follow the last bracket group
             raise HostlistError(f"bad brackets in hostlist {expr!r}")
         total = 1
         for p in pieces:
@@ -133,9 +135,9 @@ def compress(names: Iterable[str]) -> str:
         else:
             body = ",".join(fmt(a) if a == b else f"{fmt(a)}-{fmt(b)}" for a, b in rs)
             text = f"{prefix}[{body}]"
-        parts.append(((prefix, width, rs[0][0]), text))
+        parts.append(((prefix, rs[0][0], width), text))
     for name in plain:
-        parts.append(((name, -1, 0), name))
+        parts.append(((name, -1, -1), name))
     parts.sort(key=lambda p: p[0])
     return ",".join(text for _, text in parts)
 

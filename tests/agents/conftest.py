@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -224,3 +225,102 @@ def harness(tmp_path: Path, moto: MotoServer, proxy: FaultProxy, aws_env: None) 
 
 def deep_copy(cfg: dict[str, Any]) -> dict[str, Any]:
     return copy.deepcopy(cfg)
+
+
+def require_tool(path: str) -> str:
+    """A tool the test needs: missing is a failure in CI (CI=true), a skip elsewhere."""
+    if os.path.isfile(path) and os.access(path, os.X_OK):
+        return path
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"{path} is required in CI (apt-get install slurmctld slurmd slurm-client munge)")
+    pytest.skip(f"{path} not installed")
+
+
+@pytest.fixture
+def scontrol_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Environment for running the real scontrol offline: it needs a slurm.conf even for hostnames."""
+    d = tmp_path_factory.mktemp("slurmconf")
+    conf = d / "slurm.conf"
+    conf.write_text("ClusterName=offline\nSlurmctldHost=localhost\nNodeName=n1 State=CLOUD\nPartitionName=p Nodes=n1\n")
+    env = dict(os.environ)
+    env["SLURM_CONF"] = str(conf)
+    return env
+
+
+class FakeEc2:
+    """EC2 answered in-process by botocore ``before-call`` hooks, for scale tests where moto is too slow.
+    Implements the calls the agent makes when resuming: DescribeInstances (by cluster tag or by launch
+    token), CreateFleet (instant, always fulfilled), CreateTags."""
+
+    def __init__(self) -> None:
+        import boto3
+        from botocore.awsrequest import AWSResponse
+
+        self.client = boto3.session.Session(aws_access_key_id="x", aws_secret_access_key="y", region_name="us-east-1").client(
+            "ec2", region_name="us-east-1"
+        )
+        self._response = AWSResponse
+        self.calls: Counter[str] = Counter()
+        self.fleets: list[list[str]] = []
+        self.instances: dict[str, dict[str, Any]] = {}
+        self.node_tags: dict[str, str] = {}
+        self.ips: dict[str, str] = {}
+        self.client.meta.events.register("before-call.ec2.*", self._answer)
+
+    def _answer(self, model: Any, params: dict[str, Any], **_: Any) -> Any:
+        """``params`` is the serialized request: EC2's query protocol, flat keys like ``TagSpecification.1.Tag.2.Key``."""
+        import datetime
+
+        from ec2_fault_proxy import indexed
+
+        q: dict[str, str] = {k: str(v) for k, v in params["body"].items()}
+        op = model.name
+        self.calls[op] += 1
+        ok = self._response("https://ec2.fake", 200, {}, None)
+        if op == "CreateFleet":
+            n = int(q["TargetCapacitySpecification.TotalTargetCapacity"])
+            tags = {}
+            j = 1
+            while f"TagSpecification.1.Tag.{j}.Key" in q:
+                tags[q[f"TagSpecification.1.Tag.{j}.Key"]] = q[f"TagSpecification.1.Tag.{j}.Value"]
+                j += 1
+            ids = []
+            for _i in range(n):
+                k = len(self.instances)
+                iid = f"i-{k + 1:017x}"
+                ip = f"10.{k // 65536}.{k // 256 % 256}.{k % 256}"
+                self.ips[iid] = ip
+                self.instances[iid] = {
+                    "InstanceId": iid,
+                    "State": {"Name": "running"},
+                    "LaunchTime": datetime.datetime.now(datetime.timezone.utc),
+                    "PrivateIpAddress": ip,
+                    "InstanceType": "p5.48xlarge",
+                    "Tags": [{"Key": k2, "Value": v} for k2, v in tags.items()],
+                }
+                ids.append(iid)
+            self.fleets.append(ids)
+            return ok, {"FleetId": "fleet-1", "Instances": [{"InstanceIds": ids}], "Errors": []}
+        if op == "CreateTags":
+            for iid in indexed(q, "ResourceId"):
+                j = 1
+                while f"Tag.{j}.Key" in q:
+                    key, value = q[f"Tag.{j}.Key"], q.get(f"Tag.{j}.Value", "")
+                    self.instances[iid]["Tags"].append({"Key": key, "Value": value})
+                    if key == "gpucluster:node-name":
+                        self.node_tags[iid] = value
+                    j += 1
+            return ok, {}
+        if op == "DescribeInstances":
+            filters: dict[str, list[str]] = {}
+            j = 1
+            while f"Filter.{j}.Name" in q:
+                filters[q[f"Filter.{j}.Name"]] = indexed(q, f"Filter.{j}.Value")
+                j += 1
+            out = []
+            for inst in self.instances.values():
+                tags = {t["Key"]: t["Value"] for t in inst["Tags"]}
+                if all(tags.get(name[4:]) in values for name, values in filters.items() if name.startswith("tag:")):
+                    out.append(inst)
+            return ok, {"Reservations": [{"Instances": out}] if out else []}
+        raise AssertionError(f"FakeEc2 does not implement {op}")

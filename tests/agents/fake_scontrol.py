@@ -18,7 +18,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from gpucluster_agents import hostlist  # noqa: E402
+from gpucluster_agents import hostlist
 
 
 def _flags(state: str) -> list[str]:
@@ -67,7 +67,7 @@ def main(argv: list[str]) -> int:
                 if len(addrs) != len(names):
                     print("NodeAddr count mismatch", file=sys.stderr)
                     return 1
-                for name, addr in zip(names, addrs):
+                for name, addr in zip(names, addrs, strict=True):
                     nodes[name]["addr"] = addr
             state = kv.get("state", "").lower()
             for name in names:
