@@ -6,12 +6,15 @@ Storage, Slurm and Kubernetes add their own :class:`~components.render.CloudConf
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from components.render import CloudConfig, WriteFile, env_file, render
-from components.spec.catalog import InstanceFacts
+from components.spec.catalog import Catalog, InstanceFacts
+from components.spec.cluster import ClusterSpec
 from components.spec.efa import efa_interface_count, interface_layout
 from components.spec.nccl import library_dirs, nccl_environment
 from components.spec.node_group import NodeGroupSpec
+from components.spec.storage import NvmeScratchSpec
 
 NODE_FACTS_PATH = "/etc/gpucluster/node.json"
 NCCL_PROFILE_PATH = "/etc/profile.d/gpucluster-nccl.sh"
@@ -56,3 +59,75 @@ def base_bootstrap(cluster: str, group: NodeGroupSpec, facts: InstanceFacts) -> 
         files.append(WriteFile(EFA_CHECK_PATH, render("node/efa-check.sh.j2", efa_interfaces=efa_count), "0755"))
         runcmd.append((EFA_CHECK_PATH,))
     return CloudConfig(write_files=tuple(files), runcmd=tuple(runcmd), sections=("node facts", "nccl/efa environment"))
+
+
+# --- storage parts ------------------------------------------------------------------------------------
+
+LUSTRE_MOUNT_SCRIPT = "/usr/local/sbin/gpucluster-mount-lustre"
+NVME_RAID_SCRIPT = "/usr/local/sbin/gpucluster-nvme-raid"
+
+
+@dataclass(frozen=True)
+class LustreMount:
+    """What a node needs to mount the cluster's Lustre file system (plain values, outputs resolved)."""
+
+    file_system: str
+    dns_name: str
+    mount_name: str
+    mount_point: str
+    mount_options: str
+    efa: bool = False
+    gds: bool = False
+
+
+def lustre_part(mount: LustreMount, group: NodeGroupSpec, facts: InstanceFacts) -> CloudConfig:
+    """Install the Lustre client, set up EFA/GDS where both sides support it, mount, add to fstab."""
+    efa = mount.efa and bool(group.enable_efa_support) and facts.efa_supported
+    gds = efa and mount.gds and facts.gds_supported
+    script = render(
+        "storage/mount-lustre.sh.j2",
+        file_system=mount.file_system,
+        dns_name=mount.dns_name,
+        mount_name=mount.mount_name,
+        mount_point=mount.mount_point,
+        mount_options=mount.mount_options,
+        efa=efa,
+        gds=gds,
+    )
+    return CloudConfig(
+        write_files=(WriteFile(LUSTRE_MOUNT_SCRIPT, script, "0755"),),
+        runcmd=((LUSTRE_MOUNT_SCRIPT,),),
+        sections=("lustre mount" + (" over EFA" if efa else "") + (" + GDS" if gds else ""),),
+    )
+
+
+def nvme_scratch_part(scratch: NvmeScratchSpec, facts: InstanceFacts) -> CloudConfig:
+    """RAID 0 over the instance's local NVMe disks, rebuilt at every boot (bootcmd)."""
+    script = render(
+        "storage/nvme-raid.sh.j2",
+        disks=facts.nvme_disk_count,
+        instance_type=facts.instance_type,
+        mount_point=scratch.mount_point,
+        filesystem=scratch.filesystem,
+    )
+    return CloudConfig(
+        write_files=(WriteFile(NVME_RAID_SCRIPT, script, "0755"),),
+        bootcmd=((NVME_RAID_SCRIPT,),),
+        sections=("nvme scratch",),
+    )
+
+
+def node_cloud_config(spec: ClusterSpec, group: NodeGroupSpec, catalog: Catalog, lustre: LustreMount | None) -> CloudConfig:
+    """Everything a node of ``group`` runs at boot, storage included (schedulers add their parts)."""
+    facts = catalog[group.instance_type]
+    config = base_bootstrap(spec.name, group, facts)
+    storage = spec.storage
+    if storage and storage.nvme_scratch and group.name in (storage.nvme_scratch.node_groups or ()):
+        config += nvme_scratch_part(storage.nvme_scratch, facts)
+    if storage and storage.lustre and lustre is not None and group.name in (storage.lustre.node_groups or ()):
+        config += lustre_part(lustre, group, facts)
+    return config
+
+
+def user_data_title(spec: ClusterSpec, group: NodeGroupSpec) -> str:
+    return f"gpucluster {spec.name} / node group {group.name} ({group.instance_type})"

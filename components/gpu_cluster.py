@@ -1,4 +1,4 @@
-"""GpuCluster: the whole cluster from one resolved spec — network, then node groups."""
+"""GpuCluster: the whole cluster from one resolved spec — network, storage, then node groups."""
 
 from __future__ import annotations
 
@@ -6,11 +6,13 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components.bootstrap import base_bootstrap
+from components.bootstrap import LustreMount, node_cloud_config, user_data_title
+from components.data_bucket import DataBucket, DataBucketArgs
 from components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
+from components.lustre_storage import LustreStorage, LustreStorageArgs
 from components.naming import cluster_tags
 from components.network import Network, NetworkArgs
-from components.render import render_cloud_config
+from components.render import CloudConfig, render_cloud_config
 from components.shared_storage import SharedStorage
 from components.spec.catalog import load_catalog
 from components.spec.cluster import ClusterSpec
@@ -47,12 +49,11 @@ class GpuCluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         self.estimate = estimate(spec, catalog)
 
-        # Render everything that can fail before the first resource is registered.
+        self.spec, self.catalog = spec, catalog
+        # Render everything that can fail before the first resource is registered (with stand-ins
+        # for values only AWS knows, such as the file system's DNS name).
         self.user_data = {
-            g.name: render_cloud_config(
-                f"gpucluster {spec.name} / node group {g.name} ({g.instance_type})",
-                base_bootstrap(spec.name, g, catalog[g.instance_type]),
-            )
+            g.name: render_cloud_config(user_data_title(spec, g), node_cloud_config(spec, g, catalog, self._lustre_stand_in()))
             for g in spec.node_groups
         }
 
@@ -63,6 +64,9 @@ class GpuCluster(pulumi.ComponentResource):
         )
         self.security_group_ids = [self.network.efa_security_group_id, self.network.node_security_group_id]
         self.shared_storage: list[SharedStorage] = []
+        self.bucket: DataBucket | None = None
+        self.lustre: LustreStorage | None = None
+        self._create_storage(name, tags, child)
         self.node_groups = {}
         # Groups a scheduler runs (slurm, kubernetes) are built by that scheduler's component; the
         # rest are plain Auto Scaling groups.
@@ -74,7 +78,7 @@ class GpuCluster(pulumi.ComponentResource):
                     cluster_name=spec.name,
                     subnet_ids=self.subnets_for(g),
                     security_group_ids=self.security_group_ids,
-                    user_data=self.user_data[g.name],
+                    user_data=self.node_user_data(g),
                     tags=tags,
                 ),
                 opts=child,
@@ -85,6 +89,73 @@ class GpuCluster(pulumi.ComponentResource):
                 "nodeGroups": {n: ng.launch_template_id for n, ng in self.node_groups.items()},
             }
         )
+
+    def _lustre_stand_in(self) -> LustreMount | None:
+        storage = self.spec.storage
+        if storage is None or storage.lustre is None:
+            return None
+        fs = storage.lustre
+        return LustreMount(
+            file_system=fs.file_system_id or "fs-00000000000000000",
+            dns_name=f"fs-00000000000000000.fsx.{self.spec.region}.amazonaws.com",
+            mount_name="xxxxxxxx",
+            mount_point=fs.mount_point,
+            mount_options=fs.mount_options,
+            efa=fs.enable_efa,
+            gds=fs.enable_gpudirect_storage,
+        )
+
+    def _create_storage(self, name: str, tags: dict[str, str], child: pulumi.ResourceOptions) -> None:
+        storage = self.spec.storage
+        if storage is None:
+            return
+        if storage.bucket is not None:
+            self.bucket = DataBucket(
+                f"{name}-data",
+                DataBucketArgs(bucket=storage.bucket, cluster_name=self.spec.name, protect=storage.protect_data, tags=tags),
+                opts=child,
+            )
+        if storage.lustre is not None:
+            fs = storage.lustre
+            zone = fs.availability_zone or self.spec.zones[0]
+            subnet = next((s.id for s in self.spec.network.subnets if s.availability_zone == zone), None)
+            self.lustre = LustreStorage(
+                f"{name}-lustre",
+                LustreStorageArgs(
+                    lustre=fs,
+                    cluster_name=self.spec.name,
+                    vpc_id=self.network.vpc_id,
+                    subnet_id=subnet or self.network.private_subnet_ids[zone],
+                    client_security_group_id=self.network.efa_security_group_id,
+                    efa_security_group_id=self.network.efa_security_group_id,
+                    bucket_name=self.bucket.bucket_name if self.bucket else None,
+                    protect=storage.protect_data,
+                    tags=tags,
+                ),
+                opts=child,
+            )
+            self.shared_storage.append(self.lustre.shared_storage)
+        if storage.nvme_scratch is not None:
+            scratch = storage.nvme_scratch
+            self.shared_storage.append(SharedStorage("scratch", "nvme", scratch.mount_point, "noatime"))
+
+    def node_user_data(self, group: NodeGroupSpec, extra: CloudConfig | None = None) -> pulumi.Output[str]:
+        """cloud-init user data for ``group``'s nodes: node facts, NCCL/EFA, storage mounts, then
+        ``extra`` (a scheduler's own part). Resolved once the file system's DNS name is known."""
+        stand_in = self._lustre_stand_in()
+
+        def render(values: list[str]) -> str:
+            mount = None
+            if stand_in is not None and values:
+                mount = LustreMount(
+                    **{**stand_in.__dict__, "dns_name": values[0], "mount_name": values[1], "file_system": values[2]}
+                )
+            config = node_cloud_config(self.spec, group, self.catalog, mount)
+            return render_cloud_config(user_data_title(self.spec, group), config + (extra or CloudConfig()))
+
+        if self.lustre is None:
+            return pulumi.Output.from_input(render([]))
+        return pulumi.Output.all(self.lustre.dns_name, self.lustre.mount_name, self.lustre.file_system_id).apply(render)
 
     def subnets_for(self, group: NodeGroupSpec) -> list[pulumi.Input[str]]:
         """The subnets a node group launches in: its own (BYO VPC) or the private subnet of each zone."""

@@ -102,5 +102,26 @@ def main() -> GpuCluster:
         },
     )
     pulumi.export("estimate", cluster.estimate.as_dict())
+    if loaded.sizing is not None:
+        pulumi.export("storageSizing", loaded.sizing.as_dict())
+    if cluster.shared_storage:
+        pulumi.export(
+            "storage",
+            [
+                {
+                    "name": s.name,
+                    "type": s.fs_type,
+                    "mountPoint": s.mount_point,
+                    "server": s.server,
+                    "mountName": s.mount_name,
+                    "fileSystemId": s.file_system_id,
+                    "capacityGiB": s.capacity_gib,
+                    "efa": s.efa_enabled,
+                }
+                for s in cluster.shared_storage
+            ],
+        )
+    if cluster.bucket is not None:
+        pulumi.export("dataBucket", cluster.bucket.bucket_name)
     pulumi.export("findings", [f.as_dict() for f in findings])
     return cluster

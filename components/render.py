@@ -49,6 +49,9 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         autoescape=False,
+        # Shell templates use ${#array[@]}: keep Jinja's comments out of the way of "{#".
+        comment_start_string="{##",
+        comment_end_string="##}",
     )
     env.filters["to_yaml"] = to_yaml
     env.filters["to_json"] = lambda v: json.dumps(v, indent=2, sort_keys=True)

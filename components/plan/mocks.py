@@ -47,6 +47,8 @@ EC2_IDS: dict[str, tuple[str, str | None]] = {
     "aws:ebs/volume:Volume": ("vol-", "volume/{id}"),
     "aws:ec2/networkInterface:NetworkInterface": ("eni-", "network-interface/{id}"),
     "aws:ec2/keyPair:KeyPair": ("key-", "key-pair/{name}"),
+    "aws:fsx/lustreFileSystem:LustreFileSystem": ("fs-", None),
+    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": ("dra-", None),
 }
 
 # Resources whose physical name Pulumi generates (``<logical name>-<7 hex>``) when none is given.
@@ -134,12 +136,14 @@ class PlanMocks(Mocks):
     # --- resources -------------------------------------------------------------------------------
     def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         state = dict(args.inputs)
-        if not args.custom:
-            return None, state  # component resources have no id
+        if args.custom is False:
+            return None, state  # component resources have no id (reads of existing resources come as None)
         token = args.typ
         if token.startswith("pulumi:providers:"):
             return f"{args.name}-provider-{digest(token, args.name, length=8)}", state
         h = digest(token, args.name)
+        if args.resource_id and args.custom is None:  # Resource.get(): the id of an existing resource
+            h = digest(token, args.resource_id)
         if token in AUTONAMED and not state.get("name"):
             state["name"] = f"{args.name}-{h[:7]}"
         name = str(state.get("name") or args.name)
@@ -170,6 +174,35 @@ class PlanMocks(Mocks):
             rid = name if token in AUTONAMED else f"{args.name}-{h[:8]}"
             if token.startswith("aws:"):
                 state.setdefault("arn", f"arn:aws:{service}:{self.region}:{self.account}:{token.split(':')[-1].lower()}/{rid}")
+        if args.resource_id and args.custom is None:
+            rid = args.resource_id
+        if token == "aws:fsx/lustreFileSystem:LustreFileSystem":
+            state.update(
+                {
+                    "arn": f"arn:aws:fsx:{self.region}:{self.account}:file-system/{rid}",
+                    "dnsName": f"{rid}.fsx.{self.region}.amazonaws.com",
+                    "mountName": digest(rid, "mount", length=8),
+                    "ownerId": self.account,
+                }
+            )
+        if token == "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation":
+            state.update({"associationId": rid, "arn": f"arn:aws:fsx:{self.region}:{self.account}:association/{rid}"})
+        if token == "aws:kms/key:Key":
+            uuid = "-".join((h[:8], h[8:12], h[12:16], digest(h, "k", length=4), digest(h, "key", length=12)))
+            rid = uuid
+            state.update({"keyId": uuid, "arn": f"arn:aws:kms:{self.region}:{self.account}:key/{uuid}"})
+        if token == "aws:kms/alias:Alias":
+            state["arn"] = f"arn:aws:kms:{self.region}:{self.account}:{state.get('name', rid)}"
+        if token == "aws:s3/bucket:Bucket":
+            bucket = state.get("bucket") or f"{state.get('bucketPrefix', args.name + '-')}{int(h[:12], 16) % 10**26:026d}"
+            rid = bucket
+            state.update(
+                {
+                    "bucket": bucket,
+                    "arn": f"arn:aws:s3:::{bucket}",
+                    "bucketRegionalDomainName": f"{bucket}.s3.{self.region}.amazonaws.com",
+                }
+            )
         if token == "aws:ec2/launchTemplate:LaunchTemplate":
             state.update({"latestVersion": 1, "defaultVersion": 1})
         if token == "aws:ec2/vpc:Vpc":

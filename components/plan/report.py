@@ -93,7 +93,37 @@ def _rule(i: dict[str, Any]) -> list[str]:
     return [f"{proto} · {peer}{self_ref}"]
 
 
+def _lustre(i: dict[str, Any]) -> list[str]:
+    meta = i.get("metadataConfiguration") or {}
+    lines = [
+        f"{i.get('deploymentType')} {i.get('storageCapacity'):,} GiB · {i.get('perUnitStorageThroughput', '-')} MB/s/TiB · "
+        f"{i.get('dataCompressionType')} · Lustre {i.get('fileSystemTypeVersion')}",
+        f"EFA {'enabled' if i.get('efaEnabled') else 'off'} · metadata {meta.get('mode', 'none')}"
+        + (f" {meta['iops']} IOPS" if meta.get("iops") else "")
+        + f" · backups {i.get('automaticBackupRetentionDays', 0)} days · encrypted with {i.get('kmsKeyId', 'the AWS-managed key')}",
+    ]
+    return lines
+
+
+def _dra(i: dict[str, Any]) -> list[str]:
+    s3 = i.get("s3") or {}
+    imp = ",".join((s3.get("autoImportPolicy") or {}).get("events", [])) or "none"
+    exp = ",".join((s3.get("autoExportPolicy") or {}).get("events", [])) or "none"
+    return [f"{i.get('fileSystemPath')} ⇄ {i.get('dataRepositoryPath')} · import {imp} · export {exp}"]
+
+
 DESCRIBERS: dict[str, Describer] = {
+    "aws:fsx/lustreFileSystem:LustreFileSystem": _lustre,
+    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": _dra,
+    "aws:s3/bucket:Bucket": lambda i: [
+        f"prefix {i.get('bucketPrefix') or i.get('bucket')} · forceDestroy {i.get('forceDestroy', False)}"
+    ],
+    "aws:s3/bucketVersioning:BucketVersioning": lambda i: [
+        f"versioning {(i.get('versioningConfiguration') or {}).get('status')}"
+    ],
+    "aws:kms/key:Key": lambda i: [
+        f"rotation {'on' if i.get('enableKeyRotation') else 'OFF (!)'} · deletion window {i.get('deletionWindowInDays')} days"
+    ],
     "aws:ec2/vpc:Vpc": lambda i: [f"cidr {i.get('cidrBlock')}"],
     "aws:ec2/subnet:Subnet": lambda i: [f"{i.get('availabilityZone')} {i.get('cidrBlock')}"],
     "aws:ec2/vpcEndpoint:VpcEndpoint": lambda i: [f"{i.get('vpcEndpointType')} {i.get('serviceName')}"],
@@ -131,6 +161,11 @@ def render_text(plan: Plan, *, show_files: bool = True) -> str:
         _tree(plan, root, "", out, last=True, is_root=True)
     out.append("")
     out += _estimate_lines(plan.outputs.get("estimate") or {})
+    sizing = plan.outputs.get("storageSizing")
+    if sizing:
+        monthly = sizing.get("usdPerMonth")
+        cost = f"{_money(monthly)}/month list (≈ {_money(monthly / 730)}/h)" if monthly is not None else "unknown"
+        out += ["Storage sizing", *sizing["lines"], f"  cost        FSx for Lustre {cost}", ""]
     findings = plan.findings
     out.append("Findings" if findings else "Findings: none")
     for f in findings:

@@ -7,6 +7,7 @@ from pydantic import Field, field_validator, model_validator
 from components.spec.base import SpecModel, check_name, check_tags
 from components.spec.network import NetworkSpec
 from components.spec.node_group import NodeGroupSpec
+from components.spec.storage import StorageSpec
 
 
 class ClusterSpec(SpecModel):
@@ -24,6 +25,10 @@ class ClusterSpec(SpecModel):
 
     node_groups: tuple[NodeGroupSpec, ...] = Field(min_length=1)
     """The accelerated node groups. Required: at least one."""
+
+    storage: StorageSpec | None = None
+    """Shared file system (FSx for Lustre, sized from the workload), data bucket, NVMe scratch.
+    Default: none."""
 
     tags: dict[str, str] = Field(default_factory=dict)
     """Tags on every taggable resource, merged with the cluster tags gpucluster adds. Default: none."""

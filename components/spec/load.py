@@ -24,6 +24,8 @@ from components.spec.errors import ConfigError, Finding, error, errors_in
 from components.spec.network import NetworkSpec
 from components.spec.node_group import NodeGroupSpec
 from components.spec.resolve import resolve
+from components.spec.sizing import Sizing
+from components.spec.storage_checks import storage_sizing
 from components.spec.validators import GROUP_CHECKS, validate_cluster
 
 NAMESPACE = "gpucluster"
@@ -36,6 +38,8 @@ class LoadResult:
     """The resolved spec: every default chosen."""
     findings: tuple[Finding, ...]
     """Warnings and notes (errors would have raised)."""
+    sizing: Sizing | None = None
+    """The storage sizing with every tier considered (before resolution fixed the chosen one)."""
 
 
 def config_keys() -> dict[str, str]:
@@ -99,7 +103,7 @@ def load_spec(
     findings.extend(validate_cluster(spec, catalog))
     if errors_in(findings):
         raise ConfigError(findings, source)
-    return LoadResult(resolve(spec, catalog), tuple(findings))
+    return LoadResult(resolve(spec, catalog), tuple(findings), storage_sizing(spec, catalog))
 
 
 def partial_findings(raw: Mapping[str, Any], catalog: Catalog) -> list[Finding]:

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from components.spec.catalog import Catalog
 from components.spec.cluster import ClusterSpec
+from components.spec.effective import effective_desired, effective_efa, effective_placement_group, effective_scheduler
 from components.spec.images import default_image_parameter
 from components.spec.node_group import NodeGroupSpec
-from components.spec.validators import effective_desired, effective_efa, effective_placement_group, effective_scheduler
+from components.spec.storage_checks import resolve_storage
 
 
 def resolve_group(group: NodeGroupSpec, catalog: Catalog, spec: ClusterSpec | None = None) -> NodeGroupSpec:
@@ -40,4 +41,5 @@ def resolve(spec: ClusterSpec, catalog: Catalog) -> ClusterSpec:
     """``spec`` with node-group choices made and the network's zones listed. ``spec`` must be valid."""
     groups = tuple(resolve_group(g, catalog, spec) for g in spec.node_groups)
     network = spec.network.model_copy(update={"availability_zones": tuple(spec.zones)})
-    return spec.model_copy(update={"node_groups": groups, "network": network})
+    resolved = spec.model_copy(update={"node_groups": groups, "network": network})
+    return resolved.model_copy(update={"storage": resolve_storage(resolved, catalog)})

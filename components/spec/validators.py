@@ -15,8 +15,10 @@ from dataclasses import replace
 from components.spec.catalog import Catalog, InstanceFacts
 from components.spec.cluster import ClusterSpec
 from components.spec.efa import interface_layout, ips_per_node
+from components.spec.effective import effective_desired, effective_efa
 from components.spec.errors import Finding, error, warning
 from components.spec.node_group import NodeGroupSpec
+from components.spec.storage_checks import check_storage
 
 MAX_TAGS = 50
 # Tags gpucluster adds to every resource (see components.naming.cluster_tags).
@@ -25,35 +27,6 @@ RESERVED_TAG_COUNT = 4
 
 def group_path(index: int, field: str = "") -> str:
     return f"gpucluster:nodeGroups[{index}]" + (f".{field}" if field else "")
-
-
-# --- effective values (shared with resolve) ---------------------------------------------------------
-
-
-def effective_efa(group: NodeGroupSpec, facts: InstanceFacts | None) -> bool:
-    if group.enable_efa_support is not None:
-        return group.enable_efa_support
-    return bool(facts and facts.efa_supported)
-
-
-def effective_placement_group(group: NodeGroupSpec, facts: InstanceFacts | None) -> bool:
-    if group.create_placement_group is not None:
-        return group.create_placement_group
-    if group.placement_group_name or len(group.availability_zones) != 1:
-        return False
-    if facts is not None and not facts.supports_cluster_placement:
-        return False
-    return effective_efa(group, facts) and group.capacity.type in ("on-demand", "spot")
-
-
-def effective_scheduler(group: NodeGroupSpec, spec: ClusterSpec) -> str:
-    if group.scheduler is not None:
-        return group.scheduler
-    return spec.schedulers[0] if len(spec.schedulers) == 1 else "none"
-
-
-def effective_desired(group: NodeGroupSpec) -> int:
-    return group.min_size if group.desired_size is None else group.desired_size
 
 
 # --- node group checks ---------------------------------------------------------------------------
@@ -423,7 +396,7 @@ def check_network(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
 
 
 ClusterCheck = Callable[[ClusterSpec, Catalog], Iterable[Finding]]
-CLUSTER_CHECKS: list[ClusterCheck] = [check_network]
+CLUSTER_CHECKS: list[ClusterCheck] = [check_network, check_storage]
 
 
 # The checks that need nothing but the node group itself: what a GpuNodeGroup used on its own runs.

@@ -1,0 +1,182 @@
+"""DataBucket: an S3 bucket for datasets and checkpoints — versioned, SSE-KMS, never public, TLS only.
+
+Its KMS key lets FSx for Lustre's S3-access service-linked roles use it, so data repository
+associations can import from and export to the bucket. Bucket and key are protected and retained
+on delete unless the stack opts out.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+
+from components.naming import with_name
+from components.spec.storage import BucketSpec
+
+TOKEN = "gpucluster:index:DataBucket"
+
+
+@dataclass
+class DataBucketArgs:
+    """Inputs of :class:`DataBucket`."""
+
+    bucket: BucketSpec
+    """The bucket spec (name prefix, lifecycle). Required."""
+
+    cluster_name: str
+    """Cluster name: prefix of resource names and the default bucket name prefix."""
+
+    protect: bool = True
+    """Protect and retain the bucket and its key. Default true."""
+
+    tags: dict[str, str] = field(default_factory=dict)
+    """Tags on every taggable child. Default: none."""
+
+
+def key_policy(account: str, partition: str) -> str:
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "AccountAdministers",
+                    "Effect": "Allow",
+                    "Principal": {"AWS": f"arn:{partition}:iam::{account}:root"},
+                    "Action": "kms:*",
+                    "Resource": "*",
+                },
+                {
+                    "Sid": "FsxLustreDataRepositories",
+                    "Effect": "Allow",
+                    "Principal": {"AWS": "*"},
+                    "Action": ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*", "kms:DescribeKey"],
+                    "Resource": "*",
+                    "Condition": {
+                        "StringEquals": {"aws:PrincipalAccount": account},
+                        "ArnLike": {
+                            "aws:PrincipalArn": f"arn:{partition}:iam::{account}:role/aws-service-role/"
+                            "s3.data-source.lustre.fsx.amazonaws.com/*"
+                        },
+                    },
+                },
+            ],
+        },
+        sort_keys=True,
+    )
+
+
+def tls_only_policy(bucket_arn: str) -> str:
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "DenyInsecureTransport",
+                    "Effect": "Deny",
+                    "Principal": "*",
+                    "Action": "s3:*",
+                    "Resource": [bucket_arn, f"{bucket_arn}/*"],
+                    "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                }
+            ],
+        },
+        sort_keys=True,
+    )
+
+
+class DataBucket(pulumi.ComponentResource):
+    """The cluster's dataset/checkpoint bucket."""
+
+    bucket_name: pulumi.Output[str]
+    bucket_arn: pulumi.Output[str]
+    kms_key_arn: pulumi.Output[str]
+
+    def __init__(self, name: str, args: DataBucketArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(TOKEN, name, None, opts)
+        spec = args.bucket
+        child = pulumi.ResourceOptions(parent=self)
+        keep = pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=args.protect)
+        tags = with_name(args.tags, f"{args.cluster_name}-data")
+        invoke = pulumi.InvokeOutputOptions(parent=self)
+        identity = aws.get_caller_identity_output(opts=invoke)
+        partition = aws.get_partition_output(opts=invoke)
+        key = aws.kms.Key(
+            f"{name}-key",
+            description=f"Encryption of the {args.cluster_name} data bucket",
+            enable_key_rotation=True,
+            deletion_window_in_days=30,
+            policy=pulumi.Output.all(identity.account_id, partition.partition).apply(lambda v: key_policy(v[0], v[1])),
+            tags=tags,
+            opts=keep,
+        )
+        aws.kms.Alias(f"{name}-key", name=f"alias/{args.cluster_name}-data", target_key_id=key.key_id, opts=child)
+        bucket = aws.s3.Bucket(
+            f"{name}-bucket",
+            bucket_prefix=spec.name_prefix or f"{args.cluster_name}-data-",
+            force_destroy=False,
+            tags=tags,
+            opts=keep,
+        )
+        aws.s3.BucketOwnershipControls(
+            f"{name}-ownership",
+            bucket=bucket.id,
+            rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"),
+            opts=child,
+        )
+        aws.s3.BucketPublicAccessBlock(
+            f"{name}-public-access",
+            bucket=bucket.id,
+            block_public_acls=True,
+            block_public_policy=True,
+            ignore_public_acls=True,
+            restrict_public_buckets=True,
+            opts=child,
+        )
+        aws.s3.BucketVersioning(
+            f"{name}-versioning",
+            bucket=bucket.id,
+            versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"),
+            opts=child,
+        )
+        aws.s3.BucketServerSideEncryptionConfiguration(
+            f"{name}-encryption",
+            bucket=bucket.id,
+            rules=[
+                aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
+                    apply_server_side_encryption_by_default=aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
+                        sse_algorithm="aws:kms", kms_master_key_id=key.arn
+                    ),
+                    bucket_key_enabled=True,
+                )
+            ],
+            opts=child,
+        )
+        aws.s3.BucketLifecycleConfiguration(
+            f"{name}-lifecycle",
+            bucket=bucket.id,
+            rules=[
+                aws.s3.BucketLifecycleConfigurationRuleArgs(
+                    id="abort-incomplete-uploads",
+                    status="Enabled",
+                    filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
+                    abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
+                        days_after_initiation=spec.abort_incomplete_upload_days
+                    ),
+                ),
+                aws.s3.BucketLifecycleConfigurationRuleArgs(
+                    id="expire-old-versions",
+                    status="Enabled",
+                    filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
+                    noncurrent_version_expiration=aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(
+                        noncurrent_days=spec.noncurrent_version_days
+                    ),
+                ),
+            ],
+            opts=child,
+        )
+        aws.s3.BucketPolicy(f"{name}-tls-only", bucket=bucket.id, policy=bucket.arn.apply(tls_only_policy), opts=child)
+        self.bucket_name, self.bucket_arn, self.kms_key_arn = bucket.bucket, bucket.arn, key.arn
+        self.register_outputs({"bucketName": self.bucket_name, "bucketArn": self.bucket_arn})

@@ -1,0 +1,36 @@
+"""Effective values: what an optional ("let gpucluster choose") field stands for.
+
+Shared by the validators (which judge explicit choices only) and resolution (which applies them).
+"""
+
+from __future__ import annotations
+
+from components.spec.catalog import InstanceFacts
+from components.spec.cluster import ClusterSpec
+from components.spec.node_group import NodeGroupSpec
+
+
+def effective_efa(group: NodeGroupSpec, facts: InstanceFacts | None) -> bool:
+    if group.enable_efa_support is not None:
+        return group.enable_efa_support
+    return bool(facts and facts.efa_supported)
+
+
+def effective_placement_group(group: NodeGroupSpec, facts: InstanceFacts | None) -> bool:
+    if group.create_placement_group is not None:
+        return group.create_placement_group
+    if group.placement_group_name or len(group.availability_zones) != 1:
+        return False
+    if facts is not None and not facts.supports_cluster_placement:
+        return False
+    return effective_efa(group, facts) and group.capacity.type in ("on-demand", "spot")
+
+
+def effective_scheduler(group: NodeGroupSpec, spec: ClusterSpec) -> str:
+    if group.scheduler is not None:
+        return group.scheduler
+    return spec.schedulers[0] if len(spec.schedulers) == 1 else "none"
+
+
+def effective_desired(group: NodeGroupSpec) -> int:
+    return group.min_size if group.desired_size is None else group.desired_size

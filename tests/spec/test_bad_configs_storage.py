@@ -1,0 +1,176 @@
+"""Bad storage configs: each fails naming the field, before any resource exists."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components.plan.engine import run_program
+from tests.conftest import group, make_config
+
+WORKLOAD = {"datasetSizeTib": 10, "readMbPerSecondPerGpu": 50, "checkpointSizeGib": 100, "checkpointWriteSeconds": 60}
+
+
+def storage(**parts):
+    return make_config(group(), storage=parts)
+
+
+BAD_STORAGE = [
+    (
+        "capacity-off-steps",
+        storage(lustre={"storageCapacityGib": 3000, "throughputPerUnitStorage": 250}),
+        "gpucluster:storage.lustre.storageCapacityGib",
+        "3000 GiB is not a valid capacity (1200 GiB, then multiples of 2400 GiB)",
+    ),
+    (
+        "efa-capacity-off-steps",
+        storage(lustre={"storageCapacityGib": 4800, "throughputPerUnitStorage": 500, "enableEfa": True}),
+        "gpucluster:storage.lustre.storageCapacityGib",
+        "multiples of 9600 GiB for an EFA-enabled 500 MB/s/TiB file system",
+    ),
+    (
+        "tier-for-deployment-type",
+        storage(workload=WORKLOAD, lustre={"throughputPerUnitStorage": 200}),
+        "gpucluster:storage.lustre.throughputPerUnitStorage",
+        "200 MB/s/TiB is not a PERSISTENT_2 throughput tier",
+    ),
+    (
+        "tier-persistent-1",
+        storage(workload=WORKLOAD, lustre={"deploymentType": "PERSISTENT_1", "throughputPerUnitStorage": 250}),
+        "gpucluster:storage.lustre.throughputPerUnitStorage",
+        "250 MB/s/TiB is not a PERSISTENT_1 throughput tier",
+    ),
+    (
+        "efa-not-persistent-2",
+        storage(workload=WORKLOAD, lustre={"deploymentType": "PERSISTENT_1", "enableEfa": True}),
+        "gpucluster:storage.lustre.enableEfa",
+        "EFA-enabled file systems must be PERSISTENT_2",
+    ),
+    (
+        "efa-without-metadata",
+        storage(workload=WORKLOAD, lustre={"enableEfa": True, "metadataConfiguration": False}),
+        "gpucluster:storage.lustre.metadataConfiguration",
+        "EFA-enabled file systems need a metadata configuration",
+    ),
+    (
+        "gds-on-ineligible-type",
+        make_config(
+            group(instanceType="p4d.24xlarge"),
+            storage={"workload": WORKLOAD, "lustre": {"enableEfa": True, "enableGpudirectStorage": True}},
+        ),
+        "gpucluster:storage.lustre.enableGpudirectStorage",
+        "runs p4d.24xlarge, which is not a GPUDirect Storage client of FSx",
+    ),
+    (
+        "gds-without-efa",
+        storage(workload=WORKLOAD, lustre={"enableGpudirectStorage": True}),
+        "gpucluster:storage.lustre.enableGpudirectStorage",
+        "GPUDirect Storage runs over EFA",
+    ),
+    (
+        "file-system-other-zone",
+        storage(workload=WORKLOAD, lustre={"availabilityZone": "us-east-1b"}),
+        "gpucluster:storage.lustre.availabilityZone",
+        "the file system is in us-east-1b but EFA node group 'gpu' is in us-east-1a",
+    ),
+    (
+        "too-many-repositories",
+        storage(
+            workload=WORKLOAD,
+            lustre={"dataRepositories": [{"fileSystemPath": f"/d{i}", "s3Path": f"s3://bucket-x/d{i}/"} for i in range(9)]},
+        ),
+        "gpucluster:storage.lustre.dataRepositories",
+        "9 data repository associations; a file system takes at most 8",
+    ),
+    (
+        "overlapping-repositories",
+        storage(
+            workload=WORKLOAD,
+            lustre={
+                "dataRepositories": [
+                    {"fileSystemPath": "/data", "s3Path": "s3://bucket-x/a/"},
+                    {"fileSystemPath": "/data/b", "s3Path": "s3://bucket-x/b/"},
+                ]
+            },
+        ),
+        "gpucluster:storage.lustre.dataRepositories",
+        "paths '/data' and '/data/b' overlap",
+    ),
+    (
+        "bucket-prefix-without-bucket",
+        storage(workload=WORKLOAD, lustre={"dataRepositories": [{"fileSystemPath": "/data", "bucketPrefix": "data/"}]}),
+        "gpucluster:storage.lustre.dataRepositories[0].bucketPrefix",
+        "storage.bucket is not configured",
+    ),
+    (
+        "nvme-on-type-without-disks",
+        make_config(group(instanceType="g6e.xlarge"), storage={"nvmeScratch": {}})
+        | {"gpucluster:nodeGroups": [group(instanceType="m7i.2xlarge")]},
+        "gpucluster:storage.nvmeScratch",
+        "runs m7i.2xlarge, which has no local NVMe disks",
+    ),
+    ("unsized-file-system", storage(lustre={}), "gpucluster:storage.lustre", "a new file system needs a size"),
+    (
+        "metadata-iops-off-steps",
+        storage(workload=WORKLOAD, lustre={"metadataIops": 5000}),
+        "gpucluster:storage.lustre.metadataIops",
+        "5000 is not a valid metadata IOPS setting",
+    ),
+    (
+        "existing-with-capacity",
+        storage(lustre={"fileSystemId": "fs-0123456789abcdef0", "storageCapacityGib": 2400}),
+        "gpucluster:storage.lustre.fileSystemId",
+        "its storage_capacity_gib cannot be set from here",
+    ),
+    (
+        "scratch-with-backups",
+        storage(workload=WORKLOAD, lustre={"deploymentType": "SCRATCH_2", "automaticBackupRetentionDays": 3}),
+        "gpucluster:storage.lustre.automaticBackupRetentionDays",
+        "SCRATCH_2 file systems have no automatic backups",
+    ),
+    (
+        "unknown-mounting-group",
+        storage(workload=WORKLOAD, lustre={"nodeGroups": ["gpus"]}),
+        "gpucluster:storage.lustre.nodeGroups",
+        "no node group is named 'gpus'",
+    ),
+    (
+        "mount-point-clash",
+        storage(workload=WORKLOAD, lustre={"mountPoint": "/data"}, nvmeScratch={"mountPoint": "/data"}),
+        "gpucluster:storage.nvmeScratch.mountPoint",
+        "/data is also the Lustre mount point",
+    ),
+    (
+        "negative-dataset",
+        storage(workload={**WORKLOAD, "datasetSizeTib": -1}, lustre={}),
+        "gpucluster:storage.workload.datasetSizeTib",
+        "greater than 0",
+    ),
+    ("misspelt-storage-field", storage(lustr={}), "gpucluster:storage.lustr", "unknown field 'lustr'"),
+]
+
+
+@pytest.mark.parametrize(("config", "path", "fragment"), [c[1:] for c in BAD_STORAGE], ids=[c[0] for c in BAD_STORAGE])
+def test_bad_storage_config(config, path, fragment):
+    plan = run_program("gpucluster", "bad", {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()})
+    assert plan.error is not None and plan.resources == []
+    matching = [f for f in plan.findings if f["level"] == "error" and f["path"] == path]
+    assert matching, f"no error at {path}; got {[(f['path'], f['message']) for f in plan.findings]}"
+    assert any(fragment in f["message"] for f in matching), [f["message"] for f in matching]
+
+
+def test_at_least_ten():
+    assert len(BAD_STORAGE) >= 10
+
+
+def test_client_limit_is_a_warning_in_the_plan():
+    config = make_config(
+        group(minSize=2, maxSize=2),
+        storage={"workload": {**WORKLOAD, "readMbPerSecondPerGpu": 2000}, "lustre": {"throughputPerUnitStorage": 1000}},
+    )
+    plan = run_program("gpucluster", "warn", {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()})
+    assert plan.ok, plan.error
+    warnings = [f for f in plan.findings if f["code"] == "client-limit"]
+    assert warnings and "a plain Lustre client reads at most about 12,500 MB/s" in warnings[0]["message"]
+    assert "enableEfa" in warnings[0]["fix"]
