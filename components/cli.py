@@ -3,6 +3,7 @@
     gpucluster plan --stack dev               what `pulumi up` would create (offline, no credentials)
     gpucluster plan --stack dev --json        the same, machine-readable
     gpucluster plan diff old.json new.json    what changed between two JSON plans (for CI)
+    gpucluster preflight --stack dev          check the config against the AWS account (needs credentials)
     gpucluster stacks                         the stacks in stacks/
     gpucluster catalog show [TYPE]            instance facts
     gpucluster catalog refresh --region R     rebuild the catalog from EC2 DescribeInstanceTypes
@@ -49,6 +50,32 @@ def _plan_diff(args: argparse.Namespace) -> int:
     lines = diff(old, new)
     print("\n".join(lines) if lines else "no changes")
     return EXIT_OK
+
+
+def _preflight(args: argparse.Namespace) -> int:
+    from components.plan.engine import PlanError, load_stack_config
+    from components.preflight import Clients, preflight
+    from components.spec.catalog import load_catalog
+    from components.spec.errors import ConfigError, Level
+    from components.spec.load import load_spec
+
+    try:
+        _, config, _ = load_stack_config(args.stack, Path(args.project_dir))
+        loaded = load_spec(config, stack=args.stack)
+    except PlanError as exc:
+        print(f"gpucluster preflight: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except ConfigError as exc:
+        print(exc)
+        return EXIT_CONFIG
+    spec = loaded.spec
+    findings = preflight(spec, load_catalog(), Clients.create(spec.region, args.endpoint_url))
+    print(f"gpucluster preflight — stack {args.stack} (region {spec.region})")
+    for f in findings:
+        print(f"  {f.level.value:<7} {f.render()}")
+    errors = [f for f in findings if f.level is Level.ERROR]
+    print(f"{len(errors)} error(s), {len(findings) - len(errors)} other finding(s)" if findings else "  everything checked out")
+    return EXIT_CONFIG if errors else EXIT_OK
 
 
 def _stacks(args: argparse.Namespace) -> int:
@@ -113,6 +140,11 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("old")
     d.add_argument("new")
     d.set_defaults(func=_plan_diff)
+
+    pre = sub.add_parser("preflight", help="check the config against the AWS account (boto3; needs credentials)")
+    pre.add_argument("--stack", "-s", default="dev", help="stack name (default: dev)")
+    pre.add_argument("--endpoint-url", help="AWS endpoint (e.g. a local moto server)")
+    pre.set_defaults(func=_preflight)
 
     sub.add_parser("stacks", help="list the stacks in stacks/").set_defaults(func=_stacks)
 
