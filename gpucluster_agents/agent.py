@@ -141,10 +141,17 @@ class Agent:
         return failed
 
     # ================================================================== sweep
-    def sweep(self, inv: Inventory, states: dict[str, NodeState] | None, wanted: set[str]) -> list[tuple[str, str]]:
+    def sweep(
+        self,
+        inv: Inventory,
+        states: dict[str, NodeState] | None,
+        wanted: set[str],
+        handled: frozenset[str] = frozenset(),
+    ) -> list[tuple[str, str]]:
         """Repair what earlier calls left behind; returns (node, address) pairs of adopted instances.
 
-        ``wanted``: nodes this call is resuming (they want an instance whatever Slurm shows)."""
+        ``wanted``: nodes this call is resuming (they want an instance whatever Slurm shows).
+        ``handled``: nodes whose instances this call deals with itself (suspend, resume-fail)."""
         now = self.clock()
         grace = self.cfg.orphan_grace_seconds
         addresses: list[tuple[str, str]] = []
@@ -226,7 +233,7 @@ class Agent:
                     if i.id != keep.id:
                         to_kill[i.id] = f"second instance of node {node} (keeping {keep.id})"
             st = states.get(node) if states else None
-            if live and st is not None and st.powered_down and node not in wanted:
+            if live and st is not None and st.powered_down and node not in wanted and node not in handled:
                 for i in live:
                     to_kill[i.id] = f"node {node} is powered down in Slurm"
             elif st is None and states is not None and live:
@@ -331,6 +338,22 @@ class Agent:
                 for node in idle:
                     holds["nodes"][node] = {"since": now, "until": now + hold, "code": code, "reason": reason}
 
+    # ================================================================== common start
+    def _prologue(
+        self, wanted: set[str], apply_addresses: bool = True, handled: frozenset[str] = frozenset()
+    ) -> tuple[Inventory, dict[str, NodeState] | None, Holds, list[tuple[str, str]]]:
+        """Every subcommand starts here (holding the lock): list the cluster's instances, read Slurm's
+        node states, sweep, end expired holds. Returns the adopted nodes' addresses if not applied."""
+        inv = Inventory(self.ec2.list_cluster_instances())
+        states = self.slurm.show_nodes()
+        addresses = self.sweep(inv, states, wanted, handled)
+        if addresses and apply_addresses:
+            self.slurm.set_addresses(addresses)
+            addresses = []
+        holds = self.state.load_holds()
+        self.release_holds(holds, states)
+        return inv, states, holds, addresses
+
     # ================================================================== resume
     def resume(self, nodes: list[str]) -> None:
         by_group, unknown = self.split_by_group(nodes)
@@ -341,12 +364,8 @@ class Agent:
             return
         launched_or_reused = False
         with self._lock():
-            inv = Inventory(self.ec2.list_cluster_instances())
-            states = self.slurm.show_nodes()
             wanted = {n for ns in by_group.values() for n in ns}
-            addresses = self.sweep(inv, states, wanted)
-            holds = self.state.load_holds()
-            self.release_holds(holds, states)
+            inv, states, holds, addresses = self._prologue(wanted, apply_addresses=False)
             failures: dict[str, tuple[str, str]] = {}
             now = self.clock()
             for gname in sorted(by_group):
@@ -441,11 +460,7 @@ class Agent:
         if unknown:
             log.warning("suspend: nodes=%s are not in any node group; ignoring them", _fmt(unknown))
         with self._lock():
-            inv = Inventory(self.ec2.list_cluster_instances())
-            states = self.slurm.show_nodes()
-            self.sweep(inv, states, set())
-            holds = self.state.load_holds()
-            self.release_holds(holds, states)
+            inv, _states, holds, _ = self._prologue(set(), handled=frozenset(n for ns in by_group.values() for n in ns))
             self.state.save_holds(holds)
             wanted = {n for ns in by_group.values() for n in ns}
             ids: list[str] = []
@@ -462,11 +477,7 @@ class Agent:
         by_group, unknown = self.split_by_group(nodes)
         known = sorted({n for ns in by_group.values() for n in ns}, key=hostlist.order_key)
         with self._lock():
-            inv = Inventory(self.ec2.list_cluster_instances())
-            states = self.slurm.show_nodes()
-            self.sweep(inv, states, set())
-            holds = self.state.load_holds()
-            self.release_holds(holds, states)
+            inv, _states, holds, _ = self._prologue(set(), handled=frozenset(known))
             now = self.clock()
             ids: list[str] = []
             by_reason: dict[str, list[str]] = {}
@@ -499,24 +510,15 @@ class Agent:
     def maintain(self) -> None:
         """Sweep, end expired holds, refresh topology: for a timer (e.g. every 60 s)."""
         with self._lock():
-            inv = Inventory(self.ec2.list_cluster_instances())
-            states = self.slurm.show_nodes()
-            addresses = self.sweep(inv, states, set())
-            if addresses:
-                self.slurm.set_addresses(addresses)
-            holds = self.state.load_holds()
-            self.release_holds(holds, states)
+            _inv, _states, holds, _ = self._prologue(set())
             self.state.save_holds(holds)
         self.refresh_topology()
 
     def topology(self) -> None:
         """The ``topology`` subcommand: sweep (like every call), then rewrite topology.conf."""
         with self._lock():
-            inv = Inventory(self.ec2.list_cluster_instances())
-            states = self.slurm.show_nodes()
-            addresses = self.sweep(inv, states, set())
-            if addresses:
-                self.slurm.set_addresses(addresses)
+            _inv, _states, holds, _ = self._prologue(set())
+            self.state.save_holds(holds)
         self.refresh_topology()
 
     def refresh_topology(self) -> bool:

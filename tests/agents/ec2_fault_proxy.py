@@ -321,10 +321,13 @@ class FaultProxy:
                     status, out, ctype = proxy.handle(body, headers)
                 except Exception as exc:
                     status, out, ctype = 500, error_xml("InternalError", f"proxy: {exc!r}"), "text/xml"
-                self.send_response(status)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", ctype)
+                    self.send_header("Content-Length", str(len(out)))
+                    self.end_headers()
+                    self.wfile.write(out)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client was killed on purpose (crash injection)
 
         return Handler
