@@ -16,6 +16,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.naming import with_name
+from components.security import BOTH_WAYS, allow
 from components.shared_storage import SharedStorage
 from components.spec.storage import DataRepositorySpec, LustreSpec
 
@@ -187,26 +188,7 @@ class LustreStorage(pulumi.ComponentResource):
         peers: Sequence[tuple[str, pulumi.Input[str]]] = (("self", sg.id), ("clients", args.client_security_group_id))
         for who, peer in peers:
             for low, high in LUSTRE_PORTS:
-                aws.vpc.SecurityGroupIngressRule(
-                    f"{name}-in-{who}-{low}",
-                    security_group_id=sg.id,
-                    referenced_security_group_id=peer,
-                    ip_protocol="tcp",
-                    from_port=low,
-                    to_port=high,
-                    description=f"Lustre {low}-{high} from {who}",
-                    tags=tags,
-                    opts=child,
-                )
-                aws.vpc.SecurityGroupEgressRule(
-                    f"{name}-out-{who}-{low}",
-                    security_group_id=sg.id,
-                    referenced_security_group_id=peer,
-                    ip_protocol="tcp",
-                    from_port=low,
-                    to_port=high,
-                    description=f"Lustre {low}-{high} to {who}",
-                    tags=tags,
-                    opts=child,
-                )
+                for direction, word in BOTH_WAYS:
+                    allow(f"{name}-{direction}-{who}-{low}", direction, sg.id, peer_security_group_id=peer, protocol="tcp",
+                          ports=(low, high), description=f"Lustre {low}-{high} {word} {who}", tags=tags, opts=child)  # fmt: skip
         return sg

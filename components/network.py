@@ -9,6 +9,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.naming import with_name
+from components.security import BOTH_WAYS, allow
 from components.spec.network import NetworkSpec, plan_subnets
 
 TOKEN = "gpucluster:index:Network"
@@ -163,13 +164,13 @@ class Network(pulumi.ComponentResource):
                 tags=self._tags("endpoints"),
                 opts=opts,
             )
-            aws.vpc.SecurityGroupIngressRule(
+            allow(
                 f"{name}-endpoints-https",
-                security_group_id=endpoint_sg.id,
-                cidr_ipv4=vpc.cidr_block,
-                ip_protocol="tcp",
-                from_port=443,
-                to_port=443,
+                "in",
+                endpoint_sg.id,
+                cidr=vpc.cidr_block,
+                protocol="tcp",
+                ports=(443, 443),
                 description="HTTPS from the VPC",
                 tags=self._tags("endpoints-https"),
                 opts=opts,
@@ -196,24 +197,10 @@ class Network(pulumi.ComponentResource):
             tags=self._tags("efa"),
             opts=opts,
         )
-        aws.vpc.SecurityGroupIngressRule(
-            f"{name}-efa-in-self",
-            security_group_id=efa.id,
-            referenced_security_group_id=efa.id,
-            ip_protocol="-1",
-            description="All traffic from members of this group (EFA needs it)",
-            tags=self._tags("efa-in-self"),
-            opts=opts,
-        )
-        aws.vpc.SecurityGroupEgressRule(
-            f"{name}-efa-out-self",
-            security_group_id=efa.id,
-            referenced_security_group_id=efa.id,
-            ip_protocol="-1",
-            description="All traffic to members of this group (EFA needs it)",
-            tags=self._tags("efa-out-self"),
-            opts=opts,
-        )
+        for direction, word in BOTH_WAYS:
+            allow(f"{name}-efa-{direction}-self", direction, efa.id, peer_security_group_id=efa.id,
+                  description=f"All traffic {word} members of this group (EFA needs it)",
+                  tags=self._tags(f"efa-{direction}-self"), opts=opts)  # fmt: skip
         node = aws.ec2.SecurityGroup(
             f"{name}-node",
             vpc_id=self.vpc_id,
@@ -221,14 +208,8 @@ class Network(pulumi.ComponentResource):
             tags=self._tags("node"),
             opts=opts,
         )
-        aws.vpc.SecurityGroupEgressRule(
-            f"{name}-node-out",
-            security_group_id=node.id,
-            cidr_ipv4="0.0.0.0/0",
-            ip_protocol="-1",
-            description="Outbound to AWS APIs and package mirrors (through NAT or endpoints)",
-            tags=self._tags("node-out"),
-            opts=opts,
-        )
+        allow(f"{name}-node-out", "out", node.id, cidr="0.0.0.0/0",
+              description="Outbound to AWS APIs and package mirrors (through NAT or endpoints)",
+              tags=self._tags("node-out"), opts=opts)  # fmt: skip
         self.efa_security_group_id = efa.id
         self.node_security_group_id = node.id
