@@ -8,7 +8,9 @@ import pulumi
 
 from components.bootstrap import LustreMount, node_cloud_config, user_data_title
 from components.data_bucket import DataBucket, DataBucketArgs
+from components.eks_cluster import EksCluster, EksClusterArgs
 from components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
+from components.kubernetes_platform import KubernetesPlatform, KubernetesPlatformArgs
 from components.lustre_storage import LustreStorage, LustreStorageArgs
 from components.naming import cluster_tags
 from components.network import Network, NetworkArgs
@@ -17,6 +19,7 @@ from components.shared_storage import SharedStorage
 from components.spec.catalog import load_catalog
 from components.spec.cluster import ClusterSpec
 from components.spec.cost import Estimate, estimate
+from components.spec.kubernetes import KubernetesSpec
 from components.spec.node_group import NodeGroupSpec
 
 TOKEN = "gpucluster:index:GpuCluster"
@@ -83,6 +86,10 @@ class GpuCluster(pulumi.ComponentResource):
                 ),
                 opts=child,
             )
+        self.eks: EksCluster | None = None
+        self.kubernetes: KubernetesPlatform | None = None
+        if spec.kubernetes is not None:
+            self._create_kubernetes(name, spec.kubernetes, tags, child)
         self.register_outputs(
             {
                 "vpcId": self.network.vpc_id,
@@ -156,6 +163,35 @@ class GpuCluster(pulumi.ComponentResource):
         if self.lustre is None:
             return pulumi.Output.from_input(render([]))
         return pulumi.Output.all(self.lustre.dns_name, self.lustre.mount_name, self.lustre.file_system_id).apply(render)
+
+    def _create_kubernetes(self, name: str, spec: KubernetesSpec, tags: dict[str, str], child: pulumi.ResourceOptions) -> None:
+        """EKS for the ``scheduler: kubernetes`` groups, then the GPU platform on it through its provider."""
+        groups = self.spec.groups_for("kubernetes")
+        storage = self.spec.storage
+        self.eks = EksCluster(
+            f"{name}-eks",
+            EksClusterArgs(
+                cluster_name=self.spec.name,
+                region=self.spec.region,
+                kubernetes=spec,
+                cluster_subnet_ids=list(self.network.private_subnet_ids.values()),
+                node_groups=groups,
+                node_group_subnet_ids={g.name: self.subnets_for(g) for g in groups},
+                security_group_ids=self.security_group_ids,
+                user_data={g.name: self.node_user_data(g) for g in groups},
+                shared_storage=self.shared_storage,
+                instance_store_for_pods=storage is None or storage.nvme_scratch is None,
+                tags=tags,
+            ),
+            opts=child,
+        )
+        self.kubernetes = KubernetesPlatform(
+            f"{name}-k8s",
+            KubernetesPlatformArgs(
+                cluster_name=self.spec.name, kubernetes=spec, node_groups=groups, shared_storage=self.shared_storage
+            ),
+            opts=pulumi.ResourceOptions(parent=self, provider=self.eks.provider),
+        )
 
     def subnets_for(self, group: NodeGroupSpec) -> list[pulumi.Input[str]]:
         """The subnets a node group launches in: its own (BYO VPC) or the private subnet of each zone."""

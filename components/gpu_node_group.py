@@ -63,6 +63,15 @@ class GpuNodeGroupArgs:
     """Put the subnet into each launch-template interface. Default false: EKS managed node groups reject
     templates with several interfaces that name subnets; the Auto Scaling group supplies them instead."""
 
+    set_image_id: bool = True
+    """Name the AMI in the launch template. Default true; false for EKS managed node groups that boot
+    the EKS-optimized AMI of their ``amiType`` (EKS rejects a template naming an image then)."""
+
+    set_instance_profile: bool = True
+    """Give the launch template an instance profile (``instance_profile_arn``, or a new SSM-only role).
+    Default true; false for EKS managed node groups, which take their node role themselves and reject
+    a template with an instance profile."""
+
     tags: dict[str, str] = field(default_factory=dict)
     """Tags on every taggable child and on the instances, volumes and interfaces launched. Default: none."""
 
@@ -126,8 +135,8 @@ class GpuNodeGroup(pulumi.ComponentResource):
     auto_scaling_group_name: pulumi.Output[str] | None
     role_arn: pulumi.Output[str] | None
     role_name: pulumi.Output[str] | None
-    instance_profile_arn: pulumi.Output[str]
-    image_id: pulumi.Output[str]
+    instance_profile_arn: pulumi.Output[str] | None
+    image_id: pulumi.Output[str] | None
     interfaces: tuple[InterfaceSlot, ...]
     facts: InstanceFacts
 
@@ -157,8 +166,8 @@ class GpuNodeGroup(pulumi.ComponentResource):
             self.placement_group_name = pulumi.Output.from_input(group.placement_group_name)
 
         # Node identity: SSM Session Manager only, unless the caller brings a profile.
-        self.role_arn = self.role_name = None
-        if args.instance_profile_arn is None:
+        self.role_arn = self.role_name = self.instance_profile_arn = None
+        if args.set_instance_profile and args.instance_profile_arn is None:
             partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self)).partition
             role = aws.iam.Role(
                 f"{name}-role",
@@ -183,10 +192,12 @@ class GpuNodeGroup(pulumi.ComponentResource):
             profile = aws.iam.InstanceProfile(f"{name}-profile", role=role.name, tags=with_name(tags, prefix), opts=child)
             self.role_arn, self.role_name = role.arn, role.name
             self.instance_profile_arn = profile.arn
-        else:
+        elif args.set_instance_profile and args.instance_profile_arn is not None:
             self.instance_profile_arn = pulumi.Output.from_input(args.instance_profile_arn)
 
-        if group.image_id:
+        if not args.set_image_id:
+            self.image_id = None
+        elif group.image_id:
             self.image_id = pulumi.Output.from_input(group.image_id)
         else:
             assert group.image_ssm_parameter is not None
@@ -202,7 +213,9 @@ class GpuNodeGroup(pulumi.ComponentResource):
             image_id=self.image_id,
             instance_type=group.instance_type,
             key_name=group.key_name,
-            iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=self.instance_profile_arn),
+            iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=self.instance_profile_arn)
+            if self.instance_profile_arn is not None
+            else None,
             network_interfaces=network_interfaces(
                 self.interfaces,
                 args.security_group_ids,

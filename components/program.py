@@ -123,5 +123,18 @@ def main() -> GpuCluster:
         )
     if cluster.bucket is not None:
         pulumi.export("dataBucket", cluster.bucket.bucket_name)
+    if cluster.eks is not None and cluster.kubernetes is not None and spec.kubernetes is not None:
+        pulumi.export(
+            "kubernetes",
+            {
+                "clusterName": cluster.eks.cluster_name,
+                "version": spec.kubernetes.version,
+                "endpoint": cluster.eks.endpoint,
+                "oidcIssuer": cluster.eks.oidc_issuer,
+                "nodeGroups": {n: ng.node_group_name for n, ng in cluster.eks.managed_node_groups.items()},
+                "teams": {t.name: {"namespace": t.effective_namespace, "queue": t.name} for t in spec.kubernetes.teams},
+                "updateKubeconfig": f"aws eks update-kubeconfig --name {spec.name} --region {spec.region}",
+            },
+        )
     pulumi.export("findings", [f.as_dict() for f in findings])
     return cluster

@@ -142,9 +142,26 @@ def _user_data(r: Registration) -> dict[str, str]:
     return {f"{r.name}/user-data": text}
 
 
+def _helm_values(r: Registration) -> dict[str, str]:
+    """A Helm release's values, as the YAML file ``helm install -f`` would take."""
+    from components.render import to_yaml
+
+    values = r.inputs.get("values")
+    # Keys sorted: the engine hands maps back in no particular order.
+    return {f"{r.name}/values.yaml": to_yaml(json.loads(json.dumps(values, sort_keys=True))) + "\n"} if values else {}
+
+
+def _config_map(r: Registration) -> dict[str, str]:
+    """Every entry of a ConfigMap (the example training job ships in one)."""
+    data = r.inputs.get("data") or {}
+    return {f"{r.name}/{key}": str(text) for key, text in sorted(data.items())}
+
+
 FILE_EXTRACTORS: dict[str, FileExtractor] = {
     "aws:ec2/launchTemplate:LaunchTemplate": _user_data,
     "aws:ec2/instance:Instance": _user_data,
+    "kubernetes:helm.sh/v3:Release": _helm_values,
+    "kubernetes:core/v1:ConfigMap": _config_map,
 }
 
 

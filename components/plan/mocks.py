@@ -12,6 +12,7 @@ byte-identical and a diff between plans shows only real changes.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -121,6 +122,48 @@ def instance_type_result(facts: InstanceFacts) -> dict[str, Any]:
     }
 
 
+def _uuid(h: str) -> str:
+    return "-".join((h[:8], h[8:12], h[12:16], digest(h, "u", length=4), digest(h, "uuid", length=12)))
+
+
+def eks_state(token: str, rid: str, h: str, state: dict[str, Any], region: str, account: str) -> dict[str, Any]:
+    """What EKS returns for a cluster (endpoint, CA, OIDC issuer, cluster security group), a managed
+    node group, an add-on or an access entry: the ARNs and attributes the program reads back."""
+    kind = token.split(":")[-1]
+    arn = f"arn:aws:eks:{region}:{account}"
+    cluster = state.get("clusterName") or state.get("name") or rid
+    if kind == "Cluster":
+        oidc = digest(h, "oidc", length=32).upper()
+        return {
+            "arn": f"{arn}:cluster/{cluster}",
+            "endpoint": f"https://{oidc}.gr7.{region}.eks.amazonaws.com",
+            "certificateAuthority": {"data": base64.b64encode(f"fake CA of {cluster}".encode()).decode()},
+            "identities": [{"oidcs": [{"issuer": f"https://oidc.eks.{region}.amazonaws.com/id/{oidc}"}]}],
+            "vpcConfig": {**state.get("vpcConfig", {}), "clusterSecurityGroupId": f"sg-{digest(h, 'cluster-sg')}"},
+            "platformVersion": "eks.1",
+            "status": "ACTIVE",
+        }
+    if kind == "NodeGroup":
+        return {"arn": f"{arn}:nodegroup/{cluster}/{state.get('nodeGroupName', rid)}/{_uuid(h)}", "status": "ACTIVE"}
+    if kind == "Addon":
+        return {"arn": f"{arn}:addon/{cluster}/{state.get('addonName', rid)}/{_uuid(h)}"}
+    if kind == "AccessEntry":
+        return {"accessEntryArn": f"{arn}:access-entry/{cluster}/{_uuid(h)}", "arn": f"{arn}:access-entry/{cluster}/{_uuid(h)}"}
+    return {}
+
+
+def helm_release_status(state: dict[str, Any]) -> dict[str, Any]:
+    """A Helm release as deployed: revision 1 of the chart at the pinned version."""
+    return {
+        "name": state.get("name"),
+        "namespace": state.get("namespace", "default"),
+        "chart": state.get("chart"),
+        "version": state.get("version"),
+        "revision": 1,
+        "status": "deployed",
+    }
+
+
 @dataclass
 class PlanMocks(Mocks):
     """Deterministic fake provider: realistic ids/ARNs and catalog-backed invokes."""
@@ -203,6 +246,10 @@ class PlanMocks(Mocks):
                     "bucketRegionalDomainName": f"{bucket}.s3.{self.region}.amazonaws.com",
                 }
             )
+        if token.startswith("aws:eks/"):
+            state.update(eks_state(token, rid, h, state, self.region, self.account))
+        if token == "kubernetes:helm.sh/v3:Release":
+            state["status"] = helm_release_status(state)
         if token == "aws:ec2/launchTemplate:LaunchTemplate":
             state.update({"latestVersion": 1, "defaultVersion": 1})
         if token == "aws:ec2/vpc:Vpc":

@@ -49,7 +49,8 @@ def describe_interfaces(nics: list[dict[str, Any]]) -> str:
 
 
 def _launch_template(i: dict[str, Any]) -> list[str]:
-    lines = [f"instance type {i.get('instanceType')} · image {i.get('imageId')}"]
+    image = i.get("imageId") or "chosen by the EKS node group's AMI type"
+    lines = [f"instance type {i.get('instanceType')} · image {image}"]
     nics = i.get("networkInterfaces") or []
     if nics:
         lines.append(describe_interfaces(nics))
@@ -112,7 +113,113 @@ def _dra(i: dict[str, Any]) -> list[str]:
     return [f"{i.get('fileSystemPath')} ⇄ {i.get('dataRepositoryPath')} · import {imp} · export {exp}"]
 
 
+def _eks_cluster(i: dict[str, Any]) -> list[str]:
+    vpc = i.get("vpcConfig") or {}
+    access = ["private" if vpc.get("endpointPrivateAccess") else None]
+    if vpc.get("endpointPublicAccess"):
+        access.append(f"public from {', '.join(vpc.get('publicAccessCidrs') or ['0.0.0.0/0 (!)'])}")
+    enc = (i.get("encryptionConfig") or {}).get("provider", {}).get("keyArn")
+    auth = (i.get("accessConfig") or {}).get("authenticationMode")
+    return [
+        f"Kubernetes {i.get('version')} · endpoint {' + '.join(a for a in access if a) or 'unreachable (!)'} · authentication {auth}",
+        f"Secrets encrypted with {enc}" if enc else "Secrets NOT envelope-encrypted (!)",
+        f"control-plane logs {', '.join(i.get('enabledClusterLogTypes') or []) or 'off'}",
+    ]
+
+
+def _eks_node_group(i: dict[str, Any]) -> list[str]:
+    sc = i.get("scalingConfig") or {}
+    lt = i.get("launchTemplate") or {}
+    lines = [
+        f"{i.get('amiType')} · {i.get('capacityType')} · min {sc.get('minSize')} · max {sc.get('maxSize')} · desired {sc.get('desiredSize')}"
+        + (f" · launch template {lt.get('id')} v{lt.get('version')}" if lt else "")
+    ]
+    taints = [f"{t.get('key')}={t.get('value')}:{t.get('effect')}" for t in i.get("taints") or []]
+    if taints:
+        lines.append(f"taints {', '.join(taints)}")
+    labels = i.get("labels") or {}
+    if labels:
+        lines.append("labels " + ", ".join(f"{k}={v}" for k, v in sorted(labels.items())))
+    return lines
+
+
+def _eks_addon(i: dict[str, Any]) -> list[str]:
+    line = f"{i.get('addonName')} {i.get('addonVersion') or '(EKS default for the cluster version)'}"
+    for assoc in i.get("podIdentityAssociations") or []:
+        line += f" · Pod Identity {assoc.get('serviceAccount')} → {assoc.get('roleArn')}"
+    return [line]
+
+
+def _helm_release(i: dict[str, Any]) -> list[str]:
+    repo = (i.get("repositoryOpts") or {}).get("repo")
+    chart = f"{repo}/{i.get('chart')}" if repo else i.get("chart")
+    return [f"chart {chart} {i.get('version')} · release {i.get('name')} in namespace {i.get('namespace', 'default')}"]
+
+
+def _cluster_queue(i: dict[str, Any]) -> list[str]:
+    spec = i.get("spec") or {}
+    lines = [f"cohort {spec.get('cohortName')} · namespaces {((spec.get('namespaceSelector') or {}).get('matchLabels') or {})}"]
+    for group in spec.get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            quota = ", ".join(f"{r.get('nominalQuota')} {r.get('name')}" for r in flavor.get("resources") or [])
+            lines.append(f"flavor {flavor.get('name')}: {quota}")
+    return lines
+
+
+def _resource_flavor(i: dict[str, Any]) -> list[str]:
+    spec = i.get("spec") or {}
+    labels = ", ".join(f"{k}={v}" for k, v in (spec.get("nodeLabels") or {}).items())
+    tolerates = ", ".join(str(t.get("key")) for t in spec.get("tolerations") or [])
+    return [f"nodes {labels} · topology {spec.get('topologyName', 'none')} · tolerates {tolerates or 'nothing'}"]
+
+
+def _k8s_meta(i: dict[str, Any]) -> str:
+    meta = i.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
+
+
+def _pv(i: dict[str, Any]) -> list[str]:
+    spec = i.get("spec") or {}
+    csi = spec.get("csi") or {}
+    attrs = csi.get("volumeAttributes") or {}
+    return [
+        f"{(spec.get('capacity') or {}).get('storage')} {','.join(spec.get('accessModes') or [])} · {csi.get('driver')} "
+        f"{csi.get('volumeHandle')} ({attrs.get('dnsname')}@{attrs.get('mountname')}) · for {spec.get('claimRef', {}).get('namespace')}/"
+        f"{spec.get('claimRef', {}).get('name')}"
+    ]
+
+
 DESCRIBERS: dict[str, Describer] = {
+    "aws:eks/cluster:Cluster": _eks_cluster,
+    "aws:eks/nodeGroup:NodeGroup": _eks_node_group,
+    "aws:eks/addon:Addon": _eks_addon,
+    "aws:eks/accessEntry:AccessEntry": lambda i: [
+        f"{i.get('principalArn')} · groups {', '.join(i.get('kubernetesGroups') or []) or 'none'}"
+    ],
+    "aws:eks/accessPolicyAssociation:AccessPolicyAssociation": lambda i: [
+        f"{str(i.get('policyArn')).rsplit('/', 1)[-1]} for {i.get('principalArn')} · {(i.get('accessScope') or {}).get('type')} scope"
+    ],
+    "kubernetes:helm.sh/v3:Release": _helm_release,
+    "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue": _cluster_queue,
+    "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor": _resource_flavor,
+    "kubernetes:kueue.x-k8s.io/v1beta2:Topology": lambda i: [
+        "levels " + " → ".join(str(lv.get("nodeLabel")) for lv in (i.get("spec") or {}).get("levels") or [])
+    ],
+    "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue": lambda i: [
+        f"{_k8s_meta(i)} → ClusterQueue {(i.get('spec') or {}).get('clusterQueue')}"
+    ],
+    "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy": lambda i: [
+        "RDMA shared device plugin · " + ", ".join(sorted((i.get("spec") or {}).keys()))
+    ],
+    "kubernetes:core/v1:Namespace": lambda i: [_k8s_meta(i)],
+    "kubernetes:core/v1:PersistentVolume": _pv,
+    "kubernetes:core/v1:PersistentVolumeClaim": lambda i: [f"{_k8s_meta(i)} → volume {(i.get('spec') or {}).get('volumeName')}"],
+    "kubernetes:core/v1:ConfigMap": lambda i: [f"{_k8s_meta(i)}: {', '.join(sorted((i.get('data') or {}).keys()))}"],
+    "kubernetes:rbac.authorization.k8s.io/v1:Role": lambda i: [f"{_k8s_meta(i)} · {len(i.get('rules') or [])} rules"],
+    "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": lambda i: [
+        f"{_k8s_meta(i)} → {(i.get('roleRef') or {}).get('name')} for "
+        + ", ".join(f"{s.get('kind')} {s.get('name')}" for s in i.get("subjects") or [])
+    ],
     "aws:fsx/lustreFileSystem:LustreFileSystem": _lustre,
     "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": _dra,
     "aws:s3/bucket:Bucket": lambda i: [

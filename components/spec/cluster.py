@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator, model_validator
 
 from components.spec.base import SpecModel, check_name, check_tags
+from components.spec.kubernetes import KubernetesSpec
 from components.spec.network import NetworkSpec
 from components.spec.node_group import NodeGroupSpec
 from components.spec.storage import StorageSpec
@@ -29,6 +30,10 @@ class ClusterSpec(SpecModel):
     storage: StorageSpec | None = None
     """Shared file system (FSx for Lustre, sized from the workload), data bucket, NVMe scratch.
     Default: none."""
+
+    kubernetes: KubernetesSpec | None = None
+    """An Amazon EKS cluster for the node groups with ``scheduler: kubernetes``: GPU Operator, EFA device
+    plugin, Kueue and a namespace per team. Default: none (no Kubernetes)."""
 
     tags: dict[str, str] = Field(default_factory=dict)
     """Tags on every taggable resource, merged with the cluster tags gpucluster adds. Default: none."""

@@ -17,6 +17,7 @@ from components.spec.cluster import ClusterSpec
 from components.spec.efa import interface_layout, ips_per_node
 from components.spec.effective import effective_desired, effective_efa
 from components.spec.errors import Finding, error, warning
+from components.spec.kubernetes_checks import check_kubernetes
 from components.spec.node_group import NodeGroupSpec
 from components.spec.storage_checks import check_storage
 
@@ -396,7 +397,7 @@ def check_network(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
 
 
 ClusterCheck = Callable[[ClusterSpec, Catalog], Iterable[Finding]]
-CLUSTER_CHECKS: list[ClusterCheck] = [check_network, check_storage]
+CLUSTER_CHECKS: list[ClusterCheck] = [check_network, check_storage, check_kubernetes]
 
 
 # The checks that need nothing but the node group itself: what a GpuNodeGroup used on its own runs.

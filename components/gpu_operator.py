@@ -1,0 +1,83 @@
+"""GpuOperator: the NVIDIA GPU Operator Helm release, on any Kubernetes cluster.
+
+It takes its Kubernetes provider through ``opts`` (an EKS cluster's, or an on-prem cluster's from a
+kubeconfig) and never makes one. The values depend on the platform: the EKS AL2023 NVIDIA AMI already
+has the driver and the container toolkit; on-prem the operator installs the driver, with GPUDirect
+RDMA (nvidia-peermem) for RoCE or InfiniBand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.kubernetes_render import Platform, gpu_operator_values
+from components.spec.kubernetes import GPU_OPERATOR_CHART, MigStrategy
+
+TOKEN = "gpucluster:index:GpuOperator"
+
+
+@dataclass
+class GpuOperatorArgs:
+    """Inputs of :class:`GpuOperator`."""
+
+    platform: Platform = "eks"
+    """``eks`` (driver and toolkit come with the AMI) or ``on-prem`` (the operator manages the driver).
+    Default ``eks``."""
+
+    mig_strategy: MigStrategy = "none"
+    """MIG strategy: ``none``, ``single`` or ``mixed``. Default ``none`` (whole GPUs)."""
+
+    enable_dcgm_exporter: bool = True
+    """Run the DCGM exporter (GPU metrics for Prometheus). Default true."""
+
+    enable_rdma: bool = True
+    """On-prem: GPUDirect RDMA (``driver.rdma``, nvidia-peermem) for RoCE/InfiniBand. Default true.
+    Ignored on EKS, where GPUDirect RDMA runs over EFA without the operator."""
+
+    use_host_mofed: bool = True
+    """On-prem: the NIC driver (DOCA-OFED/MOFED) is installed on the hosts. Default true; false when the
+    Network Operator deploys it in a container."""
+
+    driver_version: str | None = None
+    """On-prem: the NVIDIA driver version the operator installs. Default: the chart's."""
+
+    namespace: str = "gpu-operator"
+    """Namespace of the release (created). Default ``gpu-operator``."""
+
+
+class GpuOperator(pulumi.ComponentResource):
+    """The NVIDIA GPU Operator (chart v26.7.0) with values for the platform."""
+
+    values: dict
+    """The Helm values, as computed (see :func:`components.kubernetes_render.gpu_operator_values`)."""
+    release_status: pulumi.Output
+
+    def __init__(self, name: str, args: GpuOperatorArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(TOKEN, name, None, opts)
+        repo, chart, version = GPU_OPERATOR_CHART
+        self.values = gpu_operator_values(
+            args.platform,
+            args.mig_strategy,
+            args.enable_dcgm_exporter,
+            enable_rdma=args.enable_rdma and args.platform == "on-prem",
+            use_host_mofed=args.use_host_mofed,
+            driver_version=args.driver_version,
+        )
+        release = k8s.helm.v3.Release(
+            f"{name}-release",
+            k8s.helm.v3.ReleaseArgs(
+                name="gpu-operator",
+                chart=chart,
+                version=version,
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repo),
+                namespace=args.namespace,
+                create_namespace=True,
+                values=self.values,
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.release_status = release.status
+        self.register_outputs({"chart": chart, "version": version, "namespace": args.namespace})

@@ -1,0 +1,123 @@
+"""Kueue: quota, all-or-nothing admission and topology-aware placement for GPU jobs.
+
+The kueue chart (0.19.2) with ``waitForPodsReady`` in its manager configuration, and JobSet (0.12.0),
+the multi-node job API the example uses. Then a Topology over the nodes' network labels, a
+ResourceFlavor per GPU type, a ClusterQueue per team — its GPU quota per flavor, in one cohort so idle
+quota is borrowed and reclaimed — and the team's LocalQueue in its namespace. Takes its Kubernetes
+provider through ``opts``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.kubernetes_render import (
+    TOPOLOGY_NAME,
+    Flavor,
+    cluster_queue,
+    kueue_chart,
+    kueue_values,
+    local_queue,
+    resource_flavor,
+    topology,
+)
+from components.spec.catalog import load_catalog
+from components.spec.kubernetes import KueueSpec, TeamSpec
+from components.spec.node_group import NodeGroupSpec
+
+TOKEN = "gpucluster:index:Kueue"
+JOBSET_CHART = ("oci://registry.k8s.io/jobset/charts/jobset", "0.12.0")
+
+
+@dataclass
+class KueueArgs:
+    """Inputs of :class:`Kueue`."""
+
+    cohort: str
+    """Cohort of every team's ClusterQueue. Required (GpuCluster uses the cluster name)."""
+
+    kueue: KueueSpec = field(default_factory=KueueSpec)
+    """Topology levels and admission settings. Default: TAS over EKS's network labels, waitForPodsReady."""
+
+    node_groups: Sequence[NodeGroupSpec] = ()
+    """The GPU node groups: one ResourceFlavor per GPU type. Default: none."""
+
+    teams: Sequence[TeamSpec] = ()
+    """Teams: a ClusterQueue and a LocalQueue each. Default: none."""
+
+    team_namespaces: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    """Namespace per team name (a TeamNamespace's output, so queues wait for their namespace).
+    Default: each team's configured namespace."""
+
+    install_jobset: bool = True
+    """Install the JobSet controller too. Default true."""
+
+
+class Kueue(pulumi.ComponentResource):
+    """Kueue and JobSet releases, the Topology, ResourceFlavors, ClusterQueues and LocalQueues."""
+
+    objects: list[dict[str, Any]]
+    """Every Kueue object, as computed (validated against the pinned CRDs in the tests)."""
+    values: dict
+
+    def __init__(self, name: str, args: KueueArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(TOKEN, name, None, opts)
+        catalog = load_catalog()
+        chart, version = kueue_chart()
+        self.values = kueue_values(args.kueue.wait_for_pods_ready, args.kueue.pods_ready_timeout)
+        release = k8s.helm.v3.Release(
+            f"{name}-release",
+            k8s.helm.v3.ReleaseArgs(
+                name="kueue", chart=chart, version=version, namespace="kueue-system", create_namespace=True, values=self.values
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        if args.install_jobset:
+            jobset_chart, jobset_version = JOBSET_CHART
+            k8s.helm.v3.Release(
+                f"{name}-jobset",
+                k8s.helm.v3.ReleaseArgs(
+                    name="jobset", chart=jobset_chart, version=jobset_version, namespace="jobset-system", create_namespace=True
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        after_release = pulumi.ResourceOptions(parent=self, depends_on=[release])
+
+        flavors = Flavor.of([(g, catalog[g.instance_type]) for g in args.node_groups])
+        levels = list(args.kueue.topology_levels)
+        cluster_scoped = [topology(levels)] if levels else []
+        cluster_scoped += [resource_flavor(f, TOPOLOGY_NAME if levels else None) for f in flavors]
+        self.objects = list(cluster_scoped)
+        for obj in cluster_scoped:
+            self._create(name, obj, after_release)
+
+        for team in args.teams:
+            cq = cluster_queue(team.name, team.effective_namespace, team.gpu_quota, flavors, args.cohort)
+            self.objects.append(cq)
+            created = self._create(name, cq, after_release)
+            lq = local_queue(team.name, team.effective_namespace, team.name)
+            self.objects.append(lq)
+            namespace = args.team_namespaces.get(team.name, team.effective_namespace)
+            self._create(
+                name,
+                {**lq, "metadata": {**lq["metadata"], "namespace": namespace}},
+                pulumi.ResourceOptions(parent=self, depends_on=[release, created]),
+            )
+        self.register_outputs({"chart": chart, "version": version, "flavors": [f.name for f in flavors]})
+
+    def _create(self, name: str, obj: dict[str, Any], opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+        meta = obj["metadata"]
+        suffix = f"{obj['kind'].lower()}-{meta['name']}"
+        return k8s.apiextensions.CustomResource(
+            f"{name}-{suffix}",
+            api_version=obj["apiVersion"],
+            kind=obj["kind"],
+            metadata=meta,
+            spec=obj["spec"],
+            opts=opts,
+        )

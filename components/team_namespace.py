@@ -1,0 +1,146 @@
+"""TeamNamespace: one team's namespace, its RBAC, its claims on the shared file systems and the example
+training job. Takes its Kubernetes provider through ``opts``.
+
+The Role lets the team's groups and users run jobs (Job, JobSet, PyTorchJob), read their pods, logs
+and queues; it grants nothing on Secrets, RBAC or the namespace itself. Each shared Lustre file system
+becomes a static PersistentVolume (FSx CSI driver, ``fsx.csi.aws.com``) bound to a claim of the same
+name as the file system in the namespace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.kubernetes_render import TEAM_ROLE_RULES
+from components.shared_storage import SharedStorage
+from components.spec.kubernetes import TeamSpec
+
+TOKEN = "gpucluster:index:TeamNamespace"
+FSX_CSI_DRIVER = "fsx.csi.aws.com"
+EXAMPLES_CONFIG_MAP = "gpucluster-examples"
+EXAMPLE_JOB_KEY = "training-job.yaml"
+TEAM_LABEL = "gpucluster/team"
+# FSx for Lustre's smallest file system, for a claim on one whose size is unknown.
+DEFAULT_LUSTRE_GIB = 1200
+
+
+@dataclass
+class TeamNamespaceArgs:
+    """Inputs of :class:`TeamNamespace`."""
+
+    team: TeamSpec
+    """The team: name, namespace, groups and users. Required."""
+
+    shared_storage: Sequence[SharedStorage] = ()
+    """The cluster's file systems; the Lustre ones get a PersistentVolume and claim when the team
+    mounts shared storage. Default: none."""
+
+    example_job: str | None = None
+    """The rendered example training job, shipped in the ``gpucluster-examples`` ConfigMap. Default: none."""
+
+    labels: dict[str, str] = field(default_factory=dict)
+    """Labels on every object (e.g. the cluster's). Default: none."""
+
+
+def claim_name(storage: SharedStorage) -> str:
+    """The claim of a shared file system in a team's namespace: the file system's own short name."""
+    return storage.name
+
+
+class TeamNamespace(pulumi.ComponentResource):
+    """A team's namespace with RBAC, shared-storage claims and the example job."""
+
+    namespace: pulumi.Output[str]
+    """The namespace's name, once it exists (use it to order objects created in it)."""
+    claims: dict[str, str]
+    """Claim name per shared file system name."""
+
+    def __init__(self, name: str, args: TeamNamespaceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(TOKEN, name, None, opts)
+        team = args.team
+        ns_name = team.effective_namespace
+        labels = {**args.labels, TEAM_LABEL: team.name}
+        child = pulumi.ResourceOptions(parent=self)
+        ns = k8s.core.v1.Namespace(f"{name}-ns", metadata=k8s.meta.v1.ObjectMetaArgs(name=ns_name, labels=labels), opts=child)
+        self.namespace = ns.metadata.apply(lambda m: m.name or ns_name)
+
+        def meta(obj_name: str) -> k8s.meta.v1.ObjectMetaArgs:
+            return k8s.meta.v1.ObjectMetaArgs(name=obj_name, namespace=self.namespace, labels=labels)
+
+        role = k8s.rbac.v1.Role(
+            f"{name}-role",
+            metadata=meta("gpucluster-team"),
+            rules=[
+                k8s.rbac.v1.PolicyRuleArgs(api_groups=r["apiGroups"], resources=r["resources"], verbs=r["verbs"])
+                for r in TEAM_ROLE_RULES
+            ],
+            opts=child,
+        )
+        subjects = [k8s.rbac.v1.SubjectArgs(kind="Group", name=g, api_group="rbac.authorization.k8s.io") for g in team.groups] + [
+            k8s.rbac.v1.SubjectArgs(kind="User", name=u, api_group="rbac.authorization.k8s.io") for u in team.users
+        ]
+        if subjects:
+            k8s.rbac.v1.RoleBinding(
+                f"{name}-members",
+                metadata=meta("gpucluster-team-members"),
+                role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="Role", name="gpucluster-team"),
+                subjects=subjects,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[role]),
+            )
+
+        self.claims = {}
+        if team.mount_shared_storage:
+            for storage in args.shared_storage:
+                if storage.fs_type == "lustre":
+                    self._lustre_claim(name, ns_name, storage, labels)
+
+        if args.example_job is not None:
+            k8s.core.v1.ConfigMap(
+                f"{name}-examples",
+                metadata=meta(EXAMPLES_CONFIG_MAP),
+                data={EXAMPLE_JOB_KEY: args.example_job},
+                opts=child,
+            )
+        self.register_outputs({"namespace": self.namespace, "claims": self.claims})
+
+    def _lustre_claim(self, name: str, ns_name: str, storage: SharedStorage, labels: dict[str, str]) -> None:
+        """A static PersistentVolume of the FSx for Lustre file system, pre-bound to the team's claim."""
+        claim = claim_name(storage)
+        size = f"{storage.capacity_gib or DEFAULT_LUSTRE_GIB}Gi"
+        pv_name = f"{ns_name}-{storage.name}"
+        options = [o for o in storage.mount_options.split(",") if o]
+        pv = k8s.core.v1.PersistentVolume(
+            f"{name}-{storage.name}-pv",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=pv_name, labels=labels),
+            spec=k8s.core.v1.PersistentVolumeSpecArgs(
+                capacity={"storage": size},
+                volume_mode="Filesystem",
+                access_modes=["ReadWriteMany"],
+                persistent_volume_reclaim_policy="Retain",
+                storage_class_name="",
+                mount_options=options or None,
+                claim_ref=k8s.core.v1.ObjectReferenceArgs(namespace=ns_name, name=claim),
+                csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
+                    driver=FSX_CSI_DRIVER,
+                    volume_handle=storage.file_system_id or "",
+                    volume_attributes={"dnsname": storage.server or "", "mountname": storage.mount_name or ""},
+                ),
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        k8s.core.v1.PersistentVolumeClaim(
+            f"{name}-{storage.name}-pvc",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=claim, namespace=self.namespace, labels=labels),
+            spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
+                access_modes=["ReadWriteMany"],
+                storage_class_name="",
+                volume_name=pv.metadata.apply(lambda m: m.name or pv_name),
+                resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": size}),
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.claims[storage.name] = claim

@@ -1,0 +1,138 @@
+"""Bad Kubernetes configs: each fails naming the field, and the program registers nothing.
+
+Every case runs the real stack program (``__main__.py``) under the plan's mock engine, so this also
+proves the error comes before the first resource.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components.plan.engine import run_program
+from tests.conftest import group, make_config
+
+TWO_ZONES = {"availabilityZones": ["us-east-1a", "us-east-1b"]}
+
+
+def k8s(*groups, network=TWO_ZONES, **section):
+    return make_config(*(groups or (group(),)), network=network, kubernetes=section)
+
+
+# (id, config, field path named, message fragment)
+BAD_KUBERNETES = [
+    ("eks-version", k8s(version="1.25"), "gpucluster:kubernetes.version", "EKS does not offer Kubernetes '1.25'"),
+    (
+        "public-cidrs-on-private-endpoint",
+        k8s(endpoint={"publicAccessCidrs": ["203.0.113.0/24"]}),
+        "gpucluster:kubernetes.endpoint.publicAccessCidrs",
+        "the endpoint is private",
+    ),
+    (
+        "cidr-malformed",
+        k8s(endpoint={"publicAccess": True, "publicAccessCidrs": ["203.0.113.7/24"]}),
+        "gpucluster:kubernetes.endpoint.publicAccessCidrs",
+        "is not a network CIDR",
+    ),
+    (
+        "vpc-cni-too-old-for-efa-only",
+        k8s(addonVersions={"vpc-cni": "v1.18.4-eksbuild.1"}),
+        "gpucluster:kubernetes.addonVersions.vpc-cni",
+        "older than v1.18.5",
+    ),
+    (
+        "unknown-addon",
+        k8s(addonVersions={"aws-ebs-csi": "v1.30.0-eksbuild.1"}),
+        "gpucluster:kubernetes.addonVersions",
+        "add-on 'aws-ebs-csi' is not one gpucluster installs",
+    ),
+    (
+        "quota-flavor-not-provided",
+        k8s(teams=[{"name": "research", "gpuQuota": {"a100": 16}}]),
+        "gpucluster:kubernetes.teams[0].gpuQuota",
+        "no Kubernetes node group provides GPU flavor 'a100'",
+    ),
+    (
+        "negative-quota",
+        k8s(teams=[{"name": "research", "gpuQuota": {"h100": -8}}]),
+        "gpucluster:kubernetes.teams[0].gpuQuota",
+        "a quota is a number of GPUs, 0 or more",
+    ),
+    (
+        "team-namespaces-clash",
+        k8s(teams=[{"name": "a", "namespace": "train"}, {"name": "b", "namespace": "train"}]),
+        "gpucluster:kubernetes.teams[1].namespace",
+        "both use namespace 'train'",
+    ),
+    ("duplicate-teams", k8s(teams=[{"name": "a"}, {"name": "a"}]), "gpucluster:kubernetes", "two teams are named 'a'"),
+    (
+        "mig-without-mig-gpus",
+        k8s(group(instanceType="g6e.48xlarge"), gpuOperator={"migStrategy": "mixed"}),
+        "gpucluster:kubernetes.gpuOperator.migStrategy",
+        "which L40S does not have",
+    ),
+    (
+        "unknown-mig-strategy",
+        k8s(gpuOperator={"migStrategy": "all"}),
+        "gpucluster:kubernetes.gpuOperator.migStrategy",
+        "'none', 'single' or 'mixed'",
+    ),
+    (
+        "custom-ami-on-eks",
+        k8s(group(imageId="ami-0123456789abcdef0")),
+        "gpucluster:nodeGroups[0].imageId",
+        "a custom AMI is not supported here",
+    ),
+    (
+        "eks-in-one-zone",
+        k8s(network={}),
+        "gpucluster:network.availabilityZones",
+        "needs subnets in at least two Availability Zones",
+    ),
+    (
+        "access-policy-misspelt",
+        k8s(accessEntries=[{"principalArn": "arn:aws:iam::123456789012:role/admins", "policies": ["AmazonEKSAdmin"]}]),
+        "gpucluster:kubernetes.accessEntries[0].policies[0]",
+        "'AmazonEKSClusterAdminPolicy'",
+    ),
+    (
+        "principal-not-an-iam-arn",
+        k8s(accessEntries=[{"principalArn": "admins"}]),
+        "gpucluster:kubernetes.accessEntries[0].principalArn",
+        "should match pattern",
+    ),
+    ("misspelt-field", k8s(teamz=[]), "gpucluster:kubernetes.teamz", "unknown field 'teamz'"),
+    (
+        "scheduler-kubernetes-without-section",
+        make_config(group(scheduler="kubernetes")),
+        "gpucluster:nodeGroups[0].scheduler",
+        "the cluster configures no kubernetes",
+    ),
+    (
+        "pods-ready-timeout-format",
+        k8s(kueue={"podsReadyTimeout": "ten minutes"}),
+        "gpucluster:kubernetes.kueue.podsReadyTimeout",
+        "should match pattern",
+    ),
+]
+
+
+def _as_config(config: dict) -> dict[str, str]:
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
+
+
+@pytest.mark.parametrize(("config", "path", "fragment"), [c[1:] for c in BAD_KUBERNETES], ids=[c[0] for c in BAD_KUBERNETES])
+def test_bad_kubernetes_config_fails_before_any_resource(config, path, fragment):
+    plan = run_program("gpucluster", "bad", _as_config(config))
+    assert plan.error is not None, "the program should have refused this config"
+    assert plan.resources == [], f"registered {[r.name for r in plan.resources]} despite the bad config"
+    matching = [f for f in plan.findings if f["level"] == "error" and f["path"] == path]
+    assert matching, f"no error at {path}; got {[(f['path'], f['message']) for f in plan.findings]}"
+    assert any(fragment in f["message"] for f in matching), [f["message"] for f in matching]
+    assert path in plan.error
+    assert "Traceback" not in plan.error
+
+
+def test_there_are_at_least_ten():
+    assert len(BAD_KUBERNETES) >= 10
