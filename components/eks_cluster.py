@@ -15,17 +15,18 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
-from components.kubernetes_render import node_config, node_labels, node_taints, nodeadm_user_data
+from components.kubernetes_render import fsx_csi_addon_configuration, node_config, node_labels, node_taints, nodeadm_user_data
 from components.naming import NODE_GROUP_TAG, with_name
 from components.shared_storage import SharedStorage
 from components.spec.catalog import Catalog, load_catalog
-from components.spec.kubernetes import KubernetesSpec, eks_ami_type
+from components.spec.kubernetes import FSX_CSI_ADDON, KubernetesSpec, eks_ami_type
 from components.spec.node_group import CapacitySpec, NodeGroupSpec
 
 TOKEN = "gpucluster:index:EksCluster"
@@ -235,7 +236,8 @@ class EksCluster(pulumi.ComponentResource):
         nodes: list[pulumi.Resource] = list(self.managed_node_groups.values())
         for addon_name in versions:
             if addon_name not in BEFORE_NODES:
-                self._addon(name, addon_name, versions, cluster, tags, nodes)
+                config = fsx_csi_addon_configuration(args.region) if addon_name == FSX_CSI_ADDON else None
+                self._addon(name, addon_name, versions, cluster, tags, nodes, configuration=config)
 
         ca_data = cluster.certificate_authority.apply(lambda ca: ca.data or "")
         self.kubeconfig = pulumi.Output.all(cluster.name, cluster.endpoint, ca_data).apply(
@@ -313,6 +315,7 @@ class EksCluster(pulumi.ComponentResource):
         tags: dict[str, str],
         depends_on: Sequence[pulumi.Resource],
         associations: Sequence[aws.eks.AddonPodIdentityAssociationArgs] | None = None,
+        configuration: dict[str, Any] | None = None,
     ) -> aws.eks.Addon:
         return aws.eks.Addon(
             f"{name}-{addon_name}",
@@ -322,6 +325,7 @@ class EksCluster(pulumi.ComponentResource):
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
             pod_identity_associations=list(associations) if associations else None,
+            configuration_values=json.dumps(configuration, sort_keys=True) if configuration else None,
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(depends_on)),
         )

@@ -36,6 +36,8 @@ GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Equal", "value": "true", "ef
 LABEL_NODE_GROUP = "gpucluster/node-group"
 LABEL_GPU = "gpucluster/gpu"
 LABEL_EFA = "gpucluster/efa"
+# Label of team namespaces: Kueue manages every job in them.
+TEAM_LABEL = "gpucluster/team"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
 TOPOLOGY_NAME = "network"
@@ -119,6 +121,12 @@ def efa_device_plugin_values() -> dict[str, Any]:
     return {"nodeSelector": {LABEL_EFA: "true"}, "tolerations": [dict(GPU_TOLERATION)]}
 
 
+def fsx_csi_addon_configuration(region: str) -> dict[str, Any]:
+    """Configuration of the aws-fsx-csi-driver add-on (its chart's values): the controller is told its
+    region, because pods cannot reach the instance metadata service (IMDSv2, hop limit 1)."""
+    return {"controller": {"region": region}}
+
+
 def network_operator_values() -> dict[str, Any]:
     """The Network Operator chart: node feature discovery (for NIC labels), no SR-IOV operator."""
     return {"nfd": {"enabled": True, "deployNodeFeatureRules": True}, "sriovNetworkOperator": {"enabled": False}}
@@ -146,6 +154,10 @@ def kueue_manager_config(wait_for_pods_ready: bool, pods_ready_timeout: str) -> 
         },
         "clientConnection": {"qps": 50, "burst": 100},
         "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/pytorchjob", "pod"]},
+        # Quotas hold only if nothing bypasses the queues: in team namespaces, a job without a queue
+        # label is suspended rather than run unmanaged.
+        "manageJobsWithoutQueueName": True,
+        "managedJobsNamespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]},
     }
     if wait_for_pods_ready:
         config["waitForPodsReady"] = {

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.kubernetes_render import TEAM_ROLE_RULES
+from components.kubernetes_render import TEAM_LABEL, TEAM_ROLE_RULES
 from components.shared_storage import SharedStorage
 from components.spec.kubernetes import TeamSpec
 
@@ -23,7 +23,6 @@ TOKEN = "gpucluster:index:TeamNamespace"
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
 EXAMPLES_CONFIG_MAP = "gpucluster-examples"
 EXAMPLE_JOB_KEY = "training-job.yaml"
-TEAM_LABEL = "gpucluster/team"
 # FSx for Lustre's smallest file system, for a claim on one whose size is unknown.
 DEFAULT_LUSTRE_GIB = 1200
 

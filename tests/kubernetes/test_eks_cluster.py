@@ -15,6 +15,7 @@ from components.shared_storage import SharedStorage
 from components.spec.kubernetes import KubernetesSpec
 from tests.conftest import group
 from tests.kubernetes.conftest import eks_spec
+from tests.kubernetes.schemas import chart_defaults, unknown_values
 
 SUBNETS = ["subnet-0aaa1111", "subnet-0bbb2222"]
 SG = ["sg-0efa0000000000001", "sg-0node000000000002"]
@@ -127,7 +128,10 @@ def test_fsx_csi_driver_only_with_lustre(run_components, p5_spec):
     without = run_components(lambda: build(p5_spec, storage=[scratch]))
     assert "aws-fsx-csi-driver" not in {r.inputs["addonName"] for r in without.of_type(ADDON)}
     with_lustre = run_components(lambda: build(p5_spec, storage=[LUSTRE]))
-    assert "aws-fsx-csi-driver" in {r.inputs["addonName"] for r in with_lustre.of_type(ADDON)}
+    fsx = next(r.inputs for r in with_lustre.of_type(ADDON) if r.inputs["addonName"] == "aws-fsx-csi-driver")
+    config = json.loads(fsx["configurationValues"])
+    assert config == {"controller": {"region": "us-east-1"}}
+    assert unknown_values(config, chart_defaults("aws-fsx-csi-driver")) == [], "add-on configuration = the chart's values"
 
 
 def test_gpu_managed_node_group_on_the_efa_launch_template(run_components, p5_spec):

@@ -82,6 +82,9 @@ def test_releases_and_all_or_nothing_admission(run_components, update_golden):
     config = yaml.safe_load(kueue["values"]["managerConfig"]["controllerManagerConfigYaml"])
     assert config["waitForPodsReady"]["timeout"] == "10m" and config["waitForPodsReady"]["blockAdmission"] is True
     assert "jobset.x-k8s.io/jobset" in config["integrations"]["frameworks"]
+    # Nothing in a team namespace bypasses the queues (and so the quotas).
+    assert config["manageJobsWithoutQueueName"] is True
+    assert config["managedJobsNamespaceSelector"] == {"matchExpressions": [{"key": "gpucluster/team", "operator": "Exists"}]}
     check_golden(GOLDEN / "kubernetes" / "kueue.values.yaml", plan.files["k-kueue-release/values.yaml"], update_golden)
 
 

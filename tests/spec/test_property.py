@@ -82,6 +82,32 @@ network = st.fixed_dictionaries(
     },
 )
 ACCELERATED = [t for t in CATALOG if CATALOG[t].accelerator_count]
+kubernetes = st.fixed_dictionaries(
+    {},
+    optional={
+        "version": st.sampled_from(["1.33", "1.27", "latest"]),
+        "endpoint": st.fixed_dictionaries(
+            {},
+            optional={"publicAccess": st.booleans(), "publicAccessCidrs": st.lists(st.sampled_from(["0.0.0.0/0", "10.1.2.3/8"]))},
+        ),
+        "addonVersions": st.dictionaries(
+            st.sampled_from(["vpc-cni", "kube-proxy", "bogus"]), st.sampled_from(["v1.18.0-eksbuild.1", "x"])
+        ),
+        "gpuOperator": st.fixed_dictionaries({"migStrategy": st.sampled_from(["none", "single", "sometimes"])}),
+        "teams": st.lists(
+            st.fixed_dictionaries(
+                {"name": st.sampled_from(["a", "b", "Bad"])},
+                optional={
+                    "gpuQuota": st.dictionaries(st.sampled_from(["h100", "a100", "l40s"]), st.integers(-1, 64), max_size=2)
+                },
+            ),
+            max_size=2,
+        ),
+        "kueue": st.fixed_dictionaries(
+            {}, optional={"topologyLevels": st.lists(st.sampled_from(["kubernetes.io/hostname", "x"]))}
+        ),
+    },
+)
 
 
 @st.composite
@@ -136,6 +162,7 @@ noisy_config = st.fixed_dictionaries(
         "gpucluster:tags": st.dictionaries(st.sampled_from(["team", "aws:owner"]), st.just("x"), max_size=2),
         "gpucluster:name": st.sampled_from(["c", "Cluster!", "p5-training"]),
         "gpucluster:nodeGroup": st.just([]),
+        "gpucluster:kubernetes": kubernetes,
     },
 )
 config = st.one_of(sane_config(), noisy_config)
@@ -152,7 +179,8 @@ def test_any_config_plans_or_fails_with_the_config_error(cfg):
     if plan.ok:
         assert plan.resources, "a valid config must create something"
         lts = plan.of_type("aws:ec2/launchTemplate:LaunchTemplate")
-        assert len(lts) == len(cfg["gpucluster:nodeGroups"])
+        system = 1 if "gpucluster:kubernetes" in cfg else 0  # EKS system nodes have a template of their own
+        assert len(lts) == len(cfg["gpucluster:nodeGroups"]) + system
         for lt in lts:
             assert lt.inputs["metadataOptions"]["httpTokens"] == "required"
     else:
