@@ -45,6 +45,7 @@ class Call:
     params: dict[str, str]
     status: int = 0
     injected: str = ""
+    seconds: float = 0.0  # time to answer (moto + injected delays)
 
 
 @dataclass
@@ -156,6 +157,14 @@ class FaultProxy:
         with self.lock:
             return Counter(c.action for c in self.calls)
 
+    def seconds(self) -> Counter[str]:
+        """Total time spent answering, per action."""
+        out: Counter[str] = Counter()
+        with self.lock:
+            for c in self.calls:
+                out[c.action] += c.seconds  # pyright: ignore[reportArgumentType]
+        return out
+
     def requests(self, action: str) -> list[dict[str, str]]:
         with self.lock:
             return [c.params for c in self.calls if c.action == action]
@@ -199,10 +208,17 @@ class FaultProxy:
 
     def handle(self, body: bytes, headers: dict[str, str]) -> tuple[int, bytes, str]:
         params = {k: v[0] for k, v in urllib.parse.parse_qs(body.decode(), keep_blank_values=True).items()}
-        action = params.get("Action", "?")
-        call = Call(action, params)
+        call = Call(params.get("Action", "?"), params)
         with self.lock:
             self.calls.append(call)
+        started = time.monotonic()
+        try:
+            return self._handle(call, body, headers)
+        finally:
+            call.seconds = time.monotonic() - started
+
+    def _handle(self, call: Call, body: bytes, headers: dict[str, str]) -> tuple[int, bytes, str]:
+        params, action = call.params, call.action
         if action in self.delays:
             time.sleep(self.delays[action])
         rule = self._take(self.throttles, action) or self._take(self.failures, action)

@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Benchmark: resume 1024 nodes across 2 node groups with the real agent against a local moto server.
+
+    python bench/resume_scale.py [--nodes 512 512] [--no-suspend]
+
+Starts moto_server (from the active venv), an HTTP proxy in front of it that counts EC2 calls by
+action (and answers DescribeInstanceTopology, which moto lacks), and a stub scontrol that records
+its calls. Runs ``python -m gpucluster_agents resume <hostlist>`` as its own process, as slurmctld
+would, then ``suspend`` for the same nodes, and prints the calls made and the wall time of each.
+Checks (exit 1 if broken): at most ceil(nodes/500) CreateFleet calls per group, one instance per node.
+Times are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "agents"))
+sys.path.insert(0, str(REPO))
+
+from ec2_fault_proxy import FaultProxy  # noqa: E402
+from moto_env import AWS_ENV, MotoServer, agent_env, make_world, node_instances  # noqa: E402
+
+from gpucluster_agents import hostlist  # noqa: E402
+
+CLUSTER = "bench"
+TYPES = {"p5": "p5.48xlarge", "g6e": "g6e.48xlarge", "p4d": "p4d.24xlarge", "trn1": "trn1.32xlarge"}
+
+
+def stub_scontrol(directory: Path, nodes: list[str]) -> tuple[Path, Path]:
+    """The tests' fake scontrol: records every call, keeps node states (all start POWERING_UP)."""
+    state = directory / "slurm-state.json"
+    state.write_text(json.dumps({"nodes": {n: {"state": "IDLE+CLOUD+POWERING_UP", "reason": None, "addr": None} for n in nodes}}))
+    bin_dir = directory / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "scontrol"
+    script.write_text(
+        f'#!/bin/sh\nexec "{sys.executable}" -S "{REPO / "tests" / "agents" / "fake_scontrol.py"}" "{state}" "$@"\n'
+    )
+    script.chmod(0o755)
+    return bin_dir, Path(str(state) + ".calls")
+
+
+def scontrol_calls(calls_path: Path, start: int) -> Counter[str]:
+    lines = calls_path.read_text().splitlines()[start:] if calls_path.exists() else []
+    out: Counter[str] = Counter()
+    for line in lines:
+        args = json.loads(line)
+        if args[:1] == ["update"]:
+            kind = "update nodeaddr" if any(a.startswith("nodeaddr=") for a in args) else "update state"
+        else:
+            kind = " ".join(a for a in args if not a.startswith("-"))[:24].split(" p")[0]
+            kind = " ".join(kind.split()[:2])
+        out[kind] += 1
+    return out
+
+
+def run(
+    command: str, expr: str, config: Path, proxy: FaultProxy, calls_path: Path
+) -> tuple[float, Counter[str], Counter[str], Counter[str], int]:
+    proxy.clear()
+    before = len(calls_path.read_text().splitlines()) if calls_path.exists() else 0
+    env = agent_env({"GPUCLUSTER_AGENT_CONFIG": str(config), "PYTHONPATH": str(REPO)})
+    t = time.monotonic()
+    rc = subprocess.run(
+        [sys.executable, "-m", "gpucluster_agents", command, expr], env=env, cwd=REPO, stdin=subprocess.DEVNULL, check=False
+    ).returncode
+    return time.monotonic() - t, proxy.actions(), proxy.seconds(), scontrol_calls(calls_path, before), rc
+
+
+def report(
+    title: str, wall: float, api: Counter[str], secs: Counter[str], sc: Counter[str], agent_log: Path, command: str
+) -> None:
+    own = [line for line in agent_log.read_text().splitlines() if f" {command} INFO end {command} in " in line]
+    print(f"\n== {title}")
+    print(f"wall time (process start to exit): {wall:.2f} s; agent's own: {own[-1].rsplit(' in ', 1)[1] if own else '?'}")
+    print("EC2 API calls (HTTP requests, retries included) and the time moto took to answer them (summed):")
+    for action, n in sorted(api.items()):
+        print(f"  {action:28s} {n:6d}   {secs[action]:7.2f} s")
+    print(f"  {'total':28s} {sum(api.values()):6d}")
+    print("scontrol calls:")
+    for kind, n in sorted(sc.items()):
+        print(f"  {kind:28s} {n:6d}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, nargs="+", default=[512, 512], help="nodes per group (up to 4 groups)")
+    ap.add_argument("--concurrency", type=int, default=8, help="agent api_concurrency (parallel CreateTags)")
+    ap.add_argument("--no-suspend", action="store_true")
+    args = ap.parse_args()
+    groups = list(TYPES)[: len(args.nodes)]
+    for k, v in AWS_ENV.items():
+        os.environ[k] = v
+
+    with tempfile.TemporaryDirectory(prefix="gpucluster-bench-") as tmp_s:
+        tmp = Path(tmp_s)
+        moto = MotoServer(tmp / "moto.log")
+        proxy = FaultProxy(moto.url)
+        try:
+            world = make_world(moto.url, {g: TYPES[g] for g in groups})
+            nodes = [f"{g}-{i}" for g, n in zip(groups, args.nodes, strict=True) for i in range(1, n + 1)]
+            bin_dir, calls_path = stub_scontrol(tmp, nodes)
+            config = tmp / "agent.json"
+            config.write_text(
+                json.dumps(
+                    {
+                        "cluster_name": CLUSTER,
+                        "region": "us-east-1",
+                        "endpoint_url": proxy.url,
+                        "log_file": str(tmp / "agent.log"),
+                        "state_dir": str(tmp / "state"),
+                        "slurm_bin_dir": str(bin_dir),
+                        "topology_conf": str(tmp / "topology.conf"),
+                        "api_concurrency": args.concurrency,
+                        "node_groups": [
+                            {
+                                "name": g,
+                                "partition": g,
+                                "max_nodes": n,
+                                "instance_type": TYPES[g],
+                                "launch_template_id": world.launch_templates[g],
+                                "subnet_ids": [world.subnet_ids[0]],
+                                "efa_enabled": True,
+                            }
+                            for g, n in zip(groups, args.nodes, strict=True)
+                        ],
+                    }
+                )
+            )
+            expr = hostlist.compress(nodes)
+            print(f"resume {len(nodes)} nodes in {len(groups)} groups: {expr}")
+            wall, api, secs, sc, rc = run("resume", expr, config, proxy, calls_path)
+            report("resume", wall, api, secs, sc, tmp / "agent.log", "resume")
+            fleets = proxy.requests("CreateFleet")  # cleared by the next run: read now
+            per_group = Counter(r["TagSpecification.1.Tag.2.Value"] for r in fleets)
+            sizes = [int(r["TargetCapacitySpecification.TotalTargetCapacity"]) for r in fleets]
+            owned = node_instances(moto.url, CLUSTER)
+            ok = rc == 0
+            print("\nCreateFleet per group (limit: one call per 500 nodes per group):")
+            for g, n in zip(groups, args.nodes, strict=True):
+                limit = math.ceil(n / 500)
+                good = per_group[g] <= limit
+                ok = ok and good
+                print(f"  {g:6s} nodes={n:5d} CreateFleet={per_group[g]} limit={limit} {'OK' if good else 'TOO MANY'}")
+            print(f"  batch sizes: {sizes}")
+            one_each = sorted(owned) == sorted(nodes) and all(len(v) == 1 for v in owned.values())
+            ok = ok and one_each
+            print(f"instances: {sum(len(v) for v in owned.values())} for {len(nodes)} nodes, one per node: {one_each}")
+            if not args.no_suspend:
+                wall, api, secs, sc, rc = run("suspend", expr, config, proxy, calls_path)
+                report("suspend", wall, api, secs, sc, tmp / "agent.log", "suspend")
+                left = node_instances(moto.url, CLUSTER)
+                print(f"instances left after suspend: {sum(len(v) for v in left.values())}")
+                ok = ok and rc == 0 and not left
+            print(f"\nresult: {'OK' if ok else 'FAILED'}")
+            return 0 if ok else 1
+        finally:
+            proxy.stop()
+            moto.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
