@@ -26,6 +26,7 @@ from components.kubernetes_render import fsx_csi_addon_configuration, node_confi
 from components.naming import NODE_GROUP_TAG, with_name
 from components.shared_storage import SharedStorage
 from components.spec.catalog import Catalog, load_catalog
+from components.spec.effective import effective_desired
 from components.spec.kubernetes import FSX_CSI_ADDON, KubernetesSpec, eks_ami_type
 from components.spec.node_group import CapacitySpec, NodeGroupSpec
 
@@ -374,7 +375,6 @@ class EksCluster(pulumi.ComponentResource):
             tags=with_name(group_tags, f"{args.cluster_name}-system"),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        desired = system.min_size if system.desired_size is None else system.desired_size
         return aws.eks.NodeGroup(
             f"{name}-system",
             cluster_name=cluster.name,
@@ -385,7 +385,7 @@ class EksCluster(pulumi.ComponentResource):
             capacity_type="ON_DEMAND",
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                min_size=system.min_size, max_size=system.max_size, desired_size=desired
+                min_size=system.min_size, max_size=system.max_size, desired_size=system.effective_desired_size
             ),
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
             labels={"gpucluster/node-group": "system"},
@@ -430,7 +430,6 @@ class EksCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.gpu_node_groups[group.name] = ng
-        desired = group.min_size if group.desired_size is None else group.desired_size
         self.managed_node_groups[group.name] = aws.eks.NodeGroup(
             f"{name}-{group.name}-mng",
             cluster_name=cluster.name,
@@ -443,7 +442,7 @@ class EksCluster(pulumi.ComponentResource):
                 id=ng.launch_template_id, version=ng.launch_template_version.apply(str)
             ),
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                min_size=group.min_size, max_size=group.max_size, desired_size=desired
+                min_size=group.min_size, max_size=group.max_size, desired_size=effective_desired(group)
             ),
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
             labels=node_labels(group, facts),

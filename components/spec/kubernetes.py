@@ -169,6 +169,10 @@ class SystemNodeGroupSpec(SpecModel):
     disk_size_gib: int = Field(default=50, ge=20, le=16384)
     """Root volume size. Default 50 GiB."""
 
+    @property
+    def effective_desired_size(self) -> int:
+        return self.min_size if self.desired_size is None else self.desired_size
+
 
 class GpuOperatorSpec(SpecModel):
     """The NVIDIA GPU Operator (Helm chart v26.7.0). On EKS the AL2023 NVIDIA AMI already carries the

@@ -196,7 +196,7 @@ def check_system_node_group(k8s: KubernetesSpec, spec: ClusterSpec, catalog: Cat
             sys.instance_type,
             "unknown-instance-type",
         )
-    desired = sys.min_size if sys.desired_size is None else sys.desired_size
+    desired = sys.effective_desired_size
     if sys.min_size > sys.max_size:
         yield error(
             k8s_path("systemNodeGroup.minSize"),
