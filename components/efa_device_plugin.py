@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
-import pulumi_kubernetes as k8s
 
+from components.helm import helm_release
 from components.kubernetes_render import efa_device_plugin_values
 from components.spec.kubernetes import EFA_DEVICE_PLUGIN_CHART
 
@@ -32,18 +32,9 @@ class EfaDevicePlugin(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: EfaDevicePluginArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, None, opts)
-        repo, chart, version = EFA_DEVICE_PLUGIN_CHART
         self.values = efa_device_plugin_values()
-        k8s.helm.v3.Release(
-            f"{name}-release",
-            k8s.helm.v3.ReleaseArgs(
-                name="aws-efa-k8s-device-plugin",
-                chart=chart,
-                version=version,
-                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repo),
-                namespace=args.namespace,
-                values=self.values,
-            ),
-            opts=pulumi.ResourceOptions(parent=self),
+        # kube-system exists already: no namespace to create.
+        helm_release(
+            f"{name}-release", "aws-efa-k8s-device-plugin", EFA_DEVICE_PLUGIN_CHART, args.namespace, self, self.values, False
         )
-        self.register_outputs({"chart": chart, "version": version})
+        self.register_outputs({"chart": EFA_DEVICE_PLUGIN_CHART[1], "version": EFA_DEVICE_PLUGIN_CHART[2]})

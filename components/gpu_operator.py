@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
-import pulumi_kubernetes as k8s
 
+from components.helm import helm_release
 from components.kubernetes_render import Platform, gpu_operator_values
 from components.spec.kubernetes import GPU_OPERATOR_CHART, MigStrategy
 
@@ -57,7 +57,6 @@ class GpuOperator(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuOperatorArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, None, opts)
-        repo, chart, version = GPU_OPERATOR_CHART
         self.values = gpu_operator_values(
             args.platform,
             args.mig_strategy,
@@ -66,18 +65,6 @@ class GpuOperator(pulumi.ComponentResource):
             use_host_mofed=args.use_host_mofed,
             driver_version=args.driver_version,
         )
-        release = k8s.helm.v3.Release(
-            f"{name}-release",
-            k8s.helm.v3.ReleaseArgs(
-                name="gpu-operator",
-                chart=chart,
-                version=version,
-                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repo),
-                namespace=args.namespace,
-                create_namespace=True,
-                values=self.values,
-            ),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        release = helm_release(f"{name}-release", "gpu-operator", GPU_OPERATOR_CHART, args.namespace, self, self.values)
         self.release_status = release.status
-        self.register_outputs({"chart": chart, "version": version, "namespace": args.namespace})
+        self.register_outputs({"chart": GPU_OPERATOR_CHART[1], "version": GPU_OPERATOR_CHART[2], "namespace": args.namespace})

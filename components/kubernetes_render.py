@@ -17,7 +17,7 @@ from typing import Any, Literal
 from components.render import USER_DATA_LIMIT, render, to_yaml
 from components.spec.catalog import InstanceFacts
 from components.spec.efa import efa_interface_count, interface_layout
-from components.spec.kubernetes import KUEUE_CHART, MigStrategy, flavor_name
+from components.spec.kubernetes import MigStrategy, flavor_name
 from components.spec.nccl import nccl_environment
 from components.spec.node_group import NodeGroupSpec
 
@@ -404,9 +404,3 @@ def training_job(
         instance_type=facts.instance_type,
         efa_interfaces=efa_count,
     )
-
-
-def kueue_chart() -> tuple[str, str]:
-    """``(chart reference, version)`` of the pinned kueue chart."""
-    repo, chart, version = KUEUE_CHART
-    return f"{repo}/{chart}", version

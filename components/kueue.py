@@ -16,22 +16,21 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.helm import helm_release
 from components.kubernetes_render import (
     TOPOLOGY_NAME,
     Flavor,
     cluster_queue,
-    kueue_chart,
     kueue_values,
     local_queue,
     resource_flavor,
     topology,
 )
 from components.spec.catalog import load_catalog
-from components.spec.kubernetes import KueueSpec, TeamSpec
+from components.spec.kubernetes import JOBSET_CHART, KUEUE_CHART, KueueSpec, TeamSpec
 from components.spec.node_group import NodeGroupSpec
 
 TOKEN = "gpucluster:index:Kueue"
-JOBSET_CHART = ("oci://registry.k8s.io/jobset/charts/jobset", "0.12.0")
 
 
 @dataclass
@@ -68,24 +67,10 @@ class Kueue(pulumi.ComponentResource):
     def __init__(self, name: str, args: KueueArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, None, opts)
         catalog = load_catalog()
-        chart, version = kueue_chart()
         self.values = kueue_values(args.kueue.wait_for_pods_ready, args.kueue.pods_ready_timeout)
-        release = k8s.helm.v3.Release(
-            f"{name}-release",
-            k8s.helm.v3.ReleaseArgs(
-                name="kueue", chart=chart, version=version, namespace="kueue-system", create_namespace=True, values=self.values
-            ),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        release = helm_release(f"{name}-release", "kueue", KUEUE_CHART, "kueue-system", self, self.values)
         if args.install_jobset:
-            jobset_chart, jobset_version = JOBSET_CHART
-            k8s.helm.v3.Release(
-                f"{name}-jobset",
-                k8s.helm.v3.ReleaseArgs(
-                    name="jobset", chart=jobset_chart, version=jobset_version, namespace="jobset-system", create_namespace=True
-                ),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
+            helm_release(f"{name}-jobset", "jobset", JOBSET_CHART, "jobset-system", self)
         after_release = pulumi.ResourceOptions(parent=self, depends_on=[release])
 
         flavors = Flavor.of([(g, catalog[g.instance_type]) for g in args.node_groups])
@@ -108,7 +93,7 @@ class Kueue(pulumi.ComponentResource):
                 {**lq, "metadata": {**lq["metadata"], "namespace": namespace}},
                 pulumi.ResourceOptions(parent=self, depends_on=[release, created]),
             )
-        self.register_outputs({"chart": chart, "version": version, "flavors": [f.name for f in flavors]})
+        self.register_outputs({"chart": KUEUE_CHART[1], "version": KUEUE_CHART[2], "flavors": [f.name for f in flavors]})
 
     def _create(self, name: str, obj: dict[str, Any], opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
         meta = obj["metadata"]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.helm import helm_release
 from components.kubernetes_render import network_operator_values, nic_cluster_policy
 from components.spec.kubernetes import NETWORK_OPERATOR_CHART
 
@@ -43,22 +44,9 @@ class NetworkOperator(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NetworkOperatorArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, None, opts)
-        repo, chart, version = NETWORK_OPERATOR_CHART
         self.values = network_operator_values()
         self.policy = nic_cluster_policy(args.rdma_interfaces, args.rdma_resource_name)
-        release = k8s.helm.v3.Release(
-            f"{name}-release",
-            k8s.helm.v3.ReleaseArgs(
-                name="network-operator",
-                chart=chart,
-                version=version,
-                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repo),
-                namespace=args.namespace,
-                create_namespace=True,
-                values=self.values,
-            ),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        release = helm_release(f"{name}-release", "network-operator", NETWORK_OPERATOR_CHART, args.namespace, self, self.values)
         k8s.apiextensions.CustomResource(
             f"{name}-nic-cluster-policy",
             api_version=self.policy["apiVersion"],
@@ -67,4 +55,4 @@ class NetworkOperator(pulumi.ComponentResource):
             spec=self.policy["spec"],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[release]),
         )
-        self.register_outputs({"chart": chart, "version": version})
+        self.register_outputs({"chart": NETWORK_OPERATOR_CHART[1], "version": NETWORK_OPERATOR_CHART[2]})

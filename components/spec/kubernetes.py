@@ -49,6 +49,7 @@ GPU_OPERATOR_CHART = ("https://helm.ngc.nvidia.com/nvidia", "gpu-operator", "v26
 NETWORK_OPERATOR_CHART = ("https://helm.ngc.nvidia.com/nvidia", "network-operator", "26.4.1")
 EFA_DEVICE_PLUGIN_CHART = ("https://aws.github.io/eks-charts", "aws-efa-k8s-device-plugin", "v0.5.30")
 KUEUE_CHART = ("oci://registry.k8s.io/kueue/charts", "kueue", "0.19.2")
+JOBSET_CHART = ("oci://registry.k8s.io/jobset/charts", "jobset", "0.12.0")
 
 # GPUs with Multi-Instance GPU. Source: NVIDIA Multi-Instance GPU User Guide, "Supported GPUs" and
 # "Deployment Considerations" (A100, A30, H100, H20, H200, B200, GB200, B300).
