@@ -8,6 +8,7 @@ Fields are snake_case in Python and camelCase in the stack config (``instance_ty
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
@@ -37,6 +38,15 @@ def check_name(value: str, what: str) -> str:
             "starting with a letter and not ending with '-'"
         )
     return value
+
+
+def check_unique(names: Iterable[str], what: str) -> None:
+    """Raise when a name repeats: ``what`` is the singular (``node group``, ``team``)."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f"two {what}s are named {name!r}; {what} names must be unique")
+        seen.add(name)
 
 
 def check_tags(tags: dict[str, str]) -> dict[str, str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator, model_validator
 
-from components.spec.base import SpecModel, check_name, check_tags
+from components.spec.base import SpecModel, check_name, check_tags, check_unique
 from components.spec.kubernetes import KubernetesSpec
 from components.spec.network import NetworkSpec
 from components.spec.node_group import NodeGroupSpec
@@ -50,11 +50,7 @@ class ClusterSpec(SpecModel):
 
     @model_validator(mode="after")
     def _unique_names(self) -> ClusterSpec:
-        seen: set[str] = set()
-        for group in self.node_groups:
-            if group.name in seen:
-                raise ValueError(f"two node groups are named {group.name!r}; node group names must be unique")
-            seen.add(group.name)
+        check_unique((g.name for g in self.node_groups), "node group")
         return self
 
     def node_group(self, name: str) -> NodeGroupSpec:

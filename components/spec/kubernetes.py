@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from components.spec.base import SpecModel, check_name
+from components.spec.base import SpecModel, check_name, check_unique
 from components.spec.catalog import InstanceFacts
 
 # EKS standard (1.32–1.34) and extended (1.29–1.31) support. Source: Amazon EKS User Guide,
@@ -324,11 +324,7 @@ class KubernetesSpec(SpecModel):
 
     @model_validator(mode="after")
     def _unique_teams(self) -> KubernetesSpec:
-        seen: set[str] = set()
-        for team in self.teams:
-            if team.name in seen:
-                raise ValueError(f"two teams are named {team.name!r}; team names must be unique")
-            seen.add(team.name)
+        check_unique((t.name for t in self.teams), "team")
         return self
 
     def addon_versions_for(self, lustre: bool) -> dict[str, str | None]:
