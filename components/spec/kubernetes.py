@@ -75,7 +75,7 @@ RESERVED_NAMESPACES = (
     "nvidia-network-operator",
 )
 
-ACCESS_POLICIES = Literal["AmazonEKSClusterAdminPolicy", "AmazonEKSAdminPolicy", "AmazonEKSEditPolicy", "AmazonEKSViewPolicy"]
+AccessPolicy = Literal["AmazonEKSClusterAdminPolicy", "AmazonEKSAdminPolicy", "AmazonEKSEditPolicy", "AmazonEKSViewPolicy"]
 PRINCIPAL_ARN = r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$"
 DURATION = r"^\d+(s|m|h)$"
 LogType = Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]
@@ -141,7 +141,7 @@ class AccessEntrySpec(SpecModel):
     principal_arn: str = Field(pattern=PRINCIPAL_ARN)
     """IAM role or user ARN, e.g. ``arn:aws:iam::123456789012:role/platform-admins``. Required."""
 
-    policies: tuple[ACCESS_POLICIES, ...] = ()
+    policies: tuple[AccessPolicy, ...] = ()
     """EKS access policies to associate, e.g. ``[AmazonEKSClusterAdminPolicy]``. Default: none (the
     principal gets only the Kubernetes groups below, bound by RBAC)."""
 
