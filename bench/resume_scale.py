@@ -6,7 +6,8 @@
 Starts moto_server (from the active venv), an HTTP proxy in front of it that counts EC2 calls by
 action (and answers DescribeInstanceTopology, which moto lacks), and a stub scontrol that records
 its calls. Runs ``python -m gpucluster_agents resume <hostlist>`` as its own process, as slurmctld
-would, then ``suspend`` for the same nodes, and prints the calls made and the wall time of each.
+would, then the same resume again (must launch nothing), then ``suspend`` for the same nodes, and
+prints the calls made and the wall time of each.
 Checks (exit 1 if broken): at most ceil(nodes/500) CreateFleet calls per group, one instance per node.
 Times are printed, never asserted.
 """
@@ -157,6 +158,12 @@ def main() -> int:
             one_each = sorted(owned) == sorted(nodes) and all(len(v) == 1 for v in owned.values())
             ok = ok and one_each
             print(f"instances: {sum(len(v) for v in owned.values())} for {len(nodes)} nodes, one per node: {one_each}")
+            # the same resume again (Slurm never does this, a retry might): nothing is launched twice
+            wall, api, secs, sc, rc = run("resume", expr, config, proxy, calls_path)
+            report("resume again (idempotency)", wall, api, secs, sc, tmp / "agent.log", "resume")
+            again = node_instances(moto.url, CLUSTER)
+            ok = ok and rc == 0 and api["CreateFleet"] == 0 and again == owned
+            print(f"CreateFleet calls: {api['CreateFleet']}; instances unchanged: {again == owned}")
             if not args.no_suspend:
                 wall, api, secs, sc, rc = run("suspend", expr, config, proxy, calls_path)
                 report("suspend", wall, api, secs, sc, tmp / "agent.log", "suspend")

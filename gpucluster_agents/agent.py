@@ -41,7 +41,7 @@ from typing import Any, Callable
 
 from . import hostlist
 from .config import AgentConfig, NodeGroup
-from .ec2 import ICE_CODES, TAG_NODE, Ec2, Instance
+from .ec2 import AWS_ERRORS, ICE_CODES, TAG_NODE, Ec2, Instance
 from .slurm import NodeState, Slurm
 from .state import FileLock, StateDir
 from .topology import render_topology, write_if_changed
@@ -65,30 +65,38 @@ class Inventory:
     """The cluster's not-terminated instances, as listed at the start of a call and kept current."""
 
     def __init__(self, instances: Iterable[Instance]) -> None:
-        self.by_id: dict[str, Instance] = {i.id: i for i in instances}
+        self.by_id: dict[str, Instance] = {}
+        self._by_node: dict[str, set[str]] = {}
+        for inst in instances:
+            self.put(inst)
 
     def all(self) -> list[Instance]:
         return sorted(self.by_id.values(), key=lambda i: i.id)
 
     def of_node(self, node: str) -> list[Instance]:
-        return [i for i in self.all() if i.node == node]
+        return sorted((self.by_id[i] for i in self._by_node.get(node, ())), key=lambda i: i.id)
 
     def live_of_node(self, node: str) -> list[Instance]:
         return [i for i in self.of_node(node) if i.live]
 
     def put(self, inst: Instance) -> None:
+        self.drop([inst.id])
         self.by_id[inst.id] = inst
+        if inst.node is not None:
+            self._by_node.setdefault(inst.node, set()).add(inst.id)
 
     def drop(self, ids: Iterable[str]) -> None:
-        for iid in ids:
-            self.by_id.pop(iid, None)
+        for iid in list(ids):
+            old = self.by_id.pop(iid, None)
+            if old is not None and old.node is not None:
+                self._by_node.get(old.node, set()).discard(iid)
 
     def tag_node(self, iid: str, node: str) -> None:
         inst = self.by_id.get(iid)
         if inst is not None:
             tags = dict(inst.tags)
             tags[TAG_NODE] = node
-            self.by_id[iid] = Instance(inst.id, inst.state, inst.launch_time, inst.private_ip, inst.instance_type, tags)
+            self.put(Instance(inst.id, inst.state, inst.launch_time, inst.private_ip, inst.instance_type, tags))
 
 
 def best_instance(instances: list[Instance]) -> Instance:
@@ -423,7 +431,9 @@ class Agent:
         extra = result.instance_ids[len(batch) :]
         assignments = dict(zip(ids, batch))
         self.state.journal_assign(token, assignments)
-        clean = True
+        # A lost answer may hide launched instances: keep the journal so the next call's sweep finds
+        # and terminates them (they carry this launch token) instead of waiting out the grace period.
+        clean = not result.uncertain
         if extra:
             log.error("CreateFleet returned %d more instances than asked; terminating %s", len(extra), ",".join(extra))
             clean = not self.ec2.terminate(extra, "surplus") and clean
@@ -435,7 +445,12 @@ class Agent:
             log.info("decision terminate instances=%s: could not tag them with their node", ",".join(bad))
             clean = not self.ec2.terminate(bad, "untaggable") and clean
         tagged = {iid: node for iid, node in assignments.items() if iid not in tag_failed}
-        described = self.ec2.describe_launch(token, list(tagged)) if tagged else {}
+        described: dict[str, Instance] = {}
+        if tagged:
+            try:
+                described = self.ec2.describe_launch(token, list(tagged))
+            except AWS_ERRORS as exc:
+                log.error("api DescribeInstances launch-token=%s failed: %s; node addresses left to slurmd", token, exc)
         for iid, node in tagged.items():
             inst = described.get(iid)
             if inst is None:

@@ -36,6 +36,7 @@ TOPOLOGY_BATCH = 100  # DescribeInstanceTopology: at most 100 explicit instance 
 NOT_FOUND = ("InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed")
 
 T = TypeVar("T")
+AWS_ERRORS = (ClientError, BotoCoreError)  # what a failed EC2 call raises
 
 
 @dataclass(frozen=True)
@@ -67,10 +68,15 @@ class Instance:
         return now - self.launch_time.timestamp()
 
 
+# Failures after which EC2 may still have launched the fleet (the answer, not the request, was lost).
+UNCERTAIN_CODES = frozenset({"InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable", "RequestTimeout"})
+
+
 @dataclass
 class FleetResult:
     instance_ids: list[str]
     errors: list[tuple[str, str]]  # (code, message)
+    uncertain: bool = False  # the call failed in a way that may still have launched instances
 
 
 def make_client(cfg: AgentConfig) -> Any:
@@ -278,7 +284,8 @@ class Ec2:
                 code,
                 msg,
             )
-            return FleetResult([], [(code, msg)])
+            uncertain = not isinstance(exc, ClientError) or code in UNCERTAIN_CODES
+            return FleetResult([], [(code, msg)], uncertain=uncertain)
         ids: list[str] = []
         for item in _l(resp.get("Instances")):
             for iid in _l(_d(item).get("InstanceIds")):

@@ -29,6 +29,9 @@ from moto_env import AWS_ENV, MotoServer, World, agent_env, make_world, node_ins
 from gpucluster_agents import cli, hostlist  # noqa: E402
 
 CLUSTER = "testcl"
+# The interpreter for agent processes (spawned tests, e2e programs); e.g. a python3.9 venv with boto3
+# to check the head-node floor. The in-process tests always use the interpreter running pytest.
+AGENT_PYTHON = os.environ.get("GPUCLUSTER_AGENT_PYTHON") or sys.executable
 GROUPS = {"p5": "p5.48xlarge", "g6e": "g6e.12xlarge"}
 
 
@@ -133,7 +136,13 @@ class Harness:
         return next(g for g in self.config["node_groups"] if g["name"] == name)
 
     def run(self, command: str, hostlist_expr: str = "") -> int:
-        """Run the agent in this process (cli.main), as slurmctld would run the program."""
+        """Run the agent in this process (cli.main), as slurmctld would run the program; in its own
+        process when GPUCLUSTER_AGENT_PYTHON names another interpreter."""
+        if AGENT_PYTHON != sys.executable:
+            proc = self.spawn(command, hostlist_expr)
+            out = proc.communicate(timeout=120)[0]
+            assert not out, out.decode()
+            return proc.returncode
         self.write_config()
         args = ["--config", str(self.config_path), command]
         if hostlist_expr:
@@ -143,7 +152,7 @@ class Harness:
     def spawn(self, command: str, hostlist_expr: str = "") -> subprocess.Popen[bytes]:
         """Run the agent as its own process (``python -m gpucluster_agents``)."""
         self.write_config()
-        args = [sys.executable, "-m", "gpucluster_agents", command]
+        args = [AGENT_PYTHON, "-m", "gpucluster_agents", command]
         if hostlist_expr:
             args.append(hostlist_expr)
         return subprocess.Popen(

@@ -54,6 +54,7 @@ class _Counted:
     remaining: int
     code: str = ""
     message: str = ""
+    after: bool = False  # forward to moto first (the call happens), then answer the error
 
 
 @dataclass
@@ -137,8 +138,9 @@ class FaultProxy:
     def throttle(self, action: str, n: int, code: str = "RequestLimitExceeded") -> None:
         self.throttles.append(_Counted(action, n, code, "Request limit exceeded."))
 
-    def fail(self, action: str, code: str, n: int = 1, message: str = "injected failure") -> None:
-        self.failures.append(_Counted(action, n, code, message))
+    def fail(self, action: str, code: str, n: int = 1, message: str = "injected failure", after: bool = False) -> None:
+        """Answer ``code`` n times; with ``after``, moto still performs the call (a lost answer)."""
+        self.failures.append(_Counted(action, n, code, message, after))
 
     def delay(self, action: str, seconds: float) -> None:
         self.delays[action] = seconds
@@ -187,10 +189,10 @@ class FaultProxy:
         finally:
             conn.close()
 
-    def _take(self, rules: list[_Counted], action: str) -> _Counted | None:
+    def _take(self, rules: list[_Counted], action: str, after: bool = False) -> _Counted | None:
         with self.lock:
             for r in rules:
-                if r.action == action and r.remaining > 0:
+                if r.action == action and r.remaining > 0 and r.after == after:
                     r.remaining -= 1
                     return r
         return None
@@ -239,6 +241,10 @@ class FaultProxy:
         if injected_errors and status == 200:
             out = out.replace(b"</CreateFleetResponse>", injected_errors.encode() + b"</CreateFleetResponse>")
             call.injected = "capacity"
+        late = self._take(self.failures, action, after=True)
+        if late is not None:
+            call.status, call.injected = 500, late.code
+            return 500, error_xml(late.code, late.message), "text/xml"
         call.status = status
         if self._crash(action, "after"):
             call.injected = "crash"

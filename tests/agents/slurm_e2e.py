@@ -243,7 +243,7 @@ class SlurmCluster:
         self.agent_config_path.write_text(json.dumps(agent_config, indent=1))
 
         settings = {
-            "python": sys.executable,
+            "python": os.environ.get("GPUCLUSTER_AGENT_PYTHON") or sys.executable,
             "repo": str(REPO),
             "agent_config": str(self.agent_config_path),
             "moto_url": moto_url,

@@ -137,3 +137,18 @@ def test_every_subcommand_sweeps(harness: Harness) -> None:
         assert harness.run(command, nodes) == 0, command
         assert "" not in harness.nodes(), command
         assert f"decision terminate instance={stray[0]}" in harness.log_text(), command
+
+
+def test_lost_create_fleet_answer_keeps_the_journal_for_the_next_sweep(harness: Harness) -> None:
+    # Injected: moto launches, but every answer is lost as a 500 InternalError. botocore retries (in EC2
+    # the ClientToken makes that idempotent; moto launches again), then the agent gives up: it must keep
+    # the launch journal so that the next call terminates what those calls may have launched.
+    harness.config["api_max_attempts"] = 2
+    harness.proxy.fail("CreateFleet", "InternalError", n=2, after=True)
+    assert harness.slurm_resume("p5-1") == 0
+    assert harness.slurm.node("p5-1")["reason"].startswith("gpucluster: InternalError")
+    assert len(harness.nodes()[""]) == 2
+    (entry,) = journal(harness)
+    assert entry["nodes"] == ["p5-1"]
+    assert harness.run("maintain") == 0
+    assert harness.nodes() == {}
