@@ -63,6 +63,11 @@ class GpuNodeGroupArgs:
     """Put the subnet into each launch-template interface. Default false: EKS managed node groups reject
     templates with several interfaces that name subnets; the Auto Scaling group supplies them instead."""
 
+    expose_tags_in_metadata: bool = False
+    """Let nodes read their instance tags from IMDS (Slurm nodes learn their node name this way).
+    Default false: tags stay out of reach of every process on the node, and EC2 refuses it for
+    instances carrying tag keys with ``/`` (EKS adds ``kubernetes.io/cluster/…``)."""
+
     set_image_id: bool = True
     """Name the AMI in the launch template. Default true; false for EKS managed node groups that boot
     the EKS-optimized AMI of their ``amiType`` (EKS rejects a template naming an image then)."""
@@ -226,7 +231,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 http_endpoint="enabled",
                 http_tokens="required",
                 http_put_response_hop_limit=1,
-                instance_metadata_tags="enabled",
+                instance_metadata_tags="enabled" if args.expose_tags_in_metadata else "disabled",
             ),
             block_device_mappings=[
                 aws.ec2.LaunchTemplateBlockDeviceMappingArgs(

@@ -185,3 +185,10 @@ def test_efa_interfaces_match_catalog(run_components, catalog, itype):
     efa = [n for n in nics if n["interfaceType"] == "efa-only"]
     assert len(efa) == len(catalog[itype].efa_cards)
     assert {n["networkCardIndex"] for n in efa} == {c.index for c in catalog[itype].efa_cards}
+
+
+def test_tags_stay_out_of_instance_metadata_unless_asked(run_components):
+    default = run_components(lambda: build(spec_of()))
+    assert default.of_type(LT)[0].inputs["metadataOptions"]["instanceMetadataTags"] == "disabled"
+    slurm = run_components(lambda: build(spec_of(), expose_tags_in_metadata=True))
+    assert slurm.of_type(LT)[0].inputs["metadataOptions"]["instanceMetadataTags"] == "enabled"
