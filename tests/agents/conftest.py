@@ -223,13 +223,28 @@ def base_config(tmp: Path, endpoint: str, world: World, bin_dir: Path) -> dict[s
 
 
 @pytest.fixture
-def harness(tmp_path: Path, moto: MotoServer, proxy: FaultProxy, aws_env: None) -> Harness:
+def harness(
+    request: pytest.FixtureRequest, tmp_path: Path, moto: MotoServer, proxy: FaultProxy, aws_env: None
+) -> Iterator[Harness]:
     world = make_world(moto.url, GROUPS)
     nodes = [f"p5-{i}" for i in range(1, 17)] + [f"g6e-{i}" for i in range(1, 9)]
     slurm = FakeSlurm(tmp_path / "slurm", nodes)
     h = Harness(tmp_path, moto, proxy, world, slurm)
     h.config = base_config(tmp_path, proxy.url, world, slurm.bin_dir)
-    return h
+    yield h
+    # Every test ends with no live instance that no node owns (and none owned twice).
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.passed:
+        left = h.nodes()
+        assert "" not in left, f"instances without a node left running: {left['']}"
+        assert all(len(v) == 1 for v in left.values()), f"a node owns several instances: {left}"
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    rep = yield
+    setattr(item, f"rep_{rep.when}", rep)
+    return rep
 
 
 def deep_copy(cfg: dict[str, Any]) -> dict[str, Any]:

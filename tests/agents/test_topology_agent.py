@@ -64,6 +64,7 @@ def test_topology_pages_and_batches_of_100(harness: Harness) -> None:
 def test_topology_api_failure_keeps_the_old_file(harness: Harness) -> None:
     assert harness.slurm_resume("p5-1") == 0
     before = (harness.tmp / "topology.conf").read_text()
+    # Injected: DescribeInstanceTopology is refused (e.g. the head node's role lacks the permission).
     harness.proxy.fail("DescribeInstanceTopology", "UnauthorizedOperation", n=1)
     assert harness.slurm_resume("p5-2") == 0
     assert (harness.tmp / "topology.conf").read_text() == before
