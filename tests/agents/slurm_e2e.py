@@ -162,6 +162,10 @@ def local_overrides(conf: str, local: Local) -> str:
         if key == "NodeName":
             # one line per node: its own address and port, and a size slurmd on this machine reports
             fields = dict(f.split("=", 1) for f in line.split())
+            if fields["NodeName"] == "DEFAULT":
+                fields.update(CPUs=str(local.cpus), RealMemory=str(local.memory_mb))
+                out.append(" ".join(f"{k}={v}" for k, v in fields.items()))
+                continue
             for node in hostlist.expand(fields["NodeName"]):
                 f = dict(fields)
                 f.update(

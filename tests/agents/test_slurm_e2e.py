@@ -89,9 +89,10 @@ def test_job_runs_on_launched_nodes_then_suspend_terminates(cluster: SlurmCluste
     assert topo[: len(HEADER)] == list(HEADER)
     assert "SwitchName=nn-p5-1 Nodes=p5-[1-2]" in topo
     assert "SwitchName=unplaced-g6e Nodes=g6e-[1-2]" in topo
-    # slurmctld accepted it: the nodes ran a job under topology/tree and it logged no topology error
+    # slurmctld re-read it on the agent's `scontrol reconfigure` (its debug log lists the switches it built)
     ctld_log = (cluster.dir / "log" / "slurmctld.log").read_text()
-    assert "topology/tree: _log_switches: Switch level:0 name:nn-p5-1" in ctld_log or "nn-p5-1" in ctld_log
+    assert "_log_switches: Switch level:0 name:nn-p5-1 nodes:p5-[1-2] switches:(null)" in ctld_log
+    assert "name:root nodes:g6e-[1-2],p5-[1-2] switches:nn-top,unplaced-g6e" in ctld_log
     assert "switches lack access" not in ctld_log
 
     # idle for SuspendTime (8 s): slurmctld runs SuspendProgram, the agent terminates the instances
