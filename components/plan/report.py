@@ -295,6 +295,9 @@ def _estimate_lines(est: dict[str, Any]) -> list[str]:
             f"→ {_money(g['usdPerHour'])}/h, {_kw(g['kw'])}   at max {g['max']}: {_money(g['usdPerHourAtMax'])}/h, {_kw(g['kwAtMax'])}"
             f"   ({g['priceSource']})"
         )
+    for item in est.get("fixed", []):
+        power = f", {_kw(item['kw'])}" if item["kw"] else ""
+        lines.append(f"  {item['name']:<38} {_money(item['usdPerHour'])}/h{power}   ({item['source']})")
     lines.append(
         f"  total: {_money(est.get('usdPerHour'))}/h, {_kw(est.get('kw'))} now; "
         f"{_money(est.get('usdPerHourAtMax'))}/h, {_kw(est.get('kwAtMax'))} at max size"

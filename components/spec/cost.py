@@ -40,13 +40,34 @@ class GroupEstimate:
         return None if self.kw_per_node is None else round(self.kw_per_node * self.maximum, 1)
 
 
+# us-east-1 list prices of the managed pieces a cluster adds (AWS pricing pages; planning figures).
+NAT_GATEWAY_USD_PER_HOUR = 0.045
+INTERFACE_ENDPOINT_USD_PER_HOUR_PER_ZONE = 0.01
+EKS_CONTROL_PLANE_USD_PER_HOUR = 0.10
+HOURS_PER_MONTH = 730
+
+
+@dataclass(frozen=True)
+class LineItem:
+    """A fixed cost beside the GPU node groups: it does not change with their size."""
+
+    name: str
+    usd_per_hour: float | None
+    kw: float
+    source: str
+
+
 @dataclass(frozen=True)
 class Estimate:
     groups: tuple[GroupEstimate, ...]
+    fixed: tuple[LineItem, ...] = ()
 
     def _total(self, attr: str) -> float | None:
         values = [getattr(g, attr) for g in self.groups]
-        return None if any(v is None for v in values) else round(sum(values), 2)
+        fixed = [i.kw if attr.startswith("kw") else i.usd_per_hour for i in self.fixed]
+        if any(v is None for v in [*values, *fixed]):
+            return None
+        return round(sum(values) + sum(v for v in fixed if v is not None), 2)
 
     @property
     def usd_per_hour(self) -> float | None:
@@ -70,6 +91,7 @@ class Estimate:
             "usdPerHourAtMax": self.usd_per_hour_max,
             "kw": self.kw,
             "kwAtMax": self.kw_max,
+            "fixed": [{"name": i.name, "usdPerHour": i.usd_per_hour, "kw": i.kw, "source": i.source} for i in self.fixed],
             "nodeGroups": [
                 {
                     "nodeGroup": g.node_group,
@@ -97,6 +119,13 @@ def estimate(spec: ClusterSpec, catalog: Catalog) -> Estimate:
         facts = catalog[g.instance_type]
         if g.price_per_hour is not None:
             price, source = g.price_per_hour, "pricePerHour"
+        elif g.capacity.type == "capacity-block":
+            price, source = (
+                facts.on_demand_usd_per_hour,
+                "on-demand list price; a capacity block is paid up front at its own rate",
+            )
+        elif g.capacity.type == "capacity-reservation":
+            price, source = facts.on_demand_usd_per_hour, "on-demand list price; a reservation bills whether used or not"
         elif g.capacity.type == "spot":
             price, source = facts.on_demand_usd_per_hour, "on-demand list price (spot is usually lower)"
         else:
@@ -113,4 +142,61 @@ def estimate(spec: ClusterSpec, catalog: Catalog) -> Estimate:
                 accelerators_per_node=facts.accelerator_count,
             )
         )
-    return Estimate(tuple(groups))
+    return Estimate(tuple(groups), tuple(fixed_costs(spec, catalog)))
+
+
+def fixed_costs(spec: ClusterSpec, catalog: Catalog) -> list[LineItem]:
+    """NAT gateways, interface endpoints, the Lustre file system, EKS's control plane and system nodes."""
+    from components.spec.sizing import USD_PER_GB_MONTH
+
+    items: list[LineItem] = []
+    net = spec.network
+    zones = len(spec.zones)
+    if net.create_vpc and net.enable_nat_gateway:
+        count = zones if net.one_nat_gateway_per_az else 1
+        items.append(
+            LineItem(
+                f"{count} NAT gateway(s)",
+                round(count * NAT_GATEWAY_USD_PER_HOUR, 3),
+                0.0,
+                "VPC pricing, per hour (data processed is extra)",
+            )
+        )
+    if net.create_vpc and net.interface_endpoints:
+        n = len(net.interface_endpoints) * zones
+        items.append(
+            LineItem(
+                f"{n} interface endpoint ENIs",
+                round(n * INTERFACE_ENDPOINT_USD_PER_HOUR_PER_ZONE, 3),
+                0.0,
+                "PrivateLink pricing, per endpoint per zone",
+            )
+        )
+    storage = spec.storage
+    if storage is not None and storage.lustre is not None and not storage.lustre.file_system_id:
+        fs = storage.lustre
+        price = USD_PER_GB_MONTH.get(fs.deployment_type, {}).get(fs.throughput_per_unit_storage or 0)
+        usd = (
+            None
+            if price is None or fs.storage_capacity_gib is None
+            else round(fs.storage_capacity_gib * price / HOURS_PER_MONTH, 2)
+        )
+        items.append(
+            LineItem(f"FSx for Lustre {fs.storage_capacity_gib or '?'} GiB", usd, 0.0, "FSx pricing, per GB-month / 730")
+        )
+    kubernetes = getattr(spec, "kubernetes", None)
+    if kubernetes is not None:
+        items.append(LineItem("EKS control plane", EKS_CONTROL_PLANE_USD_PER_HOUR, 0.0, "EKS pricing, standard support"))
+        system = kubernetes.system_node_group
+        facts = catalog.get(system.instance_type)
+        nodes = system.effective_desired_size
+        price = facts.on_demand_usd_per_hour if facts else None
+        items.append(
+            LineItem(
+                f"EKS system nodes {nodes} × {system.instance_type}",
+                None if price is None else round(price * nodes, 3),
+                round((facts.estimated_power_kw or 0.0) * nodes, 2) if facts else 0.0,
+                "on-demand list price",
+            )
+        )
+    return items

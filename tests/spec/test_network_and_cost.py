@@ -38,7 +38,9 @@ def test_estimate(catalog):
     assert p5.usd_per_hour_max == round(32 * catalog["p5.48xlarge"].on_demand_usd_per_hour, 2)
     assert p5.kw == round(16 * catalog["p5.48xlarge"].estimated_power_kw, 1)
     assert est.groups[1].usd_per_node_hour == 2.0 and est.groups[1].price_source == "pricePerHour"
-    assert est.usd_per_hour == round(p5.usd_per_hour + 0.0, 2)  # the dev group wants 0 nodes now
+    # the dev group wants 0 nodes now; the one NAT gateway is the only fixed cost
+    assert [i.name for i in est.fixed] == ["1 NAT gateway(s)"]
+    assert est.usd_per_hour == round(p5.usd_per_hour + est.fixed[0].usd_per_hour, 2)
 
 
 def test_unknown_price_makes_total_unknown(catalog):
@@ -46,3 +48,34 @@ def test_unknown_price_makes_total_unknown(catalog):
     est = estimate(spec, catalog)
     assert est.usd_per_hour is None and est.groups[0].price_source == "unknown: set pricePerHour"
     assert est.kw == catalog["p5e.48xlarge"].estimated_power_kw
+
+
+def test_fixed_costs_beside_the_node_groups(catalog):
+    from components.spec.cost import EKS_CONTROL_PLANE_USD_PER_HOUR, NAT_GATEWAY_USD_PER_HOUR
+
+    spec = load_spec(
+        make_config(
+            group(availabilityZones=["us-east-1a"], maxSize=1, desiredSize=1),
+            network={
+                "oneNatGatewayPerAz": True,
+                "availabilityZones": ["us-east-1a", "us-east-1b"],
+                "interfaceEndpoints": ["ssm"],
+            },
+            storage={"lustre": {"storageCapacityGib": 2400, "throughputPerUnitStorage": 1000}},
+        ),
+        stack="s",
+    ).spec
+    est = estimate(spec, catalog)
+    items = {i.name: i for i in est.fixed}
+    assert items["2 NAT gateway(s)"].usd_per_hour == 2 * NAT_GATEWAY_USD_PER_HOUR
+    assert items["2 interface endpoint ENIs"].usd_per_hour == 0.02
+    assert items["FSx for Lustre 2400 GiB"].usd_per_hour == round(2400 * 0.60 / 730, 2)
+    node = catalog["p5.48xlarge"].on_demand_usd_per_hour
+    assert est.usd_per_hour == round(node + sum(i.usd_per_hour for i in est.fixed), 2)
+    assert est.kw == catalog["p5.48xlarge"].estimated_power_kw  # managed services add no attributed power
+    assert "EKS control plane" not in items and EKS_CONTROL_PLANE_USD_PER_HOUR == 0.10
+
+
+def test_no_nat_no_fixed_cost(catalog):
+    spec = load_spec(make_config(group(), network={"enableNatGateway": False}), stack="s").spec
+    assert estimate(spec, catalog).fixed == ()
