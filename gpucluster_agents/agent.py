@@ -22,6 +22,11 @@ Never leaking an instance, in three layers:
 Idempotency: resume reuses the pending/running instance already tagged with a node's name and
 only launches for nodes without one; CreateFleet's ClientToken guards botocore's own retries.
 
+Static node groups (``mode: static``) belong to an Auto Scaling group: the agent never launches or
+terminates their instances. Every call names each new instance of such a group after the lowest
+free node (the instance waits for that tag before it starts slurmd), sets nodes without an
+instance DOWN and hands them back once an instance carries their name (:meth:`Agent.reconcile_static`).
+
 Failures: nodes that got no instance are set DOWN with a reason naming the EC2 error code, so
 Slurm requeues the job and can run it in another partition. After insufficient capacity the
 whole node group is held: its idle powered-down nodes are set DOWN too, and resumes during the
@@ -47,6 +52,9 @@ from .state import FileLock, StateDir
 from .topology import render_topology, write_if_changed
 
 log = logging.getLogger("gpucluster_agents")
+
+# The reason the agent gives static nodes that no instance of their Auto Scaling group carries.
+STATIC_NO_INSTANCE = "gpucluster: no instance"
 
 Holds = dict[str, dict[str, dict[str, Any]]]
 
@@ -138,6 +146,11 @@ class Agent:
             names.sort(key=hostlist.order_key)
         return by_group, unknown
 
+    def _dynamic(self, group_name: str | None) -> bool:
+        """True for instances of a dynamic node group of the config (the agent launches and terminates those)."""
+        g = self.cfg.group(group_name) if group_name else None
+        return g is not None and not g.static
+
     def _lock(self) -> FileLock:
         return self.state.lock(self.cfg.lock_timeout_seconds)
 
@@ -166,7 +179,8 @@ class Agent:
         to_kill: dict[str, str] = {}
 
         def node_wants(node: str) -> bool:
-            if self.cfg.group_of_node(node) is None:
+            g = self.cfg.group_of_node(node)
+            if g is None or g.static:
                 return False
             if inv.live_of_node(node):
                 return False
@@ -215,8 +229,10 @@ class Agent:
                 log.info("decision sweep journal token=%s older than %ss, dropping it", token, grace)
                 self.state.journal_end(token)
 
-        # 2. untagged instances nobody accounts for
+        # 2. untagged instances nobody accounts for (static groups' instances are named, not swept)
         for inst in inv.all():
+            if not self._dynamic(inst.group):
+                continue
             if inst.node is not None or inst.id in to_kill or (inst.token and inst.token in journaled):
                 continue
             age = inst.age(now)
@@ -228,7 +244,7 @@ class Agent:
         # 3. duplicates, stopped instances, instances of powered-down nodes
         by_node: dict[str, list[Instance]] = {}
         for inst in inv.all():
-            if inst.node is not None and inst.id not in to_kill:
+            if inst.node is not None and inst.id not in to_kill and self._dynamic(inst.group):
                 by_node.setdefault(inst.node, []).append(inst)
         for node, insts in sorted(by_node.items()):
             live = [i for i in insts if i.live]
@@ -267,11 +283,13 @@ class Agent:
             return
         # A node DOWN for one of our reasons but missing from holds.json (file lost): hold it anew.
         for node, st in states.items():
+            group = self.cfg.group_of_node(node)
             if (
                 st.has("DOWN")
                 and (st.reason or "").startswith("gpucluster")
                 and node not in holds["nodes"]
-                and self.cfg.group_of_node(node) is not None
+                and group is not None
+                and not group.static
             ):
                 holds["nodes"][node] = {
                     "since": now,
@@ -360,7 +378,73 @@ class Agent:
             addresses = []
         holds = self.state.load_holds()
         self.release_holds(holds, states)
+        self.reconcile_static(inv, states)
         return inv, states, holds, addresses
+
+    # ================================================================== static groups
+    def reconcile_static(self, inv: Inventory, states: dict[str, NodeState] | None) -> None:
+        """Name the instances of static node groups and keep Slurm's view of those nodes true.
+
+        Each live instance of a static group without a node name of that group gets the lowest free
+        one (oldest instance first); names without an instance are set DOWN so jobs go elsewhere, and
+        come back (``state=resume``) once an instance carries them. Nothing is launched or terminated:
+        the Auto Scaling group owns these instances."""
+        for g in self.cfg.node_groups:
+            if not g.static:
+                continue
+            named: dict[str, Instance] = {}
+            unnamed: list[Instance] = []
+            for inst in sorted((i for i in inv.all() if i.group == g.name and i.live), key=lambda i: (i.launch_time, i.id)):
+                if inst.node is not None and g.owns(inst.node) and inst.node not in named:
+                    named[inst.node] = inst
+                else:
+                    if inst.node is not None:
+                        log.warning("static group %s: instance %s carries node name %s, renaming it", g.name, inst.id, inst.node)
+                    unnamed.append(inst)
+            free = [n for n in g.node_names() if n not in named]
+            assignments = {inst.id: node for inst, node in zip(unnamed, free)}
+            for inst in unnamed[len(free) :]:
+                log.error("static group %s: no free node name for instance %s (max_nodes %d)", g.name, inst.id, g.max_nodes)
+            if assignments:
+                log.info(
+                    "decision name static group=%s %s",
+                    g.name,
+                    " ".join(
+                        f"{iid}={node}" for iid, node in sorted(assignments.items(), key=lambda kv: hostlist.order_key(kv[1]))
+                    ),
+                )
+                failed = self.ec2.tag_nodes(assignments)
+                pairs: list[tuple[str, str]] = []
+                for iid, node in assignments.items():
+                    if iid in failed:
+                        continue
+                    inv.tag_node(iid, node)
+                    named[node] = inv.by_id[iid]
+                    ip = inv.by_id[iid].private_ip
+                    if ip:
+                        pairs.append((node, ip))
+                if pairs:
+                    self.slurm.set_addresses(pairs)
+            if states is None:
+                continue
+            down: list[str] = []
+            back: list[str] = []
+            for node in g.node_names():
+                st = states.get(node)
+                if st is None:
+                    continue
+                if node in named:
+                    if st.has("DOWN") and (st.reason or "").startswith(STATIC_NO_INSTANCE):
+                        back.append(node)
+                elif not st.has("DOWN"):
+                    down.append(node)
+            if down:
+                reason = f"{STATIC_NO_INSTANCE} in the Auto Scaling group of static node group {g.name}"
+                log.info("decision down nodes=%s reason=%r", _fmt(down), reason)
+                self.slurm.set_down(down, reason)
+            if back:
+                log.info("decision static nodes=%s have instances again: state=resume", _fmt(back))
+                self.slurm.resume(back)
 
     # ================================================================== resume
     def resume(self, nodes: list[str]) -> None:
@@ -375,11 +459,25 @@ class Agent:
             wanted = {n for ns in by_group.values() for n in ns}
             inv, states, holds, addresses = self._prologue(wanted, apply_addresses=False)
             failures: dict[str, tuple[str, str]] = {}
+            static_down: list[str] = []
             now = self.clock()
             for gname in sorted(by_group):
                 group = self.cfg.group(gname)
                 assert group is not None
                 gnodes = by_group[gname]
+                if group.static:
+                    # Slurm wants a static node: its instance, if the Auto Scaling group runs one, is
+                    # already named (reconcile_static); nothing is launched for it.
+                    for n in gnodes:
+                        live = inv.live_of_node(n)
+                        if live:
+                            keep = best_instance(live)
+                            log.info("decision static node=%s instance=%s state=%s", n, keep.id, keep.state)
+                            if keep.private_ip and (n, keep.private_ip) not in addresses:
+                                addresses.append((n, keep.private_ip))
+                        else:
+                            static_down.append(n)
+                    continue
                 gh = holds["groups"].get(gname)
                 if gh and now < float(gh.get("until", 0)):
                     log.info(
@@ -411,6 +509,10 @@ class Agent:
             if addresses:
                 self.slurm.set_addresses(addresses)
             self.fail_nodes(failures, holds, states)
+            if static_down:
+                reason = f"{STATIC_NO_INSTANCE} in the Auto Scaling group of this static node"
+                log.info("decision down nodes=%s reason=%r", _fmt(static_down), reason)
+                self.slurm.set_down(static_down, reason)
             self.state.save_holds(holds)
         if launched_or_reused:
             self.refresh_topology()
@@ -477,7 +579,12 @@ class Agent:
         with self._lock():
             inv, _states, holds, _ = self._prologue(set(), handled=frozenset(n for ns in by_group.values() for n in ns))
             self.state.save_holds(holds)
-            wanted = {n for ns in by_group.values() for n in ns}
+            wanted = {n for gname, ns in by_group.items() if self._dynamic(gname) for n in ns}
+            static = sorted({n for gname, ns in by_group.items() if not self._dynamic(gname) for n in ns}, key=hostlist.order_key)
+            if static:
+                log.warning(
+                    "suspend: nodes=%s are static (their Auto Scaling group owns the instances); not terminating", _fmt(static)
+                )
             ids: list[str] = []
             for node in sorted(wanted, key=hostlist.order_key):
                 insts = inv.of_node(node)
@@ -498,6 +605,18 @@ class Agent:
             by_reason: dict[str, list[str]] = {}
             for node in known:
                 insts = inv.of_node(node)
+                group = self.cfg.group_of_node(node)
+                if group is not None and group.static:
+                    by_reason.setdefault(
+                        f"gpucluster: ResumeTimeout, static node did not register ({','.join(i.id for i in insts) or 'no instance'})",
+                        [],
+                    ).append(node)
+                    log.info(
+                        "decision resume-fail static node=%s instances=%s (left to the Auto Scaling group)",
+                        node,
+                        ",".join(i.id for i in insts) or "-",
+                    )
+                    continue
                 ids.extend(i.id for i in insts)
                 h = holds["nodes"].get(node)
                 if h and now < float(h.get("until", 0)) and h.get("reason"):

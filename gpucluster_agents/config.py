@@ -25,7 +25,8 @@ silently falls back to a default::
       "api_concurrency": 8,                      # parallel CreateTags calls, 1..64
       "node_groups": [                           # * at least one
         {
-          "name": "p5",                          # * [a-z0-9][a-z0-9_]* (no '-'); tag gpucluster:node-group
+          "name": "p5",                          # * [a-z0-9][a-z0-9_-]*, not ending in '-'; tag gpucluster:node-group
+          "mode": "dynamic",                     # dynamic (default) | static, see below
           "partition": "p5",                     # * Slurm partition of the group
           "node_prefix": "p5",                   # nodes are <node_prefix>-1 .. <node_prefix>-<max_nodes>; default: name
           "max_nodes": 16,                       # * >= 1
@@ -44,6 +45,21 @@ silently falls back to a default::
         }
       ]
     }
+
+Node names are ``<node_prefix>-<N>``; the agent finds a node's group by the text before the last
+'-', so group names and prefixes may contain '-' themselves (``train-a`` owns ``train-a-3``).
+
+Modes:
+- ``dynamic``: Slurm cloud nodes. The agent launches them with CreateFleet when slurmctld resumes
+  them and terminates them when it suspends them.
+- ``static``: an Auto Scaling group owns the instances (it launches, replaces and terminates them).
+  The agent never launches or terminates them; on every call it names each new instance of the
+  group after the lowest free node (tag ``gpucluster:node-name``, which the instance reads from its
+  metadata to start ``slurmd -N <node>``), sets names without an instance DOWN (reason
+  ``gpucluster: no instance ...``) and hands them back (``state=resume``) once an instance has them.
+
+Only instances tagged with one of these node groups are the agent's: others carrying the cluster
+tag (the head node, plain Auto Scaling groups) are never listed, swept or terminated.
 
 How the capacity type reaches CreateFleet:
 - on-demand: ``DefaultTargetCapacityType=on-demand``.
@@ -72,10 +88,11 @@ SCHEMA_VERSION = 1
 MAX_FLEET_BATCH = 500  # CreateFleet type=instant launches at most this many per call (our cap)
 
 CAPACITY_TYPES = ("on-demand", "spot", "capacity-reservation", "capacity-block")
+MODES = ("dynamic", "static")
 RETRY_MODES = ("standard", "adaptive")
 
 _CLUSTER_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_GROUP_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_]{0,39}$")
+_GROUP_NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9_-]{0,38}[a-z0-9_])?$")
 _PREFIX_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
 _TAG_KEY_RESERVED = ("aws:", "gpucluster:")
 
@@ -111,6 +128,12 @@ class NodeGroup:
     placement_group: str | None = None
     capacity: Capacity = field(default_factory=Capacity)
     tags: tuple[tuple[str, str], ...] = ()
+    mode: str = "dynamic"
+
+    @property
+    def static(self) -> bool:
+        """An Auto Scaling group owns the instances; the agent only names them."""
+        return self.mode == "static"
 
     def node_names(self) -> list[str]:
         return [f"{self.node_prefix}-{i}" for i in range(1, self.max_nodes + 1)]
@@ -185,6 +208,7 @@ _TOP_KEYS = {
 }
 _GROUP_KEYS = {
     "name",
+    "mode",
     "partition",
     "node_prefix",
     "max_nodes",
@@ -343,7 +367,17 @@ def _parse_group(r: _Reader, raw: Any, path: str) -> NodeGroup | None:
     obj = cast("dict[str, Any]", raw)
     before = len(r.errors)
     r.unknown(obj, _GROUP_KEYS, path)
-    name = r.string(obj, "name", path, required=True, pattern=_GROUP_NAME_RE, hint="lower-case letters, digits and _, no '-'")
+    name = r.string(
+        obj,
+        "name",
+        path,
+        required=True,
+        pattern=_GROUP_NAME_RE,
+        hint="lower-case letters, digits, '_' and '-', not starting or ending with '-'",
+    )
+    mode = r.string(obj, "mode", path, default="dynamic") or "dynamic"
+    if mode not in MODES:
+        r.err(f"{path}.mode", f"{mode!r} is not one of {', '.join(MODES)}")
     partition = r.string(obj, "partition", path, required=True)
     prefix = r.string(
         obj,
@@ -423,6 +457,7 @@ def _parse_group(r: _Reader, raw: Any, path: str) -> NodeGroup | None:
         placement_group=pg,
         capacity=capacity,
         tags=tags,
+        mode=mode,
     )
 
 

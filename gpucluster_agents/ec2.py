@@ -221,13 +221,16 @@ class Ec2:
 
     # ------------------------------------------------------------------ reads
     def list_cluster_instances(self) -> list[Instance]:
-        """Every not-terminated instance carrying this cluster's tag."""
+        """Every not-terminated instance of this cluster's node groups (the cluster tag and the tag of
+        one of the config's node groups). Other instances of the cluster, such as the head node or
+        plain Auto Scaling groups, are not the agent's and never listed."""
         out: list[Instance] = []
         pages = 0
         paginator = self.client.get_paginator("describe_instances")
         for page in paginator.paginate(
             Filters=[
                 {"Name": f"tag:{TAG_CLUSTER}", "Values": [self.cfg.cluster_name]},
+                {"Name": f"tag:{TAG_GROUP}", "Values": sorted(g.name for g in self.cfg.node_groups)},
                 {"Name": "instance-state-name", "Values": list(NOT_TERMINATED_STATES)},
             ],
             PaginationConfig={"PageSize": 1000},

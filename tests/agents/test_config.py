@@ -68,6 +68,22 @@ def test_full_group_options() -> None:
     assert cfg.group_of_node("p5-od-1") is g
 
 
+def test_group_names_may_contain_dashes_and_nodes_belong_by_their_last_dash() -> None:
+    """Spec node-group names are DNS-style (``train-a``); the agent keeps them as they are (tags allow
+    '-') and finds a node's group by the text before the node name's last '-'."""
+    raw = copy.deepcopy(MINIMAL)
+    second = copy.deepcopy(raw["node_groups"][0])
+    second.update({"name": "p5-od", "partition": "p5-od", "mode": "static"})
+    raw["node_groups"].append(second)
+    cfg = parse_config(raw)
+    plain, dashed = cfg.node_groups
+    assert (dashed.name, dashed.node_prefix, dashed.mode, dashed.static) == ("p5-od", "p5-od", "static", True)
+    assert (plain.mode, plain.static) == ("dynamic", False)
+    assert dashed.node_names()[:2] == ["p5-od-1", "p5-od-2"]
+    assert cfg.group_of_node("p5-od-3") is dashed and cfg.group_of_node("p5-3") is plain
+    assert cfg.group_of_node("p5-od") is None  # 'od' is not a node number
+
+
 def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
     def apply(doc: dict[str, Any]) -> None:
         keys = path.split(".")
@@ -98,6 +114,9 @@ ERRORS = [
     ("schema_version", 2, "schema_version: this agent reads schema_version 1"),
     ("node_groups", [], "node_groups: must be a non-empty list"),
     ("node_groups.0.name", "P5-x", "node_groups[0].name: 'P5-x' is not valid"),
+    ("node_groups.0.name", "p5-", "node_groups[0].name: 'p5-' is not valid: lower-case letters, digits, '_' and '-'"),
+    ("node_groups.0.name", "-p5", "node_groups[0].name: '-p5' is not valid"),
+    ("node_groups.0.mode", "elastic", "node_groups[0].mode: 'elastic' is not one of dynamic, static"),
     ("node_groups.0.max_nodes", 0, "node_groups[0].max_nodes: must be between 1 and 100000, got 0"),
     ("node_groups.0.instance_typ", "p5", "node_groups[0].instance_typ: unknown key"),
     ("node_groups.0.launch_template_id", "template", "node_groups[0].launch_template_id: 'template' is not valid"),

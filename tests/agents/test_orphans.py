@@ -81,18 +81,28 @@ def test_crash_before_tagging_is_terminated_when_slurm_gave_up(harness: Harness)
     assert harness.nodes() == {}
 
 
+OF_P5 = {"gpucluster:cluster": CLUSTER, "gpucluster:node-group": "p5"}  # what CreateFleet tags every launch with
+
+
 def test_untagged_strays_are_terminated_after_the_grace_period(harness: Harness) -> None:
-    stray = launch_raw(harness, {"gpucluster:cluster": CLUSTER})
-    foreign = launch_raw(harness, {"gpucluster:cluster": "othercl"})
+    stray = launch_raw(harness, OF_P5)
+    foreign = launch_raw(harness, {"gpucluster:cluster": "othercl", "gpucluster:node-group": "p5"})
     untagged_other = launch_raw(harness, {"Name": "not-ours"})
+    # The cluster's own instances that are not the agent's: the head node (no node group) and a plain
+    # Auto Scaling group (a node group the agent config does not list). Never listed, never swept.
+    head = launch_raw(harness, {"gpucluster:cluster": CLUSTER, "Name": f"{CLUSTER}-head"})
+    plain = launch_raw(harness, {"gpucluster:cluster": CLUSTER, "gpucluster:node-group": "cpu"})
     assert harness.run("maintain") == 0
-    assert harness.nodes() == {"": stray}  # younger than orphan_grace_seconds (120 s): maybe still being tagged
+    assert harness.nodes() == {"": stray + head + plain}  # the stray is younger than orphan_grace_seconds (120 s)
     assert f"instance={stray[0]} untagged but only" in harness.log_text()
     harness.config["orphan_grace_seconds"] = 0
     assert harness.run("maintain") == 0
-    assert harness.nodes() == {}
+    assert harness.nodes() == {"": head + plain}
     alive = {i["InstanceId"] for i in instances(harness.moto.url)}
-    assert alive == set(foreign + untagged_other)  # other clusters and untagged foreign instances untouched
+    assert alive == set(foreign + untagged_other + head + plain)  # only the agent's own stray was terminated
+    for iid in head + plain:
+        assert iid not in harness.log_text()
+    ec2_client(harness.moto.url).terminate_instances(InstanceIds=head + plain)  # for the teardown's no-unowned check
 
 
 def test_duplicates_stopped_and_powered_down_nodes(harness: Harness) -> None:
@@ -131,7 +141,7 @@ def test_every_subcommand_sweeps(harness: Harness) -> None:
         ("topology", ""),
         ("maintain", ""),
     ]:
-        stray = launch_raw(harness, {"gpucluster:cluster": CLUSTER})
+        stray = launch_raw(harness, OF_P5)
         if command == "resume":
             harness.slurm.set(nodes, "IDLE+CLOUD+POWERING_UP")
         assert harness.run(command, nodes) == 0, command
