@@ -8,6 +8,7 @@ from components.spec.base import SpecModel, check_name, check_tags, check_unique
 from components.spec.kubernetes import KubernetesSpec
 from components.spec.network import NetworkSpec
 from components.spec.node_group import NodeGroupSpec
+from components.spec.slurm import SlurmSpec
 from components.spec.storage import StorageSpec
 
 
@@ -30,6 +31,11 @@ class ClusterSpec(SpecModel):
     storage: StorageSpec | None = None
     """Shared file system (FSx for Lustre, sized from the workload), data bucket, NVMe scratch.
     Default: none."""
+
+    slurm: SlurmSpec | None = None
+    """A Slurm cluster for the node groups with ``scheduler: slurm``: a head node (slurmctld, optional
+    slurmdbd, the node agent), a partition per group, dynamic nodes launched on demand. Default: none
+    (no Slurm)."""
 
     kubernetes: KubernetesSpec | None = None
     """An Amazon EKS cluster for the node groups with ``scheduler: kubernetes``: GPU Operator, EFA device

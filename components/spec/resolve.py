@@ -8,8 +8,10 @@ from __future__ import annotations
 from components.spec.catalog import Catalog
 from components.spec.cluster import ClusterSpec
 from components.spec.effective import effective_desired, effective_efa, effective_placement_group, effective_scheduler
-from components.spec.images import default_image_parameter
+from components.spec.images import DEFAULT_RELEASE, default_image_parameter
 from components.spec.node_group import NodeGroupSpec
+from components.spec.slurm import UBUNTU_RELEASE
+from components.spec.slurm_checks import resolve_slurm
 from components.spec.storage_checks import resolve_storage
 
 
@@ -33,7 +35,9 @@ def resolve_group(group: NodeGroupSpec, catalog: Catalog, spec: ClusterSpec | No
         "create_placement_group": effective_placement_group(group, facts),
     }
     if group.image_id is None and group.image_ssm_parameter is None:
-        update["image_ssm_parameter"] = default_image_parameter(facts)
+        # Slurm nodes run the head node's Ubuntu release, so slurmd and slurmctld are one Slurm version.
+        release = UBUNTU_RELEASE if scheduler == "slurm" else DEFAULT_RELEASE
+        update["image_ssm_parameter"] = default_image_parameter(facts, release)
     return group.model_copy(update=update)
 
 
@@ -42,4 +46,5 @@ def resolve(spec: ClusterSpec, catalog: Catalog) -> ClusterSpec:
     groups = tuple(resolve_group(g, catalog, spec) for g in spec.node_groups)
     network = spec.network.model_copy(update={"availability_zones": tuple(spec.zones)})
     resolved = spec.model_copy(update={"node_groups": groups, "network": network})
-    return resolved.model_copy(update={"storage": resolve_storage(resolved, catalog)})
+    resolved = resolved.model_copy(update={"storage": resolve_storage(resolved, catalog)})
+    return resolved.model_copy(update={"slurm": resolve_slurm(resolved, catalog)})

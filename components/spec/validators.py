@@ -19,6 +19,7 @@ from components.spec.effective import effective_desired, effective_efa
 from components.spec.errors import Finding, error, warning
 from components.spec.kubernetes_checks import check_kubernetes
 from components.spec.node_group import NodeGroupSpec
+from components.spec.slurm_checks import check_slurm
 from components.spec.storage_checks import check_storage
 
 MAX_TAGS = 50
@@ -397,7 +398,7 @@ def check_network(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
 
 
 ClusterCheck = Callable[[ClusterSpec, Catalog], Iterable[Finding]]
-CLUSTER_CHECKS: list[ClusterCheck] = [check_network, check_storage, check_kubernetes]
+CLUSTER_CHECKS: list[ClusterCheck] = [check_network, check_storage, check_slurm, check_kubernetes]
 
 
 # The checks that need nothing but the node group itself: what a GpuNodeGroup used on its own runs.

@@ -48,7 +48,7 @@ def test_auto_defaults_follow_the_instance_and_capacity():
     assert (by["cpu"].enable_efa_support, by["cpu"].create_placement_group) == (False, False)
     assert (by["blk"].enable_efa_support, by["blk"].create_placement_group) == (True, False)
     assert by["odcr"].create_placement_group is False
-    assert by["trn"].image_ssm_parameter == NEURON_DLAMI
+    assert by["trn"].image_ssm_parameter == NEURON_DLAMI.format(release="22.04")
 
 
 def test_warnings_are_returned_not_raised():

@@ -1,0 +1,131 @@
+"""Bad Slurm configs: each fails naming the field, and the program registers nothing.
+
+Every case runs the real stack program (``__main__.py``) under the plan's mock engine, so this also
+proves the error comes before the first resource.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components.plan.engine import run_program
+from tests.conftest import group, make_config
+
+CPU = {"name": "cpu", "instanceType": "g6e.xlarge", "availabilityZones": ["us-east-1a"], "minSize": 1, "maxSize": 2}
+
+
+def slurm(*groups, **keys):
+    section = keys.pop("section", {})
+    return make_config(*(groups or (group(),)), slurm=section, **keys)
+
+
+# (id, config, field path named, message fragment)
+BAD_SLURM = [
+    ("misspelt-field", slurm(section={"headnode": {}}), "gpucluster:slurm.headnode", "unknown field 'headnode'"),
+    (
+        "unknown-mode",
+        slurm(section={"nodeGroups": [{"name": "gpu", "mode": "elastic"}]}),
+        "gpucluster:slurm.nodeGroups[0].mode",
+        "'dynamic' or 'static'",
+    ),
+    (
+        "entry-for-missing-group",
+        slurm(section={"nodeGroups": [{"name": "h100"}]}),
+        "gpucluster:slurm.nodeGroups[0].name",
+        "no node group is named 'h100'",
+    ),
+    (
+        "entry-twice",
+        slurm(section={"nodeGroups": [{"name": "gpu"}, {"name": "gpu"}]}),
+        "gpucluster:slurm",
+        "two Slurm node group settings are named 'gpu'",
+    ),
+    (
+        "dynamic-group-with-desired-nodes",
+        slurm(group(minSize=2, desiredSize=2)),
+        "gpucluster:nodeGroups[0].minSize",
+        "is a dynamic Slurm group",
+    ),
+    (
+        "partition-name-with-space",
+        slurm(section={"nodeGroups": [{"name": "gpu", "partition": "big gpus"}]}),
+        "gpucluster:slurm.nodeGroups[0].partition",
+        "should match pattern",
+    ),
+    (
+        "two-groups-one-partition",
+        slurm(group(), CPU, section={"nodeGroups": [{"name": "cpu", "mode": "static", "partition": "gpu"}]}),
+        "gpucluster:slurm.nodeGroups[0].partition",
+        "both use partition 'gpu'",
+    ),
+    (
+        "bad-feature",
+        slurm(section={"nodeGroups": [{"name": "gpu", "features": ["fast,cheap"]}]}),
+        "gpucluster:slurm.nodeGroups[0].features",
+        "is not a Slurm feature name",
+    ),
+    (
+        "head-node-type-misspelt",
+        slurm(section={"headNode": {"instanceType": "m7i.xl"}}),
+        "gpucluster:slurm.headNode.instanceType",
+        "is not in the instance catalog",
+    ),
+    (
+        "suspend-time-too-short",
+        slurm(section={"powerSaving": {"suspendTimeSeconds": 5}}),
+        "gpucluster:slurm.powerSaving.suspendTimeSeconds",
+        "greater than or equal to 60",
+    ),
+    (
+        "jammy-image-for-slurm",
+        slurm(group(imageSsmParameter="/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id")),
+        "gpucluster:nodeGroups[0].imageSsmParameter",
+        "cannot talk to the head node's Slurm 23.11",
+    ),
+    (
+        "tag-key-with-slash",
+        slurm(tags={"cost/center": "42"}),
+        "gpucluster:tags",
+        "contains '/'",
+    ),
+    (
+        "slurm-without-nat",
+        slurm(network={"enableNatGateway": False}),
+        "gpucluster:network.enableNatGateway",
+        "install slurm-wlm and munge from the Ubuntu archive",
+    ),
+    (
+        "group-asks-for-slurm-without-section",
+        make_config(group(scheduler="slurm")),
+        "gpucluster:nodeGroups[0].scheduler",
+        "the cluster configures no slurm",
+    ),
+    (
+        "no-group-for-slurm",
+        slurm(group(scheduler="none")),
+        "gpucluster:slurm",
+        "no node group has scheduler slurm",
+    ),
+]
+
+
+def _as_config(config: dict) -> dict[str, str]:
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
+
+
+@pytest.mark.parametrize(("config", "path", "fragment"), [c[1:] for c in BAD_SLURM], ids=[c[0] for c in BAD_SLURM])
+def test_bad_slurm_config_fails_before_any_resource(config, path, fragment):
+    plan = run_program("gpucluster", "bad", _as_config(config))
+    assert plan.error is not None, "the program should have refused this config"
+    assert plan.resources == [], f"registered {[r.name for r in plan.resources]} despite the bad config"
+    matching = [f for f in plan.findings if f["level"] == "error" and f["path"] == path]
+    assert matching, f"no error at {path}; got {[(f['path'], f['message']) for f in plan.findings]}"
+    assert any(fragment in f["message"] for f in matching), [f["message"] for f in matching]
+    assert path in plan.error
+    assert "Traceback" not in plan.error
+
+
+def test_there_are_at_least_ten():
+    assert len(BAD_SLURM) >= 10
