@@ -16,11 +16,14 @@ from components.naming import cluster_tags
 from components.network import Network, NetworkArgs
 from components.render import CloudConfig, render_cloud_config
 from components.shared_storage import SharedStorage
+from components.slurm_cluster import SlurmCluster, SlurmClusterArgs
+from components.slurm_render import SlurmContext, node_slurm_part
 from components.spec.catalog import load_catalog
 from components.spec.cluster import ClusterSpec
 from components.spec.cost import Estimate, estimate
 from components.spec.kubernetes import KubernetesSpec
 from components.spec.node_group import NodeGroupSpec
+from components.spec.slurm import SlurmSpec
 
 TOKEN = "gpucluster:index:GpuCluster"
 
@@ -56,7 +59,9 @@ class GpuCluster(pulumi.ComponentResource):
         # Render everything that can fail before the first resource is registered (with stand-ins
         # for values only AWS knows, such as the file system's DNS name).
         self.user_data = {
-            g.name: render_cloud_config(user_data_title(spec, g), node_cloud_config(spec, g, catalog, self._lustre_stand_in()))
+            g.name: render_cloud_config(
+                user_data_title(spec, g), node_cloud_config(spec, g, catalog, self._lustre_stand_in()) + self._scheduler_part(g)
+            )
             for g in spec.node_groups
         }
 
@@ -86,6 +91,9 @@ class GpuCluster(pulumi.ComponentResource):
                 ),
                 opts=child,
             )
+        self.slurm: SlurmCluster | None = None
+        if spec.slurm is not None:
+            self._create_slurm(name, spec.slurm, tags, child)
         self.eks: EksCluster | None = None
         self.kubernetes: KubernetesPlatform | None = None
         if spec.kubernetes is not None:
@@ -94,6 +102,7 @@ class GpuCluster(pulumi.ComponentResource):
             {
                 "vpcId": self.network.vpc_id,
                 "nodeGroups": {n: ng.launch_template_id for n, ng in self.node_groups.items()},
+                "slurmController": self.slurm.controller_address if self.slurm is not None else None,
             }
         )
 
@@ -163,6 +172,36 @@ class GpuCluster(pulumi.ComponentResource):
         if self.lustre is None:
             return pulumi.Output.from_input(render([]))
         return pulumi.Output.all(self.lustre.dns_name, self.lustre.mount_name, self.lustre.file_system_id).apply(render)
+
+    def _scheduler_part(self, group: NodeGroupSpec) -> CloudConfig:
+        """The user-data part a node's scheduler adds (Slurm: slurmd; EKS wraps the user data itself)."""
+        if group.scheduler == "slurm" and self.spec.slurm is not None:
+            return node_slurm_part(SlurmContext.of(self.spec), group, self.catalog)
+        return CloudConfig()
+
+    def _create_slurm(self, name: str, spec: SlurmSpec, tags: dict[str, str], child: pulumi.ResourceOptions) -> None:
+        """The Slurm head node and the ``scheduler: slurm`` groups' launch templates (and Auto Scaling
+        groups for static ones); compute user data is the node's own plus the slurmd part."""
+        groups = self.spec.groups_for("slurm")
+        head = spec.head_node
+        assert head.availability_zone is not None  # resolved
+        self.slurm = SlurmCluster(
+            f"{name}-slurm",
+            SlurmClusterArgs(
+                cluster_name=self.spec.name,
+                region=self.spec.region,
+                slurm=spec,
+                node_groups=groups,
+                vpc_id=self.network.vpc_id,
+                head_subnet_id=head.subnet_id or self.network.private_subnet_ids[head.availability_zone],
+                node_group_subnet_ids={g.name: self.subnets_for(g) for g in groups},
+                security_group_ids=self.security_group_ids,
+                user_data={g.name: self.node_user_data(g, extra=self._scheduler_part(g)) for g in groups},
+                shared_storage=self.shared_storage,
+                tags=tags,
+            ),
+            opts=child,
+        )
 
     def _create_kubernetes(self, name: str, spec: KubernetesSpec, tags: dict[str, str], child: pulumi.ResourceOptions) -> None:
         """EKS for the ``scheduler: kubernetes`` groups, then the GPU platform on it through its provider."""

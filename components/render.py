@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import gzip
 import json
 import os
 import shlex
@@ -73,9 +74,27 @@ class WriteFile:
     content: str
     permissions: str = "0644"
     owner: str = "root:root"
+    encoding: str | None = None
+    """cloud-init's ``encoding`` of ``content``: None (plain text) or ``gz+b64`` (see :meth:`compressed`)."""
 
     def as_dict(self) -> dict[str, str]:
-        return {"path": self.path, "owner": self.owner, "permissions": self.permissions, "content": self.content}
+        out = {"path": self.path, "owner": self.owner, "permissions": self.permissions, "content": self.content}
+        if self.encoding:
+            out["encoding"] = self.encoding
+        return out
+
+    @classmethod
+    def compressed(cls, path: str, text: str, permissions: str = "0644") -> WriteFile:
+        """``text`` gzipped and base64-encoded (cloud-init decodes it): large scripts fit EC2's 16 KB limit.
+        Deterministic (no timestamp in the gzip header); the plan shows the decoded text."""
+        data = gzip.compress(text.encode(), compresslevel=9, mtime=0)
+        return cls(path, base64.b64encode(data).decode(), permissions, encoding="gz+b64")
+
+    def text(self) -> str:
+        """The file as the node gets it (decoded)."""
+        if self.encoding == "gz+b64":
+            return gzip.decompress(base64.b64decode(self.content)).decode()
+        return self.content
 
 
 @dataclass(frozen=True)

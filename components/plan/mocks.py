@@ -264,6 +264,18 @@ class PlanMocks(Mocks):
             state.update({"allocationId": rid, "publicIp": f"203.0.113.{int(h[:2], 16) % 254 + 1}"})
         if token == "aws:ec2/subnet:Subnet":
             state.setdefault("ownerId", self.account)
+        if token in ("aws:ec2/networkInterface:NetworkInterface", "aws:ec2/instance:Instance"):
+            # A private address in the first /19 of the default VPC CIDR (10.0.0.0/16), from the hash.
+            ip = f"10.0.{int(h[:2], 16) % 32}.{int(h[2:4], 16) % 250 + 4}"
+            state.setdefault("privateIp", ip)
+            state.setdefault("privateIps", [ip])
+        if token == "aws:secretsmanager/secret:Secret":
+            # Secrets Manager appends 6 random characters to the name; the ARN is the resource's id.
+            rid = f"arn:aws:secretsmanager:{self.region}:{self.account}:secret:{name}-{digest(h, 'secret', length=6)}"
+            state["arn"] = rid
+        if token == "aws:route53/zone:Zone":
+            rid = "Z" + digest(h, "zone", length=20).upper()
+            state.update({"zoneId": rid, "arn": f"arn:aws:route53:::hostedzone/{rid}", "nameServers": []})
         fake = self.resource_fakes.get(token)
         if fake is not None:
             state = fake(args, rid, state)

@@ -54,9 +54,7 @@ def _launch_template(i: dict[str, Any]) -> list[str]:
     nics = i.get("networkInterfaces") or []
     if nics:
         lines.append(describe_interfaces(nics))
-    md = i.get("metadataOptions") or {}
-    imds = "IMDSv2 required" if md.get("httpTokens") == "required" else "IMDSv1 allowed (!)"
-    lines.append(f"{imds} (hop limit {md.get('httpPutResponseHopLimit')})")
+    lines.append(_imds(i.get("metadataOptions") or {}))
     for bdm in i.get("blockDeviceMappings") or []:
         ebs = bdm.get("ebs") or {}
         enc = "encrypted" if str(ebs.get("encrypted")) == "true" else "NOT encrypted (!)"
@@ -78,6 +76,69 @@ def _launch_template(i: dict[str, Any]) -> list[str]:
     elif market == "spot":
         lines.append("spot instances")
     return lines
+
+
+def _imds(md: dict[str, Any]) -> str:
+    imds = "IMDSv2 required" if md.get("httpTokens") == "required" else "IMDSv1 allowed (!)"
+    tags = " · instance tags in metadata" if md.get("instanceMetadataTags") == "enabled" else ""
+    return f"{imds} (hop limit {md.get('httpPutResponseHopLimit')}){tags}"
+
+
+def _instance(i: dict[str, Any]) -> list[str]:
+    nics = ", ".join(str(n.get("networkInterfaceId")) for n in i.get("networkInterfaces") or []) or str(i.get("subnetId"))
+    root = i.get("rootBlockDevice") or {}
+    enc = "encrypted" if root.get("encrypted") else "NOT encrypted (!)"
+    return [
+        f"instance type {i.get('instanceType')} · image {i.get('ami')} · interface {nics} · profile {i.get('iamInstanceProfile')}",
+        _imds(i.get("metadataOptions") or {}),
+        f"root {root.get('volumeType')} {root.get('volumeSize')} GiB {enc}"
+        + (" · termination protection on" if i.get("disableApiTermination") else " · termination protection OFF"),
+    ]
+
+
+def _volume(i: dict[str, Any]) -> list[str]:
+    enc = "encrypted" if i.get("encrypted") else "NOT encrypted (!)"
+    snap = " · snapshot when deleted" if i.get("finalSnapshot") else ""
+    return [
+        f"{i.get('availabilityZone')} {i.get('type')} {i.get('size')} GiB {i.get('iops')} IOPS {i.get('throughput')} MB/s {enc}{snap}"
+    ]
+
+
+def _condition(cond: dict[str, Any]) -> str:
+    parts = []
+    for op, keys in cond.items():
+        for key, value in keys.items():
+            values = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+            parts.append(f"{op} {key} = {values}")
+    return " and ".join(parts)
+
+
+def _policy(i: dict[str, Any]) -> list[str]:
+    """An inline IAM policy, one line per statement: effect, actions, resources, conditions."""
+    try:
+        doc = json.loads(str(i.get("policy")))
+    except json.JSONDecodeError:
+        return ["policy (not yet known)"]
+    lines = []
+    for st in doc.get("Statement", []):
+        actions = st.get("Action")
+        actions = ", ".join(actions) if isinstance(actions, list) else actions
+        resources = st.get("Resource")
+        resources = ", ".join(resources) if isinstance(resources, list) else resources
+        line = f"{st.get('Sid', '-')}: {st.get('Effect')} {actions} on {resources}"
+        if st.get("Condition"):
+            line += f" when {_condition(st['Condition'])}"
+        lines.append(line)
+    return lines
+
+
+def _trust(i: dict[str, Any]) -> list[str]:
+    try:
+        doc = json.loads(str(i.get("assumeRolePolicy")))
+    except json.JSONDecodeError:
+        return []
+    principals = [str(p) for st in doc.get("Statement", []) for p in (st.get("Principal") or {}).values()]
+    return [f"assumed by {', '.join(principals)}"]
 
 
 def _asg(i: dict[str, Any]) -> list[str]:
@@ -240,6 +301,27 @@ DESCRIBERS: dict[str, Describer] = {
     "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": _rule,
     "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": _rule,
     "aws:iam/rolePolicyAttachment:RolePolicyAttachment": lambda i: [str(i.get("policyArn"))],
+    "aws:iam/rolePolicy:RolePolicy": _policy,
+    "aws:iam/role:Role": _trust,
+    "aws:ec2/instance:Instance": _instance,
+    "aws:ebs/volume:Volume": _volume,
+    "aws:ec2/networkInterface:NetworkInterface": lambda i: [
+        f"subnet {i.get('subnetId')} · security groups {', '.join(i.get('securityGroups') or [])}"
+    ],
+    "aws:ec2/volumeAttachment:VolumeAttachment": lambda i: [
+        f"{i.get('volumeId')} → {i.get('instanceId')} at {i.get('deviceName')}"
+    ],
+    "aws:secretsmanager/secret:Secret": lambda i: [
+        f"{i.get('name')} · no value from this program (the head node makes the key at first boot) · "
+        f"recovery window {i.get('recoveryWindowInDays')} days"
+    ],
+    "aws:route53/zone:Zone": lambda i: [
+        f"private zone {i.get('name')} for {', '.join(str(v.get('vpcId')) for v in i.get('vpcs') or [])}"
+    ],
+    "aws:route53/record:Record": lambda i: [
+        f"{i.get('type')} {i.get('name')} → {', '.join(map(str, i.get('records') or []))} (ttl {i.get('ttl')})"
+    ],
+    "aws:s3/bucketObjectv2:BucketObjectv2": lambda i: [f"{i.get('key')} · {i.get('contentType')} · {i.get('contentBase64')}"],
 }
 
 

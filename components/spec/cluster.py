@@ -80,4 +80,7 @@ class ClusterSpec(SpecModel):
         zones: list[str] = list(self.network.availability_zones)
         for group in self.node_groups:
             zones += [z for z in group.availability_zones if z not in zones]
+        head = self.slurm.head_node.availability_zone if self.slurm is not None else None
+        if head and head not in zones:
+            zones.append(head)
         return zones

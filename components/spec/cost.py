@@ -184,6 +184,19 @@ def fixed_costs(spec: ClusterSpec, catalog: Catalog) -> list[LineItem]:
         items.append(
             LineItem(f"FSx for Lustre {fs.storage_capacity_gib or '?'} GiB", usd, 0.0, "FSx pricing, per GB-month / 730")
         )
+    slurm = getattr(spec, "slurm", None)
+    if slurm is not None:
+        head = slurm.head_node
+        facts = catalog.get(head.instance_type)
+        price = facts.on_demand_usd_per_hour if facts else None
+        items.append(
+            LineItem(
+                f"Slurm head node {head.instance_type}",
+                price,
+                round(facts.estimated_power_kw or 0.0, 2) if facts else 0.0,
+                "on-demand list price (its EBS volumes are extra)",
+            )
+        )
     kubernetes = getattr(spec, "kubernetes", None)
     if kubernetes is not None:
         items.append(LineItem("EKS control plane", EKS_CONTROL_PLANE_USD_PER_HOUR, 0.0, "EKS pricing, standard support"))

@@ -78,13 +78,23 @@ def _tags(inputs: dict) -> dict:
     return tags
 
 
-def test_full_cluster_children_have_parents_and_tags(run_components):
-    spec = load_spec(
-        make_config(
-            group(), group(name="dev", instanceType="g6e.xlarge"), network={"interfaceEndpoints": ["ssm"]}, tags={"team": "ml"}
-        ),
-        stack="c",
-    ).spec
+FULL_CLUSTERS = {
+    "plain": make_config(
+        group(), group(name="dev", instanceType="g6e.xlarge"), network={"interfaceEndpoints": ["ssm"]}, tags={"team": "ml"}
+    ),
+    "slurm": make_config(
+        group(),
+        group(name="dev", instanceType="g6e.xlarge", minSize=1, desiredSize=1),
+        tags={"team": "ml"},
+        storage={"lustre": {"storageCapacityGib": 2400, "throughputPerUnitStorage": 250}},
+        slurm={"accounting": {}, "nodeGroups": [{"name": "dev", "mode": "static"}]},
+    ),
+}
+
+
+@pytest.mark.parametrize("config", FULL_CLUSTERS.values(), ids=FULL_CLUSTERS.keys())
+def test_full_cluster_children_have_parents_and_tags(run_components, config):
+    spec = load_spec(config, stack="c").spec
     plan = run_components(lambda: GpuCluster("c", GpuClusterArgs(spec=spec)))
     component_urns = {r.urn for r in plan.resources if not r.custom}
     untagged = []

@@ -1,0 +1,552 @@
+"""Slurm rendering: node, partition and GRES lines computed from the spec and the instance catalog;
+templates in ``templates/slurm/`` only place them. Pure (no Pulumi): values that only AWS knows (launch
+template ids, the data volume id, the agent bundle's bucket) come in as plain arguments.
+
+The files and where they go:
+
+- head node (cloud-init ``write_files``): ``/etc/slurm/slurm.conf``, ``gres.conf``, ``cgroup.conf``,
+  ``slurmdbd.conf`` (with accounting), the initial ``topology.conf`` (the agent rewrites it), the agent's
+  ``/etc/gpucluster/agent.json``, the Resume/Suspend/ResumeFail wrappers, systemd units, and the setup
+  script that runs once.
+- compute nodes (added to :meth:`GpuCluster.node_user_data` as the ``extra`` part): the setup script
+  that waits for the node's name tag and starts ``slurmd --conf-server … -N <node>``, the TaskProlog
+  that gives every task the node's NCCL/EFA environment, and a slurmd drop-in. Slurm's own files
+  come from slurmctld (configless).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from components.bootstrap import NCCL_ENV_PATH, LustreMount
+from components.render import CloudConfig, WriteFile, render
+from components.spec.catalog import Catalog, InstanceFacts
+from components.spec.cluster import ClusterSpec
+from components.spec.nccl import library_dirs
+from components.spec.node_group import NodeGroupSpec
+from components.spec.slurm import SLURM_VERSION, UBUNTU_RELEASE, SlurmNodeGroupSpec, SlurmSpec
+
+# Ports and paths (Ubuntu's slurm-wlm packaging: /etc/slurm, /var/log/slurm, SlurmUser slurm).
+SLURMCTLD_PORT = 6817
+SLURMD_PORT = 6818
+SLURMDBD_PORT = 6819
+SLURM_ETC = "/etc/slurm"
+DATA_DIR = "/srv/slurm"  # the head node's data volume
+STATE_SAVE_LOCATION = f"{DATA_DIR}/slurmctld"
+AGENT_STATE_DIR = f"{DATA_DIR}/agent"  # launch journal and holds survive a new head node
+TOPOLOGY_DIR = "/var/lib/gpucluster/slurm"  # the agent (user slurm) rewrites topology.conf here
+AGENT_CONFIG_PATH = "/etc/gpucluster/agent.json"
+AGENT_LIB = "/opt/gpucluster/lib"
+AGENT_BIN = "/opt/gpucluster/bin"
+AGENT_LOG = "/var/log/slurm/gpucluster-agent.log"
+AWS_HELPER = "/usr/local/sbin/gpucluster-aws"
+HEAD_SETUP = "/usr/local/sbin/gpucluster-slurm-head"
+NODE_SETUP = "/usr/local/sbin/gpucluster-slurm-node"
+IMDS_GUARD = "/usr/local/sbin/gpucluster-imds-guard"
+TASK_PROLOG = "/etc/gpucluster/slurm/task-prolog"
+# slurm.conf key, wrapper under AGENT_BIN, agent subcommand
+PROGRAMS = (
+    ("ResumeProgram", "slurm-resume", "resume"),
+    ("SuspendProgram", "slurm-suspend", "suspend"),
+    ("ResumeFailProgram", "slurm-resume-fail", "resume-fail"),
+)
+# Ubuntu 24.04 (noble) packages. python3-boto3 runs the agent and the boot helper.
+HEAD_PACKAGES = ("slurmctld", "slurm-client", "munge", "python3-boto3", "iptables")
+ACCOUNTING_PACKAGES = ("slurmdbd", "mariadb-server")
+NODE_PACKAGES = ("slurmd", "slurm-client", "munge", "python3-boto3")
+# RealMemory is 95 % of what EC2 lists (the kernel and the OS keep the rest): slurmd must report at
+# least RealMemory or Slurm drains the node. AWS ParallelCluster uses the same share.
+REAL_MEMORY_SHARE = 0.95
+NODE_NAME_WAIT_TRIES = 180  # × 5 s: the node waits up to 15 min for its name tag
+PURGE_KEYS = ("PurgeEventAfter", "PurgeJobAfter", "PurgeResvAfter", "PurgeStepAfter", "PurgeSuspendAfter", "PurgeTXNAfter")
+
+
+def head_hostname(cluster: str) -> str:
+    return f"{cluster}-head"
+
+
+def dns_zone(cluster: str) -> str:
+    """The private hosted zone of the cluster (``.internal`` is reserved for private use)."""
+    return f"{cluster}.gpucluster.internal"
+
+
+def controller_address(cluster: str) -> str:
+    """The name compute nodes reach slurmctld at: an A record in the cluster's private zone, pointing
+    at the head node's own network interface (its address survives a new head node)."""
+    return f"slurmctld.{dns_zone(cluster)}"
+
+
+def munge_secret_name(cluster: str) -> str:
+    return f"gpucluster/{cluster}/munge-key"
+
+
+# --- node and partition lines ---------------------------------------------------------------------------
+
+
+def hostrange(prefix: str, count: int) -> str:
+    """``p5-[1-16]`` (``p5-1`` for one node): the agent's node names for a group."""
+    return f"{prefix}-1" if count == 1 else f"{prefix}-[1-{count}]"
+
+
+def real_memory_mib(facts: InstanceFacts) -> int:
+    return int(facts.memory_mib * REAL_MEMORY_SHARE)
+
+
+def gres_name(facts: InstanceFacts) -> str | None:
+    """``gpu`` for GPUs, ``neuron`` for Trainium/Inferentia devices, None without accelerators."""
+    kinds = {a.kind for a in facts.accelerators}
+    return "gpu" if "gpu" in kinds else "neuron" if "neuron" in kinds else None
+
+
+def gres_type(facts: InstanceFacts) -> str:
+    """A GPU's Slurm GRES type: its model in lower case (``H100`` → ``h100``), so ``--gres=gpu:h100:8``."""
+    return re.sub(r"[^a-z0-9]", "", (facts.accelerator_model or "").lower())
+
+
+def node_gres(facts: InstanceFacts) -> str | None:
+    name = gres_name(facts)
+    if name == "gpu":
+        return f"gpu:{gres_type(facts)}:{facts.gpu_count}"
+    if name == "neuron":
+        return f"neuron:{facts.accelerator_count}"
+    return None
+
+
+def device_files(facts: InstanceFacts) -> str:
+    """``/dev/nvidia[0-7]`` (GPUs) or ``/dev/neuron[0-15]`` (Neuron devices)."""
+    base = "/dev/nvidia" if gres_name(facts) == "gpu" else "/dev/neuron"
+    n = facts.accelerator_count
+    return f"{base}0" if n == 1 else f"{base}[0-{n - 1}]"
+
+
+def node_features(group: NodeGroupSpec, facts: InstanceFacts, entry: SlurmNodeGroupSpec) -> list[str]:
+    """What ``--constraint`` can select: dynamic/static, instance type, accelerator model, efa, zones."""
+    features = [entry.mode, group.instance_type]
+    if facts.accelerator_model:
+        features.append(gres_type(facts) or facts.accelerator_model.lower())
+    if group.enable_efa_support:
+        features.append("efa")
+    features += list(group.availability_zones)
+    features += [f for f in entry.features if f not in features]
+    return features
+
+
+def node_line(group: NodeGroupSpec, facts: InstanceFacts, entry: SlurmNodeGroupSpec) -> str:
+    parts = [
+        f"NodeName={hostrange(group.name, group.max_size)}",
+        "State=CLOUD",
+        f"CPUs={facts.vcpus}",
+        f"RealMemory={real_memory_mib(facts)}",
+    ]
+    gres = node_gres(facts)
+    if gres:
+        parts.append(f"Gres={gres}")
+    parts.append(f"Features={','.join(node_features(group, facts, entry))}")
+    if entry.weight is not None:
+        parts.append(f"Weight={entry.weight}")
+    return " ".join(parts)
+
+
+def partition_line(group: NodeGroupSpec, facts: InstanceFacts, entry: SlurmNodeGroupSpec) -> str:
+    parts = [
+        f"PartitionName={entry.partition or group.name}",
+        f"Nodes={hostrange(group.name, group.max_size)}",
+        f"Default={'YES' if entry.default else 'NO'}",
+        "MaxTime=INFINITE",
+        "State=UP",
+        # Memory is scheduled (CR_Core_Memory): a job that asks for none gets its cores' share.
+        f"DefMemPerCPU={real_memory_mib(facts) // max(facts.vcpus, 1)}",
+    ]
+    if entry.priority_tier is not None:
+        parts.append(f"PriorityTier={entry.priority_tier}")
+    return " ".join(parts)
+
+
+def gres_line(group: NodeGroupSpec, facts: InstanceFacts) -> str | None:
+    name = gres_name(facts)
+    if name is None:
+        return None
+    typed = f" Type={gres_type(facts)}" if name == "gpu" else ""
+    return f"NodeName={hostrange(group.name, group.max_size)} Name={name}{typed} File={device_files(facts)}"
+
+
+# --- the cluster's view -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SlurmContext:
+    """What the Slurm files are rendered from: the cluster's name and region, its resolved Slurm section
+    and its Slurm node groups (resolved, config order)."""
+
+    cluster: str
+    region: str
+    slurm: SlurmSpec
+    node_groups: tuple[NodeGroupSpec, ...]
+
+    @classmethod
+    def of(cls, spec: ClusterSpec) -> SlurmContext:
+        if spec.slurm is None:
+            raise ValueError(f"cluster {spec.name!r} has no Slurm section")
+        return cls(spec.name, spec.region, spec.slurm, tuple(spec.groups_for("slurm")))
+
+
+@dataclass(frozen=True)
+class SlurmGroup:
+    """A Slurm node group with its facts and resolved settings."""
+
+    group: NodeGroupSpec
+    facts: InstanceFacts
+    entry: SlurmNodeGroupSpec
+
+    @property
+    def name(self) -> str:
+        return self.group.name
+
+    @property
+    def static(self) -> bool:
+        return self.entry.mode == "static"
+
+    @property
+    def node_names(self) -> list[str]:
+        return [f"{self.name}-{i}" for i in range(1, self.group.max_size + 1)]
+
+
+def slurm_groups(ctx: SlurmContext, catalog: Catalog) -> list[SlurmGroup]:
+    """The Slurm node groups with their facts and settings, in config order."""
+    return [SlurmGroup(g, catalog[g.instance_type], ctx.slurm.settings(g.name)) for g in ctx.node_groups]
+
+
+def slurm_conf(ctx: SlurmContext, catalog: Catalog) -> str:
+    slurm = ctx.slurm
+    groups = slurm_groups(ctx, catalog)
+    ps = slurm.power_saving
+    return render(
+        "slurm/slurm.conf.j2",
+        cluster=ctx.cluster,
+        slurm_version=SLURM_VERSION,
+        ubuntu=UBUNTU_RELEASE,
+        controller_host=head_hostname(ctx.cluster),
+        controller_address=controller_address(ctx.cluster),
+        slurmctld_port=SLURMCTLD_PORT,
+        slurmd_port=SLURMD_PORT,
+        state_save_location=STATE_SAVE_LOCATION,
+        gres_types=sorted({n for g in groups if (n := gres_name(g.facts))}),
+        task_prolog=TASK_PROLOG,
+        accounting=slurm.accounting is not None,
+        programs={key: f"{AGENT_BIN}/{name}" for key, name, _ in PROGRAMS},
+        suspend_time=ps.suspend_time_seconds,
+        resume_timeout=ps.resume_timeout_seconds,
+        suspend_timeout=ps.suspend_timeout_seconds,
+        suspend_exc_parts=[g.entry.partition or g.name for g in groups if g.static],
+        node_lines=[node_line(g.group, g.facts, g.entry) for g in groups],
+        partition_lines=[partition_line(g.group, g.facts, g.entry) for g in groups],
+    )
+
+
+def gres_conf(ctx: SlurmContext, catalog: Catalog) -> str:
+    lines = [line for g in slurm_groups(ctx, catalog) if (line := gres_line(g.group, g.facts))]
+    return render("slurm/gres.conf.j2", cluster=ctx.cluster, lines=lines)
+
+
+def cgroup_conf(ctx: SlurmContext) -> str:
+    return render("slurm/cgroup.conf.j2", cluster=ctx.cluster)
+
+
+def topology_conf(ctx: SlurmContext, catalog: Catalog) -> str:
+    """The topology.conf before any node runs: what the agent itself writes with nothing placed (one
+    switch per node group, joined under ``root``). The agent rewrites it from DescribeInstanceTopology."""
+    from gpucluster_agents.topology import render_topology
+
+    lines = render_topology({}, [(g.name, g.node_names) for g in slurm_groups(ctx, catalog)])
+    return "\n".join(lines) + "\n"
+
+
+def slurmdbd_conf(ctx: SlurmContext) -> str:
+    slurm = ctx.slurm
+    months = slurm.accounting.purge_after_months if slurm.accounting else 12
+    return render("slurm/slurmdbd.conf.j2", cluster=ctx.cluster, port=SLURMDBD_PORT, purge_keys=PURGE_KEYS, purge_months=months)
+
+
+# --- the agent's config -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LaunchTarget:
+    """What AWS made for one Slurm node group: plain values, resolved from the stack's outputs."""
+
+    launch_template_id: str
+    launch_template_version: int
+    subnet_ids: tuple[str, ...]
+    placement_group: str | None = None
+
+
+def agent_config(ctx: SlurmContext, catalog: Catalog, targets: Mapping[str, LaunchTarget]) -> dict[str, Any]:
+    """``/etc/gpucluster/agent.json`` (schema: ``gpucluster_agents.config``), from the stack's outputs."""
+    slurm = ctx.slurm
+    groups = []
+    for g in slurm_groups(ctx, catalog):
+        t = targets[g.name]
+        cap = g.group.capacity
+        capacity: dict[str, Any] = {"type": cap.type}
+        if cap.reservation_id:
+            capacity["reservation_id"] = cap.reservation_id
+        if cap.resource_group_arn:
+            capacity["resource_group_arn"] = cap.resource_group_arn
+        groups.append(
+            {
+                "name": g.name,
+                "mode": g.entry.mode,
+                "partition": g.entry.partition or g.name,
+                "max_nodes": g.group.max_size,
+                "instance_type": g.group.instance_type,
+                "launch_template_id": t.launch_template_id,
+                "launch_template_version": t.launch_template_version,
+                "subnet_ids": list(t.subnet_ids),
+                "efa_enabled": bool(g.group.enable_efa_support),
+                "placement_group": t.placement_group,
+                "capacity": capacity,
+            }
+        )
+    agent = slurm.agent
+    return {
+        "schema_version": 1,
+        "cluster_name": ctx.cluster,
+        "region": ctx.region,
+        "log_file": AGENT_LOG,
+        "state_dir": AGENT_STATE_DIR,
+        "slurm_bin_dir": "/usr/bin",
+        "topology_conf": f"{TOPOLOGY_DIR}/topology.conf",
+        "insufficient_capacity_hold_seconds": agent.insufficient_capacity_hold_seconds,
+        "failure_hold_seconds": agent.failure_hold_seconds,
+        "orphan_grace_seconds": agent.orphan_grace_seconds,
+        "node_groups": groups,
+    }
+
+
+def agent_json(config: Mapping[str, Any]) -> str:
+    return json.dumps(config, indent=2, sort_keys=True) + "\n"
+
+
+# --- the agent bundle ------------------------------------------------------------------------------------------
+
+AGENT_PACKAGE = Path(__file__).resolve().parent.parent / "gpucluster_agents"
+ZIP_DATE = (2020, 1, 1, 0, 0, 0)
+
+
+def agent_bundle(package: Path = AGENT_PACKAGE) -> bytes:
+    """The ``gpucluster_agents`` package as a zip: sorted entries, fixed dates, so the same sources
+    always give the same bytes (and the same sha256 in the plan)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(package.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".md"):
+                info = zipfile.ZipInfo(f"{package.name}/{path.relative_to(package).as_posix()}", ZIP_DATE)
+                info.external_attr = 0o644 << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                zf.writestr(info, path.read_bytes())
+    return buf.getvalue()
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# --- cloud-init parts ------------------------------------------------------------------------------------------
+
+
+def aws_helper(ctx: SlurmContext) -> str:
+    return render(
+        "slurm/gpucluster-aws.py.j2", cluster=ctx.cluster, region=ctx.region, secret_name=munge_secret_name(ctx.cluster)
+    )
+
+
+def task_prolog(group: NodeGroupSpec, facts: InstanceFacts) -> str:
+    return render(
+        "slurm/task-prolog.sh.j2",
+        nccl_env=NCCL_ENV_PATH,
+        library_dirs=list(library_dirs(facts, bool(group.enable_efa_support))),
+    )
+
+
+SLURMD_DROP_IN = """# gpucluster: slurm.conf comes from slurmctld (configless), so there is none locally to wait for;
+# jobs start after the shared file systems are mounted.
+[Unit]
+ConditionPathExists=
+After=remote-fs.target
+"""
+
+
+def node_slurm_part(ctx: SlurmContext, group: NodeGroupSpec, catalog: Catalog) -> CloudConfig:
+    """The Slurm part of a compute node's user data (plain: nothing here waits for AWS)."""
+    facts = catalog[group.instance_type]
+    setup = render(
+        "slurm/node-setup.sh.j2",
+        cluster=ctx.cluster,
+        controller=f"{controller_address(ctx.cluster)}:{SLURMCTLD_PORT}",
+        packages=NODE_PACKAGES,
+        aws_helper=AWS_HELPER,
+        name_wait_tries=NODE_NAME_WAIT_TRIES,
+    )
+    return CloudConfig(
+        write_files=(
+            WriteFile.compressed(AWS_HELPER, aws_helper(ctx), "0755"),
+            WriteFile(TASK_PROLOG, task_prolog(group, facts), "0755"),
+            WriteFile("/etc/systemd/system/slurmd.service.d/gpucluster.conf", SLURMD_DROP_IN),
+            WriteFile.compressed(NODE_SETUP, setup, "0755"),
+        ),
+        runcmd=((NODE_SETUP,),),
+        sections=("slurmd (configless)",),
+    )
+
+
+@dataclass(frozen=True)
+class AgentBundle:
+    bucket: str
+    key: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class HeadInputs:
+    """What the head node's user data needs from AWS, resolved."""
+
+    data_volume_id: str
+    agent: AgentBundle
+    agent_config: Mapping[str, Any]
+    lustre: LustreMount | None = None
+
+
+def _unit(description: str, body: str, install: str = "") -> str:
+    text = f"# Generated by gpucluster.\n[Unit]\nDescription={description}\n{body}"
+    return text + (f"\n[Install]\n{install}\n" if install else "")
+
+
+def head_files(ctx: SlurmContext, catalog: Catalog, inputs: HeadInputs) -> tuple[WriteFile, ...]:
+    """Every file the head node's cloud-init writes, Slurm's own configs first."""
+    slurm = ctx.slurm
+    accounting = slurm.accounting is not None
+    files = [
+        WriteFile(f"{SLURM_ETC}/slurm.conf", slurm_conf(ctx, catalog)),
+        WriteFile(f"{SLURM_ETC}/gres.conf", gres_conf(ctx, catalog)),
+        WriteFile(f"{SLURM_ETC}/cgroup.conf", cgroup_conf(ctx)),
+        WriteFile(f"{TOPOLOGY_DIR}/topology.conf", topology_conf(ctx, catalog)),
+    ]
+    if accounting:
+        files.append(WriteFile(f"{SLURM_ETC}/slurmdbd.conf", slurmdbd_conf(ctx), "0600"))
+    files.append(WriteFile(AGENT_CONFIG_PATH, agent_json(inputs.agent_config)))
+    for key, name, command in PROGRAMS:
+        wrapper = (
+            f"#!/bin/sh\n# {key} of {ctx.cluster}: slurmctld runs it as SlurmUser with a hostlist and no PATH.\n"
+            f"export PYTHONPATH={AGENT_LIB} GPUCLUSTER_AGENT_CONFIG={AGENT_CONFIG_PATH}\n"
+            f'exec /usr/bin/python3 -m gpucluster_agents {command} "$1"\n'
+        )
+        files.append(WriteFile(f"{AGENT_BIN}/{name}", wrapper, "0755"))
+    agent_env = f"Environment=PYTHONPATH={AGENT_LIB}\nEnvironment=GPUCLUSTER_AGENT_CONFIG={AGENT_CONFIG_PATH}\n"
+    files += [
+        WriteFile(
+            "/etc/systemd/system/gpucluster-agent-maintain.service",
+            _unit(
+                "gpucluster node agent: sweep, end capacity holds, name static nodes, refresh topology.conf",
+                "After=slurmctld.service\n\n[Service]\nType=oneshot\nUser=slurm\nGroup=slurm\n"
+                + agent_env
+                + "ExecStart=/usr/bin/python3 -m gpucluster_agents maintain\n",
+            ),
+        ),
+        WriteFile(
+            "/etc/systemd/system/gpucluster-agent-maintain.timer",
+            _unit(
+                "Run the gpucluster node agent's maintain regularly",
+                f"\n[Timer]\nOnBootSec=2min\nOnUnitActiveSec={slurm.agent.maintain_interval_seconds}s\nAccuracySec=5s\n",
+                "WantedBy=timers.target",
+            ),
+        ),
+        WriteFile(
+            "/etc/systemd/system/gpucluster-imds-guard.service",
+            _unit(
+                "gpucluster: only root and slurm reach the instance metadata service",
+                "Before=network-online.target\n\n[Service]\nType=oneshot\nRemainAfterExit=yes\n" + f"ExecStart={IMDS_GUARD}\n",
+                "WantedBy=multi-user.target",
+            ),
+        ),
+        WriteFile.compressed(IMDS_GUARD, render("slurm/imds-guard.sh.j2"), "0755"),
+        WriteFile(
+            "/etc/systemd/system/slurmctld.service.d/gpucluster.conf",
+            f"# gpucluster: slurmctld's state lives on the data volume.\n[Unit]\nRequiresMountsFor={DATA_DIR}\n",
+        ),
+        WriteFile(
+            "/etc/cloud/cloud.cfg.d/99-gpucluster-hostname.cfg",
+            "# gpucluster: keep the controller's name\npreserve_hostname: true\n",
+        ),
+        WriteFile.compressed(AWS_HELPER, aws_helper(ctx), "0755"),
+    ]
+    if accounting:
+        files.append(
+            WriteFile(
+                "/etc/systemd/system/slurmdbd.service.d/gpucluster.conf",
+                f"# gpucluster: the accounting database lives on the data volume.\n[Unit]\nRequiresMountsFor={DATA_DIR} /var/lib/mysql\n",
+            )
+        )
+    setup = render(
+        "slurm/head-setup.sh.j2",
+        cluster=ctx.cluster,
+        hostname=head_hostname(ctx.cluster),
+        slurm_version=SLURM_VERSION,
+        accounting=accounting,
+        data_volume_id=inputs.data_volume_id,
+        data_dir=DATA_DIR,
+        packages=HEAD_PACKAGES + (ACCOUNTING_PACKAGES if accounting else ()),
+        aws_helper=AWS_HELPER,
+        state_save_location=STATE_SAVE_LOCATION,
+        agent_state_dir=AGENT_STATE_DIR,
+        topology_dir=TOPOLOGY_DIR,
+        agent={"bucket": inputs.agent.bucket, "key": inputs.agent.key, "sha256": inputs.agent.sha256, "dest": AGENT_LIB},
+    )
+    files.append(WriteFile.compressed(HEAD_SETUP, setup, "0755"))
+    return tuple(files)
+
+
+def head_cloud_config(ctx: SlurmContext, catalog: Catalog, inputs: HeadInputs) -> CloudConfig:
+    """The head node's user data: its files, then (with a shared file system) the Lustre mount, then
+    the setup script."""
+    from components.bootstrap import LUSTRE_MOUNT_SCRIPT
+
+    files = list(head_files(ctx, catalog, inputs))
+    runcmd: list[tuple[str, ...]] = []
+    sections = ["slurm head node"]
+    if inputs.lustre is not None:
+        m = inputs.lustre
+        script = render(
+            "storage/mount-lustre.sh.j2",
+            file_system=m.file_system,
+            dns_name=m.dns_name,
+            mount_name=m.mount_name,
+            mount_point=m.mount_point,
+            mount_options=m.mount_options,
+            efa=False,
+            gds=False,
+        )
+        files.append(WriteFile.compressed(LUSTRE_MOUNT_SCRIPT, script, "0755"))
+        runcmd.append((LUSTRE_MOUNT_SCRIPT,))
+        sections.append("lustre mount")
+    runcmd.append((HEAD_SETUP,))
+    # Every file gzipped (cloud-init decodes them): the configs grow with the node groups and EC2 takes
+    # 16 KB of user data. The plan lists each file decoded.
+    packed = tuple(f if f.encoding else WriteFile.compressed(f.path, f.content, f.permissions) for f in files)
+    return CloudConfig(write_files=packed, runcmd=tuple(runcmd), sections=tuple(sections))
+
+
+def head_title(ctx: SlurmContext) -> str:
+    return f"gpucluster {ctx.cluster} / Slurm head node {head_hostname(ctx.cluster)} ({ctx.slurm.head_node.instance_type})"
+
+
+def files_by_name(files: Sequence[WriteFile]) -> dict[str, str]:
+    """``{path: decoded text}``."""
+    return {f.path: f.text() for f in files}
