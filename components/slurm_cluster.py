@@ -315,7 +315,7 @@ class SlurmCluster(pulumi.ComponentResource):
         )
         aws.s3.BucketPolicy(f"{name}-artifacts-tls-only", bucket=bucket.id, policy=bucket.arn.apply(tls_only_policy), opts=child)
         agent_object = aws.s3.BucketObjectv2(
-            f"{name}-agent",
+            f"{name}-agent-package",
             bucket=bucket.id,
             key=bundle_key,
             content_base64=base64.b64encode(bundle).decode(),

@@ -1,0 +1,286 @@
+"""SlurmCluster under mocks: the head node, its least-privilege role, the munge key flow, the agent's
+config and the compute node groups (dynamic: a launch template only; static: an Auto Scaling group)."""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pytest
+
+from components.gpu_cluster import GpuCluster, GpuClusterArgs
+from components.naming import CLUSTER_TAG
+from components.shared_storage import SharedStorage
+from components.slurm_cluster import SlurmCluster, SlurmClusterArgs, agent_policy
+from components.slurm_render import controller_address, munge_secret_name
+from components.spec.load import load_spec
+from gpucluster_agents.config import parse_config
+from tests.conftest import group, make_config
+
+SUBNETS = ["subnet-0aaa1111"]
+SG = ["sg-0efa0000000000001", "sg-0node000000000002"]
+LT = "aws:ec2/launchTemplate:LaunchTemplate"
+ASG = "aws:autoscaling/group:Group"
+POLICY = "aws:iam/rolePolicy:RolePolicy"
+LUSTRE = SharedStorage(
+    "fsx", "lustre", "/fsx", "noatime,flock", "fs-0123.fsx.us-east-1.amazonaws.com", "abcdefgh", "fs-0123", 4800
+)
+DEV = {"name": "dev", "instanceType": "g6e.2xlarge", "availabilityZones": ["us-east-1a"], "minSize": 1, "maxSize": 2}
+
+
+def spec_of(*groups, storage=None, **slurm):
+    keys = {"slurm": slurm}
+    if storage is not None:
+        keys["storage"] = storage
+    return load_spec(make_config(*(groups or (group(name="p5", maxSize=16),)), **keys), stack="s").spec
+
+
+def build(spec, shared_storage=(LUSTRE,)):
+    groups = spec.groups_for("slurm")
+    return SlurmCluster(
+        "s-slurm",
+        SlurmClusterArgs(
+            cluster_name=spec.name,
+            region=spec.region,
+            slurm=spec.slurm,
+            node_groups=groups,
+            vpc_id="vpc-0abc12345",
+            head_subnet_id=SUBNETS[0],
+            node_group_subnet_ids={g.name: SUBNETS for g in groups},
+            security_group_ids=SG,
+            user_data={g.name: f"#cloud-config\n# {g.name}\n" for g in groups},
+            shared_storage=shared_storage,
+            tags={CLUSTER_TAG: "s", "team": "ml"},
+        ),
+    )
+
+
+def policy(plan, name: str) -> dict:
+    return json.loads(plan.by_name(name).inputs["policy"])
+
+
+def head_files(plan) -> dict[str, str]:
+    prefix = "s-slurm-head"
+    return {path[len(prefix) :]: text for path, text in plan.files.items() if path.startswith(prefix + "/")}
+
+
+@pytest.fixture(scope="module")
+def two_groups():
+    return spec_of(group(name="p5", maxSize=16), DEV, nodeGroups=[{"name": "dev", "mode": "static"}], accounting={})
+
+
+def test_agent_policy_is_least_privilege(run_components, two_groups):
+    plan = run_components(lambda: build(two_groups))
+    lts = {r.name: r.id for r in plan.of_type(LT)}
+    role = plan.by_name("s-slurm-node-role").state["arn"]
+    arn = "arn:aws:ec2:us-east-1:123456789012"
+    assert policy(plan, "s-slurm-agent")["Statement"] == [
+        {
+            "Sid": "LaunchOnlyFromTheClustersTemplates",
+            "Effect": "Allow",
+            "Action": "ec2:RunInstances",
+            "Resource": "*",
+            "Condition": {
+                "ArnLike": {
+                    "ec2:LaunchTemplate": [
+                        f"{arn}:launch-template/{lts['s-slurm-p5-lt']}",
+                        f"{arn}:launch-template/{lts['s-slurm-dev-lt']}",
+                    ]
+                }
+            },
+        },
+        {"Sid": "InstantFleets", "Effect": "Allow", "Action": "ec2:CreateFleet", "Resource": "*"},
+        {
+            "Sid": "TagWhileLaunching",
+            "Effect": "Allow",
+            "Action": "ec2:CreateTags",
+            "Resource": [f"{arn}:instance/*", f"{arn}:volume/*", f"{arn}:network-interface/*"],
+            "Condition": {"StringEquals": {"ec2:CreateAction": ["RunInstances", "CreateFleet"]}},
+        },
+        {
+            "Sid": "NameTheClustersInstances",
+            "Effect": "Allow",
+            "Action": "ec2:CreateTags",
+            "Resource": f"{arn}:instance/*",
+            "Condition": {
+                "StringEquals": {"ec2:ResourceTag/gpucluster:cluster": "s"},
+                "ForAllValues:StringEquals": {"aws:TagKeys": ["gpucluster:node-name", "Name"]},
+            },
+        },
+        {
+            # the static group's instances belong to its Auto Scaling group: never terminated by the agent
+            "Sid": "TerminateOnlyDynamicNodes",
+            "Effect": "Allow",
+            "Action": "ec2:TerminateInstances",
+            "Resource": f"{arn}:instance/*",
+            "Condition": {
+                "StringEquals": {"ec2:ResourceTag/gpucluster:cluster": "s", "ec2:ResourceTag/gpucluster:node-group": ["p5"]}
+            },
+        },
+        {
+            "Sid": "Describe",
+            "Effect": "Allow",
+            "Action": ["ec2:DescribeInstances", "ec2:DescribeInstanceTopology"],
+            "Resource": "*",
+        },
+        {
+            "Sid": "PassTheNodeRoleToEc2",
+            "Effect": "Allow",
+            "Action": "iam:PassRole",
+            "Resource": role,
+            "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+        },
+    ]
+
+
+def test_a_static_only_cluster_cannot_launch_or_terminate():
+    doc = agent_policy(
+        partition="aws",
+        region="us-east-1",
+        account="123456789012",
+        cluster="s",
+        launch_template_ids=["lt-1"],
+        dynamic_groups=[],
+        node_role_arn="arn:aws:iam::123456789012:role/n",
+    )
+    actions = {st["Action"] if isinstance(st["Action"], str) else tuple(st["Action"]) for st in doc["Statement"]}
+    assert actions == {"ec2:CreateTags", ("ec2:DescribeInstances", "ec2:DescribeInstanceTopology")}
+
+
+def test_munge_key_lives_only_in_an_empty_protected_secret(run_components, two_groups):
+    plan = run_components(lambda: build(two_groups))
+    (secret,) = plan.of_type("aws:secretsmanager/secret:Secret")
+    assert secret.inputs["name"] == munge_secret_name("s") and secret.protect and secret.retain_on_delete
+    assert secret.inputs["recoveryWindowInDays"] == 30
+    # no secret value anywhere in the program: not in Pulumi state, not in user data
+    assert plan.of_type("aws:secretsmanager/secretVersion:SecretVersion") == []
+    assert not any(k in r.inputs for r in plan.resources for k in ("secretString", "secretBinary"))
+    files = head_files(plan)
+    assert not any("munge.key" in path for path in files)
+    assert "put_secret_value(SecretId=SECRET, SecretBinary=os.urandom(1024))" in files["/usr/local/sbin/gpucluster-aws"]
+    # the head node may make and read it; compute nodes only read it; both only this secret
+    arn = secret.state["arn"]
+    head = policy(plan, "s-slurm-head")["Statement"][0]
+    assert (head["Action"], head["Resource"]) == (
+        ["secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue", "secretsmanager:DescribeSecret"],
+        arn,
+    )
+    assert policy(plan, "s-slurm-node-munge")["Statement"] == [
+        {"Sid": "ReadTheMungeKey", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": arn}
+    ]
+
+
+def test_head_node_is_private_protected_and_keeps_its_data(run_components, two_groups):
+    plan = run_components(lambda: build(two_groups))
+    (head,) = plan.of_type("aws:ec2/instance:Instance")
+    i = head.inputs
+    assert i["instanceType"] == "m7i.xlarge" and "keyName" not in i and "subnetId" not in i
+    assert i["metadataOptions"] == {
+        "httpEndpoint": "enabled",
+        "httpPutResponseHopLimit": 1,
+        "httpTokens": "required",
+        "instanceMetadataTags": "disabled",
+    }
+    assert i["disableApiTermination"] is True
+    assert i["rootBlockDevice"]["encrypted"] is True
+    assert head.delete_before_replace and head.ignore_changes == ["ami"]
+    (eni,) = plan.of_type("aws:ec2/networkInterface:NetworkInterface")
+    assert i["networkInterfaces"] == [{"deviceIndex": 0, "networkInterfaceId": eni.id}]
+    assert eni.inputs["subnetId"] == SUBNETS[0] and eni.inputs["securityGroups"] == SG
+    (volume,) = plan.of_type("aws:ebs/volume:Volume")
+    assert volume.protect and volume.retain_on_delete
+    assert (volume.inputs["encrypted"], volume.inputs["type"], volume.inputs["size"], volume.inputs["finalSnapshot"]) == (
+        True,
+        "gp3",
+        100,
+        True,
+    )
+    (attach,) = plan.of_type("aws:ec2/volumeAttachment:VolumeAttachment")
+    assert (attach.inputs["volumeId"], attach.inputs["instanceId"]) == (volume.id, head.id)
+    assert head_files(plan)["/usr/local/sbin/gpucluster-slurm-head"].count(volume.id) >= 2
+    # no ingress from anywhere: the head node is reached with Session Manager
+    assert plan.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule") == []
+    ssm = [r.inputs["policyArn"] for r in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")]
+    assert ssm == ["arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"] * 2
+    (record,) = plan.of_type("aws:route53/record:Record")
+    assert record.inputs["name"] == controller_address("s") and record.inputs["records"] == [eni.state["privateIp"]]
+
+
+def test_unprotected_stacks_can_be_destroyed(run_components):
+    spec = spec_of(protectData=False)
+    plan = run_components(lambda: build(spec))
+    (volume,) = plan.of_type("aws:ebs/volume:Volume")
+    (secret,) = plan.of_type("aws:secretsmanager/secret:Secret")
+    assert not (volume.protect or volume.retain_on_delete or secret.protect or secret.retain_on_delete)
+    assert secret.inputs["recoveryWindowInDays"] == 0 and volume.inputs["finalSnapshot"] is False
+
+
+def test_agent_config_on_the_head_node_names_every_launch_template(run_components, two_groups):
+    plan = run_components(lambda: build(two_groups))
+    cfg = parse_config(json.loads(head_files(plan)["/etc/gpucluster/agent.json"]))  # the agent's own schema
+    lts = {r.name: r for r in plan.of_type(LT)}
+    p5, dev = cfg.node_groups
+    assert (p5.name, p5.mode, p5.max_nodes, p5.launch_template_id) == ("p5", "dynamic", 16, lts["s-slurm-p5-lt"].id)
+    assert (dev.name, dev.mode, dev.max_nodes, dev.launch_template_id) == ("dev", "static", 2, lts["s-slurm-dev-lt"].id)
+    assert p5.launch_template_version == "1" and p5.subnet_ids == tuple(SUBNETS)
+    pg = plan.of_type("aws:ec2/placementGroup:PlacementGroup")[0]
+    assert p5.efa_enabled and p5.placement_group == pg.state["name"]
+    assert cfg.cluster_name == "s" and cfg.state_dir == "/srv/slurm/agent"
+
+
+def test_dynamic_groups_have_no_auto_scaling_group_static_ones_do(run_components, two_groups):
+    plan = run_components(lambda: build(two_groups))
+    (asg,) = plan.of_type(ASG)
+    assert (asg.inputs["minSize"], asg.inputs["maxSize"], asg.inputs["desiredCapacity"]) == (1, 2, 1)
+    lts = {r.name: r.inputs for r in plan.of_type(LT)}
+    assert asg.inputs["launchTemplate"]["id"] == plan.by_name("s-slurm-dev-lt").id
+    profile = plan.by_name("s-slurm-node-profile").state["arn"]
+    for lt in lts.values():
+        # nodes read the name the agent tags them with from instance metadata
+        assert lt["metadataOptions"]["instanceMetadataTags"] == "enabled"
+        assert lt["iamInstanceProfile"]["arn"] == profile
+
+
+def test_head_node_files_and_lustre_mount(run_components, two_groups):
+    plan = run_components(lambda: build(two_groups))
+    files = head_files(plan)
+    for path in (
+        "/etc/slurm/slurm.conf",
+        "/etc/slurm/gres.conf",
+        "/etc/slurm/cgroup.conf",
+        "/etc/slurm/slurmdbd.conf",
+        "/var/lib/gpucluster/slurm/topology.conf",
+        "/etc/gpucluster/agent.json",
+        "/opt/gpucluster/bin/slurm-resume",
+        "/etc/systemd/system/gpucluster-agent-maintain.timer",
+    ):
+        assert path in files, path
+    assert "dns=fs-0123.fsx.us-east-1.amazonaws.com" in files["/usr/local/sbin/gpucluster-mount-lustre"]
+    user_data = plan.files["s-slurm-head/user-data"]
+    assert len(user_data.encode()) <= 16384
+    (obj,) = plan.of_type("aws:s3/bucketObjectv2:BucketObjectv2")
+    sha = obj.inputs["contentBase64"].split("sha256 ")[1].rstrip(">")
+    assert f"{obj.inputs['key']} {sha}" in files["/usr/local/sbin/gpucluster-slurm-head"]
+    head = policy(plan, "s-slurm-head")["Statement"][1]
+    assert head["Resource"] == f"{plan.by_name('s-slurm-artifacts').state['arn']}/{obj.inputs['key']}"
+
+
+def test_gpu_cluster_wires_slurm_like_eks(run_components):
+    spec = spec_of(
+        group(name="p5", maxSize=4),
+        DEV,
+        nodeGroups=[{"name": "dev", "mode": "static"}],
+        storage={"lustre": {"storageCapacityGib": 2400, "throughputPerUnitStorage": 250}},
+    )
+    plan = run_components(lambda: GpuCluster("s", GpuClusterArgs(spec=spec), opts=pulumi.ResourceOptions()))
+    slurm = plan.by_name("s-slurm")
+    assert {r.name for r in plan.children(slurm.urn) if not r.custom} == {"s-slurm-p5", "s-slurm-dev"}
+    # compute user data: the node's own parts (NCCL, the Lustre mount) and then slurmd, pointed at the controller
+    p5 = plan.files["s-slurm-p5-lt/user-data"]
+    assert "# Parts: node facts, nccl/efa environment, lustre mount, slurmd (configless)" in p5
+    node = plan.files["s-slurm-p5-lt/usr/local/sbin/gpucluster-slurm-node"]
+    assert f"--conf-server {controller_address('s')}:6817 -N $node" in node
+    assert plan.files["s-slurm-p5-lt/etc/gpucluster/slurm/task-prolog"].startswith("#!/bin/sh")
+    # the file system's real DNS name reaches the head node too
+    fs = plan.of_type("aws:fsx/lustreFileSystem:LustreFileSystem")[0]
+    assert f"dns={fs.state['dnsName']}" in plan.files["s-slurm-head/usr/local/sbin/gpucluster-mount-lustre"]

@@ -1,0 +1,125 @@
+"""Run the real Slurm daemons (Debian's 22.05) over rendered config files, the way FACTS.md measured:
+``timeout 5 slurmctld -D -c`` keeps running (exit 124) on a valid config and exits 1 on an invalid
+one; slurmdbd does the same with slurmdbd.conf (it then waits for its database).
+
+Only what cannot work on this machine is changed before the check, each named in CHECK_OVERRIDES:
+the controller's host name (slurmctld refuses to run on a host slurm.conf does not name), users and
+authentication (no munged here), ports and paths (throwaway ones), the power-saving programs (the
+agent's wrappers exist on head nodes only) and the accounting store (a slurmdbd needs a database;
+slurmdbd.conf is checked on its own). Every other line is checked as rendered.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from pathlib import Path
+
+SLURMCTLD = "/usr/sbin/slurmctld"
+SLURMDBD = "/usr/sbin/slurmdbd"
+
+# Log lines that say nothing about the config: no state yet, no PMIx library here, configless notes.
+HARMLESS = (
+    "state file",
+    "Trying backup state save file",
+    "pmix",
+    "MPI: Cannot create context",
+    "Job accounting information gathered, but not stored",
+    "you have asked for it not to be stored",
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _patch(text: str, values: dict[str, str]) -> str:
+    out = []
+    for line in text.splitlines():
+        key = line.split("=", 1)[0] if "=" in line and not line.startswith("#") else ""
+        out.append(f"{key}={values[key]}" if key in values else line)
+    return "\n".join(out) + "\n"
+
+
+def check_overrides(run_dir: Path) -> dict[str, str]:
+    stub = run_dir / "program"
+    stub.write_text("#!/bin/sh\nexit 0\n")
+    stub.chmod(0o755)
+    return {
+        "SlurmctldHost": "localhost",
+        "SlurmUser": "root",
+        "AuthType": "auth/none",
+        "CredType": "cred/none",
+        "SlurmctldPort": str(free_port()),
+        "SlurmdPort": str(free_port()),
+        "StateSaveLocation": str(run_dir / "state"),
+        "SlurmctldPidFile": str(run_dir / "slurmctld.pid"),
+        "SlurmctldLogFile": str(run_dir / "slurmctld.log"),
+        "ResumeProgram": str(stub),
+        "SuspendProgram": str(stub),
+        "ResumeFailProgram": str(stub),
+        "AccountingStorageType": "accounting_storage/none",
+    }
+
+
+def check_slurmctld(files: dict[str, str], run_dir: Path, timeout: int = 3) -> tuple[int, list[str]]:
+    """Write ``files`` (slurm.conf, gres.conf, cgroup.conf, topology.conf) into ``run_dir`` and run
+    ``slurmctld -D -c`` on them. Returns (exit status, error/fatal lines that matter); a config that
+    was read to the end also leaves "Running as primary controller" in the log (else a problem)."""
+    (run_dir / "state").mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        if name == "slurm.conf":
+            text = _patch(text, check_overrides(run_dir))
+        (run_dir / name).write_text(text)
+    proc = subprocess.run(
+        ["timeout", str(timeout), SLURMCTLD, "-D", "-c"],
+        env={"SLURM_CONF": str(run_dir / "slurm.conf"), "PATH": "/usr/sbin:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    log = (run_dir / "slurmctld.log").read_text() if (run_dir / "slurmctld.log").exists() else proc.stderr
+    problems = _problems(log)
+    if proc.returncode == 124 and "Running as primary controller" not in log:
+        problems.append("slurmctld never got past reading its configuration")
+    return proc.returncode, problems
+
+
+def check_slurmdbd(slurmdbd_conf: str, run_dir: Path, timeout: int = 3) -> tuple[int, list[str]]:
+    """slurmdbd reads slurmdbd.conf next to $SLURM_CONF; with a valid one it keeps running (waiting
+    for MariaDB), with an invalid one it exits."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "slurm.conf").write_text("ClusterName=check\nSlurmctldHost=localhost\n")
+    conf = _patch(
+        slurmdbd_conf,
+        {
+            "AuthType": "auth/none",
+            "SlurmUser": "root",
+            "DbdPort": str(free_port()),
+            "LogFile": str(run_dir / "slurmdbd.log"),
+            "PidFile": str(run_dir / "slurmdbd.pid"),
+        },
+    )
+    path = run_dir / "slurmdbd.conf"
+    path.write_text(conf)
+    path.chmod(0o600)
+    proc = subprocess.run(
+        ["timeout", str(timeout), SLURMDBD, "-D"],
+        env={"SLURM_CONF": str(run_dir / "slurm.conf"), "PATH": "/usr/sbin:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    log = (run_dir / "slurmdbd.log").read_text() if (run_dir / "slurmdbd.log").exists() else proc.stderr
+    problems = [p for p in _problems(log) if "mysql" not in p.lower() and "database must be up" not in p]
+    return proc.returncode, problems
+
+
+def _problems(log: str) -> list[str]:
+    return [
+        line
+        for line in log.splitlines()
+        if ("error:" in line or "fatal:" in line) and not any(h.lower() in line.lower() for h in HARMLESS)
+    ]

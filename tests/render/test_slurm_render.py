@@ -1,0 +1,323 @@
+"""Rendered Slurm files: exact node / partition / GRES lines from the instance catalog, every stack's
+files accepted by the real slurmctld and slurmdbd (Debian 22.05) and pinned by golden files, and the
+node-side scripts run for real (the TaskProlog; the munge-key and agent-package helper against moto)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import boto3
+import pytest
+
+from components import slurm_render as sr
+from components.plan.engine import run_plan, stack_names
+from components.spec.catalog import load_catalog
+from components.spec.load import load_spec
+from gpucluster_agents.config import parse_config
+from tests.conftest import GOLDEN, check_golden, group, make_config, require_tool
+from tests.render.slurm_check import SLURMCTLD, SLURMDBD, check_slurmctld, check_slurmdbd
+
+CATALOG = load_catalog()
+SLURM_FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf", "slurmdbd.conf")
+
+
+def context(*groups, **slurm) -> sr.SlurmContext:
+    return sr.SlurmContext.of(load_spec(make_config(*groups, slurm=slurm), stack="lines").spec)
+
+
+P5 = group(name="p5", maxSize=16)
+DEV = {"name": "dev", "instanceType": "g6e.2xlarge", "availabilityZones": ["us-east-1a"], "minSize": 2, "maxSize": 2}
+TRN = group(name="trn-a", instanceType="trn1.32xlarge", maxSize=1)
+
+
+# --- exact lines -------------------------------------------------------------------------------------------
+
+
+def test_node_lines_come_from_the_catalog():
+    ctx = context(P5, DEV, TRN, nodeGroups=[{"name": "dev", "mode": "static", "features": ["interactive"], "weight": 5}])
+    lines = [sr.node_line(g.group, g.facts, g.entry) for g in sr.slurm_groups(ctx, CATALOG)]
+    assert lines == [
+        # 192 vCPUs, 95 % of 2,097,152 MiB, 8 H100, EFA, the zone
+        "NodeName=p5-[1-16] State=CLOUD CPUs=192 RealMemory=1992294 Gres=gpu:h100:8 Features=dynamic,p5.48xlarge,h100,efa,us-east-1a",
+        "NodeName=dev-[1-2] State=CLOUD CPUs=8 RealMemory=62259 Gres=gpu:l40s:1 Features=static,g6e.2xlarge,l40s,us-east-1a,interactive "
+        "Weight=5",
+        # one node: no range; 16 Trainium devices as a Neuron GRES
+        "NodeName=trn-a-1 State=CLOUD CPUs=128 RealMemory=498073 Gres=neuron:16 Features=dynamic,trn1.32xlarge,trainium,efa,us-east-1a",
+    ]
+
+
+def test_partition_lines_default_tier_and_memory_per_cpu():
+    ctx = context(P5, DEV, nodeGroups=[{"name": "dev", "mode": "static", "default": True}, {"name": "p5", "priorityTier": 10}])
+    lines = [sr.partition_line(g.group, g.facts, g.entry) for g in sr.slurm_groups(ctx, CATALOG)]
+    assert lines == [
+        "PartitionName=p5 Nodes=p5-[1-16] Default=NO MaxTime=INFINITE State=UP DefMemPerCPU=10376 PriorityTier=10",
+        "PartitionName=dev Nodes=dev-[1-2] Default=YES MaxTime=INFINITE State=UP DefMemPerCPU=7782",
+    ]
+
+
+def test_gres_lines_name_device_files():
+    ctx = context(
+        P5, DEV, TRN, group(name="cpu", instanceType="m7i.xlarge", maxSize=2), nodeGroups=[{"name": "dev", "mode": "static"}]
+    )
+    lines = [sr.gres_line(g.group, g.facts) for g in sr.slurm_groups(ctx, CATALOG)]
+    assert lines == [
+        "NodeName=p5-[1-16] Name=gpu Type=h100 File=/dev/nvidia[0-7]",
+        "NodeName=dev-[1-2] Name=gpu Type=l40s File=/dev/nvidia0",
+        "NodeName=trn-a-1 Name=neuron File=/dev/neuron[0-15]",
+        None,  # no accelerator, no GRES
+    ]
+    conf = sr.slurm_conf(ctx, CATALOG)
+    assert "GresTypes=gpu,neuron\n" in conf
+    assert "SuspendExcParts=dev\n" in conf  # static partitions are never powered down
+
+
+def test_slurm_conf_keys_for_cloud_nodes_efa_and_configless():
+    conf = sr.slurm_conf(context(P5, accounting={}, powerSaving={"suspendTimeSeconds": 900}), CATALOG).splitlines()
+    for line in (
+        "SlurmctldHost=lines-head(slurmctld.lines.gpucluster.internal)",
+        "SuspendTime=900",
+        "ResumeTimeout=1800",
+        "ResumeProgram=/opt/gpucluster/bin/slurm-resume",
+        "SuspendProgram=/opt/gpucluster/bin/slurm-suspend",
+        "ResumeFailProgram=/opt/gpucluster/bin/slurm-resume-fail",
+        "SlurmctldParameters=cloud_reg_addrs,idle_on_node_suspend,enable_configless",
+        "PropagateResourceLimitsExcept=MEMLOCK",
+        "TopologyPlugin=topology/tree",
+        "TaskProlog=/etc/gpucluster/slurm/task-prolog",
+        "AccountingStorageType=accounting_storage/slurmdbd",
+        "StateSaveLocation=/srv/slurm/slurmctld",
+    ):
+        assert line in conf, line
+    assert not any(line.startswith("SuspendExcParts") for line in conf)
+
+
+def test_agent_config_is_valid_for_the_agent_and_names_every_group():
+    ctx = context(P5, DEV, nodeGroups=[{"name": "dev", "mode": "static"}])
+    targets = {
+        "p5": sr.LaunchTarget("lt-0aaa", 3, ("subnet-0aaa",), "pg-1"),
+        "dev": sr.LaunchTarget("lt-0bbb", 1, ("subnet-0bbb",)),
+    }
+    cfg = parse_config(sr.agent_config(ctx, CATALOG, targets))  # the agent's own schema check
+    p5, dev = cfg.node_groups
+    assert (p5.name, p5.mode, p5.max_nodes, p5.launch_template_id, p5.launch_template_version) == (
+        "p5",
+        "dynamic",
+        16,
+        "lt-0aaa",
+        "3",
+    )
+    assert (p5.efa_enabled, p5.placement_group, p5.subnet_ids) == (True, "pg-1", ("subnet-0aaa",))
+    assert (dev.name, dev.mode, dev.static, dev.max_nodes) == ("dev", "static", True, 2)
+    assert cfg.state_dir == "/srv/slurm/agent" and cfg.topology_conf == "/var/lib/gpucluster/slurm/topology.conf"
+
+
+def test_agent_bundle_is_reproducible_and_importable(tmp_path):
+    a, b = sr.agent_bundle(), sr.agent_bundle()
+    assert a == b and sr.sha256(a) == hashlib.sha256(a).hexdigest()
+    import zipfile
+
+    zipfile.ZipFile(__import__("io").BytesIO(a)).extractall(tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-c", "import gpucluster_agents.cli as c; print(c.COMMANDS)"],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(tmp_path), "PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "resume" in out.stdout
+
+
+# --- every stack's files: golden and accepted by the real Slurm -------------------------------------------------
+
+
+def slurm_stack_files() -> list[tuple[str, dict[str, str]]]:
+    out = []
+    for stack in stack_names():
+        plan = run_plan(stack)
+        head = [p for p in plan.files if p.endswith("/etc/slurm/slurm.conf")]
+        if not head:
+            continue
+        prefix = head[0][: -len("/etc/slurm/slurm.conf")]
+        files = {
+            name: plan.files[f"{prefix}/etc/slurm/{name}"] for name in SLURM_FILES if f"{prefix}/etc/slurm/{name}" in plan.files
+        }
+        files["topology.conf"] = plan.files[f"{prefix}/var/lib/gpucluster/slurm/topology.conf"]
+        files["agent.json"] = plan.files[f"{prefix}/etc/gpucluster/agent.json"]
+        out.append((stack, files))
+    return out
+
+
+STACK_FILES = slurm_stack_files()
+
+
+def test_there_is_a_slurm_stack():
+    assert [s for s, _ in STACK_FILES] == ["slurm-p5"]
+
+
+@pytest.mark.parametrize(("stack", "files"), STACK_FILES, ids=[s for s, _ in STACK_FILES])
+def test_stack_slurm_files_golden_and_accepted_by_slurmctld(stack, files, tmp_path, update_golden):
+    for name, text in sorted(files.items()):
+        check_golden(GOLDEN / "slurm" / stack / name, text, update_golden)
+    require_tool(SLURMCTLD)
+    rc, problems = check_slurmctld({k: v for k, v in files.items() if k.endswith(".conf") and k != "slurmdbd.conf"}, tmp_path)
+    assert rc == 124 and problems == [], problems
+    parse_config(__import__("json").loads(files["agent.json"]))
+
+
+@pytest.mark.parametrize(("stack", "files"), [sf for sf in STACK_FILES if "slurmdbd.conf" in sf[1]])
+def test_stack_slurmdbd_conf_accepted_by_slurmdbd(stack, files, tmp_path):
+    require_tool(SLURMDBD)
+    rc, problems = check_slurmdbd(files["slurmdbd.conf"], tmp_path)
+    assert rc == 124 and problems == [], problems
+
+
+VARIANTS = {
+    "neuron-static-only": make_config(
+        group(name="trn", instanceType="trn1.32xlarge", minSize=1, maxSize=4, desiredSize=1),
+        slurm={"nodeGroups": [{"name": "trn", "mode": "static"}]},
+    ),
+    "three-partitions": make_config(
+        P5,
+        DEV,
+        group(name="a100-spot", instanceType="p4d.24xlarge", maxSize=1, capacity={"type": "spot"}),
+        slurm={
+            "nodeGroups": [{"name": "dev", "mode": "static", "default": True}, {"name": "p5", "priorityTier": 10, "weight": 10}]
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("config", VARIANTS.values(), ids=VARIANTS.keys())
+def test_variants_accepted_by_slurmctld(config, tmp_path):
+    require_tool(SLURMCTLD)
+    ctx = sr.SlurmContext.of(load_spec(config, stack="variant").spec)
+    files = {
+        "slurm.conf": sr.slurm_conf(ctx, CATALOG),
+        "gres.conf": sr.gres_conf(ctx, CATALOG),
+        "cgroup.conf": sr.cgroup_conf(ctx),
+        "topology.conf": sr.topology_conf(ctx, CATALOG),
+    }
+    rc, problems = check_slurmctld(files, tmp_path)
+    assert rc == 124 and problems == [], problems
+
+
+def test_the_check_can_fail(tmp_path):
+    """The check above refuses a broken file: an unknown key in gres.conf stops slurmctld."""
+    require_tool(SLURMCTLD)
+    ctx = context(P5)
+    files = {
+        "slurm.conf": sr.slurm_conf(ctx, CATALOG),
+        "gres.conf": sr.gres_conf(ctx, CATALOG) + "Bogus=1\n",
+        "cgroup.conf": sr.cgroup_conf(ctx),
+        "topology.conf": sr.topology_conf(ctx, CATALOG),
+    }
+    rc, problems = check_slurmctld(files, tmp_path)
+    assert rc == 1 and any("Bogus" in p for p in problems), problems
+
+
+def test_golden_dir_has_no_stale_files():
+    expected = {GOLDEN / "slurm" / s / name for s, files in STACK_FILES for name in files}
+    assert set((GOLDEN / "slurm").rglob("*.*")) <= expected
+
+
+# --- the node-side scripts, run ----------------------------------------------------------------------------------
+
+
+def test_task_prolog_exports_the_node_environment_but_not_over_the_jobs(tmp_path):
+    ctx = context(P5)
+    g = sr.slurm_groups(ctx, CATALOG)[0]
+    script = tmp_path / "task-prolog"
+    script.write_text(sr.task_prolog(g.group, g.facts))
+    script.chmod(0o755)
+    env_file = tmp_path / "nccl.env"
+    env_file.write_text("FI_PROVIDER=efa\nNCCL_DEBUG=WARN\nNCCL_SOCKET_IFNAME=^docker,lo,veth\n")
+    sh = require_tool("sh")
+    out = subprocess.run(
+        [sh, str(script)],
+        env={"PATH": "/usr/bin:/bin", "GPUCLUSTER_NCCL_ENV": str(env_file), "NCCL_DEBUG": "INFO", "LD_LIBRARY_PATH": "/x"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert out == [
+        "export FI_PROVIDER=efa",
+        "export NCCL_SOCKET_IFNAME=^docker,lo,veth",  # NCCL_DEBUG is the job's own
+        "export LD_LIBRARY_PATH=/opt/amazon/efa/lib:/opt/amazon/ofi-nccl/lib:/opt/aws-ofi-nccl/lib:/x",
+    ]
+
+
+def test_shell_scripts_parse(tmp_path):
+    bash = require_tool("bash")
+    plan_files = {p: t for _, files in [(s, run_plan(s).files) for s, _ in STACK_FILES] for p, t in files.items()}
+    scripts = {p: t for p, t in plan_files.items() if "/usr/local/sbin/gpucluster-" in p and t.startswith("#!/bin/")}
+    assert any(p.endswith("gpucluster-slurm-head") for p in scripts) and any(p.endswith("gpucluster-slurm-node") for p in scripts)
+    for path, text in scripts.items():
+        f = tmp_path / "s.sh"
+        f.write_text(text)
+        result = subprocess.run([bash, "-n", str(f)], capture_output=True, text=True, check=False)
+        assert result.returncode == 0, f"{path}: {result.stderr}"
+
+
+@pytest.fixture
+def helper(tmp_path):
+    ctx = context(P5)
+    path = tmp_path / "gpucluster-aws"
+    path.write_text(sr.aws_helper(ctx))
+    path.chmod(0o755)
+    return path
+
+
+def run_helper(helper: Path, moto: str, key_file: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        "PATH": os.environ["PATH"],
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_CONFIG_FILE": "/dev/null",
+        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "GPUCLUSTER_SM_ENDPOINT": moto,
+        "GPUCLUSTER_S3_ENDPOINT": moto,
+        "GPUCLUSTER_MUNGE_KEY": str(key_file),
+    }
+    return subprocess.run([sys.executable, str(helper), *args], env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_munge_key_is_made_once_in_secrets_manager_and_read_by_every_node(helper, moto_endpoint, tmp_path, aws_env):
+    import urllib.request
+
+    urllib.request.urlopen(urllib.request.Request(f"{moto_endpoint}/moto-api/reset", data=b"", method="POST"), timeout=10)
+    sm = boto3.client("secretsmanager", region_name="us-east-1", endpoint_url=moto_endpoint)
+    sm.create_secret(Name=sr.munge_secret_name("lines"))  # what the stack creates: a secret with no value
+    head_key, again, node_key = tmp_path / "head.key", tmp_path / "again.key", tmp_path / "node.key"
+    made = run_helper(helper, moto_endpoint, head_key, "munge-key", "--create")
+    assert made.returncode == 0, made.stderr
+    assert "created the munge key" in made.stdout
+    key = head_key.read_bytes()
+    assert len(key) == 1024 and stat.S_IMODE(head_key.stat().st_mode) == 0o400
+    # a second head node (a replacement) and a compute node read the same key; nothing makes a new one
+    for path, args in ((again, ("munge-key", "--create")), (node_key, ("munge-key",))):
+        r = run_helper(helper, moto_endpoint, path, *args)
+        assert r.returncode == 0 and "created" not in r.stdout, r.stdout + r.stderr
+        assert path.read_bytes() == key
+    assert sm.get_secret_value(SecretId=sr.munge_secret_name("lines"))["SecretBinary"] == key
+
+
+def test_agent_package_is_installed_only_with_its_checksum(helper, moto_endpoint, tmp_path, aws_env):
+    s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=moto_endpoint)
+    s3.create_bucket(Bucket="artifacts")
+    bundle = sr.agent_bundle()
+    s3.put_object(Bucket="artifacts", Key="agent.zip", Body=bundle)
+    dest = tmp_path / "lib"
+    bad = run_helper(helper, moto_endpoint, tmp_path / "k", "fetch-agent", "artifacts", "agent.zip", "0" * 64, str(dest))
+    assert bad.returncode != 0 and "expected 0000" in bad.stderr and not dest.exists()
+    good = run_helper(
+        helper, moto_endpoint, tmp_path / "k", "fetch-agent", "artifacts", "agent.zip", sr.sha256(bundle), str(dest)
+    )
+    assert good.returncode == 0, good.stderr
+    assert (dest / "gpucluster_agents" / "agent.py").exists()
