@@ -1,12 +1,14 @@
 """A real slurmctld (Debian's Slurm 22.05) in a temp dir, with cloud node groups whose
 Resume/Suspend/ResumeFail programs run the agent against moto.
 
-Two layers, so the project's own renderer can replace the first one later:
-- ``render_slurm_conf``: a slurm.conf as a real cluster would have it (partitions per node group,
-  CLOUD nodes, power saving, topology/tree). Stands in for the project's rendered slurm.conf.
-- ``local_overrides``: the small patch that makes any such slurm.conf run unprivileged-ish on one
-  machine: private ports and paths, SlurmUser=root, no munge, one NodeAddr=127.0.0.1/Port per node,
-  node sizes of this machine, fake GPU device files, short timers.
+Two layers:
+- ``rendered``: the project's own files for the test cluster (``components.slurm_render``: slurm.conf,
+  gres.conf, cgroup.conf, the initial topology.conf, the TaskProlog and the agent's config), exactly
+  as a head node gets them.
+- ``local_overrides`` (and ``local_gres_conf``, ``local_agent_config``): the only local patch, making
+  such files run on one machine: private ports and paths, SlurmUser=root, no munge, no cgroups, one
+  NodeAddr=127.0.0.1/Port per node, node sizes of this machine, fake GPU device files, short timers,
+  the agent talking to moto.
 """
 
 from __future__ import annotations
@@ -39,71 +41,67 @@ MARKER_KEY = "GPUCLUSTER_E2E_RUN"
 
 @dataclass(frozen=True)
 class GroupSpec:
+    """A Slurm node group of the test cluster (a ``gpucluster:nodeGroups`` entry and its
+    ``gpucluster:slurm.nodeGroups`` settings)."""
+
     name: str
+    instance_type: str
     nodes: int
-    gpus: int
-    cpus: int
-    memory_mb: int
     priority_tier: int
+    mode: str = "dynamic"
 
 
-# ---------------------------------------------------------------------------- the "rendered" config
-def render_slurm_conf(cluster: str, groups: list[GroupSpec]) -> str:
-    """What the project's renderer produces for a head node (paths and ports of a real install)."""
-    lines = [
-        f"ClusterName={cluster}",
-        "SlurmctldHost=head",
-        "SlurmUser=slurm",
-        "AuthType=auth/munge",
-        "CredType=cred/munge",
-        "SlurmctldPort=6817",
-        "SlurmdPort=6818",
-        "StateSaveLocation=/var/spool/slurmctld",
-        "SlurmdSpoolDir=/var/spool/slurmd",
-        "SlurmctldPidFile=/run/slurmctld.pid",
-        "SlurmdPidFile=/run/slurmd.pid",
-        "SlurmctldLogFile=/var/log/slurm/slurmctld.log",
-        "SlurmdLogFile=/var/log/slurm/slurmd.log",
-        "ProctrackType=proctrack/cgroup",
-        "TaskPlugin=task/affinity,task/cgroup",
-        "SchedulerType=sched/backfill",
-        "SelectType=select/cons_tres",
-        "SelectTypeParameters=CR_Core_Memory",
-        "GresTypes=gpu",
-        "TopologyPlugin=topology/tree",
-        "ReturnToService=2",
-        "# power saving: every node is a cloud node launched by gpucluster_agents",
-        "ResumeProgram=/opt/gpucluster/bin/slurm-resume",
-        "SuspendProgram=/opt/gpucluster/bin/slurm-suspend",
-        "ResumeFailProgram=/opt/gpucluster/bin/slurm-resume-fail",
-        "ResumeTimeout=1800",
-        "SuspendTime=600",
-        "SuspendTimeout=120",
-        "ResumeRate=0",
-        "SuspendRate=0",
-        "TreeWidth=65533",
-        "SlurmctldParameters=cloud_reg_addrs,idle_on_node_suspend",
-        "PrivateData=cloud",
-    ]
-    for g in groups:
-        lines.append(
-            f"NodeName={g.name}-[1-{g.nodes}] State=CLOUD CPUs={g.cpus} RealMemory={g.memory_mb} "
-            f"Gres=gpu:{g.gpus} Feature={g.name}"
-        )
-    for i, g in enumerate(groups):
-        default = " Default=YES" if i == 0 else ""
-        lines.append(
-            f"PartitionName={g.name} Nodes={g.name}-[1-{g.nodes}] State=UP MaxTime=INFINITE "
-            f"PriorityTier={g.priority_tier}{default}"
-        )
-    return "\n".join(lines) + "\n"
+# ---------------------------------------------------------------------------- the rendered files
+@dataclass(frozen=True)
+class Rendered:
+    """The project's files for a head node of this cluster, as ``components.slurm_render`` makes them."""
+
+    slurm_conf: str
+    gres_conf: str
+    cgroup_conf: str
+    topology_conf: str
+    task_prolog: str
+    nccl_env: str
+    agent_config: dict[str, Any]
 
 
-def render_gres_conf(groups: list[GroupSpec]) -> str:
-    lines = ["AutoDetect=off"]
-    for g in groups:
-        lines.append(f"NodeName={g.name}-[1-{g.nodes}] Name=gpu File=/dev/nvidia[0-{g.gpus - 1}]")
-    return "\n".join(lines) + "\n"
+def render(cluster: str, groups: list[GroupSpec], launch_templates: dict[str, str], subnet_ids: list[str]) -> Rendered:
+    """Load a stack config for ``groups`` with the project's loader and render every file from it."""
+    from components import slurm_render as sr
+    from components.render import env_file
+    from components.spec.catalog import load_catalog
+    from components.spec.load import load_spec
+    from components.spec.nccl import nccl_environment
+
+    catalog = load_catalog()
+    config: dict[str, Any] = {
+        "aws:region": "us-east-1",
+        "gpucluster:nodeGroups": [
+            {
+                "name": g.name,
+                "instanceType": g.instance_type,
+                "availabilityZones": ["us-east-1a"],
+                "maxSize": g.nodes,
+                **({"minSize": g.nodes} if g.mode == "static" else {}),
+            }
+            for g in groups
+        ],
+        "gpucluster:slurm": {
+            "nodeGroups": [{"name": g.name, "mode": g.mode, "priorityTier": g.priority_tier} for g in groups],
+        },
+    }
+    ctx = sr.SlurmContext.of(load_spec(config, stack=cluster).spec)
+    targets = {g.name: sr.LaunchTarget(launch_templates[g.name], 1, (subnet_ids[0],)) for g in groups}
+    first = sr.slurm_groups(ctx, catalog)[0]
+    return Rendered(
+        slurm_conf=sr.slurm_conf(ctx, catalog),
+        gres_conf=sr.gres_conf(ctx, catalog),
+        cgroup_conf=sr.cgroup_conf(ctx),
+        topology_conf=sr.topology_conf(ctx, catalog),
+        task_prolog=sr.task_prolog(first.group, first.facts),
+        nccl_env=env_file(nccl_environment(first.facts, bool(first.group.enable_efa_support))),
+        agent_config=sr.agent_config(ctx, catalog, targets),
+    )
 
 
 # ---------------------------------------------------------------------------- local overrides
@@ -113,6 +111,7 @@ class Local:
     ctld_port: int
     node_ports: dict[str, int]
     programs: dict[str, str]  # ResumeProgram etc. -> wrapper path
+    task_prolog: str = "/bin/true"
     cpus: int = 1
     memory_mb: int = 512
     gpus: int = 2
@@ -147,6 +146,8 @@ def local_overrides(conf: str, local: Local) -> str:
         "SlurmdLogFile": str(d / "log" / "slurmd-%n.log"),
         "ProctrackType": "proctrack/pgid",
         "TaskPlugin": "task/none",
+        "JobAcctGatherType": "jobacct_gather/none",
+        "TaskProlog": local.task_prolog,
         "SelectTypeParameters": "CR_Core",
         "MailProg": "/bin/true",
         "SlurmctldDebug": "debug",
@@ -174,9 +175,14 @@ def local_overrides(conf: str, local: Local) -> str:
                     Port=str(local.node_ports[node]),
                     CPUs=str(local.cpus),
                     RealMemory=str(local.memory_mb),
-                    Gres=f"gpu:{local.gpus}",
                 )
+                if "Gres" in f:  # the rendered GPU type stays (gres.conf names it); the count is this machine's
+                    f["Gres"] = re.sub(r":\d+$", f":{local.gpus}", f["Gres"])
                 out.append(" ".join(f"{k}={v}" for k, v in f.items()))
+            continue
+        if key == "PartitionName" and "DefMemPerCPU=" in line:
+            # memory per CPU of this machine's node size, not of the instance type
+            out.append(re.sub(r"DefMemPerCPU=\d+", f"DefMemPerCPU={local.memory_mb // local.cpus}", line))
             continue
         if key in set_keys:
             out.append(f"{key}={set_keys[key]}")
@@ -193,7 +199,12 @@ def local_overrides(conf: str, local: Local) -> str:
 
 
 def local_gres_conf(gres: str, dev_dir: Path, gpus: int) -> str:
-    return re.sub(r"File=/dev/nvidia\[0-\d+\]", f"File={dev_dir}/nvidia[0-{gpus - 1}]", gres)
+    return re.sub(r"File=/dev/nvidia(\[0-\d+\]|\d+)", f"File={dev_dir}/nvidia[0-{gpus - 1}]", gres)
+
+
+def local_agent_config(rendered: dict[str, Any], local: dict[str, Any]) -> dict[str, Any]:
+    """The rendered agent config with this machine's paths, the moto endpoint and test timings."""
+    return {**rendered, **local}
 
 
 # ---------------------------------------------------------------------------- the running cluster
@@ -217,36 +228,34 @@ class SlurmCluster:
         run_dir: Path,
         cluster: str,
         groups: list[GroupSpec],
-        agent_config: dict[str, Any],
+        rendered: Rendered,
+        local_agent: dict[str, Any],
         moto_url: str,
         shim: Path,
     ) -> None:
+        """``rendered``: the project's files for this cluster; ``local_agent``: the agent settings of
+        this machine (moto endpoint, paths, retries) laid over the rendered agent config."""
         self.dir = run_dir
         self.cluster = cluster
         self.groups = groups
         self.moto_url = moto_url
+        self.rendered = rendered
         self.marker = f"{run_dir}:{os.getpid()}"
         for sub in ("state", "spool", "log", "pids", "dev", "bin", "etc"):
             (run_dir / sub).mkdir(parents=True, exist_ok=True)
-        for i in range(max(g.gpus for g in groups)):
-            dev = run_dir / "dev" / f"nvidia{i}"
-            if not dev.exists():
-                try:
-                    os.mknod(dev, 0o600 | 0o020000, os.makedev(195, i))  # char device 195:i like /dev/nvidiaN
-                except PermissionError:
-                    dev.touch()  # no CAP_MKNOD: slurmd accepts a plain file too (with log noise)
         self.conf_path = run_dir / "etc" / "slurm.conf"
         nodes = [f"{g.name}-{i}" for g in groups for i in range(1, g.nodes + 1)]
 
-        # the agent's config: real scontrol, topology.conf next to slurm.conf
+        # the agent's config: the rendered one, with real scontrol and topology.conf next to slurm.conf
         self.agent_config_path = run_dir / "etc" / "agent.json"
-        agent_config = dict(agent_config)
-        agent_config["slurm_bin_dir"] = "/usr/bin"
-        agent_config["topology_conf"] = str(run_dir / "etc" / "topology.conf")
+        agent_config = local_agent_config(
+            rendered.agent_config,
+            {**local_agent, "slurm_bin_dir": "/usr/bin", "topology_conf": str(run_dir / "etc" / "topology.conf")},
+        )
         self.agent_config = agent_config
         self.agent_config_path.write_text(json.dumps(agent_config, indent=1))
 
-        settings = {
+        self.settings = {
             "python": os.environ.get("GPUCLUSTER_AGENT_PYTHON") or sys.executable,
             "repo": str(REPO),
             "agent_config": str(self.agent_config_path),
@@ -262,7 +271,7 @@ class SlurmCluster:
             "scontrol": SCONTROL,
         }
         settings_path = run_dir / "etc" / "programs.json"
-        settings_path.write_text(json.dumps(settings, indent=1))
+        settings_path.write_text(json.dumps(self.settings, indent=1))
         programs: dict[str, str] = {}
         for key, command in (("ResumeProgram", "resume"), ("SuspendProgram", "suspend"), ("ResumeFailProgram", "resume-fail")):
             script = run_dir / "bin" / f"slurm-{command}"
@@ -271,16 +280,32 @@ class SlurmCluster:
             )
             script.chmod(0o755)
             programs[key] = str(script)
+        # the rendered TaskProlog, reading this run's copy of the node's NCCL environment
+        nccl_env = run_dir / "etc" / "nccl.env"
+        nccl_env.write_text(rendered.nccl_env)
+        prolog = run_dir / "bin" / "task-prolog"
+        prolog.write_text(rendered.task_prolog.replace("/etc/gpucluster/nccl.env", str(nccl_env)))
+        prolog.chmod(0o755)
 
         ctld_port = free_port()
-        local = Local(run_dir=run_dir, ctld_port=ctld_port, node_ports={n: free_port() for n in nodes}, programs=programs)
-        self.conf_path.write_text(local_overrides(render_slurm_conf(cluster, groups), local))
-        (run_dir / "etc" / "gres.conf").write_text(local_gres_conf(render_gres_conf(groups), run_dir / "dev", local.gpus))
-        # the initial topology.conf (before any node runs): what the agent writes with nothing placed
-        from gpucluster_agents.topology import render_topology
-
-        lines = render_topology({}, [(g.name, [f"{g.name}-{i}" for i in range(1, g.nodes + 1)]) for g in groups])
-        (run_dir / "etc" / "topology.conf").write_text("\n".join(lines) + "\n")
+        local = Local(
+            run_dir=run_dir,
+            ctld_port=ctld_port,
+            node_ports={n: free_port() for n in nodes},
+            programs=programs,
+            task_prolog=str(prolog),
+        )
+        for i in range(local.gpus):
+            dev = run_dir / "dev" / f"nvidia{i}"
+            if not dev.exists():
+                try:
+                    os.mknod(dev, 0o600 | 0o020000, os.makedev(195, i))  # char device 195:i like /dev/nvidiaN
+                except PermissionError:
+                    dev.touch()  # no CAP_MKNOD: slurmd accepts a plain file too (with log noise)
+        self.conf_path.write_text(local_overrides(rendered.slurm_conf, local))
+        (run_dir / "etc" / "gres.conf").write_text(local_gres_conf(rendered.gres_conf, run_dir / "dev", local.gpus))
+        (run_dir / "etc" / "cgroup.conf").write_text(rendered.cgroup_conf)
+        (run_dir / "etc" / "topology.conf").write_text(rendered.topology_conf)
         self.ctld: subprocess.Popen[bytes] | None = None
 
     # ------------------------------------------------------------------ process control
@@ -321,6 +346,19 @@ class SlurmCluster:
         if check and proc.returncode != 0:
             raise RuntimeError(f"scontrol {' '.join(args)}: {proc.stderr}")
         return proc.stdout
+
+    def run_agent(self, command: str) -> int:
+        """Run the agent as the head node's systemd timer does (``maintain``), with this run's settings."""
+        from slurm_programs import agent_env
+
+        return subprocess.run(
+            [self.settings["python"], "-m", "gpucluster_agents", command],
+            env=agent_env(self.settings),
+            cwd=str(REPO),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            check=False,
+        ).returncode
 
     def nodes(self) -> dict[str, NodeState]:
         return parse_show_nodes(self.scontrol("-o", "show", "nodes"))

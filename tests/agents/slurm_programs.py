@@ -110,14 +110,10 @@ def stop_slurmds(settings: dict[str, Any], nodes: list[str]) -> None:
         log(settings, f"stopped slurmd {node} pid={pid}{' (SIGKILL)' if pid in alive else ''}")
 
 
-def main(argv: list[str]) -> int:
-    # A clean slate for our children: slurmctld's blocked signals and ignored dispositions are inherited.
-    signal.pthread_sigmask(signal.SIG_SETMASK, [])
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGUSR1, signal.SIGUSR2):
-        signal.signal(sig, signal.SIG_DFL)
-    settings: dict[str, Any] = json.loads(Path(argv[0]).read_text())
-    command, hostlist = argv[1], argv[2] if len(argv) > 2 else ""
-    env = {
+def agent_env(settings: dict[str, Any]) -> dict[str, str]:
+    """The agent's environment: what slurmctld gives a program (no PATH of its own), plus the test's
+    AWS credentials for moto."""
+    return {
         "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
         "SLURM_CONF": settings["slurm_conf"],
         "GPUCLUSTER_AGENT_CONFIG": settings["agent_config"],
@@ -130,6 +126,16 @@ def main(argv: list[str]) -> int:
         "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
         "AWS_EC2_METADATA_DISABLED": "true",
     }
+
+
+def main(argv: list[str]) -> int:
+    # A clean slate for our children: slurmctld's blocked signals and ignored dispositions are inherited.
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(sig, signal.SIG_DFL)
+    settings: dict[str, Any] = json.loads(Path(argv[0]).read_text())
+    command, hostlist = argv[1], argv[2] if len(argv) > 2 else ""
+    env = agent_env(settings)
     log(settings, f"{command} {hostlist} PATH={os.environ.get('PATH')!r}")
     t = time.monotonic()
     with open(Path(settings["log_dir"]) / "agent.out", "ab") as out:

@@ -1,10 +1,17 @@
-"""End to end with the real Slurm (Debian 22.05): a job on a cloud partition makes slurmctld run the
-agent, the agent launches through moto (behind the fault proxy), a local slurmd per launched node
-registers, the job completes, and after SuspendTime the agent terminates the instances.
+"""End to end with the real Slurm (Debian 22.05) running the project's rendered slurm.conf, gres.conf,
+cgroup.conf, topology.conf, TaskProlog and agent config (``slurm_e2e.render``; ``local_overrides`` is
+the only local patch): a job on a cloud partition makes slurmctld run the agent, the agent launches
+through moto (behind the fault proxy), a local slurmd per launched node registers, the job completes
+with the node's NCCL/EFA environment from the TaskProlog, and after SuspendTime the agent terminates
+the instances.
 
 Fault case: no capacity for the first node group (injected by the proxy: CreateFleet answers with
 InsufficientInstanceCapacity, which moto cannot produce) -> the job, submitted to both partitions,
 runs on the second; the first group's nodes are DOWN with the reason; no instance is left unowned.
+
+Static group: the Auto Scaling group's instance (launched here with its launch template's tags) is
+named by the agent's ``maintain``, its slurmd registers as that node and runs a job; when the group
+takes the instance away, the node goes DOWN; the agent never launches or terminates one.
 
 Set GPUCLUSTER_E2E_KEEP=1 to keep the run directory (/tmp/gce2e-*: slurm.conf, logs) for debugging."""
 
@@ -19,10 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CLUSTER, GROUPS, base_config, require_tool
+from conftest import CLUSTER, base_config, require_tool
 from ec2_fault_proxy import FaultProxy
-from moto_env import MotoServer, instances, make_world, node_instances
-from slurm_e2e import SCONTROL, SLURMCTLD, SLURMD, GroupSpec, SlurmCluster, build_uptime_shim, marked_pids
+from moto_env import MotoServer, ec2_client, instances, make_world, node_instances
+from slurm_e2e import SCONTROL, SLURMCTLD, SLURMD, GroupSpec, SlurmCluster, build_uptime_shim, marked_pids, render
+from slurm_programs import agent_env, start_slurmd, stop_slurmds
 
 from gpucluster_agents import hostlist
 from gpucluster_agents.topology import HEADER
@@ -30,9 +38,12 @@ from gpucluster_agents.topology import HEADER
 pytestmark = pytest.mark.slow
 
 E2E_GROUPS = [
-    GroupSpec("p5", nodes=2, gpus=8, cpus=192, memory_mb=2_000_000, priority_tier=10),
-    GroupSpec("g6e", nodes=2, gpus=4, cpus=48, memory_mb=380_000, priority_tier=5),
+    GroupSpec("p5", "p5.48xlarge", nodes=2, priority_tier=10),
+    GroupSpec("g6e", "g6e.12xlarge", nodes=2, priority_tier=5),
 ]
+STATIC = GroupSpec("st", "g6e.12xlarge", nodes=2, priority_tier=1, mode="static")
+# The agent settings of this machine, laid over the rendered agent config (base_config has them).
+LOCAL_AGENT_KEYS = ("endpoint_url", "log_file", "state_dir", "orphan_grace_seconds", "api_retry_mode", "api_max_attempts")
 
 
 @pytest.fixture(scope="module")
@@ -42,15 +53,14 @@ def shim(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_uptime_shim(tmp_path_factory.mktemp("shim"))
 
 
-@pytest.fixture
-def cluster(moto: MotoServer, proxy: FaultProxy, aws_env: None, shim: Path) -> Iterator[SlurmCluster]:
+def start_cluster(groups: list[GroupSpec], moto: MotoServer, proxy: FaultProxy, shim: Path) -> Iterator[SlurmCluster]:
     # a short run dir: slurmd's unix socket path must stay under 108 characters
     run_dir = Path(tempfile.mkdtemp(prefix="gce2e-", dir="/tmp"))
-    world = make_world(moto.url, GROUPS)
-    cfg: dict[str, Any] = base_config(run_dir, proxy.url, world, Path("/usr/bin"))
-    for g in cfg["node_groups"]:
-        g["max_nodes"] = 2
-    c = SlurmCluster(run_dir, CLUSTER, E2E_GROUPS, cfg, moto.url, shim)
+    world = make_world(moto.url, {g.name: g.instance_type for g in groups})
+    base: dict[str, Any] = base_config(run_dir, proxy.url, world, Path("/usr/bin"))
+    rendered = render(CLUSTER, groups, world.launch_templates, world.subnet_ids)
+    c = SlurmCluster(run_dir, CLUSTER, groups, rendered, {k: base[k] for k in LOCAL_AGENT_KEYS}, moto.url, shim)
+    c.world = world  # type: ignore[attr-defined]
     try:
         c.start()  # exits (and start() raises) on an invalid slurm.conf
         yield c
@@ -60,6 +70,16 @@ def cluster(moto: MotoServer, proxy: FaultProxy, aws_env: None, shim: Path) -> I
         if not os.environ.get("GPUCLUSTER_E2E_KEEP"):
             shutil.rmtree(run_dir, ignore_errors=True)
         assert leftover == [], f"processes left running: {leftover}"
+
+
+@pytest.fixture
+def cluster(moto: MotoServer, proxy: FaultProxy, aws_env: None, shim: Path) -> Iterator[SlurmCluster]:
+    yield from start_cluster(E2E_GROUPS, moto, proxy, shim)
+
+
+@pytest.fixture
+def static_cluster(moto: MotoServer, proxy: FaultProxy, aws_env: None, shim: Path) -> Iterator[SlurmCluster]:
+    yield from start_cluster([*E2E_GROUPS, STATIC], moto, proxy, shim)
 
 
 def assert_no_unowned_instance(c: SlurmCluster, moto_url: str) -> None:
@@ -75,11 +95,20 @@ def assert_no_unowned_instance(c: SlurmCluster, moto_url: str) -> None:
 
 
 def test_job_runs_on_launched_nodes_then_suspend_terminates(cluster: SlurmCluster, moto: MotoServer) -> None:
-    job = cluster.sbatch("-p", "p5", "-N", "2", "--gres=gpu:1", "--output=job-%j.out", "--wrap", "echo ran-on-$SLURMD_NODENAME")
+    # the rendered config: typed GPU GRES, the rendered partitions and features
+    assert (
+        "Gres=gpu:h100:8" in cluster.rendered.slurm_conf
+        and "PartitionName=p5 Nodes=p5-[1-2] Default=YES" in cluster.rendered.slurm_conf
+    )
+    job = cluster.sbatch(
+        "-p", "p5", "-N", "2", "--gres=gpu:h100:1", "--constraint=efa", "--output=job-%j.out",
+        "--wrap", "echo ran-on-$SLURMD_NODENAME FI_PROVIDER=$FI_PROVIDER",
+    )  # fmt: skip
     info = cluster.wait_job(job, timeout=100)
     assert info["JobState"] == "COMPLETED", cluster.debug()
     assert info["NodeList"] == "p5-[1-2]"
-    assert (cluster.dir / f"job-{job}.out").read_text().strip() == "ran-on-p5-1"
+    # the TaskProlog gave the task the node's NCCL/EFA environment
+    assert (cluster.dir / f"job-{job}.out").read_text().strip() == "ran-on-p5-1 FI_PROVIDER=efa"
     launched = node_instances(moto.url, CLUSTER)
     assert sorted(launched) == ["p5-1", "p5-2"] and all(len(v) == 1 for v in launched.values())
     agent_log = Path(cluster.agent_config["log_file"]).read_text()
@@ -131,3 +160,43 @@ def test_insufficient_capacity_fails_over_to_the_second_partition(
         assert states[n].reason and "InsufficientInstanceCapacity" in states[n].reason
     assert node_instances(moto.url, CLUSTER) == {ran_on[0]: node_instances(moto.url, CLUSTER)[ran_on[0]]}
     assert_no_unowned_instance(cluster, moto.url)
+
+
+def test_static_group_instances_are_named_run_jobs_and_go_down_with_their_instance(
+    static_cluster: SlurmCluster, moto: MotoServer, proxy: FaultProxy
+) -> None:
+    c = static_cluster
+    assert "SuspendExcParts=st" in c.rendered.slurm_conf  # Slurm never powers static nodes down
+    # The Auto Scaling group launches an instance from the group's template (tagged cluster + node group).
+    (iid,) = [
+        i["InstanceId"]
+        for i in ec2_client(moto.url).run_instances(
+            LaunchTemplate={"LaunchTemplateId": c.world.launch_templates["st"]},  # type: ignore[attr-defined]
+            MinCount=1,
+            MaxCount=1,
+            TagSpecifications=[
+                {
+                    "ResourceType": "instance",
+                    "Tags": [{"Key": "gpucluster:cluster", "Value": CLUSTER}, {"Key": "gpucluster:node-group", "Value": "st"}],
+                }
+            ],
+        )["Instances"]
+    ]
+    assert c.run_agent("maintain") == 0  # the head node's timer
+    assert node_instances(moto.url, CLUSTER) == {"st-1": [iid]}
+    states = c.nodes()
+    assert states["st-2"].has("DOWN") and (states["st-2"].reason or "").startswith("gpucluster: no instance"), c.debug()
+    assert not states["st-1"].has("DOWN")
+    # The instance boots, reads its name from its tags and starts slurmd as that node.
+    start_slurmd(c.settings, "st-1", agent_env(c.settings))
+    job = c.sbatch("-p", "st", "-N", "1", "--output=job-%j.out", "--wrap", "echo ran-on-$SLURMD_NODENAME")
+    info = c.wait_job(job, timeout=60)
+    assert info["JobState"] == "COMPLETED" and info["NodeList"] == "st-1", c.debug()
+    assert proxy.actions()["CreateFleet"] == 0 and proxy.actions()["TerminateInstances"] == 0
+    # The Auto Scaling group takes the instance away: the node goes DOWN, nothing is left unowned.
+    ec2_client(moto.url).terminate_instances(InstanceIds=[iid])
+    stop_slurmds(c.settings, ["st-1"])
+    assert c.run_agent("maintain") == 0
+    assert c.nodes()["st-1"].has("DOWN"), c.debug()
+    assert proxy.actions()["TerminateInstances"] == 0
+    assert_no_unowned_instance(c, moto.url)
