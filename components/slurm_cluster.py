@@ -396,7 +396,7 @@ class SlurmCluster(pulumi.ComponentResource):
             opts=child,
         )
         aws.iam.RolePolicy(
-            f"{name}-head",
+            f"{name}-head-access",
             role=head_role.id,
             policy=pulumi.Output.all(secret.arn, bucket.arn).apply(
                 lambda v: _json(head_policy(secret_arn=v[0], bundle_arn=f"{v[1]}/{bundle_key}"))

@@ -16,6 +16,7 @@ The files and where they go:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -341,6 +342,7 @@ AGENT_PACKAGE = Path(__file__).resolve().parent.parent / "gpucluster_agents"
 ZIP_DATE = (2020, 1, 1, 0, 0, 0)
 
 
+@functools.lru_cache(maxsize=4)
 def agent_bundle(package: Path = AGENT_PACKAGE) -> bytes:
     """The ``gpucluster_agents`` package as a zip: sorted entries, fixed dates, so the same sources
     always give the same bytes (and the same sha256 in the plan)."""

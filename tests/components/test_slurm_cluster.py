@@ -160,7 +160,7 @@ def test_munge_key_lives_only_in_an_empty_protected_secret(run_components, two_g
     assert "put_secret_value(SecretId=SECRET, SecretBinary=os.urandom(1024))" in files["/usr/local/sbin/gpucluster-aws"]
     # the head node may make and read it; compute nodes only read it; both only this secret
     arn = secret.state["arn"]
-    head = policy(plan, "s-slurm-head")["Statement"][0]
+    head = policy(plan, "s-slurm-head-access")["Statement"][0]
     assert (head["Action"], head["Resource"]) == (
         ["secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue", "secretsmanager:DescribeSecret"],
         arn,
@@ -261,7 +261,7 @@ def test_head_node_files_and_lustre_mount(run_components, two_groups):
     (obj,) = plan.of_type("aws:s3/bucketObjectv2:BucketObjectv2")
     sha = obj.inputs["contentBase64"].split("sha256 ")[1].rstrip(">")
     assert f"{obj.inputs['key']} {sha}" in files["/usr/local/sbin/gpucluster-slurm-head"]
-    head = policy(plan, "s-slurm-head")["Statement"][1]
+    head = policy(plan, "s-slurm-head-access")["Statement"][1]
     assert head["Resource"] == f"{plan.by_name('s-slurm-artifacts').state['arn']}/{obj.inputs['key']}"
 
 

@@ -57,6 +57,32 @@ def test_p5_training_acceptance(p5_plan):
     assert "IMDSv2 required" in text
 
 
+def test_slurm_p5_plan_shows_head_node_agent_policy_and_slurm_conf():
+    """Issue #4, done-when: the plan of slurm-p5 shows the head node, the agent's IAM policy and the
+    rendered slurm.conf."""
+    plan = run_plan("slurm-p5")
+    assert plan.ok, plan.error
+    text = render_text(plan)
+    head = plan.by_name("slurm-p5-slurm-head")
+    assert head.type == "aws:ec2/instance:Instance"
+    assert "aws:ec2:Instance  slurm-p5-slurm-head" in text
+    assert "instance type m7i.xlarge · image ami-" in text and "termination protection on" in text
+    agent = "\n".join(
+        line.strip() for line in text.splitlines() if "aws:iam:RolePolicy  slurm-p5-slurm-agent" in line or ": Allow " in line
+    )
+    for sid in ("LaunchOnlyFromTheClustersTemplates", "TagWhileLaunching", "TerminateOnlyDynamicNodes", "PassTheNodeRoleToEc2"):
+        assert sid in agent, sid
+    assert (
+        "when StringEquals ec2:ResourceTag/gpucluster:cluster = slurm-p5 and StringEquals ec2:ResourceTag/gpucluster:node-group = p5"
+        in text
+    )
+    conf = plan.files["slurm-p5-slurm-head/etc/slurm/slurm.conf"]
+    assert "--- slurm-p5-slurm-head/etc/slurm/slurm.conf\n" in text and conf.rstrip("\n") in text
+    assert "NodeName=p5-[1-16] State=CLOUD CPUs=192 RealMemory=1992294 Gres=gpu:h100:8" in conf
+    assert "PartitionName=dev Nodes=dev-[1-2]" in conf and "SuspendExcParts=dev" in conf
+    assert plan.of_type("aws:autoscaling/group:Group")[0].inputs["desiredCapacity"] == 2  # the static partition only
+
+
 def _plan_sizes(size: int):
     config = make_config(group(minSize=size, maxSize=size, desiredSize=size))
     return run_program("gpucluster", "scale", {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()})

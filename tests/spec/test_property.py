@@ -108,6 +108,36 @@ kubernetes = st.fixed_dictionaries(
         ),
     },
 )
+slurm = st.fixed_dictionaries(
+    {},
+    optional={
+        "headNode": st.fixed_dictionaries(
+            {},
+            optional={
+                "instanceType": st.sampled_from(["m7i.xlarge", "m7i.xl", "g6e.xlarge"]),
+                "availabilityZone": st.sampled_from(ZONES),
+                "dataVolumeSizeGib": st.integers(0, 200),
+            },
+        ),
+        "accounting": st.one_of(st.just({}), st.fixed_dictionaries({"purgeAfterMonths": st.integers(0, 13)})),
+        "powerSaving": st.fixed_dictionaries(
+            {}, optional={"suspendTimeSeconds": st.integers(0, 1000), "resumeTimeoutSeconds": st.integers(100, 2000)}
+        ),
+        "nodeGroups": st.lists(
+            st.fixed_dictionaries(
+                {"name": st.sampled_from(["a", "b", "g0", "zz"])},
+                optional={
+                    "mode": st.sampled_from(["dynamic", "static", "elastic"]),
+                    "partition": st.sampled_from(["p", "DEFAULT", "bad name"]),
+                    "default": st.booleans(),
+                    "features": st.lists(st.sampled_from(["x", "a,b"]), max_size=2),
+                },
+            ),
+            max_size=2,
+        ),
+        "protectData": st.booleans(),
+    },
+)
 
 
 @st.composite
@@ -152,6 +182,16 @@ def sane_config(draw):
             "interfaceEndpoints": draw(st.lists(st.sampled_from(["ssm", "sts"]), unique=True)),
             "oneNatGatewayPerAz": draw(st.booleans()),
         }
+    if draw(st.integers(0, 3)) == 0:
+        # Slurm: groups with running nodes are static; dynamic ones start with none.
+        entries = []
+        for g in groups:
+            g["maxSize"] = max(g["maxSize"], 1)
+            if g["minSize"] or g["desiredSize"]:
+                entries.append({"name": g["name"], "mode": "static"})
+            if "capacity" in g and g["capacity"].get("instanceCount"):
+                g["capacity"]["instanceCount"] = max(g["maxSize"], g["capacity"]["instanceCount"])
+        cfg["gpucluster:slurm"] = {"nodeGroups": entries, "accounting": {}} if draw(st.booleans()) else {"nodeGroups": entries}
     return cfg
 
 
@@ -163,6 +203,7 @@ noisy_config = st.fixed_dictionaries(
         "gpucluster:name": st.sampled_from(["c", "Cluster!", "p5-training"]),
         "gpucluster:nodeGroup": st.just([]),
         "gpucluster:kubernetes": kubernetes,
+        "gpucluster:slurm": slurm,
     },
 )
 config = st.one_of(sane_config(), noisy_config)
@@ -183,6 +224,10 @@ def test_any_config_plans_or_fails_with_the_config_error(cfg):
         assert len(lts) == len(cfg["gpucluster:nodeGroups"]) + system
         for lt in lts:
             assert lt.inputs["metadataOptions"]["httpTokens"] == "required"
+        heads = plan.of_type("aws:ec2/instance:Instance")
+        assert len(heads) == (1 if "gpucluster:slurm" in cfg else 0)
+        for head in heads:
+            assert head.inputs["metadataOptions"]["httpTokens"] == "required" and head.inputs["disableApiTermination"]
     else:
         assert plan.resources == [], "nothing may be registered for an invalid config"
         assert "is invalid" in (plan.error or "") and "nothing was created" in (plan.error or "")
