@@ -87,8 +87,7 @@ class WriteFile:
     def compressed(cls, path: str, text: str, permissions: str = "0644") -> WriteFile:
         """``text`` gzipped and base64-encoded (cloud-init decodes it): large scripts fit EC2's 16 KB limit.
         Deterministic (no timestamp in the gzip header); the plan shows the decoded text."""
-        data = gzip.compress(text.encode(), compresslevel=9, mtime=0)
-        return cls(path, base64.b64encode(data).decode(), permissions, encoding="gz+b64")
+        return cls(path, base64.b64encode(gzip_bytes(text)).decode(), permissions, encoding="gz+b64")
 
     def text(self) -> str:
         """The file as the node gets it (decoded)."""
@@ -127,8 +126,11 @@ class CloudConfig:
         )
 
 
-def render_cloud_config(title: str, config: CloudConfig) -> str:
-    """The ``#cloud-config`` document for ``config``; raises when it exceeds EC2's user-data limit."""
+def render_cloud_config(title: str, config: CloudConfig, *, gzipped: bool = False) -> str:
+    """The ``#cloud-config`` document for ``config``; raises when it exceeds EC2's user-data limit.
+
+    ``gzipped``: the document will be passed gzip-compressed (:func:`gzip_b64`, which cloud-init
+    unpacks), so the limit applies to the compressed size."""
     text = render(
         "node/cloud-config.yaml.j2",
         title=title,
@@ -139,9 +141,10 @@ def render_cloud_config(title: str, config: CloudConfig) -> str:
         packages=list(config.packages),
         mounts=[list(m) for m in config.mounts],
     )
-    if len(text.encode()) > USER_DATA_LIMIT:
+    size = len(gzip_bytes(text)) if gzipped else len(text.encode())
+    if size > USER_DATA_LIMIT:
         raise ValueError(
-            f"user data for {title} is {len(text.encode())} bytes; EC2 allows {USER_DATA_LIMIT}. "
+            f"user data for {title} is {size} bytes{' gzipped' if gzipped else ''}; EC2 allows {USER_DATA_LIMIT}. "
             "Move large files to S3 and fetch them at boot."
         )
     return text
@@ -149,6 +152,16 @@ def render_cloud_config(title: str, config: CloudConfig) -> str:
 
 def b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
+
+
+def gzip_bytes(text: str) -> bytes:
+    """``text`` gzip-compressed, deterministically (no timestamp in the header)."""
+    return gzip.compress(text.encode(), compresslevel=9, mtime=0)
+
+
+def gzip_b64(text: str) -> str:
+    """User data as EC2 takes it gzip-compressed (``user_data_base64``); cloud-init unpacks it."""
+    return base64.b64encode(gzip_bytes(text)).decode()
 
 
 def env_file(env: Mapping[str, str]) -> str:

@@ -34,7 +34,7 @@ from components.bootstrap import LustreMount
 from components.data_bucket import tls_only_policy
 from components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from components.naming import CLUSTER_TAG, NODE_GROUP_TAG, with_name
-from components.render import render_cloud_config
+from components.render import gzip_b64, render_cloud_config
 from components.shared_storage import SharedStorage
 from components.slurm_render import (
     AgentBundle,
@@ -444,7 +444,6 @@ class SlurmCluster(pulumi.ComponentResource):
             *[
                 pulumi.Output.all(
                     ng.launch_template_id,
-                    ng.launch_template_version,
                     pulumi.Output.all(*args.node_group_subnet_ids[g]),
                     ng.placement_group_name if ng.placement_group_name is not None else None,
                 )
@@ -462,7 +461,7 @@ class SlurmCluster(pulumi.ComponentResource):
         def render(values: list[Any]) -> str:
             volume_id, bucket_name, resolved, mount = values
             launch = {
-                n: LaunchTarget(str(t[0]), int(t[1]), tuple(str(s) for s in t[2]), str(t[3]) if t[3] else None)
+                n: LaunchTarget(str(t[0]), tuple(str(s) for s in t[1]), str(t[2]) if t[2] else None)
                 for n, t in zip(group_names, resolved, strict=True)
             }
             mounted = None
@@ -480,7 +479,7 @@ class SlurmCluster(pulumi.ComponentResource):
                 agent_config=agent_config(ctx, catalog, launch),
                 lustre=mounted,
             )
-            return render_cloud_config(head_title(ctx), head_cloud_config(ctx, catalog, inputs))
+            return render_cloud_config(head_title(ctx), head_cloud_config(ctx, catalog, inputs), gzipped=True)
 
         self.head_user_data = pulumi.Output.all(volume.id, bucket.bucket, targets, lustre_values).apply(render)
         instance = aws.ec2.Instance(
@@ -500,7 +499,7 @@ class SlurmCluster(pulumi.ComponentResource):
                 delete_on_termination=True,
             ),
             disable_api_termination=True,
-            user_data=self.head_user_data,
+            user_data_base64=self.head_user_data.apply(gzip_b64),
             tags=head_tags,
             volume_tags=head_tags,
             opts=pulumi.ResourceOptions(

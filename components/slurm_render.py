@@ -45,6 +45,7 @@ STATE_SAVE_LOCATION = f"{DATA_DIR}/slurmctld"
 AGENT_STATE_DIR = f"{DATA_DIR}/agent"  # launch journal and holds survive a new head node
 TOPOLOGY_DIR = "/var/lib/gpucluster/slurm"  # the agent (user slurm) rewrites topology.conf here
 AGENT_CONFIG_PATH = "/etc/gpucluster/agent.json"
+AGENT_PACKAGE_PATH = "/etc/gpucluster/agent-package.json"  # bucket, key and sha256 of the agent's zip
 AGENT_LIB = "/opt/gpucluster/lib"
 AGENT_BIN = "/opt/gpucluster/bin"
 AGENT_LOG = "/var/log/slurm/gpucluster-agent.log"
@@ -281,12 +282,15 @@ def slurmdbd_conf(ctx: SlurmContext) -> str:
 
 @dataclass(frozen=True)
 class LaunchTarget:
-    """What AWS made for one Slurm node group: plain values, resolved from the stack's outputs."""
+    """What AWS made for one Slurm node group: plain values, resolved from the stack's outputs.
+
+    The version is ``$Default`` (GpuNodeGroup makes every new version the default): a new AMI or user
+    data for the compute nodes then does not change the head node's agent config."""
 
     launch_template_id: str
-    launch_template_version: int
     subnet_ids: tuple[str, ...]
     placement_group: str | None = None
+    launch_template_version: str = "$Default"
 
 
 def agent_config(ctx: SlurmContext, catalog: Catalog, targets: Mapping[str, LaunchTarget]) -> dict[str, Any]:
@@ -366,7 +370,12 @@ def sha256(data: bytes) -> str:
 
 def aws_helper(ctx: SlurmContext) -> str:
     return render(
-        "slurm/gpucluster-aws.py.j2", cluster=ctx.cluster, region=ctx.region, secret_name=munge_secret_name(ctx.cluster)
+        "slurm/gpucluster-aws.py.j2",
+        cluster=ctx.cluster,
+        region=ctx.region,
+        secret_name=munge_secret_name(ctx.cluster),
+        package_file=AGENT_PACKAGE_PATH,
+        agent_owned=[f"{TOPOLOGY_DIR}/topology.conf"],
     )
 
 
@@ -444,6 +453,8 @@ def head_files(ctx: SlurmContext, catalog: Catalog, inputs: HeadInputs) -> tuple
     if accounting:
         files.append(WriteFile(f"{SLURM_ETC}/slurmdbd.conf", slurmdbd_conf(ctx), "0600"))
     files.append(WriteFile(AGENT_CONFIG_PATH, agent_json(inputs.agent_config)))
+    package = {"bucket": inputs.agent.bucket, "key": inputs.agent.key, "sha256": inputs.agent.sha256, "dest": AGENT_LIB}
+    files.append(WriteFile(AGENT_PACKAGE_PATH, json.dumps(package, indent=2, sort_keys=True) + "\n"))
     for key, name, command in PROGRAMS:
         wrapper = (
             f"#!/bin/sh\n# {key} of {ctx.cluster}: slurmctld runs it as SlurmUser with a hostlist and no PATH.\n"
@@ -478,10 +489,21 @@ def head_files(ctx: SlurmContext, catalog: Catalog, inputs: HeadInputs) -> tuple
                 "WantedBy=multi-user.target",
             ),
         ),
-        WriteFile.compressed(IMDS_GUARD, render("slurm/imds-guard.sh.j2"), "0755"),
+        WriteFile(IMDS_GUARD, render("slurm/imds-guard.sh.j2"), "0755"),
+        WriteFile(
+            "/etc/systemd/system/gpucluster-head-config.service",
+            _unit(
+                "gpucluster: rewrite the head node's files from its current user data, then install the agent",
+                "Wants=network-online.target\nAfter=network-online.target\n"
+                "Before=slurmctld.service slurmdbd.service gpucluster-agent-maintain.service\n\n"
+                f"[Service]\nType=oneshot\nExecStart={AWS_HELPER} apply-user-data\n",
+                "WantedBy=multi-user.target",
+            ),
+        ),
         WriteFile(
             "/etc/systemd/system/slurmctld.service.d/gpucluster.conf",
-            f"# gpucluster: slurmctld's state lives on the data volume.\n[Unit]\nRequiresMountsFor={DATA_DIR}\n",
+            "# gpucluster: slurmctld's state lives on the data volume; its config comes from the user data.\n"
+            f"[Unit]\nRequiresMountsFor={DATA_DIR}\nAfter=gpucluster-head-config.service\n",
         ),
         WriteFile(
             "/etc/cloud/cloud.cfg.d/99-gpucluster-hostname.cfg",
@@ -509,9 +531,8 @@ def head_files(ctx: SlurmContext, catalog: Catalog, inputs: HeadInputs) -> tuple
         state_save_location=STATE_SAVE_LOCATION,
         agent_state_dir=AGENT_STATE_DIR,
         topology_dir=TOPOLOGY_DIR,
-        agent={"bucket": inputs.agent.bucket, "key": inputs.agent.key, "sha256": inputs.agent.sha256, "dest": AGENT_LIB},
     )
-    files.append(WriteFile.compressed(HEAD_SETUP, setup, "0755"))
+    files.append(WriteFile(HEAD_SETUP, setup, "0755"))
     return tuple(files)
 
 
@@ -535,14 +556,14 @@ def head_cloud_config(ctx: SlurmContext, catalog: Catalog, inputs: HeadInputs) -
             efa=False,
             gds=False,
         )
-        files.append(WriteFile.compressed(LUSTRE_MOUNT_SCRIPT, script, "0755"))
+        files.append(WriteFile(LUSTRE_MOUNT_SCRIPT, script, "0755"))
         runcmd.append((LUSTRE_MOUNT_SCRIPT,))
         sections.append("lustre mount")
     runcmd.append((HEAD_SETUP,))
-    # Every file gzipped (cloud-init decodes them): the configs grow with the node groups and EC2 takes
-    # 16 KB of user data. The plan lists each file decoded.
-    packed = tuple(f if f.encoding else WriteFile.compressed(f.path, f.content, f.permissions) for f in files)
-    return CloudConfig(write_files=packed, runcmd=tuple(runcmd), sections=tuple(sections))
+    # The files stay plain text: the whole document is gzipped for EC2 (see SlurmCluster), whose 16 KB
+    # then hold many node groups' worth of configuration.
+    plain = tuple(WriteFile(f.path, f.text(), f.permissions) for f in files)
+    return CloudConfig(write_files=plain, runcmd=tuple(runcmd), sections=tuple(sections))
 
 
 def head_title(ctx: SlurmContext) -> str:

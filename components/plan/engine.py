@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import gzip
 import hashlib
 import json
 import logging
@@ -134,11 +135,12 @@ FileExtractor = Callable[[Registration], dict[str, str]]
 
 def _user_data(r: Registration) -> dict[str, str]:
     """The user data, then each file its cloud-config writes (decoded), as ``<resource><path>``."""
-    data = r.inputs.get("userData")
+    data = r.inputs.get("userData") or r.inputs.get("userDataBase64")
     if not isinstance(data, str) or not data:
         return {}
     try:
-        text = base64.b64decode(data, validate=True).decode()
+        raw = base64.b64decode(data, validate=True)
+        text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()  # gzipped user data, as cloud-init takes it
     except (binascii.Error, UnicodeDecodeError):
         text = data
     return {f"{r.name}/user-data": text, **cloud_config_files(r.name, text)}

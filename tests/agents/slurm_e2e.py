@@ -91,7 +91,7 @@ def render(cluster: str, groups: list[GroupSpec], launch_templates: dict[str, st
         },
     }
     ctx = sr.SlurmContext.of(load_spec(config, stack=cluster).spec)
-    targets = {g.name: sr.LaunchTarget(launch_templates[g.name], 1, (subnet_ids[0],)) for g in groups}
+    targets = {g.name: sr.LaunchTarget(launch_templates[g.name], (subnet_ids[0],)) for g in groups}
     first = sr.slurm_groups(ctx, catalog)[0]
     return Rendered(
         slurm_conf=sr.slurm_conf(ctx, catalog),

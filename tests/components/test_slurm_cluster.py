@@ -3,6 +3,8 @@ config and the compute node groups (dynamic: a launch template only; static: an 
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 
 import pulumi
@@ -222,7 +224,7 @@ def test_agent_config_on_the_head_node_names_every_launch_template(run_component
     p5, dev = cfg.node_groups
     assert (p5.name, p5.mode, p5.max_nodes, p5.launch_template_id) == ("p5", "dynamic", 16, lts["s-slurm-p5-lt"].id)
     assert (dev.name, dev.mode, dev.max_nodes, dev.launch_template_id) == ("dev", "static", 2, lts["s-slurm-dev-lt"].id)
-    assert p5.launch_template_version == "1" and p5.subnet_ids == tuple(SUBNETS)
+    assert p5.launch_template_version == "$Default" and p5.subnet_ids == tuple(SUBNETS)
     pg = plan.of_type("aws:ec2/placementGroup:PlacementGroup")[0]
     assert p5.efa_enabled and p5.placement_group == pg.state["name"]
     assert cfg.cluster_name == "s" and cfg.state_dir == "/srv/slurm/agent"
@@ -256,11 +258,19 @@ def test_head_node_files_and_lustre_mount(run_components, two_groups):
     ):
         assert path in files, path
     assert "dns=fs-0123.fsx.us-east-1.amazonaws.com" in files["/usr/local/sbin/gpucluster-mount-lustre"]
-    user_data = plan.files["s-slurm-head/user-data"]
-    assert len(user_data.encode()) <= 16384
+    # the head node's user data goes to EC2 gzipped (cloud-init unpacks it); EC2 takes 16 KB of it
+    raw = base64.b64decode(plan.of_type("aws:ec2/instance:Instance")[0].inputs["userDataBase64"])
+    assert len(raw) <= 16384 and gzip.decompress(raw).decode() == plan.files["s-slurm-head/user-data"]
     (obj,) = plan.of_type("aws:s3/bucketObjectv2:BucketObjectv2")
     sha = obj.inputs["contentBase64"].split("sha256 ")[1].rstrip(">")
-    assert f"{obj.inputs['key']} {sha}" in files["/usr/local/sbin/gpucluster-slurm-head"]
+    bucket = plan.by_name("s-slurm-artifacts").state["bucket"]
+    assert json.loads(files["/etc/gpucluster/agent-package.json"]) == {
+        "bucket": bucket,
+        "key": obj.inputs["key"],
+        "sha256": sha,
+        "dest": "/opt/gpucluster/lib",
+    }
+    assert "install-agent" in files["/usr/local/sbin/gpucluster-slurm-head"]
     head = policy(plan, "s-slurm-head-access")["Statement"][1]
     assert head["Resource"] == f"{plan.by_name('s-slurm-artifacts').state['arn']}/{obj.inputs['key']}"
 

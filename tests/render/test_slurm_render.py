@@ -5,6 +5,7 @@ node-side scripts run for real (the TaskProlog; the munge-key and agent-package 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
 import subprocess
@@ -13,9 +14,11 @@ from pathlib import Path
 
 import boto3
 import pytest
+import yaml
 
 from components import slurm_render as sr
 from components.plan.engine import run_plan, stack_names
+from components.render import gzip_bytes
 from components.spec.catalog import load_catalog
 from components.spec.load import load_spec
 from gpucluster_agents.config import parse_config
@@ -99,8 +102,8 @@ def test_slurm_conf_keys_for_cloud_nodes_efa_and_configless():
 def test_agent_config_is_valid_for_the_agent_and_names_every_group():
     ctx = context(P5, DEV, nodeGroups=[{"name": "dev", "mode": "static"}])
     targets = {
-        "p5": sr.LaunchTarget("lt-0aaa", 3, ("subnet-0aaa",), "pg-1"),
-        "dev": sr.LaunchTarget("lt-0bbb", 1, ("subnet-0bbb",)),
+        "p5": sr.LaunchTarget("lt-0aaa", ("subnet-0aaa",), "pg-1"),
+        "dev": sr.LaunchTarget("lt-0bbb", ("subnet-0bbb",)),
     }
     cfg = parse_config(sr.agent_config(ctx, CATALOG, targets))  # the agent's own schema check
     p5, dev = cfg.node_groups
@@ -109,7 +112,7 @@ def test_agent_config_is_valid_for_the_agent_and_names_every_group():
         "dynamic",
         16,
         "lt-0aaa",
-        "3",
+        "$Default",
     )
     assert (p5.efa_enabled, p5.placement_group, p5.subnet_ids) == (True, "pg-1", ("subnet-0aaa",))
     assert (dev.name, dev.mode, dev.static, dev.max_nodes) == ("dev", "static", True, 2)
@@ -273,7 +276,9 @@ def helper(tmp_path):
     return path
 
 
-def run_helper(helper: Path, moto: str, key_file: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run_helper(
+    helper: Path, moto: str, key_file: Path, *args: str, root: Path | None = None, imds: str | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {
         "PATH": os.environ["PATH"],
         "AWS_ACCESS_KEY_ID": "testing",
@@ -284,6 +289,8 @@ def run_helper(helper: Path, moto: str, key_file: Path, *args: str) -> subproces
         "GPUCLUSTER_SM_ENDPOINT": moto,
         "GPUCLUSTER_S3_ENDPOINT": moto,
         "GPUCLUSTER_MUNGE_KEY": str(key_file),
+        **({"GPUCLUSTER_ROOT": str(root)} if root else {}),
+        **({"GPUCLUSTER_IMDS": imds} if imds else {}),
     }
     return subprocess.run([sys.executable, str(helper), *args], env=env, capture_output=True, text=True, timeout=60, check=False)
 
@@ -308,16 +315,111 @@ def test_munge_key_is_made_once_in_secrets_manager_and_read_by_every_node(helper
     assert sm.get_secret_value(SecretId=sr.munge_secret_name("lines"))["SecretBinary"] == key
 
 
+def write_package(root: Path, sha: str) -> None:
+    f = root / "etc" / "gpucluster" / "agent-package.json"
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(json.dumps({"bucket": "artifacts", "key": "agent.zip", "sha256": sha, "dest": "/opt/gpucluster/lib"}))
+
+
 def test_agent_package_is_installed_only_with_its_checksum(helper, moto_endpoint, tmp_path, aws_env):
     s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=moto_endpoint)
     s3.create_bucket(Bucket="artifacts")
     bundle = sr.agent_bundle()
     s3.put_object(Bucket="artifacts", Key="agent.zip", Body=bundle)
-    dest = tmp_path / "lib"
-    bad = run_helper(helper, moto_endpoint, tmp_path / "k", "fetch-agent", "artifacts", "agent.zip", "0" * 64, str(dest))
+    root = tmp_path / "root"
+    dest = root / "opt" / "gpucluster" / "lib"
+    write_package(root, "0" * 64)
+    bad = run_helper(helper, moto_endpoint, tmp_path / "k", "install-agent", root=root)
     assert bad.returncode != 0 and "expected 0000" in bad.stderr and not dest.exists()
-    good = run_helper(
-        helper, moto_endpoint, tmp_path / "k", "fetch-agent", "artifacts", "agent.zip", sr.sha256(bundle), str(dest)
-    )
+    write_package(root, sr.sha256(bundle))
+    good = run_helper(helper, moto_endpoint, tmp_path / "k", "install-agent", root=root)
     assert good.returncode == 0, good.stderr
     assert (dest / "gpucluster_agents" / "agent.py").exists()
+    again = run_helper(helper, moto_endpoint, tmp_path / "k", "install-agent", root=root)
+    assert "already installed" in again.stdout
+
+
+class FakeImds:
+    """IMDSv2's token and user-data endpoints, serving ``self.user_data``."""
+
+    def __init__(self, user_data: bytes) -> None:
+        import http.server
+        import threading
+
+        imds = self
+        self.user_data = user_data
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_PUT(self):
+                self._send(b"token-1" if self.path == "/latest/api/token" else None)
+
+            def do_GET(self):
+                ok = self.path == "/latest/user-data" and self.headers.get("X-aws-ec2-metadata-token") == "token-1"
+                self._send(imds.user_data if ok else None)
+
+            def _send(self, body):
+                self.send_response(200 if body is not None else 401)
+                self.end_headers()
+                self.wfile.write(body or b"")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def test_head_node_reapplies_its_user_data_at_boot(helper, moto_endpoint, tmp_path, aws_env):
+    """Pulumi stops and starts the head node with new user data when the Slurm layer changes; at boot
+    ``apply-user-data`` rewrites every file from it (keeping owners; topology.conf stays the agent's)
+    and installs the agent package it names."""
+    plan = run_plan("slurm-p5")
+    user_data = plan.files["slurm-p5-slurm-head/user-data"]
+    expected = {
+        p[len("slurm-p5-slurm-head") :]: t
+        for p, t in plan.files.items()
+        if p.startswith("slurm-p5-slurm-head/") and not p.endswith("/user-data")
+    }
+    package = json.loads(expected["/etc/gpucluster/agent-package.json"])
+    s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=moto_endpoint)
+    s3.create_bucket(Bucket=package["bucket"])
+    s3.put_object(Bucket=package["bucket"], Key=package["key"], Body=sr.agent_bundle())
+    imds = FakeImds(gzip_bytes(user_data))  # what EC2 holds: the head node's user data is gzipped
+    root = tmp_path / "root"
+    topology = root / "var" / "lib" / "gpucluster" / "slurm" / "topology.conf"
+    topology.parent.mkdir(parents=True)
+    topology.write_text("SwitchName=placed-by-the-agent Nodes=p5-1\n")
+    first = run_helper(helper, moto_endpoint, tmp_path / "k", "apply-user-data", root=root, imds=imds.url)
+    assert first.returncode == 0, first.stderr
+    for path, text in expected.items():
+        if path.endswith("topology.conf"):
+            continue
+        assert (root / path.lstrip("/")).read_text() == text, path
+    assert topology.read_text() == "SwitchName=placed-by-the-agent Nodes=p5-1\n"  # the agent's, untouched
+    assert stat.S_IMODE((root / "usr/local/sbin/gpucluster-slurm-head").stat().st_mode) == 0o755
+    assert stat.S_IMODE((root / "etc/slurm/slurmdbd.conf").stat().st_mode) == 0o600
+    assert (root / "opt/gpucluster/lib/.sha256").read_text().strip() == package["sha256"]
+    # unchanged user data: nothing rewritten; a changed slurm.conf: only that file
+    assert (
+        "nothing: the user data did not change"
+        in run_helper(helper, moto_endpoint, tmp_path / "k", "apply-user-data", root=root, imds=imds.url).stdout
+    )
+    changed_conf = expected["/etc/slurm/slurm.conf"].replace("SuspendTime=600", "SuspendTime=900")
+    imds.user_data = gzip_bytes(_replace_file(user_data, "/etc/slurm/slurm.conf", changed_conf))
+    third = run_helper(helper, moto_endpoint, tmp_path / "k", "apply-user-data", root=root, imds=imds.url)
+    assert "rewrote /etc/slurm/slurm.conf\n" in third.stdout.split("gpucluster-aws: ", 1)[1], third.stdout
+    assert "SuspendTime=900" in (root / "etc/slurm/slurm.conf").read_text()
+    imds.server.shutdown()
+
+
+def _replace_file(user_data: str, path: str, text: str) -> str:
+    """The user data with one write_files entry's content replaced."""
+    from components.render import to_yaml
+
+    header, _, body = user_data.partition("write_files:\n")
+    doc = yaml.safe_load("write_files:\n" + body)
+    for entry in doc["write_files"]:
+        if entry["path"] == path:
+            entry["content"] = text
+    return header + to_yaml(doc) + "\n"
