@@ -123,6 +123,29 @@ def main() -> GpuCluster:
         )
     if cluster.bucket is not None:
         pulumi.export("dataBucket", cluster.bucket.bucket_name)
+    if cluster.slurm is not None and spec.slurm is not None:
+        slurm = cluster.slurm
+        pulumi.export(
+            "slurm",
+            {
+                "controller": slurm.controller_address,
+                "headInstanceId": slurm.head_instance_id,
+                "headPrivateIp": slurm.head_private_ip,
+                "headDataVolumeId": slurm.data_volume_id,
+                "mungeKeySecretArn": slurm.munge_secret_arn,
+                "partitions": {
+                    e.partition or e.name: {
+                        "nodeGroup": e.name,
+                        "mode": e.mode,
+                        "default": bool(e.default),
+                        "launchTemplateId": slurm.node_groups[e.name].launch_template_id,
+                        "autoScalingGroupName": slurm.node_groups[e.name].auto_scaling_group_name,
+                    }
+                    for e in spec.slurm.node_groups
+                },
+                "connect": slurm.head_instance_id.apply(lambda i: f"aws ssm start-session --target {i} --region {spec.region}"),
+            },
+        )
     if cluster.eks is not None and cluster.kubernetes is not None and spec.kubernetes is not None:
         pulumi.export(
             "kubernetes",
