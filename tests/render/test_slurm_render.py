@@ -423,3 +423,46 @@ def _replace_file(user_data: str, path: str, text: str) -> str:
         if entry["path"] == path:
             entry["content"] = text
     return header + to_yaml(doc) + "\n"
+
+
+def _order(text: str, *needles: str) -> list[int]:
+    lines = text.splitlines()
+    return [
+        next(i for i, line in enumerate(lines) if needle in line and not line.lstrip().startswith(("#", "trap")))
+        for needle in needles
+    ]
+
+
+def test_head_setup_runs_in_the_order_the_daemons_need():
+    files = run_plan("slurm-p5").files
+    setup = files["slurm-p5-slurm-head/usr/local/sbin/gpucluster-slurm-head"]
+    order = _order(
+        setup,
+        "hostnamectl set-hostname slurm-p5-head",  # slurmctld only runs where SlurmctldHost names the host
+        "mount /srv/slurm",  # state and database on the data volume
+        "mount /var/lib/mysql",
+        "apt-get -o DPkg::Lock::Timeout=600 install",
+        "rm -f /usr/sbin/policy-rc.d",
+        "gpucluster-imds-guard.service",
+        "munge-key --create",
+        "systemctl enable --now munge",
+        "install -d -o slurm -g slurm",
+        "install-agent",
+        "systemctl enable --now mariadb",
+        "systemctl enable --now slurmdbd",
+        "systemctl enable --now slurmctld",
+        "systemctl enable --now gpucluster-agent-maintain.timer",
+        "systemctl enable gpucluster-head-config.service",
+    )
+    assert order == sorted(order), order
+    node = files["slurm-p5-slurm-p5-lt/usr/local/sbin/gpucluster-slurm-node"]
+    order = _order(
+        node,
+        "tags/instance/gpucluster:node-name",  # the name the agent gave the instance
+        "apt-get -o DPkg::Lock::Timeout=600 install",
+        "munge-key",
+        "SLURMD_OPTIONS=",
+        "systemctl enable --now munge",
+        "systemctl enable --now slurmd",
+    )
+    assert order == sorted(order), order
