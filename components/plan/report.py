@@ -372,9 +372,11 @@ def _estimate_lines(est: dict[str, Any]) -> list[str]:
         return []
     lines = ["Estimate (planning figures from the instance catalog; see components/spec/data/instance_extras.json)"]
     for g in est.get("nodeGroups", []):
+        reserved = f" ({g['reserved']} reserved)" if g.get("reserved") else ""
         lines.append(
             f"  {g['nodeGroup']:<12} {g['desired']:>4} × {g['instanceType']:<18} {_money(g['usdPerNodeHour'])}/node-hour "
-            f"→ {_money(g['usdPerHour'])}/h, {_kw(g['kw'])}   at max {g['max']}: {_money(g['usdPerHourAtMax'])}/h, {_kw(g['kwAtMax'])}"
+            f"→ {_money(g['usdPerHour'])}/h{reserved}, {_kw(g['kw'])}"
+            f"   at max {g['max']}: {_money(g['usdPerHourAtMax'])}/h, {_kw(g['kwAtMax'])}"
             f"   ({g['priceSource']})"
         )
     for item in est.get("fixed", []):

@@ -22,14 +22,21 @@ class GroupEstimate:
     price_source: str
     kw_per_node: float | None
     accelerators_per_node: int
+    reserved: int = 0
+    """Instances billed whether they run or not (a capacity reservation or block)."""
+
+    @property
+    def billed_now(self) -> int:
+        return max(self.desired, self.reserved)
 
     @property
     def usd_per_hour(self) -> float | None:
-        return None if self.usd_per_node_hour is None else round(self.usd_per_node_hour * self.desired, 2)
+        return None if self.usd_per_node_hour is None else round(self.usd_per_node_hour * self.billed_now, 2)
 
     @property
     def usd_per_hour_max(self) -> float | None:
-        return None if self.usd_per_node_hour is None else round(self.usd_per_node_hour * self.maximum, 2)
+        count = max(self.maximum, self.reserved)
+        return None if self.usd_per_node_hour is None else round(self.usd_per_node_hour * count, 2)
 
     @property
     def kw(self) -> float | None:
@@ -97,6 +104,7 @@ class Estimate:
                     "nodeGroup": g.node_group,
                     "instanceType": g.instance_type,
                     "desired": g.desired,
+                    "reserved": g.reserved,
                     "max": g.maximum,
                     "usdPerNodeHour": g.usd_per_node_hour,
                     "priceSource": g.price_source,
@@ -135,6 +143,7 @@ def estimate(spec: ClusterSpec, catalog: Catalog) -> Estimate:
                 node_group=g.name,
                 instance_type=g.instance_type,
                 desired=g.desired_size or 0,
+                reserved=(g.capacity.instance_count or g.max_size) if g.capacity.reserved else 0,
                 maximum=g.max_size,
                 usd_per_node_hour=price,
                 price_source=source if price is not None else "unknown: set pricePerHour",

@@ -79,3 +79,14 @@ def test_fixed_costs_beside_the_node_groups(catalog):
 def test_no_nat_no_fixed_cost(catalog):
     spec = load_spec(make_config(group(), network={"enableNatGateway": False}), stack="s").spec
     assert estimate(spec, catalog).fixed == ()
+
+
+def test_reserved_capacity_bills_whether_used_or_not(catalog):
+    price = catalog["p5.48xlarge"].on_demand_usd_per_hour
+    odcr = {"type": "capacity-reservation", "reservationId": "cr-0123456789abcdef0", "instanceCount": 16}
+    spec = load_spec(make_config(group(minSize=0, desiredSize=0, maxSize=16, capacity=odcr)), stack="s").spec
+    g = estimate(spec, catalog).groups[0]
+    assert (g.desired, g.reserved, g.billed_now) == (0, 16, 16)
+    assert g.usd_per_hour == round(16 * price, 2) and g.kw == 0  # billed, but idle capacity draws no power here
+    on_demand = load_spec(make_config(group(minSize=0, desiredSize=0, maxSize=16)), stack="s").spec
+    assert estimate(on_demand, catalog).groups[0].usd_per_hour == 0
