@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
+from components.buckets import private_bucket
 from components.naming import with_name
 from components.spec.storage import BucketSpec
 
@@ -68,25 +69,6 @@ def key_policy(account: str, partition: str) -> str:
     )
 
 
-def tls_only_policy(bucket_arn: str) -> str:
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Sid": "DenyInsecureTransport",
-                    "Effect": "Deny",
-                    "Principal": "*",
-                    "Action": "s3:*",
-                    "Resource": [bucket_arn, f"{bucket_arn}/*"],
-                    "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-                }
-            ],
-        },
-        sort_keys=True,
-    )
-
-
 class DataBucket(pulumi.ComponentResource):
     """The cluster's dataset/checkpoint bucket."""
 
@@ -113,45 +95,20 @@ class DataBucket(pulumi.ComponentResource):
             opts=keep,
         )
         aws.kms.Alias(f"{name}-key", name=f"alias/{args.cluster_name}-data", target_key_id=key.key_id, opts=child)
-        bucket = aws.s3.Bucket(
+        bucket = private_bucket(
             f"{name}-bucket",
+            name,
             bucket_prefix=spec.name_prefix or f"{args.cluster_name}-data-",
             force_destroy=False,
             tags=tags,
-            opts=keep,
-        )
-        aws.s3.BucketOwnershipControls(
-            f"{name}-ownership",
-            bucket=bucket.id,
-            rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"),
-            opts=child,
-        )
-        aws.s3.BucketPublicAccessBlock(
-            f"{name}-public-access",
-            bucket=bucket.id,
-            block_public_acls=True,
-            block_public_policy=True,
-            ignore_public_acls=True,
-            restrict_public_buckets=True,
-            opts=child,
+            bucket_opts=keep,
+            child_opts=child,
+            kms_key_arn=key.arn,
         )
         aws.s3.BucketVersioning(
             f"{name}-versioning",
             bucket=bucket.id,
             versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"),
-            opts=child,
-        )
-        aws.s3.BucketServerSideEncryptionConfiguration(
-            f"{name}-encryption",
-            bucket=bucket.id,
-            rules=[
-                aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
-                    apply_server_side_encryption_by_default=aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
-                        sse_algorithm="aws:kms", kms_master_key_id=key.arn
-                    ),
-                    bucket_key_enabled=True,
-                )
-            ],
             opts=child,
         )
         aws.s3.BucketLifecycleConfiguration(
@@ -177,6 +134,5 @@ class DataBucket(pulumi.ComponentResource):
             ],
             opts=child,
         )
-        aws.s3.BucketPolicy(f"{name}-tls-only", bucket=bucket.id, policy=bucket.arn.apply(tls_only_policy), opts=child)
         self.bucket_name, self.bucket_arn, self.kms_key_arn = bucket.bucket, bucket.arn, key.arn
         self.register_outputs({"bucketName": self.bucket_name, "bucketArn": self.bucket_arn})

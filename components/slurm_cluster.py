@@ -31,7 +31,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.bootstrap import LustreMount
-from components.data_bucket import tls_only_policy
+from components.buckets import private_bucket
 from components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from components.naming import CLUSTER_TAG, NODE_GROUP_TAG, with_name
 from components.render import gzip_b64, render_cloud_config
@@ -279,41 +279,15 @@ class SlurmCluster(pulumi.ComponentResource):
         bundle = agent_bundle()
         digest = sha256(bundle)
         bundle_key = f"agent/gpucluster_agents-{digest[:16]}.zip"
-        bucket = aws.s3.Bucket(
+        bucket = private_bucket(
+            f"{name}-artifacts",
             f"{name}-artifacts",
             bucket_prefix=f"{cluster}-slurm-",
             force_destroy=True,  # only build artifacts, rebuilt from this program
             tags=with_name(tags, f"{cluster}-slurm-artifacts"),
-            opts=child,
+            bucket_opts=child,
+            child_opts=child,
         )
-        aws.s3.BucketOwnershipControls(
-            f"{name}-artifacts-ownership",
-            bucket=bucket.id,
-            rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"),
-            opts=child,
-        )
-        aws.s3.BucketPublicAccessBlock(
-            f"{name}-artifacts-public-access",
-            bucket=bucket.id,
-            block_public_acls=True,
-            block_public_policy=True,
-            ignore_public_acls=True,
-            restrict_public_buckets=True,
-            opts=child,
-        )
-        aws.s3.BucketServerSideEncryptionConfiguration(
-            f"{name}-artifacts-encryption",
-            bucket=bucket.id,
-            rules=[
-                aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
-                    apply_server_side_encryption_by_default=aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
-                        sse_algorithm="AES256"
-                    ),
-                )
-            ],
-            opts=child,
-        )
-        aws.s3.BucketPolicy(f"{name}-artifacts-tls-only", bucket=bucket.id, policy=bucket.arn.apply(tls_only_policy), opts=child)
         agent_object = aws.s3.BucketObjectv2(
             f"{name}-agent-package",
             bucket=bucket.id,

@@ -1,0 +1,77 @@
+"""The baseline every bucket of a cluster gets: owner-enforced, never public, encrypted, TLS only."""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pulumi_aws as aws
+
+
+def tls_only_policy(bucket_arn: str) -> str:
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "DenyInsecureTransport",
+                    "Effect": "Deny",
+                    "Principal": "*",
+                    "Action": "s3:*",
+                    "Resource": [bucket_arn, f"{bucket_arn}/*"],
+                    "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                }
+            ],
+        },
+        sort_keys=True,
+    )
+
+
+def private_bucket(
+    resource_name: str,
+    child_prefix: str,
+    *,
+    bucket_prefix: str,
+    force_destroy: bool,
+    tags: dict[str, str],
+    bucket_opts: pulumi.ResourceOptions,
+    child_opts: pulumi.ResourceOptions,
+    kms_key_arn: pulumi.Input[str] | None = None,
+) -> aws.s3.Bucket:
+    """A bucket with ownership enforced, public access blocked, default encryption (SSE-KMS with a
+    bucket key when ``kms_key_arn`` is given, else SSE-S3) and a policy refusing plain HTTP.
+
+    Children are named ``<child_prefix>-ownership``, ``-public-access``, ``-encryption``, ``-tls-only``.
+    """
+    bucket = aws.s3.Bucket(resource_name, bucket_prefix=bucket_prefix, force_destroy=force_destroy, tags=tags, opts=bucket_opts)
+    aws.s3.BucketOwnershipControls(
+        f"{child_prefix}-ownership",
+        bucket=bucket.id,
+        rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"),
+        opts=child_opts,
+    )
+    aws.s3.BucketPublicAccessBlock(
+        f"{child_prefix}-public-access",
+        bucket=bucket.id,
+        block_public_acls=True,
+        block_public_policy=True,
+        ignore_public_acls=True,
+        restrict_public_buckets=True,
+        opts=child_opts,
+    )
+    default = aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
+        sse_algorithm="aws:kms" if kms_key_arn is not None else "AES256", kms_master_key_id=kms_key_arn
+    )
+    aws.s3.BucketServerSideEncryptionConfiguration(
+        f"{child_prefix}-encryption",
+        bucket=bucket.id,
+        rules=[
+            aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
+                apply_server_side_encryption_by_default=default,
+                bucket_key_enabled=True if kms_key_arn is not None else None,
+            )
+        ],
+        opts=child_opts,
+    )
+    aws.s3.BucketPolicy(f"{child_prefix}-tls-only", bucket=bucket.id, policy=bucket.arn.apply(tls_only_policy), opts=child_opts)
+    return bucket
