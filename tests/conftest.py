@@ -146,3 +146,53 @@ def run_components():
         return plan
 
     return run
+
+
+# --- configs through the real program, and findings -------------------------------------------------
+
+
+def pulumi_config(config: dict[str, Any]) -> dict[str, str]:
+    """A config as the Pulumi CLI hands it to a program: objects as JSON text."""
+    import json
+
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
+
+
+def plan_config(config: dict[str, Any], stack: str = "test"):
+    """Run the real stack program (``__main__.py``) with ``config`` under the plan's mock engine."""
+    from components.plan.engine import run_program
+
+    return run_program("gpucluster", stack, pulumi_config(config))
+
+
+def assert_refused(config: dict[str, Any], path: str, fragment: str):
+    """The program refuses ``config`` before registering anything, with an error at ``path`` saying ``fragment``."""
+    plan = plan_config(config, "bad")
+    assert plan.error is not None, "the program should have refused this config"
+    assert plan.resources == [], f"registered {[r.name for r in plan.resources]} despite the bad config"
+    matching = [f for f in plan.findings if f["level"] == "error" and f["path"] == path]
+    assert matching, f"no error at {path}; got {[(f['path'], f['message']) for f in plan.findings]}"
+    assert any(fragment in f["message"] for f in matching), [f["message"] for f in matching]
+    assert path in plan.error  # the message the user sees names the field
+    assert "Traceback" not in plan.error
+    return plan
+
+
+def parse_spec(config: dict[str, Any]):
+    """The parsed (not validated, not resolved) ClusterSpec of a flat config map."""
+    from components.spec.cluster import ClusterSpec
+    from components.spec.load import config_keys
+
+    keys = config_keys()
+    raw = {keys[k]: v for k, v in config.items()}
+    raw.setdefault("name", "t")
+    return ClusterSpec.model_validate(raw)
+
+
+def assert_finding(findings, level, path: str, expected_message: str, code: str) -> None:
+    """Exactly the expected finding (level, path, message, code) is among ``findings``, with a fix."""
+    match = [f for f in findings if f.code == code and f.path == path]
+    assert match, f"no {code} finding at {path}; got {[(f.code, f.path, f.message) for f in findings]}"
+    f = match[0]
+    assert (f.level, f.message) == (level, expected_message)
+    assert f.fix, "every finding says how to fix it"

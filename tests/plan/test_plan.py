@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from components.plan.engine import run_plan, run_program, stack_names
+from components.plan.engine import run_plan, stack_names
 from components.plan.report import diff, dumps, render_text, to_json
-from tests.conftest import GOLDEN, ROOT, check_golden, group, make_config
+from tests.conftest import GOLDEN, ROOT, check_golden, group, make_config, plan_config
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 
@@ -85,7 +85,7 @@ def test_slurm_p5_plan_shows_head_node_agent_policy_and_slurm_conf():
 
 def _plan_sizes(size: int):
     config = make_config(group(minSize=size, maxSize=size, desiredSize=size))
-    return run_program("gpucluster", "scale", {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()})
+    return plan_config(config, "scale")
 
 
 def test_resources_do_not_grow_with_node_count():

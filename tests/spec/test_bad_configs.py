@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.plan.engine import run_program
-from tests.conftest import MINIMAL_GROUP, group, make_config
+from tests.conftest import MINIMAL_GROUP, assert_refused, group, make_config, plan_config
 
 BYO = {"vpcId": "vpc-0abc1234", "subnets": [{"id": "subnet-0aaa1111", "availabilityZone": "us-east-1a"}]}
 
@@ -172,16 +171,7 @@ BAD_CONFIGS = [
 
 @pytest.mark.parametrize(("config", "path", "fragment"), [c[1:] for c in BAD_CONFIGS], ids=[c[0] for c in BAD_CONFIGS])
 def test_bad_config_fails_before_any_resource(config, path, fragment):
-    plan = run_program(
-        "gpucluster", "bad", {k: v if isinstance(v, str) else __import__("json").dumps(v) for k, v in config.items()}
-    )
-    assert plan.error is not None, "the program should have refused this config"
-    assert plan.resources == [], f"registered {[r.name for r in plan.resources]} despite the bad config"
-    matching = [f for f in plan.findings if f["level"] == "error" and f["path"] == path]
-    assert matching, f"no error at {path}; got {[(f['path'], f['message']) for f in plan.findings]}"
-    assert any(fragment in f["message"] for f in matching), [f["message"] for f in matching]
-    assert path in plan.error  # the message the user sees names the field
-    assert "Traceback" not in plan.error
+    assert_refused(config, path, fragment)
 
 
 def test_there_are_at_least_twenty():
@@ -192,9 +182,7 @@ def test_one_error_lists_every_problem():
     config = make_config(
         group(instanceType="p5.48xl"), group(name="b", minSize=3, maxSize=1), group(name="c", associatePublicIpAddress=True)
     )
-    plan = run_program(
-        "gpucluster", "bad", {k: v if isinstance(v, str) else __import__("json").dumps(v) for k, v in config.items()}
-    )
+    plan = plan_config(config, "bad")
     paths = {f["path"] for f in plan.findings if f["level"] == "error"}
     assert {
         "gpucluster:nodeGroups[0].instanceType",

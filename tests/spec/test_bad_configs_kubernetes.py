@@ -6,12 +6,9 @@ proves the error comes before the first resource.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from components.plan.engine import run_program
-from tests.conftest import group, make_config
+from tests.conftest import assert_refused, group, make_config
 
 TWO_ZONES = {"availabilityZones": ["us-east-1a", "us-east-1b"]}
 
@@ -118,20 +115,9 @@ BAD_KUBERNETES = [
 ]
 
 
-def _as_config(config: dict) -> dict[str, str]:
-    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
-
-
 @pytest.mark.parametrize(("config", "path", "fragment"), [c[1:] for c in BAD_KUBERNETES], ids=[c[0] for c in BAD_KUBERNETES])
 def test_bad_kubernetes_config_fails_before_any_resource(config, path, fragment):
-    plan = run_program("gpucluster", "bad", _as_config(config))
-    assert plan.error is not None, "the program should have refused this config"
-    assert plan.resources == [], f"registered {[r.name for r in plan.resources]} despite the bad config"
-    matching = [f for f in plan.findings if f["level"] == "error" and f["path"] == path]
-    assert matching, f"no error at {path}; got {[(f['path'], f['message']) for f in plan.findings]}"
-    assert any(fragment in f["message"] for f in matching), [f["message"] for f in matching]
-    assert path in plan.error
-    assert "Traceback" not in plan.error
+    assert_refused(config, path, fragment)
 
 
 def test_there_are_at_least_ten():

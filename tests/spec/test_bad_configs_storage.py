@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from components.plan.engine import run_program
-from tests.conftest import group, make_config
+from tests.conftest import assert_refused, group, make_config, plan_config
 
 WORKLOAD = {"datasetSizeTib": 10, "readMbPerSecondPerGpu": 50, "checkpointSizeGib": 100, "checkpointWriteSeconds": 60}
 
@@ -153,11 +150,7 @@ BAD_STORAGE = [
 
 @pytest.mark.parametrize(("config", "path", "fragment"), [c[1:] for c in BAD_STORAGE], ids=[c[0] for c in BAD_STORAGE])
 def test_bad_storage_config(config, path, fragment):
-    plan = run_program("gpucluster", "bad", {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()})
-    assert plan.error is not None and plan.resources == []
-    matching = [f for f in plan.findings if f["level"] == "error" and f["path"] == path]
-    assert matching, f"no error at {path}; got {[(f['path'], f['message']) for f in plan.findings]}"
-    assert any(fragment in f["message"] for f in matching), [f["message"] for f in matching]
+    assert_refused(config, path, fragment)
 
 
 def test_at_least_ten():
@@ -169,7 +162,7 @@ def test_client_limit_is_a_warning_in_the_plan():
         group(minSize=2, maxSize=2),
         storage={"workload": {**WORKLOAD, "readMbPerSecondPerGpu": 2000}, "lustre": {"throughputPerUnitStorage": 1000}},
     )
-    plan = run_program("gpucluster", "warn", {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()})
+    plan = plan_config(config, "warn")
     assert plan.ok, plan.error
     warnings = [f for f in plan.findings if f["code"] == "client-limit"]
     assert warnings and "a plain Lustre client reads at most about 12,500 MB/s" in warnings[0]["message"]

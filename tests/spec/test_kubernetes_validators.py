@@ -7,8 +7,8 @@ import pytest
 from components.spec.errors import Level
 from components.spec.kubernetes import VPC_CNI_VERSION, eks_ami_type, flavor_name, version_tuple
 from components.spec.validators import validate_cluster
-from tests.conftest import group, make_config
-from tests.spec.test_validators import parse
+from tests.conftest import assert_finding, group, make_config
+from tests.conftest import parse_spec as parse
 
 TWO_ZONES = {"availabilityZones": ["us-east-1a", "us-east-1b"]}
 
@@ -242,12 +242,7 @@ CASES = [
     ("config", "level", "path", "expected_message", "code"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
 )
 def test_kubernetes_finding(catalog, config, level, path, expected_message, code):
-    findings = validate_cluster(parse(config), catalog)
-    match = [f for f in findings if f.code == code and f.path == path]
-    assert match, f"no {code} finding at {path}; got {[(f.code, f.path, f.message) for f in findings]}"
-    f = match[0]
-    assert (f.level, f.message) == (level, expected_message)
-    assert f.fix, "every finding says how to fix it"
+    assert_finding(validate_cluster(parse(config), catalog), level, path, expected_message, code)
 
 
 def test_a_good_kubernetes_config_has_no_findings(catalog):

@@ -4,21 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from components.spec.cluster import ClusterSpec
 from components.spec.errors import Level
-from components.spec.load import config_keys
 from components.spec.validators import validate_cluster, zone_in_region
-from tests.conftest import group, make_config
+from tests.conftest import assert_finding, group, make_config, parse_spec
 
 RESERVATION = {"type": "capacity-reservation", "reservationId": "cr-0123456789abcdef0"}
 BLOCK = {"type": "capacity-block", "reservationId": "cr-0123456789abcdef0"}
 
 
-def parse(config: dict) -> ClusterSpec:
-    keys = config_keys()
-    raw = {keys[k]: v for k, v in config.items()}
-    raw.setdefault("name", "t")
-    return ClusterSpec.model_validate(raw)
+parse = parse_spec
 
 
 # (id, config, level, path, expected_message, expected code)
@@ -190,12 +184,7 @@ CASES = [
     ("config", "level", "path", "expected_message", "code"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
 )
 def test_validator_finding(catalog, config, level, path, expected_message, code):
-    findings = validate_cluster(parse(config), catalog)
-    match = [f for f in findings if f.code == code]
-    assert match, f"no {code} finding; got {[(f.code, f.message) for f in findings]}"
-    f = match[0]
-    assert (f.level, f.path, f.message) == (level, path, expected_message)
-    assert f.fix, "every finding says how to fix it"
+    assert_finding(validate_cluster(parse(config), catalog), level, path, expected_message, code)
 
 
 def test_valid_configs_have_no_errors(catalog):
