@@ -80,11 +80,9 @@ class LustreMount:
     gds: bool = False
 
 
-def lustre_part(mount: LustreMount, group: NodeGroupSpec, facts: InstanceFacts) -> CloudConfig:
-    """Install the Lustre client, set up EFA/GDS where both sides support it, mount, add to fstab."""
-    efa = mount.efa and bool(group.enable_efa_support) and facts.efa_supported
-    gds = efa and mount.gds and facts.gds_supported
-    script = render(
+def lustre_mount_script(mount: LustreMount, *, efa: bool, gds: bool) -> str:
+    """The script that installs the Lustre client, sets up EFA/GDS when asked, mounts and adds to fstab."""
+    return render(
         "storage/mount-lustre.sh.j2",
         file_system=mount.file_system,
         dns_name=mount.dns_name,
@@ -94,6 +92,13 @@ def lustre_part(mount: LustreMount, group: NodeGroupSpec, facts: InstanceFacts) 
         efa=efa,
         gds=gds,
     )
+
+
+def lustre_part(mount: LustreMount, group: NodeGroupSpec, facts: InstanceFacts) -> CloudConfig:
+    """Install the Lustre client, set up EFA/GDS where both sides support it, mount, add to fstab."""
+    efa = mount.efa and bool(group.enable_efa_support) and facts.efa_supported
+    gds = efa and mount.gds and facts.gds_supported
+    script = lustre_mount_script(mount, efa=efa, gds=gds)
     return CloudConfig(
         write_files=(WriteFile(LUSTRE_MOUNT_SCRIPT, script, "0755"),),
         runcmd=((LUSTRE_MOUNT_SCRIPT,),),

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.bootstrap import NCCL_ENV_PATH, LustreMount
+from components.bootstrap import NCCL_ENV_PATH, LustreMount, lustre_mount_script
 from components.render import CloudConfig, WriteFile, render
 from components.spec.catalog import Catalog, InstanceFacts
 from components.spec.cluster import ClusterSpec
@@ -545,17 +545,7 @@ def head_cloud_config(ctx: SlurmContext, catalog: Catalog, inputs: HeadInputs) -
     runcmd: list[tuple[str, ...]] = []
     sections = ["slurm head node"]
     if inputs.lustre is not None:
-        m = inputs.lustre
-        script = render(
-            "storage/mount-lustre.sh.j2",
-            file_system=m.file_system,
-            dns_name=m.dns_name,
-            mount_name=m.mount_name,
-            mount_point=m.mount_point,
-            mount_options=m.mount_options,
-            efa=False,
-            gds=False,
-        )
+        script = lustre_mount_script(inputs.lustre, efa=False, gds=False)  # the head node mounts over TCP
         files.append(WriteFile(LUSTRE_MOUNT_SCRIPT, script, "0755"))
         runcmd.append((LUSTRE_MOUNT_SCRIPT,))
         sections.append("lustre mount")
