@@ -30,7 +30,7 @@ class FlowLogsSpec(SpecModel):
 
     retention_days: int = Field(default=365, ge=1)
     """How long records are kept: the log group's retention, or the bucket's lifecycle expiration.
-    Default 365 (one year, what Security Hub's CloudWatch.16 asks of log groups). With ``cloudwatch``
+    Default 365 (one year: the minimum AWS Config's cw-loggroup-retention-period-check asks by default). With ``cloudwatch``
     it must be one of CloudWatch's periods: 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545,
     731, 1096, 1827, 2192, 2557, 2922, 3288 or 3653."""
 
