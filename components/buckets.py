@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
 
-def tls_only_policy(bucket_arn: str) -> str:
+def tls_only_policy(bucket_arn: str, extra: Sequence[dict[str, Any]] = ()) -> str:
+    """The bucket policy: refuse plain HTTP, then the ``extra`` statements (e.g. a log delivery grant)."""
     return json.dumps(
         {
             "Version": "2012-10-17",
@@ -20,7 +23,8 @@ def tls_only_policy(bucket_arn: str) -> str:
                     "Action": "s3:*",
                     "Resource": [bucket_arn, f"{bucket_arn}/*"],
                     "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-                }
+                },
+                *extra,
             ],
         },
         sort_keys=True,
@@ -37,11 +41,14 @@ def private_bucket(
     bucket_opts: pulumi.ResourceOptions,
     child_opts: pulumi.ResourceOptions,
     kms_key_arn: pulumi.Input[str] | None = None,
+    policy_statements: Callable[[str], pulumi.Input[Sequence[dict[str, Any]]]] | None = None,
 ) -> aws.s3.Bucket:
     """A bucket with ownership enforced, public access blocked, default encryption (SSE-KMS with a
     bucket key when ``kms_key_arn`` is given, else SSE-S3) and a policy refusing plain HTTP.
 
     Children are named ``<child_prefix>-ownership``, ``-public-access``, ``-encryption``, ``-tls-only``.
+    ``policy_statements(bucket_arn)`` adds statements to the bucket's one policy (a bucket has a single
+    policy document, so grants such as log delivery go into it rather than into a second one).
     """
     bucket = aws.s3.Bucket(resource_name, bucket_prefix=bucket_prefix, force_destroy=force_destroy, tags=tags, opts=bucket_opts)
     aws.s3.BucketOwnershipControls(
@@ -73,5 +80,14 @@ def private_bucket(
         ],
         opts=child_opts,
     )
-    aws.s3.BucketPolicy(f"{child_prefix}-tls-only", bucket=bucket.id, policy=bucket.arn.apply(tls_only_policy), opts=child_opts)
+    aws.s3.BucketPolicy(
+        f"{child_prefix}-tls-only",
+        bucket=bucket.id,
+        policy=bucket.arn.apply(
+            lambda arn: pulumi.Output.from_input(policy_statements(arn) if policy_statements else []).apply(
+                lambda extra: tls_only_policy(arn, extra)
+            )
+        ),
+        opts=child_opts,
+    )
     return bucket

@@ -83,6 +83,10 @@ class EksClusterArgs:
     """Put instance-store NVMe disks under containerd and kubelet (nodeadm RAID 0) on nodes that have
     them. Default true; false when the disks are already used for scratch space."""
 
+    protect_data: bool = True
+    """Protect and retain the Secrets encryption key it creates (``pulumi destroy`` refuses; deleting
+    the stack leaves it): a deleted key leaves every Secret of the cluster unreadable. Default true."""
+
     tags: dict[str, str] = field(default_factory=dict)
     """Tags on every taggable child. Default: none."""
 
@@ -160,7 +164,7 @@ class EksCluster(pulumi.ComponentResource):
                 enable_key_rotation=True,
                 deletion_window_in_days=30,
                 tags=with_name(tags, f"{prefix}-eks-secrets"),
-                opts=child,
+                opts=pulumi.ResourceOptions(parent=self, protect=args.protect_data, retain_on_delete=args.protect_data),
             )
             aws.kms.Alias(f"{name}-secrets", name=f"alias/{prefix}-eks-secrets", target_key_id=key.key_id, opts=child)
             key_arn = key.arn

@@ -21,6 +21,7 @@ from components.slurm_render import SlurmContext, node_slurm_part
 from components.spec.catalog import load_catalog
 from components.spec.cluster import ClusterSpec
 from components.spec.cost import Estimate, estimate
+from components.spec.effective import effective_protect_data
 from components.spec.kubernetes import KubernetesSpec
 from components.spec.node_group import NodeGroupSpec
 from components.spec.slurm import SlurmSpec
@@ -220,6 +221,7 @@ class GpuCluster(pulumi.ComponentResource):
                 user_data={g.name: self.node_user_data(g) for g in groups},
                 shared_storage=self.shared_storage,
                 instance_store_for_pods=storage is None or storage.nvme_scratch is None,
+                protect_data=effective_protect_data(self.spec),
                 tags=tags,
             ),
             opts=child,

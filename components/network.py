@@ -1,16 +1,20 @@
 """Network: a new VPC (private subnets per zone, NAT, S3 gateway endpoint, optional interface
-endpoints) or your own VPC and subnets — plus the security groups every node group uses."""
+endpoints) or your own VPC and subnets — plus the security groups every node group uses, the VPC's
+flow log and, for a new VPC, its default security group emptied."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
+from components.buckets import private_bucket
 from components.naming import with_name
 from components.security import BOTH_WAYS, allow
-from components.spec.network import NetworkSpec, plan_subnets
+from components.spec.network import FlowLogsSpec, NetworkSpec, plan_subnets
 
 TOKEN = "gpucluster:index:Network"
 
@@ -32,12 +36,98 @@ class NetworkArgs:
     """Tags on every taggable child. Default: none."""
 
 
+FLOW_LOGS_SERVICE = "vpc-flow-logs.amazonaws.com"
+LOG_DELIVERY_SERVICE = "delivery.logs.amazonaws.com"
+
+
+def flow_log_group_name(cluster_name: str) -> str:
+    return f"/gpucluster/{cluster_name}/vpc-flow-logs"
+
+
+def flow_log_trust_policy(*, partition: str, region: str, account: str) -> dict[str, Any]:
+    """Who may assume the flow-log role: VPC Flow Logs, and only for flow logs of this account and
+    region (``aws:SourceAccount`` / ``aws:SourceArn`` stop another account's flow log from using
+    the role: the confused-deputy guard AWS documents for this role)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "VpcFlowLogsOfThisAccount",
+                "Effect": "Allow",
+                "Principal": {"Service": FLOW_LOGS_SERVICE},
+                "Action": "sts:AssumeRole",
+                "Condition": {
+                    "StringEquals": {"aws:SourceAccount": account},
+                    "ArnLike": {"aws:SourceArn": f"arn:{partition}:ec2:{region}:{account}:vpc-flow-log/*"},
+                },
+            }
+        ],
+    }
+
+
+def flow_log_role_policy(log_group_arn: str) -> dict[str, Any]:
+    """What the flow-log role may do: write streams and events into the cluster's log group only.
+    The group exists (this program makes it, with its retention), so no ``logs:CreateLogGroup``."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "WriteTheClustersFlowLogGroup",
+                "Effect": "Allow",
+                "Action": ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                "Resource": [log_group_arn, f"{log_group_arn}:log-stream:*"],
+            },
+            {
+                # Flow Logs checks the destination with DescribeLogGroups, a list call that cannot be
+                # narrowed to one group: the account's and region's groups.
+                "Sid": "FindTheLogGroup",
+                "Effect": "Allow",
+                "Action": "logs:DescribeLogGroups",
+                "Resource": log_group_arn.rsplit(":log-group:", 1)[0] + ":log-group:*",
+            },
+        ],
+    }
+
+
+def flow_log_bucket_statements(bucket_arn: str, *, partition: str, region: str, account: str) -> list[dict[str, Any]]:
+    """Bucket-policy statements that let the log delivery service write this account's flow logs
+    (and nobody else's: ``aws:SourceAccount`` and ``aws:SourceArn``) under ``AWSLogs/<account>/``."""
+    source = {
+        "StringEquals": {"aws:SourceAccount": account},
+        "ArnLike": {"aws:SourceArn": f"arn:{partition}:logs:{region}:{account}:*"},
+    }
+    return [
+        {
+            "Sid": "FlowLogDeliveryWrite",
+            "Effect": "Allow",
+            "Principal": {"Service": LOG_DELIVERY_SERVICE},
+            "Action": "s3:PutObject",
+            "Resource": f"{bucket_arn}/AWSLogs/{account}/*",
+            "Condition": {
+                "StringEquals": {"aws:SourceAccount": account, "s3:x-amz-acl": "bucket-owner-full-control"},
+                "ArnLike": source["ArnLike"],
+            },
+        },
+        {
+            "Sid": "FlowLogDeliveryCheck",
+            "Effect": "Allow",
+            "Principal": {"Service": LOG_DELIVERY_SERVICE},
+            "Action": ["s3:GetBucketAcl", "s3:ListBucket"],
+            "Resource": bucket_arn,
+            "Condition": source,
+        },
+    ]
+
+
 class Network(pulumi.ComponentResource):
     """Private subnets for GPU nodes and the EFA security group.
 
     The EFA security group allows all traffic in and out between its own members (EFA's OS-bypass
     traffic needs both rules, referencing the group itself); the node security group allows all
-    outbound traffic. Node interfaces carry both.
+    outbound traffic. Node interfaces carry both. A new VPC's default security group keeps no rule
+    (nothing should use it; Security Hub EC2.2). The VPC's flow log (traffic type ALL) goes to a
+    CloudWatch log group with a retention, or to a private bucket that expires records; either is
+    protected and retained like the cluster's other data unless ``flowLogs.protect`` says otherwise.
     """
 
     vpc_id: pulumi.Output[str]
@@ -64,6 +154,9 @@ class Network(pulumi.ComponentResource):
                 # The first subnet listed for a zone is the zone's default; node groups may pick others.
                 self.private_subnet_ids.setdefault(subnet.availability_zone, pulumi.Output.from_input(subnet.id))
         self._create_security_groups()
+        self.flow_log_id: pulumi.Output[str] | None = None
+        if spec.flow_logs.enabled:
+            self.flow_log_id = self._create_flow_log(spec.flow_logs)
         self.register_outputs(
             {
                 "vpcId": self.vpc_id,
@@ -90,6 +183,11 @@ class Network(pulumi.ComponentResource):
         )
         self.vpc_id = vpc.id
         self.vpc_cidr = vpc.cidr_block
+        # Adopt the VPC's default security group and leave it without rules: instances launched
+        # without a group get no traffic at all, instead of the default's "all from members, all out".
+        aws.ec2.DefaultSecurityGroup(
+            f"{name}-default-sg", vpc_id=vpc.id, ingress=[], egress=[], tags=self._tags("default-closed"), opts=opts
+        )
         self.private_subnet_ids = {}
         private_tables: list[aws.ec2.RouteTable] = []
         nat_ids: dict[str, pulumi.Output[str]] = {}
@@ -213,3 +311,88 @@ class Network(pulumi.ComponentResource):
               tags=self._tags("node-out"), opts=opts)  # fmt: skip
         self.efa_security_group_id = efa.id
         self.node_security_group_id = node.id
+
+    def _create_flow_log(self, flow: FlowLogsSpec) -> pulumi.Output[str]:
+        name, args = self._name, self._args
+        protect = flow.protect if flow.protect is not None else True
+        keep = pulumi.ResourceOptions(parent=self, protect=protect, retain_on_delete=protect)
+        invoke = pulumi.InvokeOutputOptions(parent=self)
+        account = aws.get_caller_identity_output(opts=invoke).account_id
+        partition = aws.get_partition_output(opts=invoke).partition
+        common: dict[str, Any] = {
+            "vpc_id": self.vpc_id,
+            "traffic_type": "ALL",
+            "max_aggregation_interval": flow.max_aggregation_interval,
+            "tags": self._tags("flow-log"),
+        }
+        if flow.destination == "cloudwatch":
+            group = aws.cloudwatch.LogGroup(
+                f"{name}-flow-logs",
+                name=flow_log_group_name(args.cluster_name),
+                retention_in_days=flow.retention_days,
+                tags=self._tags("flow-logs"),
+                opts=keep,
+            )
+            role = aws.iam.Role(
+                f"{name}-flow-logs",
+                assume_role_policy=pulumi.Output.all(partition, account).apply(
+                    lambda v: json.dumps(flow_log_trust_policy(partition=v[0], region=args.region, account=v[1]))
+                ),
+                description=f"VPC Flow Logs of {args.cluster_name}: write to its log group",
+                tags=self._tags("flow-logs"),
+                opts=self._child,
+            )
+            aws.iam.RolePolicy(
+                f"{name}-flow-logs",
+                role=role.id,
+                policy=group.arn.apply(lambda arn: json.dumps(flow_log_role_policy(arn))),
+                opts=self._child,
+            )
+            log = aws.ec2.FlowLog(
+                f"{name}-flow-log",
+                log_destination_type="cloud-watch-logs",
+                log_destination=group.arn,
+                iam_role_arn=role.arn,
+                opts=self._child,
+                **common,
+            )
+            return log.id
+
+        def delivery(bucket_arn: str) -> pulumi.Output[list[dict[str, Any]]]:
+            return pulumi.Output.all(partition, account).apply(
+                lambda v: flow_log_bucket_statements(bucket_arn, partition=v[0], region=args.region, account=v[1])
+            )
+
+        bucket = private_bucket(
+            f"{name}-flow-logs",
+            f"{name}-flow-logs",
+            bucket_prefix=f"{args.cluster_name[:27]}-flowlogs-",
+            force_destroy=not protect,
+            tags=self._tags("flow-logs"),
+            bucket_opts=keep,
+            child_opts=self._child,
+            policy_statements=delivery,
+        )
+        aws.s3.BucketLifecycleConfiguration(
+            f"{name}-flow-logs-expiry",
+            bucket=bucket.id,
+            rules=[
+                aws.s3.BucketLifecycleConfigurationRuleArgs(
+                    id="expire-flow-logs",
+                    status="Enabled",
+                    filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
+                    expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(days=flow.retention_days),
+                )
+            ],
+            opts=self._child,
+        )
+        # Flow Logs delivers to S3 through the log delivery service, which the bucket policy admits;
+        # no IAM role is involved.
+        log = aws.ec2.FlowLog(
+            f"{name}-flow-log",
+            log_destination_type="s3",
+            log_destination=bucket.arn,
+            opts=self._child,
+            **common,
+        )
+        return log.id

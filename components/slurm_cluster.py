@@ -124,9 +124,19 @@ def agent_policy(
 ) -> dict[str, Any]:
     """The node agent's IAM policy (the calls gpucluster_agents makes, and no more).
 
+    The agent launches with one call, CreateFleet (type ``instant``), from a group's launch template
+    with instance type, subnet and placement group overrides, tagging the instances (and only them)
+    with the cluster, node group and launch token (gpucluster_agents.ec2.fleet_request). IAM
+    authorizes that call on the fleet, on the launch template and on every resource the launch reads
+    or creates; an instant fleet then launches under the caller's own RunInstances permission.
+
     - RunInstances only from the cluster's launch templates (``ec2:LaunchTemplate``: AWS's pattern for
-      "launch only from this template"); CreateFleet itself launches nothing that RunInstances does not
-      authorize, so it is allowed as such.
+      "launch only from this template"), and never with an AMI other than the template's
+      (``ec2:IsLaunchTemplateResource`` false on the image is denied).
+    - CreateFleet on ``fleet/*`` of this account and region and on the cluster's launch templates
+      only; the instances it makes must carry the cluster's tag and a dynamic group's tag
+      (``aws:RequestTag``); the other resources a launch touches (volumes, interfaces, subnets,
+      security groups, the AMI, placement groups, reservations) are named by type, region and account.
     - CreateTags while launching (``ec2:CreateAction``), and afterwards only the node-name and Name tags
       on the cluster's instances.
     - TerminateInstances only on the cluster's instances of its *dynamic* node groups: never the head
@@ -136,17 +146,77 @@ def agent_policy(
     """
     arn = f"arn:{partition}:ec2:{region}:{account}"
     instances = f"{arn}:instance/*"
+    templates = [f"{arn}:launch-template/{lt}" for lt in launch_template_ids]
+    image = f"arn:{partition}:ec2:{region}::image/*"
     statements: list[dict[str, Any]] = []
     if dynamic_groups:
         statements += [
             {
+                # RunInstances touches many resource types (instance, volume, interface, subnet, …):
+                # "*" with the template condition is AWS's documented way to pin all of them.
                 "Sid": "LaunchOnlyFromTheClustersTemplates",
                 "Effect": "Allow",
                 "Action": "ec2:RunInstances",
                 "Resource": "*",
-                "Condition": {"ArnLike": {"ec2:LaunchTemplate": [f"{arn}:launch-template/{lt}" for lt in launch_template_ids]}},
+                "Condition": {"ArnLike": {"ec2:LaunchTemplate": templates}},
             },
-            {"Sid": "InstantFleets", "Effect": "Allow", "Action": "ec2:CreateFleet", "Resource": "*"},
+            {
+                # The agent overrides instance type, subnet and placement group, never the AMI: an
+                # image that does not come from the template is refused. A Bool on false matches only
+                # when EC2 sets the key (launches from a template), so other calls are unaffected.
+                "Sid": "NoOtherImageThanTheTemplates",
+                "Effect": "Deny",
+                "Action": "ec2:RunInstances",
+                "Resource": image,
+                "Condition": {"Bool": {"ec2:IsLaunchTemplateResource": "false"}},
+            },
+            {
+                # The fleet record itself (the agent does not tag it) and the templates it may name:
+                # a fleet from any other template fails on the template resource.
+                "Sid": "InstantFleetsFromTheClustersTemplates",
+                "Effect": "Allow",
+                "Action": "ec2:CreateFleet",
+                "Resource": [f"{arn}:fleet/*", *templates],
+            },
+            {
+                # Every instance a fleet makes is tagged in the request as the cluster's, of a dynamic
+                # group: what TerminateOnlyDynamicNodes later matches.
+                "Sid": "InstantFleetInstancesAreTheClusters",
+                "Effect": "Allow",
+                "Action": "ec2:CreateFleet",
+                "Resource": instances,
+                "Condition": {
+                    "StringEquals": {
+                        f"aws:RequestTag/{CLUSTER_TAG}": cluster,
+                        f"aws:RequestTag/{NODE_GROUP_TAG}": list(dynamic_groups),
+                    }
+                },
+            },
+            {
+                # What a launch reads or creates besides the instance. None of these lets a fleet
+                # launch: the fleet, template and instance statements above must also allow it.
+                "Sid": "InstantFleetLaunchResources",
+                "Effect": "Allow",
+                "Action": "ec2:CreateFleet",
+                "Resource": [
+                    f"{arn}:{kind}/*"
+                    for kind in (
+                        "volume",
+                        "network-interface",
+                        "subnet",
+                        "security-group",
+                        "placement-group",
+                        "capacity-reservation",
+                        "key-pair",
+                        "spot-instances-request",
+                    )
+                ]
+                + [
+                    image,
+                    f"arn:{partition}:ec2:{region}::snapshot/*",
+                    f"arn:{partition}:resource-groups:{region}:{account}:group/*",
+                ],
+            },
             {
                 "Sid": "TagWhileLaunching",
                 "Effect": "Allow",
@@ -350,7 +420,8 @@ class SlurmCluster(pulumi.ComponentResource):
             f"{name}-head-ssm", role=head_role.name, policy_arn=managed("AmazonSSMManagedInstanceCore"), opts=child
         )
         dynamic = [g.name for g in args.node_groups if slurm.settings(g.name).mode == "dynamic"]
-        lt_ids = pulumi.Output.all(*[ng.launch_template_id for ng in self.node_groups.values()])
+        # The agent launches dynamic groups only (static ones belong to their Auto Scaling groups).
+        lt_ids = pulumi.Output.all(*[self.node_groups[g].launch_template_id for g in dynamic])
         aws.iam.RolePolicy(
             f"{name}-agent",
             role=head_role.id,

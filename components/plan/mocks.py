@@ -41,6 +41,8 @@ EC2_IDS: dict[str, tuple[str, str | None]] = {
     "aws:ec2/routeTableAssociation:RouteTableAssociation": ("rtbassoc-", None),
     "aws:ec2/vpcEndpoint:VpcEndpoint": ("vpce-", "vpc-endpoint/{id}"),
     "aws:ec2/securityGroup:SecurityGroup": ("sg-", "security-group/{id}"),
+    "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup": ("sg-", "security-group/{id}"),
+    "aws:ec2/flowLog:FlowLog": ("fl-", "vpc-flow-log/{id}"),
     "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": ("sgr-", "security-group-rule/{id}"),
     "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": ("sgr-", "security-group-rule/{id}"),
     "aws:ec2/launchTemplate:LaunchTemplate": ("lt-", "launch-template/{id}"),
@@ -234,6 +236,8 @@ class PlanMocks(Mocks):
             uuid = "-".join((h[:8], h[8:12], h[12:16], digest(h, "k", length=4), digest(h, "key", length=12)))
             rid = uuid
             state.update({"keyId": uuid, "arn": f"arn:aws:kms:{self.region}:{self.account}:key/{uuid}"})
+        if token == "aws:cloudwatch/logGroup:LogGroup":
+            state["arn"] = f"arn:aws:logs:{self.region}:{self.account}:log-group:{name}"
         if token == "aws:kms/alias:Alias":
             state["arn"] = f"arn:aws:kms:{self.region}:{self.account}:{state.get('name', rid)}"
         if token == "aws:s3/bucket:Bucket":

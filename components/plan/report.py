@@ -138,7 +138,34 @@ def _trust(i: dict[str, Any]) -> list[str]:
     except json.JSONDecodeError:
         return []
     principals = [str(p) for st in doc.get("Statement", []) for p in (st.get("Principal") or {}).values()]
-    return [f"assumed by {', '.join(principals)}"]
+    conditions = [_condition(st["Condition"]) for st in doc.get("Statement", []) if st.get("Condition")]
+    return [f"assumed by {', '.join(principals)}" + (f" when {' and '.join(conditions)}" if conditions else "")]
+
+
+def _flow_log(i: dict[str, Any]) -> list[str]:
+    return [
+        f"{i.get('vpcId')} · traffic {i.get('trafficType')} · to {i.get('logDestinationType')} {i.get('logDestination')} · "
+        f"aggregated over {i.get('maxAggregationInterval')} s"
+    ]
+
+
+def _default_sg(i: dict[str, Any]) -> list[str]:
+    rules = len(i.get("ingress") or []) + len(i.get("egress") or [])
+    return [f"{i.get('vpcId')} default group · " + ("no rules (closed)" if rules == 0 else f"{rules} rules (!)")]
+
+
+def _lifecycle(i: dict[str, Any]) -> list[str]:
+    lines = []
+    for rule in i.get("rules") or []:
+        parts = [f"{rule.get('id')}"]
+        if (rule.get("expiration") or {}).get("days"):
+            parts.append(f"expire after {rule['expiration']['days']} days")
+        if (rule.get("abortIncompleteMultipartUpload") or {}).get("daysAfterInitiation"):
+            parts.append(f"abort uploads after {rule['abortIncompleteMultipartUpload']['daysAfterInitiation']} days")
+        if (rule.get("noncurrentVersionExpiration") or {}).get("noncurrentDays"):
+            parts.append(f"old versions after {rule['noncurrentVersionExpiration']['noncurrentDays']} days")
+        lines.append(": ".join([parts[0], ", ".join(parts[1:])]) if len(parts) > 1 else parts[0])
+    return lines
 
 
 def _asg(i: dict[str, Any]) -> list[str]:
@@ -293,6 +320,10 @@ DESCRIBERS: dict[str, Describer] = {
         f"rotation {'on' if i.get('enableKeyRotation') else 'OFF (!)'} · deletion window {i.get('deletionWindowInDays')} days"
     ],
     "aws:ec2/vpc:Vpc": lambda i: [f"cidr {i.get('cidrBlock')}"],
+    "aws:ec2/flowLog:FlowLog": _flow_log,
+    "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup": _default_sg,
+    "aws:cloudwatch/logGroup:LogGroup": lambda i: [f"{i.get('name')} · kept {i.get('retentionInDays')} days"],
+    "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration": _lifecycle,
     "aws:ec2/subnet:Subnet": lambda i: [f"{i.get('availabilityZone')} {i.get('cidrBlock')}"],
     "aws:ec2/vpcEndpoint:VpcEndpoint": lambda i: [f"{i.get('vpcEndpointType')} {i.get('serviceName')}"],
     "aws:ec2/placementGroup:PlacementGroup": lambda i: [f"strategy {i.get('strategy')}"],

@@ -34,3 +34,14 @@ def effective_scheduler(group: NodeGroupSpec, spec: ClusterSpec) -> str:
 
 def effective_desired(group: NodeGroupSpec) -> int:
     return group.min_size if group.desired_size is None else group.desired_size
+
+
+def effective_protect_data(spec: ClusterSpec) -> bool:
+    """Whether the cluster's data (and the keys and logs that go with it) is protected and retained:
+    ``storage.protectData``, true when there is no storage section."""
+    return spec.storage.protect_data if spec.storage is not None else True
+
+
+def effective_flow_log_protect(spec: ClusterSpec) -> bool:
+    flow_logs = spec.network.flow_logs
+    return flow_logs.protect if flow_logs.protect is not None else effective_protect_data(spec)

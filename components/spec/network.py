@@ -11,6 +11,37 @@ from components.spec.base import SpecModel
 
 InterfaceEndpoint = Literal["ssm", "ssmmessages", "ec2messages", "ecr.api", "ecr.dkr", "sts", "logs", "secretsmanager", "kms"]
 
+# The retention periods CloudWatch Logs accepts (PutRetentionPolicy), in days.
+CLOUDWATCH_RETENTION_DAYS = (
+    1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653,
+)  # fmt: skip
+
+
+class FlowLogsSpec(SpecModel):
+    """VPC flow logs: every accepted and rejected connection of the VPC's interfaces (Security Hub EC2.6)."""
+
+    enabled: bool = True
+    """Log the VPC's traffic. Default true. With your own VPC (``vpcId``) the flow log covers all of
+    that VPC's traffic, not only the cluster's; set false when the VPC is logged already."""
+
+    destination: Literal["cloudwatch", "s3"] = "cloudwatch"
+    """Where records go: ``cloudwatch`` (a log group of the cluster, queried with Logs Insights) or
+    ``s3`` (a private bucket of the cluster; cheaper to keep for long). Default ``cloudwatch``."""
+
+    retention_days: int = Field(default=365, ge=1)
+    """How long records are kept: the log group's retention, or the bucket's lifecycle expiration.
+    Default 365 (one year: the minimum AWS Config's cw-loggroup-retention-period-check asks by default). With ``cloudwatch``
+    it must be one of CloudWatch's periods: 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545,
+    731, 1096, 1827, 2192, 2557, 2922, 3288 or 3653."""
+
+    max_aggregation_interval: Literal[60, 600] = 600
+    """Seconds over which a flow's packets are aggregated into one record: 60 or 600. Default 600
+    (EC2's default; 60 gives finer timing and more records)."""
+
+    protect: bool | None = None
+    """Protect and retain the log group or bucket (``pulumi destroy`` refuses, deleting the stack
+    leaves it). Default: ``storage.protectData`` (true when there is no storage section)."""
+
 
 class SubnetSpec(SpecModel):
     """A private subnet of your own VPC."""
@@ -61,6 +92,9 @@ class NetworkSpec(SpecModel):
     interface_endpoints: tuple[InterfaceEndpoint, ...] = ()
     """AWS services reached through interface endpoints in the private subnets, e.g. ``[ssm,
     ssmmessages, ec2messages]`` for Session Manager without NAT. Default: none (they cost per hour)."""
+
+    flow_logs: FlowLogsSpec = FlowLogsSpec()
+    """VPC flow logs (traffic type ALL). Default: on, to a CloudWatch log group kept 365 days."""
 
     @field_validator("vpc_cidr")
     @classmethod

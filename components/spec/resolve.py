@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from components.spec.catalog import Catalog
 from components.spec.cluster import ClusterSpec
-from components.spec.effective import effective_desired, effective_efa, effective_placement_group, effective_scheduler
+from components.spec.effective import (
+    effective_desired,
+    effective_efa,
+    effective_flow_log_protect,
+    effective_placement_group,
+    effective_scheduler,
+)
 from components.spec.images import DEFAULT_RELEASE, default_image_parameter
 from components.spec.node_group import NodeGroupSpec
 from components.spec.slurm import UBUNTU_RELEASE
@@ -44,7 +50,8 @@ def resolve_group(group: NodeGroupSpec, catalog: Catalog, spec: ClusterSpec | No
 def resolve(spec: ClusterSpec, catalog: Catalog) -> ClusterSpec:
     """``spec`` with node-group choices made and the network's zones listed. ``spec`` must be valid."""
     groups = tuple(resolve_group(g, catalog, spec) for g in spec.node_groups)
-    network = spec.network.model_copy(update={"availability_zones": tuple(spec.zones)})
+    flow_logs = spec.network.flow_logs.model_copy(update={"protect": effective_flow_log_protect(spec)})
+    network = spec.network.model_copy(update={"availability_zones": tuple(spec.zones), "flow_logs": flow_logs})
     resolved = spec.model_copy(update={"node_groups": groups, "network": network})
     resolved = resolved.model_copy(update={"storage": resolve_storage(resolved, catalog)})
     return resolved.model_copy(update={"slurm": resolve_slurm(resolved, catalog)})

@@ -16,7 +16,7 @@ from components.spec.catalog import Catalog, InstanceFacts
 from components.spec.cluster import ClusterSpec
 from components.spec.efa import interface_layout, ips_per_node
 from components.spec.effective import effective_desired, effective_efa
-from components.spec.errors import Finding, error, warning
+from components.spec.errors import Finding, error, info, warning
 from components.spec.kubernetes_checks import check_kubernetes
 from components.spec.node_group import NodeGroupSpec
 from components.spec.slurm_checks import check_slurm
@@ -397,8 +397,47 @@ def check_network(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
 
 
+def check_flow_logs(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    """Flow logs: a retention CloudWatch accepts; say so when a new VPC goes unlogged, or when the flow
+    log of your own VPC records more than the cluster."""
+    from components.spec.network import CLOUDWATCH_RETENTION_DAYS
+
+    net, flow = spec.network, spec.network.flow_logs
+    path = "gpucluster:network.flowLogs"
+    if not flow.enabled:
+        if net.create_vpc:
+            yield warning(
+                f"{path}.enabled",
+                "flow logs are off for the new VPC: none of its traffic is recorded (Security Hub EC2.6 flags the VPC)",
+                "remove enabled: false (the default logs to CloudWatch), or use destination: s3 for cheaper storage",
+                False,
+                "flow-logs-off",
+            )
+        return
+    if flow.destination == "cloudwatch" and flow.retention_days not in CLOUDWATCH_RETENTION_DAYS:
+        below = [d for d in CLOUDWATCH_RETENTION_DAYS if d < flow.retention_days][-1:]
+        above = [d for d in CLOUDWATCH_RETENTION_DAYS if d > flow.retention_days][:1]
+        nearest = " or ".join(str(d) for d in below + above)
+        yield error(
+            f"{path}.retentionDays",
+            f"retentionDays {flow.retention_days} is not a retention period CloudWatch Logs accepts",
+            f"use {nearest} (CloudWatch takes {', '.join(map(str, CLOUDWATCH_RETENTION_DAYS))}), "
+            "or destination: s3, which keeps records any number of days",
+            flow.retention_days,
+            "flow-log-retention",
+        )
+    if not net.create_vpc:
+        yield info(
+            f"{path}.enabled",
+            f"a flow log is created for your VPC {net.vpc_id}: it records all of that VPC's traffic, not only the cluster's",
+            "set network.flowLogs.enabled: false if the VPC already has a flow log",
+            True,
+            "flow-log-own-vpc",
+        )
+
+
 ClusterCheck = Callable[[ClusterSpec, Catalog], Iterable[Finding]]
-CLUSTER_CHECKS: list[ClusterCheck] = [check_network, check_storage, check_slurm, check_kubernetes]
+CLUSTER_CHECKS: list[ClusterCheck] = [check_network, check_flow_logs, check_storage, check_slurm, check_kubernetes]
 
 
 # The checks that need nothing but the node group itself: what a GpuNodeGroup used on its own runs.

@@ -116,3 +116,33 @@ def test_opts_reach_the_component(run_components):
     cluster = plan.by_name("c")
     assert cluster.protect
     assert all(r.protect for r in plan.resources), "protect should flow to children through parent"
+
+
+KEPT_WITH_DATA = (
+    "aws:kms/key:Key",
+    "aws:cloudwatch/logGroup:LogGroup",
+    "aws:fsx/lustreFileSystem:LustreFileSystem",
+)
+
+
+@pytest.mark.parametrize("protect", [True, False], ids=["protectData", "throwaway"])
+def test_every_key_and_log_is_kept_like_the_data(run_components, protect):
+    """Every KMS key, the flow-log group and the file system follow storage.protectData (EKS's
+    Secrets key included): protected and retained on delete together, or neither."""
+    config = make_config(
+        group(),
+        group(name="k8s", instanceType="g6e.xlarge", scheduler="kubernetes"),
+        storage={
+            "lustre": {"storageCapacityGib": 2400, "throughputPerUnitStorage": 250},
+            "bucket": {},
+            "protectData": protect,
+        },
+        kubernetes={},
+        network={"availabilityZones": ["us-east-1a", "us-east-1b"]},
+    )
+    spec = load_spec(config, stack="c").spec
+    plan = run_components(lambda: GpuCluster("c", GpuClusterArgs(spec=spec)))
+    kept = [r for r in plan.resources if r.type in KEPT_WITH_DATA]
+    assert {r.type for r in kept} == set(KEPT_WITH_DATA)
+    assert len([r for r in kept if r.type == "aws:kms/key:Key"]) == 3  # data bucket, Lustre, EKS Secrets
+    assert [(r.name, r.protect, r.retain_on_delete) for r in kept] == [(r.name, protect, protect) for r in kept]

@@ -82,3 +82,95 @@ def test_bring_your_own_vpc(run_components):
     assert set(seen["subnets"]) == {"us-east-1a", "us-east-1b"}
     assert "aws:ec2/getVpc:getVpc" in plan.invokes and seen["cidr"] == "10.0.0.0/16"
     assert {r.inputs["vpcId"] for r in plan.of_type("aws:ec2/securityGroup:SecurityGroup")} == {"vpc-0abc1234"}
+
+
+# --- posture: flow logs and the default security group ---------------------------------------------
+
+FLOW_LOG = "aws:ec2/flowLog:FlowLog"
+LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+DEFAULT_SG = "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup"
+
+
+def test_flow_log_to_cloudwatch_by_default(run_components):
+    import json
+
+    plan = run_components(build)
+    (flow,) = plan.of_type(FLOW_LOG)
+    (group,) = plan.of_type(LOG_GROUP)
+    vpc = plan.of_type("aws:ec2/vpc:Vpc")[0]
+    (role,) = [r for r in plan.of_type("aws:iam/role:Role") if r.name == "n-flow-logs"]
+    assert flow.inputs["vpcId"] == vpc.id and flow.inputs["trafficType"] == "ALL"
+    assert flow.inputs["maxAggregationInterval"] == 600
+    assert (flow.inputs["logDestinationType"], flow.inputs["logDestination"]) == ("cloud-watch-logs", group.state["arn"])
+    assert flow.inputs["iamRoleArn"] == role.state["arn"]
+    assert group.inputs["name"] == "/gpucluster/c/vpc-flow-logs" and group.inputs["retentionInDays"] == 365
+    assert group.protect and group.retain_on_delete  # the records are data: kept like the cluster's other data
+    trust = json.loads(role.inputs["assumeRolePolicy"])
+    (statement,) = trust["Statement"]
+    assert statement["Principal"] == {"Service": "vpc-flow-logs.amazonaws.com"}
+    assert statement["Condition"] == {
+        "StringEquals": {"aws:SourceAccount": "123456789012"},
+        "ArnLike": {"aws:SourceArn": "arn:aws:ec2:us-east-1:123456789012:vpc-flow-log/*"},
+    }
+    (inline,) = [r for r in plan.of_type("aws:iam/rolePolicy:RolePolicy") if r.name == "n-flow-logs"]
+    write, describe = json.loads(inline.inputs["policy"])["Statement"]
+    arn = group.state["arn"]
+    assert write["Resource"] == [arn, f"{arn}:log-stream:*"]
+    assert sorted(write["Action"]) == ["logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"]
+    assert describe["Resource"] == "arn:aws:logs:us-east-1:123456789012:log-group:*"
+    assert all(
+        a.startswith("logs:")
+        for st in (write, describe)
+        for a in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"])
+    )
+
+
+def test_flow_log_to_s3_expires_and_admits_only_this_accounts_delivery(run_components):
+    import json
+
+    plan = run_components(
+        lambda: build(flow_logs={"destination": "s3", "retention_days": 400, "max_aggregation_interval": 60, "protect": False})
+    )
+    assert plan.of_type(LOG_GROUP) == [] and [r for r in plan.of_type("aws:iam/role:Role") if "flow" in r.name] == []
+    (flow,) = plan.of_type(FLOW_LOG)
+    (bucket,) = plan.of_type("aws:s3/bucket:Bucket")
+    assert (flow.inputs["logDestinationType"], flow.inputs["logDestination"]) == ("s3", bucket.state["arn"])
+    assert flow.inputs["maxAggregationInterval"] == 60 and "iamRoleArn" not in flow.inputs
+    assert not bucket.protect and bucket.inputs["forceDestroy"] is True  # protect: false
+    (lifecycle,) = plan.of_type("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration")
+    assert lifecycle.inputs["rules"][0]["expiration"] == {"days": 400}
+    (bucket_policy,) = plan.of_type("aws:s3/bucketPolicy:BucketPolicy")
+    statements = {st["Sid"]: st for st in json.loads(bucket_policy.inputs["policy"])["Statement"]}
+    assert statements["DenyInsecureTransport"]["Effect"] == "Deny"  # the private-bucket baseline stays
+    arn = bucket.state["arn"]
+    write = statements["FlowLogDeliveryWrite"]
+    assert write["Principal"] == {"Service": "delivery.logs.amazonaws.com"}
+    assert write["Resource"] == f"{arn}/AWSLogs/123456789012/*"
+    assert write["Condition"]["StringEquals"]["aws:SourceAccount"] == "123456789012"
+    assert write["Condition"]["ArnLike"] == {"aws:SourceArn": "arn:aws:logs:us-east-1:123456789012:*"}
+    assert statements["FlowLogDeliveryCheck"]["Resource"] == arn
+    assert {r.name for r in plan.of_type("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock")} == {
+        "n-flow-logs-public-access"
+    }
+
+
+def test_flow_logs_off(run_components):
+    plan = run_components(lambda: build(flow_logs={"enabled": False}))
+    assert plan.of_type(FLOW_LOG) == [] and plan.of_type(LOG_GROUP) == []
+
+
+def test_new_vpc_default_security_group_has_no_rules(run_components):
+    plan = run_components(build)
+    (default,) = plan.of_type(DEFAULT_SG)
+    assert default.inputs["vpcId"] == plan.of_type("aws:ec2/vpc:Vpc")[0].id
+    assert default.inputs.get("ingress", []) == [] and default.inputs.get("egress", []) == []
+    assert "ingress" in default.inputs and "egress" in default.inputs  # sent empty: the provider removes AWS's rules
+    assert default.inputs["tags"]["team"] == "ml"
+
+
+def test_your_own_vpc_gets_a_flow_log_but_its_default_group_is_left_alone(run_components):
+    subnets = ({"id": "subnet-0aaa1111", "availability_zone": "us-east-1a"},)
+    plan = run_components(lambda: build(vpc_id="vpc-0abc1234", subnets=subnets))
+    assert plan.of_type(DEFAULT_SG) == []  # not ours to change: other workloads may rely on it
+    (flow,) = plan.of_type(FLOW_LOG)
+    assert flow.inputs["vpcId"] == "vpc-0abc1234"

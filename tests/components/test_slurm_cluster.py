@@ -76,22 +76,56 @@ def test_agent_policy_is_least_privilege(run_components, two_groups):
     lts = {r.name: r.id for r in plan.of_type(LT)}
     role = plan.by_name("s-slurm-node-role").state["arn"]
     arn = "arn:aws:ec2:us-east-1:123456789012"
+    # only the dynamic group's template: the static group "dev" launches through its Auto Scaling group
+    template = f"{arn}:launch-template/{lts['s-slurm-p5-lt']}"
     assert policy(plan, "s-slurm-agent")["Statement"] == [
         {
             "Sid": "LaunchOnlyFromTheClustersTemplates",
             "Effect": "Allow",
             "Action": "ec2:RunInstances",
             "Resource": "*",
+            "Condition": {"ArnLike": {"ec2:LaunchTemplate": [template]}},
+        },
+        {
+            "Sid": "NoOtherImageThanTheTemplates",
+            "Effect": "Deny",
+            "Action": "ec2:RunInstances",
+            "Resource": "arn:aws:ec2:us-east-1::image/*",
+            "Condition": {"Bool": {"ec2:IsLaunchTemplateResource": "false"}},
+        },
+        {
+            "Sid": "InstantFleetsFromTheClustersTemplates",
+            "Effect": "Allow",
+            "Action": "ec2:CreateFleet",
+            "Resource": [f"{arn}:fleet/*", template],
+        },
+        {
+            "Sid": "InstantFleetInstancesAreTheClusters",
+            "Effect": "Allow",
+            "Action": "ec2:CreateFleet",
+            "Resource": f"{arn}:instance/*",
             "Condition": {
-                "ArnLike": {
-                    "ec2:LaunchTemplate": [
-                        f"{arn}:launch-template/{lts['s-slurm-p5-lt']}",
-                        f"{arn}:launch-template/{lts['s-slurm-dev-lt']}",
-                    ]
-                }
+                "StringEquals": {"aws:RequestTag/gpucluster:cluster": "s", "aws:RequestTag/gpucluster:node-group": ["p5"]}
             },
         },
-        {"Sid": "InstantFleets", "Effect": "Allow", "Action": "ec2:CreateFleet", "Resource": "*"},
+        {
+            "Sid": "InstantFleetLaunchResources",
+            "Effect": "Allow",
+            "Action": "ec2:CreateFleet",
+            "Resource": [
+                f"{arn}:volume/*",
+                f"{arn}:network-interface/*",
+                f"{arn}:subnet/*",
+                f"{arn}:security-group/*",
+                f"{arn}:placement-group/*",
+                f"{arn}:capacity-reservation/*",
+                f"{arn}:key-pair/*",
+                f"{arn}:spot-instances-request/*",
+                "arn:aws:ec2:us-east-1::image/*",
+                "arn:aws:ec2:us-east-1::snapshot/*",
+                "arn:aws:resource-groups:us-east-1:123456789012:group/*",
+            ],
+        },
         {
             "Sid": "TagWhileLaunching",
             "Effect": "Allow",
@@ -133,6 +167,62 @@ def test_agent_policy_is_least_privilege(run_components, two_groups):
             "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
         },
     ]
+
+
+def test_create_fleet_is_never_unscoped():
+    """No CreateFleet grant on "*", none without the fleet/template/instance limits; the agent's own
+    request (gpucluster_agents.ec2.fleet_request) tags exactly what the instance statement requires."""
+    from gpucluster_agents.ec2 import TAG_CLUSTER, TAG_GROUP
+
+    doc = agent_policy(
+        partition="aws-us-gov",
+        region="us-gov-west-1",
+        account="123456789012",
+        cluster="s",
+        launch_template_ids=["lt-0aaa", "lt-0bbb"],
+        dynamic_groups=["p5", "h100"],
+        node_role_arn="arn:aws-us-gov:iam::123456789012:role/n",
+    )
+    fleet = [st for st in doc["Statement"] if "ec2:CreateFleet" in st["Action"]]
+    assert fleet and all(st["Effect"] == "Allow" and st["Resource"] != "*" for st in fleet)
+    resources = [r for st in fleet for r in ([st["Resource"]] if isinstance(st["Resource"], str) else st["Resource"])]
+    assert all(
+        r.startswith(("arn:aws-us-gov:ec2:us-gov-west-1:", "arn:aws-us-gov:resource-groups:us-gov-west-1:")) for r in resources
+    )
+    templates = [r for r in resources if ":launch-template/" in r]
+    assert templates == [
+        "arn:aws-us-gov:ec2:us-gov-west-1:123456789012:launch-template/lt-0aaa",
+        "arn:aws-us-gov:ec2:us-gov-west-1:123456789012:launch-template/lt-0bbb",
+    ]
+    (instances,) = [st for st in fleet if st["Resource"] == "arn:aws-us-gov:ec2:us-gov-west-1:123456789012:instance/*"]
+    assert instances["Condition"]["StringEquals"] == {
+        f"aws:RequestTag/{TAG_CLUSTER}": "s",
+        f"aws:RequestTag/{TAG_GROUP}": ["p5", "h100"],
+    }
+
+
+def test_the_agents_fleet_request_satisfies_the_fleet_statements(run_components, two_groups):
+    """The request the agent builds from the config the head node gets names a template the policy
+    allows, tags its instances as the instance statement requires and overrides no AMI."""
+    from gpucluster_agents.ec2 import fleet_request
+
+    plan = run_components(lambda: build(two_groups))
+    statements = {st["Sid"]: st for st in policy(plan, "s-slurm-agent")["Statement"]}
+    cfg = parse_config(json.loads(head_files(plan)["/etc/gpucluster/agent.json"]))
+    (group,) = [g for g in cfg.node_groups if g.name == "p5"]
+    req = fleet_request(cfg, group, 2, "tok")
+    (spec,) = req["TagSpecifications"]
+    assert spec["ResourceType"] == "instance"
+    tags = {t["Key"]: t["Value"] for t in spec["Tags"]}
+    for key, wanted in statements["InstantFleetInstancesAreTheClusters"]["Condition"]["StringEquals"].items():
+        assert tags[key.removeprefix("aws:RequestTag/")] in (wanted if isinstance(wanted, list) else [wanted])
+    (config,) = req["LaunchTemplateConfigs"]
+    template = config["LaunchTemplateSpecification"]["LaunchTemplateId"]
+    assert (
+        f"arn:aws:ec2:us-east-1:123456789012:launch-template/{template}"
+        in statements["InstantFleetsFromTheClustersTemplates"]["Resource"]
+    )
+    assert all("ImageId" not in o for o in config["Overrides"])
 
 
 def test_a_static_only_cluster_cannot_launch_or_terminate():

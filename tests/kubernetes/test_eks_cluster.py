@@ -55,11 +55,18 @@ def test_private_endpoint_api_access_and_kms_encryption(run_components, p5_spec)
     assert cluster["accessConfig"] == {"authenticationMode": "API", "bootstrapClusterCreatorAdminPermissions": True}
     key = plan.of_type("aws:kms/key:Key")[0]
     assert key.inputs["enableKeyRotation"] is True
+    assert key.protect and key.retain_on_delete  # deleting it would leave every Secret unreadable
     assert cluster["encryptionConfig"] == {"provider": {"keyArn": key.state["arn"]}, "resources": ["secrets"]}
     assert cluster["enabledClusterLogTypes"] == ["api", "audit", "authenticator"]
     assert cluster["bootstrapSelfManagedAddons"] is False
     role = plan.by_name("k-eks-cluster-role").inputs
     assert '"eks.amazonaws.com"' in role["assumeRolePolicy"]
+
+
+def test_secrets_key_unprotected_only_when_data_is(run_components, p5_spec):
+    plan = run_components(lambda: build(p5_spec, protect_data=False))
+    (key,) = plan.of_type("aws:kms/key:Key")
+    assert not key.protect and not key.retain_on_delete
 
 
 def test_public_endpoint_only_with_its_cidrs_and_a_brought_key(run_components):

@@ -182,3 +182,23 @@ def test_cli_exit_codes_for_bad_config_and_missing_stack(tmp_path):
     assert "Traceback" not in bad.stdout + bad.stderr
     missing = gpucluster("--project-dir", str(project), "plan", "--stack", "nope")
     assert missing.returncode == 1 and "no stack config stacks/Pulumi.nope.yaml (stacks: bad)" in missing.stderr
+
+
+@pytest.mark.parametrize("stack", stack_names())
+def test_every_shipped_stack_logs_its_vpc_and_closes_the_default_group(stack):
+    """Security Hub EC2.6 and EC2.2 on every shipped stack, and every KMS key kept like the data."""
+    plan = run_plan(stack)
+    assert plan.ok, plan.error
+    (vpc,) = plan.of_type("aws:ec2/vpc:Vpc")
+    (flow,) = plan.of_type("aws:ec2/flowLog:FlowLog")
+    (group,) = plan.of_type("aws:cloudwatch/logGroup:LogGroup")
+    assert (flow.inputs["vpcId"], flow.inputs["trafficType"], flow.inputs["logDestinationType"]) == (
+        vpc.id,
+        "ALL",
+        "cloud-watch-logs",
+    )
+    assert flow.inputs["logDestination"] == group.state["arn"] and group.inputs["retentionInDays"] == 365
+    assert group.protect and group.retain_on_delete
+    (default,) = plan.of_type("aws:ec2/defaultSecurityGroup:DefaultSecurityGroup")
+    assert default.inputs["vpcId"] == vpc.id and default.inputs["ingress"] == [] and default.inputs["egress"] == []
+    assert all(k.protect and k.retain_on_delete for k in plan.of_type("aws:kms/key:Key"))

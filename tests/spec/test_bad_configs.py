@@ -161,6 +161,30 @@ BAD_CONFIGS = [
         "not an available zone",
     ),
     (
+        "flow-log-retention-cloudwatch-rejects",
+        make_config(network={"flowLogs": {"retentionDays": 100}}),
+        "gpucluster:network.flowLogs.retentionDays",
+        "retentionDays 100 is not a retention period CloudWatch Logs accepts",
+    ),
+    (
+        "flow-log-unknown-destination",
+        make_config(network={"flowLogs": {"destination": "kinesis"}}),
+        "gpucluster:network.flowLogs.destination",
+        "'cloudwatch' or 's3'",
+    ),
+    (
+        "flow-log-aggregation-interval",
+        make_config(network={"flowLogs": {"maxAggregationInterval": 300}}),
+        "gpucluster:network.flowLogs.maxAggregationInterval",
+        "60 or 600",
+    ),
+    (
+        "flow-log-retention-zero",
+        make_config(network={"flowLogs": {"destination": "s3", "retentionDays": 0}}),
+        "gpucluster:network.flowLogs.retentionDays",
+        "greater than or equal to 1",
+    ),
+    (
         "root-volume-too-small",
         make_config(group(rootVolumeSizeGib=8)),
         "gpucluster:nodeGroups[0].rootVolumeSizeGib",

@@ -10,6 +10,7 @@ from tests.conftest import assert_finding, group, make_config, parse_spec
 
 RESERVATION = {"type": "capacity-reservation", "reservationId": "cr-0123456789abcdef0"}
 BLOCK = {"type": "capacity-block", "reservationId": "cr-0123456789abcdef0"}
+BYO = {"vpcId": "vpc-0abc1234", "subnets": [{"id": "subnet-0aaa1111", "availabilityZone": "us-east-1a"}]}
 
 
 parse = parse_spec
@@ -177,6 +178,30 @@ CASES = [
         "subnets of /19 and /24 cannot be carved from 10.0.0.0/24",
         "vpc-too-small",
     ),
+    (
+        "flow-log-retention-not-cloudwatch",
+        make_config(network={"flowLogs": {"retentionDays": 100}}),
+        Level.ERROR,
+        "gpucluster:network.flowLogs.retentionDays",
+        "retentionDays 100 is not a retention period CloudWatch Logs accepts",
+        "flow-log-retention",
+    ),
+    (
+        "flow-logs-off-new-vpc",
+        make_config(network={"flowLogs": {"enabled": False}}),
+        Level.WARNING,
+        "gpucluster:network.flowLogs.enabled",
+        "flow logs are off for the new VPC: none of its traffic is recorded (Security Hub EC2.6 flags the VPC)",
+        "flow-logs-off",
+    ),
+    (
+        "flow-log-own-vpc",
+        make_config(group(subnetIds=None), network=BYO),
+        Level.INFO,
+        "gpucluster:network.flowLogs.enabled",
+        "a flow log is created for your VPC vpc-0abc1234: it records all of that VPC's traffic, not only the cluster's",
+        "flow-log-own-vpc",
+    ),
 ]
 
 
@@ -211,3 +236,31 @@ def test_valid_configs_have_no_errors(catalog):
 )
 def test_zone_in_region(zone, region, ok):
     assert zone_in_region(zone, region) is ok
+
+
+def test_flow_log_retention_fix_names_the_nearest_periods(catalog):
+    (finding,) = [
+        f
+        for f in validate_cluster(parse(make_config(network={"flowLogs": {"retentionDays": 100}})), catalog)
+        if f.code == "flow-log-retention"
+    ]
+    assert finding.fix.startswith("use 90 or 120 (CloudWatch takes 1, 3, 5,") and "destination: s3" in finding.fix
+    (above_all,) = [
+        f
+        for f in validate_cluster(parse(make_config(network={"flowLogs": {"retentionDays": 4000}})), catalog)
+        if f.code == "flow-log-retention"
+    ]
+    assert above_all.fix.startswith("use 3653 (")
+
+
+@pytest.mark.parametrize(
+    "flow_logs",
+    [
+        {"retentionDays": 400},
+        {"destination": "s3", "retentionDays": 100},  # any number of days: a bucket lifecycle rule
+        {"enabled": False, "retentionDays": 100},  # off: nothing to keep
+    ],
+)
+def test_flow_log_settings_without_findings(catalog, flow_logs):
+    findings = validate_cluster(parse(make_config(network={"flowLogs": flow_logs})), catalog)
+    assert [f for f in findings if f.code == "flow-log-retention"] == []
