@@ -14,8 +14,6 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-# Pinned upstream CRDs and chart values (read in place, never copied): ../shared/k8s-schemas by default.
-K8S_SCHEMAS = Path(os.environ.get("GPUCLUSTER_K8S_SCHEMAS", ROOT.parent / "shared" / "k8s-schemas"))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

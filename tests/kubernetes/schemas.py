@@ -2,7 +2,7 @@
 
 Built-in kinds go through ``kubernetes_validate`` (the Kubernetes 1.33 OpenAPI schemas, strict: unknown
 fields rejected). Custom resources are checked against the ``openAPIV3Schema`` of the pinned upstream
-CRD in ``../shared/k8s-schemas`` (read in place), made strict the way the API server prunes: an object
+CRD (a pinned file, see ``tests/pinned_files.py``), made strict the way the API server prunes: an object
 with declared properties takes no others unless it says ``x-kubernetes-preserve-unknown-fields``. Helm
 values are checked key by key against the pinned chart's ``values.yaml``.
 """
@@ -21,10 +21,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.conftest import IN_CI, K8S_SCHEMAS
+from tests.conftest import IN_CI
+from tests.pinned_files import PinnedFileError, pinned_path
 
 KUBERNETES_VERSION = "1.33"
-# (apiVersion, kind) → pinned CRD file under K8S_SCHEMAS.
+# (apiVersion, kind) → pinned CRD file (tests/pinned_files.py PINS).
 CRDS = {
     ("kueue.x-k8s.io/v1beta2", "ResourceFlavor"): "kueue/v0.19.2/kueue.x-k8s.io_resourceflavors.yaml",
     ("kueue.x-k8s.io/v1beta2", "ClusterQueue"): "kueue/v0.19.2/kueue.x-k8s.io_clusterqueues.yaml",
@@ -46,13 +47,13 @@ DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]
 
 
 def schema_file(relative: str) -> Path:
-    """A pinned upstream file; in CI its absence fails the test (the schemas are always there)."""
-    path = K8S_SCHEMAS / relative
-    if not path.exists():
+    """A pinned upstream file, verified by its sha256; in CI its absence fails the test with the reason."""
+    try:
+        return pinned_path(relative)
+    except PinnedFileError as e:
         if IN_CI:
-            pytest.fail(f"{path} is missing; CI must provide ../shared/k8s-schemas (GPUCLUSTER_K8S_SCHEMAS)")
-        pytest.skip(f"pinned Kubernetes schemas not found at {K8S_SCHEMAS}")
-    return path
+            pytest.fail(str(e))
+        pytest.skip(str(e))
 
 
 def strict(schema: Any) -> Any:
