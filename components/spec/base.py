@@ -10,15 +10,12 @@ from __future__ import annotations
 import re
 import types
 import typing
-from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$|^[a-z]$")
-TAG_KEY_MAX = 128
-TAG_VALUE_MAX = 256
 
 
 class SpecModel(BaseModel):
@@ -109,23 +106,3 @@ def check_name(value: str, what: str) -> str:
             "starting with a letter and not ending with '-'"
         )
     return value
-
-
-def check_unique(names: Iterable[str], what: str) -> None:
-    """Raise when a name repeats: ``what`` is the singular (``node group``, ``team``)."""
-    seen: set[str] = set()
-    for name in names:
-        if name in seen:
-            raise ValueError(f"two {what}s are named {name!r}; {what} names must be unique")
-        seen.add(name)
-
-
-def check_tags(tags: dict[str, str]) -> dict[str, str]:
-    for key, val in tags.items():
-        if key.lower().startswith("aws:"):
-            raise ValueError(f"tag key {key!r} uses the reserved 'aws:' prefix; choose another key")
-        if not key or len(key) > TAG_KEY_MAX:
-            raise ValueError(f"tag key {key!r} must be 1-{TAG_KEY_MAX} characters")
-        if len(val) > TAG_VALUE_MAX:
-            raise ValueError(f"tag {key!r} has a value longer than {TAG_VALUE_MAX} characters")
-    return tags

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from components.spec.base import SpecModel, check_name, check_tags
+from components.spec.base import SpecModel, check_name
 
 CapacityType = Literal["on-demand", "spot", "capacity-reservation", "capacity-block"]
 RESERVATION_ID = r"^cr-[0-9a-f]{8,17}$"
@@ -169,11 +169,6 @@ class NodeGroupSpec(SpecModel):
     @classmethod
     def _name(cls, value: str) -> str:
         return check_name(value, "node group name")
-
-    @field_validator("tags")
-    @classmethod
-    def _tags(cls, value: dict[str, str]) -> dict[str, str]:
-        return check_tags(value)
 
     @field_validator("availability_zones")
     @classmethod

@@ -16,9 +16,9 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
-from components.spec.base import SpecModel, check_unique
+from components.spec.base import SpecModel
 
 SLURM_VERSION = "23.11"
 UBUNTU_RELEASE = "24.04"
@@ -179,11 +179,6 @@ class SlurmSpec(SpecModel):
     """Protect the head node's data volume and the munge key secret: ``pulumi destroy`` refuses and
     deleting the stack leaves them. Default: ``storage.protectData`` (true when there is no storage
     section)."""
-
-    @model_validator(mode="after")
-    def _unique(self) -> SlurmSpec:
-        check_unique((g.name for g in self.node_groups), "Slurm node group setting")
-        return self
 
     def settings(self, group: str) -> SlurmNodeGroupSpec:
         """The entry for ``group`` (defaults when the section does not list it)."""

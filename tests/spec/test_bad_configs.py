@@ -96,7 +96,12 @@ BAD_CONFIGS = [
     ),
     ("no-region", {k: v for k, v in make_config().items() if k != "aws:region"}, "aws:region", "no AWS region set"),
     ("no-node-groups", {**make_config(), "gpucluster:nodeGroups": "[]"}, "gpucluster:nodeGroups", "at least 1 item"),
-    ("duplicate-group-names", make_config(group(), group()), "gpucluster", "two node groups are named 'gpu'"),
+    (
+        "duplicate-group-names",
+        make_config(group(), group()),
+        "gpucluster:nodeGroups[1].name",
+        "node group name 'gpu' is already used by entry [0]",
+    ),
     ("bad-group-name", make_config(group(name="GPU_A")), "gpucluster:nodeGroups[0].name", "'GPU_A' is not a valid name"),
     (
         "capacity-block-without-id",

@@ -62,7 +62,12 @@ BAD_KUBERNETES = [
         "gpucluster:kubernetes.teams[1].namespace",
         "both use namespace 'train'",
     ),
-    ("duplicate-teams", k8s(teams=[{"name": "a"}, {"name": "a"}]), "gpucluster:kubernetes", "two teams are named 'a'"),
+    (
+        "duplicate-teams",
+        k8s(teams=[{"name": "a"}, {"name": "a"}]),
+        "gpucluster:kubernetes.teams[1].name",
+        "team name 'a' is already used by entry [0]",
+    ),
     (
         "mig-without-mig-gpus",
         k8s(group(instanceType="g6e.48xlarge"), gpuOperator={"migStrategy": "mixed"}),

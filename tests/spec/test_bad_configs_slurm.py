@@ -36,8 +36,8 @@ BAD_SLURM = [
     (
         "entry-twice",
         slurm(section={"nodeGroups": [{"name": "gpu"}, {"name": "gpu"}]}),
-        "gpucluster:slurm",
-        "two Slurm node group settings are named 'gpu'",
+        "gpucluster:slurm.nodeGroups[1].name",
+        "Slurm node group setting name 'gpu' is already used by entry [0]",
     ),
     (
         "dynamic-group-with-desired-nodes",
