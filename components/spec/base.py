@@ -74,19 +74,21 @@ def _scalar_kinds(annotation: object) -> set[type]:
 
 def strict_int(value: object) -> object:
     if isinstance(value, bool):
-        raise PydanticCustomError("int_type", f"Input should be a whole number, not the boolean {str(value).lower()}")
+        raise PydanticCustomError("int_type", "Input should be a whole number, not the boolean {v}", {"v": str(value).lower()})
     if isinstance(value, float):
-        raise PydanticCustomError("int_type", f"Input should be a whole number, not the decimal {value}")
+        raise PydanticCustomError("int_type", "Input should be a whole number, not the decimal {v}", {"v": str(value)})
     if isinstance(value, str):
         if not re.fullmatch(r"-?[0-9]+", value.strip()):
-            raise PydanticCustomError("int_type", f"Input should be a whole number such as 4, not the text {value!r}")
+            raise PydanticCustomError(
+                "int_type", "Input should be a whole number such as 4, not the text {v}", {"v": repr(value)}
+            )
         return int(value)
     return value
 
 
 def strict_float(value: object) -> object:
     if isinstance(value, bool):
-        raise PydanticCustomError("float_type", f"Input should be a number, not the boolean {str(value).lower()}")
+        raise PydanticCustomError("float_type", "Input should be a number, not the boolean {v}", {"v": str(value).lower()})
     return value
 
 
@@ -94,7 +96,7 @@ def strict_bool(value: object) -> object:
     if isinstance(value, str) and value.strip() in ("true", "false"):
         return value.strip() == "true"
     if value is not None and not isinstance(value, bool):
-        raise PydanticCustomError("bool_type", f"Input should be true or false, not {value!r}")
+        raise PydanticCustomError("bool_type", "Input should be true or false, not {v}", {"v": repr(value)})
     return value
 
 

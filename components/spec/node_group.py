@@ -147,8 +147,8 @@ class NodeGroupSpec(SpecModel):
     """gp3 throughput of the root volume, MB/s. Default 250."""
 
     kms_key_id: str | None = None
-    """KMS key (ARN) for the root volume. Default: the account's ``aws/ebs`` key. The volume is always
-    encrypted."""
+    """KMS key for the root volume: key ARN, key id, ``alias/<name>`` or alias ARN, in the cluster's
+    region. Default: the account's ``aws/ebs`` key. The volume is always encrypted."""
 
     key_name: str | None = None
     """EC2 key pair for SSH. Default: none — reach nodes with SSM Session Manager."""

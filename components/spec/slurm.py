@@ -64,7 +64,7 @@ class HeadNodeSpec(SpecModel):
     """gp3 throughput of the data volume, MB/s. Default 125 (the gp3 baseline)."""
 
     kms_key_id: str | None = None
-    """KMS key (ARN) for both volumes. Default: the account's ``aws/ebs`` key. Always encrypted."""
+    """KMS key ARN (``arn:aws:kms:<region>:<account>:key/<id>``, the cluster's region) for both volumes. Default: the account's ``aws/ebs`` key. Always encrypted."""
 
     mount_shared_storage: bool = True
     """Mount the cluster's Lustre file system on the head node too (home and job directories are
