@@ -311,3 +311,12 @@ def test_config_text_for_numbers_and_switches_is_read():
     spec = parse_spec(make_config(group(maxSize="4", minSize="1", enableEfaSupport="false")))
     g = spec.node_groups[0]
     assert (g.max_size, g.min_size, g.enable_efa_support) == (4, 1, False)
+
+
+def test_plan_clock_can_be_pinned(monkeypatch):
+    from components.spec.deploy_checks import utc_now
+
+    monkeypatch.setenv("GPUCLUSTER_NOW", "2031-02-03T04:05:06Z")
+    assert utc_now() == datetime(2031, 2, 3, 4, 5, 6, tzinfo=timezone.utc)
+    monkeypatch.setenv("GPUCLUSTER_NOW", "")
+    assert utc_now().year >= 2026
