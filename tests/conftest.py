@@ -14,6 +14,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+# Capacity-block start times are judged as of this instant in every test (and the CLI runs they start),
+# so plans and goldens do not change with the calendar: components.spec.deploy_checks.utc_now.
+os.environ["GPUCLUSTER_NOW"] = "2026-11-01T00:00:00Z"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
-from components.spec.base import SpecModel, check_name, check_tags, check_unique
+from components.spec.base import SpecModel, check_name
 from components.spec.kubernetes import KubernetesSpec
 from components.spec.network import NetworkSpec
 from components.spec.node_group import NodeGroupSpec
@@ -48,16 +48,6 @@ class ClusterSpec(SpecModel):
     @classmethod
     def _name(cls, value: str) -> str:
         return check_name(value, "cluster name")
-
-    @field_validator("tags")
-    @classmethod
-    def _tags(cls, value: dict[str, str]) -> dict[str, str]:
-        return check_tags(value)
-
-    @model_validator(mode="after")
-    def _unique_names(self) -> ClusterSpec:
-        check_unique((g.name for g in self.node_groups), "node group")
-        return self
 
     def node_group(self, name: str) -> NodeGroupSpec:
         for group in self.node_groups:

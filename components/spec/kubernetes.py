@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
-from components.spec.base import SpecModel, check_name, check_unique
+from components.spec.base import SpecModel, check_name
 from components.spec.catalog import InstanceFacts
 
 # EKS standard (1.32–1.34) and extended (1.29–1.31) support. Source: Amazon EKS User Guide,
@@ -27,21 +27,24 @@ DEFAULT_EKS_VERSION = "1.33"
 VPC_CNI_MIN_EFA_ONLY = (1, 18, 5)
 VPC_CNI_MIN_EFA = (1, 7, 10)
 
-# Managed add-ons gpucluster installs, and the versions it pins. Source: Amazon EKS User Guide, the
-# add-on version tables of "Amazon VPC CNI" (managing-vpc-cni.adoc: v1.20.1-eksbuild.3 for 1.27–1.33)
-# and "CoreDNS" (managing-coredns.adoc, per Kubernetes version). Add-ons without a pin get the
-# version EKS marks default for the cluster's Kubernetes version.
+# Managed add-ons gpucluster installs, and the versions it pins per Kubernetes version range. Source:
+# Amazon EKS User Guide, the add-on version tables of "Amazon VPC CNI" (managing-vpc-cni.adoc:
+# v1.20.1-eksbuild.3 for 1.27–1.33) and "CoreDNS" (managing-coredns.adoc, per Kubernetes version).
+# A Kubernetes version outside every range of an add-on gets no pin: EKS installs the version it marks
+# default for that Kubernetes version (always compatible), and the plan says so (``addon-unpinned``).
+# Kubernetes 1.34 has no sourced pin yet, so vpc-cni and coredns take EKS's 1.34 default there.
 CORE_ADDONS = ("vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent")
 FSX_CSI_ADDON = "aws-fsx-csi-driver"
 KNOWN_ADDONS = (*CORE_ADDONS, FSX_CSI_ADDON)
-VPC_CNI_VERSION = "v1.20.1-eksbuild.3"
-COREDNS_VERSIONS = {
-    "1.33": "v1.12.3-eksbuild.1",
-    "1.32": "v1.11.4-eksbuild.22",
-    "1.31": "v1.11.4-eksbuild.22",
-    "1.30": "v1.11.4-eksbuild.22",
-    "1.29": "v1.11.4-eksbuild.22",
+# {add-on: ((first Kubernetes version, last Kubernetes version, pinned version), ...)}
+ADDON_PINS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "vpc-cni": (("1.27", "1.33", "v1.20.1-eksbuild.3"),),
+    "coredns": (
+        ("1.29", "1.32", "v1.11.4-eksbuild.22"),
+        ("1.33", "1.33", "v1.12.3-eksbuild.1"),
+    ),
 }
+VPC_CNI_VERSION = ADDON_PINS["vpc-cni"][0][2]
 ADDON_VERSION_RE = r"^v\d+\.\d+\.\d+-eksbuild\.\d+$"
 
 # Helm charts, pinned. Values are checked against each chart's values.yaml in the tests.
@@ -100,6 +103,24 @@ def eks_ami_type(facts: InstanceFacts) -> str:
     if "neuron" in kinds:
         return "AL2023_x86_64_NEURON"
     return "AL2023_ARM_64_STANDARD" if arm else "AL2023_x86_64_STANDARD"
+
+
+def minor_tuple(version: str) -> tuple[int, int] | None:
+    """``1.33`` → ``(1, 33)``; ``None`` when it is not a Kubernetes minor version."""
+    match = re.fullmatch(r"(\d+)\.(\d+)", version)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def pinned_addon_version(addon: str, kubernetes_version: str) -> str | None:
+    """gpucluster's pin of ``addon`` for ``kubernetes_version``; ``None``: EKS's default for it."""
+    minor = minor_tuple(kubernetes_version)
+    if minor is None:
+        return None
+    for first, last, pin in ADDON_PINS.get(addon, ()):
+        low, high = minor_tuple(first), minor_tuple(last)
+        if low is not None and high is not None and low <= minor <= high:
+            return pin
+    return None
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
@@ -293,8 +314,8 @@ class KubernetesSpec(SpecModel):
     """Control-plane logs sent to CloudWatch. Default ``[api, audit, authenticator]``."""
 
     addon_versions: dict[str, str] = Field(default_factory=dict)
-    """EKS add-on versions overriding gpucluster's pins (``vpc-cni`` v1.20.1-eksbuild.3, ``coredns`` per
-    Kubernetes version), e.g. ``{kube-proxy: v1.33.3-eksbuild.6}``. Add-ons without a version get
+    """EKS add-on versions overriding gpucluster's pins (``vpc-cni`` v1.20.1-eksbuild.3 for Kubernetes
+    1.27–1.33, ``coredns`` per Kubernetes version; none yet for 1.34, which gets EKS's defaults), e.g. ``{kube-proxy: v1.33.3-eksbuild.6}``. Add-ons without a version get
     EKS's default for the cluster version. Default: none."""
 
     system_node_group: SystemNodeGroupSpec = SystemNodeGroupSpec()
@@ -322,13 +343,8 @@ class KubernetesSpec(SpecModel):
                 raise ValueError(f"{name} version {version!r} is not an EKS add-on version such as v1.20.1-eksbuild.3")
         return value
 
-    @model_validator(mode="after")
-    def _unique_teams(self) -> KubernetesSpec:
-        check_unique((t.name for t in self.teams), "team")
-        return self
-
     def addon_versions_for(self, lustre: bool) -> dict[str, str | None]:
         """Every add-on to install and its version (``None``: EKS's default for the cluster version)."""
-        pinned: dict[str, str | None] = {"vpc-cni": VPC_CNI_VERSION, "coredns": COREDNS_VERSIONS.get(self.version)}
+        pinned = {name: pinned_addon_version(name, self.version) for name in ADDON_PINS}
         names = (*CORE_ADDONS, FSX_CSI_ADDON) if lustre else CORE_ADDONS
         return {name: self.addon_versions.get(name, pinned.get(name)) for name in names}

@@ -12,8 +12,9 @@ from collections.abc import Callable, Iterable, Iterator
 from components.spec.catalog import Catalog, InstanceFacts
 from components.spec.cluster import ClusterSpec
 from components.spec.effective import effective_efa, effective_scheduler
-from components.spec.errors import Finding, error, warning
+from components.spec.errors import Finding, error, info, warning
 from components.spec.kubernetes import (
+    ADDON_PINS,
     MIG_CAPABLE_GPUS,
     RESERVED_NAMESPACES,
     SUPPORTED_EKS_VERSIONS,
@@ -21,6 +22,7 @@ from components.spec.kubernetes import (
     VPC_CNI_MIN_EFA_ONLY,
     KubernetesSpec,
     flavor_name,
+    pinned_addon_version,
     version_tuple,
 )
 from components.spec.node_group import NodeGroupSpec
@@ -136,6 +138,37 @@ def check_addons(k8s: KubernetesSpec, spec: ClusterSpec, catalog: Catalog) -> It
             proxy,
             "kube-proxy-version",
         )
+
+
+def check_addon_pins(k8s: KubernetesSpec, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    """Add-on pins follow the Kubernetes version: a pin meant for other versions is flagged, and a version
+    gpucluster has no pin for is named (EKS then installs its default, which fits but is not pinned)."""
+    if k8s.version not in SUPPORTED_EKS_VERSIONS:
+        return
+    for addon, ranges in ADDON_PINS.items():
+        chosen = k8s.addon_versions.get(addon)
+        pin = pinned_addon_version(addon, k8s.version)
+        if chosen is None and pin is None:
+            yield info(
+                k8s_path(f"addonVersions.{addon}"),
+                f"gpucluster has no {addon} pin for Kubernetes {k8s.version}; EKS installs its default {addon} for "
+                f"{k8s.version}, which can change between deploys",
+                f"pin it with addonVersions.{addon} (aws eks describe-addon-versions --addon-name {addon} "
+                f"--kubernetes-version {k8s.version})",
+                k8s.version,
+                "addon-unpinned",
+            )
+            continue
+        meant = next(((first, last) for first, last, version in ranges if version == chosen), None)
+        if chosen is not None and chosen != pin and meant is not None:
+            yield error(
+                k8s_path(f"addonVersions.{addon}"),
+                f"{addon} {chosen} is gpucluster's pin for Kubernetes {meant[0]}–{meant[1]}, not for {k8s.version}",
+                f"remove the override ({'EKS picks its default' if pin is None else f'gpucluster pins {pin}'} for "
+                f"{k8s.version}), or give a version EKS lists for {k8s.version}",
+                chosen,
+                "addon-version-range",
+            )
 
 
 def check_zones(k8s: KubernetesSpec, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
@@ -349,6 +382,7 @@ KUBERNETES_CHECKS: tuple[KubernetesCheck, ...] = (
     check_version,
     check_endpoint,
     check_addons,
+    check_addon_pins,
     check_zones,
     check_node_groups,
     check_system_node_group,

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from components.spec.base import SpecModel, check_name, check_tags
+from components.spec.base import SpecModel, check_name
 
 CapacityType = Literal["on-demand", "spot", "capacity-reservation", "capacity-block"]
 RESERVATION_ID = r"^cr-[0-9a-f]{8,17}$"
@@ -147,8 +147,8 @@ class NodeGroupSpec(SpecModel):
     """gp3 throughput of the root volume, MB/s. Default 250."""
 
     kms_key_id: str | None = None
-    """KMS key (ARN) for the root volume. Default: the account's ``aws/ebs`` key. The volume is always
-    encrypted."""
+    """KMS key for the root volume: key ARN, key id, ``alias/<name>`` or alias ARN, in the cluster's
+    region. Default: the account's ``aws/ebs`` key. The volume is always encrypted."""
 
     key_name: str | None = None
     """EC2 key pair for SSH. Default: none — reach nodes with SSM Session Manager."""
@@ -169,11 +169,6 @@ class NodeGroupSpec(SpecModel):
     @classmethod
     def _name(cls, value: str) -> str:
         return check_name(value, "node group name")
-
-    @field_validator("tags")
-    @classmethod
-    def _tags(cls, value: dict[str, str]) -> dict[str, str]:
-        return check_tags(value)
 
     @field_validator("availability_zones")
     @classmethod

@@ -16,9 +16,9 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
-from components.spec.base import SpecModel, check_unique
+from components.spec.base import SpecModel
 
 SLURM_VERSION = "23.11"
 UBUNTU_RELEASE = "24.04"
@@ -64,7 +64,7 @@ class HeadNodeSpec(SpecModel):
     """gp3 throughput of the data volume, MB/s. Default 125 (the gp3 baseline)."""
 
     kms_key_id: str | None = None
-    """KMS key (ARN) for both volumes. Default: the account's ``aws/ebs`` key. Always encrypted."""
+    """KMS key ARN (``arn:aws:kms:<region>:<account>:key/<id>``, the cluster's region) for both volumes. Default: the account's ``aws/ebs`` key. Always encrypted."""
 
     mount_shared_storage: bool = True
     """Mount the cluster's Lustre file system on the head node too (home and job directories are
@@ -179,11 +179,6 @@ class SlurmSpec(SpecModel):
     """Protect the head node's data volume and the munge key secret: ``pulumi destroy`` refuses and
     deleting the stack leaves them. Default: ``storage.protectData`` (true when there is no storage
     section)."""
-
-    @model_validator(mode="after")
-    def _unique(self) -> SlurmSpec:
-        check_unique((g.name for g in self.node_groups), "Slurm node group setting")
-        return self
 
     def settings(self, group: str) -> SlurmNodeGroupSpec:
         """The entry for ``group`` (defaults when the section does not list it)."""

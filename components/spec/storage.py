@@ -104,7 +104,8 @@ class LustreSpec(SpecModel):
     """Compression. Default LZ4 (cheaper storage, usually faster)."""
 
     kms_key_id: str | None = None
-    """KMS key ARN for encryption at rest. Default: a key created for the cluster (rotation on)."""
+    """KMS key ARN (``arn:aws:kms:<region>:<account>:key/<id>``, the cluster's region; FSx takes no
+    alias) for encryption at rest. Default: a key created for the cluster (rotation on)."""
 
     automatic_backup_retention_days: int | None = Field(default=None, ge=0, le=90)
     """Daily automatic backups kept. Default 7 for persistent file systems (scratch ones have none);

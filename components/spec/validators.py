@@ -12,8 +12,23 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
+from components.naming import RESERVED_TAGS
 from components.spec.catalog import Catalog, InstanceFacts
 from components.spec.cluster import ClusterSpec
+from components.spec.deploy_checks import (
+    check_capacity_block_start,
+    check_cluster_tags,
+    check_duplicate_names,
+    check_group_kms,
+    check_group_names,
+    check_group_tags,
+    check_head_kms,
+    check_lustre_zone,
+    check_region,
+    check_secrets_kms,
+    check_storage_kms,
+    check_workload_read,
+)
 from components.spec.efa import interface_layout, ips_per_node
 from components.spec.effective import effective_desired, effective_efa
 from components.spec.errors import Finding, error, info, warning
@@ -24,7 +39,7 @@ from components.spec.storage_checks import check_storage
 
 MAX_TAGS = 50
 # Tags gpucluster adds to every resource (see components.naming.cluster_tags).
-RESERVED_TAG_COUNT = 4
+RESERVED_TAG_COUNT = len(RESERVED_TAGS)
 
 
 def group_path(index: int, field: str = "") -> str:
@@ -347,6 +362,10 @@ GROUP_CHECKS: tuple[GroupCheck, ...] = (
     check_public_ip,
     check_addresses,
     check_tag_count,
+    check_group_tags,
+    check_group_kms,
+    check_group_names,
+    check_capacity_block_start,
 )
 
 
@@ -437,11 +456,35 @@ def check_flow_logs(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
 
 
 ClusterCheck = Callable[[ClusterSpec, Catalog], Iterable[Finding]]
-CLUSTER_CHECKS: list[ClusterCheck] = [check_network, check_flow_logs, check_storage, check_slurm, check_kubernetes]
+CLUSTER_CHECKS: list[ClusterCheck] = [
+    check_region,
+    check_duplicate_names,
+    check_cluster_tags,
+    check_network,
+    check_flow_logs,
+    check_lustre_zone,
+    check_storage,
+    check_workload_read,
+    check_storage_kms,
+    check_slurm,
+    check_head_kms,
+    check_kubernetes,
+    check_secrets_kms,
+]
 
 
 # The checks that need nothing but the node group itself: what a GpuNodeGroup used on its own runs.
-STANDALONE_CHECKS: tuple[GroupCheck, ...] = (check_instance_type, check_efa, check_placement, check_capacity, check_sizes)
+STANDALONE_CHECKS: tuple[GroupCheck, ...] = (
+    check_instance_type,
+    check_efa,
+    check_placement,
+    check_capacity,
+    check_sizes,
+    check_group_tags,
+    check_group_kms,
+    check_group_names,
+    check_capacity_block_start,
+)
 
 
 def validate_node_group(group: NodeGroupSpec, catalog: Catalog, path: str = "node_group") -> list[Finding]:

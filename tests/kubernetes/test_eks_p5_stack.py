@@ -75,5 +75,9 @@ def test_team_namespaces_with_quotas(plan, text):
     assert "--- eks-p5-k8s-team-research-examples/training-job.yaml" in text
 
 
-def test_no_findings(plan):
-    assert plan.findings == []
+def test_only_finding_is_the_block_not_started(plan):
+    """The example block starts 2026-12-01 and the group wants 8 nodes: as of the pinned test clock
+    (2026-11-01) that is the one warning; nothing else is wrong with the stack."""
+    assert [(f["level"], f["code"], f["path"]) for f in plan.findings] == [
+        ("warning", "capacity-block-not-started", "gpucluster:nodeGroups[0].capacity.startTime")
+    ]

@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import MINIMAL_GROUP, assert_refused, group, make_config, plan_config
 
+KEY = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 BYO = {"vpcId": "vpc-0abc1234", "subnets": [{"id": "subnet-0aaa1111", "availabilityZone": "us-east-1a"}]}
 
 # (id, config, field path named, message fragment)
@@ -96,7 +97,12 @@ BAD_CONFIGS = [
     ),
     ("no-region", {k: v for k, v in make_config().items() if k != "aws:region"}, "aws:region", "no AWS region set"),
     ("no-node-groups", {**make_config(), "gpucluster:nodeGroups": "[]"}, "gpucluster:nodeGroups", "at least 1 item"),
-    ("duplicate-group-names", make_config(group(), group()), "gpucluster", "two node groups are named 'gpu'"),
+    (
+        "duplicate-group-names",
+        make_config(group(), group()),
+        "gpucluster:nodeGroups[1].name",
+        "node group name 'gpu' is already used by entry [0]",
+    ),
     ("bad-group-name", make_config(group(name="GPU_A")), "gpucluster:nodeGroups[0].name", "'GPU_A' is not a valid name"),
     (
         "capacity-block-without-id",
@@ -183,6 +189,84 @@ BAD_CONFIGS = [
         make_config(network={"flowLogs": {"destination": "s3", "retentionDays": 0}}),
         "gpucluster:network.flowLogs.retentionDays",
         "greater than or equal to 1",
+    ),
+    (
+        "region-that-does-not-exist",
+        make_config(group(availabilityZones=["us-moon-1a"]), region="us-moon-1"),
+        "aws:region",
+        "region 'us-moon-1' is not an AWS region",
+    ),
+    (
+        "tag-injection",
+        make_config(group(), tags={"team": "x$(curl evil)"}),
+        "gpucluster:tags",
+        "which AWS services other than EC2 refuse in tags",
+    ),
+    (
+        "group-tag-newline",
+        make_config(group(tags={"a\nb": "x"})),
+        "gpucluster:nodeGroups[0].tags",
+        "which AWS services other than EC2 refuse in tags",
+    ),
+    (
+        "boolean-as-count",
+        make_config(group(desiredSize=True)),
+        "gpucluster:nodeGroups[0].desiredSize",
+        "whole number, not the boolean true",
+    ),
+    (
+        "decimal-count",
+        make_config(group(maxSize=2.5)),
+        "gpucluster:nodeGroups[0].maxSize",
+        "whole number, not the decimal 2.5",
+    ),
+    (
+        "whole-decimal-count",
+        make_config(group(maxSize=2.0)),
+        "gpucluster:nodeGroups[0].maxSize",
+        "whole number, not the decimal 2.0",
+    ),
+    (
+        "number-as-switch",
+        make_config(group(enableEfaSupport=1)),
+        "gpucluster:nodeGroups[0].enableEfaSupport",
+        "true or false, not 1",
+    ),
+    (
+        "boolean-as-price",
+        make_config(group(pricePerHour=True)),
+        "gpucluster:nodeGroups[0].pricePerHour",
+        "a number, not the boolean true",
+    ),
+    (
+        "kms-not-a-key",
+        make_config(group(kmsKeyId="arn:aws:kms:us-east-1:111122223333:key/not-a-uuid")),
+        "gpucluster:nodeGroups[0].kmsKeyId",
+        "is not a key ARN, key id, alias/<name> or alias ARN",
+    ),
+    (
+        "kms-other-region",
+        make_config(group(kmsKeyId=KEY.replace("us-east-1", "us-west-2"))),
+        "gpucluster:nodeGroups[0].kmsKeyId",
+        "is in us-west-2, but the cluster is in us-east-1",
+    ),
+    (
+        "key-name-too-long",
+        make_config(group(keyName="k" * 256)),
+        "gpucluster:nodeGroups[0].keyName",
+        "is not 1-255 printable ASCII characters",
+    ),
+    (
+        "ssm-parameter-not-a-name",
+        make_config(group(imageSsmParameter="aws/service/$(id)")),
+        "gpucluster:nodeGroups[0].imageSsmParameter",
+        "is not an SSM parameter name",
+    ),
+    (
+        "capacity-block-time-not-iso",
+        make_config(group(capacity={"type": "capacity-block", "reservationId": "cr-0123456789abcdef0", "startTime": "soon"})),
+        "gpucluster:nodeGroups[0].capacity.startTime",
+        "startTime 'soon' is not an ISO 8601 time",
     ),
     (
         "root-volume-too-small",

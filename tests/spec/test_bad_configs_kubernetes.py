@@ -19,6 +19,24 @@ def k8s(*groups, network=TWO_ZONES, **section):
 
 # (id, config, field path named, message fragment)
 BAD_KUBERNETES = [
+    (
+        "vpc-cni-pin-on-1.34",
+        k8s(version="1.34", addonVersions={"vpc-cni": "v1.20.1-eksbuild.3"}),
+        "gpucluster:kubernetes.addonVersions.vpc-cni",
+        "is gpucluster's pin for Kubernetes 1.27–1.33, not for 1.34",
+    ),
+    (
+        "quota-as-boolean",
+        k8s(teams=[{"name": "a", "gpuQuota": {"h100": True}}]),
+        "gpucluster:kubernetes.teams[0].gpuQuota",
+        "whole number, not the boolean true",
+    ),
+    (
+        "secrets-key-other-region",
+        k8s(secretsKmsKeyArn="arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"),
+        "gpucluster:kubernetes.secretsKmsKeyArn",
+        "is in eu-west-1, but the cluster is in us-east-1",
+    ),
     ("eks-version", k8s(version="1.25"), "gpucluster:kubernetes.version", "EKS does not offer Kubernetes '1.25'"),
     (
         "public-cidrs-on-private-endpoint",
@@ -62,7 +80,12 @@ BAD_KUBERNETES = [
         "gpucluster:kubernetes.teams[1].namespace",
         "both use namespace 'train'",
     ),
-    ("duplicate-teams", k8s(teams=[{"name": "a"}, {"name": "a"}]), "gpucluster:kubernetes", "two teams are named 'a'"),
+    (
+        "duplicate-teams",
+        k8s(teams=[{"name": "a"}, {"name": "a"}]),
+        "gpucluster:kubernetes.teams[1].name",
+        "team name 'a' is already used by entry [0]",
+    ),
     (
         "mig-without-mig-gpus",
         k8s(group(instanceType="g6e.48xlarge"), gpuOperator={"migStrategy": "mixed"}),

@@ -20,6 +20,18 @@ def slurm(*groups, **keys):
 
 # (id, config, field path named, message fragment)
 BAD_SLURM = [
+    (
+        "head-kms-key-id-not-arn",
+        slurm(section={"headNode": {"kmsKeyId": "1234abcd-12ab-34cd-56ef-1234567890ab"}}),
+        "gpucluster:slurm.headNode.kmsKeyId",
+        "is not a key ARN, which EBS (head node volumes) needs",
+    ),
+    (
+        "count-as-text",
+        slurm(section={"powerSaving": {"suspendTimeSeconds": "ten minutes"}}),
+        "gpucluster:slurm.powerSaving.suspendTimeSeconds",
+        "whole number such as 4, not the text 'ten minutes'",
+    ),
     ("misspelt-field", slurm(section={"headnode": {}}), "gpucluster:slurm.headnode", "unknown field 'headnode'"),
     (
         "unknown-mode",
@@ -36,8 +48,8 @@ BAD_SLURM = [
     (
         "entry-twice",
         slurm(section={"nodeGroups": [{"name": "gpu"}, {"name": "gpu"}]}),
-        "gpucluster:slurm",
-        "two Slurm node group settings are named 'gpu'",
+        "gpucluster:slurm.nodeGroups[1].name",
+        "Slurm node group setting name 'gpu' is already used by entry [0]",
     ),
     (
         "dynamic-group-with-desired-nodes",

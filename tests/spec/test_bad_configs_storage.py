@@ -15,6 +15,24 @@ def storage(**parts):
 
 BAD_STORAGE = [
     (
+        "zero-read-throughput",
+        storage(workload={**WORKLOAD, "readMbPerSecondPerGpu": 0}, lustre={}),
+        "gpucluster:storage.workload.readMbPerSecondPerGpu",
+        "readMbPerSecondPerGpu is 0, but the GPUs read the 10 TiB dataset",
+    ),
+    (
+        "lustre-kms-alias",
+        storage(lustre={"storageCapacityGib": 1200, "kmsKeyId": "alias/fsx"}),
+        "gpucluster:storage.lustre.kmsKeyId",
+        "'alias/fsx' is not a key ARN, which FSx for Lustre needs",
+    ),
+    (
+        "lustre-zone-other-region",
+        storage(lustre={"storageCapacityGib": 1200, "availabilityZone": "eu-west-1a"}),
+        "gpucluster:storage.lustre.availabilityZone",
+        "zone 'eu-west-1a' is not in region us-east-1",
+    ),
+    (
         "capacity-off-steps",
         storage(lustre={"storageCapacityGib": 3000, "throughputPerUnitStorage": 250}),
         "gpucluster:storage.lustre.storageCapacityGib",
