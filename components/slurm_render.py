@@ -12,6 +12,37 @@ The files and where they go:
   that waits for the node's name tag and starts ``slurmd --conf-server … -N <node>``, the TaskProlog
   that gives every task the node's NCCL/EFA environment, and a slurmd drop-in. Slurm's own files
   come from slurmctld (configless).
+
+Who may reach the instance role's credentials (the IMDS guard)
+--------------------------------------------------------------
+
+A compute node's role may read the munge key, and whoever holds the munge key can forge any user's
+identity to every Slurm daemon (root on every node included). A head node's role launches and
+terminates the cluster's instances. Slurm jobs are host processes of their user: IMDSv2's hop limit of
+1 stops containers, not them. So on EVERY Slurm node an iptables rule set (``imds-guard.sh.j2``) lets
+only root reach IMDS (169.254.169.254 and, where it exists, fd00:ec2::254) on compute nodes, and only
+root and SlurmUser (the agent runs as slurm) on the head node; every other user gets a TCP reset.
+
+When it is in place, on a compute node:
+
+- at every boot, first: cloud-init's ``bootcmd`` (the first module of its first networked stage,
+  before ``write_files``, before logins are allowed and before anything of Slurm) writes the guard
+  script, which travels inside that very command, and runs it. ``write_files`` is too late for this:
+  it runs after ``bootcmd``;
+- at every boot, also: ``gpucluster-imds-guard.service`` (no default dependencies, before
+  ``network-pre.target``, wanted by ``sysinit.target``: the slot of a firewall) runs the same script;
+- the node setup starts that unit before munge and slurmd, and slurmd's drop-in ``Requires=`` it: if
+  the guard cannot be applied (say the image had no iptables: the setup installs it), slurmd does not
+  start, and without slurmd no job, so no user process, ever runs on the node. Fail closed.
+
+The script applies its rules as one ``iptables-restore --noflush`` transaction (the chain is never
+empty while being rebuilt) and exits non-zero unless OUTPUT jumps to it. It relies on the image
+having ``iptables`` (Ubuntu's server images do, for ufw; either backend works), which the setup also
+installs (``NODE_PACKAGES``). Defence in depth for the key itself: the boot helper (root) writes
+``/etc/munge/munge.key`` 0400 munge:munge, so jobs cannot read it from the disk either. The compute
+role can read that one secret and nothing else (plus Session Manager). ``tests/agents/test_imds_guard_e2e.py``
+runs a real slurmctld and slurmd in a network namespace with a fake IMDS and the guard taken from the
+rendered user data: a job of an unprivileged user gets no token and no credentials; root's gets both.
 """
 
 from __future__ import annotations
@@ -53,6 +84,9 @@ AWS_HELPER = "/usr/local/sbin/gpucluster-aws"
 HEAD_SETUP = "/usr/local/sbin/gpucluster-slurm-head"
 NODE_SETUP = "/usr/local/sbin/gpucluster-slurm-node"
 IMDS_GUARD = "/usr/local/sbin/gpucluster-imds-guard"
+IMDS_GUARD_UNIT = "gpucluster-imds-guard.service"
+IMDS_IPV4 = "169.254.169.254/32"
+IMDS_IPV6 = "fd00:ec2::254/128"
 TASK_PROLOG = "/etc/gpucluster/slurm/task-prolog"
 # slurm.conf key, wrapper under AGENT_BIN, agent subcommand
 PROGRAMS = (
@@ -63,7 +97,7 @@ PROGRAMS = (
 # Ubuntu 24.04 (noble) packages. python3-boto3 runs the agent and the boot helper.
 HEAD_PACKAGES = ("slurmctld", "slurm-client", "munge", "python3-boto3", "iptables")
 ACCOUNTING_PACKAGES = ("slurmdbd", "mariadb-server")
-NODE_PACKAGES = ("slurmd", "slurm-client", "munge", "python3-boto3")
+NODE_PACKAGES = ("slurmd", "slurm-client", "munge", "python3-boto3", "iptables")
 # RealMemory is 95 % of what EC2 lists (the kernel and the OS keep the rest): slurmd must report at
 # least RealMemory or Slurm drains the node. AWS ParallelCluster uses the same share.
 REAL_MEMORY_SHARE = 0.95
@@ -387,12 +421,66 @@ def task_prolog(group: NodeGroupSpec, facts: InstanceFacts) -> str:
     )
 
 
-SLURMD_DROP_IN = """# gpucluster: slurm.conf comes from slurmctld (configless), so there is none locally to wait for;
-# jobs start after the shared file systems are mounted.
+SLURMD_DROP_IN = f"""# gpucluster: slurm.conf comes from slurmctld (configless), so there is none locally to wait for;
+# jobs start after the shared file systems are mounted, and only while only root reaches the
+# instance metadata service (no guard, no slurmd: no job can run).
 [Unit]
 ConditionPathExists=
-After=remote-fs.target
+Requires={IMDS_GUARD_UNIT}
+After=remote-fs.target {IMDS_GUARD_UNIT}
 """
+
+
+def imds_guard_script(*, head: bool) -> str:
+    """The IMDS guard: root only on a compute node; root and SlurmUser (the agent) on the head node."""
+    if head:
+        users: tuple[str, ...] = ("0", "slurm")
+        header = (
+            "IMDS guard of the head node: only root and slurm (slurmctld runs the node agent as slurm)",
+            "reach the instance metadata service; every other user gets a TCP reset. The instance role",
+            "launches and terminates the cluster's nodes and reads the munge key.",
+            "Runs at every boot before the network and before slurmctld (gpucluster-imds-guard.service).",
+        )
+    else:
+        users = ("0",)
+        header = (
+            "IMDS guard of a compute node: only root reaches the instance metadata service; every other",
+            "user, so every Slurm job, gets a TCP reset. The instance role reads the munge key, and the",
+            "munge key forges any user to every Slurm daemon.",
+            "Runs at every boot before the network and before munge and slurmd (cloud-init bootcmd, and",
+            "gpucluster-imds-guard.service, which slurmd requires).",
+        )
+    return render("slurm/imds-guard.sh.j2", header=header, allowed_users=users, ipv4=IMDS_IPV4, ipv6=IMDS_IPV6)
+
+
+def imds_guard_unit(*, head: bool) -> str:
+    """Runs the guard at every boot in a firewall's slot: before any network, before Slurm."""
+    who = "root and slurm reach" if head else "only root reaches"
+    daemons = (
+        "munge.service slurmctld.service slurmdbd.service gpucluster-agent-maintain.service"
+        if head
+        else "munge.service slurmd.service"
+    )
+    return _unit(
+        f"gpucluster: {who} the instance metadata service",
+        "DefaultDependencies=no\nWants=network-pre.target\n"
+        f"Before=network-pre.target network-online.target {daemons} shutdown.target\n"
+        "Conflicts=shutdown.target\n\n"
+        f"[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart={IMDS_GUARD}\n",
+        "WantedBy=sysinit.target",
+    )
+
+
+# cloud-init's bootcmd: "$1" is the guard script; it is written where the unit finds it, then run.
+GUARD_INSTALL = (
+    f'f={IMDS_GUARD}; mkdir -p "${{f%/*}}" && printf %s "$1" >"$f.new" && chmod 0755 "$f.new" && mv -f "$f.new" "$f" && exec "$f"'
+)
+
+
+def imds_guard_bootcmd() -> tuple[str, ...]:
+    """The compute node's first boot command: install and apply the guard (``bootcmd`` runs before
+    ``write_files``, so the script travels in the command)."""
+    return ("sh", "-c", GUARD_INSTALL, "gpucluster-imds-guard", imds_guard_script(head=False))
 
 
 def node_slurm_part(ctx: SlurmContext, group: NodeGroupSpec, catalog: Catalog) -> CloudConfig:
@@ -405,14 +493,17 @@ def node_slurm_part(ctx: SlurmContext, group: NodeGroupSpec, catalog: Catalog) -
         packages=NODE_PACKAGES,
         aws_helper=AWS_HELPER,
         name_wait_tries=NODE_NAME_WAIT_TRIES,
+        imds_guard_unit=IMDS_GUARD_UNIT,
     )
     return CloudConfig(
         write_files=(
             WriteFile.compressed(AWS_HELPER, aws_helper(ctx), "0755"),
             WriteFile(TASK_PROLOG, task_prolog(group, facts), "0755"),
+            WriteFile(f"/etc/systemd/system/{IMDS_GUARD_UNIT}", imds_guard_unit(head=False)),
             WriteFile("/etc/systemd/system/slurmd.service.d/gpucluster.conf", SLURMD_DROP_IN),
             WriteFile.compressed(NODE_SETUP, setup, "0755"),
         ),
+        bootcmd=(imds_guard_bootcmd(),),
         runcmd=((NODE_SETUP,),),
         sections=("slurmd (configless)",),
     )
@@ -481,15 +572,8 @@ def head_files(ctx: SlurmContext, catalog: Catalog, inputs: HeadInputs) -> tuple
                 "WantedBy=timers.target",
             ),
         ),
-        WriteFile(
-            "/etc/systemd/system/gpucluster-imds-guard.service",
-            _unit(
-                "gpucluster: only root and slurm reach the instance metadata service",
-                "Before=network-online.target\n\n[Service]\nType=oneshot\nRemainAfterExit=yes\n" + f"ExecStart={IMDS_GUARD}\n",
-                "WantedBy=multi-user.target",
-            ),
-        ),
-        WriteFile(IMDS_GUARD, render("slurm/imds-guard.sh.j2"), "0755"),
+        WriteFile(f"/etc/systemd/system/{IMDS_GUARD_UNIT}", imds_guard_unit(head=True)),
+        WriteFile(IMDS_GUARD, imds_guard_script(head=True), "0755"),
         WriteFile(
             "/etc/systemd/system/gpucluster-head-config.service",
             _unit(

@@ -260,6 +260,16 @@ def test_munge_key_lives_only_in_an_empty_protected_secret(run_components, two_g
     assert policy(plan, "s-slurm-node-munge")["Statement"] == [
         {"Sid": "ReadTheMungeKey", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": arn}
     ]
+    # and that is all the compute role holds besides Session Manager (only root reaches it on a node:
+    # the IMDS guard, tests/agents/test_imds_guard_e2e.py)
+    node_role = plan.by_name("s-slurm-node-role")
+    inline = [r.name for r in plan.of_type("aws:iam/rolePolicy:RolePolicy") if r.inputs["role"] == node_role.id]
+    attached = [
+        r.inputs["policyArn"]
+        for r in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+        if r.inputs["role"] == node_role.state["name"]
+    ]
+    assert (inline, attached) == (["s-slurm-node-munge"], ["arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"])
 
 
 def test_head_node_is_private_protected_and_keeps_its_data(run_components, two_groups):

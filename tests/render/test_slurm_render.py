@@ -4,6 +4,7 @@ node-side scripts run for real (the TaskProlog; the munge-key and agent-package 
 
 from __future__ import annotations
 
+import configparser
 import hashlib
 import json
 import os
@@ -460,9 +461,73 @@ def test_head_setup_runs_in_the_order_the_daemons_need():
         node,
         "tags/instance/gpucluster:node-name",  # the name the agent gave the instance
         "apt-get -o DPkg::Lock::Timeout=600 install",
+        "systemctl enable --now gpucluster-imds-guard.service",  # before the key and any Slurm daemon
         "munge-key",
         "SLURMD_OPTIONS=",
         "systemctl enable --now munge",
         "systemctl enable --now slurmd",
     )
     assert order == sorted(order), order
+
+
+# --- the IMDS guard (only root reaches the instance role's credentials on a compute node) -------------------
+
+
+def _unit(text: str) -> configparser.ConfigParser:
+    unit = configparser.ConfigParser(strict=True, interpolation=None)
+    unit.optionxform = str  # type: ignore[assignment,method-assign]  # systemd keys are case-sensitive
+    unit.read_string(text)
+    return unit
+
+
+def test_compute_nodes_apply_the_imds_guard_first_and_slurmd_requires_it(tmp_path):
+    """The rendered compute user data: the guard is cloud-init's first boot command (which its own
+    config runs before write_files, so the script travels in the command), a unit in a firewall's slot
+    runs it at every boot, slurmd requires that unit, and the setup starts it before the munge key and
+    slurmd. tests/agents/test_imds_guard_e2e.py runs this very bootcmd against a real slurmd."""
+    files = run_plan("slurm-p5").files
+    require_tool("cloud-init")  # its own module order: bootcmd, then write_files
+    modules = [
+        m if isinstance(m, str) else m[0] for m in yaml.safe_load(Path("/etc/cloud/cloud.cfg").read_text())["cloud_init_modules"]
+    ]
+    modules = [m.replace("-", "_") for m in modules]
+    assert modules.index("bootcmd") < modules.index("write_files"), modules
+    for lt in ("slurm-p5-slurm-p5-lt", "slurm-p5-slurm-dev-lt"):
+        doc = yaml.safe_load(files[f"{lt}/user-data"])
+        assert doc["bootcmd"][0] == list(sr.imds_guard_bootcmd()), lt
+        script = doc["bootcmd"][0][-1]
+        assert script == sr.imds_guard_script(head=False)
+        assert '--uid-owner 0 -j RETURN"' in script and "--uid-owner slurm" not in script  # jobs never, only root
+        assert "REJECT --reject-with tcp-reset" in script and "fd00:ec2::254/128" in script
+        unit = _unit(files[f"{lt}/etc/systemd/system/gpucluster-imds-guard.service"])
+        assert unit["Unit"]["DefaultDependencies"] == "no"
+        assert {"network-pre.target", "network-online.target", "munge.service", "slurmd.service"} <= set(
+            unit["Unit"]["Before"].split()
+        )
+        assert (unit["Service"]["Type"], unit["Service"]["ExecStart"]) == ("oneshot", sr.IMDS_GUARD)
+        assert unit["Install"]["WantedBy"] == "sysinit.target"
+        drop_in = _unit(files[f"{lt}/etc/systemd/system/slurmd.service.d/gpucluster.conf"])
+        assert drop_in["Unit"]["Requires"] == "gpucluster-imds-guard.service"
+        assert "gpucluster-imds-guard.service" in drop_in["Unit"]["After"].split()
+    assert "iptables" in sr.NODE_PACKAGES  # an image without it gets it before the unit must start
+    # systemd reads the unit without a complaint (its command moved into this test's directory)
+    analyze = require_tool("systemd-analyze")
+    guard = tmp_path / "gpucluster-imds-guard"
+    guard.write_text(sr.imds_guard_script(head=False))
+    guard.chmod(0o755)
+    unit_file = tmp_path / "gpucluster-imds-guard.service"
+    unit_file.write_text(sr.imds_guard_unit(head=False).replace(sr.IMDS_GUARD, str(guard)))
+    verify = subprocess.run([analyze, "verify", "--man=no", str(unit_file)], capture_output=True, text=True, check=False)
+    assert (verify.returncode, verify.stderr) == (0, ""), verify.stderr
+    unit_file.write_text(unit_file.read_text().replace("Before=", "Befor="))  # the check can fail
+    assert "Unknown key" in subprocess.run([analyze, "verify", "--man=no", str(unit_file)], capture_output=True, text=True).stderr
+
+
+def test_head_node_guard_lets_root_and_slurm_only():
+    files = run_plan("slurm-p5").files
+    script = files["slurm-p5-slurm-head/usr/local/sbin/gpucluster-imds-guard"]
+    assert script == sr.imds_guard_script(head=True)
+    assert '--uid-owner 0 -j RETURN"' in script and '--uid-owner slurm -j RETURN"' in script
+    assert "REJECT --reject-with tcp-reset" in script and "ip6tables-restore" in script
+    unit = _unit(files["slurm-p5-slurm-head/etc/systemd/system/gpucluster-imds-guard.service"])
+    assert {"network-pre.target", "slurmctld.service", "munge.service"} <= set(unit["Unit"]["Before"].split())
