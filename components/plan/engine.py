@@ -31,6 +31,7 @@ from pulumi.runtime.sync_await import _sync_await
 
 from components.plan.mocks import PlanMocks, RecordingMonitor, Registration
 from components.spec.catalog import load_catalog
+from components.spec.cost import restore_nulls
 from components.spec.errors import ConfigError
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
@@ -301,6 +302,8 @@ def execute(
     stack_regs = [r for r in monitor.registrations if r.type == "pulumi:pulumi:Stack"]
     if stack_regs:
         plan.outputs = _plain(monitor.outputs.get(stack_regs[0].urn, {}))
+        if isinstance(plan.outputs.get("estimate"), dict):
+            plan.outputs["estimate"] = restore_nulls(plan.outputs["estimate"])
     if plan.ok:
         plan.findings = list(plan.outputs.get("findings", []))
     for r in plan.resources:
