@@ -46,9 +46,7 @@ STACKS: dict[str, str] = {
     "    - {name: gpu, instanceType: g6e.xlarge, availabilityZones: [us-east-1a], maxSize: 2, pricePerHour: 1e400}\n",
     "inf-price": stack_yaml(gpucluster__nodeGroups=[{**GROUP, "pricePerHour": float("inf")}]),
     "big-user-data": stack_yaml(
-        gpucluster__nodeGroups=[
-            {**GROUP, "ncclEnv": {"NCCL_BIG": "".join(f"{(n * 7919) % 1000003:06x}" for n in range(5000))}}
-        ]
+        gpucluster__nodeGroups=[{**GROUP, "ncclEnv": {"NCCL_BIG": "".join(f"{(n * 7919) % 1000003:06x}" for n in range(5000))}}]
     ),
     "config-list": "config:\n  - aws:region: us-east-1\n",
     "scalar-root": "just some text\n",
@@ -92,10 +90,25 @@ def no_credentials(monkeypatch, tmp_path):
 
 # (id, argv ({P} = the project dir), exit code, fragment of stdout+stderr)
 CASES = [
-    ("missing-price-text", "plan --stack p5e --no-files", 0, "no list price for p5e.48xlarge in the catalog; set gpucluster:nodeGroups[0].pricePerHour"),
-    ("lustre-zone-without-subnet", "plan --stack lustre-zone", 2, "gpucluster:storage.lustre.availabilityZone: the cluster has no node group or subnet in us-east-1c"),
+    (
+        "missing-price-text",
+        "plan --stack p5e --no-files",
+        0,
+        "no list price for p5e.48xlarge in the catalog; set gpucluster:nodeGroups[0].pricePerHour",
+    ),
+    (
+        "lustre-zone-without-subnet",
+        "plan --stack lustre-zone",
+        2,
+        "gpucluster:storage.lustre.availabilityZone: the cluster has no node group or subnet in us-east-1c",
+    ),
     ("user-data-over-16k", "plan --stack big-user-data", 2, "gpucluster:nodeGroups[0]: the user data of node group 'gpu' is"),
-    ("inf-dataset-size", "plan --stack inf-size", 2, "gpucluster:storage.workload.datasetSizeTib: input should be a finite number"),
+    (
+        "inf-dataset-size",
+        "plan --stack inf-size",
+        2,
+        "gpucluster:storage.workload.datasetSizeTib: input should be a finite number",
+    ),
     ("1e400-price", "plan --stack big-size", 2, "gpucluster:nodeGroups[0].pricePerHour: input should be a finite number"),
     ("inf-price-json", "plan --stack inf-price --json", 2, "input should be a finite number"),
     ("config-not-a-mapping", "plan --stack config-list", 2, "`config:` must be a mapping of `namespace:key: value`, not a list"),
@@ -103,8 +116,18 @@ CASES = [
     ("unparsable-yaml", "plan --stack not-yaml", 2, "Pulumi.not-yaml.yaml line 3"),
     ("duplicate-key", "plan --stack dup-key", 2, "found duplicate key 'gpucluster:nodeGroups' (first at line 3)"),
     ("alias-bomb", "plan --stack bomb", 2, "more than 100000 values once its aliases"),
-    ("esc-without-values", "plan --stack esc --no-files", 2, "imports Pulumi ESC environment(s) ml-team/gpu-cluster; the offline plan cannot see ESC values"),
-    ("esc-with-config", "plan --stack esc --no-files --config gpucluster:nodeGroups=[{name: gpu, instanceType: g6e.xlarge, availabilityZones: [us-east-1a], maxSize: 2}]", 0, "Resources:"),
+    (
+        "esc-without-values",
+        "plan --stack esc --no-files",
+        2,
+        "imports Pulumi ESC environment(s) ml-team/gpu-cluster; the offline plan cannot see ESC values",
+    ),
+    (
+        "esc-with-config",
+        "plan --stack esc --no-files --config gpucluster:nodeGroups=[{name: gpu, instanceType: g6e.xlarge, availabilityZones: [us-east-1a], maxSize: 2}]",
+        0,
+        "Resources:",
+    ),
     ("esc-with-config-file", "plan --stack esc --no-files --config-file {P}/values.yaml", 0, "Resources:"),
     ("config-without-equals", "plan --stack ok --config gpucluster:tags", 2, "expected KEY=VALUE"),
     ("missing-stack", "plan --stack nope", 1, "no stack config"),
@@ -187,9 +210,7 @@ def test_catalog_refresh_refused_call_is_one_line(capsys, moto_endpoint, aws_env
     from components.catalog_refresh import INSTANCE_TYPES_FILE
 
     before = INSTANCE_TYPES_FILE.read_text()
-    code, output = run_cli(
-        ["catalog", "refresh", "--endpoint-url", moto_endpoint, "--add", "p9.96xlarge"], capsys
-    )
+    code, output = run_cli(["catalog", "refresh", "--endpoint-url", moto_endpoint, "--add", "p9.96xlarge"], capsys)
     assert code == 1 and "Traceback" not in output
     assert output.startswith("gpucluster catalog refresh: EC2 DescribeInstanceTypes in us-east-1 failed: InvalidInstanceType")
     assert INSTANCE_TYPES_FILE.read_text() == before
