@@ -19,7 +19,8 @@ offline: give them to `plan` and `preflight` with --config KEY=VALUE (repeatable
 Exit codes:
     0  ok
     2  invalid stack config or command line: every problem is listed (the config path, the value, the fix)
-    1  anything else: no such stack or project, no AWS credentials, an AWS call refused, an unreadable file
+    1  anything else: no such stack or project, no AWS credentials, an AWS call refused (preflight: a
+       check that could not run, and no errors), an unreadable file
 No verb prints a traceback (set GPUCLUSTER_TRACEBACK=1 to see one for an unexpected error).
 """
 
@@ -158,8 +159,12 @@ def _preflight(args: argparse.Namespace) -> int:
     for f in findings:
         print(f"  {f.level.value:<7} {f.render()}")
     errors = [f for f in findings if f.level is Level.ERROR]
+    unchecked = [f for f in findings if f.code == "check-failed"]
     print(f"{len(errors)} error(s), {len(findings) - len(errors)} other finding(s)" if findings else "  everything checked out")
-    return EXIT_CONFIG if errors else EXIT_OK
+    if errors:
+        return EXIT_CONFIG
+    # A check that could not run is not a pass: exit 1 so CI does not read it as one.
+    return EXIT_FAILED if unchecked else EXIT_OK
 
 
 def _stacks(args: argparse.Namespace) -> int:

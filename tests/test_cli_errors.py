@@ -86,6 +86,9 @@ def no_credentials(monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    import boto3
+
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)  # a session another test made keeps its credentials
 
 
 # (id, argv ({P} = the project dir), exit code, fragment of stdout+stderr)
@@ -193,6 +196,20 @@ def test_preflight_without_credentials_is_one_line(project, capsys, no_credentia
         "gpucluster preflight: no AWS credentials (Unable to locate credentials); set AWS_PROFILE (or AWS_ACCESS_KEY_ID "
         "and AWS_SECRET_ACCESS_KEY), or run `aws sso login`"
     ]
+
+
+def test_preflight_whose_checks_cannot_run_exits_1(project, capsys, aws_env, monkeypatch):
+    """Nothing answers at the endpoint: each check is reported as "could not check …" and preflight exits
+    1 (not 0: nothing was checked), without a traceback."""
+    import boto3
+
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    argv = ["--project-dir", str(project), "preflight", "--stack", "ok", "--endpoint-url", "http://127.0.0.1:9"]
+    code, output = run_cli(argv, capsys)
+    assert code == 1 and "Traceback" not in output, output
+    assert "could not check instance type offerings per zone: EndpointConnectionError" in output
+    assert "could not check vCPU quotas: EndpointConnectionError" in output
 
 
 def test_catalog_refresh_without_credentials_is_one_line(capsys, no_credentials, tmp_path):

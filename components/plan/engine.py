@@ -137,7 +137,8 @@ def read_stack_file(stack: str, project_dir: Path = PROJECT_DIR) -> dict[str, An
     path = _config_dir(project_dir) / f"Pulumi.{stack}.yaml"
     if not path.is_file():
         known = ", ".join(stack_names(project_dir)) or "none"
-        raise PlanError(f"no stack config {path} (stacks: {known})")
+        shown = path.relative_to(project_dir) if path.is_relative_to(project_dir) else path
+        raise PlanError(f"no stack config {shown} (stacks: {known})")
     doc = _read_yaml(path, path.name)
     if doc is None:
         return {}
