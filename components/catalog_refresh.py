@@ -100,6 +100,13 @@ def current_types(path: Path = INSTANCE_TYPES_FILE) -> list[str]:
     return [e["InstanceType"] for e in json.loads(path.read_text())["InstanceTypes"]]
 
 
+CREDENTIALS_FIX = "set AWS_PROFILE (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), or run `aws sso login`"
+
+
+class RefreshError(Exception):
+    """The catalog could not be fetched (no credentials, a refused or unsupported call): one line."""
+
+
 def refresh(
     region: str,
     *,
@@ -115,7 +122,17 @@ def refresh(
     names += list(add)
     if not names:
         raise ValueError("no instance types to describe: pass some, or refresh an existing catalog")
-    ec2 = boto3.client("ec2", region_name=region, endpoint_url=endpoint_url)
-    doc = document(fetch(ec2, names), region)
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
+
+    from components.preflight import failure_reason
+
+    try:
+        ec2 = boto3.client("ec2", region_name=region, endpoint_url=endpoint_url)
+        entries = fetch(ec2, names)
+    except (NoCredentialsError, PartialCredentialsError) as exc:
+        raise RefreshError(f"no AWS credentials ({exc}); {CREDENTIALS_FIX}") from None
+    except (ClientError, BotoCoreError) as exc:
+        raise RefreshError(f"EC2 DescribeInstanceTypes in {region} failed: {failure_reason(exc)}") from None
+    doc = document(entries, region)
     out.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return out

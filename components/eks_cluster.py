@@ -425,6 +425,7 @@ class EksCluster(pulumi.ComponentResource):
                 subnet_ids=subnets,
                 security_group_ids=security_groups,
                 user_data=user_data,
+                gzip_user_data=False,  # EKS needs MIME multi-part text to merge its nodeadm part into
                 create_auto_scaling_group=False,
                 root_device_name=AL2023_ROOT_DEVICE,
                 set_image_id=False,

@@ -11,17 +11,19 @@ from components.data_bucket import DataBucket, DataBucketArgs
 from components.eks_cluster import EksCluster, EksClusterArgs
 from components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from components.kubernetes_platform import KubernetesPlatform, KubernetesPlatformArgs
+from components.kubernetes_render import node_config, nodeadm_text
 from components.lustre_storage import LustreStorage, LustreStorageArgs
 from components.naming import cluster_tags
 from components.network import Network, NetworkArgs
-from components.render import CloudConfig, render_cloud_config
+from components.render import USER_DATA_LIMIT, CloudConfig, cloud_config_text, largest_parts, render_cloud_config, user_data_size
 from components.shared_storage import SharedStorage
 from components.slurm_cluster import SlurmCluster, SlurmClusterArgs
 from components.slurm_render import SlurmContext, node_slurm_part
-from components.spec.catalog import load_catalog
+from components.spec.catalog import Catalog, load_catalog
 from components.spec.cluster import ClusterSpec
 from components.spec.cost import Estimate, estimate
 from components.spec.effective import effective_protect_data
+from components.spec.errors import Finding, error
 from components.spec.kubernetes import KubernetesSpec
 from components.spec.node_group import NodeGroupSpec
 from components.spec.slurm import SlurmSpec
@@ -61,7 +63,9 @@ class GpuCluster(pulumi.ComponentResource):
         # for values only AWS knows, such as the file system's DNS name).
         self.user_data = {
             g.name: render_cloud_config(
-                user_data_title(spec, g), node_cloud_config(spec, g, catalog, self._lustre_stand_in()) + self._scheduler_part(g)
+                user_data_title(spec, g),
+                node_cloud_config(spec, g, catalog, lustre_stand_in(spec)) + scheduler_part(spec, g, catalog),
+                gzipped=g.scheduler != "kubernetes",
             )
             for g in spec.node_groups
         }
@@ -107,21 +111,6 @@ class GpuCluster(pulumi.ComponentResource):
             }
         )
 
-    def _lustre_stand_in(self) -> LustreMount | None:
-        storage = self.spec.storage
-        if storage is None or storage.lustre is None:
-            return None
-        fs = storage.lustre
-        return LustreMount(
-            file_system=fs.file_system_id or "fs-00000000000000000",
-            dns_name=f"fs-00000000000000000.fsx.{self.spec.region}.amazonaws.com",
-            mount_name="xxxxxxxx",
-            mount_point=fs.mount_point,
-            mount_options=fs.mount_options,
-            efa=fs.enable_efa,
-            gds=fs.enable_gpudirect_storage,
-        )
-
     def _create_storage(self, name: str, tags: dict[str, str], child: pulumi.ResourceOptions) -> None:
         storage = self.spec.storage
         if storage is None:
@@ -159,7 +148,7 @@ class GpuCluster(pulumi.ComponentResource):
     def node_user_data(self, group: NodeGroupSpec, extra: CloudConfig | None = None) -> pulumi.Output[str]:
         """cloud-init user data for ``group``'s nodes: node facts, NCCL/EFA, storage mounts, then
         ``extra`` (a scheduler's own part). Resolved once the file system's DNS name is known."""
-        stand_in = self._lustre_stand_in()
+        stand_in = lustre_stand_in(self.spec)
 
         def render(values: list[str]) -> str:
             mount = None
@@ -168,17 +157,13 @@ class GpuCluster(pulumi.ComponentResource):
                     **{**stand_in.__dict__, "dns_name": values[0], "mount_name": values[1], "file_system": values[2]}
                 )
             config = node_cloud_config(self.spec, group, self.catalog, mount)
-            return render_cloud_config(user_data_title(self.spec, group), config + (extra or CloudConfig()))
+            return render_cloud_config(
+                user_data_title(self.spec, group), config + (extra or CloudConfig()), gzipped=group.scheduler != "kubernetes"
+            )
 
         if self.lustre is None:
             return pulumi.Output.from_input(render([]))
         return pulumi.Output.all(self.lustre.dns_name, self.lustre.mount_name, self.lustre.file_system_id).apply(render)
-
-    def _scheduler_part(self, group: NodeGroupSpec) -> CloudConfig:
-        """The user-data part a node's scheduler adds (Slurm: slurmd; EKS wraps the user data itself)."""
-        if group.scheduler == "slurm" and self.spec.slurm is not None:
-            return node_slurm_part(SlurmContext.of(self.spec), group, self.catalog)
-        return CloudConfig()
 
     def _create_slurm(self, name: str, spec: SlurmSpec, tags: dict[str, str], child: pulumi.ResourceOptions) -> None:
         """The Slurm head node and the ``scheduler: slurm`` groups' launch templates (and Auto Scaling
@@ -197,7 +182,7 @@ class GpuCluster(pulumi.ComponentResource):
                 head_subnet_id=head.subnet_id or self.network.private_subnet_ids[head.availability_zone],
                 node_group_subnet_ids={g.name: self.subnets_for(g) for g in groups},
                 security_group_ids=self.security_group_ids,
-                user_data={g.name: self.node_user_data(g, extra=self._scheduler_part(g)) for g in groups},
+                user_data={g.name: self.node_user_data(g, extra=scheduler_part(self.spec, g, self.catalog)) for g in groups},
                 shared_storage=self.shared_storage,
                 tags=tags,
             ),
@@ -239,3 +224,60 @@ class GpuCluster(pulumi.ComponentResource):
         if group.subnet_ids:
             return list(group.subnet_ids)
         return [self.network.private_subnet_ids[z] for z in group.availability_zones]
+
+
+def lustre_stand_in(spec: ClusterSpec) -> LustreMount | None:
+    """The Lustre mount with stand-ins for the values only AWS knows (DNS and mount name), of the same
+    length as the real ones: user data rendered with it has the size the real one will have."""
+    storage = spec.storage
+    if storage is None or storage.lustre is None:
+        return None
+    fs = storage.lustre
+    return LustreMount(
+        file_system=fs.file_system_id or "fs-00000000000000000",
+        dns_name=f"fs-00000000000000000.fsx.{spec.region}.amazonaws.com",
+        mount_name="xxxxxxxx",
+        mount_point=fs.mount_point,
+        mount_options=fs.mount_options,
+        efa=fs.enable_efa,
+        gds=fs.enable_gpudirect_storage,
+    )
+
+
+def scheduler_part(spec: ClusterSpec, group: NodeGroupSpec, catalog: Catalog) -> CloudConfig:
+    """The user-data part a node's scheduler adds (Slurm: slurmd; EKS wraps the user data itself)."""
+    if group.scheduler == "slurm" and spec.slurm is not None:
+        return node_slurm_part(SlurmContext.of(spec), group, catalog)
+    return CloudConfig()
+
+
+def user_data_findings(spec: ClusterSpec, catalog: Catalog) -> list[Finding]:
+    """An error for each node group whose user data EC2 would refuse (over 16 KB), naming what to move.
+
+    Slurm and plain groups send it gzipped, so the compressed size counts; EKS groups send MIME
+    multi-part text for nodeadm (EKS merges its own part into it and takes nothing else), so the text
+    counts. ``spec`` is resolved. Run before any resource exists."""
+    out: list[Finding] = []
+    for i, g in enumerate(spec.node_groups):
+        config = node_cloud_config(spec, g, catalog, lustre_stand_in(spec)) + scheduler_part(spec, g, catalog)
+        text = cloud_config_text(user_data_title(spec, g), config)
+        eks = g.scheduler == "kubernetes"
+        if eks:
+            facts = catalog[g.instance_type]
+            nvme_for_pods = spec.storage is None or spec.storage.nvme_scratch is None
+            text = nodeadm_text(text, node_config(facts, nvme_for_pods))
+        size = user_data_size(text, gzipped=not eks)
+        if size <= USER_DATA_LIMIT:
+            continue
+        how = "as MIME text for EKS" if eks else "gzipped"
+        out.append(
+            error(
+                f"gpucluster:nodeGroups[{i}]",
+                f"the user data of node group {g.name!r} is {size} bytes {how}; EC2 allows {USER_DATA_LIMIT}",
+                f"move content out of it: its largest files are {', '.join(largest_parts(config))}. Shorten the "
+                "group's ncclEnv values and labels, or put large content in S3 (storage.bucket) and fetch it at boot",
+                None,
+                "user-data-too-large",
+            )
+        )
+    return out

@@ -16,7 +16,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.naming import NODE_GROUP_TAG, with_name
-from components.render import b64
+from components.render import b64, gzip_b64
 from components.spec.catalog import InstanceFacts, load_catalog
 from components.spec.efa import InterfaceSlot, interface_layout
 from components.spec.errors import errors_in
@@ -46,7 +46,13 @@ class GpuNodeGroupArgs:
     """Security groups for every interface (the EFA group and the node group). Required."""
 
     user_data: pulumi.Input[str] | None = None
-    """cloud-init user data, plain text (base64-encoded here). Default: none."""
+    """cloud-init user data, plain text (gzip-compressed and base64-encoded here). Default: none."""
+
+    gzip_user_data: bool = True
+    """Compress the user data (cloud-init unpacks gzip'd user data, so EC2's 16 KB limit applies to
+    the compressed size, as for the Slurm head node). Default true; false for EKS managed node groups,
+    whose launch-template user data must stay MIME multi-part text: EKS merges its own nodeadm part
+    into it and refuses anything else."""
 
     instance_profile_arn: pulumi.Input[str] | None = None
     """Instance profile for the nodes. Default: a role with only SSM Session Manager access is created."""
@@ -252,7 +258,9 @@ class GpuNodeGroup(pulumi.ComponentResource):
             else None,
             capacity_reservation_specification=reservation,
             instance_market_options=market,
-            user_data=pulumi.Output.from_input(args.user_data).apply(lambda text: b64(text) if text else None)
+            user_data=pulumi.Output.from_input(args.user_data).apply(
+                lambda text: (gzip_b64(text) if args.gzip_user_data else b64(text)) if text else None
+            )
             if args.user_data is not None
             else None,
             update_default_version=True,

@@ -75,10 +75,17 @@ def node_config(facts: InstanceFacts, instance_store_for_pods: bool) -> dict[str
     return {"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig", "spec": spec}
 
 
+def nodeadm_text(cloud_config: str, config: Mapping[str, Any]) -> str:
+    """MIME multi-part user data for an EKS managed node group on AL2023 (no size check)."""
+    return render("kubernetes/eks-user-data.mime.j2", node_config=to_yaml(dict(config)), cloud_config=cloud_config)
+
+
 def nodeadm_user_data(cloud_config: str, config: Mapping[str, Any]) -> str:
     """MIME multi-part user data for an EKS managed node group on AL2023: a nodeadm ``NodeConfig`` part
-    and the node's cloud-config part. EKS merges its own part (cluster endpoint, CA) into it."""
-    text = render("kubernetes/eks-user-data.mime.j2", node_config=to_yaml(dict(config)), cloud_config=cloud_config)
+    and the node's cloud-config part. EKS merges its own part (cluster endpoint, CA) into it, so it
+    stays uncompressed MIME text (EKS refuses gzip'd launch-template user data): the 16 KB limit
+    applies to the text."""
+    text = nodeadm_text(cloud_config, config)
     if len(text.encode()) > USER_DATA_LIMIT:
         raise ValueError(f"EKS user data is {len(text.encode())} bytes; EC2 allows {USER_DATA_LIMIT}")
     return text

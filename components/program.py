@@ -10,7 +10,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.gpu_cluster import GpuCluster, GpuClusterArgs
+from components.gpu_cluster import GpuCluster, GpuClusterArgs, user_data_findings
 from components.spec.catalog import Catalog, load_catalog
 from components.spec.cluster import ClusterSpec
 from components.spec.errors import ConfigError, Finding, error, errors_in
@@ -73,6 +73,9 @@ def main() -> GpuCluster:
     catalog = load_catalog()
     try:
         loaded = load_spec(read_config(), stack=pulumi.get_stack(), catalog=catalog)
+        too_large = user_data_findings(loaded.spec, catalog)
+        if too_large:
+            raise ConfigError(list(loaded.findings) + too_large, f"stack {pulumi.get_stack()!r}")
         live = verify_against_ec2(loaded.spec, catalog)
         if errors_in(live):
             raise ConfigError(list(loaded.findings) + live, f"stack {pulumi.get_stack()!r}")

@@ -126,12 +126,9 @@ class CloudConfig:
         )
 
 
-def render_cloud_config(title: str, config: CloudConfig, *, gzipped: bool = False) -> str:
-    """The ``#cloud-config`` document for ``config``; raises when it exceeds EC2's user-data limit.
-
-    ``gzipped``: the document will be passed gzip-compressed (:func:`gzip_b64`, which cloud-init
-    unpacks), so the limit applies to the compressed size."""
-    text = render(
+def cloud_config_text(title: str, config: CloudConfig) -> str:
+    """The ``#cloud-config`` document for ``config`` (no size check: see :func:`render_cloud_config`)."""
+    return render(
         "node/cloud-config.yaml.j2",
         title=title,
         sections=list(config.sections),
@@ -141,7 +138,27 @@ def render_cloud_config(title: str, config: CloudConfig, *, gzipped: bool = Fals
         packages=list(config.packages),
         mounts=[list(m) for m in config.mounts],
     )
-    size = len(gzip_bytes(text)) if gzipped else len(text.encode())
+
+
+def user_data_size(text: str, *, gzipped: bool) -> int:
+    """Bytes EC2 counts against :data:`USER_DATA_LIMIT`: the compressed size when sent gzipped."""
+    return len(gzip_bytes(text)) if gzipped else len(text.encode())
+
+
+def largest_parts(config: CloudConfig, count: int = 3) -> list[str]:
+    """``path (N bytes)`` of the largest files in ``config``: what to move out of oversize user data."""
+    files = sorted(config.write_files, key=lambda f: len(f.content), reverse=True)[:count]
+    return [f"{f.path} ({len(f.content)} bytes{' gzipped' if f.encoding == 'gz+b64' else ''})" for f in files]
+
+
+def render_cloud_config(title: str, config: CloudConfig, *, gzipped: bool = False) -> str:
+    """The ``#cloud-config`` document for ``config``; raises when it exceeds EC2's user-data limit.
+
+    ``gzipped``: the document will be passed gzip-compressed (:func:`gzip_b64`, which cloud-init
+    unpacks), so the limit applies to the compressed size. The stack program checks every node group's
+    size before creating anything (``gpu_cluster.user_data_findings``); this is the last guard."""
+    text = cloud_config_text(title, config)
+    size = user_data_size(text, gzipped=gzipped)
     if size > USER_DATA_LIMIT:
         raise ValueError(
             f"user data for {title} is {size} bytes{' gzipped' if gzipped else ''}; EC2 allows {USER_DATA_LIMIT}. "

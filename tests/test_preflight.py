@@ -186,3 +186,59 @@ def test_cli_preflight_against_moto(aws, moto_endpoint):
     # dev: g6e.xlarge in us-east-1a is offered; Service Quotas is not in moto, so the quota is a warning
     assert result.returncode == 0, result.stdout + result.stderr
     assert "could not read quota L-DB2E81BA" in result.stdout
+
+
+def test_an_unsupported_call_is_a_finding_and_the_other_checks_go_on(aws):
+    """EC2 answers DescribeInstanceTypeOfferings with UnsupportedOperation: preflight reports "could not
+    check …" for that check and still runs the reservation and quota checks."""
+    spec = load_spec(
+        make_config(group(maxSize=32, capacity={"type": "capacity-reservation", "reservationId": "cr-0123456789abcdef0"})),
+        stack="s",
+    ).spec
+    inject(
+        aws.ec2,
+        "DescribeInstanceTypeOfferings",
+        {
+            "Error": {
+                "Code": "UnsupportedOperation",
+                "Message": "The functionality you requested is not available in this region.",
+            }
+        },
+        status=400,
+    )
+    inject(aws.ec2, "DescribeCapacityReservations", {"CapacityReservations": [reservation(InstanceType="p4d.24xlarge")]})
+    inject(aws.quotas, "GetServiceQuota", quota("L-417A185B", 1536))
+    findings = preflight(spec, CATALOG, aws)
+    failed = [f for f in findings if f.code == "check-failed"]
+    assert [(f.level.value, f.path, f.message) for f in failed] == [
+        (
+            "warning",
+            "gpucluster:nodeGroups",
+            "could not check instance type offerings per zone: UnsupportedOperation: "
+            "The functionality you requested is not available in this region.",
+        )
+    ]
+    assert failed[0].fix
+    assert {"reservation-type", "quota"} <= set(codes(findings))  # the later checks still ran
+
+
+def test_an_endpoint_that_is_not_there_is_a_finding_per_check(aws_env):
+    """Nothing listens at the endpoint: every check reports why it could not check, none raises."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    from botocore.config import Config
+
+    clients = Clients.create("us-east-1", f"http://127.0.0.1:{port}")
+    no_retry = Config(retries={"max_attempts": 1}, connect_timeout=1)
+    clients = Clients(
+        ec2=boto3.client("ec2", region_name="us-east-1", endpoint_url=f"http://127.0.0.1:{port}", config=no_retry),
+        fsx=clients.fsx,
+        quotas=boto3.client("service-quotas", region_name="us-east-1", endpoint_url=f"http://127.0.0.1:{port}", config=no_retry),
+    )
+    spec = load_spec(make_config(group()), stack="s").spec
+    findings = preflight(spec, CATALOG, clients)
+    assert [f.code for f in findings] == ["check-failed", "check-failed"]  # offerings and quotas; the rest have nothing to check
+    assert all("EndpointConnectionError" in f.message or "Could not connect" in f.message for f in findings), findings

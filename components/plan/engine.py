@@ -31,6 +31,7 @@ from pulumi.runtime.sync_await import _sync_await
 
 from components.plan.mocks import PlanMocks, RecordingMonitor, Registration
 from components.spec.catalog import load_catalog
+from components.spec.cost import restore_nulls
 from components.spec.errors import ConfigError
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
@@ -38,7 +39,12 @@ SECRET = "[secret]"
 
 
 class PlanError(Exception):
-    """The plan could not run (no such stack, unreadable config) — not a config finding."""
+    """The plan could not run (no such stack, no project) — not a config finding. Exit code 1."""
+
+
+class StackFileError(PlanError):
+    """A stack or project file that is not a valid config document (not YAML, a duplicate key, the
+    wrong shape, an alias bomb). The CLI treats it as an invalid config: exit code 2."""
 
 
 @dataclass
@@ -80,11 +86,37 @@ def stack_names(project_dir: Path = PROJECT_DIR) -> list[str]:
     return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in config_dir.glob("Pulumi.*.yaml"))
 
 
+def _read_yaml(path: Path, shown: str) -> Any:
+    from components.spec.load import YamlError, load_yaml
+
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PlanError(f"cannot read {shown}: {exc}") from None
+    try:
+        return load_yaml(text, shown)
+    except YamlError as exc:
+        raise StackFileError(str(exc)) from None
+
+
 def _project(project_dir: Path) -> dict[str, Any]:
+    if not project_dir.is_dir():
+        raise PlanError(f"project directory {project_dir} does not exist; pass --project-dir DIR (the folder with Pulumi.yaml)")
     path = project_dir / "Pulumi.yaml"
-    if not path.exists():
-        raise PlanError(f"no Pulumi.yaml in {project_dir}")
-    return yaml.safe_load(path.read_text()) or {}
+    if not path.is_file():
+        raise PlanError(f"no Pulumi.yaml in {project_dir}; pass --project-dir DIR (the folder with Pulumi.yaml)")
+    doc = _read_yaml(path, str(path)) or {}
+    if not isinstance(doc, Mapping):
+        raise StackFileError(f"{path}: the document must be a mapping (name:, runtime:, …), not {_kind(doc)}")
+    return dict(doc)
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return f"the text {value[:40]!r}"
+    return f"{type(value).__name__} {value!r}"[:60]
 
 
 def _config_dir(project_dir: Path) -> Path:
@@ -96,36 +128,70 @@ def _as_pulumi_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (dict, list)):
-        return json.dumps(value)
+        return json.dumps(value, default=str)  # YAML dates and the like as text, as the Pulumi CLI does
     return str(value)
+
+
+def read_stack_file(stack: str, project_dir: Path = PROJECT_DIR) -> dict[str, Any]:
+    """``stacks/Pulumi.<stack>.yaml`` as a mapping, checked for shape (``config:`` a mapping of keys)."""
+    path = _config_dir(project_dir) / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        known = ", ".join(stack_names(project_dir)) or "none"
+        shown = path.relative_to(project_dir) if path.is_relative_to(project_dir) else path
+        raise PlanError(f"no stack config {shown} (stacks: {known})")
+    doc = _read_yaml(path, path.name)
+    if doc is None:
+        return {}
+    if not isinstance(doc, Mapping):
+        raise StackFileError(f"{path.name}: the document must be a mapping with a `config:` key, not {_kind(doc)}")
+    config = doc.get("config")
+    if config is not None and not isinstance(config, Mapping):
+        raise StackFileError(f"{path.name}: `config:` must be a mapping of `namespace:key: value`, not {_kind(config)}")
+    env = doc.get("environment")
+    if env is not None and not (isinstance(env, list) and all(isinstance(e, str) for e in env)):
+        raise StackFileError(f"{path.name}: `environment:` must be a list of ESC environment names, not {_kind(env)}")
+    return dict(doc)
+
+
+def stack_environments(stack: str, project_dir: Path = PROJECT_DIR) -> list[str]:
+    """The Pulumi ESC environments a stack file imports (``environment:``); the offline plan cannot
+    open them, so their values must be given with ``--config``/``--config-file``."""
+    return list(read_stack_file(stack, project_dir).get("environment") or [])
+
+
+ESC_NOTE = (
+    "imports Pulumi ESC environment(s) {envs}; the offline plan cannot see ESC values, so keys they set "
+    "look unset here. Give them with --config KEY=VALUE or --config-file values.yaml."
+)
 
 
 def load_stack_config(stack: str, project_dir: Path = PROJECT_DIR) -> tuple[str, dict[str, str], list[str]]:
     """``(project name, {namespaced key: value text}, secret keys)`` for a stack."""
     project = _project(project_dir)
     name = str(project.get("name", "project"))
-    path = _config_dir(project_dir) / f"Pulumi.{stack}.yaml"
-    if not path.exists():
-        known = ", ".join(stack_names(project_dir)) or "none"
-        raise PlanError(f"no stack config {path.relative_to(project_dir)} (stacks: {known})")
-    try:
-        doc = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise PlanError(f"{path.name} is not valid YAML: {exc}") from None
+    doc = read_stack_file(stack, project_dir)
     raw: dict[str, Any] = {}
-    for key, spec in (project.get("config") or {}).items():  # project-level defaults
+    project_config = project.get("config") or {}
+    if not isinstance(project_config, Mapping):
+        raise StackFileError(f"Pulumi.yaml: `config:` must be a mapping, not {_kind(project_config)}")
+    for key, spec in project_config.items():  # project-level defaults
         if isinstance(spec, Mapping) and ("value" in spec or "default" in spec):
-            raw[key] = spec.get("value", spec.get("default"))
-    raw.update(doc.get("config") or {})
+            raw[str(key)] = spec.get("value", spec.get("default"))
+    raw.update({str(k): v for k, v in (doc.get("config") or {}).items()})
+    return (name, *as_config(name, raw))
+
+
+def as_config(project: str, raw: Mapping[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """``({namespaced key: value text}, secret keys)`` from config values as a stack file holds them."""
     config: dict[str, str] = {}
     secrets: list[str] = []
     for key, value in raw.items():
-        full = key if ":" in key else f"{name}:{key}"
+        full = key if ":" in key else f"{project}:{key}"
         if isinstance(value, Mapping) and set(value) == {"secure"}:
             config[full], _ = SECRET, secrets.append(full)
         else:
             config[full] = _as_pulumi_value(value)
-    return name, config, secrets
+    return config, secrets
 
 
 # --- files shown in the plan ------------------------------------------------------------------------------
@@ -238,10 +304,16 @@ FILE_EXTRACTORS: dict[str, FileExtractor] = {
 
 
 def run_plan(stack: str, project_dir: Path = PROJECT_DIR, *, config_overrides: Mapping[str, Any] | None = None) -> Plan:
-    """Plan ``stack``: the real ``__main__.py`` under mocks. Config errors land in ``Plan.error``."""
+    """Plan ``stack``: the real ``__main__.py`` under mocks. Config errors land in ``Plan.error``.
+
+    ``config_overrides`` (``--config``/``--config-file``) win over the stack file; keys without a
+    namespace take the project's, as ``pulumi config set`` does."""
     project, config, secrets = load_stack_config(stack, project_dir)
-    for key, value in (config_overrides or {}).items():
-        config[key] = _as_pulumi_value(value)
+    extra, extra_secrets = as_config(project, {str(k): v for k, v in (config_overrides or {}).items()})
+    config.update(extra)
+    secrets = [s for s in secrets if s not in extra] + extra_secrets
+    if not (project_dir / "__main__.py").is_file():
+        raise PlanError(f"no __main__.py in {project_dir}; pass --project-dir DIR (the folder with the stack program)")
     return run_program(project, stack, config, secrets, project_dir)
 
 
@@ -301,6 +373,8 @@ def execute(
     stack_regs = [r for r in monitor.registrations if r.type == "pulumi:pulumi:Stack"]
     if stack_regs:
         plan.outputs = _plain(monitor.outputs.get(stack_regs[0].urn, {}))
+        if isinstance(plan.outputs.get("estimate"), dict):
+            plan.outputs["estimate"] = restore_nulls(plan.outputs["estimate"])
     if plan.ok:
         plan.findings = list(plan.outputs.get("findings", []))
     for r in plan.resources:

@@ -12,14 +12,18 @@ byte-identical and a diff between plans shows only real changes.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import functools
 import hashlib
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs, Mocks
+from pulumi.runtime.sync_await import _ensure_event_loop
 
 from components.spec.catalog import Catalog, InstanceFacts
 
@@ -359,6 +363,40 @@ class Registration:
     state: dict[str, Any] = field(default_factory=dict)
 
 
+def _close_thread_loop() -> None:
+    """Close the event loop of the current worker thread, if it has one.
+
+    The runtime calls the mock monitor from its executor's worker threads, and the monitor runs
+    ``_sync_await`` there, which gives each worker thread an event loop of its own that nothing ever
+    closes. Such a loop is only collected when its thread is gone, often at interpreter exit, where
+    ``BaseEventLoop.__del__`` may find its self-pipe socket already finalized and print ``Exception
+    ignored … Invalid file descriptor: -1`` after the plan succeeded. Closing it in the thread that
+    made it, right after the call, leaves nothing for the collector to find.
+    """
+    if threading.current_thread() is threading.main_thread():
+        return
+    policy = asyncio.get_event_loop_policy()
+    try:
+        loop = policy.get_event_loop()
+    except RuntimeError:  # this thread has no loop
+        return
+    if not loop.is_running():
+        loop.close()
+        policy.set_event_loop(None)
+
+
+def _closing_thread_loop(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _ensure_event_loop()  # what the monitor's own methods do first; deserializing needs one
+        try:
+            return method(*args, **kwargs)
+        finally:
+            _close_thread_loop()
+
+    return wrapper
+
+
 class RecordingMonitor(MockMonitor):
     """The mock monitor, keeping what a plan needs to show: parents, protection, outputs."""
 
@@ -367,6 +405,15 @@ class RecordingMonitor(MockMonitor):
         self.registrations: list[Registration] = []
         self.outputs: dict[str, dict[str, Any]] = {}
 
+    @_closing_thread_loop
+    def Invoke(self, request: Any) -> Any:
+        return super().Invoke(request)
+
+    @_closing_thread_loop
+    def ReadResource(self, request: Any) -> Any:
+        return super().ReadResource(request)
+
+    @_closing_thread_loop
     def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)
         inputs = rpc.deserialize_properties(request.object) if request.type != "pulumi:pulumi:Stack" else {}
@@ -391,6 +438,7 @@ class RecordingMonitor(MockMonitor):
         )
         return response
 
+    @_closing_thread_loop
     def RegisterResourceOutputs(self, request: Any) -> Any:
         self.outputs[request.urn] = dict(rpc.deserialize_properties(request.outputs))
         return super().RegisterResourceOutputs(request)

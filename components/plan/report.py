@@ -405,14 +405,14 @@ def _estimate_lines(est: dict[str, Any]) -> list[str]:
     for g in est.get("nodeGroups", []):
         reserved = f" ({g['reserved']} reserved)" if g.get("reserved") else ""
         lines.append(
-            f"  {g['nodeGroup']:<12} {g['desired']:>4} × {g['instanceType']:<18} {_money(g['usdPerNodeHour'])}/node-hour "
-            f"→ {_money(g['usdPerHour'])}/h{reserved}, {_kw(g['kw'])}"
-            f"   at max {g['max']}: {_money(g['usdPerHourAtMax'])}/h, {_kw(g['kwAtMax'])}"
-            f"   ({g['priceSource']})"
+            f"  {g['nodeGroup']:<12} {g['desired']:>4} × {g['instanceType']:<18} {_money(g.get('usdPerNodeHour'))}/node-hour "
+            f"→ {_money(g.get('usdPerHour'))}/h{reserved}, {_kw(g.get('kw'))}"
+            f"   at max {g['max']}: {_money(g.get('usdPerHourAtMax'))}/h, {_kw(g.get('kwAtMax'))}"
+            f"   ({g.get('priceSource')})"
         )
     for item in est.get("fixed", []):
-        power = f", {_kw(item['kw'])}" if item["kw"] else ""
-        lines.append(f"  {item['name']:<38} {_money(item['usdPerHour'])}/h{power}   ({item['source']})")
+        power = f", {_kw(item.get('kw'))}" if item.get("kw") else ""
+        lines.append(f"  {item['name']:<38} {_money(item.get('usdPerHour'))}/h{power}   ({item.get('source')})")
     lines.append(
         f"  total: {_money(est.get('usdPerHour'))}/h, {_kw(est.get('kw'))} now; "
         f"{_money(est.get('usdPerHourAtMax'))}/h, {_kw(est.get('kwAtMax'))} at max size"

@@ -27,6 +27,9 @@ class SpecModel(BaseModel):
         use_attribute_docstrings=True,
         validate_default=True,
         str_strip_whitespace=True,
+        # ``.inf``, ``1e400``, ``nan``: no field means "unbounded", and a non-finite number would
+        # overflow the sizing arithmetic or end up as ``Infinity`` (invalid JSON) in ``plan --json``.
+        allow_inf_nan=False,
     )
 
     @field_validator("*", mode="before")

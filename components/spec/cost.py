@@ -7,6 +7,7 @@ plan at the desired size and at the maximum size of each node group.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from components.spec.catalog import Catalog
 from components.spec.cluster import ClusterSpec
@@ -120,10 +121,33 @@ class Estimate:
         }
 
 
+def unknown_price_source(index: int, instance_type: str) -> str:
+    """What the plan says when the catalog has no list price for a type (p5e, p5en, p6, trn2 …)."""
+    return (
+        f"no list price for {instance_type} in the catalog; set gpucluster:nodeGroups[{index}].pricePerHour "
+        "(USD per node-hour) to include it"
+    )
+
+
+# Keys of :meth:`Estimate.as_dict` whose value may be ``None`` (unknown). The Pulumi runtime drops
+# ``None`` values from exported maps; the plan puts them back as ``null`` so readers see every key.
+NULLABLE_TOTAL_KEYS = ("usdPerHour", "usdPerHourAtMax", "kw", "kwAtMax")
+NULLABLE_GROUP_KEYS = ("usdPerNodeHour", "usdPerHour", "usdPerHourAtMax", "kwPerNode", "kw", "kwAtMax")
+NULLABLE_FIXED_KEYS = ("usdPerHour",)
+
+
+def restore_nulls(exported: dict[str, Any]) -> dict[str, Any]:
+    """An exported estimate with its unknown (``None``) figures back as explicit keys."""
+    out = {**{k: None for k in NULLABLE_TOTAL_KEYS}, **exported}
+    out["nodeGroups"] = [{**{k: None for k in NULLABLE_GROUP_KEYS}, **g} for g in exported.get("nodeGroups") or []]
+    out["fixed"] = [{**{k: None for k in NULLABLE_FIXED_KEYS}, **f} for f in exported.get("fixed") or []]
+    return out
+
+
 def estimate(spec: ClusterSpec, catalog: Catalog) -> Estimate:
     """Cost and power of the node groups of a resolved spec."""
     groups = []
-    for g in spec.node_groups:
+    for i, g in enumerate(spec.node_groups):
         facts = catalog[g.instance_type]
         if g.price_per_hour is not None:
             price, source = g.price_per_hour, "pricePerHour"
@@ -146,7 +170,7 @@ def estimate(spec: ClusterSpec, catalog: Catalog) -> Estimate:
                 reserved=(g.capacity.instance_count or g.max_size) if g.capacity.reserved else 0,
                 maximum=g.max_size,
                 usd_per_node_hour=price,
-                price_source=source if price is not None else "unknown: set pricePerHour",
+                price_source=source if price is not None else unknown_price_source(i, g.instance_type),
                 kw_per_node=facts.estimated_power_kw,
                 accelerators_per_node=facts.accelerator_count,
             )

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
 from pydantic import BaseModel, ValidationError
 
 from components.spec.catalog import Catalog, load_catalog
@@ -131,6 +132,95 @@ def partial_findings(raw: Mapping[str, Any], catalog: Catalog) -> list[Finding]:
         for check in GROUP_CHECKS:
             out.extend(check(i, group, facts, partial, catalog))
     return errors_in(out)
+
+
+# --- YAML files ----------------------------------------------------------------------------------------
+
+MAX_YAML_NODES = 100_000
+"""How many values a YAML document may expand to once its aliases are followed. Stack files hold a few
+hundred; an alias bomb (``a: &a [x, x, …]``, ``b: &b [*a, *a, …]``, …) holds billions."""
+
+
+class YamlError(ValueError):
+    """A YAML file the loader refuses: not YAML, a duplicate key, too many values through aliases."""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """``SafeLoader`` that refuses duplicate mapping keys (PyYAML keeps the last one silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: SafeLoader refuses it below with its own message
+                continue
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r} (first at line {first.start_mark.line + 1})",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+
+def _expanded_size(root: yaml.Node, limit: int, source: str) -> int:
+    """How many nodes ``root`` holds with every alias followed (shared nodes counted each time)."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_nodes:
+            raise YamlError(f"{source} line {node.start_mark.line + 1}: an alias refers to the value that contains it")
+        open_nodes.add(key)
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            for child in node.value:
+                total += size(child)
+                if total > limit:
+                    break
+        elif isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                total += size(k) + size(v)
+                if total > limit:
+                    break
+        open_nodes.discard(key)
+        sizes[key] = total
+        return total
+
+    return size(root)
+
+
+def load_yaml(text: str, source: str) -> Any:
+    """Parse one YAML document strictly: duplicate keys and alias bombs are refused with
+    :class:`YamlError` (naming ``source`` and the line), as is anything that is not YAML."""
+    loader = _StrictLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_size(node, MAX_YAML_NODES, source) > MAX_YAML_NODES:
+            raise YamlError(
+                f"{source}: more than {MAX_YAML_NODES} values once its aliases (*name) are expanded; "
+                "write the values out, or use fewer nested aliases"
+            )
+        return loader.construct_document(node)  # type: ignore[no-untyped-call]
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise YamlError(f"{source}{where}: {exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise YamlError(f"{source}: not valid YAML: {exc}") from None
+    finally:
+        loader.dispose()
 
 
 # --- pydantic errors → findings ------------------------------------------------------------------------

@@ -113,6 +113,20 @@ def _check_lustre(
                 name,
                 "unknown-node-group",
             )
+    if fs.availability_zone:
+        byo = bool(spec.network.vpc_id)
+        zones = list(dict.fromkeys(s.availability_zone for s in spec.network.subnets)) if byo else spec.zones
+        if fs.availability_zone not in zones:
+            where = "network.subnets lists no subnet" if byo else "the cluster has no node group or subnet"
+            yield error(
+                f"{LUSTRE}.availabilityZone",
+                f"{where} in {fs.availability_zone}, so the file system has no subnet to go in",
+                f"use one of {', '.join(zones)}"
+                + (", or list a subnet of that zone in network.subnets" if byo else "")
+                + " (or leave availabilityZone out: the first Lustre node group's zone)",
+                fs.availability_zone,
+                "zone-without-subnet",
+            )
     if fs.file_system_id:
         fixed = [
             k for k in ("storage_capacity_gib", "throughput_per_unit_storage", "metadata_iops") if getattr(fs, k) is not None

@@ -202,3 +202,32 @@ def test_every_shipped_stack_logs_its_vpc_and_closes_the_default_group(stack):
     (default,) = plan.of_type("aws:ec2/defaultSecurityGroup:DefaultSecurityGroup")
     assert default.inputs["vpcId"] == vpc.id and default.inputs["ingress"] == [] and default.inputs["egress"] == []
     assert all(k.protect and k.retain_on_delete for k in plan.of_type("aws:kms/key:Key"))
+
+
+def test_every_catalog_type_plans_in_text_and_json(catalog):
+    """Issue #8 item 3: a group of each type in the catalog (p5e, p5en, p6-b200, p6-b300, trn2 included,
+    which have no list price) plans; the text and the JSON plan show a missing price as unknown with
+    the field to set, and the JSON is strict (no NaN/Infinity)."""
+    from components.spec.cost import unknown_price_source
+
+    def refuse(token: str) -> float:
+        raise ValueError(f"non-finite number {token}")
+
+    types = list(catalog)
+    assert {"p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge", "p6-b300.48xlarge", "trn2.48xlarge"} <= set(types)
+    groups = [group(name=f"g{n}", instanceType=t, maxSize=1) for n, t in enumerate(types)]
+    plan = plan_config(make_config(*groups), "every-type")
+    assert plan.ok, plan.error
+    text = render_text(plan, show_files=False)
+    doc = json.loads(dumps(plan), parse_constant=refuse)
+    estimated = {g["instanceType"]: g for g in doc["outputs"]["estimate"]["nodeGroups"]}
+    assert sorted(estimated) == sorted(types)
+    for n, t in enumerate(types):
+        price = catalog[t].on_demand_usd_per_hour
+        if price is None:
+            assert estimated[t]["usdPerNodeHour"] is None
+            assert estimated[t]["priceSource"] == unknown_price_source(n, t)
+            assert f"× {t:<18} unknown/node-hour" in text and unknown_price_source(n, t) in text
+        else:
+            assert estimated[t]["usdPerNodeHour"] == price
+    assert "total: unknown/h" in text  # one unknown price makes the total unknown, not wrong

@@ -132,3 +132,46 @@ def test_golden_dir_has_no_stale_files():
     expected = {GOLDEN / "user-data" / s / f"{r}.yaml" for s, r, _ in USER_DATA}
     present = set(Path(GOLDEN / "user-data").rglob("*.yaml"))
     assert present <= expected, f"stale golden files: {present - expected}"
+
+
+def test_compute_user_data_goes_gzipped_and_cloud_init_unpacks_it():
+    """A realistic Slurm p5 group (EFA Lustre with GDS, NVMe scratch, 20 ncclEnv variables) renders more
+    than EC2's 16 KB of text: the launch template carries it gzipped (as the head node's), within the
+    limit, and cloud-init's own user-data reader (``cloudinit.user_data.convert_string``, which the
+    node runs at boot) gives back exactly the plan's cloud-config."""
+    import base64
+
+    from components.render import USER_DATA_LIMIT
+    from tests.conftest import group, make_config, plan_config
+
+    nccl = {f"NCCL_TUNE_{i:02d}": f"value-{i}-" + "x" * 30 for i in range(20)}
+    config = make_config(
+        group(name="p5", maxSize=4, ncclEnv=nccl),
+        storage={
+            "lustre": {
+                "storageCapacityGib": 4800,
+                "throughputPerUnitStorage": 1000,
+                "deploymentType": "PERSISTENT_2",
+                "enableEfa": True,
+                "enableGpudirectStorage": True,
+                "metadataIops": 1500,
+            },
+            "nvmeScratch": {"mountPoint": "/scratch"},
+        },
+        slurm={"nodeGroups": [{"name": "p5"}]},
+    )
+    plan = plan_config(config, "gz")
+    assert plan.ok, plan.error
+    [template] = plan.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+    raw = base64.b64decode(template.inputs["userData"])
+    text = plan.files[f"{template.name}/user-data"]
+    assert len(text.encode()) > USER_DATA_LIMIT >= len(raw) and raw[:2] == b"\x1f\x8b"
+    python = Path("/usr/bin/python3")
+    require_tool("cloud-init")
+    reader = (
+        "import sys; from cloudinit.user_data import convert_string; "
+        "sys.stdout.write(convert_string(sys.stdin.buffer.read()).get_payload(decode=True).decode())"
+    )
+    result = subprocess.run([str(python), "-c", reader], input=raw, capture_output=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr.decode()
+    assert result.stdout.decode() == text

@@ -46,7 +46,11 @@ def test_estimate(catalog):
 def test_unknown_price_makes_total_unknown(catalog):
     spec = load_spec(make_config(group(instanceType="p5e.48xlarge", maxSize=1, desiredSize=1)), stack="s").spec
     est = estimate(spec, catalog)
-    assert est.usd_per_hour is None and est.groups[0].price_source == "unknown: set pricePerHour"
+    assert est.usd_per_hour is None
+    assert est.groups[0].price_source == (
+        "no list price for p5e.48xlarge in the catalog; set gpucluster:nodeGroups[0].pricePerHour "
+        "(USD per node-hour) to include it"
+    )
     assert est.kw == catalog["p5e.48xlarge"].estimated_power_kw
 
 
