@@ -55,43 +55,114 @@ _KUEUE_CRDS = "config/components/crd/bases"
 PINS: dict[str, Pin] = {
     p.relative: p
     for p in (
-        Pin("kueue/v0.19.2/kueue.x-k8s.io_resourceflavors.yaml", *_KUEUE, f"{_KUEUE_CRDS}/kueue.x-k8s.io_resourceflavors.yaml",
-            "19e339c47e9ca3fa2c9eeddd27715a512f765c4794ed859733408a9715720173"),
-        Pin("kueue/v0.19.2/kueue.x-k8s.io_clusterqueues.yaml", *_KUEUE, f"{_KUEUE_CRDS}/kueue.x-k8s.io_clusterqueues.yaml",
-            "e0a5fc9b370c70f3d993d4f599865817338ecf94187b30b15b12ff33c579bd55"),
-        Pin("kueue/v0.19.2/kueue.x-k8s.io_localqueues.yaml", *_KUEUE, f"{_KUEUE_CRDS}/kueue.x-k8s.io_localqueues.yaml",
-            "dd10ef8d3578e7212fa52763549e7b6be0949793a5b924495fcd293330109fed"),
-        Pin("kueue/v0.19.2/kueue.x-k8s.io_topologies.yaml", *_KUEUE, f"{_KUEUE_CRDS}/kueue.x-k8s.io_topologies.yaml",
-            "f703575d3bb64d26f6e839f831e01646367ed41a89b3abf163f8e842ca1c4d2b"),
-        Pin("kueue/v0.19.2/kueue.x-k8s.io_workloads.yaml", *_KUEUE, f"{_KUEUE_CRDS}/kueue.x-k8s.io_workloads.yaml",
-            "1970ff6fcc5dc1a29e3f290ed736032c5d4509c94efe2c642d64a244ad1b8aa5"),
-        Pin("kueue/v0.19.2/controller_manager_config.yaml", *_KUEUE, "config/components/manager/controller_manager_config.yaml",
-            "8e93a0218d6f2cfdedf1297b20811742d55991e5d030273c5f970543ff06e53b"),
-        Pin("jobset/v0.12.0/jobset.x-k8s.io_jobsets.yaml", *_JOBSET, "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml",
-            "d022b87624512cf0b6741b31b24a2bea9945b5a838b50713af29332c878bb6fe"),
-        Pin("network-operator/v26.4.1/mellanox.com_nicclusterpolicies.yaml", *_NETOP,
+        Pin(
+            "kueue/v0.19.2/kueue.x-k8s.io_resourceflavors.yaml",
+            *_KUEUE,
+            f"{_KUEUE_CRDS}/kueue.x-k8s.io_resourceflavors.yaml",
+            "19e339c47e9ca3fa2c9eeddd27715a512f765c4794ed859733408a9715720173",
+        ),
+        Pin(
+            "kueue/v0.19.2/kueue.x-k8s.io_clusterqueues.yaml",
+            *_KUEUE,
+            f"{_KUEUE_CRDS}/kueue.x-k8s.io_clusterqueues.yaml",
+            "e0a5fc9b370c70f3d993d4f599865817338ecf94187b30b15b12ff33c579bd55",
+        ),
+        Pin(
+            "kueue/v0.19.2/kueue.x-k8s.io_localqueues.yaml",
+            *_KUEUE,
+            f"{_KUEUE_CRDS}/kueue.x-k8s.io_localqueues.yaml",
+            "dd10ef8d3578e7212fa52763549e7b6be0949793a5b924495fcd293330109fed",
+        ),
+        Pin(
+            "kueue/v0.19.2/kueue.x-k8s.io_topologies.yaml",
+            *_KUEUE,
+            f"{_KUEUE_CRDS}/kueue.x-k8s.io_topologies.yaml",
+            "f703575d3bb64d26f6e839f831e01646367ed41a89b3abf163f8e842ca1c4d2b",
+        ),
+        Pin(
+            "kueue/v0.19.2/kueue.x-k8s.io_workloads.yaml",
+            *_KUEUE,
+            f"{_KUEUE_CRDS}/kueue.x-k8s.io_workloads.yaml",
+            "1970ff6fcc5dc1a29e3f290ed736032c5d4509c94efe2c642d64a244ad1b8aa5",
+        ),
+        Pin(
+            "kueue/v0.19.2/controller_manager_config.yaml",
+            *_KUEUE,
+            "config/components/manager/controller_manager_config.yaml",
+            "8e93a0218d6f2cfdedf1297b20811742d55991e5d030273c5f970543ff06e53b",
+        ),
+        Pin(
+            "jobset/v0.12.0/jobset.x-k8s.io_jobsets.yaml",
+            *_JOBSET,
+            "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml",
+            "d022b87624512cf0b6741b31b24a2bea9945b5a838b50713af29332c878bb6fe",
+        ),
+        Pin(
+            "network-operator/v26.4.1/mellanox.com_nicclusterpolicies.yaml",
+            *_NETOP,
             "deployment/network-operator/crds/mellanox.com_nicclusterpolicies.yaml",
-            "6e7233dcad83ff1f2f2e14dde7b7bce85129cfd249ec87780f76d67c49fc67df"),
-        Pin("network-operator/v26.4.1/values.yaml", *_NETOP, "deployment/network-operator/values.yaml",
-            "18f0caf13a7c728c1c08f7232e4ca4422d8d7515f0b2f19713bec9c62e9bcac5"),
-        Pin("network-operator/v26.4.1/Chart.yaml", *_NETOP, "deployment/network-operator/Chart.yaml",
-            "766812d2dac7e06265e29051a95cb6435aa005e9b6ebb90f58e61c3901fa0067"),
-        Pin("gpu-operator/v26.7.0/nvidia.com_clusterpolicies.yaml", *_GPUOP, "deployments/gpu-operator/crds/nvidia.com_clusterpolicies.yaml",
-            "fcece7d07504e57fd5815525b3baa1eccc659a2f3b48895578be731dcde4042a"),
-        Pin("gpu-operator/v26.7.0/values.yaml", *_GPUOP, "deployments/gpu-operator/values.yaml",
-            "21ebfaa82dbfb6ad92b3c0ff33d7c891c7e66c9a0b008ce1c60a1897bae34418"),
-        Pin("gpu-operator/v26.7.0/Chart.yaml", *_GPUOP, "deployments/gpu-operator/Chart.yaml",
-            "77e74cbc232317ca82ea772a5064d9fe5139c8b3a0a836ed96fdf84938873364"),
-        Pin("eks-charts/v0.0.242/values.yaml", *_EKS_CHARTS, "stable/aws-efa-k8s-device-plugin/values.yaml",
-            "a2ca624e12b53dab0317a8437c8a4d095d695daad40bc616299c50083efd2441"),
-        Pin("eks-charts/v0.0.242/Chart.yaml", *_EKS_CHARTS, "stable/aws-efa-k8s-device-plugin/Chart.yaml",
-            "d040cb7de43b3f1815ec85e58c628ca1ed42c8430231aadebf57120bba00035f"),
-        Pin("trainer/v1.9.4/kubeflow.org_pytorchjobs.yaml", *_TRAINER, "manifests/base/crds/kubeflow.org_pytorchjobs.yaml",
-            "8b8a8a719cc94173169290251e817f7ac2bb425c20b6c2fa813397bcf4e932ed"),
-        Pin("aws-fsx-csi-driver/v1.9.0/values.yaml", *_FSX_CSI, "charts/aws-fsx-csi-driver/values.yaml",
-            "e007d24725a963002b2efab6e0ffdd8caf488410eb5ccf7622bf23c4b0862055"),
-        Pin("aws-fsx-csi-driver/v1.9.0/Chart.yaml", *_FSX_CSI, "charts/aws-fsx-csi-driver/Chart.yaml",
-            "d4652b3377c75a75fd7852689822e86abff1bdf118f02fb7975e13b5ba128050"),
+            "6e7233dcad83ff1f2f2e14dde7b7bce85129cfd249ec87780f76d67c49fc67df",
+        ),
+        Pin(
+            "network-operator/v26.4.1/values.yaml",
+            *_NETOP,
+            "deployment/network-operator/values.yaml",
+            "18f0caf13a7c728c1c08f7232e4ca4422d8d7515f0b2f19713bec9c62e9bcac5",
+        ),
+        Pin(
+            "network-operator/v26.4.1/Chart.yaml",
+            *_NETOP,
+            "deployment/network-operator/Chart.yaml",
+            "766812d2dac7e06265e29051a95cb6435aa005e9b6ebb90f58e61c3901fa0067",
+        ),
+        Pin(
+            "gpu-operator/v26.7.0/nvidia.com_clusterpolicies.yaml",
+            *_GPUOP,
+            "deployments/gpu-operator/crds/nvidia.com_clusterpolicies.yaml",
+            "fcece7d07504e57fd5815525b3baa1eccc659a2f3b48895578be731dcde4042a",
+        ),
+        Pin(
+            "gpu-operator/v26.7.0/values.yaml",
+            *_GPUOP,
+            "deployments/gpu-operator/values.yaml",
+            "21ebfaa82dbfb6ad92b3c0ff33d7c891c7e66c9a0b008ce1c60a1897bae34418",
+        ),
+        Pin(
+            "gpu-operator/v26.7.0/Chart.yaml",
+            *_GPUOP,
+            "deployments/gpu-operator/Chart.yaml",
+            "77e74cbc232317ca82ea772a5064d9fe5139c8b3a0a836ed96fdf84938873364",
+        ),
+        Pin(
+            "eks-charts/v0.0.242/values.yaml",
+            *_EKS_CHARTS,
+            "stable/aws-efa-k8s-device-plugin/values.yaml",
+            "a2ca624e12b53dab0317a8437c8a4d095d695daad40bc616299c50083efd2441",
+        ),
+        Pin(
+            "eks-charts/v0.0.242/Chart.yaml",
+            *_EKS_CHARTS,
+            "stable/aws-efa-k8s-device-plugin/Chart.yaml",
+            "d040cb7de43b3f1815ec85e58c628ca1ed42c8430231aadebf57120bba00035f",
+        ),
+        Pin(
+            "trainer/v1.9.4/kubeflow.org_pytorchjobs.yaml",
+            *_TRAINER,
+            "manifests/base/crds/kubeflow.org_pytorchjobs.yaml",
+            "8b8a8a719cc94173169290251e817f7ac2bb425c20b6c2fa813397bcf4e932ed",
+        ),
+        Pin(
+            "aws-fsx-csi-driver/v1.9.0/values.yaml",
+            *_FSX_CSI,
+            "charts/aws-fsx-csi-driver/values.yaml",
+            "e007d24725a963002b2efab6e0ffdd8caf488410eb5ccf7622bf23c4b0862055",
+        ),
+        Pin(
+            "aws-fsx-csi-driver/v1.9.0/Chart.yaml",
+            *_FSX_CSI,
+            "charts/aws-fsx-csi-driver/Chart.yaml",
+            "d4652b3377c75a75fd7852689822e86abff1bdf118f02fb7975e13b5ba128050",
+        ),
     )
 }
 
@@ -131,7 +202,7 @@ def download(pin: Pin, base: str, target: Path) -> Path:
     """Fetch ``pin`` from ``base`` into ``target`` (written only once the sha256 matches)."""
     url = pin.url(base)
     try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT_SECONDS) as response:  # noqa: S310 (https or a test's 127.0.0.1)
+        with urllib.request.urlopen(url, timeout=TIMEOUT_SECONDS) as response:  # https, or a test server on 127.0.0.1
             data = response.read()
     except (urllib.error.URLError, OSError, ValueError) as e:
         reason = getattr(e, "reason", None) or e

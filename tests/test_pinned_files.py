@@ -88,8 +88,11 @@ def test_downloads_verifies_and_caches(pin_env: tuple[Path, _Served]) -> None:
 def test_refuses_bytes_that_do_not_match_the_pin(pin_env: tuple[Path, _Served]) -> None:
     cached, served = pin_env
     served.files[f"/owner/repo/{'0' * 40}/charts/example/Chart.yaml"] = b"tampered\n"
-    with pytest.raises(PinnedFileError, match=r"example/v1/Chart.yaml: http://127\.0\.0\.1:\d+/owner/repo/0+/charts/example/Chart.yaml "
-                       r"served sha256 [0-9a-f]{64}, the pin says [0-9a-f]{64}; refusing it"):
+    with pytest.raises(
+        PinnedFileError,
+        match=r"example/v1/Chart.yaml: http://127\.0\.0\.1:\d+/owner/repo/0+/charts/example/Chart.yaml "
+        r"served sha256 [0-9a-f]{64}, the pin says [0-9a-f]{64}; refusing it",
+    ):
         pinned_path("example/v1/Chart.yaml")
     assert not cached.exists(), "a file that failed its sha256 must not be cached"
 
@@ -119,8 +122,11 @@ def test_a_schemas_directory_is_read_in_place_and_checked(tmp_path: Path, monkey
         pinned_path(SMALL)
     (tmp_path / SMALL).parent.mkdir(parents=True)
     (tmp_path / SMALL).write_text("not the pinned chart\n")
-    with pytest.raises(PinnedFileError, match=rf"has sha256 [0-9a-f]{{64}}, the pin says {pin.sha256}: replace it with "
-                       rf"aws/eks-charts@{pin.commit}:stable/aws-efa-k8s-device-plugin/Chart.yaml"):
+    with pytest.raises(
+        PinnedFileError,
+        match=rf"has sha256 [0-9a-f]{{64}}, the pin says {pin.sha256}: replace it with "
+        rf"aws/eks-charts@{pin.commit}:stable/aws-efa-k8s-device-plugin/Chart.yaml",
+    ):
         pinned_path(SMALL)
 
 
@@ -133,8 +139,15 @@ def test_every_pin_resolves_in_this_run() -> None:
 
 def test_fetch_command_says_what_is_missing_without_a_traceback(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "GPUCLUSTER_CACHE": str(tmp_path), "GPUCLUSTER_K8S_SCHEMAS_URL": "http://127.0.0.1:9"}
-    result = subprocess.run([sys.executable, "-m", "tests.pinned_files", "fetch"], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=120, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.pinned_files", "fetch"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     lines = result.stderr.splitlines()
