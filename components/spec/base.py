@@ -128,7 +128,9 @@ def label_key_problem(key: str) -> str | None:
 def check_label_key(key: str, what: str) -> str:
     problem = label_key_problem(key)
     if problem:
-        raise ValueError(f"{what} {key!r} is not a Kubernetes label key: {problem}.{FIX_MARK}use [prefix/]name, e.g. example.com/workload")
+        raise ValueError(
+            f"{what} {key!r} is not a Kubernetes label key: {problem}.{FIX_MARK}use [prefix/]name, e.g. example.com/workload"
+        )
     return key
 
 

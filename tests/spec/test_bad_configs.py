@@ -246,9 +246,7 @@ def test_there_are_at_least_twenty():
     assert len(BAD_CONFIGS) >= 20
 
 
-@pytest.mark.parametrize(
-    ("config", "path"), [(c[1], c[2]) for c in INJECTION_CONFIGS], ids=[c[0] for c in INJECTION_CONFIGS]
-)
+@pytest.mark.parametrize(("config", "path"), [(c[1], c[2]) for c in INJECTION_CONFIGS], ids=[c[0] for c in INJECTION_CONFIGS])
 def test_injection_errors_name_the_value_and_the_fix(config, path):
     plan = plan_config(config, "bad")
     finding = next(f for f in plan.findings if f["level"] == "error" and f["path"] == path)

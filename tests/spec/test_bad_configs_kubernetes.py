@@ -144,7 +144,9 @@ BAD_KUBERNETES = [
     ),
     (
         "topology-level-newline",
-        k8s(kueue={"topologyLevels": ["topology.k8s.aws/network-node-layer-3\n  priorityClassName: x", "kubernetes.io/hostname"]}),
+        k8s(
+            kueue={"topologyLevels": ["topology.k8s.aws/network-node-layer-3\n  priorityClassName: x", "kubernetes.io/hostname"]}
+        ),
         "gpucluster:kubernetes.kueue.topologyLevels[0]",
         "contains a control character (U+000A at position 37)",
     ),
