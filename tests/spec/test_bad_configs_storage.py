@@ -146,6 +146,12 @@ BAD_STORAGE = [
     ),
     ("misspelt-storage-field", storage(lustr={}), "gpucluster:storage.lustr", "unknown field 'lustr'"),
     (
+        "file-system-zone-without-subnet",
+        storage(lustre={"availabilityZone": ";gpucluster_canary;"}),
+        "gpucluster:storage.lustre.availabilityZone",
+        "zone ';gpucluster_canary;' has no subnet of the cluster",
+    ),
+    (
         "mount-options-with-space",
         storage(lustre={"mountOptions": "noatime, flock"}),
         "gpucluster:storage.lustre.mountOptions",
