@@ -333,7 +333,11 @@ def slurmstepd_env(output: str) -> dict[str, str]:
 
 
 def nccl_overrides(config: dict[str, Any]) -> dict[str, dict[str, str]]:
-    return {g["name"]: g.get("ncclEnv", {}) for g in config["gpucluster:nodeGroups"]}
+    """Each group's ncclEnv as the loader keeps it (strings stripped of surrounding blanks)."""
+    return {
+        g["name"].strip(): {k.strip(): v.strip() for k, v in g.get("ncclEnv", {}).items()}
+        for g in config["gpucluster:nodeGroups"]
+    }
 
 
 def check_planned(plan, config: dict[str, Any], hostile: str, box: Sandbox, stats: Counter, pending: dict) -> None:
@@ -365,7 +369,7 @@ def check_planned(plan, config: dict[str, Any], hostile: str, box: Sandbox, stat
         if name == "etc/profile.d/gpucluster-nccl.sh" and group is not None:
             # Source it as a login shell does, then print the environment it leaves.
             script = box.write("profile.sh", text)
-            result = box.run([box.bash, "-c", f". {script} && env -0"])
+            result = box.run([box.bash, "-c", f". {script} && /usr/bin/env -0"])
             assert result.returncode == 0, f"{path}: {result.stderr}"
             env = dict(item.split("=", 1) for item in result.stdout.split("\0") if "=" in item)
             for key, value in overrides[group].items():
@@ -395,8 +399,9 @@ def check_planned(plan, config: dict[str, Any], hostile: str, box: Sandbox, stat
             entries = [dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', line)) for line in read.stdout.splitlines()]
             mine = [e for e in entries if e.get("FSTYPE") == "lustre"]
             assert len(entries) == 2 and len(mine) == 1, f"{path}: fstab now reads {entries}"
-            assert mine[0]["TARGET"] == lustre.get("mountPoint", "/fsx"), f"{path}: {mine[0]}"
-            assert mine[0]["OPTIONS"].startswith(lustre.get("mountOptions", "noatime,flock") + ","), f"{path}: {mine[0]}"
+            assert mine[0]["TARGET"] == lustre.get("mountPoint", "/fsx").strip(), f"{path}: {mine[0]}"
+            options = lustre.get("mountOptions", "noatime,flock").strip()
+            assert mine[0]["OPTIONS"].startswith(options + ","), f"{path}: {mine[0]}"
             stats["lustre script run"] += 1
 
     slurm = {n.rsplit("/", 1)[1]: t for n, t in files.items() if "/etc/slurm/" in n or n.endswith("topology.conf")}
@@ -497,7 +502,8 @@ def test_hostile_strings_fail_naming_the_field_or_stay_data(tmp_path):
     assert box.canary_ran() is None
     # Both outcomes happen, and the planned cases were read by every kind of reader.
     assert stats["refused"] > 0 and stats["planned"] > 0
-    for reader in ("bash -n", "yaml loaded", "json loaded", "profile.d sourced"):
+    readers = ("bash -n", "yaml loaded", "json loaded", "profile.d sourced", "task prolog run", "lustre script run")
+    for reader in (*readers, "cloud-configs schema-checked", "slurmctld runs"):
         assert stats[reader] > 0, (reader, dict(stats))
 
 
