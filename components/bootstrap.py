@@ -80,6 +80,29 @@ class LustreMount:
     gds: bool = False
 
 
+# Options every Lustre fstab entry gets after the user's: mount after the network, on first access.
+LUSTRE_FSTAB_OPTIONS = "_netdev,x-systemd.automount,x-systemd.requires=network.service"
+
+
+def fstab_field(text: str) -> str:
+    """One /etc/fstab field: blanks, '#', '\\' and control characters as fstab's octal escapes (``\\040``),
+    so a value can never split into more fields or lines (fstab(5); libmount unmangles them)."""
+    return "".join(f"\\{ord(c):03o}" if ord(c) <= 32 or ord(c) == 127 or c in "#\\" else c for c in text)
+
+
+def lustre_fstab_entry(mount: LustreMount) -> str:
+    """The /etc/fstab line of the Lustre mount: six fields, each escaped."""
+    fields = (
+        f"{mount.dns_name}@tcp:/{mount.mount_name}",
+        mount.mount_point,
+        "lustre",
+        f"{mount.mount_options},{LUSTRE_FSTAB_OPTIONS}" if mount.mount_options else LUSTRE_FSTAB_OPTIONS,
+        "0",
+        "0",
+    )
+    return " ".join(fstab_field(f) for f in fields)
+
+
 def lustre_mount_script(mount: LustreMount, *, efa: bool, gds: bool) -> str:
     """The script that installs the Lustre client, sets up EFA/GDS when asked, mounts and adds to fstab."""
     return render(
@@ -88,7 +111,8 @@ def lustre_mount_script(mount: LustreMount, *, efa: bool, gds: bool) -> str:
         dns_name=mount.dns_name,
         mount_name=mount.mount_name,
         mount_point=mount.mount_point,
-        mount_options=mount.mount_options,
+        fstab_entry=lustre_fstab_entry(mount),
+        fstab_mount_point=fstab_field(mount.mount_point),
         efa=efa,
         gds=gds,
     )

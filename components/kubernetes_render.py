@@ -390,24 +390,55 @@ def training_job(
     if claim:
         mounts.insert(0, {"name": "shared", "mountPath": claim.mount_point})
         volumes.insert(0, {"name": "shared", "persistentVolumeClaim": {"claimName": claim.claim}})
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "nodeSelector": {LABEL_NODE_GROUP: group.name},
+        "tolerations": [dict(GPU_TOLERATION)] if gpus else [],
+        "containers": [
+            {
+                "name": "trainer",
+                "image": image,
+                "command": ["bash", "-c", torchrun],
+                "env": env,
+                "resources": {"requests": dict(limits), "limits": dict(limits)},
+                "volumeMounts": mounts,
+            }
+        ],
+        "volumes": volumes,
+    }
+    pod: dict[str, Any] = {"spec": pod_spec}
+    if preferred_topology:
+        pod = {"metadata": {"annotations": {PREFERRED_TOPOLOGY: preferred_topology}}, **pod}
+    job = {
+        "apiVersion": JOBSET_API,
+        "kind": "JobSet",
+        "metadata": {"name": name, "namespace": namespace, "labels": {QUEUE_LABEL: queue}},
+        "spec": {
+            "failurePolicy": {"maxRestarts": 3},
+            "network": {"enableDNSHostnames": True},
+            "replicatedJobs": [
+                {
+                    "name": "workers",
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "parallelism": nodes,
+                            "completions": nodes,
+                            "completionMode": "Indexed",
+                            "backoffLimit": 0,
+                            "template": pod,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    # Every value goes through the YAML emitter (to_yaml), none is pasted into YAML text.
     return render(
         "kubernetes/training-job.yaml.j2",
-        api_version=JOBSET_API,
-        name=name,
+        job=job,
         namespace=namespace,
-        queue_label=QUEUE_LABEL,
-        queue=queue,
         nodes=nodes,
-        topology_annotation=PREFERRED_TOPOLOGY,
-        preferred_topology=preferred_topology,
-        node_selector=to_yaml({LABEL_NODE_GROUP: group.name}),
-        tolerations=to_yaml([dict(GPU_TOLERATION)] if gpus else []),
-        image=image,
-        command=to_yaml(["bash", "-c", torchrun]),
-        env=to_yaml(env),
-        resources=to_yaml({"requests": dict(limits), "limits": dict(limits)}),
-        volume_mounts=to_yaml(mounts),
-        volumes=to_yaml(volumes),
         instance_type=facts.instance_type,
         efa_interfaces=efa_count,
     )

@@ -20,6 +20,8 @@ from typing import Any
 import jinja2
 import yaml
 
+from components.spec.base import CONTROL_RE, ENV_NAME_RE
+
 TEMPLATES_DIR = Path(os.environ.get("GPUCLUSTER_TEMPLATES", Path(__file__).resolve().parent.parent / "templates"))
 USER_DATA_LIMIT = 16 * 1024  # EC2 rejects user data above 16 KB (before base64)
 
@@ -57,7 +59,18 @@ def environment() -> jinja2.Environment:
     env.filters["to_yaml"] = to_yaml
     env.filters["to_json"] = lambda v: json.dumps(v, indent=2, sort_keys=True)
     env.filters["shquote"] = lambda v: shlex.quote(str(v))
+    env.filters["shname"] = shell_name
     return env
+
+
+def shell_name(name: object) -> str:
+    """``name`` when it is a shell variable name (it then needs no quoting); raises otherwise.
+
+    The config loader already refuses such names; this keeps a bad one from ever reaching a script."""
+    text = str(name)
+    if not ENV_NAME_RE.fullmatch(text):
+        raise ValueError(f"{text!r} is not a shell variable name; refusing to render it into a script")
+    return text
 
 
 def render(template: str, **context: Any) -> str:
@@ -182,5 +195,13 @@ def gzip_b64(text: str) -> str:
 
 
 def env_file(env: Mapping[str, str]) -> str:
-    """``KEY=value`` lines (systemd EnvironmentFile / Slurm TaskProlog style)."""
+    """``KEY=value`` lines, one per variable, read by the Slurm TaskProlog: the value is the rest of the
+    line, taken literally (never run by a shell).
+
+    A name that is not a variable name, or a value with a line break or another control character,
+    would change the file's lines: raises instead (the config loader refuses both first)."""
+    for key, value in env.items():
+        shell_name(key)
+        if CONTROL_RE.search(value):
+            raise ValueError(f"the value of {key} holds a control character; refusing to write it into an env file")
     return "".join(f"{k}={v}\n" for k, v in env.items())

@@ -111,3 +111,113 @@ def check_name(value: str, what: str) -> str:
             "starting with a letter and not ending with '-'"
         )
     return value
+
+
+# --- text that reaches shell scripts, env files, fstab, YAML -------------------------------------------------
+
+# C0 controls (NUL, tab, newline, CR, ESC…), DEL, C1 controls (U+0085 NEL…) and the Unicode line and
+# paragraph separators (YAML and some editors break lines at U+2028/U+2029). No config value needs one,
+# and each can end a line in a file a node reads.
+CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+# A validator's ValueError may end with FIX_MARK and how to fix the value; the loader makes that the
+# finding's ``fix``.
+FIX_MARK = " Fix: "
+
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+# Kubernetes qualified names (label keys): an optional DNS-subdomain prefix (≤ 253) and '/', then a
+# name of ≤ 63 alphanumerics, '-', '_', '.', beginning and ending alphanumeric. Label values: the same
+# name grammar, or empty. Source: Kubernetes docs, "Labels and Selectors" (syntax and character set);
+# apimachinery validation IsQualifiedName / IsValidLabelValue.
+_K8S_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+K8S_NAME_RE = re.compile(rf"^{_K8S_NAME}$")
+DNS_SUBDOMAIN_RE = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
+
+# mount(8) options: comma-separated ``name`` or ``name=value``; no blanks (fstab splits fields on them).
+MOUNT_OPTION_RE = re.compile(r"^[A-Za-z0-9_.+-]+(=[A-Za-z0-9_.,:/+@-]*)?$")
+
+# Container image references, as the distribution reference grammar defines them
+# (github.com/distribution/reference, reference.go): [host[:port]/]path[:tag][@digest].
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*(?::[0-9]+)?)"
+_PATH_COMPONENT = r"(?:[a-z0-9]+(?:(?:[_.]|__|-+)[a-z0-9]+)*)"
+_TAG = r"[\w][\w.-]{0,127}"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+IMAGE_RE = re.compile(rf"^(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*(?::{_TAG})?(?:@{_DIGEST})?$")
+IMAGE_NAME_MAX = 255
+
+
+def control_character(value: str) -> str | None:
+    """A description of the first control character in ``value`` (``U+000A at position 4``), or None."""
+    match = CONTROL_RE.search(value)
+    if match is None:
+        return None
+    return f"U+{ord(match.group()):04X} at position {match.start()}"
+
+
+def check_env_names(env: dict[str, str], what: str) -> dict[str, str]:
+    """Environment variable names, as shells and env files take them: ``^[A-Za-z_][A-Za-z0-9_]*$``."""
+    for key in env:
+        if not ENV_NAME_RE.fullmatch(key):
+            raise ValueError(
+                f"{what} name {key!r} is not an environment variable name (shells and env files would run or "
+                f"drop it).{FIX_MARK}use letters, digits and '_', not starting with a digit (e.g. NCCL_DEBUG)"
+            )
+    return env
+
+
+def label_key_problem(key: str) -> str | None:
+    """Why ``key`` is not a Kubernetes label key (qualified name), or None."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and (not prefix or len(prefix) > 253 or not DNS_SUBDOMAIN_RE.fullmatch(prefix)):
+        return "its prefix must be a DNS subdomain (lowercase letters, digits, '-' and '.', at most 253) before the '/'"
+    if not name or len(name) > 63 or not K8S_NAME_RE.fullmatch(name):
+        return "the name must be 1-63 letters, digits, '-', '_' or '.', beginning and ending with a letter or digit"
+    return None
+
+
+def check_label_key(key: str, what: str) -> str:
+    problem = label_key_problem(key)
+    if problem:
+        raise ValueError(
+            f"{what} {key!r} is not a Kubernetes label key: {problem}.{FIX_MARK}use [prefix/]name, e.g. example.com/workload"
+        )
+    return key
+
+
+def check_labels(labels: dict[str, str]) -> dict[str, str]:
+    """Kubernetes node labels: qualified-name keys, values of ≤ 63 name characters or empty."""
+    for key, value in labels.items():
+        check_label_key(key, "label key")
+        if value and (len(value) > 63 or not K8S_NAME_RE.fullmatch(value)):
+            raise ValueError(
+                f"label {key!r} has value {value!r}, which is not a Kubernetes label value.{FIX_MARK}use at most 63 "
+                "letters, digits, '-', '_' or '.', beginning and ending with a letter or digit (or leave it empty)"
+            )
+    return labels
+
+
+def check_mount_options(value: str) -> str:
+    """mount(8) options: ``noatime,flock``, ``name=value`` pairs, no blanks or empty entries."""
+    for option in value.split(","):
+        if not MOUNT_OPTION_RE.fullmatch(option):
+            raise ValueError(
+                f"mount option {option!r} in {value!r} is not a mount option (it would break the /etc/fstab line)."
+                f"{FIX_MARK}separate options with ',' and no spaces, each a name or name=value of letters, digits "
+                "and '_.+-' (e.g. noatime,flock)"
+            )
+    return value
+
+
+def check_image(value: str) -> str:
+    """A container image reference: ``[registry[:port]/]repository[:tag][@digest]``."""
+    head, _, last = value.split("@", 1)[0].rpartition("/")
+    name = f"{head}/{last.split(':', 1)[0]}" if head else last.split(":", 1)[0]  # without tag and digest
+    if not IMAGE_RE.fullmatch(value) or len(name) > IMAGE_NAME_MAX:
+        raise ValueError(
+            f"{value!r} is not a container image reference.{FIX_MARK}write [registry[:port]/]repository[:tag]"
+            "[@sha256:digest], the repository in lowercase, with no spaces or '#' (e.g. public.ecr.aws/org/image:1.0)"
+        )
+    return value

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from components.spec.base import SpecModel, check_name
+from components.spec.base import SpecModel, check_image, check_label_key, check_name
 from components.spec.catalog import InstanceFacts
 
 # EKS standard (1.32–1.34) and extended (1.29–1.31) support. Source: Amazon EKS User Guide,
@@ -277,6 +277,13 @@ class KueueSpec(SpecModel):
     cohort: str | None = None
     """Cohort all team ClusterQueues share, so idle quota can be borrowed. Default: the cluster name."""
 
+    @field_validator("topology_levels")
+    @classmethod
+    def _levels(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for level in value:
+            check_label_key(level, "topology level")
+        return value
+
 
 class ExampleJobSpec(SpecModel):
     """The example multi-node training job written to each team's namespace (a ConfigMap to apply)."""
@@ -290,6 +297,11 @@ class ExampleJobSpec(SpecModel):
 
     node_group: str | None = None
     """The Kubernetes node group to size the job for (GPUs, EFA interfaces). Default: the first."""
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str) -> str:
+        return check_image(value)
 
 
 class KubernetesSpec(SpecModel):

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from components.spec.base import FIX_MARK, control_character
 from components.spec.catalog import Catalog, load_catalog
 from components.spec.cluster import ClusterSpec
 from components.spec.errors import ConfigError, Finding, error, errors_in
@@ -95,6 +96,7 @@ def load_spec(
             )
         )
         raw["region"] = "us-east-1"  # placeholder so the rest still gets checked; we raise below
+    findings.extend(control_findings(raw))
     try:
         spec = ClusterSpec.model_validate(raw)
     except ValidationError as exc:
@@ -105,6 +107,52 @@ def load_spec(
     if errors_in(findings):
         raise ConfigError(findings, source)
     return LoadResult(resolve(spec, catalog), tuple(findings), storage_sizing(spec, catalog))
+
+
+def control_findings(raw: Mapping[str, Any]) -> list[Finding]:
+    """Every string of the config — values and map keys, at any depth — that holds a control character.
+
+    Config values reach shell scripts, env files, fstab, systemd units, slurm.conf and YAML, where a
+    newline, carriage return, NUL or U+2028 can end a line and start another: none is allowed anywhere.
+    """
+    out: list[Finding] = []
+
+    def walk(value: object, path: str) -> None:
+        if isinstance(value, str):
+            where = control_character(value)
+            if where:
+                out.append(
+                    error(
+                        path,
+                        f"contains a control character ({where}); config values must be printable text",
+                        "remove the newline, tab, carriage return, NUL or other control character from the value",
+                        value,
+                        "control-character",
+                    )
+                )
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                key_text = str(key)
+                where = control_character(key_text)
+                if where:
+                    out.append(
+                        error(
+                            path,
+                            f"has a key with a control character ({where}); keys must be printable text",
+                            "remove the newline, tab, carriage return, NUL or other control character from the key",
+                            key_text,
+                            "control-character",
+                        )
+                    )
+                    continue
+                walk(item, f"{path}.{key_text}")
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                walk(item, f"{path}[{i}]")
+
+    for key, value in raw.items():
+        walk(value, render_path((key,)))
+    return out
 
 
 def partial_findings(raw: Mapping[str, Any], catalog: Catalog) -> list[Finding]:
@@ -306,8 +354,9 @@ def pydantic_findings(exc: ValidationError) -> list[Finding]:
             out.append(error(path, f"unknown field {loc[-1]!r}", fix, None, "unknown-field"))
         elif kind in ("value_error", "assertion_error"):
             text = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+            text, _, fix = text.partition(FIX_MARK)  # validators may say how to fix it after FIX_MARK
             shown = value if not isinstance(value, (dict, list)) else None
-            out.append(error(path, text, "", shown, "invalid"))
+            out.append(error(path, text, fix, shown, "invalid"))
         else:
             shown = value if not isinstance(value, (dict, list)) or kind.endswith("_type") else None
             doc = field_doc(loc) if loc and isinstance(loc[-1], str) else ""

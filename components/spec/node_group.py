@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from components.spec.base import SpecModel, check_name
+from components.spec.base import SpecModel, check_env_names, check_labels, check_name
 
 CapacityType = Literal["on-demand", "spot", "capacity-reservation", "capacity-block"]
 RESERVATION_ID = r"^cr-[0-9a-f]{8,17}$"
@@ -154,13 +154,16 @@ class NodeGroupSpec(SpecModel):
     """EC2 key pair for SSH. Default: none — reach nodes with SSM Session Manager."""
 
     labels: dict[str, str] = Field(default_factory=dict)
-    """Labels for schedulers: Kubernetes node labels, Slurm node features. Default: none."""
+    """Labels for schedulers: Kubernetes node labels, Slurm node features. Default: none. Keys are
+    Kubernetes label keys (``[prefix/]name``, e.g. ``example.com/workload``), values at most 63 letters,
+    digits, ``-``, ``_`` or ``.`` (or empty), so EKS accepts them."""
 
     tags: dict[str, str] = Field(default_factory=dict)
     """Tags for this group's resources, on top of the cluster's. Default: none."""
 
     nccl_env: dict[str, str] = Field(default_factory=dict)
-    """Extra or overriding NCCL / libfabric environment for jobs on these nodes. Default: none."""
+    """Extra or overriding NCCL / libfabric environment for jobs on these nodes. Default: none. Names
+    are environment variable names (``NCCL_DEBUG``: letters, digits, ``_``)."""
 
     price_per_hour: float | None = Field(default=None, gt=0)
     """USD per instance-hour for the plan's cost estimate. Default: the catalog's list price."""
@@ -169,6 +172,16 @@ class NodeGroupSpec(SpecModel):
     @classmethod
     def _name(cls, value: str) -> str:
         return check_name(value, "node group name")
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_labels(value)
+
+    @field_validator("nccl_env")
+    @classmethod
+    def _nccl_env(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_env_names(value, "ncclEnv")
 
     @field_validator("availability_zones")
     @classmethod

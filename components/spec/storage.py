@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from components.spec.base import SpecModel
+from components.spec.base import SpecModel, check_mount_options
 
 DeploymentType = Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"]
 ImportEvent = Literal["NEW", "CHANGED", "DELETED"]
@@ -123,13 +123,19 @@ class LustreSpec(SpecModel):
     """Where nodes mount it. Default ``/fsx``."""
 
     mount_options: str = "noatime,flock"
-    """mount(8) options. Default ``noatime,flock``."""
+    """mount(8) options, comma-separated with no spaces (they go into /etc/fstab and the Kubernetes
+    PersistentVolume). Default ``noatime,flock``."""
 
     data_repositories: tuple[DataRepositorySpec, ...] = ()
     """S3 data repository associations (at most 8). Default: none."""
 
     node_groups: tuple[str, ...] | None = None
     """Node groups that mount it. Default: all."""
+
+    @field_validator("mount_options")
+    @classmethod
+    def _mount_options(cls, value: str) -> str:
+        return check_mount_options(value)
 
     @field_validator("data_repositories")
     @classmethod

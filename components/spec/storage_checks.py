@@ -257,6 +257,17 @@ def _check_lustre(
             "gds-needs-efa",
         )
     zone = lustre_zone(spec, fs)
+    net = spec.network
+    subnet_zones = sorted({s.availability_zone for s in net.subnets}) if net.vpc_id else list(spec.zones)
+    if fs.availability_zone and fs.availability_zone not in subnet_zones:
+        yield error(
+            f"{LUSTRE}.availabilityZone",
+            f"zone {fs.availability_zone!r} has no subnet of the cluster to put the file system in",
+            f"use one of {', '.join(subnet_zones)}, or add the zone to network.availabilityZones"
+            + (" and network.subnets" if net.vpc_id else ""),
+            fs.availability_zone,
+            "file-system-zone",
+        )
     for g in spec.node_groups:
         if g.name not in names:
             continue

@@ -256,6 +256,57 @@ def test_task_prolog_exports_the_node_environment_but_not_over_the_jobs(tmp_path
     ]
 
 
+def test_task_prolog_never_runs_what_the_env_file_holds(tmp_path):
+    """Defence in depth (audit D3): even a hand-edited nccl.env with shell code in it is never evaluated;
+    lines whose name is not a variable name are skipped, values are passed on literally."""
+    ctx = context(P5)
+    g = sr.slurm_groups(ctx, CATALOG)[0]
+    script = tmp_path / "task-prolog"
+    script.write_text(sr.task_prolog(g.group, g.facts))
+    marker = tmp_path / "ran"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    canary = bin_dir / "gpucluster_canary"
+    canary.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    canary.chmod(0o755)
+    env_file = tmp_path / "nccl.env"
+    env_file.write_text(
+        "NCCL_DEBUG=INFO\n"
+        "A}; gpucluster_canary; : ${B=2\n"
+        "X;gpucluster_canary;Y=1\n"
+        "$(gpucluster_canary)=1\n"
+        "NCCL_ALGO=$(gpucluster_canary) `gpucluster_canary` ${IFS} 'q\" \\\n"
+        "no equals sign\n"
+        "1BAD=1\n"
+        "LAST=no newline at the end"
+    )
+    out = subprocess.run(
+        [require_tool("sh"), str(script)],
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "GPUCLUSTER_NCCL_ENV": str(env_file)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert not marker.exists()
+    assert out[:3] == [
+        "export NCCL_DEBUG=INFO",
+        "export NCCL_ALGO=$(gpucluster_canary) `gpucluster_canary` ${IFS} 'q\" \\",  # literal, as slurmstepd takes it
+        "export LAST=no newline at the end",
+    ]
+    assert out[3].startswith("export LD_LIBRARY_PATH=") and len(out) == 4
+
+
+def test_env_file_refuses_what_would_change_its_lines():
+    from components.render import env_file
+
+    assert (
+        env_file({"NCCL_DEBUG": "INFO", "NCCL_SOCKET_IFNAME": "^docker,lo"}) == "NCCL_DEBUG=INFO\nNCCL_SOCKET_IFNAME=^docker,lo\n"
+    )
+    for bad in ({"A;B": "1"}, {"1A": "1"}, {"A": "x\ny=1"}, {"A": "x\ry"}, {"A": "x\u2028y"}, {"A": "\x00"}):
+        with pytest.raises(ValueError, match="refusing"):
+            env_file(bad)
+
+
 def test_shell_scripts_parse(tmp_path):
     bash = require_tool("bash")
     plan_files = {p: t for _, files in [(s, run_plan(s).files) for s, _ in STACK_FILES] for p, t in files.items()}

@@ -167,3 +167,26 @@ def test_scripts_parse(script, tmp_path):
     path = tmp_path / "s.sh"
     path.write_text(script)
     assert subprocess.run([require_tool("bash"), "-n", str(path)], capture_output=True).returncode == 0
+
+
+def test_fstab_line_keeps_every_value_in_its_field(tmp_path):
+    """Defence in depth (audit D4): blanks, '#', '\\' and newlines in the values are written as fstab's
+    octal escapes, so util-linux reads back one line of six fields with the values intact."""
+    from components.bootstrap import lustre_fstab_entry
+
+    hostile = LustreMount("fs-0abc", "fs.example.com", "abc", "/fsx dir#1", "noatime, flock\n/dev/x / xfs defaults 0 0\\")
+    line = lustre_fstab_entry(hostile)
+    assert "\n" not in line and len(line.split()) == 6
+    fstab = tmp_path / "fstab"
+    fstab.write_text(line + "\n")
+    out = subprocess.run(
+        [require_tool("findmnt"), "--fstab", "--tab-file", str(fstab), "-J", "-o", "SOURCE,TARGET,FSTYPE,OPTIONS"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    import json
+
+    (entry,) = json.loads(out)["filesystems"]
+    assert entry["source"] == "fs.example.com@tcp:/abc" and entry["target"] == "/fsx dir#1" and entry["fstype"] == "lustre"
+    assert entry["options"].startswith("noatime, flock\n/dev/x / xfs defaults 0 0\\,_netdev,")

@@ -276,14 +276,92 @@ BAD_CONFIGS = [
     ),
 ]
 
+# Values that would reach a shell script, an env file, fstab or YAML as code (audit D2-D5), each refused
+# at load with its field path. (id, config, field path named, message fragment)
+INJECTION_CONFIGS = [
+    (
+        "nccl-env-key-shell-code",
+        make_config(group(ncclEnv={"FI_X;gpucluster_canary;Y": "1"})),
+        "gpucluster:nodeGroups[0].ncclEnv",
+        "ncclEnv name 'FI_X;gpucluster_canary;Y' is not an environment variable name",
+    ),
+    (
+        "nccl-env-key-starts-with-digit",
+        make_config(group(ncclEnv={"1NCCL": "1"})),
+        "gpucluster:nodeGroups[0].ncclEnv",
+        "ncclEnv name '1NCCL' is not an environment variable name",
+    ),
+    (
+        "nccl-env-value-newline",
+        make_config(group(ncclEnv={"NCCL_DEBUG": "INFO\nA}; gpucluster_canary; : ${B=2"})),
+        "gpucluster:nodeGroups[0].ncclEnv.NCCL_DEBUG",
+        "contains a control character (U+000A at position 4)",
+    ),
+    (
+        "nccl-env-key-line-separator",
+        make_config(group(ncclEnv={"NCCL_\u2028X": "1"})),
+        "gpucluster:nodeGroups[0].ncclEnv",
+        "has a key with a control character (U+2028 at position 5)",
+    ),
+    (
+        "tag-value-carriage-return",
+        make_config(tags={"team": "ml\rplatform"}),
+        "gpucluster:tags.team",
+        "contains a control character (U+000D at position 2)",
+    ),
+    (
+        "nul-in-a-nested-list",
+        make_config(group(availabilityZones=["us-east-1a\x00"])),
+        "gpucluster:nodeGroups[0].availabilityZones[0]",
+        "contains a control character (U+0000 at position 10)",
+    ),
+    ("region-with-newline", make_config(region="us-east-1\n"), "aws:region", "contains a control character (U+000A"),
+    (
+        "label-key-with-space",
+        make_config(group(labels={"work load": "training"})),
+        "gpucluster:nodeGroups[0].labels",
+        "label key 'work load' is not a Kubernetes label key",
+    ),
+    (
+        "label-key-bad-prefix",
+        make_config(group(labels={"Example.com/workload": "training"})),
+        "gpucluster:nodeGroups[0].labels",
+        "its prefix must be a DNS subdomain",
+    ),
+    (
+        "label-value-too-long",
+        make_config(group(labels={"workload": "t" * 64})),
+        "gpucluster:nodeGroups[0].labels",
+        "which is not a Kubernetes label value",
+    ),
+    (
+        "label-value-shell",
+        make_config(group(labels={"workload": "$(gpucluster_canary)"})),
+        "gpucluster:nodeGroups[0].labels",
+        "label 'workload' has value '$(gpucluster_canary)'",
+    ),
+]
 
-@pytest.mark.parametrize(("config", "path", "fragment"), [c[1:] for c in BAD_CONFIGS], ids=[c[0] for c in BAD_CONFIGS])
+ALL_BAD = BAD_CONFIGS + INJECTION_CONFIGS
+
+
+@pytest.mark.parametrize(("config", "path", "fragment"), [c[1:] for c in ALL_BAD], ids=[c[0] for c in ALL_BAD])
 def test_bad_config_fails_before_any_resource(config, path, fragment):
     assert_refused(config, path, fragment)
 
 
 def test_there_are_at_least_twenty():
     assert len(BAD_CONFIGS) >= 20
+
+
+@pytest.mark.parametrize(("config", "path"), [(c[1], c[2]) for c in INJECTION_CONFIGS], ids=[c[0] for c in INJECTION_CONFIGS])
+def test_injection_errors_name_the_value_and_the_fix(config, path):
+    plan = plan_config(config, "bad")
+    finding = next(f for f in plan.findings if f["level"] == "error" and f["path"] == path)
+    assert finding["fix"], "every injection error says how to fix the value"
+    # The value is shown: as "(got ...)" when the finding carries it, else quoted in the message (the
+    # table's fragment pins which value).
+    assert repr(finding["value"]) in plan.error if finding["value"] is not None else "'" in finding["message"]
 
 
 def test_one_error_lists_every_problem():

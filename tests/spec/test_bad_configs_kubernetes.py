@@ -135,6 +135,44 @@ BAD_KUBERNETES = [
         "gpucluster:kubernetes.kueue.podsReadyTimeout",
         "should match pattern",
     ),
+    (
+        "image-yaml-injection",
+        k8s(exampleJob={"image": "busybox\n              securityContext:\n                privileged: true"}),
+        "gpucluster:kubernetes.exampleJob.image",
+        "contains a control character (U+000A at position 7)",
+    ),
+    (
+        "image-with-comment",
+        k8s(exampleJob={"image": "registry.example.com/team/pytorch:2.7 # pinned"}),
+        "gpucluster:kubernetes.exampleJob.image",
+        "'registry.example.com/team/pytorch:2.7 # pinned' is not a container image reference",
+    ),
+    (
+        "image-uppercase-repository",
+        k8s(exampleJob={"image": "registry.example.com/Team/PyTorch:2.7"}),
+        "gpucluster:kubernetes.exampleJob.image",
+        "is not a container image reference",
+    ),
+    (
+        "image-flow-mapping",
+        k8s(exampleJob={"image": "{privileged: true}"}),
+        "gpucluster:kubernetes.exampleJob.image",
+        "'{privileged: true}' is not a container image reference",
+    ),
+    (
+        "topology-level-yaml-injection",
+        k8s(kueue={"topologyLevels": ["a.example.com/l1", "x: y", "kubernetes.io/hostname"]}),
+        "gpucluster:kubernetes.kueue.topologyLevels",
+        "topology level 'x: y' is not a Kubernetes label key",
+    ),
+    (
+        "topology-level-newline",
+        k8s(
+            kueue={"topologyLevels": ["topology.k8s.aws/network-node-layer-3\n  priorityClassName: x", "kubernetes.io/hostname"]}
+        ),
+        "gpucluster:kubernetes.kueue.topologyLevels[0]",
+        "contains a control character (U+000A at position 37)",
+    ),
 ]
 
 

@@ -163,6 +163,36 @@ BAD_STORAGE = [
         "greater than 0",
     ),
     ("misspelt-storage-field", storage(lustr={}), "gpucluster:storage.lustr", "unknown field 'lustr'"),
+    (
+        "file-system-zone-without-subnet",
+        storage(lustre={"availabilityZone": ";gpucluster_canary;"}),
+        "gpucluster:storage.lustre.availabilityZone",
+        "zone ';gpucluster_canary;' has no subnet of the cluster",
+    ),
+    (
+        "mount-options-with-space",
+        storage(lustre={"mountOptions": "noatime, flock"}),
+        "gpucluster:storage.lustre.mountOptions",
+        "mount option ' flock' in 'noatime, flock' is not a mount option",
+    ),
+    (
+        "mount-options-empty-entry",
+        storage(lustre={"mountOptions": "noatime,,flock"}),
+        "gpucluster:storage.lustre.mountOptions",
+        "mount option '' in 'noatime,,flock' is not a mount option",
+    ),
+    (
+        "mount-options-extra-fstab-line",
+        storage(lustre={"mountOptions": "noatime,flock\n/dev/nvme1n1 / xfs defaults 0 0"}),
+        "gpucluster:storage.lustre.mountOptions",
+        "contains a control character (U+000A at position 13)",
+    ),
+    (
+        "mount-options-shell",
+        storage(lustre={"mountOptions": "noatime;gpucluster_canary"}),
+        "gpucluster:storage.lustre.mountOptions",
+        "mount option 'noatime;gpucluster_canary'",
+    ),
 ]
 
 
