@@ -1,5 +1,5 @@
-"""gpucluster stack program. All logic lives in the `components` package; see README.md."""
+"""gpucluster stack program. All logic lives in the `gpucluster` package (gpucluster.program); see README.md."""
 
-from components.program import main
+from gpucluster.program import main
 
 main()

@@ -3,7 +3,7 @@
 
     python bench/plan_exit_noise.py [--runs 200] [--stack dev] [--jobs 2]
 
-Each run is its own ``python -m components.cli plan --stack S --no-files`` process, as a user or CI
+Each run is its own ``python -m gpucluster.tools.cli plan --stack S --no-files`` process, as a user or CI
 would start it. A run is dirty when it exits non-zero, or writes anything to stderr (a traceback, or
 asyncio's ``Exception ignored … Invalid file descriptor: -1`` at interpreter exit: what unclosed
 worker-thread event loops used to print in about one plan in five to twenty-five).
@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 def one(stack: str) -> tuple[int, str, float]:
     start = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "components.cli", "plan", "--stack", stack, "--no-files"],
+        [sys.executable, "-m", "gpucluster.tools.cli", "plan", "--stack", stack, "--no-files"],
         cwd=REPO,
         capture_output=True,
         text=True,

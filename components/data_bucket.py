@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from components.buckets import private_bucket
-from components.naming import with_name
-from components.spec.storage import BucketSpec
+from gpucluster.components._aws.buckets import private_bucket
+from gpucluster.components._aws.naming import with_name
+from gpucluster.config.storage import BucketSpec
 
 TOKEN = "gpucluster:index:DataBucket"
 

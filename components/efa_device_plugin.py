@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components.helm import helm_release
-from components.kubernetes_render import efa_device_plugin_values
-from components.spec.kubernetes import EFA_DEVICE_PLUGIN_CHART
+from gpucluster.components._aws.helm import helm_release
+from gpucluster.config.kubernetes import EFA_DEVICE_PLUGIN_CHART
+from gpucluster.render.kubernetes import efa_device_plugin_values
 
 TOKEN = "gpucluster:index:EfaDevicePlugin"
 

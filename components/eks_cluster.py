@@ -5,7 +5,7 @@ rotates, and lets IAM principals in through access entries (API authentication m
 are pinned (vpc-cni at a version that handles EFA-only interfaces; it gets AWS credentials through EKS
 Pod Identity, not the node role). A small system node group runs cluster services. Each
 ``scheduler: kubernetes`` node group becomes an EKS managed node group built on
-:class:`~components.gpu_node_group.GpuNodeGroup`'s launch template — every EFA interface, the placement
+:class:`~gpucluster.components.gpu_node_group.GpuNodeGroup`'s launch template — every EFA interface, the placement
 group, the capacity reservation or block — booting the EKS-optimized AL2023 AMI of its accelerator,
 tainted ``nvidia.com/gpu=true:NoSchedule`` and labelled for Kueue.
 """
@@ -21,14 +21,14 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
-from components.kubernetes_render import fsx_csi_addon_configuration, node_config, node_labels, node_taints, nodeadm_user_data
-from components.naming import NODE_GROUP_TAG, with_name
-from components.shared_storage import SharedStorage
-from components.spec.catalog import Catalog, load_catalog
-from components.spec.effective import effective_desired
-from components.spec.kubernetes import FSX_CSI_ADDON, KubernetesSpec, eks_ami_type
-from components.spec.node_group import CapacitySpec, NodeGroupSpec
+from gpucluster.components._aws.naming import NODE_GROUP_TAG, with_name
+from gpucluster.components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
+from gpucluster.components.shared_storage import SharedStorage
+from gpucluster.config.kubernetes import FSX_CSI_ADDON, KubernetesSpec, eks_ami_type
+from gpucluster.config.node_group import CapacitySpec, NodeGroupSpec
+from gpucluster.facts.catalog import Catalog, load_catalog
+from gpucluster.render.kubernetes import fsx_csi_addon_configuration, node_config, node_labels, node_taints, nodeadm_user_data
+from gpucluster.resolve.effective import effective_desired
 
 TOKEN = "gpucluster:index:EksCluster"
 AL2023_ROOT_DEVICE = "/dev/xvda"

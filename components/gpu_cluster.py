@@ -6,27 +6,34 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components.bootstrap import LustreMount, node_cloud_config, user_data_title
-from components.data_bucket import DataBucket, DataBucketArgs
-from components.eks_cluster import EksCluster, EksClusterArgs
-from components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
-from components.kubernetes_platform import KubernetesPlatform, KubernetesPlatformArgs
-from components.kubernetes_render import node_config, nodeadm_text
-from components.lustre_storage import LustreStorage, LustreStorageArgs
-from components.naming import cluster_tags
-from components.network import Network, NetworkArgs
-from components.render import USER_DATA_LIMIT, CloudConfig, cloud_config_text, largest_parts, render_cloud_config, user_data_size
-from components.shared_storage import SharedStorage
-from components.slurm_cluster import SlurmCluster, SlurmClusterArgs
-from components.slurm_render import SlurmContext, node_slurm_part
-from components.spec.catalog import Catalog, load_catalog
-from components.spec.cluster import ClusterSpec
-from components.spec.cost import Estimate, estimate
-from components.spec.effective import effective_protect_data
-from components.spec.errors import Finding, error
-from components.spec.kubernetes import KubernetesSpec
-from components.spec.node_group import NodeGroupSpec
-from components.spec.slurm import SlurmSpec
+from gpucluster.components._aws.naming import cluster_tags
+from gpucluster.components.data_bucket import DataBucket, DataBucketArgs
+from gpucluster.components.eks_cluster import EksCluster, EksClusterArgs
+from gpucluster.components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
+from gpucluster.components.kubernetes_platform import KubernetesPlatform, KubernetesPlatformArgs
+from gpucluster.components.lustre_storage import LustreStorage, LustreStorageArgs
+from gpucluster.components.network import Network, NetworkArgs
+from gpucluster.components.shared_storage import SharedStorage
+from gpucluster.components.slurm_cluster import SlurmCluster, SlurmClusterArgs
+from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.errors import Finding, error
+from gpucluster.config.kubernetes import KubernetesSpec
+from gpucluster.config.node_group import NodeGroupSpec
+from gpucluster.config.slurm import SlurmSpec
+from gpucluster.facts.catalog import Catalog, load_catalog
+from gpucluster.render.core import (
+    USER_DATA_LIMIT,
+    CloudConfig,
+    cloud_config_text,
+    largest_parts,
+    render_cloud_config,
+    user_data_size,
+)
+from gpucluster.render.kubernetes import node_config, nodeadm_text
+from gpucluster.render.node import LustreMount, node_cloud_config, user_data_title
+from gpucluster.render.slurm import SlurmContext, node_slurm_part
+from gpucluster.resolve.cost import Estimate, estimate
+from gpucluster.resolve.effective import effective_protect_data
 
 TOKEN = "gpucluster:index:GpuCluster"
 

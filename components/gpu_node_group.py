@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from components.naming import NODE_GROUP_TAG, with_name
-from components.render import b64, gzip_b64
-from components.spec.catalog import InstanceFacts, load_catalog
-from components.spec.efa import InterfaceSlot, interface_layout
-from components.spec.errors import errors_in
-from components.spec.node_group import NodeGroupSpec
-from components.spec.resolve import resolve_group
-from components.spec.validators import validate_node_group
+from gpucluster.components._aws.naming import NODE_GROUP_TAG, with_name
+from gpucluster.config.checks.cluster import validate_node_group
+from gpucluster.config.errors import errors_in
+from gpucluster.config.node_group import NodeGroupSpec
+from gpucluster.facts.catalog import InstanceFacts, load_catalog
+from gpucluster.facts.efa import InterfaceSlot, interface_layout
+from gpucluster.render.core import b64, gzip_b64
+from gpucluster.resolve.cluster import resolve_group
 
 TOKEN = "gpucluster:index:GpuNodeGroup"
 UBUNTU_ROOT_DEVICE = "/dev/sda1"

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components.helm import helm_release
-from components.kubernetes_render import Platform, gpu_operator_values
-from components.spec.kubernetes import GPU_OPERATOR_CHART, MigStrategy
+from gpucluster.components._aws.helm import helm_release
+from gpucluster.config.kubernetes import GPU_OPERATOR_CHART, MigStrategy
+from gpucluster.render.kubernetes import Platform, gpu_operator_values
 
 TOKEN = "gpucluster:index:GpuOperator"
 
@@ -52,7 +52,7 @@ class GpuOperator(pulumi.ComponentResource):
     """The NVIDIA GPU Operator (chart v26.7.0) with values for the platform."""
 
     values: dict
-    """The Helm values, as computed (see :func:`components.kubernetes_render.gpu_operator_values`)."""
+    """The Helm values, as computed (see :func:`gpucluster.render.kubernetes.gpu_operator_values`)."""
     release_status: pulumi.Output
 
     def __init__(self, name: str, args: GpuOperatorArgs, opts: pulumi.ResourceOptions | None = None) -> None:

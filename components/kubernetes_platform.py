@@ -3,7 +3,7 @@
 The NVIDIA GPU Operator; the EFA device plugin on EKS, or the NVIDIA Network Operator with a RoCE
 ``NicClusterPolicy`` on-prem; a namespace per team with RBAC, shared-storage claims and an example
 multi-node job; and Kueue with a ClusterQueue per team. It takes its Kubernetes provider through
-``opts`` — :attr:`EksCluster.provider <components.eks_cluster.EksCluster.provider>`, or one built from
+``opts`` — :attr:`EksCluster.provider <gpucluster.components.eks_cluster.EksCluster.provider>`, or one built from
 an on-prem cluster's kubeconfig — and never makes one.
 """
 
@@ -14,16 +14,16 @@ from dataclasses import dataclass, field
 
 import pulumi
 
-from components.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs
-from components.gpu_operator import GpuOperator, GpuOperatorArgs
-from components.kubernetes_render import Platform, SharedClaim, training_job
-from components.kueue import Kueue, KueueArgs
-from components.network_operator import NetworkOperator, NetworkOperatorArgs
-from components.shared_storage import SharedStorage
-from components.spec.catalog import load_catalog
-from components.spec.kubernetes import KubernetesSpec, TeamSpec
-from components.spec.node_group import NodeGroupSpec
-from components.team_namespace import TeamNamespace, TeamNamespaceArgs, claim_name
+from gpucluster.components.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs
+from gpucluster.components.gpu_operator import GpuOperator, GpuOperatorArgs
+from gpucluster.components.kueue import Kueue, KueueArgs
+from gpucluster.components.network_operator import NetworkOperator, NetworkOperatorArgs
+from gpucluster.components.shared_storage import SharedStorage
+from gpucluster.components.team_namespace import TeamNamespace, TeamNamespaceArgs, claim_name
+from gpucluster.config.kubernetes import KubernetesSpec, TeamSpec
+from gpucluster.config.node_group import NodeGroupSpec
+from gpucluster.facts.catalog import load_catalog
+from gpucluster.render.kubernetes import Platform, SharedClaim, training_job
 
 TOKEN = "gpucluster:index:KubernetesPlatform"
 EXAMPLE_JOB_NAME = "example-training"

@@ -16,8 +16,11 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.helm import helm_release
-from components.kubernetes_render import (
+from gpucluster.components._aws.helm import helm_release
+from gpucluster.config.kubernetes import JOBSET_CHART, KUEUE_CHART, KueueSpec, TeamSpec
+from gpucluster.config.node_group import NodeGroupSpec
+from gpucluster.facts.catalog import load_catalog
+from gpucluster.render.kubernetes import (
     TOPOLOGY_NAME,
     Flavor,
     cluster_queue,
@@ -26,9 +29,6 @@ from components.kubernetes_render import (
     resource_flavor,
     topology,
 )
-from components.spec.catalog import load_catalog
-from components.spec.kubernetes import JOBSET_CHART, KUEUE_CHART, KueueSpec, TeamSpec
-from components.spec.node_group import NodeGroupSpec
 
 TOKEN = "gpucluster:index:Kueue"
 

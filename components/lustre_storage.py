@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from components.naming import with_name
-from components.security import BOTH_WAYS, allow
-from components.shared_storage import SharedStorage
-from components.spec.storage import DataRepositorySpec, LustreSpec
+from gpucluster.components._aws.naming import with_name
+from gpucluster.components._aws.security import BOTH_WAYS, allow
+from gpucluster.components.shared_storage import SharedStorage
+from gpucluster.config.storage import DataRepositorySpec, LustreSpec
 
 TOKEN = "gpucluster:index:LustreStorage"
 LUSTRE_PORTS = ((988, 988), (1018, 1023))  # LNet and the Lustre services (FSx user guide, "File system access control")

@@ -11,10 +11,10 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.buckets import private_bucket
-from components.naming import with_name
-from components.security import BOTH_WAYS, allow
-from components.spec.network import FlowLogsSpec, NetworkSpec, plan_subnets
+from gpucluster.components._aws.buckets import private_bucket
+from gpucluster.components._aws.naming import with_name
+from gpucluster.components._aws.security import BOTH_WAYS, allow
+from gpucluster.config.network import FlowLogsSpec, NetworkSpec, plan_subnets
 
 TOKEN = "gpucluster:index:Network"
 

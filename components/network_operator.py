@@ -2,7 +2,7 @@
 
 The policy runs the RDMA shared device plugin over the Mellanox (vendor 15b3) NICs, Multus and the
 CNI plugins for a secondary network, and NVIDIA IPAM; the NIC driver is the hosts'. On EKS, EFA takes
-this role (see :class:`~components.efa_device_plugin.EfaDevicePlugin`). Takes its Kubernetes provider
+this role (see :class:`~gpucluster.components.efa_device_plugin.EfaDevicePlugin`). Takes its Kubernetes provider
 through ``opts``.
 """
 
@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.helm import helm_release
-from components.kubernetes_render import network_operator_values, nic_cluster_policy
-from components.spec.kubernetes import NETWORK_OPERATOR_CHART
+from gpucluster.components._aws.helm import helm_release
+from gpucluster.config.kubernetes import NETWORK_OPERATOR_CHART
+from gpucluster.render.kubernetes import network_operator_values, nic_cluster_policy
 
 TOKEN = "gpucluster:index:NetworkOperator"
 

@@ -11,7 +11,7 @@ fetches the node agent from the cluster's artifact bucket (user data is capped a
 The munge key is made once by the head node at its first boot into an empty Secrets Manager secret
 (this program never sees it: it is not in user data nor in Pulumi state); every node reads it there.
 
-Compute nodes are :class:`~components.gpu_node_group.GpuNodeGroup` launch templates (instance tags
+Compute nodes are :class:`~gpucluster.components.gpu_node_group.GpuNodeGroup` launch templates (instance tags
 exposed in metadata, so a node reads the name the agent tagged it with): dynamic groups have no Auto
 Scaling group (the agent launches from the template), static groups have one.
 
@@ -30,13 +30,17 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.bootstrap import LustreMount
-from components.buckets import private_bucket
-from components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
-from components.naming import CLUSTER_TAG, NODE_GROUP_TAG, with_name
-from components.render import gzip_b64, render_cloud_config
-from components.shared_storage import SharedStorage
-from components.slurm_render import (
+from gpucluster.components._aws.buckets import private_bucket
+from gpucluster.components._aws.naming import CLUSTER_TAG, NODE_GROUP_TAG, with_name
+from gpucluster.components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
+from gpucluster.components.shared_storage import SharedStorage
+from gpucluster.config.node_group import NodeGroupSpec
+from gpucluster.config.slurm import UBUNTU_RELEASE, SlurmSpec
+from gpucluster.facts.catalog import load_catalog
+from gpucluster.facts.images import default_image_parameter
+from gpucluster.render.core import gzip_b64, render_cloud_config
+from gpucluster.render.node import LustreMount
+from gpucluster.render.slurm import (
     AgentBundle,
     HeadInputs,
     LaunchTarget,
@@ -51,10 +55,6 @@ from components.slurm_render import (
     munge_secret_name,
     sha256,
 )
-from components.spec.catalog import load_catalog
-from components.spec.images import default_image_parameter
-from components.spec.node_group import NodeGroupSpec
-from components.spec.slurm import UBUNTU_RELEASE, SlurmSpec
 
 TOKEN = "gpucluster:index:SlurmCluster"
 DATA_DEVICE = "/dev/sdf"

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.kubernetes_render import TEAM_LABEL, TEAM_ROLE_RULES
-from components.shared_storage import SharedStorage
-from components.spec.kubernetes import TeamSpec
+from gpucluster.components.shared_storage import SharedStorage
+from gpucluster.config.kubernetes import TeamSpec
+from gpucluster.render.kubernetes import TEAM_LABEL, TEAM_ROLE_RULES
 
 TOKEN = "gpucluster:index:TeamNamespace"
 FSX_CSI_DRIVER = "fsx.csi.aws.com"

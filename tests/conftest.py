@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 # Capacity-block start times are judged as of this instant in every test (and the CLI runs they start),
-# so plans and goldens do not change with the calendar: components.spec.deploy_checks.utc_now.
+# so plans and goldens do not change with the calendar: gpucluster.config.checks.deploy.utc_now.
 os.environ["GPUCLUSTER_NOW"] = "2026-11-01T00:00:00Z"
 
 
@@ -80,7 +80,7 @@ def group(**fields: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def catalog():
-    from components.spec.catalog import load_catalog
+    from gpucluster.facts.catalog import load_catalog
 
     return load_catalog()
 
@@ -136,9 +136,9 @@ def run_components():
     Each call installs new mocks and a new monitor, so nothing leaks between tests. Exceptions raised
     inside ``fn`` or inside an ``Output.apply`` fail the call.
     """
-    from components.plan.engine import Plan, execute
-    from components.plan.mocks import PlanMocks
-    from components.spec.catalog import load_catalog
+    from gpucluster.facts.catalog import load_catalog
+    from gpucluster.tools.plan.engine import Plan, execute
+    from gpucluster.tools.plan.mocks import PlanMocks
 
     def run(program: Callable[[], object], region: str = "us-east-1") -> Plan:
         mocks = PlanMocks(region=region, catalog=load_catalog())
@@ -161,7 +161,7 @@ def pulumi_config(config: dict[str, Any]) -> dict[str, str]:
 
 def plan_config(config: dict[str, Any], stack: str = "test"):
     """Run the real stack program (``__main__.py``) with ``config`` under the plan's mock engine."""
-    from components.plan.engine import run_program
+    from gpucluster.tools.plan.engine import run_program
 
     return run_program("gpucluster", stack, pulumi_config(config))
 
@@ -181,8 +181,8 @@ def assert_refused(config: dict[str, Any], path: str, fragment: str):
 
 def parse_spec(config: dict[str, Any]):
     """The parsed (not validated, not resolved) ClusterSpec of a flat config map."""
-    from components.spec.cluster import ClusterSpec
-    from components.spec.load import config_keys
+    from gpucluster.config.cluster import ClusterSpec
+    from gpucluster.config.load import config_keys
 
     keys = config_keys()
     raw = {keys[k]: v for k, v in config.items()}

@@ -2,7 +2,7 @@
 Resume/Suspend/ResumeFail programs run the agent against moto.
 
 Two layers:
-- ``rendered``: the project's own files for the test cluster (``components.slurm_render``: slurm.conf,
+- ``rendered``: the project's own files for the test cluster (``gpucluster.render.slurm``: slurm.conf,
   gres.conf, cgroup.conf, the initial topology.conf, the TaskProlog and the agent's config), exactly
   as a head node gets them.
 - ``local_overrides`` (and ``local_gres_conf``, ``local_agent_config``): the only local patch, making
@@ -54,7 +54,7 @@ class GroupSpec:
 # ---------------------------------------------------------------------------- the rendered files
 @dataclass(frozen=True)
 class Rendered:
-    """The project's files for a head node of this cluster, as ``components.slurm_render`` makes them."""
+    """The project's files for a head node of this cluster, as ``gpucluster.render.slurm`` makes them."""
 
     slurm_conf: str
     gres_conf: str
@@ -68,10 +68,10 @@ class Rendered:
 def render(cluster: str, groups: list[GroupSpec], launch_templates: dict[str, str], subnet_ids: list[str]) -> Rendered:
     """Load a stack config for ``groups`` with the project's loader and render every file from it."""
     from components import slurm_render as sr
-    from components.render import env_file
-    from components.spec.catalog import load_catalog
-    from components.spec.load import load_spec
-    from components.spec.nccl import nccl_environment
+    from gpucluster.config.load import load_spec
+    from gpucluster.facts.catalog import load_catalog
+    from gpucluster.facts.nccl import nccl_environment
+    from gpucluster.render.core import env_file
 
     catalog = load_catalog()
     config: dict[str, Any] = {

@@ -36,8 +36,8 @@ import pytest
 import yaml
 from slurm_e2e import MARKER_KEY, SBATCH, SCONTROL, SLURMCTLD, SLURMD, marked_pids
 
-from components import slurm_render as sr
-from components.plan.engine import run_plan
+from gpucluster.render import slurm as sr
+from gpucluster.tools.plan.engine import run_plan
 from tests.conftest import IN_CI, require_tool
 
 pytestmark = pytest.mark.slow

@@ -13,17 +13,17 @@ import pulumi
 import pulumi_aws
 import pytest
 
-import components
-from components.gpu_cluster import GpuCluster, GpuClusterArgs
-from components.naming import CLUSTER_TAG, MANAGED_BY_TAG
-from components.spec.load import load_spec
+import gpucluster.components
+from gpucluster.components._aws.naming import CLUSTER_TAG, MANAGED_BY_TAG
+from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs
+from gpucluster.config.load import load_spec
 from tests.conftest import group, make_config
 
 
 def component_classes() -> list[type[pulumi.ComponentResource]]:
     found = []
-    for mod in pkgutil.iter_modules(components.__path__):
-        module = importlib.import_module(f"components.{mod.name}")
+    for mod in pkgutil.iter_modules(gpucluster.components.__path__):
+        module = importlib.import_module(f"gpucluster.components.{mod.name}")
         for _, cls in inspect.getmembers(module, inspect.isclass):
             if issubclass(cls, pulumi.ComponentResource) and cls.__module__ == module.__name__:
                 found.append(cls)

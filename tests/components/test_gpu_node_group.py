@@ -5,9 +5,9 @@ from __future__ import annotations
 import pulumi
 import pytest
 
-from components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
-from components.naming import CLUSTER_TAG, NODE_GROUP_TAG
-from components.spec.load import load_spec
+from gpucluster.components._aws.naming import CLUSTER_TAG, NODE_GROUP_TAG
+from gpucluster.components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
+from gpucluster.config.load import load_spec
 from tests.conftest import group, make_config
 
 SG = ["sg-0efa0000000000001", "sg-0node000000000002"]
@@ -157,7 +157,7 @@ def test_outputs_resolve(run_components):
 
 def test_standalone_spec_is_resolved_here(run_components):
     """Used outside GpuCluster, a hand-built spec gets the same defaults as one from load_spec."""
-    from components.spec.node_group import NodeGroupSpec
+    from gpucluster.config.node_group import NodeGroupSpec
 
     raw = NodeGroupSpec(name="x", instance_type="p5.48xlarge", availability_zones=("us-east-1a",), max_size=1)
     plan = run_components(lambda: build(raw))
@@ -165,7 +165,7 @@ def test_standalone_spec_is_resolved_here(run_components):
 
 
 def test_standalone_invalid_spec_raises_input_properties_error(run_components):
-    from components.spec.node_group import NodeGroupSpec
+    from gpucluster.config.node_group import NodeGroupSpec
 
     raw = NodeGroupSpec(
         name="x", instance_type="g6e.xlarge", availability_zones=("us-east-1a",), max_size=1, min_size=3, enable_efa_support=True

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from components.network import Network, NetworkArgs
-from components.spec.network import NetworkSpec
+from gpucluster.components.network import Network, NetworkArgs
+from gpucluster.config.network import NetworkSpec
 
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"

@@ -9,10 +9,10 @@ import json
 import pulumi
 import yaml
 
-from components.eks_cluster import EksCluster, EksClusterArgs
-from components.naming import CLUSTER_TAG
-from components.shared_storage import SharedStorage
-from components.spec.kubernetes import KubernetesSpec
+from gpucluster.components._aws.naming import CLUSTER_TAG
+from gpucluster.components.eks_cluster import EksCluster, EksClusterArgs
+from gpucluster.components.shared_storage import SharedStorage
+from gpucluster.config.kubernetes import KubernetesSpec
 from tests.conftest import group
 from tests.kubernetes.conftest import eks_spec
 from tests.kubernetes.schemas import chart_defaults, unknown_values

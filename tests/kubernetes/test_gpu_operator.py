@@ -9,8 +9,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
-from components.gpu_operator import GpuOperator, GpuOperatorArgs
-from components.kubernetes_render import gpu_operator_values
+from gpucluster.components.gpu_operator import GpuOperator, GpuOperatorArgs
+from gpucluster.render.kubernetes import gpu_operator_values
 from tests.conftest import GOLDEN, check_golden
 from tests.kubernetes.schemas import chart_defaults, crd_schema, unknown_values
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import yaml
 
-from components.kubernetes_render import kueue_manager_config
-from components.kueue import Kueue, KueueArgs
-from components.spec.kubernetes import AWS_TOPOLOGY_LEVELS, KueueSpec
+from gpucluster.components.kueue import Kueue, KueueArgs
+from gpucluster.config.kubernetes import AWS_TOPOLOGY_LEVELS, KueueSpec
+from gpucluster.render.kubernetes import kueue_manager_config
 from tests.conftest import GOLDEN, check_golden, group
 from tests.kubernetes.conftest import eks_spec
 from tests.kubernetes.schemas import kueue_config_keys, unknown_values, validate_object

@@ -10,12 +10,12 @@ import pulumi_kubernetes as k8s
 import pytest
 import yaml
 
-from components.kubernetes_platform import KubernetesPlatform, KubernetesPlatformArgs
-from components.plan.engine import run_plan
-from components.shared_storage import SharedStorage
-from components.spec.catalog import load_catalog
-from components.spec.efa import efa_interface_count, interface_layout
-from components.spec.nccl import nccl_environment
+from gpucluster.components.kubernetes_platform import KubernetesPlatform, KubernetesPlatformArgs
+from gpucluster.components.shared_storage import SharedStorage
+from gpucluster.facts.catalog import load_catalog
+from gpucluster.facts.efa import efa_interface_count, interface_layout
+from gpucluster.facts.nccl import nccl_environment
+from gpucluster.tools.plan.engine import run_plan
 from tests.conftest import GOLDEN, check_golden
 from tests.kubernetes.conftest import eks_spec
 from tests.kubernetes.schemas import CRDS, crd_schema, plan_objects, validate_object

@@ -9,10 +9,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
-from components.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs
-from components.kubernetes_render import efa_device_plugin_values, network_operator_values, nic_cluster_policy
-from components.network_operator import NetworkOperator, NetworkOperatorArgs
-from components.render import to_yaml
+from gpucluster.components.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs
+from gpucluster.components.network_operator import NetworkOperator, NetworkOperatorArgs
+from gpucluster.render.core import to_yaml
+from gpucluster.render.kubernetes import efa_device_plugin_values, network_operator_values, nic_cluster_policy
 from tests.conftest import GOLDEN, check_golden
 from tests.kubernetes.schemas import chart_defaults, unknown_values, validate_object
 from tests.kubernetes.test_gpu_operator import ON_PREM_KUBECONFIG

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from components.shared_storage import SharedStorage
-from components.spec.kubernetes import TeamSpec
-from components.team_namespace import TeamNamespace, TeamNamespaceArgs
+from gpucluster.components.shared_storage import SharedStorage
+from gpucluster.components.team_namespace import TeamNamespace, TeamNamespaceArgs
+from gpucluster.config.kubernetes import TeamSpec
 from tests.kubernetes.schemas import validate_object
 
 # Hand-made, as LustreStorage hands them over.

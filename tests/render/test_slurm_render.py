@@ -17,11 +17,11 @@ import boto3
 import pytest
 import yaml
 
-from components import slurm_render as sr
-from components.plan.engine import run_plan, stack_names
-from components.render import gzip_bytes
-from components.spec.catalog import load_catalog
-from components.spec.load import load_spec
+from gpucluster.config.load import load_spec
+from gpucluster.facts.catalog import load_catalog
+from gpucluster.render import slurm as sr
+from gpucluster.render.core import gzip_bytes
+from gpucluster.tools.plan.engine import run_plan, stack_names
 from gpucluster_agents.config import parse_config
 from tests.conftest import GOLDEN, check_golden, group, make_config, require_tool
 from tests.render.slurm_check import SLURMCTLD, SLURMDBD, check_slurmctld, check_slurmdbd
@@ -297,7 +297,7 @@ def test_task_prolog_never_runs_what_the_env_file_holds(tmp_path):
 
 
 def test_env_file_refuses_what_would_change_its_lines():
-    from components.render import env_file
+    from gpucluster.render.core import env_file
 
     assert (
         env_file({"NCCL_DEBUG": "INFO", "NCCL_SOCKET_IFNAME": "^docker,lo"}) == "NCCL_DEBUG=INFO\nNCCL_SOCKET_IFNAME=^docker,lo\n"
@@ -467,7 +467,7 @@ def test_head_node_reapplies_its_user_data_at_boot(helper, moto_endpoint, tmp_pa
 
 def _replace_file(user_data: str, path: str, text: str) -> str:
     """The user data with one write_files entry's content replaced."""
-    from components.render import to_yaml
+    from gpucluster.render.core import to_yaml
 
     header, _, body = user_data.partition("write_files:\n")
     doc = yaml.safe_load("write_files:\n" + body)

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from components.bootstrap import LustreMount, lustre_part, nvme_scratch_part
-from components.spec.catalog import load_catalog
-from components.spec.node_group import NodeGroupSpec
-from components.spec.resolve import resolve_group
-from components.spec.storage import NvmeScratchSpec
+from gpucluster.config.node_group import NodeGroupSpec
+from gpucluster.config.storage import NvmeScratchSpec
+from gpucluster.facts.catalog import load_catalog
+from gpucluster.render.node import LustreMount, lustre_part, nvme_scratch_part
+from gpucluster.resolve.cluster import resolve_group
 from tests.conftest import require_tool
 
 CATALOG = load_catalog()
@@ -172,7 +172,7 @@ def test_scripts_parse(script, tmp_path):
 def test_fstab_line_keeps_every_value_in_its_field(tmp_path):
     """Defence in depth (audit D4): blanks, '#', '\\' and newlines in the values are written as fstab's
     octal escapes, so util-linux reads back one line of six fields with the values intact."""
-    from components.bootstrap import lustre_fstab_entry
+    from gpucluster.render.node import lustre_fstab_entry
 
     hostile = LustreMount("fs-0abc", "fs.example.com", "abc", "/fsx dir#1", "noatime, flock\n/dev/x / xfs defaults 0 0\\")
     line = lustre_fstab_entry(hostile)

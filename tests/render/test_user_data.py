@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.plan.engine import run_plan, stack_names
-from components.render import CloudConfig, WriteFile, render_cloud_config
+from gpucluster.render.core import CloudConfig, WriteFile, render_cloud_config
+from gpucluster.tools.plan.engine import run_plan, stack_names
 from tests.conftest import GOLDEN, check_golden, require_tool
 
 # Top-level keys our user data may use. cloud-init ignores unknown top-level keys silently (its schema
@@ -141,7 +141,7 @@ def test_compute_user_data_goes_gzipped_and_cloud_init_unpacks_it():
     node runs at boot) gives back exactly the plan's cloud-config."""
     import base64
 
-    from components.render import USER_DATA_LIMIT
+    from gpucluster.render.core import USER_DATA_LIMIT
     from tests.conftest import group, make_config, plan_config
 
     nccl = {f"NCCL_TUNE_{i:02d}": f"value-{i}-" + "x" * 30 for i in range(20)}

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from components.data_bucket import DataBucket, DataBucketArgs
-from components.gpu_cluster import GpuCluster, GpuClusterArgs
-from components.lustre_storage import LustreStorage, LustreStorageArgs
-from components.spec.load import load_spec
-from components.spec.storage import BucketSpec, DataRepositorySpec, LustreSpec
+from gpucluster.components.data_bucket import DataBucket, DataBucketArgs
+from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs
+from gpucluster.components.lustre_storage import LustreStorage, LustreStorageArgs
+from gpucluster.config.load import load_spec
+from gpucluster.config.storage import BucketSpec, DataRepositorySpec, LustreSpec
 from tests.conftest import group, make_config
 
 FS = "aws:fsx/lustreFileSystem:LustreFileSystem"

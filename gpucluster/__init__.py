@@ -1,0 +1,47 @@
+"""gpucluster: GPU clusters for AI training as code, on Pulumi.
+
+The package's rooms, each with one job (data flows down this list; nothing imports upward):
+
+- ``gpucluster.config``     the stack config model (pydantic) and its checks (``config.checks``): parse, validate,
+                            every problem as a Finding with the field path, the value and the fix;
+- ``gpucluster.facts``      instance facts (the trimmed DescribeInstanceTypes catalog), EFA layout, images, NCCL
+                            environment, AWS regions;
+- ``gpucluster.resolve``    resolution (every default decided once), storage sizing, cost and power;
+- ``gpucluster.render``     pure renderers: resolved config → file text (cloud-init, Slurm, Kubernetes), from the
+                            Jinja2 templates shipped as ``gpucluster/templates`` (``templates/`` in a checkout);
+- ``gpucluster.components`` the Pulumi component resources and only them (``components/`` in a checkout);
+- ``gpucluster.program``    the stack program ``__main__.py`` runs;
+- ``gpucluster.tools``      workstation and CI tools: the CLI, the offline plan, preflight, catalog refresh, docs.
+
+The node-side programs (the Slurm power agent, topology) are the separate package ``gpucluster_agents``
+(stdlib + boto3 only), which never imports this one.
+
+The components are importable from here: ``from gpucluster import GpuNodeGroup, LustreStorage, …``. They load
+lazily, so ``import gpucluster`` (and the config model) does not import Pulumi.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_COMPONENTS = {
+    "GpuCluster": "gpucluster.components.gpu_cluster",
+    "Network": "gpucluster.components.network",
+    "GpuNodeGroup": "gpucluster.components.gpu_node_group",
+    "LustreStorage": "gpucluster.components.lustre_storage",
+    "DataBucket": "gpucluster.components.data_bucket",
+    "SlurmCluster": "gpucluster.components.slurm_cluster",
+    "EksCluster": "gpucluster.components.eks_cluster",
+    "KubernetesPlatform": "gpucluster.components.kubernetes_platform",
+}
+_ARGS = {f"{name}Args": module for name, module in _COMPONENTS.items()}
+
+__all__ = sorted([*_COMPONENTS, *_ARGS])
+
+
+def __getattr__(name: str) -> Any:
+    module = _COMPONENTS.get(name) or _ARGS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gpucluster' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,166 @@
+"""The stack program: config → spec → GpuCluster → exports. ``__main__.py`` calls :func:`main`.
+
+It runs the same under ``pulumi up`` and under the offline plan's mock engine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs, user_data_findings
+from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.errors import ConfigError, Finding, error, errors_in
+from gpucluster.config.load import load_spec
+from gpucluster.facts.catalog import Catalog, load_catalog
+
+
+def read_config() -> dict[str, Any]:
+    """Every config key Pulumi passed to this program (``namespace:key``)."""
+    from pulumi.runtime import config as runtime_config
+
+    merged: dict[str, Any] = dict(runtime_config.get_config_env())
+    merged.update(runtime_config.CONFIG.get())
+    return merged
+
+
+def verify_against_ec2(spec: ClusterSpec, catalog: Catalog) -> list[Finding]:
+    """Ask EC2 (``getInstanceType``, ``getAvailabilityZones``) whether the catalog and zones still hold.
+
+    EFA interfaces are laid out from the catalog; if EC2 now says otherwise, stop before creating
+    anything rather than launch nodes with the wrong interfaces.
+    """
+    findings: list[Finding] = []
+    zones = set(aws.get_availability_zones(state="available").names)
+    for i, group in enumerate(spec.node_groups):
+        for zone in group.availability_zones:
+            if zone not in zones:
+                findings.append(
+                    error(
+                        f"gpucluster:nodeGroups[{i}].availabilityZones",
+                        f"zone {zone!r} is not an available zone of {spec.region} for this account",
+                        f"use one of {', '.join(sorted(zones))}",
+                        zone,
+                        "zone-unavailable",
+                    )
+                )
+    for instance_type in sorted({g.instance_type for g in spec.node_groups}):
+        facts = catalog[instance_type]
+        live = aws.ec2.get_instance_type(instance_type=instance_type)
+        live_gpus = sum(int(g.count) for g in live.gpuses or [])
+        checks = [
+            ("network cards", len(facts.network_cards), len(live.network_cards or [])),
+            ("maximum EFA interfaces", facts.max_efa_interfaces, int(live.efa_maximum_interfaces or 0)),
+            ("GPUs", facts.gpu_count, live_gpus),
+        ]
+        for what, ours, theirs in checks:
+            if ours != theirs:
+                findings.append(
+                    error(
+                        "gpucluster:nodeGroups",
+                        f"the instance catalog says {instance_type} has {ours} {what}, EC2 in {spec.region} says {theirs}",
+                        "refresh the catalog: `gpucluster catalog refresh --region " + spec.region + "`",
+                        instance_type,
+                        "catalog-stale",
+                    )
+                )
+    return findings
+
+
+def main() -> GpuCluster:
+    catalog = load_catalog()
+    try:
+        loaded = load_spec(read_config(), stack=pulumi.get_stack(), catalog=catalog)
+        too_large = user_data_findings(loaded.spec, catalog)
+        if too_large:
+            raise ConfigError(list(loaded.findings) + too_large, f"stack {pulumi.get_stack()!r}")
+        live = verify_against_ec2(loaded.spec, catalog)
+        if errors_in(live):
+            raise ConfigError(list(loaded.findings) + live, f"stack {pulumi.get_stack()!r}")
+    except ConfigError as exc:
+        # RunError: Pulumi prints the message alone, without a traceback.
+        raise pulumi.RunError(str(exc)) from exc
+    findings = list(loaded.findings) + live
+    for finding in findings:
+        pulumi.log.warn(finding.render())
+    spec = loaded.spec
+    cluster = GpuCluster(spec.name, GpuClusterArgs(spec=spec))
+    pulumi.export("clusterName", spec.name)
+    pulumi.export("region", spec.region)
+    pulumi.export("vpcId", cluster.network.vpc_id)
+    pulumi.export(
+        "nodeGroups",
+        {
+            name: {
+                "instanceType": spec.node_group(name).instance_type,
+                "launchTemplateId": ng.launch_template_id,
+                "launchTemplateVersion": ng.launch_template_version,
+                "autoScalingGroupName": ng.auto_scaling_group_name,
+                "placementGroupName": ng.placement_group_name,
+                "efaInterfaces": sum(s.is_efa for s in ng.interfaces),
+            }
+            for name, ng in cluster.node_groups.items()
+        },
+    )
+    pulumi.export("estimate", cluster.estimate.as_dict())
+    if loaded.sizing is not None:
+        pulumi.export("storageSizing", loaded.sizing.as_dict())
+    if cluster.shared_storage:
+        pulumi.export(
+            "storage",
+            [
+                {
+                    "name": s.name,
+                    "type": s.fs_type,
+                    "mountPoint": s.mount_point,
+                    "server": s.server,
+                    "mountName": s.mount_name,
+                    "fileSystemId": s.file_system_id,
+                    "capacityGiB": s.capacity_gib,
+                    "efa": s.efa_enabled,
+                }
+                for s in cluster.shared_storage
+            ],
+        )
+    if cluster.bucket is not None:
+        pulumi.export("dataBucket", cluster.bucket.bucket_name)
+    if cluster.slurm is not None and spec.slurm is not None:
+        slurm = cluster.slurm
+        pulumi.export(
+            "slurm",
+            {
+                "controller": slurm.controller_address,
+                "headInstanceId": slurm.head_instance_id,
+                "headPrivateIp": slurm.head_private_ip,
+                "headDataVolumeId": slurm.data_volume_id,
+                "mungeKeySecretArn": slurm.munge_secret_arn,
+                "partitions": {
+                    e.partition or e.name: {
+                        "nodeGroup": e.name,
+                        "mode": e.mode,
+                        "default": bool(e.default),
+                        "launchTemplateId": slurm.node_groups[e.name].launch_template_id,
+                        "autoScalingGroupName": slurm.node_groups[e.name].auto_scaling_group_name,
+                    }
+                    for e in spec.slurm.node_groups
+                },
+                "connect": slurm.head_instance_id.apply(lambda i: f"aws ssm start-session --target {i} --region {spec.region}"),
+            },
+        )
+    if cluster.eks is not None and cluster.kubernetes is not None and spec.kubernetes is not None:
+        pulumi.export(
+            "kubernetes",
+            {
+                "clusterName": cluster.eks.cluster_name,
+                "version": spec.kubernetes.version,
+                "endpoint": cluster.eks.endpoint,
+                "oidcIssuer": cluster.eks.oidc_issuer,
+                "nodeGroups": {n: ng.node_group_name for n, ng in cluster.eks.managed_node_groups.items()},
+                "teams": {t.name: {"namespace": t.effective_namespace, "queue": t.name} for t in spec.kubernetes.teams},
+                "updateKubeconfig": f"aws eks update-kubeconfig --name {spec.name} --region {spec.region}",
+            },
+        )
+    pulumi.export("findings", [f.as_dict() for f in findings])
+    return cluster

@@ -1,0 +1,26 @@
+"""The README and the generated config reference stay true."""
+
+from __future__ import annotations
+
+import re
+
+from gpucluster.tools.docs import REFERENCE, config_reference
+from gpucluster.tools.plan.engine import stack_names
+from tests.conftest import ROOT
+
+
+def test_config_reference_is_generated():
+    assert REFERENCE.read_text() == config_reference(), "run `gpucluster docs` and commit docs/config-reference.md"
+
+
+def test_readme_has_a_section_per_stack():
+    readme = (ROOT / "README.md").read_text()
+    sections = set(re.findall(r"^### Stack `([^`]+)`", readme, flags=re.M))
+    assert sections == set(stack_names())
+
+
+def test_readme_commands_exist():
+    readme = (ROOT / "README.md").read_text()
+    assert "gpucluster plan --stack dev" in readme
+    assert "pytest" in readme
+    assert ".ci/run" in readme

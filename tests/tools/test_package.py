@@ -1,0 +1,218 @@
+"""The package as users install it: one import name (gpucluster), templates and data inside the wheel,
+no top-level ``components`` module, the CLI usable from outside the checkout, and layers that import
+only downward.
+
+The wheel test builds a wheel from the checkout, installs it (not editable) into a fresh virtual
+environment outside the checkout, and runs it from a directory that is not the checkout. The fresh
+environment takes its third-party dependencies (pulumi, pulumi-aws, …) from this test run's environment
+through a path file, so it holds gpucluster only from the wheel.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import sysconfig
+import tomllib
+import venv
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def _run(cmd: list[str], cwd: Path, **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600, check=False, **kw)  # type: ignore[call-overload]
+
+
+def test_the_package_list_matches_the_tree():
+    """Every folder with Python modules is a listed package (a find would also pick up components/ as a
+    top-level package): gpucluster/*, components/ as gpucluster.components, templates/ as data."""
+    tool = PYPROJECT["tool"]["setuptools"]
+    mapping = tool["package-dir"]
+    assert mapping == {"gpucluster.components": "components", "gpucluster.templates": "templates"}
+    found = {"gpucluster.templates"}
+    for base, dotted in (("gpucluster", "gpucluster"), ("components", "gpucluster.components"), ("gpucluster_agents", "gpucluster_agents")):
+        for init in (ROOT / base).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / base)
+            found.add(".".join([dotted, *rel.parts]) if rel.parts else dotted)
+    assert sorted(tool["packages"]) == sorted(found)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    result = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)], ROOT)
+    assert result.returncode == 0, result.stderr
+    (whl,) = out.glob("gpucluster-*.whl")
+    return whl
+
+
+def test_the_wheel_carries_templates_and_data_and_no_top_level_components(wheel: Path):
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")}
+    assert tops == {"gpucluster", "gpucluster_agents"}
+    templates = {n.removeprefix("gpucluster/templates/") for n in names if n.startswith("gpucluster/templates/")}
+    assert templates == {str(p.relative_to(ROOT / "templates")) for p in (ROOT / "templates").rglob("*.j2")}
+    assert {"gpucluster/facts/data/instance_types.json", "gpucluster/facts/data/instance_extras.json"} <= set(names)
+    assert "gpucluster/py.typed" in names
+    assert "gpucluster/components/gpu_node_group.py" in names and "gpucluster/components/_aws/naming.py" in names
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+    """A fresh venv outside the checkout with the wheel installed; its bin dir and a scratch cwd."""
+    home = tmp_path_factory.mktemp("fresh")
+    env_dir = home / "venv"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    py = env_dir / "bin" / "python"
+    purelib = Path(_run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], home).stdout.strip())
+    # Third-party dependencies from this run's environment (a plain path entry: its .pth files, such as an
+    # editable install's finder, are not processed, so gpucluster can only come from the wheel).
+    (purelib / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    result = _run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", str(wheel)], home)
+    if "no such option: --python" in result.stderr:  # pip < 22.3: install into the target directly
+        result = _run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(purelib), str(wheel)], home)
+    assert result.returncode == 0, result.stderr
+    scratch = home / "elsewhere"
+    scratch.mkdir()
+    yield env_dir / "bin", scratch
+
+
+def _clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if not p.startswith(str(ROOT)))
+    return env
+
+
+def test_installed_wheel_imports_gpucluster_and_no_components(installed: tuple[Path, Path]):
+    bindir, scratch = installed
+    probe = (
+        "import importlib.util, json, gpucluster, gpucluster.render.core as core\n"
+        "from gpucluster import GpuNodeGroup, LustreStorage, SlurmCluster, EksCluster, KubernetesPlatform, GpuCluster, Network\n"
+        "print(json.dumps({'file': gpucluster.__file__, 'templates': str(core.TEMPLATES_DIR),"
+        " 'components': importlib.util.find_spec('components') is not None, 'node_group': GpuNodeGroup.__module__}))\n"
+    )
+    result = _run([str(bindir / "python"), "-c", probe], scratch, env=_clean_env())
+    assert result.returncode == 0, result.stderr
+    import json
+
+    seen = json.loads(result.stdout)
+    site = str(bindir.parent)
+    assert seen["file"].startswith(site) and seen["templates"].startswith(site), seen
+    assert seen["components"] is False
+    assert seen["node_group"] == "gpucluster.components.gpu_node_group"
+
+
+def test_installed_cli_plans_a_project_from_outside_it(installed: tuple[Path, Path]):
+    bindir, scratch = installed
+    version = _run([str(bindir / "gpucluster"), "--version"], scratch, env=_clean_env())
+    assert version.returncode == 0 and version.stdout.strip() == f"gpucluster {PYPROJECT['project']['version']}", version
+    plan = _run([str(bindir / "gpucluster"), "plan", "--stack", "dev", "--project-dir", str(ROOT)], scratch, env=_clean_env())
+    assert plan.returncode == 0, plan.stderr
+    assert "Traceback" not in plan.stderr and "dev-dev-lt" in plan.stdout
+    # Without --project-dir, outside any project, the CLI says where it looked.
+    lost = _run([str(bindir / "gpucluster"), "plan", "--stack", "dev"], scratch, env=_clean_env())
+    assert lost.returncode == 1 and "no Pulumi.yaml in" in lost.stderr and "Traceback" not in lost.stderr
+
+
+# --- layering: data flows one way --------------------------------------------------------------------------
+
+LAYERS = {
+    # room → rooms it may import (besides itself)
+    "gpucluster.config": {"gpucluster.facts"},
+    "gpucluster.facts": set(),
+    "gpucluster.resolve": {"gpucluster.config", "gpucluster.facts"},
+    "gpucluster.render": {"gpucluster.config", "gpucluster.facts", "gpucluster.resolve", "gpucluster._paths", "gpucluster_agents"},
+    "gpucluster.components": {"gpucluster.config", "gpucluster.facts", "gpucluster.resolve", "gpucluster.render"},
+    "gpucluster.program": {"gpucluster.config", "gpucluster.facts", "gpucluster.resolve", "gpucluster.components"},
+    "gpucluster.tools": {
+        "gpucluster.config", "gpucluster.facts", "gpucluster.resolve", "gpucluster.render", "gpucluster.components",
+        "gpucluster.program", "gpucluster._paths",
+    },
+    "gpucluster_agents": set(),
+}
+PULUMI_FREE = ("gpucluster.config", "gpucluster.facts", "gpucluster.resolve", "gpucluster.render", "gpucluster_agents")
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for base, dotted in (("gpucluster", "gpucluster"), ("components", "gpucluster.components"), ("gpucluster_agents", "gpucluster_agents")):
+        for path in (ROOT / base).rglob("*.py"):
+            rel = path.relative_to(ROOT / base).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            out[".".join([dotted, *parts])] = path
+    return out
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.rsplit(".", node.level - (1 if path.name == "__init__.py" else 0))[0]
+                found.add(f"{base}.{node.module}" if node.module else base)
+            elif node.module:
+                found.add(node.module)
+                found |= {f"{node.module}.{a.name}" for a in node.names}
+    return found
+
+
+def _room(module: str) -> str:
+    for room in sorted(LAYERS, key=len, reverse=True):
+        if module == room or module.startswith(room + "."):
+            return room
+    return module
+
+
+def test_rooms_import_only_downward_and_the_model_imports_no_pulumi():
+    modules = _modules()
+    problems = []
+    for module, path in modules.items():
+        if module == "gpucluster" or module.startswith("gpucluster._"):
+            continue  # the lazy public API and the path helper
+        room = _room(module)
+        for imported in _imports(path, module):
+            if imported.split(".")[0] in ("pulumi", "pulumi_aws", "pulumi_kubernetes") and room in PULUMI_FREE:
+                problems.append(f"{module} imports {imported} (no Pulumi below the components)")
+            if not imported.startswith(("gpucluster.", "gpucluster_agents")) and imported != "gpucluster":
+                continue
+            target = _room(imported)
+            if target != room and target not in LAYERS[room] and imported not in LAYERS[room]:
+                problems.append(f"{module} ({room}) imports {imported} ({target})")
+    assert problems == []
+
+
+def test_no_import_cycle_between_modules():
+    modules = _modules()
+    graph = {m: {i for i in _imports(p, m) if i in modules and i != m} for m, p in modules.items()}
+    # a module importing its own package's __init__ is not a cycle we care about
+    graph = {m: {i for i in deps if not m.startswith(i + ".")} for m, deps in graph.items()}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append([*stack[stack.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    assert cycles == []
