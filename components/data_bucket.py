@@ -14,7 +14,7 @@ import pulumi
 import pulumi_aws as aws
 
 from gpucluster.components._aws.buckets import private_bucket
-from gpucluster.components._aws.naming import with_name
+from gpucluster.config.naming import with_name
 from gpucluster.config.storage import BucketSpec
 
 TOKEN = "gpucluster:index:DataBucket"

@@ -21,14 +21,14 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from gpucluster.components._aws.naming import NODE_GROUP_TAG, with_name
 from gpucluster.components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from gpucluster.components.shared_storage import SharedStorage
+from gpucluster.config.effective import effective_desired
 from gpucluster.config.kubernetes import FSX_CSI_ADDON, KubernetesSpec, eks_ami_type
+from gpucluster.config.naming import NODE_GROUP_TAG, with_name
 from gpucluster.config.node_group import CapacitySpec, NodeGroupSpec
 from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.render.kubernetes import fsx_csi_addon_configuration, node_config, node_labels, node_taints, nodeadm_user_data
-from gpucluster.resolve.effective import effective_desired
 
 TOKEN = "gpucluster:index:EksCluster"
 AL2023_ROOT_DEVICE = "/dev/xvda"

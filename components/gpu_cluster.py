@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 import pulumi
 
-from gpucluster.components._aws.naming import cluster_tags
 from gpucluster.components.data_bucket import DataBucket, DataBucketArgs
 from gpucluster.components.eks_cluster import EksCluster, EksClusterArgs
 from gpucluster.components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
@@ -16,8 +15,10 @@ from gpucluster.components.network import Network, NetworkArgs
 from gpucluster.components.shared_storage import SharedStorage
 from gpucluster.components.slurm_cluster import SlurmCluster, SlurmClusterArgs
 from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.effective import effective_protect_data
 from gpucluster.config.errors import Finding, error
 from gpucluster.config.kubernetes import KubernetesSpec
+from gpucluster.config.naming import cluster_tags
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.slurm import SlurmSpec
 from gpucluster.facts.catalog import Catalog, load_catalog
@@ -33,7 +34,6 @@ from gpucluster.render.kubernetes import node_config, nodeadm_text
 from gpucluster.render.node import LustreMount, node_cloud_config, user_data_title
 from gpucluster.render.slurm import SlurmContext, node_slurm_part
 from gpucluster.resolve.cost import Estimate, estimate
-from gpucluster.resolve.effective import effective_protect_data
 
 TOKEN = "gpucluster:index:GpuCluster"
 

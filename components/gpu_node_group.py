@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from gpucluster.components._aws.naming import NODE_GROUP_TAG, with_name
 from gpucluster.config.checks.cluster import validate_node_group
 from gpucluster.config.errors import errors_in
+from gpucluster.config.naming import NODE_GROUP_TAG, with_name
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import InstanceFacts, load_catalog
 from gpucluster.facts.efa import InterfaceSlot, interface_layout

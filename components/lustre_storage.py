@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from gpucluster.components._aws.naming import with_name
 from gpucluster.components._aws.security import BOTH_WAYS, allow
 from gpucluster.components.shared_storage import SharedStorage
+from gpucluster.config.naming import with_name
 from gpucluster.config.storage import DataRepositorySpec, LustreSpec
 
 TOKEN = "gpucluster:index:LustreStorage"

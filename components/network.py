@@ -12,8 +12,8 @@ import pulumi
 import pulumi_aws as aws
 
 from gpucluster.components._aws.buckets import private_bucket
-from gpucluster.components._aws.naming import with_name
 from gpucluster.components._aws.security import BOTH_WAYS, allow
+from gpucluster.config.naming import with_name
 from gpucluster.config.network import FlowLogsSpec, NetworkSpec, plan_subnets
 
 TOKEN = "gpucluster:index:Network"

@@ -31,9 +31,9 @@ import pulumi
 import pulumi_aws as aws
 
 from gpucluster.components._aws.buckets import private_bucket
-from gpucluster.components._aws.naming import CLUSTER_TAG, NODE_GROUP_TAG, with_name
 from gpucluster.components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from gpucluster.components.shared_storage import SharedStorage
+from gpucluster.config.naming import CLUSTER_TAG, NODE_GROUP_TAG, with_name
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.slurm import UBUNTU_RELEASE, SlurmSpec
 from gpucluster.facts.catalog import load_catalog

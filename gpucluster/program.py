@@ -13,8 +13,8 @@ import pulumi_aws as aws
 from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs, user_data_findings
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import ConfigError, Finding, error, errors_in
-from gpucluster.config.load import load_spec
 from gpucluster.facts.catalog import Catalog, load_catalog
+from gpucluster.load import load_spec
 
 
 def read_config() -> dict[str, Any]:

@@ -182,7 +182,7 @@ def assert_refused(config: dict[str, Any], path: str, fragment: str):
 def parse_spec(config: dict[str, Any]):
     """The parsed (not validated, not resolved) ClusterSpec of a flat config map."""
     from gpucluster.config.cluster import ClusterSpec
-    from gpucluster.config.load import config_keys
+    from gpucluster.load import config_keys
 
     keys = config_keys()
     raw = {keys[k]: v for k, v in config.items()}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from pathlib import Path
 
 REGIONS_FILE = Path(__file__).resolve().parent / "data" / "regions.json"
@@ -26,3 +27,8 @@ def partition_of(region: str) -> str | None:
 
 def known_regions() -> list[str]:
     return [r for regions in partitions().values() for r in regions]
+
+
+def zone_in_region(zone: str, region: str) -> bool:
+    """``us-east-1a`` (and Local Zones such as ``us-east-1-bos-1a``) belong to ``us-east-1``."""
+    return re.fullmatch(re.escape(region) + r"([a-z]|-[a-z]+-\d+[a-z])", zone) is not None

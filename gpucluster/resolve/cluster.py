@@ -5,20 +5,20 @@ After this the spec is fully defaulted — components read plain values and neve
 
 from __future__ import annotations
 
-from gpucluster.config.checks.slurm import resolve_slurm
-from gpucluster.config.checks.storage import resolve_storage
 from gpucluster.config.cluster import ClusterSpec
-from gpucluster.config.node_group import NodeGroupSpec
-from gpucluster.config.slurm import UBUNTU_RELEASE
-from gpucluster.facts.catalog import Catalog
-from gpucluster.facts.images import DEFAULT_RELEASE, default_image_parameter
-from gpucluster.resolve.effective import (
+from gpucluster.config.effective import (
     effective_desired,
     effective_efa,
     effective_flow_log_protect,
     effective_placement_group,
     effective_scheduler,
 )
+from gpucluster.config.node_group import NodeGroupSpec
+from gpucluster.config.slurm import UBUNTU_RELEASE
+from gpucluster.facts.catalog import Catalog
+from gpucluster.facts.images import DEFAULT_RELEASE, default_image_parameter
+from gpucluster.resolve.slurm import resolve_slurm
+from gpucluster.resolve.storage import resolve_storage
 
 
 def resolve_group(group: NodeGroupSpec, catalog: Catalog, spec: ClusterSpec | None = None) -> NodeGroupSpec:

@@ -180,7 +180,7 @@ def estimate(spec: ClusterSpec, catalog: Catalog) -> Estimate:
 
 def fixed_costs(spec: ClusterSpec, catalog: Catalog) -> list[LineItem]:
     """NAT gateways, interface endpoints, the Lustre file system, EKS's control plane and system nodes."""
-    from gpucluster.resolve.sizing import USD_PER_GB_MONTH
+    from gpucluster.config.sizing import USD_PER_GB_MONTH
 
     items: list[LineItem] = []
     net = spec.network

@@ -65,7 +65,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
             raise CliError(f"--config {item!r}: expected KEY=VALUE, e.g. --config gpucluster:tags='{{team: ml}}'", EXIT_CONFIG)
-        from gpucluster.config.load import load_yaml
+        from gpucluster.load import load_yaml
 
         value = load_yaml(text, f"--config {key}") if text.strip() else ""
         out[key.strip()] = text if value is None else value
@@ -131,8 +131,8 @@ def _plan_diff(args: argparse.Namespace) -> int:
 
 
 def _preflight(args: argparse.Namespace) -> int:
-    from gpucluster.config.load import load_spec
     from gpucluster.facts.catalog import load_catalog
+    from gpucluster.load import load_spec
     from gpucluster.tools.catalog_refresh import CREDENTIALS_FIX
     from gpucluster.tools.plan.engine import load_stack_config
     from gpucluster.tools.preflight import Clients, NoCredentials, failure_reason, preflight
@@ -294,7 +294,7 @@ def _verb(args: argparse.Namespace) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run one verb. Every failure is one message on stderr and an exit code (see the module doc)."""
     from gpucluster.config.errors import ConfigError
-    from gpucluster.config.load import YamlError
+    from gpucluster.load import YamlError
     from gpucluster.tools.plan.engine import PlanError, StackFileError
 
     args = parser().parse_args(argv)

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from gpucluster._paths import PACKAGE_DIR
 from gpucluster.config.cluster import ClusterSpec
-from gpucluster.config.load import REGION_KEY
+from gpucluster.load import REGION_KEY
 
 REFERENCE = PACKAGE_DIR.parent / "docs" / "config-reference.md"  # in the checkout (a maintainer tool)
 

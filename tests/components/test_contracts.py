@@ -14,9 +14,9 @@ import pulumi_aws
 import pytest
 
 import gpucluster.components
-from gpucluster.components._aws.naming import CLUSTER_TAG, MANAGED_BY_TAG
 from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs
-from gpucluster.config.load import load_spec
+from gpucluster.config.naming import CLUSTER_TAG, MANAGED_BY_TAG
+from gpucluster.load import load_spec
 from tests.conftest import group, make_config
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pulumi
 import pytest
 
-from gpucluster.components._aws.naming import CLUSTER_TAG, NODE_GROUP_TAG
 from gpucluster.components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
-from gpucluster.config.load import load_spec
+from gpucluster.config.naming import CLUSTER_TAG, NODE_GROUP_TAG
+from gpucluster.load import load_spec
 from tests.conftest import group, make_config
 
 SG = ["sg-0efa0000000000001", "sg-0node000000000002"]

@@ -10,11 +10,11 @@ import json
 import pulumi
 import pytest
 
-from gpucluster.components._aws.naming import CLUSTER_TAG
 from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs
 from gpucluster.components.shared_storage import SharedStorage
 from gpucluster.components.slurm_cluster import SlurmCluster, SlurmClusterArgs, agent_policy
-from gpucluster.config.load import load_spec
+from gpucluster.config.naming import CLUSTER_TAG
+from gpucluster.load import load_spec
 from gpucluster.render.slurm import controller_address, munge_secret_name
 from gpucluster_agents.config import parse_config
 from tests.conftest import group, make_config

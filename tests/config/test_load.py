@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from gpucluster.config.load import load_spec
 from gpucluster.facts.images import NEURON_DLAMI
+from gpucluster.load import load_spec
 from tests.conftest import group, make_config
 
 

@@ -4,8 +4,8 @@ import ipaddress
 
 import pytest
 
-from gpucluster.config.load import load_spec
 from gpucluster.config.network import plan_subnets
+from gpucluster.load import load_spec
 from gpucluster.resolve.cost import estimate
 from tests.conftest import group, make_config
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpucluster.config.storage import LustreSpec, WorkloadSpec
-from gpucluster.facts.catalog import load_catalog
-from gpucluster.resolve.sizing import (
+from gpucluster.config.sizing import (
     METADATA_IOPS,
     Mounter,
     metadata_iops_for,
@@ -15,6 +13,8 @@ from gpucluster.resolve.sizing import (
     size_lustre,
     valid_capacity,
 )
+from gpucluster.config.storage import LustreSpec, WorkloadSpec
+from gpucluster.facts.catalog import load_catalog
 
 CATALOG = load_catalog()
 

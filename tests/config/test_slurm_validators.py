@@ -7,8 +7,8 @@ import pytest
 
 from gpucluster.config.checks.cluster import validate_cluster
 from gpucluster.config.errors import Level
-from gpucluster.config.load import load_spec
 from gpucluster.config.slurm import image_release
+from gpucluster.load import load_spec
 from tests.conftest import assert_finding, group, make_config
 from tests.conftest import parse_spec as parse
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gpucluster.config.checks.cluster import validate_cluster, zone_in_region
+from gpucluster.config.checks.cluster import validate_cluster
 from gpucluster.config.errors import Level
+from gpucluster.facts.regions import zone_in_region
 from tests.conftest import assert_finding, group, make_config, parse_spec
 
 RESERVATION = {"type": "capacity-reservation", "reservationId": "cr-0123456789abcdef0"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpucluster.config.load import load_spec
+from gpucluster.load import load_spec
 from tests.conftest import group, make_config
 
 TWO_ZONES = {"availabilityZones": ["us-east-1a", "us-east-1b"]}

@@ -9,10 +9,10 @@ import json
 import pulumi
 import yaml
 
-from gpucluster.components._aws.naming import CLUSTER_TAG
 from gpucluster.components.eks_cluster import EksCluster, EksClusterArgs
 from gpucluster.components.shared_storage import SharedStorage
 from gpucluster.config.kubernetes import KubernetesSpec
+from gpucluster.config.naming import CLUSTER_TAG
 from tests.conftest import group
 from tests.kubernetes.conftest import eks_spec
 from tests.kubernetes.schemas import chart_defaults, unknown_values

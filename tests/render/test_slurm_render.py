@@ -17,8 +17,8 @@ import boto3
 import pytest
 import yaml
 
-from gpucluster.config.load import load_spec
 from gpucluster.facts.catalog import load_catalog
+from gpucluster.load import load_spec
 from gpucluster.render import slurm as sr
 from gpucluster.render.core import gzip_bytes
 from gpucluster.tools.plan.engine import run_plan, stack_names

@@ -7,8 +7,8 @@ import json
 from gpucluster.components.data_bucket import DataBucket, DataBucketArgs
 from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs
 from gpucluster.components.lustre_storage import LustreStorage, LustreStorageArgs
-from gpucluster.config.load import load_spec
 from gpucluster.config.storage import BucketSpec, DataRepositorySpec, LustreSpec
+from gpucluster.load import load_spec
 from tests.conftest import group, make_config
 
 FS = "aws:fsx/lustreFileSystem:LustreFileSystem"

@@ -15,13 +15,13 @@ import os
 import subprocess
 import sys
 import sysconfig
-import tomllib
 import venv
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from tests.conftest import ROOT
 
@@ -39,7 +39,11 @@ def test_the_package_list_matches_the_tree():
     mapping = tool["package-dir"]
     assert mapping == {"gpucluster.components": "components", "gpucluster.templates": "templates"}
     found = {"gpucluster.templates"}
-    for base, dotted in (("gpucluster", "gpucluster"), ("components", "gpucluster.components"), ("gpucluster_agents", "gpucluster_agents")):
+    for base, dotted in (
+        ("gpucluster", "gpucluster"),
+        ("components", "gpucluster.components"),
+        ("gpucluster_agents", "gpucluster_agents"),
+    ):
         for init in (ROOT / base).rglob("__init__.py"):
             rel = init.parent.relative_to(ROOT / base)
             found.add(".".join([dotted, *rel.parts]) if rel.parts else dotted)
@@ -49,7 +53,9 @@ def test_the_package_list_matches_the_tree():
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    result = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)], ROOT)
+    result = _run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)], ROOT
+    )
     assert result.returncode == 0, result.stderr
     (whl,) = out.glob("gpucluster-*.whl")
     return whl
@@ -126,25 +132,59 @@ def test_installed_cli_plans_a_project_from_outside_it(installed: tuple[Path, Pa
 # --- layering: data flows one way --------------------------------------------------------------------------
 
 LAYERS = {
-    # room → rooms it may import (besides itself)
-    "gpucluster.config": {"gpucluster.facts"},
+    # room → rooms it may import (besides itself). The config model, its rules and its checks sit on the
+    # facts; resolution on the config; loading (parse, check, resolve) on both; rendering on resolved
+    # config; components on rendering; the program on components; tools on everything. The node package
+    # (gpucluster_agents) stands alone: the renderer ships it, nothing of it imports gpucluster.
+    "gpucluster._paths": set(),
     "gpucluster.facts": set(),
+    "gpucluster.config": {"gpucluster.facts"},
     "gpucluster.resolve": {"gpucluster.config", "gpucluster.facts"},
-    "gpucluster.render": {"gpucluster.config", "gpucluster.facts", "gpucluster.resolve", "gpucluster._paths", "gpucluster_agents"},
+    "gpucluster.load": {"gpucluster.config", "gpucluster.facts", "gpucluster.resolve"},
+    "gpucluster.render": {
+        "gpucluster.config",
+        "gpucluster.facts",
+        "gpucluster.resolve",
+        "gpucluster._paths",
+        "gpucluster_agents",
+    },
     "gpucluster.components": {"gpucluster.config", "gpucluster.facts", "gpucluster.resolve", "gpucluster.render"},
-    "gpucluster.program": {"gpucluster.config", "gpucluster.facts", "gpucluster.resolve", "gpucluster.components"},
+    "gpucluster.program": {
+        "gpucluster.config",
+        "gpucluster.facts",
+        "gpucluster.resolve",
+        "gpucluster.load",
+        "gpucluster.components",
+    },
     "gpucluster.tools": {
-        "gpucluster.config", "gpucluster.facts", "gpucluster.resolve", "gpucluster.render", "gpucluster.components",
-        "gpucluster.program", "gpucluster._paths",
+        "gpucluster.config",
+        "gpucluster.facts",
+        "gpucluster.resolve",
+        "gpucluster.load",
+        "gpucluster.render",
+        "gpucluster.components",
+        "gpucluster.program",
+        "gpucluster._paths",
     },
     "gpucluster_agents": set(),
 }
-PULUMI_FREE = ("gpucluster.config", "gpucluster.facts", "gpucluster.resolve", "gpucluster.render", "gpucluster_agents")
+PULUMI_FREE = (
+    "gpucluster.config",
+    "gpucluster.facts",
+    "gpucluster.resolve",
+    "gpucluster.load",
+    "gpucluster.render",
+    "gpucluster_agents",
+)
 
 
 def _modules() -> dict[str, Path]:
     out = {}
-    for base, dotted in (("gpucluster", "gpucluster"), ("components", "gpucluster.components"), ("gpucluster_agents", "gpucluster_agents")):
+    for base, dotted in (
+        ("gpucluster", "gpucluster"),
+        ("components", "gpucluster.components"),
+        ("gpucluster_agents", "gpucluster_agents"),
+    ):
         for path in (ROOT / base).rglob("*.py"):
             rel = path.relative_to(ROOT / base).with_suffix("")
             parts = [p for p in rel.parts if p != "__init__"]

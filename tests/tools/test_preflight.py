@@ -16,8 +16,8 @@ import boto3
 import pytest
 from botocore.awsrequest import AWSResponse
 
-from gpucluster.config.load import load_spec
 from gpucluster.facts.catalog import load_catalog
+from gpucluster.load import load_spec
 from gpucluster.tools.preflight import Clients, preflight, quota_family
 from tests.conftest import ROOT, group, make_config
 

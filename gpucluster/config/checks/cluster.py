@@ -8,11 +8,9 @@ choice only where the user made one.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
-from gpucluster.components._aws.naming import RESERVED_TAGS
 from gpucluster.config.checks.deploy import (
     check_capacity_block_start,
     check_cluster_tags,
@@ -31,14 +29,16 @@ from gpucluster.config.checks.kubernetes import check_kubernetes
 from gpucluster.config.checks.slurm import check_slurm
 from gpucluster.config.checks.storage import check_storage
 from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.effective import effective_desired, effective_efa
 from gpucluster.config.errors import Finding, error, info, warning
+from gpucluster.config.naming import RESERVED_TAGS
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import Catalog, InstanceFacts
 from gpucluster.facts.efa import interface_layout, ips_per_node
-from gpucluster.resolve.effective import effective_desired, effective_efa
+from gpucluster.facts.regions import zone_in_region
 
 MAX_TAGS = 50
-# Tags gpucluster adds to every resource (see gpucluster.components._aws.naming.cluster_tags).
+# Tags gpucluster adds to every resource (see gpucluster.config.naming.cluster_tags).
 RESERVED_TAG_COUNT = len(RESERVED_TAGS)
 
 
@@ -370,11 +370,6 @@ GROUP_CHECKS: tuple[GroupCheck, ...] = (
 
 
 # --- cluster checks --------------------------------------------------------------------------------
-
-
-def zone_in_region(zone: str, region: str) -> bool:
-    """``us-east-1a`` (and Local Zones such as ``us-east-1-bos-1a``) belong to ``us-east-1``."""
-    return re.fullmatch(re.escape(region) + r"([a-z]|-[a-z]+-\d+[a-z])", zone) is not None
 
 
 def check_network(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:

@@ -14,13 +14,13 @@ import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 
-from gpucluster.components._aws.naming import RESERVED_TAGS
 from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.effective import effective_desired
 from gpucluster.config.errors import Finding, error, warning
+from gpucluster.config.naming import RESERVED_TAGS
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import Catalog, InstanceFacts
-from gpucluster.facts.regions import known_regions, partition_of
-from gpucluster.resolve.effective import effective_desired
+from gpucluster.facts.regions import known_regions, partition_of, zone_in_region
 
 REGION_PATH = "aws:region"
 TAG_KEY_MAX = 128
@@ -65,7 +65,6 @@ def check_region(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
 
 
 def check_lustre_zone(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
-    from gpucluster.config.checks.cluster import zone_in_region
 
     storage = getattr(spec, "storage", None)
     zone = storage.lustre.availability_zone if storage is not None and storage.lustre is not None else None

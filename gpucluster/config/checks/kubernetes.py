@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 
 from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.effective import effective_efa, effective_scheduler
 from gpucluster.config.errors import Finding, error, info, warning
 from gpucluster.config.kubernetes import (
     ADDON_PINS,
@@ -25,7 +26,6 @@ from gpucluster.config.kubernetes import (
 )
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import Catalog, InstanceFacts
-from gpucluster.resolve.effective import effective_efa, effective_scheduler
 
 K8S = "gpucluster:kubernetes"
 OPEN_CIDRS = ("0.0.0.0/0", "::/0")

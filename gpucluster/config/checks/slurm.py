@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 
 from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.effective import effective_desired, head_zone, partition_of, slurm_groups
 from gpucluster.config.errors import Finding, error, warning
-from gpucluster.config.node_group import NodeGroupSpec
-from gpucluster.config.slurm import TOO_OLD_RELEASES, UBUNTU_RELEASE, SlurmNodeGroupSpec, SlurmSpec, image_release
-from gpucluster.facts.catalog import Catalog, InstanceFacts
-from gpucluster.resolve.effective import effective_desired, effective_scheduler
+from gpucluster.config.slurm import TOO_OLD_RELEASES, UBUNTU_RELEASE, SlurmSpec, image_release
+from gpucluster.facts.catalog import Catalog
+from gpucluster.facts.regions import zone_in_region
 
 SLURM = "gpucluster:slurm"
 # GPU instances need minutes to launch, boot, install slurmd and mount file systems.
@@ -27,36 +27,6 @@ def slurm_path(field: str = "") -> str:
 
 def group_path(index: int, field: str = "") -> str:
     return f"gpucluster:nodeGroups[{index}]" + (f".{field}" if field else "")
-
-
-def slurm_groups(spec: ClusterSpec, catalog: Catalog) -> list[tuple[int, NodeGroupSpec, InstanceFacts | None]]:
-    """``(index, group, facts)`` of every node group Slurm runs, in config order."""
-    return [
-        (i, g, catalog.get(g.instance_type)) for i, g in enumerate(spec.node_groups) if effective_scheduler(g, spec) == "slurm"
-    ]
-
-
-def partition_of(entry: SlurmNodeGroupSpec) -> str:
-    return entry.partition or entry.name
-
-
-def effective_protect(spec: ClusterSpec) -> bool:
-    slurm = spec.slurm
-    if slurm is not None and slurm.protect_data is not None:
-        return slurm.protect_data
-    return spec.storage.protect_data if spec.storage is not None else True
-
-
-def head_zone(spec: ClusterSpec, catalog: Catalog) -> str | None:
-    slurm = spec.slurm
-    if slurm is None:
-        return None
-    if slurm.head_node.availability_zone:
-        return slurm.head_node.availability_zone
-    groups = slurm_groups(spec, catalog)
-    if groups:
-        return groups[0][1].availability_zones[0]
-    return spec.zones[0] if spec.zones else None
 
 
 SlurmCheck = Callable[[SlurmSpec, ClusterSpec, Catalog], Iterable[Finding]]
@@ -206,7 +176,6 @@ def check_tags(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Iterato
 
 
 def check_head_node(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
-    from gpucluster.config.checks.cluster import zone_in_region
 
     head = slurm.head_node
     facts = catalog.get(head.instance_type)
@@ -330,28 +299,3 @@ def check_slurm(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         return
     for check in SLURM_CHECKS:
         yield from check(slurm, spec, catalog)
-
-
-def resolve_slurm(spec: ClusterSpec, catalog: Catalog) -> SlurmSpec | None:
-    """The Slurm section with every choice made: one entry per Slurm node group (config order) with its
-    partition and exactly one default, the head node's zone (and subnet with your own VPC), protection."""
-    slurm = spec.slurm
-    if slurm is None:
-        return None
-    groups = [g for _, g, _ in slurm_groups(spec, catalog)]
-    entries = [slurm.settings(g.name) for g in groups]
-    explicit = [e.name for e in entries if e.default]
-    default = explicit[0] if explicit else (entries[0].name if entries else None)
-    entries = [e.model_copy(update={"partition": partition_of(e), "default": e.name == default}) for e in entries]
-    zone = head_zone(spec, catalog)
-    head = slurm.head_node
-    update: dict[str, object] = {"availability_zone": zone}
-    if not spec.network.create_vpc and head.subnet_id is None:
-        update["subnet_id"] = next((s.id for s in spec.network.subnets if s.availability_zone == zone), None)
-    return slurm.model_copy(
-        update={
-            "node_groups": tuple(entries),
-            "head_node": head.model_copy(update=update),
-            "protect_data": effective_protect(spec),
-        }
-    )

@@ -5,57 +5,22 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.effective import effective_efa, lustre_groups, lustre_zone, storage_sizing
 from gpucluster.config.errors import Finding, error, warning
-from gpucluster.config.storage import LustreSpec, StorageSpec
-from gpucluster.facts.catalog import Catalog
-from gpucluster.resolve.effective import effective_efa
-from gpucluster.resolve.sizing import (
+from gpucluster.config.sizing import (
     EFA_STEP_GIB,
     MAX_DATA_REPOSITORIES,
     METADATA_IOPS,
     TIERS,
-    Mounter,
-    Sizing,
     metadata_iops_for,
     nearest_capacities,
-    size_lustre,
     valid_capacity,
 )
+from gpucluster.config.storage import LustreSpec, StorageSpec
+from gpucluster.facts.catalog import Catalog
 
 LUSTRE = "gpucluster:storage.lustre"
 GDS_TYPES_HINT = "p5.48xlarge, p5e.48xlarge, p5en.48xlarge, p6-b200.48xlarge"
-
-
-def lustre_groups(spec: ClusterSpec, lustre: LustreSpec) -> list[str]:
-    names = [g.name for g in spec.node_groups]
-    return list(lustre.node_groups) if lustre.node_groups is not None else names
-
-
-def mounters(spec: ClusterSpec, catalog: Catalog, names: list[str]) -> list[Mounter]:
-    out = []
-    for g in spec.node_groups:
-        facts = catalog.get(g.instance_type)
-        if g.name in names and facts is not None:
-            out.append(Mounter(g.name, facts, g.max_size, effective_efa(g, facts)))
-    return out
-
-
-def storage_sizing(spec: ClusterSpec, catalog: Catalog) -> Sizing | None:
-    """The sizing of a new Lustre file system when the storage section has a workload."""
-    storage: StorageSpec | None = getattr(spec, "storage", None)
-    if storage is None or storage.lustre is None or storage.workload is None or storage.lustre.file_system_id:
-        return None
-    return size_lustre(storage.workload, storage.lustre, mounters(spec, catalog, lustre_groups(spec, storage.lustre)))
-
-
-def lustre_zone(spec: ClusterSpec, lustre: LustreSpec) -> str | None:
-    if lustre.availability_zone:
-        return lustre.availability_zone
-    names = lustre_groups(spec, lustre)
-    for g in spec.node_groups:
-        if g.name in names:
-            return g.availability_zones[0]
-    return spec.zones[0] if spec.zones else None
 
 
 def check_storage(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
@@ -318,30 +283,3 @@ def _check_lustre(
                     None,
                     "client-limit",
                 )
-
-
-def resolve_storage(spec: ClusterSpec, catalog: Catalog) -> StorageSpec | None:
-    """The storage section with sizing applied and defaults chosen (``spec``'s groups already resolved)."""
-    storage: StorageSpec | None = getattr(spec, "storage", None)
-    if storage is None:
-        return None
-    update: dict[str, object] = {}
-    if storage.lustre is not None:
-        fs = storage.lustre
-        fs_update: dict[str, object] = {
-            "node_groups": tuple(lustre_groups(spec, fs)),
-            "availability_zone": lustre_zone(spec, fs),
-        }
-        if fs.automatic_backup_retention_days is None:
-            fs_update["automatic_backup_retention_days"] = 0 if fs.deployment_type == "SCRATCH_2" else 7
-        sizing = storage_sizing(spec, catalog)
-        if sizing is not None:
-            fs_update["throughput_per_unit_storage"] = sizing.chosen.tier
-            fs_update["storage_capacity_gib"] = sizing.chosen.capacity_gib
-            fs_update["metadata_iops"] = sizing.metadata_iops
-        elif fs.deployment_type == "SCRATCH_2" and fs.throughput_per_unit_storage is None:
-            fs_update["throughput_per_unit_storage"] = 200
-        update["lustre"] = fs.model_copy(update=fs_update)
-    if storage.nvme_scratch is not None and storage.nvme_scratch.node_groups is None:
-        update["nvme_scratch"] = storage.nvme_scratch.model_copy(update={"node_groups": tuple(g.name for g in spec.node_groups)})
-    return storage.model_copy(update=update)

@@ -101,7 +101,7 @@ def stack_names(project_dir: Path = PROJECT_DIR) -> list[str]:
 
 
 def _read_yaml(path: Path, shown: str) -> Any:
-    from gpucluster.config.load import YamlError, load_yaml
+    from gpucluster.load import YamlError, load_yaml
 
     try:
         text = path.read_text()

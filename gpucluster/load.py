@@ -21,14 +21,14 @@ from pydantic import BaseModel, ValidationError
 
 from gpucluster.config.base import FIX_MARK, control_character
 from gpucluster.config.checks.cluster import GROUP_CHECKS, validate_cluster
-from gpucluster.config.checks.storage import storage_sizing
 from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.effective import storage_sizing
 from gpucluster.config.errors import ConfigError, Finding, error, errors_in
 from gpucluster.config.network import NetworkSpec
 from gpucluster.config.node_group import NodeGroupSpec
+from gpucluster.config.sizing import Sizing
 from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.resolve.cluster import resolve
-from gpucluster.resolve.sizing import Sizing
 
 NAMESPACE = "gpucluster"
 REGION_KEY = "aws:region"

@@ -1,0 +1,35 @@
+"""Resolution of the storage section: the file system's node groups and zone, backups, the sizing applied."""
+
+from __future__ import annotations
+
+from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.effective import lustre_groups, lustre_zone, storage_sizing
+from gpucluster.config.storage import StorageSpec
+from gpucluster.facts.catalog import Catalog
+
+
+def resolve_storage(spec: ClusterSpec, catalog: Catalog) -> StorageSpec | None:
+    """The storage section with sizing applied and defaults chosen (``spec``'s groups already resolved)."""
+    storage: StorageSpec | None = getattr(spec, "storage", None)
+    if storage is None:
+        return None
+    update: dict[str, object] = {}
+    if storage.lustre is not None:
+        fs = storage.lustre
+        fs_update: dict[str, object] = {
+            "node_groups": tuple(lustre_groups(spec, fs)),
+            "availability_zone": lustre_zone(spec, fs),
+        }
+        if fs.automatic_backup_retention_days is None:
+            fs_update["automatic_backup_retention_days"] = 0 if fs.deployment_type == "SCRATCH_2" else 7
+        sizing = storage_sizing(spec, catalog)
+        if sizing is not None:
+            fs_update["throughput_per_unit_storage"] = sizing.chosen.tier
+            fs_update["storage_capacity_gib"] = sizing.chosen.capacity_gib
+            fs_update["metadata_iops"] = sizing.metadata_iops
+        elif fs.deployment_type == "SCRATCH_2" and fs.throughput_per_unit_storage is None:
+            fs_update["throughput_per_unit_storage"] = 200
+        update["lustre"] = fs.model_copy(update=fs_update)
+    if storage.nvme_scratch is not None and storage.nvme_scratch.node_groups is None:
+        update["nvme_scratch"] = storage.nvme_scratch.model_copy(update={"node_groups": tuple(g.name for g in spec.node_groups)})
+    return storage.model_copy(update=update)
