@@ -43,7 +43,7 @@ class GpuClusterArgs:
     """Inputs of :class:`GpuCluster`."""
 
     spec: ClusterSpec
-    """The resolved cluster spec (``components.spec.load_spec(...).spec``). Required."""
+    """The resolved cluster spec (``gpucluster.load.load_spec(...).spec``). Required."""
 
 
 class GpuCluster(pulumi.ComponentResource):

@@ -1,6 +1,6 @@
 """Rendering: Jinja2 templates in ``templates/`` → the files nodes and schedulers read.
 
-Values are computed in Python (``components.spec`` and the ``*_context`` functions here); templates
+Values are computed in Python (``gpucluster.config``, ``gpucluster.resolve`` and the ``*_context`` functions here); templates
 only place them. ``StrictUndefined`` turns a missing value into an error, not an empty string.
 """
 

@@ -1,4 +1,4 @@
-"""Regenerate ``components/spec/data/instance_types.json`` from EC2 ``DescribeInstanceTypes``.
+"""Regenerate ``gpucluster/facts/data/instance_types.json`` from EC2 ``DescribeInstanceTypes``.
 
 Run with credentials for any region that offers the types (``gpucluster catalog refresh``); the
 output keeps only the fields the project reads, sorted, so a refresh is a reviewable diff. Pass

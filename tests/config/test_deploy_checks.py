@@ -1,5 +1,5 @@
 """Values AWS or Kubernetes would refuse only at deploy time, caught at load: each row is a config and
-the exact finding it must produce (validators in components/spec/deploy_checks.py and the add-on pins)."""
+the exact finding it must produce (validators in gpucluster/config/checks/deploy.py and the add-on pins)."""
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -69,7 +70,7 @@ def test_the_wheel_carries_templates_and_data_and_no_top_level_components(wheel:
     assert templates == {str(p.relative_to(ROOT / "templates")) for p in (ROOT / "templates").rglob("*.j2")}
     assert {"gpucluster/facts/data/instance_types.json", "gpucluster/facts/data/instance_extras.json"} <= set(names)
     assert "gpucluster/py.typed" in names
-    assert "gpucluster/components/gpu_node_group.py" in names and "gpucluster/components/_aws/naming.py" in names
+    assert "gpucluster/components/gpu_node_group.py" in names and "gpucluster/components/_aws/security.py" in names
 
 
 @pytest.fixture(scope="module")
@@ -256,3 +257,56 @@ def test_no_import_cycle_between_modules():
         if node not in state:
             visit(node)
     assert cycles == []
+
+
+# --- what `pulumi up` installs is what the stack program imports ----------------------------------------------
+
+
+def _requirement_names(path: Path) -> set[str]:
+    names = set()
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line and not line.startswith("-"):
+            names.add(line.split("==")[0].strip().lower().replace("_", "-"))
+    return names
+
+
+def test_the_stack_program_needs_only_what_requirements_txt_installs():
+    """Pulumi builds the project's virtualenv from requirements.txt alone: it must install the project
+    itself (``-e .``) and every distribution the stack program imports, and what it pins must be what
+    pyproject.toml asks for."""
+    lines = [ln.strip() for ln in (ROOT / "requirements.txt").read_text().splitlines()]
+    assert "-e ." in lines
+    probe = (
+        "import json, sys, importlib.metadata as md\n"
+        "before = set(sys.modules)\n"
+        "import gpucluster.program, gpucluster.components.gpu_cluster\n"
+        "top = {m.split('.')[0] for m in set(sys.modules) - before}\n"
+        "dists = md.packages_distributions()\n"
+        "print(json.dumps(sorted({d for t in top for d in dists.get(t, [])})))\n"
+    )
+    result = _run([sys.executable, "-c", probe], ROOT)
+    assert result.returncode == 0, result.stderr
+    import json
+    from importlib import metadata
+
+    imported = {d.lower().replace("_", "-") for d in json.loads(result.stdout)} - {"gpucluster"}
+    pinned = _requirement_names(ROOT / "requirements.txt")
+    # the closure of the pinned distributions' own dependencies
+    closure, todo = set(), list(pinned)
+    while todo:
+        name = todo.pop()
+        if name in closure:
+            continue
+        closure.add(name)
+        try:
+            requires = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        for req in requires:
+            if "extra ==" in req:
+                continue
+            todo.append(re.split(r"[ ;<>=!~\[(]", req, maxsplit=1)[0].lower().replace("_", "-"))
+    assert imported <= closure, f"imported but not installed by requirements.txt: {sorted(imported - closure)}"
+    declared = {re.split(r"[ ;<>=!~\[]", d, maxsplit=1)[0].lower() for d in PYPROJECT["project"]["dependencies"]}
+    assert declared <= pinned, f"pyproject dependencies not pinned in requirements.txt: {sorted(declared - pinned)}"

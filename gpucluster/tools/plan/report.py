@@ -401,7 +401,7 @@ def render_text(plan: Plan, *, show_files: bool = True) -> str:
 def _estimate_lines(est: dict[str, Any]) -> list[str]:
     if not est:
         return []
-    lines = ["Estimate (planning figures from the instance catalog; see components/spec/data/instance_extras.json)"]
+    lines = ["Estimate (planning figures from the instance catalog; see gpucluster/facts/data/instance_extras.json)"]
     for g in est.get("nodeGroups", []):
         reserved = f" ({g['reserved']} reserved)" if g.get("reserved") else ""
         lines.append(
