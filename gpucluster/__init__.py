@@ -37,7 +37,24 @@ _COMPONENTS = {
 }
 _ARGS = {f"{name}Args": module for name, module in _COMPONENTS.items()}
 
-__all__ = sorted([*_COMPONENTS, *_ARGS])
+__all__ = [
+    "DataBucket",
+    "DataBucketArgs",
+    "EksCluster",
+    "EksClusterArgs",
+    "GpuCluster",
+    "GpuClusterArgs",
+    "GpuNodeGroup",
+    "GpuNodeGroupArgs",
+    "KubernetesPlatform",
+    "KubernetesPlatformArgs",
+    "LustreStorage",
+    "LustreStorageArgs",
+    "Network",
+    "NetworkArgs",
+    "SlurmCluster",
+    "SlurmClusterArgs",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,7 +1,8 @@
-"""Where the package's data lives: inside the installed wheel, or at the top of a checkout.
+"""Where the package's own files are.
 
-A wheel carries ``templates/`` as ``gpucluster/templates``; a checkout (and an editable install of it) keeps
-``templates/`` at the repository's top level, the layout its users were promised.
+In a checkout, ``gpucluster/templates`` and ``gpucluster/components`` are links to the top-level
+``templates/`` and ``components/`` folders (the layout users were promised); a wheel holds the files
+themselves. Either way the templates are ``PACKAGE_DIR / "templates"``.
 """
 
 from __future__ import annotations
@@ -9,9 +10,4 @@ from __future__ import annotations
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-
-
-def data_dir(name: str) -> Path:
-    """``gpucluster/<name>`` in a wheel, else ``<checkout>/<name>``."""
-    inside = PACKAGE_DIR / name
-    return inside if inside.is_dir() else PACKAGE_DIR.parent / name
+TEMPLATES_DIR = PACKAGE_DIR / "templates"

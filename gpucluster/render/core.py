@@ -20,10 +20,10 @@ from typing import Any
 import jinja2
 import yaml
 
-from gpucluster._paths import data_dir
+from gpucluster._paths import TEMPLATES_DIR as PACKAGED_TEMPLATES
 from gpucluster.config.base import CONTROL_RE, ENV_NAME_RE
 
-TEMPLATES_DIR = Path(os.environ.get("GPUCLUSTER_TEMPLATES") or data_dir("templates"))
+TEMPLATES_DIR = Path(os.environ.get("GPUCLUSTER_TEMPLATES") or PACKAGED_TEMPLATES)
 USER_DATA_LIMIT = 16 * 1024  # EC2 rejects user data above 16 KB (before base64)
 
 

@@ -34,21 +34,16 @@ def _run(cmd: list[str], cwd: Path, **kw: object) -> subprocess.CompletedProcess
 
 
 def test_the_package_list_matches_the_tree():
-    """Every folder with Python modules is a listed package (a find would also pick up components/ as a
-    top-level package): gpucluster/*, components/ as gpucluster.components, templates/ as data."""
-    tool = PYPROJECT["tool"]["setuptools"]
-    mapping = tool["package-dir"]
-    assert mapping == {"gpucluster.components": "components", "gpucluster.templates": "templates"}
+    """components/ and templates/ stay at the top level and are linked into the package; every folder with
+    Python modules is a listed package (a find would also take components/ as a top-level package)."""
+    for name in ("components", "templates"):
+        link = ROOT / "gpucluster" / name
+        assert link.is_symlink() and os.readlink(link) == f"../{name}", f"gpucluster/{name} must link to ../{name}"
     found = {"gpucluster.templates"}
-    for base, dotted in (
-        ("gpucluster", "gpucluster"),
-        ("components", "gpucluster.components"),
-        ("gpucluster_agents", "gpucluster_agents"),
-    ):
+    for base in ("gpucluster", "gpucluster/components", "gpucluster_agents"):
         for init in (ROOT / base).rglob("__init__.py"):
-            rel = init.parent.relative_to(ROOT / base)
-            found.add(".".join([dotted, *rel.parts]) if rel.parts else dotted)
-    assert sorted(tool["packages"]) == sorted(found)
+            found.add(".".join(init.parent.relative_to(ROOT).parts))
+    assert sorted(PYPROJECT["tool"]["setuptools"]["packages"]) == sorted(found)
 
 
 @pytest.fixture(scope="module")
