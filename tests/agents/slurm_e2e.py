@@ -67,10 +67,10 @@ class Rendered:
 
 def render(cluster: str, groups: list[GroupSpec], launch_templates: dict[str, str], subnet_ids: list[str]) -> Rendered:
     """Load a stack config for ``groups`` with the project's loader and render every file from it."""
-    from gpucluster.render import slurm as sr
     from gpucluster.facts.catalog import load_catalog
     from gpucluster.facts.nccl import nccl_environment
     from gpucluster.load import load_spec
+    from gpucluster.render import slurm as sr
     from gpucluster.render.core import env_file
 
     catalog = load_catalog()
