@@ -1,8 +1,10 @@
 """Run the real stack program offline and collect what ``pulumi up`` would create.
 
 :func:`run_plan` reads ``Pulumi.yaml`` and ``stacks/Pulumi.<stack>.yaml`` the way the Pulumi CLI
-does, hands the config to the Pulumi runtime, installs :mod:`gpucluster.tools.plan.mocks` in place of the
-engine and providers, and runs ``__main__.py`` inside a stack — the same program, the same config.
+does (:mod:`~gpucluster.tools.plan.stackfile`), hands the config to the Pulumi runtime, installs
+:mod:`gpucluster.tools.plan.mocks` in place of the engine and providers, and runs ``__main__.py`` inside
+a stack — the same program, the same config. What it registered becomes a :class:`Plan`, with the
+files it renders extracted by :mod:`~gpucluster.tools.plan.files`.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 project-level defaults), ``stacks/Pulumi.<stack>.yaml`` (checked for shape), the ESC environments it
 imports, and values as the CLI hands them to a program (scalars as text, objects as JSON, secrets masked).
 
-Apart from :mod:`gpucluster.tools.plan.engine` because the CLI's ``config`` commands read stack files
-without running anything."""
+Apart from :mod:`gpucluster.tools.plan.engine` because ``preflight``, ``stacks`` and ``--config-file``
+read stack files without running the program."""
 
 from __future__ import annotations
 
