@@ -8,41 +8,35 @@ Pod Identity, not the node role). A small system node group runs cluster service
 :class:`~gpucluster.components.gpu_node_group.GpuNodeGroup`'s launch template — every EFA interface, the placement
 group, the capacity reservation or block — booting the EKS-optimized AL2023 AMI of its accelerator,
 tainted ``nvidia.com/gpu=true:NoSchedule`` and labelled for Kueue.
+
+This module holds the control plane and access entries and wires the rest; the add-ons are
+:mod:`gpucluster.components._aws.eks_addons`, the node groups :mod:`gpucluster.components._aws.eks_node_groups`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from gpucluster.components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
+from gpucluster.components._aws.eks_addons import BEFORE_NODES, addon, cni_identity
+from gpucluster.components._aws.eks_node_groups import gpu_node_group, system_node_group
+from gpucluster.components._aws.iam import assume_role_policy
+from gpucluster.components.gpu_node_group import GpuNodeGroup
 from gpucluster.components.shared_storage import SharedStorage
-from gpucluster.config.effective import effective_desired
-from gpucluster.config.kubernetes import FSX_CSI_ADDON, KubernetesSpec, eks_ami_type
-from gpucluster.config.naming import NODE_GROUP_TAG, with_name
-from gpucluster.config.node_group import CapacitySpec, NodeGroupSpec
-from gpucluster.facts.catalog import Catalog, load_catalog
-from gpucluster.render.kubernetes import fsx_csi_addon_configuration, node_config, node_labels, node_taints, nodeadm_user_data
+from gpucluster.config.kubernetes import FSX_CSI_ADDON, KubernetesSpec
+from gpucluster.config.naming import with_name
+from gpucluster.config.node_group import NodeGroupSpec
+from gpucluster.facts.catalog import load_catalog
+from gpucluster.render.kubernetes import fsx_csi_addon_configuration
 
 TOKEN = "gpucluster:index:EksCluster"
-AL2023_ROOT_DEVICE = "/dev/xvda"
-# EKS managed node groups' capacity types, by how gpucluster buys the instances.
-CAPACITY_TYPES = {
-    "on-demand": "ON_DEMAND",
-    "capacity-reservation": "ON_DEMAND",
-    "spot": "SPOT",
-    "capacity-block": "CAPACITY_BLOCK",
-}
 # Node role: join the cluster, pull images, Session Manager. The CNI permissions go to vpc-cni alone.
 NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly", "AmazonSSMManagedInstanceCore")
-# Add-ons that must run before nodes can become Ready; CoreDNS (and the CSI driver) need nodes.
-BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
 
 
 @dataclass
@@ -89,15 +83,6 @@ class EksClusterArgs:
 
     tags: dict[str, str] = field(default_factory=dict)
     """Tags on every taggable child. Default: none."""
-
-
-def _assume_role_policy(service: str, *actions: str) -> str:
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": list(actions) or "sts:AssumeRole"}],
-        }
-    )
 
 
 def kubeconfig(cluster_name: str, endpoint: str, ca_data: str, region: str) -> str:
@@ -171,7 +156,7 @@ class EksCluster(pulumi.ComponentResource):
 
         cluster_role = aws.iam.Role(
             f"{name}-cluster-role",
-            assume_role_policy=_assume_role_policy("eks.amazonaws.com", "sts:AssumeRole", "sts:TagSession"),
+            assume_role_policy=assume_role_policy("eks.amazonaws.com", "sts:AssumeRole", "sts:TagSession"),
             description=f"EKS control plane of {prefix}",
             tags=with_name(tags, f"{prefix}-eks-cluster"),
             opts=child,
@@ -212,7 +197,7 @@ class EksCluster(pulumi.ComponentResource):
 
         node_role = aws.iam.Role(
             f"{name}-node-role",
-            assume_role_policy=_assume_role_policy("ec2.amazonaws.com", "sts:AssumeRole"),
+            assume_role_policy=assume_role_policy("ec2.amazonaws.com", "sts:AssumeRole"),
             description=f"EKS nodes of {prefix}",
             tags=with_name(tags, f"{prefix}-eks-node"),
             opts=child,
@@ -226,23 +211,41 @@ class EksCluster(pulumi.ComponentResource):
         lustre = any(s.fs_type == "lustre" for s in args.shared_storage)
         versions = spec.addon_versions_for(lustre)
         # The Pod Identity agent first: vpc-cni takes its AWS credentials through it.
-        agent = self._addon(name, "eks-pod-identity-agent", versions, cluster, tags, [])
+        agent = addon(self, name, "eks-pod-identity-agent", versions, cluster, tags, [])
         early = [agent]
         for addon_name in ("vpc-cni", "kube-proxy"):
-            associations = self._cni_identity(name, managed_policy, tags) if addon_name == "vpc-cni" else None
-            early.append(self._addon(name, addon_name, versions, cluster, tags, [agent], associations))
+            associations = cni_identity(self, name, managed_policy, tags) if addon_name == "vpc-cni" else None
+            early.append(addon(self, name, addon_name, versions, cluster, tags, [agent], associations))
         node_deps: list[pulumi.Resource] = [*node_policies, *early]
 
-        self.managed_node_groups = {"system": self._system_node_group(name, spec, cluster, node_role, args, tags, node_deps)}
+        self.managed_node_groups = {
+            "system": system_node_group(
+                self, name, spec, cluster, node_role, args.cluster_name, args.cluster_subnet_ids, tags, node_deps
+            )
+        }
         self.gpu_node_groups = {}
         for group in args.node_groups:
-            self._gpu_node_group(name, group, cluster, node_role, args, tags, node_deps, catalog)
+            self.gpu_node_groups[group.name], self.managed_node_groups[group.name] = gpu_node_group(
+                self,
+                name,
+                group,
+                cluster,
+                node_role,
+                cluster_name=args.cluster_name,
+                subnet_ids=args.node_group_subnet_ids[group.name],
+                security_group_ids=[*args.security_group_ids, self.cluster_security_group_id],
+                user_data=args.user_data.get(group.name, "#cloud-config\n"),
+                instance_store_for_pods=args.instance_store_for_pods,
+                tags=tags,
+                deps=node_deps,
+                catalog=catalog,
+            )
         # CoreDNS and the FSx CSI driver become healthy only once nodes run them.
         nodes: list[pulumi.Resource] = list(self.managed_node_groups.values())
         for addon_name in versions:
             if addon_name not in BEFORE_NODES:
                 config = fsx_csi_addon_configuration(args.region) if addon_name == FSX_CSI_ADDON else None
-                self._addon(name, addon_name, versions, cluster, tags, nodes, configuration=config)
+                addon(self, name, addon_name, versions, cluster, tags, nodes, configuration=config)
 
         ca_data = cluster.certificate_authority.apply(lambda ca: ca.data or "")
         self.kubeconfig = pulumi.Output.all(cluster.name, cluster.endpoint, ca_data).apply(
@@ -264,7 +267,6 @@ class EksCluster(pulumi.ComponentResource):
             }
         )
 
-    # --- access ------------------------------------------------------------------------------------------
     def _access_entries(
         self, name: str, spec: KubernetesSpec, cluster: aws.eks.Cluster, partition: pulumi.Output[str], tags: dict[str, str]
     ) -> None:
@@ -289,169 +291,3 @@ class EksCluster(pulumi.ComponentResource):
                     ),
                     opts=pulumi.ResourceOptions(parent=self, depends_on=[access]),
                 )
-
-    # --- add-ons -----------------------------------------------------------------------------------------
-    def _cni_identity(
-        self, name: str, managed_policy: Callable[[str], pulumi.Output[str]], tags: dict[str, str]
-    ) -> list[aws.eks.AddonPodIdentityAssociationArgs]:
-        """Least privilege: the CNI's EC2 permissions go to the aws-node service account (EKS Pod
-        Identity), not to the node role every pod on the node could use."""
-        role = aws.iam.Role(
-            f"{name}-vpc-cni",
-            assume_role_policy=_assume_role_policy("pods.eks.amazonaws.com", "sts:AssumeRole", "sts:TagSession"),
-            description="vpc-cni (kube-system/aws-node) through EKS Pod Identity",
-            tags=tags,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        aws.iam.RolePolicyAttachment(
-            f"{name}-vpc-cni",
-            role=role.name,
-            policy_arn=managed_policy("AmazonEKS_CNI_Policy"),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        return [aws.eks.AddonPodIdentityAssociationArgs(role_arn=role.arn, service_account="aws-node")]
-
-    def _addon(
-        self,
-        name: str,
-        addon_name: str,
-        versions: Mapping[str, str | None],
-        cluster: aws.eks.Cluster,
-        tags: dict[str, str],
-        depends_on: Sequence[pulumi.Resource],
-        associations: Sequence[aws.eks.AddonPodIdentityAssociationArgs] | None = None,
-        configuration: dict[str, Any] | None = None,
-    ) -> aws.eks.Addon:
-        return aws.eks.Addon(
-            f"{name}-{addon_name}",
-            cluster_name=cluster.name,
-            addon_name=addon_name,
-            addon_version=versions[addon_name],
-            resolve_conflicts_on_create="OVERWRITE",
-            resolve_conflicts_on_update="OVERWRITE",
-            pod_identity_associations=list(associations) if associations else None,
-            configuration_values=json.dumps(configuration, sort_keys=True) if configuration else None,
-            tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(depends_on)),
-        )
-
-    # --- node groups -------------------------------------------------------------------------------------
-    def _system_node_group(
-        self,
-        name: str,
-        spec: KubernetesSpec,
-        cluster: aws.eks.Cluster,
-        node_role: aws.iam.Role,
-        args: EksClusterArgs,
-        tags: dict[str, str],
-        deps: Sequence[pulumi.Resource],
-    ) -> aws.eks.NodeGroup:
-        system = spec.system_node_group
-        facts = load_catalog()[system.instance_type]
-        group_tags = {**tags, NODE_GROUP_TAG: "system"}
-        template = aws.ec2.LaunchTemplate(
-            f"{name}-system-lt",
-            description=f"{args.cluster_name}: EKS system nodes",
-            instance_type=system.instance_type,
-            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
-                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1
-            ),
-            block_device_mappings=[
-                aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
-                    device_name=AL2023_ROOT_DEVICE,
-                    ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
-                        volume_size=system.disk_size_gib,
-                        volume_type="gp3",
-                        iops=3000,
-                        throughput=125,
-                        encrypted="true",
-                        delete_on_termination="true",
-                    ),
-                )
-            ],
-            update_default_version=True,
-            tag_specifications=[
-                aws.ec2.LaunchTemplateTagSpecificationArgs(
-                    resource_type=kind, tags=with_name(group_tags, f"{args.cluster_name}-system")
-                )
-                for kind in ("instance", "volume")
-            ],
-            tags=with_name(group_tags, f"{args.cluster_name}-system"),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        return aws.eks.NodeGroup(
-            f"{name}-system",
-            cluster_name=cluster.name,
-            node_group_name=f"{args.cluster_name}-system",
-            node_role_arn=node_role.arn,
-            subnet_ids=list(args.cluster_subnet_ids),
-            ami_type=eks_ami_type(facts),
-            capacity_type="ON_DEMAND",
-            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
-            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                min_size=system.min_size, max_size=system.max_size, desired_size=system.effective_desired_size
-            ),
-            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
-            labels={"gpucluster/node-group": "system"},
-            tags=with_name(group_tags, f"{args.cluster_name}-system"),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(deps)),
-        )
-
-    def _gpu_node_group(
-        self,
-        name: str,
-        group: NodeGroupSpec,
-        cluster: aws.eks.Cluster,
-        node_role: aws.iam.Role,
-        args: EksClusterArgs,
-        tags: dict[str, str],
-        deps: Sequence[pulumi.Resource],
-        catalog: Catalog,
-    ) -> None:
-        facts = catalog[group.instance_type]
-        # EKS buys Spot itself (capacityType SPOT) and refuses a template that asks for it.
-        template_group = group.model_copy(update={"capacity": CapacitySpec()}) if group.capacity.type == "spot" else group
-        config = node_config(facts, args.instance_store_for_pods)
-        user_data = pulumi.Output.from_input(args.user_data.get(group.name, "#cloud-config\n")).apply(
-            lambda text: nodeadm_user_data(text, config)
-        )
-        security_groups = [*args.security_group_ids, self.cluster_security_group_id]
-        subnets = list(args.node_group_subnet_ids[group.name])
-        ng = GpuNodeGroup(
-            f"{name}-{group.name}",
-            GpuNodeGroupArgs(
-                node_group=template_group,
-                cluster_name=args.cluster_name,
-                subnet_ids=subnets,
-                security_group_ids=security_groups,
-                user_data=user_data,
-                gzip_user_data=False,  # EKS needs MIME multi-part text to merge its nodeadm part into
-                create_auto_scaling_group=False,
-                root_device_name=AL2023_ROOT_DEVICE,
-                set_image_id=False,
-                set_instance_profile=False,
-                tags=tags,
-            ),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        self.gpu_node_groups[group.name] = ng
-        self.managed_node_groups[group.name] = aws.eks.NodeGroup(
-            f"{name}-{group.name}-mng",
-            cluster_name=cluster.name,
-            node_group_name=f"{args.cluster_name}-{group.name}",
-            node_role_arn=node_role.arn,
-            subnet_ids=subnets,
-            ami_type=eks_ami_type(facts),
-            capacity_type=CAPACITY_TYPES[group.capacity.type],
-            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
-                id=ng.launch_template_id, version=ng.launch_template_version.apply(str)
-            ),
-            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                min_size=group.min_size, max_size=group.max_size, desired_size=effective_desired(group)
-            ),
-            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
-            labels=node_labels(group, facts),
-            taints=[aws.eks.NodeGroupTaintArgs(key=t["key"], value=t["value"], effect="NO_SCHEDULE") for t in node_taints(facts)],
-            tags=with_name({**tags, **group.tags, NODE_GROUP_TAG: group.name}, f"{args.cluster_name}-{group.name}"),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(deps)),
-        )

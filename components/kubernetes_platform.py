@@ -23,7 +23,8 @@ from gpucluster.components.team_namespace import TeamNamespace, TeamNamespaceArg
 from gpucluster.config.kubernetes import KubernetesSpec, TeamSpec
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import load_catalog
-from gpucluster.render.kubernetes import Platform, SharedClaim, training_job
+from gpucluster.render.kubernetes import Platform
+from gpucluster.render.training_job import SharedClaim, training_job
 
 TOKEN = "gpucluster:index:KubernetesPlatform"
 EXAMPLE_JOB_NAME = "example-training"

@@ -20,15 +20,8 @@ from gpucluster.components._aws.helm import helm_release
 from gpucluster.config.kubernetes import JOBSET_CHART, KUEUE_CHART, KueueSpec, TeamSpec
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import load_catalog
-from gpucluster.render.kubernetes import (
-    TOPOLOGY_NAME,
-    Flavor,
-    cluster_queue,
-    kueue_values,
-    local_queue,
-    resource_flavor,
-    topology,
-)
+from gpucluster.render.kubernetes import TOPOLOGY_NAME, kueue_values
+from gpucluster.render.kubernetes_objects import Flavor, cluster_queue, local_queue, resource_flavor, topology
 
 TOKEN = "gpucluster:index:Kueue"
 

@@ -4,17 +4,15 @@ flow log and, for a new VPC, its default security group emptied."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
-from gpucluster.components._aws.buckets import private_bucket
+from gpucluster.components._aws.flow_logs import create_flow_log
 from gpucluster.components._aws.security import BOTH_WAYS, allow
 from gpucluster.config.naming import with_name
-from gpucluster.config.network import FlowLogsSpec, NetworkSpec, plan_subnets
+from gpucluster.config.network import NetworkSpec, plan_subnets
 
 TOKEN = "gpucluster:index:Network"
 
@@ -34,89 +32,6 @@ class NetworkArgs:
 
     tags: dict[str, str] = field(default_factory=dict)
     """Tags on every taggable child. Default: none."""
-
-
-FLOW_LOGS_SERVICE = "vpc-flow-logs.amazonaws.com"
-LOG_DELIVERY_SERVICE = "delivery.logs.amazonaws.com"
-
-
-def flow_log_group_name(cluster_name: str) -> str:
-    return f"/gpucluster/{cluster_name}/vpc-flow-logs"
-
-
-def flow_log_trust_policy(*, partition: str, region: str, account: str) -> dict[str, Any]:
-    """Who may assume the flow-log role: VPC Flow Logs, and only for flow logs of this account and
-    region (``aws:SourceAccount`` / ``aws:SourceArn`` stop another account's flow log from using
-    the role: the confused-deputy guard AWS documents for this role)."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "VpcFlowLogsOfThisAccount",
-                "Effect": "Allow",
-                "Principal": {"Service": FLOW_LOGS_SERVICE},
-                "Action": "sts:AssumeRole",
-                "Condition": {
-                    "StringEquals": {"aws:SourceAccount": account},
-                    "ArnLike": {"aws:SourceArn": f"arn:{partition}:ec2:{region}:{account}:vpc-flow-log/*"},
-                },
-            }
-        ],
-    }
-
-
-def flow_log_role_policy(log_group_arn: str) -> dict[str, Any]:
-    """What the flow-log role may do: write streams and events into the cluster's log group only.
-    The group exists (this program makes it, with its retention), so no ``logs:CreateLogGroup``."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "WriteTheClustersFlowLogGroup",
-                "Effect": "Allow",
-                "Action": ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
-                "Resource": [log_group_arn, f"{log_group_arn}:log-stream:*"],
-            },
-            {
-                # Flow Logs checks the destination with DescribeLogGroups, a list call that cannot be
-                # narrowed to one group: the account's and region's groups.
-                "Sid": "FindTheLogGroup",
-                "Effect": "Allow",
-                "Action": "logs:DescribeLogGroups",
-                "Resource": log_group_arn.rsplit(":log-group:", 1)[0] + ":log-group:*",
-            },
-        ],
-    }
-
-
-def flow_log_bucket_statements(bucket_arn: str, *, partition: str, region: str, account: str) -> list[dict[str, Any]]:
-    """Bucket-policy statements that let the log delivery service write this account's flow logs
-    (and nobody else's: ``aws:SourceAccount`` and ``aws:SourceArn``) under ``AWSLogs/<account>/``."""
-    source = {
-        "StringEquals": {"aws:SourceAccount": account},
-        "ArnLike": {"aws:SourceArn": f"arn:{partition}:logs:{region}:{account}:*"},
-    }
-    return [
-        {
-            "Sid": "FlowLogDeliveryWrite",
-            "Effect": "Allow",
-            "Principal": {"Service": LOG_DELIVERY_SERVICE},
-            "Action": "s3:PutObject",
-            "Resource": f"{bucket_arn}/AWSLogs/{account}/*",
-            "Condition": {
-                "StringEquals": {"aws:SourceAccount": account, "s3:x-amz-acl": "bucket-owner-full-control"},
-                "ArnLike": source["ArnLike"],
-            },
-        },
-        {
-            "Sid": "FlowLogDeliveryCheck",
-            "Effect": "Allow",
-            "Principal": {"Service": LOG_DELIVERY_SERVICE},
-            "Action": ["s3:GetBucketAcl", "s3:ListBucket"],
-            "Resource": bucket_arn,
-            "Condition": source,
-        },
-    ]
 
 
 class Network(pulumi.ComponentResource):
@@ -156,7 +71,15 @@ class Network(pulumi.ComponentResource):
         self._create_security_groups()
         self.flow_log_id: pulumi.Output[str] | None = None
         if spec.flow_logs.enabled:
-            self.flow_log_id = self._create_flow_log(spec.flow_logs)
+            self.flow_log_id = create_flow_log(
+                self,
+                name,
+                spec.flow_logs,
+                vpc_id=self.vpc_id,
+                cluster_name=args.cluster_name,
+                region=args.region,
+                tags=self._tags,
+            )
         self.register_outputs(
             {
                 "vpcId": self.vpc_id,
@@ -311,88 +234,3 @@ class Network(pulumi.ComponentResource):
               tags=self._tags("node-out"), opts=opts)  # fmt: skip
         self.efa_security_group_id = efa.id
         self.node_security_group_id = node.id
-
-    def _create_flow_log(self, flow: FlowLogsSpec) -> pulumi.Output[str]:
-        name, args = self._name, self._args
-        protect = flow.protect if flow.protect is not None else True
-        keep = pulumi.ResourceOptions(parent=self, protect=protect, retain_on_delete=protect)
-        invoke = pulumi.InvokeOutputOptions(parent=self)
-        account = aws.get_caller_identity_output(opts=invoke).account_id
-        partition = aws.get_partition_output(opts=invoke).partition
-        common: dict[str, Any] = {
-            "vpc_id": self.vpc_id,
-            "traffic_type": "ALL",
-            "max_aggregation_interval": flow.max_aggregation_interval,
-            "tags": self._tags("flow-log"),
-        }
-        if flow.destination == "cloudwatch":
-            group = aws.cloudwatch.LogGroup(
-                f"{name}-flow-logs",
-                name=flow_log_group_name(args.cluster_name),
-                retention_in_days=flow.retention_days,
-                tags=self._tags("flow-logs"),
-                opts=keep,
-            )
-            role = aws.iam.Role(
-                f"{name}-flow-logs",
-                assume_role_policy=pulumi.Output.all(partition, account).apply(
-                    lambda v: json.dumps(flow_log_trust_policy(partition=v[0], region=args.region, account=v[1]))
-                ),
-                description=f"VPC Flow Logs of {args.cluster_name}: write to its log group",
-                tags=self._tags("flow-logs"),
-                opts=self._child,
-            )
-            aws.iam.RolePolicy(
-                f"{name}-flow-logs",
-                role=role.id,
-                policy=group.arn.apply(lambda arn: json.dumps(flow_log_role_policy(arn))),
-                opts=self._child,
-            )
-            log = aws.ec2.FlowLog(
-                f"{name}-flow-log",
-                log_destination_type="cloud-watch-logs",
-                log_destination=group.arn,
-                iam_role_arn=role.arn,
-                opts=self._child,
-                **common,
-            )
-            return log.id
-
-        def delivery(bucket_arn: str) -> pulumi.Output[list[dict[str, Any]]]:
-            return pulumi.Output.all(partition, account).apply(
-                lambda v: flow_log_bucket_statements(bucket_arn, partition=v[0], region=args.region, account=v[1])
-            )
-
-        bucket = private_bucket(
-            f"{name}-flow-logs",
-            f"{name}-flow-logs",
-            bucket_prefix=f"{args.cluster_name[:27]}-flowlogs-",
-            force_destroy=not protect,
-            tags=self._tags("flow-logs"),
-            bucket_opts=keep,
-            child_opts=self._child,
-            policy_statements=delivery,
-        )
-        aws.s3.BucketLifecycleConfiguration(
-            f"{name}-flow-logs-expiry",
-            bucket=bucket.id,
-            rules=[
-                aws.s3.BucketLifecycleConfigurationRuleArgs(
-                    id="expire-flow-logs",
-                    status="Enabled",
-                    filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
-                    expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(days=flow.retention_days),
-                )
-            ],
-            opts=self._child,
-        )
-        # Flow Logs delivers to S3 through the log delivery service, which the bucket policy admits;
-        # no IAM role is involved.
-        log = aws.ec2.FlowLog(
-            f"{name}-flow-log",
-            log_destination_type="s3",
-            log_destination=bucket.arn,
-            opts=self._child,
-            **common,
-        )
-        return log.id

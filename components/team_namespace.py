@@ -17,7 +17,8 @@ import pulumi_kubernetes as k8s
 
 from gpucluster.components.shared_storage import SharedStorage
 from gpucluster.config.kubernetes import TeamSpec
-from gpucluster.render.kubernetes import TEAM_LABEL, TEAM_ROLE_RULES
+from gpucluster.render.kubernetes import TEAM_LABEL
+from gpucluster.render.kubernetes_objects import TEAM_ROLE_RULES
 
 TOKEN = "gpucluster:index:TeamNamespace"
 FSX_CSI_DRIVER = "fsx.csi.aws.com"

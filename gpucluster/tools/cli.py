@@ -48,7 +48,7 @@ class CliError(Exception):
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     """``--config-file`` values, then ``--config KEY=VALUE`` ones (values read as YAML scalars/flows)."""
-    from gpucluster.tools.plan.engine import StackFileError, _read_yaml
+    from gpucluster.tools.plan.stackfile import StackFileError, _read_yaml
 
     out: dict[str, Any] = {}
     if getattr(args, "config_file", None):
@@ -73,7 +73,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _esc_note(args: argparse.Namespace) -> str | None:
-    from gpucluster.tools.plan.engine import ESC_NOTE, stack_environments
+    from gpucluster.tools.plan.stackfile import ESC_NOTE, stack_environments
 
     envs = stack_environments(args.stack, Path(args.project_dir))
     return f"stack {args.stack!r} " + ESC_NOTE.format(envs=", ".join(envs)) if envs else None
@@ -81,7 +81,8 @@ def _esc_note(args: argparse.Namespace) -> str | None:
 
 def _plan(args: argparse.Namespace) -> int:
     from gpucluster.tools.plan.engine import run_plan
-    from gpucluster.tools.plan.report import dumps, render_text
+    from gpucluster.tools.plan.jsonplan import dumps
+    from gpucluster.tools.plan.report import render_text
 
     overrides = _overrides(args)
     note = _esc_note(args)
@@ -119,7 +120,7 @@ def _read_plan(path_text: str) -> dict[str, Any]:
 
 
 def _plan_diff(args: argparse.Namespace) -> int:
-    from gpucluster.tools.plan.report import diff
+    from gpucluster.tools.plan.diff import diff
 
     old, new = _read_plan(args.old), _read_plan(args.new)
     try:
@@ -134,12 +135,12 @@ def _preflight(args: argparse.Namespace) -> int:
     from gpucluster.facts.catalog import load_catalog
     from gpucluster.load import load_spec
     from gpucluster.tools.catalog_refresh import CREDENTIALS_FIX
-    from gpucluster.tools.plan.engine import load_stack_config
+    from gpucluster.tools.plan.stackfile import load_stack_config
     from gpucluster.tools.preflight import Clients, NoCredentials, failure_reason, preflight
 
     project, config, _ = load_stack_config(args.stack, Path(args.project_dir))
     overrides = _overrides(args)
-    from gpucluster.tools.plan.engine import as_config
+    from gpucluster.tools.plan.stackfile import as_config
 
     config.update(as_config(project, overrides)[0])
     note = _esc_note(args)
@@ -168,7 +169,7 @@ def _preflight(args: argparse.Namespace) -> int:
 
 
 def _stacks(args: argparse.Namespace) -> int:
-    from gpucluster.tools.plan.engine import stack_names
+    from gpucluster.tools.plan.stackfile import stack_names
 
     print("\n".join(stack_names(Path(args.project_dir))))
     return EXIT_OK
@@ -227,7 +228,7 @@ def package_version() -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    from gpucluster.tools.plan.engine import PROJECT_DIR
+    from gpucluster.tools.plan.stackfile import PROJECT_DIR
 
     # --project-dir is accepted before or after the verb: each subcommand takes it too, defaulting to
     # "not given" so that a value before the verb survives.
@@ -295,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run one verb. Every failure is one message on stderr and an exit code (see the module doc)."""
     from gpucluster.config.errors import ConfigError
     from gpucluster.load import YamlError
-    from gpucluster.tools.plan.engine import PlanError, StackFileError
+    from gpucluster.tools.plan.stackfile import PlanError, StackFileError
 
     args = parser().parse_args(argv)
     verb = _verb(args)

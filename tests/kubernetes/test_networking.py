@@ -12,7 +12,8 @@ import pytest
 from gpucluster.components.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs
 from gpucluster.components.network_operator import NetworkOperator, NetworkOperatorArgs
 from gpucluster.render.core import to_yaml
-from gpucluster.render.kubernetes import efa_device_plugin_values, network_operator_values, nic_cluster_policy
+from gpucluster.render.kubernetes import efa_device_plugin_values, network_operator_values
+from gpucluster.render.kubernetes_objects import nic_cluster_policy
 from tests.conftest import GOLDEN, check_golden
 from tests.kubernetes.schemas import chart_defaults, unknown_values, validate_object
 from tests.kubernetes.test_gpu_operator import ON_PREM_KUBECONFIG

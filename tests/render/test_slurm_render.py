@@ -21,7 +21,8 @@ from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
 from gpucluster.render import slurm as sr
 from gpucluster.render.core import gzip_bytes
-from gpucluster.tools.plan.engine import run_plan, stack_names
+from gpucluster.tools.plan.engine import run_plan
+from gpucluster.tools.plan.stackfile import stack_names
 from gpucluster_agents.config import parse_config
 from tests.conftest import GOLDEN, check_golden, group, make_config, require_tool
 from tests.render.slurm_check import SLURMCTLD, SLURMDBD, check_slurmctld, check_slurmdbd

@@ -1,18 +1,15 @@
 """Run the real stack program offline and collect what ``pulumi up`` would create.
 
 :func:`run_plan` reads ``Pulumi.yaml`` and ``stacks/Pulumi.<stack>.yaml`` the way the Pulumi CLI
-does, hands the config to the Pulumi runtime, installs :mod:`gpucluster.tools.plan.mocks` in place of the
-engine and providers, and runs ``__main__.py`` inside a stack — the same program, the same config.
+does (:mod:`~gpucluster.tools.plan.stackfile`), hands the config to the Pulumi runtime, installs
+:mod:`gpucluster.tools.plan.mocks` in place of the engine and providers, and runs ``__main__.py`` inside
+a stack — the same program, the same config. What it registered becomes a :class:`Plan`, with the
+files it renders extracted by :mod:`~gpucluster.tools.plan.files`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import gzip
-import hashlib
-import json
 import logging
 import runpy
 import sys
@@ -22,43 +19,19 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-import yaml
 from pulumi.runtime import settings as pulumi_settings
 from pulumi.runtime.config import set_all_config
 from pulumi.runtime.mocks import set_mocks
 from pulumi.runtime.stack import run_in_stack
 from pulumi.runtime.sync_await import _sync_await
 
-from gpucluster._paths import PACKAGE_DIR
 from gpucluster.config.errors import ConfigError
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.resolve.cost import restore_nulls
-from gpucluster.tools.plan.mocks import PlanMocks, RecordingMonitor, Registration
-
-
-def find_project_dir(start: Path | None = None) -> Path:
-    """The Pulumi project holding ``start`` (default: the current directory): the nearest directory with a
-    ``Pulumi.yaml``; else the checkout this package runs from; else ``start`` itself (commands then say
-    that no ``Pulumi.yaml`` is there)."""
-    here = (start or Path.cwd()).resolve()
-    for candidate in (here, *here.parents):
-        if (candidate / "Pulumi.yaml").is_file():
-            return candidate
-    checkout = PACKAGE_DIR.parent
-    return checkout if (checkout / "Pulumi.yaml").is_file() else here
-
-
-PROJECT_DIR = find_project_dir()
-SECRET = "[secret]"
-
-
-class PlanError(Exception):
-    """The plan could not run (no such stack, no project) — not a config finding. Exit code 1."""
-
-
-class StackFileError(PlanError):
-    """A stack or project file that is not a valid config document (not YAML, a duplicate key, the
-    wrong shape, an alias bomb). The CLI treats it as an invalid config: exit code 2."""
+from gpucluster.tools.plan.files import FILE_EXTRACTORS, summarize_binary
+from gpucluster.tools.plan.mocks import PlanMocks
+from gpucluster.tools.plan.monitor import RecordingMonitor, Registration
+from gpucluster.tools.plan.stackfile import PROJECT_DIR, SECRET, PlanError, as_config, load_stack_config
 
 
 @dataclass
@@ -90,228 +63,6 @@ class Plan:
             if r.name == name:
                 return r
         raise KeyError(name)
-
-
-# --- config ---------------------------------------------------------------------------------------------
-
-
-def stack_names(project_dir: Path = PROJECT_DIR) -> list[str]:
-    config_dir = _config_dir(project_dir)
-    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in config_dir.glob("Pulumi.*.yaml"))
-
-
-def _read_yaml(path: Path, shown: str) -> Any:
-    from gpucluster.load import YamlError, load_yaml
-
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PlanError(f"cannot read {shown}: {exc}") from None
-    try:
-        return load_yaml(text, shown)
-    except YamlError as exc:
-        raise StackFileError(str(exc)) from None
-
-
-def _project(project_dir: Path) -> dict[str, Any]:
-    if not project_dir.is_dir():
-        raise PlanError(f"project directory {project_dir} does not exist; pass --project-dir DIR (the folder with Pulumi.yaml)")
-    path = project_dir / "Pulumi.yaml"
-    if not path.is_file():
-        raise PlanError(f"no Pulumi.yaml in {project_dir}; pass --project-dir DIR (the folder with Pulumi.yaml)")
-    doc = _read_yaml(path, str(path)) or {}
-    if not isinstance(doc, Mapping):
-        raise StackFileError(f"{path}: the document must be a mapping (name:, runtime:, …), not {_kind(doc)}")
-    return dict(doc)
-
-
-def _kind(value: object) -> str:
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, str):
-        return f"the text {value[:40]!r}"
-    return f"{type(value).__name__} {value!r}"[:60]
-
-
-def _config_dir(project_dir: Path) -> Path:
-    return project_dir / str(_project(project_dir).get("stackConfigDir", "."))
-
-
-def _as_pulumi_value(value: Any) -> str:
-    """How the Pulumi CLI hands a config value to a program: scalars as text, objects as JSON."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, default=str)  # YAML dates and the like as text, as the Pulumi CLI does
-    return str(value)
-
-
-def read_stack_file(stack: str, project_dir: Path = PROJECT_DIR) -> dict[str, Any]:
-    """``stacks/Pulumi.<stack>.yaml`` as a mapping, checked for shape (``config:`` a mapping of keys)."""
-    path = _config_dir(project_dir) / f"Pulumi.{stack}.yaml"
-    if not path.is_file():
-        known = ", ".join(stack_names(project_dir)) or "none"
-        shown = path.relative_to(project_dir) if path.is_relative_to(project_dir) else path
-        raise PlanError(f"no stack config {shown} (stacks: {known})")
-    doc = _read_yaml(path, path.name)
-    if doc is None:
-        return {}
-    if not isinstance(doc, Mapping):
-        raise StackFileError(f"{path.name}: the document must be a mapping with a `config:` key, not {_kind(doc)}")
-    config = doc.get("config")
-    if config is not None and not isinstance(config, Mapping):
-        raise StackFileError(f"{path.name}: `config:` must be a mapping of `namespace:key: value`, not {_kind(config)}")
-    env = doc.get("environment")
-    if env is not None and not (isinstance(env, list) and all(isinstance(e, str) for e in env)):
-        raise StackFileError(f"{path.name}: `environment:` must be a list of ESC environment names, not {_kind(env)}")
-    return dict(doc)
-
-
-def stack_environments(stack: str, project_dir: Path = PROJECT_DIR) -> list[str]:
-    """The Pulumi ESC environments a stack file imports (``environment:``); the offline plan cannot
-    open them, so their values must be given with ``--config``/``--config-file``."""
-    return list(read_stack_file(stack, project_dir).get("environment") or [])
-
-
-ESC_NOTE = (
-    "imports Pulumi ESC environment(s) {envs}; the offline plan cannot see ESC values, so keys they set "
-    "look unset here. Give them with --config KEY=VALUE or --config-file values.yaml."
-)
-
-
-def load_stack_config(stack: str, project_dir: Path = PROJECT_DIR) -> tuple[str, dict[str, str], list[str]]:
-    """``(project name, {namespaced key: value text}, secret keys)`` for a stack."""
-    project = _project(project_dir)
-    name = str(project.get("name", "project"))
-    doc = read_stack_file(stack, project_dir)
-    raw: dict[str, Any] = {}
-    project_config = project.get("config") or {}
-    if not isinstance(project_config, Mapping):
-        raise StackFileError(f"Pulumi.yaml: `config:` must be a mapping, not {_kind(project_config)}")
-    for key, spec in project_config.items():  # project-level defaults
-        if isinstance(spec, Mapping) and ("value" in spec or "default" in spec):
-            raw[str(key)] = spec.get("value", spec.get("default"))
-    raw.update({str(k): v for k, v in (doc.get("config") or {}).items()})
-    return (name, *as_config(name, raw))
-
-
-def as_config(project: str, raw: Mapping[str, Any]) -> tuple[dict[str, str], list[str]]:
-    """``({namespaced key: value text}, secret keys)`` from config values as a stack file holds them."""
-    config: dict[str, str] = {}
-    secrets: list[str] = []
-    for key, value in raw.items():
-        full = key if ":" in key else f"{project}:{key}"
-        if isinstance(value, Mapping) and set(value) == {"secure"}:
-            config[full], _ = SECRET, secrets.append(full)
-        else:
-            config[full] = _as_pulumi_value(value)
-    return config, secrets
-
-
-# --- files shown in the plan ------------------------------------------------------------------------------
-
-FileExtractor = Callable[[Registration], dict[str, str]]
-
-
-def _user_data(r: Registration) -> dict[str, str]:
-    """The user data, then each file its cloud-config writes (decoded), as ``<resource><path>``."""
-    data = r.inputs.get("userData") or r.inputs.get("userDataBase64")
-    if not isinstance(data, str) or not data:
-        return {}
-    try:
-        raw = base64.b64decode(data, validate=True)
-        text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()  # gzipped user data, as cloud-init takes it
-    except (binascii.Error, UnicodeDecodeError):
-        text = data
-    return {f"{r.name}/user-data": text, **cloud_config_files(r.name, text)}
-
-
-def cloud_config_text(text: str) -> str | None:
-    """The cloud-config of user data: the text itself, or the ``text/cloud-config`` part of MIME
-    multi-part user data (EKS nodes)."""
-    if text.startswith("#cloud-config"):
-        return text
-    if text.startswith("MIME-Version:"):
-        import email
-
-        message = email.message_from_string(text)
-        for part in message.walk():
-            if part.get_content_type() == "text/cloud-config":
-                payload = part.get_payload()
-                return payload if isinstance(payload, str) else None
-    return None
-
-
-def cloud_config_files(name: str, text: str) -> dict[str, str]:
-    """``write_files`` of a cloud-config, decoded (``gz+b64``, ``b64``), keyed ``<name><path>``."""
-    from gpucluster.render.core import WriteFile
-
-    doc = cloud_config_text(text)
-    if doc is None:
-        return {}
-    try:
-        data = yaml.safe_load(doc)
-    except yaml.YAMLError:
-        return {}
-    out: dict[str, str] = {}
-    for entry in (data or {}).get("write_files") or []:
-        path, content, encoding = entry.get("path"), str(entry.get("content", "")), entry.get("encoding")
-        if not isinstance(path, str):
-            continue
-        if encoding in ("b64", "base64"):
-            content = base64.b64decode(content).decode()
-        elif encoding:
-            content = WriteFile(path, content, encoding="gz+b64").text()
-        out[f"{name}{path}"] = content
-    return out
-
-
-def _bucket_object(r: Registration) -> dict[str, str]:
-    """A zip object (the Slurm node agent's package) as the list of what it holds."""
-    import io
-    import zipfile
-
-    data = r.inputs.get("contentBase64")
-    if not isinstance(data, str) or r.inputs.get("contentType") != "application/zip":
-        return {}
-    raw = base64.b64decode(data)
-    names = zipfile.ZipFile(io.BytesIO(raw)).infolist()
-    lines = [f"zip archive, {len(names)} files, {len(raw)} bytes, sha256 {hashlib.sha256(raw).hexdigest()}"]
-    lines += [f"{i.file_size:>8}  {i.filename}" for i in names]
-    return {f"{r.name}/{r.inputs.get('key')}": "\n".join(lines) + "\n"}
-
-
-def _summarize_binary(inputs: dict[str, Any]) -> dict[str, Any]:
-    """Binary object contents appear in the JSON plan as their size and sha256, not as base64."""
-    data = inputs.get("contentBase64")
-    if isinstance(data, str) and len(data) > 1024:
-        raw = base64.b64decode(data)
-        return {**inputs, "contentBase64": f"<{len(raw)} bytes, sha256 {hashlib.sha256(raw).hexdigest()}>"}
-    return inputs
-
-
-def _helm_values(r: Registration) -> dict[str, str]:
-    """A Helm release's values, as the YAML file ``helm install -f`` would take."""
-    from gpucluster.render.core import to_yaml
-
-    values = r.inputs.get("values")
-    # Keys sorted: the engine hands maps back in no particular order.
-    return {f"{r.name}/values.yaml": to_yaml(json.loads(json.dumps(values, sort_keys=True))) + "\n"} if values else {}
-
-
-def _config_map(r: Registration) -> dict[str, str]:
-    """Every entry of a ConfigMap (the example training job ships in one)."""
-    data = r.inputs.get("data") or {}
-    return {f"{r.name}/{key}": str(text) for key, text in sorted(data.items())}
-
-
-FILE_EXTRACTORS: dict[str, FileExtractor] = {
-    "aws:ec2/launchTemplate:LaunchTemplate": _user_data,
-    "aws:ec2/instance:Instance": _user_data,
-    "aws:s3/bucketObjectv2:BucketObjectv2": _bucket_object,
-    "kubernetes:helm.sh/v3:Release": _helm_values,
-    "kubernetes:core/v1:ConfigMap": _config_map,
-}
 
 
 # --- running ----------------------------------------------------------------------------------------------
@@ -398,7 +149,7 @@ def execute(
         if extractor:
             plan.files.update(extractor(r))
         if r.type == "aws:s3/bucketObjectv2:BucketObjectv2":
-            r.inputs = _summarize_binary(r.inputs)
+            r.inputs = summarize_binary(r.inputs)
     plan.invokes = [token for token, _ in mocks.calls]
     return plan
 

@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster.tools.plan.engine import run_plan, stack_names
-from gpucluster.tools.plan.report import diff, dumps, render_text, to_json
+from gpucluster.tools.plan.diff import diff
+from gpucluster.tools.plan.engine import run_plan
+from gpucluster.tools.plan.jsonplan import dumps, to_json
+from gpucluster.tools.plan.report import render_text
+from gpucluster.tools.plan.stackfile import stack_names
 from tests.conftest import GOLDEN, ROOT, check_golden, group, make_config, plan_config
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"

@@ -1,0 +1,157 @@
+"""The EKS managed node groups of :class:`~gpucluster.components.eks_cluster.EksCluster`: the small
+system node group for cluster services, and one per ``scheduler: kubernetes`` GPU node group, built on
+:class:`~gpucluster.components.gpu_node_group.GpuNodeGroup`'s launch template (every EFA interface,
+the placement group, the capacity reservation or block) with the EKS-optimized AL2023 AMI of its
+accelerator, tainted and labelled for Kueue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pulumi
+import pulumi_aws as aws
+
+from gpucluster.components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
+from gpucluster.config.effective import effective_desired
+from gpucluster.config.kubernetes import KubernetesSpec, eks_ami_type
+from gpucluster.config.naming import NODE_GROUP_TAG, with_name
+from gpucluster.config.node_group import CapacitySpec, NodeGroupSpec
+from gpucluster.facts.catalog import Catalog, load_catalog
+from gpucluster.render.kubernetes import node_config, node_labels, node_taints, nodeadm_user_data
+
+AL2023_ROOT_DEVICE = "/dev/xvda"
+# EKS managed node groups' capacity types, by how gpucluster buys the instances.
+CAPACITY_TYPES = {
+    "on-demand": "ON_DEMAND",
+    "capacity-reservation": "ON_DEMAND",
+    "spot": "SPOT",
+    "capacity-block": "CAPACITY_BLOCK",
+}
+
+
+def system_node_group(
+    parent: pulumi.Resource,
+    name: str,
+    spec: KubernetesSpec,
+    cluster: aws.eks.Cluster,
+    node_role: aws.iam.Role,
+    cluster_name: str,
+    subnet_ids: Sequence[pulumi.Input[str]],
+    tags: dict[str, str],
+    deps: Sequence[pulumi.Resource],
+) -> aws.eks.NodeGroup:
+    """The system node group: on-demand, IMDSv2 with hop limit 1, an encrypted gp3 root volume."""
+    system = spec.system_node_group
+    facts = load_catalog()[system.instance_type]
+    group_tags = {**tags, NODE_GROUP_TAG: "system"}
+    template = aws.ec2.LaunchTemplate(
+        f"{name}-system-lt",
+        description=f"{cluster_name}: EKS system nodes",
+        instance_type=system.instance_type,
+        metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+            http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1
+        ),
+        block_device_mappings=[
+            aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                device_name=AL2023_ROOT_DEVICE,
+                ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                    volume_size=system.disk_size_gib,
+                    volume_type="gp3",
+                    iops=3000,
+                    throughput=125,
+                    encrypted="true",
+                    delete_on_termination="true",
+                ),
+            )
+        ],
+        update_default_version=True,
+        tag_specifications=[
+            aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=with_name(group_tags, f"{cluster_name}-system"))
+            for kind in ("instance", "volume")
+        ],
+        tags=with_name(group_tags, f"{cluster_name}-system"),
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    return aws.eks.NodeGroup(
+        f"{name}-system",
+        cluster_name=cluster.name,
+        node_group_name=f"{cluster_name}-system",
+        node_role_arn=node_role.arn,
+        subnet_ids=list(subnet_ids),
+        ami_type=eks_ami_type(facts),
+        capacity_type="ON_DEMAND",
+        launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
+        scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+            min_size=system.min_size, max_size=system.max_size, desired_size=system.effective_desired_size
+        ),
+        update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+        labels={"gpucluster/node-group": "system"},
+        tags=with_name(group_tags, f"{cluster_name}-system"),
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(deps)),
+    )
+
+
+def gpu_node_group(
+    parent: pulumi.Resource,
+    name: str,
+    group: NodeGroupSpec,
+    cluster: aws.eks.Cluster,
+    node_role: aws.iam.Role,
+    *,
+    cluster_name: str,
+    subnet_ids: Sequence[pulumi.Input[str]],
+    security_group_ids: Sequence[pulumi.Input[str]],
+    user_data: pulumi.Input[str],
+    instance_store_for_pods: bool,
+    tags: dict[str, str],
+    deps: Sequence[pulumi.Resource],
+    catalog: Catalog,
+) -> tuple[GpuNodeGroup, aws.eks.NodeGroup]:
+    """A GPU node group: its :class:`GpuNodeGroup` (launch template, placement group) and the EKS
+    managed node group on that template. ``user_data`` is the group's cloud-config, wrapped into
+    MIME multi-part nodeadm user data here."""
+    facts = catalog[group.instance_type]
+    # EKS buys Spot itself (capacityType SPOT) and refuses a template that asks for it.
+    template_group = group.model_copy(update={"capacity": CapacitySpec()}) if group.capacity.type == "spot" else group
+    config = node_config(facts, instance_store_for_pods)
+    node_user_data = pulumi.Output.from_input(user_data).apply(lambda text: nodeadm_user_data(text, config))
+    subnets = list(subnet_ids)
+    ng = GpuNodeGroup(
+        f"{name}-{group.name}",
+        GpuNodeGroupArgs(
+            node_group=template_group,
+            cluster_name=cluster_name,
+            subnet_ids=subnets,
+            security_group_ids=list(security_group_ids),
+            user_data=node_user_data,
+            gzip_user_data=False,  # EKS needs MIME multi-part text to merge its nodeadm part into
+            create_auto_scaling_group=False,
+            root_device_name=AL2023_ROOT_DEVICE,
+            set_image_id=False,
+            set_instance_profile=False,
+            tags=tags,
+        ),
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    managed = aws.eks.NodeGroup(
+        f"{name}-{group.name}-mng",
+        cluster_name=cluster.name,
+        node_group_name=f"{cluster_name}-{group.name}",
+        node_role_arn=node_role.arn,
+        subnet_ids=subnets,
+        ami_type=eks_ami_type(facts),
+        capacity_type=CAPACITY_TYPES[group.capacity.type],
+        launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+            id=ng.launch_template_id, version=ng.launch_template_version.apply(str)
+        ),
+        scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+            min_size=group.min_size, max_size=group.max_size, desired_size=effective_desired(group)
+        ),
+        update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+        labels=node_labels(group, facts),
+        taints=[aws.eks.NodeGroupTaintArgs(key=t["key"], value=t["value"], effect="NO_SCHEDULE") for t in node_taints(facts)],
+        tags=with_name({**tags, **group.tags, NODE_GROUP_TAG: group.name}, f"{cluster_name}-{group.name}"),
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(deps)),
+    )
+    return ng, managed

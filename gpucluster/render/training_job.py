@@ -1,0 +1,123 @@
+"""The example training job the plan shows and the platform ships in a ConfigMap: a JobSet running
+``torchrun`` on whole nodes of a GPU node group, with every GPU and EFA interface, the NCCL/EFA
+environment and the team's shared file system, queued through Kueue and placed by topology-aware
+scheduling. Rendered through a template so the YAML carries comments for the reader."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpucluster.config.node_group import NodeGroupSpec
+from gpucluster.facts.catalog import InstanceFacts
+from gpucluster.facts.efa import efa_interface_count, interface_layout
+from gpucluster.facts.nccl import nccl_environment
+from gpucluster.render.core import render
+from gpucluster.render.kubernetes import (
+    EFA_RESOURCE,
+    GPU_RESOURCE,
+    GPU_TOLERATION,
+    JOBSET_API,
+    LABEL_NODE_GROUP,
+    PREFERRED_TOPOLOGY,
+    QUEUE_LABEL,
+)
+
+
+@dataclass(frozen=True)
+class SharedClaim:
+    """A team's PersistentVolumeClaim of a shared file system, and where the job mounts it."""
+
+    claim: str
+    mount_point: str
+
+
+def training_job(
+    *,
+    name: str,
+    namespace: str,
+    queue: str,
+    group: NodeGroupSpec,
+    facts: InstanceFacts,
+    nodes: int,
+    image: str,
+    preferred_topology: str | None,
+    claim: SharedClaim | None,
+) -> str:
+    """A JobSet (jobset.x-k8s.io/v1alpha2) running ``torchrun`` on ``nodes`` whole nodes of ``group``:
+    every GPU and EFA interface of each node (counted from the instance's own network cards), the
+    NCCL/EFA environment, the shared file system, queued through Kueue and placed by TAS."""
+    efa = bool(group.enable_efa_support) and facts.efa_supported
+    efa_count = efa_interface_count(interface_layout(facts, efa, group.efa_layout))
+    gpus = facts.gpu_count
+    limits: dict[str, int | str] = {
+        "cpu": facts.vcpus * 3 // 4,
+        "memory": f"{facts.memory_mib * 3 // 4 // 1024}Gi",
+        GPU_RESOURCE: gpus,
+    }
+    if efa_count:
+        limits[EFA_RESOURCE] = efa_count
+    script = f"{claim.mount_point}/train.py" if claim else "/workspace/train.py"
+    rendezvous = f"{name}-workers-0-0.{name}"
+    torchrun = (
+        f"torchrun --nnodes={nodes} --nproc-per-node={gpus} --node-rank=${{JOB_COMPLETION_INDEX}} "
+        f"--master-addr={rendezvous} --master-port=29500 {script}"
+    )
+    env = [{"name": k, "value": v} for k, v in nccl_environment(facts, efa, group.nccl_env).items()]
+    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+    if claim:
+        mounts.insert(0, {"name": "shared", "mountPath": claim.mount_point})
+        volumes.insert(0, {"name": "shared", "persistentVolumeClaim": {"claimName": claim.claim}})
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "nodeSelector": {LABEL_NODE_GROUP: group.name},
+        "tolerations": [dict(GPU_TOLERATION)] if gpus else [],
+        "containers": [
+            {
+                "name": "trainer",
+                "image": image,
+                "command": ["bash", "-c", torchrun],
+                "env": env,
+                "resources": {"requests": dict(limits), "limits": dict(limits)},
+                "volumeMounts": mounts,
+            }
+        ],
+        "volumes": volumes,
+    }
+    pod: dict[str, Any] = {"spec": pod_spec}
+    if preferred_topology:
+        pod = {"metadata": {"annotations": {PREFERRED_TOPOLOGY: preferred_topology}}, **pod}
+    job = {
+        "apiVersion": JOBSET_API,
+        "kind": "JobSet",
+        "metadata": {"name": name, "namespace": namespace, "labels": {QUEUE_LABEL: queue}},
+        "spec": {
+            "failurePolicy": {"maxRestarts": 3},
+            "network": {"enableDNSHostnames": True},
+            "replicatedJobs": [
+                {
+                    "name": "workers",
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "parallelism": nodes,
+                            "completions": nodes,
+                            "completionMode": "Indexed",
+                            "backoffLimit": 0,
+                            "template": pod,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    # Every value goes through the YAML emitter (to_yaml), none is pasted into YAML text.
+    return render(
+        "kubernetes/training-job.yaml.j2",
+        job=job,
+        namespace=namespace,
+        nodes=nodes,
+        instance_type=facts.instance_type,
+        efa_interfaces=efa_count,
+    )

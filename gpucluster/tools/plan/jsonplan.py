@@ -1,0 +1,39 @@
+"""The plan as JSON: the stable, sorted document the golden files, ``--json`` and ``plan diff`` read."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gpucluster.tools.plan.engine import Plan
+
+
+def to_json(plan: Plan) -> dict[str, Any]:
+    return {
+        "project": plan.project,
+        "stack": plan.stack,
+        "region": plan.region,
+        "ok": plan.ok,
+        "error": plan.error,
+        "resources": [
+            {
+                "urn": r.urn,
+                "type": r.type,
+                "name": r.name,
+                "parent": r.parent,
+                "custom": r.custom,
+                "protect": r.protect,
+                "retainOnDelete": r.retain_on_delete,
+                "id": r.id,
+                "inputs": r.inputs,
+            }
+            for r in sorted(plan.resources, key=lambda r: r.urn)
+        ],
+        "outputs": plan.outputs,
+        "findings": plan.findings,
+        "files": dict(sorted(plan.files.items())),
+    }
+
+
+def dumps(plan: Plan) -> str:
+    return json.dumps(to_json(plan), indent=2, sort_keys=True) + "\n"
