@@ -23,7 +23,17 @@ lazily, so ``import gpucluster`` (and the config model) does not import Pulumi.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what type checkers (and a consumer's pyright) see; at run time they load on first use
+    from gpucluster.components.data_bucket import DataBucket, DataBucketArgs
+    from gpucluster.components.eks_cluster import EksCluster, EksClusterArgs
+    from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs
+    from gpucluster.components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
+    from gpucluster.components.kubernetes_platform import KubernetesPlatform, KubernetesPlatformArgs
+    from gpucluster.components.lustre_storage import LustreStorage, LustreStorageArgs
+    from gpucluster.components.network import Network, NetworkArgs
+    from gpucluster.components.slurm_cluster import SlurmCluster, SlurmClusterArgs
 
 _COMPONENTS = {
     "GpuCluster": "gpucluster.components.gpu_cluster",
