@@ -33,7 +33,7 @@ import pulumi_aws as aws
 from gpucluster.components._aws.buckets import private_bucket
 from gpucluster.components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from gpucluster.components.shared_storage import SharedStorage
-from gpucluster.config.naming import CLUSTER_TAG, NODE_GROUP_TAG, with_name
+from gpucluster.config.naming import CLUSTER_TAG, NODE_GROUP_TAG, NODE_NAME_TAG, with_name
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.slurm import UBUNTU_RELEASE, SlurmSpec
 from gpucluster.facts.catalog import load_catalog
@@ -233,7 +233,7 @@ def agent_policy(
             "Resource": instances,
             "Condition": {
                 "StringEquals": {f"ec2:ResourceTag/{CLUSTER_TAG}": cluster},
-                "ForAllValues:StringEquals": {"aws:TagKeys": ["gpucluster:node-name", "Name"]},
+                "ForAllValues:StringEquals": {"aws:TagKeys": [NODE_NAME_TAG, "Name"]},
             },
         },
     ]

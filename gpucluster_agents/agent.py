@@ -45,8 +45,8 @@ from collections.abc import Iterable
 from typing import Any, Callable
 
 from . import hostlist
-from .config import AgentConfig, NodeGroup
-from .ec2 import AWS_ERRORS, ICE_CODES, TAG_NODE, Ec2, Instance
+from .contract import TAG_NODE_NAME, AgentConfig, NodeGroup
+from .ec2 import AWS_ERRORS, ICE_CODES, Ec2, Instance
 from .slurm import NodeState, Slurm
 from .state import FileLock, StateDir
 from .topology import render_topology, write_if_changed
@@ -103,7 +103,7 @@ class Inventory:
         inst = self.by_id.get(iid)
         if inst is not None:
             tags = dict(inst.tags)
-            tags[TAG_NODE] = node
+            tags[TAG_NODE_NAME] = node
             self.put(Instance(inst.id, inst.state, inst.launch_time, inst.private_ip, inst.instance_type, tags))
 
 

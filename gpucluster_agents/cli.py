@@ -21,7 +21,8 @@ import sys
 import time
 from collections.abc import Sequence
 
-from .config import ConfigError, load_config
+from .config import load_config
+from .contract import ConfigError
 from .state import LockTimeout
 
 log = logging.getLogger("gpucluster_agents")

@@ -17,14 +17,9 @@ from boto3.session import Session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .config import AgentConfig, NodeGroup
+from .contract import TAG_CLUSTER, TAG_LAUNCH_TOKEN, TAG_NODE_GROUP, TAG_NODE_NAME, AgentConfig, NodeGroup
 
 log = logging.getLogger("gpucluster_agents")
-
-TAG_CLUSTER = "gpucluster:cluster"
-TAG_GROUP = "gpucluster:node-group"
-TAG_TOKEN = "gpucluster:launch-token"
-TAG_NODE = "gpucluster:node-name"
 
 # Capacity errors that mean "try another partition", not "something is broken".
 ICE_CODES = frozenset({"InsufficientInstanceCapacity", "InsufficientHostCapacity", "InsufficientReservedInstanceCapacity"})
@@ -50,15 +45,15 @@ class Instance:
 
     @property
     def node(self) -> str | None:
-        return self.tags.get(TAG_NODE)
+        return self.tags.get(TAG_NODE_NAME)
 
     @property
     def group(self) -> str | None:
-        return self.tags.get(TAG_GROUP)
+        return self.tags.get(TAG_NODE_GROUP)
 
     @property
     def token(self) -> str | None:
-        return self.tags.get(TAG_TOKEN)
+        return self.tags.get(TAG_LAUNCH_TOKEN)
 
     @property
     def live(self) -> bool:
@@ -147,7 +142,11 @@ def _instance_from_api(raw: dict[str, Any]) -> Instance:
 
 
 def fleet_request(cfg: AgentConfig, group: NodeGroup, count: int, token: str) -> dict[str, Any]:
-    """The CreateFleet (type=instant) request for ``count`` instances of ``group`` (pure; tested)."""
+    """The CreateFleet (type=instant) request for ``count`` instances of ``group`` (pure; tested).
+
+    Capacity: on-demand, spot (price-capacity-optimized), capacity-reservation (on-demand, reservations
+    first; targeted ones named by the launch template), capacity-block (template targets reservation_id).
+    """
     overrides: list[dict[str, Any]] = []
     for subnet in group.subnet_ids:
         o: dict[str, Any] = {"InstanceType": group.instance_type, "SubnetId": subnet}
@@ -156,8 +155,8 @@ def fleet_request(cfg: AgentConfig, group: NodeGroup, count: int, token: str) ->
         overrides.append(o)
     tags = [
         {"Key": TAG_CLUSTER, "Value": cfg.cluster_name},
-        {"Key": TAG_GROUP, "Value": group.name},
-        {"Key": TAG_TOKEN, "Value": token},
+        {"Key": TAG_NODE_GROUP, "Value": group.name},
+        {"Key": TAG_LAUNCH_TOKEN, "Value": token},
     ] + [{"Key": k, "Value": v} for k, v in group.tags]
     req: dict[str, Any] = {
         "Type": "instant",
@@ -230,7 +229,7 @@ class Ec2:
         for page in paginator.paginate(
             Filters=[
                 {"Name": f"tag:{TAG_CLUSTER}", "Values": [self.cfg.cluster_name]},
-                {"Name": f"tag:{TAG_GROUP}", "Values": sorted(g.name for g in self.cfg.node_groups)},
+                {"Name": f"tag:{TAG_NODE_GROUP}", "Values": sorted(g.name for g in self.cfg.node_groups)},
                 {"Name": "instance-state-name", "Values": list(NOT_TERMINATED_STATES)},
             ],
             PaginationConfig={"PageSize": 1000},
@@ -251,7 +250,7 @@ class Ec2:
             paginator = self.client.get_paginator("describe_instances")
             for page in paginator.paginate(
                 Filters=[
-                    {"Name": f"tag:{TAG_TOKEN}", "Values": [token]},
+                    {"Name": f"tag:{TAG_LAUNCH_TOKEN}", "Values": [token]},
                     {"Name": f"tag:{TAG_CLUSTER}", "Values": [self.cfg.cluster_name]},
                 ],
                 PaginationConfig={"PageSize": 1000},
@@ -317,7 +316,7 @@ class Ec2:
 
         def one(item: tuple[str, str]) -> tuple[str, str | None]:
             iid, node = item
-            tags = [{"Key": TAG_NODE, "Value": node}, {"Key": "Name", "Value": f"{self.cfg.cluster_name}-{node}"}]
+            tags = [{"Key": TAG_NODE_NAME, "Value": node}, {"Key": "Name", "Value": f"{self.cfg.cluster_name}-{node}"}]
             try:
                 self._retry_not_found(f"CreateTags {iid}", lambda: self.client.create_tags(Resources=[iid], Tags=tags))
             except (ClientError, BotoCoreError) as exc:

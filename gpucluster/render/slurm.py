@@ -56,7 +56,6 @@ import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import gpucluster_agents
 from gpucluster.config.cluster import ClusterSpec
@@ -66,6 +65,8 @@ from gpucluster.facts.catalog import Catalog, InstanceFacts
 from gpucluster.facts.nccl import library_dirs
 from gpucluster.render.core import CloudConfig, WriteFile, render
 from gpucluster.render.node import NCCL_ENV_PATH, LustreMount, lustre_mount_script
+from gpucluster_agents import contract
+from gpucluster_agents.contract import hostrange, node_names
 
 # Ports and paths (Ubuntu's slurm-wlm packaging: /etc/slurm, /var/log/slurm, SlurmUser slurm).
 SLURMCTLD_PORT = 6817
@@ -126,11 +127,6 @@ def munge_secret_name(cluster: str) -> str:
 
 
 # --- node and partition lines ---------------------------------------------------------------------------
-
-
-def hostrange(prefix: str, count: int) -> str:
-    """``p5-[1-16]`` (``p5-1`` for one node): the agent's node names for a group."""
-    return f"{prefix}-1" if count == 1 else f"{prefix}-[1-{count}]"
 
 
 def real_memory_mib(facts: InstanceFacts) -> int:
@@ -253,7 +249,7 @@ class SlurmGroup:
 
     @property
     def node_names(self) -> list[str]:
-        return [f"{self.name}-{i}" for i in range(1, self.group.max_size + 1)]
+        return node_names(self.name, self.group.max_size)
 
 
 def slurm_groups(ctx: SlurmContext, catalog: Catalog) -> list[SlurmGroup]:
@@ -328,51 +324,40 @@ class LaunchTarget:
     launch_template_version: str = "$Default"
 
 
-def agent_config(ctx: SlurmContext, catalog: Catalog, targets: Mapping[str, LaunchTarget]) -> dict[str, Any]:
-    """``/etc/gpucluster/agent.json`` (schema: ``gpucluster_agents.config``), from the stack's outputs."""
-    slurm = ctx.slurm
-    groups = []
+def agent_config(ctx: SlurmContext, catalog: Catalog, targets: Mapping[str, LaunchTarget]) -> contract.AgentConfig:
+    """``/etc/gpucluster/agent.json`` (schema: :mod:`gpucluster_agents.contract`), from the stack's outputs."""
+    groups: list[contract.NodeGroup] = []
     for g in slurm_groups(ctx, catalog):
         t = targets[g.name]
         cap = g.group.capacity
-        capacity: dict[str, Any] = {"type": cap.type}
-        if cap.reservation_id:
-            capacity["reservation_id"] = cap.reservation_id
-        if cap.resource_group_arn:
-            capacity["resource_group_arn"] = cap.resource_group_arn
         groups.append(
-            {
-                "name": g.name,
-                "mode": g.entry.mode,
-                "partition": g.entry.partition or g.name,
-                "max_nodes": g.group.max_size,
-                "instance_type": g.group.instance_type,
-                "launch_template_id": t.launch_template_id,
-                "launch_template_version": t.launch_template_version,
-                "subnet_ids": list(t.subnet_ids),
-                "efa_enabled": bool(g.group.enable_efa_support),
-                "placement_group": t.placement_group,
-                "capacity": capacity,
-            }
+            contract.NodeGroup(
+                name=g.name,
+                node_prefix=g.name,
+                mode=g.entry.mode,
+                max_nodes=g.group.max_size,
+                instance_type=g.group.instance_type,
+                launch_template_id=t.launch_template_id,
+                launch_template_version=t.launch_template_version,
+                subnet_ids=tuple(t.subnet_ids),
+                efa_enabled=bool(g.group.enable_efa_support),
+                placement_group=t.placement_group,
+                capacity=contract.Capacity(cap.type, cap.reservation_id or None, cap.resource_group_arn or None),
+            )
         )
-    agent = slurm.agent
-    return {
-        "schema_version": 1,
-        "cluster_name": ctx.cluster,
-        "region": ctx.region,
-        "log_file": AGENT_LOG,
-        "state_dir": AGENT_STATE_DIR,
-        "slurm_bin_dir": "/usr/bin",
-        "topology_conf": f"{TOPOLOGY_DIR}/topology.conf",
-        "insufficient_capacity_hold_seconds": agent.insufficient_capacity_hold_seconds,
-        "failure_hold_seconds": agent.failure_hold_seconds,
-        "orphan_grace_seconds": agent.orphan_grace_seconds,
-        "node_groups": groups,
-    }
-
-
-def agent_json(config: Mapping[str, Any]) -> str:
-    return json.dumps(config, indent=2, sort_keys=True) + "\n"
+    agent = ctx.slurm.agent
+    return contract.AgentConfig(
+        cluster_name=ctx.cluster,
+        region=ctx.region,
+        node_groups=tuple(groups),
+        log_file=AGENT_LOG,
+        state_dir=AGENT_STATE_DIR,
+        slurm_bin_dir="/usr/bin",
+        topology_conf=f"{TOPOLOGY_DIR}/topology.conf",
+        insufficient_capacity_hold_seconds=agent.insufficient_capacity_hold_seconds,
+        failure_hold_seconds=agent.failure_hold_seconds,
+        orphan_grace_seconds=agent.orphan_grace_seconds,
+    )
 
 
 # --- the agent bundle ------------------------------------------------------------------------------------------
@@ -494,6 +479,7 @@ def node_slurm_part(ctx: SlurmContext, group: NodeGroupSpec, catalog: Catalog) -
         packages=NODE_PACKAGES,
         aws_helper=AWS_HELPER,
         name_wait_tries=NODE_NAME_WAIT_TRIES,
+        node_name_tag=contract.TAG_NODE_NAME,
         imds_guard_unit=IMDS_GUARD_UNIT,
     )
     return CloudConfig(
@@ -523,7 +509,7 @@ class HeadInputs:
 
     data_volume_id: str
     agent: AgentBundle
-    agent_config: Mapping[str, Any]
+    agent_config: contract.AgentConfig
     lustre: LustreMount | None = None
 
 
@@ -544,7 +530,7 @@ def head_files(ctx: SlurmContext, catalog: Catalog, inputs: HeadInputs) -> tuple
     ]
     if accounting:
         files.append(WriteFile(f"{SLURM_ETC}/slurmdbd.conf", slurmdbd_conf(ctx), "0600"))
-    files.append(WriteFile(AGENT_CONFIG_PATH, agent_json(inputs.agent_config)))
+    files.append(WriteFile(AGENT_CONFIG_PATH, contract.to_json(inputs.agent_config)))
     package = {"bucket": inputs.agent.bucket, "key": inputs.agent.key, "sha256": inputs.agent.sha256, "dest": AGENT_LIB}
     files.append(WriteFile(AGENT_PACKAGE_PATH, json.dumps(package, indent=2, sort_keys=True) + "\n"))
     for key, name, command in PROGRAMS:

@@ -199,7 +199,6 @@ def base_config(tmp: Path, endpoint: str, world: World, bin_dir: Path) -> dict[s
         "node_groups": [
             {
                 "name": "p5",
-                "partition": "p5",
                 "max_nodes": 16,
                 "instance_type": GROUPS["p5"],
                 "launch_template_id": world.launch_templates["p5"],
@@ -211,7 +210,6 @@ def base_config(tmp: Path, endpoint: str, world: World, bin_dir: Path) -> dict[s
             },
             {
                 "name": "g6e",
-                "partition": "g6e",
                 "max_nodes": 8,
                 "instance_type": GROUPS["g6e"],
                 "launch_template_id": world.launch_templates["g6e"],

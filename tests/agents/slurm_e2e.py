@@ -72,6 +72,7 @@ def render(cluster: str, groups: list[GroupSpec], launch_templates: dict[str, st
     from gpucluster.load import load_spec
     from gpucluster.render import slurm as sr
     from gpucluster.render.core import env_file
+    from gpucluster_agents.contract import to_dict
 
     catalog = load_catalog()
     config: dict[str, Any] = {
@@ -100,7 +101,7 @@ def render(cluster: str, groups: list[GroupSpec], launch_templates: dict[str, st
         topology_conf=sr.topology_conf(ctx, catalog),
         task_prolog=sr.task_prolog(first.group, first.facts),
         nccl_env=env_file(nccl_environment(first.facts, bool(first.group.enable_efa_support))),
-        agent_config=sr.agent_config(ctx, catalog, targets),
+        agent_config=to_dict(sr.agent_config(ctx, catalog, targets)),  # the JSON document, to patch locally
     )
 
 

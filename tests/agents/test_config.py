@@ -14,7 +14,9 @@ import pytest
 from conftest import REPO
 
 from gpucluster_agents import cli
-from gpucluster_agents.config import ConfigError, load_config, parse_config
+from gpucluster_agents.config import load_config
+from gpucluster_agents.contract import ConfigError
+from gpucluster_agents.contract import parse as parse_config
 
 MINIMAL: dict[str, Any] = {
     "cluster_name": "demo",
@@ -22,7 +24,6 @@ MINIMAL: dict[str, Any] = {
     "node_groups": [
         {
             "name": "p5",
-            "partition": "gpu",
             "max_nodes": 4,
             "instance_type": "p5.48xlarge",
             "launch_template_id": "lt-0123456789abcdef0",
@@ -73,7 +74,7 @@ def test_group_names_may_contain_dashes_and_nodes_belong_by_their_last_dash() ->
     '-') and finds a node's group by the text before the node name's last '-'."""
     raw = copy.deepcopy(MINIMAL)
     second = copy.deepcopy(raw["node_groups"][0])
-    second.update({"name": "p5-od", "partition": "p5-od", "mode": "static"})
+    second.update({"name": "p5-od", "mode": "static"})
     raw["node_groups"].append(second)
     cfg = parse_config(raw)
     plain, dashed = cfg.node_groups

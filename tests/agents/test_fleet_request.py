@@ -12,7 +12,7 @@ from botocore.validate import validate_parameters
 from conftest import Harness
 from test_config import MINIMAL
 
-from gpucluster_agents.config import parse_config
+from gpucluster_agents.contract import parse as parse_config
 from gpucluster_agents.ec2 import fleet_request
 
 SHAPE = botocore.session.get_session().get_service_model("ec2").operation_model("CreateFleet").input_shape

@@ -16,7 +16,7 @@ from test_config import MINIMAL
 
 from gpucluster_agents import hostlist
 from gpucluster_agents.agent import Agent
-from gpucluster_agents.config import parse_config
+from gpucluster_agents.contract import parse as parse_config
 from gpucluster_agents.ec2 import Ec2
 from gpucluster_agents.slurm import Slurm
 

@@ -24,7 +24,6 @@ def with_static_group(harness: Harness) -> None:
         {
             "name": GROUP,
             "mode": "static",
-            "partition": GROUP,
             "max_nodes": 3,
             "instance_type": "g6e.12xlarge",
             "launch_template_id": harness.world.launch_templates["g6e"],

@@ -16,7 +16,7 @@ from gpucluster.components.slurm_cluster import SlurmCluster, SlurmClusterArgs, 
 from gpucluster.config.naming import CLUSTER_TAG
 from gpucluster.load import load_spec
 from gpucluster.render.slurm import controller_address, munge_secret_name
-from gpucluster_agents.config import parse_config
+from gpucluster_agents.contract import parse as parse_config
 from tests.conftest import group, make_config
 
 SUBNETS = ["subnet-0aaa1111"]
@@ -172,7 +172,8 @@ def test_agent_policy_is_least_privilege(run_components, two_groups):
 def test_create_fleet_is_never_unscoped():
     """No CreateFleet grant on "*", none without the fleet/template/instance limits; the agent's own
     request (gpucluster_agents.ec2.fleet_request) tags exactly what the instance statement requires."""
-    from gpucluster_agents.ec2 import TAG_CLUSTER, TAG_GROUP
+    from gpucluster_agents.contract import TAG_CLUSTER
+    from gpucluster_agents.contract import TAG_NODE_GROUP as TAG_GROUP
 
     doc = agent_policy(
         partition="aws-us-gov",

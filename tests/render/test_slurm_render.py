@@ -23,7 +23,8 @@ from gpucluster.render import slurm as sr
 from gpucluster.render.core import gzip_bytes
 from gpucluster.tools.plan.engine import run_plan
 from gpucluster.tools.plan.stackfile import stack_names
-from gpucluster_agents.config import parse_config
+from gpucluster_agents import contract
+from gpucluster_agents.contract import parse as parse_config
 from tests.conftest import GOLDEN, check_golden, group, make_config, require_tool
 from tests.render.slurm_check import SLURMCTLD, SLURMDBD, check_slurmctld, check_slurmdbd
 
@@ -101,13 +102,15 @@ def test_slurm_conf_keys_for_cloud_nodes_efa_and_configless():
     assert not any(line.startswith("SuspendExcParts") for line in conf)
 
 
-def test_agent_config_is_valid_for_the_agent_and_names_every_group():
+def test_agent_config_round_trips_through_the_agent_and_names_every_group():
     ctx = context(P5, DEV, nodeGroups=[{"name": "dev", "mode": "static"}])
     targets = {
         "p5": sr.LaunchTarget("lt-0aaa", ("subnet-0aaa",), "pg-1"),
         "dev": sr.LaunchTarget("lt-0bbb", ("subnet-0bbb",)),
     }
-    cfg = parse_config(sr.agent_config(ctx, CATALOG, targets))  # the agent's own schema check
+    built = sr.agent_config(ctx, CATALOG, targets)
+    cfg = parse_config(json.loads(contract.to_json(built)))  # render -> JSON -> the agent's own parser
+    assert cfg == built
     p5, dev = cfg.node_groups
     assert (p5.name, p5.mode, p5.max_nodes, p5.launch_template_id, p5.launch_template_version) == (
         "p5",

@@ -131,12 +131,13 @@ LAYERS = {
     # room → rooms it may import (besides itself). The config model, its rules and its checks sit on the
     # facts; resolution on the config; loading (parse, check, resolve) on both; rendering on resolved
     # config; components on rendering; the program on components; tools on everything. The node package
-    # (gpucluster_agents) stands alone: the renderer ships it, nothing of it imports gpucluster.
+    # (gpucluster_agents) is the bottom room: it holds the node contract (config schema, tag keys, node
+    # names), anyone may import it, and nothing of it imports gpucluster.
     "gpucluster._paths": set(),
     "gpucluster.facts": set(),
-    "gpucluster.config": {"gpucluster.facts"},
-    "gpucluster.resolve": {"gpucluster.config", "gpucluster.facts"},
-    "gpucluster.load": {"gpucluster.config", "gpucluster.facts", "gpucluster.resolve"},
+    "gpucluster.config": {"gpucluster.facts", "gpucluster_agents"},
+    "gpucluster.resolve": {"gpucluster.config", "gpucluster.facts", "gpucluster_agents"},
+    "gpucluster.load": {"gpucluster.config", "gpucluster.facts", "gpucluster.resolve", "gpucluster_agents"},
     "gpucluster.render": {
         "gpucluster.config",
         "gpucluster.facts",
@@ -144,13 +145,20 @@ LAYERS = {
         "gpucluster._paths",
         "gpucluster_agents",
     },
-    "gpucluster.components": {"gpucluster.config", "gpucluster.facts", "gpucluster.resolve", "gpucluster.render"},
+    "gpucluster.components": {
+        "gpucluster.config",
+        "gpucluster.facts",
+        "gpucluster.resolve",
+        "gpucluster.render",
+        "gpucluster_agents",
+    },
     "gpucluster.program": {
         "gpucluster.config",
         "gpucluster.facts",
         "gpucluster.resolve",
         "gpucluster.load",
         "gpucluster.components",
+        "gpucluster_agents",
     },
     "gpucluster.tools": {
         "gpucluster.config",
@@ -161,6 +169,7 @@ LAYERS = {
         "gpucluster.components",
         "gpucluster.program",
         "gpucluster._paths",
+        "gpucluster_agents",
     },
     "gpucluster_agents": set(),
 }

@@ -1,0 +1,98 @@
+"""The node contract: what the renderer writes, the agent parses back equal, and every field is read."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import fields
+from pathlib import Path
+
+from gpucluster_agents import contract
+from gpucluster_agents.contract import AgentConfig, Capacity, NodeGroup
+
+PACKAGE = Path(contract.__file__).parent
+
+FULL = AgentConfig(
+    cluster_name="demo",
+    region="eu-west-1",
+    node_groups=(
+        NodeGroup(
+            name="p5",
+            node_prefix="gpu",
+            max_nodes=3,
+            instance_type="p5.48xlarge",
+            launch_template_id="lt-0123456789abcdef0",
+            launch_template_version="7",
+            subnet_ids=("subnet-0a",),
+            efa_enabled=True,
+            placement_group="pg",
+            capacity=Capacity("capacity-reservation", "cr-0123", "arn:aws:resource-groups:eu-west-1:1:group/g"),
+            tags=(("cost-center", "42"), ("team", "ml")),
+            mode="static",
+        ),
+        NodeGroup("cpu", "cpu", 1, "c7i.large", "lt-0b", "$Latest", ("subnet-0b", "subnet-0c")),
+    ),
+    endpoint_url="http://127.0.0.1:5000",
+    log_file="/l.log",
+    state_dir="/s",
+    slurm_bin_dir="/opt/slurm/bin",
+    topology_conf=None,
+    insufficient_capacity_hold_seconds=1,
+    failure_hold_seconds=2,
+    orphan_grace_seconds=3,
+    lock_timeout_seconds=4,
+    max_instances_per_fleet=5,
+    api_retry_mode="standard",
+    api_max_attempts=6,
+    api_concurrency=7,
+)
+
+
+def test_every_field_round_trips_through_json() -> None:
+    assert contract.parse(json.loads(contract.to_json(FULL))) == FULL
+
+
+def test_defaults_are_left_out_and_come_back() -> None:
+    small = AgentConfig("demo", "us-east-1", (NodeGroup("p5", "p5", 2, "p5.48xlarge", "lt-0a", "$Default", ("subnet-0a",)),))
+    doc = contract.to_dict(small)
+    assert "endpoint_url" not in doc and "api_concurrency" not in doc
+    assert "node_prefix" not in doc["node_groups"][0] and "tags" not in doc["node_groups"][0]
+    assert doc["node_groups"][0]["capacity"] == {"type": "on-demand"}
+    assert contract.parse(doc) == small
+
+
+def _attribute_reads() -> str:
+    """The agent's code, less the contract's parser and writer: where a field must be used to count as read."""
+    contract_text = (PACKAGE / "contract.py").read_text()
+    text = contract_text[contract_text.index("class ConfigError") : contract_text.index("def _fields_dict")]
+    for path in sorted(PACKAGE.glob("*.py")):
+        if path.name not in ("contract.py", "jsonread.py", "config.py"):
+            text += path.read_text()
+    return text
+
+
+def test_every_field_of_the_contract_is_read_by_the_agent() -> None:
+    """Fails when a key is added (or kept) that nothing on the node uses: the dead ``partition`` key was one."""
+    code = _attribute_reads()
+    unread = [
+        f"{cls.__name__}.{f.name}"
+        for cls in (AgentConfig, NodeGroup, Capacity)
+        for f in fields(cls)
+        if not re.search(rf"\.{f.name}\b(?!\()", code)
+    ]
+    assert unread == []
+
+
+def test_every_key_the_renderer_writes_is_a_field() -> None:
+    doc = contract.to_dict(FULL)
+    assert set(doc) <= contract.TOP_KEYS
+    for g in doc["node_groups"]:
+        assert set(g) <= contract.GROUP_KEYS and set(g["capacity"]) <= contract.CAPACITY_KEYS
+    assert "partition" not in contract.GROUP_KEYS
+
+
+def test_node_name_rule() -> None:
+    assert contract.node_names("train-a", 3) == ["train-a-1", "train-a-2", "train-a-3"]
+    assert contract.hostrange("p5", 16) == "p5-[1-16]" and contract.hostrange("p5", 1) == "p5-1"
+    g = FULL.node_groups[0]
+    assert g.node_names() == ["gpu-1", "gpu-2", "gpu-3"] and FULL.group_of_node("gpu-2") is g
