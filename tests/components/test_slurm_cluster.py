@@ -10,9 +10,10 @@ import json
 import pulumi
 import pytest
 
+from gpucluster.components._aws.iam import slurm_agent_policy
 from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs
 from gpucluster.components.shared_storage import SharedStorage
-from gpucluster.components.slurm_cluster import SlurmCluster, SlurmClusterArgs, agent_policy
+from gpucluster.components.slurm_cluster import SlurmCluster, SlurmClusterArgs
 from gpucluster.config.naming import CLUSTER_TAG
 from gpucluster.load import load_spec
 from gpucluster.render.slurm import controller_address, munge_secret_name
@@ -175,7 +176,7 @@ def test_create_fleet_is_never_unscoped():
     from gpucluster_agents.contract import TAG_CLUSTER
     from gpucluster_agents.contract import TAG_NODE_GROUP as TAG_GROUP
 
-    doc = agent_policy(
+    doc = slurm_agent_policy(
         partition="aws-us-gov",
         region="us-gov-west-1",
         account="123456789012",
@@ -227,7 +228,7 @@ def test_the_agents_fleet_request_satisfies_the_fleet_statements(run_components,
 
 
 def test_a_static_only_cluster_cannot_launch_or_terminate():
-    doc = agent_policy(
+    doc = slurm_agent_policy(
         partition="aws",
         region="us-east-1",
         account="123456789012",
