@@ -18,7 +18,7 @@ from gpucluster.config.naming import CLUSTER_TAG
 from gpucluster.load import load_spec
 from gpucluster.render.slurm import controller_address, munge_secret_name
 from gpucluster_agents.contract import parse as parse_config
-from tests.conftest import group, make_config
+from tests.conftest import ROOT, group, make_config
 
 SUBNETS = ["subnet-0aaa1111"]
 SG = ["sg-0efa0000000000001", "sg-0node000000000002"]
@@ -396,3 +396,16 @@ def test_gpu_cluster_wires_slurm_like_eks(run_components):
     # the file system's real DNS name reaches the head node too
     fs = plan.of_type("aws:fsx/lustreFileSystem:LustreFileSystem")[0]
     assert f"dns={fs.state['dnsName']}" in plan.files["s-slurm-head/usr/local/sbin/gpucluster-mount-lustre"]
+
+
+def test_the_slurm_side_writes_no_iam_document_of_its_own():
+    """Every IAM document of the Slurm cluster is in components/_aws/iam.py, where they are reviewed
+    together: the cluster and its private parts only call those functions."""
+    modules = [ROOT / "components" / "slurm_cluster.py", *sorted((ROOT / "components" / "_slurm").glob("*.py"))]
+    assert len(modules) >= 3
+    for path in modules:
+        source = path.read_text()
+        for marker in ("2012-10-17", '"Statement"', '"Effect"', "sts:AssumeRole"):
+            assert marker not in source, f"{path.name} writes an IAM document ({marker}): put it in _aws/iam.py"
+    iam = (ROOT / "components" / "_aws" / "iam.py").read_text()
+    assert all(f"def slurm_{kind}_policy(" in iam for kind in ("agent", "head", "node"))
