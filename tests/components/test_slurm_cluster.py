@@ -10,14 +10,15 @@ import json
 import pulumi
 import pytest
 
+from gpucluster.components._aws.iam import slurm_agent_policy
 from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs
 from gpucluster.components.shared_storage import SharedStorage
-from gpucluster.components.slurm_cluster import SlurmCluster, SlurmClusterArgs, agent_policy
+from gpucluster.components.slurm_cluster import SlurmCluster, SlurmClusterArgs
 from gpucluster.config.naming import CLUSTER_TAG
 from gpucluster.load import load_spec
 from gpucluster.render.slurm import controller_address, munge_secret_name
 from gpucluster_agents.contract import parse as parse_config
-from tests.conftest import group, make_config
+from tests.conftest import ROOT, group, make_config
 
 SUBNETS = ["subnet-0aaa1111"]
 SG = ["sg-0efa0000000000001", "sg-0node000000000002"]
@@ -175,7 +176,7 @@ def test_create_fleet_is_never_unscoped():
     from gpucluster_agents.contract import TAG_CLUSTER
     from gpucluster_agents.contract import TAG_NODE_GROUP as TAG_GROUP
 
-    doc = agent_policy(
+    doc = slurm_agent_policy(
         partition="aws-us-gov",
         region="us-gov-west-1",
         account="123456789012",
@@ -227,7 +228,7 @@ def test_the_agents_fleet_request_satisfies_the_fleet_statements(run_components,
 
 
 def test_a_static_only_cluster_cannot_launch_or_terminate():
-    doc = agent_policy(
+    doc = slurm_agent_policy(
         partition="aws",
         region="us-east-1",
         account="123456789012",
@@ -395,3 +396,16 @@ def test_gpu_cluster_wires_slurm_like_eks(run_components):
     # the file system's real DNS name reaches the head node too
     fs = plan.of_type("aws:fsx/lustreFileSystem:LustreFileSystem")[0]
     assert f"dns={fs.state['dnsName']}" in plan.files["s-slurm-head/usr/local/sbin/gpucluster-mount-lustre"]
+
+
+def test_the_slurm_side_writes_no_iam_document_of_its_own():
+    """Every IAM document of the Slurm cluster is in components/_aws/iam.py, where they are reviewed
+    together: the cluster and its private parts only call those functions."""
+    modules = [ROOT / "components" / "slurm_cluster.py", *sorted((ROOT / "components" / "_slurm").glob("*.py"))]
+    assert len(modules) >= 3
+    for path in modules:
+        source = path.read_text()
+        for marker in ("2012-10-17", '"Statement"', '"Effect"', "sts:AssumeRole"):
+            assert marker not in source, f"{path.name} writes an IAM document ({marker}): put it in _aws/iam.py"
+    iam = (ROOT / "components" / "_aws" / "iam.py").read_text()
+    assert all(f"def slurm_{kind}_policy(" in iam for kind in ("agent", "head", "node"))
