@@ -40,21 +40,9 @@ from gpucluster.facts.catalog import load_catalog
 from gpucluster.facts.images import default_image_parameter
 from gpucluster.render.core import gzip_b64, render_cloud_config
 from gpucluster.render.node import LustreMount
-from gpucluster.render.slurm import (
-    AgentBundle,
-    HeadInputs,
-    LaunchTarget,
-    SlurmContext,
-    agent_bundle,
-    agent_config,
-    controller_address,
-    dns_zone,
-    head_cloud_config,
-    head_hostname,
-    head_title,
-    munge_secret_name,
-    sha256,
-)
+from gpucluster.render.slurm.agent import AgentBundle, LaunchTarget, agent_bundle, agent_config, sha256
+from gpucluster.render.slurm.head import HeadInputs, head_cloud_config, head_title
+from gpucluster.render.slurm.names import SlurmContext, controller_address, dns_zone, head_hostname, munge_secret_name
 
 TOKEN = "gpucluster:index:SlurmCluster"
 DATA_DEVICE = "/dev/sdf"

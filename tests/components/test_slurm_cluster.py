@@ -15,7 +15,7 @@ from gpucluster.components.shared_storage import SharedStorage
 from gpucluster.components.slurm_cluster import SlurmCluster, SlurmClusterArgs, agent_policy
 from gpucluster.config.naming import CLUSTER_TAG
 from gpucluster.load import load_spec
-from gpucluster.render.slurm import controller_address, munge_secret_name
+from gpucluster.render.slurm.names import controller_address, munge_secret_name
 from gpucluster_agents.contract import parse as parse_config
 from tests.conftest import group, make_config
 
