@@ -20,7 +20,7 @@ import yaml
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
 from gpucluster.render.core import gzip_bytes
-from gpucluster.render.slurm.agent import LaunchTarget, agent_bundle, agent_config, aws_helper, sha256
+from gpucluster.render.slurm.agent import LaunchTarget, agent_bundle, agent_config, aws_helper, boot_config, sha256
 from gpucluster.render.slurm.compute import NODE_PACKAGES, task_prolog
 from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, gres_line, node_line, partition_line, slurm_conf, topology_conf
 from gpucluster.render.slurm.guard import IMDS_GUARD, imds_guard_bootcmd, imds_guard_script, imds_guard_unit
@@ -331,8 +331,9 @@ def test_shell_scripts_parse(tmp_path):
 def helper(tmp_path):
     ctx = context(P5)
     path = tmp_path / "gpucluster-aws"
-    path.write_text(aws_helper(ctx))
+    path.write_text(aws_helper())
     path.chmod(0o755)
+    Path(f"{path}.json").write_text(boot_config(ctx).to_json())  # where the user data puts it: next to the helper
     return path
 
 

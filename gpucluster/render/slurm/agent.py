@@ -14,17 +14,19 @@ from pathlib import Path
 
 import gpucluster_agents
 from gpucluster.facts.catalog import Catalog
-from gpucluster.render.core import render
+from gpucluster.render.core import WriteFile
 from gpucluster.render.slurm.names import (
     AGENT_LOG,
     AGENT_PACKAGE_PATH,
     AGENT_STATE_DIR,
+    AWS_HELPER,
+    AWS_HELPER_CONFIG,
     TOPOLOGY_DIR,
     SlurmContext,
     munge_secret_name,
     slurm_groups,
 )
-from gpucluster_agents import contract
+from gpucluster_agents import boot, contract
 
 
 @dataclass(frozen=True)
@@ -111,12 +113,26 @@ def sha256(data: bytes) -> str:
 # --- the boot helper -------------------------------------------------------------------------------------------
 
 
-def aws_helper(ctx: SlurmContext) -> str:
-    return render(
-        "slurm/gpucluster-aws.py.j2",
+def aws_helper() -> str:
+    """The boot helper's source, written unchanged to ``AWS_HELPER``: the module itself, so the code that
+    runs on the node is the code that ruff, pyright and the tests check."""
+    return Path(boot.__file__).read_text()
+
+
+def boot_config(ctx: SlurmContext) -> boot.BootConfig:
+    """The cluster's values for the boot helper, written next to it as ``AWS_HELPER_CONFIG``."""
+    return boot.BootConfig(
         cluster=ctx.cluster,
         region=ctx.region,
         secret_name=munge_secret_name(ctx.cluster),
         package_file=AGENT_PACKAGE_PATH,
-        agent_owned=[f"{TOPOLOGY_DIR}/topology.conf"],
+        agent_owned=(f"{TOPOLOGY_DIR}/topology.conf",),
+    )
+
+
+def boot_files(ctx: SlurmContext) -> tuple[WriteFile, WriteFile]:
+    """The boot helper and its config, as every Slurm node's user data writes them."""
+    return (
+        WriteFile.compressed(AWS_HELPER, aws_helper(), "0755"),
+        WriteFile(AWS_HELPER_CONFIG, boot_config(ctx).to_json()),
     )

@@ -11,7 +11,7 @@ from gpucluster.facts.catalog import Catalog, InstanceFacts
 from gpucluster.facts.nccl import library_dirs
 from gpucluster.render.core import CloudConfig, WriteFile, render
 from gpucluster.render.node import NCCL_ENV_PATH
-from gpucluster.render.slurm.agent import aws_helper
+from gpucluster.render.slurm.agent import boot_files
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit
 from gpucluster.render.slurm.names import AWS_HELPER, NODE_SETUP, SLURMCTLD_PORT, TASK_PROLOG, SlurmContext, controller_address
 from gpucluster_agents import contract
@@ -53,7 +53,7 @@ def node_slurm_part(ctx: SlurmContext, group: NodeGroupSpec, catalog: Catalog) -
     )
     return CloudConfig(
         write_files=(
-            WriteFile.compressed(AWS_HELPER, aws_helper(ctx), "0755"),
+            *boot_files(ctx),
             WriteFile(TASK_PROLOG, task_prolog(group, facts), "0755"),
             WriteFile(f"/etc/systemd/system/{IMDS_GUARD_UNIT}", imds_guard_unit(head=False)),
             WriteFile("/etc/systemd/system/slurmd.service.d/gpucluster.conf", SLURMD_DROP_IN),

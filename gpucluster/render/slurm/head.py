@@ -12,7 +12,7 @@ from gpucluster.config.slurm import SLURM_VERSION
 from gpucluster.facts.catalog import Catalog
 from gpucluster.render.core import CloudConfig, WriteFile, render
 from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT, LustreMount, lustre_mount_script
-from gpucluster.render.slurm.agent import AgentBundle, aws_helper
+from gpucluster.render.slurm.agent import AgentBundle, boot_files
 from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, slurm_conf, slurmdbd_conf, topology_conf
 from gpucluster.render.slurm.guard import IMDS_GUARD, IMDS_GUARD_UNIT, imds_guard_script, imds_guard_unit, systemd_unit
 from gpucluster.render.slurm.names import (
@@ -110,7 +110,7 @@ def head_files(ctx: SlurmContext, catalog: Catalog, inputs: HeadInputs) -> tuple
             "/etc/cloud/cloud.cfg.d/99-gpucluster-hostname.cfg",
             "# gpucluster: keep the controller's name\npreserve_hostname: true\n",
         ),
-        WriteFile.compressed(AWS_HELPER, aws_helper(ctx), "0755"),
+        *boot_files(ctx),
     ]
     if accounting:
         files.append(

@@ -29,6 +29,7 @@ AGENT_LIB = "/opt/gpucluster/lib"
 AGENT_BIN = "/opt/gpucluster/bin"
 AGENT_LOG = "/var/log/slurm/gpucluster-agent.log"
 AWS_HELPER = "/usr/local/sbin/gpucluster-aws"
+AWS_HELPER_CONFIG = AWS_HELPER + ".json"  # gpucluster_agents.boot reads its config next to itself
 HEAD_SETUP = "/usr/local/sbin/gpucluster-slurm-head"
 NODE_SETUP = "/usr/local/sbin/gpucluster-slurm-node"
 TASK_PROLOG = "/etc/gpucluster/slurm/task-prolog"
