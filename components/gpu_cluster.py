@@ -32,7 +32,8 @@ from gpucluster.render.core import (
 )
 from gpucluster.render.kubernetes import node_config, nodeadm_text
 from gpucluster.render.node import LustreMount, node_cloud_config, user_data_title
-from gpucluster.render.slurm import SlurmContext, node_slurm_part
+from gpucluster.render.slurm.compute import node_slurm_part
+from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.resolve.cost import Estimate, estimate
 
 TOKEN = "gpucluster:index:GpuCluster"

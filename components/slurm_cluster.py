@@ -39,7 +39,7 @@ from gpucluster.config.naming import with_name
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.slurm import SlurmSpec
 from gpucluster.facts.catalog import load_catalog
-from gpucluster.render.slurm import SlurmContext, controller_address, dns_zone, munge_secret_name
+from gpucluster.render.slurm.names import SlurmContext, controller_address, dns_zone, munge_secret_name
 
 TOKEN = "gpucluster:index:SlurmCluster"
 

@@ -1,7 +1,7 @@
 # pyright: strict
 """The node contract: the agent config schema, the tag keys and the node-name rule, defined once.
 
-The Pulumi side (``gpucluster.render.slurm``) builds an :class:`AgentConfig` and writes
+The Pulumi side (``gpucluster.render.slurm.agent``) builds an :class:`AgentConfig` and writes
 :func:`to_json`; the agent reads the file back with :func:`parse`. Both sides import this module
 (stdlib only, Python 3.9), so the two ends cannot drift apart. :func:`parse` is strict: unknown keys
 are errors, so a typo never silently falls back to a default, and every problem is reported at once

@@ -16,7 +16,7 @@ import pulumi_aws as aws
 
 from gpucluster.components._aws.buckets import private_bucket
 from gpucluster.config.naming import with_name
-from gpucluster.render.slurm import AgentBundle, agent_bundle, sha256
+from gpucluster.render.slurm.agent import AgentBundle, agent_bundle, sha256
 
 
 @dataclass(frozen=True)

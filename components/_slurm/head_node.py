@@ -34,15 +34,9 @@ from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.images import default_image_parameter
 from gpucluster.render.core import gzip_b64, render_cloud_config
 from gpucluster.render.node import LustreMount
-from gpucluster.render.slurm import (
-    HeadInputs,
-    LaunchTarget,
-    SlurmContext,
-    agent_config,
-    head_cloud_config,
-    head_hostname,
-    head_title,
-)
+from gpucluster.render.slurm.agent import LaunchTarget, agent_config
+from gpucluster.render.slurm.head import HeadInputs, head_cloud_config, head_title
+from gpucluster.render.slurm.names import SlurmContext, head_hostname
 
 DATA_DEVICE = "/dev/sdf"
 HEAD_TAG = "gpucluster:role"

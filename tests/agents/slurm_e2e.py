@@ -70,8 +70,11 @@ def render(cluster: str, groups: list[GroupSpec], launch_templates: dict[str, st
     from gpucluster.facts.catalog import load_catalog
     from gpucluster.facts.nccl import nccl_environment
     from gpucluster.load import load_spec
-    from gpucluster.render import slurm as sr
     from gpucluster.render.core import env_file
+    from gpucluster.render.slurm.agent import LaunchTarget, agent_config
+    from gpucluster.render.slurm.compute import task_prolog
+    from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, slurm_conf, topology_conf
+    from gpucluster.render.slurm.names import SlurmContext, slurm_groups
     from gpucluster_agents.contract import to_dict
 
     catalog = load_catalog()
@@ -91,17 +94,17 @@ def render(cluster: str, groups: list[GroupSpec], launch_templates: dict[str, st
             "nodeGroups": [{"name": g.name, "mode": g.mode, "priorityTier": g.priority_tier} for g in groups],
         },
     }
-    ctx = sr.SlurmContext.of(load_spec(config, stack=cluster).spec)
-    targets = {g.name: sr.LaunchTarget(launch_templates[g.name], (subnet_ids[0],)) for g in groups}
-    first = sr.slurm_groups(ctx, catalog)[0]
+    ctx = SlurmContext.of(load_spec(config, stack=cluster).spec)
+    targets = {g.name: LaunchTarget(launch_templates[g.name], (subnet_ids[0],)) for g in groups}
+    first = slurm_groups(ctx, catalog)[0]
     return Rendered(
-        slurm_conf=sr.slurm_conf(ctx, catalog),
-        gres_conf=sr.gres_conf(ctx, catalog),
-        cgroup_conf=sr.cgroup_conf(ctx),
-        topology_conf=sr.topology_conf(ctx, catalog),
-        task_prolog=sr.task_prolog(first.group, first.facts),
+        slurm_conf=slurm_conf(ctx, catalog),
+        gres_conf=gres_conf(ctx, catalog),
+        cgroup_conf=cgroup_conf(ctx),
+        topology_conf=topology_conf(ctx, catalog),
+        task_prolog=task_prolog(first.group, first.facts),
         nccl_env=env_file(nccl_environment(first.facts, bool(first.group.enable_efa_support))),
-        agent_config=to_dict(sr.agent_config(ctx, catalog, targets)),  # the JSON document, to patch locally
+        agent_config=to_dict(agent_config(ctx, catalog, targets)),  # the JSON document, to patch locally
     )
 
 

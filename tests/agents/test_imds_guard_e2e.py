@@ -36,7 +36,8 @@ import pytest
 import yaml
 from slurm_e2e import MARKER_KEY, SBATCH, SCONTROL, SLURMCTLD, SLURMD, marked_pids
 
-from gpucluster.render import slurm as sr
+from gpucluster.render.slurm.guard import imds_guard_bootcmd
+from gpucluster.render.slurm.names import SLURMCTLD_PORT, SLURMD_PORT
 from gpucluster.tools.plan.engine import run_plan
 from tests.conftest import IN_CI, require_tool
 
@@ -189,7 +190,7 @@ class OneNodeSlurm:
             "ClusterName=imdsguard\nSlurmctldHost=localhost\nSlurmUser=root\nSlurmdUser=root\n"
             "AuthType=auth/none\nCredType=cred/none\n"
             # the namespace has ports of its own: the project's ports
-            f"SlurmctldPort={sr.SLURMCTLD_PORT}\nSlurmdPort={sr.SLURMD_PORT}\n"
+            f"SlurmctldPort={SLURMCTLD_PORT}\nSlurmdPort={SLURMD_PORT}\n"
             f"StateSaveLocation={d}/state\nSlurmdSpoolDir={d}/spool\n"
             f"SlurmctldPidFile={d}/slurmctld.pid\nSlurmdPidFile={d}/slurmd.pid\n"
             f"SlurmctldLogFile={d}/log/slurmctld.log\nSlurmdLogFile={d}/log/slurmd.log\n"
@@ -284,7 +285,7 @@ def test_guard_fails_closed_without_iptables(netns, run_dir):
 
 def test_unprivileged_job_cannot_reach_imds_but_root_can(netns, run_dir):
     bootcmd = rendered_compute_bootcmd()
-    assert bootcmd[0] == list(sr.imds_guard_bootcmd())  # the guard is the node's first boot command
+    assert bootcmd[0] == list(imds_guard_bootcmd())  # the guard is the node's first boot command
     boot_script = cloud_init_boot_script(bootcmd)
 
     imds_log = run_dir / "imds.log"

@@ -92,7 +92,10 @@ def program():
     target = {"capacity_reservation_id": inputs.real(spec.capacity.reservation_id)}
     aws.ec2.LaunchTemplate("lt", capacity_reservation_specification={"capacity_reservation_target": target})
 
-print("ERROR:", execute(program, config={"aws:region": "us-east-1"}).error)
+try:
+    execute(program, config={"aws:region": "us-east-1"})
+except Exception as exc:
+    print("ERROR:", exc)
 """
 
 

@@ -16,7 +16,7 @@ from gpucluster.components.shared_storage import SharedStorage
 from gpucluster.components.slurm_cluster import SlurmCluster, SlurmClusterArgs
 from gpucluster.config.naming import CLUSTER_TAG
 from gpucluster.load import load_spec
-from gpucluster.render.slurm import controller_address, munge_secret_name
+from gpucluster.render.slurm.names import controller_address, munge_secret_name
 from gpucluster_agents.contract import parse as parse_config
 from tests.conftest import ROOT, group, make_config
 
@@ -251,7 +251,8 @@ def test_munge_key_lives_only_in_an_empty_protected_secret(run_components, two_g
     assert not any(k in r.inputs for r in plan.resources for k in ("secretString", "secretBinary"))
     files = head_files(plan)
     assert not any("munge.key" in path for path in files)
-    assert "put_secret_value(SecretId=SECRET, SecretBinary=os.urandom(1024))" in files["/usr/local/sbin/gpucluster-aws"]
+    assert "put_secret_value(SecretId=secret, SecretBinary=os.urandom(1024))" in files["/usr/local/sbin/gpucluster-aws"]
+    assert json.loads(files["/usr/local/sbin/gpucluster-aws.json"])["secret_name"] == munge_secret_name("s")
     # the head node may make and read it; compute nodes only read it; both only this secret
     arn = secret.state["arn"]
     head = policy(plan, "s-slurm-head-access")["Statement"][0]

@@ -19,8 +19,12 @@ import yaml
 
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
-from gpucluster.render import slurm as sr
 from gpucluster.render.core import gzip_bytes
+from gpucluster.render.slurm.agent import LaunchTarget, agent_bundle, agent_config, aws_helper, boot_config, sha256
+from gpucluster.render.slurm.compute import NODE_PACKAGES, task_prolog
+from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, gres_line, node_line, partition_line, slurm_conf, topology_conf
+from gpucluster.render.slurm.guard import IMDS_GUARD, imds_guard_bootcmd, imds_guard_script, imds_guard_unit
+from gpucluster.render.slurm.names import SlurmContext, munge_secret_name, slurm_groups
 from gpucluster.tools.plan.engine import run_plan
 from gpucluster.tools.plan.stackfile import stack_names
 from gpucluster_agents import contract
@@ -32,8 +36,8 @@ CATALOG = load_catalog()
 SLURM_FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf", "slurmdbd.conf")
 
 
-def context(*groups, **slurm) -> sr.SlurmContext:
-    return sr.SlurmContext.of(load_spec(make_config(*groups, slurm=slurm), stack="lines").spec)
+def context(*groups, **slurm) -> SlurmContext:
+    return SlurmContext.of(load_spec(make_config(*groups, slurm=slurm), stack="lines").spec)
 
 
 P5 = group(name="p5", maxSize=16)
@@ -46,7 +50,7 @@ TRN = group(name="trn-a", instanceType="trn1.32xlarge", maxSize=1)
 
 def test_node_lines_come_from_the_catalog():
     ctx = context(P5, DEV, TRN, nodeGroups=[{"name": "dev", "mode": "static", "features": ["interactive"], "weight": 5}])
-    lines = [sr.node_line(g.group, g.facts, g.entry) for g in sr.slurm_groups(ctx, CATALOG)]
+    lines = [node_line(g.group, g.facts, g.entry) for g in slurm_groups(ctx, CATALOG)]
     assert lines == [
         # 192 vCPUs, 95 % of 2,097,152 MiB, 8 H100, EFA, the zone
         "NodeName=p5-[1-16] State=CLOUD CPUs=192 RealMemory=1992294 Gres=gpu:h100:8 Features=dynamic,p5.48xlarge,h100,efa,us-east-1a",
@@ -59,7 +63,7 @@ def test_node_lines_come_from_the_catalog():
 
 def test_partition_lines_default_tier_and_memory_per_cpu():
     ctx = context(P5, DEV, nodeGroups=[{"name": "dev", "mode": "static", "default": True}, {"name": "p5", "priorityTier": 10}])
-    lines = [sr.partition_line(g.group, g.facts, g.entry) for g in sr.slurm_groups(ctx, CATALOG)]
+    lines = [partition_line(g.group, g.facts, g.entry) for g in slurm_groups(ctx, CATALOG)]
     assert lines == [
         "PartitionName=p5 Nodes=p5-[1-16] Default=NO MaxTime=INFINITE State=UP DefMemPerCPU=10376 PriorityTier=10",
         "PartitionName=dev Nodes=dev-[1-2] Default=YES MaxTime=INFINITE State=UP DefMemPerCPU=7782",
@@ -70,20 +74,20 @@ def test_gres_lines_name_device_files():
     ctx = context(
         P5, DEV, TRN, group(name="cpu", instanceType="m7i.xlarge", maxSize=2), nodeGroups=[{"name": "dev", "mode": "static"}]
     )
-    lines = [sr.gres_line(g.group, g.facts) for g in sr.slurm_groups(ctx, CATALOG)]
+    lines = [gres_line(g.group, g.facts) for g in slurm_groups(ctx, CATALOG)]
     assert lines == [
         "NodeName=p5-[1-16] Name=gpu Type=h100 File=/dev/nvidia[0-7]",
         "NodeName=dev-[1-2] Name=gpu Type=l40s File=/dev/nvidia0",
         "NodeName=trn-a-1 Name=neuron File=/dev/neuron[0-15]",
         None,  # no accelerator, no GRES
     ]
-    conf = sr.slurm_conf(ctx, CATALOG)
+    conf = slurm_conf(ctx, CATALOG)
     assert "GresTypes=gpu,neuron\n" in conf
     assert "SuspendExcParts=dev\n" in conf  # static partitions are never powered down
 
 
 def test_slurm_conf_keys_for_cloud_nodes_efa_and_configless():
-    conf = sr.slurm_conf(context(P5, accounting={}, powerSaving={"suspendTimeSeconds": 900}), CATALOG).splitlines()
+    conf = slurm_conf(context(P5, accounting={}, powerSaving={"suspendTimeSeconds": 900}), CATALOG).splitlines()
     for line in (
         "SlurmctldHost=lines-head(slurmctld.lines.gpucluster.internal)",
         "SuspendTime=900",
@@ -105,10 +109,10 @@ def test_slurm_conf_keys_for_cloud_nodes_efa_and_configless():
 def test_agent_config_round_trips_through_the_agent_and_names_every_group():
     ctx = context(P5, DEV, nodeGroups=[{"name": "dev", "mode": "static"}])
     targets = {
-        "p5": sr.LaunchTarget("lt-0aaa", ("subnet-0aaa",), "pg-1"),
-        "dev": sr.LaunchTarget("lt-0bbb", ("subnet-0bbb",)),
+        "p5": LaunchTarget("lt-0aaa", ("subnet-0aaa",), "pg-1"),
+        "dev": LaunchTarget("lt-0bbb", ("subnet-0bbb",)),
     }
-    built = sr.agent_config(ctx, CATALOG, targets)
+    built = agent_config(ctx, CATALOG, targets)
     cfg = parse_config(json.loads(contract.to_json(built)))  # render -> JSON -> the agent's own parser
     assert cfg == built
     p5, dev = cfg.node_groups
@@ -125,8 +129,8 @@ def test_agent_config_round_trips_through_the_agent_and_names_every_group():
 
 
 def test_agent_bundle_is_reproducible_and_importable(tmp_path):
-    a, b = sr.agent_bundle(), sr.agent_bundle()
-    assert a == b and sr.sha256(a) == hashlib.sha256(a).hexdigest()
+    a, b = agent_bundle(), agent_bundle()
+    assert a == b and sha256(a) == hashlib.sha256(a).hexdigest()
     import zipfile
 
     zipfile.ZipFile(__import__("io").BytesIO(a)).extractall(tmp_path)
@@ -204,12 +208,12 @@ VARIANTS = {
 @pytest.mark.parametrize("config", VARIANTS.values(), ids=VARIANTS.keys())
 def test_variants_accepted_by_slurmctld(config, tmp_path):
     require_tool(SLURMCTLD)
-    ctx = sr.SlurmContext.of(load_spec(config, stack="variant").spec)
+    ctx = SlurmContext.of(load_spec(config, stack="variant").spec)
     files = {
-        "slurm.conf": sr.slurm_conf(ctx, CATALOG),
-        "gres.conf": sr.gres_conf(ctx, CATALOG),
-        "cgroup.conf": sr.cgroup_conf(ctx),
-        "topology.conf": sr.topology_conf(ctx, CATALOG),
+        "slurm.conf": slurm_conf(ctx, CATALOG),
+        "gres.conf": gres_conf(ctx, CATALOG),
+        "cgroup.conf": cgroup_conf(ctx),
+        "topology.conf": topology_conf(ctx, CATALOG),
     }
     rc, problems = check_slurmctld(files, tmp_path)
     assert rc == 124 and problems == [], problems
@@ -220,10 +224,10 @@ def test_the_check_can_fail(tmp_path):
     require_tool(SLURMCTLD)
     ctx = context(P5)
     files = {
-        "slurm.conf": sr.slurm_conf(ctx, CATALOG),
-        "gres.conf": sr.gres_conf(ctx, CATALOG) + "Bogus=1\n",
-        "cgroup.conf": sr.cgroup_conf(ctx),
-        "topology.conf": sr.topology_conf(ctx, CATALOG),
+        "slurm.conf": slurm_conf(ctx, CATALOG),
+        "gres.conf": gres_conf(ctx, CATALOG) + "Bogus=1\n",
+        "cgroup.conf": cgroup_conf(ctx),
+        "topology.conf": topology_conf(ctx, CATALOG),
     }
     rc, problems = check_slurmctld(files, tmp_path)
     assert rc == 1 and any("Bogus" in p for p in problems), problems
@@ -239,9 +243,9 @@ def test_golden_dir_has_no_stale_files():
 
 def test_task_prolog_exports_the_node_environment_but_not_over_the_jobs(tmp_path):
     ctx = context(P5)
-    g = sr.slurm_groups(ctx, CATALOG)[0]
+    g = slurm_groups(ctx, CATALOG)[0]
     script = tmp_path / "task-prolog"
-    script.write_text(sr.task_prolog(g.group, g.facts))
+    script.write_text(task_prolog(g.group, g.facts))
     script.chmod(0o755)
     env_file = tmp_path / "nccl.env"
     env_file.write_text("FI_PROVIDER=efa\nNCCL_DEBUG=WARN\nNCCL_SOCKET_IFNAME=^docker,lo,veth\n")
@@ -264,9 +268,9 @@ def test_task_prolog_never_runs_what_the_env_file_holds(tmp_path):
     """Defence in depth (audit D3): even a hand-edited nccl.env with shell code in it is never evaluated;
     lines whose name is not a variable name are skipped, values are passed on literally."""
     ctx = context(P5)
-    g = sr.slurm_groups(ctx, CATALOG)[0]
+    g = slurm_groups(ctx, CATALOG)[0]
     script = tmp_path / "task-prolog"
-    script.write_text(sr.task_prolog(g.group, g.facts))
+    script.write_text(task_prolog(g.group, g.facts))
     marker = tmp_path / "ran"
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -327,8 +331,9 @@ def test_shell_scripts_parse(tmp_path):
 def helper(tmp_path):
     ctx = context(P5)
     path = tmp_path / "gpucluster-aws"
-    path.write_text(sr.aws_helper(ctx))
+    path.write_text(aws_helper())
     path.chmod(0o755)
+    Path(f"{path}.json").write_text(boot_config(ctx).to_json())  # where the user data puts it: next to the helper
     return path
 
 
@@ -356,7 +361,7 @@ def test_munge_key_is_made_once_in_secrets_manager_and_read_by_every_node(helper
 
     urllib.request.urlopen(urllib.request.Request(f"{moto_endpoint}/moto-api/reset", data=b"", method="POST"), timeout=10)
     sm = boto3.client("secretsmanager", region_name="us-east-1", endpoint_url=moto_endpoint)
-    sm.create_secret(Name=sr.munge_secret_name("lines"))  # what the stack creates: a secret with no value
+    sm.create_secret(Name=munge_secret_name("lines"))  # what the stack creates: a secret with no value
     head_key, again, node_key = tmp_path / "head.key", tmp_path / "again.key", tmp_path / "node.key"
     made = run_helper(helper, moto_endpoint, head_key, "munge-key", "--create")
     assert made.returncode == 0, made.stderr
@@ -368,7 +373,7 @@ def test_munge_key_is_made_once_in_secrets_manager_and_read_by_every_node(helper
         r = run_helper(helper, moto_endpoint, path, *args)
         assert r.returncode == 0 and "created" not in r.stdout, r.stdout + r.stderr
         assert path.read_bytes() == key
-    assert sm.get_secret_value(SecretId=sr.munge_secret_name("lines"))["SecretBinary"] == key
+    assert sm.get_secret_value(SecretId=munge_secret_name("lines"))["SecretBinary"] == key
 
 
 def write_package(root: Path, sha: str) -> None:
@@ -380,14 +385,14 @@ def write_package(root: Path, sha: str) -> None:
 def test_agent_package_is_installed_only_with_its_checksum(helper, moto_endpoint, tmp_path, aws_env):
     s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=moto_endpoint)
     s3.create_bucket(Bucket="artifacts")
-    bundle = sr.agent_bundle()
+    bundle = agent_bundle()
     s3.put_object(Bucket="artifacts", Key="agent.zip", Body=bundle)
     root = tmp_path / "root"
     dest = root / "opt" / "gpucluster" / "lib"
     write_package(root, "0" * 64)
     bad = run_helper(helper, moto_endpoint, tmp_path / "k", "install-agent", root=root)
     assert bad.returncode != 0 and "expected 0000" in bad.stderr and not dest.exists()
-    write_package(root, sr.sha256(bundle))
+    write_package(root, sha256(bundle))
     good = run_helper(helper, moto_endpoint, tmp_path / "k", "install-agent", root=root)
     assert good.returncode == 0, good.stderr
     assert (dest / "gpucluster_agents" / "agent.py").exists()
@@ -440,7 +445,7 @@ def test_head_node_reapplies_its_user_data_at_boot(helper, moto_endpoint, tmp_pa
     package = json.loads(expected["/etc/gpucluster/agent-package.json"])
     s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=moto_endpoint)
     s3.create_bucket(Bucket=package["bucket"])
-    s3.put_object(Bucket=package["bucket"], Key=package["key"], Body=sr.agent_bundle())
+    s3.put_object(Bucket=package["bucket"], Key=package["key"], Body=agent_bundle())
     imds = FakeImds(gzip_bytes(user_data))  # what EC2 holds: the head node's user data is gzipped
     root = tmp_path / "root"
     topology = root / "var" / "lib" / "gpucluster" / "slurm" / "topology.conf"
@@ -549,9 +554,9 @@ def test_compute_nodes_apply_the_imds_guard_first_and_slurmd_requires_it(tmp_pat
     assert modules.index("bootcmd") < modules.index("write_files"), modules
     for lt in ("slurm-p5-slurm-p5-lt", "slurm-p5-slurm-dev-lt"):
         doc = yaml.safe_load(files[f"{lt}/user-data"])
-        assert doc["bootcmd"][0] == list(sr.imds_guard_bootcmd()), lt
+        assert doc["bootcmd"][0] == list(imds_guard_bootcmd()), lt
         script = doc["bootcmd"][0][-1]
-        assert script == sr.imds_guard_script(head=False)
+        assert script == imds_guard_script(head=False)
         assert '--uid-owner 0 -j RETURN"' in script and "--uid-owner slurm" not in script  # jobs never, only root
         assert "REJECT --reject-with tcp-reset" in script and "fd00:ec2::254/128" in script
         unit = _unit(files[f"{lt}/etc/systemd/system/gpucluster-imds-guard.service"])
@@ -559,19 +564,19 @@ def test_compute_nodes_apply_the_imds_guard_first_and_slurmd_requires_it(tmp_pat
         assert {"network-pre.target", "network-online.target", "munge.service", "slurmd.service"} <= set(
             unit["Unit"]["Before"].split()
         )
-        assert (unit["Service"]["Type"], unit["Service"]["ExecStart"]) == ("oneshot", sr.IMDS_GUARD)
+        assert (unit["Service"]["Type"], unit["Service"]["ExecStart"]) == ("oneshot", IMDS_GUARD)
         assert unit["Install"]["WantedBy"] == "sysinit.target"
         drop_in = _unit(files[f"{lt}/etc/systemd/system/slurmd.service.d/gpucluster.conf"])
         assert drop_in["Unit"]["Requires"] == "gpucluster-imds-guard.service"
         assert "gpucluster-imds-guard.service" in drop_in["Unit"]["After"].split()
-    assert "iptables" in sr.NODE_PACKAGES  # an image without it gets it before the unit must start
+    assert "iptables" in NODE_PACKAGES  # an image without it gets it before the unit must start
     # systemd reads the unit without a complaint (its command moved into this test's directory)
     analyze = require_tool("systemd-analyze")
     guard = tmp_path / "gpucluster-imds-guard"
-    guard.write_text(sr.imds_guard_script(head=False))
+    guard.write_text(imds_guard_script(head=False))
     guard.chmod(0o755)
     unit_file = tmp_path / "gpucluster-imds-guard.service"
-    unit_file.write_text(sr.imds_guard_unit(head=False).replace(sr.IMDS_GUARD, str(guard)))
+    unit_file.write_text(imds_guard_unit(head=False).replace(IMDS_GUARD, str(guard)))
     verify = subprocess.run([analyze, "verify", "--man=no", str(unit_file)], capture_output=True, text=True, check=False)
     assert (verify.returncode, verify.stderr) == (0, ""), verify.stderr
     unit_file.write_text(unit_file.read_text().replace("Before=", "Befor="))  # the check can fail
@@ -581,7 +586,7 @@ def test_compute_nodes_apply_the_imds_guard_first_and_slurmd_requires_it(tmp_pat
 def test_head_node_guard_lets_root_and_slurm_only():
     files = run_plan("slurm-p5").files
     script = files["slurm-p5-slurm-head/usr/local/sbin/gpucluster-imds-guard"]
-    assert script == sr.imds_guard_script(head=True)
+    assert script == imds_guard_script(head=True)
     assert '--uid-owner 0 -j RETURN"' in script and '--uid-owner slurm -j RETURN"' in script
     assert "REJECT --reject-with tcp-reset" in script and "ip6tables-restore" in script
     unit = _unit(files["slurm-p5-slurm-head/etc/systemd/system/gpucluster-imds-guard.service"])

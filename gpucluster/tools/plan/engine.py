@@ -131,8 +131,6 @@ def execute(
         cause = exc.__cause__
         if isinstance(cause, ConfigError):
             plan.findings = [f.as_dict() for f in cause.findings]
-    except Exception as exc:
-        plan.error = str(exc)
     finally:
         pulumi_settings.ROOT.set(None)
         _stop_worker_threads()

@@ -1,0 +1,138 @@
+"""What the head node's node agent is given: its config (:class:`gpucluster_agents.contract.AgentConfig`,
+built from the stack's outputs), its code (the ``gpucluster_agents`` package as a reproducible zip), and
+the boot helper that installs that code and the munge key on every node."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import gpucluster_agents
+from gpucluster.facts.catalog import Catalog
+from gpucluster.render.core import WriteFile
+from gpucluster.render.slurm.names import (
+    AGENT_LOG,
+    AGENT_PACKAGE_PATH,
+    AGENT_STATE_DIR,
+    AWS_HELPER,
+    AWS_HELPER_CONFIG,
+    TOPOLOGY_DIR,
+    SlurmContext,
+    munge_secret_name,
+    slurm_groups,
+)
+from gpucluster_agents import boot, contract
+
+
+@dataclass(frozen=True)
+class LaunchTarget:
+    """What AWS made for one Slurm node group: plain values, resolved from the stack's outputs.
+
+    The version is ``$Default`` (GpuNodeGroup makes every new version the default): a new AMI or user
+    data for the compute nodes then does not change the head node's agent config."""
+
+    launch_template_id: str
+    subnet_ids: tuple[str, ...]
+    placement_group: str | None = None
+    launch_template_version: str = "$Default"
+
+
+def agent_config(ctx: SlurmContext, catalog: Catalog, targets: Mapping[str, LaunchTarget]) -> contract.AgentConfig:
+    """``/etc/gpucluster/agent.json`` (schema: :mod:`gpucluster_agents.contract`), from the stack's outputs."""
+    groups: list[contract.NodeGroup] = []
+    for g in slurm_groups(ctx, catalog):
+        t = targets[g.name]
+        cap = g.group.capacity
+        groups.append(
+            contract.NodeGroup(
+                name=g.name,
+                node_prefix=g.name,
+                mode=g.entry.mode,
+                max_nodes=g.group.max_size,
+                instance_type=g.group.instance_type,
+                launch_template_id=t.launch_template_id,
+                launch_template_version=t.launch_template_version,
+                subnet_ids=tuple(t.subnet_ids),
+                efa_enabled=bool(g.group.enable_efa_support),
+                placement_group=t.placement_group,
+                capacity=contract.Capacity(cap.type, cap.reservation_id or None, cap.resource_group_arn or None),
+            )
+        )
+    agent = ctx.slurm.agent
+    return contract.AgentConfig(
+        cluster_name=ctx.cluster,
+        region=ctx.region,
+        node_groups=tuple(groups),
+        log_file=AGENT_LOG,
+        state_dir=AGENT_STATE_DIR,
+        slurm_bin_dir="/usr/bin",
+        topology_conf=f"{TOPOLOGY_DIR}/topology.conf",
+        insufficient_capacity_hold_seconds=agent.insufficient_capacity_hold_seconds,
+        failure_hold_seconds=agent.failure_hold_seconds,
+        orphan_grace_seconds=agent.orphan_grace_seconds,
+    )
+
+
+# --- the agent bundle ------------------------------------------------------------------------------------------
+
+AGENT_PACKAGE = Path(gpucluster_agents.__file__).resolve().parent
+ZIP_DATE = (2020, 1, 1, 0, 0, 0)
+
+
+@dataclass(frozen=True)
+class AgentBundle:
+    bucket: str
+    key: str
+    sha256: str
+
+
+@functools.lru_cache(maxsize=4)
+def agent_bundle(package: Path = AGENT_PACKAGE) -> bytes:
+    """The ``gpucluster_agents`` package as a zip: sorted entries, fixed dates, so the same sources
+    always give the same bytes (and the same sha256 in the plan)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(package.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".md"):
+                info = zipfile.ZipInfo(f"{package.name}/{path.relative_to(package).as_posix()}", ZIP_DATE)
+                info.external_attr = 0o644 << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                zf.writestr(info, path.read_bytes())
+    return buf.getvalue()
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# --- the boot helper -------------------------------------------------------------------------------------------
+
+
+def aws_helper() -> str:
+    """The boot helper's source, written unchanged to ``AWS_HELPER``: the module itself, so the code that
+    runs on the node is the code that ruff, pyright and the tests check."""
+    return Path(boot.__file__).read_text()
+
+
+def boot_config(ctx: SlurmContext) -> boot.BootConfig:
+    """The cluster's values for the boot helper, written next to it as ``AWS_HELPER_CONFIG``."""
+    return boot.BootConfig(
+        cluster=ctx.cluster,
+        region=ctx.region,
+        secret_name=munge_secret_name(ctx.cluster),
+        package_file=AGENT_PACKAGE_PATH,
+        agent_owned=(f"{TOPOLOGY_DIR}/topology.conf",),
+    )
+
+
+def boot_files(ctx: SlurmContext) -> tuple[WriteFile, WriteFile]:
+    """The boot helper and its config, as every Slurm node's user data writes them."""
+    return (
+        WriteFile.compressed(AWS_HELPER, aws_helper(), "0755"),
+        WriteFile(AWS_HELPER_CONFIG, boot_config(ctx).to_json()),
+    )

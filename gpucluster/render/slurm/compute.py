@@ -1,0 +1,65 @@
+"""A compute node's Slurm part of its user data (added to :meth:`GpuCluster.node_user_data` as the
+``extra`` part): the setup script that waits for the node's name tag and starts
+``slurmd --conf-server … -N <node>``, the TaskProlog that gives every task the node's NCCL/EFA
+environment, slurmd's drop-in, the IMDS guard and the boot helper. Slurm's own files come from
+slurmctld (configless)."""
+
+from __future__ import annotations
+
+from gpucluster.config.node_group import NodeGroupSpec
+from gpucluster.facts.catalog import Catalog, InstanceFacts
+from gpucluster.facts.nccl import library_dirs
+from gpucluster.render.core import CloudConfig, WriteFile, render
+from gpucluster.render.node import NCCL_ENV_PATH
+from gpucluster.render.slurm.agent import boot_files
+from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit
+from gpucluster.render.slurm.names import AWS_HELPER, NODE_SETUP, SLURMCTLD_PORT, TASK_PROLOG, SlurmContext, controller_address
+from gpucluster_agents import contract
+
+# Ubuntu 24.04 (noble) packages. python3-boto3 runs the boot helper.
+NODE_PACKAGES = ("slurmd", "slurm-client", "munge", "python3-boto3", "iptables")
+NODE_NAME_WAIT_TRIES = 180  # × 5 s: the node waits up to 15 min for its name tag
+
+SLURMD_DROP_IN = f"""# gpucluster: slurm.conf comes from slurmctld (configless), so there is none locally to wait for;
+# jobs start after the shared file systems are mounted, and only while only root reaches the
+# instance metadata service (no guard, no slurmd: no job can run).
+[Unit]
+ConditionPathExists=
+Requires={IMDS_GUARD_UNIT}
+After=remote-fs.target {IMDS_GUARD_UNIT}
+"""
+
+
+def task_prolog(group: NodeGroupSpec, facts: InstanceFacts) -> str:
+    return render(
+        "slurm/task-prolog.sh.j2",
+        nccl_env=NCCL_ENV_PATH,
+        library_dirs=list(library_dirs(facts, bool(group.enable_efa_support))),
+    )
+
+
+def node_slurm_part(ctx: SlurmContext, group: NodeGroupSpec, catalog: Catalog) -> CloudConfig:
+    """The Slurm part of a compute node's user data (plain: nothing here waits for AWS)."""
+    facts = catalog[group.instance_type]
+    setup = render(
+        "slurm/node-setup.sh.j2",
+        cluster=ctx.cluster,
+        controller=f"{controller_address(ctx.cluster)}:{SLURMCTLD_PORT}",
+        packages=NODE_PACKAGES,
+        aws_helper=AWS_HELPER,
+        name_wait_tries=NODE_NAME_WAIT_TRIES,
+        node_name_tag=contract.TAG_NODE_NAME,
+        imds_guard_unit=IMDS_GUARD_UNIT,
+    )
+    return CloudConfig(
+        write_files=(
+            *boot_files(ctx),
+            WriteFile(TASK_PROLOG, task_prolog(group, facts), "0755"),
+            WriteFile(f"/etc/systemd/system/{IMDS_GUARD_UNIT}", imds_guard_unit(head=False)),
+            WriteFile("/etc/systemd/system/slurmd.service.d/gpucluster.conf", SLURMD_DROP_IN),
+            WriteFile.compressed(NODE_SETUP, setup, "0755"),
+        ),
+        bootcmd=(imds_guard_bootcmd(),),
+        runcmd=((NODE_SETUP,),),
+        sections=("slurmd (configless)",),
+    )

@@ -1,0 +1,164 @@
+"""The head node's user data: Slurm's files (:mod:`.conf`), the agent's config, package pointer and
+wrappers, its systemd units, the IMDS guard, the boot helper and the setup script that runs once; with a
+shared file system, the Lustre mount before the setup."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpucluster.config.slurm import SLURM_VERSION
+from gpucluster.facts.catalog import Catalog
+from gpucluster.render.core import CloudConfig, WriteFile, render
+from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT, LustreMount, lustre_mount_script
+from gpucluster.render.slurm.agent import AgentBundle, boot_files
+from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, slurm_conf, slurmdbd_conf, topology_conf
+from gpucluster.render.slurm.guard import IMDS_GUARD, IMDS_GUARD_UNIT, imds_guard_script, imds_guard_unit, systemd_unit
+from gpucluster.render.slurm.names import (
+    AGENT_BIN,
+    AGENT_CONFIG_PATH,
+    AGENT_LIB,
+    AGENT_PACKAGE_PATH,
+    AGENT_STATE_DIR,
+    AWS_HELPER,
+    DATA_DIR,
+    HEAD_SETUP,
+    PROGRAMS,
+    SLURM_ETC,
+    STATE_SAVE_LOCATION,
+    TOPOLOGY_DIR,
+    SlurmContext,
+    head_hostname,
+)
+from gpucluster_agents import contract
+
+# Ubuntu 24.04 (noble) packages. python3-boto3 runs the agent and the boot helper.
+HEAD_PACKAGES = ("slurmctld", "slurm-client", "munge", "python3-boto3", "iptables")
+ACCOUNTING_PACKAGES = ("slurmdbd", "mariadb-server")
+
+
+@dataclass(frozen=True)
+class HeadInputs:
+    """What the head node's user data needs from AWS, resolved."""
+
+    data_volume_id: str
+    agent: AgentBundle
+    agent_config: contract.AgentConfig
+    lustre: LustreMount | None = None
+
+
+def head_files(ctx: SlurmContext, catalog: Catalog, inputs: HeadInputs) -> tuple[WriteFile, ...]:
+    """Every file the head node's cloud-init writes, Slurm's own configs first."""
+    slurm = ctx.slurm
+    accounting = slurm.accounting is not None
+    files = [
+        WriteFile(f"{SLURM_ETC}/slurm.conf", slurm_conf(ctx, catalog)),
+        WriteFile(f"{SLURM_ETC}/gres.conf", gres_conf(ctx, catalog)),
+        WriteFile(f"{SLURM_ETC}/cgroup.conf", cgroup_conf(ctx)),
+        WriteFile(f"{TOPOLOGY_DIR}/topology.conf", topology_conf(ctx, catalog)),
+    ]
+    if accounting:
+        files.append(WriteFile(f"{SLURM_ETC}/slurmdbd.conf", slurmdbd_conf(ctx), "0600"))
+    files.append(WriteFile(AGENT_CONFIG_PATH, contract.to_json(inputs.agent_config)))
+    package = {"bucket": inputs.agent.bucket, "key": inputs.agent.key, "sha256": inputs.agent.sha256, "dest": AGENT_LIB}
+    files.append(WriteFile(AGENT_PACKAGE_PATH, json.dumps(package, indent=2, sort_keys=True) + "\n"))
+    for key, name, command in PROGRAMS:
+        wrapper = (
+            f"#!/bin/sh\n# {key} of {ctx.cluster}: slurmctld runs it as SlurmUser with a hostlist and no PATH.\n"
+            f"export PYTHONPATH={AGENT_LIB} GPUCLUSTER_AGENT_CONFIG={AGENT_CONFIG_PATH}\n"
+            f'exec /usr/bin/python3 -m gpucluster_agents {command} "$1"\n'
+        )
+        files.append(WriteFile(f"{AGENT_BIN}/{name}", wrapper, "0755"))
+    agent_env = f"Environment=PYTHONPATH={AGENT_LIB}\nEnvironment=GPUCLUSTER_AGENT_CONFIG={AGENT_CONFIG_PATH}\n"
+    files += [
+        WriteFile(
+            "/etc/systemd/system/gpucluster-agent-maintain.service",
+            systemd_unit(
+                "gpucluster node agent: sweep, end capacity holds, name static nodes, refresh topology.conf",
+                "After=slurmctld.service\n\n[Service]\nType=oneshot\nUser=slurm\nGroup=slurm\n"
+                + agent_env
+                + "ExecStart=/usr/bin/python3 -m gpucluster_agents maintain\n",
+            ),
+        ),
+        WriteFile(
+            "/etc/systemd/system/gpucluster-agent-maintain.timer",
+            systemd_unit(
+                "Run the gpucluster node agent's maintain regularly",
+                f"\n[Timer]\nOnBootSec=2min\nOnUnitActiveSec={slurm.agent.maintain_interval_seconds}s\nAccuracySec=5s\n",
+                "WantedBy=timers.target",
+            ),
+        ),
+        WriteFile(f"/etc/systemd/system/{IMDS_GUARD_UNIT}", imds_guard_unit(head=True)),
+        WriteFile(IMDS_GUARD, imds_guard_script(head=True), "0755"),
+        WriteFile(
+            "/etc/systemd/system/gpucluster-head-config.service",
+            systemd_unit(
+                "gpucluster: rewrite the head node's files from its current user data, then install the agent",
+                "Wants=network-online.target\nAfter=network-online.target\n"
+                "Before=slurmctld.service slurmdbd.service gpucluster-agent-maintain.service\n\n"
+                f"[Service]\nType=oneshot\nExecStart={AWS_HELPER} apply-user-data\n",
+                "WantedBy=multi-user.target",
+            ),
+        ),
+        WriteFile(
+            "/etc/systemd/system/slurmctld.service.d/gpucluster.conf",
+            "# gpucluster: slurmctld's state lives on the data volume; its config comes from the user data.\n"
+            f"[Unit]\nRequiresMountsFor={DATA_DIR}\nAfter=gpucluster-head-config.service\n",
+        ),
+        WriteFile(
+            "/etc/cloud/cloud.cfg.d/99-gpucluster-hostname.cfg",
+            "# gpucluster: keep the controller's name\npreserve_hostname: true\n",
+        ),
+        *boot_files(ctx),
+    ]
+    if accounting:
+        files.append(
+            WriteFile(
+                "/etc/systemd/system/slurmdbd.service.d/gpucluster.conf",
+                f"# gpucluster: the accounting database lives on the data volume.\n[Unit]\nRequiresMountsFor={DATA_DIR} /var/lib/mysql\n",
+            )
+        )
+    setup = render(
+        "slurm/head-setup.sh.j2",
+        cluster=ctx.cluster,
+        hostname=head_hostname(ctx.cluster),
+        slurm_version=SLURM_VERSION,
+        accounting=accounting,
+        data_volume_id=inputs.data_volume_id,
+        data_dir=DATA_DIR,
+        packages=HEAD_PACKAGES + (ACCOUNTING_PACKAGES if accounting else ()),
+        aws_helper=AWS_HELPER,
+        state_save_location=STATE_SAVE_LOCATION,
+        agent_state_dir=AGENT_STATE_DIR,
+        topology_dir=TOPOLOGY_DIR,
+    )
+    files.append(WriteFile(HEAD_SETUP, setup, "0755"))
+    return tuple(files)
+
+
+def head_cloud_config(ctx: SlurmContext, catalog: Catalog, inputs: HeadInputs) -> CloudConfig:
+    """The head node's user data: its files, then (with a shared file system) the Lustre mount, then
+    the setup script."""
+    files = list(head_files(ctx, catalog, inputs))
+    runcmd: list[tuple[str, ...]] = []
+    sections = ["slurm head node"]
+    if inputs.lustre is not None:
+        script = lustre_mount_script(inputs.lustre, efa=False, gds=False)  # the head node mounts over TCP
+        files.append(WriteFile(LUSTRE_MOUNT_SCRIPT, script, "0755"))
+        runcmd.append((LUSTRE_MOUNT_SCRIPT,))
+        sections.append("lustre mount")
+    runcmd.append((HEAD_SETUP,))
+    # The files stay plain text: the whole document is gzipped for EC2 (see SlurmCluster), whose 16 KB
+    # then hold many node groups' worth of configuration.
+    plain = tuple(WriteFile(f.path, f.text(), f.permissions) for f in files)
+    return CloudConfig(write_files=plain, runcmd=tuple(runcmd), sections=tuple(sections))
+
+
+def head_title(ctx: SlurmContext) -> str:
+    return f"gpucluster {ctx.cluster} / Slurm head node {head_hostname(ctx.cluster)} ({ctx.slurm.head_node.instance_type})"
+
+
+def files_by_name(files: Sequence[WriteFile]) -> dict[str, str]:
+    """``{path: decoded text}``."""
+    return {f.path: f.text() for f in files}

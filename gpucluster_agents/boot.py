@@ -1,0 +1,250 @@
+#!/usr/bin/python3
+"""The boot helper ``gpucluster-aws``: the AWS steps of a Slurm node's boot (boto3, the instance role's
+credentials).
+
+  gpucluster-aws munge-key [--create]  the cluster's munge key: Secrets Manager -> /etc/munge/munge.key
+  gpucluster-aws install-agent         the node agent package named in the package file, from S3,
+                                       checked against its sha256 (nothing to do when it is installed)
+  gpucluster-aws apply-user-data       head node, every boot: rewrite the files of the instance's current
+                                       user data (Pulumi stops and starts the head node with new user
+                                       data when the Slurm layer changes; cloud-init only runs at the
+                                       first boot), then install-agent
+
+The munge key lives only in Secrets Manager and on the nodes: the head node makes it once (--create,
+when the secret has no value yet); every other node waits for it.
+
+The user data writes this file's source, unchanged, to ``/usr/local/sbin/gpucluster-aws`` and the
+cluster's values (:class:`BootConfig`) next to it as ``gpucluster-aws.json``. It runs BEFORE the node
+agent package is installed (it is what installs it), so it imports nothing from ``gpucluster_agents``:
+stdlib and boto3 only, Python 3.9 (Ubuntu's python3-boto3; PyYAML comes with cloud-init).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import gzip
+import hashlib
+import io
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from typing import Any
+
+KEY_FILE = os.environ.get("GPUCLUSTER_MUNGE_KEY", "/etc/munge/munge.key")
+WAIT_SECONDS = 900
+ROOT = os.environ.get("GPUCLUSTER_ROOT", "/")  # tests write into a directory of their own
+IMDS = os.environ.get("GPUCLUSTER_IMDS", "http://169.254.169.254")
+CONFIG_SUFFIX = ".json"  # the config lies next to the helper: /usr/local/sbin/gpucluster-aws.json
+
+
+@dataclass(frozen=True)
+class BootConfig:
+    """The cluster's values for the helper, written by the user data as JSON (:meth:`to_json`)."""
+
+    cluster: str
+    region: str
+    secret_name: str  # the munge key's secret in Secrets Manager
+    package_file: str  # JSON naming the agent package: bucket, key, sha256, dest
+    agent_owned: tuple[str, ...]  # paths the agent itself rewrites: written at the first boot only
+
+    def to_json(self) -> str:
+        doc = {
+            "cluster": self.cluster,
+            "region": self.region,
+            "secret_name": self.secret_name,
+            "package_file": self.package_file,
+            "agent_owned": list(self.agent_owned),
+        }
+        return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+class BootConfigError(ValueError):
+    """The helper's config is not what :class:`BootConfig` describes; the message lists every problem."""
+
+
+_STRINGS = ("cluster", "region", "secret_name", "package_file")
+_KEYS = (*_STRINGS, "agent_owned")
+
+
+def parse_config(doc: Any) -> BootConfig:
+    """A :class:`BootConfig` from a decoded JSON document. Strict: a missing, unknown or mistyped key is
+    an error (never a silent default on a node that then fails much later), all reported at once."""
+    if not isinstance(doc, dict):
+        raise BootConfigError(f"must be a JSON object, got {type(doc).__name__}")
+    errors = [f"{key}: unknown key (allowed: {', '.join(sorted(_KEYS))})" for key in sorted(set(doc) - set(_KEYS))]
+    errors += [f"{key}: required key is missing" for key in _KEYS if key not in doc]
+    for key in _STRINGS:
+        if key in doc and (not isinstance(doc[key], str) or not doc[key]):
+            errors.append(f"{key}: must be a non-empty string, got {doc[key]!r}")
+    if "package_file" in doc and isinstance(doc["package_file"], str) and not doc["package_file"].startswith("/"):
+        errors.append(f"package_file: must be an absolute path, got {doc['package_file']!r}")
+    owned = doc.get("agent_owned", [])
+    if not isinstance(owned, list) or not all(isinstance(p, str) and p.startswith("/") for p in owned):
+        errors.append(f"agent_owned: must be a list of absolute paths, got {owned!r}")
+    if errors:
+        raise BootConfigError("; ".join(errors))
+    return BootConfig(doc["cluster"], doc["region"], doc["secret_name"], doc["package_file"], tuple(owned))
+
+
+def load_config(path: str) -> BootConfig:
+    """The config at ``path``; any problem ends the helper with a message that names the file."""
+    try:
+        with open(path) as fh:
+            return parse_config(json.load(fh))
+    except (OSError, ValueError) as exc:  # BootConfigError and JSONDecodeError are ValueErrors
+        sys.exit(f"gpucluster-aws: bad config {path}: {exc}")
+
+
+def log(msg: str) -> None:
+    print(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "gpucluster-aws:", msg, flush=True)
+
+
+def read_key(sm: Any, secret: str) -> bytes | None:
+    from botocore.exceptions import ClientError
+
+    try:
+        return sm.get_secret_value(SecretId=secret)["SecretBinary"]
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+            return None  # the secret has no value yet
+        raise
+
+
+def munge_key(cfg: BootConfig, create: bool) -> None:
+    import boto3
+
+    secret = cfg.secret_name
+    sm = boto3.client("secretsmanager", region_name=cfg.region, endpoint_url=os.environ.get("GPUCLUSTER_SM_ENDPOINT"))
+    deadline = time.monotonic() + WAIT_SECONDS
+    key = read_key(sm, secret)
+    if key is None and create:
+        sm.put_secret_value(SecretId=secret, SecretBinary=os.urandom(1024))
+        log(f"created the munge key in {secret}")
+        key = read_key(sm, secret)  # whatever is current now, should another writer have raced us
+    while key is None and time.monotonic() < deadline:
+        log(f"{secret} has no value yet (the head node creates it); waiting")
+        time.sleep(10)
+        key = read_key(sm, secret)
+    if key is None:
+        sys.exit(f"no munge key in {secret} after {WAIT_SECONDS} s")
+    tmp = KEY_FILE + ".new"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o400)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(key)
+    try:
+        munge = pwd.getpwnam("munge")
+        os.chown(tmp, munge.pw_uid, munge.pw_gid)
+    except KeyError:
+        pass  # no munge user (tests): keep root
+    os.replace(tmp, KEY_FILE)
+    log(f"munge key written to {KEY_FILE} ({len(key)} bytes)")
+
+
+def on_root(path: str) -> str:
+    return os.path.join(ROOT, path.lstrip("/"))
+
+
+def _read(path: str) -> str:
+    with open(path) as fh:
+        return fh.read()
+
+
+def install_agent(cfg: BootConfig) -> None:
+    import boto3
+
+    package = json.loads(_read(on_root(cfg.package_file)))
+    dest = on_root(package["dest"])
+    marker = os.path.join(dest, ".sha256")
+    if os.path.exists(marker) and _read(marker).strip() == package["sha256"]:
+        log(f"node agent {package['sha256'][:12]} already installed")
+        return
+    s3 = boto3.client("s3", region_name=cfg.region, endpoint_url=os.environ.get("GPUCLUSTER_S3_ENDPOINT"))
+    body = s3.get_object(Bucket=package["bucket"], Key=package["key"])["Body"].read()
+    got = hashlib.sha256(body).hexdigest()
+    if got != package["sha256"]:
+        sys.exit(f"s3://{package['bucket']}/{package['key']} has sha256 {got}, expected {package['sha256']}: not installing it")
+    new = dest + ".new"
+    shutil.rmtree(new, ignore_errors=True)
+    zipfile.ZipFile(io.BytesIO(body)).extractall(new)
+    with open(os.path.join(new, ".sha256"), "w") as fh:
+        fh.write(got + "\n")
+    shutil.rmtree(dest, ignore_errors=True)
+    os.replace(new, dest)
+    log(f"node agent {got[:12]} installed in {dest}")
+
+
+def current_user_data() -> str:
+    token = urllib.request.Request(
+        IMDS + "/latest/api/token", method="PUT", headers={"X-aws-ec2-metadata-token-ttl-seconds": "300"}
+    )
+    with urllib.request.urlopen(token, timeout=10) as r:
+        headers = {"X-aws-ec2-metadata-token": r.read().decode()}
+    with urllib.request.urlopen(urllib.request.Request(IMDS + "/latest/user-data", headers=headers), timeout=10) as r:
+        raw: bytes = r.read()
+    return (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()  # the head node's is gzipped
+
+
+def decoded(entry: dict[str, Any]) -> bytes:
+    content, encoding = entry.get("content", ""), entry.get("encoding")
+    if encoding in ("gz+b64", "gzip+base64", "gz+base64"):
+        return gzip.decompress(base64.b64decode(content))
+    if encoding in ("b64", "base64"):
+        return base64.b64decode(content)
+    return content.encode()
+
+
+def apply_user_data(cfg: BootConfig) -> None:
+    import yaml
+
+    changed: list[str] = []
+    for entry in yaml.safe_load(current_user_data()).get("write_files") or []:
+        path, data = on_root(entry["path"]), decoded(entry)
+        if entry["path"] in cfg.agent_owned and os.path.exists(path):
+            continue
+        old = os.stat(path) if os.path.exists(path) else None
+        if old is not None:
+            with open(path, "rb") as fh:
+                if fh.read() == data:
+                    continue
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = path + ".gpucluster-new"
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, int(str(entry.get("permissions", "0644")), 8))
+        if old is not None:
+            os.chown(tmp, old.st_uid, old.st_gid)  # e.g. slurmdbd.conf stays the slurm user's
+        os.replace(tmp, path)
+        changed.append(entry["path"])
+    log("rewrote " + (", ".join(changed) if changed else "nothing: the user data did not change"))
+    if ROOT == "/" and any(p.startswith("/etc/systemd/") for p in changed):
+        subprocess.run(["systemctl", "daemon-reload"], check=False)
+    install_agent(cfg)
+
+
+def main(argv: list[str]) -> None:
+    p = argparse.ArgumentParser(prog="gpucluster-aws")
+    sub = p.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("munge-key")
+    m.add_argument("--create", action="store_true")
+    sub.add_parser("install-agent")
+    sub.add_parser("apply-user-data")
+    args = p.parse_args(argv)
+    cfg = load_config(os.path.abspath(__file__) + CONFIG_SUFFIX)
+    if args.command == "munge-key":
+        munge_key(cfg, args.create)
+    elif args.command == "install-agent":
+        install_agent(cfg)
+    else:
+        apply_user_data(cfg)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

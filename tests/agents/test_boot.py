@@ -1,0 +1,110 @@
+"""The boot helper (gpucluster_agents/boot.py): its config is parsed strictly, and it imports nothing
+of the package it installs (it runs before the agent package exists on the node)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from gpucluster_agents import boot
+from gpucluster_agents.boot import BootConfig, BootConfigError, parse_config
+
+SOURCE = Path(boot.__file__)
+GOOD = BootConfig("demo", "eu-west-1", "gpucluster/demo/munge-key", "/etc/gpucluster/agent-package.json", ("/var/t.conf",))
+# Outside the standard library, the node has exactly these: Ubuntu's python3-boto3 (with botocore) and
+# cloud-init's PyYAML.
+THIRD_PARTY = {"boto3", "botocore", "yaml"}
+
+
+def doc(**changes: object) -> dict[str, object]:
+    d = json.loads(GOOD.to_json())
+    d.update(changes)
+    return {k: v for k, v in d.items() if v is not ...}
+
+
+def test_the_config_round_trips_and_names_every_field():
+    d = json.loads(GOOD.to_json())
+    assert set(d) == {f.name for f in fields(BootConfig)}
+    assert parse_config(d) == GOOD
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (doc(region=...), "region: required key is missing"),
+        (doc(agent_owned=...), "agent_owned: required key is missing"),
+        (doc(secret=""), "secret: unknown key (allowed: agent_owned, cluster, package_file, region, secret_name)"),
+        (doc(cluster=""), "cluster: must be a non-empty string, got ''"),
+        (doc(secret_name=7), "secret_name: must be a non-empty string, got 7"),
+        (doc(package_file="etc/pkg.json"), "package_file: must be an absolute path"),
+        (doc(agent_owned="/var/t.conf"), "agent_owned: must be a list of absolute paths"),
+        (doc(agent_owned=["t.conf"]), "agent_owned: must be a list of absolute paths"),
+    ],
+)
+def test_a_bad_config_is_refused_with_the_key_named(bad: dict[str, object], message: str):
+    with pytest.raises(BootConfigError) as exc:
+        parse_config(bad)
+    assert message in str(exc.value)
+
+
+def test_every_problem_is_reported_at_once():
+    with pytest.raises(BootConfigError) as exc:
+        parse_config(doc(region=..., cluster=3, extra=1))
+    text = str(exc.value)
+    assert "region: required" in text and "cluster: must be" in text and "extra: unknown key" in text
+
+
+def test_a_config_that_is_not_an_object_is_refused():
+    with pytest.raises(BootConfigError, match="must be a JSON object, got list"):
+        parse_config([])
+
+
+def test_the_helper_stops_with_the_file_named_when_its_config_is_missing_or_bad(tmp_path: Path):
+    helper = tmp_path / "gpucluster-aws"
+    helper.write_text(SOURCE.read_text())
+    run = [sys.executable, str(helper), "install-agent"]
+    missing = subprocess.run(run, capture_output=True, text=True, timeout=60, check=False)
+    assert missing.returncode == 1 and f"bad config {helper}.json" in missing.stderr
+    Path(f"{helper}.json").write_text(json.dumps(doc(region=...)))
+    bad = subprocess.run(run, capture_output=True, text=True, timeout=60, check=False)
+    assert bad.returncode == 1 and "region: required key is missing" in bad.stderr
+
+
+def _imported_modules(source: str) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            names.add("." * node.level + (node.module or ""))
+    return names
+
+
+def test_the_helper_imports_only_the_standard_library_and_boto3():
+    """It is what installs gpucluster_agents, so it cannot import it (nor anything relative)."""
+    imported = _imported_modules(SOURCE.read_text())
+    tops = {name.split(".")[0] for name in imported}
+    assert not any(name.startswith(".") for name in imported), imported
+    assert "gpucluster_agents" not in tops and "gpucluster" not in tops
+    assert tops - THIRD_PARTY <= set(sys.stdlib_module_names), tops - THIRD_PARTY - set(sys.stdlib_module_names)
+    assert {"boto3", "yaml"} <= tops  # the rule reads real imports: the lazy ones inside functions count too
+
+
+def test_the_import_reader_sees_package_imports():
+    """The rule above could not pass by reading nothing: it catches each way of importing the package."""
+    for line in ("import gpucluster_agents.contract", "from gpucluster_agents import contract", "from . import contract"):
+        imported = _imported_modules(f"def f():\n    {line}\n")
+        assert any(n.startswith((".", "gpucluster_agents")) for n in imported), line
+
+
+def test_the_helper_parses_as_python_3_9():
+    """Ubuntu's and Amazon Linux's node Pythons: no syntax newer than 3.9 (annotations stay strings)."""
+    source = SOURCE.read_text()
+    ast.parse(source, feature_version=(3, 9))
+    assert "from __future__ import annotations" in source  # so `bytes | None` and `tuple[str, ...]` are never evaluated
