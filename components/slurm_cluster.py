@@ -31,7 +31,8 @@ import pulumi
 import pulumi_aws as aws
 
 from gpucluster.components._aws.buckets import private_bucket
-from gpucluster.components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
+from gpucluster.components._aws.launch_template import NodeWiring, checked_group
+from gpucluster.components._aws.slurm_node_group import SlurmNodeGroup
 from gpucluster.components.shared_storage import SharedStorage
 from gpucluster.config.naming import CLUSTER_TAG, NODE_GROUP_TAG, NODE_NAME_TAG, with_name
 from gpucluster.config.node_group import NodeGroupSpec
@@ -314,7 +315,7 @@ class SlurmCluster(pulumi.ComponentResource):
     head_role_arn: pulumi.Output[str]
     node_role_arn: pulumi.Output[str]
     data_volume_id: pulumi.Output[str]
-    node_groups: dict[str, GpuNodeGroup]
+    node_groups: dict[str, SlurmNodeGroup]
     head_user_data: pulumi.Output[str]
 
     def __init__(self, name: str, args: SlurmClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -392,19 +393,18 @@ class SlurmCluster(pulumi.ComponentResource):
         self.node_groups = {}
         for g in args.node_groups:
             static = slurm.settings(g.name).mode == "static"
-            self.node_groups[g.name] = GpuNodeGroup(
+            self.node_groups[g.name] = SlurmNodeGroup(
                 f"{name}-{g.name}",
-                GpuNodeGroupArgs(
-                    node_group=g,
+                checked_group(g, catalog),
+                NodeWiring(
                     cluster_name=cluster,
                     subnet_ids=list(args.node_group_subnet_ids[g.name]),
                     security_group_ids=list(args.security_group_ids),
                     user_data=args.user_data.get(g.name),
                     instance_profile_arn=node_profile.arn,
-                    create_auto_scaling_group=static,
-                    expose_tags_in_metadata=True,
                     tags=tags,
                 ),
+                static=static,
                 opts=child,
             )
 
