@@ -24,9 +24,8 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from gpucluster.components._aws.eks_addons import BEFORE_NODES, addon, cni_identity
-from gpucluster.components._aws.eks_node_groups import gpu_node_group, system_node_group
+from gpucluster.components._aws.eks_node_groups import EksNodeTemplate, gpu_node_group, system_node_group
 from gpucluster.components._aws.iam import assume_role_policy
-from gpucluster.components.gpu_node_group import GpuNodeGroup
 from gpucluster.components.shared_storage import SharedStorage
 from gpucluster.config.kubernetes import FSX_CSI_ADDON, KubernetesSpec
 from gpucluster.config.naming import with_name
@@ -122,7 +121,7 @@ class EksCluster(pulumi.ComponentResource):
     kubeconfig: pulumi.Output[str]
     provider: k8s.Provider
     """Kubernetes provider for this cluster: hand it to GpuOperator, Kueue… through ``opts``."""
-    gpu_node_groups: dict[str, GpuNodeGroup]
+    gpu_node_groups: dict[str, EksNodeTemplate]
     """The launch template (and placement group) of each GPU node group."""
     managed_node_groups: dict[str, aws.eks.NodeGroup]
     """EKS managed node groups by node group name (``system`` included)."""

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 
 import pulumi
 
+from gpucluster.components._aws.launch_template import NodeWiring
 from gpucluster.components.data_bucket import DataBucket, DataBucketArgs
 from gpucluster.components.eks_cluster import EksCluster, EksClusterArgs
-from gpucluster.components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
+from gpucluster.components.gpu_node_group import GpuNodeGroup
 from gpucluster.components.kubernetes_platform import KubernetesPlatform, KubernetesPlatformArgs
 from gpucluster.components.lustre_storage import LustreStorage, LustreStorageArgs
 from gpucluster.components.network import Network, NetworkArgs
@@ -35,6 +36,7 @@ from gpucluster.render.node import LustreMount, node_cloud_config, user_data_tit
 from gpucluster.render.slurm.compute import node_slurm_part
 from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.resolve.cost import Estimate, estimate
+from gpucluster.resolve.node_group import resolve_node_group
 
 TOKEN = "gpucluster:index:GpuCluster"
 
@@ -92,10 +94,10 @@ class GpuCluster(pulumi.ComponentResource):
         # Groups a scheduler runs (slurm, kubernetes) are built by that scheduler's component; the
         # rest are plain Auto Scaling groups.
         for g in spec.groups_for("none"):
-            self.node_groups[g.name] = GpuNodeGroup(
+            self.node_groups[g.name] = GpuNodeGroup._resolved(
                 f"{name}-{g.name}",
-                GpuNodeGroupArgs(
-                    node_group=g,
+                resolve_node_group(g, catalog, spec),
+                NodeWiring(
                     cluster_name=spec.name,
                     subnet_ids=self.subnets_for(g),
                     security_group_ids=self.security_group_ids,

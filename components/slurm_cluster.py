@@ -10,7 +10,7 @@ user data is capped at 16 KB).
 The munge key is made once by the head node at its first boot into an empty Secrets Manager secret
 (this program never sees it: it is not in user data nor in Pulumi state); every node reads it there.
 
-Compute nodes are :class:`~gpucluster.components.gpu_node_group.GpuNodeGroup` launch templates (instance tags
+Compute nodes are Slurm node groups over the shared launch-template core (``_aws/slurm_node_group.py``; instance tags
 exposed in metadata, so a node reads the name the agent tagged it with): dynamic groups have no Auto
 Scaling group (the agent launches from the template), static groups have one.
 
@@ -31,9 +31,10 @@ import pulumi
 import pulumi_aws as aws
 
 from gpucluster.components._aws.iam import assume_role_policy, managed_policy_arn, policy_json, slurm_node_policy
+from gpucluster.components._aws.launch_template import NodeWiring, checked_group
+from gpucluster.components._aws.slurm_node_group import SlurmNodeGroup
 from gpucluster.components._slurm.artifact import agent_artifact
 from gpucluster.components._slurm.head_node import head_identity, head_node
-from gpucluster.components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from gpucluster.components.shared_storage import SharedStorage
 from gpucluster.config.naming import with_name
 from gpucluster.config.node_group import NodeGroupSpec
@@ -97,7 +98,7 @@ class SlurmCluster(pulumi.ComponentResource):
     head_role_arn: pulumi.Output[str]
     node_role_arn: pulumi.Output[str]
     data_volume_id: pulumi.Output[str]
-    node_groups: dict[str, GpuNodeGroup]
+    node_groups: dict[str, SlurmNodeGroup]
     head_user_data: pulumi.Output[str]
 
     def __init__(self, name: str, args: SlurmClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -155,19 +156,18 @@ class SlurmCluster(pulumi.ComponentResource):
         self.node_groups = {}
         for g in args.node_groups:
             static = slurm.settings(g.name).mode == "static"
-            self.node_groups[g.name] = GpuNodeGroup(
+            self.node_groups[g.name] = SlurmNodeGroup(
                 f"{name}-{g.name}",
-                GpuNodeGroupArgs(
-                    node_group=g,
+                checked_group(g, catalog),
+                NodeWiring(
                     cluster_name=cluster,
                     subnet_ids=list(args.node_group_subnet_ids[g.name]),
                     security_group_ids=list(args.security_group_ids),
                     user_data=args.user_data.get(g.name),
                     instance_profile_arn=node_profile.arn,
-                    create_auto_scaling_group=static,
-                    expose_tags_in_metadata=True,
                     tags=tags,
                 ),
+                static=static,
                 opts=child,
             )
 

@@ -1,6 +1,6 @@
 """The EKS managed node groups of :class:`~gpucluster.components.eks_cluster.EksCluster`: the small
 system node group for cluster services, and one per ``scheduler: kubernetes`` GPU node group, built on
-:class:`~gpucluster.components.gpu_node_group.GpuNodeGroup`'s launch template (every EFA interface,
+the shared launch-template core (`_aws/launch_template.py`: every EFA interface,
 the placement group, the capacity reservation or block) with the EKS-optimized AL2023 AMI of its
 accelerator, tainted and labelled for Kueue.
 """
@@ -12,15 +12,22 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_aws as aws
 
-from gpucluster.components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
+from gpucluster.components._aws.launch_template import (
+    AL2023_ROOT_DEVICE,
+    EKS_MANAGED,
+    TOKEN,
+    NodeGroupResource,
+    NodeWiring,
+    checked_group,
+)
 from gpucluster.config.effective import effective_desired
 from gpucluster.config.kubernetes import KubernetesSpec, eks_ami_type
 from gpucluster.config.naming import NODE_GROUP_TAG, with_name
 from gpucluster.config.node_group import CapacitySpec, NodeGroupSpec
 from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.render.kubernetes import node_config, node_labels, node_taints, nodeadm_user_data
+from gpucluster.resolve.node_group import ResolvedNodeGroup
 
-AL2023_ROOT_DEVICE = "/dev/xvda"
 # EKS managed node groups' capacity types, by how gpucluster buys the instances.
 CAPACITY_TYPES = {
     "on-demand": "ON_DEMAND",
@@ -28,6 +35,18 @@ CAPACITY_TYPES = {
     "spot": "SPOT",
     "capacity-block": "CAPACITY_BLOCK",
 }
+
+
+class EksNodeTemplate(NodeGroupResource):
+    """The launch-template core as EKS managed node groups need it: MIME multi-part user data (EKS
+    merges its nodeadm part into it and refuses gzip), no AMI (the group's ``amiType`` picks it) and no
+    instance profile (EKS gives the node role) — EKS rejects a template with either. EKS runs the nodes."""
+
+    def __init__(
+        self, name: str, group: ResolvedNodeGroup, wiring: NodeWiring, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__(TOKEN, name, None, opts)
+        self._build(name, group, wiring, EKS_MANAGED, auto_scaling=False)
 
 
 def system_node_group(
@@ -107,8 +126,8 @@ def gpu_node_group(
     tags: dict[str, str],
     deps: Sequence[pulumi.Resource],
     catalog: Catalog,
-) -> tuple[GpuNodeGroup, aws.eks.NodeGroup]:
-    """A GPU node group: its :class:`GpuNodeGroup` (launch template, placement group) and the EKS
+) -> tuple[EksNodeTemplate, aws.eks.NodeGroup]:
+    """A GPU node group: its :class:`EksNodeTemplate` (launch template, placement group) and the EKS
     managed node group on that template. ``user_data`` is the group's cloud-config, wrapped into
     MIME multi-part nodeadm user data here."""
     facts = catalog[group.instance_type]
@@ -117,19 +136,14 @@ def gpu_node_group(
     config = node_config(facts, instance_store_for_pods)
     node_user_data = pulumi.Output.from_input(user_data).apply(lambda text: nodeadm_user_data(text, config))
     subnets = list(subnet_ids)
-    ng = GpuNodeGroup(
+    ng = EksNodeTemplate(
         f"{name}-{group.name}",
-        GpuNodeGroupArgs(
-            node_group=template_group,
+        checked_group(template_group, catalog),
+        NodeWiring(
             cluster_name=cluster_name,
             subnet_ids=subnets,
             security_group_ids=list(security_group_ids),
             user_data=node_user_data,
-            gzip_user_data=False,  # EKS needs MIME multi-part text to merge its nodeadm part into
-            create_auto_scaling_group=False,
-            root_device_name=AL2023_ROOT_DEVICE,
-            set_image_id=False,
-            set_instance_profile=False,
             tags=tags,
         ),
         opts=pulumi.ResourceOptions(parent=parent),

@@ -8,6 +8,7 @@ import importlib
 import inspect
 import itertools
 import pkgutil
+import typing
 
 import pulumi
 import pulumi_aws
@@ -47,19 +48,32 @@ def test_token_and_constructor(cls):
     assert inspect.signature(cls.__init__).parameters["opts"].default is None
 
 
-@pytest.mark.parametrize("cls", COMPONENTS, ids=lambda c: c.__name__)
-def test_args_class_fields_are_documented(cls):
-    module = inspect.getmodule(cls)
-    args_cls = getattr(module, f"{cls.__name__}Args")
-    assert dataclasses.is_dataclass(args_cls)
-    tree = ast.parse(inspect.getsource(args_cls))
+def _documented(cls: type) -> set[str]:
+    """Fields with a string literal under them in ``cls``'s body (and, for a TypedDict, its bases')."""
+    tree = ast.parse(inspect.getsource(cls))
     body = tree.body[0].body  # type: ignore[attr-defined]
     documented = set()
     for node, nxt in itertools.pairwise(body):
         if isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
             documented.add(node.target.id)  # type: ignore[union-attr]
-    fields = {f.name for f in dataclasses.fields(args_cls)}
-    assert fields - documented == set(), f"undocumented {args_cls.__name__} fields"
+    module = inspect.getmodule(cls)
+    for base in tree.body[0].bases:  # type: ignore[attr-defined]
+        parent = getattr(module, base.id, None) if isinstance(base, ast.Name) else None
+        if parent is not None and typing.is_typeddict(parent):  # (3.11 TypedDicts keep no record of their bases)
+            documented |= _documented(parent)
+    return documented
+
+
+@pytest.mark.parametrize("cls", COMPONENTS, ids=lambda c: c.__name__)
+def test_args_class_fields_are_documented(cls):
+    module = inspect.getmodule(cls)
+    args_cls = getattr(module, f"{cls.__name__}Args")
+    if typing.is_typeddict(args_cls):
+        fields = set(args_cls.__annotations__)
+    else:
+        assert dataclasses.is_dataclass(args_cls)
+        fields = {f.name for f in dataclasses.fields(args_cls)}
+    assert fields - _documented(args_cls) == set(), f"undocumented {args_cls.__name__} fields"
 
 
 def _taggable(token: str) -> bool:
