@@ -8,6 +8,7 @@ import importlib
 import inspect
 import itertools
 import pkgutil
+import typing
 
 import pulumi
 import pulumi_aws
@@ -51,14 +52,19 @@ def test_token_and_constructor(cls):
 def test_args_class_fields_are_documented(cls):
     module = inspect.getmodule(cls)
     args_cls = getattr(module, f"{cls.__name__}Args")
-    assert dataclasses.is_dataclass(args_cls)
+    assert dataclasses.is_dataclass(args_cls) or typing.is_typeddict(args_cls)
     tree = ast.parse(inspect.getsource(args_cls))
     body = tree.body[0].body  # type: ignore[attr-defined]
     documented = set()
-    for node, nxt in itertools.pairwise(body):
-        if isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
-            documented.add(node.target.id)  # type: ignore[union-attr]
-    fields = {f.name for f in dataclasses.fields(args_cls)}
+    declared = set()
+    for node, nxt in itertools.pairwise([*body, None]):
+        if isinstance(node, ast.AnnAssign):
+            declared.add(node.target.id)  # type: ignore[union-attr]
+            if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
+                documented.add(node.target.id)  # type: ignore[union-attr]
+    # A typed dict's inherited fields (a config section) are documented where they are generated.
+    fields = {f.name for f in dataclasses.fields(args_cls)} if dataclasses.is_dataclass(args_cls) else declared
+    assert fields, f"{args_cls.__name__} has no fields"
     assert fields - documented == set(), f"undocumented {args_cls.__name__} fields"
 
 
