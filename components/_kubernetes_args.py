@@ -2,7 +2,8 @@
 Outputs in reference fields stand in, the Kubernetes section and the node groups are validated with the
 stack's models, run through the stack's checks and resolved by the stack's resolution, so a component
 used on its own gets exactly the stack's defaults. Every problem is raised before any resource, as one
-``pulumi.InputPropertiesError`` naming ``args.<field>``.
+``pulumi.InputPropertiesError`` naming ``args.<field>``. Also the wiring helpers both paths share:
+lists of ids that may be one Output, and each node group's subnets.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import Catalog
 from gpucluster.resolve.cluster import resolve_group
 from gpucluster.resolve.kubernetes import ResolvedKubernetes, resolve_kubernetes
+
+# --- wiring: ids lists and node-group subnets -------------------------------------------------------
 
 STACK_PATHS = (("gpucluster:kubernetes", "args"), ("gpucluster:nodeGroups", "args.nodeGroups"))
 
@@ -90,3 +93,44 @@ def _input_error(component: str, problems: Sequence[Finding]) -> pulumi.InputPro
         f"{component} args are invalid: " + "; ".join(f.render() for f in problems),
         [{"property_path": f.path, "reason": f"{f.message}. {f.fix}"} for f in problems],
     )
+
+
+def as_list(ids: pulumi.Input[Sequence[pulumi.Input[str]]]) -> pulumi.Input[Sequence[pulumi.Input[str]]]:
+    """A list of ids as a list (as the stack has always passed it); an Output of a list as it is."""
+    return list(ids) if isinstance(ids, (list, tuple)) else ids
+
+
+def with_id(
+    ids: pulumi.Input[Sequence[pulumi.Input[str]]], extra: pulumi.Input[str]
+) -> pulumi.Input[Sequence[pulumi.Input[str]]]:
+    """``ids`` and ``extra``: a plain list stays a list of Inputs; an Output of a list is joined when known."""
+    if isinstance(ids, (list, tuple)):
+        return [*ids, extra]
+    return pulumi.Output.all(pulumi.Output.from_input(ids), extra).apply(lambda v: [*v[0], v[1]])
+
+
+def node_group_subnets(
+    resolved: ResolvedKubernetes, inputs: Inputs, given: Mapping[str, pulumi.Input[Sequence[pulumi.Input[str]]]]
+) -> dict[str, pulumi.Input[Sequence[pulumi.Input[str]]]]:
+    """Each node group's subnets: ``nodeGroupSubnetIds`` or else the group's own ``subnetIds``."""
+    out: dict[str, pulumi.Input[Sequence[pulumi.Input[str]]]] = {}
+    missing = []
+    for i, group in enumerate(g.group for g in resolved.node_groups):
+        if group.name in given:
+            out[group.name] = given[group.name]
+        elif group.subnet_ids:
+            out[group.name] = inputs.real_list(group.subnet_ids)
+        else:
+            missing.append((i, group.name))
+    if missing:
+        raise pulumi.InputPropertiesError(
+            "EksCluster args: node groups without subnets: " + ", ".join(n for _, n in missing),
+            [
+                {
+                    "property_path": f"args.nodeGroupSubnetIds.{n}",
+                    "reason": f"give node group {n!r} subnets here or in nodeGroups[{i}].subnetIds",
+                }
+                for i, n in missing
+            ],
+        )
+    return out

@@ -27,7 +27,7 @@ from gpucluster.components._aws.eks_node_groups import gpu_node_group, system_no
 from gpucluster.components._aws.iam import assume_role_policy
 from gpucluster.components._config_types import KubernetesConfig, NodeGroupConfig
 from gpucluster.components._inputs import Inputs
-from gpucluster.components._kubernetes_args import resolve_args
+from gpucluster.components._kubernetes_args import as_list, node_group_subnets, resolve_args, with_id
 from gpucluster.components.gpu_node_group import GpuNodeGroup
 from gpucluster.components.shared_storage import SharedStorage
 from gpucluster.config.kubernetes import FSX_CSI_ADDON
@@ -174,7 +174,7 @@ class EksCluster(pulumi.ComponentResource):
         wiring = EksWiring(
             region=region,
             cluster_subnet_ids=args["cluster_subnet_ids"],
-            node_group_subnet_ids=_node_group_subnets(resolved, inputs, args.get("node_group_subnet_ids", {})),
+            node_group_subnet_ids=node_group_subnets(resolved, inputs, args.get("node_group_subnet_ids", {})),
             security_group_ids=args.get("security_group_ids", []),
             user_data=args.get("user_data", {}),
             protect_data=args.get("protect_data", True),
@@ -225,7 +225,7 @@ class EksCluster(pulumi.ComponentResource):
             version=spec.version,
             role_arn=cluster_role.arn,
             vpc_config=aws.eks.ClusterVpcConfigArgs(
-                subnet_ids=_as_list(wiring.cluster_subnet_ids),
+                subnet_ids=as_list(wiring.cluster_subnet_ids),
                 endpoint_private_access=endpoint.private_access,
                 endpoint_public_access=endpoint.public_access,
                 public_access_cidrs=(list(endpoint.public_access_cidrs) or None) if endpoint.public_access else None,
@@ -279,13 +279,13 @@ class EksCluster(pulumi.ComponentResource):
                 cluster,
                 node_role,
                 prefix,
-                _as_list(wiring.cluster_subnet_ids),
+                as_list(wiring.cluster_subnet_ids),
                 tags,
                 node_deps,
             )
         }
         self.gpu_node_groups = {}
-        security_group_ids = _with(wiring.security_group_ids, self.cluster_security_group_id)
+        security_group_ids = with_id(wiring.security_group_ids, self.cluster_security_group_id)
         for group in resolved.node_groups:
             group_name = group.group.name
             self.gpu_node_groups[group_name], self.managed_node_groups[group_name] = gpu_node_group(
@@ -360,42 +360,3 @@ class EksCluster(pulumi.ComponentResource):
                     ),
                     opts=pulumi.ResourceOptions(parent=self, depends_on=[access]),
                 )
-
-
-def _as_list(ids: pulumi.Input[Sequence[pulumi.Input[str]]]) -> pulumi.Input[Sequence[pulumi.Input[str]]]:
-    """A list of ids as a list (as the stack has always passed it); an Output of a list as it is."""
-    return list(ids) if isinstance(ids, (list, tuple)) else ids
-
-
-def _with(ids: pulumi.Input[Sequence[pulumi.Input[str]]], extra: pulumi.Input[str]) -> pulumi.Input[Sequence[pulumi.Input[str]]]:
-    """``ids`` and ``extra``: a plain list stays a list of Inputs; an Output of a list is joined when known."""
-    if isinstance(ids, (list, tuple)):
-        return [*ids, extra]
-    return pulumi.Output.all(pulumi.Output.from_input(ids), extra).apply(lambda v: [*v[0], v[1]])
-
-
-def _node_group_subnets(
-    resolved: ResolvedKubernetes, inputs: Inputs, given: Mapping[str, pulumi.Input[Sequence[pulumi.Input[str]]]]
-) -> dict[str, pulumi.Input[Sequence[pulumi.Input[str]]]]:
-    """Each node group's subnets: ``nodeGroupSubnetIds`` or else the group's own ``subnetIds``."""
-    out: dict[str, pulumi.Input[Sequence[pulumi.Input[str]]]] = {}
-    missing = []
-    for i, group in enumerate(g.group for g in resolved.node_groups):
-        if group.name in given:
-            out[group.name] = given[group.name]
-        elif group.subnet_ids:
-            out[group.name] = inputs.real_list(group.subnet_ids)
-        else:
-            missing.append((i, group.name))
-    if missing:
-        raise pulumi.InputPropertiesError(
-            "EksCluster args: node groups without subnets: " + ", ".join(n for _, n in missing),
-            [
-                {
-                    "property_path": f"args.nodeGroupSubnetIds.{n}",
-                    "reason": f"give node group {n!r} subnets here or in nodeGroups[{i}].subnetIds",
-                }
-                for i, n in missing
-            ],
-        )
-    return out
