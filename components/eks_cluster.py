@@ -13,11 +13,10 @@ This module holds the control plane and access entries and wires the rest; the a
 :mod:`gpucluster.components._aws.eks_addons`, the node groups :mod:`gpucluster.components._aws.eks_node_groups`.
 """
 
-from __future__ import annotations
-
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Required
 
 import pulumi
 import pulumi_aws as aws
@@ -26,62 +25,77 @@ import pulumi_kubernetes as k8s
 from gpucluster.components._aws.eks_addons import BEFORE_NODES, addon, cni_identity
 from gpucluster.components._aws.eks_node_groups import EksNodeTemplate, gpu_node_group, system_node_group
 from gpucluster.components._aws.iam import assume_role_policy
+from gpucluster.components._config_types import KubernetesConfig, NodeGroupConfig
+from gpucluster.components._inputs import Inputs
+from gpucluster.components._kubernetes_args import as_list, node_group_subnets, resolve_args, with_id
 from gpucluster.components.shared_storage import SharedStorage
-from gpucluster.config.kubernetes import FSX_CSI_ADDON, KubernetesSpec
+from gpucluster.config.kubernetes import FSX_CSI_ADDON
 from gpucluster.config.naming import with_name
-from gpucluster.config.node_group import NodeGroupSpec
-from gpucluster.facts.catalog import load_catalog
+from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.render.kubernetes import fsx_csi_addon_configuration
+from gpucluster.resolve.kubernetes import ResolvedKubernetes
 
 TOKEN = "gpucluster:index:EksCluster"
 # Node role: join the cluster, pull images, Session Manager. The CNI permissions go to vpc-cni alone.
 NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly", "AmazonSSMManagedInstanceCore")
 
 
-@dataclass
-class EksClusterArgs:
-    """Inputs of :class:`EksCluster`."""
+class EksClusterArgs(KubernetesConfig, total=False):
+    """Inputs of :class:`EksCluster`: the ``gpucluster:kubernetes`` section (version, endpoint, access
+    entries, add-ons, system nodes; validated, checked and resolved like the stack's) and its wiring."""
 
-    cluster_name: str
+    cluster_name: Required[str]
     """Name of the EKS cluster (and prefix of its resources' names). Required."""
 
-    region: str
-    """AWS region, for the kubeconfig's ``aws eks get-token``. Required."""
+    region: Required[str]
+    """AWS region, for the kubeconfig's ``aws eks get-token`` and the FSx CSI driver. Required."""
 
-    kubernetes: KubernetesSpec
-    """The ``gpucluster:kubernetes`` section: version, endpoint, access entries, add-ons, system nodes."""
-
-    cluster_subnet_ids: Sequence[pulumi.Input[str]]
+    cluster_subnet_ids: Required[pulumi.Input[list[pulumi.Input[str]]]]
     """Private subnets, in at least two Availability Zones, for the control plane's interfaces and the
     system node group. Required."""
 
-    node_groups: Sequence[NodeGroupSpec] = ()
-    """The resolved ``scheduler: kubernetes`` node groups. Default: none."""
+    node_groups: list[NodeGroupConfig]
+    """The GPU node groups to run as EKS managed node groups (``scheduler`` is ``kubernetes``), each
+    validated and resolved like a stack's node group. Default: none."""
 
-    node_group_subnet_ids: Mapping[str, Sequence[pulumi.Input[str]]] = field(default_factory=dict)
-    """Subnets per node group name (one zone for EFA groups). Required for every node group."""
+    node_group_subnet_ids: dict[str, pulumi.Input[list[pulumi.Input[str]]]]
+    """Subnets per node group name (one zone for EFA groups). Default: the group's own ``subnetIds``;
+    a group needs one or the other."""
 
-    security_group_ids: Sequence[pulumi.Input[str]] = ()
+    security_group_ids: pulumi.Input[list[pulumi.Input[str]]]
     """Security groups for the GPU nodes' interfaces (EFA and node groups); the cluster security group
     is added so nodes and the control plane talk. Default: none."""
 
-    user_data: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    user_data: dict[str, pulumi.Input[str]]
     """cloud-config per node group name; wrapped with a nodeadm ``NodeConfig`` into MIME multi-part
-    user data, which EKS merges with its own. Default: none."""
+    user data, which EKS merges with its own. Default: an empty cloud-config."""
 
-    shared_storage: Sequence[SharedStorage] = ()
+    shared_storage: list[SharedStorage]
     """File systems of the cluster: a Lustre one adds the FSx CSI driver add-on. Default: none."""
 
-    instance_store_for_pods: bool = True
+    instance_store_for_pods: bool
     """Put instance-store NVMe disks under containerd and kubelet (nodeadm RAID 0) on nodes that have
     them. Default true; false when the disks are already used for scratch space."""
 
-    protect_data: bool = True
+    protect_data: bool
     """Protect and retain the Secrets encryption key it creates (``pulumi destroy`` refuses; deleting
     the stack leaves it): a deleted key leaves every Secret of the cluster unreadable. Default true."""
 
-    tags: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str]
     """Tags on every taggable child. Default: none."""
+
+
+@dataclass(frozen=True)
+class EksWiring:
+    """What :class:`EksCluster` connects to, with defaults applied (shared by the stack and Args paths)."""
+
+    region: str
+    cluster_subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]]
+    node_group_subnet_ids: Mapping[str, pulumi.Input[Sequence[pulumi.Input[str]]]]
+    security_group_ids: pulumi.Input[Sequence[pulumi.Input[str]]]
+    user_data: Mapping[str, pulumi.Input[str]]
+    protect_data: bool
+    tags: dict[str, str]
 
 
 def kubeconfig(cluster_name: str, endpoint: str, ca_data: str, region: str) -> str:
@@ -114,11 +128,17 @@ class EksCluster(pulumi.ComponentResource):
     """An EKS cluster with access entries, KMS-encrypted Secrets, pinned add-ons, system and GPU node groups."""
 
     cluster_name: pulumi.Output[str]
+    """Name of the EKS cluster."""
     endpoint: pulumi.Output[str]
+    """URL of the Kubernetes API server."""
     oidc_issuer: pulumi.Output[str]
+    """OIDC issuer URL of the cluster (IRSA)."""
     cluster_security_group_id: pulumi.Output[str]
+    """Security group EKS created for the control plane and nodes."""
     node_role_arn: pulumi.Output[str]
+    """IAM role of every node (system and GPU)."""
     kubeconfig: pulumi.Output[str]
+    """A kubeconfig that authenticates with ``aws eks get-token`` (no credentials in it)."""
     provider: k8s.Provider
     """Kubernetes provider for this cluster: hand it to GpuOperator, Kueue… through ``opts``."""
     gpu_node_groups: dict[str, EksNodeTemplate]
@@ -126,13 +146,48 @@ class EksCluster(pulumi.ComponentResource):
     managed_node_groups: dict[str, aws.eks.NodeGroup]
     """EKS managed node groups by node group name (``system`` included)."""
 
-    def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        args: EksClusterArgs,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        _resolved: ResolvedKubernetes | None = None,
+        _catalog: Catalog | None = None,
+    ) -> None:
+        """``_resolved``: GpuCluster's path, the stack's own resolved section (``args``' config fields
+        are then not read); otherwise ``args`` is validated, checked and resolved here, before any resource."""
+        region = args["region"]
+        catalog = _catalog or load_catalog()
+        if _resolved is None:
+            lustre = any(s.fs_type == "lustre" for s in args.get("shared_storage", []))
+            resolved, inputs = resolve_args(
+                "EksCluster",
+                args,
+                catalog,
+                region=region,
+                lustre=lustre,
+                instance_store_for_pods=args.get("instance_store_for_pods", True),
+            )
+        else:
+            resolved, inputs = _resolved, Inputs("EksCluster", region)
+        wiring = EksWiring(
+            region=region,
+            cluster_subnet_ids=args["cluster_subnet_ids"],
+            node_group_subnet_ids=node_group_subnets(resolved, inputs, args.get("node_group_subnet_ids", {})),
+            security_group_ids=args.get("security_group_ids", []),
+            user_data=args.get("user_data", {}),
+            protect_data=args.get("protect_data", True),
+            tags=dict(args.get("tags", {})),
+        )
         super().__init__(TOKEN, name, None, opts)
-        spec = args.kubernetes
-        catalog = load_catalog()
+        self._build(name, resolved, wiring, inputs, catalog)
+
+    def _build(self, name: str, resolved: ResolvedKubernetes, wiring: EksWiring, inputs: Inputs, catalog: Catalog) -> None:
+        spec = resolved.spec
         child = pulumi.ResourceOptions(parent=self)
-        tags = dict(args.tags)
-        prefix = args.cluster_name
+        tags = dict(wiring.tags)
+        prefix = resolved.cluster_name
         partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self)).partition
 
         def managed_policy(policy: str) -> pulumi.Output[str]:
@@ -140,7 +195,7 @@ class EksCluster(pulumi.ComponentResource):
 
         # Secrets are always envelope-encrypted: with the caller's key, or a new one that rotates.
         if spec.secrets_kms_key_arn:
-            key_arn: pulumi.Input[str] = spec.secrets_kms_key_arn
+            key_arn: pulumi.Input[str] = inputs.real(spec.secrets_kms_key_arn)
         else:
             key = aws.kms.Key(
                 f"{name}-secrets",
@@ -148,7 +203,7 @@ class EksCluster(pulumi.ComponentResource):
                 enable_key_rotation=True,
                 deletion_window_in_days=30,
                 tags=with_name(tags, f"{prefix}-eks-secrets"),
-                opts=pulumi.ResourceOptions(parent=self, protect=args.protect_data, retain_on_delete=args.protect_data),
+                opts=pulumi.ResourceOptions(parent=self, protect=wiring.protect_data, retain_on_delete=wiring.protect_data),
             )
             aws.kms.Alias(f"{name}-secrets", name=f"alias/{prefix}-eks-secrets", target_key_id=key.key_id, opts=child)
             key_arn = key.arn
@@ -170,7 +225,7 @@ class EksCluster(pulumi.ComponentResource):
             version=spec.version,
             role_arn=cluster_role.arn,
             vpc_config=aws.eks.ClusterVpcConfigArgs(
-                subnet_ids=list(args.cluster_subnet_ids),
+                subnet_ids=as_list(wiring.cluster_subnet_ids),
                 endpoint_private_access=endpoint.private_access,
                 endpoint_public_access=endpoint.public_access,
                 public_access_cidrs=(list(endpoint.public_access_cidrs) or None) if endpoint.public_access else None,
@@ -192,7 +247,7 @@ class EksCluster(pulumi.ComponentResource):
         self.oidc_issuer = cluster.identities.apply(lambda ids: next((o.issuer or "" for i in ids for o in (i.oidcs or [])), ""))
         self.cluster_security_group_id = cluster.vpc_config.apply(lambda v: v.cluster_security_group_id or "")
 
-        self._access_entries(name, spec, cluster, partition, tags)
+        self._access_entries(name, resolved, inputs, cluster, partition, tags)
 
         node_role = aws.iam.Role(
             f"{name}-node-role",
@@ -207,8 +262,7 @@ class EksCluster(pulumi.ComponentResource):
         ]
         self.node_role_arn = node_role.arn
 
-        lustre = any(s.fs_type == "lustre" for s in args.shared_storage)
-        versions = spec.addon_versions_for(lustre)
+        versions = resolved.addon_versions
         # The Pod Identity agent first: vpc-cni takes its AWS credentials through it.
         agent = addon(self, name, "eks-pod-identity-agent", versions, cluster, tags, [])
         early = [agent]
@@ -219,22 +273,32 @@ class EksCluster(pulumi.ComponentResource):
 
         self.managed_node_groups = {
             "system": system_node_group(
-                self, name, spec, cluster, node_role, args.cluster_name, args.cluster_subnet_ids, tags, node_deps
+                self,
+                name,
+                resolved.system_node_group,
+                cluster,
+                node_role,
+                prefix,
+                as_list(wiring.cluster_subnet_ids),
+                tags,
+                node_deps,
             )
         }
         self.gpu_node_groups = {}
-        for group in args.node_groups:
-            self.gpu_node_groups[group.name], self.managed_node_groups[group.name] = gpu_node_group(
+        security_group_ids = with_id(wiring.security_group_ids, self.cluster_security_group_id)
+        for group in resolved.node_groups:
+            group_name = group.group.name
+            self.gpu_node_groups[group_name], self.managed_node_groups[group_name] = gpu_node_group(
                 self,
                 name,
                 group,
                 cluster,
                 node_role,
-                cluster_name=args.cluster_name,
-                subnet_ids=args.node_group_subnet_ids[group.name],
-                security_group_ids=[*args.security_group_ids, self.cluster_security_group_id],
-                user_data=args.user_data.get(group.name, "#cloud-config\n"),
-                instance_store_for_pods=args.instance_store_for_pods,
+                cluster_name=prefix,
+                subnet_ids=wiring.node_group_subnet_ids[group_name],
+                security_group_ids=security_group_ids,
+                user_data=wiring.user_data.get(group_name, "#cloud-config\n"),
+                instance_store_for_pods=resolved.instance_store_for_pods,
                 tags=tags,
                 deps=node_deps,
                 catalog=catalog,
@@ -243,12 +307,12 @@ class EksCluster(pulumi.ComponentResource):
         nodes: list[pulumi.Resource] = list(self.managed_node_groups.values())
         for addon_name in versions:
             if addon_name not in BEFORE_NODES:
-                config = fsx_csi_addon_configuration(args.region) if addon_name == FSX_CSI_ADDON else None
+                config = fsx_csi_addon_configuration(wiring.region) if addon_name == FSX_CSI_ADDON else None
                 addon(self, name, addon_name, versions, cluster, tags, nodes, configuration=config)
 
         ca_data = cluster.certificate_authority.apply(lambda ca: ca.data or "")
         self.kubeconfig = pulumi.Output.all(cluster.name, cluster.endpoint, ca_data).apply(
-            lambda v: kubeconfig(v[0], v[1], v[2], args.region)
+            lambda v: kubeconfig(v[0], v[1], v[2], wiring.region)
         )
         self.provider = k8s.Provider(
             f"{name}-k8s",
@@ -267,13 +331,20 @@ class EksCluster(pulumi.ComponentResource):
         )
 
     def _access_entries(
-        self, name: str, spec: KubernetesSpec, cluster: aws.eks.Cluster, partition: pulumi.Output[str], tags: dict[str, str]
+        self,
+        name: str,
+        resolved: ResolvedKubernetes,
+        inputs: Inputs,
+        cluster: aws.eks.Cluster,
+        partition: pulumi.Output[str],
+        tags: dict[str, str],
     ) -> None:
-        for j, entry in enumerate(spec.access_entries):
+        for j, entry in enumerate(resolved.spec.access_entries):
+            principal = inputs.real(entry.principal_arn)
             access = aws.eks.AccessEntry(
                 f"{name}-access-{j}",
                 cluster_name=cluster.name,
-                principal_arn=entry.principal_arn,
+                principal_arn=principal,
                 kubernetes_groups=list(entry.kubernetes_groups) or None,
                 type="STANDARD",
                 tags=tags,
@@ -283,7 +354,7 @@ class EksCluster(pulumi.ComponentResource):
                 aws.eks.AccessPolicyAssociation(
                     f"{name}-access-{j}-{policy}",
                     cluster_name=cluster.name,
-                    principal_arn=entry.principal_arn,
+                    principal_arn=principal,
                     policy_arn=partition.apply(lambda p, policy=policy: f"arn:{p}:eks::aws:cluster-access-policy/{policy}"),
                     access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(
                         type="namespace" if entry.namespaces else "cluster", namespaces=list(entry.namespaces) or None

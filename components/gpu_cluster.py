@@ -8,9 +8,9 @@ import pulumi
 
 from gpucluster.components._aws.launch_template import NodeWiring
 from gpucluster.components.data_bucket import DataBucket, DataBucketArgs
-from gpucluster.components.eks_cluster import EksCluster, EksClusterArgs
+from gpucluster.components.eks_cluster import EksCluster
 from gpucluster.components.gpu_node_group import GpuNodeGroup
-from gpucluster.components.kubernetes_platform import KubernetesPlatform, KubernetesPlatformArgs
+from gpucluster.components.kubernetes_platform import KubernetesPlatform
 from gpucluster.components.lustre_storage import LustreStorage, LustreStorageArgs
 from gpucluster.components.network import Network, NetworkArgs
 from gpucluster.components.shared_storage import SharedStorage
@@ -36,6 +36,7 @@ from gpucluster.render.node import LustreMount, node_cloud_config, user_data_tit
 from gpucluster.render.slurm.compute import node_slurm_part
 from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.resolve.cost import Estimate, estimate
+from gpucluster.resolve.kubernetes import resolve_kubernetes
 from gpucluster.resolve.node_group import resolve_node_group
 
 TOKEN = "gpucluster:index:GpuCluster"
@@ -203,30 +204,37 @@ class GpuCluster(pulumi.ComponentResource):
         """EKS for the ``scheduler: kubernetes`` groups, then the GPU platform on it through its provider."""
         groups = self.spec.groups_for("kubernetes")
         storage = self.spec.storage
+        resolved = resolve_kubernetes(
+            spec,
+            groups,
+            self.catalog,
+            cluster_name=self.spec.name,
+            lustre=any(s.fs_type == "lustre" for s in self.shared_storage),
+            instance_store_for_pods=storage is None or storage.nvme_scratch is None,
+        )
+        cluster_subnets: list[pulumi.Input[str]] = [*self.network.private_subnet_ids.values()]
+        security_groups: list[pulumi.Input[str]] = [*self.security_group_ids]
         self.eks = EksCluster(
             f"{name}-eks",
-            EksClusterArgs(
-                cluster_name=self.spec.name,
-                region=self.spec.region,
-                kubernetes=spec,
-                cluster_subnet_ids=list(self.network.private_subnet_ids.values()),
-                node_groups=groups,
-                node_group_subnet_ids={g.name: self.subnets_for(g) for g in groups},
-                security_group_ids=self.security_group_ids,
-                user_data={g.name: self.node_user_data(g) for g in groups},
-                shared_storage=self.shared_storage,
-                instance_store_for_pods=storage is None or storage.nvme_scratch is None,
-                protect_data=effective_protect_data(self.spec),
-                tags=tags,
-            ),
+            {
+                "cluster_name": self.spec.name,
+                "region": self.spec.region,
+                "cluster_subnet_ids": cluster_subnets,
+                "node_group_subnet_ids": {g.name: self.subnets_for(g) for g in groups},
+                "security_group_ids": security_groups,
+                "user_data": {g.name: self.node_user_data(g) for g in groups},
+                "shared_storage": self.shared_storage,
+                "protect_data": effective_protect_data(self.spec),
+                "tags": tags,
+            },
             opts=child,
+            _resolved=resolved,
         )
         self.kubernetes = KubernetesPlatform(
             f"{name}-k8s",
-            KubernetesPlatformArgs(
-                cluster_name=self.spec.name, kubernetes=spec, node_groups=groups, shared_storage=self.shared_storage
-            ),
+            {"cluster_name": self.spec.name, "region": self.spec.region, "shared_storage": self.shared_storage},
             opts=pulumi.ResourceOptions(parent=self, provider=self.eks.provider),
+            _resolved=resolved,
         )
 
     def subnets_for(self, group: NodeGroupSpec) -> list[pulumi.Input[str]]:

@@ -7,78 +7,75 @@ multi-node job; and Kueue with a ClusterQueue per team. It takes its Kubernetes 
 an on-prem cluster's kubeconfig — and never makes one.
 """
 
-from __future__ import annotations
-
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from typing import Literal, Required
 
 import pulumi
+import pulumi_kubernetes as k8s
 
+from gpucluster.components._config_types import KubernetesConfig, NodeGroupConfig
+from gpucluster.components._kubernetes_args import resolve_args
 from gpucluster.components.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs
 from gpucluster.components.gpu_operator import GpuOperator, GpuOperatorArgs
 from gpucluster.components.kueue import Kueue, KueueArgs
 from gpucluster.components.network_operator import NetworkOperator, NetworkOperatorArgs
 from gpucluster.components.shared_storage import SharedStorage
 from gpucluster.components.team_namespace import TeamNamespace, TeamNamespaceArgs, claim_name
-from gpucluster.config.kubernetes import KubernetesSpec, TeamSpec
-from gpucluster.config.node_group import NodeGroupSpec
-from gpucluster.facts.catalog import load_catalog
-from gpucluster.render.kubernetes import Platform
+from gpucluster.config.kubernetes import TeamSpec
+from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.render.training_job import SharedClaim, training_job
+from gpucluster.resolve.kubernetes import ResolvedKubernetes
 
 TOKEN = "gpucluster:index:KubernetesPlatform"
 EXAMPLE_JOB_NAME = "example-training"
 
 
-@dataclass
-class KubernetesPlatformArgs:
-    """Inputs of :class:`KubernetesPlatform`."""
+class KubernetesPlatformArgs(KubernetesConfig, total=False):
+    """Inputs of :class:`KubernetesPlatform`: the ``gpucluster:kubernetes`` section (GPU Operator, teams,
+    Kueue, the example job; validated, checked and resolved like the stack's) and its wiring."""
 
-    cluster_name: str
+    cluster_name: Required[str]
     """Cluster name: the default Kueue cohort and a label on team objects. Required."""
 
-    kubernetes: KubernetesSpec
-    """GPU Operator options, teams, Kueue settings and the example job. Required."""
+    node_groups: list[NodeGroupConfig]
+    """The GPU node groups the cluster runs (Kueue flavors, EFA, the example job's shape), validated and
+    resolved like a stack's node group. Default: none."""
 
-    node_groups: Sequence[NodeGroupSpec] = ()
-    """The resolved GPU node groups the cluster runs (flavors, the example job's shape). Default: none."""
-
-    platform: Platform = "eks"
+    platform: Literal["eks", "on-prem"]
     """``eks`` or ``on-prem``. Default ``eks``."""
 
-    shared_storage: Sequence[SharedStorage] = ()
+    provider: k8s.Provider
+    """The Kubernetes provider of the cluster (``EksCluster.provider``, or one built from an on-prem
+    kubeconfig). Default: the provider given through ``opts``."""
+
+    region: str
+    """AWS region of the cluster (stand-in values of Output fields). Default ``us-east-1``."""
+
+    shared_storage: list[SharedStorage]
     """The cluster's file systems (Lustre ones become claims in team namespaces). Default: none."""
 
-    rdma_interfaces: list[str] = field(default_factory=list)
+    rdma_interfaces: list[str]
     """On-prem: the RoCE NICs for the RDMA shared device plugin. Default: every Mellanox Ethernet NIC."""
 
-    driver_version: str | None = None
+    driver_version: str
     """On-prem: the NVIDIA driver version the GPU Operator installs. Default: the chart's."""
 
 
-def example_job(
-    spec: KubernetesSpec, team: TeamSpec, groups: Sequence[NodeGroupSpec], storage: Sequence[SharedStorage]
-) -> str | None:
+def example_job(resolved: ResolvedKubernetes, team: TeamSpec, storage: Sequence[SharedStorage]) -> str | None:
     """The example training job of ``team``, or None when no node group has GPUs."""
-    catalog = load_catalog()
-    job = spec.example_job
-    gpu_groups = [g for g in groups if catalog[g.instance_type].gpu_count]
-    chosen = next((g for g in gpu_groups if g.name == job.node_group), None) if job.node_group else None
-    group = chosen or next(iter(gpu_groups), None)
-    if group is None:
+    job = resolved.example_job
+    if job is None:
         return None
     lustre = next((s for s in storage if s.fs_type == "lustre"), None) if team.mount_shared_storage else None
-    levels = spec.kueue.topology_levels
     return training_job(
         name=EXAMPLE_JOB_NAME,
-        namespace=team.effective_namespace,
+        namespace=resolved.team_namespaces[team.name],
         queue=team.name,
-        group=group,
-        facts=catalog[group.instance_type],
+        group=job.node_group.group,
+        facts=job.node_group.facts,
         nodes=job.nodes,
         image=job.image,
-        # The closest network level above the node itself: nodes under one layer-3 switch, if they fit.
-        preferred_topology=levels[-2] if len(levels) > 1 else None,
+        preferred_topology=job.preferred_topology,
         claim=SharedClaim(claim_name(lustre), lustre.mount_point) if lustre else None,
     )
 
@@ -92,30 +89,49 @@ class KubernetesPlatform(pulumi.ComponentResource):
     teams: dict[str, TeamNamespace]
     kueue: Kueue
 
-    def __init__(self, name: str, args: KubernetesPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        args: KubernetesPlatformArgs,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        _resolved: ResolvedKubernetes | None = None,
+        _catalog: Catalog | None = None,
+    ) -> None:
+        """``_resolved``: GpuCluster's path, the stack's own resolved section (``args``' config fields
+        are then not read); otherwise ``args`` is validated, checked and resolved here, before any resource."""
+        storage = list(args.get("shared_storage", []))
+        if _resolved is None:
+            lustre = any(s.fs_type == "lustre" for s in storage)
+            region = args.get("region", "us-east-1")
+            _resolved, _ = resolve_args("KubernetesPlatform", args, _catalog or load_catalog(), region=region, lustre=lustre)
+        resolved = _resolved
+        if "provider" in args:
+            opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=[args["provider"]]))
         super().__init__(TOKEN, name, None, opts)
-        spec = args.kubernetes
-        catalog = load_catalog()
+        spec = resolved.spec
+        platform = args.get("platform", "eks")
         child = pulumi.ResourceOptions(parent=self)
         op = spec.gpu_operator
         self.gpu_operator = GpuOperator(
             f"{name}-gpu-operator",
             GpuOperatorArgs(
-                platform=args.platform,
+                platform=platform,
                 mig_strategy=op.mig_strategy,
                 enable_dcgm_exporter=op.enable_dcgm_exporter,
-                driver_version=args.driver_version,
+                driver_version=args.get("driver_version"),
             ),
             opts=child,
         )
-        efa = any(g.enable_efa_support and catalog[g.instance_type].efa_supported for g in args.node_groups)
         self.efa_device_plugin = None
         self.network_operator = None
-        if args.platform == "eks" and efa:
+        if platform == "eks" and resolved.efa:
             self.efa_device_plugin = EfaDevicePlugin(f"{name}-efa", EfaDevicePluginArgs(), opts=child)
-        if args.platform == "on-prem":
+        if platform == "on-prem":
             self.network_operator = NetworkOperator(
-                f"{name}-network-operator", NetworkOperatorArgs(rdma_interfaces=list(args.rdma_interfaces)), opts=child
+                f"{name}-network-operator",
+                NetworkOperatorArgs(rdma_interfaces=list(args.get("rdma_interfaces", []))),
+                opts=child,
             )
 
         self.teams = {
@@ -123,9 +139,9 @@ class KubernetesPlatform(pulumi.ComponentResource):
                 f"{name}-team-{team.name}",
                 TeamNamespaceArgs(
                     team=team,
-                    shared_storage=list(args.shared_storage),
-                    example_job=example_job(spec, team, args.node_groups, args.shared_storage),
-                    labels={"gpucluster/cluster": args.cluster_name},
+                    shared_storage=storage,
+                    example_job=example_job(resolved, team, storage),
+                    labels={"gpucluster/cluster": resolved.cluster_name},
                 ),
                 opts=child,
             )
@@ -134,9 +150,9 @@ class KubernetesPlatform(pulumi.ComponentResource):
         self.kueue = Kueue(
             f"{name}-kueue",
             KueueArgs(
-                cohort=spec.kueue.cohort or args.cluster_name,
+                cohort=resolved.cohort,
                 kueue=spec.kueue,
-                node_groups=list(args.node_groups),
+                node_groups=[g.group for g in resolved.node_groups],
                 teams=list(spec.teams),
                 team_namespaces={n: t.namespace for n, t in self.teams.items()},
             ),

@@ -20,21 +20,11 @@ from gpucluster.components._aws.launch_template import (
     NodeWiring,
     checked_group,
 )
-from gpucluster.config.effective import effective_desired
-from gpucluster.config.kubernetes import KubernetesSpec, eks_ami_type
 from gpucluster.config.naming import NODE_GROUP_TAG, with_name
-from gpucluster.config.node_group import CapacitySpec, NodeGroupSpec
-from gpucluster.facts.catalog import Catalog, load_catalog
+from gpucluster.facts.catalog import Catalog
 from gpucluster.render.kubernetes import node_config, node_labels, node_taints, nodeadm_user_data
+from gpucluster.resolve.kubernetes import ResolvedEksNodeGroup, ResolvedSystemNodeGroup
 from gpucluster.resolve.node_group import ResolvedNodeGroup
-
-# EKS managed node groups' capacity types, by how gpucluster buys the instances.
-CAPACITY_TYPES = {
-    "on-demand": "ON_DEMAND",
-    "capacity-reservation": "ON_DEMAND",
-    "spot": "SPOT",
-    "capacity-block": "CAPACITY_BLOCK",
-}
 
 
 class EksNodeTemplate(NodeGroupResource):
@@ -52,17 +42,15 @@ class EksNodeTemplate(NodeGroupResource):
 def system_node_group(
     parent: pulumi.Resource,
     name: str,
-    spec: KubernetesSpec,
+    system: ResolvedSystemNodeGroup,
     cluster: aws.eks.Cluster,
     node_role: aws.iam.Role,
     cluster_name: str,
-    subnet_ids: Sequence[pulumi.Input[str]],
+    subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]],
     tags: dict[str, str],
     deps: Sequence[pulumi.Resource],
 ) -> aws.eks.NodeGroup:
     """The system node group: on-demand, IMDSv2 with hop limit 1, an encrypted gp3 root volume."""
-    system = spec.system_node_group
-    facts = load_catalog()[system.instance_type]
     group_tags = {**tags, NODE_GROUP_TAG: "system"}
     template = aws.ec2.LaunchTemplate(
         f"{name}-system-lt",
@@ -97,12 +85,12 @@ def system_node_group(
         cluster_name=cluster.name,
         node_group_name=f"{cluster_name}-system",
         node_role_arn=node_role.arn,
-        subnet_ids=list(subnet_ids),
-        ami_type=eks_ami_type(facts),
+        subnet_ids=subnet_ids,
+        ami_type=system.ami_type,
         capacity_type="ON_DEMAND",
         launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
         scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-            min_size=system.min_size, max_size=system.max_size, desired_size=system.effective_desired_size
+            min_size=system.min_size, max_size=system.max_size, desired_size=system.desired_size
         ),
         update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
         labels={"gpucluster/node-group": "system"},
@@ -114,13 +102,13 @@ def system_node_group(
 def gpu_node_group(
     parent: pulumi.Resource,
     name: str,
-    group: NodeGroupSpec,
+    resolved: ResolvedEksNodeGroup,
     cluster: aws.eks.Cluster,
     node_role: aws.iam.Role,
     *,
     cluster_name: str,
-    subnet_ids: Sequence[pulumi.Input[str]],
-    security_group_ids: Sequence[pulumi.Input[str]],
+    subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]],
+    security_group_ids: pulumi.Input[Sequence[pulumi.Input[str]]],
     user_data: pulumi.Input[str],
     instance_store_for_pods: bool,
     tags: dict[str, str],
@@ -130,19 +118,17 @@ def gpu_node_group(
     """A GPU node group: its :class:`EksNodeTemplate` (launch template, placement group) and the EKS
     managed node group on that template. ``user_data`` is the group's cloud-config, wrapped into
     MIME multi-part nodeadm user data here."""
-    facts = catalog[group.instance_type]
-    # EKS buys Spot itself (capacityType SPOT) and refuses a template that asks for it.
-    template_group = group.model_copy(update={"capacity": CapacitySpec()}) if group.capacity.type == "spot" else group
+    group, facts = resolved.group, resolved.facts
     config = node_config(facts, instance_store_for_pods)
     node_user_data = pulumi.Output.from_input(user_data).apply(lambda text: nodeadm_user_data(text, config))
-    subnets = list(subnet_ids)
+    subnets = list(subnet_ids) if isinstance(subnet_ids, (list, tuple)) else subnet_ids
     ng = EksNodeTemplate(
         f"{name}-{group.name}",
-        checked_group(template_group, catalog),
+        checked_group(resolved.template_group, catalog),
         NodeWiring(
             cluster_name=cluster_name,
             subnet_ids=subnets,
-            security_group_ids=list(security_group_ids),
+            security_group_ids=security_group_ids,
             user_data=node_user_data,
             tags=tags,
         ),
@@ -154,13 +140,13 @@ def gpu_node_group(
         node_group_name=f"{cluster_name}-{group.name}",
         node_role_arn=node_role.arn,
         subnet_ids=subnets,
-        ami_type=eks_ami_type(facts),
-        capacity_type=CAPACITY_TYPES[group.capacity.type],
+        ami_type=resolved.ami_type,
+        capacity_type=resolved.capacity_type,
         launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
             id=ng.launch_template_id, version=ng.launch_template_version.apply(str)
         ),
         scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-            min_size=group.min_size, max_size=group.max_size, desired_size=effective_desired(group)
+            min_size=group.min_size, max_size=group.max_size, desired_size=resolved.desired_size
         ),
         update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
         labels=node_labels(group, facts),

@@ -25,8 +25,8 @@ from gpucluster.components._aws.iam import (
     slurm_agent_policy,
     slurm_head_policy,
 )
+from gpucluster.components._aws.launch_template import NodeGroupResource
 from gpucluster.components._slurm.artifact import AgentArtifact
-from gpucluster.components.gpu_node_group import GpuNodeGroup
 from gpucluster.components.shared_storage import SharedStorage
 from gpucluster.config.naming import with_name
 from gpucluster.config.slurm import UBUNTU_RELEASE
@@ -129,7 +129,7 @@ def head_node(
     security_group_ids: Sequence[pulumi.Input[str]],
     profile: aws.iam.InstanceProfile,
     artifact: AgentArtifact,
-    node_groups: Mapping[str, GpuNodeGroup],
+    node_groups: Mapping[str, NodeGroupResource],
     node_group_subnet_ids: Mapping[str, Sequence[pulumi.Input[str]]],
     shared_storage: Sequence[SharedStorage],
     parent: pulumi.Resource,

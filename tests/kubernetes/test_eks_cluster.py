@@ -27,22 +27,28 @@ LUSTRE = SharedStorage(
 )
 
 
-def build(spec, *, storage=(), user_data=None, **kwargs):
+def args_of(spec, *, storage=(), user_data=None, **kwargs) -> EksClusterArgs:
+    """EksClusterArgs as a Python user writes them, from a loaded spec's Kubernetes section and groups."""
     groups = spec.groups_for("kubernetes")
-    args = dict(
-        cluster_name="k",
-        region="us-east-1",
-        kubernetes=spec.kubernetes,
-        cluster_subnet_ids=SUBNETS,
-        node_groups=groups,
-        node_group_subnet_ids={g.name: SUBNETS[:1] for g in groups},
-        security_group_ids=SG,
-        user_data=user_data or {g.name: "#cloud-config\nruncmd: []\n" for g in groups},
-        shared_storage=list(storage),
-        tags={CLUSTER_TAG: "k", "team": "ml"},
-    )
+    args: EksClusterArgs = {
+        **spec.kubernetes.model_dump(exclude_none=True),
+        "cluster_name": "k",
+        "region": "us-east-1",
+        "cluster_subnet_ids": SUBNETS,
+        # What the user wrote: resolution's choice of image is not an input (EKS picks the AMI).
+        "node_groups": [g.model_dump(exclude_none=True, exclude={"image_ssm_parameter"}) for g in groups],
+        "node_group_subnet_ids": {g.name: SUBNETS[:1] for g in groups},
+        "security_group_ids": SG,
+        "user_data": user_data or {g.name: "#cloud-config\nruncmd: []\n" for g in groups},
+        "shared_storage": list(storage),
+        "tags": {CLUSTER_TAG: "k", "team": "ml"},
+    }
     args.update(kwargs)
-    return EksCluster("k-eks", EksClusterArgs(**args))
+    return args
+
+
+def build(spec, **kwargs):
+    return EksCluster("k-eks", args_of(spec, **kwargs))
 
 
 def test_private_endpoint_api_access_and_kms_encryption(run_components, p5_spec):

@@ -39,9 +39,11 @@ def on_prem_plan(run_components):
         KubernetesPlatform(
             "dc1",
             KubernetesPlatformArgs(
+                **spec.kubernetes.model_dump(exclude_none=True),
                 cluster_name="dc1",
-                kubernetes=spec.kubernetes,
-                node_groups=spec.groups_for("kubernetes"),
+                node_groups=[
+                    g.model_dump(exclude_none=True, exclude={"image_ssm_parameter"}) for g in spec.groups_for("kubernetes")
+                ],
                 platform="on-prem",
                 shared_storage=[LUSTRE],
                 rdma_interfaces=["ens1f0np0"],
