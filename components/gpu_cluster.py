@@ -10,7 +10,8 @@ from gpucluster.components.data_bucket import DataBucket, DataBucketArgs
 from gpucluster.components.eks_cluster import EksCluster, EksClusterArgs
 from gpucluster.components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from gpucluster.components.kubernetes_platform import KubernetesPlatform, KubernetesPlatformArgs
-from gpucluster.components.lustre_storage import LustreStorage, LustreStorageArgs
+from gpucluster.components.lustre_storage import LustreStorage
+from gpucluster.components.lustre_storage import _Wiring as _LustreWiring
 from gpucluster.components.network import Network, NetworkArgs
 from gpucluster.components.shared_storage import SharedStorage
 from gpucluster.components.slurm_cluster import SlurmCluster, SlurmClusterArgs
@@ -132,21 +133,17 @@ class GpuCluster(pulumi.ComponentResource):
             fs = storage.lustre
             zone = fs.availability_zone or self.spec.zones[0]
             subnet = next((s.id for s in self.spec.network.subnets if s.availability_zone == zone), None)
-            self.lustre = LustreStorage(
-                f"{name}-lustre",
-                LustreStorageArgs(
-                    lustre=fs,
-                    cluster_name=self.spec.name,
-                    vpc_id=self.network.vpc_id,
-                    subnet_id=subnet or self.network.private_subnet_ids[zone],
-                    client_security_group_id=self.network.efa_security_group_id,
-                    efa_security_group_id=self.network.efa_security_group_id,
-                    bucket_name=self.bucket.bucket_name if self.bucket else None,
-                    protect=storage.protect_data,
-                    tags=tags,
-                ),
-                opts=child,
+            wiring = _LustreWiring(
+                cluster_name=self.spec.name,
+                vpc_id=self.network.vpc_id,
+                subnet_id=subnet or self.network.private_subnet_ids[zone],
+                client_security_group_id=self.network.efa_security_group_id,
+                efa_security_group_id=self.network.efa_security_group_id,
+                bucket_name=self.bucket.bucket_name if self.bucket else None,
+                protect=storage.protect_data,
+                tags=tags,
             )
+            self.lustre = LustreStorage(f"{name}-lustre", {}, opts=child, _resolved=(fs, wiring))  # type: ignore[typeddict-item]
             self.shared_storage.append(self.lustre.shared_storage)
         if storage.nvme_scratch is not None:
             scratch = storage.nvme_scratch
