@@ -126,7 +126,12 @@ class GpuCluster(pulumi.ComponentResource):
         if storage.bucket is not None:
             self.bucket = DataBucket(
                 f"{name}-data",
-                DataBucketArgs(bucket=storage.bucket, cluster_name=self.spec.name, protect=storage.protect_data, tags=tags),
+                DataBucketArgs(
+                    **storage.bucket.model_dump(exclude_none=True),
+                    cluster_name=self.spec.name,
+                    protect=storage.protect_data,
+                    tags=tags,
+                ),
                 opts=child,
             )
         if storage.lustre is not None:

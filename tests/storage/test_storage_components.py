@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 
 from gpucluster.components._config_types import LustreConfig
-from gpucluster.components.data_bucket import DataBucket, DataBucketArgs
+from gpucluster.components.data_bucket import DataBucket
 from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs
 from gpucluster.components.lustre_storage import LustreStorage, LustreStorageArgs
-from gpucluster.config.storage import BucketSpec
 from gpucluster.load import load_spec
 from tests.conftest import group, make_config
 
@@ -109,7 +108,7 @@ def test_opting_out_of_protection(run_components):
 
 
 def test_data_bucket(run_components):
-    plan = run_components(lambda: DataBucket("c-data", DataBucketArgs(bucket=BucketSpec(), cluster_name="c")))
+    plan = run_components(lambda: DataBucket("c-data", {"cluster_name": "c"}))
     bucket = plan.of_type("aws:s3/bucket:Bucket")[0]
     assert bucket.inputs["bucketPrefix"] == "c-data-" and bucket.inputs["forceDestroy"] is False
     assert bucket.protect and bucket.retain_on_delete
