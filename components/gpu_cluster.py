@@ -12,7 +12,8 @@ from gpucluster.components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from gpucluster.components.kubernetes_platform import KubernetesPlatform, KubernetesPlatformArgs
 from gpucluster.components.lustre_storage import LustreStorage
 from gpucluster.components.lustre_storage import _Wiring as _LustreWiring
-from gpucluster.components.network import Network, NetworkArgs
+from gpucluster.components.network import Network
+from gpucluster.components.network import _Wiring as _NetworkWiring
 from gpucluster.components.shared_storage import SharedStorage
 from gpucluster.components.slurm_cluster import SlurmCluster, SlurmClusterArgs
 from gpucluster.config.cluster import ClusterSpec
@@ -80,8 +81,9 @@ class GpuCluster(pulumi.ComponentResource):
 
         self.network = Network(
             f"{name}-network",
-            NetworkArgs(network=spec.network, cluster_name=spec.name, region=spec.region, tags=tags),
+            {"cluster_name": spec.name},
             opts=child,
+            _resolved=(spec.network, _NetworkWiring(spec.name, spec.region, tags)),
         )
         self.security_group_ids = [self.network.efa_security_group_id, self.network.node_security_group_id]
         self.shared_storage: list[SharedStorage] = []
