@@ -5,36 +5,42 @@ associations can import from and export to the bucket. Bucket and key are protec
 on delete unless the stack opts out.
 """
 
-from __future__ import annotations
-
 import json
-from dataclasses import dataclass, field
+from typing import Required
 
 import pulumi
 import pulumi_aws as aws
 
 from gpucluster.components._aws.buckets import private_bucket
+from gpucluster.components._config_types import BucketConfig
+from gpucluster.components._inputs import Inputs, validate
+from gpucluster.config.errors import ConfigError, error
 from gpucluster.config.naming import with_name
 from gpucluster.config.storage import BucketSpec
 
 TOKEN = "gpucluster:index:DataBucket"
 
 
-@dataclass
-class DataBucketArgs:
-    """Inputs of :class:`DataBucket`."""
+class DataBucketArgs(BucketConfig, total=False):
+    """Inputs of :class:`DataBucket`: the ``storage.bucket`` settings and the cluster it belongs to."""
 
-    bucket: BucketSpec
-    """The bucket spec (name prefix, lifecycle). Required."""
-
-    cluster_name: str
-    """Cluster name: prefix of resource names and the default bucket name prefix."""
-
-    protect: bool = True
-    """Protect and retain the bucket and its key. Default true."""
-
-    tags: dict[str, str] = field(default_factory=dict)
+    cluster_name: Required[str]
+    """Cluster name: prefix of resource names and of the default bucket name. Required."""
+    protect: bool
+    """Protect and retain the bucket and its key. Default true (``storage.protectData``)."""
+    tags: dict[str, str]
     """Tags on every taggable child. Default: none."""
+
+
+_WIRING = ("cluster_name", "protect", "tags")
+
+
+def bucket_from_args(args: DataBucketArgs) -> BucketSpec:
+    """The bucket settings of ``args``, validated with the stack's model; errors name ``args.<field>``."""
+    if not args.get("cluster_name"):
+        raise ConfigError([error("args.clusterName", "is required", "pass the cluster's name")], "DataBucket args")
+    config = {k: v for k, v in args.items() if k not in _WIRING}
+    return validate(BucketSpec, Inputs("DataBucket").prepare(config, BucketConfig), "DataBucket args")
 
 
 def key_policy(account: str, partition: str) -> str:
@@ -77,28 +83,29 @@ class DataBucket(pulumi.ComponentResource):
     kms_key_arn: pulumi.Output[str]
 
     def __init__(self, name: str, args: DataBucketArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        spec = bucket_from_args(args)  # before any resource, the component included
         super().__init__(TOKEN, name, None, opts)
-        spec = args.bucket
+        protect, cluster_name = args.get("protect", True), args["cluster_name"]
         child = pulumi.ResourceOptions(parent=self)
-        keep = pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=args.protect)
-        tags = with_name(args.tags, f"{args.cluster_name}-data")
+        keep = pulumi.ResourceOptions(parent=self, protect=protect, retain_on_delete=protect)
+        tags = with_name(args.get("tags", {}), f"{cluster_name}-data")
         invoke = pulumi.InvokeOutputOptions(parent=self)
         identity = aws.get_caller_identity_output(opts=invoke)
         partition = aws.get_partition_output(opts=invoke)
         key = aws.kms.Key(
             f"{name}-key",
-            description=f"Encryption of the {args.cluster_name} data bucket",
+            description=f"Encryption of the {cluster_name} data bucket",
             enable_key_rotation=True,
             deletion_window_in_days=30,
             policy=pulumi.Output.all(identity.account_id, partition.partition).apply(lambda v: key_policy(v[0], v[1])),
             tags=tags,
             opts=keep,
         )
-        aws.kms.Alias(f"{name}-key", name=f"alias/{args.cluster_name}-data", target_key_id=key.key_id, opts=child)
+        aws.kms.Alias(f"{name}-key", name=f"alias/{cluster_name}-data", target_key_id=key.key_id, opts=child)
         bucket = private_bucket(
             f"{name}-bucket",
             name,
-            bucket_prefix=spec.name_prefix or f"{args.cluster_name}-data-",
+            bucket_prefix=spec.name_prefix or f"{cluster_name}-data-",
             force_destroy=False,
             tags=tags,
             bucket_opts=keep,

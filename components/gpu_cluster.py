@@ -11,8 +11,10 @@ from gpucluster.components.data_bucket import DataBucket, DataBucketArgs
 from gpucluster.components.eks_cluster import EksCluster
 from gpucluster.components.gpu_node_group import GpuNodeGroup
 from gpucluster.components.kubernetes_platform import KubernetesPlatform
-from gpucluster.components.lustre_storage import LustreStorage, LustreStorageArgs
-from gpucluster.components.network import Network, NetworkArgs
+from gpucluster.components.lustre_storage import LustreStorage
+from gpucluster.components.lustre_storage import _Wiring as _LustreWiring
+from gpucluster.components.network import Network
+from gpucluster.components.network import _Wiring as _NetworkWiring
 from gpucluster.components.shared_storage import SharedStorage
 from gpucluster.components.slurm_cluster import SlurmCluster, SlurmClusterArgs
 from gpucluster.config.cluster import ClusterSpec
@@ -83,8 +85,9 @@ class GpuCluster(pulumi.ComponentResource):
 
         self.network = Network(
             f"{name}-network",
-            NetworkArgs(network=spec.network, cluster_name=spec.name, region=spec.region, tags=tags),
+            {"cluster_name": spec.name},
             opts=child,
+            _resolved=(spec.network, _NetworkWiring(spec.name, spec.region, tags)),
         )
         self.security_group_ids = [self.network.efa_security_group_id, self.network.node_security_group_id]
         self.shared_storage: list[SharedStorage] = []
@@ -129,28 +132,29 @@ class GpuCluster(pulumi.ComponentResource):
         if storage.bucket is not None:
             self.bucket = DataBucket(
                 f"{name}-data",
-                DataBucketArgs(bucket=storage.bucket, cluster_name=self.spec.name, protect=storage.protect_data, tags=tags),
+                DataBucketArgs(
+                    **storage.bucket.model_dump(exclude_none=True),
+                    cluster_name=self.spec.name,
+                    protect=storage.protect_data,
+                    tags=tags,
+                ),
                 opts=child,
             )
         if storage.lustre is not None:
             fs = storage.lustre
             zone = fs.availability_zone or self.spec.zones[0]
             subnet = next((s.id for s in self.spec.network.subnets if s.availability_zone == zone), None)
-            self.lustre = LustreStorage(
-                f"{name}-lustre",
-                LustreStorageArgs(
-                    lustre=fs,
-                    cluster_name=self.spec.name,
-                    vpc_id=self.network.vpc_id,
-                    subnet_id=subnet or self.network.private_subnet_ids[zone],
-                    client_security_group_id=self.network.efa_security_group_id,
-                    efa_security_group_id=self.network.efa_security_group_id,
-                    bucket_name=self.bucket.bucket_name if self.bucket else None,
-                    protect=storage.protect_data,
-                    tags=tags,
-                ),
-                opts=child,
+            wiring = _LustreWiring(
+                cluster_name=self.spec.name,
+                vpc_id=self.network.vpc_id,
+                subnet_id=subnet or self.network.private_subnet_ids[zone],
+                client_security_group_id=self.network.efa_security_group_id,
+                efa_security_group_id=self.network.efa_security_group_id,
+                bucket_name=self.bucket.bucket_name if self.bucket else None,
+                protect=storage.protect_data,
+                tags=tags,
             )
+            self.lustre = LustreStorage(f"{name}-lustre", {}, opts=child, _resolved=(fs, wiring))  # type: ignore[typeddict-item]
             self.shared_storage.append(self.lustre.shared_storage)
         if storage.nvme_scratch is not None:
             scratch = storage.nvme_scratch

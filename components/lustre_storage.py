@@ -7,54 +7,106 @@ associations with automatic import/export. The file system, its key and its asso
 protected and retained on delete unless the stack opts out (``storage.protectData: false``).
 """
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Required
 
 import pulumi
 import pulumi_aws as aws
 
 from gpucluster.components._aws.security import BOTH_WAYS, allow
+from gpucluster.components._config_types import LustreConfig, WorkloadConfig
+from gpucluster.components._inputs import Inputs, validate
 from gpucluster.components.shared_storage import SharedStorage
+from gpucluster.config.checks.storage import check_lustre_settings
+from gpucluster.config.errors import error, raise_for
 from gpucluster.config.naming import with_name
-from gpucluster.config.storage import DataRepositorySpec, LustreSpec
+from gpucluster.config.sizing import size_lustre
+from gpucluster.config.storage import DataRepositorySpec, LustreSpec, WorkloadSpec
+from gpucluster.resolve.storage import resolve_lustre
 
 TOKEN = "gpucluster:index:LustreStorage"
 LUSTRE_PORTS = ((988, 988), (1018, 1023))  # LNet and the Lustre services (FSx user guide, "File system access control")
 LUSTRE_VERSION = "2.15"
 
 
-@dataclass
-class LustreStorageArgs:
-    """Inputs of :class:`LustreStorage`."""
+class LustreStorageArgs(LustreConfig, total=False):
+    """Inputs of :class:`LustreStorage`: the ``storage.lustre`` settings, and what connects the file system
+    to its VPC, clients and bucket."""
 
-    lustre: LustreSpec
-    """The resolved Lustre spec (capacity, tier and zone chosen). Required."""
+    cluster_name: Required[str]
+    """Cluster name: prefix of resource names. Required."""
+    vpc_id: Required[pulumi.Input[str]]
+    """VPC of the file system's security group. Required. May be an Output of another resource."""
+    subnet_id: pulumi.Input[str]
+    """Subnet (in ``availabilityZone``) of a new file system. Required unless ``fileSystemId`` is given."""
+    client_security_group_id: pulumi.Input[str]
+    """Security group of the clients, allowed to reach the Lustre ports. Required unless ``fileSystemId`` is given."""
+    efa_security_group_id: pulumi.Input[str]
+    """The clients' EFA security group; an EFA-enabled file system joins it. Default: none."""
+    bucket_name: pulumi.Input[str]
+    """Name of the bucket that ``dataRepositories[].bucketPrefix`` refers to (a ``DataBucket``'s ``bucket_name``).
+    Default: none (give ``s3Path`` instead)."""
+    workload: WorkloadConfig
+    """The workload the file system is sized for, as ``storage.workload``; ``gpuCount`` is required here (no
+    node groups to count). Default: none (give ``storageCapacityGib`` and ``throughputPerUnitStorage``)."""
+    protect: bool
+    """Protect and retain the file system, its key and associations. Default true (``storage.protectData``)."""
+    tags: dict[str, str]
+    """Tags on every taggable child. Default: none."""
+
+
+@dataclass(frozen=True)
+class _Wiring:
+    """What a file system connects to, checked: the stack's path builds it from its own resources."""
 
     cluster_name: str
-    """Cluster name: prefix of resource names."""
-
     vpc_id: pulumi.Input[str]
-    """VPC of the file system's security group. Required."""
-
-    subnet_id: pulumi.Input[str]
-    """Subnet (in ``lustre.availabilityZone``) for a new file system. Required."""
-
-    client_security_group_id: pulumi.Input[str]
-    """Security group of the clients (the cluster's EFA group): allowed to reach the Lustre ports. Required."""
-
+    subnet_id: pulumi.Input[str] | None
+    client_security_group_id: pulumi.Input[str] | None
     efa_security_group_id: pulumi.Input[str] | None = None
-    """The cluster's EFA security group; an EFA-enabled file system joins it. Default: none."""
-
     bucket_name: pulumi.Input[str] | None = None
-    """The cluster's data bucket, for data repositories given as ``bucketPrefix``. Default: none."""
-
     protect: bool = True
-    """Protect and retain the file system, its key and associations. Default true."""
-
     tags: dict[str, str] = field(default_factory=dict)
-    """Tags on every taggable child. Default: none."""
+
+
+_WIRING = tuple(k for k in LustreStorageArgs.__annotations__ if k not in LustreConfig.__annotations__)
+
+
+def lustre_from_args(args: LustreStorageArgs, inputs: Inputs) -> tuple[LustreSpec, _Wiring]:
+    """``args`` validated with the stack's model, checks and defaults; errors name ``args.<field>``."""
+    config = {k: v for k, v in args.items() if k not in _WIRING}
+    fs = validate(LustreSpec, inputs.prepare(config, LustreConfig), "LustreStorage args")
+    workload = None
+    if "workload" in args:
+        plain = inputs.prepare(args["workload"], WorkloadConfig, "args.workload")
+        workload = validate(WorkloadSpec, plain, "LustreStorage args", "args.workload")
+    findings = list(
+        check_lustre_settings(fs, workload, has_bucket="bucket_name" in args, path="args", workload_path="args.workload")
+    )
+    if workload is not None and not fs.file_system_id and workload.gpu_count is None:
+        findings.append(error("args.workload.gpuCount", "a standalone file system has no node groups to count GPUs from",
+                              "give the number of GPUs that read at once"))  # fmt: skip
+    needed = {"cluster_name": "clusterName", "vpc_id": "vpcId"}
+    if not fs.file_system_id:
+        needed.update(subnet_id="subnetId", client_security_group_id="clientSecurityGroupId")
+    for key, field_name in needed.items():
+        if args.get(key) is None:
+            findings.append(error(f"args.{field_name}", "is required", "pass it (an Output of another resource is fine)"))
+    for finding in raise_for(findings, "LustreStorage args"):
+        pulumi.log.warn(finding.render())
+    sizing = size_lustre(workload, fs, []) if workload is not None and not fs.file_system_id else None
+    wiring = _Wiring(
+        cluster_name=args["cluster_name"],
+        vpc_id=args["vpc_id"],
+        subnet_id=args.get("subnet_id"),
+        client_security_group_id=args.get("client_security_group_id"),
+        efa_security_group_id=args.get("efa_security_group_id"),
+        bucket_name=args.get("bucket_name"),
+        protect=args.get("protect", True),
+        tags=dict(args.get("tags", {})),
+    )
+    return resolve_lustre(fs, sizing), wiring
 
 
 def repository_path(repo: DataRepositorySpec, bucket_name: pulumi.Input[str] | None) -> pulumi.Input[str]:
@@ -79,27 +131,37 @@ class LustreStorage(pulumi.ComponentResource):
     kms_key_arn: pulumi.Output[str] | None
     shared_storage: SharedStorage
 
-    def __init__(self, name: str, args: LustreStorageArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        args: LustreStorageArgs,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        _resolved: tuple[LustreSpec, _Wiring] | None = None,
+    ) -> None:
+        # The stack passes its resolved spec (``_resolved``; ``args`` is then ignored); a program passes Args,
+        # validated, checked and resolved here the same way before the first resource.
+        inputs = Inputs("LustreStorage", pulumi.Config("aws").get("region") or "us-east-1")
+        fs, wiring = _resolved if _resolved is not None else lustre_from_args(args, inputs)
         super().__init__(TOKEN, name, None, opts)
-        fs = args.lustre
         child = pulumi.ResourceOptions(parent=self)
-        keep = pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=args.protect)
-        prefix = f"{args.cluster_name}-lustre"
-        tags = with_name(args.tags, prefix)
+        keep = pulumi.ResourceOptions(parent=self, protect=wiring.protect, retain_on_delete=wiring.protect)
+        prefix = f"{wiring.cluster_name}-lustre"
+        tags = with_name(wiring.tags, prefix)
         self.security_group_id = None
         self.kms_key_arn = None
         if fs.file_system_id:
-            existing = aws.fsx.LustreFileSystem.get(f"{name}-fs", fs.file_system_id, opts=child)
+            existing = aws.fsx.LustreFileSystem.get(f"{name}-fs", inputs.real(fs.file_system_id), opts=child)
             self.file_system_id, self.dns_name, self.mount_name = existing.id, existing.dns_name, existing.mount_name
         else:
-            sg = self._security_group(name, args, tags, child)
+            sg = self._security_group(name, wiring, tags, child)
             self.security_group_id = sg.id
-            kms_key_id: pulumi.Input[str] | None = fs.kms_key_id
+            kms_key_id: pulumi.Input[str] | None = inputs.real_optional(fs.kms_key_id)
             persistent = fs.deployment_type.startswith("PERSISTENT")
             if kms_key_id is None and persistent:
                 key = aws.kms.Key(
                     f"{name}-key",
-                    description=f"Encryption at rest of the {args.cluster_name} Lustre file system",
+                    description=f"Encryption at rest of the {wiring.cluster_name} Lustre file system",
                     enable_key_rotation=True,
                     deletion_window_in_days=30,
                     tags=tags,
@@ -109,8 +171,8 @@ class LustreStorage(pulumi.ComponentResource):
                 kms_key_id = key.arn
             self.kms_key_arn = pulumi.Output.from_input(kms_key_id) if kms_key_id else None
             groups: list[pulumi.Input[str]] = [sg.id]
-            if fs.enable_efa and args.efa_security_group_id is not None:
-                groups.append(args.efa_security_group_id)
+            if fs.enable_efa and wiring.efa_security_group_id is not None:
+                groups.append(wiring.efa_security_group_id)
             metadata = None
             if fs.deployment_type == "PERSISTENT_2" and fs.metadata_configuration:
                 metadata = aws.fsx.LustreFileSystemMetadataConfigurationArgs(
@@ -122,7 +184,7 @@ class LustreStorage(pulumi.ComponentResource):
                 storage_type="SSD",
                 storage_capacity=fs.storage_capacity_gib,
                 per_unit_storage_throughput=fs.throughput_per_unit_storage if persistent else None,
-                subnet_ids=args.subnet_id,  # one subnet: pulumi-aws 7 takes it as a string
+                subnet_ids=wiring.subnet_id,  # one subnet: pulumi-aws 7 takes it as a string
                 security_group_ids=groups,
                 file_system_type_version=LUSTRE_VERSION,
                 data_compression_type=fs.data_compression,
@@ -143,7 +205,7 @@ class LustreStorage(pulumi.ComponentResource):
                     f"{name}-dra-{i}",
                     file_system_id=filesystem.id,
                     file_system_path=repo.file_system_path,
-                    data_repository_path=repository_path(repo, args.bucket_name),
+                    data_repository_path=repository_path(repo, wiring.bucket_name),
                     batch_import_meta_data_on_create=repo.batch_import_metadata_on_create,
                     delete_data_in_filesystem=False,
                     s3=aws.fsx.DataRepositoryAssociationS3Args(
@@ -158,7 +220,7 @@ class LustreStorage(pulumi.ComponentResource):
                         if repo.export_events
                         else None,
                     ),
-                    tags=with_name(args.tags, f"{prefix}{repo.file_system_path}"),
+                    tags=with_name(wiring.tags, f"{prefix}{repo.file_system_path}"),
                     opts=keep,
                 )
         self.shared_storage = SharedStorage(
@@ -175,17 +237,16 @@ class LustreStorage(pulumi.ComponentResource):
         self.register_outputs({"fileSystemId": self.file_system_id, "dnsName": self.dns_name, "mountName": self.mount_name})
 
     @staticmethod
-    def _security_group(
-        name: str, args: LustreStorageArgs, tags: dict[str, str], child: pulumi.ResourceOptions
-    ) -> aws.ec2.SecurityGroup:
+    def _security_group(name: str, wiring: _Wiring, tags: dict[str, str], child: pulumi.ResourceOptions) -> aws.ec2.SecurityGroup:
         sg = aws.ec2.SecurityGroup(
             f"{name}-sg",
-            vpc_id=args.vpc_id,
-            description=f"FSx for Lustre of {args.cluster_name}: Lustre ports from cluster nodes",
+            vpc_id=wiring.vpc_id,
+            description=f"FSx for Lustre of {wiring.cluster_name}: Lustre ports from cluster nodes",
             tags=tags,
             opts=child,
         )
-        peers: Sequence[tuple[str, pulumi.Input[str]]] = (("self", sg.id), ("clients", args.client_security_group_id))
+        assert wiring.client_security_group_id is not None  # checked with the Args
+        peers: Sequence[tuple[str, pulumi.Input[str]]] = (("self", sg.id), ("clients", wiring.client_security_group_id))
         for who, peer in peers:
             for low, high in LUSTRE_PORTS:
                 for direction, word in BOTH_WAYS:

@@ -2,36 +2,66 @@
 endpoints) or your own VPC and subnets — plus the security groups every node group uses, the VPC's
 flow log and, for a new VPC, its default security group emptied."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass, field
+from typing import Required
 
 import pulumi
 import pulumi_aws as aws
 
 from gpucluster.components._aws.flow_logs import create_flow_log
 from gpucluster.components._aws.security import BOTH_WAYS, allow
+from gpucluster.components._config_types import NetworkConfig
+from gpucluster.components._inputs import Inputs, validate
+from gpucluster.config.checks.network import check_flow_logs_section, check_network_section
+from gpucluster.config.errors import error, raise_for
 from gpucluster.config.naming import with_name
 from gpucluster.config.network import NetworkSpec, plan_subnets
 
 TOKEN = "gpucluster:index:Network"
 
 
-@dataclass
-class NetworkArgs:
-    """Inputs of :class:`Network`."""
+class NetworkArgs(NetworkConfig, total=False):
+    """Inputs of :class:`Network`: the ``network`` settings and the cluster it serves."""
 
-    network: NetworkSpec
-    """The resolved network spec (``availabilityZones`` lists every zone that needs a subnet)."""
-
-    cluster_name: str
-    """Cluster name: prefix of resource names."""
-
+    cluster_name: Required[str]
+    """Cluster name: prefix of resource names. Required."""
+    zones: list[str]
+    """Zones the node groups need a subnet in, added to ``availabilityZones`` for a new VPC. Default: none."""
     region: str
-    """AWS region, for endpoint service names."""
-
-    tags: dict[str, str] = field(default_factory=dict)
+    """AWS region, for endpoint service names. Default: the stack's ``aws:region``."""
+    tags: dict[str, str]
     """Tags on every taggable child. Default: none."""
+
+
+@dataclass(frozen=True)
+class _Wiring:
+    cluster_name: str
+    region: str
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+_WIRING = tuple(k for k in NetworkArgs.__annotations__ if k not in NetworkConfig.__annotations__)
+
+
+def network_from_args(args: NetworkArgs, inputs: Inputs) -> tuple[NetworkSpec, _Wiring]:
+    """``args`` validated, checked and resolved as the stack does (zones listed, flow logs protected by
+    default); errors name ``args.<field>`` and come before any resource."""
+    region = args.get("region") or pulumi.Config("aws").get("region")
+    findings = []
+    for key, value in (("clusterName", args.get("cluster_name")), ("region", region)):
+        if not value:
+            findings.append(error(f"args.{key}", "is required", "pass it (region: or set aws:region)"))
+    raise_for(findings, "Network args")
+    assert region is not None
+    config = {k: v for k, v in args.items() if k not in _WIRING}
+    net = validate(NetworkSpec, inputs.prepare(config, NetworkConfig), "Network args")
+    zones: list[str] = list(dict.fromkeys([*net.availability_zones, *args.get("zones", [])]))
+    for finding in raise_for([*check_network_section(net, region, zones, "args"), *check_flow_logs_section(net, "args")],
+                             "Network args"):  # fmt: skip
+        pulumi.log.info(finding.render()) if finding.level.value == "info" else pulumi.log.warn(finding.render())
+    flow_logs = net.flow_logs.model_copy(update={"protect": True if net.flow_logs.protect is None else net.flow_logs.protect})
+    resolved = net.model_copy(update={"availability_zones": tuple(zones), "flow_logs": flow_logs})
+    return resolved, _Wiring(args["cluster_name"], region, dict(args.get("tags", {})))
 
 
 class Network(pulumi.ComponentResource):
@@ -52,22 +82,31 @@ class Network(pulumi.ComponentResource):
     efa_security_group_id: pulumi.Output[str]
     node_security_group_id: pulumi.Output[str]
 
-    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        args: NetworkArgs,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        _resolved: tuple[NetworkSpec, _Wiring] | None = None,
+    ) -> None:
+        # The stack passes its resolved network (``_resolved``; ``args`` is then ignored).
+        inputs = Inputs("Network", pulumi.Config("aws").get("region") or "us-east-1")
+        spec, wiring = _resolved if _resolved is not None else network_from_args(args, inputs)
         super().__init__(TOKEN, name, None, opts)
         self._name = name
-        self._args = args
+        self._args = wiring
         self._child = pulumi.ResourceOptions(parent=self)
-        spec = args.network
         if spec.create_vpc:
             self._create_vpc(spec)
         else:
             assert spec.vpc_id is not None
-            self.vpc_id = pulumi.Output.from_input(spec.vpc_id)
-            self.vpc_cidr = aws.ec2.get_vpc_output(id=spec.vpc_id, opts=pulumi.InvokeOutputOptions(parent=self)).cidr_block
+            self.vpc_id = pulumi.Output.from_input(inputs.real(spec.vpc_id))
+            self.vpc_cidr = aws.ec2.get_vpc_output(id=self.vpc_id, opts=pulumi.InvokeOutputOptions(parent=self)).cidr_block
             self.private_subnet_ids = {}
             for subnet in spec.subnets:
                 # The first subnet listed for a zone is the zone's default; node groups may pick others.
-                self.private_subnet_ids.setdefault(subnet.availability_zone, pulumi.Output.from_input(subnet.id))
+                self.private_subnet_ids.setdefault(subnet.availability_zone, pulumi.Output.from_input(inputs.real(subnet.id)))
         self._create_security_groups()
         self.flow_log_id: pulumi.Output[str] | None = None
         if spec.flow_logs.enabled:
@@ -76,8 +115,8 @@ class Network(pulumi.ComponentResource):
                 name,
                 spec.flow_logs,
                 vpc_id=self.vpc_id,
-                cluster_name=args.cluster_name,
-                region=args.region,
+                cluster_name=wiring.cluster_name,
+                region=wiring.region,
                 tags=self._tags,
             )
         self.register_outputs(

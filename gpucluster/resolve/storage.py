@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.effective import lustre_groups, lustre_zone, storage_sizing
-from gpucluster.config.storage import StorageSpec
+from gpucluster.config.sizing import Sizing
+from gpucluster.config.storage import LustreSpec, StorageSpec
 from gpucluster.facts.catalog import Catalog
 
 
@@ -16,20 +17,29 @@ def resolve_storage(spec: ClusterSpec, catalog: Catalog) -> StorageSpec | None:
     update: dict[str, object] = {}
     if storage.lustre is not None:
         fs = storage.lustre
-        fs_update: dict[str, object] = {
-            "node_groups": tuple(lustre_groups(spec, fs)),
-            "availability_zone": lustre_zone(spec, fs),
-        }
-        if fs.automatic_backup_retention_days is None:
-            fs_update["automatic_backup_retention_days"] = 0 if fs.deployment_type == "SCRATCH_2" else 7
         sizing = storage_sizing(spec, catalog)
-        if sizing is not None:
-            fs_update["throughput_per_unit_storage"] = sizing.chosen.tier
-            fs_update["storage_capacity_gib"] = sizing.chosen.capacity_gib
-            fs_update["metadata_iops"] = sizing.metadata_iops
-        elif fs.deployment_type == "SCRATCH_2" and fs.throughput_per_unit_storage is None:
-            fs_update["throughput_per_unit_storage"] = 200
-        update["lustre"] = fs.model_copy(update=fs_update)
+        update["lustre"] = resolve_lustre(
+            fs, sizing, node_groups=tuple(lustre_groups(spec, fs)), availability_zone=lustre_zone(spec, fs)
+        )
     if storage.nvme_scratch is not None and storage.nvme_scratch.node_groups is None:
         update["nvme_scratch"] = storage.nvme_scratch.model_copy(update={"node_groups": tuple(g.name for g in spec.node_groups)})
     return storage.model_copy(update=update)
+
+
+def resolve_lustre(fs: LustreSpec, sizing: Sizing | None, **placement: object) -> LustreSpec:
+    """``fs`` with the defaults the stack chooses: backups (7 days, none for scratch), the sizing's tier,
+    capacity and metadata IOPS, scratch's 200 MB/s/TiB tier.
+
+    One function for the stack and a standalone ``LustreStorage``, so both get the same file system;
+    ``placement`` adds what only the stack decides (the node groups that mount it, its zone).
+    """
+    update: dict[str, object] = dict(placement)
+    if fs.automatic_backup_retention_days is None:
+        update["automatic_backup_retention_days"] = 0 if fs.deployment_type == "SCRATCH_2" else 7
+    if sizing is not None:
+        update["throughput_per_unit_storage"] = sizing.chosen.tier
+        update["storage_capacity_gib"] = sizing.chosen.capacity_gib
+        update["metadata_iops"] = sizing.metadata_iops
+    elif fs.deployment_type == "SCRATCH_2" and fs.throughput_per_unit_storage is None:
+        update["throughput_per_unit_storage"] = 200
+    return fs.model_copy(update=update)

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from gpucluster.components.network import Network, NetworkArgs
-from gpucluster.config.network import NetworkSpec
 
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
 
 
-def build(**spec):
-    spec.setdefault("availability_zones", ("us-east-1a",))
-    return Network("n", NetworkArgs(network=NetworkSpec(**spec), cluster_name="c", region="us-east-1", tags={"team": "ml"}))
+def build(**config):
+    config.setdefault("availability_zones", ["us-east-1a"])
+    args: NetworkArgs = {**config, "cluster_name": "c", "region": "us-east-1", "tags": {"team": "ml"}}
+    return Network("n", args)
 
 
 def test_new_vpc_private_subnets_nat_and_s3(run_components):

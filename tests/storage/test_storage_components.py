@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from gpucluster.components.data_bucket import DataBucket, DataBucketArgs
+from gpucluster.components._config_types import LustreConfig
+from gpucluster.components.data_bucket import DataBucket
 from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs
 from gpucluster.components.lustre_storage import LustreStorage, LustreStorageArgs
-from gpucluster.config.storage import BucketSpec, DataRepositorySpec, LustreSpec
 from gpucluster.load import load_spec
 from tests.conftest import group, make_config
 
@@ -15,28 +15,22 @@ FS = "aws:fsx/lustreFileSystem:LustreFileSystem"
 DRA = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
 
 
-def lustre(spec: LustreSpec, **kwargs):
-    args = dict(
-        lustre=spec,
-        cluster_name="c",
-        vpc_id="vpc-0abc1234",
-        subnet_id="subnet-0aaa1111",
-        client_security_group_id="sg-0efa0000000000001",
-        efa_security_group_id="sg-0efa0000000000001",
-    )
-    args.update(kwargs)
-    return LustreStorage("c-lustre", LustreStorageArgs(**args))
+def lustre(config: LustreConfig, **kwargs):
+    args: LustreStorageArgs = {
+        **config,
+        "cluster_name": "c",
+        "vpc_id": "vpc-0abc1234",
+        "subnet_id": "subnet-0aaa1111",
+        "client_security_group_id": "sg-0efa0000000000001",
+        "efa_security_group_id": "sg-0efa0000000000001",
+    }
+    args.update(kwargs)  # type: ignore[typeddict-item]
+    return LustreStorage("c-lustre", args)
 
 
 def test_new_persistent_2_file_system(run_components):
-    spec = LustreSpec(
-        storage_capacity_gib=57600,
-        throughput_per_unit_storage=250,
-        enable_efa=True,
-        automatic_backup_retention_days=7,
-        metadata_iops=None,
-    )
-    plan = run_components(lambda: lustre(spec))
+    config: LustreConfig = {"storage_capacity_gib": 57600, "throughput_per_unit_storage": 250, "enable_efa": True}
+    plan = run_components(lambda: lustre(config))
     fs = plan.of_type(FS)[0]
     i = fs.inputs
     assert (i["deploymentType"], i["storageCapacity"], i["perUnitStorageThroughput"]) == ("PERSISTENT_2", 57600, 250)
@@ -51,7 +45,7 @@ def test_new_persistent_2_file_system(run_components):
 
 
 def test_lustre_ports_open_between_file_system_and_clients(run_components):
-    plan = run_components(lambda: lustre(LustreSpec(storage_capacity_gib=1200, throughput_per_unit_storage=125)))
+    plan = run_components(lambda: lustre({"storage_capacity_gib": 1200, "throughput_per_unit_storage": 125}))
     sg = plan.of_type("aws:ec2/securityGroup:SecurityGroup")[0]
     rules = [
         (r.type.split(":")[-1], r.inputs["referencedSecurityGroupId"], r.inputs["fromPort"], r.inputs["toPort"])
@@ -66,22 +60,25 @@ def test_lustre_ports_open_between_file_system_and_clients(run_components):
 
 def test_user_provisioned_metadata(run_components):
     plan = run_components(
-        lambda: lustre(LustreSpec(storage_capacity_gib=2400, throughput_per_unit_storage=1000, metadata_iops=6000))
+        lambda: lustre({"storage_capacity_gib": 2400, "throughput_per_unit_storage": 1000, "metadata_iops": 6000})
     )
     assert plan.of_type(FS)[0].inputs["metadataConfiguration"] == {"mode": "USER_PROVISIONED", "iops": 6000}
 
 
 def test_data_repositories(run_components):
-    spec = LustreSpec(
-        storage_capacity_gib=2400,
-        throughput_per_unit_storage=250,
-        data_repositories=(
-            DataRepositorySpec(file_system_path="/datasets", bucket_prefix="datasets/"),
-            DataRepositorySpec(
-                file_system_path="/ckpt", s3_path="s3://other-bucket/ckpt/", import_events=(), export_events=("NEW", "CHANGED")
-            ),
-        ),
-    )
+    spec: LustreConfig = {
+        "storage_capacity_gib": 2400,
+        "throughput_per_unit_storage": 250,
+        "data_repositories": [
+            {"file_system_path": "/datasets", "bucket_prefix": "datasets/"},
+            {
+                "file_system_path": "/ckpt",
+                "s3_path": "s3://other-bucket/ckpt/",
+                "import_events": [],
+                "export_events": ["NEW", "CHANGED"],
+            },
+        ],
+    }
     plan = run_components(lambda: lustre(spec, bucket_name="my-data-bucket"))
     dras = {r.inputs["fileSystemPath"]: r for r in plan.of_type(DRA)}
     assert dras["/datasets"].inputs["dataRepositoryPath"] == "s3://my-data-bucket/datasets/"
@@ -95,7 +92,7 @@ def test_existing_file_system_is_read_not_created(run_components):
     seen = {}
 
     def program():
-        fs = lustre(LustreSpec(file_system_id="fs-0123456789abcdef0"))
+        fs = lustre({"file_system_id": "fs-0123456789abcdef0"})
         seen["shape"] = fs.shared_storage
         fs.dns_name.apply(lambda d: seen.update(dns=d))
 
@@ -106,12 +103,12 @@ def test_existing_file_system_is_read_not_created(run_components):
 
 
 def test_opting_out_of_protection(run_components):
-    plan = run_components(lambda: lustre(LustreSpec(storage_capacity_gib=1200, throughput_per_unit_storage=125), protect=False))
+    plan = run_components(lambda: lustre({"storage_capacity_gib": 1200, "throughput_per_unit_storage": 125}, protect=False))
     assert not plan.of_type(FS)[0].protect and not plan.of_type(FS)[0].retain_on_delete
 
 
 def test_data_bucket(run_components):
-    plan = run_components(lambda: DataBucket("c-data", DataBucketArgs(bucket=BucketSpec(), cluster_name="c")))
+    plan = run_components(lambda: DataBucket("c-data", {"cluster_name": "c"}))
     bucket = plan.of_type("aws:s3/bucket:Bucket")[0]
     assert bucket.inputs["bucketPrefix"] == "c-data-" and bucket.inputs["forceDestroy"] is False
     assert bucket.protect and bucket.retain_on_delete

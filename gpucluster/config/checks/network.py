@@ -7,56 +7,68 @@ from collections.abc import Iterator
 
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import Finding, error, info, warning
+from gpucluster.config.network import NetworkSpec
 from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.regions import zone_in_region
 
 
 def check_network(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
-    for zone in spec.network.availability_zones:
-        if not zone_in_region(zone, spec.region):
+    yield from check_network_section(spec.network, spec.region, spec.zones)
+
+
+def check_network_section(
+    network: NetworkSpec, region: str, zones: list[str], path: str = "gpucluster:network"
+) -> Iterator[Finding]:
+    """Zones in ``region`` and a new VPC's room for ``zones``: shared by the stack and a standalone ``Network``."""
+    for zone in network.availability_zones:
+        if not zone_in_region(zone, region):
             yield error(
-                "gpucluster:network.availabilityZones",
-                f"zone {zone!r} is not in region {spec.region}",
-                f"use zones of {spec.region}, e.g. {spec.region}a",
+                f"{path}.availabilityZones",
+                f"zone {zone!r} is not in region {region}",
+                f"use zones of {region}, e.g. {region}a",
                 zone,
                 "zone-region",
             )
-    for j, subnet in enumerate(spec.network.subnets):
-        if not zone_in_region(subnet.availability_zone, spec.region):
+    for j, subnet in enumerate(network.subnets):
+        if not zone_in_region(subnet.availability_zone, region):
             yield error(
-                f"gpucluster:network.subnets[{j}].availabilityZone",
-                f"zone {subnet.availability_zone!r} of {subnet.id} is not in region {spec.region}",
+                f"{path}.subnets[{j}].availabilityZone",
+                f"zone {subnet.availability_zone!r} of {subnet.id} is not in region {region}",
                 "give the subnet's real zone, or change aws:region",
                 subnet.availability_zone,
                 "zone-region",
             )
-    if spec.network.create_vpc:
+    if network.create_vpc:
         from gpucluster.config.network import plan_subnets
 
         try:
             plan_subnets(
-                spec.network.vpc_cidr,
-                spec.zones,
-                spec.network.private_subnet_prefix_length,
-                spec.network.public_subnet_prefix_length,
+                network.vpc_cidr,
+                zones,
+                network.private_subnet_prefix_length,
+                network.public_subnet_prefix_length,
             )
         except ValueError as exc:
             yield error(
-                "gpucluster:network.vpcCidr",
+                f"{path}.vpcCidr",
                 str(exc),
                 "use a larger vpcCidr or smaller subnet prefix lengths",
-                spec.network.vpc_cidr,
+                network.vpc_cidr,
                 "vpc-too-small",
             )
 
 
 def check_flow_logs(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    yield from check_flow_logs_section(spec.network)
+
+
+def check_flow_logs_section(net: NetworkSpec, path: str = "gpucluster:network") -> Iterator[Finding]:
     """Flow logs: a retention CloudWatch accepts; say so when a new VPC goes unlogged, or when the flow
     log of your own VPC records more than the cluster."""
     from gpucluster.config.network import CLOUDWATCH_RETENTION_DAYS
 
-    net, flow = spec.network, spec.network.flow_logs
-    path = "gpucluster:network.flowLogs"
+    flow = net.flow_logs
+    path = f"{path}.flowLogs"
     if not flow.enabled:
         if net.create_vpc:
             yield warning(

@@ -16,7 +16,7 @@ from gpucluster.config.sizing import (
     nearest_capacities,
     valid_capacity,
 )
-from gpucluster.config.storage import LustreSpec, StorageSpec
+from gpucluster.config.storage import LustreSpec, StorageSpec, WorkloadSpec
 from gpucluster.facts.catalog import Catalog
 
 LUSTRE = "gpucluster:storage.lustre"
@@ -92,135 +92,7 @@ def _check_lustre(
                 fs.availability_zone,
                 "zone-without-subnet",
             )
-    if fs.file_system_id:
-        fixed = [
-            k for k in ("storage_capacity_gib", "throughput_per_unit_storage", "metadata_iops") if getattr(fs, k) is not None
-        ]
-        if fs.enable_efa:
-            fixed.append("enable_efa")
-        if fixed:
-            yield error(
-                f"{LUSTRE}.fileSystemId",
-                f"fileSystemId attaches the existing file system {fs.file_system_id}; its "
-                f"{', '.join(fixed)} cannot be set from here",
-                "remove those fields, or remove fileSystemId to create a new file system",
-                fs.file_system_id,
-                "existing-file-system-settings",
-            )
-    else:
-        tiers = TIERS[fs.deployment_type]
-        tier = fs.throughput_per_unit_storage
-        if tier is not None and tier not in tiers:
-            yield error(
-                f"{LUSTRE}.throughputPerUnitStorage",
-                f"{tier} MB/s/TiB is not a {fs.deployment_type} throughput tier",
-                f"use one of {', '.join(map(str, tiers))}"
-                + (" (or deploymentType PERSISTENT_2 for 125-1000)" if fs.deployment_type != "PERSISTENT_2" else ""),
-                tier,
-                "invalid-tier",
-            )
-        if fs.enable_efa and fs.deployment_type != "PERSISTENT_2":
-            yield error(
-                f"{LUSTRE}.enableEfa",
-                f"EFA-enabled file systems must be PERSISTENT_2, not {fs.deployment_type}",
-                "set deploymentType: PERSISTENT_2, or enableEfa: false",
-                True,
-                "efa-needs-persistent-2",
-            )
-        if fs.enable_efa and fs.deployment_type == "PERSISTENT_2" and not fs.metadata_configuration:
-            yield error(
-                f"{LUSTRE}.metadataConfiguration",
-                "EFA-enabled file systems need a metadata configuration",
-                "set metadataConfiguration: true (automatic), or give metadataIops",
-                False,
-                "efa-needs-metadata",
-            )
-        cap = fs.storage_capacity_gib
-        if cap is not None and not valid_capacity(cap, tier, fs.enable_efa):
-            below, above = nearest_capacities(cap, tier, fs.enable_efa)
-            rule = (
-                f"multiples of {EFA_STEP_GIB[tier]} GiB for an EFA-enabled {tier} MB/s/TiB file system"
-                if fs.enable_efa and tier in EFA_STEP_GIB
-                else "1200 GiB, then multiples of 2400 GiB"
-            )
-            yield error(
-                f"{LUSTRE}.storageCapacityGib",
-                f"{cap} GiB is not a valid capacity ({rule})",
-                f"use {above}" + (f" or {below}" if below else "") + " GiB",
-                cap,
-                "invalid-capacity",
-            )
-        if storage.workload is None and (cap is None or (tier is None and fs.deployment_type != "SCRATCH_2")):
-            yield error(
-                f"{LUSTRE}",
-                "a new file system needs a size: give storage.workload to size it from, or "
-                "storageCapacityGib and throughputPerUnitStorage",
-                "add storage.workload (datasetSizeTib, readMbPerSecondPerGpu, checkpointSizeGib, checkpointWriteSeconds)",
-                None,
-                "unsized",
-            )
-        if fs.metadata_iops is not None:
-            if fs.deployment_type != "PERSISTENT_2":
-                yield error(
-                    f"{LUSTRE}.metadataIops",
-                    f"metadata IOPS are only provisioned for PERSISTENT_2, not {fs.deployment_type}",
-                    "remove metadataIops",
-                    fs.metadata_iops,
-                    "metadata-iops-type",
-                )
-            elif fs.metadata_iops not in METADATA_IOPS:
-                ok = metadata_iops_for(fs.metadata_iops)
-                yield error(
-                    f"{LUSTRE}.metadataIops",
-                    f"{fs.metadata_iops} is not a valid metadata IOPS setting "
-                    "(1500, 3000, 6000, 12000, then multiples of 12000 up to 192000)",
-                    f"use {ok}" if ok else "use 192000 at most",
-                    fs.metadata_iops,
-                    "invalid-metadata-iops",
-                )
-        if storage.workload and storage.workload.metadata_operations_per_second and fs.metadata_iops is None:
-            if metadata_iops_for(storage.workload.metadata_operations_per_second) is None:
-                yield error(
-                    "gpucluster:storage.workload.metadataOperationsPerSecond",
-                    f"{storage.workload.metadata_operations_per_second} metadata operations per second is above "
-                    "what one file system provides (192000 IOPS)",
-                    "split the data over several file systems",
-                    storage.workload.metadata_operations_per_second,
-                    "metadata-too-high",
-                )
-        if fs.deployment_type == "SCRATCH_2" and fs.automatic_backup_retention_days:
-            yield error(
-                f"{LUSTRE}.automaticBackupRetentionDays",
-                "SCRATCH_2 file systems have no automatic backups",
-                "remove automaticBackupRetentionDays or use PERSISTENT_2",
-                fs.automatic_backup_retention_days,
-                "scratch-backups",
-            )
-    if len(fs.data_repositories) > MAX_DATA_REPOSITORIES:
-        yield error(
-            f"{LUSTRE}.dataRepositories",
-            f"{len(fs.data_repositories)} data repository associations; a file system takes at most {MAX_DATA_REPOSITORIES}",
-            "link fewer prefixes (a parent prefix covers its children)",
-            len(fs.data_repositories),
-            "too-many-data-repositories",
-        )
-    for j, repo in enumerate(fs.data_repositories):
-        if repo.bucket_prefix is not None and storage.bucket is None:
-            yield error(
-                f"{LUSTRE}.dataRepositories[{j}].bucketPrefix",
-                "bucketPrefix refers to the cluster's data bucket, but storage.bucket is not configured",
-                "add storage.bucket: {}, or give s3Path instead",
-                repo.bucket_prefix,
-                "no-bucket",
-            )
-    if fs.enable_gpudirect_storage and not fs.enable_efa:
-        yield error(
-            f"{LUSTRE}.enableGpudirectStorage",
-            "GPUDirect Storage runs over EFA: the file system must be EFA-enabled",
-            "set enableEfa: true (PERSISTENT_2)",
-            True,
-            "gds-needs-efa",
-        )
+    yield from check_lustre_settings(fs, storage.workload, has_bucket=storage.bucket is not None)
     zone = lustre_zone(spec, fs)
     net = spec.network
     subnet_zones = sorted({s.availability_zone for s in net.subnets}) if net.vpc_id else list(spec.zones)
@@ -283,3 +155,145 @@ def _check_lustre(
                     None,
                     "client-limit",
                 )
+
+
+def check_lustre_settings(
+    fs: LustreSpec,
+    workload: WorkloadSpec | None,
+    *,
+    has_bucket: bool,
+    path: str = LUSTRE,
+    workload_path: str = "gpucluster:storage.workload",
+) -> Iterator[Finding]:
+    """The rules a Lustre section obeys on its own (tiers, capacities, EFA, backups, repositories), with
+    no node group or zone to look at: the stack and a standalone ``LustreStorage`` share them, each
+    naming fields its own way (``path``)."""
+    if fs.file_system_id:
+        fixed = [
+            k for k in ("storage_capacity_gib", "throughput_per_unit_storage", "metadata_iops") if getattr(fs, k) is not None
+        ]
+        if fs.enable_efa:
+            fixed.append("enable_efa")
+        if fixed:
+            yield error(
+                f"{path}.fileSystemId",
+                f"fileSystemId attaches the existing file system {fs.file_system_id}; its "
+                f"{', '.join(fixed)} cannot be set from here",
+                "remove those fields, or remove fileSystemId to create a new file system",
+                fs.file_system_id,
+                "existing-file-system-settings",
+            )
+    else:
+        tiers = TIERS[fs.deployment_type]
+        tier = fs.throughput_per_unit_storage
+        if tier is not None and tier not in tiers:
+            yield error(
+                f"{path}.throughputPerUnitStorage",
+                f"{tier} MB/s/TiB is not a {fs.deployment_type} throughput tier",
+                f"use one of {', '.join(map(str, tiers))}"
+                + (" (or deploymentType PERSISTENT_2 for 125-1000)" if fs.deployment_type != "PERSISTENT_2" else ""),
+                tier,
+                "invalid-tier",
+            )
+        if fs.enable_efa and fs.deployment_type != "PERSISTENT_2":
+            yield error(
+                f"{path}.enableEfa",
+                f"EFA-enabled file systems must be PERSISTENT_2, not {fs.deployment_type}",
+                "set deploymentType: PERSISTENT_2, or enableEfa: false",
+                True,
+                "efa-needs-persistent-2",
+            )
+        if fs.enable_efa and fs.deployment_type == "PERSISTENT_2" and not fs.metadata_configuration:
+            yield error(
+                f"{path}.metadataConfiguration",
+                "EFA-enabled file systems need a metadata configuration",
+                "set metadataConfiguration: true (automatic), or give metadataIops",
+                False,
+                "efa-needs-metadata",
+            )
+        cap = fs.storage_capacity_gib
+        if cap is not None and not valid_capacity(cap, tier, fs.enable_efa):
+            below, above = nearest_capacities(cap, tier, fs.enable_efa)
+            rule = (
+                f"multiples of {EFA_STEP_GIB[tier]} GiB for an EFA-enabled {tier} MB/s/TiB file system"
+                if fs.enable_efa and tier in EFA_STEP_GIB
+                else "1200 GiB, then multiples of 2400 GiB"
+            )
+            yield error(
+                f"{path}.storageCapacityGib",
+                f"{cap} GiB is not a valid capacity ({rule})",
+                f"use {above}" + (f" or {below}" if below else "") + " GiB",
+                cap,
+                "invalid-capacity",
+            )
+        if workload is None and (cap is None or (tier is None and fs.deployment_type != "SCRATCH_2")):
+            yield error(
+                f"{path}",
+                "a new file system needs a size: give storage.workload to size it from, or "
+                "storageCapacityGib and throughputPerUnitStorage",
+                "add storage.workload (datasetSizeTib, readMbPerSecondPerGpu, checkpointSizeGib, checkpointWriteSeconds)",
+                None,
+                "unsized",
+            )
+        if fs.metadata_iops is not None:
+            if fs.deployment_type != "PERSISTENT_2":
+                yield error(
+                    f"{path}.metadataIops",
+                    f"metadata IOPS are only provisioned for PERSISTENT_2, not {fs.deployment_type}",
+                    "remove metadataIops",
+                    fs.metadata_iops,
+                    "metadata-iops-type",
+                )
+            elif fs.metadata_iops not in METADATA_IOPS:
+                ok = metadata_iops_for(fs.metadata_iops)
+                yield error(
+                    f"{path}.metadataIops",
+                    f"{fs.metadata_iops} is not a valid metadata IOPS setting "
+                    "(1500, 3000, 6000, 12000, then multiples of 12000 up to 192000)",
+                    f"use {ok}" if ok else "use 192000 at most",
+                    fs.metadata_iops,
+                    "invalid-metadata-iops",
+                )
+        if workload and workload.metadata_operations_per_second and fs.metadata_iops is None:
+            if metadata_iops_for(workload.metadata_operations_per_second) is None:
+                yield error(
+                    f"{workload_path}.metadataOperationsPerSecond",
+                    f"{workload.metadata_operations_per_second} metadata operations per second is above "
+                    "what one file system provides (192000 IOPS)",
+                    "split the data over several file systems",
+                    workload.metadata_operations_per_second,
+                    "metadata-too-high",
+                )
+        if fs.deployment_type == "SCRATCH_2" and fs.automatic_backup_retention_days:
+            yield error(
+                f"{path}.automaticBackupRetentionDays",
+                "SCRATCH_2 file systems have no automatic backups",
+                "remove automaticBackupRetentionDays or use PERSISTENT_2",
+                fs.automatic_backup_retention_days,
+                "scratch-backups",
+            )
+    if len(fs.data_repositories) > MAX_DATA_REPOSITORIES:
+        yield error(
+            f"{path}.dataRepositories",
+            f"{len(fs.data_repositories)} data repository associations; a file system takes at most {MAX_DATA_REPOSITORIES}",
+            "link fewer prefixes (a parent prefix covers its children)",
+            len(fs.data_repositories),
+            "too-many-data-repositories",
+        )
+    for j, repo in enumerate(fs.data_repositories):
+        if repo.bucket_prefix is not None and not has_bucket:
+            yield error(
+                f"{path}.dataRepositories[{j}].bucketPrefix",
+                "bucketPrefix refers to the cluster's data bucket, but storage.bucket is not configured",
+                "add storage.bucket: {}, or give s3Path instead",
+                repo.bucket_prefix,
+                "no-bucket",
+            )
+    if fs.enable_gpudirect_storage and not fs.enable_efa:
+        yield error(
+            f"{path}.enableGpudirectStorage",
+            "GPUDirect Storage runs over EFA: the file system must be EFA-enabled",
+            "set enableEfa: true (PERSISTENT_2)",
+            True,
+            "gds-needs-efa",
+        )
