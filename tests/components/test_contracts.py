@@ -94,8 +94,10 @@ FULL_CLUSTERS = {
 
 @pytest.mark.parametrize("config", FULL_CLUSTERS.values(), ids=FULL_CLUSTERS.keys())
 def test_full_cluster_children_have_parents_and_tags(run_components, config):
-    spec = load_spec(config, stack="c").spec
-    plan = run_components(lambda: GpuCluster("c", GpuClusterArgs(spec=spec)))
+    # Built from Args, as a program in any language would (the stack's keys, camelCase at any depth)
+    args = {key.split(":")[1]: value for key, value in config.items() if key.startswith("gpucluster:")}
+    args.update(name="c", region=config["aws:region"])
+    plan = run_components(lambda: GpuCluster("c", GpuClusterArgs(**args)))
     component_urns = {r.urn for r in plan.resources if not r.custom}
     untagged = []
     for r in plan.resources:
@@ -140,8 +142,10 @@ def test_every_key_and_log_is_kept_like_the_data(run_components, protect):
         kubernetes={},
         network={"availabilityZones": ["us-east-1a", "us-east-1b"]},
     )
-    spec = load_spec(config, stack="c").spec
-    plan = run_components(lambda: GpuCluster("c", GpuClusterArgs(spec=spec)))
+    # Built from Args, as a program in any language would (the stack's keys, camelCase at any depth)
+    args = {key.split(":")[1]: value for key, value in config.items() if key.startswith("gpucluster:")}
+    args.update(name="c", region=config["aws:region"])
+    plan = run_components(lambda: GpuCluster("c", GpuClusterArgs(**args)))
     kept = [r for r in plan.resources if r.type in KEPT_WITH_DATA]
     assert {r.type for r in kept} == set(KEPT_WITH_DATA)
     assert len([r for r in kept if r.type == "aws:kms/key:Key"]) == 3  # data bucket, Lustre, EKS Secrets

@@ -149,6 +149,7 @@ LAYERS = {
         "gpucluster.config",
         "gpucluster.facts",
         "gpucluster.resolve",
+        "gpucluster.load",  # GpuCluster validates its Args on the stack's own load path
         "gpucluster.render",
         "gpucluster_agents",
     },
