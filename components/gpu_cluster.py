@@ -107,7 +107,7 @@ class GpuCluster(pulumi.ComponentResource):
 
         self.spec, self.catalog = spec, catalog
         # Render everything that can fail before the first resource is registered (with stand-ins
-        # for values only AWS knows, such as the file system's DNS name).
+        # for values only AWS knows, such as the file system's DNS name): cloud-init text per node group.
         self.user_data: dict[str, str] = {
             g.name: render_cloud_config(
                 user_data_title(spec, g),
@@ -123,7 +123,7 @@ class GpuCluster(pulumi.ComponentResource):
             opts=child,
         )
         self.security_group_ids = [self.network.efa_security_group_id, self.network.node_security_group_id]
-        self.shared_storage: list[SharedStorage] = []
+        self.shared_storage: list[SharedStorage] = []  # what nodes mount, in the shape Slurm and Kubernetes share
         self.bucket: DataBucket | None = None
         self.lustre: LustreStorage | None = None
         self._create_storage(name, tags, child)
