@@ -1,12 +1,16 @@
-"""GpuCluster: the whole cluster from one resolved spec — network, storage, then node groups."""
+"""GpuCluster: the whole cluster from the stack config's fields — network, storage, then node groups.
 
-from __future__ import annotations
+Built two ways that share one builder: from :class:`GpuClusterArgs` (a program in any Pulumi language,
+validated on the stack's own load path) or, by the stack program, from the spec it already loaded.
+"""
 
-from dataclasses import dataclass
+from collections.abc import Mapping
 
 import pulumi
 
 from gpucluster.components._aws.launch_template import NodeWiring
+from gpucluster.components._config_types import ClusterConfig
+from gpucluster.components._inputs import Inputs, _camel, is_output
 from gpucluster.components.data_bucket import DataBucket, DataBucketArgs
 from gpucluster.components.eks_cluster import EksCluster
 from gpucluster.components.gpu_node_group import GpuNodeGroup
@@ -19,12 +23,13 @@ from gpucluster.components.shared_storage import SharedStorage
 from gpucluster.components.slurm_cluster import SlurmCluster, SlurmClusterArgs
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.effective import effective_protect_data
-from gpucluster.config.errors import Finding, error
+from gpucluster.config.errors import ConfigError, Finding, error
 from gpucluster.config.kubernetes import KubernetesSpec
 from gpucluster.config.naming import cluster_tags
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.slurm import SlurmSpec
 from gpucluster.facts.catalog import Catalog, load_catalog
+from gpucluster.load import load_args
 from gpucluster.render.core import (
     USER_DATA_LIMIT,
     CloudConfig,
@@ -44,37 +49,72 @@ from gpucluster.resolve.node_group import resolve_node_group
 TOKEN = "gpucluster:index:GpuCluster"
 
 
-@dataclass
-class GpuClusterArgs:
-    """Inputs of :class:`GpuCluster`."""
+GpuClusterArgs = ClusterConfig
+"""Inputs of :class:`GpuCluster`: the whole stack config, one field per ``gpucluster:<key>`` of a stack file
+(``name`` and ``region`` included), with the stack's defaults and checks.
 
-    spec: ClusterSpec
-    """The resolved cluster spec (``gpucluster.load.load_spec(...).spec``). Required."""
+The config type itself, not a subclass (``class GpuClusterArgs(ClusterConfig)``): the cluster adds no wiring
+field, and Pulumi's schema analyzer reads a field's description only from the class that declares it, so a
+subclass would publish every inherited field without one."""
 
 
 class GpuCluster(pulumi.ComponentResource):
-    """A GPU cluster: :class:`Network` and one :class:`GpuNodeGroup` per node group."""
+    """A GPU cluster (network, shared storage, node groups, Slurm or EKS) from a stack file's settings."""
 
-    network: Network
-    node_groups: dict[str, GpuNodeGroup]
-    user_data: dict[str, str]
-    """Rendered cloud-init user data per node group (plain text)."""
-    estimate: Estimate
-    shared_storage: list[SharedStorage]
-    """File systems nodes mount, in the one shape storage, Slurm and Kubernetes share."""
+    vpc_id: pulumi.Output[str]
+    """The id of the cluster's VPC (created, or the one given as ``network.vpcId``)."""
+    launch_template_ids: pulumi.Output[dict[str, str]]
+    """Launch template id of each node group that no scheduler runs (``scheduler: none``), by group name."""
+    slurm_controller: pulumi.Output[str | None]
+    """The Slurm controller's address (``slurmctld`` host) when the cluster has a ``slurm`` section; else none."""
 
-    def __init__(self, name: str, args: GpuClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(TOKEN, name, None, opts)
-        spec = args.spec
+    def __init__(
+        self,
+        name: str,
+        args: GpuClusterArgs,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         catalog = load_catalog()
+        inputs = Inputs("GpuCluster", str(args.get("region") or "us-east-1"))
+        plain = inputs.prepare(args, ClusterConfig)
+        if inputs.deferred:
+            # The parts get the resolved spec, not the Outputs behind its stand-ins, so a stand-in would
+            # reach AWS: the whole cluster takes plain ids (its parts take Outputs themselves).
+            raise ConfigError(
+                [
+                    error(p, "is an Output; GpuCluster needs the plain id", "pass the id, or build the cluster from its parts")
+                    for p in _output_paths(args, "args")
+                ],
+                source="GpuCluster args",
+            )
+        loaded = load_args(plain, catalog=catalog, source="GpuCluster args")
+        too_large = user_data_findings(loaded.spec, catalog, prefix="args.")
+        if too_large:
+            raise ConfigError(too_large, source="GpuCluster args")
+        for finding in loaded.findings:
+            pulumi.log.warn(finding.render())
+        self._build(name, loaded.spec, catalog, opts)
+
+    @classmethod
+    def _from_spec(
+        cls, name: str, spec: ClusterSpec, catalog: Catalog, opts: pulumi.ResourceOptions | None = None
+    ) -> "GpuCluster":
+        """The stack program's path: ``spec`` is already loaded, checked and resolved (``load_spec``)."""
+        cluster = cls.__new__(cls)
+        cluster._build(name, spec, catalog, opts)
+        return cluster
+
+    def _build(self, name: str, spec: ClusterSpec, catalog: Catalog, opts: pulumi.ResourceOptions | None) -> None:
+        """Every resource of the cluster from the resolved ``spec``: the one builder of both paths."""
+        super().__init__(TOKEN, name, None, opts)
         tags = cluster_tags(spec.name, spec.tags)
         child = pulumi.ResourceOptions(parent=self)
-        self.estimate = estimate(spec, catalog)
+        self.estimate: Estimate = estimate(spec, catalog)
 
         self.spec, self.catalog = spec, catalog
         # Render everything that can fail before the first resource is registered (with stand-ins
-        # for values only AWS knows, such as the file system's DNS name).
-        self.user_data = {
+        # for values only AWS knows, such as the file system's DNS name): cloud-init text per node group.
+        self.user_data: dict[str, str] = {
             g.name: render_cloud_config(
                 user_data_title(spec, g),
                 node_cloud_config(spec, g, catalog, lustre_stand_in(spec)) + scheduler_part(spec, g, catalog),
@@ -90,11 +130,11 @@ class GpuCluster(pulumi.ComponentResource):
             _resolved=(spec.network, _NetworkWiring(spec.name, spec.region, tags)),
         )
         self.security_group_ids = [self.network.efa_security_group_id, self.network.node_security_group_id]
-        self.shared_storage: list[SharedStorage] = []
+        self.shared_storage: list[SharedStorage] = []  # what nodes mount, in the shape Slurm and Kubernetes share
         self.bucket: DataBucket | None = None
         self.lustre: LustreStorage | None = None
         self._create_storage(name, tags, child)
-        self.node_groups = {}
+        self.node_groups: dict[str, GpuNodeGroup] = {}
         # Groups a scheduler runs (slurm, kubernetes) are built by that scheduler's component; the
         # rest are plain Auto Scaling groups.
         for g in spec.groups_for("none"):
@@ -117,12 +157,13 @@ class GpuCluster(pulumi.ComponentResource):
         self.kubernetes: KubernetesPlatform | None = None
         if spec.kubernetes is not None:
             self._create_kubernetes(name, spec.kubernetes, tags, child)
+        self.vpc_id = self.network.vpc_id
+        self.launch_template_ids = pulumi.Output.all(*[ng.launch_template_id for ng in self.node_groups.values()]).apply(
+            lambda ids: dict(zip(self.node_groups, ids, strict=True))
+        )
+        self.slurm_controller = pulumi.Output.from_input(self.slurm.controller_address if self.slurm is not None else None)
         self.register_outputs(
-            {
-                "vpcId": self.network.vpc_id,
-                "nodeGroups": {n: ng.launch_template_id for n, ng in self.node_groups.items()},
-                "slurmController": self.slurm.controller_address if self.slurm is not None else None,
-            }
+            {"vpcId": self.vpc_id, "launchTemplateIds": self.launch_template_ids, "slurmController": self.slurm_controller}
         )
 
     def _create_storage(self, name: str, tags: dict[str, str], child: pulumi.ResourceOptions) -> None:
@@ -248,6 +289,17 @@ class GpuCluster(pulumi.ComponentResource):
         return [self.network.private_subnet_ids[z] for z in group.availability_zones]
 
 
+def _output_paths(value: object, path: str) -> list[str]:
+    """The camelCase paths under ``path`` whose value is an Output (or another awaitable)."""
+    if is_output(value):
+        return [path]
+    if isinstance(value, Mapping):
+        return [p for k, v in value.items() for p in _output_paths(v, f"{path}.{_camel(str(k))}")]
+    if isinstance(value, (list, tuple)):
+        return [p for i, v in enumerate(value) for p in _output_paths(v, f"{path}[{i}]")]
+    return []
+
+
 def lustre_stand_in(spec: ClusterSpec) -> LustreMount | None:
     """The Lustre mount with stand-ins for the values only AWS knows (DNS and mount name), of the same
     length as the real ones: user data rendered with it has the size the real one will have."""
@@ -273,7 +325,7 @@ def scheduler_part(spec: ClusterSpec, group: NodeGroupSpec, catalog: Catalog) ->
     return CloudConfig()
 
 
-def user_data_findings(spec: ClusterSpec, catalog: Catalog) -> list[Finding]:
+def user_data_findings(spec: ClusterSpec, catalog: Catalog, prefix: str = "gpucluster:") -> list[Finding]:
     """An error for each node group whose user data EC2 would refuse (over 16 KB), naming what to move.
 
     Slurm and plain groups send it gzipped, so the compressed size counts; EKS groups send MIME
@@ -294,7 +346,7 @@ def user_data_findings(spec: ClusterSpec, catalog: Catalog) -> list[Finding]:
         how = "as MIME text for EKS" if eks else "gzipped"
         out.append(
             error(
-                f"gpucluster:nodeGroups[{i}]",
+                f"{prefix}nodeGroups[{i}]",
                 f"the user data of node group {g.name!r} is {size} bytes {how}; EC2 allows {USER_DATA_LIMIT}",
                 f"move content out of it: its largest files are {', '.join(largest_parts(config))}. Shorten the "
                 "group's ncclEnv values and labels, or put large content in S3 (storage.bucket) and fetch it at boot",

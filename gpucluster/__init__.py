@@ -11,7 +11,8 @@ The package's rooms, each with one job (data flows down this list; nothing impor
                             Jinja2 templates shipped as ``gpucluster/templates`` (``templates/`` in a checkout);
 - ``gpucluster.components`` the Pulumi component resources and only them (``components/`` in a checkout);
 - ``gpucluster.program``    the stack program ``__main__.py`` runs;
-- ``gpucluster.tools``      workstation and CI tools: the CLI, the offline plan, preflight, catalog refresh, docs.
+- ``gpucluster.tools``      workstation and CI tools: the CLI, the offline plan, preflight, catalog refresh, docs,
+                            the component provider other Pulumi languages use (``PulumiPlugin.yaml``).
 
 The node-side programs (the Slurm power agent, topology) are the separate package ``gpucluster_agents``
 (stdlib + boto3 only), which never imports this one.

@@ -8,8 +8,10 @@ program registers a single resource.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
+import re
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -96,6 +98,39 @@ def load_spec(
             )
         )
         raw["region"] = "us-east-1"  # placeholder so the rest still gets checked; we raise below
+    return _load(raw, findings, catalog, source)
+
+
+def load_args(args: Mapping[str, Any], *, catalog: Catalog, source: str, path: str = "args") -> LoadResult:
+    """The stack's load path for a component's Args: the same parse, checks and resolution as
+    :func:`load_spec`, so a ``GpuCluster`` built from Args gets exactly the stack's defaults and errors.
+
+    ``args`` holds the stack config's fields (snake_case or camelCase names, any depth; ``name`` and
+    ``region`` included). Findings name ``<path>.<camelCase field>`` (``args.nodeGroups[0].maxSize``)
+    instead of the stack key, since the Args' schema names are the stack's keys.
+    """
+    names = {name: field.alias or name for name, field in ClusterSpec.model_fields.items()}
+    raw = {names.get(key, key): value for key, value in args.items()}
+    try:
+        result = _load(raw, [], catalog, source)
+    except ConfigError as exc:
+        raise ConfigError([_args_path(f, path) for f in exc.findings], source) from None
+    return LoadResult(result.spec, tuple(_args_path(f, path) for f in result.findings), result.sizing)
+
+
+def _args_path(finding: Finding, path: str) -> Finding:
+    """``gpucluster:nodeGroups[0].max_size`` → ``args.nodeGroups[0].maxSize``; ``aws:region`` → ``args.region``."""
+    rest = finding.path.removeprefix(f"{NAMESPACE}:")
+    if finding.path == REGION_KEY or finding.path.startswith(REGION_KEY):
+        rest = "region" + finding.path.removeprefix(REGION_KEY)
+    elif rest == finding.path:
+        return finding
+    camel = re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), rest)
+    return dataclasses.replace(finding, path=f"{path}.{camel}")
+
+
+def _load(raw: dict[str, Any], findings: list[Finding], catalog: Catalog, source: str) -> LoadResult:
+    """Parse ``raw`` (ClusterSpec's fields by alias), check it against ``catalog``, resolve it."""
     findings.extend(control_findings(raw))
     try:
         spec = ClusterSpec.model_validate(raw)

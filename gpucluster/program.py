@@ -10,7 +10,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs, user_data_findings
+from gpucluster.components.gpu_cluster import GpuCluster, user_data_findings
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import ConfigError, Finding, error, errors_in
 from gpucluster.facts.catalog import Catalog, load_catalog
@@ -86,7 +86,7 @@ def main() -> GpuCluster:
     for finding in findings:
         pulumi.log.warn(finding.render())
     spec = loaded.spec
-    cluster = GpuCluster(spec.name, GpuClusterArgs(spec=spec))
+    cluster = GpuCluster._from_spec(spec.name, spec, catalog)  # already loaded, checked and resolved
     pulumi.export("clusterName", spec.name)
     pulumi.export("region", spec.region)
     pulumi.export("vpcId", cluster.network.vpc_id)

@@ -17,6 +17,7 @@ import pytest
 import gpucluster.components
 from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs
 from gpucluster.config.naming import CLUSTER_TAG, MANAGED_BY_TAG
+from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
 from tests.conftest import group, make_config
 
@@ -108,8 +109,10 @@ FULL_CLUSTERS = {
 
 @pytest.mark.parametrize("config", FULL_CLUSTERS.values(), ids=FULL_CLUSTERS.keys())
 def test_full_cluster_children_have_parents_and_tags(run_components, config):
-    spec = load_spec(config, stack="c").spec
-    plan = run_components(lambda: GpuCluster("c", GpuClusterArgs(spec=spec)))
+    # Built from Args, as a program in any language would (the stack's keys, camelCase at any depth)
+    args = {key.split(":")[1]: value for key, value in config.items() if key.startswith("gpucluster:")}
+    args.update(name="c", region=config["aws:region"])
+    plan = run_components(lambda: GpuCluster("c", GpuClusterArgs(**args)))
     component_urns = {r.urn for r in plan.resources if not r.custom}
     untagged = []
     for r in plan.resources:
@@ -126,7 +129,7 @@ def test_full_cluster_children_have_parents_and_tags(run_components, config):
 
 def test_opts_reach_the_component(run_components):
     spec = load_spec(make_config(), stack="c").spec
-    plan = run_components(lambda: GpuCluster("c", GpuClusterArgs(spec=spec), opts=pulumi.ResourceOptions(protect=True)))
+    plan = run_components(lambda: GpuCluster._from_spec("c", spec, load_catalog(), opts=pulumi.ResourceOptions(protect=True)))
     cluster = plan.by_name("c")
     assert cluster.protect
     assert all(r.protect for r in plan.resources), "protect should flow to children through parent"
@@ -154,8 +157,10 @@ def test_every_key_and_log_is_kept_like_the_data(run_components, protect):
         kubernetes={},
         network={"availabilityZones": ["us-east-1a", "us-east-1b"]},
     )
-    spec = load_spec(config, stack="c").spec
-    plan = run_components(lambda: GpuCluster("c", GpuClusterArgs(spec=spec)))
+    # Built from Args, as a program in any language would (the stack's keys, camelCase at any depth)
+    args = {key.split(":")[1]: value for key, value in config.items() if key.startswith("gpucluster:")}
+    args.update(name="c", region=config["aws:region"])
+    plan = run_components(lambda: GpuCluster("c", GpuClusterArgs(**args)))
     kept = [r for r in plan.resources if r.type in KEPT_WITH_DATA]
     assert {r.type for r in kept} == set(KEPT_WITH_DATA)
     assert len([r for r in kept if r.type == "aws:kms/key:Key"]) == 3  # data bucket, Lustre, EKS Secrets

@@ -11,10 +11,11 @@ import pulumi
 import pytest
 
 from gpucluster.components._aws.iam import slurm_agent_policy
-from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs
+from gpucluster.components.gpu_cluster import GpuCluster
 from gpucluster.components.shared_storage import SharedStorage
 from gpucluster.components.slurm_cluster import SlurmCluster, SlurmClusterArgs
 from gpucluster.config.naming import CLUSTER_TAG
+from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
 from gpucluster.render.slurm.names import controller_address, munge_secret_name
 from gpucluster_agents.contract import parse as parse_config
@@ -385,7 +386,7 @@ def test_gpu_cluster_wires_slurm_like_eks(run_components):
         nodeGroups=[{"name": "dev", "mode": "static"}],
         storage={"lustre": {"storageCapacityGib": 2400, "throughputPerUnitStorage": 250}},
     )
-    plan = run_components(lambda: GpuCluster("s", GpuClusterArgs(spec=spec), opts=pulumi.ResourceOptions()))
+    plan = run_components(lambda: GpuCluster._from_spec("s", spec, load_catalog(), opts=pulumi.ResourceOptions()))
     slurm = plan.by_name("s-slurm")
     assert {r.name for r in plan.children(slurm.urn) if not r.custom} == {"s-slurm-p5", "s-slurm-dev"}
     # compute user data: the node's own parts (NCCL, the Lustre mount) and then slurmd, pointed at the controller

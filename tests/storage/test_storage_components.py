@@ -6,8 +6,9 @@ import json
 
 from gpucluster.components._config_types import LustreConfig
 from gpucluster.components.data_bucket import DataBucket
-from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs
+from gpucluster.components.gpu_cluster import GpuCluster
 from gpucluster.components.lustre_storage import LustreStorage, LustreStorageArgs
+from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
 from tests.conftest import group, make_config
 
@@ -146,7 +147,7 @@ def test_cluster_mounts_storage_on_its_nodes(run_components):
         },
     )
     spec = load_spec(config, stack="c").spec
-    plan = run_components(lambda: GpuCluster("c", GpuClusterArgs(spec=spec)))
+    plan = run_components(lambda: GpuCluster._from_spec("c", spec, load_catalog()))
     fs = plan.of_type(FS)[0]
     gpu_ud, cpu_ud = plan.files["c-gpu-lt/user-data"], plan.files["c-cpu-lt/user-data"]
     assert f"dns={fs.id}.fsx.us-east-1.amazonaws.com" in gpu_ud  # the real DNS name, not the stand-in

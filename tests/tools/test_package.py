@@ -66,6 +66,8 @@ def test_the_wheel_carries_templates_and_data_and_no_top_level_components(wheel:
     assert {"gpucluster/facts/data/instance_types.json", "gpucluster/facts/data/instance_extras.json"} <= set(names)
     assert "gpucluster/py.typed" in names
     assert "gpucluster/components/gpu_node_group.py" in names and "gpucluster/components/_aws/security.py" in names
+    # The component provider, as `python -m gpucluster.tools.provider` runs it from an installed wheel
+    assert {"gpucluster/tools/provider/__init__.py", "gpucluster/tools/provider/__main__.py"} <= set(names)
 
 
 @pytest.fixture(scope="module")
@@ -125,6 +127,21 @@ def test_installed_cli_plans_a_project_from_outside_it(installed: tuple[Path, Pa
     assert lost.returncode == 1 and "no Pulumi.yaml in" in lost.stderr and "Traceback" not in lost.stderr
 
 
+def test_installed_provider_reports_the_wheels_version(installed: tuple[Path, Path]):
+    from tests.tools.test_provider import ask, start
+
+    bindir, scratch = installed
+    script = "from gpucluster.tools.provider import main; from gpucluster import GpuCluster; main([GpuCluster])"
+    process, port = start([str(bindir / "python"), "-c", script], cwd=scratch, env=_clean_env())
+    try:
+        schema, version = ask(port)
+    finally:
+        process.kill()
+        process.communicate(timeout=30)
+    assert version == schema["version"] == PYPROJECT["project"]["version"]
+    assert "gpucluster:index:GpuCluster" in schema["resources"]
+
+
 # --- layering: data flows one way --------------------------------------------------------------------------
 
 LAYERS = {
@@ -149,6 +166,7 @@ LAYERS = {
         "gpucluster.config",
         "gpucluster.facts",
         "gpucluster.resolve",
+        "gpucluster.load",  # GpuCluster validates its Args on the stack's own load path
         "gpucluster.render",
         "gpucluster_agents",
     },

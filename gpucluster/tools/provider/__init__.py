@@ -1,0 +1,49 @@
+"""The component provider: serves the public components to every Pulumi language.
+
+``pulumi package add <this checkout or its git URL>`` runs ``PulumiPlugin.yaml``'s ``main`` (this
+package's ``__main__.py``); Pulumi's Python host infers the schema from each component's ``args``
+annotation and its ``pulumi.Output`` attributes, and generates an SDK in the caller's language. The
+schema's version is the installed package's, so a generated SDK names the release it came from.
+"""
+
+from collections.abc import Sequence
+from importlib.metadata import version
+
+import pulumi
+
+from gpucluster.components.data_bucket import DataBucket
+from gpucluster.components.eks_cluster import EksCluster
+from gpucluster.components.gpu_cluster import GpuCluster
+from gpucluster.components.gpu_node_group import GpuNodeGroup
+from gpucluster.components.kubernetes_platform import KubernetesPlatform
+from gpucluster.components.lustre_storage import LustreStorage
+from gpucluster.components.network import Network
+from gpucluster.components.slurm_cluster import SlurmCluster
+
+NAME = "gpucluster"
+"""The package name: resource tokens are ``gpucluster:index:<Component>``."""
+
+PUBLIC_COMPONENTS: list[type[pulumi.ComponentResource]] = [
+    GpuCluster,
+    Network,
+    GpuNodeGroup,
+    LustreStorage,
+    DataBucket,
+    SlurmCluster,
+    EksCluster,
+    KubernetesPlatform,
+]
+"""The components other languages get (the same list as ``from gpucluster import …``); the host and the
+schema tests read this one list."""
+
+
+def package_version() -> str:
+    """The installed distribution's version: the schema's version."""
+    return version(NAME)
+
+
+def main(components: Sequence[type[pulumi.ComponentResource]] = PUBLIC_COMPONENTS) -> None:
+    """Serve ``components`` (argv: the engine address, then Pulumi's logging flags); prints the port."""
+    from pulumi.provider.experimental import component_provider_host
+
+    component_provider_host(components=list(components), name=NAME, version=package_version())

@@ -1,0 +1,314 @@
+"""The component provider other languages use: its schema, its gRPC server, construction from camelCase.
+
+``pulumi package add`` cannot run here (no CLI), so these tests do what it does: start the provider the
+way ``PulumiPlugin.yaml`` says, ask it for its schema and version over gRPC, and construct components
+from the camelCase inputs a TypeScript or YAML program sends.
+"""
+
+import json
+import subprocess
+import sys
+import typing
+from pathlib import Path
+from typing import Any, TypedDict
+
+import grpc
+import pulumi
+import pytest
+import yaml
+from pulumi.provider.experimental.analyzer import DuplicateTypeError, InvalidMapKeyError
+from pulumi.provider.experimental.component import ComponentProvider
+from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
+
+from gpucluster.components.gpu_cluster import GpuCluster
+from gpucluster.config.errors import ConfigError
+from gpucluster.facts.catalog import load_catalog
+from gpucluster.load import load_spec
+from gpucluster.tools.provider import NAME, PUBLIC_COMPONENTS, package_version
+from tests.conftest import GOLDEN, ROOT, check_golden
+
+NOT_YET_ANALYZABLE = {
+    "Network",
+    "GpuNodeGroup",
+    "LustreStorage",
+    "DataBucket",
+    "SlurmCluster",
+    "EksCluster",
+    "KubernetesPlatform",
+}
+"""Public components whose Args the schema analyzer cannot read yet (being converted to typed dicts on other
+branches). Each is an expected failure below, strictly: once one analyzes, its test fails until it leaves
+this set, so none is skipped silently. The coordinator empties it after merging."""
+
+ANALYZABLE = [c for c in PUBLIC_COMPONENTS if c.__name__ not in NOT_YET_ANALYZABLE]
+SCHEMA_GOLDEN = GOLDEN / "provider" / "schema.json"
+ANY = "pulumi.json#/Any"
+
+CAMEL_INPUTS: dict[str, dict[str, Any]] = {
+    # What a TypeScript program passes: the stack file's keys, camelCase at every depth.
+    "GpuCluster": {
+        "name": "tc",
+        "region": "us-east-1",
+        "nodeGroups": [{"name": "gpu", "instanceType": "p5.48xlarge", "availabilityZones": ["us-east-1a"], "maxSize": 2}],
+        "storage": {"lustre": {"storageCapacityGib": 2400, "throughputPerUnitStorage": 250}},
+        "tags": {"team": "ml"},
+    },
+}
+
+
+def per_component() -> list[Any]:
+    """PUBLIC_COMPONENTS as parameters; those not yet analyzable as strict expected failures."""
+    return [
+        pytest.param(
+            c,
+            id=c.__name__,
+            marks=[pytest.mark.xfail(strict=True, reason="Args not yet analyzable")] if c.__name__ in NOT_YET_ANALYZABLE else [],
+        )
+        for c in PUBLIC_COMPONENTS
+    ]
+
+
+def schema_of(components: list[type[pulumi.ComponentResource]]) -> dict[str, Any]:
+    return json.loads(ComponentProvider(components, NAME, version=package_version()).schema)
+
+
+# --- (a) the provider as pulumi package add starts it --------------------------------------------------
+
+
+def start(command: list[str], cwd: Path = ROOT, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
+    """Start a provider process with a fake engine address; its first stdout line is its port."""
+    process = subprocess.Popen(
+        [*command, "127.0.0.1:1"], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None
+    port = process.stdout.readline().strip()
+    if not port.isdigit():
+        process.kill()
+        _, err = process.communicate(timeout=30)
+        raise AssertionError(f"the provider printed {port!r}, not a port:\n{err[-3000:]}")
+    return process, port
+
+
+def ask(port: str) -> tuple[dict[str, Any], str]:
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = provider_pb2_grpc.ResourceProviderStub(channel)
+        schema = stub.GetSchema(provider_pb2.GetSchemaRequest(version=0), timeout=60)
+        info = stub.GetPluginInfo(_empty(), timeout=60)
+    return json.loads(schema.schema), info.version
+
+
+def _empty() -> Any:
+    from google.protobuf import empty_pb2
+
+    return empty_pb2.Empty()
+
+
+def test_the_provider_serves_its_schema_and_version_over_grpc():
+    # The analyzable components through the provider's own main(), in a process of its own.
+    names = [c.__name__ for c in ANALYZABLE]
+    script = (
+        "from gpucluster.tools.provider import PUBLIC_COMPONENTS, main; "
+        f"main([c for c in PUBLIC_COMPONENTS if c.__name__ in {names!r}])"
+    )
+    process, port = start([sys.executable, "-c", script])
+    try:
+        schema, version = ask(port)
+    finally:
+        process.kill()
+        process.communicate(timeout=30)
+    assert version == package_version() == schema["version"]
+    assert schema["name"] == NAME
+    assert schema == schema_of(ANALYZABLE)
+
+
+@pytest.mark.xfail(bool(NOT_YET_ANALYZABLE), strict=True, reason="serves every public component: needs all analyzable")
+def test_pulumi_plugin_yaml_starts_the_provider_with_every_public_component():
+    plugin = yaml.safe_load((ROOT / "PulumiPlugin.yaml").read_text())
+    assert plugin["runtime"]["name"] == "python"
+    # The language host runs `python <root>/<main>`: the root's own __main__.py is the stack program.
+    main = ROOT / plugin["main"]
+    assert (main / "__main__.py").is_file()
+    process, port = start([sys.executable, str(main)])
+    try:
+        schema, version = ask(port)
+    finally:
+        process.kill()
+        process.communicate(timeout=30)
+    assert version == package_version()
+    assert {f"{NAME}:index:{c.__name__}" for c in PUBLIC_COMPONENTS} == set(schema["resources"])
+
+
+# --- (b) the schema: pinned, described, typed -------------------------------------------------------------
+
+
+def test_schema_golden(update_golden):
+    schema = schema_of(ANALYZABLE)
+    schema["version"] = "<package version>"  # a release does not change the golden
+    check_golden(SCHEMA_GOLDEN, json.dumps(schema, indent=2, sort_keys=True) + "\n", update_golden)
+
+
+@pytest.mark.parametrize("component", per_component())
+def test_component_is_in_the_schema(component):
+    schema = schema_of([component])
+    resource = schema["resources"][f"{NAME}:index:{component.__name__}"]
+    assert resource["isComponent"] is True
+    assert resource.get("description")
+
+
+def properties(schema: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(where, property) for every input and output property of the components and their types."""
+    out = []
+    for token, resource in schema["resources"].items():
+        for kind in ("inputProperties", "properties"):
+            out += [(f"{token}.{kind}.{n}", p) for n, p in resource.get(kind, {}).items()]
+    for token, typ in schema["types"].items():
+        out += [(f"{token}.{n}", p) for n, p in typ.get("properties", {}).items()]
+    return out
+
+
+@pytest.mark.parametrize("component", per_component())
+def test_every_property_is_described_and_typed(component):
+    props = properties(schema_of([component]))
+    assert props
+    undescribed = [where for where, p in props if not (p.get("description") or "").strip()]
+    assert not undescribed, f"no description (a docstring under the field): {undescribed}"
+    text = json.dumps(schema_of([component]))
+    assert ANY not in text, "an Any where a type was meant: annotate the field with its real type"
+
+
+# --- (c) construction from camelCase inputs, as another language sends them -------------------------------
+
+
+@pytest.mark.parametrize("component", per_component())
+def test_construct_from_camel_case_inputs(run_components, component):
+    provider = ComponentProvider([component], NAME, version=package_version())
+    inputs = CAMEL_INPUTS.get(component.__name__)
+    assert inputs is not None, f"add a camelCase example for {component.__name__} to CAMEL_INPUTS"
+    built: dict[str, Any] = {}
+
+    def program():
+        result = provider.construct("tc", f"{NAME}:index:{component.__name__}", dict(inputs), None)
+        built["urn"] = result.urn
+
+    plan = run_components(program)
+    roots = [r for r in plan.resources if r.type == f"{NAME}:index:{component.__name__}"]
+    assert len(roots) == 1
+    assert plan.resources, "the component created nothing"
+
+
+def test_gpu_cluster_from_camel_case_is_the_stacks_cluster(run_components):
+    # The same settings as a stack file and as Args from another language: the same resources and inputs.
+    args = CAMEL_INPUTS["GpuCluster"]
+    provider = ComponentProvider([GpuCluster], NAME, version=package_version())
+    from_args = run_components(lambda: provider.construct("tc", f"{NAME}:index:GpuCluster", dict(args), None))
+    config = {f"gpucluster:{k}": v for k, v in args.items() if k != "region"} | {"aws:region": args["region"]}
+    spec = load_spec(config, stack="tc").spec
+    from_stack = run_components(lambda: GpuCluster._from_spec("tc", spec, load_catalog()))
+
+    def shape(plan: Any) -> list[tuple[str, str, str]]:
+        return sorted((r.type, r.name, json.dumps(r.inputs, sort_keys=True, default=str)) for r in plan.resources)
+
+    assert shape(from_args) == shape(from_stack)
+    types = {r.type for r in from_args.resources}
+    assert {"aws:ec2/vpc:Vpc", "aws:ec2/launchTemplate:LaunchTemplate", "aws:autoscaling/group:Group"} <= types
+    assert "aws:fsx/lustreFileSystem:LustreFileSystem" in types  # the storage section made it through
+    assert from_args.by_name("tc-gpu-lt").inputs["tagSpecifications"][0]["tags"]["team"] == "ml"
+
+
+def test_gpu_cluster_args_errors_name_the_camel_case_field(run_components):
+    bad = {**CAMEL_INPUTS["GpuCluster"]}
+    bad["nodeGroups"] = [{**bad["nodeGroups"][0], "maxSize": "many", "instanceType": "p5.bogus"}]
+
+    def program():
+        with pytest.raises(ConfigError) as info:
+            GpuCluster("tc", typing.cast(Any, bad))
+        text = str(info.value)
+        assert "args.nodeGroups[0].maxSize" in text and "gpucluster:" not in text
+
+    plan = run_components(program)
+    assert plan.resources == [] or all(r.type == "pulumi:pulumi:Stack" for r in plan.resources)
+
+
+def test_gpu_cluster_refuses_an_output_id_it_cannot_wire(run_components):
+    def program():
+        args = {
+            **CAMEL_INPUTS["GpuCluster"],
+            "network": {"vpcId": pulumi.Output.from_input("vpc-0123456789abcdef0"), "subnets": []},
+        }
+        with pytest.raises(ConfigError) as info:
+            GpuCluster("tc", typing.cast(Any, args))
+        assert "args.network.vpcId: is an Output" in str(info.value)
+
+    run_components(program)
+
+
+# --- (d) what the analyzer refuses: so CI catches an Args change that would break pulumi package add ------
+
+
+class _UnionArgs(TypedDict, total=False):
+    size: int | str
+    """A size."""
+
+
+class _UnionComponent(pulumi.ComponentResource):
+    def __init__(self, name: str, args: _UnionArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("t:index:U", name, None, opts)
+
+
+class _IntKeyArgs(TypedDict, total=False):
+    sizes: dict[int, str]
+    """Sizes."""
+
+
+class _IntKeyComponent(pulumi.ComponentResource):
+    def __init__(self, name: str, args: _IntKeyArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("t:index:K", name, None, opts)
+
+
+class Settings(TypedDict, total=False):
+    size: int
+    """A size."""
+
+
+class _OtherSettings(TypedDict, total=False):
+    depth: int
+    """A depth."""
+
+
+_OtherSettings.__name__ = "Settings"  # the same type name, as if defined in another module
+_OtherSettings.__module__ = "tests.tools.elsewhere"
+
+
+class _FirstArgs(TypedDict, total=False):
+    settings: Settings
+    """Settings."""
+
+
+class _SecondArgs(TypedDict, total=False):
+    settings: _OtherSettings
+    """Other settings."""
+
+
+class _First(pulumi.ComponentResource):
+    def __init__(self, name: str, args: _FirstArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("t:index:F", name, None, opts)
+
+
+class _Second(pulumi.ComponentResource):
+    def __init__(self, name: str, args: _SecondArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("t:index:S", name, None, opts)
+
+
+def test_the_analyzer_refuses_a_union():
+    with pytest.raises(Exception, match="Union types are not supported"):
+        ComponentProvider([_UnionComponent], "t")
+
+
+def test_the_analyzer_refuses_a_non_string_map_key():
+    with pytest.raises(InvalidMapKeyError):
+        ComponentProvider([_IntKeyComponent], "t")
+
+
+def test_the_analyzer_refuses_duplicate_type_names():
+    with pytest.raises(DuplicateTypeError):
+        ComponentProvider([_First, _Second], "t")
