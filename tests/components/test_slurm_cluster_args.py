@@ -3,7 +3,11 @@ reach the resources and the head node's files, a bad value is refused naming the
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
+import subprocess
+import sys
 
 import pulumi_aws as aws
 import pytest
@@ -12,7 +16,7 @@ from gpucluster.components.slurm_cluster import SlurmCluster, SlurmClusterArgs
 from gpucluster.config.errors import ConfigError
 from gpucluster.load import load_spec
 from gpucluster_agents.contract import parse as parse_config
-from tests.conftest import group, make_config
+from tests.conftest import ROOT, group, make_config
 
 INSTANCE = "aws:ec2/instance:Instance"
 AGENT = "/etc/gpucluster/agent.json"
@@ -93,3 +97,30 @@ def test_a_check_finding_names_the_args_field(run_components):
         assert "args.nodeGroups[0].name" in str(info.value)
 
     run_components(program)
+
+
+def test_compute_user_data_is_what_the_launch_template_carries(run_components):
+    seen: dict[str, str] = {}
+
+    def program():
+        cluster = SlurmCluster(
+            "s-slurm", minimal(lustre={"dns_name": "fs-0123.fsx.us-east-1.amazonaws.com", "mount_name": "abcd"})
+        )
+        cluster.compute_user_data["p5"].apply(lambda t: seen.setdefault("p5", t))
+
+    plan = run_components(program)
+    text = seen["p5"]
+    assert "slurmd" in text and "fs-0123.fsx.us-east-1.amazonaws.com@tcp:/abcd" in text
+    carried = gzip.decompress(base64.b64decode(plan.by_name("s-slurm-p5-lt").inputs["userData"])).decode()
+    assert carried == text
+
+
+def test_the_typed_usage_is_pyright_clean():
+    result = subprocess.run(
+        [sys.executable, "-m", "pyright", str(ROOT / "tests/components/typed_usage_slurm.py")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout
