@@ -132,6 +132,14 @@ def build_from_args(args: Mapping[str, Any], region: str, catalog: Catalog) -> S
         "slurm": slurm_plain,
         "tags": dict(args.get("tags", {})),
     }
+    # The wiring the stack always has: without it the model would read "a new VPC" and judge that instead.
+    missing = [
+        error(f"args.{camel}", "is required", "pass it (an Output of another resource is fine)")
+        for key, camel in (("vpc_id", "vpcId"), ("subnets", "subnets"), ("security_group_ids", "securityGroupIds"))
+        if args.get(key) is None or (key == "subnets" and not args.get(key))
+    ]
+    if missing:
+        raise ConfigError(missing, SOURCE)
     try:
         spec = validate(ClusterSpec, raw, SOURCE)
     except ConfigError as exc:
@@ -146,11 +154,6 @@ def build_from_args(args: Mapping[str, Any], region: str, catalog: Catalog) -> S
         )
         for i, g in enumerate(spec.node_groups)
         if g.scheduler not in (None, "slurm")
-    ]
-    findings += [
-        error(f"args.{camel}", "is required", "pass it (an Output of another resource is fine)")
-        for key, camel in (("vpc_id", "vpcId"), ("subnets", "subnets"), ("security_group_ids", "securityGroupIds"))
-        if args.get(key) is None
     ]
     if errors_in(findings):
         raise ConfigError(errors_in(findings), SOURCE)

@@ -90,6 +90,17 @@ def test_a_bad_value_names_the_field_before_any_resource(run_components):
     assert plan.resources == [] or all(r.type != INSTANCE for r in plan.resources)
 
 
+def test_missing_wiring_is_named(run_components):
+    def program():
+        args = minimal()
+        del args["security_group_ids"]
+        with pytest.raises(ConfigError) as info:
+            SlurmCluster("s-slurm", args)
+        assert "args.securityGroupIds: is required" in str(info.value)
+
+    run_components(program)
+
+
 def test_a_check_finding_names_the_args_field(run_components):
     def program():
         with pytest.raises(ConfigError) as info:
