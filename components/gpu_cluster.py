@@ -11,6 +11,7 @@ import pulumi
 from gpucluster.components._aws.launch_template import NodeWiring
 from gpucluster.components._config_types import ClusterConfig
 from gpucluster.components._inputs import Inputs, _camel, is_output
+from gpucluster.components._slurm.args import SlurmBuild
 from gpucluster.components.data_bucket import DataBucket, DataBucketArgs
 from gpucluster.components.eks_cluster import EksCluster
 from gpucluster.components.gpu_node_group import GpuNodeGroup
@@ -20,7 +21,7 @@ from gpucluster.components.lustre_storage import _Wiring as _LustreWiring
 from gpucluster.components.network import Network
 from gpucluster.components.network import _Wiring as _NetworkWiring
 from gpucluster.components.shared_storage import SharedStorage
-from gpucluster.components.slurm_cluster import SlurmCluster, SlurmClusterArgs
+from gpucluster.components.slurm_cluster import SlurmCluster
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.effective import effective_protect_data
 from gpucluster.config.errors import ConfigError, Finding, error
@@ -227,13 +228,13 @@ class GpuCluster(pulumi.ComponentResource):
         groups = self.spec.groups_for("slurm")
         head = spec.head_node
         assert head.availability_zone is not None  # resolved
-        self.slurm = SlurmCluster(
+        self.slurm = SlurmCluster._resolved(
             f"{name}-slurm",
-            SlurmClusterArgs(
+            SlurmBuild(
                 cluster_name=self.spec.name,
                 region=self.spec.region,
                 slurm=spec,
-                node_groups=groups,
+                node_groups=tuple(groups),
                 vpc_id=self.network.vpc_id,
                 head_subnet_id=head.subnet_id or self.network.private_subnet_ids[head.availability_zone],
                 node_group_subnet_ids={g.name: self.subnets_for(g) for g in groups},
@@ -242,6 +243,7 @@ class GpuCluster(pulumi.ComponentResource):
                 shared_storage=self.shared_storage,
                 tags=tags,
             ),
+            self.catalog,
             opts=child,
         )
 

@@ -22,10 +22,7 @@ This module wires the parts together: the munge secret, the agent package, the c
 node groups, the head node, and the private DNS name compute nodes find slurmctld at.
 """
 
-from __future__ import annotations
-
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from typing import Required, TypedDict
 
 import pulumi
 import pulumi_aws as aws
@@ -33,57 +30,57 @@ import pulumi_aws as aws
 from gpucluster.components._aws.iam import assume_role_policy, managed_policy_arn, policy_json, slurm_node_policy
 from gpucluster.components._aws.launch_template import NodeWiring, checked_group
 from gpucluster.components._aws.slurm_node_group import SlurmNodeGroup
+from gpucluster.components._config_types import NodeGroupConfig, SlurmConfig, SubnetConfig
+from gpucluster.components._slurm.args import SlurmBuild, build_from_args
 from gpucluster.components._slurm.artifact import agent_artifact
 from gpucluster.components._slurm.head_node import head_identity, head_node
-from gpucluster.components.shared_storage import SharedStorage
 from gpucluster.config.naming import with_name
-from gpucluster.config.node_group import NodeGroupSpec
-from gpucluster.config.slurm import SlurmSpec
-from gpucluster.facts.catalog import load_catalog
+from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.render.slurm.names import SlurmContext, controller_address, dns_zone, munge_secret_name
 
 TOKEN = "gpucluster:index:SlurmCluster"
 
 
-@dataclass
-class SlurmClusterArgs:
-    """Inputs of :class:`SlurmCluster`."""
+class SlurmClusterLustreArgs(TypedDict, total=False):
+    """The cluster's Lustre file system, as the head node and compute nodes mount it."""
 
-    cluster_name: str
+    dns_name: Required[pulumi.Input[str]]
+    """The file system's DNS name (``LustreStorage.dns_name``). Required. May be an Output."""
+    mount_name: Required[pulumi.Input[str]]
+    """The file system's mount name (``LustreStorage.mount_name``). Required. May be an Output."""
+    file_system_id: pulumi.Input[str]
+    """The file system id (``fs-…``), named in the nodes' mount unit. Default: none. May be an Output."""
+    mount_point: str
+    """Where nodes mount it. Default: the stack's ``storage.lustre.mountPoint`` default (``/fsx``)."""
+    mount_options: str
+    """mount(8) options. Default: the stack's ``storage.lustre.mountOptions`` default."""
+
+
+class SlurmClusterArgs(SlurmConfig, total=False):
+    """Inputs of :class:`SlurmCluster`: the ``gpucluster:slurm`` settings (head node, accounting, power
+    saving, per-group partitions, agent, protection; every default the stack's), the node groups it
+    schedules, and where they live. Validated, checked and resolved as a stack config with your own VPC."""
+
+    cluster_name: Required[str]
     """Cluster name: Slurm ClusterName, prefix of resource names, value of the cluster tag. Required."""
-
     region: str
-    """AWS region (for the boot helper's AWS calls). Required."""
-
-    slurm: SlurmSpec
-    """The resolved ``gpucluster:slurm`` section: head node, accounting, power saving, one entry per
-    Slurm node group. Required."""
-
-    node_groups: Sequence[NodeGroupSpec]
-    """The resolved ``scheduler: slurm`` node groups, in config order. Required."""
-
-    vpc_id: pulumi.Input[str]
-    """The VPC, for the cluster's private DNS zone. Required."""
-
-    head_subnet_id: pulumi.Input[str]
-    """Private subnet of the head node, in ``slurm.headNode.availabilityZone``. Required."""
-
-    node_group_subnet_ids: Mapping[str, Sequence[pulumi.Input[str]]]
-    """Subnets per node group name (one for EFA groups). Required for every node group."""
-
-    security_group_ids: Sequence[pulumi.Input[str]]
-    """Security groups of the head node and the compute nodes: the cluster's EFA group (all traffic
-    between members: slurmctld, slurmd, srun, EFA) and its node group (outbound). Required."""
-
-    user_data: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
-    """cloud-config per node group name, the Slurm part included
-    (``GpuCluster.node_user_data(group, extra=node_slurm_part(...))``). Default: none."""
-
-    shared_storage: Sequence[SharedStorage] = ()
-    """File systems of the cluster; the head node mounts the Lustre one when
-    ``slurm.headNode.mountSharedStorage``. Default: none."""
-
-    tags: dict[str, str] = field(default_factory=dict)
+    """AWS region of the cluster. Default: the program's ``aws:region``."""
+    compute_node_groups: Required[list[NodeGroupConfig]]
+    """The node groups Slurm runs, as ``gpucluster:nodeGroups`` entries (their partitions and modes are in
+    ``nodeGroups``). Required: at least one. Their ``subnetIds`` and ``capacity`` ids may be Outputs."""
+    vpc_id: Required[pulumi.Input[str]]
+    """The VPC of the nodes, for the cluster's private DNS zone. Required. May be an Output."""
+    subnets: Required[list[SubnetConfig]]
+    """The private subnets nodes and the head node may use, each with its zone (``network.subnets``). A
+    group without ``subnetIds`` uses the first subnet of each of its zones; the head node
+    (``headNode.subnetId`` unset) the first of its zone. Required. Ids may be Outputs."""
+    security_group_ids: Required[pulumi.Input[list[pulumi.Input[str]]]]
+    """Security groups of the head node and the compute nodes; they must allow all traffic between
+    members (slurmctld, slurmd, srun, EFA), e.g. a ``Network``'s EFA and node groups. Required."""
+    lustre: SlurmClusterLustreArgs
+    """A Lustre file system every node (and the head node, unless ``headNode.mountSharedStorage`` is false)
+    mounts. Default: none."""
+    tags: dict[str, str]
     """Tags on every taggable child and the instances they launch. Default: none."""
 
 
@@ -100,10 +97,32 @@ class SlurmCluster(pulumi.ComponentResource):
     data_volume_id: pulumi.Output[str]
     node_groups: dict[str, SlurmNodeGroup]
     head_user_data: pulumi.Output[str]
+    """The head node's rendered cloud-config (plain text; the instance gets it gzipped)."""
+    compute_user_data: dict[str, pulumi.Output[str]]
+    """User data per Slurm node group (node setup, storage mount, slurmd joining this cluster), gzip-ready
+    cloud-config text. The launch templates carry it; a program that builds its own ``GpuNodeGroup`` for a
+    static group (an Auto Scaling group of its own) passes ``compute_user_data[group]`` as its user data and
+    tags its instances with this cluster's and the group's tags, and the agent names them."""
 
     def __init__(self, name: str, args: SlurmClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(TOKEN, name, None, opts)
+        # Checked and resolved as the stack would be, before the first resource.
         catalog = load_catalog()
+        region = args.get("region") or pulumi.Config("aws").get("region") or "us-east-1"
+        build = build_from_args(args, region, catalog)
+        super().__init__(TOKEN, name, None, opts)
+        self._create(name, build, catalog)
+
+    @classmethod
+    def _resolved(
+        cls, name: str, build: SlurmBuild, catalog: Catalog, opts: pulumi.ResourceOptions | None = None
+    ) -> "SlurmCluster":
+        """The stack's path: a spec the stack already loaded, checked and resolved (same builder)."""
+        self = cls.__new__(cls)
+        pulumi.ComponentResource.__init__(self, TOKEN, name, None, opts)
+        self._create(name, build, catalog)
+        return self
+
+    def _create(self, name: str, args: SlurmBuild, catalog: Catalog) -> None:
         slurm = args.slurm
         ctx = SlurmContext(args.cluster_name, args.region, slurm, tuple(args.node_groups))
         cluster = args.cluster_name
@@ -111,6 +130,7 @@ class SlurmCluster(pulumi.ComponentResource):
         protect = bool(slurm.protect_data if slurm.protect_data is not None else True)
         keep = pulumi.ResourceOptions(parent=self, protect=protect, retain_on_delete=protect)
         tags = dict(args.tags)
+        self.compute_user_data = {n: pulumi.Output.from_input(u) for n, u in args.user_data.items()}
         invoke = pulumi.InvokeOutputOptions(parent=self)
         partition = aws.get_partition_output(opts=invoke).partition
         account = aws.get_caller_identity_output(opts=invoke).account_id
@@ -161,11 +181,12 @@ class SlurmCluster(pulumi.ComponentResource):
                 checked_group(g, catalog),
                 NodeWiring(
                     cluster_name=cluster,
-                    subnet_ids=list(args.node_group_subnet_ids[g.name]),
-                    security_group_ids=list(args.security_group_ids),
+                    subnet_ids=args.node_group_subnet_ids[g.name],
+                    security_group_ids=args.security_group_ids,
                     user_data=args.user_data.get(g.name),
                     instance_profile_arn=node_profile.arn,
                     tags=tags,
+                    inputs=args.inputs,
                 ),
                 static=static,
                 opts=child,
@@ -192,6 +213,7 @@ class SlurmCluster(pulumi.ComponentResource):
             name,
             ctx=ctx,
             catalog=catalog,
+            inputs=args.inputs,
             tags=tags,
             protect=protect,
             subnet_id=args.head_subnet_id,

@@ -26,6 +26,7 @@ from gpucluster.components._aws.iam import (
     slurm_head_policy,
 )
 from gpucluster.components._aws.launch_template import NodeGroupResource
+from gpucluster.components._inputs import Inputs
 from gpucluster.components._slurm.artifact import AgentArtifact
 from gpucluster.components.shared_storage import SharedStorage
 from gpucluster.config.naming import with_name
@@ -123,20 +124,22 @@ def head_node(
     *,
     ctx: SlurmContext,
     catalog: Catalog,
+    inputs: Inputs,
     tags: dict[str, str],
     protect: bool,
     subnet_id: pulumi.Input[str],
-    security_group_ids: Sequence[pulumi.Input[str]],
+    security_group_ids: pulumi.Input[Sequence[pulumi.Input[str]]],
     profile: aws.iam.InstanceProfile,
     artifact: AgentArtifact,
     node_groups: Mapping[str, NodeGroupResource],
-    node_group_subnet_ids: Mapping[str, Sequence[pulumi.Input[str]]],
+    node_group_subnet_ids: Mapping[str, pulumi.Input[Sequence[pulumi.Input[str]]]],
     shared_storage: Sequence[SharedStorage],
     parent: pulumi.Resource,
 ) -> HeadNode:
     """The interface, the data volume (protected and retained when ``protect``), the instance and the
     volume's attachment, as children of ``parent``. The user data carries the agent's config, built from
-    every node group's launch template, subnets and placement group once AWS has made them."""
+    every node group's launch template, subnets and placement group once AWS has made them; ``inputs`` puts
+    back the Outputs a program passed (the head node's AMI and key, reservation ids in the agent's config)."""
     cluster = ctx.cluster
     head = ctx.slurm.head_node
     child = pulumi.ResourceOptions(parent=parent)
@@ -145,7 +148,7 @@ def head_node(
     eni = aws.ec2.NetworkInterface(
         f"{name}-head-eni",
         subnet_id=subnet_id,
-        security_groups=list(security_group_ids),
+        security_groups=security_group_ids,
         description=f"Slurm head node of {cluster}: keeps its address across head node replacements",
         tags=head_tags,
         opts=child,
@@ -158,13 +161,13 @@ def head_node(
         iops=head.data_volume_iops,
         throughput=head.data_volume_throughput,
         encrypted=True,
-        kms_key_id=head.kms_key_id,
+        kms_key_id=inputs.real_optional(head.kms_key_id),
         final_snapshot=protect,
         tags=with_name(tags, f"{cluster}-slurm-data"),
         opts=keep,
     )
     if head.image_id:
-        image: pulumi.Input[str] = head.image_id
+        image: pulumi.Input[str] = inputs.real(head.image_id)
     else:
         facts = catalog[head.instance_type]
         image = aws.ssm.get_parameter_output(
@@ -175,7 +178,7 @@ def head_node(
         *[
             pulumi.Output.all(
                 ng.launch_template_id,
-                pulumi.Output.all(*node_group_subnet_ids[g]),
+                pulumi.Output.from_input(node_group_subnet_ids[g]),
                 ng.placement_group_name if ng.placement_group_name is not None else None,
             )
             for g, ng in node_groups.items()
@@ -212,7 +215,8 @@ def head_node(
         )
         return render_cloud_config(head_title(ctx), head_cloud_config(ctx, catalog, inputs), gzipped=True)
 
-    user_data = pulumi.Output.all(volume.id, artifact.bucket.bucket, targets, lustre_values).apply(render)
+    # Outputs the program gave (a reservation id in the agent's config) replace their stand-ins.
+    user_data = pulumi.Output.all(volume.id, artifact.bucket.bucket, targets, lustre_values).apply(render).apply(inputs.real_text)
     instance = aws.ec2.Instance(
         f"{name}-head",
         ami=image,
@@ -226,7 +230,7 @@ def head_node(
             volume_type="gp3",
             volume_size=head.root_volume_size_gib,
             encrypted=True,
-            kms_key_id=head.kms_key_id,
+            kms_key_id=inputs.real_optional(head.kms_key_id),
             delete_on_termination=True,
         ),
         disable_api_termination=True,

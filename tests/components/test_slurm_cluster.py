@@ -11,9 +11,10 @@ import pulumi
 import pytest
 
 from gpucluster.components._aws.iam import slurm_agent_policy
+from gpucluster.components._slurm.args import SlurmBuild
 from gpucluster.components.gpu_cluster import GpuCluster
 from gpucluster.components.shared_storage import SharedStorage
-from gpucluster.components.slurm_cluster import SlurmCluster, SlurmClusterArgs
+from gpucluster.components.slurm_cluster import SlurmCluster
 from gpucluster.config.naming import CLUSTER_TAG
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
@@ -41,13 +42,13 @@ def spec_of(*groups, storage=None, **slurm):
 
 def build(spec, shared_storage=(LUSTRE,)):
     groups = spec.groups_for("slurm")
-    return SlurmCluster(
+    return SlurmCluster._resolved(
         "s-slurm",
-        SlurmClusterArgs(
+        SlurmBuild(
             cluster_name=spec.name,
             region=spec.region,
             slurm=spec.slurm,
-            node_groups=groups,
+            node_groups=tuple(groups),
             vpc_id="vpc-0abc12345",
             head_subnet_id=SUBNETS[0],
             node_group_subnet_ids={g.name: SUBNETS for g in groups},
@@ -56,6 +57,7 @@ def build(spec, shared_storage=(LUSTRE,)):
             shared_storage=shared_storage,
             tags={CLUSTER_TAG: "s", "team": "ml"},
         ),
+        load_catalog(),
     )
 
 
