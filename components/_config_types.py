@@ -9,6 +9,35 @@ from typing import Required, TypedDict
 
 import pulumi
 
+__all__ = [
+    "AccessEntryConfig",
+    "AccountingConfig",
+    "AgentConfig",
+    "BucketConfig",
+    "CapacityConfig",
+    "ClusterConfig",
+    "DataRepositoryConfig",
+    "EndpointConfig",
+    "ExampleJobConfig",
+    "FlowLogsConfig",
+    "GpuOperatorConfig",
+    "HeadNodeConfig",
+    "KubernetesConfig",
+    "KueueConfig",
+    "LustreConfig",
+    "NetworkConfig",
+    "NodeGroupConfig",
+    "NvmeScratchConfig",
+    "PowerSavingConfig",
+    "SlurmConfig",
+    "SlurmNodeGroupConfig",
+    "StorageConfig",
+    "SubnetConfig",
+    "SystemNodeGroupConfig",
+    "TeamConfig",
+    "WorkloadConfig",
+]
+
 # (typed dict, field) → the kind of resource a field names (components/_inputs.py KINDS).
 REFERENCES: dict[tuple[str, str], str] = {
     ("AccessEntryConfig", "principal_arn"): "iam-principal",

@@ -17,8 +17,9 @@ The package's rooms, each with one job (data flows down this list; nothing impor
 The node-side programs (the Slurm power agent, topology) are the separate package ``gpucluster_agents``
 (stdlib + boto3 only), which never imports this one.
 
-The components are importable from here: ``from gpucluster import GpuNodeGroup, LustreStorage, …``. They load
-lazily, so ``import gpucluster`` (and the config model) does not import Pulumi.
+The components and their Args are importable from here: ``from gpucluster import GpuNodeGroup, LustreStorage, …``,
+and so are the typed dicts of the config sections the Args nest (``NodeGroupConfig``, ``CapacityConfig``, …). They
+load lazily, so ``import gpucluster`` (and the config model) does not import Pulumi.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers (and a consumer's pyright) see; at run time they load on first use
+    from gpucluster.components._config_types import *  # noqa: F403 - the config sections' typed dicts
     from gpucluster.components.data_bucket import DataBucket, DataBucketArgs
     from gpucluster.components.eks_cluster import EksCluster, EksClusterArgs
     from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs
@@ -34,7 +36,7 @@ if TYPE_CHECKING:  # what type checkers (and a consumer's pyright) see; at run t
     from gpucluster.components.kubernetes_platform import KubernetesPlatform, KubernetesPlatformArgs
     from gpucluster.components.lustre_storage import LustreStorage, LustreStorageArgs
     from gpucluster.components.network import Network, NetworkArgs
-    from gpucluster.components.slurm_cluster import SlurmCluster, SlurmClusterArgs
+    from gpucluster.components.slurm_cluster import SlurmCluster, SlurmClusterArgs, SlurmClusterLustreArgs
 
 _COMPONENTS = {
     "GpuCluster": "gpucluster.components.gpu_cluster",
@@ -47,6 +49,9 @@ _COMPONENTS = {
     "KubernetesPlatform": "gpucluster.components.kubernetes_platform",
 }
 _ARGS = {f"{name}Args": module for name, module in _COMPONENTS.items()}
+_ARGS["SlurmClusterLustreArgs"] = "gpucluster.components.slurm_cluster"
+# The config sections' typed dicts (``NodeGroupConfig``, ``CapacityConfig``, …): the nested fields of the Args.
+_CONFIG_TYPES = "gpucluster.components._config_types"
 
 __all__ = [
     "DataBucket",
@@ -65,11 +70,14 @@ __all__ = [
     "NetworkArgs",
     "SlurmCluster",
     "SlurmClusterArgs",
+    "SlurmClusterLustreArgs",
 ]
 
 
 def __getattr__(name: str) -> Any:
     module = _COMPONENTS.get(name) or _ARGS.get(name)
-    if module is None:
+    if module is None and name.endswith("Config") and name[:1].isupper():
+        module = _CONFIG_TYPES
+    if module is None or (module == _CONFIG_TYPES and not hasattr(importlib.import_module(module), name)):
         raise AttributeError(f"module 'gpucluster' has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)

@@ -187,6 +187,10 @@ def render() -> str:
                 parts.append("May be an Output of another resource.")
             lines.append(f"    {name}: {hint}")
             lines.append(f"    {_docstring(' '.join(parts))}")
+    names = "".join(f'    "{type_name(m)}",\n' for m in sorted(models(), key=type_name))
+    lines[lines.index("# (typed dict, field) → the kind of resource a field names (components/_inputs.py KINDS).")] = (
+        f"__all__ = [\n{names}]\n\n# (typed dict, field) → the kind of resource a field names (components/_inputs.py KINDS)."
+    )
     missing = set(REFERENCES) - seen_refs
     if missing:
         raise ValueError(f"REFERENCES names fields the model does not have: {sorted(missing)}")
