@@ -83,7 +83,12 @@ CAMEL_INPUTS: dict[str, dict[str, Any]] = {
 
 MAIN_RESOURCES: dict[str, set[str]] = {
     # What each component built from CAMEL_INPUTS must contain: the camelCase inputs reached its resources.
-    "Network": {"aws:ec2/vpc:Vpc", "aws:ec2/subnet:Subnet", "aws:ec2/securityGroup:SecurityGroup", "aws:ec2/vpcEndpoint:VpcEndpoint"},
+    "Network": {
+        "aws:ec2/vpc:Vpc",
+        "aws:ec2/subnet:Subnet",
+        "aws:ec2/securityGroup:SecurityGroup",
+        "aws:ec2/vpcEndpoint:VpcEndpoint",
+    },
     "GpuNodeGroup": {"aws:ec2/launchTemplate:LaunchTemplate", "aws:autoscaling/group:Group"},
     "LustreStorage": {"aws:fsx/lustreFileSystem:LustreFileSystem", "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"},
     "DataBucket": {"aws:s3/bucket:Bucket", "aws:kms/key:Key"},
