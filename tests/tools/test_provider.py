@@ -236,6 +236,38 @@ def test_construct_from_camel_case_inputs(run_components, component):
     assert MAIN_RESOURCES.get(component.__name__, set()) <= {r.type for r in plan.resources}
 
 
+def test_nested_camel_case_inputs_reach_the_resources(run_components):
+    # camelCase at every depth: a nested key (capacity.reservationId, dataRepositories[].bucketPrefix) that the
+    # provider failed to map back to snake_case would be dropped or refused, not placed.
+    def build(component: type[pulumi.ComponentResource]) -> Any:
+        provider = ComponentProvider([component], NAME, version=package_version())
+        token = f"{NAME}:index:{component.__name__}"
+        return run_components(lambda: provider.construct("tc", token, dict(CAMEL_INPUTS[component.__name__]), None))
+
+    from gpucluster.components.data_bucket import DataBucket
+    from gpucluster.components.gpu_node_group import GpuNodeGroup
+    from gpucluster.components.lustre_storage import LustreStorage
+    from gpucluster.components.network import Network
+
+    template = build(GpuNodeGroup).of_type("aws:ec2/launchTemplate:LaunchTemplate")[0].inputs
+    target = template["capacityReservationSpecification"]["capacityReservationTarget"]
+    assert target["capacityReservationId"] == "cr-0123456789abcdef0"
+    association = build(LustreStorage).of_type("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")[0]
+    assert association.inputs["dataRepositoryPath"] == "s3://tc-data-bucket/datasets/"
+    lifecycle = build(DataBucket).of_type("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration")[0]
+    assert {r["id"]: r for r in lifecycle.inputs["rules"]}["expire-old-versions"]["noncurrentVersionExpiration"] == {
+        "noncurrentDays": 14
+    }
+    network = build(Network)
+    assert sorted(s.inputs["availabilityZone"] for s in network.of_type("aws:ec2/subnet:Subnet")) == [
+        "us-east-1a",
+        "us-east-1a",
+        "us-east-1b",
+        "us-east-1b",
+    ]  # a private and a public subnet per zone
+    assert network.of_type("aws:ec2/flowLog:FlowLog")[0].inputs["logDestinationType"] == "s3"
+
+
 def test_gpu_cluster_from_camel_case_is_the_stacks_cluster(run_components):
     # The same settings as a stack file and as Args from another language: the same resources and inputs.
     args = CAMEL_INPUTS["GpuCluster"]
