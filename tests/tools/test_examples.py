@@ -47,7 +47,7 @@ def byo_plan(installed: tuple[Path, Path]) -> tuple[subprocess.CompletedProcess[
     bindir, scratch = installed
     project = scratch / "python-byo-vpc"
     if not project.exists():
-        shutil.copytree(BYO_VPC, project)
+        shutil.copytree(BYO_VPC, project, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
     command = [str(bindir / "gpucluster"), "plan", "--stack", "example", "--project-dir", str(project)]
     as_json = run_cmd([*command, "--json"], scratch, env=clean_env())
     as_text = run_cmd([*command, "--no-files"], scratch, env=clean_env())
