@@ -2,10 +2,8 @@
 no top-level ``components`` module, the CLI usable from outside the checkout, and layers that import
 only downward.
 
-The wheel test builds a wheel from the checkout, installs it (not editable) into a fresh virtual
-environment outside the checkout, and runs it from a directory that is not the checkout. The fresh
-environment takes its third-party dependencies (pulumi, pulumi-aws, …) from this test run's environment
-through a path file, so it holds gpucluster only from the wheel.
+The wheel tests run the wheel built from the checkout, installed (not editable) into a fresh virtual
+environment outside the checkout (the ``wheel`` and ``installed`` fixtures in ``tests/tools/conftest.py``).
 """
 
 from __future__ import annotations
@@ -13,24 +11,16 @@ from __future__ import annotations
 import ast
 import os
 import re
-import subprocess
 import sys
-import sysconfig
-import venv
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import tomllib
 
 from tests.conftest import ROOT
+from tests.tools.conftest import clean_env, run_cmd
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-
-
-def _run(cmd: list[str], cwd: Path, **kw: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600, check=False, **kw)  # type: ignore[call-overload]
 
 
 def test_the_package_list_matches_the_tree():
@@ -46,17 +36,6 @@ def test_the_package_list_matches_the_tree():
     assert sorted(PYPROJECT["tool"]["setuptools"]["packages"]) == sorted(found)
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    result = _run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)], ROOT
-    )
-    assert result.returncode == 0, result.stderr
-    (whl,) = out.glob("gpucluster-*.whl")
-    return whl
-
-
 def test_the_wheel_carries_templates_and_data_and_no_top_level_components(wheel: Path):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")}
@@ -70,32 +49,6 @@ def test_the_wheel_carries_templates_and_data_and_no_top_level_components(wheel:
     assert {"gpucluster/tools/provider/__init__.py", "gpucluster/tools/provider/__main__.py"} <= set(names)
 
 
-@pytest.fixture(scope="module")
-def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
-    """A fresh venv outside the checkout with the wheel installed; its bin dir and a scratch cwd."""
-    home = tmp_path_factory.mktemp("fresh")
-    env_dir = home / "venv"
-    venv.EnvBuilder(with_pip=False).create(env_dir)
-    py = env_dir / "bin" / "python"
-    purelib = Path(_run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], home).stdout.strip())
-    # Third-party dependencies from this run's environment (a plain path entry: its .pth files, such as an
-    # editable install's finder, are not processed, so gpucluster can only come from the wheel).
-    (purelib / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    result = _run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", str(wheel)], home)
-    if "no such option: --python" in result.stderr:  # pip < 22.3: install into the target directly
-        result = _run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(purelib), str(wheel)], home)
-    assert result.returncode == 0, result.stderr
-    scratch = home / "elsewhere"
-    scratch.mkdir()
-    yield env_dir / "bin", scratch
-
-
-def _clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if not p.startswith(str(ROOT)))
-    return env
-
-
 def test_installed_wheel_imports_gpucluster_and_no_components(installed: tuple[Path, Path]):
     bindir, scratch = installed
     probe = (
@@ -104,7 +57,7 @@ def test_installed_wheel_imports_gpucluster_and_no_components(installed: tuple[P
         "print(json.dumps({'file': gpucluster.__file__, 'templates': str(core.TEMPLATES_DIR),"
         " 'components': importlib.util.find_spec('components') is not None, 'node_group': GpuNodeGroup.__module__}))\n"
     )
-    result = _run([str(bindir / "python"), "-c", probe], scratch, env=_clean_env())
+    result = run_cmd([str(bindir / "python"), "-c", probe], scratch, env=clean_env())
     assert result.returncode == 0, result.stderr
     import json
 
@@ -117,13 +70,13 @@ def test_installed_wheel_imports_gpucluster_and_no_components(installed: tuple[P
 
 def test_installed_cli_plans_a_project_from_outside_it(installed: tuple[Path, Path]):
     bindir, scratch = installed
-    version = _run([str(bindir / "gpucluster"), "--version"], scratch, env=_clean_env())
+    version = run_cmd([str(bindir / "gpucluster"), "--version"], scratch, env=clean_env())
     assert version.returncode == 0 and version.stdout.strip() == f"gpucluster {PYPROJECT['project']['version']}", version
-    plan = _run([str(bindir / "gpucluster"), "plan", "--stack", "dev", "--project-dir", str(ROOT)], scratch, env=_clean_env())
+    plan = run_cmd([str(bindir / "gpucluster"), "plan", "--stack", "dev", "--project-dir", str(ROOT)], scratch, env=clean_env())
     assert plan.returncode == 0, plan.stderr
     assert "Traceback" not in plan.stderr and "dev-dev-lt" in plan.stdout
     # Without --project-dir, outside any project, the CLI says where it looked.
-    lost = _run([str(bindir / "gpucluster"), "plan", "--stack", "dev"], scratch, env=_clean_env())
+    lost = run_cmd([str(bindir / "gpucluster"), "plan", "--stack", "dev"], scratch, env=clean_env())
     assert lost.returncode == 1 and "no Pulumi.yaml in" in lost.stderr and "Traceback" not in lost.stderr
 
 
@@ -132,7 +85,7 @@ def test_installed_provider_reports_the_wheels_version(installed: tuple[Path, Pa
 
     bindir, scratch = installed
     script = "from gpucluster.tools.provider import main; from gpucluster import GpuCluster; main([GpuCluster])"
-    process, port = start([str(bindir / "python"), "-c", script], cwd=scratch, env=_clean_env())
+    process, port = start([str(bindir / "python"), "-c", script], cwd=scratch, env=clean_env())
     try:
         schema, version = ask(port)
     finally:
@@ -307,7 +260,7 @@ def test_the_stack_program_needs_only_what_requirements_txt_installs():
         "dists = md.packages_distributions()\n"
         "print(json.dumps(sorted({d for t in top for d in dists.get(t, [])})))\n"
     )
-    result = _run([sys.executable, "-c", probe], ROOT)
+    result = run_cmd([sys.executable, "-c", probe], ROOT)
     assert result.returncode == 0, result.stderr
     import json
     from importlib import metadata

@@ -37,6 +37,8 @@ EC2_IDS: dict[str, tuple[str, str | None]] = {
     "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": ("sgr-", "security-group-rule/{id}"),
     "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": ("sgr-", "security-group-rule/{id}"),
     "aws:ec2/launchTemplate:LaunchTemplate": ("lt-", "launch-template/{id}"),
+    # Resources a program of your own may create and wire into the components (whose checks want real ids).
+    "aws:ec2/capacityReservation:CapacityReservation": ("cr-", "capacity-reservation/{id}"),
     "aws:ec2/instance:Instance": ("i-", "instance/{id}"),
     "aws:ebs/volume:Volume": ("vol-", "volume/{id}"),
     "aws:ec2/networkInterface:NetworkInterface": ("eni-", "network-interface/{id}"),

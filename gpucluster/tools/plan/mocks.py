@@ -99,6 +99,8 @@ class PlanMocks(Mocks):
             state.update({"keyId": uuid, "arn": f"arn:aws:kms:{self.region}:{self.account}:key/{uuid}"})
         if token == "aws:cloudwatch/logGroup:LogGroup":
             state["arn"] = f"arn:aws:logs:{self.region}:{self.account}:log-group:{name}"
+        if token == "aws:resourcegroups/group:Group":  # e.g. a group of capacity reservations a program makes
+            state["arn"] = f"arn:aws:resource-groups:{self.region}:{self.account}:group/{name}"
         if token == "aws:kms/alias:Alias":
             state["arn"] = f"arn:aws:kms:{self.region}:{self.account}:{state.get('name', rid)}"
         if token == "aws:s3/bucket:Bucket":

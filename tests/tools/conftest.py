@@ -1,0 +1,65 @@
+"""The package as users install it, shared by the tests that run it from outside the checkout
+(``test_package``: the CLI and the provider; ``test_examples``: the examples planned from the wheel).
+
+``installed`` builds a wheel from the checkout, installs it (not editable) into a fresh virtual environment
+outside the checkout and gives a scratch directory that is not the checkout. The fresh environment takes
+its third-party dependencies (pulumi, pulumi-aws, …) from this test run's environment through a path file,
+so it holds gpucluster only from the wheel. Session-scoped: one wheel per test run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+import venv
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+def run_cmd(cmd: list[str], cwd: Path, **kw: object) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd`` in ``cwd``, capturing text; never raises on a non-zero exit."""
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600, check=False, **kw)  # type: ignore[call-overload]
+
+
+def clean_env() -> dict[str, str]:
+    """This process's environment without the checkout on PATH or PYTHONPATH, nor its virtualenv."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if not p.startswith(str(ROOT)))
+    return env
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    result = run_cmd(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)], ROOT
+    )
+    assert result.returncode == 0, result.stderr
+    (whl,) = out.glob("gpucluster-*.whl")
+    return whl
+
+
+@pytest.fixture(scope="session")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+    """A fresh venv outside the checkout with the wheel installed; its bin dir and a scratch cwd."""
+    home = tmp_path_factory.mktemp("fresh")
+    env_dir = home / "venv"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    py = env_dir / "bin" / "python"
+    purelib = Path(run_cmd([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], home).stdout.strip())
+    # Third-party dependencies from this run's environment (a plain path entry: its .pth files, such as an
+    # editable install's finder, are not processed, so gpucluster can only come from the wheel).
+    (purelib / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    result = run_cmd([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", str(wheel)], home)
+    if "no such option: --python" in result.stderr:  # pip < 22.3: install into the target directly
+        result = run_cmd([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(purelib), str(wheel)], home)
+    assert result.returncode == 0, result.stderr
+    scratch = home / "elsewhere"
+    scratch.mkdir()
+    yield env_dir / "bin", scratch
