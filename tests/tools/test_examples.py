@@ -32,11 +32,6 @@ BYO_VPC = EXAMPLES / "python-byo-vpc"
 YAML_EXAMPLE = EXAMPLES / "yaml-package-add" / "Pulumi.yaml"
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 
-NOT_YET_IN_SCHEMA = {"GpuNodeGroup", "LustreStorage"}
-"""Components the YAML example uses whose Args the schema analyzer cannot read yet on this branch (made
-analyzable on other branches). Each is a strict expected failure below; the coordinator empties this set
-after merging, so none is skipped silently."""
-
 
 # --- python-byo-vpc, planned from the installed wheel ---------------------------------------------------
 
@@ -96,9 +91,7 @@ def _yaml_resources() -> dict[str, dict[str, Any]]:
 
 
 def _component_params() -> list[Any]:
-    types = sorted({r["type"].rsplit(":", 1)[-1] for r in _yaml_resources().values()})
-    marks = pytest.mark.xfail(strict=True, reason="Args not yet analyzable on this branch")
-    return [pytest.param(t, id=t, marks=[marks] if t in NOT_YET_IN_SCHEMA else []) for t in types]
+    return sorted({r["type"].rsplit(":", 1)[-1] for r in _yaml_resources().values()})
 
 
 def _schema_of(component: str) -> dict[str, Any]:
