@@ -10,6 +10,7 @@ so it holds gpucluster only from the wheel. Session-scoped: one wheel per test r
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -37,6 +38,9 @@ def clean_env() -> dict[str, str]:
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
+    # setuptools reuses the checkout's build/ (ignored build output): a file deleted from the tree since
+    # the last build would still ship. Start from none, as a fresh clone does.
+    shutil.rmtree(ROOT / "build", ignore_errors=True)
     result = run_cmd(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)], ROOT
     )
