@@ -79,8 +79,11 @@ class DataBucket(pulumi.ComponentResource):
     """The cluster's dataset/checkpoint bucket."""
 
     bucket_name: pulumi.Output[str]
+    """The bucket's name (``namePrefix`` or ``<clusterName>-data-``, plus a unique suffix)."""
     bucket_arn: pulumi.Output[str]
+    """The bucket's ARN."""
     kms_key_arn: pulumi.Output[str]
+    """ARN of the KMS key that encrypts the bucket's objects (FSx's data repository roles may use it)."""
 
     def __init__(self, name: str, args: DataBucketArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         spec = bucket_from_args(args)  # before any resource, the component included
@@ -142,4 +145,4 @@ class DataBucket(pulumi.ComponentResource):
             opts=child,
         )
         self.bucket_name, self.bucket_arn, self.kms_key_arn = bucket.bucket, bucket.arn, key.arn
-        self.register_outputs({"bucketName": self.bucket_name, "bucketArn": self.bucket_arn})
+        self.register_outputs({"bucketName": self.bucket_name, "bucketArn": self.bucket_arn, "kmsKeyArn": self.kms_key_arn})

@@ -24,7 +24,6 @@ from gpucluster.config.errors import ConfigError, Finding, error, errors_in
 from gpucluster.config.naming import cluster_tags
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import Catalog, load_catalog
-from gpucluster.facts.efa import InterfaceSlot
 from gpucluster.resolve.node_group import ResolvedNodeGroup, resolve_node_group
 
 __all__ = ["TOKEN", "GpuNodeGroup", "GpuNodeGroupArgs"]
@@ -54,24 +53,25 @@ class GpuNodeGroupArgs(NodeGroupConfig, total=False):
 class GpuNodeGroup(NodeGroupResource):
     """One group of identical GPU nodes, kept running by an Auto Scaling group."""
 
+    # Outputs other languages get (the schema reads these annotations, re-declared here with their
+    # descriptions). ``group`` and ``interfaces`` (the resolved group and its interface layout, which the
+    # stack's Slurm and EKS code read) are annotated where ``NodeGroupResource._build`` assigns them.
     launch_template_id: pulumi.Output[str]
     """The launch template's id."""
     launch_template_version: pulumi.Output[int]
     """The launch template's latest (and default) version."""
     placement_group_name: pulumi.Output[str] | None
-    """The cluster placement group the nodes launch into, if any."""
+    """The cluster placement group the nodes launch into; absent when the group uses none."""
     auto_scaling_group_name: pulumi.Output[str] | None
     """The Auto Scaling group's name."""
     role_arn: pulumi.Output[str] | None
-    """The node role created when no instance profile was given."""
+    """ARN of the node role created when no ``instanceProfileArn`` was given; absent otherwise."""
     role_name: pulumi.Output[str] | None
-    """Its name."""
+    """Name of that node role; absent when an instance profile was given."""
     instance_profile_arn: pulumi.Output[str] | None
-    """The nodes' instance profile."""
+    """The nodes' instance profile: ``instanceProfileArn`` as given, or the one created for the node role."""
     image_id: pulumi.Output[str] | None
-    """The AMI the nodes boot."""
-    interfaces: tuple[InterfaceSlot, ...]
-    group: ResolvedNodeGroup
+    """The AMI the nodes boot: ``imageId`` as given, or the one the group's SSM image parameter names."""
 
     def __init__(self, name: str, args: GpuNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         group, wiring = _from_args(args, load_catalog())  # every error before any resource

@@ -124,12 +124,19 @@ def repository_path(repo: DataRepositorySpec, bucket_name: pulumi.Input[str] | N
 class LustreStorage(pulumi.ComponentResource):
     """FSx for Lustre, new or attached."""
 
+    # Outputs other languages get (the schema reads these annotations); ``shared_storage``, what the
+    # stack's node groups mount, is annotated where ``__init__`` assigns it and stays out of the schema.
     file_system_id: pulumi.Output[str]
+    """The file system's id (``fs-…``): the new one's, or ``fileSystemId`` as given."""
     dns_name: pulumi.Output[str]
+    """The file system's DNS name: the server clients mount from."""
     mount_name: pulumi.Output[str]
+    """The file system's mount name: ``mount -t lustre <dnsName>@tcp:/<mountName> <mountPoint>``."""
     security_group_id: pulumi.Output[str] | None
+    """The file system's security group (Lustre ports from the clients); absent for an attached file system."""
     kms_key_arn: pulumi.Output[str] | None
-    shared_storage: SharedStorage
+    """The key that encrypts the file system at rest, created here unless ``kmsKeyId`` names one; absent for an
+    attached or scratch file system."""
 
     def __init__(
         self,
@@ -223,7 +230,7 @@ class LustreStorage(pulumi.ComponentResource):
                     tags=with_name(wiring.tags, f"{prefix}{repo.file_system_path}"),
                     opts=keep,
                 )
-        self.shared_storage = SharedStorage(
+        self.shared_storage: SharedStorage = SharedStorage(
             name="lustre",
             fs_type="lustre",
             mount_point=fs.mount_point,
@@ -234,7 +241,15 @@ class LustreStorage(pulumi.ComponentResource):
             capacity_gib=fs.storage_capacity_gib,
             efa_enabled=fs.enable_efa,
         )
-        self.register_outputs({"fileSystemId": self.file_system_id, "dnsName": self.dns_name, "mountName": self.mount_name})
+        self.register_outputs(
+            {
+                "fileSystemId": self.file_system_id,
+                "dnsName": self.dns_name,
+                "mountName": self.mount_name,
+                "securityGroupId": self.security_group_id,
+                "kmsKeyArn": self.kms_key_arn,
+            }
+        )
 
     @staticmethod
     def _security_group(name: str, wiring: _Wiring, tags: dict[str, str], child: pulumi.ResourceOptions) -> aws.ec2.SecurityGroup:

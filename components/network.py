@@ -75,12 +75,20 @@ class Network(pulumi.ComponentResource):
     protected and retained like the cluster's other data unless ``flowLogs.protect`` says otherwise.
     """
 
+    # Outputs other languages get (the schema reads these annotations); internal attributes are
+    # annotated where ``__init__`` assigns them, so they stay out of the schema.
     vpc_id: pulumi.Output[str]
+    """The VPC's id: the new VPC's, or ``vpcId`` as given."""
     vpc_cidr: pulumi.Output[str]
-    private_subnet_ids: dict[str, pulumi.Output[str]]
-    """Private subnet id per Availability Zone."""
+    """The VPC's IPv4 CIDR block."""
+    private_subnet_ids_by_zone: pulumi.Output[dict[str, str]]
+    """Private subnet id per Availability Zone (for a brought VPC, the first subnet listed for the zone)."""
     efa_security_group_id: pulumi.Output[str]
+    """The EFA security group's id: all traffic between its members. Node interfaces and EFA file systems join it."""
     node_security_group_id: pulumi.Output[str]
+    """The node security group's id: all outbound traffic."""
+    flow_log_id: pulumi.Output[str] | None
+    """The VPC flow log's id; absent when ``flowLogs.enabled`` is false."""
 
     def __init__(
         self,
@@ -97,18 +105,20 @@ class Network(pulumi.ComponentResource):
         self._name = name
         self._args = wiring
         self._child = pulumi.ResourceOptions(parent=self)
+        self.private_subnet_ids: dict[str, pulumi.Output[str]] = {}
+        """Private subnet id per Availability Zone, each its own Output (what the stack's node groups index)."""
         if spec.create_vpc:
             self._create_vpc(spec)
         else:
             assert spec.vpc_id is not None
             self.vpc_id = pulumi.Output.from_input(inputs.real(spec.vpc_id))
             self.vpc_cidr = aws.ec2.get_vpc_output(id=self.vpc_id, opts=pulumi.InvokeOutputOptions(parent=self)).cidr_block
-            self.private_subnet_ids = {}
             for subnet in spec.subnets:
                 # The first subnet listed for a zone is the zone's default; node groups may pick others.
                 self.private_subnet_ids.setdefault(subnet.availability_zone, pulumi.Output.from_input(inputs.real(subnet.id)))
         self._create_security_groups()
-        self.flow_log_id: pulumi.Output[str] | None = None
+        self.private_subnet_ids_by_zone = pulumi.Output.all(**self.private_subnet_ids).apply(dict)
+        self.flow_log_id = None
         if spec.flow_logs.enabled:
             self.flow_log_id = create_flow_log(
                 self,
@@ -122,9 +132,11 @@ class Network(pulumi.ComponentResource):
         self.register_outputs(
             {
                 "vpcId": self.vpc_id,
-                "privateSubnetIds": self.private_subnet_ids,
+                "vpcCidr": self.vpc_cidr,
+                "privateSubnetIdsByZone": self.private_subnet_ids_by_zone,
                 "efaSecurityGroupId": self.efa_security_group_id,
                 "nodeSecurityGroupId": self.node_security_group_id,
+                "flowLogId": self.flow_log_id,
             }
         )
 
@@ -150,7 +162,6 @@ class Network(pulumi.ComponentResource):
         aws.ec2.DefaultSecurityGroup(
             f"{name}-default-sg", vpc_id=vpc.id, ingress=[], egress=[], tags=self._tags("default-closed"), opts=opts
         )
-        self.private_subnet_ids = {}
         private_tables: list[aws.ec2.RouteTable] = []
         nat_ids: dict[str, pulumi.Output[str]] = {}
         if spec.enable_nat_gateway:

@@ -293,14 +293,16 @@ class NodeGroupResource(pulumi.ComponentResource):
     role_name: pulumi.Output[str] | None
     instance_profile_arn: pulumi.Output[str] | None
     image_id: pulumi.Output[str] | None
-    interfaces: tuple[InterfaceSlot, ...]
-    group: ResolvedNodeGroup
 
     def _build(
         self, name: str, group: ResolvedNodeGroup, wiring: NodeWiring, settings: TemplateSettings, *, auto_scaling: bool
     ) -> None:
         template = build_node_template(self, name, group, wiring, settings)
-        self.group, self.interfaces = group, group.interfaces
+        # Not class annotations: the schema analyzer would take them for outputs of the public GpuNodeGroup.
+        self.group: ResolvedNodeGroup = group
+        """The resolved group the template was laid out from."""
+        self.interfaces: tuple[InterfaceSlot, ...] = group.interfaces
+        """The template's network interfaces, one slot per card/device index."""
         self.launch_template_id = template.launch_template.id
         self.launch_template_version = template.launch_template.latest_version
         self.placement_group_name = template.placement_group_name

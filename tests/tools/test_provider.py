@@ -5,6 +5,7 @@ way ``PulumiPlugin.yaml`` says, ask it for its schema and version over gRPC, and
 from the camelCase inputs a TypeScript or YAML program sends.
 """
 
+import inspect
 import json
 import subprocess
 import sys
@@ -16,8 +17,8 @@ import grpc
 import pulumi
 import pytest
 import yaml
-from pulumi.provider.experimental.analyzer import DuplicateTypeError, InvalidMapKeyError
-from pulumi.provider.experimental.component import ComponentProvider
+from pulumi.provider.experimental import component as pulumi_component
+from pulumi.provider.experimental.analyzer import Analyzer, DuplicateTypeError, InvalidMapKeyError
 from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
 from gpucluster.components.gpu_cluster import GpuCluster
@@ -25,15 +26,11 @@ from gpucluster.components.kubernetes_platform import KubernetesPlatform
 from gpucluster.config.errors import ConfigError
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
-from gpucluster.tools.provider import NAME, PUBLIC_COMPONENTS, package_version
+from gpucluster.tools.provider import NAME, PUBLIC_COMPONENTS, ComponentProvider, package_version
+from gpucluster.tools.provider.docstrings import InheritingAnalyzer, install, typed_dict_bases
 from tests.conftest import GOLDEN, ROOT, check_golden
 
-NOT_YET_ANALYZABLE = {
-    "Network",
-    "GpuNodeGroup",
-    "LustreStorage",
-    "DataBucket",
-}
+NOT_YET_ANALYZABLE: set[str] = set()
 """Public components whose Args the schema analyzer cannot read yet (being converted to typed dicts on other
 branches). Each is an expected failure below, strictly: once one analyzes, its test fails until it leaves
 this set, so none is skipped silently. The coordinator empties it after merging."""
@@ -51,6 +48,34 @@ CAMEL_INPUTS: dict[str, dict[str, Any]] = {
         "storage": {"lustre": {"storageCapacityGib": 2400, "throughputPerUnitStorage": 250}},
         "tags": {"team": "ml"},
     },
+    "Network": {
+        "clusterName": "tc",
+        "availabilityZones": ["us-east-1a", "us-east-1b"],
+        "interfaceEndpoints": ["ssm"],
+        "flowLogs": {"destination": "s3", "retentionDays": 30},
+        "tags": {"team": "ml"},
+    },
+    "GpuNodeGroup": {
+        "clusterName": "tc",
+        "name": "gpu",
+        "instanceType": "p5.48xlarge",
+        "availabilityZones": ["us-east-1a"],
+        "maxSize": 2,
+        "subnetIds": ["subnet-0aaa1111"],
+        "securityGroupIds": ["sg-0efa0000000000001"],
+        "capacity": {"type": "capacity-reservation", "reservationId": "cr-0123456789abcdef0"},
+    },
+    "LustreStorage": {
+        "clusterName": "tc",
+        "vpcId": "vpc-0abc1234",
+        "subnetId": "subnet-0aaa1111",
+        "clientSecurityGroupId": "sg-0node000000000001",
+        "storageCapacityGib": 2400,
+        "throughputPerUnitStorage": 250,
+        "bucketName": "tc-data-bucket",
+        "dataRepositories": [{"fileSystemPath": "/datasets", "bucketPrefix": "datasets/"}],
+    },
+    "DataBucket": {"clusterName": "tc", "noncurrentVersionDays": 14, "tags": {"team": "ml"}},
     "SlurmCluster": {
         "clusterName": "tc",
         "region": "us-east-1",
@@ -115,6 +140,26 @@ CAMEL_INPUTS: dict[str, dict[str, Any]] = {
                 "efaEnabled": False,
             }
         ],
+    },
+}
+
+MAIN_RESOURCES: dict[str, set[str]] = {
+    # What each component built from CAMEL_INPUTS must contain: the camelCase inputs reached its resources.
+    "Network": {
+        "aws:ec2/vpc:Vpc",
+        "aws:ec2/subnet:Subnet",
+        "aws:ec2/securityGroup:SecurityGroup",
+        "aws:ec2/vpcEndpoint:VpcEndpoint",
+    },
+    "GpuNodeGroup": {"aws:ec2/launchTemplate:LaunchTemplate", "aws:autoscaling/group:Group"},
+    "LustreStorage": {"aws:fsx/lustreFileSystem:LustreFileSystem", "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"},
+    "DataBucket": {"aws:s3/bucket:Bucket", "aws:kms/key:Key"},
+    "SlurmCluster": {"aws:ec2/instance:Instance", "aws:ec2/launchTemplate:LaunchTemplate", "aws:route53/record:Record"},
+    "EksCluster": {"aws:eks/cluster:Cluster", "aws:eks/nodeGroup:NodeGroup", "aws:kms/key:Key", "pulumi:providers:kubernetes"},
+    "KubernetesPlatform": {
+        "kubernetes:helm.sh/v3:Release",
+        "kubernetes:core/v1:Namespace",
+        "kubernetes:core/v1:PersistentVolumeClaim",
     },
 }
 
@@ -257,27 +302,51 @@ def test_construct_from_camel_case_inputs(run_components, component):
     roots = [r for r in plan.resources if r.type == f"{NAME}:index:{component.__name__}"]
     assert len(roots) == 1
     assert plan.resources, "the component created nothing"
+    assert MAIN_RESOURCES.get(component.__name__, set()) <= {r.type for r in plan.resources}
 
 
-MAIN_RESOURCES: dict[str, tuple[set[str], set[str]]] = {
-    # Component -> (resource types its camelCase example must create, outputs its state must carry).
-    "SlurmCluster": (
-        {"aws:ec2/instance:Instance", "aws:ec2/launchTemplate:LaunchTemplate", "aws:route53/record:Record"},
-        {"headInstanceId", "controllerAddress", "mungeSecretArn", "launchTemplateIds", "headUserData"},
-    ),
-    "EksCluster": (
-        {"aws:eks/cluster:Cluster", "aws:eks/nodeGroup:NodeGroup", "aws:kms/key:Key", "pulumi:providers:kubernetes"},
-        {"clusterName", "endpoint", "kubeconfig", "nodeRoleArn", "provider"},
-    ),
-    "KubernetesPlatform": (
-        {"kubernetes:helm.sh/v3:Release", "kubernetes:core/v1:Namespace", "kubernetes:core/v1:PersistentVolumeClaim"},
-        {"teamNamespaces"},
-    ),
+def test_nested_camel_case_inputs_reach_the_resources(run_components):
+    # camelCase at every depth: a nested key (capacity.reservationId, dataRepositories[].bucketPrefix) that the
+    # provider failed to map back to snake_case would be dropped or refused, not placed.
+    def build(component: type[pulumi.ComponentResource]) -> Any:
+        provider = ComponentProvider([component], NAME, version=package_version())
+        token = f"{NAME}:index:{component.__name__}"
+        return run_components(lambda: provider.construct("tc", token, dict(CAMEL_INPUTS[component.__name__]), None))
+
+    from gpucluster.components.data_bucket import DataBucket
+    from gpucluster.components.gpu_node_group import GpuNodeGroup
+    from gpucluster.components.lustre_storage import LustreStorage
+    from gpucluster.components.network import Network
+
+    template = build(GpuNodeGroup).of_type("aws:ec2/launchTemplate:LaunchTemplate")[0].inputs
+    target = template["capacityReservationSpecification"]["capacityReservationTarget"]
+    assert target["capacityReservationId"] == "cr-0123456789abcdef0"
+    association = build(LustreStorage).of_type("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")[0]
+    assert association.inputs["dataRepositoryPath"] == "s3://tc-data-bucket/datasets/"
+    lifecycle = build(DataBucket).of_type("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration")[0]
+    assert {r["id"]: r for r in lifecycle.inputs["rules"]}["expire-old-versions"]["noncurrentVersionExpiration"] == {
+        "noncurrentDays": 14
+    }
+    network = build(Network)
+    assert sorted(s.inputs["availabilityZone"] for s in network.of_type("aws:ec2/subnet:Subnet")) == [
+        "us-east-1a",
+        "us-east-1a",
+        "us-east-1b",
+        "us-east-1b",
+    ]  # a private and a public subnet per zone
+    assert network.of_type("aws:ec2/flowLog:FlowLog")[0].inputs["logDestinationType"] == "s3"
+
+
+MAIN_OUTPUTS: dict[str, set[str]] = {
+    # Outputs the state of each component built from CAMEL_INPUTS must carry (what another language reads).
+    "SlurmCluster": {"headInstanceId", "controllerAddress", "mungeSecretArn", "launchTemplateIds", "headUserData"},
+    "EksCluster": {"clusterName", "endpoint", "kubeconfig", "nodeRoleArn", "provider"},
+    "KubernetesPlatform": {"teamNamespaces"},
 }
 
 
-@pytest.mark.parametrize("name", sorted(MAIN_RESOURCES))
-def test_construct_from_camel_case_builds_the_main_resources(run_components, name):
+@pytest.mark.parametrize("name", sorted(MAIN_OUTPUTS))
+def test_camel_case_construction_carries_outputs_and_nested_inputs(run_components, name):
     component = next(c for c in PUBLIC_COMPONENTS if c.__name__ == name)
     provider = ComponentProvider([component], NAME, version=package_version())
     built: dict[str, Any] = {}
@@ -286,9 +355,7 @@ def test_construct_from_camel_case_builds_the_main_resources(run_components, nam
         built["result"] = provider.construct("tc", f"{NAME}:index:{name}", dict(CAMEL_INPUTS[name]), None)
 
     plan = run_components(program)
-    types, outputs = MAIN_RESOURCES[name]
-    assert types <= {r.type for r in plan.resources}
-    assert outputs <= set(built["result"].state)
+    assert MAIN_OUTPUTS[name] <= set(built["result"].state)
     if name == "SlurmCluster":  # a nested camelCase reference field reached the launch template
         template = next(r for r in plan.resources if r.type == "aws:ec2/launchTemplate:LaunchTemplate")
         target = template.inputs["capacityReservationSpecification"]["capacityReservationTarget"]
@@ -426,3 +493,55 @@ def test_the_analyzer_refuses_a_non_string_map_key():
 def test_the_analyzer_refuses_duplicate_type_names():
     with pytest.raises(DuplicateTypeError):
         ComponentProvider([_First, _Second], "t")
+
+
+# --- (e) descriptions of inherited Args fields: our analyzer, installed where pulumi looks it up ----------
+
+
+class _BaseSettings(TypedDict, total=False):
+    depth: int
+    """How deep, from the base."""
+
+
+class _MiddleSettings(_BaseSettings, total=False):
+    width: int
+    """How wide, from the middle."""
+
+
+class _LeafArgs(_MiddleSettings, total=False):
+    name: str
+    """The leaf's own field."""
+
+
+def test_the_provider_module_installs_its_analyzer_where_pulumi_looks_it_up():
+    # ComponentProvider (and component_provider_host, which builds one) looks `Analyzer` up in this module when
+    # it analyzes; a pulumi upgrade that moves that lookup must fail here, not silently drop descriptions.
+    assert pulumi_component.Analyzer is InheritingAnalyzer
+    assert issubclass(InheritingAnalyzer, Analyzer)
+    assert "Analyzer(" in inspect.getsource(pulumi_component.ComponentProvider.__init__)
+    assert ComponentProvider is pulumi_component.ComponentProvider
+
+
+def test_install_refuses_a_lookup_point_it_does_not_know(monkeypatch):
+    monkeypatch.setattr(pulumi_component, "Analyzer", object)
+    with pytest.raises(RuntimeError, match="no longer looks up Analyzer"):
+        install()
+
+
+def test_inherited_fields_get_the_description_of_the_base_that_declares_them():
+    assert typed_dict_bases(_LeafArgs) == [_MiddleSettings]
+    assert typed_dict_bases(_BaseSettings) == []
+    analyzer = InheritingAnalyzer("t")
+    assert analyzer.get_docstring(_LeafArgs, "name") == "The leaf's own field."
+    assert analyzer.get_docstring(_LeafArgs, "width") == "How wide, from the middle."
+    assert analyzer.get_docstring(_LeafArgs, "depth") == "How deep, from the base."  # two levels up
+    assert analyzer.get_docstring(_LeafArgs, "missing") is None
+    assert Analyzer("t").get_docstring(_LeafArgs, "depth") is None  # upstream alone: why the subclass exists
+
+
+def test_a_component_schema_describes_the_config_fields_its_args_inherit():
+    from gpucluster.components.network import Network
+
+    inputs = schema_of([Network])["resources"][f"{NAME}:index:Network"]["inputProperties"]
+    assert inputs["vpcCidr"]["description"].startswith("CIDR of a new VPC.")  # from NetworkConfig
+    assert inputs["clusterName"]["description"].startswith("Cluster name")  # NetworkArgs' own

@@ -4,12 +4,17 @@
 package's ``__main__.py``); Pulumi's Python host infers the schema from each component's ``args``
 annotation and its ``pulumi.Output`` attributes, and generates an SDK in the caller's language. The
 schema's version is the installed package's, so a generated SDK names the release it came from.
+
+Importing this module installs :class:`~gpucluster.tools.provider.docstrings.InheritingAnalyzer` (a
+workaround for an upstream limitation: Args fields inherited from the generated config types get their
+descriptions), so every schema built here or by ``ComponentProvider`` after this import carries them.
 """
 
 from collections.abc import Sequence
 from importlib.metadata import version
 
 import pulumi
+from pulumi.provider.experimental.component import ComponentProvider
 
 from gpucluster.components.data_bucket import DataBucket
 from gpucluster.components.eks_cluster import EksCluster
@@ -19,6 +24,11 @@ from gpucluster.components.kubernetes_platform import KubernetesPlatform
 from gpucluster.components.lustre_storage import LustreStorage
 from gpucluster.components.network import Network
 from gpucluster.components.slurm_cluster import SlurmCluster
+from gpucluster.tools.provider.docstrings import install
+
+install()
+
+__all__ = ["NAME", "PUBLIC_COMPONENTS", "ComponentProvider", "main", "package_version"]
 
 NAME = "gpucluster"
 """The package name: resource tokens are ``gpucluster:index:<Component>``."""
