@@ -28,7 +28,7 @@ from gpucluster.components._aws.iam import assume_role_policy
 from gpucluster.components._config_types import KubernetesConfig, NodeGroupConfig
 from gpucluster.components._inputs import Inputs
 from gpucluster.components._kubernetes_args import as_list, node_group_subnets, resolve_args, with_id
-from gpucluster.components.shared_storage import SharedStorage
+from gpucluster.components.shared_storage import SharedStorage, as_shared_storage
 from gpucluster.config.kubernetes import FSX_CSI_ADDON
 from gpucluster.config.naming import with_name
 from gpucluster.facts.catalog import Catalog, load_catalog
@@ -141,10 +141,8 @@ class EksCluster(pulumi.ComponentResource):
     """A kubeconfig that authenticates with ``aws eks get-token`` (no credentials in it)."""
     provider: k8s.Provider
     """Kubernetes provider for this cluster: hand it to GpuOperator, Kueue… through ``opts``."""
-    gpu_node_groups: dict[str, EksNodeTemplate]
-    """The launch template (and placement group) of each GPU node group."""
-    managed_node_groups: dict[str, aws.eks.NodeGroup]
-    """EKS managed node groups by node group name (``system`` included)."""
+    # Python-only attributes (not schema outputs: the analyzer reads every class annotation as one) are
+    # annotated where __init__'s builder sets them: gpu_node_groups, managed_node_groups.
 
     def __init__(
         self,
@@ -160,7 +158,7 @@ class EksCluster(pulumi.ComponentResource):
         region = args["region"]
         catalog = _catalog or load_catalog()
         if _resolved is None:
-            lustre = any(s.fs_type == "lustre" for s in args.get("shared_storage", []))
+            lustre = any(s.fs_type == "lustre" for s in as_shared_storage(args.get("shared_storage", [])))
             resolved, inputs = resolve_args(
                 "EksCluster",
                 args,
@@ -271,7 +269,7 @@ class EksCluster(pulumi.ComponentResource):
             early.append(addon(self, name, addon_name, versions, cluster, tags, [agent], associations))
         node_deps: list[pulumi.Resource] = [*node_policies, *early]
 
-        self.managed_node_groups = {
+        self.managed_node_groups: dict[str, aws.eks.NodeGroup] = {
             "system": system_node_group(
                 self,
                 name,
@@ -284,7 +282,9 @@ class EksCluster(pulumi.ComponentResource):
                 node_deps,
             )
         }
-        self.gpu_node_groups = {}
+        """EKS managed node groups by node group name (``system`` included)."""
+        self.gpu_node_groups: dict[str, EksNodeTemplate] = {}
+        """The launch template (and placement group) of each GPU node group."""
         security_group_ids = with_id(wiring.security_group_ids, self.cluster_security_group_id)
         for group in resolved.node_groups:
             group_name = group.group.name

@@ -8,7 +8,7 @@ an on-prem cluster's kubeconfig — and never makes one.
 """
 
 from collections.abc import Sequence
-from typing import Literal, Required
+from typing import Required
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -19,8 +19,9 @@ from gpucluster.components.efa_device_plugin import EfaDevicePlugin, EfaDevicePl
 from gpucluster.components.gpu_operator import GpuOperator, GpuOperatorArgs
 from gpucluster.components.kueue import Kueue, KueueArgs
 from gpucluster.components.network_operator import NetworkOperator, NetworkOperatorArgs
-from gpucluster.components.shared_storage import SharedStorage
+from gpucluster.components.shared_storage import SharedStorage, as_shared_storage
 from gpucluster.components.team_namespace import TeamNamespace, TeamNamespaceArgs, claim_name
+from gpucluster.config.errors import ConfigError, Finding, Level
 from gpucluster.config.kubernetes import TeamSpec
 from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.render.training_job import SharedClaim, training_job
@@ -28,6 +29,7 @@ from gpucluster.resolve.kubernetes import ResolvedKubernetes
 
 TOKEN = "gpucluster:index:KubernetesPlatform"
 EXAMPLE_JOB_NAME = "example-training"
+PLATFORMS = ("eks", "on-prem")
 
 
 class KubernetesPlatformArgs(KubernetesConfig, total=False):
@@ -41,8 +43,9 @@ class KubernetesPlatformArgs(KubernetesConfig, total=False):
     """The GPU node groups the cluster runs (Kueue flavors, EFA, the example job's shape), validated and
     resolved like a stack's node group. Default: none."""
 
-    platform: Literal["eks", "on-prem"]
-    """``eks`` or ``on-prem``. Default ``eks``."""
+    platform: str
+    """``eks`` or ``on-prem``. Default ``eks``. (A ``str``, checked at construction: the schema analyzer
+    has no ``Literal``.)"""
 
     provider: k8s.Provider
     """The Kubernetes provider of the cluster (``EksCluster.provider``, or one built from an on-prem
@@ -83,11 +86,11 @@ def example_job(resolved: ResolvedKubernetes, team: TeamSpec, storage: Sequence[
 class KubernetesPlatform(pulumi.ComponentResource):
     """GPU Operator, EFA device plugin or Network Operator, team namespaces and Kueue."""
 
-    gpu_operator: GpuOperator
-    efa_device_plugin: EfaDevicePlugin | None
-    network_operator: NetworkOperator | None
-    teams: dict[str, TeamNamespace]
-    kueue: Kueue
+    team_namespaces: pulumi.Output[dict[str, str]]
+    """The Kubernetes namespace of each team, by team name."""
+    # The child components are Python-only attributes, annotated where __init__ sets them (the schema
+    # analyzer reads every class annotation as an output): gpu_operator, efa_device_plugin,
+    # network_operator, teams, kueue.
 
     def __init__(
         self,
@@ -100,7 +103,13 @@ class KubernetesPlatform(pulumi.ComponentResource):
     ) -> None:
         """``_resolved``: GpuCluster's path, the stack's own resolved section (``args``' config fields
         are then not read); otherwise ``args`` is validated, checked and resolved here, before any resource."""
-        storage = list(args.get("shared_storage", []))
+        storage = as_shared_storage(args.get("shared_storage", []))
+        platform = args.get("platform", "eks")
+        if platform not in PLATFORMS:
+            raise ConfigError(
+                [Finding(Level.ERROR, "args.platform", f"is {platform!r}", fix=" or ".join(PLATFORMS), value=platform)],
+                source="KubernetesPlatform args",
+            )
         if _resolved is None:
             lustre = any(s.fs_type == "lustre" for s in storage)
             region = args.get("region", "us-east-1")
@@ -110,10 +119,9 @@ class KubernetesPlatform(pulumi.ComponentResource):
             opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=[args["provider"]]))
         super().__init__(TOKEN, name, None, opts)
         spec = resolved.spec
-        platform = args.get("platform", "eks")
         child = pulumi.ResourceOptions(parent=self)
         op = spec.gpu_operator
-        self.gpu_operator = GpuOperator(
+        self.gpu_operator: GpuOperator = GpuOperator(
             f"{name}-gpu-operator",
             GpuOperatorArgs(
                 platform=platform,
@@ -123,8 +131,8 @@ class KubernetesPlatform(pulumi.ComponentResource):
             ),
             opts=child,
         )
-        self.efa_device_plugin = None
-        self.network_operator = None
+        self.efa_device_plugin: EfaDevicePlugin | None = None
+        self.network_operator: NetworkOperator | None = None
         if platform == "eks" and resolved.efa:
             self.efa_device_plugin = EfaDevicePlugin(f"{name}-efa", EfaDevicePluginArgs(), opts=child)
         if platform == "on-prem":
@@ -134,7 +142,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
                 opts=child,
             )
 
-        self.teams = {
+        self.teams: dict[str, TeamNamespace] = {
             team.name: TeamNamespace(
                 f"{name}-team-{team.name}",
                 TeamNamespaceArgs(
@@ -147,7 +155,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
             )
             for team in spec.teams
         }
-        self.kueue = Kueue(
+        self.kueue: Kueue = Kueue(
             f"{name}-kueue",
             KueueArgs(
                 cohort=resolved.cohort,
@@ -158,4 +166,8 @@ class KubernetesPlatform(pulumi.ComponentResource):
             ),
             opts=child,
         )
-        self.register_outputs({"teams": {n: t.namespace for n, t in self.teams.items()}})
+        names = list(self.teams)
+        self.team_namespaces = pulumi.Output.all(*[t.namespace for t in self.teams.values()]).apply(
+            lambda spaces: dict(zip(names, spaces, strict=True))
+        )
+        self.register_outputs({"teams": {n: t.namespace for n, t in self.teams.items()}, "teamNamespaces": self.team_namespaces})

@@ -4,11 +4,16 @@ Storage components (``LustreStorage``, NVMe scratch) produce :class:`SharedStora
 data, Slurm and Kubernetes (a PersistentVolume) consume it — the idea of Cluster Toolkit's
 ``network_storage``. Values may be Pulumi outputs (a file system's DNS name is only known once it
 exists); resolve them with ``pulumi.Output.all`` where they are rendered.
+
+Components whose Args list file systems (``EksCluster``, ``KubernetesPlatform``) type them as this class, so
+the schema analyzer describes it to other languages (hence no postponed annotations here: it evaluates
+them); the component provider hands such a value over as a dict, which :func:`as_shared_storage` turns back
+into this class.
 """
 
-from __future__ import annotations
-
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 
@@ -46,3 +51,9 @@ class SharedStorage:
     def shared(self) -> bool:
         """True for file systems every node sees (not node-local scratch)."""
         return self.server is not None
+
+
+def as_shared_storage(items: Sequence[SharedStorage | Mapping[str, Any]]) -> list[SharedStorage]:
+    """``items`` as :class:`SharedStorage`: a Python program passes instances, the component provider (a
+    TypeScript or YAML caller) dicts with the same snake_case field names."""
+    return [s if isinstance(s, SharedStorage) else SharedStorage(**s) for s in items]

@@ -88,21 +88,25 @@ class SlurmCluster(pulumi.ComponentResource):
     """A Slurm head node (slurmctld, optional slurmdbd, the node agent) and its compute node groups."""
 
     head_instance_id: pulumi.Output[str]
+    """EC2 instance id of the head node."""
     head_private_ip: pulumi.Output[str]
+    """Private IPv4 address of the head node (its own network interface; slurmctld's DNS record)."""
     controller_address: str
     """``slurmctld.<cluster>.gpucluster.internal``: where compute nodes fetch their configuration."""
     munge_secret_arn: pulumi.Output[str]
+    """ARN of the Secrets Manager secret the head node writes the munge key into at its first boot."""
     head_role_arn: pulumi.Output[str]
+    """ARN of the head node's IAM role (launches and terminates the cluster's dynamic nodes)."""
     node_role_arn: pulumi.Output[str]
+    """ARN of the compute nodes' IAM role."""
     data_volume_id: pulumi.Output[str]
-    node_groups: dict[str, SlurmNodeGroup]
+    """EBS volume id of the head node's data volume (slurmctld state, accounting database, agent journal)."""
     head_user_data: pulumi.Output[str]
     """The head node's rendered cloud-config (plain text; the instance gets it gzipped)."""
-    compute_user_data: dict[str, pulumi.Output[str]]
-    """User data per Slurm node group (node setup, storage mount, slurmd joining this cluster), gzip-ready
-    cloud-config text. The launch templates carry it; a program that builds its own ``GpuNodeGroup`` for a
-    static group (an Auto Scaling group of its own) passes ``compute_user_data[group]`` as its user data and
-    tags its instances with this cluster's and the group's tags, and the agent names them."""
+    launch_template_ids: pulumi.Output[dict[str, str]]
+    """Launch template id of each Slurm node group, by node group name."""
+    # Python-only attributes, annotated where _create sets them (the schema analyzer reads every class
+    # annotation as an output): node_groups (the SlurmNodeGroup of each group) and compute_user_data.
 
     def __init__(self, name: str, args: SlurmClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         # Checked and resolved as the stack would be, before the first resource.
@@ -130,7 +134,13 @@ class SlurmCluster(pulumi.ComponentResource):
         protect = bool(slurm.protect_data if slurm.protect_data is not None else True)
         keep = pulumi.ResourceOptions(parent=self, protect=protect, retain_on_delete=protect)
         tags = dict(args.tags)
-        self.compute_user_data = {n: pulumi.Output.from_input(u) for n, u in args.user_data.items()}
+        self.compute_user_data: dict[str, pulumi.Output[str]] = {
+            n: pulumi.Output.from_input(u) for n, u in args.user_data.items()
+        }
+        """User data per Slurm node group (node setup, storage mount, slurmd joining this cluster), gzip-ready
+        cloud-config text. The launch templates carry it; a program that builds its own ``GpuNodeGroup`` for a
+        static group (an Auto Scaling group of its own) passes ``compute_user_data[group]`` as its user data and
+        tags its instances with this cluster's and the group's tags, and the agent names them."""
         invoke = pulumi.InvokeOutputOptions(parent=self)
         partition = aws.get_partition_output(opts=invoke).partition
         account = aws.get_caller_identity_output(opts=invoke).account_id
@@ -173,7 +183,8 @@ class SlurmCluster(pulumi.ComponentResource):
             f"{name}-node-profile", role=node_role.name, tags=with_name(tags, f"{cluster}-slurm-node"), opts=child
         )
         self.node_role_arn = node_role.arn
-        self.node_groups = {}
+        self.node_groups: dict[str, SlurmNodeGroup] = {}
+        """The compute nodes' launch template (and, for static groups, Auto Scaling group) per node group."""
         for g in args.node_groups:
             static = slurm.settings(g.name).mode == "static"
             self.node_groups[g.name] = SlurmNodeGroup(
@@ -250,6 +261,10 @@ class SlurmCluster(pulumi.ComponentResource):
             records=[head.private_ip],
             opts=child,
         )
+        groups = list(self.node_groups)
+        self.launch_template_ids = pulumi.Output.all(*[g.launch_template_id for g in self.node_groups.values()]).apply(
+            lambda ids: dict(zip(groups, ids, strict=True))
+        )
         self.register_outputs(
             {
                 "headInstanceId": self.head_instance_id,
@@ -260,5 +275,7 @@ class SlurmCluster(pulumi.ComponentResource):
                 "nodeRoleArn": self.node_role_arn,
                 "dataVolumeId": self.data_volume_id,
                 "nodeGroups": {n: ng.launch_template_id for n, ng in self.node_groups.items()},
+                "headUserData": self.head_user_data,
+                "launchTemplateIds": self.launch_template_ids,
             }
         )
