@@ -30,12 +30,7 @@ from gpucluster.tools.provider import NAME, PUBLIC_COMPONENTS, ComponentProvider
 from gpucluster.tools.provider.docstrings import InheritingAnalyzer, install, typed_dict_bases
 from tests.conftest import GOLDEN, ROOT, check_golden
 
-NOT_YET_ANALYZABLE: set[str] = set()
-"""Public components whose Args the schema analyzer cannot read yet (being converted to typed dicts on other
-branches). Each is an expected failure below, strictly: once one analyzes, its test fails until it leaves
-this set, so none is skipped silently. The coordinator empties it after merging."""
-
-ANALYZABLE = [c for c in PUBLIC_COMPONENTS if c.__name__ not in NOT_YET_ANALYZABLE]
+ANALYZABLE = list(PUBLIC_COMPONENTS)  # every public component: the analyzer must read each one
 SCHEMA_GOLDEN = GOLDEN / "provider" / "schema.json"
 ANY = "pulumi.json#/Any"
 
@@ -165,15 +160,8 @@ MAIN_RESOURCES: dict[str, set[str]] = {
 
 
 def per_component() -> list[Any]:
-    """PUBLIC_COMPONENTS as parameters; those not yet analyzable as strict expected failures."""
-    return [
-        pytest.param(
-            c,
-            id=c.__name__,
-            marks=[pytest.mark.xfail(strict=True, reason="Args not yet analyzable")] if c.__name__ in NOT_YET_ANALYZABLE else [],
-        )
-        for c in PUBLIC_COMPONENTS
-    ]
+    """PUBLIC_COMPONENTS as parameters."""
+    return [pytest.param(c, id=c.__name__) for c in PUBLIC_COMPONENTS]
 
 
 def schema_of(components: list[type[pulumi.ComponentResource]]) -> dict[str, Any]:
@@ -229,7 +217,6 @@ def test_the_provider_serves_its_schema_and_version_over_grpc():
     assert schema == schema_of(ANALYZABLE)
 
 
-@pytest.mark.xfail(bool(NOT_YET_ANALYZABLE), strict=True, reason="serves every public component: needs all analyzable")
 def test_pulumi_plugin_yaml_starts_the_provider_with_every_public_component():
     plugin = yaml.safe_load((ROOT / "PulumiPlugin.yaml").read_text())
     assert plugin["runtime"]["name"] == "python"
