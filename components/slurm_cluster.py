@@ -27,8 +27,9 @@ from typing import Required, TypedDict
 import pulumi
 import pulumi_aws as aws
 
-from gpucluster.components._aws.iam import assume_role_policy, managed_policy_arn, policy_json, slurm_node_policy
+from gpucluster.components._aws.iam import policy_json, slurm_node_policy
 from gpucluster.components._aws.launch_template import NodeWiring, checked_group
+from gpucluster.components._aws.roles import ec2_ssm_role
 from gpucluster.components._aws.slurm_node_group import SlurmNodeGroup
 from gpucluster.components._config_types import NodeGroupConfig, SlurmConfig, SubnetConfig
 from gpucluster.components._slurm.args import SlurmBuild, build_from_args
@@ -160,17 +161,11 @@ class SlurmCluster(pulumi.ComponentResource):
         artifact = agent_artifact(name, cluster, tags, child)
 
         # --- compute nodes: role (Session Manager, read the munge key), launch templates ---------------
-        node_role = aws.iam.Role(
-            f"{name}-node-role",
-            assume_role_policy=assume_role_policy("ec2.amazonaws.com"),
+        node_role = ec2_ssm_role(
+            f"{name}-node",
             description=f"Slurm compute nodes of {cluster}",
             tags=with_name(tags, f"{cluster}-slurm-node"),
-            opts=child,
-        )
-        aws.iam.RolePolicyAttachment(
-            f"{name}-node-ssm",
-            role=node_role.name,
-            policy_arn=partition.apply(lambda p: managed_policy_arn(p, "AmazonSSMManagedInstanceCore")),
+            partition=partition,
             opts=child,
         )
         aws.iam.RolePolicy(

@@ -10,13 +10,13 @@ an EFA layout or capacity fix reaches all three.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
 
+from gpucluster.components._aws.roles import ec2_ssm_role
 from gpucluster.components._inputs import Inputs
 from gpucluster.config.checks.cluster import validate_node_group
 from gpucluster.config.errors import errors_in
@@ -155,24 +155,7 @@ def _ssm_only_profile(
     """A node role with SSM Session Manager access only, and its instance profile."""
     child = pulumi.ResourceOptions(parent=parent)
     partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=parent)).partition
-    role = aws.iam.Role(
-        f"{name}-role",
-        assume_role_policy=json.dumps(
-            {
-                "Version": "2012-10-17",
-                "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}],
-            }
-        ),
-        description=f"GPU nodes of {prefix}",
-        tags=with_name(tags, prefix),
-        opts=child,
-    )
-    aws.iam.RolePolicyAttachment(
-        f"{name}-ssm",
-        role=role.name,
-        policy_arn=partition.apply(lambda p: f"arn:{p}:iam::aws:policy/AmazonSSMManagedInstanceCore"),
-        opts=child,
-    )
+    role = ec2_ssm_role(name, description=f"GPU nodes of {prefix}", tags=with_name(tags, prefix), partition=partition, opts=child)
     profile = aws.iam.InstanceProfile(f"{name}-profile", role=role.name, tags=with_name(tags, prefix), opts=child)
     return role, profile.arn
 

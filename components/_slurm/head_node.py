@@ -19,13 +19,12 @@ import pulumi
 import pulumi_aws as aws
 
 from gpucluster.components._aws.iam import (
-    assume_role_policy,
-    managed_policy_arn,
     policy_json,
     slurm_agent_policy,
     slurm_head_policy,
 )
 from gpucluster.components._aws.launch_template import NodeGroupResource
+from gpucluster.components._aws.roles import ec2_ssm_role
 from gpucluster.components._inputs import Inputs
 from gpucluster.components._slurm.artifact import AgentArtifact
 from gpucluster.components.shared_storage import SharedStorage
@@ -63,17 +62,11 @@ def head_identity(
     groups belong to their Auto Scaling groups.
     """
     cluster = ctx.cluster
-    role = aws.iam.Role(
-        f"{name}-head-role",
-        assume_role_policy=assume_role_policy("ec2.amazonaws.com"),
+    role = ec2_ssm_role(
+        f"{name}-head",
         description=f"Slurm head node of {cluster}: slurmctld and the node agent",
         tags=with_name(tags, f"{cluster}-slurm-head"),
-        opts=child,
-    )
-    aws.iam.RolePolicyAttachment(
-        f"{name}-head-ssm",
-        role=role.name,
-        policy_arn=partition.apply(lambda p: managed_policy_arn(p, "AmazonSSMManagedInstanceCore")),
+        partition=partition,
         opts=child,
     )
     aws.iam.RolePolicy(
