@@ -26,6 +26,7 @@ from typing import Any
 
 import pulumi
 from pydantic import BaseModel, ValidationError
+from pydantic.alias_generators import to_camel  # the config model's own alias rule
 
 from gpucluster.components._config_types import REFERENCES
 from gpucluster.config.checks.deploy import KMS_ALIAS, KMS_ARN, KMS_KEY_ID
@@ -91,11 +92,6 @@ def is_output(value: object) -> bool:
     return isinstance(value, pulumi.Output) or inspect.isawaitable(value)
 
 
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
 class Inputs:
     """The Outputs one component was given, and the stand-ins that took their place in its model."""
 
@@ -125,7 +121,7 @@ class Inputs:
         hints = dict(config_type.__annotations__)  # real objects: the generated module has no string annotations
         plain: dict[str, Any] = {}
         for key, value in args.items():
-            field_path = f"{path}.{_camel(key)}"
+            field_path = f"{path}.{to_camel(key)}"
             kind = REFERENCES.get((config_type.__name__, key))
             hint = _strip(hints.get(key))
             if kind is not None:
@@ -240,6 +236,6 @@ def validate(model: type[BaseModel], plain: Mapping[str, Any], source: str, path
     except ValidationError as exc:
         findings = []
         for err in exc.errors():
-            loc = ".".join(_camel(str(p)) if isinstance(p, str) else f"[{p}]" for p in err["loc"]).replace(".[", "[")
+            loc = ".".join(to_camel(str(p)) if isinstance(p, str) else f"[{p}]" for p in err["loc"]).replace(".[", "[")
             findings.append(error(f"{path}.{loc}" if loc else path, err["msg"], "see the field's description", err.get("input")))
         raise ConfigError(findings, source=source) from None

@@ -7,10 +7,11 @@ validated on the stack's own load path) or, by the stack program, from the spec 
 from collections.abc import Mapping
 
 import pulumi
+from pydantic.alias_generators import to_camel
 
 from gpucluster.components._aws.launch_template import NodeWiring
 from gpucluster.components._config_types import ClusterConfig
-from gpucluster.components._inputs import Inputs, _camel, is_output
+from gpucluster.components._inputs import Inputs, is_output
 from gpucluster.components._slurm.args import SlurmBuild
 from gpucluster.components.data_bucket import DataBucket, DataBucketArgs
 from gpucluster.components.eks_cluster import EksCluster
@@ -296,7 +297,7 @@ def _output_paths(value: object, path: str) -> list[str]:
     if is_output(value):
         return [path]
     if isinstance(value, Mapping):
-        return [p for k, v in value.items() for p in _output_paths(v, f"{path}.{_camel(str(k))}")]
+        return [p for k, v in value.items() for p in _output_paths(v, f"{path}.{to_camel(str(k))}")]
     if isinstance(value, (list, tuple)):
         return [p for i, v in enumerate(value) for p in _output_paths(v, f"{path}[{i}]")]
     return []
