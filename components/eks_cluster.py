@@ -339,10 +339,12 @@ class EksCluster(pulumi.ComponentResource):
         partition: pulumi.Output[str],
         tags: dict[str, str],
     ) -> None:
-        for j, entry in enumerate(resolved.spec.access_entries):
+        for entry in resolved.spec.access_entries:
             principal = inputs.real(entry.principal_arn)
+            # Named by the principal (account:role/…), never its position: inserting one must not re-target the others.
+            key = entry.principal_arn.split(":", 4)[-1]
             access = aws.eks.AccessEntry(
-                f"{name}-access-{j}",
+                f"{name}-access-{key}",
                 cluster_name=cluster.name,
                 principal_arn=principal,
                 kubernetes_groups=list(entry.kubernetes_groups) or None,
@@ -352,7 +354,7 @@ class EksCluster(pulumi.ComponentResource):
             )
             for policy in entry.policies:
                 aws.eks.AccessPolicyAssociation(
-                    f"{name}-access-{j}-{policy}",
+                    f"{name}-access-{key}-{policy}",
                     cluster_name=cluster.name,
                     principal_arn=principal,
                     policy_arn=partition.apply(lambda p, policy=policy: f"arn:{p}:eks::aws:cluster-access-policy/{policy}"),

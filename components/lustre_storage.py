@@ -207,9 +207,10 @@ class LustreStorage(pulumi.ComponentResource):
                 opts=keep,
             )
             self.file_system_id, self.dns_name, self.mount_name = filesystem.id, filesystem.dns_name, filesystem.mount_name
-            for i, repo in enumerate(fs.data_repositories):
+            for repo in fs.data_repositories:
+                # Named by its path, never its position: inserting a repository must not re-target the others.
                 aws.fsx.DataRepositoryAssociation(
-                    f"{name}-dra-{i}",
+                    f"{name}-dra{repo.file_system_path.rstrip('/')}",
                     file_system_id=filesystem.id,
                     file_system_path=repo.file_system_path,
                     data_repository_path=repository_path(repo, wiring.bucket_name),

@@ -2,7 +2,9 @@
 
     gpucluster plan --stack dev               what `pulumi up` would create (offline, no credentials)
     gpucluster plan --stack dev --json        the same, machine-readable
-    gpucluster plan diff old.json new.json    what changed between two JSON plans (for CI)
+    gpucluster plan diff old.json new.json    what changed between two JSON plans (for CI): replacements,
+                                              data loss, disruption; --format text|markdown|json,
+                                              --exit-code, --allow-data-loss, --expect-no-changes
     gpucluster preflight --stack dev          check the config against the AWS account (needs credentials)
     gpucluster stacks                         the stacks in stacks/
     gpucluster catalog show [TYPE]            instance facts
@@ -19,6 +21,7 @@ offline: give them to `plan` and `preflight` with --config KEY=VALUE (repeatable
 Exit codes:
     0  ok
     2  invalid stack config or command line: every problem is listed (the config path, the value, the fix)
+    3  plan diff --exit-code: a change loses data (2: it changes something; 0: nothing)
     1  anything else: no such stack or project, no AWS credentials, an AWS call refused (preflight: a
        check that could not run, and no errors), an unreadable file
 No verb prints a traceback (set GPUCLUSTER_TRACEBACK=1 to see one for an unexpected error).
@@ -36,6 +39,7 @@ from typing import Any
 from gpucluster.config.errors import Level
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+EXIT_CHANGES, EXIT_DATA_LOSS = 2, 3  # plan diff --exit-code
 
 
 class CliError(Exception):
@@ -120,15 +124,53 @@ def _read_plan(path_text: str) -> dict[str, Any]:
 
 
 def _plan_diff(args: argparse.Namespace) -> int:
-    from gpucluster.tools.plan.diff import diff
+    from gpucluster.tools.plan.changes import compare
 
     old, new = _read_plan(args.old), _read_plan(args.new)
+    for path, doc in ((args.old, old), (args.new, new)):
+        if doc.get("ok") is False:
+            raise CliError(f"{path} is the plan of a stack config that does not load (`ok: false`); fix the config and plan again")
     try:
-        lines = diff(old, new)
-    except (KeyError, TypeError, AttributeError) as exc:
+        comparison = compare(old, new)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise CliError(f"{args.old} and {args.new} must both be JSON plans from `gpucluster plan --json` ({exc!r})") from None
-    print("\n".join(lines) if lines else "no changes")
-    return EXIT_OK
+    if args.format == "json":
+        from gpucluster.tools.plan.diffjson import to_json
+
+        sys.stdout.write(json.dumps(to_json(comparison), indent=2, sort_keys=True) + "\n")
+    elif args.format == "markdown":
+        from gpucluster.tools.plan.diffmarkdown import render
+
+        sys.stdout.write(render(comparison, new))
+    else:
+        from gpucluster.tools.plan.diff import render
+
+        sys.stdout.write(render(comparison))
+    return _diff_exit(args, comparison)
+
+
+def _diff_exit(args: argparse.Namespace, comparison: Any) -> int:
+    """0 without flags; ``--expect-no-changes``: 2 on any change; ``--exit-code``: 0 none, 2 changes, 3 data loss
+    (2 with ``--allow-data-loss``)."""
+    from gpucluster.tools.plan.diff import counts_line
+
+    if not comparison.changed:
+        return EXIT_OK
+    what = counts_line(comparison) + (f", {len(comparison.files)} file(s) changed" if comparison.files else "")
+    if args.expect_no_changes:
+        print(f"gpucluster plan diff: --expect-no-changes, but the plans differ: {what}", file=sys.stderr)
+        return EXIT_CHANGES
+    if not args.exit_code:
+        return EXIT_OK
+    if comparison.data_loss and not args.allow_data_loss:
+        names = ", ".join(s.name for s in comparison.data_loss)
+        print(
+            f"gpucluster plan diff: this change loses data ({names}); exit 3. "
+            "Pass --allow-data-loss if that is intended.",
+            file=sys.stderr,
+        )
+        return EXIT_DATA_LOSS
+    return EXIT_CHANGES
 
 
 def _preflight(args: argparse.Namespace) -> int:
@@ -257,9 +299,23 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument("--json", nargs="?", const="-", metavar="FILE", help="write the plan as JSON (to FILE, or stdout)")
     plan.add_argument("--no-files", action="store_true", help="leave rendered file contents out of the text plan")
     plan.set_defaults(func=_plan)
-    d = plan_sub.add_parser("diff", parents=[common], help="compare two JSON plans")
-    d.add_argument("old")
-    d.add_argument("new")
+    d = plan_sub.add_parser(
+        "diff",
+        parents=[common],
+        help="compare two JSON plans: what `pulumi up` would create, update, replace, delete; data loss; disruption",
+        description="Compare two JSON plans (from `gpucluster plan --stack S --json FILE`), matched by logical name "
+        "without the stack prefix, so plans of two stacks compare. Exit codes: 0 (always, without flags); with "
+        "--exit-code 0 no change, 2 changes, 3 a change loses data (2 with --allow-data-loss); with "
+        "--expect-no-changes 2 on any change; 1 an unreadable or invalid plan.",
+    )
+    d.add_argument("old", help="the plan before the change (e.g. of the base branch)")
+    d.add_argument("new", help="the plan after the change (e.g. of the pull request)")
+    d.add_argument(
+        "--format", choices=("text", "markdown", "json"), default="text", help="text (default), markdown (a PR comment), json"
+    )
+    d.add_argument("--exit-code", action="store_true", help="exit 0 no change, 2 changes, 3 a change that loses data")
+    d.add_argument("--allow-data-loss", action="store_true", help="with --exit-code: data loss exits 2, not 3")
+    d.add_argument("--expect-no-changes", action="store_true", help="exit 2 with a message when anything changes")
     d.set_defaults(func=_plan_diff)
 
     pre = sub.add_parser(

@@ -1,4 +1,8 @@
-"""The plan as JSON: the stable, sorted document the golden files, ``--json`` and ``plan diff`` read."""
+"""The plan as JSON: the stable, sorted document the golden files, ``--json`` and ``plan diff`` read.
+
+Like a step of ``pulumi preview --json``, each resource carries its ``op`` (a plan made from nothing
+creates everything; ``plan diff`` works out the rest from two plans) and the document a
+``changeSummary``. The schema is ``schemas/plan.schema.json``; docs/plan-json.md describes both."""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ def to_json(plan: Plan) -> dict[str, Any]:
         "error": plan.error,
         "resources": [
             {
+                "op": "create",
                 "urn": r.urn,
                 "type": r.type,
                 "name": r.name,
@@ -29,6 +34,7 @@ def to_json(plan: Plan) -> dict[str, Any]:
             }
             for r in sorted(plan.resources, key=lambda r: r.urn)
         ],
+        "changeSummary": {"create": len(plan.resources)} if plan.resources else {},
         "outputs": plan.outputs,
         "findings": plan.findings,
         "files": dict(sorted(plan.files.items())),

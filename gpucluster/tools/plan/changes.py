@@ -1,0 +1,198 @@
+"""Two JSON plans compared as ``pulumi up`` would apply the second over the first: one step per resource.
+
+Each step is ``create``, ``update`` (in place), ``replace``, ``delete`` or ``same``, with the changed
+input paths (``diffReasons``, top-level like Pulumi's), the ones that force a replacement
+(``replaceReasons``, from :mod:`~gpucluster.tools.plan.safety`), ``dataLoss`` (a replacement or deletion
+of a resource that holds data, protected or not) and ``disruption`` (:mod:`~gpucluster.tools.plan.
+disruption`). The mock engine runs no provider diff, so the table is what makes a replacement visible.
+
+Resources match on their *logical key*: the URN's type chain and the name without the cluster's prefix
+(``slurm-p5-lustre-fs`` → ``lustre-fs``), so plans of two stacks with different names compare. Across
+stacks, ids and the cluster name inside values are normalized before comparing (each plan's mock ids
+are derived from its own names); user data is compared decoded.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import gzip
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from gpucluster.tools.plan.disruption import add_disruption
+from gpucluster.tools.plan.safety import replace_reasons, safety_of
+from gpucluster.tools.plan.step import ABSENT, USER_DATA_KEYS, Comparison, FileChange, Step, flatten
+
+
+
+def decode_user_data(data: str) -> str:
+    """User data as a person reads it: base64 undone, gzip undone (text that is neither stays as is)."""
+    try:
+        raw = base64.b64decode(data, validate=True)
+        return (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()
+    except (binascii.Error, UnicodeDecodeError, OSError, EOFError):
+        return data
+
+
+def top(path: str) -> str:
+    """The top-level property of a leaf path (what Pulumi lists in ``diffReasons``)."""
+    return path.split(".", 1)[0].split("[", 1)[0]
+
+
+def prefix_of(doc: Mapping[str, Any]) -> str:
+    """The prefix every logical name of a plan starts with: its cluster name (the stack by default)."""
+    outputs = doc.get("outputs") or {}
+    name = outputs.get("clusterName") if isinstance(outputs, Mapping) else None
+    return str(name or doc.get("stack") or "")
+
+
+def strip_prefix(name: str, prefix: str) -> str:
+    if prefix and name.startswith(prefix + "-"):
+        return name[len(prefix) + 1 :]
+    return "" if name == prefix else name
+
+
+def logical_key(resource: Mapping[str, Any], prefix: str) -> str:
+    """``TYPECHAIN::name`` of a URN, without the stack, the project and the cluster's name prefix."""
+    urn = str(resource["urn"])
+    parts = urn.split("::")
+    chain = parts[2] if len(parts) >= 4 else str(resource["type"])
+    return f"{chain}::{strip_prefix(str(resource['name']), prefix)}"
+
+
+class _Normalizer:
+    """Rewrites a plan's ids and cluster name to stack-independent tokens, for comparing across stacks."""
+
+    def __init__(self, doc: Mapping[str, Any], prefix: str, keys: Mapping[str, str]) -> None:
+        pairs = [(str(r["id"]), f"<id {keys[r['urn']]}>") for r in doc.get("resources", []) if r.get("id")]
+        self.ids = dict(pairs)
+        self.subs = sorted(((i, t) for i, t in pairs if len(i) >= 8), key=lambda p: -len(p[0]))
+        self.prefix = prefix
+
+    def __call__(self, value: Any) -> Any:
+        if isinstance(value, str):
+            if value in self.ids:
+                return self.ids[value]
+            for old, token in self.subs:
+                if old in value:
+                    value = value.replace(old, token)
+            return value.replace(self.prefix, "<cluster>") if self.prefix else value
+        if isinstance(value, Mapping):
+            return {k: self(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self(v) for v in value]
+        return value
+
+
+def _comparable(inputs: Mapping[str, Any], normalize: _Normalizer | None) -> dict[str, Any]:
+    out = {k: decode_user_data(v) if k in USER_DATA_KEYS and isinstance(v, str) else v for k, v in inputs.items()}
+    return flatten(normalize(out) if normalize else out)
+
+
+# --- comparing ---------------------------------------------------------------------------------------
+
+
+def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> Comparison:
+    """The steps that turn ``old`` (a plan JSON) into ``new``; raises ``KeyError``/``TypeError`` on a
+    document that is not a plan."""
+    po, pn = prefix_of(old), prefix_of(new)
+    before = {logical_key(r, po): r for r in old.get("resources", [])}
+    after = {logical_key(r, pn): r for r in new.get("resources", [])}
+    cross = po != pn or old.get("stack") != new.get("stack")
+    norm_old = _Normalizer(old, po, {r["urn"]: k for k, r in before.items()}) if cross else None
+    norm_new = _Normalizer(new, pn, {r["urn"]: k for k, r in after.items()}) if cross else None
+    steps: list[Step] = []
+    for key in sorted(before.keys() | after.keys()):
+        a, b = before.get(key), after.get(key)
+        r = b or a
+        assert r is not None
+        step = Step(
+            op="same",
+            key=key,
+            type=str(r["type"]),
+            name=str(r["name"]),
+            urn=str(r["urn"]),
+            custom=bool(r.get("custom", True)),
+            old=a,
+            new=b,
+        )
+        if a is None:
+            step.op = "create"
+        elif b is None:
+            step.op = "delete"
+        else:
+            _classify(step, a, b, norm_old, norm_new)
+        steps.append(step)
+    add_disruption(steps)
+    for step in steps:
+        step.data_loss = _data_loss(step)
+    return Comparison(
+        old_stack=str(old.get("stack", "")),
+        new_stack=str(new.get("stack", "")),
+        project=str(new.get("project") or old.get("project") or ""),
+        steps=steps,
+        files=list(_file_changes(old, new, po, pn, norm_old, norm_new)),
+    )
+
+
+def _classify(step: Step, a: Mapping[str, Any], b: Mapping[str, Any], norm_old: Any, norm_new: Any) -> None:
+    fa, fb = _comparable(a.get("inputs") or {}, norm_old), _comparable(b.get("inputs") or {}, norm_new)
+    step.changed = sorted(k for k in fa.keys() | fb.keys() if fa.get(k, ABSENT) != fb.get(k, ABSENT))
+    step.diff_reasons = sorted({top(p) for p in step.changed})
+    for flag in ("protect", "retainOnDelete"):
+        if bool(a.get(flag)) != bool(b.get(flag)):
+            step.notes.append(f"{flag}: {bool(a.get(flag))} → {bool(b.get(flag))}")
+    if not step.changed and not step.notes:
+        return
+    step.replace_reasons = replace_reasons(step.type, step.changed, a.get("inputs") or {}, b.get("inputs") or {})
+    step.op = "replace" if step.replace_reasons else "update"
+
+
+def _data_loss(step: Step) -> str | None:
+    entry = safety_of(step.type)
+    if step.op not in ("replace", "delete") or entry is None or entry.holds_data is None:
+        return None
+    doc = step.old or {}
+    verb = "replacing" if step.op == "replace" else "deleting"
+    why = f" (forced by {', '.join(step.replace_reasons)})" if step.replace_reasons else ""
+    text = f"{verb} {step.name}{why} loses {entry.holds_data}"
+    if doc.get("protect"):
+        text += "; it is protected, so `pulumi up` stops before touching it"
+    if doc.get("retainOnDelete"):
+        text += (
+            "; retained on delete: the old one stays in AWS, outside the stack"
+            if step.op == "replace"
+            else "; retained on delete: it stays in AWS, outside the stack"
+        )
+    return text
+
+
+def detailed_diff(step: Step) -> dict[str, dict[str, Any]]:
+    """Pulumi's ``detailedDiff``: each changed path with its kind (``add``/``delete``/``update``, and
+    ``-replace`` when it forces a replacement)."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in step.changed:
+        before, after = step.value("old", path), step.value("new", path)
+        kind = "add" if before == ABSENT else "delete" if after == ABSENT else "update"
+        if any(path == r or path.startswith((r + ".", r + "[")) for r in step.replace_reasons):
+            kind += "-replace"
+        out[path] = {"kind": kind, "inputDiff": True}
+    return out
+
+
+def _file_changes(
+    old: Mapping[str, Any], new: Mapping[str, Any], po: str, pn: str, norm_old: Any, norm_new: Any
+) -> Iterator[FileChange]:
+    fo = {strip_prefix(k, po): (k, v) for k, v in (old.get("files") or {}).items()}
+    fn = {strip_prefix(k, pn): (k, v) for k, v in (new.get("files") or {}).items()}
+    for key in sorted(fo.keys() | fn.keys()):
+        a, b = fo.get(key), fn.get(key)
+        if a is None and b is not None:
+            yield FileChange(b[0], "create", None, b[1])
+        elif b is None and a is not None:
+            yield FileChange(a[0], "delete", a[1], None)
+        elif a is not None and b is not None:
+            same = (norm_old(a[1]) == norm_new(b[1])) if norm_old and norm_new else a[1] == b[1]
+            if not same:
+                yield FileChange(b[0], "update", a[1], b[1])
