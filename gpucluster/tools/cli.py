@@ -129,7 +129,9 @@ def _plan_diff(args: argparse.Namespace) -> int:
     old, new = _read_plan(args.old), _read_plan(args.new)
     for path, doc in ((args.old, old), (args.new, new)):
         if doc.get("ok") is False:
-            raise CliError(f"{path} is the plan of a stack config that does not load (`ok: false`); fix the config and plan again")
+            raise CliError(
+                f"{path} is the plan of a stack config that does not load (`ok: false`); fix the config and plan again"
+            )
     try:
         comparison = compare(old, new)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
@@ -165,8 +167,7 @@ def _diff_exit(args: argparse.Namespace, comparison: Any) -> int:
     if comparison.data_loss and not args.allow_data_loss:
         names = ", ".join(s.name for s in comparison.data_loss)
         print(
-            f"gpucluster plan diff: this change loses data ({names}); exit 3. "
-            "Pass --allow-data-loss if that is intended.",
+            f"gpucluster plan diff: this change loses data ({names}); exit 3. Pass --allow-data-loss if that is intended.",
             file=sys.stderr,
         )
         return EXIT_DATA_LOSS

@@ -17,13 +17,13 @@ from __future__ import annotations
 import base64
 import binascii
 import gzip
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from gpucluster.tools.plan.disruption import add_disruption
 from gpucluster.tools.plan.safety import replace_reasons, safety_of
 from gpucluster.tools.plan.step import ABSENT, USER_DATA_KEYS, Comparison, FileChange, Step, flatten
-
 
 
 def decode_user_data(data: str) -> str:
@@ -33,6 +33,16 @@ def decode_user_data(data: str) -> str:
         return (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()
     except (binascii.Error, UnicodeDecodeError, OSError, EOFError):
         return data
+
+
+ENCODED_CONTENT = re.compile(r"(content: )([A-Za-z0-9+/]{40,}={0,2})$", re.MULTILINE)
+"""A ``write_files`` entry's gz+b64/b64 content inside cloud-config: the plan shows it decoded as a file."""
+
+
+def readable_user_data(text: str) -> str:
+    """Decoded user data with each encoded ``write_files`` content folded to a marker (its decoded text is
+    a file of the plan of its own, diffed on its own)."""
+    return ENCODED_CONTENT.sub(r"\1<encoded; decoded in the plan's files>", decode_user_data(text))
 
 
 def top(path: str) -> str:
@@ -61,14 +71,28 @@ def logical_key(resource: Mapping[str, Any], prefix: str) -> str:
     return f"{chain}::{strip_prefix(str(resource['name']), prefix)}"
 
 
-class _Normalizer:
-    """Rewrites a plan's ids and cluster name to stack-independent tokens, for comparing across stacks."""
+GENERATED_HEX = re.compile(r"(?<![0-9A-Fa-f])(?=[0-9a-fA-F]*[0-9])[0-9a-fA-F]{7,}(?![0-9A-Fa-f])")
+"""Hex runs of 7+ characters with a digit: what the mock engine derives from a resource's name (ids,
+name suffixes, mount names). Across stacks these differ by construction, so they compare as equal."""
 
-    def __init__(self, doc: Mapping[str, Any], prefix: str, keys: Mapping[str, str]) -> None:
+PRIVATE_IP = re.compile(r"(?<![\d.])(?:10|172|192)\.\d{1,3}\.\d{1,3}\.\d{1,3}(?![\d./])")
+"""A private address (not a CIDR): the mock engine derives those from names too."""
+MOCK_CA = re.compile(r'("certificate-authority-data": ")[^"]*')
+"""The EKS cluster's CA in a kubeconfig: the mock's is the cluster's name, base64-encoded."""
+
+
+class _Normalizer:
+    """Rewrites a plan's ids, cluster name and generated hex to stack-independent tokens, for comparing
+    across stacks (within one stack, values compare as they are)."""
+
+    def __init__(self, doc: Mapping[str, Any], prefixes: tuple[str, str], keys: Mapping[str, str]) -> None:
         pairs = [(str(r["id"]), f"<id {keys[r['urn']]}>") for r in doc.get("resources", []) if r.get("id")]
         self.ids = dict(pairs)
         self.subs = sorted(((i, t) for i, t in pairs if len(i) >= 8), key=lambda p: -len(p[0]))
-        self.prefix = prefix
+        # Both plans' cluster names, as whole words, on both sides: a name that is also a word ("other")
+        # then reads the same in both texts.
+        names = sorted({p for p in prefixes if p}, key=len, reverse=True)
+        self.cluster = re.compile("|".join(rf"(?<![\w-]){re.escape(p)}(?![\w])" for p in names)) if names else None
 
     def __call__(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -77,7 +101,8 @@ class _Normalizer:
             for old, token in self.subs:
                 if old in value:
                     value = value.replace(old, token)
-            return value.replace(self.prefix, "<cluster>") if self.prefix else value
+            value = self.cluster.sub("<cluster>", value) if self.cluster else value
+            return MOCK_CA.sub(r"\1<ca>", PRIVATE_IP.sub("<ip>", GENERATED_HEX.sub("<hex>", value)))
         if isinstance(value, Mapping):
             return {k: self(v) for k, v in value.items()}
         if isinstance(value, list):
@@ -85,8 +110,16 @@ class _Normalizer:
         return value
 
 
+def _user_data_view(data: str) -> dict[str, str]:
+    """User data as the text plus each file it writes, decoded: equal exactly when the user data is."""
+    from gpucluster.tools.plan.files import cloud_config_files
+
+    text = decode_user_data(data)
+    return {"text": readable_user_data(text), **{k or "/": v for k, v in cloud_config_files("", text).items()}}
+
+
 def _comparable(inputs: Mapping[str, Any], normalize: _Normalizer | None) -> dict[str, Any]:
-    out = {k: decode_user_data(v) if k in USER_DATA_KEYS and isinstance(v, str) else v for k, v in inputs.items()}
+    out = {k: _user_data_view(v) if k in USER_DATA_KEYS and isinstance(v, str) else v for k, v in inputs.items()}
     return flatten(normalize(out) if normalize else out)
 
 
@@ -100,8 +133,8 @@ def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> Comparison:
     before = {logical_key(r, po): r for r in old.get("resources", [])}
     after = {logical_key(r, pn): r for r in new.get("resources", [])}
     cross = po != pn or old.get("stack") != new.get("stack")
-    norm_old = _Normalizer(old, po, {r["urn"]: k for k, r in before.items()}) if cross else None
-    norm_new = _Normalizer(new, pn, {r["urn"]: k for k, r in after.items()}) if cross else None
+    norm_old = _Normalizer(old, (po, pn), {r["urn"]: k for k, r in before.items()}) if cross else None
+    norm_new = _Normalizer(new, (po, pn), {r["urn"]: k for k, r in after.items()}) if cross else None
     steps: list[Step] = []
     for key in sorted(before.keys() | after.keys()):
         a, b = before.get(key), after.get(key)
@@ -193,6 +226,9 @@ def _file_changes(
         elif b is None and a is not None:
             yield FileChange(a[0], "delete", a[1], None)
         elif a is not None and b is not None:
-            same = (norm_old(a[1]) == norm_new(b[1])) if norm_old and norm_new else a[1] == b[1]
+            before, after = a[1], b[1]
+            if key.endswith("/user-data"):
+                before, after = readable_user_data(before), readable_user_data(after)
+            same = (norm_old(before) == norm_new(after)) if norm_old and norm_new else before == after
             if not same:
-                yield FileChange(b[0], "update", a[1], b[1])
+                yield FileChange(b[0], "update", before, after)

@@ -67,7 +67,7 @@ def file_diff(change: FileChange, indent: str = "    ") -> list[str]:
     return [f"{indent}{line}" for line in lines]
 
 
-def step_lines(s: Step, files: Mapping[str, str] | None = None) -> list[str]:
+def step_lines(s: Step) -> list[str]:
     """One change: its sign, type and name, then each changed input (file-backed ones point at their file)."""
     why = f"  (replace: {', '.join(s.replace_reasons)})" if s.replace_reasons else ""
     marks = "  [protected]" if s.protect else ""
@@ -80,7 +80,11 @@ def step_lines(s: Step, files: Mapping[str, str] | None = None) -> list[str]:
                 shown.add(top)
                 out.append(f"    {top}: changed (decoded line diff under {s.name}/… in Files below)")
             continue
-        out.append(f"    {path}: {_value(s.value('old', path))} → {_value(s.value('new', path))}")
+        before, after = s.value("old", path), s.value("new", path)
+        if before == after:  # a new launch template version: the mock engine's number does not move
+            out.append(f"    {path}: a new version")
+            continue
+        out.append(f"    {path}: {_value(before)} → {_value(after)}")
     out += [f"    {n}" for n in s.notes]
     return out
 

@@ -52,9 +52,7 @@ def _group(step: Step) -> None:
     doc = step.old or step.new
     name, before, after = group_name(doc), size(step.old), size(step.new)
     if step.op == "replace":
-        step.disruption.append(
-            f"replaces {_nodes(before)} of node group {name} (forced by {', '.join(step.replace_reasons)})"
-        )
+        step.disruption.append(f"replaces {_nodes(before)} of node group {name} (forced by {', '.join(step.replace_reasons)})")
     elif step.op == "delete":
         what = "its nodes are" if before is None else f"its {before} running node{'s are' if before != 1 else ' is'}"
         step.disruption.append(f"removes node group {name}: {what} terminated")

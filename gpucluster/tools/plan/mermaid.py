@@ -52,7 +52,9 @@ def _group_label(r: Mapping[str, Any], templates: Mapping[str, Mapping[str, Any]
 def cluster_mermaid(plan: Mapping[str, Any]) -> str:
     """The ```` ```mermaid ```` block for ``plan`` (a plan JSON); empty when it creates no VPC or nodes."""
     resources = [r for r in plan.get("resources", []) if r.get("custom", True)]
-    of = {t: [r for r in resources if r["type"] == t] for t in (VPC, SUBNET, ASG, EKS_NODES, LT, INSTANCE, ENI, LUSTRE, BUCKET, EKS)}
+    of = {
+        t: [r for r in resources if r["type"] == t] for t in (VPC, SUBNET, ASG, EKS_NODES, LT, INSTANCE, ENI, LUSTRE, BUCKET, EKS)
+    }
     zone_of = {str(r.get("id")): str((r.get("inputs") or {}).get("availabilityZone", "?")) for r in of[SUBNET]}
     templates = {str(r.get("id")): r.get("inputs") or {} for r in of[LT]}
     eni_subnet = {str(r.get("id")): str((r.get("inputs") or {}).get("subnetId")) for r in of[ENI]}
@@ -75,7 +77,10 @@ def cluster_mermaid(plan: Mapping[str, Any]) -> str:
     for r in of[INSTANCE]:
         inputs = r.get("inputs") or {}
         subnets = [eni_subnet.get(str(n.get("networkInterfaceId")), "") for n in inputs.get("networkInterfaces") or []]
-        place(f'{_id(r["name"])}["head node {r["name"]}: {inputs.get("instanceType", "?")}"]', subnets + _list(inputs.get("subnetId")))
+        place(
+            f'{_id(r["name"])}["head node {r["name"]}: {inputs.get("instanceType", "?")}"]',
+            subnets + _list(inputs.get("subnetId")),
+        )
     for r in of[LUSTRE]:
         inputs = r.get("inputs") or {}
         efa = ", EFA" if inputs.get("efaEnabled") else ""

@@ -45,8 +45,8 @@ def _tf(path: str) -> str:
     return TF + path
 
 
-def _bucket_child(source: str) -> Safety:
-    return Safety(_tf(source), replace_on=("bucket", "expectedBucketOwner"))
+def _bucket_child(source: str, *more: str) -> Safety:
+    return Safety(_tf(source), replace_on=("bucket", *more))
 
 
 def _k8s(source: str, *immutable: str) -> Safety:
@@ -109,7 +109,7 @@ TABLE: Mapping[str, Safety] = {
     ),
     "aws:ec2/eip:Eip": Safety(
         _tf("ec2/ec2_eip.go"),
-        replace_on=("domain", "vpc", "address", "publicIpv4Pool", "networkBorderGroup", "customerOwnedIpv4Pool", "ipamPoolId"),
+        replace_on=("domain", "address", "publicIpv4Pool", "networkBorderGroup", "customerOwnedIpv4Pool", "ipamPoolId"),
     ),
     # --- storage (data) -----------------------------------------------------------------------------
     "aws:fsx/lustreFileSystem:LustreFileSystem": Safety(
@@ -149,17 +149,19 @@ TABLE: Mapping[str, Safety] = {
         _tf("s3/bucket.go"), replace_on=("bucket", "bucketPrefix", "objectLockEnabled"), holds_data="every object in the bucket"
     ),
     "aws:s3/bucketObjectv2:BucketObjectv2": Safety(_tf("s3/object.go"), replace_on=("bucket", "key")),
-    "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration": _bucket_child("s3/bucket_lifecycle_configuration.go"),
+    "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration": _bucket_child(
+        "s3/bucket_lifecycle_configuration.go", "expectedBucketOwner"
+    ),
     "aws:s3/bucketOwnershipControls:BucketOwnershipControls": _bucket_child("s3/bucket_ownership_controls.go"),
     "aws:s3/bucketPolicy:BucketPolicy": _bucket_child("s3/bucket_policy.go"),
     "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock": _bucket_child("s3/bucket_public_access_block.go"),
     "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration": _bucket_child(
-        "s3/bucket_server_side_encryption_configuration.go"
+        "s3/bucket_server_side_encryption_configuration.go", "expectedBucketOwner"
     ),
-    "aws:s3/bucketVersioning:BucketVersioning": _bucket_child("s3/bucket_versioning.go"),
+    "aws:s3/bucketVersioning:BucketVersioning": _bucket_child("s3/bucket_versioning.go", "expectedBucketOwner"),
     "aws:kms/key:Key": Safety(
         _tf("kms/key.go"),
-        replace_on=("customerMasterKeySpec", "keySpec", "keyUsage", "multiRegion", "customKeyStoreId", "xksKeyId"),
+        replace_on=("customerMasterKeySpec", "keyUsage", "multiRegion", "customKeyStoreId", "xksKeyId"),
         holds_data="the key material: data encrypted with it can no longer be read",
     ),
     "aws:kms/alias:Alias": Safety(_tf("kms/alias.go"), replace_on=("name", "namePrefix")),
@@ -185,9 +187,7 @@ TABLE: Mapping[str, Safety] = {
     "aws:ec2/securityGroup:SecurityGroup": Safety(
         _tf("ec2/vpc_security_group.go"), replace_on=("name", "namePrefix", "vpcId", "description")
     ),
-    "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup": Safety(
-        _tf("ec2/vpc_default_security_group.go"), replace_on=("vpcId",)
-    ),
+    "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup": Safety(_tf("ec2/vpc_default_security_group.go"), replace_on=("vpcId",)),
     "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": Safety(
         _tf("vpc/security_group_ingress_rule.go"), replace_on=("securityGroupId",)
     ),
@@ -207,7 +207,6 @@ TABLE: Mapping[str, Safety] = {
             "transitGatewayId",
             "logDestination",
             "logDestinationType",
-            "logGroupName",
             "trafficType",
             "iamRoleArn",
             "logFormat",
@@ -220,9 +219,7 @@ TABLE: Mapping[str, Safety] = {
     "aws:route53/record:Record": Safety(_tf("route53/record.go"), replace_on=("zoneId", "name", "type")),
     # --- identity -----------------------------------------------------------------------------------
     "aws:iam/role:Role": Safety(_tf("iam/role.go"), replace_on=("name", "namePrefix", "path")),
-    "aws:iam/instanceProfile:InstanceProfile": Safety(
-        _tf("iam/instance_profile.go"), replace_on=("name", "namePrefix", "path")
-    ),
+    "aws:iam/instanceProfile:InstanceProfile": Safety(_tf("iam/instance_profile.go"), replace_on=("name", "namePrefix", "path")),
     "aws:iam/rolePolicy:RolePolicy": Safety(_tf("iam/role_policy.go"), replace_on=("name", "namePrefix", "role")),
     "aws:iam/rolePolicyAttachment:RolePolicyAttachment": Safety(
         _tf("iam/role_policy_attachment.go"), replace_on=("role", "policyArn")
@@ -263,9 +260,7 @@ TABLE: Mapping[str, Safety] = {
         disruption="node-group",
     ),
     "aws:eks/addon:Addon": Safety(_tf("eks/addon.go"), replace_on=("addonName", "clusterName")),
-    "aws:eks/accessEntry:AccessEntry": Safety(
-        _tf("eks/access_entry.go"), replace_on=("clusterName", "principalArn", "type")
-    ),
+    "aws:eks/accessEntry:AccessEntry": Safety(_tf("eks/access_entry.go"), replace_on=("clusterName", "principalArn", "type")),
     "aws:eks/accessPolicyAssociation:AccessPolicyAssociation": Safety(
         _tf("eks/access_policy_association.go"), replace_on=("clusterName", "principalArn", "policyArn", "accessScope")
     ),

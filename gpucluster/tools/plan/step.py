@@ -68,7 +68,7 @@ class Comparison:
         return [s for s in self.steps if s.op != "same"]
 
     def counts(self) -> dict[str, int]:
-        out = dict.fromkeys((*OPS, "same"), 0)
+        out: dict[str, int] = dict.fromkeys((*OPS, "same"), 0)
         for s in self.steps:
             out[s.op] += 1
         return out

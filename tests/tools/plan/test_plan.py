@@ -119,10 +119,11 @@ def test_diff_shows_what_changed(p5_plan):
     asg["inputs"]["desiredCapacity"] = 8
     after["resources"].append({**asg, "urn": asg["urn"] + "-new", "name": "extra"})
     lines = diff(before, after)
-    assert "~ aws:autoscaling/group:Group p5-training-p5-asg" in lines
+    assert lines[1] == "1 to create, 1 to update, 0 to replace, 0 to delete"
+    assert "~ aws:autoscaling:Group p5-training-p5-asg" in lines
     assert "    desiredCapacity: 16 → 8" in lines
-    assert "+ aws:autoscaling/group:Group extra" in lines
-    assert diff(before, before) == []
+    assert "+ aws:autoscaling:Group extra" in lines
+    assert diff(before, before)[-1] == "no changes"
 
 
 def test_stack_outputs_exported(p5_plan):
@@ -169,7 +170,7 @@ def test_cli_plan_text_and_json(tmp_path):
     doc = json.loads(out.read_text())
     assert doc["ok"] and {r["type"] for r in doc["resources"]} >= {LT, "aws:ec2/placementGroup:PlacementGroup"}
     same = gpucluster("plan", "diff", str(out), str(out))
-    assert same.returncode == 0 and same.stdout.strip() == "no changes"
+    assert same.returncode == 0 and same.stdout.strip().endswith("0 to delete\nno changes")
 
 
 def test_cli_exit_codes_for_bad_config_and_missing_stack(tmp_path):

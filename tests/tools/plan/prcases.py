@@ -1,0 +1,70 @@
+"""The pull-request cases of issue #10: a shipped stack's config and the same config with one change,
+planned offline (each plan under the real stack program), as plan JSON documents."""
+
+from __future__ import annotations
+
+import copy
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+
+from gpucluster.tools.plan.engine import run_program
+from gpucluster.tools.plan.jsonplan import to_json
+from tests.conftest import ROOT, pulumi_config
+
+Config = dict[str, Any]
+
+
+def stack_config(stack: str) -> Config:
+    return yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
+
+
+@functools.cache
+def _plan(stack: str, name: str, config_yaml: str) -> dict[str, Any]:
+    plan = run_program("gpucluster", name, pulumi_config(yaml.safe_load(config_yaml)))
+    assert plan.ok, plan.error
+    return to_json(plan)
+
+
+def plan_json(stack: str, change: Callable[[Config], None] | None = None, *, name: str | None = None) -> dict[str, Any]:
+    """The plan JSON of ``stack`` (planned as stack ``name``, default the same), after ``change`` edits its config."""
+    config = copy.deepcopy(stack_config(stack))
+    if change:
+        change(config)
+    return copy.deepcopy(_plan(stack, name or stack, yaml.safe_dump(config, sort_keys=True)))
+
+
+def efa_off(c: Config) -> None:
+    c["gpucluster:storage"]["lustre"]["enableEfa"] = False
+    c["gpucluster:storage"]["lustre"]["enableGpudirectStorage"] = False
+
+
+def lustre_to_zone_b(c: Config) -> None:
+    c["gpucluster:storage"]["lustre"]["availabilityZone"] = "us-east-1b"
+
+
+def models_repository_first(c: Config) -> None:
+    c["gpucluster:storage"]["lustre"]["dataRepositories"].insert(0, {"fileSystemPath": "/models", "bucketPrefix": "models/"})
+
+
+def shrink_p5(c: Config) -> None:
+    group = c["gpucluster:nodeGroups"][0]
+    group["minSize"] = group["desiredSize"] = 8
+
+
+def bigger_head_node(c: Config) -> None:
+    c["gpucluster:slurm"]["headNode"] = {"instanceType": "m7i.2xlarge"}
+
+
+def grow_for_bigger_dataset(c: Config) -> None:
+    c["gpucluster:nodeGroups"][0]["maxSize"] = 24
+    c["gpucluster:nodeGroups"][0]["capacity"]["instanceCount"] = 24  # the reservation grows with it
+    c["gpucluster:storage"]["workload"]["datasetSizeTib"] = 60
+
+
+def access_entry_first(c: Config) -> None:
+    c["gpucluster:kubernetes"]["accessEntries"].insert(
+        0, {"principalArn": "arn:aws:iam::123456789012:role/auditors", "policies": ["AmazonEKSViewPolicy"]}
+    )

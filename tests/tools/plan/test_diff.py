@@ -1,0 +1,208 @@
+"""``gpucluster plan diff`` on the pull-request cases of issue #10: each from two real plans of a shipped
+stack, the second with one config change (tests/tools/plan/prcases.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from gpucluster.tools.plan.changes import compare
+from gpucluster.tools.plan.diff import render
+from gpucluster.tools.plan.diffjson import to_json
+from gpucluster.tools.plan.diffmarkdown import LIMIT
+from gpucluster.tools.plan.diffmarkdown import render as markdown
+from gpucluster.tools.plan.stackfile import stack_names
+from gpucluster.tools.plan.step import Comparison
+from tests.conftest import GOLDEN, ROOT, check_golden
+from tests.tools.plan import prcases
+from tests.tools.plan.test_plan import gpucluster
+
+SCHEMAS = ROOT / "gpucluster" / "tools" / "plan" / "schemas"
+LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
+DRA = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
+
+
+def validate(doc: dict, schema: str) -> None:
+    jsonschema.validate(doc, json.loads((SCHEMAS / schema).read_text()), cls=jsonschema.Draft202012Validator)
+
+
+def case(stack: str, change) -> tuple[dict, dict, Comparison]:
+    old, new = prcases.plan_json(stack), prcases.plan_json(stack, change)
+    comparison = compare(old, new)
+    validate(old, "plan.schema.json")
+    validate(new, "plan.schema.json")
+    validate(to_json(comparison), "diff.schema.json")
+    return old, new, comparison
+
+
+def step(c: Comparison, type_: str):
+    (found,) = [s for s in c.steps if s.type == type_]
+    return found
+
+
+def test_efa_toggle_replaces_the_file_system_and_loses_its_data():
+    _, _, c = case("p5-training", prcases.efa_off)
+    fs = step(c, LUSTRE)
+    assert fs.op == "replace" and "efaEnabled" in fs.replace_reasons
+    assert fs.data_loss and "loses every file on the Lustre file system" in fs.data_loss
+    assert fs.blocked and "`pulumi up` stops" in fs.data_loss  # protected
+    text = render(c)
+    assert text.splitlines()[1] == "0 to create, 2 to update, 1 to replace, 0 to delete"
+    assert text.index("DATA LOSS") < text.index("Replacements") < text.index("Changes")
+    assert (
+        "± aws:fsx:LustreFileSystem p5-training-lustre-fs: securityGroupIds, efaEnabled, storageCapacity forces a new one" in text
+    )
+    # user data as a line diff of its decoded text, not one base64 line
+    assert "-# Parts: node facts, nccl/efa environment, nvme scratch, lustre mount over EFA + GDS" in text
+    assert "userData: changed (decoded line diff" in text and "H4sI" not in text
+
+
+def test_zone_move_replaces_the_file_system_through_its_subnet():
+    _, _, c = case("eks-p5", prcases.lustre_to_zone_b)
+    fs = step(c, LUSTRE)
+    assert (fs.op, fs.replace_reasons) == ("replace", ["subnetIds"])
+    assert [s.name for s in c.data_loss] == ["eks-p5-lustre-fs"]
+    assert c.counts()["replace"] == 1 and not c.files
+
+
+def test_repository_inserted_first_creates_only_itself():
+    _, _, c = case("p5-training", prcases.models_repository_first)
+    assert [(s.op, s.name) for s in c.changes] == [("create", "p5-training-lustre-dra/models")]
+    dras = [s for s in c.steps if s.type == DRA]
+    assert sorted((s.name, s.op) for s in dras) == [
+        ("p5-training-lustre-dra/checkpoints", "same"),
+        ("p5-training-lustre-dra/datasets", "same"),
+        ("p5-training-lustre-dra/models", "create"),
+    ]
+    assert not c.data_loss
+
+
+def test_access_entry_inserted_first_creates_only_itself():
+    _, _, c = case("eks-p5", prcases.access_entry_first)
+    assert [(s.op, s.name) for s in c.changes] == [
+        ("create", "eks-p5-eks-access-123456789012:role/auditors"),
+        ("create", "eks-p5-eks-access-123456789012:role/auditors-AmazonEKSViewPolicy"),
+    ]
+
+
+def test_node_group_shrink_is_a_disruption():
+    _, _, c = case("p5-training", prcases.shrink_p5)
+    asg = step(c, "aws:autoscaling/group:Group")
+    assert asg.op == "update" and asg.diff_reasons == ["desiredCapacity", "minSize"]
+    assert asg.disruption == ["shrinks p5 from 16 to 8 nodes: 8 running nodes terminated"]
+    assert "Disruption\n  ! shrinks p5 from 16 to 8 nodes: 8 running nodes terminated" in render(c)
+    assert not c.data_loss
+
+
+def test_head_node_instance_type_change_restarts_it():
+    _, _, c = case("slurm-p5", prcases.bigger_head_node)
+    head = step(c, "aws:ec2/instance:Instance")
+    assert head.op == "update" and "instanceType" in head.diff_reasons
+    assert head.disruption and head.disruption[0].startswith("restarts the head node slurm-p5-slurm-head to change instanceType")
+    assert "Slurm controller is down" in head.disruption[0]
+    assert "    instanceType: 'm7i.xlarge' → 'm7i.2xlarge'" in render(c)
+
+
+def test_bigger_group_and_dataset_lose_nothing():
+    _, _, c = case("p5-training", prcases.grow_for_bigger_dataset)
+    fs = step(c, LUSTRE)
+    assert fs.op == "update" and "storageCapacity" in fs.diff_reasons  # grows in place
+    assert fs.value("old", "storageCapacity") < fs.value("new", "storageCapacity")
+    assert step(c, "aws:autoscaling/group:Group").op == "update"
+    assert not c.data_loss and c.counts()["replace"] == 0
+
+
+@pytest.mark.parametrize("stack", stack_names())
+def test_the_same_config_under_another_stack_name_has_no_changes(stack):
+    """Matching ignores the stack and the cluster-name prefix; ids, names and addresses the mock engine
+    derives from each stack's own names compare equal ("other" is also an English word, on purpose)."""
+    base, other = prcases.plan_json(stack), prcases.plan_json(stack, name="other")
+    assert {r["urn"] for r in other["resources"]}.isdisjoint(r["urn"] for r in base["resources"])
+    same = compare(base, other)
+    assert not same.changed, render(same)
+
+
+def test_plans_of_two_stack_names_compare():
+    base = prcases.plan_json("p5-training")
+    bigger = compare(base, prcases.plan_json("p5-training", prcases.shrink_p5, name="p5-big"))
+    assert [(s.op, s.name) for s in bigger.changes] == [("update", "p5-big-p5-asg")]
+    assert render(bigger).startswith("gpucluster plan diff — stack p5-training → p5-big")
+
+
+def test_markdown_golden_and_order(update_golden):
+    _, new, c = case("p5-training", prcases.efa_off)
+    text = markdown(c, new, cost_markdown="| | before | after |\n|---|---|---|", summary_markdown="16 × p5.48xlarge")
+    check_golden(GOLDEN / "diff" / "p5-training-efa-off.md", text, update_golden)
+    order = ["**0 to create", "[!CAUTION]", "### Replacements", "### Cost", "### Summary", "```mermaid", "<details>"]
+    assert [text.index(s) for s in order] == sorted(text.index(s) for s in order)
+    assert "16 × p5.48xlarge" in text and "### Cost" in text
+    plain = markdown(c, new)
+    assert "### Cost" not in plain and "### Summary" not in plain  # nothing shown when not given
+
+
+def test_markdown_stays_under_githubs_limit():
+    old, new, _ = case("p5-training", prcases.efa_off)
+    new["files"]["p5-training-p5-lt/huge.txt"] = "".join(f"line {n} of a long file\n" for n in range(20_000))
+    c = compare(old, new)
+    text = markdown(c, new)
+    assert len(text) <= LIMIT
+    assert "[!CAUTION]" in text and "### Replacements" in text  # the warnings are never cut
+    assert "**Cut:** the last " in text and "`gpucluster plan diff OLD NEW` prints all of them" in text
+    assert text.rstrip().endswith("</details>")
+
+
+# --- the CLI ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def plan_files(tmp_path_factory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("plans")
+    out = {}
+    for label, stack, change in (
+        ("base", "p5-training", None),
+        ("efa-off", "p5-training", prcases.efa_off),
+        ("shrink", "p5-training", prcases.shrink_p5),
+    ):
+        out[label] = folder / f"{label}.json"
+        out[label].write_text(json.dumps(prcases.plan_json(stack, change)))
+    return out
+
+
+def test_cli_exit_codes(plan_files):
+    base, lossy, shrink = str(plan_files["base"]), str(plan_files["efa-off"]), str(plan_files["shrink"])
+    assert gpucluster("plan", "diff", base, lossy).returncode == 0  # no flags: always 0
+    loses = gpucluster("plan", "diff", base, lossy, "--exit-code")
+    assert loses.returncode == 3 and "this change loses data (p5-training-lustre-fs)" in loses.stderr
+    assert gpucluster("plan", "diff", base, lossy, "--exit-code", "--allow-data-loss").returncode == 2
+    assert gpucluster("plan", "diff", base, shrink, "--exit-code").returncode == 2
+    assert gpucluster("plan", "diff", base, base, "--exit-code").returncode == 0
+    expect = gpucluster("plan", "diff", base, shrink, "--expect-no-changes")
+    assert expect.returncode == 2 and "--expect-no-changes, but the plans differ: 0 to create, 1 to update" in expect.stderr
+    assert gpucluster("plan", "diff", base, base, "--expect-no-changes").returncode == 0
+
+
+def test_cli_formats(plan_files):
+    base, lossy = str(plan_files["base"]), str(plan_files["efa-off"])
+    doc = json.loads(gpucluster("plan", "diff", base, lossy, "--format", "json").stdout)
+    validate(doc, "diff.schema.json")
+    assert doc["changeSummary"] == {"create": 0, "update": 2, "replace": 1, "delete": 0, "same": 57}
+    (fs,) = [s for s in doc["steps"] if s["type"] == LUSTRE]
+    assert fs["op"] == "replace" and "efaEnabled" in fs["replaceReasons"] and fs["dataLoss"]
+    assert fs["detailedDiff"]["efaEnabled"] == {"kind": "delete-replace", "inputDiff": True}
+    md = gpucluster("plan", "diff", base, lossy, "--format", "markdown")
+    assert md.returncode == 0 and md.stdout.startswith("## gpucluster plan diff: `p5-training` (gpucluster)")
+
+
+def test_cli_bad_inputs_are_one_line(tmp_path, plan_files):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"resources": [{"no": "urn"}]}')
+    for args in ((str(bad), str(plan_files["base"])), (str(tmp_path / "missing.json"), str(plan_files["base"]))):
+        result = gpucluster("plan", "diff", *args)
+        assert result.returncode == 1 and "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+    invalid = tmp_path / "invalid.json"
+    invalid.write_text(json.dumps({"ok": False, "resources": [], "stack": "x"}))
+    result = gpucluster("plan", "diff", str(invalid), str(plan_files["base"]))
+    assert result.returncode == 1 and "does not load" in result.stderr

@@ -1,0 +1,83 @@
+"""The update-safety table covers every resource type we create, and names real inputs of each."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import re
+
+import pytest
+import yaml
+
+from gpucluster.tools.plan.safety import TABLE, replace_reasons, safety_of
+from gpucluster.tools.plan.stackfile import stack_names
+from tests.conftest import GOLDEN, ROOT
+
+
+def _camel(token: str) -> str:
+    return token[0].lower() + token[1:]
+
+
+def example_types() -> set[str]:
+    """Resource types the examples create: ``aws.<module>.<Class>(`` in Python, ``type: aws:<module>:<Class>`` in YAML."""
+    found: set[str] = set()
+    for path in (ROOT / "examples").rglob("*.py"):
+        for module, cls in re.findall(r"\baws\.(\w+)\.([A-Z]\w*)\(", path.read_text()):
+            found.add(f"aws:{module}/{_camel(cls)}:{cls}")
+    for path in (ROOT / "examples").rglob("Pulumi.yaml"):
+        for resource in (yaml.safe_load(path.read_text()).get("resources") or {}).values():
+            module, _, cls = str(resource.get("type", "")).partition(":")[2].partition(":")
+            if str(resource.get("type", "")).startswith("aws:"):
+                found.add(f"aws:{module}/{_camel(cls)}:{cls}")
+    return found
+
+
+def shipped_types() -> set[str]:
+    """Every custom resource type in the golden plan of every shipped stack (test_plan.py keeps those
+    equal to the plans themselves)."""
+    types: set[str] = set()
+    for stack in stack_names():
+        doc = json.loads((GOLDEN / "plans" / f"{stack}.json").read_text())
+        types |= {r["type"] for r in doc["resources"] if r["custom"]}
+    return types
+
+
+def test_every_created_type_is_in_the_table():
+    types = shipped_types() | example_types()
+    assert "aws:ec2/capacityReservation:CapacityReservation" in types  # the examples were read
+    assert "aws:fsx/lustreFileSystem:LustreFileSystem" in types
+    missing = sorted(t for t in types if safety_of(t) is None)
+    assert missing == [], f"add these to gpucluster/tools/plan/safety.py: {missing}"
+
+
+def test_every_entry_says_where_it_comes_from():
+    for token, entry in TABLE.items():
+        assert entry.source.startswith("https://"), token
+
+
+@pytest.mark.parametrize("token", sorted(t for t in TABLE if t.startswith("aws:")))
+def test_every_force_new_path_is_an_input_of_the_pinned_provider(token):
+    """A misspelt property would never match a change: each path's first part is an argument of the
+    pulumi_aws resource class."""
+    module_path, cls_name = token.split(":")[1].split("/")[0], token.split(":")[2]
+    cls = getattr(importlib.import_module(f"pulumi_aws.{module_path}"), cls_name)
+    params = set(inspect.signature(cls._internal_init).parameters)
+    entry = TABLE[token]
+    for path in (*entry.replace_on, *entry.replace_on_decrease):
+        top = path.split(".")[0]
+        snake = re.sub(r"(?<!^)(?=[A-Z])", "_", top).lower()
+        assert snake in params, f"{token}: {path} is not an input ({snake})"
+
+
+def test_replace_reasons():
+    lustre = "aws:fsx/lustreFileSystem:LustreFileSystem"
+    assert replace_reasons(lustre, ["efaEnabled", "tags.team"], {}, {}) == ["efaEnabled"]
+    assert replace_reasons(lustre, ["subnetIds[0]"], {}, {}) == ["subnetIds"]
+    assert replace_reasons(lustre, ["storageCapacity"], {"storageCapacity": 4800}, {"storageCapacity": 9600}) == []
+    assert replace_reasons(lustre, ["storageCapacity"], {"storageCapacity": 9600}, {"storageCapacity": 4800}) == [
+        "storageCapacity"
+    ]
+    assert replace_reasons("aws:ec2/launchTemplate:LaunchTemplate", ["userData", "instanceType"], {}, {}) == []
+    assert replace_reasons("aws:ec2/vpc:Vpc", ["cidrBlockAssociations"], {}, {}) == []  # a prefix, not a match
+    assert replace_reasons("gpucluster:index:GpuCluster", ["x"], {}, {}) == []
