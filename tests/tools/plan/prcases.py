@@ -68,3 +68,7 @@ def access_entry_first(c: Config) -> None:
     c["gpucluster:kubernetes"]["accessEntries"].insert(
         0, {"principalArn": "arn:aws:iam::123456789012:role/auditors", "policies": ["AmazonEKSViewPolicy"]}
     )
+
+
+def nccl_debug_on_p5(c: Config) -> None:
+    c["gpucluster:nodeGroups"][0]["ncclEnv"] = {"NCCL_DEBUG": "INFO"}

@@ -106,6 +106,18 @@ def test_head_node_instance_type_change_restarts_it():
     assert "    instanceType: 'm7i.xlarge' → 'm7i.2xlarge'" in render(c)
 
 
+def test_new_launch_template_version_rolls_an_eks_node_group():
+    _, _, c = case("eks-p5", prcases.nccl_debug_on_p5)
+    templates = {s.name: s.op for s in c.steps if s.type == "aws:ec2/launchTemplate:LaunchTemplate"}
+    assert templates == {"eks-p5-eks-p5-lt": "update", "eks-p5-eks-system-lt": "same"}  # versioned, never replaced
+    group = next(s for s in c.steps if s.type == "aws:eks/nodeGroup:NodeGroup" and s.name.endswith("-p5-mng"))
+    assert group.op == "update" and group.diff_reasons == ["launchTemplate"]
+    assert group.disruption == [
+        "rolls node group p5 onto the new version of launch template eks-p5-eks-p5-lt: the 8 instances are replaced, 1 at a time"
+    ]
+    assert not c.data_loss and c.counts()["replace"] == 0
+
+
 def test_bigger_group_and_dataset_lose_nothing():
     _, _, c = case("p5-training", prcases.grow_for_bigger_dataset)
     fs = step(c, LUSTRE)

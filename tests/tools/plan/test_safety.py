@@ -81,3 +81,18 @@ def test_replace_reasons():
     assert replace_reasons("aws:ec2/launchTemplate:LaunchTemplate", ["userData", "instanceType"], {}, {}) == []
     assert replace_reasons("aws:ec2/vpc:Vpc", ["cidrBlockAssociations"], {}, {}) == []  # a prefix, not a match
     assert replace_reasons("gpucluster:index:GpuCluster", ["x"], {}, {}) == []
+
+
+def test_no_component_names_a_resource_by_list_position():
+    """A name like ``dra-{i}`` re-targets every later resource when an item is inserted: names are stable
+    keys (a path, a principal, a name). Looks for an enumerate index inside a resource name in components/."""
+    pattern = re.compile(r"""f["'][^"']*[-_/]\{(i|j|k|n|idx|index|pos)\}""")
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in (ROOT / "components").rglob("*.py")
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line) and "_path" not in line and "[{" not in line
+    ]
+    assert offenders == []
+    # the check can fail: the names this project used before
+    assert pattern.search('f"{name}-dra-{i}"') and pattern.search('f"{name}-access-{j}-{policy}"')
