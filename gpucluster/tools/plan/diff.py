@@ -48,7 +48,8 @@ def warning_lines(c: Comparison) -> list[str]:
         out.append("Replacements")
         for s in replaced:
             guard = "; protected: `pulumi up` stops here" if s.blocked else ""
-            out.append(f"  ± {short_type(s.type)} {s.name}: {', '.join(s.replace_reasons)} forces a new one{guard}")
+            verb = "forces" if len(s.replace_reasons) == 1 else "force"
+            out.append(f"  ± {short_type(s.type)} {s.name}: {', '.join(s.replace_reasons)} {verb} a new one{guard}")
     for s in blocked:
         if s.op == "delete":
             out.append(f"  ! deleting {s.name}: it is protected, so `pulumi up` stops before touching it")

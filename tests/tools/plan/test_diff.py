@@ -53,7 +53,7 @@ def test_efa_toggle_replaces_the_file_system_and_loses_its_data():
     assert text.splitlines()[1] == "0 to create, 2 to update, 1 to replace, 0 to delete"
     assert text.index("DATA LOSS") < text.index("Replacements") < text.index("Changes")
     assert (
-        "± aws:fsx:LustreFileSystem p5-training-lustre-fs: securityGroupIds, efaEnabled, storageCapacity forces a new one" in text
+        "± aws:fsx:LustreFileSystem p5-training-lustre-fs: securityGroupIds, efaEnabled, storageCapacity force a new one" in text
     )
     # user data as a line diff of its decoded text, not one base64 line
     assert "-# Parts: node facts, nccl/efa environment, nvme scratch, lustre mount over EFA + GDS" in text
