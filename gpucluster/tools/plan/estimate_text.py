@@ -54,8 +54,8 @@ def estimate_lines(est: dict[str, Any]) -> list[str]:
         reserved = f", {g['reserved']} reserved" if g.get("reserved") else ""
         capacity = g.get("capacityType") or "on-demand"
         lines.append(
-            f"  {g['nodeGroup']:<12} {g['desired']:>4} × {g['instanceType']:<18} {capacity}{reserved}, "
-            f"{money(g.get('usdPerNodeHour'))}/node-hour {notes.ref(g.get('priceSource'), g.get('priceDate'))}"
+            f"  {g['nodeGroup']:<12} {g['desired']:>4} × {g['instanceType']:<18} {money(g.get('usdPerNodeHour'))}/node-hour, "
+            f"{capacity}{reserved} {notes.ref(g.get('priceSource'), g.get('priceDate'))}"
         )
         lines.append(
             f"  {'':<12} now {money(g.get('usdPerHour'))}/h, {money(monthly(g, 'usdPerMonth', 'usdPerHour', hours))}/month, "
@@ -70,12 +70,9 @@ def estimate_lines(est: dict[str, Any]) -> list[str]:
             f"{notes.ref(item.get('source'), item.get('priceDate'))}"
         )
     lines.append(
-        f"  total now:    {money(est.get('usdPerHour'))}/h, {money(monthly(est, 'usdPerMonth', 'usdPerHour', hours))}/month, "
-        f"{kw(est.get('kw'))}"
-    )
-    lines.append(
-        f"  total at max: {money(est.get('usdPerHourAtMax'))}/h, "
-        f"{money(monthly(est, 'usdPerMonthAtMax', 'usdPerHourAtMax', hours))}/month, {kw(est.get('kwAtMax'))}"
+        f"  total: {money(est.get('usdPerHour'))}/h, {money(monthly(est, 'usdPerMonth', 'usdPerHour', hours))}/month, "
+        f"{kw(est.get('kw'))} now; {money(est.get('usdPerHourAtMax'))}/h, "
+        f"{money(monthly(est, 'usdPerMonthAtMax', 'usdPerHourAtMax', hours))}/month, {kw(est.get('kwAtMax'))} at max size"
     )
     lines += [f"  [{n}] {text}" for n, text in enumerate(notes.items, 1)]
     lines.append("")
