@@ -1,7 +1,13 @@
-"""What the cluster costs per hour and draws in power, from the catalog's list prices and estimates.
+"""What the cluster costs per hour and per month and draws in power, from the catalog's prices and estimates.
 
-Figures are planning estimates (see ``data/instance_extras.json`` for their sources), shown in the
-plan at the desired size and at the maximum size of each node group.
+Figures are planning estimates shown in the plan at the desired size and at the maximum size of each
+node group, per hour and per month of 730 hours. Node prices come from ``facts/data/prices.json`` for
+the stack's region and each group's capacity type (:class:`~gpucluster.facts.prices.PriceBook`): spot
+groups at the region's recorded spot price, on-demand groups, reservations and capacity blocks at the
+on-demand price (an On-Demand Capacity Reservation bills at that rate whether used or not; a capacity
+block is paid up front at its own rate, so its figure is only a stand-in). Where the file has no figure
+for the region or capacity type, the estimate borrows the nearest one and its source says so.
+Power is the catalog's estimate per node (``instance_extras.json``).
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from typing import Any
 
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.facts.catalog import Catalog
+from gpucluster.facts.prices import REFERENCE_REGION, PriceBook, Quote, load_prices
 
 
 @dataclass(frozen=True)
@@ -25,6 +32,9 @@ class GroupEstimate:
     accelerators_per_node: int
     reserved: int = 0
     """Instances billed whether they run or not (a capacity reservation or block)."""
+    capacity_type: str = "on-demand"
+    price_date: str | None = None
+    """When the price was recorded (``None`` for a price set in the config or none at all)."""
 
     @property
     def billed_now(self) -> int:
@@ -40,6 +50,14 @@ class GroupEstimate:
         return None if self.usd_per_node_hour is None else round(self.usd_per_node_hour * count, 2)
 
     @property
+    def usd_per_month(self) -> float | None:
+        return _monthly(self.usd_per_node_hour, self.billed_now)
+
+    @property
+    def usd_per_month_max(self) -> float | None:
+        return _monthly(self.usd_per_node_hour, max(self.maximum, self.reserved))
+
+    @property
     def kw(self) -> float | None:
         return None if self.kw_per_node is None else round(self.kw_per_node * self.desired, 1)
 
@@ -53,6 +71,17 @@ NAT_GATEWAY_USD_PER_HOUR = 0.045
 INTERFACE_ENDPOINT_USD_PER_HOUR_PER_ZONE = 0.01
 EKS_CONTROL_PLANE_USD_PER_HOUR = 0.10
 HOURS_PER_MONTH = 730
+"""The month of the estimate (AWS's pricing pages and calculator use 730 hours)."""
+
+
+def _monthly(usd_per_hour: float | None, count: int = 1) -> float | None:
+    return None if usd_per_hour is None else round(usd_per_hour * count * HOURS_PER_MONTH, 2)
+
+
+def _us_east_1(region: str, what: str) -> str:
+    """The source of a fixed price the catalog only knows for us-east-1."""
+    where = "" if region == REFERENCE_REGION else f"; the catalog has no {region} figure"
+    return f"us-east-1 list price, {what}{where}"
 
 
 @dataclass(frozen=True)
@@ -63,16 +92,25 @@ class LineItem:
     usd_per_hour: float | None
     kw: float
     source: str
+    key: str = ""
+    """A stable name for the item (``nat-gateways``, ``fsx-lustre`` …): ``name`` carries counts and sizes."""
+    price_date: str | None = None
+
+    @property
+    def usd_per_month(self) -> float | None:
+        return _monthly(self.usd_per_hour)
 
 
 @dataclass(frozen=True)
 class Estimate:
     groups: tuple[GroupEstimate, ...]
     fixed: tuple[LineItem, ...] = ()
+    region: str = REFERENCE_REGION
 
     def _total(self, attr: str) -> float | None:
         values = [getattr(g, attr) for g in self.groups]
-        fixed = [i.kw if attr.startswith("kw") else i.usd_per_hour for i in self.fixed]
+        fixed_attr = "kw" if attr.startswith("kw") else "usd_per_month" if attr.startswith("usd_per_month") else "usd_per_hour"
+        fixed = [getattr(i, fixed_attr) for i in self.fixed]
         if any(v is None for v in [*values, *fixed]):
             return None
         return round(sum(values) + sum(v for v in fixed if v is not None), 2)
@@ -86,6 +124,14 @@ class Estimate:
         return self._total("usd_per_hour_max")
 
     @property
+    def usd_per_month(self) -> float | None:
+        return self._total("usd_per_month")
+
+    @property
+    def usd_per_month_max(self) -> float | None:
+        return self._total("usd_per_month_max")
+
+    @property
     def kw(self) -> float | None:
         return self._total("kw")
 
@@ -95,11 +141,26 @@ class Estimate:
 
     def as_dict(self) -> dict[str, object]:
         return {
+            "region": self.region,
+            "hoursPerMonth": HOURS_PER_MONTH,
             "usdPerHour": self.usd_per_hour,
             "usdPerHourAtMax": self.usd_per_hour_max,
+            "usdPerMonth": self.usd_per_month,
+            "usdPerMonthAtMax": self.usd_per_month_max,
             "kw": self.kw,
             "kwAtMax": self.kw_max,
-            "fixed": [{"name": i.name, "usdPerHour": i.usd_per_hour, "kw": i.kw, "source": i.source} for i in self.fixed],
+            "fixed": [
+                {
+                    "key": i.key,
+                    "name": i.name,
+                    "usdPerHour": i.usd_per_hour,
+                    "usdPerMonth": i.usd_per_month,
+                    "kw": i.kw,
+                    "source": i.source,
+                    "priceDate": i.price_date,
+                }
+                for i in self.fixed
+            ],
             "nodeGroups": [
                 {
                     "nodeGroup": g.node_group,
@@ -107,10 +168,14 @@ class Estimate:
                     "desired": g.desired,
                     "reserved": g.reserved,
                     "max": g.maximum,
+                    "capacityType": g.capacity_type,
                     "usdPerNodeHour": g.usd_per_node_hour,
                     "priceSource": g.price_source,
+                    "priceDate": g.price_date,
                     "usdPerHour": g.usd_per_hour,
                     "usdPerHourAtMax": g.usd_per_hour_max,
+                    "usdPerMonth": g.usd_per_month,
+                    "usdPerMonthAtMax": g.usd_per_month_max,
                     "kwPerNode": g.kw_per_node,
                     "kw": g.kw,
                     "kwAtMax": g.kw_max,
@@ -131,9 +196,19 @@ def unknown_price_source(index: int, instance_type: str) -> str:
 
 # Keys of :meth:`Estimate.as_dict` whose value may be ``None`` (unknown). The Pulumi runtime drops
 # ``None`` values from exported maps; the plan puts them back as ``null`` so readers see every key.
-NULLABLE_TOTAL_KEYS = ("usdPerHour", "usdPerHourAtMax", "kw", "kwAtMax")
-NULLABLE_GROUP_KEYS = ("usdPerNodeHour", "usdPerHour", "usdPerHourAtMax", "kwPerNode", "kw", "kwAtMax")
-NULLABLE_FIXED_KEYS = ("usdPerHour",)
+NULLABLE_TOTAL_KEYS = ("usdPerHour", "usdPerHourAtMax", "usdPerMonth", "usdPerMonthAtMax", "kw", "kwAtMax")
+NULLABLE_GROUP_KEYS = (
+    "usdPerNodeHour",
+    "priceDate",
+    "usdPerHour",
+    "usdPerHourAtMax",
+    "usdPerMonth",
+    "usdPerMonthAtMax",
+    "kwPerNode",
+    "kw",
+    "kwAtMax",
+)
+NULLABLE_FIXED_KEYS = ("usdPerHour", "usdPerMonth", "priceDate")
 
 
 def restore_nulls(exported: dict[str, Any]) -> dict[str, Any]:
@@ -144,24 +219,26 @@ def restore_nulls(exported: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def estimate(spec: ClusterSpec, catalog: Catalog) -> Estimate:
-    """Cost and power of the node groups of a resolved spec."""
+def group_price(capacity: str, quote: Quote) -> tuple[float | None, str]:
+    """The node-hour price of a group bought as ``capacity`` and what the plan says about it."""
+    if capacity == "capacity-block":
+        return quote.usd_per_hour, f"{quote.source}; a capacity block is paid up front at its own rate"
+    if capacity == "capacity-reservation":
+        return quote.usd_per_hour, f"{quote.source}; a reservation bills whether used or not"
+    return quote.usd_per_hour, quote.source
+
+
+def estimate(spec: ClusterSpec, catalog: Catalog, prices: PriceBook | None = None) -> Estimate:
+    """Cost and power of the node groups of a resolved spec, priced for its region."""
+    book = prices if prices is not None else load_prices()
     groups = []
     for i, g in enumerate(spec.node_groups):
         facts = catalog[g.instance_type]
+        quote = book.quote(g.instance_type, spec.region, g.capacity.type)
         if g.price_per_hour is not None:
-            price, source = g.price_per_hour, "pricePerHour"
-        elif g.capacity.type == "capacity-block":
-            price, source = (
-                facts.on_demand_usd_per_hour,
-                "on-demand list price; a capacity block is paid up front at its own rate",
-            )
-        elif g.capacity.type == "capacity-reservation":
-            price, source = facts.on_demand_usd_per_hour, "on-demand list price; a reservation bills whether used or not"
-        elif g.capacity.type == "spot":
-            price, source = facts.on_demand_usd_per_hour, "on-demand list price (spot is usually lower)"
+            price, source, date = g.price_per_hour, "pricePerHour", None
         else:
-            price, source = facts.on_demand_usd_per_hour, "on-demand list price, us-east-1"
+            (price, source), date = group_price(g.capacity.type, quote), quote.date
         groups.append(
             GroupEstimate(
                 node_group=g.name,
@@ -173,15 +250,19 @@ def estimate(spec: ClusterSpec, catalog: Catalog) -> Estimate:
                 price_source=source if price is not None else unknown_price_source(i, g.instance_type),
                 kw_per_node=facts.estimated_power_kw,
                 accelerators_per_node=facts.accelerator_count,
+                capacity_type=g.capacity.type,
+                price_date=date if price is not None else None,
             )
         )
-    return Estimate(tuple(groups), tuple(fixed_costs(spec, catalog)))
+    return Estimate(tuple(groups), tuple(fixed_costs(spec, catalog, book)), spec.region)
 
 
-def fixed_costs(spec: ClusterSpec, catalog: Catalog) -> list[LineItem]:
+def fixed_costs(spec: ClusterSpec, catalog: Catalog, prices: PriceBook | None = None) -> list[LineItem]:
     """NAT gateways, interface endpoints, the Lustre file system, EKS's control plane and system nodes."""
     from gpucluster.config.sizing import USD_PER_GB_MONTH
 
+    book = prices if prices is not None else load_prices()
+    region = spec.region
     items: list[LineItem] = []
     net = spec.network
     zones = len(spec.zones)
@@ -192,7 +273,8 @@ def fixed_costs(spec: ClusterSpec, catalog: Catalog) -> list[LineItem]:
                 f"{count} NAT gateway(s)",
                 round(count * NAT_GATEWAY_USD_PER_HOUR, 3),
                 0.0,
-                "VPC pricing, per hour (data processed is extra)",
+                _us_east_1(region, "VPC pricing, per hour (data processed is extra)"),
+                "nat-gateways",
             )
         )
     if net.create_vpc and net.interface_endpoints:
@@ -202,7 +284,8 @@ def fixed_costs(spec: ClusterSpec, catalog: Catalog) -> list[LineItem]:
                 f"{n} interface endpoint ENIs",
                 round(n * INTERFACE_ENDPOINT_USD_PER_HOUR_PER_ZONE, 3),
                 0.0,
-                "PrivateLink pricing, per endpoint per zone",
+                _us_east_1(region, "PrivateLink pricing, per endpoint per zone"),
+                "interface-endpoints",
             )
         )
     storage = spec.storage
@@ -215,34 +298,53 @@ def fixed_costs(spec: ClusterSpec, catalog: Catalog) -> list[LineItem]:
             else round(fs.storage_capacity_gib * price / HOURS_PER_MONTH, 2)
         )
         items.append(
-            LineItem(f"FSx for Lustre {fs.storage_capacity_gib or '?'} GiB", usd, 0.0, "FSx pricing, per GB-month / 730")
+            LineItem(
+                f"FSx for Lustre {fs.storage_capacity_gib or '?'} GiB",
+                usd,
+                0.0,
+                _us_east_1(region, "FSx pricing, per GB-month / 730"),
+                "fsx-lustre",
+            )
         )
     slurm = getattr(spec, "slurm", None)
     if slurm is not None:
         head = slurm.head_node
         facts = catalog.get(head.instance_type)
-        price = facts.on_demand_usd_per_hour if facts else None
+        quote = book.quote(head.instance_type, region)
         items.append(
             LineItem(
                 f"Slurm head node {head.instance_type}",
-                price,
+                quote.usd_per_hour,
                 round(facts.estimated_power_kw or 0.0, 2) if facts else 0.0,
-                "on-demand list price (its EBS volumes are extra)",
+                f"{quote.source}; its EBS volumes are extra",
+                "slurm-head-node",
+                quote.date,
             )
         )
     kubernetes = getattr(spec, "kubernetes", None)
     if kubernetes is not None:
-        items.append(LineItem("EKS control plane", EKS_CONTROL_PLANE_USD_PER_HOUR, 0.0, "EKS pricing, standard support"))
+        items.append(
+            LineItem(
+                "EKS control plane",
+                EKS_CONTROL_PLANE_USD_PER_HOUR,
+                0.0,
+                _us_east_1(region, "EKS pricing, standard support"),
+                "eks-control-plane",
+            )
+        )
         system = kubernetes.system_node_group
         facts = catalog.get(system.instance_type)
         nodes = system.effective_desired_size
-        price = facts.on_demand_usd_per_hour if facts else None
+        quote = book.quote(system.instance_type, region)
+        price = quote.usd_per_hour
         items.append(
             LineItem(
                 f"EKS system nodes {nodes} × {system.instance_type}",
                 None if price is None else round(price * nodes, 3),
                 round((facts.estimated_power_kw or 0.0) * nodes, 2) if facts else 0.0,
-                "on-demand list price",
+                quote.source,
+                "eks-system-nodes",
+                quote.date,
             )
         )
     return items

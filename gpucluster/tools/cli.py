@@ -9,6 +9,7 @@
     gpucluster stacks                         the stacks in stacks/
     gpucluster catalog show [TYPE]            instance facts
     gpucluster catalog refresh --region R     rebuild the catalog from EC2 DescribeInstanceTypes
+    gpucluster catalog refresh-prices --region R   rebuild R's on-demand and spot prices (Price List, spot history)
     gpucluster docs                           regenerate docs/config-reference.md
 
 Options that every verb takes, anywhere on the command line:
@@ -253,6 +254,24 @@ def _catalog_refresh(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _catalog_refresh_prices(args: argparse.Namespace) -> int:
+    from gpucluster.tools.catalog_refresh import RefreshError
+    from gpucluster.tools.price_refresh import refresh_prices
+
+    try:
+        done = refresh_prices(args.region, instance_types=args.types, endpoint_url=args.endpoint_url)
+    except RefreshError as exc:
+        raise CliError(str(exc)) from None
+    print(f"priced {len(done.entries)} instance type(s) in {done.region} on {done.date}")
+    for label, missing in (("no on-demand price", done.no_on_demand), ("no spot price", done.no_spot)):
+        if missing:
+            print(f"  {label} in {done.region}: {', '.join(missing)}")
+    from gpucluster.facts.prices import PRICES_FILE
+
+    print(f"wrote {PRICES_FILE}")
+    return EXIT_OK
+
+
 def _docs(args: argparse.Namespace) -> int:
     from gpucluster.tools.docs import write_config_reference
 
@@ -339,6 +358,15 @@ def parser() -> argparse.ArgumentParser:
     ref.add_argument("--add", nargs="*", default=[], metavar="TYPE", help="instance types to add")
     ref.add_argument("--endpoint-url", help="EC2 endpoint (e.g. a local moto server)")
     ref.set_defaults(func=_catalog_refresh)
+    prices = cat.add_parser(
+        "refresh-prices",
+        parents=[common],
+        help="rebuild one region's on-demand (AWS Price List) and spot (EC2 spot price history) prices (needs credentials)",
+    )
+    prices.add_argument("--region", required=True)
+    prices.add_argument("--types", nargs="*", default=None, metavar="TYPE", help="instance types (default: the catalog's)")
+    prices.add_argument("--endpoint-url", help="AWS endpoint for both APIs (e.g. a local server)")
+    prices.set_defaults(func=_catalog_refresh_prices)
 
     sub.add_parser("docs", parents=[common], help="regenerate docs/config-reference.md").set_defaults(func=_docs)
     return p

@@ -4,10 +4,9 @@ rendered files. JSON is :mod:`~gpucluster.tools.plan.jsonplan`, diffs :mod:`~gpu
 
 from __future__ import annotations
 
-from typing import Any
-
 from gpucluster.tools.plan.describe import DESCRIBERS
 from gpucluster.tools.plan.engine import Plan
+from gpucluster.tools.plan.estimate_text import estimate_lines
 from gpucluster.tools.plan.monitor import Registration
 
 
@@ -21,10 +20,6 @@ def _short(token: str) -> str:
 
 def _money(v: float | None) -> str:
     return "unknown" if v is None else f"${v:,.2f}"
-
-
-def _kw(v: float | None) -> str:
-    return "unknown" if v is None else f"{v:,.1f} kW"
 
 
 def render_text(plan: Plan, *, show_files: bool = True) -> str:
@@ -43,7 +38,7 @@ def render_text(plan: Plan, *, show_files: bool = True) -> str:
     for root in roots:
         _tree(plan, root, "", out, last=True, is_root=True)
     out.append("")
-    out += _estimate_lines(plan.outputs.get("estimate") or {})
+    out += estimate_lines(plan.outputs.get("estimate") or {})
     sizing = plan.outputs.get("storageSizing")
     if sizing:
         monthly = sizing.get("usdPerMonth")
@@ -59,29 +54,6 @@ def render_text(plan: Plan, *, show_files: bool = True) -> str:
         for path in sorted(plan.files):
             out += [f"--- {path}", plan.files[path].rstrip("\n"), ""]
     return "\n".join(out).rstrip("\n") + "\n"
-
-
-def _estimate_lines(est: dict[str, Any]) -> list[str]:
-    if not est:
-        return []
-    lines = ["Estimate (planning figures from the instance catalog; see gpucluster/facts/data/instance_extras.json)"]
-    for g in est.get("nodeGroups", []):
-        reserved = f" ({g['reserved']} reserved)" if g.get("reserved") else ""
-        lines.append(
-            f"  {g['nodeGroup']:<12} {g['desired']:>4} × {g['instanceType']:<18} {_money(g.get('usdPerNodeHour'))}/node-hour "
-            f"→ {_money(g.get('usdPerHour'))}/h{reserved}, {_kw(g.get('kw'))}"
-            f"   at max {g['max']}: {_money(g.get('usdPerHourAtMax'))}/h, {_kw(g.get('kwAtMax'))}"
-            f"   ({g.get('priceSource')})"
-        )
-    for item in est.get("fixed", []):
-        power = f", {_kw(item.get('kw'))}" if item.get("kw") else ""
-        lines.append(f"  {item['name']:<38} {_money(item.get('usdPerHour'))}/h{power}   ({item.get('source')})")
-    lines.append(
-        f"  total: {_money(est.get('usdPerHour'))}/h, {_kw(est.get('kw'))} now; "
-        f"{_money(est.get('usdPerHourAtMax'))}/h, {_kw(est.get('kwAtMax'))} at max size"
-    )
-    lines.append("")
-    return lines
 
 
 def _tree(plan: Plan, r: Registration, prefix: str, out: list[str], *, last: bool, is_root: bool = False) -> None:

@@ -1,0 +1,79 @@
+"""The estimate of a plan (``outputs.estimate``) as text lines: per node group and fixed item, $/h, $/month
+and kW now and at maximum size, then totals, then the prices' sources and dates as numbered notes so
+the reader can tell a recorded regional price from a borrowed one without the lines growing wide.
+
+It reads the JSON shape only (:meth:`gpucluster.resolve.cost.Estimate.as_dict`), so a plan written by an
+older version, without monthly figures, prints too: a month is then 730 × the hourly figure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+HOURS_PER_MONTH = 730
+
+
+def money(v: float | None) -> str:
+    return "unknown" if v is None else f"${v:,.2f}"
+
+
+def kw(v: float | None) -> str:
+    return "unknown" if v is None else f"{v:,.1f} kW"
+
+
+def monthly(item: dict[str, Any], key: str, hourly_key: str, hours: float = HOURS_PER_MONTH) -> float | None:
+    """``item[key]``, or 730 × ``item[hourly_key]`` where an older plan has no monthly figure."""
+    if key in item:
+        return item[key]
+    hourly = item.get(hourly_key)
+    return None if hourly is None else round(hourly * hours, 2)
+
+
+class _Notes:
+    """Numbered price sources, each printed once."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def ref(self, source: str | None, date: str | None) -> str:
+        text = (source or "no source given") + (f" (recorded {date})" if date else "")
+        if text not in self.items:
+            self.items.append(text)
+        return f"[{self.items.index(text) + 1}]"
+
+
+def estimate_lines(est: dict[str, Any]) -> list[str]:
+    """The estimate section of the text plan (empty when the plan has no estimate)."""
+    if not est:
+        return []
+    hours = est.get("hoursPerMonth") or HOURS_PER_MONTH
+    region = f" in {est['region']}" if est.get("region") else ""
+    notes = _Notes()
+    lines = [f"Estimate{region} (planning figures, not a bill; a month is {hours} h; prices: gpucluster/facts/data/prices.json)"]
+    for g in est.get("nodeGroups", []):
+        reserved = f", {g['reserved']} reserved" if g.get("reserved") else ""
+        capacity = g.get("capacityType") or "on-demand"
+        lines.append(
+            f"  {g['nodeGroup']:<12} {g['desired']:>4} × {g['instanceType']:<18} {money(g.get('usdPerNodeHour'))}/node-hour, "
+            f"{capacity}{reserved} {notes.ref(g.get('priceSource'), g.get('priceDate'))}"
+        )
+        lines.append(
+            f"  {'':<12} now {money(g.get('usdPerHour'))}/h, {money(monthly(g, 'usdPerMonth', 'usdPerHour', hours))}/month, "
+            f"{kw(g.get('kw'))}; at max {g['max']}: {money(g.get('usdPerHourAtMax'))}/h, "
+            f"{money(monthly(g, 'usdPerMonthAtMax', 'usdPerHourAtMax', hours))}/month, {kw(g.get('kwAtMax'))}"
+        )
+    for item in est.get("fixed", []):
+        power = f", {kw(item.get('kw'))}" if item.get("kw") else ""
+        lines.append(
+            f"  {item['name']:<38} {money(item.get('usdPerHour'))}/h, "
+            f"{money(monthly(item, 'usdPerMonth', 'usdPerHour', hours))}/month{power} "
+            f"{notes.ref(item.get('source'), item.get('priceDate'))}"
+        )
+    lines.append(
+        f"  total: {money(est.get('usdPerHour'))}/h, {money(monthly(est, 'usdPerMonth', 'usdPerHour', hours))}/month, "
+        f"{kw(est.get('kw'))} now; {money(est.get('usdPerHourAtMax'))}/h, "
+        f"{money(monthly(est, 'usdPerMonthAtMax', 'usdPerHourAtMax', hours))}/month, {kw(est.get('kwAtMax'))} at max size"
+    )
+    lines += [f"  [{n}] {text}" for n, text in enumerate(notes.items, 1)]
+    lines.append("")
+    return lines
