@@ -125,7 +125,7 @@ def _read_plan(path_text: str) -> dict[str, Any]:
 
 
 def _plan_diff(args: argparse.Namespace) -> int:
-    from gpucluster.tools.plan.changes import compare
+    from gpucluster.tools.plan.review import exit_status, render, review
 
     old, new = _read_plan(args.old), _read_plan(args.new)
     for path, doc in ((args.old, old), (args.new, new)):
@@ -134,45 +134,16 @@ def _plan_diff(args: argparse.Namespace) -> int:
                 f"{path} is the plan of a stack config that does not load (`ok: false`); fix the config and plan again"
             )
     try:
-        comparison = compare(old, new)
+        r = review(old, new)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise CliError(f"{args.old} and {args.new} must both be JSON plans from `gpucluster plan --json` ({exc!r})") from None
-    if args.format == "json":
-        from gpucluster.tools.plan.diffjson import to_json
-
-        sys.stdout.write(json.dumps(to_json(comparison), indent=2, sort_keys=True) + "\n")
-    elif args.format == "markdown":
-        from gpucluster.tools.plan.diffmarkdown import render
-
-        sys.stdout.write(render(comparison, new))
-    else:
-        from gpucluster.tools.plan.diff import render
-
-        sys.stdout.write(render(comparison))
-    return _diff_exit(args, comparison)
-
-
-def _diff_exit(args: argparse.Namespace, comparison: Any) -> int:
-    """0 without flags; ``--expect-no-changes``: 2 on any change; ``--exit-code``: 0 none, 2 changes, 3 data loss
-    (2 with ``--allow-data-loss``)."""
-    from gpucluster.tools.plan.diff import counts_line
-
-    if not comparison.changed:
-        return EXIT_OK
-    what = counts_line(comparison) + (f", {len(comparison.files)} file(s) changed" if comparison.files else "")
-    if args.expect_no_changes:
-        print(f"gpucluster plan diff: --expect-no-changes, but the plans differ: {what}", file=sys.stderr)
-        return EXIT_CHANGES
-    if not args.exit_code:
-        return EXIT_OK
-    if comparison.data_loss and not args.allow_data_loss:
-        names = ", ".join(s.name for s in comparison.data_loss)
-        print(
-            f"gpucluster plan diff: this change loses data ({names}); exit 3. Pass --allow-data-loss if that is intended.",
-            file=sys.stderr,
-        )
-        return EXIT_DATA_LOSS
-    return EXIT_CHANGES
+    sys.stdout.write(render(r, args.format))
+    status, message = exit_status(
+        r.comparison, exit_code=args.exit_code, allow_data_loss=args.allow_data_loss, expect_no_changes=args.expect_no_changes
+    )
+    if message:
+        print(f"gpucluster plan diff: {message}", file=sys.stderr)
+    return status
 
 
 def _preflight(args: argparse.Namespace) -> int:
