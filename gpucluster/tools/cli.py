@@ -261,6 +261,7 @@ def package_version() -> str:
 
 
 def parser() -> argparse.ArgumentParser:
+    from gpucluster.tools.ci.cli import register as register_preview
     from gpucluster.tools.plan.stackfile import PROJECT_DIR
 
     # --project-dir is accepted before or after the verb: each subcommand takes it too, defaulting to
@@ -340,6 +341,7 @@ def parser() -> argparse.ArgumentParser:
     prices.set_defaults(func=_catalog_refresh_prices)
 
     sub.add_parser("docs", parents=[common], help="regenerate docs/config-reference.md").set_defaults(func=_docs)
+    register_preview(sub, common)
     return p
 
 
