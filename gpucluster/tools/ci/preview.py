@@ -114,16 +114,20 @@ Compare = Callable[[str, dict[str, Any], dict[str, Any]], StackResult]
 
 
 def compare(stack: str, old: dict[str, Any], new: dict[str, Any]) -> StackResult:
-    """One stack's change as the PR comment shows it: the diff's markdown, its counts and whether it loses data."""
-    from gpucluster.tools.plan.diff import diff
+    """One stack's change as the PR comment shows it: the review's markdown (replacements, data loss, cost,
+    summary, details), its counts and whether it loses data."""
+    from gpucluster.tools.plan.review import render, review
 
     if new.get("error"):
         md = f"The head's config of `{stack}` is invalid; `pulumi up` would stop before creating anything:\n\n```\n{new['error']}\n```\n"
         return StackResult(stack, True, False, {}, md, error=str(new["error"]))
-    lines = diff(old, new)
-    counts = {"change": len(lines)}
-    md = "No changes.\n" if not lines else "```diff\n" + "\n".join(lines) + "\n```\n"
-    return StackResult(stack, bool(lines), False, counts, md)
+    r = review(old, new)
+    c = r.comparison
+    counts = {op: n for op, n in c.counts().items() if op != "same"}
+    md = render(r, "markdown", limit=COMMENT_LIMIT - 2_000)
+    # The section heading names the stack: drop the review's own title line.
+    md = md.split("\n", 2)[2] if md.startswith("## ") else md
+    return StackResult(stack, c.changed, bool(c.data_loss), counts, md, monthly_delta=r.cost.total.delta("usdPerMonth"))
 
 
 def _header(p: Preview, base_ref: str, head_ref: str, allow_data_loss: bool) -> list[str]:
