@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import json
 import subprocess
-import sys
+import sysconfig
+import venv
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -118,8 +121,6 @@ def test_each_policy_calls_its_rule_on_the_failing_fixture(pack: ModuleType, rul
 
 
 def test_the_pack_passes_a_shipped_stack(pack: ModuleType):
-    import json
-
     doc = json.loads((ROOT / "tests" / "golden" / "plans" / "slurm-p5.json").read_text())
     doc["resources"] = [r for r in doc["resources"] if r["custom"]]
     assert _run_pack(pack, doc) == set()
@@ -156,12 +157,76 @@ def test_unknowns_in_a_preview_are_not_violations(pack: ModuleType):
 
 
 @pytest.fixture(scope="module")
-def served() -> Iterator[analyzer_pb2_grpc.AnalyzerStub]:
+def pack_env(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A virtualenv like the one Pulumi builds in policy/venv: third-party packages but no gpucluster
+    (this run's site-packages as a plain path entry, so the editable install's finder is not loaded),
+    and a working directory outside the checkout. The pack must find the rules in its own checkout."""
+    home = tmp_path_factory.mktemp("pack-venv")
+    venv.EnvBuilder(with_pip=False).create(home / "venv")
+    python = home / "venv" / "bin" / "python"
+    probe = [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
+    purelib = Path(subprocess.run(probe, capture_output=True, text=True, check=True).stdout.strip())
+    (purelib / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    scratch = home / "elsewhere"
+    scratch.mkdir()
+    lost = subprocess.run([str(python), "-c", "import gpucluster"], cwd=scratch, capture_output=True, text=True)
+    assert lost.returncode != 0, "the pack's environment must not have gpucluster installed"
+    return python, scratch
+
+
+def test_the_pack_needs_only_what_its_requirements_install(pack_env: tuple[Path, Path]):
+    """Loaded in an environment without gpucluster, the pack takes the rules from its checkout and
+    imports no distribution beyond policy/requirements.txt and what those pull in."""
+    python, scratch = pack_env
+    probe = (
+        "import json, runpy, sys, importlib.metadata as md\n"
+        "before = set(sys.modules)\n"
+        f"pack = runpy.run_path({str(PACK / '__main__.py')!r}, run_name='probe')\n"
+        "names = [p.name for p in pack['policies']()]\n"
+        "top = {m.split('.')[0] for m in set(sys.modules) - before}\n"
+        "dists = md.packages_distributions()\n"
+        "print(json.dumps({'names': names, 'rules_from': sys.modules['gpucluster.policy'].__file__,"
+        " 'ours': sorted(m for m in sys.modules if m.split('.')[0] == 'gpucluster'),"
+        " 'dists': sorted({d for t in top - {'gpucluster'} for d in dists.get(t, [])})}))\n"
+    )
+    result = subprocess.run([str(python), "-c", probe], cwd=scratch, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)
+    assert seen["names"] == [rule.name for rule in RULES]
+    assert seen["rules_from"] == str(ROOT / "gpucluster" / "policy" / "__init__.py")
+    # Of gpucluster, only the policy room (stdlib + PyYAML) is loaded: no Pulumi provider, no config model.
+    assert {m.split(".")[1] for m in seen["ours"] if "." in m} == {"policy"}
+    pins = [line.split("==")[0] for line in (PACK / "requirements.txt").read_text().splitlines() if "==" in line]
+    assert set(seen["dists"]) <= _closure(pins), sorted(set(seen["dists"]) - _closure(pins))
+
+
+def _closure(names: list[str]) -> set[str]:
+    """The distributions ``names`` install, with everything they require (as installed here)."""
+    import re
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    out: set[str] = set()
+    todo = list(names)
+    while todo:
+        try:
+            dist = distribution(todo.pop())
+        except PackageNotFoundError:
+            continue
+        if dist.metadata["Name"] in out:
+            continue
+        out.add(dist.metadata["Name"])
+        todo += [re.split(r"[ ;<>=!~\[(]", req, maxsplit=1)[0] for req in dist.requires or [] if "extra ==" not in req]
+    return out
+
+
+@pytest.fixture(scope="module")
+def served(pack_env: tuple[Path, Path]) -> Iterator[analyzer_pb2_grpc.AnalyzerStub]:
     """The pack started as Pulumi starts a Python policy pack (``python -m pulumi.policy <engine>
-    <pack dir>``), which prints the port of its Analyzer service."""
+    <pack dir>``, in the pack's own environment), which prints the port of its Analyzer service."""
+    python, scratch = pack_env
     process = subprocess.Popen(
-        [sys.executable, "-m", "pulumi.policy", "127.0.0.1:1", str(PACK)],
-        cwd=ROOT,
+        [str(python), "-m", "pulumi.policy", "127.0.0.1:1", str(PACK)],
+        cwd=scratch,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
