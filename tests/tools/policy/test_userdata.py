@@ -55,6 +55,13 @@ def test_what_counts_as_a_secret(line: str, kind: str | None):
         assert found[0].line == 2 and found[0].where == "user data"
 
 
+def test_a_munge_key_file_written_from_user_data_is_a_secret():
+    doc = cloud_config([{"path": "/etc/munge/munge.key", "encoding": "b64", "content": b64(b"0123456789abcdef" * 4)}])
+    (finding,) = find_secrets(decode(doc, base64_encoded=False))
+    assert finding.kind == "a munge key (a file written with it)" and finding.where == "user data, file /etc/munge/munge.key"
+    assert "0123456789abcdef" not in finding.excerpt
+
+
 def test_the_secret_itself_is_masked_in_the_message():
     (finding,) = find_secrets([("user data", "StoragePass=Sl8rmDbPassw0rd")])
     assert "Sl8rmDbPassw0rd" not in finding.describe() and "Sl8r…" in finding.describe()
