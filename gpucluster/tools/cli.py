@@ -6,6 +6,7 @@
                                               data loss, disruption; --format text|markdown|json,
                                               --exit-code, --allow-data-loss, --expect-no-changes
     gpucluster preflight --stack dev          check the config against the AWS account (needs credentials)
+    gpucluster policy --stack dev             the policy pack's rules over the offline plan (or --plan FILE)
     gpucluster stacks                         the stacks in stacks/
     gpucluster catalog show [TYPE]            instance facts
     gpucluster catalog refresh --region R     rebuild the catalog from EC2 DescribeInstanceTypes
@@ -25,6 +26,7 @@ Exit codes:
     3  plan diff --exit-code: a change loses data (2: it changes something; 0: nothing)
     1  anything else: no such stack or project, no AWS credentials, an AWS call refused (preflight: a
        check that could not run, and no errors), an unreadable file
+    3  policy: the stack breaks a rule of the policy pack (each violation is listed with its fix)
 No verb prints a traceback (set GPUCLUSTER_TRACEBACK=1 to see one for an unexpected error).
 """
 
@@ -144,6 +146,24 @@ def _plan_diff(args: argparse.Namespace) -> int:
     if message:
         print(f"gpucluster plan diff: {message}", file=sys.stderr)
     return status
+
+
+def _policy(args: argparse.Namespace) -> int:
+    from gpucluster.tools.policy_check import EXIT_VIOLATIONS, check, render_json, render_text
+
+    if args.plan:
+        doc = _read_plan(args.plan)
+    else:
+        from gpucluster.tools.plan.engine import run_plan
+        from gpucluster.tools.plan.jsonplan import to_json
+
+        doc = to_json(run_plan(args.stack, Path(args.project_dir), config_overrides=_overrides(args)))
+    if doc.get("ok") is False:
+        print(f"gpucluster policy: the plan failed, nothing to check:\n{doc.get('error')}", file=sys.stderr)
+        return EXIT_CONFIG
+    found = check(doc)
+    sys.stdout.write(render_json(doc, found) if args.json else render_text(doc, found))
+    return EXIT_VIOLATIONS if found else EXIT_OK
 
 
 def _preflight(args: argparse.Namespace) -> int:
@@ -316,6 +336,12 @@ def parser() -> argparse.ArgumentParser:
     pre.add_argument("--stack", "-s", default="dev", help="stack name (default: dev)")
     pre.add_argument("--endpoint-url", help="AWS endpoint (e.g. a local moto server)")
     pre.set_defaults(func=_preflight)
+
+    pol = sub.add_parser("policy", parents=[common, values], help="check the offline plan against the policy pack's rules")
+    pol.add_argument("--stack", "-s", default="dev", help="stack name (default: dev)")
+    pol.add_argument("--plan", metavar="FILE", help="check this JSON plan (from `gpucluster plan --json`) instead of planning")
+    pol.add_argument("--json", action="store_true", help="print the rules and violations as JSON")
+    pol.set_defaults(func=_policy)
 
     sub.add_parser("stacks", parents=[common], help="list the stacks in stacks/").set_defaults(func=_stacks)
 

@@ -108,6 +108,9 @@ LAYERS = {
     "gpucluster.config": {"gpucluster.facts", "gpucluster_agents"},
     "gpucluster.resolve": {"gpucluster.config", "gpucluster.facts", "gpucluster_agents"},
     "gpucluster.load": {"gpucluster.config", "gpucluster.facts", "gpucluster.resolve", "gpucluster_agents"},
+    # The policy rules stand alone (stdlib + PyYAML): the Pulumi policy pack in policy/ imports them
+    # without the rest of gpucluster, and the tools run them over the offline plan.
+    "gpucluster.policy": set(),
     "gpucluster.render": {
         "gpucluster.config",
         "gpucluster.facts",
@@ -139,12 +142,14 @@ LAYERS = {
         "gpucluster.render",
         "gpucluster.components",
         "gpucluster.program",
+        "gpucluster.policy",
         "gpucluster._paths",
         "gpucluster_agents",
     },
     "gpucluster_agents": set(),
 }
 PULUMI_FREE = (
+    "gpucluster.policy",
     "gpucluster.config",
     "gpucluster.facts",
     "gpucluster.resolve",

@@ -1,0 +1,74 @@
+"""Run every rule over a stack: the rule catalog both callers share, and the offline plan's resources
+(``gpucluster plan --json``) as :class:`~gpucluster.policy.model.Resource`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpucluster.policy import rules as r
+from gpucluster.policy import stack_rules as s
+from gpucluster.policy.model import Resource, Violation
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule as the policy pack and the CLI list it: its name (the Pulumi policy name), what it asks
+    for, and its check (of one resource, or of the whole stack when ``stack``)."""
+
+    name: str
+    description: str
+    check: Callable[..., list[Violation]]
+    stack: bool = False
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(r.IMDSV2, "Launch templates and instances require IMDSv2 (metadataOptions.httpTokens = required).", r.imdsv2_required),
+    Rule(
+        r.ENCRYPTION,
+        "EBS volumes, launch template and instance block devices, file systems, secrets and EKS Secrets are encrypted at rest.",
+        r.encryption_at_rest,
+    ),
+    Rule(s.BUCKET_ENCRYPTION, "Every S3 bucket has default server-side encryption configured.", s.bucket_encryption, stack=True),
+    Rule(r.INGRESS, "No security group admits ingress from 0.0.0.0/0 or ::/0.", r.no_public_ingress),
+    Rule(
+        r.PROTECTED,
+        "File systems, EBS volumes, buckets, KMS keys and secrets are protected and retained on delete.",
+        r.data_protected,
+    ),
+    Rule(s.FLOW_LOGS, "Every VPC the stack creates has a flow log.", s.vpc_flow_logs, stack=True),
+    Rule(r.EKS_PRIVATE, "EKS cluster endpoints are private (vpcConfig.endpointPublicAccess = false).", r.eks_private_endpoint),
+    Rule(
+        r.USER_DATA,
+        "User data holds no private keys, AWS keys, tokens, munge key or passwords.",
+        r.no_secrets_in_user_data,
+    ),
+)
+
+
+def evaluate(resources: Sequence[Resource], rules: Sequence[Rule] = RULES) -> list[Violation]:
+    """Every violation of ``rules`` in the stack, in rule order, then by resource URN."""
+    out: list[Violation] = []
+    for rule in rules:
+        found = rule.check(resources) if rule.stack else [v for res in resources for v in rule.check(res)]
+        out += sorted(found, key=lambda v: (v.urn, v.property))
+    return out
+
+
+def from_plan(doc: Mapping[str, Any]) -> list[Resource]:
+    """The custom resources of an offline plan JSON document (components hold no settings of their
+    own; their children are checked)."""
+    return [
+        Resource(
+            type=str(res.get("type", "")),
+            name=str(res.get("name", "")),
+            urn=str(res.get("urn", "")),
+            props=res.get("inputs") or {},
+            protect=bool(res.get("protect")),
+            retain_on_delete=bool(res.get("retainOnDelete")),
+            id=res.get("id"),
+        )
+        for res in doc.get("resources") or []
+        if isinstance(res, Mapping) and res.get("custom", True)
+    ]

@@ -1,0 +1,268 @@
+"""One failing fixture per policy rule: a small plan JSON document (the shape ``gpucluster plan --json``
+writes) that breaks the rule, beside resources that keep it, and the violations expected of it.
+
+User data is built here from readable parts (gzip, base64, MIME, cloud-config ``write_files``), the
+way the components encode it, so each fixture says what it hides and where.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+from email.mime.multipart import MIMEMultipart
+from email.mime.text import MIMEText
+from typing import Any
+
+import yaml
+
+from gpucluster.policy import types as t
+
+ACCOUNT = "123456789012"
+# Fake secrets in the shapes real ones have (not real keys: AWS's documented example key id).
+AWS_KEY_ID = "AKIAIOSFODNN7EXAMPLE"
+PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun\n-----END RSA PRIVATE KEY-----"
+
+
+def res(type_: str, name: str, inputs: dict[str, Any], *, protect: bool = False, id_: str | None = None) -> dict[str, Any]:
+    return {
+        "urn": f"urn:pulumi:fixture::gpucluster::{type_}::{name}",
+        "type": type_,
+        "name": name,
+        "parent": None,
+        "custom": True,
+        "protect": protect,
+        "retainOnDelete": protect,
+        "id": id_ or f"{name}-id",
+        "inputs": inputs,
+    }
+
+
+def plan(*resources: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "project": "gpucluster",
+        "stack": "fixture",
+        "region": "us-east-1",
+        "ok": True,
+        "error": None,
+        "resources": list(resources),
+    }
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def cloud_config(files: list[dict[str, Any]], runcmd: list[str] | None = None) -> str:
+    return "#cloud-config\n" + yaml.safe_dump({"write_files": files, "runcmd": runcmd or []}, sort_keys=False)
+
+
+GOOD_METADATA = {"httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 1}
+GOOD_ROOT = [{"deviceName": "/dev/sda1", "ebs": {"encrypted": "true", "volumeSize": 200, "volumeType": "gp3"}}]
+
+
+def lt(name: str, **inputs: Any) -> dict[str, Any]:
+    base = {"metadataOptions": GOOD_METADATA, "blockDeviceMappings": GOOD_ROOT, "instanceType": "p5.48xlarge"}
+    return res(t.LAUNCH_TEMPLATE, name, {**base, **inputs})
+
+
+def instance(name: str, **inputs: Any) -> dict[str, Any]:
+    base = {"metadataOptions": GOOD_METADATA, "rootBlockDevice": {"encrypted": True, "volumeSize": 50}}
+    return res(t.INSTANCE, name, {**base, **inputs})
+
+
+def _user_data_fixture() -> dict[str, Any]:
+    # 1. gzip + base64 cloud-config whose write_files entry is itself gz+b64: a slurmdbd.conf password.
+    conf = "DbdHost=localhost\nStorageType=accounting_storage/mysql\nStoragePass=Sl8rmDbPassw0rd\n"
+    gz_file = {"path": "/etc/slurm/slurmdbd.conf", "encoding": "gz+b64", "content": b64(gzip.compress(conf.encode()))}
+    head = cloud_config([gz_file])
+    # 2. MIME multi-part (as EKS nodes get it) with a base64-encoded shell part exporting an AWS key id.
+    mime = MIMEMultipart(boundary="//")
+    mime.attach(MIMEText("#!/bin/bash\necho ok\n", "x-shellscript"))
+    mime.attach(MIMEText(f"#!/bin/bash\nexport AWS_ACCESS_KEY_ID={AWS_KEY_ID}\n", "x-shellscript", "utf-8"))  # base64 part
+    # 3. a cloud-config writing a private key (b64) and a munge key from a literal.
+    munge = "echo " + b64(bytes(range(48))) + " | base64 -d > /etc/munge/munge.key"
+    keyed = cloud_config([{"path": "/root/.ssh/id_rsa", "encoding": "b64", "content": b64(PEM.encode())}], [munge])
+    # 4. what must pass: the head node reading its key from Secrets Manager, names that merely contain "secret".
+    clean = cloud_config(
+        [{"path": "/etc/gpucluster/boot.json", "content": json.dumps({"secret_name": "gpucluster/c/munge-key"})}],
+        ["/usr/local/sbin/gpucluster-aws munge-key --create", "token = urllib.request.Request(url)"],
+    )
+    return plan(
+        instance("head", userDataBase64=b64(gzip.compress(head.encode()))),
+        lt("eks-node", userData=b64(mime.as_bytes())),
+        instance("login", userData=keyed),
+        lt("clean", userData=b64(gzip.compress(clean.encode()))),
+    )
+
+
+# rule → (plan, expected violations as (rule, resource name, property))
+FIXTURES: dict[str, tuple[dict[str, Any], set[tuple[str, str, str]]]] = {
+    "imdsv2-required": (
+        plan(
+            lt("optional", metadataOptions={"httpEndpoint": "enabled", "httpTokens": "optional"}),
+            instance("unset", metadataOptions=None),
+            lt("imds-off", metadataOptions={"httpEndpoint": "disabled"}),  # no IMDS at all: fine
+            lt("good"),
+        ),
+        {
+            ("imdsv2-required", "optional", "metadataOptions.httpTokens"),
+            ("imdsv2-required", "unset", "metadataOptions.httpTokens"),
+        },
+    ),
+    "encryption-at-rest": (
+        plan(
+            res(t.EBS_VOLUME, "plain-volume", {"size": 100, "encrypted": False}, protect=True),
+            lt("plain-root", blockDeviceMappings=[{"deviceName": "/dev/sda1", "ebs": {"encrypted": "false"}}]),
+            lt("no-mappings", blockDeviceMappings=None),
+            lt("instance-store-only", blockDeviceMappings=[{"deviceName": "/dev/sdb", "virtualName": "ephemeral0"}]),
+            instance("no-root-settings", rootBlockDevice=None),
+            instance("plain-data", ebsBlockDevices=[{"deviceName": "/dev/sdf", "encrypted": False}]),
+            res(t.LUSTRE_FILE_SYSTEM, "aws-key-only", {"deploymentType": "PERSISTENT_2", "storageCapacity": 4800}, protect=True),
+            res(t.LUSTRE_FILE_SYSTEM, "scratch", {"deploymentType": "SCRATCH_2", "storageCapacity": 1200}, protect=True),
+            res(t.SECRET, "blank-key", {"name": "x", "kmsKeyId": ""}, protect=True),
+            res(t.SECRET, "default-key", {"name": "y"}, protect=True),
+            res(t.EKS_CLUSTER, "no-envelope", {"vpcConfig": {"endpointPublicAccess": False}}),
+            res(
+                t.EKS_CLUSTER,
+                "envelope",
+                {
+                    "vpcConfig": {"endpointPublicAccess": False},
+                    "encryptionConfig": {
+                        "resources": ["secrets"],
+                        "provider": {"keyArn": f"arn:aws:kms:us-east-1:{ACCOUNT}:key/k"},
+                    },
+                },
+            ),
+            lt("good"),
+        ),
+        {
+            ("encryption-at-rest", "plain-volume", "encrypted"),
+            ("encryption-at-rest", "plain-root", "blockDeviceMappings[0].ebs.encrypted"),
+            ("encryption-at-rest", "no-mappings", "blockDeviceMappings"),
+            ("encryption-at-rest", "instance-store-only", "blockDeviceMappings"),
+            ("encryption-at-rest", "no-root-settings", "rootBlockDevice.encrypted"),
+            ("encryption-at-rest", "plain-data", "ebsBlockDevices[0].encrypted"),
+            ("encryption-at-rest", "aws-key-only", "kmsKeyId"),
+            ("encryption-at-rest", "blank-key", "kmsKeyId"),
+            ("encryption-at-rest", "no-envelope", "encryptionConfig"),
+        },
+    ),
+    "encryption-at-rest-buckets": (
+        plan(
+            res(t.BUCKET, "bare", {"bucketPrefix": "bare-"}, protect=True, id_="bare-0001"),
+            res(t.BUCKET, "kms", {"bucketPrefix": "kms-"}, protect=True, id_="kms-0001"),
+            res(
+                t.BUCKET_ENCRYPTION[0],
+                "kms-sse",
+                {"bucket": "kms-0001", "rules": [{"applyServerSideEncryptionByDefault": {"sseAlgorithm": "aws:kms"}}]},
+            ),
+            res(t.BUCKET, "empty-rule", {"bucketPrefix": "e-"}, protect=True, id_="e-0001"),
+            res(t.BUCKET_ENCRYPTION[0], "e-sse", {"bucket": "e-0001", "rules": [{"bucketKeyEnabled": True}]}),
+        ),
+        {
+            ("encryption-at-rest-buckets", "bare", "serverSideEncryptionConfiguration"),
+            ("encryption-at-rest-buckets", "empty-rule", "serverSideEncryptionConfiguration"),
+        },
+    ),
+    "no-public-ingress": (
+        plan(
+            res(
+                t.SECURITY_GROUP_INGRESS_RULE,
+                "ssh-world",
+                {"cidrIpv4": "0.0.0.0/0", "fromPort": 22, "toPort": 22, "ipProtocol": "tcp"},
+            ),
+            res(t.SECURITY_GROUP_INGRESS_RULE, "v6-world", {"cidrIpv6": "::/0", "ipProtocol": "-1"}),
+            res(
+                t.SECURITY_GROUP_RULE,
+                "legacy",
+                {"type": "ingress", "cidrBlocks": ["10.0.0.0/8", "0.0.0.0/0"], "fromPort": 443, "toPort": 443},
+            ),
+            res(t.SECURITY_GROUP_RULE, "egress-world", {"type": "egress", "cidrBlocks": ["0.0.0.0/0"]}),
+            res(t.SECURITY_GROUP, "inline", {"ingress": [{"cidrBlocks": ["10.0.0.0/16"]}, {"ipv6CidrBlocks": ["::/0"]}]}),
+            res(t.SECURITY_GROUP_INGRESS_RULE, "vpc-only", {"cidrIpv4": "10.0.0.0/16", "fromPort": 443, "toPort": 443}),
+            res(t.SECURITY_GROUP_INGRESS_RULE, "from-sg", {"referencedSecurityGroupId": "sg-1", "ipProtocol": "-1"}),
+        ),
+        {
+            ("no-public-ingress", "ssh-world", "cidrIpv4"),
+            ("no-public-ingress", "v6-world", "cidrIpv6"),
+            ("no-public-ingress", "legacy", "cidrBlocks[1]"),
+            ("no-public-ingress", "inline", "ingress[1].ipv6CidrBlocks[0]"),
+        },
+    ),
+    "data-protected": (
+        plan(
+            res(t.LUSTRE_FILE_SYSTEM, "fs", {"deploymentType": "PERSISTENT_2", "kmsKeyId": "k"}),
+            res(t.BUCKET, "data", {"forceDestroy": False}, id_="data-1"),
+            res(t.BUCKET, "artifacts", {"forceDestroy": True}, id_="art-1"),  # rebuilt by the program: exempt
+            res(t.KMS_KEY, "key", {"enableKeyRotation": True}),
+            res(t.EBS_VOLUME, "kept", {"encrypted": True}, protect=True),
+            {**res(t.SECRET, "half-kept", {"name": "s"}, protect=True), "retainOnDelete": False},
+            res(
+                t.BUCKET_ENCRYPTION[0],
+                "data-sse",
+                {"bucket": "data-1", "rules": [{"applyServerSideEncryptionByDefault": {"sseAlgorithm": "AES256"}}]},
+            ),
+            res(
+                t.BUCKET_ENCRYPTION[0],
+                "art-sse",
+                {"bucket": "art-1", "rules": [{"applyServerSideEncryptionByDefault": {"sseAlgorithm": "AES256"}}]},
+            ),
+        ),
+        {
+            ("data-protected", "fs", "protect"),
+            ("data-protected", "fs", "retainOnDelete"),
+            ("data-protected", "data", "protect"),
+            ("data-protected", "data", "retainOnDelete"),
+            ("data-protected", "key", "protect"),
+            ("data-protected", "key", "retainOnDelete"),
+            ("data-protected", "half-kept", "retainOnDelete"),
+        },
+    ),
+    "vpc-flow-logs": (
+        plan(
+            res(t.VPC, "logged", {"cidrBlock": "10.0.0.0/16"}, id_="vpc-1"),
+            res(t.FLOW_LOG, "logged-flow", {"vpcId": "vpc-1", "trafficType": "ALL"}),
+            res(t.VPC, "dark", {"cidrBlock": "10.1.0.0/16"}, id_="vpc-2"),
+            res(t.FLOW_LOG, "subnet-flow", {"subnetId": "subnet-1", "trafficType": "ALL"}),  # not the VPC's
+        ),
+        {("vpc-flow-logs", "dark", "flowLog")},
+    ),
+    "eks-private-endpoint": (
+        plan(
+            res(
+                t.EKS_CLUSTER,
+                "public",
+                {
+                    "vpcConfig": {"endpointPublicAccess": True},
+                    "encryptionConfig": {"resources": ["secrets"], "provider": {"keyArn": "k"}},
+                },
+            ),
+            res(
+                t.EKS_CLUSTER,
+                "default",
+                {"vpcConfig": {"subnetIds": ["s"]}, "encryptionConfig": {"resources": ["secrets"], "provider": {"keyArn": "k"}}},
+            ),
+            res(
+                t.EKS_CLUSTER,
+                "private",
+                {
+                    "vpcConfig": {"endpointPublicAccess": False},
+                    "encryptionConfig": {"resources": ["secrets"], "provider": {"keyArn": "k"}},
+                },
+            ),
+        ),
+        {
+            ("eks-private-endpoint", "public", "vpcConfig.endpointPublicAccess"),
+            ("eks-private-endpoint", "default", "vpcConfig.endpointPublicAccess"),
+        },
+    ),
+    "no-secrets-in-user-data": (
+        _user_data_fixture(),
+        {
+            ("no-secrets-in-user-data", "head", "userDataBase64"),
+            ("no-secrets-in-user-data", "eks-node", "userData"),
+            ("no-secrets-in-user-data", "login", "userData"),
+        },
+    ),
+}
