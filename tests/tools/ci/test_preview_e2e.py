@@ -93,14 +93,13 @@ class Runner:
 
     def __init__(self, work: Path, base_sha: str, head_sha: str, labels: list[str], github: FakeGitHub) -> None:
         self.work = work
-        self.output = work / "github_output"
         self.summary = work / "step_summary"
-        self.output.touch()
         self.summary.touch()
+        self.outputs: dict[str, dict[str, str]] = {}
+        """Each step's ``$GITHUB_OUTPUT`` (``steps.<id>.outputs``), by step id or name."""
         self.env = {
             **{k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")},
             "GITHUB_WORKSPACE": str(work),
-            "GITHUB_OUTPUT": str(self.output),
             "GITHUB_STEP_SUMMARY": str(self.summary),
             "GITHUB_API_URL": github.url,
             "GPUCLUSTER": str(Path(sys.executable).parent / "gpucluster"),
@@ -110,15 +109,17 @@ class Runner:
             "ALLOW_DATA_LOSS": "true" if "allow-data-loss" in labels else "false",
         }
 
-    def outputs(self) -> dict[str, str]:
-        return dict(line.split("=", 1) for line in self.output.read_text().splitlines() if "=" in line)
-
     def step(self, key: str, **env: str) -> subprocess.CompletedProcess[str]:
         script = _steps()[key]["run"]
-        return subprocess.run(
+        output = self.work / f"output-{len(self.outputs)}"
+        output.touch()
+        proc = subprocess.run(
             ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
-            cwd=self.work, env={**self.env, **env}, capture_output=True, text=True, timeout=600, check=False,
+            cwd=self.work, env={**self.env, **env, "GITHUB_OUTPUT": str(output)},
+            capture_output=True, text=True, timeout=600, check=False,
         )  # fmt: skip
+        self.outputs[key] = dict(line.split("=", 1) for line in output.read_text().splitlines() if "=" in line)
+        return proc
 
 
 def _normalized(comment: str) -> str:
@@ -133,13 +134,20 @@ def _pr_run(repo: Path, shas: dict[str, str], base: str, head: str, work: Path, 
     run = Runner(work, shas[base], shas[head], list(labels), github)
     scope = run.step("scope")
     assert scope.returncode == 0, scope.stderr
-    assert run.outputs()["code-changed"] == "false"  # a stack-only change: the base install step is skipped
-    assert run.outputs()["stacks"] == "slurm-p5"
+    assert run.outputs["scope"]["code-changed"] == "false"  # a stack-only change: the base install step is skipped
+    assert run.outputs["scope"]["stacks"] == "slurm-p5"
     preview = run.step("preview")
     assert preview.returncode == 0, preview.stderr  # the step records the status; the gate decides
+    policy = run.step("policy")
+    assert policy.returncode == 0 and run.outputs["policy"]["status"] == "0", policy.stdout + policy.stderr
+    assert "no violations" in policy.stdout, policy.stdout + policy.stderr
     comment = run.step("Comment on the pull request", GITHUB_TOKEN=TOKEN, REPO="acme/cluster", PR="7")
     assert comment.returncode == 0, comment.stderr
-    gate = run.step("Gate on data loss and invalid configs", STATUS=run.outputs()["status"])
+    gate = run.step(
+        "Gate on data loss, invalid configs and policy violations",
+        STATUS=run.outputs["preview"]["status"],
+        POLICY=run.outputs["policy"]["status"],
+    )
     return run, gate.returncode
 
 
