@@ -37,6 +37,8 @@ SLURMD = "/usr/sbin/slurmd"
 SCONTROL = "/usr/bin/scontrol"
 SBATCH = "/usr/bin/sbatch"
 MARKER_KEY = "GPUCLUSTER_E2E_RUN"
+LOCAL_SLURM = "22.05"
+"""The version of Debian bookworm's Slurm that these tests run: files are rendered for it."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,8 @@ def render(cluster: str, groups: list[GroupSpec], launch_templates: dict[str, st
             "nodeGroups": [{"name": g.name, "mode": g.mode, "priorityTier": g.priority_tier} for g in groups],
         },
     }
-    ctx = SlurmContext.of(load_spec(config, stack=cluster).spec)
+    # Rendered for the Slurm that runs here (Debian's 22.05), which needs the pre-23.11 cloud keys.
+    ctx = SlurmContext.of(load_spec(config, stack=cluster).spec, slurm_version=LOCAL_SLURM)
     targets = {g.name: LaunchTarget(launch_templates[g.name], (subnet_ids[0],)) for g in groups}
     first = slurm_groups(ctx, catalog)[0]
     return Rendered(

@@ -43,10 +43,12 @@ def _patch(text: str, values: dict[str, str]) -> str:
     return "\n".join(out) + "\n"
 
 
-def check_overrides(run_dir: Path) -> dict[str, str]:
+def check_overrides(run_dir: Path, inner: Path | None = None) -> dict[str, str]:
+    """The lines changed for the check; paths as the daemon sees them (``inner``: ``run_dir`` inside a chroot)."""
     stub = run_dir / "program"
     stub.write_text("#!/bin/sh\nexit 0\n")
     stub.chmod(0o755)
+    seen = inner or run_dir
     return {
         "SlurmctldHost": "localhost",
         "SlurmUser": "root",
@@ -54,28 +56,33 @@ def check_overrides(run_dir: Path) -> dict[str, str]:
         "CredType": "cred/none",
         "SlurmctldPort": str(free_port()),
         "SlurmdPort": str(free_port()),
-        "StateSaveLocation": str(run_dir / "state"),
-        "SlurmctldPidFile": str(run_dir / "slurmctld.pid"),
-        "SlurmctldLogFile": str(run_dir / "slurmctld.log"),
-        "ResumeProgram": str(stub),
-        "SuspendProgram": str(stub),
-        "ResumeFailProgram": str(stub),
+        "StateSaveLocation": str(seen / "state"),
+        "SlurmctldPidFile": str(seen / "slurmctld.pid"),
+        "SlurmctldLogFile": str(seen / "slurmctld.log"),
+        "ResumeProgram": str(seen / "program"),
+        "SuspendProgram": str(seen / "program"),
+        "ResumeFailProgram": str(seen / "program"),
         "AccountingStorageType": "accounting_storage/none",
     }
 
 
-def check_slurmctld(files: dict[str, str], run_dir: Path, timeout: int = 3) -> tuple[int, list[str]]:
+def check_slurmctld(files: dict[str, str], run_dir: Path, timeout: int = 3, root: Path | None = None) -> tuple[int, list[str]]:
     """Write ``files`` (slurm.conf, gres.conf, cgroup.conf, topology.conf) into ``run_dir`` and run
     ``slurmctld -D -c`` on them. Returns (exit status, error/fatal lines that matter); a config that
-    was read to the end also leaves "Running as primary controller" in the log (else a problem)."""
+    was read to the end also leaves "Running as primary controller" in the log (else a problem).
+
+    ``root``: run the slurmctld of that root file system (another Slurm version, see ``slurm_versions.py``)
+    under chroot; ``run_dir`` must then lie inside it."""
+    inner = Path("/") / run_dir.relative_to(root) if root else None
     (run_dir / "state").mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
         if name == "slurm.conf":
-            text = _patch(text, check_overrides(run_dir))
+            text = _patch(text, check_overrides(run_dir, inner))
         (run_dir / name).write_text(text)
+    command = ["timeout", str(timeout), *(["chroot", str(root)] if root else []), SLURMCTLD, "-D", "-c"]
     proc = subprocess.run(
-        ["timeout", str(timeout), SLURMCTLD, "-D", "-c"],
-        env={"SLURM_CONF": str(run_dir / "slurm.conf"), "PATH": "/usr/sbin:/usr/bin:/bin"},
+        command,
+        env={"SLURM_CONF": str((inner or run_dir) / "slurm.conf"), "PATH": "/usr/sbin:/usr/bin:/bin"},
         capture_output=True,
         text=True,
         check=False,

@@ -24,6 +24,7 @@ from gpucluster.render.slurm.names import (
     partition_name,
     slurm_groups,
 )
+from gpucluster.render.slurm.versions import version_lines
 from gpucluster_agents.contract import hostrange
 
 # RealMemory is 95 % of what EC2 lists (the kernel and the OS keep the rest): slurmd must report at
@@ -127,8 +128,9 @@ def slurm_conf(ctx: SlurmContext, catalog: Catalog) -> str:
     return render(
         "slurm/slurm.conf.j2",
         cluster=ctx.cluster,
-        slurm_version=SLURM_VERSION,
-        ubuntu=UBUNTU_RELEASE,
+        slurm_version=ctx.slurm_version,
+        ubuntu=UBUNTU_RELEASE if ctx.slurm_version == SLURM_VERSION else None,
+        version_lines=version_lines(ctx.slurm_version),
         controller_host=head_hostname(ctx.cluster),
         controller_address=controller_address(ctx.cluster),
         slurmctld_port=SLURMCTLD_PORT,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.node_group import NodeGroupSpec
-from gpucluster.config.slurm import SlurmNodeGroupSpec, SlurmSpec
+from gpucluster.config.slurm import SLURM_VERSION, SlurmNodeGroupSpec, SlurmSpec
 from gpucluster.facts.catalog import Catalog, InstanceFacts
 from gpucluster_agents.contract import node_names
 
@@ -74,12 +74,15 @@ class SlurmContext:
     region: str
     slurm: SlurmSpec
     node_groups: tuple[NodeGroupSpec, ...]
+    slurm_version: str = SLURM_VERSION
+    """The Slurm version the files are rendered for (:mod:`gpucluster.render.slurm.versions`): the head node's
+    unless a site's own controller reads them."""
 
     @classmethod
-    def of(cls, spec: ClusterSpec) -> SlurmContext:
+    def of(cls, spec: ClusterSpec, *, slurm_version: str = SLURM_VERSION) -> SlurmContext:
         if spec.slurm is None:
             raise ValueError(f"cluster {spec.name!r} has no Slurm section")
-        return cls(spec.name, spec.region, spec.slurm, tuple(spec.groups_for("slurm")))
+        return cls(spec.name, spec.region, spec.slurm, tuple(spec.groups_for("slurm")), slurm_version)
 
 
 @dataclass(frozen=True)
