@@ -30,6 +30,7 @@ __all__ = [
     "NvmeScratchConfig",
     "PowerSavingConfig",
     "SlurmConfig",
+    "SlurmHealthConfig",
     "SlurmNodeGroupConfig",
     "StorageConfig",
     "SubnetConfig",
@@ -371,6 +372,25 @@ class AgentConfig(TypedDict, total=False):
     """How often a systemd timer runs ``maintain`` (sweep, end holds, name static instances, topology). Default 60."""
 
 
+class SlurmHealthConfig(TypedDict, total=False):
+    """Node health checks in Slurm: a periodic sweep (``HealthCheckProgram``) and a check before every"""
+
+    enabled: bool
+    """Run the health checks. Default true (they act on NVIDIA GPU groups only)."""
+    interval_seconds: int
+    """``HealthCheckInterval``: seconds between two sweeps of a node. Default 300 (5 min); at least 60 (a sweep may take up to a minute)."""
+    node_state: str
+    """``HealthCheckNodeState``: which nodes a sweep runs on. Default ``ANY``: the sweep only reads counters (ECC, row remapping, XIDs, clocks) and never loads the GPU, so it is safe beside a job, and a GPU that fails during a long job is drained (the job keeps running) before the next job lands on it. ``IDLE`` checks only idle nodes (a node that is always busy is then only checked by the prolog). One of: ``ANY``, ``IDLE``, ``ALLOC``, ``MIXED``."""
+    cycle: bool
+    """Add ``CYCLE`` to ``HealthCheckNodeState``: spread the sweeps over the interval instead of every node at once, so a large cluster does not drain (and the agent does not replace) many nodes in the same second. Default true."""
+    sweep_timeout_seconds: int
+    """The sweep's own budget; a sweep that runs longer is killed and drains its node (a hung NVML call is a symptom of a GPU that fell off the bus). Default 50; at most 55, under the 60 s after which slurmd kills HealthCheckProgram."""
+    prolog: bool
+    """Check the node before every job (``Prolog`` with ``PrologFlags=Alloc``: at allocation, on every node of the job). A fault drains the node and requeues the job (not held). A job opts out with ``gpucluster-health=off`` in its comment (``--comment``, Slurm 22.05 and later) or in ``--extra`` (where the prolog sees it: Slurm 23.11 and later). Default true."""
+    prolog_timeout_seconds: int
+    """The prolog's budget, spent before every job starts: it is killed after this and the node is drained. ``PrologEpilogTimeout`` is set 30 s above it. Default 60; at most 300 (DCGM level 2, about two minutes, belongs in the ``deep`` check of a maintenance reservation, not in a prolog)."""
+
+
 class SlurmConfig(TypedDict, total=False):
     """A Slurm cluster on EC2: a head node running slurmctld and the node agent, and a partition per"""
 
@@ -384,6 +404,8 @@ class SlurmConfig(TypedDict, total=False):
     """Per node group settings: partition, default partition, dynamic or static, features. Default: every Slurm node group dynamic, in a partition of its own name; the first is the default."""
     agent: AgentConfig
     """Node agent settings. Default: 10 min holds, 5 min orphan grace, maintain every 60 s."""
+    health: SlurmHealthConfig
+    """Node health checks (Slurm ``HealthCheckProgram`` and ``Prolog``) on NVIDIA GPU nodes. Default: on, a sweep every 5 min and a 60 s check before every job."""
     protect_data: bool
     """Protect the head node's data volume and the munge key secret: ``pulumi destroy`` refuses and deleting the stack leaves them. Default: ``storage.protectData`` (true when there is no storage section)."""
 
