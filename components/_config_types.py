@@ -23,6 +23,7 @@ __all__ = [
     "GpuOperatorConfig",
     "HeadNodeConfig",
     "KubernetesConfig",
+    "KubernetesHealthConfig",
     "KueueConfig",
     "LustreConfig",
     "NetworkConfig",
@@ -499,6 +500,27 @@ class ExampleJobConfig(TypedDict, total=False):
     """The Kubernetes node group to size the job for (GPUs, EFA interfaces). Default: the first."""
 
 
+class KubernetesHealthConfig(TypedDict, total=False):
+    """Node health on the GPU nodes: the EKS node monitoring agent and auto repair (EKS), extra DCGM"""
+
+    node_monitoring_agent: bool
+    """EKS: install the ``eks-node-monitoring-agent`` add-on (version: ``addonVersions``, else EKS's default for the cluster version). Default true."""
+    auto_repair: bool
+    """EKS: node auto repair on the GPU managed node groups (``nodeRepairConfig``): EKS reboots or replaces a node the monitoring agent marks unhealthy. Needs ``nodeMonitoringAgent``. Default true."""
+    max_unhealthy_percentage: int
+    """Auto repair stops when more than this share of a node group is unhealthy (a fleet-wide cause is not fixed by replacing nodes). Default: EKS's own rule."""
+    max_parallel_repairs_percentage: int
+    """At most this share of a node group is repaired at once. Default: EKS's own rule."""
+    dcgm_health_counters: bool
+    """Add ECC, row-remapping, XID and NVLink error counters to the DCGM exporter's metrics (a ConfigMap the GPU Operator's ``dcgmExporter.config`` names). Default true; needs the DCGM exporter on."""
+    sweep: bool
+    """Run the health sweep on every GPU node (a DaemonSet): a fault sets the node condition ``GpuclusterHealthy=False`` and the taint ``gpucluster.io/gpu-unhealthy=true:NoSchedule``; a healthy sweep clears both. Default true."""
+    sweep_interval_seconds: int
+    """Seconds between two sweeps of a node. Default 300."""
+    sweep_image: str
+    """Image the sweep runs in: any image with Python 3.9+ and pip (the node package comes in a ConfigMap; nvidia-ml-py is installed by an init container, which needs a route to PyPI). Default: Python 3.12 slim from ECR Public."""
+
+
 class KubernetesConfig(TypedDict, total=False):
     """An Amazon EKS cluster for the node groups with ``scheduler: kubernetes``, with the GPU Operator,"""
 
@@ -524,6 +546,8 @@ class KubernetesConfig(TypedDict, total=False):
     """Queueing options. Default: all-or-nothing admission and TAS over EKS's topology labels."""
     example_job: ExampleJobConfig
     """The example training job each team gets. Default: 2 nodes of the first Kubernetes node group."""
+    health: KubernetesHealthConfig
+    """GPU node health: the EKS node monitoring agent with auto repair, DCGM error counters, the sweep DaemonSet. Default: all on."""
 
 
 class ClusterConfig(TypedDict, total=False):
