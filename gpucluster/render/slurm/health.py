@@ -7,9 +7,11 @@ reaches compute nodes in the node package (``gpucluster-aws install-agent`` at f
 slurmd starts, into ``AGENT_LIB``). The wrappers add what only Slurm's side knows: the time budget
 under slurmd's limits, what a hang means, and a job's opt-out.
 
-Every key here is read by slurmctld 22.05 as by 23.11 (the tests run 22.05 on the rendered file); what
-differs by version is only what the prolog sees of a job: ``SLURM_JOB_COMMENT`` from 22.05 on,
-``SLURM_JOB_EXTRA`` from 23.11 on, so the opt-out is honoured in either.
+Every key here is read by slurmctld 22.05 as by 23.11 (the tests run 22.05 on the rendered file;
+``HealthCheckNodeState=NONDRAINED_IDLE`` is the one value 22.05 refuses, so the model leaves it out). What
+differs by version is what the prolog sees of a job: ``SLURM_JOB_COMMENT`` on 22.05 and later (Debian's
+22.05 prep plugin sets it, and no ``SLURM_JOB_EXTRA``), ``SLURM_JOB_EXTRA`` only in later releases'
+prolog code; the opt-out is read from both, so ``--comment`` works on every version.
 """
 
 from __future__ import annotations
