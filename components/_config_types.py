@@ -23,6 +23,7 @@ __all__ = [
     "GpuOperatorConfig",
     "HeadNodeConfig",
     "KubernetesConfig",
+    "KubernetesHealthConfig",
     "KueueConfig",
     "LustreConfig",
     "NetworkConfig",
@@ -30,6 +31,7 @@ __all__ = [
     "NvmeScratchConfig",
     "PowerSavingConfig",
     "SlurmConfig",
+    "SlurmHealthConfig",
     "SlurmNodeGroupConfig",
     "StorageConfig",
     "SubnetConfig",
@@ -371,6 +373,25 @@ class AgentConfig(TypedDict, total=False):
     """How often a systemd timer runs ``maintain`` (sweep, end holds, name static instances, topology). Default 60."""
 
 
+class SlurmHealthConfig(TypedDict, total=False):
+    """Node health checks in Slurm: a periodic sweep (``HealthCheckProgram``) and a check before every"""
+
+    enabled: bool
+    """Run the health checks. Default true (they act on NVIDIA GPU groups only)."""
+    interval_seconds: int
+    """``HealthCheckInterval``: seconds between two sweeps of a node. Default 300 (5 min); at least 60 (a sweep may take up to a minute)."""
+    node_state: str
+    """``HealthCheckNodeState``: which nodes a sweep runs on. Default ``ANY``: the sweep only reads counters (ECC, row remapping, XIDs, clocks) and never loads the GPU, so it is safe beside a job, and a GPU that fails during a long job is drained (the job keeps running) before the next job lands on it. ``IDLE`` checks only idle nodes (a node that is always busy is then only checked by the prolog). One of: ``ANY``, ``IDLE``, ``ALLOC``, ``MIXED``."""
+    cycle: bool
+    """Add ``CYCLE`` to ``HealthCheckNodeState``: spread the sweeps over the interval instead of every node at once, so a large cluster does not drain (and the agent does not replace) many nodes in the same second. Default true."""
+    sweep_timeout_seconds: int
+    """The sweep's own budget; a sweep that runs longer is killed and drains its node (a hung NVML call is a symptom of a GPU that fell off the bus). Default 50; at most 55, under the 60 s after which slurmd kills HealthCheckProgram."""
+    prolog: bool
+    """Check the node before every job (``Prolog`` with ``PrologFlags=Alloc``: at allocation, on every node of the job). A fault drains the node and requeues the job (not held). A job opts out with ``gpucluster-health=off`` in its comment (``--comment``, Slurm 22.05 and later) or in ``--extra`` (where the prolog sees it: Slurm 23.11 and later). Default true."""
+    prolog_timeout_seconds: int
+    """The prolog's budget, spent before every job starts: it is killed after this and the node is drained. ``PrologEpilogTimeout`` is set 30 s above it. Default 60; at most 300 (DCGM level 2, about two minutes, belongs in the ``deep`` check of a maintenance reservation, not in a prolog)."""
+
+
 class SlurmConfig(TypedDict, total=False):
     """A Slurm cluster on EC2: a head node running slurmctld and the node agent, and a partition per"""
 
@@ -384,6 +405,8 @@ class SlurmConfig(TypedDict, total=False):
     """Per node group settings: partition, default partition, dynamic or static, features. Default: every Slurm node group dynamic, in a partition of its own name; the first is the default."""
     agent: AgentConfig
     """Node agent settings. Default: 10 min holds, 5 min orphan grace, maintain every 60 s."""
+    health: SlurmHealthConfig
+    """Node health checks (Slurm ``HealthCheckProgram`` and ``Prolog``) on NVIDIA GPU nodes. Default: on, a sweep every 5 min and a 60 s check before every job."""
     protect_data: bool
     """Protect the head node's data volume and the munge key secret: ``pulumi destroy`` refuses and deleting the stack leaves them. Default: ``storage.protectData`` (true when there is no storage section)."""
 
@@ -477,6 +500,27 @@ class ExampleJobConfig(TypedDict, total=False):
     """The Kubernetes node group to size the job for (GPUs, EFA interfaces). Default: the first."""
 
 
+class KubernetesHealthConfig(TypedDict, total=False):
+    """Node health on the GPU nodes: the EKS node monitoring agent and auto repair (EKS), extra DCGM"""
+
+    node_monitoring_agent: bool
+    """EKS: install the ``eks-node-monitoring-agent`` add-on (version: ``addonVersions``, else EKS's default for the cluster version). Default true."""
+    auto_repair: bool
+    """EKS: node auto repair on the GPU managed node groups (``nodeRepairConfig``): EKS reboots or replaces a node the monitoring agent marks unhealthy. Needs ``nodeMonitoringAgent``. Default true."""
+    max_unhealthy_percentage: int
+    """Auto repair stops when more than this share of a node group is unhealthy (a fleet-wide cause is not fixed by replacing nodes). Default: EKS's own rule."""
+    max_parallel_repairs_percentage: int
+    """At most this share of a node group is repaired at once. Default: EKS's own rule."""
+    dcgm_health_counters: bool
+    """Add ECC, row-remapping, XID and NVLink error counters to the DCGM exporter's metrics (a ConfigMap the GPU Operator's ``dcgmExporter.config`` names). Default true; needs the DCGM exporter on."""
+    sweep: bool
+    """Run the health sweep on every GPU node (a DaemonSet): a fault sets the node condition ``GpuclusterHealthy=False`` and the taint ``gpucluster.io/gpu-unhealthy=true:NoSchedule``; a healthy sweep clears both. Default true."""
+    sweep_interval_seconds: int
+    """Seconds between two sweeps of a node. Default 300."""
+    sweep_image: str
+    """Image the sweep runs in: any image with Python 3.9+ and pip (the node package comes in a ConfigMap; nvidia-ml-py is installed by an init container, which needs a route to PyPI). Default: Python 3.12 slim from ECR Public."""
+
+
 class KubernetesConfig(TypedDict, total=False):
     """An Amazon EKS cluster for the node groups with ``scheduler: kubernetes``, with the GPU Operator,"""
 
@@ -502,6 +546,8 @@ class KubernetesConfig(TypedDict, total=False):
     """Queueing options. Default: all-or-nothing admission and TAS over EKS's topology labels."""
     example_job: ExampleJobConfig
     """The example training job each team gets. Default: 2 nodes of the first Kubernetes node group."""
+    health: KubernetesHealthConfig
+    """GPU node health: the EKS node monitoring agent with auto repair, DCGM error counters, the sweep DaemonSet. Default: all on."""
 
 
 class ClusterConfig(TypedDict, total=False):

@@ -33,6 +33,7 @@ from gpucluster.config.kubernetes import FSX_CSI_ADDON
 from gpucluster.config.naming import with_name
 from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.render.kubernetes import fsx_csi_addon_configuration
+from gpucluster.render.kubernetes_health import node_repair_config
 from gpucluster.resolve.kubernetes import ResolvedKubernetes
 
 TOKEN = "gpucluster:index:EksCluster"
@@ -302,6 +303,7 @@ class EksCluster(pulumi.ComponentResource):
                 tags=tags,
                 deps=node_deps,
                 catalog=catalog,
+                repair=node_repair_config(resolved.spec.health) if group.facts.gpus else None,
             )
         # CoreDNS and the FSx CSI driver become healthy only once nodes run them.
         nodes: list[pulumi.Resource] = list(self.managed_node_groups.values())

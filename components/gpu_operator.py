@@ -13,8 +13,10 @@ from dataclasses import dataclass
 import pulumi
 
 from gpucluster.components._aws.helm import helm_release
+from gpucluster.components._kubernetes_objects import place_objects
 from gpucluster.config.kubernetes import GPU_OPERATOR_CHART, MigStrategy
 from gpucluster.render.kubernetes import Platform, gpu_operator_values
+from gpucluster.render.kubernetes_health import dcgm_exporter_values, dcgm_metrics_configmap
 
 TOKEN = "gpucluster:index:GpuOperator"
 
@@ -32,6 +34,10 @@ class GpuOperatorArgs:
 
     enable_dcgm_exporter: bool = True
     """Run the DCGM exporter (GPU metrics for Prometheus). Default true."""
+
+    dcgm_health_counters: bool = True
+    """Export ECC, row-remapping, XID and NVLink error counters too (a metrics ConfigMap the exporter is
+    pointed at; its default list leaves them out). Default true; only with the DCGM exporter."""
 
     enable_rdma: bool = True
     """On-prem: GPUDirect RDMA (``driver.rdma``, nvidia-peermem) for RoCE/InfiniBand. Default true.
@@ -65,6 +71,12 @@ class GpuOperator(pulumi.ComponentResource):
             use_host_mofed=args.use_host_mofed,
             driver_version=args.driver_version,
         )
+        counters = args.enable_dcgm_exporter and args.dcgm_health_counters
+        if counters:
+            self.values = {**self.values, "dcgmExporter": {**self.values["dcgmExporter"], **dcgm_exporter_values()}}
         release = helm_release(f"{name}-release", "gpu-operator", GPU_OPERATOR_CHART, args.namespace, self, self.values)
+        if counters:
+            # In the release's namespace (Helm makes it); the operator mounts it into the exporter's pods.
+            place_objects(name, [dcgm_metrics_configmap(args.namespace)], self, depends_on=[release])
         self.release_status = release.status
         self.register_outputs({"chart": GPU_OPERATOR_CHART[1], "version": GPU_OPERATOR_CHART[2], "namespace": args.namespace})

@@ -15,6 +15,7 @@ import pulumi_kubernetes as k8s
 
 from gpucluster.components._config_types import KubernetesConfig, NodeGroupConfig
 from gpucluster.components._kubernetes_args import resolve_args
+from gpucluster.components._kubernetes_objects import place_objects
 from gpucluster.components.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs
 from gpucluster.components.gpu_operator import GpuOperator, GpuOperatorArgs
 from gpucluster.components.kueue import Kueue, KueueArgs
@@ -24,6 +25,8 @@ from gpucluster.components.team_namespace import TeamNamespace, TeamNamespaceArg
 from gpucluster.config.errors import ConfigError, Finding, Level
 from gpucluster.config.kubernetes import TeamSpec
 from gpucluster.facts.catalog import Catalog, load_catalog
+from gpucluster.render.kubernetes_health import sweep_objects
+from gpucluster.render.slurm.agent import agent_bundle
 from gpucluster.render.training_job import SharedClaim, training_job
 from gpucluster.resolve.kubernetes import ResolvedKubernetes
 
@@ -127,10 +130,14 @@ class KubernetesPlatform(pulumi.ComponentResource):
                 platform=platform,
                 mig_strategy=op.mig_strategy,
                 enable_dcgm_exporter=op.enable_dcgm_exporter,
+                dcgm_health_counters=spec.health.dcgm_health_counters,
                 driver_version=args.get("driver_version"),
             ),
             opts=child,
         )
+        if spec.health.sweep and any(g.facts.gpus for g in resolved.node_groups):
+            # After the operator: its RuntimeClass ``nvidia`` gives the sweep the GPUs.
+            place_objects(f"{name}-health", sweep_objects(spec.health, agent_bundle()), self, depends_on=[self.gpu_operator])
         self.efa_device_plugin: EfaDevicePlugin | None = None
         self.network_operator: NetworkOperator | None = None
         if platform == "eks" and resolved.efa:

@@ -37,6 +37,7 @@ from gpucluster.components._slurm.artifact import agent_artifact
 from gpucluster.components._slurm.head_node import head_identity, head_node
 from gpucluster.config.naming import with_name
 from gpucluster.facts.catalog import Catalog, load_catalog
+from gpucluster.render.slurm.agent import with_artifact_bucket
 from gpucluster.render.slurm.names import SlurmContext, controller_address, dns_zone, munge_secret_name
 
 TOKEN = "gpucluster:index:SlurmCluster"
@@ -135,8 +136,12 @@ class SlurmCluster(pulumi.ComponentResource):
         protect = bool(slurm.protect_data if slurm.protect_data is not None else True)
         keep = pulumi.ResourceOptions(parent=self, protect=protect, retain_on_delete=protect)
         tags = dict(args.tags)
+        # --- the agent package, in a private bucket the head node (and compute nodes) read ------------
+        artifact = agent_artifact(name, cluster, tags, child)
+        # Compute nodes were rendered before the bucket existed: its name takes the stand-in's place.
         self.compute_user_data: dict[str, pulumi.Output[str]] = {
-            n: pulumi.Output.from_input(u) for n, u in args.user_data.items()
+            n: pulumi.Output.all(u, artifact.bucket.bucket).apply(lambda v: with_artifact_bucket(str(v[0]), str(v[1])))
+            for n, u in args.user_data.items()
         }
         """User data per Slurm node group (node setup, storage mount, slurmd joining this cluster), gzip-ready
         cloud-config text. The launch templates carry it; a program that builds its own ``GpuNodeGroup`` for a
@@ -157,9 +162,6 @@ class SlurmCluster(pulumi.ComponentResource):
         )
         self.munge_secret_arn = secret.arn
 
-        # --- the agent package, in a private bucket the head node reads -------------------------------
-        artifact = agent_artifact(name, cluster, tags, child)
-
         # --- compute nodes: role (Session Manager, read the munge key), launch templates ---------------
         node_role = ec2_ssm_role(
             f"{name}-node",
@@ -171,7 +173,9 @@ class SlurmCluster(pulumi.ComponentResource):
         aws.iam.RolePolicy(
             f"{name}-node-munge",
             role=node_role.id,
-            policy=secret.arn.apply(lambda a: policy_json(slurm_node_policy(secret_arn=a))),
+            policy=pulumi.Output.all(secret.arn, artifact.bucket.arn).apply(
+                lambda v: policy_json(slurm_node_policy(secret_arn=v[0], bundle_arn=f"{v[1]}/{artifact.key}"))
+            ),
             opts=child,
         )
         node_profile = aws.iam.InstanceProfile(
@@ -189,7 +193,7 @@ class SlurmCluster(pulumi.ComponentResource):
                     cluster_name=cluster,
                     subnet_ids=args.node_group_subnet_ids[g.name],
                     security_group_ids=args.security_group_ids,
-                    user_data=args.user_data.get(g.name),
+                    user_data=self.compute_user_data.get(g.name),
                     instance_profile_arn=node_profile.arn,
                     tags=tags,
                     inputs=args.inputs,

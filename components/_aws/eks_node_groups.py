@@ -8,6 +8,7 @@ accelerator, tainted and labelled for Kueue.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -114,10 +115,12 @@ def gpu_node_group(
     tags: dict[str, str],
     deps: Sequence[pulumi.Resource],
     catalog: Catalog,
+    repair: dict[str, Any] | None = None,
 ) -> tuple[EksNodeTemplate, aws.eks.NodeGroup]:
     """A GPU node group: its :class:`EksNodeTemplate` (launch template, placement group) and the EKS
     managed node group on that template. ``user_data`` is the group's cloud-config, wrapped into
-    MIME multi-part nodeadm user data here."""
+    MIME multi-part nodeadm user data here. ``repair``: EKS node auto repair
+    (:func:`gpucluster.render.kubernetes_health.node_repair_config`), None for none."""
     group, facts = resolved.group, resolved.facts
     config = node_config(facts, instance_store_for_pods)
     node_user_data = pulumi.Output.from_input(user_data).apply(lambda text: nodeadm_user_data(text, config))
@@ -149,6 +152,7 @@ def gpu_node_group(
             min_size=group.min_size, max_size=group.max_size, desired_size=resolved.desired_size
         ),
         update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+        node_repair_config=aws.eks.NodeGroupNodeRepairConfigArgs(**repair) if repair else None,
         labels=node_labels(group, facts),
         taints=[aws.eks.NodeGroupTaintArgs(key=t["key"], value=t["value"], effect="NO_SCHEDULE") for t in node_taints(facts)],
         tags=with_name({**tags, **group.tags, NODE_GROUP_TAG: group.name}, f"{cluster_name}-{group.name}"),

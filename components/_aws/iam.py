@@ -213,11 +213,13 @@ def slurm_head_policy(*, secret_arn: str, bundle_arn: str) -> dict[str, Any]:
     }
 
 
-def slurm_node_policy(*, secret_arn: str) -> dict[str, Any]:
-    """The Slurm compute nodes' role: read the munge key; nothing else (plus Session Manager)."""
+def slurm_node_policy(*, secret_arn: str, bundle_arn: str) -> dict[str, Any]:
+    """The Slurm compute nodes' role: read the munge key and fetch the node package (the health program);
+    nothing else (plus Session Manager)."""
     return {
         "Version": "2012-10-17",
         "Statement": [
-            {"Sid": "ReadTheMungeKey", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": secret_arn}
+            {"Sid": "ReadTheMungeKey", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": secret_arn},
+            {"Sid": "FetchTheNodePackage", "Effect": "Allow", "Action": "s3:GetObject", "Resource": bundle_arn},
         ],
     }

@@ -16,7 +16,7 @@ import pulumi_aws as aws
 
 from gpucluster.components._aws.buckets import private_bucket
 from gpucluster.config.naming import with_name
-from gpucluster.render.slurm.agent import AgentBundle, agent_bundle, sha256
+from gpucluster.render.slurm.agent import AgentBundle, agent_bundle, package_key, sha256
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ def agent_artifact(name: str, cluster: str, tags: dict[str, str], child: pulumi.
     """Build the package and store it: the bucket ``<name>-artifacts`` and the object ``<name>-agent-package``."""
     bundle = agent_bundle()
     digest = sha256(bundle)
-    key = f"agent/gpucluster_agents-{digest[:16]}.zip"
+    key = package_key(digest)
     bucket = private_bucket(
         f"{name}-artifacts",
         f"{name}-artifacts",

@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from gpucluster.config.base import SpecModel, check_image, check_label_key, check_name
+from gpucluster.config.kubernetes_health import NODE_MONITORING_AGENT_ADDON, KubernetesHealthSpec
 from gpucluster.facts.catalog import InstanceFacts
 
 # EKS standard (1.32–1.34) and extended (1.29–1.31) support. Source: Amazon EKS User Guide,
@@ -35,7 +36,7 @@ VPC_CNI_MIN_EFA = (1, 7, 10)
 # Kubernetes 1.34 has no sourced pin yet, so vpc-cni and coredns take EKS's 1.34 default there.
 CORE_ADDONS = ("vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent")
 FSX_CSI_ADDON = "aws-fsx-csi-driver"
-KNOWN_ADDONS = (*CORE_ADDONS, FSX_CSI_ADDON)
+KNOWN_ADDONS = (*CORE_ADDONS, FSX_CSI_ADDON, NODE_MONITORING_AGENT_ADDON)
 # {add-on: ((first Kubernetes version, last Kubernetes version, pinned version), ...)}
 ADDON_PINS: dict[str, tuple[tuple[str, str, str], ...]] = {
     "vpc-cni": (("1.27", "1.33", "v1.20.1-eksbuild.3"),),
@@ -345,6 +346,10 @@ class KubernetesSpec(SpecModel):
     example_job: ExampleJobSpec = ExampleJobSpec()
     """The example training job each team gets. Default: 2 nodes of the first Kubernetes node group."""
 
+    health: KubernetesHealthSpec = KubernetesHealthSpec()
+    """GPU node health: the EKS node monitoring agent with auto repair, DCGM error counters, the sweep
+    DaemonSet. Default: all on."""
+
     @field_validator("addon_versions")
     @classmethod
     def _addon_versions(cls, value: dict[str, str]) -> dict[str, str]:
@@ -359,4 +364,6 @@ class KubernetesSpec(SpecModel):
         """Every add-on to install and its version (``None``: EKS's default for the cluster version)."""
         pinned = {name: pinned_addon_version(name, self.version) for name in ADDON_PINS}
         names = (*CORE_ADDONS, FSX_CSI_ADDON) if lustre else CORE_ADDONS
+        if self.health.node_monitoring_agent:
+            names = (*names, NODE_MONITORING_AGENT_ADDON)
         return {name: self.addon_versions.get(name, pinned.get(name)) for name in names}

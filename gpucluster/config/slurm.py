@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from gpucluster.config.base import SpecModel
+from gpucluster.config.slurm_health import SlurmHealthSpec
 
 SLURM_VERSION = "23.11"
 UBUNTU_RELEASE = "24.04"
@@ -174,6 +175,10 @@ class SlurmSpec(SpecModel):
 
     agent: AgentSpec = AgentSpec()
     """Node agent settings. Default: 10 min holds, 5 min orphan grace, maintain every 60 s."""
+
+    health: SlurmHealthSpec = SlurmHealthSpec()
+    """Node health checks (Slurm ``HealthCheckProgram`` and ``Prolog``) on NVIDIA GPU nodes. Default: on,
+    a sweep every 5 min and a 60 s check before every job."""
 
     protect_data: bool | None = None
     """Protect the head node's data volume and the munge key secret: ``pulumi destroy`` refuses and

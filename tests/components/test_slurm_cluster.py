@@ -18,6 +18,7 @@ from gpucluster.components.slurm_cluster import SlurmCluster
 from gpucluster.config.naming import CLUSTER_TAG
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
+from gpucluster.render.slurm.agent import ARTIFACT_BUCKET_STAND_IN
 from gpucluster.render.slurm.names import controller_address, munge_secret_name
 from gpucluster_agents.contract import parse as parse_config
 from tests.conftest import ROOT, group, make_config
@@ -263,8 +264,16 @@ def test_munge_key_lives_only_in_an_empty_protected_secret(run_components, two_g
         ["secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue", "secretsmanager:DescribeSecret"],
         arn,
     )
+    (package,) = plan.of_type("aws:s3/bucketObjectv2:BucketObjectv2")
     assert policy(plan, "s-slurm-node-munge")["Statement"] == [
-        {"Sid": "ReadTheMungeKey", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": arn}
+        {"Sid": "ReadTheMungeKey", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": arn},
+        # the node package (the health program), that one object only
+        {
+            "Sid": "FetchTheNodePackage",
+            "Effect": "Allow",
+            "Action": "s3:GetObject",
+            "Resource": f"{plan.by_name('s-slurm-artifacts').state['arn']}/{package.inputs['key']}",
+        },
     ]
     # and that is all the compute role holds besides Session Manager (only root reaches it on a node:
     # the IMDS guard, tests/agents/test_imds_guard_e2e.py)
@@ -276,6 +285,35 @@ def test_munge_key_lives_only_in_an_empty_protected_secret(run_components, two_g
         if r.inputs["role"] == node_role.state["name"]
     ]
     assert (inline, attached) == (["s-slurm-node-munge"], ["arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"])
+
+
+def test_compute_nodes_name_the_artifact_bucket_once_it_exists(run_components, two_groups):
+    """Compute user data is rendered before the bucket exists; the launch templates get its real name."""
+    groups = two_groups.groups_for("slurm")
+    spec_data = {g.name: f"#cloud-config\n# {g.name} {ARTIFACT_BUCKET_STAND_IN}\n" for g in groups}
+    plan = run_components(lambda: SlurmCluster._resolved("s-slurm", _with_user_data(two_groups, spec_data), load_catalog()))
+    bucket = plan.by_name("s-slurm-artifacts").state["bucket"]
+    for lt in plan.of_type(LT):
+        raw = base64.b64decode(lt.inputs["userData"])
+        text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()
+        assert bucket in text and ARTIFACT_BUCKET_STAND_IN not in text, text
+
+
+def _with_user_data(spec, user_data):
+    groups = spec.groups_for("slurm")
+    return SlurmBuild(
+        cluster_name=spec.name,
+        region=spec.region,
+        slurm=spec.slurm,
+        node_groups=tuple(groups),
+        vpc_id="vpc-0abc12345",
+        head_subnet_id=SUBNETS[0],
+        node_group_subnet_ids={g.name: SUBNETS for g in groups},
+        security_group_ids=SG,
+        user_data=user_data,
+        shared_storage=(LUSTRE,),
+        tags={CLUSTER_TAG: "s", "team": "ml"},
+    )
 
 
 def test_head_node_is_private_protected_and_keeps_its_data(run_components, two_groups):

@@ -110,7 +110,7 @@ def test_access_entries_and_policies(run_components):
 def test_addons_pinned_and_cni_through_pod_identity(run_components, p5_spec):
     plan = run_components(lambda: build(p5_spec))
     addons = {r.inputs["addonName"]: r for r in plan.of_type(ADDON)}
-    assert set(addons) == {"vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent"}
+    assert set(addons) == {"vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent", "eks-node-monitoring-agent"}
     assert addons["vpc-cni"].inputs["addonVersion"] == "v1.20.1-eksbuild.3"
     assert addons["coredns"].inputs["addonVersion"] == "v1.12.3-eksbuild.1"
     assert "addonVersion" not in addons["kube-proxy"].inputs  # EKS's default for 1.33

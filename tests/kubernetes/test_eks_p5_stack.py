@@ -43,7 +43,7 @@ def test_gpu_operator_with_eks_values(plan, text):
     assert "chart https://helm.ngc.nvidia.com/nvidia/gpu-operator v26.7.0 · release gpu-operator" in text
     values = yaml.safe_load(plan.files["eks-p5-k8s-gpu-operator-release/values.yaml"])
     assert values["driver"] == {"enabled": False} and values["toolkit"] == {"enabled": False}
-    assert values["dcgmExporter"] == {"enabled": True}
+    assert values["dcgmExporter"] == {"enabled": True, "config": {"name": "gpucluster-dcgm-metrics"}}
 
 
 def test_efa_device_plugin(plan, text):

@@ -11,6 +11,7 @@ import pytest
 
 from gpucluster.components.gpu_operator import GpuOperator, GpuOperatorArgs
 from gpucluster.render.kubernetes import gpu_operator_values
+from gpucluster.render.kubernetes_health import DCGM_CONFIGMAP
 from tests.conftest import GOLDEN, check_golden
 from tests.kubernetes.schemas import chart_defaults, crd_schema, unknown_values
 
@@ -39,7 +40,7 @@ def test_eks_values_leave_driver_and_toolkit_to_the_ami(run_components, update_g
     assert (i["name"], i["namespace"], i["createNamespace"]) == ("gpu-operator", "gpu-operator", True)
     values = i["values"]
     assert values["driver"] == {"enabled": False} and values["toolkit"] == {"enabled": False}
-    assert values["dcgmExporter"] == {"enabled": True}
+    assert values["dcgmExporter"] == {"enabled": True, "config": {"name": DCGM_CONFIGMAP}}
     assert values["mig"] == {"strategy": "none"} and values["migManager"] == {"enabled": False}
     # The plan shows the values as a file (keys sorted): pinned by a golden file.
     check_golden(
@@ -68,10 +69,18 @@ def test_on_prem_kubeconfig_provider_with_driver_and_rdma(run_components, update
     values = release.inputs["values"]
     assert values["driver"] == {"enabled": True, "version": "580.95.05", "rdma": {"enabled": True, "useHostMofed": True}}
     assert values["toolkit"] == {"enabled": True}
-    assert values["dcgmExporter"] == {"enabled": True}
+    assert values["dcgmExporter"] == {"enabled": True, "config": {"name": DCGM_CONFIGMAP}}
     check_golden(
         GOLDEN / "kubernetes" / "gpu-operator-on-prem.values.yaml", plan.files["gpu-operator-release/values.yaml"], update_golden
     )
+
+
+def test_without_health_counters_the_exporter_keeps_its_own_list(run_components):
+    plan = run_components(lambda: GpuOperator("g", GpuOperatorArgs(platform="eks", dcgm_health_counters=False)))
+    assert plan.of_type(RELEASE)[0].inputs["values"]["dcgmExporter"] == {"enabled": True}
+    assert not plan.of_type("kubernetes:core/v1:ConfigMap")
+    plan = run_components(lambda: GpuOperator("g", GpuOperatorArgs(platform="eks", enable_dcgm_exporter=False)))
+    assert not plan.of_type("kubernetes:core/v1:ConfigMap")
 
 
 def test_eks_ignores_rdma(run_components):

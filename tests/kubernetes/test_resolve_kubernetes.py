@@ -20,7 +20,9 @@ def test_addon_versions_per_kubernetes_version_and_storage():
         "coredns": "v1.12.3-eksbuild.1",
         "kube-proxy": None,
         "eks-pod-identity-agent": None,
+        "eks-node-monitoring-agent": None,  # no sourced pin: EKS's default
     }
+    assert "eks-node-monitoring-agent" not in resolved(health={"nodeMonitoringAgent": False, "autoRepair": False}).addon_versions
     newest = resolved(version="1.34", lustre=True).addon_versions
     assert newest["vpc-cni"] is None and newest["coredns"] is None, "no sourced pin for 1.34: EKS's default"
     assert "aws-fsx-csi-driver" in newest

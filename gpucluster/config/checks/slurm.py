@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
+from gpucluster.config.checks.slurm_health import check_health
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.effective import effective_desired, head_zone, partition_of, slurm_groups
 from gpucluster.config.errors import Finding, error, warning
@@ -290,6 +291,7 @@ SLURM_CHECKS: tuple[SlurmCheck, ...] = (
     check_head_node,
     check_network,
     check_power_saving,
+    check_health,
 )
 
 

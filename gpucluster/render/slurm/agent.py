@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
+import json
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ import gpucluster_agents
 from gpucluster.facts.catalog import Catalog
 from gpucluster.render.core import WriteFile
 from gpucluster.render.slurm.names import (
+    AGENT_LIB,
     AGENT_LOG,
     AGENT_PACKAGE_PATH,
     AGENT_STATE_DIR,
@@ -108,6 +110,34 @@ def agent_bundle(package: Path = AGENT_PACKAGE) -> bytes:
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def package_key(digest: str) -> str:
+    """The package's object key: it carries the hash, so a changed package is a new object."""
+    return f"agent/gpucluster_agents-{digest[:16]}.zip"
+
+
+# Compute nodes are rendered before the artifact bucket exists (their user data goes into launch
+# templates the head node's config names): their package file names the bucket with this stand-in,
+# and SlurmCluster puts the bucket's name in its place (see ``with_artifact_bucket``).
+ARTIFACT_BUCKET_STAND_IN = "gpucluster-artifact-bucket-stand-in"
+
+
+def package_file(bundle: AgentBundle) -> WriteFile:
+    """``AGENT_PACKAGE_PATH``: where ``gpucluster-aws install-agent`` fetches the package and the hash it checks."""
+    pointer = {"bucket": bundle.bucket, "key": bundle.key, "sha256": bundle.sha256, "dest": AGENT_LIB}
+    return WriteFile(AGENT_PACKAGE_PATH, json.dumps(pointer, indent=2, sort_keys=True) + "\n")
+
+
+def node_package_file() -> WriteFile:
+    """A compute node's package file: this program's package, the bucket still a stand-in."""
+    digest = sha256(agent_bundle())
+    return package_file(AgentBundle(ARTIFACT_BUCKET_STAND_IN, package_key(digest), digest))
+
+
+def with_artifact_bucket(user_data: str, bucket: str) -> str:
+    """A compute node's user data with the artifact bucket's name in place of its stand-in."""
+    return user_data.replace(ARTIFACT_BUCKET_STAND_IN, bucket)
 
 
 # --- the boot helper -------------------------------------------------------------------------------------------

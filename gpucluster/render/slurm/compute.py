@@ -1,7 +1,8 @@
 """A compute node's Slurm part of its user data (added to :meth:`GpuCluster.node_user_data` as the
 ``extra`` part): the setup script that waits for the node's name tag and starts
 ``slurmd --conf-server … -N <node>``, the TaskProlog that gives every task the node's NCCL/EFA
-environment, slurmd's drop-in, the IMDS guard and the boot helper. Slurm's own files come from
+environment, slurmd's drop-in, the IMDS guard and the boot helper; with health checks on, the node
+package (installed before slurmd starts) and the health wrappers slurm.conf names. Slurm's own files come from
 slurmctld (configless)."""
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from gpucluster.facts.catalog import Catalog, InstanceFacts
 from gpucluster.facts.nccl import library_dirs
 from gpucluster.render.core import CloudConfig, WriteFile, render
 from gpucluster.render.node import NCCL_ENV_PATH
-from gpucluster.render.slurm.agent import boot_files
+from gpucluster.render.slurm.agent import boot_files, node_package_file
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit
+from gpucluster.render.slurm.health import health_enabled, health_files
 from gpucluster.render.slurm.names import AWS_HELPER, NODE_SETUP, SLURMCTLD_PORT, TASK_PROLOG, SlurmContext, controller_address
 from gpucluster_agents import contract
 
@@ -41,6 +43,7 @@ def task_prolog(group: NodeGroupSpec, facts: InstanceFacts) -> str:
 def node_slurm_part(ctx: SlurmContext, group: NodeGroupSpec, catalog: Catalog) -> CloudConfig:
     """The Slurm part of a compute node's user data (plain: nothing here waits for AWS)."""
     facts = catalog[group.instance_type]
+    health = health_enabled(ctx, catalog)
     setup = render(
         "slurm/node-setup.sh.j2",
         cluster=ctx.cluster,
@@ -50,10 +53,12 @@ def node_slurm_part(ctx: SlurmContext, group: NodeGroupSpec, catalog: Catalog) -
         name_wait_tries=NODE_NAME_WAIT_TRIES,
         node_name_tag=contract.TAG_NODE_NAME,
         imds_guard_unit=IMDS_GUARD_UNIT,
+        install_package=health,
     )
     return CloudConfig(
         write_files=(
             *boot_files(ctx),
+            *((node_package_file(), *health_files(ctx, facts, group.name)) if health else ()),
             WriteFile(TASK_PROLOG, task_prolog(group, facts), "0755"),
             WriteFile(f"/etc/systemd/system/{IMDS_GUARD_UNIT}", imds_guard_unit(head=False)),
             WriteFile("/etc/systemd/system/slurmd.service.d/gpucluster.conf", SLURMD_DROP_IN),

@@ -10,6 +10,7 @@ from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.slurm import SLURM_VERSION, UBUNTU_RELEASE, SlurmNodeGroupSpec
 from gpucluster.facts.catalog import Catalog, InstanceFacts
 from gpucluster.render.core import render
+from gpucluster.render.slurm.health import health_conf_lines
 from gpucluster.render.slurm.names import (
     AGENT_BIN,
     PROGRAMS,
@@ -144,6 +145,7 @@ def slurm_conf(ctx: SlurmContext, catalog: Catalog) -> str:
         resume_timeout=ps.resume_timeout_seconds,
         suspend_timeout=ps.suspend_timeout_seconds,
         suspend_exc_parts=[g.partition for g in groups if g.static],
+        health_lines=health_conf_lines(ctx, catalog),
         node_lines=[node_line(g.group, g.facts, g.entry) for g in groups],
         partition_lines=[partition_line(g.group, g.facts, g.entry) for g in groups],
     )

@@ -4,7 +4,6 @@ shared file system, the Lustre mount before the setup."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -12,14 +11,13 @@ from gpucluster.config.slurm import SLURM_VERSION
 from gpucluster.facts.catalog import Catalog
 from gpucluster.render.core import CloudConfig, WriteFile, render
 from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT, LustreMount, lustre_mount_script
-from gpucluster.render.slurm.agent import AgentBundle, boot_files
+from gpucluster.render.slurm.agent import AgentBundle, boot_files, package_file
 from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, slurm_conf, slurmdbd_conf, topology_conf
 from gpucluster.render.slurm.guard import IMDS_GUARD, IMDS_GUARD_UNIT, imds_guard_script, imds_guard_unit, systemd_unit
 from gpucluster.render.slurm.names import (
     AGENT_BIN,
     AGENT_CONFIG_PATH,
     AGENT_LIB,
-    AGENT_PACKAGE_PATH,
     AGENT_STATE_DIR,
     AWS_HELPER,
     DATA_DIR,
@@ -61,8 +59,7 @@ def head_files(ctx: SlurmContext, catalog: Catalog, inputs: HeadInputs) -> tuple
     if accounting:
         files.append(WriteFile(f"{SLURM_ETC}/slurmdbd.conf", slurmdbd_conf(ctx), "0600"))
     files.append(WriteFile(AGENT_CONFIG_PATH, contract.to_json(inputs.agent_config)))
-    package = {"bucket": inputs.agent.bucket, "key": inputs.agent.key, "sha256": inputs.agent.sha256, "dest": AGENT_LIB}
-    files.append(WriteFile(AGENT_PACKAGE_PATH, json.dumps(package, indent=2, sort_keys=True) + "\n"))
+    files.append(package_file(inputs.agent))
     for key, name, command in PROGRAMS:
         wrapper = (
             f"#!/bin/sh\n# {key} of {ctx.cluster}: slurmctld runs it as SlurmUser with a hostlist and no PATH.\n"

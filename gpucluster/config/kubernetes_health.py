@@ -1,0 +1,72 @@
+"""``gpucluster:kubernetes.health``: node health on the Kubernetes GPU nodes.
+
+Three layers, each on by default: the EKS node monitoring agent (an EKS add-on that sets conditions such
+as ``AcceleratedHardwareReady`` from XIDs, ECC and NVLink faults) with EKS node auto repair on the GPU
+managed node groups (it reboots or replaces a node whose condition stays bad); DCGM exporter counters
+for ECC, row remapping, XIDs and NVLink that its default list leaves out; and gpucluster's own sweep
+(``python -m gpucluster_agents.health sweep``, a DaemonSet on GPU nodes) that sets a node condition and a
+``NoSchedule`` taint, so a GPU that is slow or degraded in ways the agent does not see gets no new pods.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator, model_validator
+
+from gpucluster.config.base import SpecModel, check_image
+
+NODE_MONITORING_AGENT_ADDON = "eks-node-monitoring-agent"
+# The sweep's image: Python 3 (the node package runs on stdlib + nvidia-ml-py, which an init container
+# installs next to it). Docker's official image, mirrored on ECR Public (no Docker Hub rate limit).
+SWEEP_IMAGE = "public.ecr.aws/docker/library/python:3.12-slim"
+NVIDIA_ML_PY = "nvidia-ml-py==13.615.71"
+
+
+class KubernetesHealthSpec(SpecModel):
+    """Node health on the GPU nodes: the EKS node monitoring agent and auto repair (EKS), extra DCGM
+    exporter counters, and gpucluster's sweep DaemonSet."""
+
+    node_monitoring_agent: bool = True
+    """EKS: install the ``eks-node-monitoring-agent`` add-on (version: ``addonVersions``, else EKS's default
+    for the cluster version). Default true."""
+
+    auto_repair: bool = True
+    """EKS: node auto repair on the GPU managed node groups (``nodeRepairConfig``): EKS reboots or replaces
+    a node the monitoring agent marks unhealthy. Needs ``nodeMonitoringAgent``. Default true."""
+
+    max_unhealthy_percentage: int | None = Field(default=None, ge=1, le=100)
+    """Auto repair stops when more than this share of a node group is unhealthy (a fleet-wide cause is
+    not fixed by replacing nodes). Default: EKS's own rule."""
+
+    max_parallel_repairs_percentage: int | None = Field(default=None, ge=1, le=100)
+    """At most this share of a node group is repaired at once. Default: EKS's own rule."""
+
+    dcgm_health_counters: bool = True
+    """Add ECC, row-remapping, XID and NVLink error counters to the DCGM exporter's metrics (a ConfigMap
+    the GPU Operator's ``dcgmExporter.config`` names). Default true; needs the DCGM exporter on."""
+
+    sweep: bool = True
+    """Run the health sweep on every GPU node (a DaemonSet): a fault sets the node condition
+    ``GpuclusterHealthy=False`` and the taint ``gpucluster.io/gpu-unhealthy=true:NoSchedule``; a healthy
+    sweep clears both. Default true."""
+
+    sweep_interval_seconds: int = Field(default=300, ge=60, le=86400)
+    """Seconds between two sweeps of a node. Default 300."""
+
+    sweep_image: str = SWEEP_IMAGE
+    """Image the sweep runs in: any image with Python 3.9+ and pip (the node package comes in a
+    ConfigMap; nvidia-ml-py is installed by an init container, which needs a route to PyPI). Default:
+    Python 3.12 slim from ECR Public."""
+
+    @field_validator("sweep_image")
+    @classmethod
+    def _image(cls, value: str) -> str:
+        return check_image(value)
+
+    @model_validator(mode="after")
+    def _repair_needs_agent(self) -> KubernetesHealthSpec:
+        if self.auto_repair and not self.node_monitoring_agent:
+            raise ValueError(
+                "autoRepair is true but nodeMonitoringAgent is false: EKS repairs nodes on the conditions the agent "
+                "sets, so nothing would ever be repaired; set nodeMonitoringAgent: true, or autoRepair: false"
+            )
+        return self

@@ -1,0 +1,217 @@
+"""GPU node health on Kubernetes, as objects and settings (pure: the components only place them).
+
+- :func:`dcgm_metrics_configmap`: the DCGM exporter's metric list (``dcgm-metrics.csv``) with the error
+  counters its default list leaves out (ECC, row remapping, XIDs, NVLink CRC/replay/recovery), named by the
+  GPU Operator's ``dcgmExporter.config.name`` (:func:`dcgm_exporter_values`).
+- :func:`node_repair_config`: EKS node auto repair on a GPU managed node group.
+- :func:`sweep_objects`: the sweep DaemonSet and what it needs. How the program reaches the pod: the node
+  package (the same zip the Slurm nodes install) in a ConfigMap, imported straight from the zip
+  (``PYTHONPATH=…/gpucluster_agents.zip``), so no image of ours has to be built or pushed; a stock Python
+  image runs it, with nvidia-ml-py installed by an init container into a shared volume. The GPU is visible
+  without taking one from the jobs: the ``nvidia`` runtime class with ``NVIDIA_VISIBLE_DEVICES=all`` and
+  the ``utility`` capability (NVML), and no ``nvidia.com/gpu`` request. The pod's service account may only
+  get and patch nodes and patch node status.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from gpucluster.config.kubernetes_health import NVIDIA_ML_PY, KubernetesHealthSpec
+from gpucluster.render.core import render
+from gpucluster.render.kubernetes import GPU_TOLERATION, LABEL_GPU
+
+NAMESPACE = "gpucluster-health"
+SWEEP_NAME = "gpucluster-health-sweep"
+CONDITION = "GpuclusterHealthy"
+TAINT_KEY = "gpucluster.io/gpu-unhealthy"
+TAINT_VALUE = "true"
+DCGM_CONFIGMAP = "gpucluster-dcgm-metrics"
+DCGM_CSV_KEY = "dcgm-metrics.csv"  # the key the GPU Operator mounts for DCGM_EXPORTER_COLLECTORS
+PACKAGE_KEY = "gpucluster_agents.zip"
+SCRIPT_KEY = "sweep.py"
+# Labels GPU nodes carry: gpucluster's EKS node groups, or the GPU Operator's feature discovery (on-prem).
+GPU_NODE_LABELS = ((LABEL_GPU, "Exists", None), ("nvidia.com/gpu.present", "In", "true"))
+SWEEP_BUDGET_SECONDS = 120
+
+# (DCGM field, Prometheus type, help). The usual utilisation/clock/power/memory fields, then the error
+# counters this list exists for. Field names: DCGM's dcgm_fields.h.
+DCGM_METRICS: tuple[tuple[str, str, str], ...] = (
+    ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock (MHz)."),
+    ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock (MHz)."),
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (C)."),
+    ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "HBM temperature (C)."),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (W)."),
+    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Energy used since boot (mJ)."),
+    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilisation (%)."),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilisation (%)."),
+    ("DCGM_FI_DEV_FB_FREE", "gauge", "Free frame buffer (MiB)."),
+    ("DCGM_FI_DEV_FB_USED", "gauge", "Used frame buffer (MiB)."),
+    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "PCIe replays."),
+    # XIDs
+    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Last XID error of the GPU."),
+    # ECC
+    ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Corrected (single-bit) ECC errors since the last reset."),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Uncorrected (double-bit) ECC errors since the last reset."),
+    ("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "counter", "Corrected ECC errors over the GPU's life."),
+    ("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "counter", "Uncorrected ECC errors over the GPU's life."),
+    # row remapping (A100, H100 and later: they replace page retirement)
+    ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "Rows remapped after corrected errors."),
+    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "Rows remapped after uncorrected errors."),
+    ("DCGM_FI_DEV_ROW_REMAP_PENDING", "gauge", "1: a remap waits for the next GPU reset."),
+    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "1: a remap failed (replace the GPU)."),
+    # NVLink
+    ("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "counter", "NVLink flow-control CRC errors (all links)."),
+    ("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "counter", "NVLink data CRC errors (all links)."),
+    ("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "counter", "NVLink replays (all links)."),
+    ("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "counter", "NVLink recoveries (all links)."),
+    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "NVLink traffic (all links)."),
+)
+
+
+def dcgm_metrics_csv() -> str:
+    lines = ["# DCGM exporter metrics of gpucluster: field, Prometheus type, help"]
+    lines += [f"{field}, {kind}, {text}" for field, kind, text in DCGM_METRICS]
+    return "\n".join(lines) + "\n"
+
+
+def dcgm_metrics_configmap(namespace: str) -> dict[str, Any]:
+    """The metric list, in the GPU Operator's namespace (where ``dcgmExporter.config.name`` looks)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": DCGM_CONFIGMAP, "namespace": namespace, "labels": {"app.kubernetes.io/part-of": "gpucluster"}},
+        "data": {DCGM_CSV_KEY: dcgm_metrics_csv()},
+    }
+
+
+def dcgm_exporter_values() -> dict[str, Any]:
+    """What the GPU Operator's ``dcgmExporter`` values add: the ConfigMap above."""
+    return {"config": {"name": DCGM_CONFIGMAP}}
+
+
+def node_repair_config(health: KubernetesHealthSpec) -> dict[str, Any] | None:
+    """``aws.eks.NodeGroup(node_repair_config=…)`` (pulumi-aws argument names), or None when it is off."""
+    if not health.auto_repair:
+        return None
+    config: dict[str, Any] = {"enabled": True}
+    if health.max_unhealthy_percentage is not None:
+        config["max_unhealthy_node_threshold_percentage"] = health.max_unhealthy_percentage
+    if health.max_parallel_repairs_percentage is not None:
+        config["max_parallel_nodes_repaired_percentage"] = health.max_parallel_repairs_percentage
+    return config
+
+
+def sweep_script(interval: int) -> str:
+    return render(
+        "kubernetes/health-sweep.py.j2",
+        daemonset=SWEEP_NAME,
+        interval=interval,
+        condition=CONDITION,
+        taint_key=TAINT_KEY,
+        taint_value=TAINT_VALUE,
+        budget=SWEEP_BUDGET_SECONDS,
+    )
+
+
+def sweep_objects(health: KubernetesHealthSpec, package: bytes, runtime_class: str = "nvidia") -> list[dict[str, Any]]:
+    """The sweep DaemonSet and what it needs: its namespace, service account, cluster role and binding
+    (nodes get/patch, nodes/status patch), and the ConfigMap with the script and the node package."""
+    labels = {"app.kubernetes.io/name": SWEEP_NAME, "app.kubernetes.io/part-of": "gpucluster"}
+
+    def meta(name: str, namespaced: bool = True) -> dict[str, Any]:
+        return {"name": name, "labels": dict(labels), **({"namespace": NAMESPACE} if namespaced else {})}
+
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": k, "operator": op, **({"values": [v]} if v else {})}]}
+                    for k, op, v in GPU_NODE_LABELS
+                ]
+            }
+        }
+    }
+    code = "/opt/gpucluster"
+    deps = "/opt/deps"
+    pod = {
+        "serviceAccountName": SWEEP_NAME,
+        "runtimeClassName": runtime_class,
+        "priorityClassName": "system-node-critical",
+        "affinity": affinity,
+        # GPU nodes carry the GPU taint; the sweep must also keep running on a node it tainted itself.
+        "tolerations": [dict(GPU_TOLERATION), {"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+        "initContainers": [
+            {
+                "name": "nvidia-ml-py",
+                "image": health.sweep_image,
+                "command": ["python3", "-m", "pip", "install", "--quiet", "--no-cache-dir", "--target", deps, NVIDIA_ML_PY],
+                "volumeMounts": [{"name": "deps", "mountPath": deps}],
+                "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+            }
+        ],
+        "containers": [
+            {
+                "name": "sweep",
+                "image": health.sweep_image,
+                "command": ["python3", f"{code}/{SCRIPT_KEY}"],
+                "env": [
+                    {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                    {"name": "PYTHONPATH", "value": f"{code}/{PACKAGE_KEY}:{deps}"},
+                    {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                    {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
+                ],
+                "volumeMounts": [
+                    {"name": "code", "mountPath": code, "readOnly": True},
+                    {"name": "deps", "mountPath": deps, "readOnly": True},
+                    # XID history lives in the kernel log
+                    {"name": "kmsg", "mountPath": "/dev/kmsg", "readOnly": True},
+                ],
+                "securityContext": {"privileged": True},
+                "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+            }
+        ],
+        "volumes": [
+            {"name": "code", "configMap": {"name": SWEEP_NAME}},
+            {"name": "deps", "emptyDir": {}},
+            {"name": "kmsg", "hostPath": {"path": "/dev/kmsg", "type": "CharDevice"}},
+        ],
+    }
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "labels": dict(labels)}},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(SWEEP_NAME)},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": meta(SWEEP_NAME, namespaced=False),
+            "rules": [
+                {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
+                {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": meta(SWEEP_NAME, namespaced=False),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SWEEP_NAME},
+            "subjects": [{"kind": "ServiceAccount", "name": SWEEP_NAME, "namespace": NAMESPACE}],
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": meta(SWEEP_NAME),
+            "data": {SCRIPT_KEY: sweep_script(health.sweep_interval_seconds)},
+            "binaryData": {PACKAGE_KEY: base64.b64encode(package).decode()},
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": meta(SWEEP_NAME),
+            "spec": {
+                "selector": {"matchLabels": {"app.kubernetes.io/name": SWEEP_NAME}},
+                "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}},
+                "template": {"metadata": {"labels": dict(labels)}, "spec": pod},
+            },
+        },
+    ]

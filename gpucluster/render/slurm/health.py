@@ -1,0 +1,89 @@
+"""The node health program wired into Slurm: the slurm.conf keys (``HealthCheckProgram``, ``Prolog`` and
+their timers) and the two wrappers every compute node gets.
+
+The program itself is the node package's (``python -m gpucluster_agents.health {sweep,prolog}``: exit
+0 healthy, 1 a fault, after it drained its own node with a ``gpucluster:`` reason, 2 could not run). It
+reaches compute nodes in the node package (``gpucluster-aws install-agent`` at first boot, before
+slurmd starts, into ``AGENT_LIB``). The wrappers add what only Slurm's side knows: the time budget
+under slurmd's limits, what a hang means, and a job's opt-out.
+
+Every key here is read by slurmctld 22.05 as by 23.11 (the tests run 22.05 on the rendered file;
+``HealthCheckNodeState=NONDRAINED_IDLE`` is the one value 22.05 refuses, so the model leaves it out). What
+differs by version is what the prolog sees of a job: ``SLURM_JOB_COMMENT`` on 22.05 and later (Debian's
+22.05 prep plugin sets it, and no ``SLURM_JOB_EXTRA``), ``SLURM_JOB_EXTRA`` only in later releases'
+prolog code; the opt-out is read from both, so ``--comment`` works on every version.
+"""
+
+from __future__ import annotations
+
+from gpucluster.config.slurm_health import nvidia_gpus
+from gpucluster.facts.catalog import Catalog, InstanceFacts
+from gpucluster.render.core import WriteFile, render
+from gpucluster.render.slurm.names import AGENT_LIB, SlurmContext, slurm_groups
+
+HEALTH_CHECK = "/etc/gpucluster/slurm/health-check"
+PROLOG = "/etc/gpucluster/slurm/prolog"
+HEALTH_LOG = "/var/log/gpucluster/health.log"
+# Optional: the health program's own settings, passed as --config when a node has the file.
+HEALTH_CONFIG = "/etc/gpucluster/health.json"
+# The word in a job's comment (or --extra) that skips the health prolog for that job.
+OPT_OUT = "gpucluster-health=off"
+
+
+def health_enabled(ctx: SlurmContext, catalog: Catalog) -> bool:
+    """Whether slurm.conf names the health programs: switched on and some Slurm group has NVIDIA GPUs."""
+    return ctx.slurm.health.enabled and any(nvidia_gpus(g.facts) for g in slurm_groups(ctx, catalog))
+
+
+def health_conf_lines(ctx: SlurmContext, catalog: Catalog) -> list[str]:
+    """slurm.conf's health lines (none when the checks are off)."""
+    if not health_enabled(ctx, catalog):
+        return []
+    health = ctx.slurm.health
+    lines = [
+        f"HealthCheckProgram={HEALTH_CHECK}",
+        f"HealthCheckInterval={health.interval_seconds}",
+        f"HealthCheckNodeState={health.node_state_value()}",
+    ]
+    if health.prolog:
+        lines += [
+            f"Prolog={PROLOG}",
+            # At allocation, on every node of the job: a bad node is found before the batch script
+            # starts, not at the first srun on it.
+            "PrologFlags=Alloc",
+            f"PrologEpilogTimeout={health.prolog_epilog_timeout()}",
+            # A node's fault is not the job's: requeue it to run elsewhere, not held for an admin.
+            "SchedulerParameters=nohold_on_prolog_fail",
+        ]
+    return lines
+
+
+def health_files(ctx: SlurmContext, facts: InstanceFacts, group: str) -> tuple[WriteFile, ...]:
+    """A compute node's wrappers: the sweep and (with the prolog on) the prolog. Groups without NVIDIA
+    GPUs get wrappers that exit 0, since slurm.conf names the same programs for every node."""
+    health = ctx.slurm.health
+    common = {
+        "cluster": ctx.cluster,
+        "group": group,
+        "checks": health.enabled and nvidia_gpus(facts),
+        "agent_lib": AGENT_LIB,
+        "log_file": HEALTH_LOG,
+        "config": HEALTH_CONFIG,
+    }
+    files = [
+        WriteFile(
+            HEALTH_CHECK,
+            render("slurm/health-check.sh.j2", interval=health.interval_seconds, budget=health.sweep_timeout_seconds, **common),
+            "0755",
+        )
+    ]
+    if health.prolog:
+        text = render(
+            "slurm/prolog.sh.j2",
+            budget=health.prolog_timeout_seconds,
+            slurm_timeout=health.prolog_epilog_timeout(),
+            opt_out=OPT_OUT,
+            **common,
+        )
+        files.append(WriteFile(PROLOG, text, "0755"))
+    return tuple(files)

@@ -1,0 +1,311 @@
+"""GPU node health on Kubernetes (``gpucluster:kubernetes.health``): the EKS node monitoring agent add-on
+and node auto repair on GPU managed node groups (planned under mocks), the DCGM exporter's extra
+counters (checked against the pinned ClusterPolicy schema), and the sweep DaemonSet: every object valid
+against the Kubernetes 1.33 schemas and pinned by a golden file, its node package importable from the
+ConfigMap's zip, and its script run against a fake API server with a fake health program."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import ClassVar
+
+import jsonschema
+import pytest
+import yaml
+
+from gpucluster.config.errors import ConfigError
+from gpucluster.config.kubernetes_health import KubernetesHealthSpec
+from gpucluster.render.kubernetes_health import (
+    CONDITION,
+    DCGM_CSV_KEY,
+    DCGM_METRICS,
+    PACKAGE_KEY,
+    SCRIPT_KEY,
+    SWEEP_NAME,
+    TAINT_KEY,
+    dcgm_exporter_values,
+    dcgm_metrics_configmap,
+    dcgm_metrics_csv,
+    node_repair_config,
+    sweep_objects,
+    sweep_script,
+)
+from gpucluster.render.slurm.agent import agent_bundle
+from tests.conftest import GOLDEN, check_golden
+from tests.kubernetes.conftest import eks_spec
+from tests.kubernetes.schemas import crd_schema, schema_file, validate_object
+from tests.kubernetes.test_eks_cluster import ADDON, MNG, build
+
+# --- EKS: the add-on and auto repair ------------------------------------------------------------------------
+
+
+def test_node_monitoring_agent_and_auto_repair_on_gpu_groups(run_components, p5_spec):
+    plan = run_components(lambda: build(p5_spec))
+    addons = {r.inputs["addonName"]: r for r in plan.of_type(ADDON)}
+    assert "addonVersion" not in addons["eks-node-monitoring-agent"].inputs  # EKS's default for 1.33
+    groups = {r.inputs["nodeGroupName"]: r.inputs for r in plan.of_type(MNG)}
+    assert groups["k-gpu"]["nodeRepairConfig"] == {"enabled": True}
+    assert "nodeRepairConfig" not in groups["k-system"]
+
+
+def test_repair_thresholds_and_switches(run_components):
+    spec = eks_spec(health={"maxUnhealthyPercentage": 20, "maxParallelRepairsPercentage": 10})
+    groups = {r.inputs["nodeGroupName"]: r.inputs for r in run_components(lambda: build(spec)).of_type(MNG)}
+    assert groups["k-gpu"]["nodeRepairConfig"] == {
+        "enabled": True,
+        "maxUnhealthyNodeThresholdPercentage": 20,
+        "maxParallelNodesRepairedPercentage": 10,
+    }
+    off = eks_spec(health={"nodeMonitoringAgent": False, "autoRepair": False})
+    plan = run_components(lambda: build(off))
+    assert "eks-node-monitoring-agent" not in {r.inputs["addonName"] for r in plan.of_type(ADDON)}
+    assert all("nodeRepairConfig" not in r.inputs for r in plan.of_type(MNG))
+
+
+def test_auto_repair_without_the_agent_is_refused_with_the_fix():
+    with pytest.raises(ConfigError) as exc:
+        eks_spec(health={"nodeMonitoringAgent": False})
+    (finding,) = exc.value.findings
+    assert finding.path.startswith("gpucluster:kubernetes.health")
+    assert "nodeMonitoringAgent: true, or autoRepair: false" in finding.message
+
+
+def test_node_repair_config_uses_pulumi_aws_argument_names():
+    import pulumi_aws as aws
+
+    config = node_repair_config(KubernetesHealthSpec(maxUnhealthyPercentage=30, maxParallelRepairsPercentage=5))
+    assert config is not None
+    aws.eks.NodeGroupNodeRepairConfigArgs(**config)  # a wrong name raises TypeError
+    assert node_repair_config(KubernetesHealthSpec(autoRepair=False)) is None
+
+
+# --- DCGM exporter --------------------------------------------------------------------------------------------
+
+
+def test_dcgm_counters_cover_ecc_row_remapping_xid_and_nvlink():
+    fields = [f for f, _, _ in DCGM_METRICS]
+    assert len(fields) == len(set(fields))
+    for needed in (
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+        "DCGM_FI_DEV_ROW_REMAP_PENDING",
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "DCGM_FI_DEV_XID_ERRORS",
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+    ):
+        assert needed in fields
+    # the exporter's format: field, counter|gauge, help; no help text with a comma (it would split)
+    for line in dcgm_metrics_csv().splitlines()[1:]:
+        field, kind, text = (p.strip() for p in line.split(","))
+        assert field.startswith("DCGM_FI_") and kind in ("counter", "gauge") and text
+
+
+def test_dcgm_config_fits_the_cluster_policy_and_the_chart_documents_it():
+    schema = crd_schema("nvidia.com/v1", "ClusterPolicy")["properties"]["spec"]["properties"]["dcgmExporter"]
+    jsonschema.Draft7Validator(schema).validate({"enabled": True, **dcgm_exporter_values()})
+    with pytest.raises(jsonschema.ValidationError):  # the check can fail
+        jsonschema.Draft7Validator(schema["properties"]["config"]["properties"]["name"]).validate(7)
+    # values.yaml has dcgmExporter.config only as a commented example: the key is the chart's all the same
+    text = schema_file("gpu-operator/v26.7.0/values.yaml").read_text()
+    block = text.split("\ndcgmExporter:", 1)[1].split("\n# ", 1)[0]
+    assert "  # config:" in block and "# name:" in block and DCGM_CSV_KEY in block
+    cm = dcgm_metrics_configmap("gpu-operator")
+    assert validate_object(cm) and cm["metadata"]["namespace"] == "gpu-operator"
+
+
+# --- the sweep DaemonSet ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def objects():
+    return sweep_objects(KubernetesHealthSpec(), agent_bundle())
+
+
+def test_sweep_objects_valid_and_golden(objects, update_golden):
+    for obj in objects:
+        validate_object(obj)
+    shown = [
+        {**o, "binaryData": {k: f"<{len(v)} base64 characters: the node package>" for k, v in o["binaryData"].items()}}
+        if "binaryData" in o
+        else o
+        for o in objects
+    ]
+    check_golden(GOLDEN / "kubernetes" / "health-sweep.yaml", yaml.safe_dump_all(shown, sort_keys=True), update_golden)
+
+
+def test_sweep_rights_are_nodes_get_patch_and_status_patch_only(objects):
+    (role,) = [o for o in objects if o["kind"] == "ClusterRole"]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
+        {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
+    ]
+    (binding,) = [o for o in objects if o["kind"] == "ClusterRoleBinding"]
+    assert binding["subjects"][0]["name"] == SWEEP_NAME and binding["roleRef"]["name"] == SWEEP_NAME
+
+
+def test_sweep_pod_sees_the_gpus_without_taking_one(objects):
+    (ds,) = [o for o in objects if o["kind"] == "DaemonSet"]
+    pod = ds["spec"]["template"]["spec"]
+    assert pod["runtimeClassName"] == "nvidia"
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "all" and env["NVIDIA_DRIVER_CAPABILITIES"] == "utility"
+    assert "nvidia.com/gpu" not in json.dumps(pod["containers"][0]["resources"])
+    # it tolerates the GPU taint and the taint it sets itself (else it could never clear it)
+    keys = {t["key"] for t in pod["tolerations"]}
+    assert {"nvidia.com/gpu", TAINT_KEY} <= keys
+
+
+def test_the_node_package_imports_from_the_configmap_zip(objects, tmp_path):
+    (cm,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    (tmp_path / PACKAGE_KEY).write_bytes(base64.b64decode(cm["binaryData"][PACKAGE_KEY]))
+    assert cm["data"][SCRIPT_KEY] == sweep_script(300)
+    code = "import gpucluster_agents.contract as c, sys; assert c.__file__.startswith(sys.argv[1]); print('ok')"
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, sys.argv[1]); {code}", str(tmp_path / PACKAGE_KEY)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_platform_places_the_sweep_after_the_operator(run_components):
+    from gpucluster.components.kubernetes_platform import KubernetesPlatform, KubernetesPlatformArgs
+
+    spec = eks_spec()
+    args = KubernetesPlatformArgs(
+        **spec.kubernetes.model_dump(exclude_none=True),
+        cluster_name="k",
+        node_groups=[g.model_dump(exclude_none=True, exclude={"image_ssm_parameter"}) for g in spec.groups_for("kubernetes")],
+    )
+    plan = run_components(lambda: KubernetesPlatform("k", args))
+    ds = plan.of_type("kubernetes:apps/v1:DaemonSet")
+    assert [d.inputs["metadata"]["name"] for d in ds] == [SWEEP_NAME]
+    assert ds[0].inputs["spec"]["template"]["spec"]["runtimeClassName"] == "nvidia"  # camelCase reached the provider
+    assert {c.inputs["metadata"]["name"] for c in plan.of_type("kubernetes:core/v1:ConfigMap")} >= {
+        SWEEP_NAME,
+        "gpucluster-dcgm-metrics",
+    }
+    off = KubernetesPlatformArgs(**{**args, "health": {"sweep": False}})
+    assert not run_components(lambda: KubernetesPlatform("k", off)).of_type("kubernetes:apps/v1:DaemonSet")
+
+
+# --- the sweep script against a fake API server -------------------------------------------------------------------
+
+
+class FakeApi(BaseHTTPRequestHandler):
+    node: ClassVar[dict] = {}
+    calls: ClassVar[list] = []
+
+    def log_message(self, *args):  # quiet
+        pass
+
+    def _reply(self, body):
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        FakeApi.calls.append(("GET", self.path, self.headers["Authorization"], None, None))
+        self._reply(FakeApi.node)
+
+    def do_PATCH(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        FakeApi.calls.append(("PATCH", self.path, self.headers["Authorization"], self.headers["Content-Type"], body))
+        self._reply(FakeApi.node)
+
+
+@pytest.fixture
+def api():
+    server = HTTPServer(("127.0.0.1", 0), FakeApi)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    FakeApi.calls = []
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def run_sweep(tmp_path: Path, api: str, exit_code: int, node: dict) -> list:
+    FakeApi.node = node
+    sa = tmp_path / "sa"
+    sa.mkdir(exist_ok=True)
+    (sa / "token").write_text("t0ken\n")
+    program = tmp_path / "health"
+    program.write_text(f"#!/bin/sh\necho checking\necho 'verdict line {exit_code}'\nexit {exit_code}\n")
+    program.chmod(0o755)
+    script = tmp_path / "sweep.py"
+    script.write_text(sweep_script(300))
+    env = {
+        "NODE_NAME": "ip-10-0-0-1",
+        "GPUCLUSTER_API": api,
+        "GPUCLUSTER_SA_DIR": str(sa),
+        "GPUCLUSTER_HEALTH_PROGRAM": str(program),
+    }
+    done = subprocess.run(
+        [sys.executable, str(script), "--once"], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return FakeApi.calls
+
+
+OTHER_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+
+
+def patches(calls, path_end):
+    return [c for c in calls if c[0] == "PATCH" and c[1].endswith(path_end)]
+
+
+def test_a_fault_sets_the_condition_and_the_taint(tmp_path, api):
+    node = {"metadata": {"resourceVersion": "7"}, "spec": {"taints": [OTHER_TAINT]}, "status": {"conditions": []}}
+    calls = run_sweep(tmp_path, api, 1, node)
+    assert all(c[2] == "Bearer t0ken" for c in calls)
+    (status,) = patches(calls, "/ip-10-0-0-1/status")
+    assert status[3] == "application/strategic-merge-patch+json"
+    (condition,) = status[4]["status"]["conditions"]
+    assert (condition["type"], condition["status"], condition["reason"], condition["message"]) == (
+        CONDITION,
+        "False",
+        "SweepFault",
+        "verdict line 1",
+    )
+    (taint,) = patches(calls, "/nodes/ip-10-0-0-1")
+    assert taint[3] == "application/merge-patch+json"
+    assert taint[4] == {
+        "metadata": {"resourceVersion": "7"},
+        "spec": {"taints": [OTHER_TAINT, {"key": TAINT_KEY, "value": "true", "effect": "NoSchedule"}]},
+    }
+
+
+def test_a_healthy_sweep_clears_only_its_own_taint(tmp_path, api):
+    ours = {"key": TAINT_KEY, "value": "true", "effect": "NoSchedule"}
+    node = {"metadata": {"resourceVersion": "8"}, "spec": {"taints": [OTHER_TAINT, ours]}, "status": {"conditions": []}}
+    calls = run_sweep(tmp_path, api, 0, node)
+    assert patches(calls, "/status")[0][4]["status"]["conditions"][0]["status"] == "True"
+    (taint,) = patches(calls, "/nodes/ip-10-0-0-1")
+    assert taint[4]["spec"]["taints"] == [OTHER_TAINT]
+
+
+def test_healthy_and_untainted_patches_only_the_condition(tmp_path, api):
+    node = {"metadata": {"resourceVersion": "9"}, "spec": {"taints": [OTHER_TAINT]}, "status": {"conditions": []}}
+    calls = run_sweep(tmp_path, api, 0, node)
+    assert len(patches(calls, "/status")) == 1 and patches(calls, "/nodes/ip-10-0-0-1") == []
+
+
+def test_a_sweep_that_could_not_run_leaves_the_taints(tmp_path, api):
+    ours = {"key": TAINT_KEY, "value": "true", "effect": "NoSchedule"}
+    node = {"metadata": {"resourceVersion": "1"}, "spec": {"taints": [ours]}, "status": {"conditions": []}}
+    calls = run_sweep(tmp_path, api, 2, node)
+    assert patches(calls, "/status")[0][4]["status"]["conditions"][0]["status"] == "Unknown"
+    assert patches(calls, "/nodes/ip-10-0-0-1") == []

@@ -1,0 +1,297 @@
+"""The node health program wired into Slurm (``gpucluster:slurm.health``): slurm.conf's keys, accepted by
+the real slurmctld 22.05 in every variant; the compute nodes' wrappers run for real with a fake health
+program (exit codes, the time budget, a job's opt-out) and a fake scontrol; the node package that
+carries the program reaches compute nodes; the section's validators."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpucluster.config.errors import ConfigError
+from gpucluster.facts.catalog import load_catalog
+from gpucluster.load import load_spec
+from gpucluster.render.core import render
+from gpucluster.render.slurm.agent import ARTIFACT_BUCKET_STAND_IN, agent_bundle, package_key, sha256, with_artifact_bucket
+from gpucluster.render.slurm.compute import node_slurm_part
+from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, slurm_conf, topology_conf
+from gpucluster.render.slurm.health import HEALTH_CHECK, OPT_OUT, PROLOG, health_conf_lines, health_files
+from gpucluster.render.slurm.names import AGENT_LIB, AGENT_PACKAGE_PATH, NODE_SETUP, SlurmContext
+from tests.conftest import group, make_config, require_tool
+from tests.render.slurm_check import SLURMCTLD, check_slurmctld
+
+CATALOG = load_catalog()
+P5 = group(name="p5", maxSize=4)
+CPU = {"name": "cpu", "instanceType": "m7i.xlarge", "availabilityZones": ["us-east-1a"], "maxSize": 2}
+
+
+def context(*groups, **health) -> SlurmContext:
+    slurm = {"health": health} if health else {}
+    return SlurmContext.of(load_spec(make_config(*groups, slurm=slurm), stack="health").spec)
+
+
+def conf_keys(ctx: SlurmContext) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in health_conf_lines(ctx, CATALOG))
+
+
+# --- slurm.conf ---------------------------------------------------------------------------------------------
+
+
+def test_defaults_sweep_and_prolog_on_gpu_clusters():
+    assert conf_keys(context(P5)) == {
+        "HealthCheckProgram": HEALTH_CHECK,
+        "HealthCheckInterval": "300",
+        "HealthCheckNodeState": "ANY,CYCLE",
+        "Prolog": PROLOG,
+        "PrologFlags": "Alloc",
+        "PrologEpilogTimeout": "90",  # the prolog's 60 s budget + 30: the wrapper ends first
+        "SchedulerParameters": "nohold_on_prolog_fail",
+    }
+    assert "HealthCheckProgram=/etc/gpucluster/slurm/health-check\n" in slurm_conf(context(P5), CATALOG)
+
+
+def test_knobs_reach_slurm_conf():
+    keys = conf_keys(context(P5, intervalSeconds=900, nodeState="IDLE", cycle=False, prologTimeoutSeconds=20))
+    assert keys["HealthCheckInterval"] == "900" and keys["HealthCheckNodeState"] == "IDLE"
+    assert keys["PrologEpilogTimeout"] == "50"
+    assert "Prolog" not in conf_keys(context(P5, prolog=False)) and "HealthCheckProgram" in conf_keys(context(P5, prolog=False))
+
+
+def test_nothing_without_gpus_or_when_switched_off():
+    assert conf_keys(context(CPU)) == {}
+    assert conf_keys(context(P5, enabled=False)) == {}
+    assert "HealthCheck" not in slurm_conf(context(P5, enabled=False), CATALOG)
+
+
+HEALTH_VARIANTS = {
+    "defaults": {},
+    "idle-no-cycle": {"nodeState": "IDLE", "cycle": False, "intervalSeconds": 60},
+    "alloc-no-prolog": {"nodeState": "ALLOC", "prolog": False},
+    "long-prolog": {"prologTimeoutSeconds": 300, "nodeState": "MIXED"},
+}
+
+
+@pytest.mark.parametrize("health", HEALTH_VARIANTS.values(), ids=HEALTH_VARIANTS.keys())
+def test_health_keys_accepted_by_slurmctld_22_05(health, tmp_path):
+    require_tool(SLURMCTLD)
+    ctx = context(P5, CPU, **health)
+    files = {
+        "slurm.conf": slurm_conf(ctx, CATALOG),
+        "gres.conf": gres_conf(ctx, CATALOG),
+        "cgroup.conf": cgroup_conf(ctx),
+        "topology.conf": topology_conf(ctx, CATALOG),
+    }
+    rc, problems = check_slurmctld(files, tmp_path)
+    assert rc == 124 and problems == [], problems
+
+
+def test_slurmctld_refuses_a_bad_health_key(tmp_path):
+    """The check above can fail: slurmctld reports a node state it does not know (23.02's NONDRAINED_IDLE,
+    which is why the model does not offer it)."""
+    require_tool(SLURMCTLD)
+    ctx = context(P5)
+    conf = slurm_conf(ctx, CATALOG).replace("HealthCheckNodeState=ANY,CYCLE", "HealthCheckNodeState=NONDRAINED_IDLE")
+    files = {"slurm.conf": conf, "gres.conf": gres_conf(ctx, CATALOG), "cgroup.conf": cgroup_conf(ctx)}
+    files["topology.conf"] = topology_conf(ctx, CATALOG)
+    _rc, problems = check_slurmctld(files, tmp_path)
+    assert any("Invalid HealthCheckNodeState" in p for p in problems), problems
+
+
+# --- the section's validators --------------------------------------------------------------------------------
+
+
+def findings(*groups, **health):
+    return load_spec(make_config(*groups, slurm={"health": health}), stack="health").findings
+
+
+def test_node_states_22_05_does_not_know_are_refused():
+    with pytest.raises(ConfigError) as exc:
+        load_spec(make_config(P5, slurm={"health": {"nodeState": "NONDRAINED_IDLE"}}), stack="health")
+    assert [f.path for f in exc.value.findings] == ["gpucluster:slurm.health.nodeState"]
+
+
+def test_bounds_name_the_field():
+    with pytest.raises(ConfigError) as exc:
+        load_spec(make_config(P5, slurm={"health": {"sweepTimeoutSeconds": 60, "intervalSeconds": 30}}), stack="health")
+    paths = {f.path for f in exc.value.findings}
+    assert {"gpucluster:slurm.health.sweepTimeoutSeconds", "gpucluster:slurm.health.intervalSeconds"} <= paths, paths
+
+
+def test_warnings_name_field_value_and_fix():
+    (w,) = [f for f in findings(CPU, enabled=True) if f.code == "slurm-health-no-gpus"]
+    assert w.path == "gpucluster:slurm.health.enabled" and "no Slurm node group has NVIDIA GPUs" in w.message and w.fix
+    (w,) = [f for f in findings(P5, enabled=False, prolog=True) if f.code == "slurm-health-prolog-off"]
+    assert w.path == "gpucluster:slurm.health.prolog"
+    (w,) = [f for f in findings(P5, prologTimeoutSeconds=200) if f.code == "slurm-health-long-prolog"]
+    assert w.value == 200 and "deep" in w.fix
+    assert not [f for f in findings(P5) if f.code.startswith("slurm-health")]
+    assert not [f for f in findings(CPU) if f.code.startswith("slurm-health")]  # the default says nothing
+
+
+# --- compute nodes: files and the node package -----------------------------------------------------------------
+
+
+def part_files(ctx: SlurmContext, name: str) -> dict[str, str]:
+    g = next(g for g in ctx.node_groups if g.name == name)
+    return {f.path: f.text() for f in node_slurm_part(ctx, g, CATALOG).write_files}
+
+
+def test_compute_nodes_get_the_wrappers_and_the_package_before_slurmd():
+    ctx = context(P5, CPU)
+    files = part_files(ctx, "p5")
+    assert HEALTH_CHECK in files and PROLOG in files
+    pointer = files[AGENT_PACKAGE_PATH]
+    digest = sha256(agent_bundle())
+    assert f'"key": "{package_key(digest)}"' in pointer and f'"sha256": "{digest}"' in pointer and AGENT_LIB in pointer
+    assert ARTIFACT_BUCKET_STAND_IN in pointer and "real-bucket" in with_artifact_bucket(pointer, "real-bucket")
+    setup = files[NODE_SETUP]
+    assert setup.index("install-agent") < setup.index("systemctl enable --now slurmd")
+    # a group without GPUs still gets both (slurm.conf names them for every node), as no-ops
+    cpu = part_files(ctx, "cpu")
+    assert "exit 0" in cpu[HEALTH_CHECK] and "gpucluster_agents.health" not in cpu[HEALTH_CHECK].split("exit 0")[1]
+    assert "gpucluster_agents.health" not in cpu[PROLOG].replace("(python -m gpucluster_agents.health", "")
+
+
+def test_no_health_no_package_on_compute_nodes():
+    files = part_files(context(P5, enabled=False), "p5")
+    assert HEALTH_CHECK not in files and AGENT_PACKAGE_PATH not in files and "install-agent" not in files[NODE_SETUP]
+
+
+# --- the wrappers, run -------------------------------------------------------------------------------------------
+
+
+def wrapper(tmp_path: Path, template: str, budget: int, checks: bool = True) -> Path:
+    text = render(
+        f"slurm/{template}.sh.j2",
+        cluster="c",
+        group="g",
+        checks=checks,
+        agent_lib=AGENT_LIB,
+        log_file=str(tmp_path / "health.log"),
+        config=str(tmp_path / "health.json"),
+        interval=300,
+        budget=budget,
+        slurm_timeout=budget + 30,
+        opt_out=OPT_OUT,
+    )
+    path = tmp_path / template
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def fakes(tmp_path: Path, exit_code: int, sleep: float = 0) -> dict[str, str]:
+    """A fake health program (records its arguments, sleeps, exits) and a fake scontrol (records its call)."""
+    program = tmp_path / "health"
+    program.write_text(f'#!/bin/sh\necho "$@" >>{tmp_path}/program.calls\nsleep {sleep}\nexit {exit_code}\n')
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >>{tmp_path}/scontrol.calls\n')
+    for p in (program, scontrol):
+        p.chmod(0o755)
+    return {
+        "GPUCLUSTER_HEALTH_PROGRAM": str(program),
+        "GPUCLUSTER_SCONTROL": str(scontrol),
+        "SLURMD_NODENAME": "p5-3",
+        "SLURM_JOB_ID": "42",
+    }
+
+
+def run(path: Path, env: dict[str, str]) -> tuple[int, float]:
+    import time
+
+    start = time.monotonic()
+    result = subprocess.run([str(path)], env={**env, "PATH": os.environ["PATH"]}, capture_output=True, text=True, timeout=60)
+    return result.returncode, time.monotonic() - start
+
+
+def calls(tmp_path: Path, name: str) -> str:
+    f = tmp_path / f"{name}.calls"
+    return f.read_text() if f.exists() else ""
+
+
+def test_wrappers_parse(tmp_path):
+    bash = require_tool("bash")
+    for template in ("health-check", "prolog"):
+        for checks in (True, False):
+            path = wrapper(tmp_path, template, 5, checks)
+            result = subprocess.run([bash, "-n", str(path)], capture_output=True, text=True, check=False)
+            assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(("program_exit", "prolog_exit"), [(0, 0), (1, 1), (2, 0), (3, 0)])
+def test_prolog_passes_the_verdict_on(tmp_path, program_exit, prolog_exit):
+    """0 healthy: the job starts; 1 a fault (the program drained the node): exit 1, Slurm requeues the
+    job; 2 the program could not run and anything else: the job starts, logged."""
+    env = fakes(tmp_path, program_exit)
+    rc, _ = run(wrapper(tmp_path, "prolog", 5), env)
+    assert rc == prolog_exit
+    assert calls(tmp_path, "program").strip() == "prolog"
+    assert calls(tmp_path, "scontrol") == ""  # the program drains on a fault, not the wrapper
+
+
+def test_prolog_passes_the_config_when_the_node_has_one(tmp_path):
+    (tmp_path / "health.json").write_text("{}")
+    run(wrapper(tmp_path, "prolog", 5), fakes(tmp_path, 0))
+    assert calls(tmp_path, "program").strip() == f"prolog --config {tmp_path}/health.json"
+
+
+def test_prolog_that_hangs_is_cut_at_its_budget_and_drains_the_node(tmp_path):
+    rc, took = run(wrapper(tmp_path, "prolog", 1), fakes(tmp_path, 0, sleep=30))
+    assert rc == 1 and took < 10
+    assert calls(tmp_path, "scontrol").splitlines() == [
+        "update",
+        "NodeName=p5-3",
+        "State=DRAIN",
+        "Reason=gpucluster: health prolog timed out after 1 s",
+    ]
+    assert "did not finish within 1 s" in (tmp_path / "health.log").read_text()
+
+
+@pytest.mark.parametrize(
+    ("comment", "extra", "skipped"),
+    [
+        (OPT_OUT, "", True),
+        (f"nightly run,{OPT_OUT}", "", True),
+        (f"ckpt=1 {OPT_OUT}", "", True),
+        ("", OPT_OUT, True),  # --extra: what 23.11+ shows the prolog
+        (f"x{OPT_OUT}", "", False),  # a word of its own, not a substring
+        (f"{OPT_OUT}x", "", False),
+        ("gpucluster-health=on", "", False),
+        ("", "", False),
+    ],
+)
+def test_a_job_opts_out_with_a_word_in_its_comment_or_extra(tmp_path, comment, extra, skipped):
+    env = {**fakes(tmp_path, 1), "SLURM_JOB_COMMENT": comment, "SLURM_JOB_EXTRA": extra}
+    rc, _ = run(wrapper(tmp_path, "prolog", 5), env)
+    assert (rc, calls(tmp_path, "program") == "") == ((0, True) if skipped else (1, False))
+
+
+@pytest.mark.parametrize("program_exit", [0, 1, 2, 7])
+def test_sweep_always_exits_0_and_leaves_draining_to_the_program(tmp_path, program_exit):
+    """slurmd ignores HealthCheckProgram's status: the node's state is what counts."""
+    rc, _ = run(wrapper(tmp_path, "health-check", 5), fakes(tmp_path, program_exit))
+    assert rc == 0 and calls(tmp_path, "program").strip() == "sweep" and calls(tmp_path, "scontrol") == ""
+
+
+def test_sweep_that_hangs_drains_the_node_with_a_gpucluster_reason(tmp_path):
+    rc, took = run(wrapper(tmp_path, "health-check", 1), fakes(tmp_path, 0, sleep=30))
+    assert rc == 0 and took < 10
+    assert "Reason=gpucluster: health sweep timed out after 1 s" in calls(tmp_path, "scontrol").splitlines()
+
+
+def test_wrappers_of_groups_without_gpus_run_nothing(tmp_path):
+    env = fakes(tmp_path, 1)
+    for template in ("health-check", "prolog"):
+        rc, _ = run(wrapper(tmp_path, template, 5, checks=False), env)
+        assert rc == 0
+    assert calls(tmp_path, "program") == ""
+
+
+def test_health_files_follow_the_switches():
+    ctx = context(P5, prolog=False)
+    g = ctx.node_groups[0]
+    assert [f.path for f in health_files(ctx, CATALOG[g.instance_type], g.name)] == [HEALTH_CHECK]
