@@ -102,7 +102,7 @@ def _plan(args: argparse.Namespace) -> int:
             print(f"wrote {args.json}", file=sys.stderr)
     else:
         files = "none" if args.no_files else "full" if args.files else "list"
-        show(render_text(plan, files=files, full_tree=args.full_tree))
+        show(render_text(plan, files=files, full_tree=True if args.full_tree else None))
     return EXIT_OK if plan.ok else EXIT_CONFIG
 
 
@@ -260,7 +260,11 @@ def parser() -> argparse.ArgumentParser:
     shown = plan.add_mutually_exclusive_group()
     shown.add_argument("--files", action="store_true", help="print every rendered file in full (default: one line each)")
     shown.add_argument("--no-files", action="store_true", help="leave the rendered files out of the text plan")
-    plan.add_argument("--full-tree", action="store_true", help="every resource on lines of its own (default: siblings folded)")
+    plan.add_argument(
+        "--full-tree",
+        action="store_true",
+        help="every resource on lines of its own (default: so where the plan fits on two screens, else siblings folded)",
+    )
     plan.set_defaults(func=_plan)
     d = plan_sub.add_parser("diff", parents=[common], help="compare two JSON plans")
     d.add_argument("old")

@@ -29,9 +29,23 @@ OFFLINE = "Offline: the stack program ran under Pulumi's mock engine; nothing wa
 OFFLINE_SHORT = "offline, under Pulumi's mock engine: nothing was created, no credentials were used"
 
 
-def render_text(plan: Plan, *, files: str = "list", full_tree: bool = False) -> str:
+SCREENS = 100
+"""Two screens of 50 lines: the most the default text plan may take (a test holds every shipped stack to it)."""
+
+
+def render_text(plan: Plan, *, files: str = "list", full_tree: bool | None = None) -> str:
     """The text plan: the cluster summary first, then the tree, estimate, storage sizing, findings, stack
-    outputs and rendered files. ``files`` is ``"list"`` (one line each), ``"full"`` or ``"none"``."""
+    outputs and rendered files. ``files`` is ``"list"`` (one line each), ``"full"`` or ``"none"``;
+    ``full_tree`` None means the full tree where the plan then fits in :data:`SCREENS` lines (ignoring
+    files in full), else the folded one."""
+    if full_tree is None:
+        full = _render(plan, files="list" if files == "full" else files, full_tree=True)
+        fits = len(full.splitlines()) <= SCREENS
+        return full if fits and files != "full" else _render(plan, files=files, full_tree=fits)
+    return _render(plan, files=files, full_tree=full_tree)
+
+
+def _render(plan: Plan, *, files: str, full_tree: bool) -> str:
     out: list[str] = [
         f"gpucluster plan — stack {plan.stack} (project {plan.project}, region {plan.region})",
     ]

@@ -19,13 +19,10 @@ from gpucluster.tools.plan.colour import use_colour
 from gpucluster.tools.plan.engine import execute, run_plan
 from gpucluster.tools.plan.jsonplan import dumps, to_json
 from gpucluster.tools.plan.outputs_text import output_lines
-from gpucluster.tools.plan.report import render_text
+from gpucluster.tools.plan.report import SCREENS, render_text
 from gpucluster.tools.plan.stackfile import SECRET, stack_names
 from gpucluster.tools.plan.summary import HOURS_PER_MONTH, markdown, summarize, text_lines
 from tests.conftest import GOLDEN, ROOT, check_golden
-
-SCREENS = 100
-"""Two screens of 50 lines: what `gpucluster plan --stack S` may print by default."""
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +127,7 @@ def _expand(text: str) -> set[str]:
 @pytest.mark.parametrize("stack", stack_names())
 def test_compact_tree_still_names_every_resource_and_its_protection(stack, plans):
     plan = plans[stack]
-    text = render_text(plan, files="none")
+    text = render_text(plan, files="none", full_tree=False)
     names = _expand(text)
     missing = [r.name for r in plan.resources if r.name not in names]
     assert not missing
@@ -141,6 +138,15 @@ def test_compact_tree_still_names_every_resource_and_its_protection(stack, plans
     full = render_text(plan, files="none", full_tree=True)
     assert all(f"  {r.name}" in full or f" {r.name}" in full for r in plan.resources)
     assert len(full.splitlines()) > len(text.splitlines())
+
+
+def test_small_plans_keep_the_full_tree_and_large_ones_fold(plans):
+    assert render_text(plans["dev"]) == render_text(plans["dev"], full_tree=True)
+    assert "│  ├─ aws:ec2:Subnet  dev-network-private-us-east-1a" not in render_text(plans["dev"])  # a root child
+    assert "   ├─ aws:ec2:Subnet  dev-network-private-us-east-1a" in render_text(plans["dev"])
+    slurm = render_text(plans["slurm-p5"])
+    assert slurm == render_text(plans["slurm-p5"], full_tree=False) != render_text(plans["slurm-p5"], full_tree=True)
+    assert "aws:ec2:Subnet ×2  slurm-p5-network-{private-us-east-1a,public-us-east-1a}" in slurm
 
 
 def test_files_in_full_only_with_files_and_not_at_all_with_no_files(plans):
