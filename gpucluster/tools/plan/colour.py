@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from typing import TextIO
 
 _STYLES: tuple[tuple[str, str], ...] = (
-    (r"^[A-Z][^\n]*$", "bold"),  # section headings start at column 0
+    (r"^(?:[A-Z]|gpucluster plan)[^\n]*$", "bold"),  # the title and section headings start at column 0
+    (r"^  (?:scheduler|controller|nodes|system|teams|GPUs|zones|storage|cost|power|region)\b", "bold cyan"),  # summary
     (r"[│├└─]+", "dim"),
     (r"\((?:[^()]*, assigned at create|AMI from SSM [^()]*)\)|[^\s]*… \(name set by AWS at create\)", "dim italic"),
     (r"\[protected[^\]]*\]", "cyan"),

@@ -153,9 +153,10 @@ def summarize(doc: dict[str, Any], catalog: Catalog | None = None) -> Summary:
         )
 
     extra: list[tuple[str, str]] = []
-    if slurm:
+    if slurm or _of_type(doc, "gpucluster:index:SlurmCluster"):  # a program of your own may export no `slurm`
         scheduler = "Slurm"
-        extra.append(("controller", f"{slurm.get('controller')} (head node {_head_type(doc)})"))
+        if slurm:
+            extra.append(("controller", f"{slurm.get('controller')} (head node {_head_type(doc)})"))
     elif kubernetes or _of_type(doc, "aws:eks/cluster:Cluster"):
         scheduler = f"Kubernetes {(kubernetes or {}).get('version', '')} on EKS".replace("  ", " ")
         for name, mng in sorted(mngs.items()):
