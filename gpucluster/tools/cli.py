@@ -56,6 +56,7 @@ def _esc_note(args: argparse.Namespace) -> str | None:
 
 
 def _plan(args: argparse.Namespace) -> int:
+    from gpucluster.tools.plan.colour import show
     from gpucluster.tools.plan.engine import run_plan
     from gpucluster.tools.plan.jsonplan import dumps
     from gpucluster.tools.plan.report import render_text
@@ -76,7 +77,8 @@ def _plan(args: argparse.Namespace) -> int:
                 raise CliError(f"cannot write {args.json}: {exc.strerror or exc}") from None
             print(f"wrote {args.json}", file=sys.stderr)
     else:
-        sys.stdout.write(render_text(plan, show_files=not args.no_files))
+        files = "none" if args.no_files else "full" if args.files else "list"
+        show(render_text(plan, files=files, full_tree=True if args.full_tree else None))
     return EXIT_OK if plan.ok else EXIT_CONFIG
 
 
@@ -263,7 +265,14 @@ def parser() -> argparse.ArgumentParser:
     plan_sub = plan.add_subparsers(dest="plan_command")
     plan.add_argument("--stack", "-s", default="dev", help="stack name: stacks/Pulumi.<stack>.yaml (default: dev)")
     plan.add_argument("--json", nargs="?", const="-", metavar="FILE", help="write the plan as JSON (to FILE, or stdout)")
-    plan.add_argument("--no-files", action="store_true", help="leave rendered file contents out of the text plan")
+    shown = plan.add_mutually_exclusive_group()
+    shown.add_argument("--files", action="store_true", help="print every rendered file in full (default: one line each)")
+    shown.add_argument("--no-files", action="store_true", help="leave the rendered files out of the text plan")
+    plan.add_argument(
+        "--full-tree",
+        action="store_true",
+        help="every resource on lines of its own (default: so where the plan fits on two screens, else siblings folded)",
+    )
     plan.set_defaults(func=_plan)
     d = plan_sub.add_parser(
         "diff",

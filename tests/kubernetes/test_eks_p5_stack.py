@@ -20,12 +20,12 @@ def plan():
 
 @pytest.fixture(scope="module")
 def text(plan):
-    return render_text(plan)
+    return render_text(plan, files="full")
 
 
 def test_cluster_and_node_groups(plan, text):
     assert "Kubernetes 1.33 · endpoint private · authentication API" in text
-    assert "Secrets encrypted with arn:aws:kms:us-east-1:123456789012:key/" in text
+    assert "Secrets encrypted with (arn of eks-p5-eks-secrets, assigned at create)" in text
     assert "AL2023_x86_64_STANDARD · ON_DEMAND · min 2 · max 4 · desired 2" in text
     assert "AL2023_x86_64_NVIDIA · CAPACITY_BLOCK · min 0 · max 8 · desired 8" in text
     assert "taints nvidia.com/gpu=true:NO_SCHEDULE" in text
@@ -71,7 +71,7 @@ def test_team_namespaces_with_quotas(plan, text):
     assert "cohort eks-p5" in text
     assert "research/research → ClusterQueue research" in text
     assert "research/gpucluster-team-members → gpucluster-team for Group research" in text
-    assert "fsx.csi.aws.com fs-" in text and "for research/lustre" in text
+    assert "fsx.csi.aws.com (id of eks-p5-lustre-fs, assigned at create)" in text and "for research/lustre" in text
     assert "--- eks-p5-k8s-team-research-examples/training-job.yaml" in text
 
 

@@ -31,6 +31,7 @@ from gpucluster.resolve.cost import restore_nulls
 from gpucluster.tools.plan.files import FILE_EXTRACTORS, summarize_binary
 from gpucluster.tools.plan.mocks import PlanMocks
 from gpucluster.tools.plan.monitor import RecordingMonitor, Registration
+from gpucluster.tools.plan.placeholders import stand_ins
 from gpucluster.tools.plan.stackfile import PROJECT_DIR, SECRET, PlanError, as_config, load_stack_config
 
 
@@ -47,6 +48,8 @@ class Plan:
     invokes: list[str] = field(default_factory=list)
     logs: list[str] = field(default_factory=list)
     """What the program logged through ``pulumi.log`` (warnings show up as findings too)."""
+    placeholders: dict[str, str] = field(default_factory=dict)
+    """Fake id/ARN/AMI → what it stands for (:mod:`~gpucluster.tools.plan.placeholders`); text plan only."""
 
     @property
     def ok(self) -> bool:
@@ -151,6 +154,7 @@ def execute(
         if r.type == "aws:s3/bucketObjectv2:BucketObjectv2":
             r.inputs = summarize_binary(r.inputs)
     plan.invokes = [token for token, _ in mocks.calls]
+    plan.placeholders = stand_ins(plan.resources, mocks.calls, mocks.region)
     return plan
 
 

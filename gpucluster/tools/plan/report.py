@@ -1,42 +1,58 @@
-"""Show a :class:`~gpucluster.tools.plan.engine.Plan` as text: a tree grouped by component with each
-resource described (:mod:`gpucluster.tools.plan.describe`), then the estimate, storage sizing, findings and
-rendered files. JSON is :mod:`~gpucluster.tools.plan.jsonplan`, diffs :mod:`~gpucluster.tools.plan.diff`."""
+"""Show a :class:`~gpucluster.tools.plan.engine.Plan` as text: the cluster summary
+(:mod:`~gpucluster.tools.plan.summary`), the tree (:mod:`~gpucluster.tools.plan.tree`), then the estimate,
+storage sizing, findings, stack outputs and rendered files, with the mocks' ids shown as what they stand
+for (:mod:`~gpucluster.tools.plan.placeholders`). JSON is :mod:`~gpucluster.tools.plan.jsonplan`, diffs
+:mod:`~gpucluster.tools.plan.diff`."""
 
 from __future__ import annotations
 
-from gpucluster.tools.plan.describe import DESCRIBERS
 from gpucluster.tools.plan.engine import Plan
 from gpucluster.tools.plan.estimate_text import estimate_lines
-from gpucluster.tools.plan.monitor import Registration
-
-
-def _short(token: str) -> str:
-    """``aws:ec2/launchTemplate:LaunchTemplate`` → ``aws:ec2:LaunchTemplate``."""
-    parts = token.split(":")
-    if len(parts) == 3 and "/" in parts[1]:
-        return f"{parts[0]}:{parts[1].split('/')[0]}:{parts[2]}"
-    return token
+from gpucluster.tools.plan.files_text import file_lines
+from gpucluster.tools.plan.jsonplan import to_json
+from gpucluster.tools.plan.outputs_text import output_lines
+from gpucluster.tools.plan.placeholders import replacer
+from gpucluster.tools.plan.summary import summarize, text_lines
+from gpucluster.tools.plan.tree import tree_lines
 
 
 def _money(v: float | None) -> str:
     return "unknown" if v is None else f"${v:,.2f}"
 
 
-def render_text(plan: Plan, *, show_files: bool = True) -> str:
+OFFLINE = "Offline: the stack program ran under Pulumi's mock engine; nothing was created, no credentials were used."
+OFFLINE_SHORT = "offline, under Pulumi's mock engine: nothing was created, no credentials were used"
+
+
+SCREENS = 100
+"""Two screens of 50 lines: the most the default text plan may take (a test holds every shipped stack to it)."""
+
+
+def render_text(plan: Plan, *, files: str = "list", full_tree: bool | None = None) -> str:
+    """The text plan: the cluster summary first, then the tree, estimate, storage sizing, findings, stack
+    outputs and rendered files. ``files`` is ``"list"`` (one line each), ``"full"`` or ``"none"``;
+    ``full_tree`` None means the full tree where the plan then fits in :data:`SCREENS` lines (ignoring
+    files in full), else the folded one."""
+    if full_tree is None:
+        full = _render(plan, files="list" if files == "full" else files, full_tree=True)
+        fits = len(full.splitlines()) <= SCREENS
+        return full if fits and files != "full" else _render(plan, files=files, full_tree=fits)
+    return _render(plan, files=files, full_tree=full_tree)
+
+
+def _render(plan: Plan, *, files: str, full_tree: bool) -> str:
     out: list[str] = [
         f"gpucluster plan — stack {plan.stack} (project {plan.project}, region {plan.region})",
-        "Offline: the stack program ran under Pulumi's mock engine; nothing was created, no credentials were used.",
-        "",
     ]
     if plan.error:
-        out += ["The stack config is invalid; `pulumi up` would stop before creating anything:", plan.error, ""]
+        out += [OFFLINE, "", "The stack config is invalid; `pulumi up` would stop before creating anything:", plan.error, ""]
         return "\n".join(out) + "\n"
+    rewrite = replacer(plan.placeholders)
+    out += [rewrite(line) for line in text_lines(summarize(to_json(plan)))]
     custom = [r for r in plan.resources if r.custom]
     components = [r for r in plan.resources if not r.custom]
-    out.append(f"Resources: {len(custom)} to create, in {len(components)} components")
-    roots = [r for r in sorted_resources(plan) if r.parent is None or r.parent not in {x.urn for x in plan.resources}]
-    for root in roots:
-        _tree(plan, root, "", out, last=True, is_root=True)
+    out += ["", f"Resources: {len(custom)} to create, in {len(components)} components ({OFFLINE_SHORT})"]
+    out += tree_lines(plan, full=full_tree, rewrite=rewrite)
     out.append("")
     out += estimate_lines(plan.outputs.get("estimate") or {})
     sizing = plan.outputs.get("storageSizing")
@@ -49,33 +65,10 @@ def render_text(plan: Plan, *, show_files: bool = True) -> str:
     for f in findings:
         out.append(f"  {f['level']:<7} {f['path']}: {f['message']}" + (f" Fix: {f['fix']}" if f.get("fix") else ""))
     out.append("")
-    if show_files and plan.files:
-        out.append("Rendered files")
-        for path in sorted(plan.files):
-            out += [f"--- {path}", plan.files[path].rstrip("\n"), ""]
+    out += output_lines(plan.outputs, rewrite)
+    out.append("")
+    if files != "none":
+        out += file_lines(plan.files, full=files == "full")
     return "\n".join(out).rstrip("\n") + "\n"
 
 
-def _tree(plan: Plan, r: Registration, prefix: str, out: list[str], *, last: bool, is_root: bool = False) -> None:
-    marks = []
-    if r.protect:
-        marks.append("protected")
-    if r.retain_on_delete:
-        marks.append("retained on delete")
-    mark = f"  [{', '.join(marks)}]" if marks else ""
-    label = f"{r.type.split(':')[-1]} {r.name}" if not r.custom else f"{_short(r.type)}  {r.name}"
-    branch = "" if is_root else ("└─ " if last else "├─ ")
-    out.append(f"{prefix}{branch}{label}{mark}")
-    child_prefix = prefix if is_root else prefix + ("   " if last else "│  ")
-    describer = DESCRIBERS.get(r.type)
-    if describer and r.custom:
-        for line in describer(r.inputs):
-            out.append(f"{child_prefix}      {line}")
-    kids = [c for c in sorted_resources(plan) if c.parent == r.urn]
-    for n, kid in enumerate(kids):
-        _tree(plan, kid, child_prefix, out, last=n == len(kids) - 1)
-
-
-def sorted_resources(plan: Plan) -> list[Registration]:
-    """Components first, then by type and name: stable whatever order the runtime registered them in."""
-    return sorted(plan.resources, key=lambda r: (r.custom, r.type, r.name))

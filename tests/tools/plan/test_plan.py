@@ -65,11 +65,12 @@ def test_slurm_p5_plan_shows_head_node_agent_policy_and_slurm_conf():
     rendered slurm.conf."""
     plan = run_plan("slurm-p5")
     assert plan.ok, plan.error
-    text = render_text(plan)
+    text = render_text(plan, files="full", full_tree=True)
     head = plan.by_name("slurm-p5-slurm-head")
     assert head.type == "aws:ec2/instance:Instance"
     assert "aws:ec2:Instance  slurm-p5-slurm-head" in text
-    assert "instance type m7i.xlarge · image ami-" in text and "termination protection on" in text
+    ami = "image (AMI from SSM /aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/ebs-gp3/ami-id)"
+    assert f"instance type m7i.xlarge · {ami}" in text and "termination protection on" in text
     agent = "\n".join(
         line.strip() for line in text.splitlines() if "aws:iam:RolePolicy  slurm-p5-slurm-agent" in line or ": Allow " in line
     )
@@ -224,7 +225,7 @@ def test_every_catalog_type_plans_in_text_and_json(catalog):
     groups = [group(name=f"g{n}", instanceType=t, maxSize=1) for n, t in enumerate(types)]
     plan = plan_config(make_config(*groups), "every-type")
     assert plan.ok, plan.error
-    text = render_text(plan, show_files=False)
+    text = render_text(plan, files="none")
     doc = json.loads(dumps(plan), parse_constant=refuse)
     estimated = {g["instanceType"]: g for g in doc["outputs"]["estimate"]["nodeGroups"]}
     assert sorted(estimated) == sorted(types)

@@ -1,0 +1,59 @@
+"""The rendered files in the text plan: in full with ``--files``; by default one line per file the program
+hands to AWS or Kubernetes (user data, Helm values, ConfigMap entries, the agent package) with its size
+and what reads it, the files a user data writes counted on its line.
+
+In full, the files are 94 % of a Slurm plan (every user data repeats the files it writes), which buried
+the cluster; a reviewer opens them on purpose."""
+
+from __future__ import annotations
+
+import re
+
+_READERS: tuple[tuple[str, str], ...] = (
+    (r"/user-data$", "cloud-init, at first boot"),
+    (r"/values\.yaml$", "Helm (helm install -f)"),
+    (r"\.zip$", "the head node, which installs the agent from it"),
+    (r"\.ya?ml$", "kubectl apply, by a team (from a ConfigMap)"),
+)
+"""Who reads each kind of file the program hands over (the files a user data writes are counted, not listed)."""
+
+
+def reader(path: str) -> str:
+    """Who reads a rendered file, from its path."""
+    for pattern, who in _READERS:
+        if re.search(pattern, path):
+            return who
+    return "the resource that carries it"
+
+
+def _size(text: str) -> str:
+    return f"{len(text.encode()):,} B"
+
+
+def file_lines(files: dict[str, str], *, full: bool) -> list[str]:
+    """The ``Rendered files`` section: every file in full, or one line per top-level file."""
+    if not files:
+        return []
+    if full:
+        out = ["Rendered files (as rendered from the offline plan's stand-in ids)"]
+        for path in sorted(files):
+            out += [f"--- {path}", files[path].rstrip("\n"), ""]
+        return out[:-1]
+    user_data = {p[: -len("user-data")] for p in files if p.endswith("/user-data")}
+    written: dict[str, list[str]] = {}
+    top: list[str] = []
+    for path in sorted(files):
+        owner = next((u for u in user_data if path.startswith(u) and not path.endswith("/user-data")), None)
+        if owner is None:
+            top.append(path)
+        else:
+            written.setdefault(owner, []).append(path[len(owner) - 1 :])
+    width = min(max(len(p) for p in top), 72)
+    out = [f"Rendered files: {len(files)} (gpucluster plan --files prints them)"]
+    for path in top:
+        line = f"  {path:<{width}} {_size(files[path]):>10}  read by {reader(path)}"
+        inner = written.get(path[: -len("user-data")] if path.endswith("/user-data") else "", [])
+        if inner:
+            line += f"; writes {len(inner)} files"
+        out.append(line)
+    return out
