@@ -30,11 +30,9 @@ def review(old: Mapping[str, Any], new: Mapping[str, Any]) -> Review:
 
 
 def _summary(plan: Mapping[str, Any]) -> tuple[list[str], str]:
-    """The head plan's summary as text lines and markdown; empty when the plan has no summary to give."""
-    try:
-        from gpucluster.tools.plan.summary import markdown, summarize, text_lines
-    except ImportError:  # pragma: no cover - the summary module ships with this package
-        return [], ""
+    """The head plan's summary (:mod:`~gpucluster.tools.plan.summary`) as text lines and markdown."""
+    from gpucluster.tools.plan.summary import markdown, summarize, text_lines
+
     s = summarize(dict(plan))
     return list(text_lines(s)), markdown(s)
 
