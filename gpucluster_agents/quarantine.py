@@ -17,7 +17,7 @@ What happens, once the node has no jobs (IDLE or DOWN, never while a job runs on
 - replace, static node: Auto Scaling SetInstanceHealth Unhealthy; the group terminates the instance
   and launches another, which ``static_groups`` names after the node; the node is then handed back.
 
-At most ``repair.share_limit(max_nodes)`` nodes of a group are being rebooted or replaced at once; the
+At most :func:`share_limit` nodes of a group are being rebooted or replaced at once; the
 rest wait for a later pass. Slurm forgets a drain reason when it powers a node down, so every verdict is
 kept in ``state_dir/quarantine.json`` (active repairs and a bounded history) for the log and ``status``.
 """
@@ -32,6 +32,7 @@ from typing import Any, cast
 from .contract import AgentConfig, NodeGroup
 from .inventory import Inventory, best_instance
 from .repair_api import RepairApi
+from .repair_contract import Repair
 from .slurm import NodeState, Slurm
 from .state import read_json, write_json_atomic
 
@@ -55,6 +56,11 @@ def drain_action(reason: str | None) -> str | None:
         return None
     found = _ACTION_RE.findall(text)
     return str(found[-1]) if found else "replace"
+
+
+def share_limit(repair: Repair, max_nodes: int) -> int:
+    """How many nodes of a group of ``max_nodes`` may be in repair at once: the share, at least one."""
+    return max(1, max_nodes * repair.max_share_percent // 100)
 
 
 def _busy(st: NodeState) -> bool:
@@ -192,7 +198,7 @@ class Quarantine:
             todo = "reboot"
         else:
             todo = "replace"
-        limit = self.cfg.repair.share_limit(group.max_nodes)
+        limit = share_limit(self.cfg.repair, group.max_nodes)
         if self.book.in_flight(group.name) >= limit:
             log.info(
                 "decision quarantine-defer node=%s action=%s: %d of group %s already in repair (limit %d)",

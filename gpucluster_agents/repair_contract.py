@@ -34,10 +34,6 @@ class Repair:
     reboot_settle_seconds: int = 300
     protect_after_failures: int = 10
 
-    def share_limit(self, max_nodes: int) -> int:
-        """How many nodes of a group of ``max_nodes`` may be in repair at once: the share, at least one."""
-        return max(1, max_nodes * self.max_share_percent // 100)
-
 
 REPAIR_KEYS = frozenset(("max_share_percent", "reboot_window_seconds", "reboot_settle_seconds", "protect_after_failures"))
 

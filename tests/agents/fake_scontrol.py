@@ -79,7 +79,7 @@ def main(argv: list[str]) -> int:
                     flags = [f for f in _set_base(flags, "IDLE") if f != "DRAIN"]
                     nodes[name]["reason"] = None
                 elif state == "drain":
-                    flags = flags + ["DRAIN"] if "DRAIN" not in flags else flags
+                    flags = [*flags, "DRAIN"] if "DRAIN" not in flags else flags
                     nodes[name]["reason"] = kv.get("reason", "")
                 elif state == "power_down_force":
                     flags = _set_base(flags, "IDLE")

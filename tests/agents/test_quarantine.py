@@ -12,7 +12,7 @@ import pytest
 from conftest import CLUSTER, FakeSlurm, Harness
 from moto_env import REGION, instances
 
-from gpucluster_agents.quarantine import drain_action
+from gpucluster_agents.quarantine import drain_action, share_limit
 from gpucluster_agents.repair_contract import Repair
 
 REPLACE = "gpucluster: ecc uncorrected volatile errors 2 (replace)"
@@ -39,8 +39,8 @@ def test_drain_action(reason: str | None, action: str | None) -> None:
 
 
 def test_share_limit_is_a_share_of_the_group_and_at_least_one() -> None:
-    assert Repair().share_limit(16) == 1 and Repair().share_limit(24) == 2 and Repair().share_limit(1) == 1
-    assert Repair(max_share_percent=50).share_limit(16) == 8
+    assert share_limit(Repair(), 16) == 1 and share_limit(Repair(), 24) == 2 and share_limit(Repair(), 1) == 1
+    assert share_limit(Repair(max_share_percent=50), 16) == 8
 
 
 def up(harness: Harness, nodes: str) -> dict[str, str]:
@@ -80,7 +80,11 @@ def test_dynamic_node_drained_by_health_is_powered_down_when_idle_and_comes_back
     # the next job resumes it on a new instance
     after = up(harness, "p5-1")
     assert after["p5-1"] != before["p5-1"]
-    assert harness.slurm.node("p5-2") == {"state": "IDLE+CLOUD+DRAIN", "reason": ADMIN, "addr": harness.slurm.node("p5-2")["addr"]}
+    assert harness.slurm.node("p5-2") == {
+        "state": "IDLE+CLOUD+DRAIN",
+        "reason": ADMIN,
+        "addr": harness.slurm.node("p5-2")["addr"],
+    }
     assert harness.nodes()["p5-2"] == [before["p5-2"]]
     assert harness.proxy.actions()["RebootInstances"] == 0
 
@@ -179,7 +183,9 @@ def with_auto_scaling_group(harness: Harness, size: int = 2) -> Any:
 
 def asg_replaces_unhealthy(asg: Any) -> list[str]:
     """What the Auto Scaling group does on its own: terminate Unhealthy instances and launch others."""
-    bad = [i["InstanceId"] for i in asg.describe_auto_scaling_instances()["AutoScalingInstances"] if i["HealthStatus"] == "Unhealthy"]
+    bad = [
+        i["InstanceId"] for i in asg.describe_auto_scaling_instances()["AutoScalingInstances"] if i["HealthStatus"] == "Unhealthy"
+    ]
     for iid in bad:
         asg.terminate_instance_in_auto_scaling_group(InstanceId=iid, ShouldDecrementDesiredCapacity=False)
     return bad
