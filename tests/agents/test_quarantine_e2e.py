@@ -1,0 +1,69 @@
+"""Quarantine end to end with the real Slurm (Debian 22.05, the harness of ``test_slurm_e2e``): a node the
+health program drained (reason ``gpucluster: … (replace)``) is powered down by the agent's maintenance
+pass, slurmctld runs the SuspendProgram (the agent terminates the instance in moto) and, with the rendered
+``idle_on_node_suspend``, puts the node back to ``idle~``; the next job resumes it on a new instance. A node
+an operator drained is left alone. The verdict Slurm forgot on power-down stays in the agent's journal."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from conftest import CLUSTER
+from moto_env import MotoServer, node_instances
+from slurm_e2e import SlurmCluster
+from test_slurm_e2e import assert_no_unowned_instance, cluster, shim  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.slow
+
+HEALTH = "gpucluster: ecc uncorrected volatile errors 2 (replace)"
+ADMIN = "bad fan ticket 4711"
+
+
+def wait_for(what: str, cond: object, c: SlurmCluster, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached in {timeout}s\n{c.debug()}")
+        time.sleep(1)
+
+
+def test_health_drain_is_replaced_and_the_node_returns_on_new_hardware(cluster: SlurmCluster, moto: MotoServer) -> None:  # noqa: F811
+    c = cluster
+    job = c.sbatch("-p", "p5", "-N", "2", "--output=job-%j.out", "--wrap", "true")
+    assert c.wait_job(job, timeout=100)["JobState"] == "COMPLETED", c.debug()
+    before = node_instances(moto.url, CLUSTER)
+    assert sorted(before) == ["p5-1", "p5-2"]
+
+    # the health program drains p5-1; an operator drains p5-2
+    c.scontrol("update", "nodename=p5-1", "state=drain", f"reason={HEALTH}")
+    c.scontrol("update", "nodename=p5-2", "state=drain", f"reason={ADMIN}")
+    assert c.nodes()["p5-1"].reason == HEALTH
+    assert c.run_agent("maintain") == 0  # the head node's timer
+    agent_log = Path(c.agent_config["log_file"]).read_text()
+    assert f"decision quarantine node=p5-1 group=p5 mode=dynamic action=replace instance={before['p5-1'][0]}" in agent_log
+    assert "quarantine node=p5-2" not in agent_log
+    p5_2 = c.nodes()["p5-2"]
+    assert p5_2.has("DRAIN") and p5_2.reason == ADMIN, c.debug()
+
+    # slurmctld powers p5-1 down: the agent's suspend terminates its instance, the node is idle~ again
+    wait_for("p5-1 instance terminated", lambda: "p5-1" not in node_instances(moto.url, CLUSTER), c)
+    wait_for("p5-1 powered down", lambda: c.nodes()["p5-1"].powered_down, c)
+    p5_1 = c.nodes()["p5-1"]
+    assert not p5_1.has("DRAIN") and not p5_1.has("DOWN"), c.debug()  # Slurm forgot the reason...
+    assert c.run_agent("maintain") == 0
+    book = json.loads((Path(c.agent_config["state_dir"]) / "quarantine.json").read_text())
+    (done,) = [r for r in book["history"] if r["node"] == "p5-1"]
+    assert done["verdict"] == HEALTH and done["outcome"] == "replaced" and done["instance"] == before["p5-1"][0]  # ...we did not
+    assert book["active"] == {}
+
+    # the next job on p5-1 resumes it on new hardware
+    job = c.sbatch("-p", "p5", "-w", "p5-1", "--output=job-%j.out", "--wrap", "echo ran-on-$SLURMD_NODENAME")
+    info = c.wait_job(job, timeout=100)
+    assert info["JobState"] == "COMPLETED" and info["NodeList"] == "p5-1", c.debug()
+    after = node_instances(moto.url, CLUSTER)
+    assert len(after["p5-1"]) == 1 and after["p5-1"] != before["p5-1"]
+    assert (c.dir / f"job-{job}.out").read_text().strip() == "ran-on-p5-1"
+    assert_no_unowned_instance(c, moto.url)
