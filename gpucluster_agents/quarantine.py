@@ -124,10 +124,11 @@ class Quarantine:
     def run(self, inv: Inventory, states: dict[str, NodeState] | None, now: float) -> None:
         if states is None:
             return  # scontrol failed: no view of drains this pass
-        for node in sorted(self.book.active):
+        seen = sorted(self.book.active)  # states predate what this pass does: a node is looked at once
+        for node in seen:
             self._progress(node, inv, states, now)
         for node, st in sorted(states.items()):
-            if node not in self.book.active:
+            if node not in seen:
                 self._consider(node, st, inv, now)
         self.book.save()
 

@@ -219,5 +219,9 @@ def test_static_node_is_marked_unhealthy_and_its_replacement_returns_to_service(
     assert harness.slurm.node(f"{ST}-1")["state"] == "IDLE+CLOUD" and harness.slurm.node(f"{ST}-1")["reason"] is None
     assert harness.slurm.node(f"{ST}-2")["reason"] == ADMIN
     assert "decision quarantine-end node=st-gpu-1 action=replace" in harness.log_text()
+    assert harness.run("maintain") == 0
+    # the replacement is not taken for the drained instance (Slurm's state is read before the pass acts)
+    assert [r["InstanceId"] for r in harness.proxy.requests("SetInstanceHealth")] == [before[f"{ST}-1"]]
+    assert asg_replaces_unhealthy(asg) == []
     # the agent never launches or terminates a static group's instances itself
     assert harness.proxy.actions()["CreateFleet"] == 0 and harness.proxy.actions()["TerminateInstances"] == 0

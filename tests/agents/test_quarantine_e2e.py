@@ -2,7 +2,11 @@
 health program drained (reason ``gpucluster: … (replace)``) is powered down by the agent's maintenance
 pass, slurmctld runs the SuspendProgram (the agent terminates the instance in moto) and, with the rendered
 ``idle_on_node_suspend``, puts the node back to ``idle~``; the next job resumes it on a new instance. A node
-an operator drained is left alone. The verdict Slurm forgot on power-down stays in the agent's journal."""
+an operator drained is left alone. The verdict Slurm forgot on power-down stays in the agent's journal.
+
+A static node (its instance in a moto Auto Scaling group) drained the same way gets its instance marked
+Unhealthy; once the group replaced it, the agent names the new instance after the node and hands the node
+back to Slurm, and a job runs on it; the agent itself never launches or terminates one."""
 
 from __future__ import annotations
 
@@ -12,9 +16,12 @@ from pathlib import Path
 
 import pytest
 from conftest import CLUSTER
-from moto_env import MotoServer, node_instances
+from ec2_fault_proxy import FaultProxy
+from moto_env import REGION, MotoServer, node_instances
 from slurm_e2e import SlurmCluster
-from test_slurm_e2e import assert_no_unowned_instance, cluster, shim  # noqa: F401  (fixtures)
+from slurm_programs import agent_env, start_slurmd, stop_slurmds
+from test_quarantine import asg_replaces_unhealthy
+from test_slurm_e2e import assert_no_unowned_instance, cluster, shim, static_cluster  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.slow
 
@@ -66,4 +73,55 @@ def test_health_drain_is_replaced_and_the_node_returns_on_new_hardware(cluster: 
     after = node_instances(moto.url, CLUSTER)
     assert len(after["p5-1"]) == 1 and after["p5-1"] != before["p5-1"]
     assert (c.dir / f"job-{job}.out").read_text().strip() == "ran-on-p5-1"
+    assert_no_unowned_instance(c, moto.url)
+
+
+def test_static_node_drained_by_health_gets_a_new_instance_from_its_auto_scaling_group(
+    static_cluster: SlurmCluster,  # noqa: F811
+    moto: MotoServer,
+    proxy: FaultProxy,
+) -> None:
+    import boto3
+
+    c = static_cluster
+    asg = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION).client(
+        "autoscaling", endpoint_url=moto.url
+    )
+    asg.create_auto_scaling_group(
+        AutoScalingGroupName="st",
+        LaunchTemplate={"LaunchTemplateId": c.world.launch_templates["st"]},  # type: ignore[attr-defined]
+        MinSize=1,
+        MaxSize=1,
+        DesiredCapacity=1,
+        VPCZoneIdentifier=c.world.subnet_ids[0],  # type: ignore[attr-defined]
+        Tags=[
+            {"Key": "gpucluster:cluster", "Value": CLUSTER, "PropagateAtLaunch": True},
+            {"Key": "gpucluster:node-group", "Value": "st", "PropagateAtLaunch": True},
+        ],
+    )
+    assert c.run_agent("maintain") == 0
+    (old,) = node_instances(moto.url, CLUSTER)["st-1"]
+    start_slurmd(c.settings, "st-1", agent_env(c.settings))  # the instance boots as st-1
+    wait_for("st-1 registered", lambda: c.nodes()["st-1"].has("IDLE") and not c.nodes()["st-1"].has("DOWN"), c)
+
+    c.scontrol("update", "nodename=st-1", "state=drain", f"reason={HEALTH}")
+    assert c.run_agent("maintain") == 0
+    health = {i["InstanceId"]: i["HealthStatus"] for i in asg.describe_auto_scaling_instances()["AutoScalingInstances"]}
+    assert health == {old: "Unhealthy"}, c.debug()
+    assert c.nodes()["st-1"].reason == HEALTH  # still drained until the replacement is there
+
+    # the Auto Scaling group replaces the instance; the old one's slurmd goes with it
+    assert asg_replaces_unhealthy(asg) == [old]
+    stop_slurmds(c.settings, ["st-1"])
+    assert c.run_agent("maintain") == 0
+    (new,) = node_instances(moto.url, CLUSTER)["st-1"]
+    assert new != old
+    st1 = c.nodes()["st-1"]
+    assert not st1.has("DRAIN") and st1.reason is None, c.debug()
+    start_slurmd(c.settings, "st-1", agent_env(c.settings))  # the replacement boots as st-1
+    job = c.sbatch("-p", "st", "-N", "1", "--output=job-%j.out", "--wrap", "echo ran-on-$SLURMD_NODENAME")
+    info = c.wait_job(job, timeout=60)
+    assert info["JobState"] == "COMPLETED" and info["NodeList"] == "st-1", c.debug()
+    assert proxy.actions()["CreateFleet"] == 0 and proxy.actions()["TerminateInstances"] == 0
+    assert [r["InstanceId"] for r in proxy.requests("SetInstanceHealth")] == [old]
     assert_no_unowned_instance(c, moto.url)
