@@ -6,11 +6,16 @@ an operator drained is left alone. The verdict Slurm forgot on power-down stays 
 
 A static node (its instance in a moto Auto Scaling group) drained the same way gets its instance marked
 Unhealthy; once the group replaced it, the agent names the new instance after the node and hands the node
-back to Slurm, and a job runs on it; the agent itself never launches or terminates one."""
+back to Slurm, and a job runs on it; the agent itself never launches or terminates one.
+
+Protected mode: a group whose launched nodes never register (a "broken image": the harness starts no slurmd
+for them) is protected after ResumeTimeout; its nodes are DOWN with the reason, the job runs in the other
+partition, and after ``clear-protect`` the group launches again."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from pathlib import Path
 
@@ -18,7 +23,7 @@ import pytest
 from conftest import CLUSTER
 from ec2_fault_proxy import FaultProxy
 from moto_env import REGION, MotoServer, node_instances
-from slurm_e2e import SlurmCluster
+from slurm_e2e import REPO, SlurmCluster
 from slurm_programs import agent_env, start_slurmd, stop_slurmds
 from test_quarantine import asg_replaces_unhealthy
 from test_slurm_e2e import assert_no_unowned_instance, cluster, shim, static_cluster  # noqa: F401  (fixtures)
@@ -124,4 +129,50 @@ def test_static_node_drained_by_health_gets_a_new_instance_from_its_auto_scaling
     assert info["JobState"] == "COMPLETED" and info["NodeList"] == "st-1", c.debug()
     assert proxy.actions()["CreateFleet"] == 0 and proxy.actions()["TerminateInstances"] == 0
     assert [r["InstanceId"] for r in proxy.requests("SetInstanceHealth")] == [old]
+    assert_no_unowned_instance(c, moto.url)
+
+
+def test_protected_mode_after_boot_failures_until_cleared(cluster: SlurmCluster, moto: MotoServer, proxy: FaultProxy) -> None:  # noqa: F811
+    c = cluster
+    c.agent_config["repair"] = {"protect_after_failures": 2}
+    c.agent_config_path.write_text(json.dumps(c.agent_config, indent=1))
+    settings_path = c.dir / "etc" / "programs.json"
+    c.settings["never_boot"] = ["p5"]
+    settings_path.write_text(json.dumps(c.settings, indent=1))
+
+    # p5 (higher PriorityTier) gets the job first; its nodes never register: ResumeTimeout (120 s here)
+    job = c.sbatch("-p", "p5,g6e", "-N", "2", "--output=job-%j.out", "--wrap", "echo ran-on-$SLURMD_NODENAME")
+    info = c.wait_job(job, timeout=300)
+    assert info["JobState"] == "COMPLETED" and info["Partition"] == "g6e", c.debug()
+    agent_log = Path(c.agent_config["log_file"]).read_text()
+    assert "decision protect group=p5: 2 consecutive boot failures" in agent_log, c.debug()
+    assert c.run_agent("maintain") == 0
+    for n in ("p5-1", "p5-2"):
+        st = c.nodes()[n]
+        assert st.has("DOWN") and (st.reason or "").startswith("gpucluster: ProtectedMode p5.48xlarge"), c.debug()
+    status = subprocess.run(
+        [c.settings["python"], "-m", "gpucluster_agents", "status"],
+        env=agent_env(c.settings),
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "group p5: PROTECTED after 2 boot failures (nodes p5-1,p5-2)" in status
+    p5_fleets = [r for r in proxy.requests("CreateFleet") if r["TagSpecification.1.Tag.2.Value"] == "p5"]
+    assert len(p5_fleets) == 1
+
+    # the operator fixes the image and clears protected mode: p5 launches and runs jobs again
+    c.settings["never_boot"] = []
+    settings_path.write_text(json.dumps(c.settings, indent=1))
+    subprocess.run(
+        [c.settings["python"], "-m", "gpucluster_agents", "clear-protect", "p5"],
+        env=agent_env(c.settings),
+        cwd=str(REPO),
+        check=True,
+    )
+    wait_for("p5 nodes handed back", lambda: not any(c.nodes()[n].has("DOWN") for n in ("p5-1", "p5-2")), c)
+    job = c.sbatch("-p", "p5", "-N", "1", "--output=job-%j.out", "--wrap", "echo ran-on-$SLURMD_NODENAME")
+    info = c.wait_job(job, timeout=150)
+    assert info["JobState"] == "COMPLETED" and info["Partition"] == "p5", c.debug()
     assert_no_unowned_instance(c, moto.url)
