@@ -17,21 +17,37 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import slurm_e2e
 from conftest import CLUSTER
 from ec2_fault_proxy import FaultProxy
 from moto_env import REGION, MotoServer, node_instances
 from slurm_e2e import REPO, SlurmCluster
 from slurm_programs import agent_env, start_slurmd, stop_slurmds
 from test_quarantine import asg_replaces_unhealthy
-from test_slurm_e2e import assert_no_unowned_instance, cluster, shim, static_cluster  # noqa: F401  (fixtures)
+from test_slurm_e2e import E2E_GROUPS, assert_no_unowned_instance, cluster, shim, start_cluster, static_cluster  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
 HEALTH = "gpucluster: ecc uncorrected volatile errors 2 (replace)"
 ADMIN = "bad fan ticket 4711"
+
+
+@pytest.fixture
+def quiet_cluster(
+    moto: MotoServer,
+    proxy: FaultProxy,
+    aws_env: None,
+    shim: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[SlurmCluster]:
+    """The cluster with a SuspendTime longer than the test: Slurm's own power saving would otherwise power
+    drained idle nodes down after 8 s and race the agent (seen on a loaded machine)."""
+    monkeypatch.setattr(slurm_e2e, "LOCAL_TIMERS", {**slurm_e2e.LOCAL_TIMERS, "SuspendTime": "600"})
+    yield from start_cluster(E2E_GROUPS, moto, proxy, shim)
 
 
 def wait_for(what: str, cond: object, c: SlurmCluster, timeout: float = 60) -> None:
@@ -42,8 +58,8 @@ def wait_for(what: str, cond: object, c: SlurmCluster, timeout: float = 60) -> N
         time.sleep(1)
 
 
-def test_health_drain_is_replaced_and_the_node_returns_on_new_hardware(cluster: SlurmCluster, moto: MotoServer) -> None:  # noqa: F811
-    c = cluster
+def test_health_drain_is_replaced_and_the_node_returns_on_new_hardware(quiet_cluster: SlurmCluster, moto: MotoServer) -> None:
+    c = quiet_cluster
     job = c.sbatch("-p", "p5", "-N", "2", "--output=job-%j.out", "--wrap", "true")
     assert c.wait_job(job, timeout=100)["JobState"] == "COMPLETED", c.debug()
     before = node_instances(moto.url, CLUSTER)
