@@ -124,55 +124,60 @@ class Quarantine:
     def run(self, inv: Inventory, states: dict[str, NodeState] | None, now: float) -> None:
         if states is None:
             return  # scontrol failed: no view of drains this pass
-        seen = sorted(self.book.active)  # states predate what this pass does: a node is looked at once
-        for node in seen:
-            self._progress(node, inv, states, now)
+        # ``states`` predates this pass: a node whose state a repair step changed is not looked at again
+        touched = {node for node in sorted(self.book.active) if self._progress(node, inv, states, now)}
         for node, st in sorted(states.items()):
-            if node not in seen:
+            if node not in self.book.active and node not in touched:
                 self._consider(node, st, inv, now)
         self.book.save()
 
     # ------------------------------------------------------------------ repairs under way
-    def _progress(self, node: str, inv: Inventory, states: dict[str, NodeState], now: float) -> None:
+    def _progress(self, node: str, inv: Inventory, states: dict[str, NodeState], now: float) -> bool:
+        """Move one repair on; True when it changed the node in Slurm (its state in ``states`` is stale)."""
         rec = self.book.active[node]
         st = states.get(node)
         group = self.cfg.group_of_node(node)
         live_ids = {i.id for i in inv.live_of_node(node)}
         if st is None or group is None:
             self.book.finish(node, "node gone from config or Slurm", now)
-            return
+            return True
         if rec.get("action") == "reboot":
-            self._progress_reboot(node, rec, st, now)
-            return
+            return self._progress_reboot(node, rec, st, now)
         if group.static:
             if rec.get("instance") in live_ids:
-                return  # the Auto Scaling group has not taken the old instance away yet
+                return False  # the Auto Scaling group has not taken the old instance away yet
             if live_ids and st.has("DRAIN") and st.reason == rec.get("verdict"):
                 log.info("decision quarantine node=%s has a new instance %s: state=resume", node, ",".join(sorted(live_ids)))
                 self.slurm.resume([node])
             self.book.finish(node, "replaced", now)
-            return
+            return True
         if st.powered_down or rec.get("instance") not in live_ids:
             self.book.finish(node, "replaced", now)
-        elif st.has("DRAIN") and not st.has("POWERING_DOWN") and st.reason == rec.get("verdict"):
+            return True
+        if st.has("DRAIN") and not st.has("POWERING_DOWN") and st.reason == rec.get("verdict"):
             log.info("decision quarantine node=%s still drained, power_down_force again", node)
             self.slurm.power_down_force([node])
+        return True
 
-    def _progress_reboot(self, node: str, rec: Record, st: NodeState, now: float) -> None:
+    def _progress_reboot(self, node: str, rec: Record, st: NodeState, now: float) -> bool:
         if now - float(rec.get("since") or 0) < self.cfg.repair.reboot_settle_seconds:
-            return
+            return True
         if not st.has("DRAIN"):
             self.book.finish(node, "rebooted (undrained by someone else)", now)
-        elif not (st.reason or "").startswith(REBOOTED):
-            self.book.finish(node, f"recurred: {st.reason}", now)  # the health program drained it again
-        elif st.has("NOT_RESPONDING") or st.has("DOWN"):
+            return False
+        if not (st.reason or "").startswith(REBOOTED):
+            # the health program drained it again: a recurrence, replaced in this same pass
+            self.book.finish(node, f"recurred: {st.reason}", now)
+            return False
+        if st.has("NOT_RESPONDING") or st.has("DOWN"):
             log.warning("quarantine: node %s has not come back since its reboot; replacing it", node)
             self.book.finish(node, "did not come back after reboot", now)
             self.slurm.drain([node], f"gpucluster: no response after reboot of {rec.get('instance')} (replace)")
-        else:
-            log.info("decision quarantine node=%s back after reboot: state=resume", node)
-            self.slurm.resume([node])
-            self.book.finish(node, "rebooted", now)
+            return True
+        log.info("decision quarantine node=%s back after reboot: state=resume", node)
+        self.slurm.resume([node])
+        self.book.finish(node, "rebooted", now)
+        return True
 
     # ------------------------------------------------------------------ new drains
     def _consider(self, node: str, st: NodeState, inv: Inventory, now: float) -> None:
