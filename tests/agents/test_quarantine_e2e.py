@@ -123,7 +123,8 @@ def test_static_node_drained_by_health_gets_a_new_instance_from_its_auto_scaling
     assert c.run_agent("maintain") == 0
     (old,) = node_instances(moto.url, CLUSTER)["st-1"]
     start_slurmd(c.settings, "st-1", agent_env(c.settings))  # the instance boots as st-1
-    wait_for("st-1 registered", lambda: c.nodes()["st-1"].has("IDLE") and not c.nodes()["st-1"].has("DOWN"), c)
+    # registered and out of every power transition (the agent leaves a node in one alone)
+    wait_for("st-1 registered", lambda: c.nodes()["st-1"].flags == ("IDLE", "CLOUD"), c)
 
     c.scontrol("update", "nodename=st-1", "state=drain", f"reason={HEALTH}")
     assert c.run_agent("maintain") == 0
