@@ -53,6 +53,11 @@ from .ec2 import Ec2
 from .holds import Holds, fail_nodes, release_holds, resume_timeout_reason
 from .inventory import Inventory, best_instance, fmt_nodes, is_dynamic, split_by_group
 from .launcher import launch, terminate
+from .protect import Protection, protect_pass
+from .protect import status_lines as protect_status
+from .quarantine import Quarantine
+from .quarantine import status_lines as quarantine_status
+from .repair_api import RepairApi
 from .slurm import NodeState, Slurm
 from .state import FileLock, StateDir
 from .static_groups import STATIC_NO_INSTANCE, reconcile_static
@@ -99,6 +104,7 @@ class Agent:
             self.slurm.set_addresses(addresses)
             addresses = []
         holds = self.state.load_holds()
+        protect_pass(self.cfg, self.slurm, self.state.path, inv, states, holds, self.clock())
         release_holds(self.cfg, self.slurm, holds, states, self.clock())
         reconcile_static(self.cfg, self.ec2, self.slurm, inv, states)
         return inv, states, holds, addresses
@@ -210,6 +216,7 @@ class Agent:
             now = self.clock()
             ids: list[str] = []
             by_reason: dict[str, list[str]] = {}
+            boot_failures: dict[str, list[str]] = {}
             for node in known:
                 insts = inv.of_node(node)
                 group = self.cfg.group_of_node(node)
@@ -225,6 +232,8 @@ class Agent:
                     )
                     continue
                 ids.extend(i.id for i in insts)
+                if insts and group is not None:  # launched but never registered: a boot failure
+                    boot_failures.setdefault(group.name, []).append(node)
                 reason = resume_timeout_reason(self.cfg, holds, node, ",".join(i.id for i in insts) or "no instance", now)
                 by_reason.setdefault(reason, []).append(node)
                 log.info("decision resume-fail node=%s instances=%s", node, ",".join(i.id for i in insts) or "-")
@@ -234,15 +243,32 @@ class Agent:
                 self.slurm.set_down(ns, reason)
             if unknown:
                 self.slurm.set_down(unknown, "gpucluster: node not in agent config")
+            protect_pass(self.cfg, self.slurm, self.state.path, inv, _states, holds, now, boot_failures)
             self.state.save_holds(holds)
 
     # ================================================================== maintenance
     def maintain(self) -> None:
-        """Sweep, end expired holds, refresh topology: for a timer (e.g. every 60 s)."""
+        """Sweep, end expired holds, repair drained nodes (quarantine.py), refresh topology: for a timer
+        (e.g. every 60 s)."""
         with self._lock():
+            inv, states, holds, _ = self._prologue(set())
+            self.state.save_holds(holds)
+            Quarantine(self.cfg, RepairApi(self.cfg, self.ec2.client), self.slurm, self.state.path).run(inv, states, self.clock())
+        self.refresh_topology()
+
+    def clear_protect(self, groups: list[str]) -> None:
+        """The operator's ``clear-protect <group>``: the group launches again; its nodes are handed back."""
+        with self._lock():
+            p = Protection(self.cfg, self.state.path)
+            for g in groups:
+                p.clear(g)
+            p.save()
             _inv, _states, holds, _ = self._prologue(set())
             self.state.save_holds(holds)
-        self.refresh_topology()
+
+    def status(self) -> list[str]:
+        """``status``: protected groups and node repairs (the verdicts Slurm forgot on power-down)."""
+        return protect_status(self.cfg, self.state.path) + quarantine_status(self.state.path)
 
     def topology(self) -> None:
         """The ``topology`` subcommand: sweep (like every call), then rewrite topology.conf."""

@@ -5,7 +5,9 @@
     python -m gpucluster_agents suspend     <hostlist>   # SuspendProgram
     python -m gpucluster_agents resume-fail <hostlist>   # ResumeFailProgram
     python -m gpucluster_agents topology   [<hostlist>]  # rewrite topology.conf (whole cluster)
-    python -m gpucluster_agents maintain                 # sweep + end holds + topology (timer)
+    python -m gpucluster_agents maintain                 # sweep + end holds + repairs + topology (timer)
+    python -m gpucluster_agents status                   # protected node groups and node repairs
+    python -m gpucluster_agents clear-protect <group>    # end a node group's protected mode
 
 Options: ``--config PATH`` (else $GPUCLUSTER_AGENT_CONFIG, else /etc/gpucluster/agent.json).
 Exit status: 0 whenever Slurm should not retry (failures are logged and nodes set DOWN),
@@ -27,7 +29,7 @@ from .state import LockTimeout
 
 log = logging.getLogger("gpucluster_agents")
 
-COMMANDS = ("resume", "suspend", "resume-fail", "topology", "maintain")
+COMMANDS = ("resume", "suspend", "resume-fail", "topology", "maintain", "status", "clear-protect")
 EXIT_OK = 0
 EXIT_USAGE = 2
 
@@ -72,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(args_list)
     except SystemExit as exc:
         return EXIT_USAGE if exc.code else EXIT_OK
-    if args.command in ("resume", "suspend", "resume-fail") and not args.hostlist.strip():
+    if args.command in ("resume", "suspend", "resume-fail", "clear-protect") and not args.hostlist.strip():
         sys.stderr.write(f"gpucluster-agent: {args.command} needs a hostlist\n")
         return EXIT_USAGE
     try:
@@ -89,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .agent import Agent  # boto3 import deferred until the config is known to be good
 
         agent = Agent(cfg)
-        nodes = agent.expand(args.hostlist)
+        nodes = agent.expand(args.hostlist) if args.command != "clear-protect" else []
         log.info("start %s hostlist=%r nodes=%d", args.command, args.hostlist, len(nodes))
         if args.command == "resume":
             agent.resume(nodes)
@@ -99,6 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             agent.resume_fail(nodes)
         elif args.command == "topology":
             agent.topology()
+        elif args.command == "status":
+            sys.stdout.write("".join(line + "\n" for line in agent.status()))
+        elif args.command == "clear-protect":
+            agent.clear_protect([g for g in args.hostlist.split(",") if g])
         else:
             agent.maintain()
     except LockTimeout as exc:

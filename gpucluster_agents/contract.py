@@ -29,6 +29,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, cast
 
 from .jsonread import Reader
+from .repair_contract import Repair, parse_repair
 
 SCHEMA_VERSION = 1
 MAX_FLEET_BATCH = 500  # CreateFleet type=instant launches at most this many per call (our cap)
@@ -134,6 +135,7 @@ class AgentConfig:
     api_retry_mode: str = field(default="adaptive", metadata=_OMIT)  # botocore: standard | adaptive
     api_max_attempts: int = field(default=8, metadata=_OMIT)  # botocore attempts per call, 1..20
     api_concurrency: int = field(default=8, metadata=_OMIT)  # parallel CreateTags calls, 1..64
+    repair: Repair = field(default_factory=Repair, metadata=_OMIT)  # quarantine and protected mode (repair_contract)
 
     @property
     def scontrol(self) -> str:
@@ -154,9 +156,10 @@ def _fields_dict(obj: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in fields(obj):
         value = getattr(obj, f.name)
-        if f.metadata.get("omit") and value == (f.default if f.default is not MISSING else None):
+        default = f.default_factory() if f.default_factory is not MISSING else f.default
+        if f.metadata.get("omit") and value == (default if default is not MISSING else None):
             continue
-        out[f.name] = value
+        out[f.name] = _fields_dict(value) if isinstance(value, Repair) else value
     return out
 
 
@@ -344,6 +347,7 @@ def parse(data: Any, path: str | None = None) -> AgentConfig:
         r.err("api_retry_mode", f"{retry_mode!r} is not one of {', '.join(RETRY_MODES)}")
     attempts = r.integer(obj, "api_max_attempts", "", default=8, minimum=1, maximum=20)
     concurrency = r.integer(obj, "api_concurrency", "", default=8, minimum=1, maximum=64)
+    repair = parse_repair(r, obj.get("repair"), "repair")
 
     groups: list[NodeGroup] = []
     raw_groups = obj.get("node_groups")
@@ -389,4 +393,5 @@ def parse(data: Any, path: str | None = None) -> AgentConfig:
         api_retry_mode=retry_mode,
         api_max_attempts=attempts,
         api_concurrency=concurrency,
+        repair=repair,
     )

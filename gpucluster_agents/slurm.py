@@ -150,6 +150,11 @@ class Slurm:
             return True
         return self._update_state(nodes, "down", reason)
 
+    def drain(self, nodes: Sequence[str], reason: str) -> bool:
+        if not nodes:
+            return True
+        return self._update_state(nodes, "drain", reason)
+
     def power_down_force(self, nodes: Sequence[str]) -> bool:
         if not nodes:
             return True

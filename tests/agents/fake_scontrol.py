@@ -4,7 +4,7 @@ Usage: fake_scontrol.py STATE_JSON <scontrol args...>. It keeps node states in S
 (``{"nodes": {name: {"state": "IDLE+CLOUD+POWERED_DOWN", "reason": null, "addr": null}}}``),
 appends every call to STATE_JSON + ".calls" (one JSON list per line) and understands the
 subset of scontrol the agent uses: show hostnames, -o show nodes, update (nodeaddr / state=down,
-resume, power_down_force), reconfigure. ``"fail_hostnames": true`` in the state makes
+drain, resume, power_down_force), reconfigure. ``"fail_hostnames": true`` in the state makes
 ``show hostnames`` fail (to exercise the agent's built-in expander).
 """
 
@@ -76,8 +76,11 @@ def main(argv: list[str]) -> int:
                     flags = _set_base(flags, "DOWN")
                     nodes[name]["reason"] = kv.get("reason", "")
                 elif state == "resume":
-                    flags = _set_base(flags, "IDLE")
+                    flags = [f for f in _set_base(flags, "IDLE") if f != "DRAIN"]
                     nodes[name]["reason"] = None
+                elif state == "drain":
+                    flags = [*flags, "DRAIN"] if "DRAIN" not in flags else flags
+                    nodes[name]["reason"] = kv.get("reason", "")
                 elif state == "power_down_force":
                     flags = _set_base(flags, "IDLE")
                     flags = [f for f in flags if f not in ("POWERING_UP", "POWERED_DOWN")] + ["POWERING_DOWN"]

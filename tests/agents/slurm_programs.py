@@ -4,7 +4,7 @@ slurmctld runs a two-line shell script that execs ``python slurm_programs.py SET
 This runs the real agent (``python -m gpucluster_agents``), then stands in for the cloud:
 - resume: for every node the agent really launched an instance for (looked up in moto by the
   node-name tag), start ``slurmd -N <node>``: "the instance booted". A node without an
-  instance never comes up.
+  instance never comes up, nor does one of a group listed in the settings' ``never_boot``.
 - suspend / resume-fail: stop the slurmd of every node that no longer has an instance.
 
 Measured gotchas handled here (FACTS.md): slurmctld gives no PATH (absolute paths only); children
@@ -154,8 +154,9 @@ def main(argv: list[str]) -> int:
     ).stdout.split()
     live = live_nodes(settings)
     if command == "resume":
+        never_boot = tuple(f"{g}-" for g in settings.get("never_boot", []))  # node groups whose image is "broken"
         for node in nodes:
-            if live.get(node):
+            if live.get(node) and not node.startswith(never_boot):
                 start_slurmd(settings, node, env)
     else:
         stop_slurmds(settings, [n for n in nodes if not live.get(n)])

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gpucluster_agents import contract
 from gpucluster_agents.contract import AgentConfig, Capacity, NodeGroup
+from gpucluster_agents.repair_contract import Repair
 
 PACKAGE = Path(contract.__file__).parent
 
@@ -45,6 +46,7 @@ FULL = AgentConfig(
     api_retry_mode="standard",
     api_max_attempts=6,
     api_concurrency=7,
+    repair=Repair(max_share_percent=25, reboot_window_seconds=8, reboot_settle_seconds=9, protect_after_failures=3),
 )
 
 
@@ -55,7 +57,7 @@ def test_every_field_round_trips_through_json() -> None:
 def test_defaults_are_left_out_and_come_back() -> None:
     small = AgentConfig("demo", "us-east-1", (NodeGroup("p5", "p5", 2, "p5.48xlarge", "lt-0a", "$Default", ("subnet-0a",)),))
     doc = contract.to_dict(small)
-    assert "endpoint_url" not in doc and "api_concurrency" not in doc
+    assert "endpoint_url" not in doc and "api_concurrency" not in doc and "repair" not in doc
     assert "node_prefix" not in doc["node_groups"][0] and "tags" not in doc["node_groups"][0]
     assert doc["node_groups"][0]["capacity"] == {"type": "on-demand"}
     assert contract.parse(doc) == small
@@ -66,7 +68,7 @@ def _attribute_reads() -> str:
     contract_text = (PACKAGE / "contract.py").read_text()
     text = contract_text[contract_text.index("class ConfigError") : contract_text.index("def _fields_dict")]
     for path in sorted(PACKAGE.glob("*.py")):
-        if path.name not in ("contract.py", "jsonread.py", "config.py"):
+        if path.name not in ("contract.py", "repair_contract.py", "jsonread.py", "config.py"):
             text += path.read_text()
     return text
 
@@ -76,7 +78,7 @@ def test_every_field_of_the_contract_is_read_by_the_agent() -> None:
     code = _attribute_reads()
     unread = [
         f"{cls.__name__}.{f.name}"
-        for cls in (AgentConfig, NodeGroup, Capacity)
+        for cls in (AgentConfig, NodeGroup, Capacity, Repair)
         for f in fields(cls)
         if not re.search(rf"\.{f.name}\b(?!\()", code)
     ]
@@ -96,3 +98,30 @@ def test_node_name_rule() -> None:
     assert contract.hostrange("p5", 16) == "p5-[1-16]" and contract.hostrange("p5", 1) == "p5-1"
     g = FULL.node_groups[0]
     assert g.node_names() == ["gpu-1", "gpu-2", "gpu-3"] and FULL.group_of_node("gpu-2") is g
+
+
+def test_repair_section_is_checked_key_by_key() -> None:
+    doc = contract.to_dict(FULL)
+    assert doc["repair"] == {
+        "max_share_percent": 25,
+        "reboot_window_seconds": 8,
+        "reboot_settle_seconds": 9,
+        "protect_after_failures": 3,
+    }
+    doc["repair"] = {"max_share_percent": 0, "protect_after_failures": -1, "reboot_windw_seconds": 1}
+    try:
+        contract.parse(doc)
+    except contract.ConfigError as exc:
+        assert exc.errors == [
+            "repair.reboot_windw_seconds: unknown key (allowed: max_share_percent, protect_after_failures, "
+            "reboot_settle_seconds, reboot_window_seconds)",
+            "repair.max_share_percent: must be between 1 and 100, got 0",
+            "repair.protect_after_failures: must be between 0 and 10000, got -1",
+        ]
+    else:
+        raise AssertionError("a bad repair section parsed")
+    doc["repair"] = [1]
+    try:
+        contract.parse(doc)
+    except contract.ConfigError as exc:
+        assert exc.errors == ["repair: must be an object, got [1]"]

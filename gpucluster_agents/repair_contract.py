@@ -1,0 +1,55 @@
+# pyright: strict
+"""The ``repair`` section of the agent config: how the maintenance pass treats unhealthy nodes.
+
+A part of the node contract (:mod:`gpucluster_agents.contract` holds it as ``AgentConfig.repair``), kept
+in its own module because it is the policy of one collaborator (``quarantine.py``, ``protect.py``) and
+the contract module is at the size limit. Every key is optional and the renderer writes none of them
+while they hold their defaults, so the rendered ``agent.json`` only grows when a stack sets one.
+
+Defaults and where they come from:
+- ``max_share_percent`` 10: at most this share of a node group's ``max_nodes`` (at least one node) is
+  being rebooted or replaced at once. EKS managed node groups stop repairing past 20 % unhealthy; a
+  training cluster loses a whole job per node, so we take half of that.
+- ``reboot_window_seconds`` 86400: a reboot-class fault (row remap pending, XID 48/63/64/94/95…) gets
+  one reboot; the same node drained again within this window is replaced instead.
+- ``reboot_settle_seconds`` 300: after RebootInstances the node stays drained this long before the agent
+  hands it back (slurmd must have re-registered and the health program run again at its start).
+- ``protect_after_failures`` 10: consecutive boot failures (ResumeTimeout of a node that had an instance)
+  after which a dynamic node group stops launching (ParallelCluster's ``protected_failure_count`` is 10
+  too); 0 turns protected mode off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, cast
+
+from .jsonread import Reader
+
+
+@dataclass(frozen=True)
+class Repair:
+    max_share_percent: int = 10
+    reboot_window_seconds: int = 86400
+    reboot_settle_seconds: int = 300
+    protect_after_failures: int = 10
+
+
+REPAIR_KEYS = frozenset(("max_share_percent", "reboot_window_seconds", "reboot_settle_seconds", "protect_after_failures"))
+
+
+def parse_repair(r: Reader, raw: Any, path: str) -> Repair:
+    """Read the ``repair`` object (absent: every default); problems go to ``r`` with their key path."""
+    if raw is None:
+        return Repair()
+    if not isinstance(raw, dict):
+        r.err(path, f"must be an object, got {raw!r}")
+        return Repair()
+    obj = cast("dict[str, Any]", raw)
+    r.unknown(obj, REPAIR_KEYS, path)
+    return Repair(
+        max_share_percent=r.integer(obj, "max_share_percent", path, default=10, minimum=1, maximum=100),
+        reboot_window_seconds=r.integer(obj, "reboot_window_seconds", path, default=86400, minimum=0, maximum=30 * 86400),
+        reboot_settle_seconds=r.integer(obj, "reboot_settle_seconds", path, default=300, minimum=0, maximum=86400),
+        protect_after_failures=r.integer(obj, "protect_after_failures", path, default=10, minimum=0, maximum=10000),
+    )
