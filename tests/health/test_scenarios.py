@@ -27,7 +27,13 @@ SCENARIOS: dict[str, tuple[dict[str, Any], dict[str, Any], str, str, set[str]]] 
     "row-remap-failure": (scenario({5: {"remapped_rows": [3, 12, 0, 1]}}), {}, "sweep", "replace", {"row_remap"}),
     "pcie-gen3": (scenario({3: {"pcie_gen": 3}}), {}, "sweep", "reboot", {"pcie_link"}),
     "pcie-x8": (scenario({6: {"pcie_width": 8}}), {}, "sweep", "reboot", {"pcie_link"}),
-    "thermal-slowdown": (scenario({1: {"clock_events": 0x40 | 0x20, "temperature": 92}}), {}, "sweep", "replace", {"clock_events", "temperature"}),
+    "thermal-slowdown": (
+        scenario({1: {"clock_events": 0x40 | 0x20, "temperature": 92}}),
+        {},
+        "sweep",
+        "replace",
+        {"clock_events", "temperature"},
+    ),
     "power-brake": (scenario({4: {"clock_events": 0x80 | 0x4}}), {}, "prolog", "replace", {"clock_events"}),
     "hw-slowdown": (scenario({0: {"clock_events": 0x8}}), {}, "sweep", "replace", {"clock_events"}),
     "ecc-off": (scenario({7: {"ecc_mode": [0, 0]}}), {}, "sweep", "replace", {"ecc"}),
@@ -44,8 +50,20 @@ SCENARIOS: dict[str, tuple[dict[str, Any], dict[str, Any], str, str, set[str]]] 
     "xid-119-gsp": (scenario(), {"xids": (119,)}, "sweep", "replace", {"xid"}),
     "efa-missing": (scenario(), {"efa": 30}, "sweep", "reboot", {"efa"}),
     "lustre-unmounted": (scenario(), {"mounts": MOUNTS_NONE}, "sweep", "reboot", {"shared_fs"}),
-    "slow-hbm": (scenario(bench={"hbm_copy_gbps": {"default": 3010, "6": 2400}, "gemm_tflops": 755}), {}, "boot", "replace", {"hbm_copy"}),
-    "slow-gemm": (scenario(bench={"hbm_copy_gbps": 3010, "gemm_tflops": {"default": 760, "1": 600}}), {}, "boot", "replace", {"gemm"}),
+    "slow-hbm": (
+        scenario(bench={"hbm_copy_gbps": {"default": 3010, "6": 2400}, "gemm_tflops": 755}),
+        {},
+        "boot",
+        "replace",
+        {"hbm_copy"},
+    ),
+    "slow-gemm": (
+        scenario(bench={"hbm_copy_gbps": 3010, "gemm_tflops": {"default": 760, "1": 600}}),
+        {},
+        "boot",
+        "replace",
+        {"gemm"},
+    ),
 }
 
 
