@@ -188,3 +188,31 @@ def test_fake_nvml_functions_and_constants_exist_in_nvidia_ml_py():
         if name.startswith("NVML_"):
             assert getattr(pynvml, name) == getattr(FakeNvml, name), name
     assert pynvml.nvmlClocksEventReasonHwPowerBrakeSlowdown == 0x80 and pynvml.nvmlClocksEventReasonSwPowerCap == 0x4
+
+
+# --- what runs on the node -------------------------------------------------------------------------------------
+
+HEALTH_DIR = Path(hc.__file__).parent
+
+
+@pytest.mark.parametrize("path", sorted(HEALTH_DIR.glob("*.py")), ids=lambda p: p.name)
+def test_health_modules_are_python_3_9_stdlib_and_load_nvml_lazily(path: Path):
+    """GPU images carry a system Python (3.9 on Amazon Linux 2023) without boto3 or PyTorch: the program
+    needs the standard library, and nvidia-ml-py only inside the function that reads NVML."""
+    import ast
+    import sys
+
+    source = path.read_text()
+    tree = ast.parse(source, feature_version=(3, 9))
+    if path.name != "__init__.py":  # annotations stay strings: `float | None` is never evaluated on 3.9
+        assert "from __future__ import annotations" in source
+    for node in tree.body:  # module level: what importing the package needs
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        for name in names:
+            assert name.split(".")[0] in sys.stdlib_module_names | {"__future__"}, f"{path.name} imports {name}"
+    lazy = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names} - {
+        a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names
+    }
+    assert lazy <= {"pynvml"}, lazy
