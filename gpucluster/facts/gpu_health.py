@@ -24,6 +24,7 @@ class GpuHealthFacts:
     model: str
     pcie_generation: int  # 0: the board decides; compare with NVML's maximum only
     pcie_width: int
+    pcie_idle_downshift: bool  # a PCIe card: the link generation drops while idle
     nvlink_links_per_gpu: int
     hbm_copy_baseline_gbps: float | None
     gemm_baseline_tflops: float | None
@@ -39,6 +40,7 @@ def _load(path: Path = GPU_HEALTH_FILE) -> dict[str, GpuHealthFacts]:
             model=model,
             pcie_generation=int(x["PcieGeneration"]),
             pcie_width=int(x["PcieWidth"]),
+            pcie_idle_downshift=bool(x["PcieIdleDownshift"]),
             nvlink_links_per_gpu=int(x["NvlinkLinksPerGpu"]),
             hbm_copy_baseline_gbps=x["HbmCopyBaselineGbps"],
             gemm_baseline_tflops=x["GemmBaselineTflops"],

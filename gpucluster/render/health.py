@@ -33,6 +33,7 @@ def health_config(
         gpu_model=gpu.model if gpu else "",
         pcie_generation=known.pcie_generation if known else 0,
         pcie_width=known.pcie_width if known else 0,
+        pcie_idle_downshift=known.pcie_idle_downshift if known else False,
         nvlink_links=known.nvlink_links_per_gpu if known and facts.gpu_count > 1 else 0,
         efa_count=efa_interface_count(slots),
         temperature_max_c=known.temperature_max_c if known else HealthConfig.temperature_max_c,

@@ -76,6 +76,7 @@ class HealthConfig:
     gpu_model: str = ""  # the catalog's name (H100); a GPU whose NVML name lacks it is reported
     pcie_generation: int = 0  # the GPU's own maximum link generation (0: compare with NVML's max only)
     pcie_width: int = 0  # lanes
+    pcie_idle_downshift: bool = False  # PCIe cards drop the link generation while idle: judge gen only under load
     nvlink_links: int = 0  # active NVLink links expected per GPU (0: not checked)
     efa_count: int = 0  # EFA devices the launch template attaches
     temperature_max_c: int = 85  # GPU core temperature above which the node is faulty
@@ -189,6 +190,7 @@ def parse(data: Any, path: str | None = None) -> HealthConfig:
         r.err("min_fraction", f"must be a number in (0, 1], got {fraction!r}")
         fraction = HealthConfig.min_fraction
     kw["min_fraction"] = float(fraction)
+    kw["pcie_idle_downshift"] = r.boolean(obj, "pcie_idle_downshift", "", default=False)
     model = obj.get("gpu_model", "")
     if not isinstance(model, str):
         r.err("gpu_model", f"must be a string, got {model!r}")

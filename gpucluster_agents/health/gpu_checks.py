@@ -96,8 +96,12 @@ def check_pcie_link(cfg: HealthConfig, snap: NodeSnapshot) -> Check:
         want_gen = max(cfg.pcie_generation, int(g.pcie_max_gen.value) if g.pcie_max_gen.ok else 0)
         want_width = max(cfg.pcie_width, int(g.pcie_max_width.value) if g.pcie_max_width.ok else 0)
         now = f"gen{gen} x{width}"
+        idle = g.clock_events.ok and bool(int(g.clock_events.value) & 0x1)
+        if cfg.pcie_idle_downshift and idle and want_gen and gen < want_gen:
+            now += " (idle)"  # a PCIe card saves power on the link while idle: the width still counts
+            want_gen = 0
         if (want_gen and gen < want_gen) or (want_width and width < want_width):
-            return now, ("reboot", f"{now} < gen{want_gen} x{want_width}")
+            return now, ("reboot", f"{now} < gen{want_gen or gen} x{want_width}")
         return now, None
 
     threshold = f"gen{cfg.pcie_generation} x{cfg.pcie_width}" if cfg.pcie_generation else "the GPU's maximum"

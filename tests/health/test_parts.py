@@ -216,3 +216,25 @@ def test_health_modules_are_python_3_9_stdlib_and_load_nvml_lazily(path: Path):
         a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names
     }
     assert lazy <= {"pynvml"}, lazy
+
+
+def test_a_pcie_card_idling_at_a_lower_generation_is_not_a_fault(tmp_path: Path):
+    """L4/L40S/A10G drop the link generation while idle; the width, and the generation under load, still count."""
+    from gpucluster_agents.health.gpu_checks import check_pcie_link
+    from gpucluster_agents.health.nvml import snapshot
+    from tests.health.fakes import scenario
+
+    cfg = p5_config(tmp_path, gpu_model="L40S", pcie_generation=4, pcie_idle_downshift=True)
+
+    def judge(**readings: object) -> Check:
+        nvml = scenario(gpu={**scenario()["gpu"], "pcie_max_gen": 4, **readings})
+        return check_pcie_link(cfg, snapshot(FakeNvml(nvml)))
+
+    idle = judge(pcie_gen=1, clock_events=0x1)
+    assert idle.ok and idle.value["gpu0"] == "gen1 x16 (idle)"
+    busy = judge(pcie_gen=1, clock_events=0x4)
+    assert not busy.ok and busy.detail.startswith("gpu0 gen1 x16 < gen4 x16")
+    narrow = judge(pcie_gen=1, pcie_width=8, clock_events=0x1)
+    assert not narrow.ok and narrow.detail.startswith("gpu0 gen1 x8 (idle) < gen1 x16")
+    # an SXM module (no downshift) idling at gen3 is a fault
+    assert not check_pcie_link(p5_config(tmp_path), snapshot(FakeNvml(scenario({0: {"pcie_gen": 3}})))).ok

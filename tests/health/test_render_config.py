@@ -31,6 +31,9 @@ def test_one_gpu_expects_no_nvlink_and_unknown_models_compare_with_nvml_only():
     assert (single.gpu_count, single.nvlink_links, single.hbm_copy_gbps) == (1, 0, 3020)
     b200 = health_config(catalog["p6-b200.48xlarge"], efa_enabled=True)
     assert (b200.pcie_generation, b200.nvlink_links, b200.hbm_copy_gbps) == (0, 18, None)
+    l40s = health_config(catalog["g6e.48xlarge"], efa_enabled=True)
+    assert (l40s.pcie_generation, l40s.pcie_idle_downshift, l40s.nvlink_links, l40s.efa_count) == (4, True, 0, 4)
+    assert health_config(catalog["p5.48xlarge"], efa_enabled=True).pcie_idle_downshift is False
     cpu = health_config(catalog["m7i.xlarge"], efa_enabled=False)
     assert (cpu.gpu_count, cpu.gpu_model, cpu.efa_count) == (0, "", 0)
 
