@@ -238,3 +238,52 @@ def test_a_pcie_card_idling_at_a_lower_generation_is_not_a_fault(tmp_path: Path)
     assert not narrow.ok and narrow.detail.startswith("gpu0 gen1 x8 (idle) < gen1 x16")
     # an SXM module (no downshift) idling at gen3 is a fault
     assert not check_pcie_link(p5_config(tmp_path), snapshot(FakeNvml(scenario({0: {"pcie_gen": 3}})))).ok
+
+
+# --- deep: DCGM, nccl-tests and the CUDA benchmarks when their tools are absent ----------------------------------
+
+
+def _tool(bin_dir: Path, name: str, out: str, code: int = 0) -> None:
+    script = bin_dir / name
+    script.write_text(f"#!/bin/sh\n/bin/cat <<'EOF'\n{out}EOF\nexit {code}\n")
+    script.chmod(0o755)
+
+
+DCGM_PASS = "| Diagnostic                | Result                                         |\n| Memory                    | Pass                                           |\n"
+DCGM_FAIL = DCGM_PASS + "| Memory Bandwidth          | Fail - GPU 3                                   |\n"
+NCCL_OUT = "#  Out of bounds values : 0 OK\n# Avg bus bandwidth    : 312.5 \n#\n"
+
+
+def test_dcgm_diag_passes_fails_and_skips_when_absent(tmp_path: Path, path_bin: Path):
+    from gpucluster_agents.health.deep_checks import check_dcgm_diag
+
+    cfg = p5_config(tmp_path)
+    assert check_dcgm_diag(cfg, 10).detail == "skipped: dcgmi not installed"
+    _tool(path_bin, "dcgmi", DCGM_PASS)
+    assert check_dcgm_diag(cfg, 10).ok
+    _tool(path_bin, "dcgmi", DCGM_FAIL, code=226)
+    c = check_dcgm_diag(cfg, 10)
+    assert (c.ok, c.action, c.detail) == (False, "replace", "Memory Bandwidth Fail - GPU 3")
+
+
+def test_nccl_all_reduce_against_the_fleet_floor(tmp_path: Path, path_bin: Path):
+    from gpucluster_agents.health.deep_checks import check_nccl_pair
+
+    assert check_nccl_pair(p5_config(tmp_path), 10).detail.startswith("skipped: all_reduce_perf")
+    _tool(path_bin, "all_reduce_perf", NCCL_OUT)
+    report = check_nccl_pair(p5_config(tmp_path), 10)
+    assert report.ok and report.value == 312.5 and report.threshold == "report only"
+    low = check_nccl_pair(p5_config(tmp_path, nccl_busbw_gbps=400.0), 10)
+    assert not low.ok and low.detail == "bus bandwidth 312.5 < 400 GB/s"
+    _tool(path_bin, "all_reduce_perf", "NCCL failure common.cu:1000 'unhandled system error'\n", code=1)
+    assert check_nccl_pair(p5_config(tmp_path), 10).detail == "all_reduce_perf failed"
+
+
+@pytest.mark.skipif(bool(__import__("ctypes.util").util.find_library("cuda")), reason="this machine has libcuda")
+def test_benchmarks_skip_without_libcuda(tmp_path: Path):
+    from gpucluster_agents.health.deep_checks import check_gemm, check_hbm_copy
+
+    hbm = check_hbm_copy(p5_config(tmp_path), None)
+    assert hbm.ok and hbm.detail == "skipped: libcuda.so.1 not found" and hbm.threshold == ">= 2718.0 GB/s (90% of 3020)"
+    assert check_gemm(p5_config(tmp_path), None).detail == "skipped: libcuda.so.1 not found"
+    assert check_hbm_copy(p5_config(tmp_path, hbm_copy_gbps=None), None).detail == "skipped: no baseline for this instance type"
