@@ -9,6 +9,8 @@ credentials).
                                        user data (Pulumi stops and starts the head node with new user
                                        data when the Slurm layer changes; cloud-init only runs at the
                                        first boot), then install-agent
+  gpucluster-aws health                GPU node, before slurmd: the health program's boot mode from the
+                                       installed package; its exit status (non-zero: keep slurmd off)
 
 The munge key lives only in Secrets Manager and on the nodes: the head node makes it once (--create,
 when the secret has no value yet); every other node waits for it.
@@ -229,6 +231,13 @@ def apply_user_data(cfg: BootConfig) -> None:
     install_agent(cfg)
 
 
+def boot_health(cfg: BootConfig) -> int:
+    """``python -m gpucluster_agents.health boot`` from the installed package (docs/health.md)."""
+    dest = on_root(json.loads(_read(on_root(cfg.package_file)))["dest"])
+    argv = [sys.executable, "-m", "gpucluster_agents.health", "boot"]
+    return subprocess.run(argv, env={**os.environ, "PYTHONPATH": dest}, check=False).returncode
+
+
 def main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(prog="gpucluster-aws")
     sub = p.add_subparsers(dest="command", required=True)
@@ -236,12 +245,15 @@ def main(argv: list[str]) -> None:
     m.add_argument("--create", action="store_true")
     sub.add_parser("install-agent")
     sub.add_parser("apply-user-data")
+    sub.add_parser("health")
     args = p.parse_args(argv)
     cfg = load_config(os.path.abspath(__file__) + CONFIG_SUFFIX)
     if args.command == "munge-key":
         munge_key(cfg, args.create)
     elif args.command == "install-agent":
         install_agent(cfg)
+    elif args.command == "health":
+        sys.exit(boot_health(cfg))
     else:
         apply_user_data(cfg)
 

@@ -108,3 +108,25 @@ def test_the_helper_parses_as_python_3_9():
     source = SOURCE.read_text()
     ast.parse(source, feature_version=(3, 9))
     assert "from __future__ import annotations" in source  # so `bytes | None` and `tuple[str, ...]` are never evaluated
+
+
+def test_health_runs_the_installed_health_programs_boot_mode_and_passes_its_exit_status(tmp_path: Path):
+    """``gpucluster-aws health`` gates slurmd: the installed package's ``health boot``, exit status unchanged."""
+    helper = tmp_path / "sbin" / "gpucluster-aws"
+    helper.parent.mkdir()
+    helper.write_text(SOURCE.read_text())
+    package = tmp_path / "agent-package.json"
+    Path(f"{helper}.json").write_text(BootConfig("demo", "eu-west-1", "s", str(package), ()).to_json())
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "gpucluster_agents").symlink_to(SOURCE.parent)  # what install-agent unpacks there
+    package.write_text(json.dumps({"bucket": "b", "key": "k", "sha256": "0", "dest": str(lib)}))
+    env = {"PATH": "/usr/bin:/bin", "GPUCLUSTER_HEALTH_CONFIG": str(tmp_path / "health.json")}
+    missing = subprocess.run([sys.executable, str(helper), "health"], env=env, capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and "health.json: file not found" in missing.stderr
+    (tmp_path / "health.json").write_text(
+        json.dumps({"instance_type": "m7i.xlarge", "gpu_count": 0, "log_file": str(tmp_path / "h.jsonl")})
+    )
+    ok = subprocess.run([sys.executable, str(helper), "health"], env=env, capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads((tmp_path / "h.jsonl").read_text())["mode"] == "boot"

@@ -1,0 +1,120 @@
+"""The command line as Slurm, the boot helper and the Kubernetes sweep run it: a separate process, the
+fake NVML chosen by $GPUCLUSTER_HEALTH_FAKE_NVML, exit 0/1/2, the verdict appended to the log, and on a
+fault in sweep/prolog mode one ``scontrol update ... state=drain reason="gpucluster: ..."`` call."""
+
+from __future__ import annotations
+
+import ctypes.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpucluster_agents.health.config import to_json
+from tests.conftest import ROOT
+from tests.health.fakes import node, p5_config, scenario
+
+
+def fake_scontrol(bin_dir: Path) -> Path:
+    """Records its argv, one JSON line per call."""
+    calls = bin_dir / "scontrol.calls"
+    script = bin_dir / "scontrol"
+    script.write_text(
+        f"#!{sys.executable}\nimport json, sys\nopen({str(calls)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+    )
+    script.chmod(0o755)
+    return calls
+
+
+def cli(tmp: Path, mode: str, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full = {"PATH": str(tmp / "bin"), "PYTHONPATH": str(ROOT), **(env or {})}
+    argv = [sys.executable, "-m", "gpucluster_agents.health", mode, "--config", str(tmp / "health.json"), *extra]
+    return subprocess.run(argv, env=full, capture_output=True, text=True, timeout=60, check=False)
+
+
+@pytest.fixture
+def fake_node(tmp_path: Path):
+    (tmp_path / "bin").mkdir()
+    calls = fake_scontrol(tmp_path / "bin")
+    (tmp_path / "health.json").write_text(to_json(p5_config(tmp_path)))
+
+    def make(nvml: dict, **kw) -> dict[str, str]:
+        path = node(tmp_path, nvml, **kw)
+        return {"GPUCLUSTER_HEALTH_FAKE_NVML": str(path)}
+
+    make.calls = calls  # type: ignore[attr-defined]
+    return make
+
+
+def test_healthy_sweep_exits_0_logs_and_drains_nothing(tmp_path: Path, fake_node):
+    env = fake_node(scenario())
+    proc = cli(tmp_path, "sweep", "--node", "p5-1", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    verdict = json.loads(proc.stdout)
+    assert verdict["action"] == "none" and verdict["node"] == "p5-1" and verdict["mode"] == "sweep"
+    assert [json.loads(line)["action"] for line in (tmp_path / "health.jsonl").read_text().splitlines()] == ["none"]
+    assert not fake_node.calls.exists()
+
+
+def test_faulty_sweep_drains_its_node_with_the_gpucluster_reason(tmp_path: Path, fake_node):
+    env = fake_node(scenario({2: {"remapped_rows": [0, 1, 1, 0]}}))
+    proc = cli(tmp_path, "sweep", env={**env, "SLURMD_NODENAME": "p5-7"})
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.startswith("p5-7 sweep: reboot - gpucluster: row_remap gpu2 row remap pending")
+    assert "FAIL row_remap" in proc.stdout
+    calls = [json.loads(line) for line in fake_node.calls.read_text().splitlines()]
+    assert calls == [["update", "nodename=p5-7", "state=drain", "reason=gpucluster: row_remap gpu2 row remap pending"]]
+
+
+def test_faulty_prolog_drains_and_exits_1_but_boot_only_exits_1(tmp_path: Path, fake_node):
+    env = fake_node(scenario({4: {"clock_events": 0x80}}))
+    assert cli(tmp_path, "prolog", "--node", "p5-2", env=env).returncode == 1
+    assert cli(tmp_path, "boot", "--node", "p5-2", env=env).returncode == 1
+    calls = [json.loads(line) for line in fake_node.calls.read_text().splitlines()]
+    assert calls == [["update", "nodename=p5-2", "state=drain", "reason=gpucluster: clock_events gpu4 HwPowerBrakeSlowdown"]]
+    assert [json.loads(line)["mode"] for line in (tmp_path / "health.jsonl").read_text().splitlines()] == ["prolog", "boot"]
+
+
+def test_a_job_can_opt_out_of_the_prolog(tmp_path: Path, fake_node):
+    env = fake_node(scenario({4: {"clock_events": 0x80}}))
+    proc = cli(tmp_path, "prolog", env={**env, "SLURM_JOB_EXTRA": "team=a,healthchecks=off"})
+    assert proc.returncode == 0 and "skipped" in proc.stderr
+    assert not fake_node.calls.exists() and not (tmp_path / "health.jsonl").exists()
+    # the opt-out is for the prolog only: a sweep still judges the node
+    assert cli(tmp_path, "sweep", env={**env, "SLURM_JOB_EXTRA": "healthchecks=off"}).returncode == 1
+
+
+def test_exit_2_when_the_program_cannot_run(tmp_path: Path, fake_node):
+    proc = cli(tmp_path, "sweep", "--config", str(tmp_path / "missing.json"))
+    assert proc.returncode == 2 and "missing.json: file not found" in proc.stderr
+    (tmp_path / "bad.json").write_text('{"gpu_count": "eight"}')
+    proc = cli(tmp_path, "sweep", "--config", str(tmp_path / "bad.json"))
+    assert proc.returncode == 2 and "instance_type: required key is missing" in proc.stderr
+    assert "gpu_count: must be an integer, got 'eight'" in proc.stderr
+    assert cli(tmp_path, "nightly").returncode == 2  # argparse: unknown mode
+
+
+def test_an_unwritable_log_does_not_hide_a_fault(tmp_path: Path, fake_node):
+    env = fake_node(scenario(gpu_count=6))
+    cfg = p5_config(tmp_path, log_file="/proc/gpucluster/health.jsonl")
+    (tmp_path / "health.json").write_text(to_json(cfg))
+    proc = cli(tmp_path, "sweep", "--node", "p5-3", env=env)
+    assert proc.returncode == 1 and "cannot append to /proc/gpucluster/health.jsonl" in proc.stderr
+    assert "gpu_count 6 of 8 GPUs" in fake_node.calls.read_text()
+
+
+@pytest.mark.skipif(bool(ctypes.util.find_library("nvidia-ml")), reason="this machine has an NVIDIA driver")
+def test_the_real_binding_without_a_driver_is_a_driver_fault(tmp_path: Path, fake_node):
+    """No fake: nvidia-ml-py is imported for real, and with no libnvidia-ml here the node's GPUs are unusable."""
+    pytest.importorskip("pynvml")
+    node(tmp_path, scenario())
+    env = {k: v for k, v in os.environ.items() if k != "GPUCLUSTER_HEALTH_FAKE_NVML"}
+    env["PATH"] = str(tmp_path / "bin")
+    proc = cli(tmp_path, "prolog", "--node", "p5-4", "--json", env=env)
+    assert proc.returncode == 1, proc.stderr
+    checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+    assert not checks["driver"]["ok"] and checks["driver"]["detail"] == "driver not loaded"
+    assert "reason=gpucluster: driver driver not loaded" in fake_node.calls.read_text()
