@@ -89,7 +89,10 @@ def teardown(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m gpucluster_agents.teardown", description="Terminate every instance the node agent launched for a cluster, and wait.")
+    p = argparse.ArgumentParser(
+        prog="python -m gpucluster_agents.teardown",
+        description="Terminate every instance the node agent launched for a cluster, and wait.",
+    )
     p.add_argument("--cluster", required=True)
     p.add_argument("--region", required=True)
     p.add_argument("--profile")
