@@ -137,7 +137,6 @@ def main() -> int:
                         "node_groups": [
                             {
                                 "name": g,
-                                "partition": g,
                                 "max_nodes": n,
                                 "instance_type": TYPES[g],
                                 "launch_template_id": world.launch_templates[g],
