@@ -19,7 +19,9 @@ cluster's dynamic nodes, describe instances and their topology, and pass the com
 (every IAM document is in :mod:`gpucluster.components._aws.iam`).
 
 This module wires the parts together: the munge secret, the agent package, the compute nodes' role and
-node groups, the head node, and the private DNS name compute nodes find slurmctld at.
+node groups, the head node, the teardown of the agent's instances when the cluster is deleted
+(:mod:`gpucluster.components._slurm.teardown`: ``pulumi destroy --run-program``), and the private DNS name
+compute nodes find slurmctld at.
 """
 
 from typing import Required, TypedDict
@@ -35,6 +37,7 @@ from gpucluster.components._config_types import NodeGroupConfig, SlurmConfig, Su
 from gpucluster.components._slurm.args import SlurmBuild, build_from_args
 from gpucluster.components._slurm.artifact import agent_artifact
 from gpucluster.components._slurm.head_node import head_identity, head_node
+from gpucluster.components._slurm.teardown import AgentTeardown
 from gpucluster.config.naming import with_name
 from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.render.slurm.agent import with_artifact_bucket
@@ -239,6 +242,16 @@ class SlurmCluster(pulumi.ComponentResource):
         self.head_user_data = head.user_data
         self.head_instance_id = head.instance_id
         self.head_private_ip = head.private_ip
+
+        # --- deleting the cluster terminates the agent's instances first -------------------------------
+        self._teardown = AgentTeardown(
+            name,
+            cluster=cluster,
+            region=args.region,
+            after=[*self.node_groups.values(), node_profile],
+            network={"securityGroupIds": args.security_group_ids, "subnetIds": args.node_group_subnet_ids},
+            parent=self,
+        )
 
         # --- where compute nodes find slurmctld ----------------------------------------------------------
         zone_record = aws.route53.Zone(

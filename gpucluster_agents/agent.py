@@ -5,6 +5,7 @@ reads and changes instances, and starts with a sweep, so a crash of any earlier 
 by the next one.
 
 Who does what: ``inventory`` (the cluster's instances and which node group a node is in),
+``lifecycle`` (nodes whose instance AWS took away, instances of removed or shrunk groups),
 ``sweep`` (repair at the start of every call), ``launcher`` (CreateFleet batches, termination),
 ``holds`` (backing off after failures), ``static_groups`` (naming Auto Scaling group instances).
 
@@ -49,7 +50,7 @@ from typing import Callable
 
 from . import hostlist
 from .contract import AgentConfig
-from .ec2 import Ec2
+from .ec2 import Ec2, Instance
 from .holds import Holds, fail_nodes, release_holds, resume_timeout_reason
 from .inventory import Inventory, best_instance, fmt_nodes, is_dynamic, split_by_group
 from .launcher import launch, terminate
@@ -58,6 +59,7 @@ from .protect import status_lines as protect_status
 from .quarantine import Quarantine
 from .quarantine import status_lines as quarantine_status
 from .repair_api import RepairApi
+from .lifecycle import handle_strays, return_vanished, split_strays
 from .slurm import NodeState, Slurm
 from .state import FileLock, StateDir
 from .static_groups import STATIC_NO_INSTANCE, reconcile_static
@@ -83,6 +85,7 @@ class Agent:
         self.slurm = slurm if slurm is not None else Slurm(cfg.scontrol)
         self.state = state if state is not None else StateDir(cfg.state_dir)
         self.clock = clock
+        self.strays: list[Instance] = []  # instances of removed or shrunk groups, set by _prologue
 
     # ================================================================== helpers
     def expand(self, expr: str) -> list[str]:
@@ -97,7 +100,8 @@ class Agent:
     ) -> tuple[Inventory, dict[str, NodeState] | None, Holds, list[tuple[str, str]]]:
         """Every subcommand starts here (holding the lock): list the cluster's instances, read Slurm's
         node states, sweep, end expired holds. Returns the adopted nodes' addresses if not applied."""
-        inv = Inventory(self.ec2.list_cluster_instances())
+        mine, self.strays = split_strays(self.cfg, self.ec2.list_cluster_instances())
+        inv = Inventory(mine)
         states = self.slurm.show_nodes()
         addresses = sweep(self.cfg, self.ec2, self.state, inv, states, wanted, self.clock(), handled)
         if addresses and apply_addresses:
@@ -248,11 +252,14 @@ class Agent:
 
     # ================================================================== maintenance
     def maintain(self) -> None:
-        """Sweep, end expired holds, repair drained nodes (quarantine.py), refresh topology: for a timer
-        (e.g. every 60 s)."""
+        """Sweep, end expired holds, clean up after lost instances and removed groups (``lifecycle``), repair
+        drained nodes (``quarantine``), refresh topology: for a timer (e.g. every 60 s)."""
         with self._lock():
             inv, states, holds, _ = self._prologue(set())
             self.state.save_holds(holds)
+            handle_strays(self.cfg, self.ec2, self.slurm, self.state, self.strays, states, self.clock())
+            stray_nodes = frozenset(i.node for i in self.strays if i.live and i.node)
+            return_vanished(self.cfg, self.slurm, inv, states, self.state, skip=stray_nodes)
             Quarantine(self.cfg, RepairApi(self.cfg, self.ec2.client), self.slurm, self.state.path).run(inv, states, self.clock())
         self.refresh_topology()
 

@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import Sequence
 
+from .apitime import ApiTimer
 from .config import load_config
 from .contract import ConfigError
 from .state import LockTimeout
@@ -87,10 +88,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     nodes: list[str] = []
     agent = None
+    timer: ApiTimer | None = None
     try:
         from .agent import Agent  # boto3 import deferred until the config is known to be good
 
         agent = Agent(cfg)
+        timer = ApiTimer().attach(agent.ec2.client)
         nodes = agent.expand(args.hostlist) if args.command != "clear-protect" else []
         log.info("start %s hostlist=%r nodes=%d", args.command, args.hostlist, len(nodes))
         if args.command == "resume":
@@ -119,7 +122,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             except Exception:
                 log.exception("could not set nodes down")
     finally:
-        log.info("end %s in %.3fs", args.command, time.monotonic() - started)
+        total = time.monotonic() - started
+        api = timer.api_seconds if timer else 0.0
+        log.info(
+            "end %s in %.3fs: own %.3fs, waiting on EC2 %.3fs (%d calls)",
+            args.command,
+            total,
+            total - api,
+            api,
+            timer.calls if timer else 0,
+        )
         log.removeHandler(handler)
         handler.close()
     return EXIT_OK

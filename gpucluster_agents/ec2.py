@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any, Callable, TypeVar, cast
 
 from boto3.session import Session
@@ -18,17 +19,15 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .contract import TAG_CLUSTER, TAG_LAUNCH_TOKEN, TAG_NODE_GROUP, TAG_NODE_NAME, AgentConfig, NodeGroup
+from .error_codes import NOT_FOUND, UNCERTAIN_CODES
 
 log = logging.getLogger("gpucluster_agents")
 
-# Capacity errors that mean "try another partition", not "something is broken".
-ICE_CODES = frozenset({"InsufficientInstanceCapacity", "InsufficientHostCapacity", "InsufficientReservedInstanceCapacity"})
 LIVE_STATES = ("pending", "running")
 NOT_TERMINATED_STATES = ("pending", "running", "stopping", "stopped")
 
 TERMINATE_BATCH = 1000  # TerminateInstances accepts up to 1000 ids
 TOPOLOGY_BATCH = 100  # DescribeInstanceTopology: at most 100 explicit instance ids
-NOT_FOUND = ("InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed")
 
 T = TypeVar("T")
 AWS_ERRORS = (ClientError, BotoCoreError)  # what a failed EC2 call raises
@@ -61,10 +60,6 @@ class Instance:
 
     def age(self, now: float) -> float:
         return now - self.launch_time.timestamp()
-
-
-# Failures after which EC2 may still have launched the fleet (the answer, not the request, was lost).
-UNCERTAIN_CODES = frozenset({"InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable", "RequestTimeout"})
 
 
 @dataclass
@@ -220,16 +215,17 @@ class Ec2:
 
     # ------------------------------------------------------------------ reads
     def list_cluster_instances(self) -> list[Instance]:
-        """Every not-terminated instance of this cluster's node groups (the cluster tag and the tag of
-        one of the config's node groups). Other instances of the cluster, such as the head node or
-        plain Auto Scaling groups, are not the agent's and never listed."""
+        """Every not-terminated instance with the cluster tag and a node-group tag, whether or not the
+        config still has that group: instances of removed or renamed groups must stay visible to be
+        cleaned up (``lifecycle.split_strays`` tells them apart). Instances without a node-group tag,
+        such as the head node, are not the agent's and never listed."""
         out: list[Instance] = []
         pages = 0
         paginator = self.client.get_paginator("describe_instances")
         for page in paginator.paginate(
             Filters=[
                 {"Name": f"tag:{TAG_CLUSTER}", "Values": [self.cfg.cluster_name]},
-                {"Name": f"tag:{TAG_NODE_GROUP}", "Values": sorted(g.name for g in self.cfg.node_groups)},
+                {"Name": "tag-key", "Values": [TAG_NODE_GROUP]},
                 {"Name": "instance-state-name", "Values": list(NOT_TERMINATED_STATES)},
             ],
             PaginationConfig={"PageSize": 1000},
@@ -338,21 +334,24 @@ class Ec2:
                 failed[iid] = err
         return failed
 
-    def terminate(self, ids: Sequence[str], why: str) -> list[str]:
-        """Terminate in batches of 1000; ids EC2 no longer knows count as gone. Returns ids not terminated."""
+    def terminate(self, ids: Sequence[str], why: str, fresh: bool = False) -> list[str]:
+        """Terminate in batches of 1000; returns ids not terminated. Ids EC2 no longer knows count as
+        gone, unless ``fresh`` (just launched): then NotFound is eventual consistency, retried with
+        backoff and never read as gone, so the launch journal keeps the instance until it is."""
         remaining = sorted(set(ids))
         failed: list[str] = []
         for i in range(0, len(remaining), TERMINATE_BATCH):
-            batch = remaining[i : i + TERMINATE_BATCH]
+            batch: list[str] = remaining[i : i + TERMINATE_BATCH]
             for _round in range(3):
                 if not batch:
                     break
                 try:
-                    self.client.terminate_instances(InstanceIds=batch)
+                    call = partial(self.client.terminate_instances, InstanceIds=batch)
+                    self._retry_not_found("TerminateInstances", call) if fresh else call()
                     log.info("api TerminateInstances reason=%s count=%d instances=%s", why, len(batch), ",".join(batch))
                     batch = []
                 except ClientError as exc:
-                    if error_code(exc) in NOT_FOUND:
+                    if error_code(exc) in NOT_FOUND and not fresh:
                         gone = set(re.findall(r"i-[0-9a-f]+", error_message(exc))) & set(batch)
                         if gone:
                             log.info("api TerminateInstances: already gone %s", ",".join(sorted(gone)))

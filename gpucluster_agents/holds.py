@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 from .contract import AgentConfig
-from .ec2 import ICE_CODES
+from .error_codes import ICE_CODES
 from .inventory import fmt_nodes
 from .slurm import NodeState, Slurm
 

@@ -10,7 +10,8 @@ import logging
 import uuid
 
 from .contract import NodeGroup
-from .ec2 import AWS_ERRORS, ICE_CODES, Ec2, Instance
+from .ec2 import AWS_ERRORS, Ec2, Instance
+from .error_codes import ICE_CODES
 from .inventory import Inventory, fmt_nodes
 from .state import StateDir
 
@@ -52,14 +53,16 @@ def launch(
     clean = not result.uncertain
     if extra:
         log.error("CreateFleet returned %d more instances than asked; terminating %s", len(extra), ",".join(extra))
-        clean = not ec2.terminate(extra, "surplus") and clean
+        clean = not ec2.terminate(extra, "surplus", fresh=True) and clean
     tag_failed = ec2.tag_nodes(assignments) if assignments else {}
     if tag_failed:
         bad = sorted(tag_failed)
-        for iid in bad:
-            failures[assignments[iid]] = (f"CreateTags.{tag_failed[iid]}", f"instance {iid} terminated")
         log.info("decision terminate instances=%s: could not tag them with their node", ",".join(bad))
-        clean = not ec2.terminate(bad, "untaggable") and clean
+        left = ec2.terminate(bad, "untaggable", fresh=True)
+        for iid in bad:
+            fate = "not terminated yet, the next agent call retries" if iid in left else "terminated"
+            failures[assignments[iid]] = (f"CreateTags.{tag_failed[iid]}", f"instance {iid} {fate}")
+        clean = not left and clean
     tagged = {iid: node for iid, node in assignments.items() if iid not in tag_failed}
     described: dict[str, Instance] = {}
     if tagged:

@@ -150,15 +150,16 @@ class Slurm:
             return True
         return self._update_state(nodes, "down", reason)
 
+    def power_down_force(self, nodes: Sequence[str], reason: str | None = None) -> bool:
+        if not nodes:
+            return True
+        return self._update_state(nodes, "power_down_force", reason)
+
     def drain(self, nodes: Sequence[str], reason: str) -> bool:
+        """``state=drain``: no new jobs; running ones finish (Slurm requires a reason)."""
         if not nodes:
             return True
         return self._update_state(nodes, "drain", reason)
-
-    def power_down_force(self, nodes: Sequence[str]) -> bool:
-        if not nodes:
-            return True
-        return self._update_state(nodes, "power_down_force", None)
 
     def resume(self, nodes: Sequence[str]) -> bool:
         if not nodes:

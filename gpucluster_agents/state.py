@@ -6,7 +6,8 @@
   only be "in flight" while its process holds the lock: whoever holds the lock and finds a
   journal entry knows that launch is finished (crashed or done).
 - ``journal/<token>.json``: written before CreateFleet, updated with the instance->node
-  assignment right after it, removed once every instance is tagged with its node name.
+  assignment right after it, removed once every instance is tagged with its node name. An
+  unreadable entry is moved to ``journal/quarantine/`` and replaced by a ``recovered`` one.
 - ``holds.json``: nodes (and node groups) set DOWN by the agent, with when and why, so they
   can be handed back to Slurm after the hold time.
 """
@@ -18,11 +19,14 @@ import fcntl
 import json
 import logging
 import os
+import re
 import tempfile
 import time
 from typing import Any, cast
 
 log = logging.getLogger("gpucluster_agents")
+
+_TOKEN_RE = re.compile(r"^[0-9a-f]{32}$")  # launch tokens are uuid4().hex
 
 
 class LockTimeout(RuntimeError):
@@ -134,12 +138,45 @@ class StateDir:
             if entry.get("token"):
                 out.append(entry)
             else:
-                log.error("journal entry %s is unreadable; removing it", name)
-                try:
-                    os.unlink(os.path.join(self.journal_dir, name))
-                except OSError:
-                    pass
+                recovered = self._quarantine(name)
+                if recovered is not None:
+                    out.append(recovered)
         return out
+
+    def _quarantine(self, name: str) -> dict[str, Any] | None:
+        """Move an unreadable entry to ``journal/quarantine/`` (kept for a person, with the reason) and
+        put a ``recovered`` entry for its token in its place: the token is the file name, so the
+        launch's instances are still found by their launch-token tag and adopted by the sweep
+        (``sweep.recover_assignments``) instead of being left to the orphan catch-all."""
+        src = os.path.join(self.journal_dir, name)
+        qdir = os.path.join(self.journal_dir, "quarantine")
+        os.makedirs(qdir, mode=0o700, exist_ok=True)
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        dest = os.path.join(qdir, f"{name}.{stamp}")
+        try:
+            started = os.path.getmtime(src)
+            os.replace(src, dest)
+            with open(dest + ".reason", "w", encoding="utf-8") as fh:
+                fh.write("unreadable launch journal entry (not a JSON object with a token); moved aside by the agent\n")
+        except OSError as exc:
+            log.error("journal entry %s is unreadable and could not be quarantined (%s)", name, exc)
+            return None
+        token = name[: -len(".json")]
+        if not _TOKEN_RE.match(token):
+            log.error("journal entry %s is unreadable; quarantined as %s (no launch token in its name)", name, dest)
+            return None
+        entry: dict[str, Any] = {
+            "token": token,
+            "group": None,
+            "nodes": [],
+            "started": started,
+            "assignments": {},
+            "recovered": True,
+            "quarantined": dest,
+        }
+        write_json_atomic(src, entry)
+        log.error("journal entry %s is unreadable; quarantined as %s, its instances are re-adopted by tag", name, dest)
+        return entry
 
     # ------------------------------------------------------------------ holds
     @property

@@ -9,7 +9,7 @@ terminated here; static groups belong to their Auto Scaling group."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable
 
 from .contract import AgentConfig
 from .ec2 import Ec2, Instance
@@ -52,13 +52,17 @@ def sweep(
 
     # 1. launches that crashed between CreateFleet and the end of tagging
     journaled: set[str] = set()
-    for entry in state.journal_entries():
+    entries = state.journal_entries()
+    taken = {str(v) for e in entries for v in dict(e.get("assignments") or {}).values()}
+    for entry in entries:
         token = str(entry["token"])
         journaled.add(token)
         raw_assign: dict[str, Any] = entry.get("assignments") or {}
         assignments: dict[str, str] = {str(k): str(v) for k, v in raw_assign.items()}
         started = float(entry.get("started") or 0.0)
         untagged = [i for i in inv.all() if i.token == token and i.node is None]
+        if entry.get("recovered"):
+            assignments.update(recover_assignments(cfg, untagged, node_wants, taken))
         log.info(
             "decision sweep journal token=%s group=%s age=%.0fs assigned=%d untagged=%s",
             token,
@@ -129,3 +133,24 @@ def sweep(
     if to_kill:
         terminate(ec2, inv, sorted(to_kill), "sweep")
     return addresses
+
+
+def recover_assignments(
+    cfg: AgentConfig, untagged: list[Instance], wants: Callable[[str], bool], taken: set[str]
+) -> dict[str, str]:
+    """Instance -> node for a launch whose journal entry was unreadable (quarantined): its instances
+    still carry the launch token and node-group tags, and any node of that group that still wants an
+    instance can take one (they share the launch template), lowest node first. Nodes named by another
+    journal entry are left to it."""
+    out: dict[str, str] = {}
+    used = set(taken)
+    for inst in untagged:
+        g = cfg.group(inst.group) if inst.group else None
+        if g is None or g.static or not inst.live:
+            continue
+        node = next((n for n in g.node_names() if n not in used and wants(n)), None)
+        if node is not None:
+            log.info("decision recover instance=%s node=%s: its journal entry was quarantined", inst.id, node)
+            out[inst.id] = node
+            used.add(node)
+    return out

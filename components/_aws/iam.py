@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpucluster.config.naming import CLUSTER_TAG, NODE_GROUP_TAG, NODE_NAME_TAG
+from gpucluster_agents.contract import TAG_LAUNCH_TOKEN
 
 
 def assume_role_policy(service: str, *actions: str) -> str:
@@ -63,8 +64,9 @@ def slurm_agent_policy(
       security groups, the AMI, placement groups, reservations) are named by type, region and account.
     - CreateTags while launching (``ec2:CreateAction``), and afterwards only the node-name and Name tags
       on the cluster's instances.
-    - TerminateInstances only on the cluster's instances of its *dynamic* node groups: never the head
-      node, never a static group's (its Auto Scaling group owns them).
+    - TerminateInstances only on the cluster's instances of its *dynamic* node groups, or that the agent
+      launched (launch-token tag: strays of removed groups): never the head node, never a static
+      group's (its Auto Scaling group owns them).
     - Describe calls (no resource-level permissions exist for them).
     - PassRole for the compute nodes' role, to EC2 only.
     """
@@ -173,6 +175,18 @@ def slurm_agent_policy(
                         f"ec2:ResourceTag/{CLUSTER_TAG}": cluster,
                         f"ec2:ResourceTag/{NODE_GROUP_TAG}": list(dynamic_groups),
                     }
+                },
+            },
+            {
+                # Instances the agent launched for a group the config has since removed or renamed: only
+                # its CreateFleet sets the launch-token tag (CreateTags may add only node-name and Name).
+                "Sid": "TerminateStraysTheAgentLaunched",
+                "Effect": "Allow",
+                "Action": "ec2:TerminateInstances",
+                "Resource": instances,
+                "Condition": {
+                    "StringEquals": {f"ec2:ResourceTag/{CLUSTER_TAG}": cluster},
+                    "Null": {f"ec2:ResourceTag/{TAG_LAUNCH_TOKEN}": "false"},
                 },
             },
         ]

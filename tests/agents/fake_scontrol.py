@@ -4,7 +4,7 @@ Usage: fake_scontrol.py STATE_JSON <scontrol args...>. It keeps node states in S
 (``{"nodes": {name: {"state": "IDLE+CLOUD+POWERED_DOWN", "reason": null, "addr": null}}}``),
 appends every call to STATE_JSON + ".calls" (one JSON list per line) and understands the
 subset of scontrol the agent uses: show hostnames, -o show nodes, update (nodeaddr / state=down,
-drain, resume, power_down_force), reconfigure. ``"fail_hostnames": true`` in the state makes
+resume, power_down_force, drain), reconfigure. ``"fail_hostnames": true`` in the state makes
 ``show hostnames`` fail (to exercise the agent's built-in expander).
 """
 
@@ -83,7 +83,12 @@ def main(argv: list[str]) -> int:
                     nodes[name]["reason"] = kv.get("reason", "")
                 elif state == "power_down_force":
                     flags = _set_base(flags, "IDLE")
-                    flags = [f for f in flags if f not in ("POWERING_UP", "POWERED_DOWN")] + ["POWERING_DOWN"]
+                    flags = [f for f in flags if f not in ("POWERING_UP", "POWERED_DOWN", "DRAIN", "NOT_RESPONDING")]
+                    flags.append("POWERING_DOWN")
+                    nodes[name]["reason"] = kv.get("reason") or None
+                elif state == "drain":
+                    flags = flags + ([] if "DRAIN" in flags else ["DRAIN"])
+                    nodes[name]["reason"] = kv.get("reason", "")
                 elif state:
                     print(f"unsupported state {state}", file=sys.stderr)
                     return 1

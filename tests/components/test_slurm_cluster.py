@@ -159,6 +159,17 @@ def test_agent_policy_is_least_privilege(run_components, two_groups):
             },
         },
         {
+            # strays of a group the config removed: the launch-token tag only the agent's CreateFleet sets
+            "Sid": "TerminateStraysTheAgentLaunched",
+            "Effect": "Allow",
+            "Action": "ec2:TerminateInstances",
+            "Resource": f"{arn}:instance/*",
+            "Condition": {
+                "StringEquals": {"ec2:ResourceTag/gpucluster:cluster": "s"},
+                "Null": {"ec2:ResourceTag/gpucluster:launch-token": "false"},
+            },
+        },
+        {
             "Sid": "Describe",
             "Effect": "Allow",
             "Action": ["ec2:DescribeInstances", "ec2:DescribeInstanceTopology"],
@@ -428,7 +439,7 @@ def test_gpu_cluster_wires_slurm_like_eks(run_components):
     )
     plan = run_components(lambda: GpuCluster._from_spec("s", spec, load_catalog(), opts=pulumi.ResourceOptions()))
     slurm = plan.by_name("s-slurm")
-    assert {r.name for r in plan.children(slurm.urn) if not r.custom} == {"s-slurm-p5", "s-slurm-dev"}
+    assert {r.name for r in plan.children(slurm.urn) if not r.custom} == {"s-slurm-p5", "s-slurm-dev", "s-slurm-agent-teardown"}
     # compute user data: the node's own parts (NCCL, the Lustre mount) and then slurmd, pointed at the controller
     p5 = plan.files["s-slurm-p5-lt/user-data"]
     assert "# Parts: node facts, nccl/efa environment, lustre mount, slurmd (configless)" in p5
