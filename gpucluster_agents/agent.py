@@ -54,12 +54,12 @@ from .ec2 import Ec2, Instance
 from .holds import Holds, fail_nodes, release_holds, resume_timeout_reason
 from .inventory import Inventory, best_instance, fmt_nodes, is_dynamic, split_by_group
 from .launcher import launch, terminate
+from .lifecycle import handle_strays, return_vanished, split_strays
 from .protect import Protection, protect_pass
 from .protect import status_lines as protect_status
 from .quarantine import Quarantine
 from .quarantine import status_lines as quarantine_status
 from .repair_api import RepairApi
-from .lifecycle import handle_strays, return_vanished, split_strays
 from .slurm import NodeState, Slurm
 from .state import FileLock, StateDir
 from .static_groups import STATIC_NO_INSTANCE, reconcile_static
