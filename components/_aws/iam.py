@@ -67,6 +67,8 @@ def slurm_agent_policy(
     - TerminateInstances only on the cluster's instances of its *dynamic* node groups, or that the agent
       launched (launch-token tag: strays of removed groups): never the head node, never a static
       group's (its Auto Scaling group owns them).
+    - RebootInstances on the cluster's compute nodes (node-group tag) and SetInstanceHealth on the cluster's
+      Auto Scaling groups: the repair pass's reboot and static replacement.
     - Describe calls (no resource-level permissions exist for them).
     - PassRole for the compute nodes' role, to EC2 only.
     """
@@ -190,6 +192,28 @@ def slurm_agent_policy(
                 },
             },
         ]
+    statements += [
+        {
+            # The repair pass (gpucluster_agents/quarantine.py): one reboot for a reboot-class GPU fault, on the
+            # cluster's compute nodes only (the node-group tag: never the head node).
+            "Sid": "RebootTheClustersComputeNodes",
+            "Effect": "Allow",
+            "Action": "ec2:RebootInstances",
+            "Resource": instances,
+            "Condition": {
+                "StringEquals": {f"ec2:ResourceTag/{CLUSTER_TAG}": cluster},
+                "Null": {f"ec2:ResourceTag/{NODE_GROUP_TAG}": "false"},
+            },
+        },
+        {
+            # A static node with a replace-class fault: its Auto Scaling group (tagged with the cluster) replaces it.
+            "Sid": "MarkStaticNodesUnhealthy",
+            "Effect": "Allow",
+            "Action": "autoscaling:SetInstanceHealth",
+            "Resource": f"arn:{partition}:autoscaling:{region}:{account}:autoScalingGroup:*:autoScalingGroupName/*",
+            "Condition": {"StringEquals": {f"autoscaling:ResourceTag/{CLUSTER_TAG}": cluster}},
+        },
+    ]
     statements.append(
         {
             "Sid": "Describe",

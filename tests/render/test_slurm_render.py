@@ -143,6 +143,20 @@ def test_agent_bundle_is_reproducible_and_importable(tmp_path):
         check=True,
     )
     assert "resume" in out.stdout
+    # The health program finds NVML's binding in the package itself, not in the image: from the extracted
+    # package alone (python -I: no site-packages), the real binding loads and says there is no driver here.
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import pynvml; from gpucluster_agents.health.nvml import load_binding;"
+        " b = load_binding(); print(b.__name__, pynvml.__file__.startswith(sys.argv[1]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", probe, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": os.environ["PATH"]},
+    )
+    assert out.stdout.split() == ["pynvml", "True"], out.stdout + out.stderr
 
 
 # --- every stack's files: golden and accepted by the real Slurm -------------------------------------------------

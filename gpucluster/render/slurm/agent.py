@@ -94,17 +94,34 @@ class AgentBundle:
 
 
 @functools.lru_cache(maxsize=4)
+def nvml_binding() -> Path:
+    """NVIDIA's NVML binding (nvidia-ml-py, one pure-Python module, BSD), as installed with gpucluster: it goes
+    into the node package next to ``gpucluster_agents`` so the health program reads NVML on nodes whose image
+    has no binding of its own (nothing is fetched by the node)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pynvml")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("nvidia-ml-py is not installed (it is in requirements.txt): pip install -r requirements.txt")
+    return Path(spec.origin)
+
+
 def agent_bundle(package: Path = AGENT_PACKAGE) -> bytes:
-    """The ``gpucluster_agents`` package as a zip: sorted entries, fixed dates, so the same sources
-    always give the same bytes (and the same sha256 in the plan)."""
+    """The ``gpucluster_agents`` package (and :func:`nvml_binding`) as a zip: sorted entries, fixed dates, so the
+    same sources always give the same bytes (and the same sha256 in the plan)."""
     buf = io.BytesIO()
+    entries = [
+        (f"{package.name}/{path.relative_to(package).as_posix()}", path)
+        for path in sorted(package.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".md")
+    ]
+    entries.append(("pynvml.py", nvml_binding()))
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path in sorted(package.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".md"):
-                info = zipfile.ZipInfo(f"{package.name}/{path.relative_to(package).as_posix()}", ZIP_DATE)
-                info.external_attr = 0o644 << 16
-                info.compress_type = zipfile.ZIP_DEFLATED
-                zf.writestr(info, path.read_bytes())
+        for name, path in entries:
+            info = zipfile.ZipInfo(name, ZIP_DATE)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, path.read_bytes())
     return buf.getvalue()
 
 

@@ -58,7 +58,11 @@ def node_slurm_part(ctx: SlurmContext, group: NodeGroupSpec, catalog: Catalog) -
     return CloudConfig(
         write_files=(
             *boot_files(ctx),
-            *((node_package_file(), *health_files(ctx, facts, group.name)) if health else ()),
+            *(
+                (node_package_file(), *health_files(ctx, facts, group.name, efa_enabled=bool(group.enable_efa_support)))
+                if health
+                else ()
+            ),
             WriteFile(TASK_PROLOG, task_prolog(group, facts), "0755"),
             WriteFile(f"/etc/systemd/system/{IMDS_GUARD_UNIT}", imds_guard_unit(head=False)),
             WriteFile("/etc/systemd/system/slurmd.service.d/gpucluster.conf", SLURMD_DROP_IN),

@@ -58,9 +58,14 @@ def health_conf_lines(ctx: SlurmContext, catalog: Catalog) -> list[str]:
     return lines
 
 
-def health_files(ctx: SlurmContext, facts: InstanceFacts, group: str) -> tuple[WriteFile, ...]:
-    """A compute node's wrappers: the sweep and (with the prolog on) the prolog. Groups without NVIDIA
-    GPUs get wrappers that exit 0, since slurm.conf names the same programs for every node."""
+def health_files(ctx: SlurmContext, facts: InstanceFacts, group: str, *, efa_enabled: bool = False) -> tuple[WriteFile, ...]:
+    """A compute node's wrappers: the sweep and (with the prolog on) the prolog, and the program's thresholds
+    (``/etc/gpucluster/health.json``, from the instance facts: :func:`gpucluster.render.health.health_config`).
+    Groups without NVIDIA GPUs get wrappers that exit 0, since slurm.conf names the same programs for every
+    node."""
+    from gpucluster.render.health import health_config
+    from gpucluster_agents.health.config import to_json
+
     health = ctx.slurm.health
     common = {
         "cluster": ctx.cluster,
@@ -86,4 +91,6 @@ def health_files(ctx: SlurmContext, facts: InstanceFacts, group: str) -> tuple[W
             **common,
         )
         files.append(WriteFile(PROLOG, text, "0755"))
+    if common["checks"]:
+        files.append(WriteFile.compressed(HEALTH_CONFIG, to_json(health_config(facts, efa_enabled=efa_enabled)), "0644"))
     return tuple(files)
