@@ -70,5 +70,3 @@ def _render(plan: Plan, *, files: str, full_tree: bool) -> str:
     if files != "none":
         out += file_lines(plan.files, full=files == "full")
     return "\n".join(out).rstrip("\n") + "\n"
-
-
