@@ -134,6 +134,17 @@ LOCAL_TIMERS = {
 }
 
 
+HEALTH_KEYS = {
+    "HealthCheckProgram",
+    "HealthCheckInterval",
+    "HealthCheckNodeState",
+    "Prolog",
+    "PrologFlags",
+    "PrologEpilogTimeout",
+}
+"""slurm.conf keys of the node health wiring (gpucluster/render/slurm/health.py)."""
+
+
 def local_overrides(conf: str, local: Local) -> str:
     """Patch a rendered slurm.conf to run on this machine as root, in ``local.run_dir``."""
     d = local.run_dir
@@ -191,6 +202,8 @@ def local_overrides(conf: str, local: Local) -> str:
             # memory per CPU of this machine's node size, not of the instance type
             out.append(re.sub(r"DefMemPerCPU=\d+", f"DefMemPerCPU={local.memory_mb // local.cpus}", line))
             continue
+        if key in HEALTH_KEYS and key not in set_keys:
+            continue  # the health wrappers exist on real compute nodes only; a test that wants them sets them
         if key in set_keys:
             out.append(f"{key}={set_keys[key]}")
             seen.add(key)

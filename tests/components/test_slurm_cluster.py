@@ -170,6 +170,24 @@ def test_agent_policy_is_least_privilege(run_components, two_groups):
             },
         },
         {
+            # the repair pass: one reboot for a reboot-class GPU fault, compute nodes only (never the head node)
+            "Sid": "RebootTheClustersComputeNodes",
+            "Effect": "Allow",
+            "Action": "ec2:RebootInstances",
+            "Resource": f"{arn}:instance/*",
+            "Condition": {
+                "StringEquals": {"ec2:ResourceTag/gpucluster:cluster": "s"},
+                "Null": {"ec2:ResourceTag/gpucluster:node-group": "false"},
+            },
+        },
+        {
+            "Sid": "MarkStaticNodesUnhealthy",
+            "Effect": "Allow",
+            "Action": "autoscaling:SetInstanceHealth",
+            "Resource": "arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:*:autoScalingGroupName/*",
+            "Condition": {"StringEquals": {"autoscaling:ResourceTag/gpucluster:cluster": "s"}},
+        },
+        {
             "Sid": "Describe",
             "Effect": "Allow",
             "Action": ["ec2:DescribeInstances", "ec2:DescribeInstanceTopology"],
@@ -253,7 +271,13 @@ def test_a_static_only_cluster_cannot_launch_or_terminate():
         node_role_arn="arn:aws:iam::123456789012:role/n",
     )
     actions = {st["Action"] if isinstance(st["Action"], str) else tuple(st["Action"]) for st in doc["Statement"]}
-    assert actions == {"ec2:CreateTags", ("ec2:DescribeInstances", "ec2:DescribeInstanceTopology")}
+    # no launch, no terminate: only naming, the repair pass's reboot and Unhealthy mark, and describes
+    assert actions == {
+        "ec2:CreateTags",
+        "ec2:RebootInstances",
+        "autoscaling:SetInstanceHealth",
+        ("ec2:DescribeInstances", "ec2:DescribeInstanceTopology"),
+    }
 
 
 def test_munge_key_lives_only_in_an_empty_protected_secret(run_components, two_groups):

@@ -19,7 +19,7 @@ from gpucluster.render.core import render
 from gpucluster.render.slurm.agent import ARTIFACT_BUCKET_STAND_IN, agent_bundle, package_key, sha256, with_artifact_bucket
 from gpucluster.render.slurm.compute import node_slurm_part
 from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, slurm_conf, topology_conf
-from gpucluster.render.slurm.health import HEALTH_CHECK, OPT_OUT, PROLOG, health_conf_lines, health_files
+from gpucluster.render.slurm.health import HEALTH_CHECK, HEALTH_CONFIG, OPT_OUT, PROLOG, health_conf_lines, health_files
 from gpucluster.render.slurm.names import AGENT_LIB, AGENT_PACKAGE_PATH, NODE_SETUP, SlurmContext
 from tests.conftest import group, make_config, require_tool
 from tests.render.slurm_check import SLURMCTLD, check_slurmctld
@@ -294,4 +294,4 @@ def test_wrappers_of_groups_without_gpus_run_nothing(tmp_path):
 def test_health_files_follow_the_switches():
     ctx = context(P5, prolog=False)
     g = ctx.node_groups[0]
-    assert [f.path for f in health_files(ctx, CATALOG[g.instance_type], g.name)] == [HEALTH_CHECK]
+    assert [f.path for f in health_files(ctx, CATALOG[g.instance_type], g.name)] == [HEALTH_CHECK, HEALTH_CONFIG]

@@ -34,12 +34,17 @@ class _Notes:
 
     def __init__(self) -> None:
         self.items: list[str] = []
+        self._sources: list[str] = []
 
     def ref(self, source: str | None, date: str | None) -> str:
-        text = (source or "no source given") + (f" (recorded {date})" if date else "")
-        if text not in self.items:
-            self.items.append(text)
-        return f"[{self.items.index(text) + 1}]"
+        """One note per source; the date shown is the first one given for it."""
+        key = source or "no source given"
+        if key not in self._sources:
+            self._sources.append(key)
+            self.items.append(key + (f" (recorded {date})" if date else ""))
+        elif date and not self.items[self._sources.index(key)].endswith(")"):
+            self.items[self._sources.index(key)] += f" (recorded {date})"
+        return f"[{self._sources.index(key) + 1}]"
 
 
 def estimate_lines(est: dict[str, Any]) -> list[str]:

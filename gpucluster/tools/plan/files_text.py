@@ -30,6 +30,9 @@ def _size(text: str) -> str:
     return f"{len(text.encode()):,} B"
 
 
+MAX_LISTED = 6
+
+
 def file_lines(files: dict[str, str], *, full: bool) -> list[str]:
     """The ``Rendered files`` section: every file in full, or one line per top-level file."""
     if not files:
@@ -50,10 +53,19 @@ def file_lines(files: dict[str, str], *, full: bool) -> list[str]:
             written.setdefault(owner, []).append(path[len(owner) - 1 :])
     width = min(max(len(p) for p in top), 72)
     out = [f"Rendered files: {len(files)} (gpucluster plan --files prints them)"]
-    for path in top:
+    # Every user data is listed (what each instance boots with); the other files too while they fit in a few
+    # lines, else one line counts them, so that the default plan stays within two screens.
+    others = [p for p in top if not p.endswith("/user-data")]
+    shown = [p for p in top if p.endswith("/user-data")]
+    shown += others if len(shown) + len(others) <= MAX_LISTED else []
+    rest = [p for p in top if p not in shown]
+    for path in shown:
         line = f"  {path:<{width}} {_size(files[path]):>10}  read by {reader(path)}"
         inner = written.get(path[: -len("user-data")] if path.endswith("/user-data") else "", [])
         if inner:
             line += f"; writes {len(inner)} files"
         out.append(line)
+    if rest:
+        readers = sorted({reader(p).split(" (")[0] for p in rest})
+        out.append(f"  … and {len(rest)} other files, read by {', '.join(readers)}")
     return out

@@ -286,6 +286,14 @@ TABLE: Mapping[str, Safety] = {
     "kubernetes:helm.sh/v3:Release": Safety(
         "https://www.pulumi.com/registry/packages/kubernetes/api-docs/helm/v3/release/", replace_on=("name", "namespace")
     ),
+    # The health sweep (gpucluster/render/kubernetes_health.py). A DaemonSet's selector is immutable; a
+    # ClusterRoleBinding's roleRef too (the API server refuses the update, so Pulumi replaces).
+    "kubernetes:apps/v1:DaemonSet": _k8s("workload-resources/daemon-set-v1/", "spec.selector"),
+    "kubernetes:core/v1:ServiceAccount": _k8s("authentication-resources/service-account-v1/"),
+    "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole": _k8s("authorization-resources/cluster-role-v1/"),
+    "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding": _k8s(
+        "authorization-resources/cluster-role-binding-v1/", "roleRef"
+    ),
     "kubernetes:rbac.authorization.k8s.io/v1:Role": _k8s("authorization-resources/role-v1/"),
     "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": _k8s("authorization-resources/role-binding-v1/", "roleRef"),
     "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue": _k8s("https://kueue.sigs.k8s.io/docs/reference/kueue.v1beta2/"),

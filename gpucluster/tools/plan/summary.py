@@ -277,18 +277,17 @@ def rows(s: Summary) -> list[tuple[str, str]]:
         out.append(("nodes", "none"))
     out += [(k, v) for k, v in s.extra if k != "controller"]
     out.append(("GPUs", _gpu_totals(s)))
-    out.append(("zones", ", ".join(s.zones) or "unknown"))
+    out.append(("zones", f"{', '.join(s.zones) or 'unknown'} (region {s.region})"))
     for n, line in enumerate(s.storage or ("none",)):
         out.append(("storage" if n == 0 else "", line))
     out.append(
         (
             "cost",
             f"{money(s.usd_per_hour)}/h idle (desired sizes), {money(s.usd_per_hour_at_max)}/h full (max sizes) · "
-            f"≈ {_month(s.usd_per_month)} and {_month(s.usd_per_month_at_max)} a month ({HOURS_PER_MONTH} h)",
+            f"≈ {_month(s.usd_per_month)} and {_month(s.usd_per_month_at_max)} a month ({HOURS_PER_MONTH} h) · "
+            f"{_kw(s.kw)} and {_kw(s.kw_at_max)}",
         )
     )
-    out.append(("power", f"{_kw(s.kw)} idle, {_kw(s.kw_at_max)} full"))
-    out.append(("region", str(s.region)))
     return out
 
 

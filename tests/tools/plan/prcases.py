@@ -72,3 +72,9 @@ def access_entry_first(c: Config) -> None:
 
 def nccl_debug_on_p5(c: Config) -> None:
     c["gpucluster:nodeGroups"][0]["ncclEnv"] = {"NCCL_DEBUG": "INFO"}
+
+
+def grow_slurm_p5(c: Config) -> None:
+    """slurm-p5's p5 partition up to 24 nodes, its reservation with it (a bigger dataset: test_costdiff.py)."""
+    c["gpucluster:nodeGroups"][0]["maxSize"] = 24
+    c["gpucluster:nodeGroups"][0]["capacity"]["instanceCount"] = 24

@@ -1,0 +1,49 @@
+"""``gpucluster plan diff`` as one review: the classified change, the cost and power delta and the head plan's
+summary together, in every format (issue #10: "the diff names each replacement …, flags data loss …, and shows
+the cost delta in $/h and $/month")."""
+
+from __future__ import annotations
+
+import json
+
+from gpucluster.tools.plan.review import exit_status, render, review
+from tests.tools.plan import prcases
+
+
+def _money(v: float) -> str:
+    return f"{'+' if v >= 0 else '-'}${abs(v):,.2f}"
+
+
+def test_a_bigger_group_shows_its_cost_in_every_format():
+    old = prcases.plan_json("slurm-p5")
+    new = prcases.plan_json("slurm-p5", prcases.grow_slurm_p5)
+    r = review(old, new)
+    before, after = old["outputs"]["estimate"], new["outputs"]["estimate"]
+    per_hour = round(after["usdPerHourAtMax"] - before["usdPerHourAtMax"], 2)
+    per_month = round(after["usdPerMonthAtMax"] - before["usdPerMonthAtMax"], 2)
+    assert per_hour > 400 and abs(per_month - per_hour * 730) < 1  # the issue's ≈ +$330k a month
+    text = render(r, "text")
+    assert f"({_money(per_hour)})" in text and f"({_money(per_month)})" in text
+    assert "Summary" in text and "p5.48xlarge" in text.split("Summary", 1)[1]
+    md = render(r, "markdown")
+    assert f"({_money(per_month)})" in md and "| **total** |" in md
+    doc = json.loads(render(r, "json"))
+    assert doc["cost"] is not None and not doc["dataLoss"]
+    assert exit_status(r.comparison, exit_code=True, allow_data_loss=False, expect_no_changes=False)[0] == 2
+
+
+def test_data_loss_exits_3_and_is_named_before_the_cost():
+    old = prcases.plan_json("p5-training")
+    new = prcases.plan_json("p5-training", prcases.efa_off)
+    r = review(old, new)
+    status, message = exit_status(r.comparison, exit_code=True, allow_data_loss=False, expect_no_changes=False)
+    assert status == 3 and message and "p5-training-lustre-fs" in message
+    text = render(r, "text")
+    assert text.index("DATA LOSS") < text.index("Changes")
+
+
+def test_no_change_is_short_and_exits_0():
+    plan = prcases.plan_json("dev")
+    r = review(plan, plan)
+    assert render(r, "text").splitlines()[-1] == "no changes"
+    assert exit_status(r.comparison, exit_code=True, allow_data_loss=False, expect_no_changes=True) == (0, None)
