@@ -66,7 +66,7 @@ def test_faulty_sweep_drains_its_node_with_the_gpucluster_reason(tmp_path: Path,
     assert proc.stdout.startswith("p5-7 sweep: reboot - gpucluster: row_remap gpu2 row remap pending")
     assert "FAIL row_remap" in proc.stdout
     calls = [json.loads(line) for line in fake_node.calls.read_text().splitlines()]
-    assert calls == [["update", "nodename=p5-7", "state=drain", "reason=gpucluster: row_remap gpu2 row remap pending"]]
+    assert calls == [["update", "nodename=p5-7", "state=drain", "reason=gpucluster: row_remap gpu2 row remap pending (reboot)"]]
 
 
 def test_faulty_prolog_drains_and_exits_1_but_boot_only_exits_1(tmp_path: Path, fake_node):
@@ -74,7 +74,9 @@ def test_faulty_prolog_drains_and_exits_1_but_boot_only_exits_1(tmp_path: Path, 
     assert cli(tmp_path, "prolog", "--node", "p5-2", env=env).returncode == 1
     assert cli(tmp_path, "boot", "--node", "p5-2", env=env).returncode == 1
     calls = [json.loads(line) for line in fake_node.calls.read_text().splitlines()]
-    assert calls == [["update", "nodename=p5-2", "state=drain", "reason=gpucluster: clock_events gpu4 HwPowerBrakeSlowdown"]]
+    assert calls == [
+        ["update", "nodename=p5-2", "state=drain", "reason=gpucluster: clock_events gpu4 HwPowerBrakeSlowdown (replace)"]
+    ]
     assert [json.loads(line)["mode"] for line in (tmp_path / "health.jsonl").read_text().splitlines()] == ["prolog", "boot"]
 
 

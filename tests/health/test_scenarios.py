@@ -108,8 +108,8 @@ def test_the_healthy_card_reads_like_the_real_h100(tmp_path: Path) -> None:
 
 
 def test_reason_names_the_gpu_and_the_reading(tmp_path: Path) -> None:
-    assert verdict_for(tmp_path, "pcie-gen3")["reason"] == "gpucluster: pcie_link gpu3 gen3 x16 < gen5 x16"
-    assert verdict_for(tmp_path / "b", "row-remap-failure")["reason"] == "gpucluster: row_remap gpu5 row remap failure"
+    assert verdict_for(tmp_path, "pcie-gen3")["reason"] == "gpucluster: pcie_link gpu3 gen3 x16 < gen5 x16 (reboot)"
+    assert verdict_for(tmp_path / "b", "row-remap-failure")["reason"] == "gpucluster: row_remap gpu5 row remap failure (replace)"
 
 
 def test_replace_wins_over_reboot_and_the_reason_says_how_many_more(tmp_path: Path) -> None:
@@ -117,7 +117,7 @@ def test_replace_wins_over_reboot_and_the_reason_says_how_many_more(tmp_path: Pa
     node(tmp_path, nvml, xids=(79,))
     v = run(p5_config(tmp_path), "sweep", "p5-1", binding=FakeNvml(nvml), now=NOW, clock=lambda: 0.0)
     assert v.action == "replace"
-    assert v.reason.startswith("gpucluster: clock_events gpu4 HwPowerBrakeSlowdown") and v.reason.endswith("(+2 more)")
+    assert v.reason.startswith("gpucluster: clock_events gpu4 HwPowerBrakeSlowdown") and v.reason.endswith("(+2 more) (replace)")
 
 
 def test_single_pcie_card_without_nvlink_is_healthy(tmp_path: Path) -> None:
