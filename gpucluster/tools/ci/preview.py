@@ -3,10 +3,11 @@
 ``gpucluster preview --base DIR --head DIR --out DIR`` (what ``.github/workflows/preview.yml`` runs):
 
 1. :mod:`~gpucluster.tools.ci.scope` decides which stacks the change can affect;
-2. each stack is planned on both sides, offline. When only stack files changed, both sides run the same code, so
-   every plan runs in this one process (the import of Pulumi and the providers is paid once). When code changed,
-   the base is planned by the base's own installation (``--base-gpucluster``), since the head's code would
-   misstate what the base creates;
+2. each stack is planned on both sides, offline. When only stack files changed, both sides run the same code: the
+   head's plans run in this process while a second process of the same installation plans the base
+   (:mod:`~gpucluster.tools.ci.planmany`), each paying Pulumi's imports once, on two cores at once. When code
+   changed, the base is planned by the base's own installation (``--base-gpucluster``), since the head's code
+   would misstate what the base creates;
 3. each pair is compared (:func:`compare`) and the markdown of every stack is joined under one marker, so the
    workflow edits its own comment instead of adding one per push, and kept under GitHub's comment limit.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,17 +95,37 @@ def plans(sc: Scope, base: Path, head: Path, out: Path, base_gpucluster: str | N
         )
     for side in ("base", "head"):
         (out / side).mkdir(parents=True, exist_ok=True)
+    exists = {
+        side: {s for s in sc.stacks if (checkout / "stacks" / f"Pulumi.{s}.yaml").is_file()}
+        for side, checkout in (("base", base), ("head", head))
+    }
+    # Same code on both sides: the base is planned by a second process of this installation meanwhile.
+    child = None
+    if not sc.code_changed and exists["base"]:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "gpucluster.tools.ci.planmany", str(base), str(out / "base"), *sorted(exists["base"])],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    head_docs = {s: _plan_here(s, head) for s in sorted(exists["head"])}
+    if child is not None:
+        _, err = child.communicate()
+        if child.returncode != 0:
+            raise RuntimeError(f"planning the base failed ({child.returncode}): {err.strip()[-2000:]}")
     result: dict[str, tuple[dict, dict]] = {}
     for stack in sc.stacks:
         sides: list[dict[str, Any]] = []
         for side, checkout in (("base", base), ("head", head)):
-            if not (checkout / "stacks" / f"Pulumi.{stack}.yaml").is_file():
+            if stack not in exists[side]:
                 doc = empty_plan(stack)
-            elif side == "base" and sc.code_changed:
+            elif side == "head":
+                doc = head_docs[stack]
+            elif sc.code_changed:
                 assert base_gpucluster is not None
                 doc = _plan_with(base_gpucluster, stack, checkout, out / side)
             else:
-                doc = _plan_here(stack, checkout)
+                doc = json.loads((out / "base" / f"{stack}.json").read_text())
             (out / side / f"{stack}.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
             sides.append(doc)
         result[stack] = (sides[0], sides[1])
