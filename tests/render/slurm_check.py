@@ -130,3 +130,15 @@ def _problems(log: str) -> list[str]:
         for line in log.splitlines()
         if ("error:" in line or "fatal:" in line) and not any(h.lower() in line.lower() for h in HARMLESS)
     ]
+
+
+def conf_files(ctx, catalog) -> dict[str, str]:
+    """The four files slurmctld reads, rendered for ``ctx`` (its target Slurm version)."""
+    from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, slurm_conf, topology_conf
+
+    return {
+        "slurm.conf": slurm_conf(ctx, catalog),
+        "gres.conf": gres_conf(ctx, catalog),
+        "cgroup.conf": cgroup_conf(ctx),
+        "topology.conf": topology_conf(ctx, catalog),
+    }

@@ -22,7 +22,7 @@ from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, slurm_conf, top
 from gpucluster.render.slurm.health import HEALTH_CHECK, HEALTH_CONFIG, OPT_OUT, PROLOG, health_conf_lines, health_files
 from gpucluster.render.slurm.names import AGENT_LIB, AGENT_PACKAGE_PATH, NODE_SETUP, SlurmContext
 from tests.conftest import group, make_config, require_tool
-from tests.render.slurm_check import SLURMCTLD, check_slurmctld
+from tests.render.slurm_check import SLURMCTLD, check_slurmctld, conf_files
 
 CATALOG = load_catalog()
 P5 = group(name="p5", maxSize=4)
@@ -79,12 +79,7 @@ HEALTH_VARIANTS = {
 def test_health_keys_accepted_by_slurmctld_22_05(health, tmp_path):
     require_tool(SLURMCTLD)
     ctx = context(P5, CPU, **health)
-    files = {
-        "slurm.conf": slurm_conf(ctx, CATALOG),
-        "gres.conf": gres_conf(ctx, CATALOG),
-        "cgroup.conf": cgroup_conf(ctx),
-        "topology.conf": topology_conf(ctx, CATALOG),
-    }
+    files = conf_files(ctx, CATALOG)
     rc, problems = check_slurmctld(files, tmp_path)
     assert rc == 124 and problems == [], problems
 

@@ -30,7 +30,7 @@ from gpucluster.tools.plan.stackfile import stack_names
 from gpucluster_agents import contract
 from gpucluster_agents.contract import parse as parse_config
 from tests.conftest import GOLDEN, check_golden, group, make_config, require_tool
-from tests.render.slurm_check import SLURMCTLD, SLURMDBD, check_slurmctld, check_slurmdbd
+from tests.render.slurm_check import SLURMCTLD, SLURMDBD, check_slurmctld, check_slurmdbd, conf_files
 
 CATALOG = load_catalog()
 SLURM_FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf", "slurmdbd.conf")
@@ -223,12 +223,7 @@ VARIANTS = {
 def test_variants_accepted_by_slurmctld(config, tmp_path):
     require_tool(SLURMCTLD)
     ctx = SlurmContext.of(load_spec(config, stack="variant").spec)
-    files = {
-        "slurm.conf": slurm_conf(ctx, CATALOG),
-        "gres.conf": gres_conf(ctx, CATALOG),
-        "cgroup.conf": cgroup_conf(ctx),
-        "topology.conf": topology_conf(ctx, CATALOG),
-    }
+    files = conf_files(ctx, CATALOG)
     rc, problems = check_slurmctld(files, tmp_path)
     assert rc == 124 and problems == [], problems
 

@@ -12,12 +12,11 @@ import pytest
 from gpucluster.config.slurm import SLURM_VERSION
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
-from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, slurm_conf, topology_conf
 from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.render.slurm.versions import SETTINGS, SUPPORTED, SlurmVersion, check_version, version_lines
 from gpucluster.tools.plan.stackfile import read_stack_file
 from tests.conftest import GOLDEN, check_golden, require_tool
-from tests.render.slurm_check import SLURMCTLD, check_slurmctld
+from tests.render.slurm_check import SLURMCTLD, check_slurmctld, conf_files
 from tests.render.slurm_versions import TRIXIE_VERSION, trixie_root  # noqa: F401  (fixture)
 from tests.render.test_slurm_render import STACK_FILES
 
@@ -30,13 +29,7 @@ DEFUNCT = ("defunct", "unrecognized", "Parsing error")
 
 def files_for(stack: str, version: str) -> dict[str, str]:
     spec = load_spec(read_stack_file(stack)["config"], stack=stack).spec
-    ctx = SlurmContext.of(spec, slurm_version=version)
-    return {
-        "slurm.conf": slurm_conf(ctx, CATALOG),
-        "gres.conf": gres_conf(ctx, CATALOG),
-        "cgroup.conf": cgroup_conf(ctx),
-        "topology.conf": topology_conf(ctx, CATALOG),
-    }
+    return conf_files(SlurmContext.of(spec, slurm_version=version), CATALOG)
 
 
 STACKS = [s for s, _ in STACK_FILES]

@@ -14,26 +14,14 @@ are derived from its own names); user data is compared decoded.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import gzip
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from gpucluster.tools.plan.disruption import add_disruption
+from gpucluster.tools.plan.files import decode_user_data
 from gpucluster.tools.plan.safety import replace_reasons, safety_of
 from gpucluster.tools.plan.step import ABSENT, USER_DATA_KEYS, Comparison, FileChange, Step, flatten
-
-
-def decode_user_data(data: str) -> str:
-    """User data as a person reads it: base64 undone, gzip undone (text that is neither stays as is)."""
-    try:
-        raw = base64.b64decode(data, validate=True)
-        return (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()
-    except (binascii.Error, UnicodeDecodeError, OSError, EOFError):
-        return data
-
 
 ENCODED_CONTENT = re.compile(r"(content: )([A-Za-z0-9+/]{40,}={0,2})$", re.MULTILINE)
 """A ``write_files`` entry's gz+b64/b64 content inside cloud-config: the plan shows it decoded as a file."""

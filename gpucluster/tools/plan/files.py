@@ -24,12 +24,18 @@ def _user_data(r: Registration) -> dict[str, str]:
     data = r.inputs.get("userData") or r.inputs.get("userDataBase64")
     if not isinstance(data, str) or not data:
         return {}
+    text = decode_user_data(data)
+    return {f"{r.name}/user-data": text, **cloud_config_files(r.name, text)}
+
+
+def decode_user_data(data: str) -> str:
+    """User data as a person reads it: base64 undone, gzip undone (as cloud-init takes it); text that is
+    neither, or does not decode, stays as is."""
     try:
         raw = base64.b64decode(data, validate=True)
-        text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()  # gzipped user data, as cloud-init takes it
-    except (binascii.Error, UnicodeDecodeError):
-        text = data
-    return {f"{r.name}/user-data": text, **cloud_config_files(r.name, text)}
+        return (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()
+    except (binascii.Error, UnicodeDecodeError, OSError, EOFError):
+        return data
 
 
 def cloud_config_text(text: str) -> str | None:
