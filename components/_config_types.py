@@ -16,12 +16,18 @@ __all__ = [
     "BucketConfig",
     "CapacityConfig",
     "ClusterConfig",
+    "ConnectivityConfig",
+    "ControllerConfig",
+    "CredentialsConfig",
     "DataRepositoryConfig",
+    "DnsConfig",
     "EndpointConfig",
     "ExampleJobConfig",
     "FlowLogsConfig",
     "GpuOperatorConfig",
     "HeadNodeConfig",
+    "HybridConfig",
+    "HybridNodesConfig",
     "KubernetesConfig",
     "KubernetesHealthConfig",
     "KueueConfig",
@@ -550,6 +556,140 @@ class KubernetesConfig(TypedDict, total=False):
     """GPU node health: the EKS node monitoring agent with auto repair, DCGM error counters, the sweep DaemonSet. Default: all on."""
 
 
+class ControllerConfig(TypedDict, total=False):
+    """The site's slurmctld, which stays the controller of the cloud nodes."""
+
+    host: Required[str]
+    """The controller's host name as slurm.conf's ``SlurmctldHost`` names it, e.g. ``slurmctl01``. Required."""
+    address: Required[str]
+    """The controller's address, routable from the VPC over the link (no NAT between the sites): cloud nodes fetch their configuration from it (``slurmd --conf-server``). Required; inside ``onPremCidrs``."""
+    port: int
+    """slurmctld's port (``SlurmctldPort``). Default 6817."""
+    slurm_version: Required[str]
+    """The controller's Slurm release, ``YY.MM`` (e.g. ``22.05``): every file of the bundle is rendered for it, and the cloud nodes' slurmd must be within its window (the same release or up to two older ones, never newer). Required."""
+    cloud_slurm_version: str
+    """The slurmd release on the cloud nodes' image when the node groups name their own ``imageId``. Default: none, and gpucluster picks the Ubuntu LTS whose slurm-wlm the controller accepts (22.04's 21.08 for a 22.05 or 23.02 controller, 24.04's 23.11 for 23.11 to 24.11); 25.05 needs your own image."""
+    slurmdbd_port: int
+    """The site's slurmdbd port (usually 6819) when cloud jobs run ``sacct``/``sreport`` against it: opens that port from the cloud nodes to the controller. Default: none (no path to slurmdbd)."""
+    partitions: list[str]
+    """The site's own partition names. The cloud partitions must be named differently. Default: none listed."""
+    conf_dir: str
+    """Directory of the site's slurm.conf; the bundle's ``cloud.conf`` goes next to it (configless ships an ``Include``d file only when it sits beside slurm.conf). Default ``/etc/slurm``."""
+    install_dir: str
+    """Where the bundle installs the agent (its own virtual environment) on the controller. Default ``/opt/gpucluster``."""
+    slurm_user: str
+    """``SlurmUser`` of the site: the agent runs as it. Default ``slurm``."""
+    slurm_uid: int
+    """UID of ``SlurmUser`` at the site; cloud nodes create the user with the same UID. Default 64030 (Debian's)."""
+    slurm_gid: int
+    """GID of ``SlurmUser``'s group at the site. Default 64030."""
+    munge_uid: int
+    """UID of ``munge`` at the site. Default 64031."""
+    munge_gid: int
+    """GID of ``munge`` at the site. Default 64031."""
+    resume_program: str
+    """The site's current ``ResumeProgram`` when it already powers its own nodes up and down: the agent becomes ``ResumeProgram`` and hands it every hostlist that is not a cloud node. Default: none."""
+    suspend_program: str
+    """The site's current ``SuspendProgram``, handed the non-cloud hostlists like ``resumeProgram``. Default: none."""
+
+
+class ConnectivityConfig(TypedDict, total=False):
+    """How the site reaches the VPC: a Site-to-Site VPN (on a virtual private gateway or a new Transit Gateway),"""
+
+    type: str
+    """``vpn-vgw``: a VPN on a virtual private gateway attached to the VPC (simplest; up to 1.25 Gbit/s per tunnel). ``vpn-tgw``: a new Transit Gateway with a VPN attachment (ECMP across tunnels with BGP, ``large`` tunnels). ``existing-tgw``: attach the VPC to ``transitGatewayId`` and route the site's CIDRs to it. ``direct-connect``: the site's CIDRs are already routed to ``transitGatewayId`` or ``vpnGatewayId`` over Direct Connect; only routes and security groups are created. Default ``vpn-tgw``. One of: ``vpn-vgw``, ``vpn-tgw``, ``existing-tgw``, ``direct-connect``."""
+    customer_gateway_ip: str
+    """The site's VPN device's public IPv4 address. Required for the VPN types."""
+    bgp_asn: int
+    """The site's BGP ASN: routes are exchanged by BGP. Default: none, and the VPN uses static routes to ``onPremCidrs`` (no ECMP)."""
+    amazon_side_asn: int
+    """The ASN of the AWS side (virtual private gateway or new Transit Gateway): 64512–65534 or 4200000000–4294967294. Default 64512."""
+    tunnel_bandwidth: str
+    """``standard`` (up to 1.25 Gbit/s per tunnel) or ``large`` (up to 5 Gbit/s; Transit Gateway only). Default ``standard``. One of: ``standard``, ``large``."""
+    transit_gateway_id: str
+    """The existing Transit Gateway (``existing-tgw``, or ``direct-connect`` over a transit VIF)."""
+    vpn_gateway_id: str
+    """The existing virtual private gateway (``direct-connect`` over a private VIF)."""
+
+
+class DnsConfig(TypedDict, total=False):
+    """Names across the sites: Route 53 Resolver endpoints so the VPC resolves the site's domain and the site"""
+
+    on_prem_domain: Required[str]
+    """The site's DNS domain, e.g. ``hpc.example.internal``: queries for it are forwarded to ``onPremResolvers``. Required."""
+    on_prem_resolvers: Required[list[str]]
+    """The site's DNS servers (IPv4, inside ``onPremCidrs``). Required: at least one."""
+    inbound: bool
+    """Also create an inbound endpoint the site's DNS servers forward the cluster's names to. Default true."""
+
+
+class CredentialsConfig(TypedDict, total=False):
+    """How software at the site gets AWS credentials: short-lived ones only, never an access key."""
+
+    type: str
+    """``rolesanywhere``: IAM Roles Anywhere; the site's certificate authority is the trust anchor and ``aws_signing_helper`` turns the controller's certificate into a session. ``ssm``: an SSM hybrid activation registers the controller as a managed instance. Default ``rolesanywhere``. One of: ``rolesanywhere``, ``ssm``."""
+    ca_certificate_pem: str
+    """The site CA's certificate (PEM, at most 8,000 characters) for the trust anchor. One of this and ``acmPcaArn`` is required with ``rolesanywhere``. Public CAs cannot be trust anchors."""
+    acm_pca_arn: str
+    """An AWS Private CA that issues the site's certificates, as the trust anchor instead of a PEM."""
+    certificate_cn: str
+    """The common name of the controller's certificate: the role trusts only sessions from it. Default ``slurmctld``."""
+    duration_seconds: int
+    """Session length (900–43200). Default 3600; the SDK renews before expiry."""
+    signing_helper_path: str
+    """Absolute path of ``aws_signing_helper`` on the controller (slurmctld runs programs with no PATH). Default ``/usr/local/bin/aws_signing_helper``."""
+    certificate_path: str
+    """The controller's certificate, readable by ``SlurmUser`` only. Default ``/etc/gpucluster/pki/slurmctld.crt``."""
+    private_key_path: str
+    """Its private key, readable by ``SlurmUser`` only. Default ``/etc/gpucluster/pki/slurmctld.key``."""
+
+
+class HybridNodesConfig(TypedDict, total=False):
+    """EKS Hybrid Nodes: the site's GPU servers join this cluster's EKS control plane."""
+
+    remote_node_cidrs: Required[list[str]]
+    """The site's node networks (RFC 1918 or 100.64.0.0/10, inside ``onPremCidrs``). Required."""
+    remote_pod_cidrs: list[str]
+    """The pod networks the site's CNI hands out (needed for webhooks on hybrid nodes). Default: none."""
+    cni: str
+    """The CNI on the hybrid nodes (the VPC CNI does not run there). Default ``cilium``. One of: ``cilium``, ``calico``."""
+    gpu_type: str
+    """The site's GPU model as Kueue's resource flavor names it. Default ``h100``."""
+    gpus: int
+    """GPUs the site contributes to Kueue's on-prem flavor (its quota). Default 0."""
+    node_os: str
+    """The hybrid nodes' OS, for the rendered ``nodeadm`` steps. Default ``ubuntu24``. One of: ``ubuntu24``, ``ubuntu22``, ``rhel9``, ``al2023``."""
+
+
+class HybridConfig(TypedDict, total=False):
+    """An on-premises site bursting into this cluster (Slurm) or joining its EKS control plane (Kubernetes)."""
+
+    site: str
+    """The site's short name: the on-prem Kueue flavor, the topology switch tree and tags carry it. Default ``onprem``."""
+    on_prem_cidrs: Required[list[str]]
+    """The site's networks that talk to the cluster (controller, login nodes, DNS, hybrid nodes). Required; must not overlap the VPC or each other."""
+    controller: ControllerConfig
+    """The site's slurmctld (Slurm bursting). Default: none (no Slurm bursting)."""
+    connectivity: Required[ConnectivityConfig]
+    """The link between the site and the VPC. Required."""
+    dns: DnsConfig
+    """Route 53 Resolver endpoints for names across the sites. Default: none (addresses only)."""
+    credentials: Required[CredentialsConfig]
+    """Short-lived AWS credentials for the site's controller (and hybrid nodes). Required."""
+    login_node_cidrs: list[str]
+    """The site's login nodes, where users run ``srun``: cloud nodes open connections back to them on ``srunPortRange``. Default: none."""
+    srun_port_range: str
+    """``SrunPortRange`` of the site (``low-high``), which the cloud nodes' security group opens towards ``loginNodeCidrs``. Default ``60001-63000``."""
+    burst_node_groups: list[str]
+    """The node groups (``scheduler: slurm``) the site bursts into. Default: every Slurm node group."""
+    fabric: str
+    """The site's GPU fabric; its nodes get the matching NCCL environment and cloud nodes EFA's. A job never spans the two. Default ``roce``. One of: ``roce``, ``infiniband``."""
+    enable_nss_slurm: bool
+    """Resolve job users on cloud nodes through slurmstepd (``LaunchParameters=enable_nss_slurm``) instead of a directory service reached over the link. Default true."""
+    kubernetes: HybridNodesConfig
+    """EKS Hybrid Nodes for the site's Kubernetes GPU servers. Default: none."""
+
+
 class ClusterConfig(TypedDict, total=False):
     """A GPU cluster. Each field is one ``gpucluster:<field>`` key of the stack config, except"""
 
@@ -567,5 +707,7 @@ class ClusterConfig(TypedDict, total=False):
     """A Slurm cluster for the node groups with ``scheduler: slurm``: a head node (slurmctld, optional slurmdbd, the node agent), a partition per group, dynamic nodes launched on demand. Default: none (no Slurm)."""
     kubernetes: KubernetesConfig
     """An Amazon EKS cluster for the node groups with ``scheduler: kubernetes``: GPU Operator, EFA device plugin, Kueue and a namespace per team. Default: none (no Kubernetes)."""
+    hybrid: HybridConfig
+    """An on-premises site that bursts into the Slurm node groups (its own slurmctld stays the controller) or joins the EKS cluster with EKS Hybrid Nodes: the link, the credentials, the bundle for the site. Default: none."""
     tags: dict[str, str]
     """Tags on every taggable resource, merged with the cluster tags gpucluster adds. Default: none."""

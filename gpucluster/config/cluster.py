@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from gpucluster.config.base import SpecModel, check_name
+from gpucluster.config.hybrid import HybridSpec
 from gpucluster.config.kubernetes import KubernetesSpec
 from gpucluster.config.network import NetworkSpec
 from gpucluster.config.node_group import NodeGroupSpec
@@ -40,6 +41,11 @@ class ClusterSpec(SpecModel):
     kubernetes: KubernetesSpec | None = None
     """An Amazon EKS cluster for the node groups with ``scheduler: kubernetes``: GPU Operator, EFA device
     plugin, Kueue and a namespace per team. Default: none (no Kubernetes)."""
+
+    hybrid: HybridSpec | None = None
+    """An on-premises site that bursts into the Slurm node groups (its own slurmctld stays the controller) or
+    joins the EKS cluster with EKS Hybrid Nodes: the link, the credentials, the bundle for the site. Default:
+    none."""
 
     tags: dict[str, str] = Field(default_factory=dict)
     """Tags on every taggable resource, merged with the cluster tags gpucluster adds. Default: none."""

@@ -16,7 +16,9 @@ import re
 from dataclasses import dataclass
 from functools import total_ordering
 
-SUPPORTED = ("22.05", "23.02", "23.11", "24.05", "24.11", "25.05")
+from gpucluster.config.hybrid import SLURM_VERSIONS
+
+SUPPORTED = SLURM_VERSIONS
 """Versions the renderer knows: SchedMD's releases from 22.05 (Debian bookworm, the oldest a site is likely to
 run) to 25.05. A version outside this list is refused at load with this list in the message."""
 
