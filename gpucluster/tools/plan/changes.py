@@ -76,7 +76,9 @@ class _Normalizer:
     def __init__(self, doc: Mapping[str, Any], prefixes: tuple[str, str], keys: Mapping[str, str]) -> None:
         pairs = [(str(r["id"]), f"<id {keys[r['urn']]}>") for r in doc.get("resources", []) if r.get("id")]
         self.ids = dict(pairs)
-        self.subs = sorted(((i, t) for i, t in pairs if len(i) >= 8), key=lambda p: -len(p[0]))
+        # An id that is the cluster's name (an EKS cluster's id is its name) is not replaced inside longer
+        # texts: there it is the name, rewritten to ``<cluster>`` below on both sides alike.
+        self.subs = sorted(((i, t) for i, t in pairs if len(i) >= 8 and i not in prefixes), key=lambda p: -len(p[0]))
         # Both plans' cluster names, as whole words, on both sides: a name that is also a word ("other")
         # then reads the same in both texts.
         names = sorted({p for p in prefixes if p}, key=len, reverse=True)
