@@ -4,7 +4,9 @@ the site's own slurmctld.
 What a head-node cluster's compute node gets (:mod:`gpucluster.render.node`: node facts, NCCL/EFA environment, EFA
 check, storage; :mod:`gpucluster.render.slurm.guard`: only root reaches the instance metadata service) plus the join:
 
-- the site's ``munge`` and ``slurm`` users with the site's UIDs and GIDs, created before any package is installed;
+- the site's ``munge`` and ``slurm`` users with the site's UIDs and GIDs, created before any package is installed
+  (Debian's and Ubuntu's munge postinst and slurm-wlm-basic-plugins preinst create their user only when ``id -u``
+  finds none, so the packages keep ours; an ID already taken on the image stops the join with a message);
 - ``slurmd --conf-server <controller.address>:<port> -N <node>`` (configless, no local slurm.conf), the controller's
   host name in ``/etc/hosts`` unless the Resolver rule for the site's domain resolves it;
 - the munge key from the Secrets Manager secret the site writes (the boot helper reads it by ARN at boot: never in
