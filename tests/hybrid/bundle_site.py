@@ -23,8 +23,10 @@ def stack_config(stack: str = "hybrid-slurm") -> dict[str, Any]:
     return dict(config)
 
 
-def site_for(config: dict[str, Any], stack: str = "hybrid-slurm", **controller: Any) -> Site:
-    """The bundle's view of ``config`` with ``controller`` keys (camelCase) laid over the stack's."""
+def site_for(
+    config: dict[str, Any], stack: str = "hybrid-slurm", credentials: dict[str, Any] | None = None, **controller: Any
+) -> Site:
+    """The bundle's view of ``config`` with ``controller`` (and ``credentials``) keys, camelCase, laid over the stack's."""
     import json
 
     config = copy.deepcopy(config)
@@ -32,6 +34,7 @@ def site_for(config: dict[str, Any], stack: str = "hybrid-slurm", **controller: 
         json.loads(config["gpucluster:hybrid"]) if isinstance(config["gpucluster:hybrid"], str) else config["gpucluster:hybrid"]
     )
     hybrid["controller"].update(controller)
+    hybrid["credentials"].update(credentials or {})
     config["gpucluster:hybrid"] = hybrid
     return site_of(load_spec(config, stack=stack).spec)
 

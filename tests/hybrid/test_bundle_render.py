@@ -165,3 +165,41 @@ def test_slurm_24_11_flags_a_22_05_bundle_so_the_check_can_fail(config: dict, tr
     rc, problems = check_slurmctld(site_files(files, "/tmp/gpucluster-bundle-old/program"), run_dir, root=trixie_root)
     assert rc == 124  # defunct keys are errors in the log, not fatal: the check must read the log
     assert any("cloud_reg_addrs" in p and "defunct" in p for p in problems), problems
+
+
+def write_bundle(files: dict, out: Path) -> Path:
+    for path, f in files.items():
+        (out / path).parent.mkdir(parents=True, exist_ok=True)
+        (out / path).write_bytes(f.content)
+        (out / path).chmod(f.mode)
+    return out / "install.sh"
+
+
+def test_install_refuses_a_bundle_with_placeholders_before_touching_anything(config: dict, tmp_path: Path):
+    require_tool("/bin/bash")
+    install_dir = tmp_path / "opt" / "gpucluster"
+    files = files_of(site_for(config, installDir=str(install_dir), confDir=str(tmp_path / "etc")))
+    proc = subprocess.run([str(write_bundle(files, tmp_path / "b"))], capture_output=True, text=True, check=False)
+    assert proc.returncode == 1 and "@@placeholders@@" in proc.stderr and "agent.json" in proc.stderr, proc.stderr
+    assert not install_dir.exists() and not (tmp_path / "etc").exists()
+
+
+def test_install_checks_the_package_hash_and_the_signing_helper_first(config: dict, tmp_path: Path):
+    require_tool("/bin/bash")
+    install_dir = tmp_path / "opt" / "gpucluster"
+    (tmp_path / "etc").mkdir()
+    helper = tmp_path / "no" / "aws_signing_helper"
+    site = site_for(
+        config,
+        installDir=str(install_dir),
+        confDir=str(tmp_path / "etc"),
+        slurmUser="root",
+        credentials={"signingHelperPath": str(helper)},
+    )
+    script = write_bundle(files_of(site, AwsValues.from_output(OUTPUT)), tmp_path / "b")
+    proc = subprocess.run([str(script)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 1 and f"no aws_signing_helper at {helper}" in proc.stderr, proc.stderr
+    (tmp_path / "b" / "gpucluster_agents.zip").write_bytes(b"tampered")
+    proc = subprocess.run([str(script)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 1 and "does not match its sha256" in proc.stderr, proc.stderr
+    assert not install_dir.exists()
