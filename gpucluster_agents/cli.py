@@ -9,6 +9,9 @@
     python -m gpucluster_agents status                   # protected node groups and node repairs
     python -m gpucluster_agents clear-protect <group>    # end a node group's protected mode
 
+On a site's own slurmctld (config ``site``, :mod:`.site`) resume and suspend first hand the site's own nodes
+to its previous programs and act on the cloud nodes only.
+
 Options: ``--config PATH`` (else $GPUCLUSTER_AGENT_CONFIG, else /etc/gpucluster/agent.json).
 Exit status: 0 whenever Slurm should not retry (failures are logged and nodes set DOWN),
 2 for a bad command line or config.
