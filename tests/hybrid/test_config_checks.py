@@ -263,24 +263,6 @@ CASES = [
         "hybrid-partition-clash",
     ),
     (
-        "site-named-like-cloud-switch",
-        slurm_site(setter("site", value="root")),
-        Level.ERROR,
-        f"{H}.site",
-        "site name 'root' is a switch name of the cloud topology tree (root, nn-…, unplaced-…): the site's switches "
-        "would join the cloud tree and one job could span both sites",
-        "hybrid-site-switch-name",
-    ),
-    (
-        "site-named-like-unplaced-switch",
-        slurm_site(setter("site", value="unplaced-dc1")),
-        Level.ERROR,
-        f"{H}.site",
-        "site name 'unplaced-dc1' is a switch name of the cloud topology tree (root, nn-…, unplaced-…): the site's "
-        "switches would join the cloud tree and one job could span both sites",
-        "hybrid-site-switch-name",
-    ),
-    (
         "burst-group-unknown",
         slurm_site(setter("burstNodeGroups", value=["p5", "p4d"])),
         Level.ERROR,
@@ -428,12 +410,14 @@ def test_shipped_hybrid_stacks_load_clean(name, catalog):
 
 def test_every_problem_reported_at_once_by_the_loader(catalog):
     """The loader raises one ConfigError listing every hybrid error (the user fixes them in one round)."""
-    config = slurm_site(both(setter("controller", "address", value="192.168.1.10"), setter("site", value="root")))
+    config = slurm_site(
+        both(setter("controller", "address", value="192.168.1.10"), setter("connectivity", "bgpAsn", value=64512))
+    )
     with pytest.raises(ConfigError) as caught:
         load_spec(config, stack="bad", catalog=catalog)
     paths = sorted(f.path for f in caught.value.errors)
-    assert paths == [f"{H}.controller.address", f"{H}.site"]
-    assert "Fix: name the site after its location" in str(caught.value)
+    assert paths == [f"{H}.connectivity.bgpAsn", f"{H}.controller.address"]
+    assert "Fix: give the site its own ASN" in str(caught.value)
 
 
 def test_accepted_slurmd_releases_follow_the_window():

@@ -106,28 +106,6 @@ def check_partitions(hybrid: HybridSpec, spec: ClusterSpec, catalog: Catalog) ->
             )
 
 
-CLOUD_SWITCHES = ("root", "nn-", "unplaced-")
-"""The cloud topology tree's switch names (gpucluster_agents.topology): ``root`` joins its top switches, EC2 network
-nodes are ``nn-…``, nodes not placed yet hang off ``unplaced-<group>``."""
-
-
-def check_topology(hybrid: HybridSpec, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
-    """The site's switch tree is named after the site: a name of the cloud tree would join the two trees, and
-    Slurm would place one job on both sides."""
-    if hybrid.controller is None:
-        return
-    site = hybrid.site
-    if site == "root" or site.startswith(CLOUD_SWITCHES[1:]):
-        yield error(
-            hybrid_path("site"),
-            f"site name {site!r} is a switch name of the cloud topology tree (root, nn-…, unplaced-…): the site's "
-            "switches would join the cloud tree and one job could span both sites",
-            "name the site after its location, e.g. onprem or dc1",
-            site,
-            "hybrid-site-switch-name",
-        )
-
-
 def _group_slurmd(spec: ClusterSpec, index: int, controller: ControllerSpec) -> tuple[str, str | None, str]:
     """``(field, slurmd release or None, where it comes from)`` for burst node group ``index``."""
     group = spec.node_groups[index]
@@ -206,4 +184,4 @@ def check_versions(hybrid: HybridSpec, spec: ClusterSpec, catalog: Catalog) -> I
 
 SiteCheck = Callable[[HybridSpec, ClusterSpec, Catalog], Iterable[Finding]]
 
-SLURM_SITE_CHECKS: tuple[SiteCheck, ...] = (check_site_slurm, check_partitions, check_topology, check_versions)
+SLURM_SITE_CHECKS: tuple[SiteCheck, ...] = (check_site_slurm, check_partitions, check_versions)
