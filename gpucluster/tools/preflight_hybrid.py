@@ -1,5 +1,5 @@
 """Preflight of the hybrid section: what AWS must already hold, or must not, before a site's link and credentials
-are deployed. The AWS Private CA named as the trust anchor exists and is ACTIVE; an existing Transit Gateway or
+are deployed. Your own VPC's CIDR blocks stay clear of the site's networks; the AWS Private CA named as the trust anchor exists and is ACTIVE; an existing Transit Gateway or
 virtual private gateway exists and is available; the site's customer gateway address and ASN do not collide with
 another site's customer gateway; the account has room for one more IAM Roles Anywhere trust anchor.
 
@@ -186,7 +186,33 @@ def check_trust_anchors(spec: ClusterSpec, catalog: Catalog, aws: Clients) -> It
         )
 
 
+def check_vpc_overlap(spec: ClusterSpec, catalog: Catalog, aws: Clients) -> Iterator[Finding]:
+    """With your own VPC the loader cannot know its CIDRs: every CIDR block of the VPC against the site's networks."""
+    import ipaddress
+
+    from gpucluster.config.checks.hybrid import site_networks
+
+    hybrid, net = spec.hybrid, spec.network
+    if hybrid is None or net.create_vpc or net.vpc_id is None:
+        return
+    vpcs = aws.ec2.describe_vpcs(VpcIds=[net.vpc_id])["Vpcs"]
+    blocks = [a["CidrBlock"] for v in vpcs for a in v.get("CidrBlockAssociationSet", []) if a.get("CidrBlockState",
+              {}).get("State", "associated") == "associated"]  # fmt: skip
+    for path, site in site_networks(hybrid):
+        for block in blocks:
+            if site.overlaps(ipaddress.IPv4Network(block)):
+                yield error(
+                    path,
+                    f"{site} overlaps {block}, a CIDR block of your VPC {net.vpc_id}: traffic for it would stay in AWS "
+                    "instead of crossing the link",
+                    "renumber the site network, or use a VPC whose CIDR blocks are outside every site network",
+                    str(site),
+                    "hybrid-cidr-overlaps-cloud",
+                )
+
+
 HYBRID_CHECKED: dict[Any, tuple[str, str]] = {
+    check_vpc_overlap: ("your VPC's CIDR blocks", "gpucluster:network.vpcId"),
     check_private_ca: ("the AWS Private CA", f"{H}.credentials.acmPcaArn"),
     check_gateways: ("the existing Transit Gateway or VPN gateway", f"{H}.connectivity"),
     check_customer_gateways: ("the account's customer gateways", f"{H}.connectivity.customerGatewayIp"),

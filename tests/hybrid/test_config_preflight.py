@@ -22,6 +22,7 @@ from gpucluster.tools.preflight_hybrid import (
     check_gateways,
     check_private_ca,
     check_trust_anchors,
+    check_vpc_overlap,
 )
 from tests.hybrid.test_config_checks import H, stack
 
@@ -217,3 +218,30 @@ def test_a_cluster_without_hybrid_asks_nothing_hybrid(aws):
     with Stubber(aws.rolesanywhere), Stubber(aws.acm_pca):
         for check in (check_private_ca, check_gateways, check_customer_gateways, check_trust_anchors):
             assert list(check(spec, CATALOG, aws)) == []
+
+
+def test_own_vpc_cidr_blocks_against_the_site(aws):
+    """The loader cannot see your own VPC's CIDRs; preflight reads every associated block (moto's EC2)."""
+    vpc = aws.ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnets = [
+        aws.ec2.create_subnet(VpcId=vpc, CidrBlock=cidr, AvailabilityZone=zone)["Subnet"]["SubnetId"]
+        for cidr, zone in (("10.0.0.0/20", "us-east-1a"), ("10.0.16.0/20", "us-east-1b"))
+    ]
+    config = copy.deepcopy(stack("hybrid-slurm"))
+    config["gpucluster:network"] = {
+        "vpcId": vpc,
+        "subnets": [{"id": s, "availabilityZone": z} for s, z in zip(subnets, ("us-east-1a", "us-east-1b"), strict=True)],
+    }
+    spec = load_spec(config, stack="byo", catalog=CATALOG).spec
+    assert list(check_vpc_overlap(spec, CATALOG, aws)) == []
+
+    aws.ec2.associate_vpc_cidr_block(VpcId=vpc, CidrBlock="10.20.0.0/16")
+    found = list(check_vpc_overlap(spec, CATALOG, aws))
+    assert [(f.code, f.path) for f in found] == [
+        ("hybrid-cidr-overlaps-cloud", f"{H}.onPremCidrs[0]"),
+        ("hybrid-cidr-overlaps-cloud", f"{H}.loginNodeCidrs[0]"),
+    ]
+    assert found[0].message == (
+        f"10.20.0.0/16 overlaps 10.20.0.0/16, a CIDR block of your VPC {vpc}: traffic for it would stay in AWS instead "
+        "of crossing the link"
+    )
