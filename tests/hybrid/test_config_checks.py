@@ -327,6 +327,29 @@ CASES = [
         "hybrid-slurm-window",
     ),
     (
+        "ubuntu-20-04-image-unknown-slurm",
+        slurm_site(
+            image(0, imageSsmParameter="/aws/service/canonical/ubuntu/server/20.04/stable/current/amd64/hvm/ebs-gp2/ami-id")
+        ),
+        Level.ERROR,
+        "gpucluster:nodeGroups[0].imageSsmParameter",
+        "node group 'p5' boots Ubuntu 20.04, whose slurm-wlm gpucluster does not know (Ubuntu 22.04: 21.08, Ubuntu 24.04: 23.11)",
+        "hybrid-image-version-unknown",
+    ),
+    (
+        "ubuntu-22-04-image-under-23-11-controller",
+        slurm_site(
+            both(
+                image(0, imageSsmParameter="/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id"),
+                setter("controller", "slurmVersion", value="23.11"),
+            )
+        ),
+        Level.ERROR,
+        "gpucluster:nodeGroups[0].imageSsmParameter",
+        "node group 'p5' boots Ubuntu 22.04, whose slurmd 21.08 the site's slurmctld 23.11 does not accept",
+        "hybrid-slurm-window",
+    ),
+    (
         "own-image-without-version",
         slurm_site(image(0, imageId="ami-0123456789abcdef0")),
         Level.ERROR,
@@ -433,3 +456,10 @@ def test_a_check_never_fires_without_a_hybrid_section(catalog):
     config = stack("hybrid-slurm")
     config = {k: v for k, v in config.items() if k != H}
     assert list(check_hybrid(parse(config), catalog)) == []
+
+
+def test_ubuntu_22_04_image_under_a_22_05_controller_is_accepted(catalog):
+    """The check judges the image's slurmd, not the head node's Ubuntu 24.04 rule (which hybrid mode replaces)."""
+    param = "/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id"
+    findings = validate_cluster(parse(slurm_site(image(0, imageSsmParameter=param))), catalog)
+    assert [f.render() for f in findings if "imageSsmParameter" in f.path] == []

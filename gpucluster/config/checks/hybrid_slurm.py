@@ -112,8 +112,8 @@ def _group_slurmd(spec: ClusterSpec, index: int, controller: ControllerSpec) -> 
     if group.image_id:
         return "imageId", controller.cloud_slurm_version, f"its own image {group.image_id}"
     release = image_release(group.image_ssm_parameter)
-    if release is not None and release in UBUNTU_SLURM:
-        return "imageSsmParameter", UBUNTU_SLURM[release], f"Ubuntu {release}"
+    if release is not None:
+        return "imageSsmParameter", UBUNTU_SLURM.get(release), f"Ubuntu {release}"
     ubuntu = cloud_ubuntu_for(controller.slurm_version)
     return "", UBUNTU_SLURM[ubuntu] if ubuntu else None, f"Ubuntu {ubuntu}"
 
@@ -150,6 +150,16 @@ def check_versions(hybrid: HybridSpec, spec: ClusterSpec, catalog: Catalog) -> I
                 f"slurmctld {ctl} accepts",
                 f"set hybrid.controller.cloudSlurmVersion to the image's Slurm release (one of {window})",
                 spec.node_groups[i].image_id,
+                "hybrid-image-version-unknown",
+            )
+        elif field == "imageSsmParameter" and slurmd is None:
+            known = ", ".join(f"Ubuntu {r}: {v}" for r, v in UBUNTU_SLURM.items())
+            yield error(
+                path,
+                f"node group {name!r} boots {source}, whose slurm-wlm gpucluster does not know ({known})",
+                f"leave imageSsmParameter unset (gpucluster picks the Ubuntu release for {ctl}), or bring an image "
+                f"(imageId) with slurmd {window} and set hybrid.controller.cloudSlurmVersion",
+                spec.node_groups[i].image_ssm_parameter,
                 "hybrid-image-version-unknown",
             )
         elif field == "imageSsmParameter" and slurmd is not None and not compatible(ctl, slurmd):
