@@ -117,8 +117,9 @@ def local_cloud_conf(conf: str, ports: dict[str, int], program: Path) -> str:
     return "\n".join(out) + "\n"
 
 
-def local_conf(run_dir: Path, settings_lines: list[str], ctld_port: int, ports: dict[str, int]) -> str:
-    """The site's own slurm.conf, run as root in ``run_dir``, with slurm.conf.site merged and cloud.conf last."""
+def local_conf(run_dir: Path, settings_lines: list[str], ctld_port: int, ports: dict[str, int], task_prolog: Path) -> str:
+    """The site's own slurm.conf, run as root in ``run_dir``, with slurm.conf.site merged and cloud.conf last; the
+    bundle's TaskProlog installed at ``task_prolog`` (INSTALL.md's path needs root on the test machine)."""
     d = run_dir
     base = [
         "ClusterName=site",
@@ -150,7 +151,9 @@ def local_conf(run_dir: Path, settings_lines: list[str], ctld_port: int, ports: 
     base += [f"NodeName={n} NodeAddr=127.0.0.1 Port={ports[n]} CPUs=1 RealMemory=512 State=UNKNOWN" for n in SITE]
     base.append(f"PartitionName=gpu Nodes={hostlist.compress(SITE)} Default=YES MaxTime=INFINITE State=UP")
     merged = [f"{line},power_save_interval=1" if line.startswith("SlurmctldParameters=") else line for line in settings_lines]
-    merged = [line for line in merged if not line.startswith("TCPTimeout=")] + ["TCPTimeout=2"]
+    merged = [line for line in merged if not line.startswith(("TCPTimeout=", "TaskProlog="))] + ["TCPTimeout=2"]
+    assert len(merged) == len(settings_lines) - 1, "slurm.conf.site carries TaskProlog"
+    merged.append(f"TaskProlog={task_prolog}")
     return "\n".join([*base, *merged, "Include cloud.conf"]) + "\n"
 
 
@@ -208,7 +211,10 @@ class HybridSite:
         ports = {n: free_port() for n in [*SITE, *cloud_nodes]}
         self.ctld_port = free_port()
         etc = run_dir / "etc"
-        etc.joinpath("slurm.conf").write_text(local_conf(run_dir, site_settings_lines(self.files), self.ctld_port, ports))
+        task_prolog = etc / "hybrid-task-prolog"
+        task_prolog.write_text(text(self.files, "task-prolog"))
+        task_prolog.chmod(0o755)
+        etc.joinpath("slurm.conf").write_text(local_conf(run_dir, site_settings_lines(self.files), self.ctld_port, ports, task_prolog))
         etc.joinpath("cloud.conf").write_text(local_cloud_conf(text(self.files, "cloud.conf"), ports, program))
         etc.joinpath("gres.conf").write_text("AutoDetect=off\nInclude cloud_gres.conf\n")
         etc.joinpath("cloud_gres.conf").write_text(local_gres_conf(text(self.files, "cloud_gres.conf"), run_dir / "dev", 2))

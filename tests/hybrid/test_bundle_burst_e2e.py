@@ -71,10 +71,13 @@ def test_burst_to_aws_and_back(site: HybridSite, moto_server: MotoServer) -> Non
     url = moto_server.url
     # 1. the site's own partition: its own nodes, no program, no instance
     site.wait("site nodes idle", lambda: all(site.nodes()[n].has("IDLE") for n in ("onprem-1", "onprem-2")), 60)
-    sub = site.sbatch("-p", "gpu", "-N", "2", "--output=job-%j.out", "--wrap", "echo ran-on-$SLURMD_NODENAME")
+    fabric = "echo ran-on-$SLURMD_NODENAME net=$NCCL_NET fi=$FI_PROVIDER"  # what the bundle's TaskProlog set
+    sub = site.sbatch("-p", "gpu", "-N", "2", "--output=job-%j.out", "--wrap", fabric)
     assert sub.returncode == 0, sub.stderr
-    info = site.wait_job(int(sub.stdout.strip()), 60)
+    job = int(sub.stdout.strip())
+    info = site.wait_job(job, 60)
     assert (info["JobState"], info["NodeList"]) == ("COMPLETED", "onprem-[1-2]"), site.debug()
+    assert (site.dir / f"job-{job}.out").read_text().strip() == "ran-on-onprem-1 net=IB fi="
     assert site.log("programs.log") == "" and instances(url, CLUSTER) == []
 
     # 2. more nodes than either side has (2 + 2): refused, never spread over the two sites
@@ -83,13 +86,15 @@ def test_burst_to_aws_and_back(site: HybridSite, moto_server: MotoServer) -> Non
 
     # 3. the cloud partition: the bundle's agent launches in moto with the helper's session
     sub = site.sbatch(
-        "-p", "aws-p5", "-N", "1", "--gres=gpu:h100:1", "--output=job-%j.out", "--wrap", "echo ran-on-$SLURMD_NODENAME"
+        "-p", "aws-p5", "-N", "1", "--gres=gpu:h100:1", "--output=job-%j.out", "--wrap", fabric
     )
     assert sub.returncode == 0, sub.stderr
     job = int(sub.stdout.strip())
     info = site.wait_job(job, 120)
     assert (info["JobState"], info["NodeList"]) == ("COMPLETED", "p5-1"), site.debug()
-    assert (site.dir / f"job-{job}.out").read_text().strip() == "ran-on-p5-1"
+    # the TaskProlog took p5-1 for a cloud node: not the site's RoCE environment, and EFA's only from the nccl.env
+    # a cloud node's user data writes (this machine has none)
+    assert (site.dir / f"job-{job}.out").read_text().strip() == "ran-on-p5-1 net= fi="
     launched = node_instances(url, CLUSTER)
     assert list(launched) == ["p5-1"] and len(launched["p5-1"]) == 1
     agent_log = site.log("agent.log")

@@ -23,6 +23,7 @@ from typing import Any
 
 from gpucluster.facts.catalog import Catalog
 from gpucluster.render.core import render
+from gpucluster.render.hybrid.fabric import HYBRID_TASK_PROLOG, hybrid_task_prolog
 from gpucluster.render.hybrid.bundle_slurm import (
     Site,
     cloud_conf,
@@ -197,6 +198,7 @@ def bundle_files(site: Site, catalog: Catalog, aws: AwsValues | None = None) -> 
         ("agent.json", agent_json(site, catalog, aws), 0o644),
         ("aws-config", aws_config(site, aws), 0o644),
         ("firewall.json", json.dumps(firewall_rules(site), indent=2, ensure_ascii=False) + "\n", 0o644),
+        ("task-prolog", hybrid_task_prolog(site.spec, catalog), 0o755),
     ]
     for name, command in shell["programs"]:
         texts.append((f"bin/{name}", render("hybrid/bundle/wrapper.sh.j2", command=command, **shell), 0o755))
@@ -225,5 +227,7 @@ def install_md(site: Site, catalog: Catalog, aws: AwsValues) -> str:
         firewall=firewall_rules(site),
         missing=missing,
         profile=profile_name(site),
+        task_prolog=HYBRID_TASK_PROLOG,
+        fabric={"roce": "RoCE", "infiniband": "InfiniBand"}[site.hybrid.fabric],
         **_shell_context(site),
     )

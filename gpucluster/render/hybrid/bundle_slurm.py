@@ -16,6 +16,7 @@ from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.hybrid import ControllerSpec, HybridSpec
 from gpucluster.facts.catalog import Catalog
 from gpucluster.render.core import render
+from gpucluster.render.hybrid.fabric import HYBRID_TASK_PROLOG
 from gpucluster.render.slurm.conf import gres_line, gres_name, node_line, partition_line
 from gpucluster.render.slurm.names import PROGRAMS, SlurmContext, SlurmGroup, slurm_groups
 from gpucluster.render.slurm.versions import version_lines
@@ -134,6 +135,11 @@ def site_settings(site: Site, catalog: Catalog) -> list[tuple[str, str, str]]:
         ("SrunPortRange", site.hybrid.srun_port_range, "the ports the cloud nodes' slurmstepd connect back to on login nodes"),
         ("TCPTimeout", "10", "the link to AWS adds latency (default 2 s)"),
     ]
+    out.append((
+        "TaskProlog",
+        HYBRID_TASK_PROLOG,
+        "each side's NCCL environment, and a step spanning both sides fails (file task-prolog; merge with your own TaskProlog)",
+    ))
     if site.hybrid.enable_nss_slurm:
         out.append(("LaunchParameters", "enable_nss_slurm", "cloud nodes resolve job users through slurmstepd"))
     return out
