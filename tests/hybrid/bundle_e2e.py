@@ -214,7 +214,9 @@ class HybridSite:
         task_prolog = etc / "hybrid-task-prolog"
         task_prolog.write_text(text(self.files, "task-prolog"))
         task_prolog.chmod(0o755)
-        etc.joinpath("slurm.conf").write_text(local_conf(run_dir, site_settings_lines(self.files), self.ctld_port, ports, task_prolog))
+        etc.joinpath("slurm.conf").write_text(
+            local_conf(run_dir, site_settings_lines(self.files), self.ctld_port, ports, task_prolog)
+        )
         etc.joinpath("cloud.conf").write_text(local_cloud_conf(text(self.files, "cloud.conf"), ports, program))
         etc.joinpath("gres.conf").write_text("AutoDetect=off\nInclude cloud_gres.conf\n")
         etc.joinpath("cloud_gres.conf").write_text(local_gres_conf(text(self.files, "cloud_gres.conf"), run_dir / "dev", 2))

@@ -85,9 +85,7 @@ def test_burst_to_aws_and_back(site: HybridSite, moto_server: MotoServer) -> Non
     assert sub.returncode != 0 and "Requested node configuration is not available" in sub.stderr, sub.stdout + sub.stderr
 
     # 3. the cloud partition: the bundle's agent launches in moto with the helper's session
-    sub = site.sbatch(
-        "-p", "aws-p5", "-N", "1", "--gres=gpu:h100:1", "--output=job-%j.out", "--wrap", fabric
-    )
+    sub = site.sbatch("-p", "aws-p5", "-N", "1", "--gres=gpu:h100:1", "--output=job-%j.out", "--wrap", fabric)
     assert sub.returncode == 0, sub.stderr
     job = int(sub.stdout.strip())
     info = site.wait_job(job, 120)

@@ -23,7 +23,6 @@ from typing import Any
 
 from gpucluster.facts.catalog import Catalog
 from gpucluster.render.core import render
-from gpucluster.render.hybrid.fabric import HYBRID_TASK_PROLOG, hybrid_task_prolog
 from gpucluster.render.hybrid.bundle_slurm import (
     Site,
     cloud_conf,
@@ -32,6 +31,7 @@ from gpucluster.render.hybrid.bundle_slurm import (
     site_settings,
     slurm_conf_site,
 )
+from gpucluster.render.hybrid.fabric import HYBRID_TASK_PROLOG, hybrid_task_prolog
 from gpucluster.render.slurm.agent import LaunchTarget, agent_bundle, agent_config, sha256
 from gpucluster.render.slurm.names import AGENT_LOG, PROGRAMS, SLURMD_PORT
 from gpucluster_agents import contract

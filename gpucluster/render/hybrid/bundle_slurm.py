@@ -135,11 +135,13 @@ def site_settings(site: Site, catalog: Catalog) -> list[tuple[str, str, str]]:
         ("SrunPortRange", site.hybrid.srun_port_range, "the ports the cloud nodes' slurmstepd connect back to on login nodes"),
         ("TCPTimeout", "10", "the link to AWS adds latency (default 2 s)"),
     ]
-    out.append((
-        "TaskProlog",
-        HYBRID_TASK_PROLOG,
-        "each side's NCCL environment, and a step spanning both sides fails (file task-prolog; merge with your own TaskProlog)",
-    ))
+    out.append(
+        (
+            "TaskProlog",
+            HYBRID_TASK_PROLOG,
+            "each side's NCCL environment, and a step spanning both sides fails (file task-prolog; merge with your own TaskProlog)",
+        )
+    )
     if site.hybrid.enable_nss_slurm:
         out.append(("LaunchParameters", "enable_nss_slurm", "cloud nodes resolve job users through slurmstepd"))
     return out
