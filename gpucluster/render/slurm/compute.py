@@ -11,7 +11,7 @@ from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import Catalog, InstanceFacts
 from gpucluster.facts.nccl import library_dirs
 from gpucluster.render.core import CloudConfig, WriteFile, render
-from gpucluster.render.node import NCCL_ENV_PATH
+from gpucluster.render.node import NCCL_ENV_PATH, SharedFs
 from gpucluster.render.slurm.agent import boot_files, node_package_file
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit
 from gpucluster.render.slurm.health import health_enabled, health_files
@@ -40,8 +40,9 @@ def task_prolog(group: NodeGroupSpec, facts: InstanceFacts) -> str:
     )
 
 
-def node_slurm_part(ctx: SlurmContext, group: NodeGroupSpec, catalog: Catalog) -> CloudConfig:
-    """The Slurm part of a compute node's user data (plain: nothing here waits for AWS)."""
+def node_slurm_part(ctx: SlurmContext, group: NodeGroupSpec, catalog: Catalog, shared_fs: SharedFs | None) -> CloudConfig:
+    """The Slurm part of a compute node's user data (plain: nothing here waits for AWS). ``shared_fs``: what the
+    node's storage part mounts (:func:`gpucluster.render.node.shared_fs_of`), which the health checks expect."""
     facts = catalog[group.instance_type]
     health = health_enabled(ctx, catalog)
     setup = render(
@@ -59,7 +60,10 @@ def node_slurm_part(ctx: SlurmContext, group: NodeGroupSpec, catalog: Catalog) -
         write_files=(
             *boot_files(ctx),
             *(
-                (node_package_file(), *health_files(ctx, facts, group.name, efa_enabled=bool(group.enable_efa_support)))
+                (
+                    node_package_file(),
+                    *health_files(ctx, facts, group.name, efa_enabled=bool(group.enable_efa_support), shared_fs=shared_fs),
+                )
                 if health
                 else ()
             ),

@@ -19,6 +19,7 @@ from __future__ import annotations
 from gpucluster.config.slurm_health import nvidia_gpus
 from gpucluster.facts.catalog import Catalog, InstanceFacts
 from gpucluster.render.core import WriteFile, render
+from gpucluster.render.node import SharedFs
 from gpucluster.render.slurm.names import AGENT_LIB, SlurmContext, slurm_groups
 
 HEALTH_CHECK = "/etc/gpucluster/slurm/health-check"
@@ -58,10 +59,13 @@ def health_conf_lines(ctx: SlurmContext, catalog: Catalog) -> list[str]:
     return lines
 
 
-def health_files(ctx: SlurmContext, facts: InstanceFacts, group: str, *, efa_enabled: bool = False) -> tuple[WriteFile, ...]:
+def health_files(
+    ctx: SlurmContext, facts: InstanceFacts, group: str, *, efa_enabled: bool = False, shared_fs: SharedFs | None = None
+) -> tuple[WriteFile, ...]:
     """A compute node's wrappers: the sweep and (with the prolog on) the prolog, and the program's thresholds
-    (``/etc/gpucluster/health.json``, from the instance facts: :func:`gpucluster.render.health.health_config`).
-    Groups without NVIDIA GPUs get wrappers that exit 0, since slurm.conf names the same programs for every
+    (``/etc/gpucluster/health.json``, from the instance facts: :func:`gpucluster.render.health.health_config`),
+    with the file system the node mounts (``shared_fs``: :func:`gpucluster.render.node.shared_fs_of`) for
+    the ``shared_fs`` check. Groups without NVIDIA GPUs get wrappers that exit 0, since slurm.conf names the same programs for every
     node."""
     from gpucluster.render.health import health_config
     from gpucluster_agents.health.config import to_json
@@ -92,5 +96,11 @@ def health_files(ctx: SlurmContext, facts: InstanceFacts, group: str, *, efa_ena
         )
         files.append(WriteFile(PROLOG, text, "0755"))
     if common["checks"]:
-        files.append(WriteFile.compressed(HEALTH_CONFIG, to_json(health_config(facts, efa_enabled=efa_enabled)), "0644"))
+        config = health_config(
+            facts,
+            efa_enabled=efa_enabled,
+            shared_fs_mount=shared_fs.mount_point if shared_fs else None,
+            shared_fs_type=shared_fs.fstype if shared_fs else "lustre",
+        )
+        files.append(WriteFile.compressed(HEALTH_CONFIG, to_json(config), "0644"))
     return tuple(files)
