@@ -363,6 +363,31 @@ def test_a_healthy_sweep_clears_only_its_own_taint(tmp_path, api):
     assert taint[4]["spec"]["taints"] == [OTHER_TAINT]
 
 
+def test_the_condition_message_is_the_verdicts_reason(tmp_path, api):
+    """The real program prints its verdict as JSON (``--json``) and, in a pod, a complaint that scontrol is
+    missing on stderr: the condition carries the verdict's reason, not the complaint."""
+    reason = "gpucluster: row_remap gpu3 row remap pending (reboot)"
+    node = {"metadata": {"resourceVersion": "9"}, "spec": {"taints": []}, "status": {"conditions": []}}
+    FakeApi.node = node
+    sa = tmp_path / "sa"
+    sa.mkdir()
+    (sa / "token").write_text("t0ken\n")
+    program = tmp_path / "health"
+    verdict = json.dumps({"action": "reboot", "reason": reason})
+    program.write_text(
+        f"#!/bin/sh\necho \"$@\" >{tmp_path}/args\necho '{verdict}'\necho 'gpucluster-health: could not drain' >&2\nexit 1\n"
+    )
+    program.chmod(0o755)
+    script = tmp_path / "sweep.py"
+    script.write_text(sweep_script(300))
+    env = {"NODE_NAME": "n", "GPUCLUSTER_API": api, "GPUCLUSTER_SA_DIR": str(sa), "GPUCLUSTER_HEALTH_PROGRAM": str(program)}
+    done = subprocess.run([sys.executable, str(script), "--once"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    (status,) = patches(FakeApi.calls, "/n/status")
+    assert status[4]["status"]["conditions"][0]["message"] == reason
+    assert (tmp_path / "args").read_text().split() == ["sweep", "--json"]  # no health-<group>.json for an unlabelled node
+
+
 def test_healthy_and_untainted_patches_only_the_condition(tmp_path, api):
     node = {"metadata": {"resourceVersion": "9"}, "spec": {"taints": [OTHER_TAINT]}, "status": {"conditions": []}}
     calls = run_sweep(tmp_path, api, 0, node)

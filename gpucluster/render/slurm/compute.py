@@ -8,13 +8,14 @@ slurmctld (configless)."""
 from __future__ import annotations
 
 from gpucluster.config.node_group import NodeGroupSpec
+from gpucluster.config.slurm_health import nvidia_gpus
 from gpucluster.facts.catalog import Catalog, InstanceFacts
 from gpucluster.facts.nccl import library_dirs
 from gpucluster.render.core import CloudConfig, WriteFile, render
 from gpucluster.render.node import NCCL_ENV_PATH, SharedFs
 from gpucluster.render.slurm.agent import boot_files, node_package_file
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit
-from gpucluster.render.slurm.health import health_enabled, health_files
+from gpucluster.render.slurm.health import HEALTH_BOOT_UNIT, health_enabled, health_files
 from gpucluster.render.slurm.names import AWS_HELPER, NODE_SETUP, SLURMCTLD_PORT, TASK_PROLOG, SlurmContext, controller_address
 from gpucluster_agents import contract
 
@@ -30,6 +31,15 @@ ConditionPathExists=
 Requires={IMDS_GUARD_UNIT}
 After=remote-fs.target {IMDS_GUARD_UNIT}
 """
+# GPU nodes with health checks: the boot check runs first; its fault drains the node, not slurmd.
+SLURMD_BOOT_CHECK = f"""# the GPU health check of this boot runs first (a fault drains the node once slurmd is up)
+Wants={HEALTH_BOOT_UNIT}
+After={HEALTH_BOOT_UNIT}
+"""
+
+
+def slurmd_drop_in(boot_check: bool) -> str:
+    return SLURMD_DROP_IN + (SLURMD_BOOT_CHECK if boot_check else "")
 
 
 def task_prolog(group: NodeGroupSpec, facts: InstanceFacts) -> str:
@@ -45,6 +55,7 @@ def node_slurm_part(ctx: SlurmContext, group: NodeGroupSpec, catalog: Catalog, s
     node's storage part mounts (:func:`gpucluster.render.node.shared_fs_of`), which the health checks expect."""
     facts = catalog[group.instance_type]
     health = health_enabled(ctx, catalog)
+    boot_check = health and ctx.slurm.health.enabled and nvidia_gpus(facts)
     setup = render(
         "slurm/node-setup.sh.j2",
         cluster=ctx.cluster,
@@ -69,7 +80,7 @@ def node_slurm_part(ctx: SlurmContext, group: NodeGroupSpec, catalog: Catalog, s
             ),
             WriteFile(TASK_PROLOG, task_prolog(group, facts), "0755"),
             WriteFile(f"/etc/systemd/system/{IMDS_GUARD_UNIT}", imds_guard_unit(head=False)),
-            WriteFile("/etc/systemd/system/slurmd.service.d/gpucluster.conf", SLURMD_DROP_IN),
+            WriteFile("/etc/systemd/system/slurmd.service.d/gpucluster.conf", slurmd_drop_in(boot_check)),
             WriteFile.compressed(NODE_SETUP, setup, "0755"),
         ),
         bootcmd=(imds_guard_bootcmd(),),

@@ -20,7 +20,8 @@ from gpucluster.config.slurm_health import nvidia_gpus
 from gpucluster.facts.catalog import Catalog, InstanceFacts
 from gpucluster.render.core import WriteFile, render
 from gpucluster.render.node import SharedFs
-from gpucluster.render.slurm.names import AGENT_LIB, SlurmContext, slurm_groups
+from gpucluster.render.slurm.names import AGENT_LIB, AWS_HELPER, SlurmContext, slurm_groups
+from gpucluster_agents.boot import HEALTH_BOOT_FAULT, HEALTH_BOOT_TIMEOUT
 
 HEALTH_CHECK = "/etc/gpucluster/slurm/health-check"
 PROLOG = "/etc/gpucluster/slurm/prolog"
@@ -29,6 +30,30 @@ HEALTH_LOG = "/var/log/gpucluster/health.log"
 HEALTH_CONFIG = "/etc/gpucluster/health.json"
 # The word in a job's comment (or --extra) that skips the health prolog for that job.
 OPT_OUT = "gpucluster-health=off"
+# The boot check: a oneshot unit slurmd wants and starts after (GPU groups only).
+HEALTH_BOOT_UNIT = "gpucluster-health-boot.service"
+
+
+def health_boot_unit() -> str:
+    """``gpucluster-health-boot.service``: the health program's ``boot`` mode (``gpucluster-aws health``) at
+    every boot, after the shared file systems and NVIDIA's services, before slurmd. slurmd only *wants* it:
+    a fault does not keep slurmd off (a node that never registers strands the job that resumed it until
+    ResumeTimeout and leaves a static node DOWN with no reason); it leaves its reason in
+    ``HEALTH_BOOT_FAULT``, and the HealthCheckProgram, which slurmd runs before it registers, drains the
+    node with it, and the prolog fails the jobs that were already given the node, until the node reboots."""
+    return f"""# gpucluster: the GPU health check of this boot, before slurmd starts (docs/health.md).
+[Unit]
+Description=gpucluster GPU health check (boot mode)
+After=remote-fs.target nvidia-persistenced.service nvidia-fabricmanager.service
+Before=slurmd.service
+ConditionPathExists={HEALTH_CONFIG}
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart={AWS_HELPER} health
+TimeoutStartSec={HEALTH_BOOT_TIMEOUT + 30}
+"""
 
 
 def health_enabled(ctx: SlurmContext, catalog: Catalog) -> bool:
@@ -78,6 +103,7 @@ def health_files(
         "agent_lib": AGENT_LIB,
         "log_file": HEALTH_LOG,
         "config": HEALTH_CONFIG,
+        "boot_fault": HEALTH_BOOT_FAULT,
     }
     files = [
         WriteFile(
@@ -96,6 +122,7 @@ def health_files(
         )
         files.append(WriteFile(PROLOG, text, "0755"))
     if common["checks"]:
+        files.append(WriteFile(f"/etc/systemd/system/{HEALTH_BOOT_UNIT}", health_boot_unit()))
         config = health_config(
             facts,
             efa_enabled=efa_enabled,
