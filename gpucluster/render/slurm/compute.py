@@ -23,23 +23,22 @@ from gpucluster_agents import contract
 NODE_PACKAGES = ("slurmd", "slurm-client", "munge", "python3-boto3", "iptables")
 NODE_NAME_WAIT_TRIES = 180  # × 5 s: the node waits up to 15 min for its name tag
 
-SLURMD_DROP_IN = f"""# gpucluster: slurm.conf comes from slurmctld (configless), so there is none locally to wait for;
-# jobs start after the shared file systems are mounted, and only while only root reaches the
-# instance metadata service (no guard, no slurmd: no job can run).
-[Unit]
-ConditionPathExists=
-Requires={IMDS_GUARD_UNIT}
-After=remote-fs.target {IMDS_GUARD_UNIT}
-"""
-# GPU nodes with health checks: the boot check runs first; its fault drains the node, not slurmd.
-SLURMD_BOOT_CHECK = f"""# the GPU health check of this boot runs first (a fault drains the node once slurmd is up)
-Wants={HEALTH_BOOT_UNIT}
-After={HEALTH_BOOT_UNIT}
-"""
-
 
 def slurmd_drop_in(boot_check: bool) -> str:
-    return SLURMD_DROP_IN + (SLURMD_BOOT_CHECK if boot_check else "")
+    """slurmd's drop-in. GPU nodes with health checks: the boot check runs first (``Wants``, not
+    ``Requires``: its fault drains the node once slurmd is up, it does not keep slurmd off)."""
+    lines = [
+        "# gpucluster: slurm.conf comes from slurmctld (configless), so there is none locally to wait for;",
+        "# jobs start after the shared file systems are mounted, and only while only root reaches the",
+        "# instance metadata service (no guard, no slurmd: no job can run).",
+    ]
+    if boot_check:
+        lines.append("# The GPU health check of this boot runs first; a fault drains the node once slurmd is up.")
+    lines += ["[Unit]", "ConditionPathExists=", f"Requires={IMDS_GUARD_UNIT}"]
+    if boot_check:
+        lines.append(f"Wants={HEALTH_BOOT_UNIT}")
+    lines.append(f"After=remote-fs.target {IMDS_GUARD_UNIT}" + (f" {HEALTH_BOOT_UNIT}" if boot_check else ""))
+    return "\n".join(lines) + "\n"
 
 
 def task_prolog(group: NodeGroupSpec, facts: InstanceFacts) -> str:
