@@ -524,7 +524,7 @@ class KubernetesHealthConfig(TypedDict, total=False):
     sweep_interval_seconds: int
     """Seconds between two sweeps of a node. Default 300."""
     sweep_image: str
-    """Image the sweep runs in: any image with Python 3.9+ and pip (the node package comes in a ConfigMap; nvidia-ml-py is installed by an init container, which needs a route to PyPI). Default: Python 3.12 slim from ECR Public."""
+    """Image the sweep runs in: any image with Python 3.9+ (the node package, NVIDIA's NVML binding and the thresholds come in a ConfigMap: nothing is downloaded when the pod starts). Nodes without a route to ECR Public: an ECR pull-through cache or a copy in your own registry. Default: Python 3.12 slim from ECR Public."""
 
 
 class KubernetesConfig(TypedDict, total=False):

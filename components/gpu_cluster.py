@@ -41,7 +41,7 @@ from gpucluster.render.core import (
     user_data_size,
 )
 from gpucluster.render.kubernetes import node_config, nodeadm_text
-from gpucluster.render.node import LustreMount, node_cloud_config, user_data_title
+from gpucluster.render.node import LustreMount, node_cloud_config, shared_fs_of, user_data_title
 from gpucluster.render.slurm.compute import node_slurm_part
 from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.resolve.cost import Estimate, estimate
@@ -324,7 +324,7 @@ def lustre_stand_in(spec: ClusterSpec) -> LustreMount | None:
 def scheduler_part(spec: ClusterSpec, group: NodeGroupSpec, catalog: Catalog) -> CloudConfig:
     """The user-data part a node's scheduler adds (Slurm: slurmd; EKS wraps the user data itself)."""
     if group.scheduler == "slurm" and spec.slurm is not None:
-        return node_slurm_part(SlurmContext.of(spec), group, catalog)
+        return node_slurm_part(SlurmContext.of(spec), group, catalog, shared_fs_of(spec, group))
     return CloudConfig()
 
 

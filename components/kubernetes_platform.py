@@ -24,11 +24,14 @@ from gpucluster.components.shared_storage import SharedStorage, as_shared_storag
 from gpucluster.components.team_namespace import TeamNamespace, TeamNamespaceArgs, claim_name
 from gpucluster.config.errors import ConfigError, Finding, Level
 from gpucluster.config.kubernetes import TeamSpec
+from gpucluster.config.slurm_health import nvidia_gpus
 from gpucluster.facts.catalog import Catalog, load_catalog
+from gpucluster.render.health import health_config
 from gpucluster.render.kubernetes_health import sweep_objects
 from gpucluster.render.slurm.agent import agent_bundle
 from gpucluster.render.training_job import SharedClaim, training_job
 from gpucluster.resolve.kubernetes import ResolvedKubernetes
+from gpucluster_agents.health.config import to_json
 
 TOKEN = "gpucluster:index:KubernetesPlatform"
 EXAMPLE_JOB_NAME = "example-training"
@@ -137,7 +140,13 @@ class KubernetesPlatform(pulumi.ComponentResource):
         )
         if spec.health.sweep and any(g.facts.gpus for g in resolved.node_groups):
             # After the operator: its RuntimeClass ``nvidia`` gives the sweep the GPUs.
-            place_objects(f"{name}-health", sweep_objects(spec.health, agent_bundle()), self, depends_on=[self.gpu_operator])
+            configs = {
+                g.group.name: to_json(health_config(g.facts, efa_enabled=g.efa, efa_layout=g.group.efa_layout))
+                for g in resolved.node_groups
+                if nvidia_gpus(g.facts)
+            }
+            objects = sweep_objects(spec.health, agent_bundle(), configs)
+            place_objects(f"{name}-health", objects, self, depends_on=[self.gpu_operator])
         self.efa_device_plugin: EfaDevicePlugin | None = None
         self.network_operator: NetworkOperator | None = None
         if platform == "eks" and resolved.efa:

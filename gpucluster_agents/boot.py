@@ -9,8 +9,11 @@ credentials).
                                        user data (Pulumi stops and starts the head node with new user
                                        data when the Slurm layer changes; cloud-init only runs at the
                                        first boot), then install-agent
-  gpucluster-aws health                GPU node, before slurmd: the health program's boot mode from the
-                                       installed package; its exit status (non-zero: keep slurmd off)
+  gpucluster-aws health                GPU node, before slurmd (unit gpucluster-health-boot.service): the
+                                       health program's boot mode from the installed package, its exit
+                                       status unchanged; a fault (or a hang) leaves its reason in
+                                       /run/gpucluster/health-boot.reason, from which slurmd's health
+                                       check and prolog drain the node until it reboots
 
 The munge key lives only in Secrets Manager and on the nodes: the head node makes it once (--create,
 when the secret has no value yet); every other node waits for it.
@@ -45,6 +48,10 @@ WAIT_SECONDS = 900
 ROOT = os.environ.get("GPUCLUSTER_ROOT", "/")  # tests write into a directory of their own
 IMDS = os.environ.get("GPUCLUSTER_IMDS", "http://169.254.169.254")
 CONFIG_SUFFIX = ".json"  # the config lies next to the helper: /usr/local/sbin/gpucluster-aws.json
+# The boot check's verdict for slurmd's side (HealthCheckProgram and Prolog wrappers): one line, the reason,
+# only while this boot's check found a fault. Under /run, so a reboot clears it and the check runs anew.
+HEALTH_BOOT_FAULT = "/run/gpucluster/health-boot.reason"
+HEALTH_BOOT_TIMEOUT = 300  # s: the boot mode's own budget is 120 s; past this it hangs (a GPU off the bus)
 
 
 @dataclass(frozen=True)
@@ -232,10 +239,39 @@ def apply_user_data(cfg: BootConfig) -> None:
 
 
 def boot_health(cfg: BootConfig) -> int:
-    """``python -m gpucluster_agents.health boot`` from the installed package (docs/health.md)."""
+    """``python -m gpucluster_agents.health boot --json`` from the installed package (docs/health.md): its
+    exit status, and on a fault (1) or a hang its reason in :data:`HEALTH_BOOT_FAULT`; the file is removed
+    otherwise (0 healthy; 2 the program could not run, which judges nothing)."""
     dest = on_root(json.loads(_read(on_root(cfg.package_file)))["dest"])
-    argv = [sys.executable, "-m", "gpucluster_agents.health", "boot"]
-    return subprocess.run(argv, env={**os.environ, "PYTHONPATH": dest}, check=False).returncode
+    argv = [sys.executable, "-m", "gpucluster_agents.health", "boot", "--json"]
+    fault = on_root(HEALTH_BOOT_FAULT)
+    try:
+        os.unlink(fault)
+    except FileNotFoundError:
+        pass
+    try:
+        done = subprocess.run(
+            argv, env={**os.environ, "PYTHONPATH": dest}, stdout=subprocess.PIPE, text=True, timeout=HEALTH_BOOT_TIMEOUT
+        )
+    except subprocess.TimeoutExpired:
+        reason, code = f"gpucluster: health boot timed out after {HEALTH_BOOT_TIMEOUT} s", 1
+    else:
+        sys.stdout.write(done.stdout)
+        code, reason = done.returncode, ""
+        if code == 1:
+            try:
+                reason = str(json.loads(done.stdout)["reason"])
+            except (ValueError, KeyError, TypeError):
+                reason = ""
+            if not reason.startswith("gpucluster:"):
+                reason = "gpucluster: health boot found a fault (see /var/log/gpucluster/health.jsonl)"
+    if reason:
+        os.makedirs(os.path.dirname(fault), exist_ok=True)
+        with open(fault + ".new", "w") as fh:
+            fh.write(" ".join(reason.split())[:256] + "\n")  # one line, Slurm's reason limit
+        os.replace(fault + ".new", fault)
+        log(f"boot check failed: {reason}")
+    return code
 
 
 def main(argv: list[str]) -> None:

@@ -31,7 +31,7 @@ from gpucluster.config.slurm import SlurmSpec
 from gpucluster.config.storage import LustreSpec
 from gpucluster.facts.catalog import Catalog
 from gpucluster.render.core import render_cloud_config
-from gpucluster.render.node import LustreMount, lustre_part, node_cloud_config, user_data_title
+from gpucluster.render.node import LustreMount, SharedFs, lustre_part, node_cloud_config, shared_fs_of, user_data_title
 from gpucluster.render.slurm.compute import node_slurm_part
 from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.resolve.cluster import resolve
@@ -218,7 +218,9 @@ def compute_user_data(
         if lustre is not None:
             mount = dataclasses.replace(lustre[1], dns_name=str(values[0]), mount_name=str(values[1]), file_system=str(values[2]))
             config += lustre_part(mount, group, facts)
-        config += node_slurm_part(ctx, group, catalog)
+        # the Lustre file system of these args is mounted on every compute node
+        shared_fs = SharedFs(lustre[1].mount_point, "lustre") if lustre is not None else shared_fs_of(spec, group)
+        config += node_slurm_part(ctx, group, catalog, shared_fs)
         return render_cloud_config(user_data_title(spec, group), config, gzipped=True)
 
     if lustre is None:

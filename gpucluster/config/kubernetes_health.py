@@ -15,10 +15,9 @@ from pydantic import Field, field_validator, model_validator
 from gpucluster.config.base import SpecModel, check_image
 
 NODE_MONITORING_AGENT_ADDON = "eks-node-monitoring-agent"
-# The sweep's image: Python 3 (the node package runs on stdlib + nvidia-ml-py, which an init container
-# installs next to it). Docker's official image, mirrored on ECR Public (no Docker Hub rate limit).
+# The sweep's image: Python 3 only (the node package runs on stdlib + nvidia-ml-py, and both come in the
+# sweep's ConfigMap). Docker's official image, mirrored on ECR Public (no Docker Hub rate limit).
 SWEEP_IMAGE = "public.ecr.aws/docker/library/python:3.12-slim"
-NVIDIA_ML_PY = "nvidia-ml-py==13.615.71"
 
 
 class KubernetesHealthSpec(SpecModel):
@@ -53,9 +52,10 @@ class KubernetesHealthSpec(SpecModel):
     """Seconds between two sweeps of a node. Default 300."""
 
     sweep_image: str = SWEEP_IMAGE
-    """Image the sweep runs in: any image with Python 3.9+ and pip (the node package comes in a
-    ConfigMap; nvidia-ml-py is installed by an init container, which needs a route to PyPI). Default:
-    Python 3.12 slim from ECR Public."""
+    """Image the sweep runs in: any image with Python 3.9+ (the node package, NVIDIA's NVML binding and the
+    thresholds come in a ConfigMap: nothing is downloaded when the pod starts). Nodes without a route to
+    ECR Public: an ECR pull-through cache or a copy in your own registry. Default: Python 3.12 slim from
+    ECR Public."""
 
     @field_validator("sweep_image")
     @classmethod

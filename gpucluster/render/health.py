@@ -19,6 +19,7 @@ def health_config(
     *,
     efa_enabled: bool,
     shared_fs_mount: str | None = None,
+    shared_fs_type: str = "lustre",
     efa_layout: EfaLayout = "current",
     node_name: str | None = None,
 ) -> HealthConfig:
@@ -40,5 +41,6 @@ def health_config(
         hbm_copy_gbps=known.hbm_copy_baseline_gbps if known else None,
         gemm_tflops=known.gemm_baseline_tflops if known else None,
         shared_fs_mount=shared_fs_mount,
+        shared_fs_type=shared_fs_type,
         node_name=node_name,
     )

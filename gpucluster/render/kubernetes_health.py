@@ -5,9 +5,11 @@
   GPU Operator's ``dcgmExporter.config.name`` (:func:`dcgm_exporter_values`).
 - :func:`node_repair_config`: EKS node auto repair on a GPU managed node group.
 - :func:`sweep_objects`: the sweep DaemonSet and what it needs. How the program reaches the pod: the node
-  package (the same zip the Slurm nodes install) in a ConfigMap, imported straight from the zip
-  (``PYTHONPATH=…/gpucluster_agents.zip``), so no image of ours has to be built or pushed; a stock Python
-  image runs it, with nvidia-ml-py installed by an init container into a shared volume. The GPU is visible
+  package (the same zip the Slurm nodes install, with NVIDIA's one-module NVML binding ``pynvml.py`` inside)
+  in a ConfigMap, imported straight from the zip (``PYTHONPATH=…/gpucluster_agents.zip``), so no image of
+  ours has to be built or pushed and nothing is downloaded when the pod starts (nodes in private subnets
+  reach no PyPI); a stock Python image runs it. The thresholds come along too: one ``health-<group>.json``
+  per GPU node group of the cluster, picked by the node's ``gpucluster/node-group`` label. The GPU is visible
   without taking one from the jobs: the ``nvidia`` runtime class with ``NVIDIA_VISIBLE_DEVICES=all`` and
   the ``utility`` capability (NVML), and no ``nvidia.com/gpu`` request. The pod's service account may only
   get and patch nodes and patch node status.
@@ -16,11 +18,12 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from typing import Any
 
-from gpucluster.config.kubernetes_health import NVIDIA_ML_PY, KubernetesHealthSpec
+from gpucluster.config.kubernetes_health import KubernetesHealthSpec
 from gpucluster.render.core import render
-from gpucluster.render.kubernetes import GPU_TOLERATION, LABEL_GPU
+from gpucluster.render.kubernetes import GPU_TOLERATION, LABEL_GPU, LABEL_NODE_GROUP
 
 NAMESPACE = "gpucluster-health"
 SWEEP_NAME = "gpucluster-health-sweep"
@@ -112,12 +115,22 @@ def sweep_script(interval: int) -> str:
         taint_key=TAINT_KEY,
         taint_value=TAINT_VALUE,
         budget=SWEEP_BUDGET_SECONDS,
+        group_label=LABEL_NODE_GROUP,
     )
 
 
-def sweep_objects(health: KubernetesHealthSpec, package: bytes, runtime_class: str = "nvidia") -> list[dict[str, Any]]:
+def config_key(group: str) -> str:
+    """The ConfigMap key (and file name next to the script) of one node group's health config."""
+    return f"health-{group}.json"
+
+
+def sweep_objects(
+    health: KubernetesHealthSpec, package: bytes, configs: Mapping[str, str], runtime_class: str = "nvidia"
+) -> list[dict[str, Any]]:
     """The sweep DaemonSet and what it needs: its namespace, service account, cluster role and binding
-    (nodes get/patch, nodes/status patch), and the ConfigMap with the script and the node package."""
+    (nodes get/patch, nodes/status patch), and the ConfigMap with the script, the node package (NVML binding
+    included) and ``configs``: each GPU node group's ``health.json`` text
+    (:func:`gpucluster.render.health.health_config`), by node group name."""
     labels = {"app.kubernetes.io/name": SWEEP_NAME, "app.kubernetes.io/part-of": "gpucluster"}
 
     def meta(name: str, namespaced: bool = True) -> dict[str, Any]:
@@ -134,7 +147,6 @@ def sweep_objects(health: KubernetesHealthSpec, package: bytes, runtime_class: s
         }
     }
     code = "/opt/gpucluster"
-    deps = "/opt/deps"
     pod = {
         "serviceAccountName": SWEEP_NAME,
         "runtimeClassName": runtime_class,
@@ -142,15 +154,6 @@ def sweep_objects(health: KubernetesHealthSpec, package: bytes, runtime_class: s
         "affinity": affinity,
         # GPU nodes carry the GPU taint; the sweep must also keep running on a node it tainted itself.
         "tolerations": [dict(GPU_TOLERATION), {"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
-        "initContainers": [
-            {
-                "name": "nvidia-ml-py",
-                "image": health.sweep_image,
-                "command": ["python3", "-m", "pip", "install", "--quiet", "--no-cache-dir", "--target", deps, NVIDIA_ML_PY],
-                "volumeMounts": [{"name": "deps", "mountPath": deps}],
-                "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
-            }
-        ],
         "containers": [
             {
                 "name": "sweep",
@@ -158,13 +161,13 @@ def sweep_objects(health: KubernetesHealthSpec, package: bytes, runtime_class: s
                 "command": ["python3", f"{code}/{SCRIPT_KEY}"],
                 "env": [
                     {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-                    {"name": "PYTHONPATH", "value": f"{code}/{PACKAGE_KEY}:{deps}"},
+                    # the program and its NVML binding, from the zip alone: nothing installed at start
+                    {"name": "PYTHONPATH", "value": f"{code}/{PACKAGE_KEY}"},
                     {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
                     {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
                 ],
                 "volumeMounts": [
                     {"name": "code", "mountPath": code, "readOnly": True},
-                    {"name": "deps", "mountPath": deps, "readOnly": True},
                     # XID history lives in the kernel log
                     {"name": "kmsg", "mountPath": "/dev/kmsg", "readOnly": True},
                 ],
@@ -174,7 +177,6 @@ def sweep_objects(health: KubernetesHealthSpec, package: bytes, runtime_class: s
         ],
         "volumes": [
             {"name": "code", "configMap": {"name": SWEEP_NAME}},
-            {"name": "deps", "emptyDir": {}},
             {"name": "kmsg", "hostPath": {"path": "/dev/kmsg", "type": "CharDevice"}},
         ],
     }
@@ -201,7 +203,10 @@ def sweep_objects(health: KubernetesHealthSpec, package: bytes, runtime_class: s
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": meta(SWEEP_NAME),
-            "data": {SCRIPT_KEY: sweep_script(health.sweep_interval_seconds)},
+            "data": {
+                SCRIPT_KEY: sweep_script(health.sweep_interval_seconds),
+                **{config_key(g): text for g, text in sorted(configs.items())},
+            },
             "binaryData": {PACKAGE_KEY: base64.b64encode(package).decode()},
         },
         {

@@ -146,6 +146,25 @@ def nvme_scratch_part(scratch: NvmeScratchSpec, facts: InstanceFacts) -> CloudCo
     )
 
 
+@dataclass(frozen=True)
+class SharedFs:
+    """The file system a node's health checks expect mounted (``shared_fs`` check): mount point and type."""
+
+    mount_point: str
+    fstype: str
+
+
+def shared_fs_of(spec: ClusterSpec, group: NodeGroupSpec) -> SharedFs | None:
+    """What :func:`node_cloud_config` mounts on ``group``'s nodes: the Lustre file system where the group
+    mounts it, else the NVMe RAID volume, else nothing. ``spec`` is resolved (node group lists filled in)."""
+    storage = spec.storage
+    if storage and storage.lustre and group.name in (storage.lustre.node_groups or ()):
+        return SharedFs(storage.lustre.mount_point, "lustre")
+    if storage and storage.nvme_scratch and group.name in (storage.nvme_scratch.node_groups or ()):
+        return SharedFs(storage.nvme_scratch.mount_point, storage.nvme_scratch.filesystem)
+    return None
+
+
 def node_cloud_config(spec: ClusterSpec, group: NodeGroupSpec, catalog: Catalog, lustre: LustreMount | None) -> CloudConfig:
     """Everything a node of ``group`` runs at boot, storage included (schedulers add their parts)."""
     facts = catalog[group.instance_type]

@@ -9,7 +9,8 @@ Every run appends its verdict to the log (``log_file``). In ``sweep`` and ``prol
 drains this node with the verdict's reason (``scontrol update nodename=<N> state=drain
 reason="gpucluster: …"``): Slurm does nothing with HealthCheckProgram's exit status, and the
 ``gpucluster:`` prefix is how the agent knows the drain is its to act on. A failing prolog's exit 1
-then makes Slurm requeue the job. ``boot`` exits 1 so the node's setup does not start slurmd.
+then makes Slurm requeue the job. ``boot`` (before slurmd runs) drains nothing: it exits 1, and the boot
+helper leaves the reason for slurmd's health check and prolog to drain the node with (docs/health.md).
 
 A job opts out of the prolog checks with ``--extra=healthchecks=off`` (``SLURM_JOB_EXTRA``), the
 Cluster Toolkit convention; the program then runs nothing and exits 0.

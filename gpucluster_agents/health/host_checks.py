@@ -7,8 +7,10 @@ the PATH, the EFA provider must list the same devices (a device the kernel sees 
 open fails NCCL just the same). A missing device is a ``reboot``: the driver or an interface did not
 come up; the agent replaces the node if it comes back.
 
-Shared file system: the mount point must be mounted with the expected type (``lustre``) in
-``/proc/mounts``; jobs that write checkpoints to a missing mount fill the root disk instead.
+Shared file system: the mount point must be mounted with the expected type (``lustre``; the NVMe RAID
+volume's ``xfs``/``ext4`` on nodes without Lustre) in ``/proc/mounts``; jobs that write checkpoints to a
+missing mount fill the root disk instead. An automount that nothing has read since boot (``autofs``) is
+read once, which mounts it, before judging.
 """
 
 from __future__ import annotations
@@ -83,17 +85,33 @@ def _unescape(field: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
+def _mounted_at(mounts_file: str, mount: str) -> list[list[str]]:
+    with open(mounts_file, encoding="utf-8") as fh:
+        lines = fh.read().splitlines()
+    return [line.split() for line in lines if len(line.split()) >= 3 and _unescape(line.split()[1]) == mount.rstrip("/")]
+
+
+def _trigger_automount(mount: str) -> None:
+    try:
+        os.listdir(mount)
+    except OSError:
+        pass  # not mounted: the second read still shows autofs, and the check says so
+
+
 def check_shared_fs(cfg: HealthConfig) -> Check:
     mount = cfg.shared_fs_mount
     threshold = f"{cfg.shared_fs_type} at {mount}" if mount else None
     if not mount:
         return skipped("shared_fs", "no shared file system configured")
     try:
-        with open(cfg.mounts_file, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
+        at = _mounted_at(cfg.mounts_file, mount)
+        if at and at[-1][2] == "autofs":
+            # fstab's x-systemd.automount (the Lustre entry has it): after a reboot the file system is
+            # mounted on first access, so touch it once, as a job would, and read the table again.
+            _trigger_automount(mount)
+            at = _mounted_at(cfg.mounts_file, mount)
     except OSError as exc:
         return skipped("shared_fs", f"{cfg.mounts_file}: {exc.strerror}", threshold=threshold)
-    at = [line.split() for line in lines if len(line.split()) >= 3 and _unescape(line.split()[1]) == mount.rstrip("/")]
     if not at:
         return failed("shared_fs", "reboot", None, threshold, f"{mount} not mounted")
     fstype = at[-1][2]  # the last mount on a path is the one in effect

@@ -130,3 +130,43 @@ def test_health_runs_the_installed_health_programs_boot_mode_and_passes_its_exit
     ok = subprocess.run([sys.executable, str(helper), "health"], env=env, capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0, ok.stderr
     assert json.loads((tmp_path / "h.jsonl").read_text())["mode"] == "boot"
+
+
+def test_health_leaves_the_reason_of_a_failed_boot_check_for_slurmd_and_clears_it_when_healthy(tmp_path: Path):
+    """A fault: exit 1 and the verdict's reason in /run/gpucluster/health-boot.reason (the file the
+    HealthCheckProgram and the prolog drain the node by); a later healthy check (after a reboot /run is
+    empty anyway) removes it. Fake NVML readings of a p5 with one GPU's link trained at gen 3."""
+    from gpucluster_agents.boot import HEALTH_BOOT_FAULT
+    from gpucluster_agents.health.config import to_json
+    from tests.health.fakes import node, p5_config, scenario
+
+    root = tmp_path / "root"
+    helper = root / "usr/local/sbin/gpucluster-aws"
+    helper.parent.mkdir(parents=True)
+    helper.write_text(SOURCE.read_text())
+    lib = root / "opt/gpucluster/lib"
+    lib.mkdir(parents=True)
+    (lib / "gpucluster_agents").symlink_to(SOURCE.parent)
+    (root / "agent-package.json").write_text(
+        json.dumps({"bucket": "b", "key": "k", "sha256": "0", "dest": "/opt/gpucluster/lib"})
+    )
+    Path(f"{helper}.json").write_text(BootConfig("demo", "eu-west-1", "s", "/agent-package.json", ()).to_json())
+    fakes = tmp_path / "node"
+    fakes.mkdir()
+    readings = node(fakes, scenario({3: {"pcie_gen": 3}}))
+    (tmp_path / "health.json").write_text(to_json(p5_config(fakes)))
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "GPUCLUSTER_ROOT": str(root),
+        "GPUCLUSTER_HEALTH_CONFIG": str(tmp_path / "health.json"),
+        "GPUCLUSTER_HEALTH_FAKE_NVML": str(readings),
+    }
+    fault = root / HEALTH_BOOT_FAULT.lstrip("/")
+    bad = subprocess.run([sys.executable, str(helper), "health"], env=env, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1, bad.stderr
+    reason = fault.read_text()
+    assert reason.startswith("gpucluster: pcie_link gpu3 gen3") and reason.endswith("\n") and reason.count("\n") == 1
+    readings.write_text(json.dumps(scenario()))
+    good = subprocess.run([sys.executable, str(helper), "health"], env=env, capture_output=True, text=True, timeout=120)
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert not fault.exists()

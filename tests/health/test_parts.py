@@ -120,6 +120,25 @@ def test_shared_fs_mount(tmp_path: Path, mounts: str, ok: bool, detail: str):
     assert (c.ok, c.detail) == (ok, detail)
 
 
+def test_an_automount_not_yet_triggered_is_mounted_by_the_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """After a reboot fstab's x-systemd.automount leaves only autofs at /fsx until someone reads it: the check
+    reads it once (here the kernel's answer is simulated: the listing adds the lustre mount) and passes;
+    an automount that mounts nothing stays a fault (the parametrized case above)."""
+    mounts = tmp_path / "mounts"
+    mounts.write_text("systemd-1 /fsx autofs rw 0 0\n")
+    touched: list[str] = []
+
+    def listdir(path: str) -> list[str]:
+        touched.append(path)
+        with open(mounts, "a", encoding="utf-8") as fh:
+            fh.write("fs@tcp:/abc /fsx lustre rw 0 0\n")
+        return []
+
+    monkeypatch.setattr(host_checks.os, "listdir", listdir)
+    c = host_checks.check_shared_fs(p5_config(tmp_path))
+    assert (c.ok, c.value, touched) == (True, "lustre fs@tcp:/abc", ["/fsx"])
+
+
 def test_mount_points_with_escaped_blanks(tmp_path: Path):
     (tmp_path / "mounts").write_text("fs@tcp:/abc /data\\040set lustre rw 0 0\n")
     assert host_checks.check_shared_fs(p5_config(tmp_path, shared_fs_mount="/data set")).ok

@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import gzip
 import json
+from pathlib import Path
+
+import yaml
 
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.facts.gpu_health import GPU_HEALTH_FILE, gpu_health_facts
+from gpucluster.load import load_spec
 from gpucluster.render.health import health_config
-from gpucluster_agents.health.config import parse, to_json
+from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT, SharedFs, shared_fs_of
+from gpucluster.render.slurm.compute import node_slurm_part
+from gpucluster.render.slurm.health import HEALTH_CONFIG
+from gpucluster.render.slurm.names import SlurmContext
+from gpucluster.tools.plan.engine import run_plan
+from gpucluster_agents.health.config import HealthConfig, parse, to_json
+from gpucluster_agents.health.host_checks import check_shared_fs
+from tests.conftest import group, make_config
 
 
 def test_p5_48xlarge_carries_its_hardware():
@@ -45,3 +59,63 @@ def test_every_catalog_gpu_model_has_health_facts_with_sources():
     keys = set(next(iter(doc["GpuModels"].values())))
     assert keys - {"PcieWidth"} <= set(doc["_sources"])
     assert gpu_health_facts(None) is None and gpu_health_facts("Z9") is None
+
+
+# --- the shared file system reaches the Slurm nodes' health.json ------------------------------------------------
+
+
+def _health_json(user_data: str) -> HealthConfig:
+    """The ``/etc/gpucluster/health.json`` a node's rendered user data writes, as the node reads it."""
+    doc = yaml.safe_load(user_data)
+    [entry] = [f for f in doc["write_files"] if f["path"] == HEALTH_CONFIG]
+    assert entry["encoding"] == "gz+b64"
+    return parse(json.loads(gzip.decompress(base64.b64decode(entry["content"]))))
+
+
+def test_slurm_p5_sweep_checks_the_lustre_mount_its_user_data_mounts(tmp_path: Path):
+    """slurm-p5 mounts FSx for Lustre at /fsx on its node groups: the health config names it, sweep and boot
+    run the check, and the check judges a node by it (mounted as lustre: pass; missing: a fault)."""
+    plan = run_plan("slurm-p5")
+    for resource in ("slurm-p5-slurm-p5-lt", "slurm-p5-slurm-dev-lt"):
+        user_data = plan.files[f"{resource}/user-data"]
+        assert LUSTRE_MOUNT_SCRIPT in user_data  # the same user data mounts it
+        cfg = _health_json(user_data)
+        assert (cfg.shared_fs_mount, cfg.shared_fs_type) == ("/fsx", "lustre"), resource
+        assert "shared_fs" in cfg.mode("sweep").checks and "shared_fs" in cfg.mode("boot").checks
+    mounts = tmp_path / "mounts"
+    cfg = dataclasses.replace(_health_json(plan.files["slurm-p5-slurm-p5-lt/user-data"]), mounts_file=str(mounts))
+    mounts.write_text("fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcdef /fsx lustre rw,noatime,flock 0 0\n")
+    assert check_shared_fs(cfg).ok
+    mounts.write_text("/dev/root / ext4 rw 0 0\n")
+    check = check_shared_fs(cfg)
+    assert (check.ok, check.action, check.detail) == (False, "reboot", "/fsx not mounted")
+
+
+def test_slurm_groups_without_lustre_check_their_nvme_raid_or_nothing():
+    """Lustre on one group only; NVMe scratch (ext4) on the others: each group's health.json names what its
+    own user data mounts; a group with neither has no shared_fs check configured."""
+    config = make_config(
+        group(name="p5", maxSize=2),
+        group(name="p4d", instanceType="p4d.24xlarge", maxSize=2),
+        group(name="cpu", instanceType="m7i.xlarge", maxSize=2, enableEfaSupport=False),
+        storage={
+            "lustre": {
+                "storageCapacityGib": 1200,
+                "throughputPerUnitStorage": 250,
+                "mountPoint": "/lustre",
+                "nodeGroups": ["p5"],
+            },
+            "nvmeScratch": {"mountPoint": "/scratch", "filesystem": "ext4", "nodeGroups": ["p5", "p4d"]},
+        },
+        slurm={"nodeGroups": [{"name": "p5"}, {"name": "p4d"}, {"name": "cpu"}]},
+    )
+    spec = load_spec(config, stack="fs").spec
+    want = {"p5": SharedFs("/lustre", "lustre"), "p4d": SharedFs("/scratch", "ext4"), "cpu": None}
+    assert {g.name: shared_fs_of(spec, g) for g in spec.node_groups} == want
+    ctx = SlurmContext.of(spec)
+    catalog = load_catalog()
+    for g in spec.node_groups[:2]:
+        files = {f.path: f for f in node_slurm_part(ctx, g, catalog, shared_fs_of(spec, g)).write_files}
+        cfg = parse(json.loads(files[HEALTH_CONFIG].text()))
+        fs = want[g.name]
+        assert fs is not None and (cfg.shared_fs_mount, cfg.shared_fs_type) == (fs.mount_point, fs.fstype)

@@ -7,7 +7,11 @@ wrappers name; turning the node bad is rewriting that file."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,3 +98,83 @@ def test_failing_prolog_requeues_the_job_and_drains_the_node(cluster: tuple[Loca
     slurm.wait(lambda: int(slurm.job(job).get("Restarts", "0")) >= 1, 60, f"job {job} requeued")
     info = slurm.job(job)
     assert info["JobState"] == "PENDING", info  # requeued (and held: SchedulerParameters lacks nohold_on_prolog_fail)
+
+
+def rendered_health_check(d: Path, config: Path, scenario_file: Path, fault: Path) -> str:
+    """The HealthCheckProgram every GPU node gets (the rendered wrapper, unchanged), behind a shim that
+    points its paths at this test's node: the fake NVML readings, the boot check's reason file, scontrol
+    reading the local slurm.conf."""
+    from gpucluster.render.core import render
+    from gpucluster.render.slurm.health import OPT_OUT
+    from gpucluster.render.slurm.names import AGENT_LIB
+    from tests.health.slurm_local import ROOT
+
+    text = render(
+        "slurm/health-check.sh.j2",
+        cluster="health",
+        group="p5",
+        checks=True,
+        agent_lib=AGENT_LIB,
+        log_file=str(d / "health.log"),
+        config=str(config),
+        interval=3,
+        budget=20,
+        opt_out=OPT_OUT,
+        boot_fault=str(fault),
+    )
+    (d / "bin" / "health-check").write_text(text)
+    program = d / "bin" / "health-program"
+    program.write_text(
+        f"#!/bin/sh\nexport GPUCLUSTER_HEALTH_FAKE_NVML={scenario_file} PYTHONPATH={ROOT}\n"
+        f'exec {sys.executable} -m gpucluster_agents.health "$@"\n'
+    )
+    shim = d / "bin" / "health-check-shim"
+    shim.write_text(
+        f"#!/bin/sh\nexport GPUCLUSTER_HEALTH_PROGRAM={program} GPUCLUSTER_SCONTROL=/usr/bin/scontrol "
+        f"SLURM_CONF={d / 'slurm.conf'}\nexec /bin/bash {d / 'bin' / 'health-check'}\n"
+    )
+    for p in (program, shim):
+        p.chmod(0o755)
+    return str(shim)
+
+
+def test_a_failed_boot_check_keeps_the_node_drained_from_slurmds_start(run_dir: Path):
+    """The boot check (``gpucluster-aws health``, before slurmd) finds a GPU whose link trained at gen 3 and
+    leaves its reason; slurmd 22.05 starts and its HealthCheckProgram (the rendered wrapper) drains the node
+    with that reason; no job runs on it (the job stays pending); the sweep itself is never run."""
+    config, scenario_file = fake_gpu_node(run_dir)
+    scenario_file.write_text(json.dumps(scenario({2: {"pcie_gen": 3}})))
+    fault = run_dir / "health-boot.reason"
+    # the boot check, as the unit runs it: the node package's boot mode, its reason into the file
+    boot = subprocess.run(
+        [sys.executable, "-m", "gpucluster_agents.health", "boot", "--config", str(config), "--json"],
+        env={**os.environ, "GPUCLUSTER_HEALTH_FAKE_NVML": str(scenario_file)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert boot.returncode == 1, boot.stderr
+    reason = json.loads(boot.stdout)["reason"]
+    assert reason.startswith("gpucluster: pcie_link gpu2 gen3")
+    fault.write_text(reason + "\n")
+    settings = {
+        "HealthCheckProgram": rendered_health_check(run_dir, config, scenario_file, fault),
+        "HealthCheckInterval": "3",
+        "HealthCheckNodeState": "ANY",
+    }
+    slurm = LocalSlurm(run_dir, settings)
+    slurm.start()
+    try:
+        slurm.wait(lambda: "DRAIN" in slurm.node().get("State", ""), 60, "drained by the boot check's reason")
+        assert slurm.node()["Reason"].startswith(reason), slurm.node()  # Slurm adds [user@time]
+        job = slurm.sbatch("--wrap", "true")
+        time.sleep(4)  # a health check interval and more: the node stays drained, the job waits
+        assert slurm.job(job)["JobState"] == "PENDING" and "DRAIN" in slurm.node()["State"]
+        log = (run_dir / "health.log").read_text()
+        assert "boot check failed: " + reason in log
+        assert not (run_dir / "health.jsonl").exists() or all(
+            json.loads(line)["mode"] == "boot" for line in (run_dir / "health.jsonl").read_text().splitlines()
+        )
+    finally:
+        slurm.stop()
+        shutil.rmtree(run_dir, ignore_errors=True)

@@ -7,6 +7,7 @@ ConfigMap's zip, and its script run against a fake API server with a fake health
 from __future__ import annotations
 
 import base64
+import ctypes.util
 import json
 import subprocess
 import sys
@@ -21,6 +22,8 @@ import yaml
 
 from gpucluster.config.errors import ConfigError
 from gpucluster.config.kubernetes_health import KubernetesHealthSpec
+from gpucluster.facts.catalog import load_catalog
+from gpucluster.render.health import health_config
 from gpucluster.render.kubernetes_health import (
     CONDITION,
     DCGM_CSV_KEY,
@@ -29,6 +32,7 @@ from gpucluster.render.kubernetes_health import (
     SCRIPT_KEY,
     SWEEP_NAME,
     TAINT_KEY,
+    config_key,
     dcgm_exporter_values,
     dcgm_metrics_configmap,
     dcgm_metrics_csv,
@@ -37,6 +41,7 @@ from gpucluster.render.kubernetes_health import (
     sweep_script,
 )
 from gpucluster.render.slurm.agent import agent_bundle
+from gpucluster_agents.health.config import parse, to_json
 from tests.conftest import GOLDEN, check_golden
 from tests.kubernetes.conftest import eks_spec
 from tests.kubernetes.schemas import crd_schema, schema_file, validate_object
@@ -125,9 +130,12 @@ def test_dcgm_config_fits_the_cluster_policy_and_the_chart_documents_it():
 # --- the sweep DaemonSet ----------------------------------------------------------------------------------------
 
 
+P5_CONFIG = to_json(health_config(load_catalog()["p5.48xlarge"], efa_enabled=True))
+
+
 @pytest.fixture(scope="module")
 def objects():
-    return sweep_objects(KubernetesHealthSpec(), agent_bundle())
+    return sweep_objects(KubernetesHealthSpec(), agent_bundle(), {"gpu": P5_CONFIG})
 
 
 def test_sweep_objects_valid_and_golden(objects, update_golden):
@@ -176,6 +184,64 @@ def test_the_node_package_imports_from_the_configmap_zip(objects, tmp_path):
         check=False,
     )
     assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_nothing_is_downloaded_when_the_sweep_starts(objects):
+    """No init container, no pip, no PyPI: the pod's only code is the image's Python and the ConfigMap."""
+    (ds,) = [o for o in objects if o["kind"] == "DaemonSet"]
+    pod = ds["spec"]["template"]["spec"]
+    assert "initContainers" not in pod and [v["name"] for v in pod["volumes"]] == ["code", "kmsg"]
+    assert not any(word in json.dumps(objects) for word in ("pip install", "nvidia-ml-py", "pypi"))
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["PYTHONPATH"] == f"/opt/gpucluster/{PACKAGE_KEY}"
+
+
+def test_the_sweep_runs_from_the_configmap_alone(objects, tmp_path):
+    """What the pod runs, run here with site-packages switched off (``python -S``: the test's own
+    nvidia-ml-py is out of reach): the program and NVIDIA's binding both load from the ConfigMap's zip, the
+    group's thresholds from its ``health-<group>.json``, and on this machine without an NVIDIA driver the real
+    binding's NVML fails to start, which the sweep reports as a ``driver`` fault (exit 1), not as a program
+    that could not run (exit 2)."""
+    (cm,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    package = tmp_path / PACKAGE_KEY
+    package.write_bytes(base64.b64decode(cm["binaryData"][PACKAGE_KEY]))
+    config = tmp_path / config_key("gpu")
+    config.write_text(cm["data"][config_key("gpu")])
+    assert parse(json.loads(config.read_text())).gpu_count == 8
+    env = {"PYTHONPATH": str(package), "PATH": "/usr/bin:/bin"}
+    where = "import pynvml, gpucluster_agents.health.cli as c; print(pynvml.__file__); print(c.__file__)"
+    # cwd: a directory without the sources (python puts it first on the path)
+    done = subprocess.run([sys.executable, "-S", "-c", where], env=env, cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert all(line.startswith(str(package)) for line in done.stdout.split()), done.stdout
+    sweep = [sys.executable, "-S", "-m", "gpucluster_agents.health", "sweep", "--config", str(config), "--json"]
+    done = subprocess.run(sweep, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    verdict = json.loads(done.stdout)
+    driver = next(c for c in verdict["checks"] if c["name"] == "driver")
+    if ctypes.util.find_library("nvidia-ml"):  # a GPU machine: NVML starts through the zip's binding
+        assert done.returncode in (0, 1) and driver["ok"] is True, done.stderr
+    else:
+        assert (done.returncode, verdict["mode"]) == (1, "sweep"), done.stderr
+        assert driver["ok"] is False and verdict["reason"].startswith("gpucluster: driver")
+
+
+def test_each_gpu_group_gets_its_own_thresholds(run_components):
+    from gpucluster.components.kubernetes_platform import KubernetesPlatform, KubernetesPlatformArgs
+
+    spec = eks_spec()
+    args = KubernetesPlatformArgs(
+        **spec.kubernetes.model_dump(exclude_none=True),
+        cluster_name="k",
+        node_groups=[g.model_dump(exclude_none=True, exclude={"image_ssm_parameter"}) for g in spec.groups_for("kubernetes")],
+    )
+    plan = run_components(lambda: KubernetesPlatform("k", args))
+    (cm,) = [c for c in plan.of_type("kubernetes:core/v1:ConfigMap") if c.inputs["metadata"]["name"] == SWEEP_NAME]
+    configs = {k: parse(json.loads(v)) for k, v in cm.inputs["data"].items() if k.startswith("health-")}
+    gpu_groups = [g for g in spec.groups_for("kubernetes") if load_catalog()[g.instance_type].gpu_count]
+    assert gpu_groups and set(configs) == {config_key(g.name) for g in gpu_groups}
+    for g in gpu_groups:
+        cfg = configs[config_key(g.name)]
+        assert (cfg.instance_type, cfg.gpu_count) == (g.instance_type, load_catalog()[g.instance_type].gpu_count)
 
 
 def test_platform_places_the_sweep_after_the_operator(run_components):
@@ -295,6 +361,31 @@ def test_a_healthy_sweep_clears_only_its_own_taint(tmp_path, api):
     assert patches(calls, "/status")[0][4]["status"]["conditions"][0]["status"] == "True"
     (taint,) = patches(calls, "/nodes/ip-10-0-0-1")
     assert taint[4]["spec"]["taints"] == [OTHER_TAINT]
+
+
+def test_the_condition_message_is_the_verdicts_reason(tmp_path, api):
+    """The real program prints its verdict as JSON (``--json``) and, in a pod, a complaint that scontrol is
+    missing on stderr: the condition carries the verdict's reason, not the complaint."""
+    reason = "gpucluster: row_remap gpu3 row remap pending (reboot)"
+    node = {"metadata": {"resourceVersion": "9"}, "spec": {"taints": []}, "status": {"conditions": []}}
+    FakeApi.node = node
+    sa = tmp_path / "sa"
+    sa.mkdir()
+    (sa / "token").write_text("t0ken\n")
+    program = tmp_path / "health"
+    verdict = json.dumps({"action": "reboot", "reason": reason})
+    program.write_text(
+        f"#!/bin/sh\necho \"$@\" >{tmp_path}/args\necho '{verdict}'\necho 'gpucluster-health: could not drain' >&2\nexit 1\n"
+    )
+    program.chmod(0o755)
+    script = tmp_path / "sweep.py"
+    script.write_text(sweep_script(300))
+    env = {"NODE_NAME": "n", "GPUCLUSTER_API": api, "GPUCLUSTER_SA_DIR": str(sa), "GPUCLUSTER_HEALTH_PROGRAM": str(program)}
+    done = subprocess.run([sys.executable, str(script), "--once"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    (status,) = patches(FakeApi.calls, "/n/status")
+    assert status[4]["status"]["conditions"][0]["message"] == reason
+    assert (tmp_path / "args").read_text().split() == ["sweep", "--json"]  # no health-<group>.json for an unlabelled node
 
 
 def test_healthy_and_untainted_patches_only_the_condition(tmp_path, api):

@@ -6,6 +6,7 @@ carries the program reaches compute nodes; the section's validators."""
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -19,8 +20,16 @@ from gpucluster.render.core import render
 from gpucluster.render.slurm.agent import ARTIFACT_BUCKET_STAND_IN, agent_bundle, package_key, sha256, with_artifact_bucket
 from gpucluster.render.slurm.compute import node_slurm_part
 from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, slurm_conf, topology_conf
-from gpucluster.render.slurm.health import HEALTH_CHECK, HEALTH_CONFIG, OPT_OUT, PROLOG, health_conf_lines, health_files
-from gpucluster.render.slurm.names import AGENT_LIB, AGENT_PACKAGE_PATH, NODE_SETUP, SlurmContext
+from gpucluster.render.slurm.health import (
+    HEALTH_BOOT_UNIT,
+    HEALTH_CHECK,
+    HEALTH_CONFIG,
+    OPT_OUT,
+    PROLOG,
+    health_conf_lines,
+    health_files,
+)
+from gpucluster.render.slurm.names import AGENT_LIB, AGENT_PACKAGE_PATH, AWS_HELPER, NODE_SETUP, SlurmContext
 from tests.conftest import group, make_config, require_tool
 from tests.render.slurm_check import SLURMCTLD, check_slurmctld, conf_files
 
@@ -132,7 +141,7 @@ def test_warnings_name_field_value_and_fix():
 
 def part_files(ctx: SlurmContext, name: str) -> dict[str, str]:
     g = next(g for g in ctx.node_groups if g.name == name)
-    return {f.path: f.text() for f in node_slurm_part(ctx, g, CATALOG).write_files}
+    return {f.path: f.text() for f in node_slurm_part(ctx, g, CATALOG, None).write_files}
 
 
 def test_compute_nodes_get_the_wrappers_and_the_package_before_slurmd():
@@ -172,6 +181,7 @@ def wrapper(tmp_path: Path, template: str, budget: int, checks: bool = True) -> 
         budget=budget,
         slurm_timeout=budget + 30,
         opt_out=OPT_OUT,
+        boot_fault=str(tmp_path / "health-boot.reason"),
     )
     path = tmp_path / template
     path.write_text(text)
@@ -289,4 +299,74 @@ def test_wrappers_of_groups_without_gpus_run_nothing(tmp_path):
 def test_health_files_follow_the_switches():
     ctx = context(P5, prolog=False)
     g = ctx.node_groups[0]
-    assert [f.path for f in health_files(ctx, CATALOG[g.instance_type], g.name)] == [HEALTH_CHECK, HEALTH_CONFIG]
+    unit = f"/etc/systemd/system/{HEALTH_BOOT_UNIT}"
+    assert [f.path for f in health_files(ctx, CATALOG[g.instance_type], g.name)] == [HEALTH_CHECK, unit, HEALTH_CONFIG]
+
+
+# --- the boot check: before slurmd, its fault drains the node -----------------------------------------------------
+
+
+BOOT_REASON = "gpucluster: pcie_link gpu3 gen3 x16 < gen5 x16"
+
+
+@pytest.mark.parametrize(("template", "rc"), [("health-check", 0), ("prolog", 1)])
+def test_a_failed_boot_check_drains_the_node_with_its_reason(tmp_path, template, rc):
+    """The boot check's reason file (this boot only): the HealthCheckProgram (at slurmd's start, before the
+    node registers, and at every run after) and the prolog (the job slurmd was resumed for: back to the
+    queue, even if it opted out) drain the node with it and run no check of their own."""
+    (tmp_path / "health-boot.reason").write_text(BOOT_REASON + "\n")
+    env = {**fakes(tmp_path, 0), "SLURM_JOB_COMMENT": OPT_OUT}
+    assert run(wrapper(tmp_path, template, 5), env)[0] == rc
+    assert calls(tmp_path, "program") == ""
+    assert calls(tmp_path, "scontrol").splitlines() == ["update", "NodeName=p5-3", "State=DRAIN", f"Reason={BOOT_REASON}"]
+    # a reason that is not the program's gets the gpucluster: mark (the agent acts on its own drains only)
+    (tmp_path / "scontrol.calls").unlink()
+    (tmp_path / "health-boot.reason").write_text("something else\n")
+    run(wrapper(tmp_path, template, 5), env)
+    assert "Reason=gpucluster: health boot check failed" in calls(tmp_path, "scontrol").splitlines()
+
+
+@pytest.mark.parametrize("template", ["health-check", "prolog"])
+def test_no_boot_fault_means_the_usual_check(tmp_path, template):
+    (tmp_path / "health-boot.reason").write_text("")  # empty: no fault
+    assert run(wrapper(tmp_path, template, 5), fakes(tmp_path, 0))[0] == 0
+    assert calls(tmp_path, "program").split()[0] in ("sweep", "prolog") and calls(tmp_path, "scontrol") == ""
+
+
+def test_gpu_nodes_run_the_boot_check_before_slurmd_and_others_do_not():
+    ctx = context(P5, CPU)
+    gpu, cpu = part_files(ctx, "p5"), part_files(ctx, "cpu")
+    unit = f"/etc/systemd/system/{HEALTH_BOOT_UNIT}"
+    drop_in = "/etc/systemd/system/slurmd.service.d/gpucluster.conf"
+    assert "Before=slurmd.service" in gpu[unit] and f"ExecStart={AWS_HELPER} health" in gpu[unit]
+    keys = dict(line.split("=", 1) for line in gpu[drop_in].splitlines() if "=" in line and not line.startswith("#"))
+    assert keys["Wants"] == HEALTH_BOOT_UNIT and HEALTH_BOOT_UNIT in keys["After"].split()
+    assert "Requires=" + HEALTH_BOOT_UNIT not in gpu[drop_in]  # a fault drains the node; slurmd still starts
+    assert unit not in cpu and HEALTH_BOOT_UNIT not in cpu[drop_in]
+
+
+def test_boot_unit_and_slurmd_drop_in_pass_systemd_analyze_verify(tmp_path):
+    """systemd's own reader on the rendered unit and slurmd's drop-in (with a stand-in slurmd unit and
+    helper in a root of their own)."""
+    analyze = require_tool("systemd-analyze")
+    files = part_files(context(P5), "p5")
+    root = tmp_path / "root"
+    system = root / "etc/systemd/system"
+    (system / "slurmd.service.d").mkdir(parents=True)
+    for path in (f"/etc/systemd/system/{HEALTH_BOOT_UNIT}", "/etc/systemd/system/slurmd.service.d/gpucluster.conf"):
+        (root / path.lstrip("/")).write_text(files[path])
+    (system / "slurmd.service").write_text("[Unit]\nDescription=slurmd\n[Service]\nExecStart=/usr/sbin/slurmd -D\n")
+    (system / "gpucluster-imds-guard.service").write_text("[Service]\nType=oneshot\nExecStart=/bin/true\n")
+    for exe in (AWS_HELPER, "/usr/sbin/slurmd", "/bin/true"):
+        (root / exe.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+        (root / exe.lstrip("/")).write_text("#!/bin/sh\n")
+        (root / exe.lstrip("/")).chmod(0o755)
+    # the machine's own units (sysinit.target, remote-fs.target, ...) that these order against
+    shutil.copytree(Path("/usr/lib/systemd/system"), root / "usr/lib/systemd/system", symlinks=True)
+    units = [str(system / HEALTH_BOOT_UNIT), str(system / "slurmd.service")]
+    done = subprocess.run([analyze, "verify", f"--root={root}", *units], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (0, ""), done.stdout + done.stderr  # systemd warns on stderr
+    broken = system / HEALTH_BOOT_UNIT
+    broken.write_text(files[f"/etc/systemd/system/{HEALTH_BOOT_UNIT}"].replace("Type=oneshot", "Type=oneshoot"))
+    done = subprocess.run([analyze, "verify", f"--root={root}", str(broken)], capture_output=True, text=True, timeout=120)
+    assert "Failed to parse service type" in done.stderr  # the check can fail

@@ -8,13 +8,14 @@ slurmctld (configless)."""
 from __future__ import annotations
 
 from gpucluster.config.node_group import NodeGroupSpec
+from gpucluster.config.slurm_health import nvidia_gpus
 from gpucluster.facts.catalog import Catalog, InstanceFacts
 from gpucluster.facts.nccl import library_dirs
 from gpucluster.render.core import CloudConfig, WriteFile, render
-from gpucluster.render.node import NCCL_ENV_PATH
+from gpucluster.render.node import NCCL_ENV_PATH, SharedFs
 from gpucluster.render.slurm.agent import boot_files, node_package_file
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit
-from gpucluster.render.slurm.health import health_enabled, health_files
+from gpucluster.render.slurm.health import HEALTH_BOOT_UNIT, health_enabled, health_files
 from gpucluster.render.slurm.names import AWS_HELPER, NODE_SETUP, SLURMCTLD_PORT, TASK_PROLOG, SlurmContext, controller_address
 from gpucluster_agents import contract
 
@@ -22,14 +23,22 @@ from gpucluster_agents import contract
 NODE_PACKAGES = ("slurmd", "slurm-client", "munge", "python3-boto3", "iptables")
 NODE_NAME_WAIT_TRIES = 180  # × 5 s: the node waits up to 15 min for its name tag
 
-SLURMD_DROP_IN = f"""# gpucluster: slurm.conf comes from slurmctld (configless), so there is none locally to wait for;
-# jobs start after the shared file systems are mounted, and only while only root reaches the
-# instance metadata service (no guard, no slurmd: no job can run).
-[Unit]
-ConditionPathExists=
-Requires={IMDS_GUARD_UNIT}
-After=remote-fs.target {IMDS_GUARD_UNIT}
-"""
+
+def slurmd_drop_in(boot_check: bool) -> str:
+    """slurmd's drop-in. GPU nodes with health checks: the boot check runs first (``Wants``, not
+    ``Requires``: its fault drains the node once slurmd is up, it does not keep slurmd off)."""
+    lines = [
+        "# gpucluster: slurm.conf comes from slurmctld (configless), so there is none locally to wait for;",
+        "# jobs start after the shared file systems are mounted, and only while only root reaches the",
+        "# instance metadata service (no guard, no slurmd: no job can run).",
+    ]
+    if boot_check:
+        lines.append("# The GPU health check of this boot runs first; a fault drains the node once slurmd is up.")
+    lines += ["[Unit]", "ConditionPathExists=", f"Requires={IMDS_GUARD_UNIT}"]
+    if boot_check:
+        lines.append(f"Wants={HEALTH_BOOT_UNIT}")
+    lines.append(f"After=remote-fs.target {IMDS_GUARD_UNIT}" + (f" {HEALTH_BOOT_UNIT}" if boot_check else ""))
+    return "\n".join(lines) + "\n"
 
 
 def task_prolog(group: NodeGroupSpec, facts: InstanceFacts) -> str:
@@ -40,10 +49,12 @@ def task_prolog(group: NodeGroupSpec, facts: InstanceFacts) -> str:
     )
 
 
-def node_slurm_part(ctx: SlurmContext, group: NodeGroupSpec, catalog: Catalog) -> CloudConfig:
-    """The Slurm part of a compute node's user data (plain: nothing here waits for AWS)."""
+def node_slurm_part(ctx: SlurmContext, group: NodeGroupSpec, catalog: Catalog, shared_fs: SharedFs | None) -> CloudConfig:
+    """The Slurm part of a compute node's user data (plain: nothing here waits for AWS). ``shared_fs``: what the
+    node's storage part mounts (:func:`gpucluster.render.node.shared_fs_of`), which the health checks expect."""
     facts = catalog[group.instance_type]
     health = health_enabled(ctx, catalog)
+    boot_check = health and ctx.slurm.health.enabled and nvidia_gpus(facts)
     setup = render(
         "slurm/node-setup.sh.j2",
         cluster=ctx.cluster,
@@ -59,13 +70,16 @@ def node_slurm_part(ctx: SlurmContext, group: NodeGroupSpec, catalog: Catalog) -
         write_files=(
             *boot_files(ctx),
             *(
-                (node_package_file(), *health_files(ctx, facts, group.name, efa_enabled=bool(group.enable_efa_support)))
+                (
+                    node_package_file(),
+                    *health_files(ctx, facts, group.name, efa_enabled=bool(group.enable_efa_support), shared_fs=shared_fs),
+                )
                 if health
                 else ()
             ),
             WriteFile(TASK_PROLOG, task_prolog(group, facts), "0755"),
             WriteFile(f"/etc/systemd/system/{IMDS_GUARD_UNIT}", imds_guard_unit(head=False)),
-            WriteFile("/etc/systemd/system/slurmd.service.d/gpucluster.conf", SLURMD_DROP_IN),
+            WriteFile("/etc/systemd/system/slurmd.service.d/gpucluster.conf", slurmd_drop_in(boot_check)),
             WriteFile.compressed(NODE_SETUP, setup, "0755"),
         ),
         bootcmd=(imds_guard_bootcmd(),),

@@ -19,7 +19,9 @@ from __future__ import annotations
 from gpucluster.config.slurm_health import nvidia_gpus
 from gpucluster.facts.catalog import Catalog, InstanceFacts
 from gpucluster.render.core import WriteFile, render
-from gpucluster.render.slurm.names import AGENT_LIB, SlurmContext, slurm_groups
+from gpucluster.render.node import SharedFs
+from gpucluster.render.slurm.names import AGENT_LIB, AWS_HELPER, SlurmContext, slurm_groups
+from gpucluster_agents.boot import HEALTH_BOOT_FAULT, HEALTH_BOOT_TIMEOUT
 
 HEALTH_CHECK = "/etc/gpucluster/slurm/health-check"
 PROLOG = "/etc/gpucluster/slurm/prolog"
@@ -28,6 +30,30 @@ HEALTH_LOG = "/var/log/gpucluster/health.log"
 HEALTH_CONFIG = "/etc/gpucluster/health.json"
 # The word in a job's comment (or --extra) that skips the health prolog for that job.
 OPT_OUT = "gpucluster-health=off"
+# The boot check: a oneshot unit slurmd wants and starts after (GPU groups only).
+HEALTH_BOOT_UNIT = "gpucluster-health-boot.service"
+
+
+def health_boot_unit() -> str:
+    """``gpucluster-health-boot.service``: the health program's ``boot`` mode (``gpucluster-aws health``) at
+    every boot, after the shared file systems and NVIDIA's services, before slurmd. slurmd only *wants* it:
+    a fault does not keep slurmd off (a node that never registers strands the job that resumed it until
+    ResumeTimeout and leaves a static node DOWN with no reason); it leaves its reason in
+    ``HEALTH_BOOT_FAULT``, and the HealthCheckProgram, which slurmd runs before it registers, drains the
+    node with it, and the prolog fails the jobs that were already given the node, until the node reboots."""
+    return f"""# gpucluster: the GPU health check of this boot, before slurmd starts (docs/health.md).
+[Unit]
+Description=gpucluster GPU health check (boot mode)
+After=remote-fs.target nvidia-persistenced.service nvidia-fabricmanager.service
+Before=slurmd.service
+ConditionPathExists={HEALTH_CONFIG}
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart={AWS_HELPER} health
+TimeoutStartSec={HEALTH_BOOT_TIMEOUT + 30}
+"""
 
 
 def health_enabled(ctx: SlurmContext, catalog: Catalog) -> bool:
@@ -58,10 +84,13 @@ def health_conf_lines(ctx: SlurmContext, catalog: Catalog) -> list[str]:
     return lines
 
 
-def health_files(ctx: SlurmContext, facts: InstanceFacts, group: str, *, efa_enabled: bool = False) -> tuple[WriteFile, ...]:
+def health_files(
+    ctx: SlurmContext, facts: InstanceFacts, group: str, *, efa_enabled: bool = False, shared_fs: SharedFs | None = None
+) -> tuple[WriteFile, ...]:
     """A compute node's wrappers: the sweep and (with the prolog on) the prolog, and the program's thresholds
-    (``/etc/gpucluster/health.json``, from the instance facts: :func:`gpucluster.render.health.health_config`).
-    Groups without NVIDIA GPUs get wrappers that exit 0, since slurm.conf names the same programs for every
+    (``/etc/gpucluster/health.json``, from the instance facts: :func:`gpucluster.render.health.health_config`),
+    with the file system the node mounts (``shared_fs``: :func:`gpucluster.render.node.shared_fs_of`) for
+    the ``shared_fs`` check. Groups without NVIDIA GPUs get wrappers that exit 0, since slurm.conf names the same programs for every
     node."""
     from gpucluster.render.health import health_config
     from gpucluster_agents.health.config import to_json
@@ -74,6 +103,7 @@ def health_files(ctx: SlurmContext, facts: InstanceFacts, group: str, *, efa_ena
         "agent_lib": AGENT_LIB,
         "log_file": HEALTH_LOG,
         "config": HEALTH_CONFIG,
+        "boot_fault": HEALTH_BOOT_FAULT,
     }
     files = [
         WriteFile(
@@ -92,5 +122,12 @@ def health_files(ctx: SlurmContext, facts: InstanceFacts, group: str, *, efa_ena
         )
         files.append(WriteFile(PROLOG, text, "0755"))
     if common["checks"]:
-        files.append(WriteFile.compressed(HEALTH_CONFIG, to_json(health_config(facts, efa_enabled=efa_enabled)), "0644"))
+        files.append(WriteFile(f"/etc/systemd/system/{HEALTH_BOOT_UNIT}", health_boot_unit()))
+        config = health_config(
+            facts,
+            efa_enabled=efa_enabled,
+            shared_fs_mount=shared_fs.mount_point if shared_fs else None,
+            shared_fs_type=shared_fs.fstype if shared_fs else "lustre",
+        )
+        files.append(WriteFile.compressed(HEALTH_CONFIG, to_json(config), "0644"))
     return tuple(files)
