@@ -2,7 +2,8 @@
 """Protected mode: a dynamic node group whose nodes keep failing to boot stops launching.
 
 A boot failure is a ResumeFailProgram call for a node that had an instance: it was launched but never
-registered with slurmctld (bad image, broken user data, a failing ``boot`` health check). After
+registered with slurmctld (bad image, broken user data; a failing ``boot`` health check registers the node
+drained with its ``gpucluster:`` reason instead, for the quarantine pass :mod:`quarantine`). After
 ``repair.protect_after_failures`` of them in a row (0: never) the group is protected: every later
 resume of it fails fast without calling EC2, its idle nodes are set DOWN with the reason
 ``gpucluster: ProtectedMode <type>: …`` (so jobs go to other partitions), the log says so, and
