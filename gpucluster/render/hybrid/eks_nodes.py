@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from gpucluster.config.errors import ConfigError, Finding, Level
 from gpucluster.config.hybrid import HybridNodesSpec, HybridSpec
 from gpucluster.config.kubernetes import TeamSpec
 from gpucluster.render.core import render, to_yaml
@@ -74,10 +75,15 @@ def cni_values(nodes: HybridNodesSpec) -> dict[str, Any]:
     """Helm values of the CNI on the hybrid nodes: overlay (VXLAN), pod addresses from ``remotePodCidrs``, and
     every component pinned to hybrid nodes (cloud nodes keep the VPC CNI)."""
     if not nodes.remote_pod_cidrs:
-        raise ValueError(
-            "hybrid.kubernetes.remotePodCidrs is empty: the CNI on the hybrid nodes needs the pod networks to hand out. "
-            "Fix: list the site's pod networks in remotePodCidrs, e.g. [10.96.0.0/16]"
+        finding = Finding(
+            Level.ERROR,
+            "gpucluster:hybrid.kubernetes.remotePodCidrs",
+            f"is empty: {nodes.cni} on the hybrid nodes needs the pod networks it hands addresses out of",
+            fix="list the site's pod networks (routable from the VPC, not overlapping it), e.g. remotePodCidrs: [10.96.0.0/16]",
+            value=[],
+            code="hybrid-pod-cidrs-missing",
         )
+        raise ConfigError([finding])
     pods = list(nodes.remote_pod_cidrs)
     if nodes.cni == "cilium":
         return {
