@@ -202,6 +202,7 @@ def test_stacks_without_a_site_get_none_of_it():
     assert "remoteNetworkConfig" not in plan.by_name("eks-p5-eks-eks").inputs
     assert {r.inputs["type"] for r in plan.of_type(ACCESS)} == {"STANDARD"}
     assert not [r for r in plan.resources if "hybrid" in r.name or r.type.startswith("aws:rolesanywhere")]
+    assert "hybridNodes" not in plan.outputs
 
 
 def test_node_files_carry_the_arns_the_stack_creates(run_components):
@@ -222,3 +223,13 @@ def test_node_files_carry_the_arns_the_stack_creates(run_components):
     assert (ra["roleArn"], ra["profileArn"], ra["trustAnchorArn"]) == (seen["role"], seen["profile"], anchor.state["arn"])
     assert config["spec"]["cluster"] == {"name": "k", "region": "us-east-1"}
     assert "nodeadm install 1.33 --credential-provider iam-ra" in seen["bundle"]["install.sh"]
+
+
+def test_stack_output_hands_the_site_its_node_files(plan):
+    out = plan.outputs["hybridNodes"]
+    assert out["roleArn"] == hybrid_role(plan).state["arn"]
+    (profile,) = plan.of_type("aws:rolesanywhere/profile:Profile")
+    assert out["profileArn"] == profile.state["arn"]
+    assert set(out["files"]) == {"nodeConfig.yaml", "install.sh"}
+    ra = yaml.safe_load(out["files"]["nodeConfig.yaml"])["spec"]["hybrid"]["iamRolesAnywhere"]
+    assert (ra["roleArn"], ra["profileArn"]) == (out["roleArn"], out["profileArn"])
