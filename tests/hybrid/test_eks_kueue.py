@@ -4,9 +4,12 @@ object is validated against the pinned Kueue CRDs and pinned in a golden file.""
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from gpucluster.components.kueue import Kueue, KueueArgs
+from gpucluster.config.errors import ConfigError
+from gpucluster.render.hybrid.eks_nodes import site_flavor_name
 from tests.conftest import GOLDEN, check_golden
 from tests.hybrid.eks_fixtures import hybrid_eks_spec
 from tests.kubernetes.schemas import validate_object
@@ -122,3 +125,19 @@ def test_without_a_site_nothing_changes(run_components):
     for r in without.resources:
         other = next(o for o in with_site.resources if o.name == r.name)
         assert r.inputs == other.inputs, r.name
+
+
+def test_a_gpu_type_that_makes_no_kubernetes_name_is_refused_with_its_path():
+    # At load, before any resource (the program's refusal)...
+    with pytest.raises(ConfigError) as refused:
+        hybrid_eks_spec(kubernetes={"gpuType": "H100 SXM;x"})
+    (finding,) = refused.value.findings
+    assert finding.path == "gpucluster:hybrid.kubernetes.gpuType" and "H100 SXM;x" in finding.message
+    # ...and again where the name is made, for a spec built without validation.
+    hybrid = hybrid_eks_spec().hybrid
+    assert hybrid is not None and hybrid.kubernetes is not None
+    bad = hybrid.model_copy(update={"kubernetes": hybrid.kubernetes.model_copy(update={"gpu_type": "H100 SXM;x"})})
+    with pytest.raises(ConfigError) as again:
+        site_flavor_name(bad)
+    assert again.value.findings[0].path == "gpucluster:hybrid.kubernetes.gpuType"
+    assert site_flavor_name(hybrid_eks_spec(kubernetes={"gpuType": "gb200"}).hybrid) == "onprem-gb200"

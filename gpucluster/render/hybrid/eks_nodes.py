@@ -56,6 +56,7 @@ CONTAINERD_SOURCE = {"ubuntu24": "distro", "ubuntu22": "distro", "rhel9": "docke
 NODE_NAME_PLACEHOLDER = "@NODE_NAME@"
 ACTIVATION_ID_PLACEHOLDER = "@ACTIVATION_ID@"
 ACTIVATION_CODE_PLACEHOLDER = "@ACTIVATION_CODE@"
+FLAVOR_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 KUBERNETES_VERSION_RE = re.compile(r"^1\.\d{1,2}$")
 ARN_RE = re.compile(r"^arn:aws[a-z-]*:[a-z0-9-]+:[a-z0-9-]*:\d{12}:[A-Za-z0-9/_+=.@:-]+$")
 
@@ -205,8 +206,20 @@ def render_hybrid_nodes_bundle(
 
 
 def site_flavor_name(hybrid: HybridSpec) -> str:
+    """``<site>-<gpuType>``: a Kubernetes object name, so ``gpuType`` is refused unless it makes one."""
     assert hybrid.kubernetes is not None
-    return f"{hybrid.site}-{hybrid.kubernetes.gpu_type}"
+    name = f"{hybrid.site}-{hybrid.kubernetes.gpu_type}"
+    if not FLAVOR_NAME_RE.match(name) or len(name) > 63:
+        finding = Finding(
+            Level.ERROR,
+            "gpucluster:hybrid.kubernetes.gpuType",
+            f"makes the site's Kueue flavor {name!r}, which is not a Kubernetes name",
+            fix="use lowercase letters, digits and -, e.g. gpuType: h100",
+            value=hybrid.kubernetes.gpu_type,
+            code="hybrid-gpu-type-name",
+        )
+        raise ConfigError([finding])
+    return name
 
 
 def site_flavor(hybrid: HybridSpec, cloud: Sequence[Flavor]) -> Flavor:
