@@ -23,12 +23,14 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from gpucluster.components._aws.eks_addons import BEFORE_NODES, addon, cni_identity
+from gpucluster.components._aws.eks_hybrid import HybridNodes, hybrid_nodes, remote_network_config
 from gpucluster.components._aws.eks_node_groups import EksNodeTemplate, gpu_node_group, system_node_group
 from gpucluster.components._aws.iam import assume_role_policy
 from gpucluster.components._config_types import KubernetesConfig, NodeGroupConfig
 from gpucluster.components._inputs import Inputs
 from gpucluster.components._kubernetes_args import as_list, node_group_subnets, resolve_args, with_id
 from gpucluster.components.shared_storage import SharedStorage, as_shared_storage
+from gpucluster.config.hybrid import HybridSpec
 from gpucluster.config.kubernetes import FSX_CSI_ADDON
 from gpucluster.config.naming import with_name
 from gpucluster.facts.catalog import Catalog, load_catalog
@@ -153,9 +155,11 @@ class EksCluster(pulumi.ComponentResource):
         *,
         _resolved: ResolvedKubernetes | None = None,
         _catalog: Catalog | None = None,
+        _hybrid: HybridSpec | None = None,
     ) -> None:
         """``_resolved``: GpuCluster's path, the stack's own resolved section (``args``' config fields
-        are then not read); otherwise ``args`` is validated, checked and resolved here, before any resource."""
+        are then not read); otherwise ``args`` is validated, checked and resolved here, before any resource.
+        ``_hybrid``: the stack's hybrid section; with ``kubernetes`` set, the site's servers join as EKS Hybrid Nodes."""
         region = args["region"]
         catalog = _catalog or load_catalog()
         if _resolved is None:
@@ -180,9 +184,17 @@ class EksCluster(pulumi.ComponentResource):
             tags=dict(args.get("tags", {})),
         )
         super().__init__(TOKEN, name, None, opts)
-        self._build(name, resolved, wiring, inputs, catalog)
+        self._build(name, resolved, wiring, inputs, catalog, _hybrid if _hybrid and _hybrid.kubernetes else None)
 
-    def _build(self, name: str, resolved: ResolvedKubernetes, wiring: EksWiring, inputs: Inputs, catalog: Catalog) -> None:
+    def _build(
+        self,
+        name: str,
+        resolved: ResolvedKubernetes,
+        wiring: EksWiring,
+        inputs: Inputs,
+        catalog: Catalog,
+        hybrid: HybridSpec | None,
+    ) -> None:
         spec = resolved.spec
         child = pulumi.ResourceOptions(parent=self)
         tags = dict(wiring.tags)
@@ -238,6 +250,7 @@ class EksCluster(pulumi.ComponentResource):
             enabled_cluster_log_types=list(spec.enabled_log_types),
             # Add-ons are installed below, as managed add-ons at pinned versions, not EKS's unmanaged ones.
             bootstrap_self_managed_addons=False,
+            remote_network_config=remote_network_config(hybrid),
             tags=with_name(tags, prefix),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster_policy]),
         )
@@ -247,6 +260,21 @@ class EksCluster(pulumi.ComponentResource):
         self.cluster_security_group_id = cluster.vpc_config.apply(lambda v: v.cluster_security_group_id or "")
 
         self._access_entries(name, resolved, inputs, cluster, partition, tags)
+        self.hybrid_nodes: HybridNodes | None = None
+        """The hybrid node role, its access entry and Roles Anywhere profile, and the files each site node installs."""
+        if hybrid is not None:
+            self.hybrid_nodes = hybrid_nodes(
+                self,
+                name,
+                hybrid,
+                prefix=prefix,
+                cluster=cluster,
+                cluster_security_group_id=self.cluster_security_group_id,
+                managed_policy=managed_policy,
+                region=wiring.region,
+                kubernetes_version=spec.version,
+                tags=tags,
+            )
 
         node_role = aws.iam.Role(
             f"{name}-node-role",
@@ -329,6 +357,7 @@ class EksCluster(pulumi.ComponentResource):
                 "clusterSecurityGroupId": self.cluster_security_group_id,
                 "nodeRoleArn": self.node_role_arn,
                 "nodeGroups": {n: ng.node_group_name for n, ng in self.managed_node_groups.items()},
+                "hybridNodeRoleArn": self.hybrid_nodes.role.arn if self.hybrid_nodes else None,
             }
         )
 

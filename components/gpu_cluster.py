@@ -277,12 +277,14 @@ class GpuCluster(pulumi.ComponentResource):
             },
             opts=child,
             _resolved=resolved,
+            _hybrid=self.spec.hybrid,
         )
         self.kubernetes = KubernetesPlatform(
             f"{name}-k8s",
             {"cluster_name": self.spec.name, "region": self.spec.region, "shared_storage": self.shared_storage},
             opts=pulumi.ResourceOptions(parent=self, provider=self.eks.provider),
             _resolved=resolved,
+            _hybrid=self.spec.hybrid,
         )
 
     def subnets_for(self, group: NodeGroupSpec) -> list[pulumi.Input[str]]:

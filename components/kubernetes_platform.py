@@ -13,6 +13,7 @@ from typing import Required
 import pulumi
 import pulumi_kubernetes as k8s
 
+from gpucluster.components._aws.helm import helm_release
 from gpucluster.components._config_types import KubernetesConfig, NodeGroupConfig
 from gpucluster.components._kubernetes_args import resolve_args
 from gpucluster.components._kubernetes_objects import place_objects
@@ -23,10 +24,12 @@ from gpucluster.components.network_operator import NetworkOperator, NetworkOpera
 from gpucluster.components.shared_storage import SharedStorage, as_shared_storage
 from gpucluster.components.team_namespace import TeamNamespace, TeamNamespaceArgs, claim_name
 from gpucluster.config.errors import ConfigError, Finding, Level
+from gpucluster.config.hybrid import HybridSpec
 from gpucluster.config.kubernetes import TeamSpec
 from gpucluster.config.slurm_health import nvidia_gpus
 from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.render.health import health_config
+from gpucluster.render.hybrid.eks_nodes import CNI_NAMESPACE, cni_chart, cni_values
 from gpucluster.render.kubernetes_health import sweep_objects
 from gpucluster.render.slurm.agent import agent_bundle
 from gpucluster.render.training_job import SharedClaim, training_job
@@ -106,9 +109,12 @@ class KubernetesPlatform(pulumi.ComponentResource):
         *,
         _resolved: ResolvedKubernetes | None = None,
         _catalog: Catalog | None = None,
+        _hybrid: HybridSpec | None = None,
     ) -> None:
         """``_resolved``: GpuCluster's path, the stack's own resolved section (``args``' config fields
-        are then not read); otherwise ``args`` is validated, checked and resolved here, before any resource."""
+        are then not read); otherwise ``args`` is validated, checked and resolved here, before any resource.
+        ``_hybrid``: the stack's hybrid section; with ``kubernetes`` set on EKS, the CNI of the hybrid nodes and the
+        site's Kueue flavor and queues."""
         storage = as_shared_storage(args.get("shared_storage", []))
         platform = args.get("platform", "eks")
         if platform not in PLATFORMS:
@@ -147,6 +153,11 @@ class KubernetesPlatform(pulumi.ComponentResource):
             }
             objects = sweep_objects(spec.health, agent_bundle(), configs)
             place_objects(f"{name}-health", objects, self, depends_on=[self.gpu_operator])
+        hybrid = _hybrid if _hybrid is not None and _hybrid.kubernetes is not None and platform == "eks" else None
+        if hybrid is not None and hybrid.kubernetes is not None:
+            # The VPC CNI keeps off hybrid nodes (its own anti-affinity); this one runs on them only.
+            nodes = hybrid.kubernetes
+            helm_release(f"{name}-hybrid-cni", nodes.cni, cni_chart(nodes), CNI_NAMESPACE[nodes.cni], self, cni_values(nodes))
         self.efa_device_plugin: EfaDevicePlugin | None = None
         self.network_operator: NetworkOperator | None = None
         if platform == "eks" and resolved.efa:
@@ -179,6 +190,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
                 node_groups=[g.group for g in resolved.node_groups],
                 teams=list(spec.teams),
                 team_namespaces={n: t.namespace for n, t in self.teams.items()},
+                hybrid=hybrid,
             ),
             opts=child,
         )

@@ -17,9 +17,11 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from gpucluster.components._aws.helm import helm_release
+from gpucluster.config.hybrid import HybridSpec
 from gpucluster.config.kubernetes import JOBSET_CHART, KUEUE_CHART, KueueSpec, TeamSpec
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import load_catalog
+from gpucluster.render.hybrid.eks_nodes import site_flavor, site_queues, site_resource_flavor
 from gpucluster.render.kubernetes import TOPOLOGY_NAME, kueue_values
 from gpucluster.render.kubernetes_objects import Flavor, cluster_queue, local_queue, resource_flavor, topology
 
@@ -48,6 +50,10 @@ class KueueArgs:
 
     install_jobset: bool = True
     """Install the JobSet controller too. Default true."""
+
+    hybrid: HybridSpec | None = None
+    """A site whose servers are EKS Hybrid Nodes (``hybrid.kubernetes``): its own flavor and queues, so a workload
+    runs on one site. Default: none."""
 
 
 class Kueue(pulumi.ComponentResource):
@@ -86,7 +92,35 @@ class Kueue(pulumi.ComponentResource):
                 {**lq, "metadata": {**lq["metadata"], "namespace": namespace}},
                 pulumi.ResourceOptions(parent=self, depends_on=[release, created]),
             )
-        self.register_outputs({"chart": KUEUE_CHART[1], "version": KUEUE_CHART[2], "flavors": [f.name for f in flavors]})
+        names = [f.name for f in flavors]
+        if args.hybrid is not None and args.hybrid.kubernetes is not None:
+            names.append(self._site(name, args, flavors, release))
+        self.register_outputs({"chart": KUEUE_CHART[1], "version": KUEUE_CHART[2], "flavors": names})
+
+    def _site(self, name: str, args: KueueArgs, cloud: list[Flavor], release: pulumi.Resource) -> str:
+        """The hybrid site's flavor, its quota-holding ClusterQueue, and each team's queue to it."""
+        assert args.hybrid is not None
+        flavor = site_flavor(args.hybrid, cloud)
+        after_release = pulumi.ResourceOptions(parent=self, depends_on=[release])
+        self.objects.append(site_resource_flavor(args.hybrid))
+        self._create(name, self.objects[-1], after_release)
+        queues = site_queues(args.hybrid, flavor, args.teams, args.cohort)
+        self.objects.extend(queues)
+        created: pulumi.Resource = release
+        namespaces = {t.effective_namespace: t.name for t in args.teams}
+        for obj in queues:
+            meta = obj["metadata"]
+            if obj["kind"] == "ClusterQueue":
+                created = self._create(name, obj, after_release)
+                continue
+            namespace = args.team_namespaces.get(namespaces[meta["namespace"]], meta["namespace"])
+            local = {**obj, "metadata": {**meta, "namespace": namespace}}
+            self._create(
+                f"{name}-{namespaces[meta['namespace']]}",
+                local,
+                pulumi.ResourceOptions(parent=self, depends_on=[release, created]),
+            )
+        return flavor.name
 
     def _create(self, name: str, obj: dict[str, Any], opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
         meta = obj["metadata"]

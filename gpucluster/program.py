@@ -177,5 +177,10 @@ def main() -> GpuCluster:
                 "updateKubeconfig": f"aws eks update-kubeconfig --name {spec.name} --region {spec.region}",
             },
         )
+    if cluster.eks is not None and cluster.eks.hybrid_nodes is not None:
+        # EKS Hybrid Nodes: what the site's servers install (nodeConfig.yaml, install.sh) and the ARNs in it.
+        nodes = cluster.eks.hybrid_nodes
+        profile = nodes.profile.arn if nodes.profile is not None else None
+        pulumi.export("hybridNodes", {"roleArn": nodes.role.arn, "profileArn": profile, "files": nodes.bundle})
     pulumi.export("findings", [f.as_dict() for f in findings])
     return cluster

@@ -187,6 +187,16 @@ class HybridNodesSpec(SpecModel):
     def _cidrs(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
         return tuple(check_cidr(v, str(info.field_name)) for v in value)
 
+    @field_validator("gpu_type")
+    @classmethod
+    def _gpu_type(cls, value: str) -> str:
+        # Part of the site's Kueue flavor name (<site>-<gpuType>), a Kubernetes object name.
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?", value):
+            raise ValueError(
+                f"gpuType {value!r} is not a Kueue flavor name.{FIX_MARK}use lowercase letters, digits and -, e.g. h100"
+            )
+        return value
+
 
 class HybridSpec(SpecModel):
     """An on-premises site bursting into this cluster (Slurm) or joining its EKS control plane (Kubernetes)."""

@@ -1,0 +1,39 @@
+#!/bin/bash
+# Join this ubuntu24 server of site onprem to EKS cluster hybrid-eks as an EKS Hybrid Node.
+# Rendered by gpucluster; run as root next to nodeConfig.yaml:
+#   ./install.sh NODE_NAME
+# NODE_NAME is this node's Kubernetes name and must equal the common name of its certificate
+# (/etc/gpucluster/pki/slurmctld.crt), issued by the site's CA: the hybrid node role trusts only that session name.
+set -euo pipefail
+
+die() { echo "install.sh: $*" >&2; exit 1; }
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+[[ -f "$here/nodeConfig.yaml" ]] || die "nodeConfig.yaml is not next to install.sh"
+
+[[ $# -eq 1 ]] || die "usage: install.sh NODE_NAME"
+node_name=$1
+# A Kubernetes node name (DNS label characters): nothing else reaches nodeConfig.yaml.
+[[ $node_name =~ ^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$ ]] || die "node name '$node_name' is not a DNS name (lowercase letters, digits, . and -)"
+cert=/etc/gpucluster/pki/slurmctld.crt
+[[ -r $cert ]] || die "no certificate at $cert"
+cn=$(openssl x509 -noout -subject -nameopt multiline -in "$cert" | sed -n 's/^ *commonName *= *//p')
+[[ $cn == "$node_name" ]] || die "the certificate's common name is '$cn', not '$node_name': Roles Anywhere would refuse the session"
+[[ $EUID -eq 0 ]] || die "run as root"
+
+case $(uname -m) in
+  x86_64) arch=amd64 ;;
+  aarch64) arch=arm64 ;;
+  *) die "unsupported architecture $(uname -m)" ;;
+esac
+curl -fsSL --retry 5 -o /usr/local/bin/nodeadm "https://hybrid-assets.eks.amazonaws.com/releases/latest/bin/linux/$arch/nodeadm"
+chmod 0755 /usr/local/bin/nodeadm
+
+# Kubernetes 1.33 (the cluster's), containerd from distro.
+nodeadm install 1.33 --credential-provider iam-ra --containerd-source distro
+
+install -d -m 0700 /etc/gpucluster/eks
+config=/etc/gpucluster/eks/nodeConfig.yaml
+sed "s|@NODE_NAME@|$node_name|" "$here/nodeConfig.yaml" > "$config"
+chmod 0600 "$config"
+nodeadm init -c "file://$config"
+echo "install.sh: joined hybrid-eks; the node is NotReady until the CNI runs on it"
