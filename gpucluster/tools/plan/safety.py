@@ -54,7 +54,7 @@ def _k8s(source: str, *immutable: str) -> Safety:
     return Safety(url, replace_on=("metadata.name", "metadata.namespace", *immutable))
 
 
-TABLE: Mapping[str, Safety] = {
+_BASE: Mapping[str, Safety] = {
     # --- compute ------------------------------------------------------------------------------------
     "aws:autoscaling/group:Group": Safety(
         _tf("autoscaling/group.go"), replace_on=("name", "namePrefix"), disruption="node-group"
@@ -301,6 +301,11 @@ TABLE: Mapping[str, Safety] = {
     "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor": _k8s("https://kueue.sigs.k8s.io/docs/reference/kueue.v1beta2/"),
     "kubernetes:kueue.x-k8s.io/v1beta2:Topology": _k8s("https://kueue.sigs.k8s.io/docs/reference/kueue.v1beta2/"),
 }
+
+# The hybrid site's entries live in their own module (they build on Safety above).
+from gpucluster.tools.plan.safety_hybrid import HYBRID_TABLE  # noqa: E402
+
+TABLE: Mapping[str, Safety] = {**_BASE, **HYBRID_TABLE}
 
 
 def safety_of(token: str) -> Safety | None:
