@@ -328,7 +328,10 @@ def lustre_stand_in(spec: ClusterSpec) -> LustreMount | None:
 
 
 def scheduler_part(spec: ClusterSpec, group: NodeGroupSpec, catalog: Catalog) -> CloudConfig:
-    """The user-data part a node's scheduler adds (Slurm: slurmd; EKS wraps the user data itself)."""
+    """The user-data part a node's scheduler adds (Slurm: slurmd; EKS wraps the user data itself).
+
+    A hybrid Slurm site (``hybrid.controller``) still gets the cloud-only slurmd part here: the part that joins
+    the site's controller (``gpucluster.render.hybrid.compute``) replaces it at this one call site."""
     if group.scheduler == "slurm" and spec.slurm is not None:
         return node_slurm_part(SlurmContext.of(spec), group, catalog)
     return CloudConfig()

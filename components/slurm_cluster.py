@@ -18,6 +18,11 @@ The head node's role can only launch from the cluster's launch templates, tag an
 cluster's dynamic nodes, describe instances and their topology, and pass the compute nodes' role to EC2
 (every IAM document is in :mod:`gpucluster.components._aws.iam`).
 
+Hybrid mode (``hybrid.controller`` set, the stack's path): the site's own slurmctld is the controller, so there is
+no head node and no private DNS zone; the munge secret sits under a KMS key of its own and is written by the site
+(:mod:`gpucluster.components._slurm.hybrid`), and the compute nodes carry the site's Slurm security group
+(:mod:`gpucluster.components._aws.hybrid_security`).
+
 This module wires the parts together: the munge secret, the agent package, the compute nodes' role and
 node groups, the head node, the teardown of the agent's instances when the cluster is deleted
 (:mod:`gpucluster.components._slurm.teardown`: ``pulumi destroy --run-program``), and the private DNS name

@@ -174,3 +174,37 @@ def test_eks_site_gets_the_link_but_no_slurm_credentials(eks_plan):
     assert eks_plan.of_type("aws:route53/resolverEndpoint:ResolverEndpoint") == []  # no dns section
     assert "credentials" not in eks_plan.outputs["hybrid"] and "slurm" not in eks_plan.outputs["hybrid"]
     assert eks_plan.outputs["hybrid"]["link"]["type"] == "vpn-tgw"
+
+
+@pytest.mark.parametrize("stack", ["hybrid-slurm", "hybrid-eks"])
+def test_every_taggable_hybrid_resource_carries_the_cluster_tags(stack, slurm_plan, eks_plan):
+    from gpucluster.config.naming import CLUSTER_TAG
+    from tests.components.test_contracts import _taggable, _tags
+
+    plan = slurm_plan if stack == "hybrid-slurm" else eks_plan
+    untagged = [r.name for r in plan.resources if r.custom and _taggable(r.type) and _tags(r.inputs).get(CLUSTER_TAG) != stack]
+    assert untagged == []
+    hybrid_types = {
+        r.type for r in plan.resources if r.custom and ("vpn" in r.type.lower() or "transit" in r.type or "resolver" in r.type)
+    }
+    assert len(hybrid_types) >= 3  # the VPN, the Transit Gateway, its attachment (and the Resolver where dns is set)
+
+
+def test_plan_shows_anchor_profile_and_the_sites_role(slurm_plan):
+    anchor = slurm_plan.of_type("aws:rolesanywhere/trustAnchor:TrustAnchor")[0]
+    profile = slurm_plan.of_type("aws:rolesanywhere/profile:Profile")[0]
+    assert anchor.inputs["source"]["sourceType"] == "AWS_ACM_PCA"
+    credentials = slurm_plan.outputs["hybrid"]["credentials"]
+    assert credentials["trustAnchorArn"] == anchor.state["arn"] and credentials["profileArn"] == profile.state["arn"]
+    assert profile.inputs["roleArns"] == [credentials["roleArn"]]
+    groups = slurm_plan.outputs["hybrid"]["slurm"]["burstNodeGroups"]
+    lt = slurm_plan.by_name("hybrid-slurm-slurm-p5-lt")
+    assert groups == {
+        "p5": {
+            "partition": "aws-p5",
+            "mode": "dynamic",
+            "instanceType": "p5.48xlarge",
+            "launchTemplateId": lt.id,
+            "subnetIds": [slurm_plan.by_name("hybrid-slurm-network-private-us-east-1a").id],
+        }
+    }

@@ -191,7 +191,9 @@ def hybrid_state(token: str, rid: str, h: str, state: dict[str, Any], region: st
     if token in ("aws:rolesanywhere/trustAnchor:TrustAnchor", "aws:rolesanywhere/profile:Profile"):
         uuid = "-".join((h[:8], h[8:12], h[12:16], digest(h, "r", length=4), digest(h, "ra", length=12)))
         kind = "trust-anchor" if "trustAnchor" in token else "profile"
-        return {"arn": f"arn:aws:rolesanywhere:{region}:{account}:{kind}/{uuid}"}
+        # The resource id is the anchor's (profile's) UUID, the ARN's last part: as with KMS keys, the plan
+        # diff maps ids between stacks, so an ARN built on the id compares equal.
+        return {"id": uuid, "arn": f"arn:aws:rolesanywhere:{region}:{account}:{kind}/{uuid}"}
     if token == "aws:ssm/activation:Activation":
         return {"activationCode": f"fakecode{digest(h, 'code', length=12)}"}
     return {}

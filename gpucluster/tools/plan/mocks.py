@@ -145,6 +145,7 @@ class PlanMocks(Mocks):
             rid = "Z" + digest(h, "zone", length=20).upper()
             state.update({"zoneId": rid, "arn": f"arn:aws:route53:::hostedzone/{rid}", "nameServers": []})
         state.update(hybrid_state(token, rid, h, state, self.region, self.account))
+        rid = state.get("id", rid)
         fake = self.resource_fakes.get(token)
         if fake is not None:
             state = fake(args, rid, state)
