@@ -40,7 +40,9 @@ class _Wiring:
     tags: dict[str, str] = field(default_factory=dict)
     route_resources: bool = False
     """Private route tables without inline routes, the NAT route an ``aws.ec2.Route`` of its own: other
-    components (a hybrid site's link) then add routes to the same tables without the two fighting."""
+    components (a hybrid site's link) then add routes to the same tables without the two fighting. Turning it on
+    for a cluster that already exists leaves the NAT route in AWS while Pulumi creates it again (EC2 refuses a
+    duplicate): import it first, ``pulumi import aws:ec2/route:Route <name>-private-<zone>-nat <rtb-id>_0.0.0.0/0``."""
 
 
 _WIRING = tuple(k for k in NetworkArgs.__annotations__ if k not in NetworkConfig.__annotations__)
