@@ -208,3 +208,37 @@ def test_plan_shows_anchor_profile_and_the_sites_role(slurm_plan):
             "subnetIds": [slurm_plan.by_name("hybrid-slurm-network-private-us-east-1a").id],
         }
     }
+
+
+def test_gpu_cluster_from_args_builds_the_hybrid_parts(run_components):
+    """Another program's path: ``GpuCluster(name, GpuClusterArgs(...))`` with a hybrid section."""
+    from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs
+    from gpucluster.tools.plan.stackfile import read_stack_file
+
+    config = read_stack_file("hybrid-slurm")["config"]
+    args = {key.split(":")[1]: value for key, value in config.items() if key.startswith("gpucluster:")}
+    args.update(name="c", region=config["aws:region"])
+    plan = run_components(lambda: GpuCluster("c", GpuClusterArgs(**args)))
+    assert plan.of_type("aws:ec2/instance:Instance") == []
+    assert len(plan.of_type("aws:rolesanywhere/trustAnchor:TrustAnchor")) == 1
+    assert len([r for r in plan.of_type(ROUTE) if r.inputs.get("transitGatewayId")]) == 2
+
+
+def test_own_vpc_keeps_its_route_tables_and_the_program_says_what_to_route():
+    from gpucluster.tools.plan.stackfile import read_stack_file
+    from tests.conftest import plan_config
+
+    config = {k: v for k, v in read_stack_file("hybrid-slurm")["config"].items() if k != "gpucluster:storage"}
+    config["gpucluster:network"] = {
+        "vpcId": "vpc-0123456789abcdef0",
+        "subnets": [
+            {"id": "subnet-0aaaaaaaaaaaaaaaa", "availabilityZone": "us-east-1a"},
+            {"id": "subnet-0bbbbbbbbbbbbbbbb", "availabilityZone": "us-east-1b"},
+        ],
+    }
+    plan = plan_config(config)
+    assert plan.error is None, plan.error
+    assert plan.of_type(ROUTE) == [] and plan.of_type("aws:ec2/routeTable:RouteTable") == []
+    attachment = plan.of_type("aws:ec2transitgateway/vpcAttachment:VpcAttachment")[0].inputs
+    assert attachment["subnetIds"] == ["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"]
+    assert any("route 10.20.0.0/16 to the link's gateway (output hybrid.link.gatewayId)" in line for line in plan.logs)
