@@ -155,6 +155,8 @@ def hybrid_outputs(cluster: GpuCluster, spec: ClusterSpec) -> dict[str, Any]:
                     "instanceType": spec.node_group(g).instance_type,
                     "launchTemplateId": slurm.node_groups[g].launch_template_id,
                     "subnetIds": cluster.subnets_for(spec.node_group(g)),
+                    # with the two above, the agent's LaunchTarget (gpucluster.render.slurm.agent)
+                    "placementGroupName": slurm.node_groups[g].placement_group_name,
                 }
                 for g in parts.burst_node_groups
             },

@@ -197,6 +197,7 @@ def test_plan_shows_anchor_profile_and_the_sites_role(slurm_plan):
     credentials = slurm_plan.outputs["hybrid"]["credentials"]
     assert credentials["trustAnchorArn"] == anchor.state["arn"] and credentials["profileArn"] == profile.state["arn"]
     assert profile.inputs["roleArns"] == [credentials["roleArn"]]
+    assert slurm_plan.of_type("aws:ec2/placementGroup:PlacementGroup") == []
     groups = slurm_plan.outputs["hybrid"]["slurm"]["burstNodeGroups"]
     lt = slurm_plan.by_name("hybrid-slurm-slurm-p5-lt")
     assert groups == {
@@ -206,6 +207,7 @@ def test_plan_shows_anchor_profile_and_the_sites_role(slurm_plan):
             "instanceType": "p5.48xlarge",
             "launchTemplateId": lt.id,
             "subnetIds": [slurm_plan.by_name("hybrid-slurm-network-private-us-east-1a").id],
+            # placementGroupName: null (a capacity reservation without a placement group), so not listed
         }
     }
 
