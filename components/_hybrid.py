@@ -8,8 +8,9 @@ secret.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pulumi
 
@@ -19,10 +20,8 @@ from gpucluster.components.onprem_credentials import CredentialsWiring, OnPremCr
 from gpucluster.components.slurm_cluster import SlurmCluster
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.hybrid import HybridSpec
+from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.render.slurm.names import partition_name
-
-if TYPE_CHECKING:
-    from gpucluster.components.gpu_cluster import GpuCluster
 
 
 @dataclass(frozen=True)
@@ -94,11 +93,9 @@ def create_hybrid(
     return HybridParts(link, credentials, groups)
 
 
-def hybrid_secrets(cluster: GpuCluster) -> dict[str, pulumi.Output[Any]]:
+def hybrid_secrets(parts: HybridParts) -> dict[str, pulumi.Output[Any]]:
     """The stack's secret hybrid outputs, each its own (a secret inside ``hybrid`` would make all of it
     secret): ``hybridTunnelKeys`` (the VPN tunnels' pre-shared keys) and ``hybridActivationCode``."""
-    parts = cluster.hybrid
-    assert parts is not None
     out: dict[str, pulumi.Output[Any]] = {}
     if parts.link.tunnel_preshared_keys is not None:
         out["hybridTunnelKeys"] = parts.link.tunnel_preshared_keys
@@ -107,12 +104,17 @@ def hybrid_secrets(cluster: GpuCluster) -> dict[str, pulumi.Output[Any]]:
     return out
 
 
-def hybrid_outputs(cluster: GpuCluster, spec: ClusterSpec) -> dict[str, Any]:
+def hybrid_outputs(
+    parts: HybridParts,
+    slurm: SlurmCluster | None,
+    spec: ClusterSpec,
+    subnets_for: Callable[[NodeGroupSpec], Sequence[pulumi.Input[str]]],
+) -> dict[str, Any]:
     """The stack's ``hybrid`` output (plain): what the site needs to connect (link, DNS), what the bundle for
     its controller is rendered from (credentials, munge secret, burst groups' templates and subnets) and the
     cloud nodes' Slurm security group. The secrets are outputs of their own (:func:`hybrid_secrets`)."""
-    parts, hybrid = cluster.hybrid, spec.hybrid
-    assert parts is not None and hybrid is not None
+    hybrid = spec.hybrid
+    assert hybrid is not None
     link = parts.link
     out: dict[str, Any] = {
         "site": hybrid.site,
@@ -139,7 +141,6 @@ def hybrid_outputs(cluster: GpuCluster, spec: ClusterSpec) -> dict[str, Any]:
             "profileArn": creds.profile_arn,
             "activationId": creds.activation_id,
         }
-    slurm = cluster.slurm
     if slurm is not None and spec.slurm is not None and hybrid.controller is not None:
         slurm_spec = spec.slurm
         out["slurm"] = {
@@ -154,7 +155,7 @@ def hybrid_outputs(cluster: GpuCluster, spec: ClusterSpec) -> dict[str, Any]:
                     "mode": slurm_spec.settings(g).mode,
                     "instanceType": spec.node_group(g).instance_type,
                     "launchTemplateId": slurm.node_groups[g].launch_template_id,
-                    "subnetIds": cluster.subnets_for(spec.node_group(g)),
+                    "subnetIds": subnets_for(spec.node_group(g)),
                     # with the two above, the agent's LaunchTarget (gpucluster.render.slurm.agent)
                     "placementGroupName": slurm.node_groups[g].placement_group_name,
                 }

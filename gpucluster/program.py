@@ -153,8 +153,8 @@ def main() -> GpuCluster:
             },
         )
     if cluster.hybrid is not None and spec.hybrid is not None:
-        pulumi.export("hybrid", hybrid_outputs(cluster, spec))
-        for key, secret in hybrid_secrets(cluster).items():
+        pulumi.export("hybrid", hybrid_outputs(cluster.hybrid, cluster.slurm, spec, cluster.subnets_for))
+        for key, secret in hybrid_secrets(cluster.hybrid).items():
             pulumi.export(key, secret)
     if cluster.eks is not None and cluster.kubernetes is not None and spec.kubernetes is not None:
         pulumi.export(

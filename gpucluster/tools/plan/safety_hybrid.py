@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gpucluster.tools.plan.safety import TF, Safety
+from gpucluster.tools.plan.safety_types import TF, Safety
 
 
 def _tf(path: str) -> str:
