@@ -380,7 +380,7 @@ class AgentConfig(TypedDict, total=False):
 
 
 class SlurmHealthConfig(TypedDict, total=False):
-    """Node health checks in Slurm: a periodic sweep (``HealthCheckProgram``) and a check before every"""
+    """Node health checks in Slurm: a periodic sweep (``HealthCheckProgram``) and a check before every job (``Prolog``) on the nodes of node groups with NVIDIA GPUs; other nodes get wrappers that do nothing. A node found faulty is drained with a reason starting ``gpucluster:``, the mark the node agent acts on."""
 
     enabled: bool
     """Run the health checks. Default true (they act on NVIDIA GPU groups only)."""
@@ -399,7 +399,7 @@ class SlurmHealthConfig(TypedDict, total=False):
 
 
 class SlurmConfig(TypedDict, total=False):
-    """A Slurm cluster on EC2: a head node running slurmctld and the node agent, and a partition per"""
+    """A Slurm cluster on EC2: a head node running slurmctld and the node agent, and a partition per ``scheduler: slurm`` node group."""
 
     head_node: HeadNodeConfig
     """The head node. Default: an ``m7i.xlarge`` in the first Slurm group's zone."""
@@ -457,7 +457,7 @@ class SystemNodeGroupConfig(TypedDict, total=False):
 
 
 class GpuOperatorConfig(TypedDict, total=False):
-    """The NVIDIA GPU Operator (Helm chart v26.7.0). On EKS the AL2023 NVIDIA AMI already carries the"""
+    """The NVIDIA GPU Operator (Helm chart v26.7.0). On EKS the AL2023 NVIDIA AMI already carries the driver and container toolkit, so the operator runs the device plugin, GPU feature discovery, DCGM exporter and MIG manager only."""
 
     mig_strategy: str
     """How MIG slices are advertised: ``none`` (whole GPUs), ``single`` (every slice as ``nvidia.com/gpu``) or ``mixed`` (``nvidia.com/mig-<profile>``). Default ``none``. Needs GPUs with MIG (A100, H100, H200, B200…). One of: ``none``, ``single``, ``mixed``."""
@@ -507,7 +507,7 @@ class ExampleJobConfig(TypedDict, total=False):
 
 
 class KubernetesHealthConfig(TypedDict, total=False):
-    """Node health on the GPU nodes: the EKS node monitoring agent and auto repair (EKS), extra DCGM"""
+    """Node health on the GPU nodes: the EKS node monitoring agent and auto repair (EKS), extra DCGM exporter counters, and gpucluster's sweep DaemonSet."""
 
     node_monitoring_agent: bool
     """EKS: install the ``eks-node-monitoring-agent`` add-on (version: ``addonVersions``, else EKS's default for the cluster version). Default true."""
@@ -528,7 +528,7 @@ class KubernetesHealthConfig(TypedDict, total=False):
 
 
 class KubernetesConfig(TypedDict, total=False):
-    """An Amazon EKS cluster for the node groups with ``scheduler: kubernetes``, with the GPU Operator,"""
+    """An Amazon EKS cluster for the node groups with ``scheduler: kubernetes``, with the GPU Operator, the EFA device plugin, Kueue and a namespace per team."""
 
     version: str
     """Kubernetes version of the EKS cluster. Default ``1.33``. Supported: 1.29–1.34."""
@@ -594,7 +594,7 @@ class ControllerConfig(TypedDict, total=False):
 
 
 class ConnectivityConfig(TypedDict, total=False):
-    """How the site reaches the VPC: a Site-to-Site VPN (on a virtual private gateway or a new Transit Gateway),"""
+    """How the site reaches the VPC: a Site-to-Site VPN (on a virtual private gateway or a new Transit Gateway), a Transit Gateway you already have, or a Direct Connect path you already have."""
 
     type: str
     """``vpn-vgw``: a VPN on a virtual private gateway attached to the VPC (simplest; up to 1.25 Gbit/s per tunnel). ``vpn-tgw``: a new Transit Gateway with a VPN attachment (ECMP across tunnels with BGP, ``large`` tunnels). ``existing-tgw``: attach the VPC to ``transitGatewayId`` and route the site's CIDRs to it. ``direct-connect``: the site's CIDRs are already routed to ``transitGatewayId`` or ``vpnGatewayId`` over Direct Connect; only routes and security groups are created. Default ``vpn-tgw``. One of: ``vpn-vgw``, ``vpn-tgw``, ``existing-tgw``, ``direct-connect``."""
@@ -613,7 +613,7 @@ class ConnectivityConfig(TypedDict, total=False):
 
 
 class DnsConfig(TypedDict, total=False):
-    """Names across the sites: Route 53 Resolver endpoints so the VPC resolves the site's domain and the site"""
+    """Names across the sites: Route 53 Resolver endpoints so the VPC resolves the site's domain and the site resolves the cluster's private names."""
 
     on_prem_domain: Required[str]
     """The site's DNS domain, e.g. ``hpc.example.internal``: queries for it are forwarded to ``onPremResolvers``. Required."""
@@ -691,7 +691,7 @@ class HybridConfig(TypedDict, total=False):
 
 
 class ClusterConfig(TypedDict, total=False):
-    """A GPU cluster. Each field is one ``gpucluster:<field>`` key of the stack config, except"""
+    """A GPU cluster. Each field is one ``gpucluster:<field>`` key of the stack config, except ``region``, which is ``aws:region``."""
 
     name: Required[str]
     """Cluster name, used as the prefix of every resource name and in tags. Default: the stack name. Required."""

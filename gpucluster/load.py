@@ -154,7 +154,7 @@ def control_findings(raw: Mapping[str, Any]) -> list[Finding]:
 
     def walk(value: object, path: str) -> None:
         if isinstance(value, str):
-            where = control_character(value)
+            where = control_character(value, path.rsplit(".", 1)[-1])
             if where:
                 out.append(
                     error(

@@ -9,6 +9,9 @@
     python -m gpucluster_agents status                   # protected node groups and node repairs
     python -m gpucluster_agents clear-protect <group>    # end a node group's protected mode
 
+On a site's own slurmctld (config ``site``, :mod:`.site`) resume and suspend first hand the site's own nodes
+to its previous programs and act on the cloud nodes only.
+
 Options: ``--config PATH`` (else $GPUCLUSTER_AGENT_CONFIG, else /etc/gpucluster/agent.json).
 Exit status: 0 whenever Slurm should not retry (failures are logged and nodes set DOWN),
 2 for a bad command line or config.
@@ -26,6 +29,7 @@ from collections.abc import Sequence
 from .apitime import ApiTimer
 from .config import load_config
 from .contract import ConfigError
+from .site import hand_off
 from .state import LockTimeout
 
 log = logging.getLogger("gpucluster_agents")
@@ -85,6 +89,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
     handler = setup_logging(cfg.log_file, args.command)
+    if args.command in ("resume", "suspend") and cfg.site.program(args.command):
+        # a site's controller: its own nodes go to its previous program, the agent acts on the cloud nodes only
+        args.hostlist = hand_off(cfg.site, args.command, args.hostlist, lambda n: cfg.group_of_node(n) is not None)
+        if not args.hostlist:
+            log.removeHandler(handler)
+            handler.close()
+            return EXIT_OK
     started = time.monotonic()
     nodes: list[str] = []
     agent = None

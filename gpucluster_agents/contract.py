@@ -30,6 +30,7 @@ from typing import Any, cast
 
 from .jsonread import Reader
 from .repair_contract import Repair, parse_repair
+from .site import Site, parse_site
 
 SCHEMA_VERSION = 1
 MAX_FLEET_BATCH = 500  # CreateFleet type=instant launches at most this many per call (our cap)
@@ -136,6 +137,7 @@ class AgentConfig:
     api_max_attempts: int = field(default=8, metadata=_OMIT)  # botocore attempts per call, 1..20
     api_concurrency: int = field(default=8, metadata=_OMIT)  # parallel CreateTags calls, 1..64
     repair: Repair = field(default_factory=Repair, metadata=_OMIT)  # quarantine and protected mode (repair_contract)
+    site: Site = field(default_factory=Site, metadata=_OMIT)  # on a site's own slurmctld (site.py)
 
     @property
     def scontrol(self) -> str:
@@ -159,7 +161,7 @@ def _fields_dict(obj: Any) -> dict[str, Any]:
         default = f.default_factory() if f.default_factory is not MISSING else f.default
         if f.metadata.get("omit") and value == (default if default is not MISSING else None):
             continue
-        out[f.name] = _fields_dict(value) if isinstance(value, Repair) else value
+        out[f.name] = _fields_dict(value) if isinstance(value, (Repair, Site)) else value
     return out
 
 
@@ -210,14 +212,8 @@ def _parse_capacity(r: Reader, raw: Any, path: str) -> Capacity:
     if ctype not in CAPACITY_TYPES:
         r.err(f"{path}.type", f"{ctype!r} is not one of {', '.join(CAPACITY_TYPES)}")
         ctype = "on-demand"
-    rid = r.string(
-        obj,
-        "reservation_id",
-        path,
-        nullable=True,
-        pattern=_RESERVATION_RE,
-        hint="expected a capacity reservation id like cr-0123456789abcdef0",
-    )
+    rid_hint = "expected a capacity reservation id like cr-0123456789abcdef0"
+    rid = r.string(obj, "reservation_id", path, nullable=True, pattern=_RESERVATION_RE, hint=rid_hint)
     arn = r.string(
         obj, "resource_group_arn", path, nullable=True, pattern=_ARN_RE, hint="expected an arn:aws:resource-groups:... ARN"
     )
@@ -348,6 +344,7 @@ def parse(data: Any, path: str | None = None) -> AgentConfig:
     attempts = r.integer(obj, "api_max_attempts", "", default=8, minimum=1, maximum=20)
     concurrency = r.integer(obj, "api_concurrency", "", default=8, minimum=1, maximum=64)
     repair = parse_repair(r, obj.get("repair"), "repair")
+    site = parse_site(r, obj.get("site"), "site")
 
     groups: list[NodeGroup] = []
     raw_groups = obj.get("node_groups")
@@ -394,4 +391,5 @@ def parse(data: Any, path: str | None = None) -> AgentConfig:
         api_max_attempts=attempts,
         api_concurrency=concurrency,
         repair=repair,
+        site=site,
     )

@@ -20,6 +20,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from .contract import TAG_CLUSTER, TAG_LAUNCH_TOKEN, TAG_NODE_GROUP, TAG_NODE_NAME, AgentConfig, NodeGroup
 from .error_codes import NOT_FOUND, UNCERTAIN_CODES
+from .site import session_kwargs
 
 log = logging.getLogger("gpucluster_agents")
 
@@ -77,7 +78,7 @@ def make_client(cfg: AgentConfig) -> Any:
         read_timeout=120,
         user_agent_extra="gpucluster-agent",
     )
-    session = Session(region_name=cfg.region)
+    session = Session(region_name=cfg.region, **session_kwargs(cfg.site))  # a site's controller: its profile only
     client = cast(Any, session.client("ec2", endpoint_url=cfg.endpoint_url, config=config))  # pyright: ignore[reportUnknownMemberType]
     client.meta.events.register_first("needs-retry.ec2", _log_attempt)
     return client

@@ -149,12 +149,20 @@ IMAGE_RE = re.compile(rf"^(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})
 IMAGE_NAME_MAX = 255
 
 
-def control_character(value: str) -> str | None:
-    """A description of the first control character in ``value`` (``U+000A at position 4``), or None."""
-    match = CONTROL_RE.search(value)
-    if match is None:
-        return None
-    return f"U+{ord(match.group()):04X} at position {match.start()}"
+PEM_KEYS = frozenset({"caCertificatePem", "ca_certificate_pem"})
+"""Config keys whose value is a PEM document, lines by definition: newlines pass there (no other control character),
+and the field's validator admits only base64 lines between the BEGIN/END markers
+(:class:`gpucluster.config.hybrid_access.CredentialsSpec`)."""
+
+
+def control_character(value: str, key: str = "") -> str | None:
+    """A description of the first control character in ``value`` (``U+000A at position 4``), or None. ``key`` is the
+    config key holding the value: under one of :data:`PEM_KEYS` a newline is not counted."""
+    for match in CONTROL_RE.finditer(value):
+        if match.group() == "\n" and key in PEM_KEYS:
+            continue
+        return f"U+{ord(match.group()):04X} at position {match.start()}"
+    return None
 
 
 def check_env_names(env: dict[str, str], what: str) -> dict[str, str]:

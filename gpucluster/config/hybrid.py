@@ -30,6 +30,7 @@ from gpucluster.config.hybrid_access import (
     check_cidr,
     check_ipv4,
 )
+from gpucluster.facts.slurm_releases import MAJORS
 
 SLURM_VERSIONS = ("22.05", "23.02", "23.11", "24.05", "24.11", "25.05")
 """Slurm releases a site's controller may run: the ones gpucluster renders Slurm files for
@@ -112,15 +113,29 @@ class ControllerSpec(SpecModel):
     def _address(cls, value: str) -> str:
         return check_ipv4(value, "controller address")
 
-    @field_validator("slurm_version", "cloud_slurm_version")
+    @field_validator("slurm_version")
     @classmethod
-    def _version(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
+    def _version(cls, value: str) -> str:
         short = ".".join(value.strip().split(".")[:2])
         if short not in SLURM_VERSIONS:
             raise ValueError(
                 f"Slurm {value!r} is not a release gpucluster renders for.{FIX_MARK}use one of {', '.join(SLURM_VERSIONS)} "
+                "(YY.MM; a maintenance release such as 23.11.4 counts as 23.11)"
+            )
+        return short
+
+    @field_validator("cloud_slurm_version")
+    @classmethod
+    def _cloud_version(cls, value: str | None) -> str | None:
+        """Any Slurm major release: the cloud nodes' slurmd only talks to the controller (no file is rendered for
+        it), and an older one such as 21.08 is right under a 22.05 controller. The window is checked with the
+        controller (:mod:`gpucluster.config.checks.hybrid_slurm`)."""
+        if value is None:
+            return None
+        short = ".".join(value.strip().split(".")[:2])
+        if short not in MAJORS:
+            raise ValueError(
+                f"cloudSlurmVersion {value!r} is not a Slurm major release.{FIX_MARK}use one of {', '.join(MAJORS)} "
                 "(YY.MM; a maintenance release such as 23.11.4 counts as 23.11)"
             )
         return short

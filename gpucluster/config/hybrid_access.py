@@ -16,6 +16,9 @@ HOSTNAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-
 DOMAIN_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$")
 ABS_PATH_RE = re.compile(r"^/[A-Za-z0-9._/+-]*$")
 PARTITION_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+PEM_LINE_RE = re.compile(r"[A-Za-z0-9+/=]{1,76}|-----END CERTIFICATE-----|-----BEGIN CERTIFICATE-----")
+"""A line inside a PEM bundle: base64 (RFC 7468 lines are at most 64 characters; 76 tolerates MIME wrapping) or a
+marker between two certificates."""
 
 NOT_PUBLIC = tuple(
     ipaddress.IPv4Network(n)
@@ -186,10 +189,16 @@ class CredentialsSpec(SpecModel):
         if value is None:
             return None
         text = value.strip()
-        if not (text.startswith("-----BEGIN CERTIFICATE-----") and text.endswith("-----END CERTIFICATE-----")):
+        lines = text.split("\n")
+        if not (
+            lines[0] == "-----BEGIN CERTIFICATE-----"
+            and lines[-1] == "-----END CERTIFICATE-----"
+            and len(lines) > 2
+            and all(PEM_LINE_RE.fullmatch(line) for line in lines[1:-1])
+        ):
             raise ValueError(
-                f"caCertificatePem is not a PEM certificate.{FIX_MARK}paste the CA certificate from "
-                "-----BEGIN CERTIFICATE----- to -----END CERTIFICATE-----"
+                f"caCertificatePem is not a PEM certificate: it must be base64 lines between the BEGIN and END "
+                f"lines.{FIX_MARK}paste the CA certificate from -----BEGIN CERTIFICATE----- to -----END CERTIFICATE-----"
             )
         if len(text) > 8000:
             raise ValueError(

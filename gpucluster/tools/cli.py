@@ -12,6 +12,7 @@
     gpucluster catalog refresh --region R     rebuild the catalog from EC2 DescribeInstanceTypes
     gpucluster catalog refresh-prices --region R   rebuild R's on-demand and spot prices (Price List, spot history)
     gpucluster docs                           regenerate docs/config-reference.md
+    gpucluster bundle --stack X --out DIR     the files a hybrid site installs on its own slurmctld host
 
 Options that every verb takes, anywhere on the command line:
     --project-dir DIR                         the folder with Pulumi.yaml and __main__.py (default: the nearest folder above the current one with Pulumi.yaml)
@@ -237,6 +238,7 @@ def package_version() -> str:
 
 
 def parser() -> argparse.ArgumentParser:
+    from gpucluster.tools.bundle_cli import register as register_bundle
     from gpucluster.tools.ci.cli import register as register_preview
     from gpucluster.tools.plan.stackfile import PROJECT_DIR
 
@@ -331,6 +333,7 @@ def parser() -> argparse.ArgumentParser:
 
     sub.add_parser("docs", parents=[common], help="regenerate docs/config-reference.md").set_defaults(func=_docs)
     register_preview(sub, common)
+    register_bundle(sub, common, values)
     return p
 
 

@@ -18,6 +18,7 @@ fails when it differs.
 
 from __future__ import annotations
 
+import inspect
 import sys
 import types
 import typing
@@ -164,7 +165,7 @@ def render() -> str:
     seen_refs: set[tuple[str, str]] = set()
     for model in models():
         lines += ["", "", f"class {type_name(model)}(TypedDict, total=False):"]
-        doc = (model.__doc__ or "").strip().splitlines()[0] if model.__doc__ else ""
+        doc = " ".join(inspect.cleandoc(model.__doc__ or "").split("\n\n")[0].split())  # the first paragraph
         lines.append(f"    {_docstring(doc or type_name(model))}")
         lines.append("")
         for name, field in model.model_fields.items():

@@ -20,6 +20,7 @@ from typing import Any
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import Finding, error, info, warning
 from gpucluster.facts.catalog import Catalog, InstanceFacts
+from gpucluster.tools.preflight_hybrid import HYBRID_CHECKED
 
 # EC2 vCPU quota codes (service "ec2") by instance family letter and purchase option.
 ON_DEMAND_QUOTAS = {"p": "L-417A185B", "g": "L-DB2E81BA", "trn": "L-2C3B7624", "standard": "L-1216C47A"}
@@ -42,6 +43,8 @@ class Clients:
     ec2: Any
     fsx: Any
     quotas: Any
+    acm_pca: Any = None
+    rolesanywhere: Any = None
 
     @classmethod
     def create(cls, region: str, endpoint_url: str | None = None) -> Clients:
@@ -50,7 +53,13 @@ class Clients:
         def make(service: str) -> Any:
             return boto3.client(service, region_name=region, endpoint_url=endpoint_url)
 
-        return cls(ec2=make("ec2"), fsx=make("fsx"), quotas=make("service-quotas"))
+        return cls(
+            ec2=make("ec2"),
+            fsx=make("fsx"),
+            quotas=make("service-quotas"),
+            acm_pca=make("acm-pca"),
+            rolesanywhere=make("rolesanywhere"),
+        )
 
 
 Check = Callable[[ClusterSpec, Catalog, Clients], Iterator[Finding]]
@@ -309,7 +318,14 @@ def check_quotas(spec: ClusterSpec, catalog: Catalog, aws: Clients) -> Iterator[
             )
 
 
-CHECKS: tuple[Check, ...] = (check_offerings, check_reservations, check_subnets, check_file_system, check_quotas)
+CHECKS: tuple[Check, ...] = (
+    check_offerings,
+    check_reservations,
+    check_subnets,
+    check_file_system,
+    check_quotas,
+    *HYBRID_CHECKED,
+)
 
 # What each check looks at, and the config it is about: named in "could not check …" findings.
 CHECKED: dict[Check, tuple[str, str]] = {
@@ -318,6 +334,7 @@ CHECKED: dict[Check, tuple[str, str]] = {
     check_subnets: ("bring-your-own subnets", "gpucluster:network.subnets"),
     check_file_system: ("the existing FSx file system", "gpucluster:storage.lustre.fileSystemId"),
     check_quotas: ("vCPU quotas", "gpucluster:nodeGroups"),
+    **HYBRID_CHECKED,
 }
 
 

@@ -27,6 +27,7 @@ from gpucluster.config.checks.deploy import (
     check_storage_kms,
     check_workload_read,
 )
+from gpucluster.config.checks.hybrid import check_hybrid
 from gpucluster.config.checks.kubernetes import check_kubernetes
 from gpucluster.config.checks.network import check_flow_logs, check_network
 from gpucluster.config.checks.node_group import (
@@ -85,6 +86,7 @@ CLUSTER_CHECKS: list[ClusterCheck] = [
     check_head_kms,
     check_kubernetes,
     check_secrets_kms,
+    check_hybrid,
 ]
 
 

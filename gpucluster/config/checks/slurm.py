@@ -125,6 +125,8 @@ def check_sizes(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Iterat
 
 
 def check_images(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    if spec.hybrid is not None and spec.hybrid.controller is not None:
+        return  # the site's slurmctld, not the head node's 23.11, decides: checks.hybrid_slurm.check_versions
     for i, g, _facts in slurm_groups(spec, catalog):
         release = image_release(g.image_ssm_parameter)
         if release in TOO_OLD_RELEASES:
