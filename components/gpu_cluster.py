@@ -11,6 +11,7 @@ from pydantic.alias_generators import to_camel
 
 from gpucluster.components._aws.launch_template import NodeWiring
 from gpucluster.components._config_types import ClusterConfig
+from gpucluster.components._hybrid import HybridParts, create_hybrid
 from gpucluster.components._inputs import Inputs, is_output
 from gpucluster.components._slurm.args import SlurmBuild
 from gpucluster.components.data_bucket import DataBucket, DataBucketArgs
@@ -129,7 +130,8 @@ class GpuCluster(pulumi.ComponentResource):
             f"{name}-network",
             {"cluster_name": spec.name},
             opts=child,
-            _resolved=(spec.network, _NetworkWiring(spec.name, spec.region, tags)),
+            # A hybrid link adds routes to the private route tables: no inline routes there.
+            _resolved=(spec.network, _NetworkWiring(spec.name, spec.region, tags, route_resources=spec.hybrid is not None)),
         )
         self.security_group_ids = [self.network.efa_security_group_id, self.network.node_security_group_id]
         self.shared_storage: list[SharedStorage] = []  # what nodes mount, in the shape Slurm and Kubernetes share
@@ -155,6 +157,9 @@ class GpuCluster(pulumi.ComponentResource):
         self.slurm: SlurmCluster | None = None
         if spec.slurm is not None:
             self._create_slurm(name, spec.slurm, tags, child)
+        self.hybrid: HybridParts | None = None
+        if spec.hybrid is not None:
+            self.hybrid = create_hybrid(name, spec, self.network, self.slurm, tags, self)
         self.eks: EksCluster | None = None
         self.kubernetes: KubernetesPlatform | None = None
         if spec.kubernetes is not None:
@@ -243,6 +248,7 @@ class GpuCluster(pulumi.ComponentResource):
                 user_data={g.name: self.node_user_data(g, extra=scheduler_part(self.spec, g, self.catalog)) for g in groups},
                 shared_storage=self.shared_storage,
                 tags=tags,
+                hybrid=self.spec.hybrid if self.spec.hybrid is not None and self.spec.hybrid.controller is not None else None,
             ),
             self.catalog,
             opts=child,
@@ -324,7 +330,10 @@ def lustre_stand_in(spec: ClusterSpec) -> LustreMount | None:
 
 
 def scheduler_part(spec: ClusterSpec, group: NodeGroupSpec, catalog: Catalog) -> CloudConfig:
-    """The user-data part a node's scheduler adds (Slurm: slurmd; EKS wraps the user data itself)."""
+    """The user-data part a node's scheduler adds (Slurm: slurmd; EKS wraps the user data itself).
+
+    A hybrid Slurm site (``hybrid.controller``) still gets the cloud-only slurmd part here: the part that joins
+    the site's controller (``gpucluster.render.hybrid.compute``) replaces it at this one call site."""
     if group.scheduler == "slurm" and spec.slurm is not None:
         return node_slurm_part(SlurmContext.of(spec), group, catalog, shared_fs_of(spec, group))
     return CloudConfig()

@@ -38,6 +38,11 @@ class _Wiring:
     cluster_name: str
     region: str
     tags: dict[str, str] = field(default_factory=dict)
+    route_resources: bool = False
+    """Private route tables without inline routes, the NAT route an ``aws.ec2.Route`` of its own: other
+    components (a hybrid site's link) then add routes to the same tables without the two fighting. Turning it on
+    for a cluster that already exists leaves the NAT route in AWS while Pulumi creates it again (EC2 refuses a
+    duplicate): import it first, ``pulumi import aws:ec2/route:Route <name>-private-<zone>-nat <rtb-id>_0.0.0.0/0``."""
 
 
 _WIRING = tuple(k for k in NetworkArgs.__annotations__ if k not in NetworkConfig.__annotations__)
@@ -107,6 +112,8 @@ class Network(pulumi.ComponentResource):
         self._child = pulumi.ResourceOptions(parent=self)
         self.private_subnet_ids: dict[str, pulumi.Output[str]] = {}
         """Private subnet id per Availability Zone, each its own Output (what the stack's node groups index)."""
+        self.private_route_table_ids: dict[str, pulumi.Output[str]] = {}
+        """The private route table per zone of a new VPC (none for your own VPC: its route tables are yours)."""
         if spec.create_vpc:
             self._create_vpc(spec)
         else:
@@ -208,12 +215,25 @@ class Network(pulumi.ComponentResource):
                 opts=opts,
             )
             routes = []
-            if nat_ids:
-                nat_id = nat_ids.get(zone, next(iter(nat_ids.values())))
+            nat_id = nat_ids.get(zone, next(iter(nat_ids.values()))) if nat_ids else None
+            if nat_id is not None and not self._args.route_resources:
                 routes.append(aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat_id))
             table = aws.ec2.RouteTable(
-                f"{name}-private-{zone}", vpc_id=vpc.id, routes=routes, tags=self._tags(f"private-{zone}"), opts=opts
+                f"{name}-private-{zone}",
+                vpc_id=vpc.id,
+                routes=None if self._args.route_resources else routes,
+                tags=self._tags(f"private-{zone}"),
+                opts=opts,
             )
+            if nat_id is not None and self._args.route_resources:
+                aws.ec2.Route(
+                    f"{name}-private-{zone}-nat",
+                    route_table_id=table.id,
+                    destination_cidr_block="0.0.0.0/0",
+                    nat_gateway_id=nat_id,
+                    opts=opts,
+                )
+            self.private_route_table_ids[zone] = table.id
             aws.ec2.RouteTableAssociation(f"{name}-private-{zone}", subnet_id=private.id, route_table_id=table.id, opts=opts)
             private_tables.append(table)
             self.private_subnet_ids[zone] = private.id

@@ -18,6 +18,11 @@ The head node's role can only launch from the cluster's launch templates, tag an
 cluster's dynamic nodes, describe instances and their topology, and pass the compute nodes' role to EC2
 (every IAM document is in :mod:`gpucluster.components._aws.iam`).
 
+Hybrid mode (``hybrid.controller`` set, the stack's path): the site's own slurmctld is the controller, so there is
+no head node and no private DNS zone; the munge secret sits under a KMS key of its own and is written by the site
+(:mod:`gpucluster.components._slurm.hybrid`), and the compute nodes carry the site's Slurm security group
+(:mod:`gpucluster.components._aws.hybrid_security`).
+
 This module wires the parts together: the munge secret, the agent package, the compute nodes' role and
 node groups, the head node, the teardown of the agent's instances when the cluster is deleted
 (:mod:`gpucluster.components._slurm.teardown`: ``pulumi destroy --run-program``), and the private DNS name
@@ -29,14 +34,16 @@ from typing import Required, TypedDict
 import pulumi
 import pulumi_aws as aws
 
+from gpucluster.components._aws.hybrid_security import hybrid_node_security_group
 from gpucluster.components._aws.iam import policy_json, slurm_node_policy
 from gpucluster.components._aws.launch_template import NodeWiring, checked_group
 from gpucluster.components._aws.roles import ec2_ssm_role
 from gpucluster.components._aws.slurm_node_group import SlurmNodeGroup
 from gpucluster.components._config_types import NodeGroupConfig, SlurmConfig, SubnetConfig
 from gpucluster.components._slurm.args import SlurmBuild, build_from_args
-from gpucluster.components._slurm.artifact import agent_artifact
+from gpucluster.components._slurm.artifact import AgentArtifact, agent_artifact
 from gpucluster.components._slurm.head_node import head_identity, head_node
+from gpucluster.components._slurm.hybrid import site_munge_key
 from gpucluster.components._slurm.teardown import AgentTeardown
 from gpucluster.config.naming import with_name
 from gpucluster.facts.catalog import Catalog, load_catalog
@@ -92,21 +99,22 @@ class SlurmClusterArgs(SlurmConfig, total=False):
 class SlurmCluster(pulumi.ComponentResource):
     """A Slurm head node (slurmctld, optional slurmdbd, the node agent) and its compute node groups."""
 
-    head_instance_id: pulumi.Output[str]
-    """EC2 instance id of the head node."""
-    head_private_ip: pulumi.Output[str]
+    head_instance_id: pulumi.Output[str] | None
+    """EC2 instance id of the head node; none in hybrid mode (the site's slurmctld is the controller)."""
+    head_private_ip: pulumi.Output[str] | None
     """Private IPv4 address of the head node (its own network interface; slurmctld's DNS record)."""
     controller_address: str
-    """``slurmctld.<cluster>.gpucluster.internal``: where compute nodes fetch their configuration."""
+    """``slurmctld.<cluster>.gpucluster.internal``, or in hybrid mode the site controller's address: where compute
+    nodes fetch their configuration."""
     munge_secret_arn: pulumi.Output[str]
     """ARN of the Secrets Manager secret the head node writes the munge key into at its first boot."""
-    head_role_arn: pulumi.Output[str]
+    head_role_arn: pulumi.Output[str] | None
     """ARN of the head node's IAM role (launches and terminates the cluster's dynamic nodes)."""
     node_role_arn: pulumi.Output[str]
     """ARN of the compute nodes' IAM role."""
-    data_volume_id: pulumi.Output[str]
+    data_volume_id: pulumi.Output[str] | None
     """EBS volume id of the head node's data volume (slurmctld state, accounting database, agent journal)."""
-    head_user_data: pulumi.Output[str]
+    head_user_data: pulumi.Output[str] | None
     """The head node's rendered cloud-config (plain text; the instance gets it gzipped)."""
     launch_template_ids: pulumi.Output[dict[str, str]]
     """Launch template id of each Slurm node group, by node group name."""
@@ -154,15 +162,22 @@ class SlurmCluster(pulumi.ComponentResource):
         partition = aws.get_partition_output(opts=invoke).partition
         account = aws.get_caller_identity_output(opts=invoke).account_id
 
-        # --- the munge key: an empty secret; the head node makes the key at its first boot ------------
-        secret = aws.secretsmanager.Secret(
-            f"{name}-munge-key",
-            name=munge_secret_name(cluster),
-            description=f"munge key of Slurm cluster {cluster}: made by its head node, read by every node",
-            recovery_window_in_days=30 if protect else 0,
-            tags=with_name(tags, f"{cluster}-munge-key"),
-            opts=keep,
-        )
+        # --- the munge key: an empty secret; the head node (or a hybrid site) writes the key ----------
+        hybrid = args.hybrid
+        self.munge_key_arn: pulumi.Output[str] | None = None
+        """The KMS key of a hybrid site's munge secret (hybrid mode); none otherwise (Secrets Manager's own key)."""
+        if hybrid is not None:
+            site_key = site_munge_key(name, cluster=cluster, site=hybrid, tags=tags, keep=keep, child=child)
+            secret, self.munge_key_arn = site_key.secret, site_key.key.arn
+        else:
+            secret = aws.secretsmanager.Secret(
+                f"{name}-munge-key",
+                name=munge_secret_name(cluster),
+                description=f"munge key of Slurm cluster {cluster}: made by its head node, read by every node",
+                recovery_window_in_days=30 if protect else 0,
+                tags=with_name(tags, f"{cluster}-munge-key"),
+                opts=keep,
+            )
         self.munge_secret_arn = secret.arn
 
         # --- compute nodes: role (Session Manager, read the munge key), launch templates ---------------
@@ -176,8 +191,10 @@ class SlurmCluster(pulumi.ComponentResource):
         aws.iam.RolePolicy(
             f"{name}-node-munge",
             role=node_role.id,
-            policy=pulumi.Output.all(secret.arn, artifact.bucket.arn).apply(
-                lambda v: policy_json(slurm_node_policy(secret_arn=v[0], bundle_arn=f"{v[1]}/{artifact.key}"))
+            policy=pulumi.Output.all(secret.arn, artifact.bucket.arn, self.munge_key_arn).apply(
+                lambda v: policy_json(
+                    slurm_node_policy(secret_arn=v[0], bundle_arn=f"{v[1]}/{artifact.key}", kms_key_arn=v[2], region=args.region)
+                )
             ),
             opts=child,
         )
@@ -187,6 +204,18 @@ class SlurmCluster(pulumi.ComponentResource):
         self.node_role_arn = node_role.arn
         self.node_groups: dict[str, SlurmNodeGroup] = {}
         """The compute nodes' launch template (and, for static groups, Auto Scaling group) per node group."""
+        security_group_ids = args.security_group_ids
+        self.hybrid_security_group_id: pulumi.Output[str] | None = None
+        """The Slurm rules between the cloud nodes and a hybrid site (hybrid mode); none otherwise."""
+        if hybrid is not None:
+            site_sg = hybrid_node_security_group(name, hybrid, vpc_id=args.vpc_id, cluster=cluster, tags=tags, opts=child)
+            self.hybrid_security_group_id = site_sg.id
+            given = args.security_group_ids
+            security_group_ids = (
+                [*given, site_sg.id]
+                if isinstance(given, (list, tuple))
+                else pulumi.Output.from_input(given).apply(lambda ids: [*ids, site_sg.id])
+            )
         for g in args.node_groups:
             static = slurm.settings(g.name).mode == "static"
             self.node_groups[g.name] = SlurmNodeGroup(
@@ -195,7 +224,7 @@ class SlurmCluster(pulumi.ComponentResource):
                 NodeWiring(
                     cluster_name=cluster,
                     subnet_ids=args.node_group_subnet_ids[g.name],
-                    security_group_ids=args.security_group_ids,
+                    security_group_ids=security_group_ids,
                     user_data=self.compute_user_data.get(g.name),
                     instance_profile_arn=node_profile.arn,
                     tags=tags,
@@ -205,18 +234,76 @@ class SlurmCluster(pulumi.ComponentResource):
                 opts=child,
             )
 
-        # --- the head node: its identity, its own interface and data volume, then the instance ---------
         # The agent launches dynamic groups only (static ones belong to their Auto Scaling groups).
         dynamic = [g.name for g in args.node_groups if slurm.settings(g.name).mode == "dynamic"]
+        self.head_instance_id = self.head_private_ip = self.head_role_arn = None
+        self.data_volume_id = self.head_user_data = None
+        head_ip: pulumi.Output[str] | None = None
+        if hybrid is None:
+            head_ip = self._head(
+                name, args, catalog, ctx, secret.arn, artifact, node_role.arn, dynamic, partition, account, protect
+            )
+        else:
+            # The site's own slurmctld: cloud nodes fetch their configuration from it (``slurmd --conf-server``).
+            assert hybrid.controller is not None
+            self.controller_address = hybrid.controller.address
+
+        # --- deleting the cluster terminates the agent's instances first -------------------------------
+        self._teardown = AgentTeardown(
+            name,
+            cluster=cluster,
+            region=args.region,
+            after=[*self.node_groups.values(), node_profile],
+            network={"securityGroupIds": args.security_group_ids, "subnetIds": args.node_group_subnet_ids},
+            parent=self,
+        )
+        if head_ip is not None:
+            self._controller_record(name, args, head_ip)
+        groups = list(self.node_groups)
+        self.launch_template_ids = pulumi.Output.all(*[g.launch_template_id for g in self.node_groups.values()]).apply(
+            lambda ids: dict(zip(groups, ids, strict=True))
+        )
+        self.register_outputs(
+            {
+                "headInstanceId": self.head_instance_id,
+                "headPrivateIp": self.head_private_ip,
+                "controllerAddress": self.controller_address,
+                "mungeSecretArn": self.munge_secret_arn,
+                "headRoleArn": self.head_role_arn,
+                "nodeRoleArn": self.node_role_arn,
+                "dataVolumeId": self.data_volume_id,
+                "nodeGroups": {n: ng.launch_template_id for n, ng in self.node_groups.items()},
+                "headUserData": self.head_user_data,
+                "launchTemplateIds": self.launch_template_ids,
+            }
+        )
+
+    def _head(
+        self,
+        name: str,
+        args: SlurmBuild,
+        catalog: Catalog,
+        ctx: SlurmContext,
+        secret_arn: pulumi.Output[str],
+        artifact: AgentArtifact,
+        node_role_arn: pulumi.Output[str],
+        dynamic: list[str],
+        partition: pulumi.Output[str],
+        account: pulumi.Output[str],
+        protect: bool,
+    ) -> pulumi.Output[str]:
+        """The head node (slurmctld, the agent); its private address."""
+        tags, child = dict(args.tags), pulumi.ResourceOptions(parent=self)
+        # --- the head node: its identity, its own interface and data volume, then the instance ---------
         head_role, head_profile = head_identity(
             name,
             ctx=ctx,
             tags=tags,
             partition=partition,
             account=account,
-            secret_arn=secret.arn,
+            secret_arn=secret_arn,
             artifact=artifact,
-            node_role_arn=node_role.arn,
+            node_role_arn=node_role_arn,
             dynamic_groups=dynamic,
             launch_template_ids=[self.node_groups[g].launch_template_id for g in dynamic],
             child=child,
@@ -242,18 +329,11 @@ class SlurmCluster(pulumi.ComponentResource):
         self.head_user_data = head.user_data
         self.head_instance_id = head.instance_id
         self.head_private_ip = head.private_ip
+        return head.private_ip
 
-        # --- deleting the cluster terminates the agent's instances first -------------------------------
-        self._teardown = AgentTeardown(
-            name,
-            cluster=cluster,
-            region=args.region,
-            after=[*self.node_groups.values(), node_profile],
-            network={"securityGroupIds": args.security_group_ids, "subnetIds": args.node_group_subnet_ids},
-            parent=self,
-        )
-
-        # --- where compute nodes find slurmctld ----------------------------------------------------------
+    def _controller_record(self, name: str, args: SlurmBuild, head_ip: pulumi.Output[str]) -> None:
+        """Where compute nodes find slurmctld: a private zone of the cluster's VPC."""
+        cluster, tags, child = args.cluster_name, dict(args.tags), pulumi.ResourceOptions(parent=self)
         zone_record = aws.route53.Zone(
             f"{name}-dns",
             name=dns_zone(cluster),
@@ -270,24 +350,6 @@ class SlurmCluster(pulumi.ComponentResource):
             name=self.controller_address,
             type="A",
             ttl=60,
-            records=[head.private_ip],
+            records=[head_ip],
             opts=child,
-        )
-        groups = list(self.node_groups)
-        self.launch_template_ids = pulumi.Output.all(*[g.launch_template_id for g in self.node_groups.values()]).apply(
-            lambda ids: dict(zip(groups, ids, strict=True))
-        )
-        self.register_outputs(
-            {
-                "headInstanceId": self.head_instance_id,
-                "headPrivateIp": self.head_private_ip,
-                "controllerAddress": self.controller_address,
-                "mungeSecretArn": self.munge_secret_arn,
-                "headRoleArn": self.head_role_arn,
-                "nodeRoleArn": self.node_role_arn,
-                "dataVolumeId": self.data_volume_id,
-                "nodeGroups": {n: ng.launch_template_id for n, ng in self.node_groups.items()},
-                "headUserData": self.head_user_data,
-                "launchTemplateIds": self.launch_template_ids,
-            }
         )

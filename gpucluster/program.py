@@ -10,6 +10,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from gpucluster.components._hybrid import hybrid_outputs, hybrid_secrets
 from gpucluster.components.gpu_cluster import GpuCluster, user_data_findings
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import ConfigError, Finding, error, errors_in
@@ -146,9 +147,15 @@ def main() -> GpuCluster:
                     }
                     for e in spec.slurm.node_groups
                 },
-                "connect": slurm.head_instance_id.apply(lambda i: f"aws ssm start-session --target {i} --region {spec.region}"),
+                "connect": slurm.head_instance_id.apply(lambda i: f"aws ssm start-session --target {i} --region {spec.region}")
+                if slurm.head_instance_id is not None
+                else None,
             },
         )
+    if cluster.hybrid is not None and spec.hybrid is not None:
+        pulumi.export("hybrid", hybrid_outputs(cluster.hybrid, cluster.slurm, spec, cluster.subnets_for))
+        for key, secret in hybrid_secrets(cluster.hybrid).items():
+            pulumi.export(key, secret)
     if spec.hybrid is not None and spec.hybrid.controller is not None and cluster.slurm is not None and spec.slurm is not None:
         # what `gpucluster bundle --outputs` fills a site's bundle with (gpucluster/render/hybrid/bundle.py)
         burst = spec.hybrid.burst_node_groups or tuple(e.name for e in spec.slurm.node_groups)

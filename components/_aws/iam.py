@@ -251,13 +251,82 @@ def slurm_head_policy(*, secret_arn: str, bundle_arn: str) -> dict[str, Any]:
     }
 
 
-def slurm_node_policy(*, secret_arn: str, bundle_arn: str) -> dict[str, Any]:
+def slurm_node_policy(*, secret_arn: str, bundle_arn: str, kms_key_arn: str | None = None, region: str = "") -> dict[str, Any]:
     """The Slurm compute nodes' role: read the munge key and fetch the node package (the health program);
-    nothing else (plus Session Manager)."""
+    nothing else (plus Session Manager). With ``kms_key_arn`` (a hybrid site's munge secret is under a key of
+    its own) also decrypt with that key, through Secrets Manager only."""
+    statements: list[dict[str, Any]] = [
+        {"Sid": "ReadTheMungeKey", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": secret_arn},
+        {"Sid": "FetchTheNodePackage", "Effect": "Allow", "Action": "s3:GetObject", "Resource": bundle_arn},
+    ]
+    if kms_key_arn is not None:
+        statements.append(_via_secrets_manager("DecryptTheMungeKey", ["kms:Decrypt"], kms_key_arn, region))
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def _via_secrets_manager(sid: str, actions: list[str], kms_key_arn: str, region: str) -> dict[str, Any]:
+    return {
+        "Sid": sid,
+        "Effect": "Allow",
+        "Action": actions,
+        "Resource": kms_key_arn,
+        "Condition": {"StringEquals": {"kms:ViaService": f"secretsmanager.{region}.amazonaws.com"}},
+    }
+
+
+def site_munge_policy(*, secret_arn: str, kms_key_arn: str, region: str) -> dict[str, Any]:
+    """A hybrid site's controller: write its munge key into the cluster's secret (and read it back to check);
+    encrypt and decrypt with the secret's key through Secrets Manager only. Cloud nodes only read it."""
     return {
         "Version": "2012-10-17",
         "Statement": [
-            {"Sid": "ReadTheMungeKey", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": secret_arn},
-            {"Sid": "FetchTheNodePackage", "Effect": "Allow", "Action": "s3:GetObject", "Resource": bundle_arn},
+            {
+                "Sid": "WriteTheSitesMungeKey",
+                "Effect": "Allow",
+                "Action": ["secretsmanager:PutSecretValue", "secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+                "Resource": secret_arn,
+            },
+            _via_secrets_manager("EncryptTheMungeKey", ["kms:GenerateDataKey", "kms:Decrypt"], kms_key_arn, region),
         ],
     }
+
+
+def roles_anywhere_trust_policy(*, trust_anchor_arn: str, certificate_cn: str) -> str:
+    """Trust for IAM Roles Anywhere: only sessions from certificates the ``trust_anchor_arn`` anchor issued whose
+    subject CN is ``certificate_cn``."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "rolesanywhere.amazonaws.com"},
+                    "Action": ["sts:AssumeRole", "sts:TagSession", "sts:SetSourceIdentity"],
+                    "Condition": {
+                        "ArnEquals": {"aws:SourceArn": trust_anchor_arn},
+                        "StringEquals": {"aws:PrincipalTag/x509Subject/CN": certificate_cn},
+                    },
+                }
+            ],
+        }
+    )
+
+
+def ssm_hybrid_trust_policy(*, partition: str, region: str, account: str) -> str:
+    """Trust for an SSM hybrid activation's service role: Systems Manager of this account and region only."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "ssm.amazonaws.com"},
+                    "Action": "sts:AssumeRole",
+                    "Condition": {
+                        "StringEquals": {"aws:SourceAccount": account},
+                        "ArnLike": {"aws:SourceArn": f"arn:{partition}:ssm:{region}:{account}:*"},
+                    },
+                }
+            ],
+        }
+    )

@@ -26,6 +26,7 @@ from gpucluster.components.shared_storage import SharedStorage
 from gpucluster.config.checks.cluster import validate_cluster
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import ConfigError, Finding, error, errors_in
+from gpucluster.config.hybrid import HybridSpec
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.slurm import SlurmSpec
 from gpucluster.config.storage import LustreSpec
@@ -83,6 +84,9 @@ class SlurmBuild:
     tags: dict[str, str]
     inputs: Inputs = field(default_factory=lambda: Inputs("SlurmCluster"))
     """Maps the stand-ins in the resolved specs back to the Outputs they replaced (none in the stack)."""
+    hybrid: HybridSpec | None = None
+    """A site whose own slurmctld is the controller (``hybrid.controller`` set): no head node; the site writes
+    the munge key (:mod:`gpucluster.components._slurm.hybrid`). The stack's path only."""
 
 
 def _split(args: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:

@@ -335,8 +335,9 @@ DESCRIBERS: dict[str, Describer] = {
         f"{i.get('volumeId')} → {i.get('instanceId')} at {i.get('deviceName')}"
     ],
     "aws:secretsmanager/secret:Secret": lambda i: [
-        f"{i.get('name')} · no value from this program (the head node makes the key at first boot) · "
-        f"recovery window {i.get('recoveryWindowInDays')} days"
+        f"{i.get('name')} · no value from this program ("
+        + ("the on-premises site writes its key" if i.get("kmsKeyId") else "the head node makes the key at first boot")
+        + f") · recovery window {i.get('recoveryWindowInDays')} days"
     ],
     "aws:route53/zone:Zone": lambda i: [
         f"private zone {i.get('name')} for {', '.join(str(v.get('vpcId')) for v in i.get('vpcs') or [])}"

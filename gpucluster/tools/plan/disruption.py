@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpucluster.tools.plan.safety import safety_of
 from gpucluster.tools.plan.step import Step
 
 ASG = "aws:autoscaling/group:Group"
@@ -124,5 +125,10 @@ def add_disruption(steps: Sequence[Step]) -> None:
                 s.disruption.append(f"{verb} the EKS cluster {s.name}: every node and workload on it is rebuilt")
             elif s.type == "aws:ec2/capacityReservation:CapacityReservation":
                 s.disruption.append(f"{verb} capacity reservation {s.name}: the reserved capacity is released")
+            elif (entry := safety_of(s.type)) is not None and entry.disruption == "site-link":
+                s.disruption.append(
+                    f"{verb} {s.type.split(':')[-1]} {s.name}: the on-premises site is cut off (link or credentials) "
+                    "until it is reconfigured from the new hybrid outputs"
+                )
             elif s.type == "aws:ec2/volumeAttachment:VolumeAttachment":
                 s.disruption.append(f"{verb} volume attachment {s.name}: the volume is detached from the running head node")

@@ -23,6 +23,7 @@ from gpucluster.tools.plan.fakes import (
     digest,
     eks_state,
     helm_release_status,
+    hybrid_state,
     instance_type_result,
 )
 
@@ -143,6 +144,8 @@ class PlanMocks(Mocks):
         if token == "aws:route53/zone:Zone":
             rid = "Z" + digest(h, "zone", length=20).upper()
             state.update({"zoneId": rid, "arn": f"arn:aws:route53:::hostedzone/{rid}", "nameServers": []})
+        state.update(hybrid_state(token, rid, h, state, self.region, self.account))
+        rid = state.get("id", rid)
         fake = self.resource_fakes.get(token)
         if fake is not None:
             state = fake(args, rid, state)

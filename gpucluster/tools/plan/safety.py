@@ -16,29 +16,14 @@ are versioned: every update makes a new version, never a new template (only the 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-TF = "https://github.com/hashicorp/terraform-provider-aws/blob/main/internal/service/"
+from gpucluster.tools.plan.safety_hybrid import HYBRID_TABLE
+from gpucluster.tools.plan.safety_types import TF, Safety
+
+__all__ = ["TABLE", "TF", "Safety", "replace_reasons", "safety_of"]
+
 K8S = "https://kubernetes.io/docs/reference/kubernetes-api/"
-
-
-@dataclass(frozen=True)
-class Safety:
-    """How one resource type takes a change."""
-
-    source: str
-    """Where the force-new properties come from (provider source or API reference)."""
-    replace_on: tuple[str, ...] = ()
-    """Input paths whose change replaces the resource."""
-    replace_on_decrease: tuple[str, ...] = ()
-    """Numeric input paths that replace the resource only when they go down (FSx capacity, metadata IOPS)."""
-    holds_data: str | None = None
-    """What a replacement or deletion loses (``None``: nothing that is not rebuilt from the config)."""
-    disruption: str | None = None
-    """The running work a change can disrupt: ``node-group`` (instances of an Auto Scaling group or an EKS
-    node group), ``head-node`` (the Slurm controller), ``placement`` (instances must leave the group),
-    ``template`` (a new launch template version), ``capacity`` (reserved capacity released)."""
 
 
 def _tf(path: str) -> str:
@@ -54,7 +39,7 @@ def _k8s(source: str, *immutable: str) -> Safety:
     return Safety(url, replace_on=("metadata.name", "metadata.namespace", *immutable))
 
 
-TABLE: Mapping[str, Safety] = {
+_BASE: Mapping[str, Safety] = {
     # --- compute ------------------------------------------------------------------------------------
     "aws:autoscaling/group:Group": Safety(
         _tf("autoscaling/group.go"), replace_on=("name", "namePrefix"), disruption="node-group"
@@ -301,6 +286,8 @@ TABLE: Mapping[str, Safety] = {
     "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor": _k8s("https://kueue.sigs.k8s.io/docs/reference/kueue.v1beta2/"),
     "kubernetes:kueue.x-k8s.io/v1beta2:Topology": _k8s("https://kueue.sigs.k8s.io/docs/reference/kueue.v1beta2/"),
 }
+
+TABLE: Mapping[str, Safety] = {**_BASE, **HYBRID_TABLE}
 
 
 def safety_of(token: str) -> Safety | None:

@@ -156,7 +156,10 @@ def summarize(doc: dict[str, Any], catalog: Catalog | None = None) -> Summary:
     if slurm or _of_type(doc, "gpucluster:index:SlurmCluster"):  # a program of your own may export no `slurm`
         scheduler = "Slurm"
         if slurm:
-            extra.append(("controller", f"{slurm.get('controller')} (head node {_head_type(doc)})"))
+            hybrid = outputs.get("hybrid")
+            site = hybrid.get("site") if isinstance(hybrid, dict) else None
+            where = f"site {site}'s own slurmctld, no head node" if site else f"head node {_head_type(doc)}"
+            extra.append(("controller", f"{slurm.get('controller')} ({where})"))
     elif kubernetes or _of_type(doc, "aws:eks/cluster:Cluster"):
         scheduler = f"Kubernetes {(kubernetes or {}).get('version', '')} on EKS".replace("  ", " ")
         for name, mng in sorted(mngs.items()):
