@@ -41,6 +41,8 @@ from gpucluster.render.core import (
     render_cloud_config,
     user_data_size,
 )
+from gpucluster.render.hybrid.compute import hybrid_join_part, munge_secret_stand_in
+from gpucluster.render.hybrid.fabric import burst_groups
 from gpucluster.render.kubernetes import node_config, nodeadm_text
 from gpucluster.render.node import LustreMount, node_cloud_config, shared_fs_of, user_data_title
 from gpucluster.render.slurm.compute import node_slurm_part
@@ -330,11 +332,12 @@ def lustre_stand_in(spec: ClusterSpec) -> LustreMount | None:
 
 
 def scheduler_part(spec: ClusterSpec, group: NodeGroupSpec, catalog: Catalog) -> CloudConfig:
-    """The user-data part a node's scheduler adds (Slurm: slurmd; EKS wraps the user data itself).
-
-    A hybrid Slurm site (``hybrid.controller``) still gets the cloud-only slurmd part here: the part that joins
-    the site's controller (``gpucluster.render.hybrid.compute``) replaces it at this one call site."""
+    """The user-data part a node's scheduler adds (Slurm: slurmd joining the head node, or a hybrid site's
+    controller for the groups it bursts into; EKS wraps the user data itself). A site's burst nodes name the munge
+    secret by a stand-in that SlurmCluster replaces once the secret exists."""
     if group.scheduler == "slurm" and spec.slurm is not None:
+        if spec.hybrid is not None and spec.hybrid.controller is not None and group.name in {g.name for g in burst_groups(spec)}:
+            return hybrid_join_part(spec, group, munge_secret_stand_in(spec.region), catalog)
         return node_slurm_part(SlurmContext.of(spec), group, catalog, shared_fs_of(spec, group))
     return CloudConfig()
 

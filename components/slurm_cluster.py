@@ -47,6 +47,7 @@ from gpucluster.components._slurm.hybrid import site_munge_key
 from gpucluster.components._slurm.teardown import AgentTeardown
 from gpucluster.config.naming import with_name
 from gpucluster.facts.catalog import Catalog, load_catalog
+from gpucluster.render.hybrid.compute import with_munge_secret
 from gpucluster.render.slurm.agent import with_artifact_bucket
 from gpucluster.render.slurm.names import SlurmContext, controller_address, dns_zone, munge_secret_name
 
@@ -149,15 +150,6 @@ class SlurmCluster(pulumi.ComponentResource):
         tags = dict(args.tags)
         # --- the agent package, in a private bucket the head node (and compute nodes) read ------------
         artifact = agent_artifact(name, cluster, tags, child)
-        # Compute nodes were rendered before the bucket existed: its name takes the stand-in's place.
-        self.compute_user_data: dict[str, pulumi.Output[str]] = {
-            n: pulumi.Output.all(u, artifact.bucket.bucket).apply(lambda v: with_artifact_bucket(str(v[0]), str(v[1])))
-            for n, u in args.user_data.items()
-        }
-        """User data per Slurm node group (node setup, storage mount, slurmd joining this cluster), gzip-ready
-        cloud-config text. The launch templates carry it; a program that builds its own ``GpuNodeGroup`` for a
-        static group (an Auto Scaling group of its own) passes ``compute_user_data[group]`` as its user data and
-        tags its instances with this cluster's and the group's tags, and the agent names them."""
         invoke = pulumi.InvokeOutputOptions(parent=self)
         partition = aws.get_partition_output(opts=invoke).partition
         account = aws.get_caller_identity_output(opts=invoke).account_id
@@ -179,6 +171,18 @@ class SlurmCluster(pulumi.ComponentResource):
                 opts=keep,
             )
         self.munge_secret_arn = secret.arn
+        # Compute nodes were rendered before the bucket and the munge secret existed: their names take the
+        # stand-ins' places.
+        self.compute_user_data: dict[str, pulumi.Output[str]] = {
+            n: pulumi.Output.all(u, artifact.bucket.bucket, secret.arn).apply(
+                lambda v: with_munge_secret(with_artifact_bucket(str(v[0]), str(v[1])), args.region, str(v[2]))
+            )
+            for n, u in args.user_data.items()
+        }
+        """User data per Slurm node group (node setup, storage mount, slurmd joining this cluster), gzip-ready
+        cloud-config text. The launch templates carry it; a program that builds its own ``GpuNodeGroup`` for a
+        static group (an Auto Scaling group of its own) passes ``compute_user_data[group]`` as its user data and
+        tags its instances with this cluster's and the group's tags, and the agent names them."""
 
         # --- compute nodes: role (Session Manager, read the munge key), launch templates ---------------
         node_role = ec2_ssm_role(

@@ -17,6 +17,7 @@ from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.slurm import UBUNTU_RELEASE
 from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.images import DEFAULT_RELEASE, default_image_parameter
+from gpucluster.facts.slurm_releases import cloud_ubuntu_for
 from gpucluster.resolve.slurm import resolve_slurm
 from gpucluster.resolve.storage import resolve_storage
 
@@ -41,10 +42,20 @@ def resolve_group(group: NodeGroupSpec, catalog: Catalog, spec: ClusterSpec | No
         "create_placement_group": effective_placement_group(group, facts),
     }
     if group.image_id is None and group.image_ssm_parameter is None:
-        # Slurm nodes run the head node's Ubuntu release, so slurmd and slurmctld are one Slurm version.
-        release = UBUNTU_RELEASE if scheduler == "slurm" else DEFAULT_RELEASE
+        release = slurm_release(spec, group) if scheduler == "slurm" and spec is not None else DEFAULT_RELEASE
         update["image_ssm_parameter"] = default_image_parameter(facts, release)
     return group.model_copy(update=update)
+
+
+def slurm_release(spec: ClusterSpec, group: NodeGroupSpec) -> str:
+    """The Ubuntu release of a Slurm node group's default image. Slurm nodes run the head node's release, so slurmd
+    and slurmctld are one Slurm version; a hybrid site's burst nodes run the release whose archive slurmd the
+    site's controller accepts (a controller none fits is refused at load: checks.hybrid_slurm)."""
+    hybrid = spec.hybrid
+    if hybrid is not None and hybrid.controller is not None:
+        if not hybrid.burst_node_groups or group.name in hybrid.burst_node_groups:
+            return cloud_ubuntu_for(hybrid.controller.slurm_version) or UBUNTU_RELEASE
+    return UBUNTU_RELEASE
 
 
 def resolve(spec: ClusterSpec, catalog: Catalog) -> ClusterSpec:

@@ -170,7 +170,9 @@ def test_resolver_endpoints_and_forwarding_rule(slurm_plan):
 
 
 def test_eks_site_gets_the_link_but_no_slurm_credentials(eks_plan):
-    assert eks_plan.of_type("aws:rolesanywhere/trustAnchor:TrustAnchor") == []  # EKS Hybrid Nodes' own (part H)
+    # the one trust anchor is EKS Hybrid Nodes' own (the nodes' role), none for a site agent
+    anchors = eks_plan.of_type("aws:rolesanywhere/trustAnchor:TrustAnchor")
+    assert [a.name for a in anchors] == ["hybrid-eks-eks-hybrid-anchor"] and "EksCluster$" in anchors[0].urn
     assert eks_plan.of_type("aws:route53/resolverEndpoint:ResolverEndpoint") == []  # no dns section
     assert "credentials" not in eks_plan.outputs["hybrid"] and "slurm" not in eks_plan.outputs["hybrid"]
     assert eks_plan.outputs["hybrid"]["link"]["type"] == "vpn-tgw"
@@ -206,7 +208,7 @@ def test_plan_shows_anchor_profile_and_the_sites_role(slurm_plan):
             "mode": "dynamic",
             "instanceType": "p5.48xlarge",
             "launchTemplateId": lt.id,
-            "subnetIds": [slurm_plan.by_name("hybrid-slurm-network-private-us-east-1a").id],
+            "subnetIds": [slurm_plan.by_name("hybrid-slurm-network-private-us-east-1a", "aws:ec2/subnet:Subnet").id],
             # placementGroupName: null (a capacity reservation without a placement group), so not listed
         }
     }
@@ -244,3 +246,23 @@ def test_own_vpc_keeps_its_route_tables_and_the_program_says_what_to_route():
     attachment = plan.of_type("aws:ec2transitgateway/vpcAttachment:VpcAttachment")[0].inputs
     assert attachment["subnetIds"] == ["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"]
     assert any("route 10.20.0.0/16 to the link's gateway (output hybrid.link.gatewayId)" in line for line in plan.logs)
+
+
+def test_burst_nodes_join_the_sites_controller_with_the_secret_the_site_writes(slurm_plan):
+    """The burst launch template's user data joins the site's slurmctld (configless, the site's address), names the
+    munge secret by its real ARN (the stand-in replaced), and its image is the Ubuntu release whose archive slurmd the
+    site's 22.05 controller accepts (22.04: slurmd 21.08)."""
+    from gpucluster.load import load_spec
+    from gpucluster.render.hybrid.compute import munge_secret_stand_in
+    from gpucluster.tools.plan.stackfile import read_stack_file
+
+    files = {k.split("/", 1)[1]: v for k, v in slurm_plan.files.items() if k.startswith("hybrid-slurm-slurm-p5-lt/")}
+    join = files["usr/local/sbin/gpucluster-hybrid-join"]
+    assert "--conf-server" in join and "10.20.0.10:6817" in join
+    secret = slurm_plan.by_name("hybrid-slurm-slurm-munge-key", "aws:secretsmanager/secret:Secret")
+    helper = json.loads(files["usr/local/sbin/gpucluster-aws.json"])
+    assert helper["secret_name"] == secret.state["arn"]
+    assert munge_secret_stand_in("us-east-1") not in files["user-data"]
+    assert "etc/slurm/slurm.conf" not in files  # configless: the site's controller serves it
+    spec = load_spec(read_stack_file("hybrid-slurm")["config"], stack="hybrid-slurm").spec
+    assert "22.04" in (spec.node_group("p5").image_ssm_parameter or "")

@@ -279,6 +279,15 @@ CASES = [
         "hybrid-burst-not-slurm",
     ),
     (
+        "slurm-group-not-burst",
+        slurm_site(extra_group(scheduler="slurm")),
+        Level.ERROR,
+        "gpucluster:nodeGroups[1]",
+        "node group 'cpu' is run by Slurm but not in hybrid.burstNodeGroups: with a site controller there is no head "
+        "node, so nothing would drive it",
+        "hybrid-slurm-group-not-burst",
+    ),
+    (
         "controller-without-slurm",
         slurm_site(drop("gpucluster:slurm")),
         Level.ERROR,

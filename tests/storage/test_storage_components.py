@@ -154,5 +154,5 @@ def test_cluster_mounts_storage_on_its_nodes(run_components):
     assert "fs-00000000000000000" not in gpu_ud
     assert "gpucluster-nvme-raid" in gpu_ud and "gpucluster-mount-lustre" in gpu_ud
     assert "gpucluster-mount-lustre" not in cpu_ud and "gpucluster-nvme-raid" not in cpu_ud
-    subnet = plan.by_name("c-network-private-us-east-1a")
+    subnet = plan.by_name("c-network-private-us-east-1a", "aws:ec2/subnet:Subnet")
     assert fs.inputs["subnetIds"] == subnet.id

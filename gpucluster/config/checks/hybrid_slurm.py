@@ -74,6 +74,18 @@ def check_site_slurm(hybrid: HybridSpec, spec: ClusterSpec, catalog: Catalog) ->
                 name,
                 "hybrid-burst-not-slurm",
             )
+    if hybrid.burst_node_groups:
+        # No head node in a site's cluster: a Slurm group the site does not drive would have no controller.
+        for i, g in enumerate(spec.node_groups):
+            if effective_scheduler(g, spec) == "slurm" and g.name not in hybrid.burst_node_groups:
+                yield error(
+                    f"gpucluster:nodeGroups[{i}]",
+                    f"node group {g.name!r} is run by Slurm but not in hybrid.burstNodeGroups: with a site controller "
+                    "there is no head node, so nothing would drive it",
+                    f"add {g.name!r} to hybrid.burstNodeGroups, or set another scheduler on it",
+                    g.name,
+                    "hybrid-slurm-group-not-burst",
+                )
     if not burst_groups(hybrid, spec) and not hybrid.burst_node_groups:
         yield error(
             hybrid_path("controller"),

@@ -34,7 +34,7 @@ from gpucluster.render.core import CloudConfig, WriteFile, render, render_cloud_
 from gpucluster.render.hybrid.fabric import HYBRID_TASK_PROLOG, burst_groups, hybrid_of, hybrid_task_prolog
 from gpucluster.render.node import LustreMount, node_cloud_config
 from gpucluster.render.slurm.agent import aws_helper
-from gpucluster.render.slurm.compute import NODE_NAME_WAIT_TRIES, SLURMD_DROP_IN
+from gpucluster.render.slurm.compute import NODE_NAME_WAIT_TRIES, slurmd_drop_in
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit
 from gpucluster.render.slurm.names import AGENT_PACKAGE_PATH, AWS_HELPER, AWS_HELPER_CONFIG
 from gpucluster_agents import boot, contract
@@ -116,6 +116,18 @@ def check_secret_arn(arn: str, region: str) -> str:
     return arn
 
 
+def munge_secret_stand_in(region: str) -> str:
+    """The munge secret's ARN in a burst node's user data until the secret exists: node user data is rendered before
+    any resource, and SlurmCluster puts the real ARN in its place (:func:`with_munge_secret`)."""
+    return f"arn:aws:secretsmanager:{region}:000000000000:secret:gpucluster-munge-secret-stand-in"
+
+
+def with_munge_secret(user_data: str, region: str, arn: str) -> str:
+    """A burst node's user data with the munge secret's ARN in place of its stand-in (user data without it, of a
+    node that does not join a site, is returned unchanged)."""
+    return user_data.replace(munge_secret_stand_in(region), check_secret_arn(arn, region))
+
+
 def hybrid_join_part(spec: ClusterSpec, group: NodeGroupSpec, munge_secret_arn: str, catalog: Catalog) -> CloudConfig:
     """The join part of a burst node's user data (see the module docstring)."""
     hybrid = hybrid_of(spec)
@@ -167,7 +179,7 @@ def hybrid_join_part(spec: ClusterSpec, group: NodeGroupSpec, munge_secret_arn: 
             WriteFile(CHRONY_SOURCES, chrony),
             WriteFile(HYBRID_TASK_PROLOG, hybrid_task_prolog(spec, catalog), "0755"),
             WriteFile(f"/etc/systemd/system/{IMDS_GUARD_UNIT}", imds_guard_unit(head=False)),
-            WriteFile("/etc/systemd/system/slurmd.service.d/gpucluster.conf", SLURMD_DROP_IN),
+            WriteFile("/etc/systemd/system/slurmd.service.d/gpucluster.conf", slurmd_drop_in(boot_check=False)),
             WriteFile.compressed(JOIN_SETUP, setup, "0755"),
         ),
         bootcmd=(imds_guard_bootcmd(),),

@@ -61,11 +61,15 @@ class Plan:
     def children(self, urn: str) -> list[Registration]:
         return [r for r in self.resources if r.parent == urn]
 
-    def by_name(self, name: str) -> Registration:
-        for r in self.resources:
-            if r.name == name:
-                return r
-        raise KeyError(name)
+    def by_name(self, name: str, type_: str | None = None) -> Registration:
+        """The resource named ``name`` (of type ``type_``): names are unique per type only, so a name two types
+        share needs the type (a zone's subnet and its route table)."""
+        found = [r for r in self.resources if r.name == name and (type_ is None or r.type == type_)]
+        if len(found) > 1:
+            raise KeyError(f"{name} names {len(found)} resources ({', '.join(r.type for r in found)}): pass the type")
+        if not found:
+            raise KeyError(name)
+        return found[0]
 
 
 # --- running ----------------------------------------------------------------------------------------------
