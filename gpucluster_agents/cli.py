@@ -94,6 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         agent = Agent(cfg)
         timer = ApiTimer().attach(agent.ec2.client)
+        if agent.maps is not None:
+            timer.attach(agent.maps.client)
         nodes = agent.expand(args.hostlist) if args.command != "clear-protect" else []
         log.info("start %s hostlist=%r nodes=%d", args.command, args.hostlist, len(nodes))
         if args.command == "resume":

@@ -29,6 +29,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, cast
 
 from .jsonread import Reader
+from .nodemap_contract import NodeMap, parse_node_map
 from .repair_contract import Repair, parse_repair
 
 SCHEMA_VERSION = 1
@@ -136,6 +137,7 @@ class AgentConfig:
     api_max_attempts: int = field(default=8, metadata=_OMIT)  # botocore attempts per call, 1..20
     api_concurrency: int = field(default=8, metadata=_OMIT)  # parallel CreateTags calls, 1..64
     repair: Repair = field(default_factory=Repair, metadata=_OMIT)  # quarantine and protected mode (repair_contract)
+    node_map: NodeMap | None = field(default=None, metadata=_OMIT)  # where launches publish node names (nodemap_contract)
 
     @property
     def scontrol(self) -> str:
@@ -159,7 +161,7 @@ def _fields_dict(obj: Any) -> dict[str, Any]:
         default = f.default_factory() if f.default_factory is not MISSING else f.default
         if f.metadata.get("omit") and value == (default if default is not MISSING else None):
             continue
-        out[f.name] = _fields_dict(value) if isinstance(value, Repair) else value
+        out[f.name] = _fields_dict(value) if isinstance(value, (Repair, NodeMap)) else value
     return out
 
 
@@ -348,6 +350,7 @@ def parse(data: Any, path: str | None = None) -> AgentConfig:
     attempts = r.integer(obj, "api_max_attempts", "", default=8, minimum=1, maximum=20)
     concurrency = r.integer(obj, "api_concurrency", "", default=8, minimum=1, maximum=64)
     repair = parse_repair(r, obj.get("repair"), "repair")
+    node_map = parse_node_map(r, obj.get("node_map"), "node_map")
 
     groups: list[NodeGroup] = []
     raw_groups = obj.get("node_groups")
@@ -368,10 +371,8 @@ def parse(data: Any, path: str | None = None) -> AgentConfig:
                 r.err(f"node_groups[{i}].name", f"{g.name!r} is also used by node_groups[{seen_names[g.name]}]")
             seen_names.setdefault(g.name, i)
             if g.node_prefix in seen_prefix:
-                r.err(
-                    f"node_groups[{i}].node_prefix",
-                    f"{g.node_prefix!r} is also used by node_groups[{seen_prefix[g.node_prefix]}]",
-                )
+                other = seen_prefix[g.node_prefix]
+                r.err(f"node_groups[{i}].node_prefix", f"{g.node_prefix!r} is also used by node_groups[{other}]")
             seen_prefix.setdefault(g.node_prefix, i)
     if errors:
         raise ConfigError(errors, path)
@@ -394,4 +395,5 @@ def parse(data: Any, path: str | None = None) -> AgentConfig:
         api_max_attempts=attempts,
         api_concurrency=concurrency,
         repair=repair,
+        node_map=node_map,
     )
