@@ -11,7 +11,9 @@ Who does what: ``inventory`` (the cluster's instances and which node group a nod
 
 Never leaking an instance, in three layers:
 1. Tags at launch. CreateFleet tags every instance with the cluster, node group and a fresh launch
-   token (also the ClientToken). A separate CreateTags then names the instance's node.
+   token (also the ClientToken). The batch's node names then go to one S3 node map and
+   ``names.json`` (``names.py``; ``maintain`` tags them later), or without ``node_map`` to a
+   CreateTags per instance.
 2. A launch journal. ``journal/<token>.json`` is written before CreateFleet and gets the
    instance -> node assignment right after it; it is removed once all instances carry their node
    name. A journal entry seen by a process holding the lock is therefore a launch that crashed

@@ -126,6 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         total = time.monotonic() - started
         api = timer.api_seconds if timer else 0.0
+        if agent is not None:
+            log.info("scontrol: %d calls, %.3fs", agent.slurm.calls, agent.slurm.seconds)
         log.info(
             "end %s in %.3fs: own %.3fs, waiting on EC2 %.3fs (%d calls)",
             args.command,
