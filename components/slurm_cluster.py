@@ -40,7 +40,7 @@ from gpucluster.components._slurm.head_node import head_identity, head_node
 from gpucluster.components._slurm.teardown import AgentTeardown
 from gpucluster.config.naming import with_name
 from gpucluster.facts.catalog import Catalog, load_catalog
-from gpucluster.render.slurm.agent import with_artifact_bucket
+from gpucluster.render.slurm.agent import NODE_MAPS_PREFIX, with_artifact_bucket
 from gpucluster.render.slurm.names import SlurmContext, controller_address, dns_zone, munge_secret_name
 
 TOKEN = "gpucluster:index:SlurmCluster"
@@ -177,7 +177,11 @@ class SlurmCluster(pulumi.ComponentResource):
             f"{name}-node-munge",
             role=node_role.id,
             policy=pulumi.Output.all(secret.arn, artifact.bucket.arn).apply(
-                lambda v: policy_json(slurm_node_policy(secret_arn=v[0], bundle_arn=f"{v[1]}/{artifact.key}"))
+                lambda v: policy_json(
+                    slurm_node_policy(
+                        secret_arn=v[0], bundle_arn=f"{v[1]}/{artifact.key}", node_maps_arn=f"{v[1]}/{NODE_MAPS_PREFIX}*"
+                    )
+                )
             ),
             opts=child,
         )

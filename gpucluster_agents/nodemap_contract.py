@@ -20,7 +20,7 @@ batch (their own tags) and the agent know.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from .jsonread import Reader
@@ -35,7 +35,7 @@ _PREFIX_RE = re.compile(r"^(?:[A-Za-z0-9_.-]+/)+$")
 class NodeMap:
     bucket: str
     prefix: str = DEFAULT_PREFIX  # ends with '/'; objects are <prefix><launch token>.json
-    endpoint_url: str | None = None  # S3 endpoint override (tests: moto)
+    endpoint_url: str | None = field(default=None, metadata={"omit": True})  # S3 endpoint override (tests: moto)
 
     def key(self, token: str) -> str:
         return f"{self.prefix}{token}.json"
