@@ -151,3 +151,20 @@ def test_node_map_config_is_validated_and_round_trips() -> None:
     assert "node_map.colour: unknown key" in text
     with pytest.raises(ConfigError, match=r"node_map\.bucket: required key is missing"):
         parse({**MINIMAL, "node_map": {}})
+
+
+def test_an_instance_named_only_by_its_map_is_never_taken_for_an_orphan(harness: Harness) -> None:
+    # Tagging fails for a while (throttled, or denied): past the orphan grace, the sweep must still see the
+    # instances as their nodes' (the name book), never terminate them, and maintain tags them later.
+    with_maps(harness)
+    assert harness.slurm_resume("p5-[1-2]") == 0
+    before = {i["InstanceId"] for i in instances(harness.moto.url, CLUSTER)}
+    harness.slurm.set("p5-[1-2]", "IDLE+CLOUD")  # registered, running
+    harness.config["orphan_grace_seconds"] = 0
+    harness.proxy.fail("CreateTags", "UnauthorizedOperation", n=2)
+    assert harness.run("maintain") == 0
+    assert {i["InstanceId"] for i in instances(harness.moto.url, CLUSTER)} == before
+    assert harness.proxy.actions()["TerminateInstances"] == 0
+    assert set(names_file(harness)) == before  # still only named by the book
+    assert harness.run("maintain") == 0
+    assert sorted(harness.nodes()) == ["p5-1", "p5-2"] and names_file(harness) == {}
