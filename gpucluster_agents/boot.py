@@ -87,7 +87,7 @@ NODE_MAPS_RE = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/((?:[A-Za-z
 TOKEN_RE = re.compile(r"^[0-9a-f]{32}$")  # the agent's launch tokens (uuid4 hex)
 NODE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}-[1-9][0-9]{0,5}$")  # contract.node_name: <prefix>-<N>
 TAG_NODE_NAME = "gpucluster:node-name"  # = contract.TAG_NODE_NAME (this file imports nothing of the package)
-TAG_LAUNCH_TOKEN = "gpucluster:launch-token"  # = contract.TAG_LAUNCH_TOKEN
+BATCH_TAG = "gpucluster:launch-token"  # = contract.TAG_LAUNCH_TOKEN: the same on every instance of a launch
 
 
 def parse_config(doc: Any) -> BootConfig:
@@ -252,7 +252,7 @@ def node_name(cfg: BootConfig, wait: float = WAIT_SECONDS, sleep: Any = time.sle
         node = None
         try:
             node = imds_get(f"meta-data/tags/instance/{TAG_NODE_NAME}")
-            token = imds_get(f"meta-data/tags/instance/{TAG_LAUNCH_TOKEN}")
+            token = imds_get(f"meta-data/tags/instance/{BATCH_TAG}")
             if not node and cfg.node_maps and token and TOKEN_RE.match(token):
                 if s3 is None:
                     import boto3
