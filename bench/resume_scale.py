@@ -3,14 +3,20 @@
 
     python bench/resume_scale.py [--nodes 512 512] [--no-suspend]
 
-Starts moto_server (from the active venv), an HTTP proxy in front of it that counts EC2 calls by
-action (and answers DescribeInstanceTopology, which moto lacks), and a stub scontrol that records
-its calls. Runs ``python -m gpucluster_agents resume <hostlist>`` as its own process, as slurmctld
-would, then the same resume again (must launch nothing), then ``suspend`` for the same nodes, and
-prints the calls made by type, the agent's own time and the time it waited on EC2 (botocore calls,
-measured inside the agent: ``gpucluster_agents.apitime``) and the time moto took to answer.
-Checks (exit 1 if broken): at most ceil(nodes/500) CreateFleet calls per group, one instance per node.
-Times are printed, never asserted.
+Starts moto_server (from the active venv), an HTTP proxy in front of it that counts EC2 and S3 calls
+by action (and answers DescribeInstanceTopology, which moto lacks), and a stub scontrol that records
+its calls. The agent publishes node maps to a bucket in moto (``node_map``: one PutObject per
+CreateFleet batch, no CreateTags during the resume). Runs ``python -m gpucluster_agents resume
+<hostlist>`` as its own process, as slurmctld would, then the same resume again (must launch
+nothing), then ``maintain`` (tags the instances, off the resume path), then ``suspend`` for the
+same nodes, and prints the calls made by type, the agent's own time and the time it waited on AWS
+(botocore calls, measured inside the agent: ``gpucluster_agents.apitime``) and the time moto took
+to answer.
+
+Checks of the first resume (exit 1 if broken): at most ceil(nodes/500) CreateFleet calls per group;
+no per-node call: every action at most PER_BATCH calls per CreateFleet batch plus FIXED; the agent's
+own time (its total less the time it waited on moto) at most OWN_LIMIT seconds for 1,024 nodes (the
+limit scales with the node count for other sizes); one instance per node.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "agents"))
 sys.path.insert(0, str(REPO))
 
+import boto3  # noqa: E402
 from ec2_fault_proxy import FaultProxy  # noqa: E402
 from moto_env import AWS_ENV, MotoServer, agent_env, make_world, node_instances  # noqa: E402
 
@@ -39,7 +46,13 @@ from gpucluster_agents import hostlist  # noqa: E402
 CLUSTER = "bench"
 # the agent's last log line: "end resume in 1.234s: own 0.321s, waiting on EC2 0.913s (5 calls)"
 AGENT_TIMES = re.compile(r" in ([0-9.]+)s: own (-?[0-9.]+)s, waiting on EC2 ([0-9.]+)s \((\d+) calls\)")
+SCONTROL_TIME = re.compile(r"scontrol: (\d+) calls, ([0-9.]+)s")
 OWN_LIMIT = 5.0  # issue #12: the agent's own time for 1,024 nodes, moto's excluded
+# Calls of one action a resume may make per CreateFleet batch (<= 500 nodes), plus a fixed few: the
+# most per batch is DescribeInstanceTopology (100 instance ids a call, the API's limit: 5 per 500).
+PER_BATCH = 6
+FIXED = 2
+BUCKET = "bench-artifacts"
 TYPES = {"p5": "p5.48xlarge", "g6e": "g6e.48xlarge", "p4d": "p4d.24xlarge", "trn1": "trn1.32xlarge"}
 
 
@@ -72,36 +85,48 @@ def scontrol_calls(calls_path: Path, start: int) -> Counter[str]:
 
 
 def run(
-    command: str, expr: str, config: Path, proxy: FaultProxy, calls_path: Path
+    command: str, expr: str, config: Path, proxy: FaultProxy, calls_path: Path, profile: str | None = None
 ) -> tuple[float, Counter[str], Counter[str], Counter[str], int]:
     proxy.clear()
     before = len(calls_path.read_text().splitlines()) if calls_path.exists() else 0
     env = agent_env({"GPUCLUSTER_AGENT_CONFIG": str(config), "PYTHONPATH": str(REPO)})
     t = time.monotonic()
     rc = subprocess.run(
-        [sys.executable, "-m", "gpucluster_agents", command, expr], env=env, cwd=REPO, stdin=subprocess.DEVNULL, check=False
+        [sys.executable, *(["-m", "cProfile", "-o", profile] if profile else []), "-m", "gpucluster_agents", command, expr],
+        env=env,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        check=False,
     ).returncode
     return time.monotonic() - t, proxy.actions(), proxy.seconds(), scontrol_calls(calls_path, before), rc
 
 
 def report(
     title: str, wall: float, api: Counter[str], secs: Counter[str], sc: Counter[str], agent_log: Path, command: str
-) -> None:
-    ends = [line for line in agent_log.read_text().splitlines() if f" {command} INFO end {command} in " in line]
+) -> float | None:
+    """Print one call's figures; returns the agent's own time (None if its log has no end line)."""
+    lines = agent_log.read_text().splitlines()
+    ends = [line for line in lines if f" {command} INFO end {command} in " in line]
     m = AGENT_TIMES.search(ends[-1]) if ends else None
+    sc_times = [SCONTROL_TIME.search(line) for line in lines if f" {command} INFO scontrol: " in line]
     print(f"\n== {title}")
     print(f"wall time (process start to exit, interpreter start included): {wall:.2f} s")
     if m:
         total, own, waited, calls = float(m[1]), float(m[2]), float(m[3]), int(m[4])
-        print(f"agent call: {total:.2f} s = own {own:.2f} s + waiting on EC2 {waited:.2f} s ({calls} botocore calls)")
-        print(f"agent's own time (limit {OWN_LIMIT:.0f} s): {own:.2f} s {'OK' if own <= OWN_LIMIT else 'OVER'}")
-    print("EC2 API calls (HTTP requests, retries included) and the time moto took to answer them (summed):")
+        print(f"agent call: {total:.2f} s = own {own:.2f} s + waiting on AWS {waited:.2f} s ({calls} botocore calls)")
+        last = sc_times[-1] if sc_times else None
+        if last:
+            print(
+                f"  of the own time, waiting on the stub scontrol (a Python script here): {float(last[2]):.2f} s ({last[1]} calls)"
+            )
+    print("AWS API calls (HTTP requests, retries included) and the time moto took to answer them (summed):")
     for action, n in sorted(api.items()):
         print(f"  {action:28s} {n:6d}   {secs[action]:7.2f} s")
-    print(f"  {'total':28s} {sum(api.values()):6d}")
+    print(f"  {'total':28s} {sum(api.values()):6d}   {sum(secs.values()):7.2f} s")
     print("scontrol calls:")
     for kind, n in sorted(sc.items()):
         print(f"  {kind:28s} {n:6d}")
+    return float(m[2]) if m else None
 
 
 def main() -> int:
@@ -109,6 +134,7 @@ def main() -> int:
     ap.add_argument("--nodes", type=int, nargs="+", default=[512, 512], help="nodes per group (up to 4 groups)")
     ap.add_argument("--concurrency", type=int, default=8, help="agent api_concurrency (parallel CreateTags)")
     ap.add_argument("--no-suspend", action="store_true")
+    ap.add_argument("--profile", metavar="PATH", help="write a cProfile of the first resume to PATH")
     args = ap.parse_args()
     groups = list(TYPES)[: len(args.nodes)]
     for k, v in AWS_ENV.items():
@@ -120,6 +146,8 @@ def main() -> int:
         proxy = FaultProxy(moto.url)
         try:
             world = make_world(moto.url, {g: TYPES[g] for g in groups})
+            s3 = boto3.session.Session(region_name="us-east-1").client("s3", endpoint_url=moto.url)
+            s3.create_bucket(Bucket=BUCKET)
             nodes = [f"{g}-{i}" for g, n in zip(groups, args.nodes, strict=True) for i in range(1, n + 1)]
             bin_dir, calls_path = stub_scontrol(tmp, nodes)
             config = tmp / "agent.json"
@@ -134,6 +162,7 @@ def main() -> int:
                         "slurm_bin_dir": str(bin_dir),
                         "topology_conf": str(tmp / "topology.conf"),
                         "api_concurrency": args.concurrency,
+                        "node_map": {"bucket": BUCKET, "endpoint_url": proxy.url},
                         "node_groups": [
                             {
                                 "name": g,
@@ -150,13 +179,25 @@ def main() -> int:
             )
             expr = hostlist.compress(nodes)
             print(f"resume {len(nodes)} nodes in {len(groups)} groups: {expr}")
-            wall, api, secs, sc, rc = run("resume", expr, config, proxy, calls_path)
-            report("resume", wall, api, secs, sc, tmp / "agent.log", "resume")
+            wall, api, secs, sc, rc = run("resume", expr, config, proxy, calls_path, args.profile)
+            own = report("resume", wall, api, secs, sc, tmp / "agent.log", "resume")
             fleets = proxy.requests("CreateFleet")  # cleared by the next run: read now
             per_group = Counter(r["TagSpecification.1.Tag.2.Value"] for r in fleets)
             sizes = [int(r["TargetCapacitySpecification.TotalTargetCapacity"]) for r in fleets]
-            owned = node_instances(moto.url, CLUSTER)
             ok = rc == 0
+            own_limit = OWN_LIMIT * len(nodes) / 1024
+            own_ok = own is not None and own <= own_limit
+            ok = ok and own_ok
+            print(
+                f"\nagent's own time: {own if own is not None else float('nan'):.2f} s, limit {own_limit:.2f} s: {'OK' if own_ok else 'OVER'}"
+            )
+            batches = len(fleets)
+            limit = PER_BATCH * batches + FIXED
+            print(f"calls per action (limit {PER_BATCH} per CreateFleet batch + {FIXED} = {limit} for {batches} batches):")
+            for action, n in sorted(api.items()):
+                good = n <= limit
+                ok = ok and good
+                print(f"  {action:28s} {n:6d} {'OK' if good else 'PER-NODE?'}")
             print("\nCreateFleet per group (limit: one call per 500 nodes per group):")
             for g, n in zip(groups, args.nodes, strict=True):
                 limit = math.ceil(n / 500)
@@ -164,15 +205,24 @@ def main() -> int:
                 ok = ok and good
                 print(f"  {g:6s} nodes={n:5d} CreateFleet={per_group[g]} limit={limit} {'OK' if good else 'TOO MANY'}")
             print(f"  batch sizes: {sizes}")
-            one_each = sorted(owned) == sorted(nodes) and all(len(v) == 1 for v in owned.values())
-            ok = ok and one_each
-            print(f"instances: {sum(len(v) for v in owned.values())} for {len(nodes)} nodes, one per node: {one_each}")
+            live = node_instances(moto.url, CLUSTER)
+            untagged = live.get("", [])
+            print(f"instances: {len(untagged)} launched, node names in {api['S3.PutObject']} node map(s), not tagged yet")
             # the same resume again (Slurm never does this, a retry might): nothing is launched twice
             wall, api, secs, sc, rc = run("resume", expr, config, proxy, calls_path)
             report("resume again (idempotency)", wall, api, secs, sc, tmp / "agent.log", "resume")
             again = node_instances(moto.url, CLUSTER)
-            ok = ok and rc == 0 and api["CreateFleet"] == 0 and again == owned
-            print(f"CreateFleet calls: {api['CreateFleet']}; instances unchanged: {again == owned}")
+            ok = ok and rc == 0 and api["CreateFleet"] == 0 and again == live
+            print(f"CreateFleet calls: {api['CreateFleet']}; instances unchanged: {again == live}")
+            # the maintenance pass names the instances by tag, off the resume path (at most 1000 a pass)
+            for n in range(1, 3):
+                wall, api, secs, sc, rc = run("maintain", "", config, proxy, calls_path)
+                report(f"maintain #{n} (tags what the node maps named)", wall, api, secs, sc, tmp / "agent.log", "maintain")
+                ok = ok and rc == 0
+            owned = node_instances(moto.url, CLUSTER)
+            one_each = sorted(owned) == sorted(nodes) and all(len(v) == 1 for v in owned.values())
+            ok = ok and one_each and sorted(i for v in owned.values() for i in v) == sorted(untagged)
+            print(f"instances: {sum(len(v) for v in owned.values())} for {len(nodes)} nodes, one per node: {one_each}")
             if not args.no_suspend:
                 wall, api, secs, sc, rc = run("suspend", expr, config, proxy, calls_path)
                 report("suspend", wall, api, secs, sc, tmp / "agent.log", "suspend")

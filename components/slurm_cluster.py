@@ -48,7 +48,7 @@ from gpucluster.components._slurm.teardown import AgentTeardown
 from gpucluster.config.naming import with_name
 from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.render.hybrid.compute import with_munge_secret
-from gpucluster.render.slurm.agent import with_artifact_bucket
+from gpucluster.render.slurm.agent import NODE_MAPS_PREFIX, with_artifact_bucket
 from gpucluster.render.slurm.names import SlurmContext, controller_address, dns_zone, munge_secret_name
 
 TOKEN = "gpucluster:index:SlurmCluster"
@@ -197,7 +197,13 @@ class SlurmCluster(pulumi.ComponentResource):
             role=node_role.id,
             policy=pulumi.Output.all(secret.arn, artifact.bucket.arn, self.munge_key_arn).apply(
                 lambda v: policy_json(
-                    slurm_node_policy(secret_arn=v[0], bundle_arn=f"{v[1]}/{artifact.key}", kms_key_arn=v[2], region=args.region)
+                    slurm_node_policy(
+                        secret_arn=v[0],
+                        bundle_arn=f"{v[1]}/{artifact.key}",
+                        node_maps_arn=f"{v[1]}/{NODE_MAPS_PREFIX}*",
+                        kms_key_arn=v[2],
+                        region=args.region,
+                    )
                 )
             ),
             opts=child,

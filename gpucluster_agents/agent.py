@@ -11,7 +11,9 @@ Who does what: ``inventory`` (the cluster's instances and which node group a nod
 
 Never leaking an instance, in three layers:
 1. Tags at launch. CreateFleet tags every instance with the cluster, node group and a fresh launch
-   token (also the ClientToken). A separate CreateTags then names the instance's node.
+   token (also the ClientToken). The batch's node names then go to one S3 node map and
+   ``names.json`` (``names.py``; ``maintain`` tags them later), or without ``node_map`` to a
+   CreateTags per instance.
 2. A launch journal. ``journal/<token>.json`` is written before CreateFleet and gets the
    instance -> node assignment right after it; it is removed once all instances carry their node
    name. A journal entry seen by a process holding the lock is therefore a launch that crashed
@@ -55,6 +57,8 @@ from .holds import Holds, fail_nodes, release_holds, resume_timeout_reason
 from .inventory import Inventory, best_instance, fmt_nodes, is_dynamic, split_by_group
 from .launcher import launch, terminate
 from .lifecycle import handle_strays, return_vanished, split_strays
+from .names import NameBook, tag_lazily
+from .nodemap import NodeMapPublisher
 from .protect import Protection, protect_pass
 from .protect import status_lines as protect_status
 from .quarantine import Quarantine
@@ -86,6 +90,9 @@ class Agent:
         self.state = state if state is not None else StateDir(cfg.state_dir)
         self.clock = clock
         self.strays: list[Instance] = []  # instances of removed or shrunk groups, set by _prologue
+        self.listed: list[Instance] = []  # the instances as EC2 lists them (tags unchanged), set by _prologue
+        self.book = NameBook(self.state.path)  # names from node maps EC2 does not carry as tags yet (names.py)
+        self.maps = NodeMapPublisher(cfg, cfg.node_map) if cfg.node_map is not None else None
 
     # ================================================================== helpers
     def expand(self, expr: str) -> list[str]:
@@ -100,7 +107,10 @@ class Agent:
     ) -> tuple[Inventory, dict[str, NodeState] | None, Holds, list[tuple[str, str]]]:
         """Every subcommand starts here (holding the lock): list the cluster's instances, read Slurm's
         node states, sweep, end expired holds. Returns the adopted nodes' addresses if not applied."""
-        mine, self.strays = split_strays(self.cfg, self.ec2.list_cluster_instances())
+        self.listed = self.ec2.list_cluster_instances()
+        self.book = NameBook(self.state.path)
+        named = self.book.apply(self.listed, self.clock(), self.cfg.orphan_grace_seconds)
+        mine, self.strays = split_strays(self.cfg, named)
         inv = Inventory(mine)
         states = self.slurm.show_nodes()
         addresses = sweep(self.cfg, self.ec2, self.state, inv, states, wanted, self.clock(), handled)
@@ -171,7 +181,8 @@ class Agent:
                 batch_size = self.cfg.max_instances_per_fleet
                 for i in range(0, len(missing), batch_size):
                     batch = missing[i : i + batch_size]
-                    got = launch(self.ec2, self.state, group, batch, inv, addresses, failures)
+                    naming = (self.maps, self.book, self.clock()) if self.maps is not None else None
+                    got = launch(self.ec2, self.state, group, batch, inv, addresses, failures, naming)
                     launched_or_reused = launched_or_reused or got > 0
             if addresses:
                 self.slurm.set_addresses(addresses)
@@ -261,6 +272,7 @@ class Agent:
             stray_nodes = frozenset(i.node for i in self.strays if i.live and i.node)
             return_vanished(self.cfg, self.slurm, inv, states, self.state, skip=stray_nodes)
             Quarantine(self.cfg, RepairApi(self.cfg, self.ec2.client), self.slurm, self.state.path).run(inv, states, self.clock())
+            tag_lazily(self.ec2, self.book, [i for i in self.listed if i.id in inv.by_id])
         self.refresh_topology()
 
     def clear_protect(self, groups: list[str]) -> None:
@@ -290,7 +302,8 @@ class Agent:
         if not path:
             return False
         with self.state.lock(self.cfg.lock_timeout_seconds, name="topology"):
-            inv = Inventory(self.ec2.list_cluster_instances())
+            listed = self.ec2.list_cluster_instances()
+            inv = Inventory(NameBook(self.state.path).apply(listed, self.clock(), self.cfg.orphan_grace_seconds, prune=False))
             by_id: dict[str, str] = {}
             for inst in inv.all():
                 if inst.state == "running" and inst.node and self.cfg.group_of_node(inst.node):

@@ -23,9 +23,10 @@ class ApiTimer:
 
     def attach(self, client: Any) -> ApiTimer:
         events = client.meta.events
-        events.register_first("provide-client-params.ec2", self._start)
-        events.register_last("after-call.ec2", self._stop)
-        events.register_last("after-call-error.ec2", self._stop)
+        service = client.meta.service_model.endpoint_prefix  # "ec2", "s3": one timer may watch several clients
+        events.register_first(f"provide-client-params.{service}", self._start)
+        events.register_last(f"after-call.{service}", self._stop)
+        events.register_last(f"after-call-error.{service}", self._stop)
         return self
 
     def _start(self, **_: Any) -> None:

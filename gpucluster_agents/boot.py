@@ -14,6 +14,9 @@ credentials).
                                        status unchanged; a fault (or a hang) leaves its reason in
                                        /run/gpucluster/health-boot.reason, from which slurmd's health
                                        check and prolog drain the node until it reboots
+  gpucluster-aws node-name             compute node: print the Slurm node name the agent gave this instance:
+                                       its gpucluster:node-name tag, else its entry in its launch's node map
+                                       (s3://<node_maps><launch token>.json), waiting for either
 
 The munge key lives only in Secrets Manager and on the nodes: the head node makes it once (--create,
 when the secret has no value yet); every other node waits for it.
@@ -34,10 +37,12 @@ import io
 import json
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import zipfile
 from dataclasses import dataclass
@@ -63,6 +68,7 @@ class BootConfig:
     secret_name: str  # the munge key's secret in Secrets Manager
     package_file: str  # JSON naming the agent package: bucket, key, sha256, dest
     agent_owned: tuple[str, ...]  # paths the agent itself rewrites: written at the first boot only
+    node_maps: str | None = None  # s3://bucket/prefix/ of the launches' node maps (compute nodes; optional)
 
     def to_json(self) -> str:
         doc = {
@@ -72,6 +78,8 @@ class BootConfig:
             "package_file": self.package_file,
             "agent_owned": list(self.agent_owned),
         }
+        if self.node_maps is not None:
+            doc["node_maps"] = self.node_maps
         return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
 
@@ -81,6 +89,12 @@ class BootConfigError(ValueError):
 
 _STRINGS = ("cluster", "region", "secret_name", "package_file")
 _KEYS = (*_STRINGS, "agent_owned")
+_OPTIONAL = ("node_maps",)
+NODE_MAPS_RE = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/((?:[A-Za-z0-9_.-]+/)+)$")
+TOKEN_RE = re.compile(r"^[0-9a-f]{32}$")  # the agent's launch tokens (uuid4 hex)
+NODE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}-[1-9][0-9]{0,5}$")  # contract.node_name: <prefix>-<N>
+TAG_NODE_NAME = "gpucluster:node-name"  # = contract.TAG_NODE_NAME (this file imports nothing of the package)
+BATCH_TAG = "gpucluster:launch-token"  # = contract.TAG_LAUNCH_TOKEN: the same on every instance of a launch
 
 
 def parse_config(doc: Any) -> BootConfig:
@@ -88,7 +102,8 @@ def parse_config(doc: Any) -> BootConfig:
     an error (never a silent default on a node that then fails much later), all reported at once."""
     if not isinstance(doc, dict):
         raise BootConfigError(f"must be a JSON object, got {type(doc).__name__}")
-    errors = [f"{key}: unknown key (allowed: {', '.join(sorted(_KEYS))})" for key in sorted(set(doc) - set(_KEYS))]
+    allowed = (*_KEYS, *_OPTIONAL)
+    errors = [f"{key}: unknown key (allowed: {', '.join(sorted(allowed))})" for key in sorted(set(doc) - set(allowed))]
     errors += [f"{key}: required key is missing" for key in _KEYS if key not in doc]
     for key in _STRINGS:
         if key in doc and (not isinstance(doc[key], str) or not doc[key]):
@@ -98,9 +113,12 @@ def parse_config(doc: Any) -> BootConfig:
     owned = doc.get("agent_owned", [])
     if not isinstance(owned, list) or not all(isinstance(p, str) and p.startswith("/") for p in owned):
         errors.append(f"agent_owned: must be a list of absolute paths, got {owned!r}")
+    maps = doc.get("node_maps")
+    if maps is not None and not (isinstance(maps, str) and NODE_MAPS_RE.match(maps)):
+        errors.append(f"node_maps: must be s3://<bucket>/<prefix>/ (the prefix ends with '/'), got {maps!r}")
     if errors:
         raise BootConfigError("; ".join(errors))
-    return BootConfig(doc["cluster"], doc["region"], doc["secret_name"], doc["package_file"], tuple(owned))
+    return BootConfig(doc["cluster"], doc["region"], doc["secret_name"], doc["package_file"], tuple(owned), maps)
 
 
 def load_config(path: str) -> BootConfig:
@@ -112,8 +130,14 @@ def load_config(path: str) -> BootConfig:
         sys.exit(f"gpucluster-aws: bad config {path}: {exc}")
 
 
-def log(msg: str) -> None:
-    print(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "gpucluster-aws:", msg, flush=True)
+def log(msg: str, err: bool = False) -> None:
+    print(
+        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "gpucluster-aws:",
+        msg,
+        flush=True,
+        file=sys.stderr if err else sys.stdout,
+    )
 
 
 def read_key(sm: Any, secret: str) -> bytes | None:
@@ -188,6 +212,72 @@ def install_agent(cfg: BootConfig) -> None:
     shutil.rmtree(dest, ignore_errors=True)
     os.replace(new, dest)
     log(f"node agent {got[:12]} installed in {dest}")
+
+
+def imds_get(path: str) -> str | None:
+    """``/latest/<path>`` from the instance metadata service (IMDSv2), or None if it has no such entry."""
+    token = urllib.request.Request(
+        IMDS + "/latest/api/token", method="PUT", headers={"X-aws-ec2-metadata-token-ttl-seconds": "300"}
+    )
+    with urllib.request.urlopen(token, timeout=10) as r:
+        headers = {"X-aws-ec2-metadata-token": r.read().decode()}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(IMDS + "/latest/" + path, headers=headers), timeout=10) as r:
+            return r.read().decode().strip()
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise
+
+
+def name_from_map(s3: Any, maps: str, token: str, instance_id: str) -> str | None:
+    """This instance's node in its launch's node map; None while the map is not there (yet) or lacks it."""
+    from botocore.exceptions import ClientError
+
+    m = NODE_MAPS_RE.match(maps)
+    assert m is not None  # parse_config checked it
+    try:
+        body = s3.get_object(Bucket=m.group(1), Key=f"{m.group(2)}{token}.json")["Body"].read()
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code")
+        if code in ("NoSuchKey", "404", "AccessDenied", "403"):  # not written yet (AccessDenied: no ListBucket)
+            return None
+        raise
+    doc = json.loads(body)
+    node = doc.get("nodes", {}).get(instance_id) if isinstance(doc, dict) else None
+    return node if isinstance(node, str) else None
+
+
+def node_name(cfg: BootConfig, wait: float = WAIT_SECONDS, sleep: Any = time.sleep, clock: Any = time.monotonic) -> str:
+    """The Slurm node name of this instance: its node-name tag (static nodes, adopted or already tagged
+    instances), else its launch's node map in S3. Both may come a little after the boot: retried with
+    backoff (network errors and S3's answers included) until ``wait`` seconds have passed."""
+    deadline = clock() + wait
+    delay, s3, attempt = 1.0, None, 0
+    while True:
+        attempt += 1
+        node = None
+        try:
+            node = imds_get(f"meta-data/tags/instance/{TAG_NODE_NAME}")
+            token = imds_get(f"meta-data/tags/instance/{BATCH_TAG}")
+            if not node and cfg.node_maps and token and TOKEN_RE.match(token):
+                if s3 is None:
+                    import boto3
+
+                    s3 = boto3.client("s3", region_name=cfg.region, endpoint_url=os.environ.get("GPUCLUSTER_S3_ENDPOINT"))
+                instance_id = imds_get("meta-data/instance-id") or ""
+                node = name_from_map(s3, cfg.node_maps, token, instance_id)
+        except Exception as exc:  # IMDS, S3 or a torn map: all worth another try until the deadline
+            log(f"node name: attempt {attempt} failed: {exc!r}", err=True)
+        if node and NODE_RE.match(node):
+            return node
+        if node:
+            sys.exit(f"refusing node name {node!r}: not <prefix>-<N>")
+        if clock() + delay > deadline:
+            sys.exit(f"no {TAG_NODE_NAME} tag and no node map entry for this instance after {wait:.0f} s")
+        log(f"node name: not known yet (attempt {attempt}); retrying in {delay:.0f} s", err=True)
+        sleep(delay)
+        delay = min(delay * 2, 10.0)
 
 
 def current_user_data() -> str:
@@ -282,6 +372,7 @@ def main(argv: list[str]) -> None:
     sub.add_parser("install-agent")
     sub.add_parser("apply-user-data")
     sub.add_parser("health")
+    sub.add_parser("node-name")
     args = p.parse_args(argv)
     cfg = load_config(os.path.abspath(__file__) + CONFIG_SUFFIX)
     if args.command == "munge-key":
@@ -290,6 +381,8 @@ def main(argv: list[str]) -> None:
         install_agent(cfg)
     elif args.command == "health":
         sys.exit(boot_health(cfg))
+    elif args.command == "node-name":
+        print(node_name(cfg))
     else:
         apply_user_data(cfg)
 

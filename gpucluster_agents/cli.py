@@ -105,6 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         agent = Agent(cfg)
         timer = ApiTimer().attach(agent.ec2.client)
+        if agent.maps is not None:
+            timer.attach(agent.maps.client)
         nodes = agent.expand(args.hostlist) if args.command != "clear-protect" else []
         log.info("start %s hostlist=%r nodes=%d", args.command, args.hostlist, len(nodes))
         if args.command == "resume":
@@ -135,6 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         total = time.monotonic() - started
         api = timer.api_seconds if timer else 0.0
+        if agent is not None:
+            log.info("scontrol: %d calls, %.3fs", agent.slurm.calls, agent.slurm.seconds)
         log.info(
             "end %s in %.3fs: own %.3fs, waiting on EC2 %.3fs (%d calls)",
             args.command,

@@ -29,6 +29,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, cast
 
 from .jsonread import Reader
+from .nodemap_contract import NodeMap, parse_node_map
 from .repair_contract import Repair, parse_repair
 from .site import Site, parse_site
 
@@ -138,6 +139,7 @@ class AgentConfig:
     api_concurrency: int = field(default=8, metadata=_OMIT)  # parallel CreateTags calls, 1..64
     repair: Repair = field(default_factory=Repair, metadata=_OMIT)  # quarantine and protected mode (repair_contract)
     site: Site = field(default_factory=Site, metadata=_OMIT)  # on a site's own slurmctld (site.py)
+    node_map: NodeMap | None = field(default=None, metadata=_OMIT)  # where launches publish node names (nodemap_contract)
 
     @property
     def scontrol(self) -> str:
@@ -161,7 +163,7 @@ def _fields_dict(obj: Any) -> dict[str, Any]:
         default = f.default_factory() if f.default_factory is not MISSING else f.default
         if f.metadata.get("omit") and value == (default if default is not MISSING else None):
             continue
-        out[f.name] = _fields_dict(value) if isinstance(value, (Repair, Site)) else value
+        out[f.name] = _fields_dict(value) if isinstance(value, (Repair, Site, NodeMap)) else value
     return out
 
 
@@ -345,6 +347,7 @@ def parse(data: Any, path: str | None = None) -> AgentConfig:
     concurrency = r.integer(obj, "api_concurrency", "", default=8, minimum=1, maximum=64)
     repair = parse_repair(r, obj.get("repair"), "repair")
     site = parse_site(r, obj.get("site"), "site")
+    node_map = parse_node_map(r, obj.get("node_map"), "node_map")
 
     groups: list[NodeGroup] = []
     raw_groups = obj.get("node_groups")
@@ -365,10 +368,8 @@ def parse(data: Any, path: str | None = None) -> AgentConfig:
                 r.err(f"node_groups[{i}].name", f"{g.name!r} is also used by node_groups[{seen_names[g.name]}]")
             seen_names.setdefault(g.name, i)
             if g.node_prefix in seen_prefix:
-                r.err(
-                    f"node_groups[{i}].node_prefix",
-                    f"{g.node_prefix!r} is also used by node_groups[{seen_prefix[g.node_prefix]}]",
-                )
+                other = seen_prefix[g.node_prefix]
+                r.err(f"node_groups[{i}].node_prefix", f"{g.node_prefix!r} is also used by node_groups[{other}]")
             seen_prefix.setdefault(g.node_prefix, i)
     if errors:
         raise ConfigError(errors, path)
@@ -392,4 +393,5 @@ def parse(data: Any, path: str | None = None) -> AgentConfig:
         api_concurrency=concurrency,
         repair=repair,
         site=site,
+        node_map=node_map,
     )

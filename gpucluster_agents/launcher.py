@@ -13,6 +13,8 @@ from .contract import NodeGroup
 from .ec2 import AWS_ERRORS, Ec2, Instance
 from .error_codes import ICE_CODES
 from .inventory import Inventory, fmt_nodes
+from .names import NameBook
+from .nodemap import NodeMapPublisher
 from .state import StateDir
 
 log = logging.getLogger("gpucluster_agents")
@@ -35,9 +37,13 @@ def launch(
     inv: Inventory,
     addresses: list[tuple[str, str]],
     failures: dict[str, tuple[str, str]],
+    naming: tuple[NodeMapPublisher, NameBook, float] | None = None,
 ) -> int:
     """Launch one instance per node of ``batch`` (at most one fleet's worth) and name them.
 
+    Naming: with ``naming`` (publisher, name book, now), one PutObject of the batch's node map and an
+    entry per instance in the name book, no EC2 call per instance (the tags come later, ``names.py``);
+    without it, or if S3 refuses the map, a CreateTags per instance as before.
     Appends the (node, address) pairs it learns to ``addresses`` and ``(code, message)`` for each
     node left without an instance to ``failures``; returns how many instances got their node name."""
     token = uuid.uuid4().hex
@@ -54,7 +60,11 @@ def launch(
     if extra:
         log.error("CreateFleet returned %d more instances than asked; terminating %s", len(extra), ",".join(extra))
         clean = not ec2.terminate(extra, "surplus", fresh=True) and clean
-    tag_failed = ec2.tag_nodes(assignments) if assignments else {}
+    tag_failed: dict[str, str] = {}
+    if assignments and naming is not None and naming[0].publish(token, group.name, assignments):
+        naming[1].add(assignments, naming[2])
+    elif assignments:
+        tag_failed = ec2.tag_nodes(assignments)
     if tag_failed:
         bad = sorted(tag_failed)
         log.info("decision terminate instances=%s: could not tag them with their node", ",".join(bad))

@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import subprocess
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -19,7 +20,7 @@ from . import hostlist
 
 log = logging.getLogger("gpucluster_agents")
 
-UPDATE_BATCH = 100  # nodes per "scontrol update" (keeps argv short, one RPC each)
+UPDATE_BATCH = 500  # nodes per "scontrol update": one RPC each, argv under ~16 kB (one CreateFleet batch)
 REASON_MAX = 200
 
 _REASON_BAD = re.compile(r"[^A-Za-z0-9 _.,:;()/@+#-]")
@@ -72,6 +73,7 @@ class Slurm:
         self.scontrol_path = scontrol
         self.timeout = timeout
         self.calls = 0
+        self.seconds = 0.0  # time spent waiting on scontrol, logged at the end of each agent call
 
     @property
     def available(self) -> bool:
@@ -81,6 +83,7 @@ class Slurm:
         """Run scontrol; return (ok, stdout). Logs one line per call."""
         cmd = [self.scontrol_path, *args]
         self.calls += 1
+        started = time.monotonic()
         try:
             proc = subprocess.run(
                 cmd,
@@ -93,6 +96,8 @@ class Slurm:
         except (OSError, subprocess.SubprocessError) as exc:
             log.error("slurm scontrol %s failed to run: %s", " ".join(args), exc)
             return False, ""
+        finally:
+            self.seconds += time.monotonic() - started
         if proc.returncode != 0:
             log.error("slurm scontrol %s rc=%d: %s", " ".join(args), proc.returncode, (proc.stderr or proc.stdout).strip())
             return False, proc.stdout

@@ -235,8 +235,9 @@ def slurm_agent_policy(
     return {"Version": "2012-10-17", "Statement": statements}
 
 
-def slurm_head_policy(*, secret_arn: str, bundle_arn: str) -> dict[str, Any]:
-    """The Slurm head node's own needs: make and read the munge key, fetch the agent package."""
+def slurm_head_policy(*, secret_arn: str, bundle_arn: str, node_maps_arn: str) -> dict[str, Any]:
+    """The Slurm head node's own needs: make and read the munge key, fetch the agent package, publish the
+    launches' node maps (one object per CreateFleet batch, ``gpucluster_agents/nodemap.py``)."""
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -247,17 +248,23 @@ def slurm_head_policy(*, secret_arn: str, bundle_arn: str) -> dict[str, Any]:
                 "Resource": secret_arn,
             },
             {"Sid": "FetchTheAgentPackage", "Effect": "Allow", "Action": "s3:GetObject", "Resource": bundle_arn},
+            {"Sid": "PublishNodeMaps", "Effect": "Allow", "Action": "s3:PutObject", "Resource": node_maps_arn},
         ],
     }
 
 
-def slurm_node_policy(*, secret_arn: str, bundle_arn: str, kms_key_arn: str | None = None, region: str = "") -> dict[str, Any]:
-    """The Slurm compute nodes' role: read the munge key and fetch the node package (the health program);
-    nothing else (plus Session Manager). With ``kms_key_arn`` (a hybrid site's munge secret is under a key of
-    its own) also decrypt with that key, through Secrets Manager only."""
+def slurm_node_policy(
+    *, secret_arn: str, bundle_arn: str, node_maps_arn: str, kms_key_arn: str | None = None, region: str = ""
+) -> dict[str, Any]:
+    """The Slurm compute nodes' role: read the munge key, fetch the node package (the health program) and read
+    node maps by their key; nothing else (plus Session Manager). No s3:ListBucket: a node reads only the map
+    whose random launch token its own tags hold (and S3 answers 403, not 404, for a map not written yet). With
+    ``kms_key_arn`` (a hybrid site's munge secret is under a key of its own) also decrypt with that key, through
+    Secrets Manager only."""
     statements: list[dict[str, Any]] = [
         {"Sid": "ReadTheMungeKey", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": secret_arn},
         {"Sid": "FetchTheNodePackage", "Effect": "Allow", "Action": "s3:GetObject", "Resource": bundle_arn},
+        {"Sid": "ReadOwnLaunchsNodeMap", "Effect": "Allow", "Action": "s3:GetObject", "Resource": node_maps_arn},
     ]
     if kms_key_arn is not None:
         statements.append(_via_secrets_manager("DecryptTheMungeKey", ["kms:Decrypt"], kms_key_arn, region))

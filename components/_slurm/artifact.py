@@ -16,7 +16,7 @@ import pulumi_aws as aws
 
 from gpucluster.components._aws.buckets import private_bucket
 from gpucluster.config.naming import with_name
-from gpucluster.render.slurm.agent import AgentBundle, agent_bundle, package_key, sha256
+from gpucluster.render.slurm.agent import NODE_MAPS_PREFIX, AgentBundle, agent_bundle, package_key, sha256
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,22 @@ def agent_artifact(name: str, cluster: str, tags: dict[str, str], child: pulumi.
         content_base64=base64.b64encode(bundle).decode(),
         content_type="application/zip",
         tags=with_name(tags, f"{cluster}-agent"),
+        opts=child,
+    )
+    # The launches' node maps (gpucluster_agents/nodemap.py, one object per CreateFleet batch) are read at a
+    # node's first boot, within 15 min of its launch, and the agent tags the instances within minutes: expire
+    # them after two days so the bucket does not grow with every resume.
+    aws.s3.BucketLifecycleConfiguration(
+        f"{name}-artifacts-node-maps",
+        bucket=bucket.id,
+        rules=[
+            aws.s3.BucketLifecycleConfigurationRuleArgs(
+                id="expire-node-maps",
+                status="Enabled",
+                filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=NODE_MAPS_PREFIX),
+                expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(days=2),
+            )
+        ],
         opts=child,
     )
     return AgentArtifact(bucket=bucket, package=package, key=key, sha256=digest)

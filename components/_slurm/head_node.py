@@ -34,7 +34,7 @@ from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.images import default_image_parameter
 from gpucluster.render.core import gzip_b64, render_cloud_config
 from gpucluster.render.node import LustreMount
-from gpucluster.render.slurm.agent import LaunchTarget, agent_config
+from gpucluster.render.slurm.agent import NODE_MAPS_PREFIX, LaunchTarget, agent_config
 from gpucluster.render.slurm.head import HeadInputs, head_cloud_config, head_title
 from gpucluster.render.slurm.names import SlurmContext, head_hostname
 
@@ -91,7 +91,11 @@ def head_identity(
         f"{name}-head-access",
         role=role.id,
         policy=pulumi.Output.all(secret_arn, artifact.bucket.arn).apply(
-            lambda v: policy_json(slurm_head_policy(secret_arn=v[0], bundle_arn=f"{v[1]}/{artifact.key}"))
+            lambda v: policy_json(
+                slurm_head_policy(
+                    secret_arn=v[0], bundle_arn=f"{v[1]}/{artifact.key}", node_maps_arn=f"{v[1]}/{NODE_MAPS_PREFIX}*"
+                )
+            )
         ),
         opts=child,
     )
@@ -203,7 +207,7 @@ def head_node(
         inputs = HeadInputs(
             data_volume_id=str(volume_id),
             agent=artifact.bundle(str(bucket_name)),
-            agent_config=agent_config(ctx, catalog, launch),
+            agent_config=agent_config(ctx, catalog, launch, str(bucket_name)),
             lustre=mounted,
         )
         return render_cloud_config(head_title(ctx), head_cloud_config(ctx, catalog, inputs), gzipped=True)

@@ -15,6 +15,8 @@ its code. Injections (each test says which and why):
   the API's 100-instance limit and paging ``topology_page_size`` instances per page.
 - capacity-block fleets: moto launches nothing for DefaultTargetCapacityType=capacity-block,
   so the request is forwarded as on-demand (the original is what gets recorded).
+- S3 (path-style REST: the node maps of ``nodemap.py``): PUT and GET are forwarded and recorded as
+  ``S3.PutObject`` / ``S3.GetObject`` (params: ``path``); ``fail`` and ``delay`` apply to them too.
 """
 
 from __future__ import annotations
@@ -106,6 +108,10 @@ def default_topology(inst: dict[str, Any]) -> list[str]:
     return ["nn-top", f"nn-{group}", f"nn-{group}-{(idx + 1) // 2}"]
 
 
+def s3_error_xml(code: str, message: str) -> bytes:
+    return f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{escape(code)}</Code><Message>{escape(message)}</Message></Error>".encode()
+
+
 def error_xml(code: str, message: str) -> bytes:
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -180,10 +186,10 @@ class FaultProxy:
         self.server.server_close()
 
     # ------------------------------------------------------------------ plumbing
-    def _forward(self, body: bytes, headers: dict[str, str]) -> tuple[int, bytes, str]:
+    def _forward(self, body: bytes, headers: dict[str, str], method: str = "POST", path: str = "/") -> tuple[int, bytes, str]:
         conn = http.client.HTTPConnection(self.target.hostname, self.target.port, timeout=120)
         try:
-            conn.request("POST", "/", body=body, headers=headers)
+            conn.request(method, path, body=body, headers=headers)
             resp = conn.getresponse()
             return resp.status, resp.read(), resp.getheader("Content-Type", "text/xml")
         finally:
@@ -216,6 +222,28 @@ class FaultProxy:
         started = time.monotonic()
         try:
             return self._handle(call, body, headers)
+        finally:
+            call.seconds = time.monotonic() - started
+
+    def handle_s3(self, method: str, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes, str]:
+        call = Call({"PUT": "S3.PutObject", "GET": "S3.GetObject"}.get(method, f"S3.{method}"), {"path": path})
+        with self.lock:
+            self.calls.append(call)
+        started = time.monotonic()
+        try:
+            if call.action in self.delays:
+                time.sleep(self.delays[call.action])
+            rule = self._take(self.failures, call.action)
+            if rule is not None:
+                call.status, call.injected = 503 if rule.code == "SlowDown" else 403, rule.code
+                return call.status, s3_error_xml(rule.code, rule.message), "application/xml"
+            if self._crash(call.action, "before"):
+                call.status, call.injected = 500, "crash"
+                return 500, s3_error_xml("InternalError", "client crashed"), "application/xml"
+            call.status, out, ctype = self._forward(body, headers, method, path)
+            if self._crash(call.action, "after"):
+                call.injected = "crash"
+            return call.status, out, ctype
         finally:
             call.seconds = time.monotonic() - started
 
@@ -334,6 +362,26 @@ class FaultProxy:
 
             def log_message(self, format: str, *args: Any) -> None:
                 return
+
+            def _s3(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                body = self.rfile.read(length) if length else b""
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("content-length",)}
+                try:
+                    status, out, ctype = proxy.handle_s3(self.command, self.path, body, headers)
+                except Exception as exc:
+                    status, out, ctype = 500, s3_error_xml("InternalError", f"proxy: {exc!r}"), "application/xml"
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def do_PUT(self) -> None:
+                self._s3()
+
+            def do_GET(self) -> None:
+                self._s3()
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))

@@ -16,7 +16,14 @@ from gpucluster_agents import boot
 from gpucluster_agents.boot import BootConfig, BootConfigError, parse_config
 
 SOURCE = Path(boot.__file__)
-GOOD = BootConfig("demo", "eu-west-1", "gpucluster/demo/munge-key", "/etc/gpucluster/agent-package.json", ("/var/t.conf",))
+GOOD = BootConfig(
+    "demo",
+    "eu-west-1",
+    "gpucluster/demo/munge-key",
+    "/etc/gpucluster/agent-package.json",
+    ("/var/t.conf",),
+    "s3://demo-art/node-maps/",
+)
 # Outside the standard library, the node has exactly these: Ubuntu's python3-boto3 (with botocore) and
 # cloud-init's PyYAML.
 THIRD_PARTY = {"boto3", "botocore", "yaml"}
@@ -39,7 +46,7 @@ def test_the_config_round_trips_and_names_every_field():
     [
         (doc(region=...), "region: required key is missing"),
         (doc(agent_owned=...), "agent_owned: required key is missing"),
-        (doc(secret=""), "secret: unknown key (allowed: agent_owned, cluster, package_file, region, secret_name)"),
+        (doc(secret=""), "secret: unknown key (allowed: agent_owned, cluster, node_maps, package_file, region, secret_name)"),
         (doc(cluster=""), "cluster: must be a non-empty string, got ''"),
         (doc(secret_name=7), "secret_name: must be a non-empty string, got 7"),
         (doc(package_file="etc/pkg.json"), "package_file: must be an absolute path"),

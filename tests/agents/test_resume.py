@@ -86,7 +86,7 @@ def test_1200_nodes_take_three_fleets_of_500_500_200(tmp_path: Path) -> None:
     assert sorted(ec2.node_tags.values(), key=hostlist.order_key) == [f"p5-{i}" for i in range(1, 1201)]
     assert ec2.calls["DescribeInstances"] == 1 + 3  # the inventory, then one per launch (by launch token)
     updates = [u for u in slurm.updates() if any(a.startswith("nodeaddr=") for a in u)]
-    assert [len(hostlist.expand(u[1].split("=", 1)[1])) for u in updates] == [100] * 12
+    assert [len(hostlist.expand(u[1].split("=", 1)[1])) for u in updates] == [500, 500, 200]
     assert slurm.node("p5-1200")["addr"] == ec2.ips[next(i for i, n in ec2.node_tags.items() if n == "p5-1200")]
 
 

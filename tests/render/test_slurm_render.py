@@ -529,8 +529,8 @@ def test_head_setup_runs_in_the_order_the_daemons_need():
     node = files["slurm-p5-slurm-p5-lt/usr/local/sbin/gpucluster-slurm-node"]
     order = _order(
         node,
-        "tags/instance/gpucluster:node-name",  # the name the agent gave the instance
-        "apt-get -o DPkg::Lock::Timeout=600 install",
+        "apt-get -o DPkg::Lock::Timeout=600 install",  # python3-boto3, which the boot helper needs
+        "gpucluster-aws node-name",  # the name the agent gave the instance (its launch's node map, or its tag)
         "systemctl enable --now gpucluster-imds-guard.service",  # before the key and any Slurm daemon
         "munge-key",
         "SLURMD_OPTIONS=",

@@ -29,6 +29,9 @@ from gpucluster.render.slurm.names import (
     slurm_groups,
 )
 from gpucluster_agents import boot, contract
+from gpucluster_agents.nodemap_contract import NodeMap
+
+NODE_MAPS_PREFIX = "node-maps/"  # in the artifact bucket: the head node writes, compute nodes read (IAM: iam.py)
 
 
 @dataclass(frozen=True)
@@ -44,8 +47,11 @@ class LaunchTarget:
     launch_template_version: str = "$Default"
 
 
-def agent_config(ctx: SlurmContext, catalog: Catalog, targets: Mapping[str, LaunchTarget]) -> contract.AgentConfig:
-    """``/etc/gpucluster/agent.json`` (schema: :mod:`gpucluster_agents.contract`), from the stack's outputs."""
+def agent_config(
+    ctx: SlurmContext, catalog: Catalog, targets: Mapping[str, LaunchTarget], artifact_bucket: str | None = None
+) -> contract.AgentConfig:
+    """``/etc/gpucluster/agent.json`` (schema: :mod:`gpucluster_agents.contract`), from the stack's outputs. With the
+    artifact bucket, launches publish their node names there (``node_map``: no CreateTags per node on a resume)."""
     groups: list[contract.NodeGroup] = []
     for g in slurm_groups(ctx, catalog):
         t = targets[g.name]
@@ -77,6 +83,7 @@ def agent_config(ctx: SlurmContext, catalog: Catalog, targets: Mapping[str, Laun
         insufficient_capacity_hold_seconds=agent.insufficient_capacity_hold_seconds,
         failure_hold_seconds=agent.failure_hold_seconds,
         orphan_grace_seconds=agent.orphan_grace_seconds,
+        node_map=NodeMap(artifact_bucket, NODE_MAPS_PREFIX) if artifact_bucket else None,
     )
 
 
@@ -166,20 +173,22 @@ def aws_helper() -> str:
     return Path(boot.__file__).read_text()
 
 
-def boot_config(ctx: SlurmContext) -> boot.BootConfig:
-    """The cluster's values for the boot helper, written next to it as ``AWS_HELPER_CONFIG``."""
+def boot_config(ctx: SlurmContext, compute: bool = False) -> boot.BootConfig:
+    """The cluster's values for the boot helper, written next to it as ``AWS_HELPER_CONFIG``. A compute node's
+    names where its launch's node map lies (``gpucluster-aws node-name``; the bucket still a stand-in)."""
     return boot.BootConfig(
         cluster=ctx.cluster,
         region=ctx.region,
         secret_name=munge_secret_name(ctx.cluster),
         package_file=AGENT_PACKAGE_PATH,
         agent_owned=(f"{TOPOLOGY_DIR}/topology.conf",),
+        node_maps=f"s3://{ARTIFACT_BUCKET_STAND_IN}/{NODE_MAPS_PREFIX}" if compute else None,
     )
 
 
-def boot_files(ctx: SlurmContext) -> tuple[WriteFile, WriteFile]:
+def boot_files(ctx: SlurmContext, compute: bool = False) -> tuple[WriteFile, WriteFile]:
     """The boot helper and its config, as every Slurm node's user data writes them."""
     return (
         WriteFile.compressed(AWS_HELPER, aws_helper(), "0755"),
-        WriteFile(AWS_HELPER_CONFIG, boot_config(ctx).to_json()),
+        WriteFile(AWS_HELPER_CONFIG, boot_config(ctx, compute).to_json()),
     )

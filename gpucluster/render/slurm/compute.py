@@ -1,5 +1,5 @@
 """A compute node's Slurm part of its user data (added to :meth:`GpuCluster.node_user_data` as the
-``extra`` part): the setup script that waits for the node's name tag and starts
+``extra`` part): the setup script that waits for the node's name (its launch's node map or its name tag) and starts
 ``slurmd --conf-server … -N <node>``, the TaskProlog that gives every task the node's NCCL/EFA
 environment, slurmd's drop-in, the IMDS guard and the boot helper; with health checks on, the node
 package (installed before slurmd starts) and the health wrappers slurm.conf names. Slurm's own files come from
@@ -21,7 +21,6 @@ from gpucluster_agents import contract
 
 # Ubuntu 24.04 (noble) packages. python3-boto3 runs the boot helper.
 NODE_PACKAGES = ("slurmd", "slurm-client", "munge", "python3-boto3", "iptables")
-NODE_NAME_WAIT_TRIES = 180  # × 5 s: the node waits up to 15 min for its name tag
 
 
 def slurmd_drop_in(boot_check: bool) -> str:
@@ -61,14 +60,13 @@ def node_slurm_part(ctx: SlurmContext, group: NodeGroupSpec, catalog: Catalog, s
         controller=f"{controller_address(ctx.cluster)}:{SLURMCTLD_PORT}",
         packages=NODE_PACKAGES,
         aws_helper=AWS_HELPER,
-        name_wait_tries=NODE_NAME_WAIT_TRIES,
         node_name_tag=contract.TAG_NODE_NAME,
         imds_guard_unit=IMDS_GUARD_UNIT,
         install_package=health,
     )
     return CloudConfig(
         write_files=(
-            *boot_files(ctx),
+            *boot_files(ctx, compute=True),
             *(
                 (
                     node_package_file(),
