@@ -32,6 +32,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xdist_group(name): run these tests on one pytest-xdist worker (--dist loadgroup)")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tests of a module that uses a module- or class-scoped fixture (a plan of every stack, a policy pack
     served over gRPC) run on one pytest-xdist worker, which builds that fixture once instead of once per worker.
