@@ -49,9 +49,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if defs and defs[-1].scope in ("module", "class", "package"):
                 item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
                 break
-    # The longest tests start first (``long``: one test of minutes on its own; ``slow``: daemons waiting on
-    # timers), so the workers overlap them with the many short ones instead of ending on one of them.
-    items.sort(key=lambda item: 0 if item.get_closest_marker("long") else 1 if item.get_closest_marker("slow") else 2)
 
 
 @pytest.fixture

@@ -441,7 +441,6 @@ def related(a: str, b: str) -> bool:
     return a == b or any(x.startswith(y + ".") or x.startswith(y + "[") for x, y in ((a, b), (b, a)))
 
 
-@pytest.mark.long
 def test_hostile_strings_fail_naming_the_field_or_stay_data(tmp_path):
     stats: Counter = Counter()
     pending: dict[str, Any] = {"cloud-config": {}, "slurm": [], "slurm-other": []}

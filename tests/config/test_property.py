@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -210,7 +209,6 @@ noisy_config = st.fixed_dictionaries(
 config = st.one_of(sane_config(), noisy_config)
 
 
-@pytest.mark.long
 @settings(
     max_examples=300, deadline=None, derandomize=IN_CI, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )

@@ -151,7 +151,6 @@ def _pr_run(repo: Path, shas: dict[str, str], base: str, head: str, work: Path, 
     return run, gate.returncode
 
 
-@pytest.mark.long
 def test_pr_comment_and_gate_on_two_commits(repo: tuple[Path, dict[str, str]], tmp_path: Path, update_golden: bool):
     repo_dir, shas = repo
     github = FakeGitHub()
