@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import fcntl
+import hashlib
 import os
 import shutil
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,30 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-golden", action="store_true", help="rewrite golden files from the current output")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist registers it too; registered here so --strict-markers also holds with -p no:xdist
+    config.addinivalue_line("markers", "xdist_group(name): run these tests on one pytest-xdist worker (--dist loadgroup)")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests of a module that uses a module- or class-scoped fixture (a plan of every stack, a policy pack
+    served over gRPC) run on one pytest-xdist worker, which builds that fixture once instead of once per worker.
+    Not the ``slow`` tests: real daemons waiting on Slurm's timers gain more from running side by side than from
+    sharing a fixture."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") or item.get_closest_marker("slow"):
+            continue
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        for name in info.names_closure:
+            defs = info.name2fixturedefs.get(name)
+            if defs and defs[-1].scope in ("module", "class", "package"):
+                item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+                break
+
+
 @pytest.fixture
 def update_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-golden"))
@@ -34,10 +62,43 @@ def check_golden(path: Path, actual: str, update: bool) -> None:
         if not update and IN_CI:
             pytest.fail(f"golden file {path.relative_to(ROOT)} is missing; run pytest --update-golden and commit it")
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(actual)
+        # whole or not at all: another worker (pytest-xdist) may read it meanwhile
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as tmp:
+            tmp.write(actual)
+        os.replace(tmp.name, path)
         return
     expected = path.read_text()
     assert actual == expected, f"{path.relative_to(ROOT)} differs; if the change is intended run pytest --update-golden"
+
+
+# --- parallel runs (pytest-xdist workers, and other test runs on the same machine) ----------------------
+
+
+@contextlib.contextmanager
+def machine_lock(name: str) -> Iterator[None]:
+    """Hold an exclusive lock (fcntl) on ``$TMPDIR/gpucluster-test-<name>.lock``: one holder at a time among
+    every process of this machine, the pytest-xdist workers of this run and other test runs alike. The lock
+    goes with the process, so a killed holder never leaves it taken."""
+    path = Path(tempfile.gettempdir()) / f"gpucluster-test-{name}.lock"
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def path_key(path: Path) -> str:
+    """A short name for ``path`` in lock and state file names (e.g. one per checkout)."""
+    return hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
+
+
+def run_shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory of this test run that all of its pytest-xdist workers see (the run's base temp dir, whose
+    ``popen-gwN`` children are the workers' own); without xdist, this process's base temp dir. Shared one-time
+    work (a wheel) goes here, under :func:`machine_lock`."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
 def require_tool(name: str) -> str:

@@ -123,6 +123,7 @@ class Local:
     memory_mb: int = 512
     gpus: int = 2
     timers: dict[str, str] | None = None
+    slurmd_port: int | None = None  # default port of slurm.conf; every node has its own Port (node_ports)
 
 
 LOCAL_TIMERS = {
@@ -155,7 +156,7 @@ def local_overrides(conf: str, local: Local) -> str:
         "AuthType": "auth/none",
         "CredType": "cred/none",
         "SlurmctldPort": str(local.ctld_port),
-        "SlurmdPort": str(local.ctld_port + 1),
+        "SlurmdPort": str(local.slurmd_port or free_port()),  # OS-assigned: never a port another run took
         "StateSaveLocation": str(d / "state"),
         "SlurmdSpoolDir": str(d / "spool" / "%n"),
         "SlurmctldPidFile": str(d / "slurmctld.pid"),

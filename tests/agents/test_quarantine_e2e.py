@@ -50,6 +50,24 @@ def quiet_cluster(
     yield from start_cluster(E2E_GROUPS, moto, proxy, shim)
 
 
+BOOT_FAILURE_TIMEOUT = 40
+"""ResumeTimeout of the protected-mode test (the other tests keep 120 s): its p5 nodes never register, so the
+test waits this long for each boot failure; a node that boots registers in a few seconds, also on a loaded box."""
+
+
+@pytest.fixture
+def impatient_cluster(
+    moto: MotoServer,
+    proxy: FaultProxy,
+    aws_env: None,
+    shim: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[SlurmCluster]:
+    """The cluster with a shorter ResumeTimeout, for the test that waits for nodes that never boot."""
+    monkeypatch.setattr(slurm_e2e, "LOCAL_TIMERS", {**slurm_e2e.LOCAL_TIMERS, "ResumeTimeout": str(BOOT_FAILURE_TIMEOUT)})
+    yield from start_cluster(E2E_GROUPS, moto, proxy, shim)
+
+
 def wait_for(what: str, cond: object, c: SlurmCluster, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not cond():  # type: ignore[operator]
@@ -149,15 +167,17 @@ def test_static_node_drained_by_health_gets_a_new_instance_from_its_auto_scaling
     assert_no_unowned_instance(c, moto.url)
 
 
-def test_protected_mode_after_boot_failures_until_cleared(cluster: SlurmCluster, moto: MotoServer, proxy: FaultProxy) -> None:  # noqa: F811
-    c = cluster
+def test_protected_mode_after_boot_failures_until_cleared(
+    impatient_cluster: SlurmCluster, moto: MotoServer, proxy: FaultProxy
+) -> None:
+    c = impatient_cluster
     c.agent_config["repair"] = {"protect_after_failures": 2}
     c.agent_config_path.write_text(json.dumps(c.agent_config, indent=1))
     settings_path = c.dir / "etc" / "programs.json"
     c.settings["never_boot"] = ["p5"]
     settings_path.write_text(json.dumps(c.settings, indent=1))
 
-    # p5 (higher PriorityTier) gets the job first; its nodes never register: ResumeTimeout (120 s here)
+    # p5 (higher PriorityTier) gets the job first; its nodes never register: ResumeTimeout (BOOT_FAILURE_TIMEOUT)
     job = c.sbatch("-p", "p5,g6e", "-N", "2", "--output=job-%j.out", "--wrap", "echo ran-on-$SLURMD_NODENAME")
     info = c.wait_job(job, timeout=300)
     assert info["JobState"] == "COMPLETED" and info["Partition"] == "g6e", c.debug()

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import tempfile
+import time
 from pathlib import Path
 
 SLURMCTLD = "/usr/sbin/slurmctld"
@@ -66,10 +68,21 @@ def check_overrides(run_dir: Path, inner: Path | None = None) -> dict[str, str]:
     }
 
 
+READ_TO_THE_END = "Running as primary controller"
+"""slurmctld's log line once it has read and checked every file (FACTS.md); every config error comes before it."""
+SETTLE = 1.0
+"""Seconds slurmctld keeps running after that line before the check stops it (as ``timeout`` would): a config
+it would still refuse shows in that time (the first log lines after it come within milliseconds)."""
+
+
 def check_slurmctld(files: dict[str, str], run_dir: Path, timeout: int = 3, root: Path | None = None) -> tuple[int, list[str]]:
     """Write ``files`` (slurm.conf, gres.conf, cgroup.conf, topology.conf) into ``run_dir`` and run
     ``slurmctld -D -c`` on them. Returns (exit status, error/fatal lines that matter); a config that
     was read to the end also leaves "Running as primary controller" in the log (else a problem).
+
+    The exit status is ``timeout``'s: 124 when slurmctld was still running when stopped. It is stopped
+    ``SETTLE`` seconds after it logged that it read its files, or after ``timeout`` seconds if it never did
+    (a loaded machine gets at least ``timeout``, as before, never less); an invalid config makes it exit.
 
     ``root``: run the slurmctld of that root file system (another Slurm version, see ``slurm_versions.py``)
     under chroot; ``run_dir`` must then lie inside it."""
@@ -79,19 +92,48 @@ def check_slurmctld(files: dict[str, str], run_dir: Path, timeout: int = 3, root
         if name == "slurm.conf":
             text = _patch(text, check_overrides(run_dir, inner))
         (run_dir / name).write_text(text)
-    command = ["timeout", str(timeout), *(["chroot", str(root)] if root else []), SLURMCTLD, "-D", "-c"]
-    proc = subprocess.run(
+    log_path = run_dir / "slurmctld.log"
+    command = [*(["chroot", str(root)] if root else []), SLURMCTLD, "-D", "-c"]
+    returncode, stderr = _run_until(
         command,
-        env={"SLURM_CONF": str((inner or run_dir) / "slurm.conf"), "PATH": "/usr/sbin:/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        check=False,
+        {"SLURM_CONF": str((inner or run_dir) / "slurm.conf"), "PATH": "/usr/sbin:/usr/bin:/bin"},
+        lambda: log_path.exists() and READ_TO_THE_END in log_path.read_text(errors="replace"),
+        timeout,
     )
-    log = (run_dir / "slurmctld.log").read_text() if (run_dir / "slurmctld.log").exists() else proc.stderr
+    log = log_path.read_text() if log_path.exists() else stderr
     problems = _problems(log)
-    if proc.returncode == 124 and "Running as primary controller" not in log:
+    if returncode == 124 and READ_TO_THE_END not in log:
         problems.append("slurmctld never got past reading its configuration")
-    return proc.returncode, problems
+    return returncode, problems
+
+
+def _run_until(command: list[str], env: dict[str, str], ready, timeout: float) -> tuple[int, str]:  # type: ignore[no-untyped-def]
+    """Run ``command`` until it exits (its status) or, still running ``SETTLE`` s after ``ready()`` or at
+    ``timeout``, stop it with SIGTERM as ``timeout(1)`` would (124). Returns (status, stderr)."""
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+        deadline = time.monotonic() + timeout
+        try:
+            while proc.poll() is None and time.monotonic() < deadline:
+                if ready():
+                    deadline = min(deadline, time.monotonic() + SETTLE)
+                    try:
+                        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                    except subprocess.TimeoutExpired:
+                        pass
+                    break
+                time.sleep(0.02)
+            returncode = proc.poll()
+            if returncode is None:
+                proc.terminate()
+                proc.wait(timeout=30)
+                returncode = 124
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        err.seek(0)
+        return returncode, err.read().decode(errors="replace")
 
 
 def check_slurmdbd(slurmdbd_conf: str, run_dir: Path, timeout: int = 3) -> tuple[int, list[str]]:

@@ -17,7 +17,7 @@ from gpucluster.render.slurm.versions import SETTINGS, SUPPORTED, SlurmVersion, 
 from gpucluster.tools.plan.stackfile import read_stack_file
 from tests.conftest import GOLDEN, check_golden, require_tool
 from tests.render.slurm_check import SLURMCTLD, check_slurmctld, conf_files
-from tests.render.slurm_versions import TRIXIE_VERSION, trixie_root  # noqa: F401  (fixture)
+from tests.render.slurm_versions import TRIXIE_VERSION, trixie_root, trixie_tmp  # noqa: F401  (fixtures)
 from tests.render.test_slurm_render import STACK_FILES
 
 CATALOG = load_catalog()
@@ -102,8 +102,8 @@ def test_slurm_22_05_reads_its_render_cleanly(stack: str, tmp_path: Path):
 
 @pytest.mark.parametrize("version", [SLURM_VERSION, TRIXIE_VERSION])
 @pytest.mark.parametrize("stack", STACKS)
-def test_slurm_24_11_reads_the_23_11_and_24_11_renders_cleanly(stack: str, version: str, trixie_root: Path):  # noqa: F811
-    run_dir = trixie_root / "tmp" / f"gpucluster-check-{stack}-{version}"
+def test_slurm_24_11_reads_the_23_11_and_24_11_renders_cleanly(stack: str, version: str, trixie_root: Path, trixie_tmp: Path):  # noqa: F811
+    run_dir = trixie_tmp
     rc, problems = check_slurmctld(files_for(stack, version), run_dir, root=trixie_root)
     assert rc == 124 and problems == [], problems
     log = (run_dir / "slurmctld.log").read_text()
@@ -111,9 +111,9 @@ def test_slurm_24_11_reads_the_23_11_and_24_11_renders_cleanly(stack: str, versi
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_slurm_24_11_flags_the_22_05_render_so_the_check_can_fail(stack: str, trixie_root: Path):  # noqa: F811
+def test_slurm_24_11_flags_the_22_05_render_so_the_check_can_fail(stack: str, trixie_root: Path, trixie_tmp: Path):  # noqa: F811
     """The check above is live: 24.11 reading the 22.05 render logs the defunct keys."""
-    run_dir = trixie_root / "tmp" / f"gpucluster-check-{stack}-old"
+    run_dir = trixie_tmp
     rc, problems = check_slurmctld(files_for(stack, "22.05"), run_dir, root=trixie_root)
     assert rc == 124  # defunct keys are errors in the log, not fatal: the check must read the log
     assert any("cloud_reg_addrs" in p and "defunct" in p for p in problems), problems

@@ -14,13 +14,14 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import venv
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, machine_lock, path_key, run_shared_dir
 
 
 def run_cmd(cmd: list[str], cwd: Path, **kw: object) -> subprocess.CompletedProcess[str]:
@@ -37,16 +38,26 @@ def clean_env() -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    # setuptools reuses the checkout's build/ (ignored build output): a file deleted from the tree since
-    # the last build would still ship. Start from none, as a fresh clone does.
-    shutil.rmtree(ROOT / "build", ignore_errors=True)
-    result = run_cmd(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)], ROOT
-    )
-    assert result.returncode == 0, result.stderr
-    (whl,) = out.glob("gpucluster-*.whl")
-    return whl
+    """The wheel of this checkout, built once per test run: the first pytest-xdist worker to need it builds it,
+    the others wait on the lock and take the same file. The lock is the checkout's, so two runs in one checkout
+    never build into its build/ at once."""
+    out = run_shared_dir(tmp_path_factory) / "wheel"
+    with machine_lock(f"wheel-{path_key(ROOT)}"):
+        built = list(out.glob("gpucluster-*.whl"))
+        if built:
+            return built[0]
+        staging = Path(tempfile.mkdtemp(prefix="wheel-", dir=out.parent))
+        # setuptools reuses the checkout's build/ (ignored build output): a file deleted from the tree since
+        # the last build would still ship. Start from none, as a fresh clone does.
+        shutil.rmtree(ROOT / "build", ignore_errors=True)
+        result = run_cmd(
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(staging), str(ROOT)],
+            ROOT,
+        )
+        assert result.returncode == 0, result.stderr
+        (whl,) = staging.glob("gpucluster-*.whl")
+        staging.rename(out)  # the wheel appears whole or not at all
+        return out / whl.name
 
 
 @pytest.fixture(scope="session")

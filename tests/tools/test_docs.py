@@ -24,3 +24,13 @@ def test_readme_commands_exist():
     assert "gpucluster plan --stack dev" in readme
     assert "pytest" in readme
     assert ".ci/run" in readme
+
+
+def test_readme_test_command_is_what_ci_runs():
+    """The command the README gives is the one .ci/run runs after its set-up: the same run, parallel or not
+    (pyproject.toml's addopts), in CI and at a desk."""
+    readme = (ROOT / "README.md").read_text()
+    (command,) = re.findall(r"the test command alone is `([^`]+)`", readme)
+    lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if "== tests (the README's test command)" in line)
+    assert lines[at + 1].strip() == command
