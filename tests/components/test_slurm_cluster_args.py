@@ -48,7 +48,7 @@ def test_a_minimal_dict_gets_the_stacks_defaults(run_components):
     head = plan.by_name("s-slurm-head").inputs
     assert head["instanceType"] == stack.head_node.instance_type
     assert head["rootBlockDevice"]["volumeSize"] == stack.head_node.root_volume_size_gib
-    assert plan.by_name("s-slurm-head-data").inputs["size"] == stack.head_node.data_volume_size_gib
+    assert plan.by_name("s-slurm-head-data", "aws:ebs/volume:Volume").inputs["size"] == stack.head_node.data_volume_size_gib
     cfg = parse_config(agent_config(plan))
     assert cfg.insufficient_capacity_hold_seconds == stack.agent.insufficient_capacity_hold_seconds
     # the head node sits in the zone's first subnet, as the stack's resolution picks with your own VPC

@@ -140,14 +140,14 @@ def test_cloud_nodes_only_read_the_munge_key(slurm_plan):
     reads = [s for s in doc["Statement"] if s["Resource"] == secret.state["arn"]]
     assert [s["Action"] for s in reads] == ["secretsmanager:GetSecretValue"]
     assert "secretsmanager:PutSecretValue" not in actions(doc)
-    key = slurm_plan.by_name("hybrid-slurm-slurm-munge-kms")
+    key = slurm_plan.by_name("hybrid-slurm-slurm-munge-kms", "aws:kms/key:Key")
     decrypt = [s for s in doc["Statement"] if s["Resource"] == key.state["arn"]]
     assert [s["Action"] for s in decrypt] == [["kms:Decrypt"]]
 
 
 def test_munge_secret_is_under_its_own_key_and_kept(slurm_plan):
     secret = slurm_plan.of_type("aws:secretsmanager/secret:Secret")[0]
-    key = slurm_plan.by_name("hybrid-slurm-slurm-munge-kms")
+    key = slurm_plan.by_name("hybrid-slurm-slurm-munge-kms", "aws:kms/key:Key")
     assert secret.inputs["kmsKeyId"] == key.state["arn"] and secret.inputs["recoveryWindowInDays"] == 30
     assert key.inputs["enableKeyRotation"] is True
     assert secret.protect and secret.retain_on_delete and key.protect and key.retain_on_delete

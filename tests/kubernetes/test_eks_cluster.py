@@ -115,7 +115,7 @@ def test_addons_pinned_and_cni_through_pod_identity(run_components, p5_spec):
     assert addons["coredns"].inputs["addonVersion"] == "v1.12.3-eksbuild.1"
     assert "addonVersion" not in addons["kube-proxy"].inputs  # EKS's default for 1.33
     (assoc,) = addons["vpc-cni"].inputs["podIdentityAssociations"]
-    cni_role = plan.by_name("k-eks-vpc-cni")
+    cni_role = plan.by_name("k-eks-vpc-cni", "aws:iam/role:Role")
     assert assoc == {"roleArn": cni_role.state["arn"], "serviceAccount": "aws-node"}
     assert '"pods.eks.amazonaws.com"' in cni_role.inputs["assumeRolePolicy"]
     policies = sorted(

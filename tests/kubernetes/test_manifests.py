@@ -70,7 +70,7 @@ def test_every_object_on_prem_is_valid(run_components):
         validate_object(doc)
         kinds.add(doc["kind"])
     assert "NicClusterPolicy" in kinds and "ClusterQueue" in kinds
-    provider = plan.by_name("dc1").urn
+    provider = plan.by_name("dc1", "pulumi:providers:kubernetes").urn
     assert all(
         r.provider and r.provider.startswith(provider) for r in plan.resources if r.custom and r.type.startswith("kubernetes:")
     )

@@ -33,7 +33,7 @@ from gpucluster.render.hybrid.bundle_slurm import (
 )
 from gpucluster.render.hybrid.fabric import HYBRID_TASK_PROLOG, hybrid_task_prolog
 from gpucluster.render.slurm.agent import LaunchTarget, agent_bundle, agent_config, sha256
-from gpucluster.render.slurm.names import AGENT_LOG, PROGRAMS, SLURMD_PORT
+from gpucluster.render.slurm.names import AGENT_LOG, PROGRAMS, SLURMD_PORT, munge_secret_name
 from gpucluster_agents import contract
 from gpucluster_agents import site as agent_site
 
@@ -228,6 +228,7 @@ def install_md(site: Site, catalog: Catalog, aws: AwsValues) -> str:
         missing=missing,
         profile=profile_name(site),
         task_prolog=HYBRID_TASK_PROLOG,
+        munge_secret=munge_secret_name(site.ctx.cluster),
         fabric={"roce": "RoCE", "infiniband": "InfiniBand"}[site.hybrid.fabric],
         **_shell_context(site),
     )

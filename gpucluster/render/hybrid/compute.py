@@ -34,7 +34,7 @@ from gpucluster.render.core import CloudConfig, WriteFile, render, render_cloud_
 from gpucluster.render.hybrid.fabric import HYBRID_TASK_PROLOG, burst_groups, hybrid_of, hybrid_task_prolog
 from gpucluster.render.node import LustreMount, node_cloud_config
 from gpucluster.render.slurm.agent import aws_helper
-from gpucluster.render.slurm.compute import NODE_NAME_WAIT_TRIES, slurmd_drop_in
+from gpucluster.render.slurm.compute import slurmd_drop_in
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit
 from gpucluster.render.slurm.names import AGENT_PACKAGE_PATH, AWS_HELPER, AWS_HELPER_CONFIG
 from gpucluster_agents import boot, contract
@@ -42,6 +42,9 @@ from gpucluster_agents import boot, contract
 JOIN_SETUP = "/usr/local/sbin/gpucluster-hybrid-join"
 CHRONY_SOURCES = "/etc/chrony/sources.d/gpucluster-amazon-time.sources"
 AMAZON_TIME_SYNC = "169.254.169.123"
+# The site's agent has no node map (its bundle sets none): it tags each instance with its node name right after
+# the launch, and the node reads the tag from its metadata before any package (the boot helper) is installed.
+NODE_NAME_WAIT_TRIES = 180  # × 5 s: up to 15 min for the name tag
 TIME_SYNC_TRIES = 60  # × 2 s: chrony has two minutes to reach the Amazon Time Sync Service
 # The join installs these from the Ubuntu archive (python3-boto3 runs the boot helper; iptables the IMDS guard).
 ARCHIVE_SLURM_PACKAGES = ("slurmd", "slurm-client", "munge")
