@@ -25,6 +25,7 @@ from gpucluster.render.kubernetes import (
     BOOT_TAINT,
     GPU_TAINT,
     efa_device_plugin_values,
+    fsx_csi_addon_configuration,
     gpu_operator_values,
     node_config,
 )
@@ -153,6 +154,13 @@ def test_operator_values_keep_the_charts_own_tolerations_and_fit_the_chart():
     }
     validate_object(pod)
     assert "daemonsets" not in gpu_operator_values("on-prem")  # no nodeadm there: nothing to tolerate
+
+
+def test_the_fsx_node_plugin_tolerates_every_taint():
+    """The FSx CSI node plugin (an EKS add-on) mounts Lustre for the boot check's shared_fs check: its pinned
+    chart tolerates all taints, and gpucluster's add-on configuration leaves that alone."""
+    assert chart_defaults("aws-fsx-csi-driver")["node"]["tolerateAllTaints"] is True
+    assert "node" not in fsx_csi_addon_configuration("us-east-1")
 
 
 def test_efa_values_fit_the_chart():
