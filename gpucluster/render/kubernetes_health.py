@@ -11,7 +11,8 @@
   reach no PyPI); a stock Python image runs it. The thresholds come along too: one ``health-<group>.json``
   per GPU node group of the cluster, picked by the node's ``gpucluster/node-group`` label. The GPU is visible
   without taking one from the jobs: the ``nvidia`` runtime class with ``NVIDIA_VISIBLE_DEVICES=all`` and
-  the ``utility`` capability (NVML), and no ``nvidia.com/gpu`` request. The pod's service account may only
+  the ``utility`` (NVML) and ``compute`` (libcuda, for the boot mode's HBM copy) capabilities, and no
+  ``nvidia.com/gpu`` request. The pod's service account may only
   get and patch nodes and patch node status.
 """
 
@@ -174,7 +175,7 @@ def sweep_objects(
                     # the program and its NVML binding, from the zip alone: nothing installed at start
                     {"name": "PYTHONPATH", "value": f"{code}/{PACKAGE_KEY}"},
                     {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
-                    {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
+                    {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
                 ],
                 "volumeMounts": [
                     {"name": "code", "mountPath": code, "readOnly": True},
