@@ -254,3 +254,27 @@ def test_without_the_boot_taint_the_round_is_a_sweep(tmp_path, server):
     assert condition_of(calls)["reason"] == "SweepFault"
     (taints,) = patches(calls, "/nodes/n1")
     assert taints[4]["spec"]["taints"] == [OTHER_TAINT, FAULT]
+
+
+def test_a_boot_check_that_hangs_keeps_the_node_gated(tmp_path, server):
+    """A boot check past its budget (a GPU off the bus can hang NVML) is a fault: the boot taint stays and the
+    fault taint comes. The rendered budget (300 s) is cut to 1 s here, the program sleeps."""
+    FakeApi.node, FakeApi.calls = new_node(BOOT), []
+    sa = tmp_path / "sa"
+    sa.mkdir()
+    (sa / "token").write_text("t0ken\n")
+    program = tmp_path / "health"
+    program.write_text("#!/bin/sh\nexec sleep 30\n")
+    program.chmod(0o755)
+    text = sweep_script(300)
+    assert '"boot": 300}' in text
+    script = tmp_path / "sweep.py"
+    script.write_text(text.replace('"boot": 300}', '"boot": 1}'))
+    env = {"NODE_NAME": "n1", "GPUCLUSTER_API": server, "GPUCLUSTER_SA_DIR": str(sa), "GPUCLUSTER_HEALTH_PROGRAM": str(program)}
+    done = subprocess.run([sys.executable, str(script), "--once"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    condition = condition_of(FakeApi.calls)
+    assert (condition["status"], condition["reason"]) == ("False", "BootCheckTimedOut")
+    assert condition["message"] == "the health boot did not finish within 1 s"
+    (taints,) = patches(FakeApi.calls, "/nodes/n1")
+    assert taints[4]["spec"]["taints"] == [OTHER_TAINT, BOOT, FAULT]
