@@ -520,7 +520,7 @@ class KubernetesHealthConfig(TypedDict, total=False):
     dcgm_health_counters: bool
     """Add ECC, row-remapping, XID and NVLink error counters to the DCGM exporter's metrics (a ConfigMap the GPU Operator's ``dcgmExporter.config`` names). Default true; needs the DCGM exporter on."""
     sweep: bool
-    """Run the health sweep on every GPU node (a DaemonSet): a fault sets the node condition ``GpuclusterHealthy=False`` and the taint ``gpucluster.io/gpu-unhealthy=true:NoSchedule``; a healthy sweep clears both. Default true."""
+    """Run the health sweep on every GPU node (a DaemonSet): a fault sets the node condition ``GpuclusterHealthy=False`` and the taint ``gpucluster.io/gpu-unhealthy=true:NoSchedule``; a healthy sweep clears both. On EKS it also gates new GPU nodes: they register with the taint ``gpucluster.io/health-boot=pending:NoSchedule``, which only a passing ``boot`` check takes off (docs/health.md). Default true."""
     sweep_interval_seconds: int
     """Seconds between two sweeps of a node. Default 300."""
     sweep_image: str

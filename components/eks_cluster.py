@@ -332,6 +332,7 @@ class EksCluster(pulumi.ComponentResource):
                 deps=node_deps,
                 catalog=catalog,
                 repair=node_repair_config(resolved.spec.health) if group.facts.gpus else None,
+                boot_gate=resolved.spec.health.sweep,
             )
         # CoreDNS and the FSx CSI driver become healthy only once nodes run them.
         nodes: list[pulumi.Resource] = list(self.managed_node_groups.values())

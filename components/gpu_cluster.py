@@ -356,7 +356,8 @@ def user_data_findings(spec: ClusterSpec, catalog: Catalog, prefix: str = "gpucl
         if eks:
             facts = catalog[g.instance_type]
             nvme_for_pods = spec.storage is None or spec.storage.nvme_scratch is None
-            text = nodeadm_text(text, node_config(facts, nvme_for_pods))
+            gate = spec.kubernetes is not None and spec.kubernetes.health.sweep
+            text = nodeadm_text(text, node_config(facts, nvme_for_pods, gate))
         size = user_data_size(text, gzipped=not eks)
         if size <= USER_DATA_LIMIT:
             continue

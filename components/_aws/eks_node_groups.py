@@ -116,13 +116,15 @@ def gpu_node_group(
     deps: Sequence[pulumi.Resource],
     catalog: Catalog,
     repair: dict[str, Any] | None = None,
+    boot_gate: bool = False,
 ) -> tuple[EksNodeTemplate, aws.eks.NodeGroup]:
     """A GPU node group: its :class:`EksNodeTemplate` (launch template, placement group) and the EKS
     managed node group on that template. ``user_data`` is the group's cloud-config, wrapped into
     MIME multi-part nodeadm user data here. ``repair``: EKS node auto repair
-    (:func:`gpucluster.render.kubernetes_health.node_repair_config`), None for none."""
+    (:func:`gpucluster.render.kubernetes_health.node_repair_config`), None for none. ``boot_gate``: GPU nodes
+    register with the boot taint, which the health sweep's first (``boot``) run takes off."""
     group, facts = resolved.group, resolved.facts
-    config = node_config(facts, instance_store_for_pods)
+    config = node_config(facts, instance_store_for_pods, boot_gate)
     node_user_data = pulumi.Output.from_input(user_data).apply(lambda text: nodeadm_user_data(text, config))
     subnets = list(subnet_ids) if isinstance(subnet_ids, (list, tuple)) else subnet_ids
     ng = EksNodeTemplate(

@@ -46,7 +46,9 @@ class KubernetesHealthSpec(SpecModel):
     sweep: bool = True
     """Run the health sweep on every GPU node (a DaemonSet): a fault sets the node condition
     ``GpuclusterHealthy=False`` and the taint ``gpucluster.io/gpu-unhealthy=true:NoSchedule``; a healthy
-    sweep clears both. Default true."""
+    sweep clears both. On EKS it also gates new GPU nodes: they register with the taint
+    ``gpucluster.io/health-boot=pending:NoSchedule``, which only a passing ``boot`` check takes off
+    (docs/health.md). Default true."""
 
     sweep_interval_seconds: int = Field(default=300, ge=60, le=86400)
     """Seconds between two sweeps of a node. Default 300."""

@@ -28,6 +28,10 @@ EFA_RESOURCE = "vpc.amazonaws.com/efa"
 # Every GPU node carries this taint; only pods that tolerate it (GPU work, GPU daemons) land there.
 GPU_TAINT = {"key": GPU_RESOURCE, "value": "true", "effect": "NoSchedule"}
 GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+# GPU nodes of EKS register with this taint too (kubelet --register-with-taints): no pod but the GPU daemons
+# lands before the health sweep's first run, in ``boot`` mode, passed and took it off.
+BOOT_TAINT = {"key": "gpucluster.io/health-boot", "value": "pending", "effect": "NoSchedule"}
+BOOT_TOLERATION = {"key": BOOT_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}
 # Node labels gpucluster sets on its EKS node groups.
 LABEL_NODE_GROUP = "gpucluster/node-group"
 LABEL_GPU = "gpucluster/gpu"
@@ -62,12 +66,22 @@ def node_taints(facts: InstanceFacts) -> list[dict[str, str]]:
     return [dict(GPU_TAINT)] if facts.gpu_count else []
 
 
-def node_config(facts: InstanceFacts, instance_store_for_pods: bool) -> dict[str, Any]:
+def taint_flag(taints: list[dict[str, str]]) -> str:
+    """kubelet's ``--register-with-taints`` (``key=value:Effect``, comma separated)."""
+    return "--register-with-taints=" + ",".join(f"{t['key']}={t['value']}:{t['effect']}" for t in taints)
+
+
+def node_config(facts: InstanceFacts, instance_store_for_pods: bool, boot_gate: bool = False) -> dict[str, Any]:
     """The nodeadm ``NodeConfig`` merged with EKS's own: RAID 0 over the instance-store NVMe disks for
-    containerd and kubelet (container images of training jobs are large) when the node has them."""
+    containerd and kubelet (container images of training jobs are large) when the node has them; with
+    ``boot_gate`` (the health sweep is on) a GPU node registers with :data:`BOOT_TAINT`. The flag names the GPU
+    taint as well: kubelet keeps the last ``--register-with-taints`` it is given, so the flag must carry every
+    taint the node registers with, not only ours."""
     spec: dict[str, Any] = {}
     if instance_store_for_pods and facts.nvme_disk_count:
         spec["instance"] = {"localStorage": {"strategy": "RAID0"}}
+    if boot_gate and facts.gpu_count:
+        spec["kubelet"] = {"flags": [taint_flag([*node_taints(facts), dict(BOOT_TAINT)])]}
     return {"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig", "spec": spec}
 
 
@@ -110,6 +124,12 @@ def gpu_operator_values(
     if platform == "eks":
         values["driver"] = {"enabled": False}
         values["toolkit"] = {"enabled": False}
+        # Helm replaces a list: the chart's own tolerations (values.yaml v26.7.0), then the boot taint, so the
+        # operands (device plugin, DCGM exporter, validator…) and NFD are up when the boot check passes.
+        gpu_any = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+        control_plane = {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "", "effect": "NoSchedule"}
+        values["daemonsets"] = {"tolerations": [gpu_any, dict(BOOT_TOLERATION)]}
+        values["node-feature-discovery"] = {"worker": {"tolerations": [control_plane, gpu_any, dict(BOOT_TOLERATION)]}}
     else:
         driver: dict[str, Any] = {"enabled": True, "rdma": {"enabled": enable_rdma, "useHostMofed": use_host_mofed}}
         if driver_version:
@@ -120,8 +140,8 @@ def gpu_operator_values(
 
 
 def efa_device_plugin_values() -> dict[str, Any]:
-    """The EFA device plugin runs on EFA nodes only and tolerates the GPU taint."""
-    return {"nodeSelector": {LABEL_EFA: "true"}, "tolerations": [dict(GPU_TOLERATION)]}
+    """The EFA device plugin runs on EFA nodes only and tolerates the GPU taint and the boot taint."""
+    return {"nodeSelector": {LABEL_EFA: "true"}, "tolerations": [dict(GPU_TOLERATION), dict(BOOT_TOLERATION)]}
 
 
 def fsx_csi_addon_configuration(region: str) -> dict[str, Any]:

@@ -11,7 +11,8 @@
   reach no PyPI); a stock Python image runs it. The thresholds come along too: one ``health-<group>.json``
   per GPU node group of the cluster, picked by the node's ``gpucluster/node-group`` label. The GPU is visible
   without taking one from the jobs: the ``nvidia`` runtime class with ``NVIDIA_VISIBLE_DEVICES=all`` and
-  the ``utility`` capability (NVML), and no ``nvidia.com/gpu`` request. The pod's service account may only
+  the ``utility`` (NVML) and ``compute`` (libcuda, for the boot mode's HBM copy) capabilities, and no
+  ``nvidia.com/gpu`` request. The pod's service account may only
   get and patch nodes and patch node status.
 """
 
@@ -23,7 +24,8 @@ from typing import Any
 
 from gpucluster.config.kubernetes_health import KubernetesHealthSpec
 from gpucluster.render.core import render
-from gpucluster.render.kubernetes import GPU_TOLERATION, LABEL_GPU, LABEL_NODE_GROUP
+from gpucluster.render.kubernetes import BOOT_TAINT, BOOT_TOLERATION, GPU_TOLERATION, LABEL_GPU, LABEL_NODE_GROUP
+from gpucluster_agents.boot import HEALTH_BOOT_TIMEOUT
 
 NAMESPACE = "gpucluster-health"
 SWEEP_NAME = "gpucluster-health-sweep"
@@ -37,6 +39,8 @@ SCRIPT_KEY = "sweep.py"
 # Labels GPU nodes carry: gpucluster's EKS node groups, or the GPU Operator's feature discovery (on-prem).
 GPU_NODE_LABELS = ((LABEL_GPU, "Exists", None), ("nvidia.com/gpu.present", "In", "true"))
 SWEEP_BUDGET_SECONDS = 120
+# The boot mode's own budget is 120 s (docs/health.md); it gets as long to finish as on the Slurm nodes.
+BOOT_BUDGET_SECONDS = HEALTH_BOOT_TIMEOUT
 
 # (DCGM field, Prometheus type, help). The usual utilisation/clock/power/memory fields, then the error
 # counters this list exists for. Field names: DCGM's dcgm_fields.h.
@@ -115,6 +119,8 @@ def sweep_script(interval: int) -> str:
         taint_key=TAINT_KEY,
         taint_value=TAINT_VALUE,
         budget=SWEEP_BUDGET_SECONDS,
+        boot_taint_key=BOOT_TAINT["key"],
+        boot_budget=BOOT_BUDGET_SECONDS,
         group_label=LABEL_NODE_GROUP,
     )
 
@@ -152,8 +158,13 @@ def sweep_objects(
         "runtimeClassName": runtime_class,
         "priorityClassName": "system-node-critical",
         "affinity": affinity,
-        # GPU nodes carry the GPU taint; the sweep must also keep running on a node it tainted itself.
-        "tolerations": [dict(GPU_TOLERATION), {"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+        # GPU nodes carry the GPU taint; the sweep must also keep running on a node it tainted itself, and
+        # run on a new node before anything else: it is what takes the boot taint off.
+        "tolerations": [
+            dict(GPU_TOLERATION),
+            {"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"},
+            dict(BOOT_TOLERATION),
+        ],
         "containers": [
             {
                 "name": "sweep",
@@ -164,7 +175,7 @@ def sweep_objects(
                     # the program and its NVML binding, from the zip alone: nothing installed at start
                     {"name": "PYTHONPATH", "value": f"{code}/{PACKAGE_KEY}"},
                     {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
-                    {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
+                    {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
                 ],
                 "volumeMounts": [
                     {"name": "code", "mountPath": code, "readOnly": True},

@@ -196,7 +196,13 @@ def test_user_data_is_mime_multipart_for_nodeadm(run_components, p5_spec):
     assert node_config == {
         "apiVersion": "node.eks.aws/v1alpha1",
         "kind": "NodeConfig",
-        "spec": {"instance": {"localStorage": {"strategy": "RAID0"}}},
+        "spec": {
+            "instance": {"localStorage": {"strategy": "RAID0"}},
+            # the GPU taint and the boot taint the health sweep's boot check takes off (test_boot_gate.py)
+            "kubelet": {
+                "flags": ["--register-with-taints=nvidia.com/gpu=true:NoSchedule,gpucluster.io/health-boot=pending:NoSchedule"]
+            },
+        },
     }
     no_raid = run_components(lambda: build(p5_spec, instance_store_for_pods=False))
     text = base64.b64decode(no_raid.by_name("k-eks-gpu-lt").inputs["userData"]).decode()

@@ -32,7 +32,10 @@ def test_efa_device_plugin_on_efa_nodes_tolerating_the_gpu_taint(run_components,
     )
     assert i["namespace"] == "kube-system"
     assert i["values"]["nodeSelector"] == {"gpucluster/efa": "true"}
-    assert i["values"]["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]
+    assert i["values"]["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"},
+        {"key": "gpucluster.io/health-boot", "operator": "Exists", "effect": "NoSchedule"},
+    ]
     assert unknown_values(efa_device_plugin_values(), chart_defaults("aws-efa-k8s-device-plugin")) == []
     check_golden(GOLDEN / "kubernetes" / "efa-device-plugin.values.yaml", plan.files["efa-release/values.yaml"], update_golden)
 

@@ -165,7 +165,7 @@ def test_sweep_pod_sees_the_gpus_without_taking_one(objects):
     pod = ds["spec"]["template"]["spec"]
     assert pod["runtimeClassName"] == "nvidia"
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
-    assert env["NVIDIA_VISIBLE_DEVICES"] == "all" and env["NVIDIA_DRIVER_CAPABILITIES"] == "utility"
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "all" and env["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"
     assert "nvidia.com/gpu" not in json.dumps(pod["containers"][0]["resources"])
     # it tolerates the GPU taint and the taint it sets itself (else it could never clear it)
     keys = {t["key"] for t in pod["tolerations"]}
