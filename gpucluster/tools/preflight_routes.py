@@ -36,9 +36,10 @@ def _tgw(spec: ClusterSpec) -> str | None:
 
 def _association_table(aws: Clients, tgw: str) -> tuple[bool, str | None]:
     """(the Transit Gateway has route tables at all, the id of its default association route table)."""
-    tables = aws.ec2.describe_transit_gateway_route_tables(Filters=[{"Name": "transit-gateway-id", "Values": [tgw]}])[
-        "TransitGatewayRouteTables"
-    ]
+    pages = aws.ec2.get_paginator("describe_transit_gateway_route_tables").paginate(
+        Filters=[{"Name": "transit-gateway-id", "Values": [tgw]}]
+    )
+    tables = [t for page in pages for t in page["TransitGatewayRouteTables"]]
     tables = [t for t in tables if t.get("State") in ("available", "pending")]
     default = next((t["TransitGatewayRouteTableId"] for t in tables if t.get("DefaultAssociationRouteTable")), None)
     return bool(tables), default

@@ -135,6 +135,20 @@ def test_no_default_association_table(aws):
     assert f.message.startswith(f"Transit Gateway {TGW} has no default association route table")
 
 
+def test_route_tables_read_on_every_page(aws):
+    """The default association table on the second page of DescribeTransitGatewayRouteTables is still found."""
+    first, second = tables()["TransitGatewayRouteTables"]
+    with Stubber(aws.ec2) as stub:
+        stub.add_response("describe_transit_gateway_route_tables", {"TransitGatewayRouteTables": [first], "NextToken": "p2"},
+                          TABLES_ASKED)  # fmt: skip
+        stub.add_response("describe_transit_gateway_route_tables", {"TransitGatewayRouteTables": [second]},
+                          {**TABLES_ASKED, "NextToken": "p2"})  # fmt: skip
+        search(stub, "exact-match", "10.20.0.0/16", [route("10.20.0.0/16")])
+        found = list(check_tgw_site_routes(tgw_spec(), CATALOG, aws))
+        stub.assert_no_pending_responses()
+    assert [f.code for f in found] == ["hybrid-tgw-site-routed"]
+
+
 def test_missing_gateway_is_left_to_the_gateway_check(aws):
     with Stubber(aws.ec2) as stub:
         stub.add_response("describe_transit_gateway_route_tables", {"TransitGatewayRouteTables": []}, TABLES_ASKED)
