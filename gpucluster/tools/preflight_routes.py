@@ -46,10 +46,10 @@ def _association_table(aws: Clients, tgw: str) -> tuple[bool, str | None]:
 
 
 def _search(aws: Clients, table: str, how: str, cidr: str) -> list[dict[str, Any]]:
-    routes = aws.ec2.search_transit_gateway_routes(
+    pages = aws.ec2.get_paginator("search_transit_gateway_routes").paginate(
         TransitGatewayRouteTableId=table, Filters=[{"Name": f"route-search.{how}", "Values": [cidr]}]
-    )["Routes"]
-    return list(routes)
+    )
+    return [r for page in pages for r in page["Routes"]]
 
 
 def _via(route: dict[str, Any]) -> str:

@@ -136,14 +136,18 @@ def test_no_default_association_table(aws):
 
 
 def test_route_tables_read_on_every_page(aws):
-    """The default association table on the second page of DescribeTransitGatewayRouteTables is still found."""
+    """The default association table on the second page of DescribeTransitGatewayRouteTables is still found, and the
+    site's route on the second page of SearchTransitGatewayRoutes too."""
     first, second = tables()["TransitGatewayRouteTables"]
     with Stubber(aws.ec2) as stub:
         stub.add_response("describe_transit_gateway_route_tables", {"TransitGatewayRouteTables": [first], "NextToken": "p2"},
                           TABLES_ASKED)  # fmt: skip
         stub.add_response("describe_transit_gateway_route_tables", {"TransitGatewayRouteTables": [second]},
                           {**TABLES_ASKED, "NextToken": "p2"})  # fmt: skip
-        search(stub, "exact-match", "10.20.0.0/16", [route("10.20.0.0/16")])
+        asked = {"TransitGatewayRouteTableId": RTB, "Filters": [{"Name": "route-search.exact-match", "Values": ["10.20.0.0/16"]}]}
+        stub.add_response("search_transit_gateway_routes", {"Routes": [route("10.20.0.0/16", "vpc", "vpc-0fffffffffffffff0")],
+                          "AdditionalRoutesAvailable": True, "NextToken": "r2"}, asked)  # fmt: skip
+        stub.add_response("search_transit_gateway_routes", {"Routes": [route("10.20.0.0/16")]}, {**asked, "NextToken": "r2"})
         found = list(check_tgw_site_routes(tgw_spec(), CATALOG, aws))
         stub.assert_no_pending_responses()
     assert [f.code for f in found] == ["hybrid-tgw-site-routed"]
