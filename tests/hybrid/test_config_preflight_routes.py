@@ -342,3 +342,25 @@ def test_clean_pass_over_a_transit_gateway(aws, kind):
         found = [f for c in (check_tgw_site_routes, check_tgw_vpc_route) for f in c(spec, CATALOG, aws)]
         stub.assert_no_pending_responses()
     assert [(f.level.value, f.code) for f in found] == [("info", "hybrid-tgw-site-routed")]
+
+
+def test_refused_vpn_connections_are_reported_and_the_attachment_check_runs(aws, monkeypatch):
+    """DescribeVpnConnections refused: "could not check" at vpnGatewayId; the attachment check still finds the VPC."""
+    route_checks = (check_tgw_site_routes, check_tgw_vpc_route, check_vgw_attachment, check_vgw_vpn_routes)
+    monkeypatch.setattr(preflight_module, "CHECKS", route_checks)
+    spec = spec_with(connectivity={"type": "direct-connect", "vpnGatewayId": VGW})
+    gateway = {"VpnGatewayId": VGW, "State": "available", "Type": "ipsec.1",
+               "VpcAttachments": [{"VpcId": "vpc-0fffffffffffffff0", "State": "attached"}]}  # fmt: skip
+    with Stubber(aws.ec2) as stub:
+        stub.add_response("describe_vpn_gateways", {"VpnGateways": [gateway]}, {"VpnGatewayIds": [VGW]})
+        stub.add_client_error("describe_vpn_connections", "UnauthorizedOperation", "You are not authorized", 403)
+        findings = preflight(spec, CATALOG, aws)
+        stub.assert_no_pending_responses()
+    assert [(f.level.value, f.code, f.path) for f in findings] == [
+        ("error", "hybrid-vgw-attached-elsewhere", f"{H}.connectivity.vpnGatewayId"),
+        ("warning", "check-failed", f"{H}.connectivity.vpnGatewayId"),
+    ]
+    assert findings[0].message.startswith(f"virtual private gateway {VGW} is attached to vpc-0fffffffffffffff0:")
+    assert findings[1].message == (
+        "could not check the VPN connections of the virtual private gateway: UnauthorizedOperation: You are not authorized"
+    )
