@@ -21,6 +21,7 @@ from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import Finding, error, info, warning
 from gpucluster.facts.catalog import Catalog, InstanceFacts
 from gpucluster.tools.preflight_hybrid import HYBRID_CHECKED
+from gpucluster.tools.preflight_routes import ROUTES_CHECKED
 
 # EC2 vCPU quota codes (service "ec2") by instance family letter and purchase option.
 ON_DEMAND_QUOTAS = {"p": "L-417A185B", "g": "L-DB2E81BA", "trn": "L-2C3B7624", "standard": "L-1216C47A"}
@@ -325,6 +326,7 @@ CHECKS: tuple[Check, ...] = (
     check_file_system,
     check_quotas,
     *HYBRID_CHECKED,
+    *ROUTES_CHECKED,
 )
 
 # What each check looks at, and the config it is about: named in "could not check …" findings.
@@ -335,6 +337,7 @@ CHECKED: dict[Check, tuple[str, str]] = {
     check_file_system: ("the existing FSx file system", "gpucluster:storage.lustre.fileSystemId"),
     check_quotas: ("vCPU quotas", "gpucluster:nodeGroups"),
     **HYBRID_CHECKED,
+    **ROUTES_CHECKED,
 }
 
 
