@@ -118,7 +118,6 @@ def hybrid_outputs(
     link = parts.link
     out: dict[str, Any] = {
         "site": hybrid.site,
-        "region": spec.region,
         "link": {
             "type": hybrid.connectivity.type,
             "gatewayId": link.gateway_id,

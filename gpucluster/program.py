@@ -156,21 +156,6 @@ def main() -> GpuCluster:
         pulumi.export("hybrid", hybrid_outputs(cluster.hybrid, cluster.slurm, spec, cluster.subnets_for))
         for key, secret in hybrid_secrets(cluster.hybrid).items():
             pulumi.export(key, secret)
-    if spec.hybrid is not None and spec.hybrid.controller is not None and cluster.slurm is not None and spec.slurm is not None:
-        # what `gpucluster bundle --outputs` fills a site's bundle with (gpucluster/render/hybrid/bundle.py)
-        burst = spec.hybrid.burst_node_groups or tuple(e.name for e in spec.slurm.node_groups)
-        pulumi.export(
-            "hybridBundle",
-            {
-                "nodeGroups": {
-                    n: {
-                        "launchTemplateId": cluster.slurm.node_groups[n].launch_template_id,
-                        "subnetIds": cluster.subnets_for(spec.node_group(n)),
-                    }
-                    for n in burst
-                },
-            },
-        )
     if cluster.eks is not None and cluster.kubernetes is not None and spec.kubernetes is not None:
         pulumi.export(
             "kubernetes",

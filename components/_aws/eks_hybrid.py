@@ -19,6 +19,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from gpucluster.components._aws.iam import ssm_hybrid_trust_policy
 from gpucluster.components._aws.security import allow
 from gpucluster.config.hybrid import HybridSpec
 from gpucluster.config.naming import with_name
@@ -66,24 +67,6 @@ def roles_anywhere_trust(trust_anchor_arn: str) -> dict[str, Any]:
                 "Action": "sts:AssumeRole",
                 "Condition": {**anchor, "StringEquals": {"sts:RoleSessionName": "${aws:PrincipalTag/x509Subject/CN}"}},
             },
-        ],
-    }
-
-
-def ssm_trust(partition: str, region: str, account: str) -> dict[str, Any]:
-    """SSM in this account and region only (the confused-deputy conditions)."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Principal": {"Service": "ssm.amazonaws.com"},
-                "Action": "sts:AssumeRole",
-                "Condition": {
-                    "StringEquals": {"aws:SourceAccount": account},
-                    "ArnEquals": {"aws:SourceArn": f"arn:{partition}:ssm:{region}:{account}:*"},
-                },
-            }
         ],
     }
 
@@ -175,7 +158,9 @@ def hybrid_nodes(
         anchor = pulumi.Output.from_input(trust_anchor_arn)
         trust = anchor.apply(lambda a: json.dumps(roles_anywhere_trust(a), indent=2))
     else:
-        trust = pulumi.Output.all(partition, account).apply(lambda v: json.dumps(ssm_trust(v[0], region, v[1]), indent=2))
+        trust = pulumi.Output.all(partition, account).apply(
+            lambda v: ssm_hybrid_trust_policy(partition=v[0], region=region, account=v[1])
+        )
 
     role = aws.iam.Role(
         f"{name}-hybrid-node-role",

@@ -18,6 +18,7 @@ from typing import Any
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.prices import REFERENCE_REGION, PriceBook, Quote, load_prices
+from gpucluster.resolve.cost_hybrid import hybrid_link_parts
 
 
 @dataclass(frozen=True)
@@ -288,6 +289,9 @@ def fixed_costs(spec: ClusterSpec, catalog: Catalog, prices: PriceBook | None = 
                 "interface-endpoints",
             )
         )
+    if spec.hybrid is not None:
+        for name, usd, what, key in hybrid_link_parts(spec.hybrid):
+            items.append(LineItem(name, usd, 0.0, _us_east_1(region, what), key))
     storage = spec.storage
     if storage is not None and storage.lustre is not None and not storage.lustre.file_system_id:
         fs = storage.lustre
@@ -307,7 +311,8 @@ def fixed_costs(spec: ClusterSpec, catalog: Catalog, prices: PriceBook | None = 
             )
         )
     slurm = getattr(spec, "slurm", None)
-    if slurm is not None:
+    hybrid = getattr(spec, "hybrid", None)
+    if slurm is not None and (hybrid is None or hybrid.controller is None):  # a site's own slurmctld: no head node
         head = slurm.head_node
         facts = catalog.get(head.instance_type)
         quote = book.quote(head.instance_type, region)

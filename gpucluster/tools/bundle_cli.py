@@ -2,7 +2,7 @@
 slurmctld host (:mod:`gpucluster.render.hybrid.bundle`).
 
 Offline the values only AWS knows are placeholders (the bundle can be reviewed, not installed); ``--outputs``
-fills them from ``pulumi stack output --json`` (the whole document, or just its ``hybridBundle`` object).
+fills them from ``pulumi stack output --json`` (the whole document, or just its ``hybrid`` object).
 The folder is created if missing; a folder that holds anything but an earlier bundle is refused, so nothing
 of the user's is ever overwritten."""
 
@@ -30,10 +30,10 @@ def _aws_values(path: str | None) -> Any:
         raise CliError(
             f"--outputs {path}: not JSON (line {exc.lineno}: {exc.msg}); write it with `pulumi stack output --json`"
         ) from None
-    if isinstance(doc, dict) and "hybridBundle" in doc:
-        doc = doc["hybridBundle"]
+    if isinstance(doc, dict) and "hybrid" in doc:
+        doc = doc["hybrid"]
     if not isinstance(doc, dict):
-        raise CliError(f"--outputs {path}: expected the stack outputs (an object with hybridBundle)", EXIT_CONFIG)
+        raise CliError(f"--outputs {path}: expected the stack outputs (an object with hybrid)", EXIT_CONFIG)
     try:
         return AwsValues.from_output(doc)
     except ValueError as exc:
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {len(files)} files to {out} for {site.controller.host} (Slurm {site.ctx.slurm_version}); read {out}/INSTALL.md")
     if missing:
         print(
-            f"note: not installable yet: {', '.join(missing)} come from the stack's hybridBundle output; after `pulumi up` run "
+            f"note: not installable yet: {', '.join(missing)} come from the stack's hybrid output; after `pulumi up` run "
             f"`pulumi stack output --json > outputs.json` and add --outputs outputs.json"
         )
     return EXIT_OK

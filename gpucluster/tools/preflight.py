@@ -13,13 +13,12 @@ This module uses boto3 and is not imported by the stack program.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
 
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import Finding, error, info, warning
 from gpucluster.facts.catalog import Catalog, InstanceFacts
+from gpucluster.tools.preflight_clients import Clients
 from gpucluster.tools.preflight_hybrid import HYBRID_CHECKED
 from gpucluster.tools.preflight_routes import ROUTES_CHECKED
 
@@ -35,32 +34,6 @@ def quota_family(instance_type: str) -> str:
     if family[0] in ("p", "g"):
         return family[0]
     return "standard"
-
-
-@dataclass
-class Clients:
-    """The boto3 clients preflight uses (pointed at moto in the tests)."""
-
-    ec2: Any
-    fsx: Any
-    quotas: Any
-    acm_pca: Any = None
-    rolesanywhere: Any = None
-
-    @classmethod
-    def create(cls, region: str, endpoint_url: str | None = None) -> Clients:
-        import boto3
-
-        def make(service: str) -> Any:
-            return boto3.client(service, region_name=region, endpoint_url=endpoint_url)
-
-        return cls(
-            ec2=make("ec2"),
-            fsx=make("fsx"),
-            quotas=make("service-quotas"),
-            acm_pca=make("acm-pca"),
-            rolesanywhere=make("rolesanywhere"),
-        )
 
 
 Check = Callable[[ClusterSpec, Catalog, Clients], Iterator[Finding]]

@@ -16,7 +16,7 @@ from gpucluster.config.errors import Finding, error, info, warning
 from gpucluster.facts.catalog import Catalog
 
 if TYPE_CHECKING:
-    from gpucluster.tools.preflight import Clients
+    from gpucluster.tools.preflight_clients import Clients
 
 H = "gpucluster:hybrid"
 

@@ -21,7 +21,7 @@ from gpucluster.facts.catalog import Catalog
 from gpucluster.tools.preflight_hybrid import H
 
 if TYPE_CHECKING:
-    from gpucluster.tools.preflight import Clients
+    from gpucluster.tools.preflight_clients import Clients
 
 SITE_ATTACHMENTS = ("vpn", "direct-connect-gateway", "peering", "tgw-peering", "connect")
 """Transit Gateway attachment types that lead off AWS or to another region's gateway: the ways a site is reached."""

@@ -416,25 +416,29 @@ class SlurmCluster:
         return "\n".join(parts)
 
     def stop(self) -> None:
-        """Stop slurmctld and every process this cluster started (slurmd, slurmstepd, jobs), by pid:
-        they all carry this run's marker in their environment."""
-        if self.ctld is not None and self.ctld.poll() is None:
-            self.ctld.send_signal(signal.SIGTERM)
+        stop_cluster(self.ctld, self.marker)
+
+
+def stop_cluster(ctld: subprocess.Popen | None, marker: str) -> None:
+    """Stop slurmctld and every process a test cluster started (slurmd, slurmstepd, jobs), by pid: they all
+    carry the run's ``marker`` in their environment."""
+    if ctld is not None and ctld.poll() is None:
+        ctld.send_signal(signal.SIGTERM)
+        try:
+            ctld.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            ctld.kill()
+            ctld.wait(timeout=10)
+    for _ in range(3):
+        pids = marked_pids(marker)
+        if not pids:
+            break
+        for pid in pids:
             try:
-                self.ctld.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.ctld.kill()
-                self.ctld.wait(timeout=10)
-        for _ in range(3):
-            pids = marked_pids(self.marker)
-            if not pids:
-                break
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            time.sleep(0.3)
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.3)
 
 
 def marked_pids(marker: str) -> list[int]:

@@ -36,6 +36,7 @@ from slurm_e2e import (  # noqa: F401  (the test takes these from here)
     build_uptime_shim,
     local_gres_conf,
     marked_pids,
+    stop_cluster,
 )
 
 from gpucluster.load import load_spec
@@ -166,8 +167,8 @@ class HybridSite:
             (run_dir / sub).mkdir(parents=True, exist_ok=True)
         site = site_of(load_spec(site_config(run_dir), stack=CLUSTER).spec)
         self.site = site
-        output = {"nodeGroups": {"p5": {"launchTemplateId": world.launch_templates["p5"], "subnetIds": [world.subnet_ids[0]]}}}
-        self.files = files_of(site, AwsValues.from_output({**output, **ARNS}))
+        groups = {"p5": {"launchTemplateId": world.launch_templates["p5"], "subnetIds": [world.subnet_ids[0]]}}
+        self.files = files_of(site, AwsValues.from_output({"slurm": {"burstNodeGroups": groups}, "credentials": ARNS}))
         self.install()
         self.helper_calls = run_dir / "site" / "helper-calls"
         session = {
@@ -330,23 +331,7 @@ class HybridSite:
         return "\n".join(parts)
 
     def stop(self) -> None:
-        if self.ctld is not None and self.ctld.poll() is None:
-            self.ctld.terminate()
-            try:
-                self.ctld.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.ctld.kill()
-                self.ctld.wait(timeout=10)
-        for _ in range(3):
-            pids = marked_pids(self.marker)
-            if not pids:
-                break
-            for pid in pids:
-                try:
-                    os.kill(pid, 9)
-                except OSError:
-                    pass
-            time.sleep(0.3)
+        stop_cluster(self.ctld, self.marker)
 
     def cleanup(self) -> None:
         if not os.environ.get("GPUCLUSTER_E2E_KEEP"):

@@ -32,11 +32,11 @@ def test_fills_the_bundle_from_the_stack_outputs_and_replaces_an_earlier_one(tmp
     assert bundle("--stack", "hybrid-slurm", "--out", str(out)) == 0
     assert "not installable" in capsys.readouterr().out
     outputs = tmp_path / "outputs.json"
-    outputs.write_text(json.dumps({"clusterName": "hybrid-slurm", "hybridBundle": OUTPUT}))
+    outputs.write_text(json.dumps({"clusterName": "hybrid-slurm", "hybrid": OUTPUT}))
     assert bundle("--stack", "hybrid-slurm", "--out", str(out), "--outputs", str(outputs)) == 0
     assert "not installable" not in capsys.readouterr().out
     cfg = contract.parse(json.loads((out / "agent.json").read_text()))
-    assert cfg.node_groups[0].launch_template_id == OUTPUT["nodeGroups"]["p5"]["launchTemplateId"]
+    assert cfg.node_groups[0].launch_template_id == OUTPUT["slurm"]["burstNodeGroups"]["p5"]["launchTemplateId"]
 
 
 @pytest.mark.parametrize(
@@ -55,7 +55,7 @@ def test_refusals_are_one_clean_line(tmp_path: Path, capsys, args: list[str], co
 
 def test_bad_output_values_are_refused(tmp_path: Path, capsys):
     outputs = tmp_path / "outputs.json"
-    outputs.write_text(json.dumps({"hybridBundle": {"nodeGroups": {"p5": {"launchTemplateId": "x", "subnetIds": []}}}}))
+    outputs.write_text(json.dumps({"hybrid": {"slurm": {"burstNodeGroups": {"p5": {"launchTemplateId": "x", "subnetIds": []}}}}}))
     assert bundle("--stack", "hybrid-slurm", "--out", str(tmp_path / "b"), "--outputs", str(outputs)) == 2
     assert "launchTemplateId" in capsys.readouterr().err
 

@@ -29,11 +29,15 @@ from tests.render.slurm_versions import TRIXIE_VERSION, trixie_root  # noqa: F40
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "hybrid" / "bundle"
 LT = "lt-0123456789abcdef0"
 SUBNET = "subnet-0aaaabbbbccccdddd"
-OUTPUT = {
-    "nodeGroups": {"p5": {"launchTemplateId": LT, "subnetIds": [SUBNET]}},
+ARNS = {
     "trustAnchorArn": "arn:aws:rolesanywhere:us-east-1:123456789012:trust-anchor/0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b",
     "profileArn": "arn:aws:rolesanywhere:us-east-1:123456789012:profile/1f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b",
     "roleArn": "arn:aws:iam::123456789012:role/hybrid-slurm-site-agent",
+}
+# the parts of the stack's `hybrid` output the bundle reads
+OUTPUT = {
+    "slurm": {"burstNodeGroups": {"p5": {"launchTemplateId": LT, "subnetIds": [SUBNET]}}},
+    "credentials": ARNS,
 }
 DEFUNCT = ("defunct", "unrecognized", "Unrecognized", "specified more than once")
 
@@ -95,7 +99,7 @@ def test_filled_bundle_runs_on_the_site_controller(config: dict):
     command = shlex.split(parser["profile gpucluster-hybrid-slurm"]["credential_process"])
     assert command[:2] == ["/usr/local/bin/aws_signing_helper", "credential-process"]
     args = dict(zip(command[2::2], command[3::2], strict=True))
-    assert args["--trust-anchor-arn"] == OUTPUT["trustAnchorArn"] and args["--role-arn"] == OUTPUT["roleArn"]
+    assert args["--trust-anchor-arn"] == ARNS["trustAnchorArn"] and args["--role-arn"] == ARNS["roleArn"]
     assert args["--certificate"] == "/etc/gpucluster/pki/slurmctld.crt"
     assert not re.search(r"aws_access_key_id|aws_secret_access_key|AKIA", text(files, "aws-config"), re.I)
 
@@ -103,9 +107,16 @@ def test_filled_bundle_runs_on_the_site_controller(config: dict):
 @pytest.mark.parametrize(
     ("output", "message"),
     [
-        ({"nodeGroups": {"p5": {"launchTemplateId": "lt-0; rm -rf /", "subnetIds": [SUBNET]}}}, "launchTemplateId"),
-        ({"nodeGroups": {"p5": {"launchTemplateId": LT, "subnetIds": []}}}, "subnetIds"),
-        ({"roleArn": "arn:aws:iam::123456789012:role/x --region evil"}, "roleArn"),
+        (
+            {"slurm": {"burstNodeGroups": {"p5": {"launchTemplateId": "lt-0; rm -rf /", "subnetIds": [SUBNET]}}}},
+            "launchTemplateId",
+        ),
+        ({"slurm": {"burstNodeGroups": {"p5": {"launchTemplateId": LT, "subnetIds": []}}}}, "subnetIds"),
+        (
+            {"slurm": {"burstNodeGroups": {}}, "credentials": {"roleArn": "arn:aws:iam::123456789012:role/x --region evil"}},
+            "roleArn",
+        ),
+        ({"link": {}}, "burstNodeGroups"),
     ],
 )
 def test_stack_output_values_are_checked(output: dict, message: str):

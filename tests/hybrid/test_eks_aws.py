@@ -156,7 +156,7 @@ def test_ssm_variant_trusts_ssm_in_this_account_and_makes_no_anchor():
     assert statement["Principal"] == {"Service": "ssm.amazonaws.com"}
     assert statement["Condition"] == {
         "StringEquals": {"aws:SourceAccount": "123456789012"},
-        "ArnEquals": {"aws:SourceArn": "arn:aws:ssm:us-east-1:123456789012:*"},
+        "ArnLike": {"aws:SourceArn": "arn:aws:ssm:us-east-1:123456789012:*"},
     }
     assert attached(plan) == {"AmazonEC2ContainerRegistryPullOnly", "AmazonSSMManagedInstanceCore"}
     (inline,) = [r for r in plan.of_type("aws:iam/rolePolicy:RolePolicy") if r.name == "hybrid-eks-eks-hybrid-node"]

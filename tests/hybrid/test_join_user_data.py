@@ -9,10 +9,13 @@ import re
 import stat
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 import yaml
 
+from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.errors import ConfigError
 from gpucluster.render.core import USER_DATA_LIMIT
 from gpucluster.render.hybrid.compute import (
     CHRONY_SOURCES,
@@ -84,8 +87,21 @@ def test_controller_release_picks_ubuntu_and_slurmd(version):
     assert slurmd in window and version in window and len(window) == 3
 
 
+def unchecked(controller: dict[str, Any], groups: dict[str, Any] | None = None) -> ClusterSpec:
+    """The hybrid-slurm spec with ``controller``/p5 fields changed after loading: what the load checks refuse, so
+    the renderer's own refusal (its defence when called from another program) is what answers."""
+    spec = hybrid_spec()
+    assert spec.hybrid is not None and spec.hybrid.controller is not None
+    ctl = spec.hybrid.controller.model_copy(update=controller)
+    groups_ = tuple(g.model_copy(update=groups or {}) if g.name == "p5" else g for g in spec.node_groups)
+    return spec.model_copy(update={"hybrid": spec.hybrid.model_copy(update={"controller": ctl}), "node_groups": groups_})
+
+
 def test_slurm_25_05_controller_is_refused():
-    spec = hybrid_spec(controller={"slurmVersion": "25.05"})
+    with pytest.raises(ConfigError) as loaded:  # at load, before any resource
+        hybrid_spec(controller={"slurmVersion": "25.05"})
+    assert "gpucluster:hybrid.controller.slurmVersion: no cloud image gpucluster knows has a slurmd" in str(loaded.value)
+    spec = unchecked({"slurm_version": "25.05"})
     with pytest.raises(HybridJoinError) as err:
         render_hybrid_compute_user_data(spec, p5(spec), SECRET_ARN)
     message = str(err.value)
@@ -112,7 +128,12 @@ def test_own_image_with_its_slurmd():
     ],
 )
 def test_own_image_refusals(controller, groups, fragment):
-    spec = hybrid_spec(controller=controller, groups=groups)
+    try:
+        spec = hybrid_spec(controller=controller, groups=groups)
+    except ConfigError as loaded:  # the load checks refuse it first: the renderer must refuse it on its own too
+        assert "gpucluster:hybrid.controller.cloudSlurmVersion" in str(loaded)
+        snake = {"slurmVersion": "slurm_version", "cloudSlurmVersion": "cloud_slurm_version", "imageId": "image_id"}
+        spec = unchecked({snake[k]: v for k, v in controller.items()}, {snake[k]: v for k, v in groups.items()})
     with pytest.raises(HybridJoinError, match=fragment):
         render_hybrid_compute_user_data(spec, p5(spec), SECRET_ARN)
 

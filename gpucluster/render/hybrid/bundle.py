@@ -8,7 +8,7 @@ anywhere), the wrappers slurmctld runs, the systemd service and timer of the age
 firewall rules the site mirrors, an install script and INSTALL.md.
 
 Values only AWS knows (launch template ids, subnet ids, the Roles Anywhere ARNs) come from the stack's
-``hybridBundle`` output (:class:`AwsValues`, ``gpucluster bundle --outputs FILE``). Offline they are
+``hybrid`` output (:class:`AwsValues`, ``gpucluster bundle --outputs FILE``). Offline they are
 placeholders ``@@name@@``: the agent refuses such a config (every key named) and ``install.sh`` refuses to
 install while one is left, so a bundle made before ``pulumi up`` can be read and reviewed but never runs
 half-configured."""
@@ -52,20 +52,22 @@ def placeholder(name: str) -> str:
 
 @dataclass(frozen=True)
 class AwsValues:
-    """What the stack's ``hybridBundle`` output holds; a missing value is rendered as a placeholder."""
+    """What the stack's ``hybrid`` output holds for the bundle; a missing value is rendered as a placeholder."""
 
     targets: Mapping[str, LaunchTarget] = field(default_factory=dict)
     arns: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_output(cls, output: Mapping[str, Any]) -> AwsValues:
-        """Read ``hybridBundle`` (``pulumi stack output hybridBundle --json``); raises ValueError naming the key."""
-        targets: dict[str, LaunchTarget] = {}
-        groups = output.get("nodeGroups") or {}
+        """Read the stack's ``hybrid`` output (``pulumi stack output hybrid --json``): its burst groups' launch
+        templates and subnets and its credentials' ARNs; raises ValueError naming the key."""
+        slurm = output.get("slurm") or {}
+        groups = slurm.get("burstNodeGroups") if isinstance(slurm, dict) else None
         if not isinstance(groups, dict):
-            raise ValueError("hybridBundle.nodeGroups must be an object of node group → {launchTemplateId, subnetIds}")
+            raise ValueError("hybrid.slurm.burstNodeGroups must be an object of node group → {launchTemplateId, subnetIds}")
+        targets: dict[str, LaunchTarget] = {}
         for name, raw in groups.items():
-            where = f"hybridBundle.nodeGroups.{name}"
+            where = f"hybrid.slurm.burstNodeGroups.{name}"
             lt, subnets = (raw or {}).get("launchTemplateId"), (raw or {}).get("subnetIds")
             if not isinstance(lt, str) or not re.fullmatch(r"lt-[0-9a-f]+", lt):
                 raise ValueError(f"{where}.launchTemplateId {lt!r} is not a launch template id (lt-…)")
@@ -76,13 +78,14 @@ class AwsValues:
             ):
                 raise ValueError(f"{where}.subnetIds {subnets!r} is not a non-empty list of subnet ids (subnet-…)")
             targets[str(name)] = LaunchTarget(lt, tuple(str(s) for s in subnets), raw.get("placementGroupName") or None)
+        credentials = output.get("credentials") or {}
         arns: dict[str, str] = {}
         for key, pattern in ARN_PATTERNS.items():
-            value = output.get(key)
+            value = credentials.get(key) if isinstance(credentials, dict) else None
             if value is None:
                 continue
             if not isinstance(value, str) or not pattern.match(value):
-                raise ValueError(f"hybridBundle.{key} {value!r} is not a {key[:-3]} ARN")
+                raise ValueError(f"hybrid.credentials.{key} {value!r} is not a {key[:-3]} ARN")
             arns[key] = value
         return cls(targets, arns)
 

@@ -88,8 +88,15 @@ def _by_group(doc: dict[str, Any], token: str) -> dict[str, dict[str, Any]]:
 
 
 def _agent_subnets(doc: dict[str, Any]) -> dict[str, list[str]]:
-    """Subnets of Slurm groups the node agent launches itself (dynamic groups have no Auto Scaling group)."""
+    """Subnets of Slurm groups the node agent launches itself (dynamic groups have no Auto Scaling group): from the
+    head node's agent config, or for a hybrid site's agent from the ``hybrid`` output its bundle is made of."""
     out: dict[str, list[str]] = {}
+    hybrid = (doc.get("outputs") or {}).get("hybrid")
+    slurm = hybrid.get("slurm") if isinstance(hybrid, dict) else None
+    groups = slurm.get("burstNodeGroups") if isinstance(slurm, dict) else None
+    for name, g in (groups or {}).items() if isinstance(groups, dict) else ():
+        if isinstance(g, dict):
+            out[str(name)] = [str(s) for s in g.get("subnetIds") or []]
     for path, text in (doc.get("files") or {}).items():
         if not path.endswith("/etc/gpucluster/agent.json"):
             continue

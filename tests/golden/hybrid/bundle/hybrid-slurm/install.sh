@@ -14,7 +14,7 @@ fail() { echo "install.sh: $*" >&2; exit 1; }
 
 [ "$(id -u)" = 0 ] || fail "run as root"
 if grep -l '@@[A-Za-z0-9_.-]*@@' "$here/agent.json" "$here/aws-config" >&2; then
-  fail "the files above still hold @@placeholders@@ for values only AWS knows: after \`pulumi up\` run \`pulumi stack output hybridBundle --json > outputs.json\` and \`gpucluster bundle --stack <stack> --outputs outputs.json --out <dir>\`"
+  fail "the files above still hold @@placeholders@@ for values only AWS knows: after \`pulumi up\` run \`pulumi stack output hybrid --json > outputs.json\` and \`gpucluster bundle --stack <stack> --outputs outputs.json --out <dir>\`"
 fi
 (cd "$here" && sha256sum --quiet -c gpucluster_agents.zip.sha256) || fail "gpucluster_agents.zip does not match its sha256"
 id "$slurm_user" >/dev/null 2>&1 || fail "no user $slurm_user (SlurmUser): set gpucluster:hybrid.controller.slurmUser"
