@@ -12,6 +12,7 @@ from typing import Any
 
 from gpucluster_agents.health.config import HealthConfig
 from gpucluster_agents.health.fake_nvml import H100_HEALTHY
+from tests.conftest import ROOT
 
 # --- the kernel log -----------------------------------------------------------------------------------------------
 # Fixtures in the formats the program reads: /dev/kmsg records ("<prio>,<seq>,<usec>,<flags>;<message>", prio =
@@ -181,3 +182,31 @@ def node(tmp: Path, nvml: dict[str, Any], xids: tuple[int, ...] = (), efa: int =
     path = tmp / "scenario.json"
     path.write_text(json.dumps(nvml, indent=1))
     return path
+
+
+def agent_lib(lib: Path, scenario_file: Path | None = None) -> Path:
+    """What install-agent unpacks into a node's agent directory: the package (this checkout's, linked) and,
+    for a fake GPU node, a ``pynvml`` module answering from ``scenario_file``: the program imports NVIDIA's
+    binding by that name, so the readings reach a program started exactly as root starts it (isolated, no
+    option of its own) without any switch in the program."""
+    lib.mkdir(parents=True, exist_ok=True)
+    (lib / "gpucluster_agents").symlink_to(ROOT / "gpucluster_agents")
+    if scenario_file is not None:
+        (lib / "pynvml.py").write_text(
+            "import sys\n"
+            "from gpucluster_agents.health.fake_nvml import FakeNvml\n"
+            f"sys.modules[__name__] = FakeNvml.from_file({str(scenario_file)!r})\n"
+        )
+    return lib
+
+
+def planted(where: Path, marker: Path) -> Path:
+    """An attacker's ``gpucluster_agents`` package (and ``sitecustomize``) in ``where``: importing either
+    writes ``marker``. slurmd's working directory (/var/log/slurm) is the slurm user's."""
+    code = f"open({str(marker)!r}, 'a').write(__name__ + ' imported\\n')\n"
+    (where / "gpucluster_agents" / "health").mkdir(parents=True)
+    for f in ("gpucluster_agents/__init__.py", "gpucluster_agents/health/__init__.py", "sitecustomize.py"):
+        (where / f).write_text(code)
+    (where / "gpucluster_agents" / "health" / "__main__.py").write_text(code)
+    (where / "gpucluster_agents" / "health" / "cli.py").write_text(code + "def main():\n    return 0\n")
+    return where

@@ -28,6 +28,7 @@ from gpucluster.render.slurm.health import (
     PROLOG,
     health_conf_lines,
     health_files,
+    wrapper_values,
 )
 from gpucluster.render.slurm.names import AGENT_LIB, AGENT_PACKAGE_PATH, AWS_HELPER, NODE_SETUP, SlurmContext
 from tests.conftest import group, make_config, require_tool
@@ -168,13 +169,17 @@ def test_no_health_no_package_on_compute_nodes():
 # --- the wrappers, run -------------------------------------------------------------------------------------------
 
 
-def wrapper(tmp_path: Path, template: str, budget: int, checks: bool = True) -> Path:
+def wrapper(
+    tmp_path: Path, template: str, budget: int, checks: bool = True, python: str | None = None, lib: str = AGENT_LIB
+) -> Path:
+    """The rendered wrapper, its paths pointed at ``tmp_path``: the interpreter (default: the fake below),
+    the package directory, scontrol, the log, the config and the boot check's reason file."""
+    values = wrapper_values(lib, python or str(tmp_path / "python"), str(tmp_path / "scontrol"))
     text = render(
         f"slurm/{template}.sh.j2",
         cluster="c",
         group="g",
         checks=checks,
-        agent_lib=AGENT_LIB,
         log_file=str(tmp_path / "health.log"),
         config=str(tmp_path / "health.json"),
         interval=300,
@@ -182,6 +187,7 @@ def wrapper(tmp_path: Path, template: str, budget: int, checks: bool = True) -> 
         slurm_timeout=budget + 30,
         opt_out=OPT_OUT,
         boot_fault=str(tmp_path / "health-boot.reason"),
+        **values,
     )
     path = tmp_path / template
     path.write_text(text)
@@ -190,19 +196,18 @@ def wrapper(tmp_path: Path, template: str, budget: int, checks: bool = True) -> 
 
 
 def fakes(tmp_path: Path, exit_code: int, sleep: float = 0) -> dict[str, str]:
-    """A fake health program (records its arguments, sleeps, exits) and a fake scontrol (records its call)."""
-    program = tmp_path / "health"
-    program.write_text(f'#!/bin/sh\necho "$@" >>{tmp_path}/program.calls\nsleep {sleep}\nexit {exit_code}\n')
+    """A fake interpreter standing in for the health program (checks it is started isolated with the package
+    directory, records the program's arguments, sleeps, exits) and a fake scontrol (records its call)."""
+    program = tmp_path / "python"
+    program.write_text(
+        f'#!/bin/sh\n[ "$1 $2" = "-I -c" ] && [ "$4" = {AGENT_LIB} ] || {{ echo "not isolated: $*" >>{tmp_path}/program.calls; exit 99; }}\n'
+        f'shift 4\necho "$@" >>{tmp_path}/program.calls\n' + (f"exec sleep {sleep}\n" if sleep else f"exit {exit_code}\n")
+    )
     scontrol = tmp_path / "scontrol"
     scontrol.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >>{tmp_path}/scontrol.calls\n')
     for p in (program, scontrol):
         p.chmod(0o755)
-    return {
-        "GPUCLUSTER_HEALTH_PROGRAM": str(program),
-        "GPUCLUSTER_SCONTROL": str(scontrol),
-        "SLURMD_NODENAME": "p5-3",
-        "SLURM_JOB_ID": "42",
-    }
+    return {"SLURMD_NODENAME": "p5-3", "SLURM_JOB_ID": "42"}
 
 
 def run(path: Path, env: dict[str, str]) -> tuple[int, float]:
@@ -234,14 +239,14 @@ def test_prolog_passes_the_verdict_on(tmp_path, program_exit, prolog_exit):
     env = fakes(tmp_path, program_exit)
     rc, _ = run(wrapper(tmp_path, "prolog", 5), env)
     assert rc == prolog_exit
-    assert calls(tmp_path, "program").strip() == "prolog"
+    assert calls(tmp_path, "program").strip() == "prolog --node p5-3"
     assert calls(tmp_path, "scontrol") == ""  # the program drains on a fault, not the wrapper
 
 
 def test_prolog_passes_the_config_when_the_node_has_one(tmp_path):
     (tmp_path / "health.json").write_text("{}")
     run(wrapper(tmp_path, "prolog", 5), fakes(tmp_path, 0))
-    assert calls(tmp_path, "program").strip() == f"prolog --config {tmp_path}/health.json"
+    assert calls(tmp_path, "program").strip() == f"prolog --node p5-3 --config {tmp_path}/health.json"
 
 
 def test_prolog_that_hangs_is_cut_at_its_budget_and_drains_the_node(tmp_path):
@@ -251,7 +256,7 @@ def test_prolog_that_hangs_is_cut_at_its_budget_and_drains_the_node(tmp_path):
         "update",
         "NodeName=p5-3",
         "State=DRAIN",
-        "Reason=gpucluster: health prolog timed out after 1 s",
+        "Reason=gpucluster: health prolog timed out after 1 s (reboot)",
     ]
     assert "did not finish within 1 s" in (tmp_path / "health.log").read_text()
 
@@ -279,13 +284,13 @@ def test_a_job_opts_out_with_a_word_in_its_comment_or_extra(tmp_path, comment, e
 def test_sweep_always_exits_0_and_leaves_draining_to_the_program(tmp_path, program_exit):
     """slurmd ignores HealthCheckProgram's status: the node's state is what counts."""
     rc, _ = run(wrapper(tmp_path, "health-check", 5), fakes(tmp_path, program_exit))
-    assert rc == 0 and calls(tmp_path, "program").strip() == "sweep" and calls(tmp_path, "scontrol") == ""
+    assert rc == 0 and calls(tmp_path, "program").strip() == "sweep --node p5-3" and calls(tmp_path, "scontrol") == ""
 
 
 def test_sweep_that_hangs_drains_the_node_with_a_gpucluster_reason(tmp_path):
     rc, took = run(wrapper(tmp_path, "health-check", 1), fakes(tmp_path, 0, sleep=30))
     assert rc == 0 and took < 10
-    assert "Reason=gpucluster: health sweep timed out after 1 s" in calls(tmp_path, "scontrol").splitlines()
+    assert "Reason=gpucluster: health sweep timed out after 1 s (reboot)" in calls(tmp_path, "scontrol").splitlines()
 
 
 def test_wrappers_of_groups_without_gpus_run_nothing(tmp_path):
