@@ -5,10 +5,13 @@ carries the program reaches compute nodes; the section's validators."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -221,6 +224,81 @@ def run(path: Path, env: dict[str, str]) -> tuple[int, float]:
 def calls(tmp_path: Path, name: str) -> str:
     f = tmp_path / f"{name}.calls"
     return f.read_text() if f.exists() else ""
+
+
+def test_wrappers_pass_shellcheck(tmp_path):
+    shellcheck = require_tool("shellcheck")
+    for template in ("health-check", "prolog"):
+        for checks in (True, False):
+            path = wrapper(tmp_path, template, 45, checks)
+            done = subprocess.run([shellcheck, "-s", "bash", str(path)], capture_output=True, text=True, check=False)
+            assert done.returncode == 0, done.stdout + done.stderr
+    broken = tmp_path / "broken"
+    broken.write_text(wrapper(tmp_path, "prolog", 5).read_text().replace('"${args[@]}"', "${args[@]}"))
+    done = subprocess.run([shellcheck, "-s", "bash", str(broken)], capture_output=True, text=True, check=False)
+    assert "SC2068" in done.stdout  # the check can fail
+
+
+def test_node_wrappers_run_the_program_isolated_from_fixed_paths():
+    """What a node gets: /usr/bin/python3 -I -c <code> /opt/gpucluster/lib, from /, and no variable that
+    chooses a program, a config, a log, scontrol or the boot check's file."""
+    files = part_files(context(P5), "p5")
+    for path in (HEALTH_CHECK, PROLOG):
+        text = files[path]
+        assert "\ncd / || exit 0\n" in text
+        assert "/usr/bin/python3 -I -c 'import sys; sys.path.insert(0, sys.argv.pop(1));" in text
+        assert f'\' {AGENT_LIB} "${{args[@]}}"' in text
+        assert not re.search(r"\$\{?(GPUCLUSTER_|PYTHON)", text) and "PYTHONPATH" not in text  # no variable read
+
+
+@pytest.mark.parametrize(("template", "fault_rc"), [("health-check", 0), ("prolog", 1)])
+def test_a_planted_package_and_environment_overrides_do_not_reach_the_program(tmp_path, template, fault_rc):
+    """The rendered wrapper runs the real program (this interpreter, the package from a node-like agent
+    directory, fake NVML readings through its binding) from slurmd's working directory, which holds an
+    attacker's gpucluster_agents package and sitecustomize, with PYTHONPATH pointing there and every
+    GPUCLUSTER_* variable the wrappers once honoured set to something that would change the outcome. None of
+    it takes effect: the planted code never runs, the node's own config judges it, nothing is drained; and
+    when its GPU goes bad the program (not the wrapper) drains it with the verdict's reason."""
+    from gpucluster_agents.health.config import to_json
+    from tests.health.fakes import agent_lib, node, p5_config, planted, scenario
+
+    readings = node(tmp_path, scenario())
+    lib = agent_lib(tmp_path / "lib", readings)
+    (tmp_path / "health.json").write_text(to_json(p5_config(tmp_path, efa_count=0, slurm_bin_dir=str(tmp_path))))
+    fakes(tmp_path, 0)  # scontrol (the program's, through its config, and the wrapper's) records its calls
+    cwd = planted(tmp_path / "var-log-slurm", tmp_path / "planted")
+    (tmp_path / "faulty.json").write_text(json.dumps(scenario(gpu_count=2)))
+    (tmp_path / "evil-reason").write_text("gpucluster: planted (replace)\n")
+    evil = tmp_path / "evil.sh"
+    evil.write_text(f"#!/bin/sh\necho evil $0 >>{tmp_path}/planted\n")
+    evil.chmod(0o755)
+    env = {
+        "SLURMD_NODENAME": "p5-3",
+        "SLURM_JOB_ID": "42",
+        "PYTHONPATH": str(cwd),
+        "GPUCLUSTER_HEALTH_PROGRAM": str(evil),
+        "GPUCLUSTER_SCONTROL": str(evil),
+        "GPUCLUSTER_HEALTH_CONFIG": str(tmp_path / "faulty.json"),
+        "GPUCLUSTER_HEALTH_FAKE_NVML": str(tmp_path / "faulty.json"),
+        "GPUCLUSTER_HEALTH_LOG": str(tmp_path / "evil.log"),
+        "GPUCLUSTER_HEALTH_BOOT_FAULT": str(tmp_path / "evil-reason"),
+        "PATH": os.environ["PATH"],
+    }
+    path = wrapper(tmp_path, template, 30, python=sys.executable, lib=str(lib))
+    done = subprocess.run([str(path)], env=env, cwd=cwd, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, (tmp_path / "health.log").read_text()
+    assert not (tmp_path / "planted").exists() and not (tmp_path / "evil.log").exists()
+    assert calls(tmp_path, "scontrol") == ""
+    verdicts = [json.loads(line) for line in (tmp_path / "health.jsonl").read_text().splitlines()]
+    assert [(v["node"], v["mode"], v["action"]) for v in verdicts] == [
+        ("p5-3", template.replace("health-check", "sweep"), "none")
+    ]
+    # the same wrapper, the node's GPU gone bad: the real program judged it and drained through its config
+    readings.write_text(json.dumps(scenario({2: {"remapped_rows": [0, 1, 1, 0]}})))
+    done = subprocess.run([str(path)], env=env, cwd=cwd, capture_output=True, text=True, timeout=60)
+    assert done.returncode == fault_rc
+    assert "reason=gpucluster: row_remap gpu2 row remap pending (reboot)" in calls(tmp_path, "scontrol").splitlines()
+    assert not (tmp_path / "planted").exists()
 
 
 def test_wrappers_parse(tmp_path):
