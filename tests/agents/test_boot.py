@@ -7,6 +7,7 @@ import ast
 import json
 import subprocess
 import sys
+import time
 from dataclasses import fields
 from pathlib import Path
 
@@ -199,3 +200,30 @@ def test_health_leaves_the_reason_of_a_failed_boot_check_for_slurmd_and_clears_i
     good = subprocess.run(argv, env=env, cwd=evil, capture_output=True, text=True, timeout=120)
     assert good.returncode == 0, good.stdout + good.stderr
     assert not fault.exists() and not (tmp_path / "planted").exists()
+
+
+def test_a_boot_check_in_uninterruptible_sleep_leaves_its_reason_without_waiting(tmp_path: Path, monkeypatch):
+    """The installed program hangs in D state (a read from a FUSE file that never answers: the stand-in for
+    an NVML call on a GPU that fell off the bus, tests/health/dstate.py). At the deadline the helper writes
+    the hang's reason (reboot) for slurmd's wrappers, returns 1 at once, and leaves the unkillable check."""
+    from gpucluster_agents.boot import HEALTH_BOOT_FAULT
+    from tests.health.dstate import hung_file, wait_for_state
+
+    with hung_file(tmp_path) as hang:
+        root = tmp_path / "root"
+        health = root / "opt/gpucluster/lib/gpucluster_agents/health"
+        health.mkdir(parents=True)
+        for f in ("__init__.py", "health/__init__.py"):
+            (health.parent / f).write_text("")
+        pid_file = tmp_path / "check.pid"
+        (health / "cli.py").write_text(
+            f"import os\ndef main():\n    open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n    open({str(hang)!r}).read()\n"
+        )
+        (root / "agent-package.json").write_text(json.dumps({"dest": "/opt/gpucluster/lib"}))
+        monkeypatch.setattr(boot, "ROOT", str(root))
+        start = time.monotonic()
+        code = boot.boot_health(BootConfig("demo", "eu-west-1", "s", "/agent-package.json", ()), timeout=2)
+        assert code == 1 and time.monotonic() - start < 5
+        fault = root / HEALTH_BOOT_FAULT.lstrip("/")
+        assert fault.read_text() == "gpucluster: health boot timed out after 2 s (reboot)\n"
+        assert wait_for_state(int(pid_file.read_text()), "D") == "D"  # killed, never waited for

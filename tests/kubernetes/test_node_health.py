@@ -407,3 +407,43 @@ def test_a_sweep_that_could_not_run_leaves_the_taints(tmp_path, api):
     calls = run_sweep(tmp_path, api, 2, node)
     assert patches(calls, "/status")[0][4]["status"]["conditions"][0]["status"] == "Unknown"
     assert patches(calls, "/nodes/ip-10-0-0-1") == []
+
+
+def test_a_check_in_uninterruptible_sleep_times_out_and_the_sweep_goes_on(tmp_path):
+    """The program hangs in D state (tests/health/dstate.py's FUSE file): the round reports SweepTimedOut at
+    its budget (a fault: the node is tainted) instead of waiting for a process that cannot be reaped, which
+    would stop every later round."""
+    import importlib.util
+    import time
+
+    from tests.health.dstate import hung_file, wait_for_state
+
+    with hung_file(tmp_path) as hang:
+        script = tmp_path / "sweep.py"
+        script.write_text(sweep_script(300))
+        spec = importlib.util.spec_from_file_location("gpucluster_sweep", script)
+        assert spec is not None and spec.loader is not None
+        sweep = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sweep)
+        checker = tmp_path / "checker"
+        checker.write_text(f"#!/bin/sh\necho $$ >{tmp_path}/checker.pid\nexec cat {hang}\n")
+        checker.chmod(0o755)
+        sweep.PROGRAM, sweep.BUDGET = [str(checker)], {"sweep": 2, "boot": 2}
+        start = time.monotonic()
+        assert sweep.verdict(None, "sweep") == ("False", "SweepTimedOut", "the health sweep did not finish within 2 s")
+        assert time.monotonic() - start < 5
+        assert wait_for_state(int((tmp_path / "checker.pid").read_text()), "D") == "D"
+
+
+def test_the_sweep_runs_the_program_isolated_from_the_zip(tmp_path):
+    """Without a test's override, the script runs this interpreter with -I from /, the ConfigMap's zip (next
+    to the script) put on the path by the code itself: no PYTHONPATH, no working directory."""
+    import importlib.util
+
+    script = tmp_path / "sweep.py"
+    script.write_text(sweep_script(300))
+    spec = importlib.util.spec_from_file_location("gpucluster_sweep_default", script)
+    assert spec is not None and spec.loader is not None
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    assert sweep.PROGRAM == [sys.executable, "-I", "-c", HEALTH_MAIN, str(tmp_path / PACKAGE_KEY)]

@@ -453,3 +453,55 @@ def test_boot_unit_and_slurmd_drop_in_pass_systemd_analyze_verify(tmp_path):
     broken.write_text(files[f"/etc/systemd/system/{HEALTH_BOOT_UNIT}"].replace("Type=oneshot", "Type=oneshoot"))
     done = subprocess.run([analyze, "verify", f"--root={root}", str(broken)], capture_output=True, text=True, timeout=120)
     assert "Failed to parse service type" in done.stderr  # the check can fail
+
+
+# --- a hung check: the watchdog drains without waiting for it -------------------------------------------------------
+
+
+def test_the_stand_in_for_a_hung_gpu_cannot_be_killed_or_reaped(tmp_path):
+    """The stand-in the watchdog tests use for a check stuck in the GPU driver: a read from a FUSE file whose
+    server never answers (tests/health/dstate.py). Once killed, the reader sits in D state and cannot be
+    reaped, as a process inside a hung NVML call; Python's subprocess.run(timeout=...), which the boot helper
+    and the Kubernetes sweep used, kills it and then waits for it, past any limit. (GNU timeout(1), which the
+    Slurm wrappers used, does return: at --kill-after it SIGKILLs its own process group, itself included.)"""
+    from tests.health.dstate import hung_file, state, wait_for_state
+
+    with hung_file(tmp_path) as hang:
+        reader = subprocess.Popen(["cat", str(hang)], stdout=subprocess.DEVNULL)
+        try:
+            assert hang.taken(reader.pid) and state(reader.pid) == "S"  # waiting for the answer, interruptibly
+            reader.kill()
+            assert wait_for_state(reader.pid, "D") == "D"
+            with pytest.raises(subprocess.TimeoutExpired):
+                reader.wait(timeout=1)
+            assert state(reader.pid) == "D"  # killed, and still there
+            waits = "import subprocess, sys; subprocess.run(['cat', sys.argv[1]], timeout=1)"
+            with pytest.raises(subprocess.TimeoutExpired):  # its own 1 s limit, then kill, then wait...
+                subprocess.run([sys.executable, "-c", waits, str(hang)], timeout=5, stdout=subprocess.DEVNULL)
+        finally:
+            reader.kill()
+    reader.wait(timeout=10)  # the server is gone: the read ended and the reader died
+
+
+@pytest.mark.parametrize(("template", "mode", "exit_code"), [("health-check", "sweep", 0), ("prolog", "prolog", 1)])
+def test_a_check_in_uninterruptible_sleep_still_drains_the_node(tmp_path, template, mode, exit_code):
+    """The program hangs in D state (the stand-in above): at the end of its budget the wrapper drains the node
+    (reboot), exits within the budget, and leaves the unkillable check behind instead of waiting for it."""
+    from tests.health.dstate import hung_file, wait_for_state
+
+    with hung_file(tmp_path) as hang:
+        checker = tmp_path / "checker"
+        checker.write_text(f"#!/bin/sh\necho $$ >{tmp_path}/checker.pid\nexec cat {hang}\n")
+        checker.chmod(0o755)
+        env = fakes(tmp_path, 0)
+        rc, took = run(wrapper(tmp_path, template, 2, python=str(checker)), env)
+        assert rc == exit_code and took < 2 + 1 + 2, took  # the budget, SECONDS' whole seconds, slack
+        assert calls(tmp_path, "scontrol").splitlines() == [
+            "update",
+            "NodeName=p5-3",
+            "State=DRAIN",
+            f"Reason=gpucluster: health {mode} timed out after 2 s (reboot)",
+        ]
+        assert "did not finish within 2 s" in (tmp_path / "health.log").read_text()
+        pid = int((tmp_path / "checker.pid").read_text())
+        assert wait_for_state(pid, "D") == "D"  # killed, never reaped by the wrapper: it is still there
