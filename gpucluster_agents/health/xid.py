@@ -75,6 +75,7 @@ XID_CLASSES: dict[int, tuple[str, str]] = {
 
 KMSG = "/dev/kmsg"  # the kernel's structured log: one record per read()
 JOURNAL = ("journalctl", "-k", "-b", "-o", "json", "--no-pager", "-q")  # this boot's kernel records, as JSON
+JOURNAL_SOURCE = "journalctl -k"  # how a verdict names it
 MARKER = "NVRM: Xid"  # text that makes a record worth a look (and, when it fails the rule, worth counting)
 KERN = 0  # syslog facility of the kernel's own records
 
@@ -279,7 +280,7 @@ def kernel_log(cfg: HealthConfig, timeout: float = 10.0) -> tuple[list[Record] |
         return kmsg_records(text), KMSG
     text = _run(JOURNAL, timeout)
     if text is not None:
-        return journal_records(text), "journalctl -k"
+        return journal_records(text), JOURNAL_SOURCE
     return None, f"no kernel log readable ({KMSG}, journalctl -k)"
 
 

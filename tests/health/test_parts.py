@@ -218,7 +218,7 @@ def test_no_file_configured_reads_the_kmsg_device_then_the_journal(tmp_path: Pat
     fake.chmod(0o755)
     monkeypatch.setattr(xid, "JOURNAL", (str(fake), *xid.JOURNAL[1:]))
     recs, source = xid.kernel_log(cfg)
-    assert source == "journalctl -k" and xid.parse(recs or [])[0][0].xid == 48
+    assert source == xid.JOURNAL_SOURCE and xid.parse(recs or [])[0][0].xid == 48
     c = xid.check_xid(cfg, P5_GPUS)
     assert (c.ok, c.action) == (False, "reboot")
     monkeypatch.setattr(xid, "JOURNAL", (str(tmp_path / "no-journal"), *xid.JOURNAL[1:]))
