@@ -505,3 +505,32 @@ def test_a_check_in_uninterruptible_sleep_still_drains_the_node(tmp_path, templa
         assert "did not finish within 2 s" in (tmp_path / "health.log").read_text()
         pid = int((tmp_path / "checker.pid").read_text())
         assert wait_for_state(pid, "D") == "D"  # killed, never reaped by the wrapper: it is still there
+
+
+def test_a_hang_asks_the_agent_for_a_reboot_not_a_replacement():
+    """What the agent's quarantine pass reads from each hang's drain reason: reboot. A hang does not say the
+    hardware is broken (and a job might provoke one); a hang that comes back after the reboot is replaced."""
+    from gpucluster_agents.quarantine import drain_action
+
+    for reason in (
+        "gpucluster: health sweep timed out after 45 s (reboot)",
+        "gpucluster: health prolog timed out after 60 s (reboot)",
+        "gpucluster: health boot timed out after 300 s (reboot)",
+    ):
+        assert drain_action(reason) == "reboot", reason
+    for template, mode in (("health-check", "sweep"), ("prolog", "prolog")):
+        text = render(
+            f"slurm/{template}.sh.j2",
+            cluster="c",
+            group="g",
+            checks=True,
+            log_file="/l",
+            config="/c",
+            interval=300,
+            budget=45,
+            slurm_timeout=75,
+            opt_out=OPT_OUT,
+            boot_fault="/b",
+            **wrapper_values(),
+        )
+        assert f'drain "gpucluster: health {mode} timed out after ${{budget}} s (reboot)"' in text
