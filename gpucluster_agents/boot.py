@@ -57,18 +57,8 @@ CONFIG_SUFFIX = ".json"  # the config lies next to the helper: /usr/local/sbin/g
 # only while this boot's check found a fault. Under /run, so a reboot clears it and the check runs anew.
 HEALTH_BOOT_FAULT = "/run/gpucluster/health-boot.reason"
 HEALTH_BOOT_TIMEOUT = 300  # s: the boot mode's own budget is 120 s; past this it hangs (a GPU off the bus)
-HEALTH_CONFIG = "/etc/gpucluster/health.json"  # the health program's thresholds (gpucluster_agents.health.config)
-# How root starts the health program (this helper, slurmd's HealthCheckProgram and Prolog wrappers, the
-# Kubernetes sweep): ``python3 -I`` (isolated: neither the working directory nor a script's directory is on
-# sys.path, PYTHON* variables and the user's site-packages are ignored; Python 3.4+) from "/", with the
-# package's directory put first on sys.path by the code itself, since isolated mode ignores PYTHONPATH.
-# The directory is the first argument after the code, so no path is ever spliced into code.
+# Root runs the health program as python3 -I -c HEALTH_MAIN <package dir> <mode> ... from / (docs/health.md)
 HEALTH_MAIN = "import sys; sys.path.insert(0, sys.argv.pop(1)); from gpucluster_agents.health.cli import main; sys.exit(main())"
-
-
-def health_argv(python: str, lib: str) -> list[str]:
-    """The command line that runs ``gpucluster_agents.health`` from ``lib``; the mode and options follow."""
-    return [python, "-I", "-c", HEALTH_MAIN, lib]
 
 
 @dataclass(frozen=True)
@@ -341,14 +331,10 @@ def apply_user_data(cfg: BootConfig) -> None:
 
 
 def boot_health(cfg: BootConfig, timeout: float = HEALTH_BOOT_TIMEOUT) -> int:
-    """The installed package's ``health boot --json`` (docs/health.md), run as :func:`health_argv` from "/":
-    its exit status, and on a fault (1) or a hang its reason in :data:`HEALTH_BOOT_FAULT`; the file is removed
-    otherwise (0 healthy; 2 the program could not run, which judges nothing). A check still running after
-    ``timeout`` is sent SIGKILL and never waited for: one stuck in uninterruptible sleep (a GPU that fell off
-    the bus can hold NVML there) cannot be reaped until its call returns, and the reason must be written
-    before slurmd starts."""
+    """The installed program's ``boot --json``: its exit status, and on a fault (1) or a hang its reason in
+    :data:`HEALTH_BOOT_FAULT`, else the file removed. A hung check is killed, never waited for (docs/health.md)."""
     dest = on_root(json.loads(_read(on_root(cfg.package_file)))["dest"])
-    argv = [*health_argv(sys.executable, dest), "boot", "--json", "--config", on_root(HEALTH_CONFIG)]
+    argv = [sys.executable, "-I", "-c", HEALTH_MAIN, dest, "boot", "--json", "--config", on_root("/etc/gpucluster/health.json")]
     fault = on_root(HEALTH_BOOT_FAULT)
     try:
         os.unlink(fault)
@@ -358,7 +344,7 @@ def boot_health(cfg: BootConfig, timeout: float = HEALTH_BOOT_TIMEOUT) -> int:
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()  # no wait(): see above
+        proc.kill()  # no wait(): a check in uninterruptible sleep is not reaped until its call returns
         reason, code = f"gpucluster: health boot timed out after {timeout:.0f} s (reboot)", 1
     else:
         sys.stdout.write(out)

@@ -41,7 +41,7 @@ SCONTROL = "scontrol"  # on the wrappers' fixed PATH (/usr/sbin:/usr/bin:/sbin:/
 
 def wrapper_values(agent_lib: str = AGENT_LIB, python: str = PYTHON, scontrol: str = SCONTROL) -> dict[str, str]:
     """The program the HealthCheckProgram and Prolog wrappers run, shell-quoted for the templates:
-    ``python -I -c HEALTH_MAIN agent_lib`` (:func:`gpucluster_agents.boot.health_argv`) and scontrol. Tests
+    ``python -I -c HEALTH_MAIN agent_lib`` (:data:`gpucluster_agents.boot.HEALTH_MAIN`) and scontrol. Tests
     pass their own interpreter, package directory and scontrol; a node's wrappers get the defaults."""
     return {
         "python": shlex.quote(python),
