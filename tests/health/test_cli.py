@@ -15,7 +15,7 @@ import pytest
 
 from gpucluster_agents.health.config import to_json
 from tests.conftest import ROOT
-from tests.health.fakes import node, p5_config, scenario
+from tests.health.fakes import kernel_log, node, p5_config, scenario
 
 
 def fake_scontrol(bin_dir: Path) -> Path:
@@ -155,3 +155,23 @@ def test_without_config_the_default_path_is_read_whatever_the_environment_says(m
     monkeypatch.setenv("GPUCLUSTER_HEALTH_CONFIG", "/tmp/evil-config.json")
     assert health_cli.main(["sweep"]) == health_cli.EXIT_CANNOT_RUN
     assert read == [DEFAULT_PATH]
+
+
+def test_a_genuine_xid_79_drains_for_a_replacement_and_the_forgeries_drain_nothing(tmp_path: Path, fake_node):
+    """Issue #18 end to end through the command line: a log holding only the forgeries any user can make
+    (the crafted segfault report, a userspace /dev/kmsg record) passes; the driver's own XID 79 record on one
+    of the node's GPUs drains the node for a replacement."""
+    fake = fake_node(scenario())
+    assert cli(tmp_path, "sweep", "--node", "p5-1", *fake).returncode == 0
+    assert not fake_node.calls.exists()
+    (tmp_path / "kernel.log").write_text(kernel_log(79))  # the same node, the driver's record added
+    assert cli(tmp_path, "sweep", "--node", "p5-1", *fake).returncode == 1
+    calls = [json.loads(line) for line in fake_node.calls.read_text().splitlines()]
+    assert calls == [
+        [
+            "update",
+            "nodename=p5-1",
+            "state=drain",
+            "reason=gpucluster: xid XID 79 GPU has fallen off the bus on PCI:0000:a8:00 (replace)",
+        ]
+    ]
