@@ -166,6 +166,32 @@ def roles_anywhere_trust_policy(*, trust_anchor_arn: str, certificate_cn: str) -
     )
 
 
+def pod_identity_trust_policy(*, account: str, cluster_arn: str, namespace: str, service_account: str) -> str:
+    """Trust for an EKS Pod Identity role: the Pod Identity service of this account only (``aws:SourceAccount``),
+    for one service account of one cluster (the session tags EKS sets: ``eks-cluster-arn``,
+    ``kubernetes-namespace``, ``kubernetes-service-account``)."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "pods.eks.amazonaws.com"},
+                    "Action": ["sts:AssumeRole", "sts:TagSession"],
+                    "Condition": {
+                        "StringEquals": {
+                            "aws:SourceAccount": account,
+                            "aws:RequestTag/eks-cluster-arn": cluster_arn,
+                            "aws:RequestTag/kubernetes-namespace": namespace,
+                            "aws:RequestTag/kubernetes-service-account": service_account,
+                        }
+                    },
+                }
+            ],
+        }
+    )
+
+
 def ssm_hybrid_trust_policy(*, partition: str, region: str, account: str) -> str:
     """Trust for an SSM hybrid activation's service role: Systems Manager of this account and region only."""
     return json.dumps(
