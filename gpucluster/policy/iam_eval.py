@@ -185,6 +185,23 @@ def _principal_matches(principal: Any, asked: Mapping[str, str]) -> bool:
     return any(kind in asked and asked[kind] in _as_list(values) for kind, values in principal.items())
 
 
+_STRING = ("StringEquals", "StringNotEquals", "StringEqualsIgnoreCase", "StringNotEqualsIgnoreCase", "StringLike")
+_KNOWN = {
+    *_STRING,
+    "StringNotLike",
+    "ArnEquals",
+    "ArnLike",
+    "ArnNotEquals",
+    "ArnNotLike",
+    "Bool",
+    "Null",
+    "NumericEquals",
+    "NumericNotEquals",
+    "NumericLessThan",
+    "NumericLessThanEquals",
+    "NumericGreaterThan",
+    "NumericGreaterThanEquals",
+}
 _NEGATED = {"StringNotEquals", "StringNotEqualsIgnoreCase", "StringNotLike", "ArnNotEquals", "ArnNotLike", "NumericNotEquals"}
 
 
@@ -228,6 +245,8 @@ def _operator_matches(op: str, key: str, wanted: list[str], request: Request) ->
         raise UnsupportedPolicy(f"condition operator {op!r}")
     if_exists = base.endswith("IfExists")
     base = base.removesuffix("IfExists")
+    if base not in _KNOWN:
+        raise UnsupportedPolicy(f"condition operator {op!r}")
     got = request.key(key)
     wanted = [_substitute(w, request) for w in wanted]
     if base == "Null":
