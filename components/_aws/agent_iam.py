@@ -32,9 +32,10 @@ a plan against that quota.
 What IAM cannot limit: ``UserData``. Whoever holds this role (root or ``slurm`` on the head node, a hybrid site's
 controller) can launch the cluster's instances with user data of their own: EC2 has no condition key for it, and
 an override wins over the template's. Such an instance is still the cluster's (tagged, in its subnets and security
-groups, IMDSv2, the compute role), so the agent sees it and terminates it like any stray; but its first boot runs
-that user data as root with the compute nodes' role (the munge key). Holding these credentials is holding the
-compute nodes: they are guarded as such (the IMDS guard, ``docs/security.md``).
+groups, IMDSv2, the compute role), so the agent lists it and its catch-all terminates it once it is older than
+``orphan_grace_seconds`` without a node's name (the same role may tag one); but its first boot runs that user data
+as root with the compute nodes' role (the munge key). Holding these credentials is holding the compute nodes: they
+are guarded as such (the IMDS guard, ``docs/security.md``).
 """
 
 from __future__ import annotations
