@@ -633,7 +633,7 @@ class CredentialsConfig(TypedDict, total=False):
     acm_pca_arn: str
     """An AWS Private CA that issues the site's certificates, as the trust anchor instead of a PEM."""
     certificate_cn: str
-    """The common name of the controller's certificate: the role trusts only sessions from it. Default ``slurmctld``."""
+    """The common name of the controller's certificate: the role trusts only sessions from it. For EKS Hybrid Nodes (``kubernetes``), the prefix of the nodes' certificates: each is named ``<certificateCn>-<node name>`` and the hybrid node role trusts no other. Default ``slurmctld``."""
     duration_seconds: int
     """Session length (900–43200). Default 3600; the SDK renews before expiry."""
     signing_helper_path: str

@@ -9,8 +9,9 @@ Pod Identity, not the node role). A small system node group runs cluster service
 group, the capacity reservation or block — booting the EKS-optimized AL2023 AMI of its accelerator,
 tainted ``nvidia.com/gpu=true:NoSchedule`` and labelled for Kueue.
 
-This module holds the control plane and access entries and wires the rest; the add-ons are
-:mod:`gpucluster.components._aws.eks_addons`, the node groups :mod:`gpucluster.components._aws.eks_node_groups`.
+This module holds the control plane and wires the rest; who may use the API is
+:mod:`gpucluster.components._aws.eks_access` (access entries only: no hidden admin for the cluster's creator), the
+add-ons :mod:`gpucluster.components._aws.eks_addons`, the node groups :mod:`gpucluster.components._aws.eks_node_groups`.
 """
 
 import json
@@ -22,10 +23,12 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from gpucluster.components._aws.eks_access import BOOTSTRAP_ADMIN, access_config, access_entries
 from gpucluster.components._aws.eks_addons import BEFORE_NODES, addon, cni_identity
 from gpucluster.components._aws.eks_hybrid import HybridNodes, hybrid_nodes, remote_network_config
 from gpucluster.components._aws.eks_node_groups import EksNodeTemplate, gpu_node_group, system_node_group
 from gpucluster.components._aws.iam import assume_role_policy
+from gpucluster.components._aws.roles import session_manager_access
 from gpucluster.components._config_types import KubernetesConfig, NodeGroupConfig
 from gpucluster.components._inputs import Inputs
 from gpucluster.components._kubernetes_args import as_list, node_group_subnets, resolve_args, with_id
@@ -39,8 +42,9 @@ from gpucluster.render.kubernetes_health import node_repair_config
 from gpucluster.resolve.kubernetes import ResolvedKubernetes
 
 TOKEN = "gpucluster:index:EksCluster"
-# Node role: join the cluster, pull images, Session Manager. The CNI permissions go to vpc-cni alone.
-NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly", "AmazonSSMManagedInstanceCore")
+# Node role: join the cluster, pull images (and Session Manager, a policy of our own: no SSM parameter reads).
+# The CNI permissions go to vpc-cni alone.
+NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly")
 
 
 class EksClusterArgs(KubernetesConfig, total=False):
@@ -241,9 +245,7 @@ class EksCluster(pulumi.ComponentResource):
                 endpoint_public_access=endpoint.public_access,
                 public_access_cidrs=(list(endpoint.public_access_cidrs) or None) if endpoint.public_access else None,
             ),
-            access_config=aws.eks.ClusterAccessConfigArgs(
-                authentication_mode="API", bootstrap_cluster_creator_admin_permissions=True
-            ),
+            access_config=access_config(),
             encryption_config=aws.eks.ClusterEncryptionConfigArgs(
                 provider=aws.eks.ClusterEncryptionConfigProviderArgs(key_arn=key_arn), resources=["secrets"]
             ),
@@ -252,14 +254,15 @@ class EksCluster(pulumi.ComponentResource):
             bootstrap_self_managed_addons=False,
             remote_network_config=remote_network_config(hybrid),
             tags=with_name(tags, prefix),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster_policy]),
+            # A cluster made with the creator's hidden admin keeps it: changing the flag would replace the cluster.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster_policy], ignore_changes=[BOOTSTRAP_ADMIN]),
         )
         self.cluster_name = cluster.name
         self.endpoint = cluster.endpoint
         self.oidc_issuer = cluster.identities.apply(lambda ids: next((o.issuer or "" for i in ids for o in (i.oidcs or [])), ""))
         self.cluster_security_group_id = cluster.vpc_config.apply(lambda v: v.cluster_security_group_id or "")
 
-        self._access_entries(name, resolved, inputs, cluster, partition, tags)
+        access_entries(self, name, resolved, inputs, cluster, partition, tags)
         self.hybrid_nodes: HybridNodes | None = None
         """The hybrid node role, its access entry and Roles Anywhere profile, and the files each site node installs."""
         if hybrid is not None:
@@ -283,10 +286,11 @@ class EksCluster(pulumi.ComponentResource):
             tags=with_name(tags, f"{prefix}-eks-node"),
             opts=child,
         )
-        node_policies = [
+        node_policies: list[pulumi.Resource] = [
             aws.iam.RolePolicyAttachment(f"{name}-node-{p}", role=node_role.name, policy_arn=managed_policy(p), opts=child)
             for p in NODE_POLICIES
         ]
+        node_policies.append(session_manager_access(f"{name}-node-ssm", node_role, child))
         self.node_role_arn = node_role.arn
 
         versions = resolved.addon_versions
@@ -294,7 +298,7 @@ class EksCluster(pulumi.ComponentResource):
         agent = addon(self, name, "eks-pod-identity-agent", versions, cluster, tags, [])
         early = [agent]
         for addon_name in ("vpc-cni", "kube-proxy"):
-            associations = cni_identity(self, name, managed_policy, tags) if addon_name == "vpc-cni" else None
+            associations = cni_identity(self, name, managed_policy, tags, cluster) if addon_name == "vpc-cni" else None
             early.append(addon(self, name, addon_name, versions, cluster, tags, [agent], associations))
         node_deps: list[pulumi.Resource] = [*node_policies, *early]
 
@@ -361,37 +365,3 @@ class EksCluster(pulumi.ComponentResource):
                 "hybridNodeRoleArn": self.hybrid_nodes.role.arn if self.hybrid_nodes else None,
             }
         )
-
-    def _access_entries(
-        self,
-        name: str,
-        resolved: ResolvedKubernetes,
-        inputs: Inputs,
-        cluster: aws.eks.Cluster,
-        partition: pulumi.Output[str],
-        tags: dict[str, str],
-    ) -> None:
-        for entry in resolved.spec.access_entries:
-            principal = inputs.real(entry.principal_arn)
-            # Named by the principal (account:role/…), never its position: inserting one must not re-target the others.
-            key = entry.principal_arn.split(":", 4)[-1]
-            access = aws.eks.AccessEntry(
-                f"{name}-access-{key}",
-                cluster_name=cluster.name,
-                principal_arn=principal,
-                kubernetes_groups=list(entry.kubernetes_groups) or None,
-                type="STANDARD",
-                tags=tags,
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-            for policy in entry.policies:
-                aws.eks.AccessPolicyAssociation(
-                    f"{name}-access-{key}-{policy}",
-                    cluster_name=cluster.name,
-                    principal_arn=principal,
-                    policy_arn=partition.apply(lambda p, policy=policy: f"arn:{p}:eks::aws:cluster-access-policy/{policy}"),
-                    access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(
-                        type="namespace" if entry.namespaces else "cluster", namespaces=list(entry.namespaces) or None
-                    ),
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=[access]),
-                )

@@ -10,9 +10,11 @@ Never an access key. ``credentials.type``:
   registered.
 
 Either role's rights are exactly the node agent's (the head node's agent policy,
-:func:`~gpucluster.components._aws.iam.slurm_agent_policy`: launch from the burst groups' templates, tag,
-terminate their instances, describe) plus writing the site's munge key into the cluster's secret
-(:func:`~gpucluster.components._aws.iam.site_munge_policy`): the site makes the key, cloud nodes only read it.
+:func:`~gpucluster.components._aws.agent_iam.slurm_agent_policy`: launch from the burst groups' templates, only
+their instance types, into their subnets and security groups, IMDSv2, the cloud nodes' profile; tag, terminate
+their instances, describe) plus writing the site's munge key into the cluster's secret
+(:func:`~gpucluster.components._aws.iam.site_munge_policy`): the site makes the key, cloud nodes only read it. An SSM
+role also gets Session Manager's rights, without reading SSM parameters.
 """
 
 from dataclasses import dataclass, field
@@ -21,14 +23,14 @@ from typing import Required, TypedDict
 import pulumi
 import pulumi_aws as aws
 
+from gpucluster.components._aws.agent_iam import LaunchRights, agent_policy_json
 from gpucluster.components._aws.iam import (
-    managed_policy_arn,
     policy_json,
     roles_anywhere_trust_policy,
     site_munge_policy,
-    slurm_agent_policy,
     ssm_hybrid_trust_policy,
 )
+from gpucluster.components._aws.roles import session_manager_access
 from gpucluster.components._config_types import HybridConfig
 from gpucluster.components._inputs import Inputs, validate
 from gpucluster.config.hybrid import HybridSpec
@@ -54,8 +56,19 @@ class OnPremCredentialsArgs(TypedDict, total=False):
     """The node groups the agent launches and terminates (dynamic Slurm groups). Required."""
     launch_template_ids: Required[list[pulumi.Input[str]]]
     """Their launch template ids, in the order of ``burstNodeGroups``. Required. May be Outputs."""
+    instance_types: Required[list[str]]
+    """Their instance types, in the order of ``burstNodeGroups``: the only types the agent may launch. Required."""
+    subnet_ids: Required[list[pulumi.Input[list[pulumi.Input[str]]]]]
+    """Each group's subnets, in the order of ``burstNodeGroups``: the only subnets the agent may launch into.
+    Required. May be Outputs."""
+    security_group_ids: Required[pulumi.Input[list[pulumi.Input[str]]]]
+    """The security groups of the groups' launch templates: the only ones their instances may have. Required. May
+    be Outputs."""
     node_role_arn: Required[pulumi.Input[str]]
     """The cloud nodes' role, which the agent passes to EC2. Required. May be an Output."""
+    node_instance_profile_arn: Required[pulumi.Input[str]]
+    """The cloud nodes' instance profile (their launch templates'): the only one the agent may launch with.
+    Required. May be an Output."""
     tags: dict[str, str]
     """Tags on every taggable child. Default: none."""
 
@@ -68,9 +81,8 @@ class CredentialsWiring:
     region: str
     munge_secret_arn: pulumi.Input[str]
     munge_key_arn: pulumi.Input[str]
-    burst_node_groups: tuple[str, ...]
-    launch_template_ids: tuple[pulumi.Input[str], ...]
-    node_role_arn: pulumi.Input[str]
+    rights: LaunchRights
+    """The burst groups' launches: the dynamic ones the agent starts."""
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -104,9 +116,15 @@ class OnPremCredentials(pulumi.ComponentResource):
                 region=args["region"],
                 munge_secret_arn=args["munge_secret_arn"],
                 munge_key_arn=args["munge_key_arn"],
-                burst_node_groups=tuple(args["burst_node_groups"]),
-                launch_template_ids=tuple(args["launch_template_ids"]),
-                node_role_arn=args["node_role_arn"],
+                rights=LaunchRights(
+                    groups=tuple(args["burst_node_groups"]),
+                    instance_types=tuple(args["instance_types"]),
+                    launch_template_ids=tuple(args["launch_template_ids"]),
+                    subnet_ids=tuple(args["subnet_ids"]),
+                    security_group_ids=args["security_group_ids"],
+                    node_role_arn=args["node_role_arn"],
+                    node_profile_arn=args["node_instance_profile_arn"],
+                ),
                 tags=dict(args.get("tags", {})),
             )
         else:
@@ -164,12 +182,7 @@ class OnPremCredentials(pulumi.ComponentResource):
                 tags=tags,
                 opts=child,
             )
-            aws.iam.RolePolicyAttachment(
-                f"{name}-ssm",
-                role=role.name,
-                policy_arn=partition.apply(lambda p: managed_policy_arn(p, "AmazonSSMManagedInstanceCore")),
-                opts=child,
-            )
+            session_manager_access(f"{name}-ssm", role, child)
             activation = aws.ssm.Activation(
                 f"{name}-activation",
                 name=f"{cluster}-{site}",
@@ -185,21 +198,7 @@ class OnPremCredentials(pulumi.ComponentResource):
         aws.iam.RolePolicy(
             f"{name}-agent",
             role=role.id,
-            policy=pulumi.Output.all(
-                partition, account, pulumi.Output.all(*wiring.launch_template_ids), wiring.node_role_arn
-            ).apply(
-                lambda v: policy_json(
-                    slurm_agent_policy(
-                        partition=v[0],
-                        region=wiring.region,
-                        account=v[1],
-                        cluster=cluster,
-                        launch_template_ids=list(v[2]),
-                        dynamic_groups=wiring.burst_node_groups,
-                        node_role_arn=v[3],
-                    )
-                )
-            ),
+            policy=agent_policy_json(wiring.rights, cluster=cluster, region=wiring.region, partition=partition, account=account),
             opts=child,
         )
         aws.iam.RolePolicy(

@@ -16,7 +16,7 @@ Scaling group (the agent launches from the template), static groups have one.
 
 The head node's role can only launch from the cluster's launch templates, tag and terminate the
 cluster's dynamic nodes, describe instances and their topology, and pass the compute nodes' role to EC2
-(every IAM document is in :mod:`gpucluster.components._aws.iam`).
+(the agent's policy is :mod:`gpucluster.components._aws.agent_iam`, the others :mod:`gpucluster.components._aws.iam`).
 
 Hybrid mode (``hybrid.controller`` set, the stack's path): the site's own slurmctld is the controller, so there is
 no head node and no private DNS zone; the munge secret sits under a KMS key of its own and is written by the site
@@ -29,11 +29,13 @@ node groups, the head node, the teardown of the agent's instances when the clust
 compute nodes find slurmctld at.
 """
 
+from collections.abc import Sequence
 from typing import Required, TypedDict
 
 import pulumi
 import pulumi_aws as aws
 
+from gpucluster.components._aws.agent_iam import LaunchRights
 from gpucluster.components._aws.hybrid_security import hybrid_node_security_group
 from gpucluster.components._aws.iam import policy_json, slurm_node_policy
 from gpucluster.components._aws.launch_template import NodeWiring, checked_group
@@ -189,7 +191,6 @@ class SlurmCluster(pulumi.ComponentResource):
             f"{name}-node",
             description=f"Slurm compute nodes of {cluster}",
             tags=with_name(tags, f"{cluster}-slurm-node"),
-            partition=partition,
             opts=child,
         )
         aws.iam.RolePolicy(
@@ -212,6 +213,8 @@ class SlurmCluster(pulumi.ComponentResource):
             f"{name}-node-profile", role=node_role.name, tags=with_name(tags, f"{cluster}-slurm-node"), opts=child
         )
         self.node_role_arn = node_role.arn
+        self.node_profile_arn: pulumi.Output[str] = node_profile.arn
+        """The compute nodes' instance profile: the only one the node agent may launch with."""
         self.node_groups: dict[str, SlurmNodeGroup] = {}
         """The compute nodes' launch template (and, for static groups, Auto Scaling group) per node group."""
         security_group_ids = args.security_group_ids
@@ -243,6 +246,9 @@ class SlurmCluster(pulumi.ComponentResource):
                 static=static,
                 opts=child,
             )
+        self.node_security_group_ids: pulumi.Input[Sequence[pulumi.Input[str]]] = security_group_ids
+        """The compute nodes' security groups (their launch templates'): the only ones the agent may launch into."""
+        self._specs, self._subnets = {g.name: g for g in args.node_groups}, args.node_group_subnet_ids
 
         # The agent launches dynamic groups only (static ones belong to their Auto Scaling groups).
         dynamic = [g.name for g in args.node_groups if slurm.settings(g.name).mode == "dynamic"]
@@ -250,9 +256,7 @@ class SlurmCluster(pulumi.ComponentResource):
         self.data_volume_id = self.head_user_data = None
         head_ip: pulumi.Output[str] | None = None
         if hybrid is None:
-            head_ip = self._head(
-                name, args, catalog, ctx, secret.arn, artifact, node_role.arn, dynamic, partition, account, protect
-            )
+            head_ip = self._head(name, args, catalog, ctx, secret.arn, artifact, dynamic, partition, account, protect)
         else:
             # The site's own slurmctld: cloud nodes fetch their configuration from it (``slurmd --conf-server``).
             assert hybrid.controller is not None
@@ -296,7 +300,6 @@ class SlurmCluster(pulumi.ComponentResource):
         ctx: SlurmContext,
         secret_arn: pulumi.Output[str],
         artifact: AgentArtifact,
-        node_role_arn: pulumi.Output[str],
         dynamic: list[str],
         partition: pulumi.Output[str],
         account: pulumi.Output[str],
@@ -313,9 +316,7 @@ class SlurmCluster(pulumi.ComponentResource):
             account=account,
             secret_arn=secret_arn,
             artifact=artifact,
-            node_role_arn=node_role_arn,
-            dynamic_groups=dynamic,
-            launch_template_ids=[self.node_groups[g].launch_template_id for g in dynamic],
+            rights=self.launch_rights(dynamic),
             child=child,
         )
         self.head_role_arn = head_role.arn
@@ -340,6 +341,19 @@ class SlurmCluster(pulumi.ComponentResource):
         self.head_instance_id = head.instance_id
         self.head_private_ip = head.private_ip
         return head.private_ip
+
+    def launch_rights(self, groups: Sequence[str]) -> LaunchRights:
+        """What the node agent may launch for ``groups`` (this cluster's dynamic groups): their templates, instance
+        types and subnets, the compute nodes' security groups, role and instance profile."""
+        return LaunchRights(
+            groups=tuple(groups),
+            instance_types=tuple(self._specs[g].instance_type for g in groups),
+            launch_template_ids=tuple(self.node_groups[g].launch_template_id for g in groups),
+            subnet_ids=tuple(self._subnets[g] for g in groups),
+            security_group_ids=self.node_security_group_ids,
+            node_role_arn=self.node_role_arn,
+            node_profile_arn=self.node_profile_arn,
+        )
 
     def _controller_record(self, name: str, args: SlurmBuild, head_ip: pulumi.Output[str]) -> None:
         """Where compute nodes find slurmctld: a private zone of the cluster's VPC."""

@@ -11,20 +11,32 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from gpucluster.components._aws.iam import assume_role_policy
+from gpucluster.components._aws.iam import pod_identity_trust_policy
 
+CNI_SERVICE_ACCOUNT = "aws-node"  # vpc-cni's, in kube-system
 # Add-ons that must run before nodes can become Ready; CoreDNS (and the CSI driver) need nodes.
 BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
 
 
 def cni_identity(
-    parent: pulumi.Resource, name: str, managed_policy: Callable[[str], pulumi.Output[str]], tags: dict[str, str]
+    parent: pulumi.Resource,
+    name: str,
+    managed_policy: Callable[[str], pulumi.Output[str]],
+    tags: dict[str, str],
+    cluster: aws.eks.Cluster,
 ) -> list[aws.eks.AddonPodIdentityAssociationArgs]:
     """Least privilege: the CNI's EC2 permissions go to the aws-node service account (EKS Pod
-    Identity), not to the node role every pod on the node could use."""
+    Identity), not to the node role every pod on the node could use. The role trusts Pod Identity of this account
+    only, and only for kube-system/aws-node of this cluster."""
+    account = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=parent)).account_id
+    trust = pulumi.Output.all(account, cluster.arn).apply(
+        lambda v: pod_identity_trust_policy(
+            account=v[0], cluster_arn=v[1], namespace="kube-system", service_account=CNI_SERVICE_ACCOUNT
+        )
+    )
     role = aws.iam.Role(
         f"{name}-vpc-cni",
-        assume_role_policy=assume_role_policy("pods.eks.amazonaws.com", "sts:AssumeRole", "sts:TagSession"),
+        assume_role_policy=trust,
         description="vpc-cni (kube-system/aws-node) through EKS Pod Identity",
         tags=tags,
         opts=pulumi.ResourceOptions(parent=parent),
@@ -35,7 +47,7 @@ def cni_identity(
         policy_arn=managed_policy("AmazonEKS_CNI_Policy"),
         opts=pulumi.ResourceOptions(parent=parent),
     )
-    return [aws.eks.AddonPodIdentityAssociationArgs(role_arn=role.arn, service_account="aws-node")]
+    return [aws.eks.AddonPodIdentityAssociationArgs(role_arn=role.arn, service_account=CNI_SERVICE_ACCOUNT)]
 
 
 def addon(

@@ -1,12 +1,13 @@
 """EKS Hybrid Nodes on the cluster's AWS side: the remote node and pod networks, the control plane's security group
-opened to them on 443, and the hybrid node role — trusted by IAM Roles Anywhere (the site's CA as trust anchor and
-a profile that lets the certificate's common name be the session name) or by an SSM hybrid activation — with a
-``HYBRID_LINUX`` access entry so nodes that assume it join as ``system:node:<session name>``.
+opened to them on 443, and the hybrid node role — trusted by IAM Roles Anywhere (the site's CA as trust anchor, only
+certificates whose common name is ``<credentials.certificateCn>-…``, and a profile that lets that common name be the
+session name) or by an SSM hybrid activation — with a ``HYBRID_LINUX`` access entry so nodes that assume it join as
+``system:node:<session name>``.
 
 The role holds what the EKS user guide lists for hybrid nodes and no more: ``eks:DescribeCluster`` on this cluster
-(nodeadm reads the endpoint and CA), ``AmazonEC2ContainerRegistryPullOnly`` (EKS images), and with SSM the managed
-instance core policy, ``ssm:DescribeInstanceInformation`` and deregistering only the managed instances this cluster's
-activations made. The rendered node files are :mod:`gpucluster.render.hybrid.eks_nodes`.
+(nodeadm reads the endpoint and CA), ``AmazonEC2ContainerRegistryPullOnly`` (EKS images), and with SSM Session
+Manager's rights (without reading SSM parameters), ``ssm:DescribeInstanceInformation`` and deregistering only the
+managed instances this cluster's activations made. The rendered node files are :mod:`gpucluster.render.hybrid.eks_nodes`.
 """
 
 from __future__ import annotations
@@ -20,16 +21,14 @@ import pulumi
 import pulumi_aws as aws
 
 from gpucluster.components._aws.iam import ssm_hybrid_trust_policy
+from gpucluster.components._aws.roles import session_manager_access
 from gpucluster.components._aws.security import allow
 from gpucluster.config.hybrid import HybridSpec
 from gpucluster.config.naming import with_name
 from gpucluster.render.hybrid.eks_nodes import HybridNodeIdentity, render_hybrid_nodes_bundle
 
 ROLES_ANYWHERE = "rolesanywhere.amazonaws.com"
-MANAGED_POLICIES = {
-    "rolesanywhere": ("AmazonEC2ContainerRegistryPullOnly",),
-    "ssm": ("AmazonEC2ContainerRegistryPullOnly", "AmazonSSMManagedInstanceCore"),
-}
+MANAGED_POLICIES = ("AmazonEC2ContainerRegistryPullOnly",)
 API_PORT = 443
 
 
@@ -49,9 +48,13 @@ def remote_network_config(hybrid: HybridSpec | None) -> aws.eks.ClusterRemoteNet
     )
 
 
-def roles_anywhere_trust(trust_anchor_arn: str) -> dict[str, Any]:
-    """Sessions from the site's trust anchor only, and named after the certificate's common name (the node name)."""
-    anchor = {"ArnEquals": {"aws:SourceArn": trust_anchor_arn}}
+def roles_anywhere_trust(trust_anchor_arn: str, certificate_cn: str) -> dict[str, Any]:
+    """Sessions from the site's trust anchor only, from certificates whose common name is ``<certificateCn>-…`` (the
+    site's GPU nodes: any other certificate of the same CA is refused), named after that common name (the node name)."""
+    condition = {
+        "ArnEquals": {"aws:SourceArn": trust_anchor_arn},
+        "StringLike": {"aws:PrincipalTag/x509Subject/CN": f"{certificate_cn}-?*"},
+    }
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -59,13 +62,13 @@ def roles_anywhere_trust(trust_anchor_arn: str) -> dict[str, Any]:
                 "Effect": "Allow",
                 "Principal": {"Service": ROLES_ANYWHERE},
                 "Action": ["sts:TagSession", "sts:SetSourceIdentity"],
-                "Condition": anchor,
+                "Condition": condition,
             },
             {
                 "Effect": "Allow",
                 "Principal": {"Service": ROLES_ANYWHERE},
                 "Action": "sts:AssumeRole",
-                "Condition": {**anchor, "StringEquals": {"sts:RoleSessionName": "${aws:PrincipalTag/x509Subject/CN}"}},
+                "Condition": {**condition, "StringEquals": {"sts:RoleSessionName": "${aws:PrincipalTag/x509Subject/CN}"}},
             },
         ],
     }
@@ -156,7 +159,7 @@ def hybrid_nodes(
                 opts=child,
             ).arn
         anchor = pulumi.Output.from_input(trust_anchor_arn)
-        trust = anchor.apply(lambda a: json.dumps(roles_anywhere_trust(a), indent=2))
+        trust = anchor.apply(lambda a: json.dumps(roles_anywhere_trust(a, creds.certificate_cn), indent=2))
     else:
         trust = pulumi.Output.all(partition, account).apply(
             lambda v: ssm_hybrid_trust_policy(partition=v[0], region=region, account=v[1])
@@ -169,10 +172,13 @@ def hybrid_nodes(
         tags=with_name(tags, f"{prefix}-{hybrid.site}-hybrid-node"),
         opts=child,
     )
-    for policy in MANAGED_POLICIES[creds.type]:
+    for policy in MANAGED_POLICIES:
         aws.iam.RolePolicyAttachment(
             f"{name}-hybrid-node-{policy}", role=role.name, policy_arn=managed_policy(policy), opts=child
         )
+    if creds.type == "ssm":
+        # Systems Manager's agent registers and runs the node (Session Manager's rights, no SSM parameter reads).
+        session_manager_access(f"{name}-hybrid-node-ssm", role, child)
     aws.iam.RolePolicy(
         f"{name}-hybrid-node",
         role=role.id,

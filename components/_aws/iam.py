@@ -1,18 +1,64 @@
 """The IAM documents components write, in one place so they can be read and reviewed together.
 
-Trust policies of the service roles every component creates, and the Slurm cluster's permission
-policies: the node agent's EC2 rights on the head node, the head node's own needs, the compute nodes'.
+Trust policies of the service roles every component creates, Session Manager's rights for node roles, and the
+Slurm cluster's permission policies: the head node's own needs, the compute nodes' (the node agent's EC2 rights
+are :mod:`gpucluster.components._aws.agent_iam`).
 Pure functions: plain values in, the policy document out; the components resolve the ARNs and attach.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
-from gpucluster.config.naming import CLUSTER_TAG, NODE_GROUP_TAG, NODE_NAME_TAG
-from gpucluster_agents.contract import TAG_LAUNCH_TOKEN
+# AmazonSSMManagedInstanceCore's actions (its three statements, all on "*"), less ssm:GetParameter and
+# ssm:GetParameters: the managed policy lets every node read every parameter of the account, SecureStrings
+# included, and no gpucluster node reads one (their AMIs are resolved by Pulumi, not at boot).
+SESSION_MANAGER_ACTIONS = {
+    "SystemsManagerAgent": (
+        "ssm:DescribeAssociation",
+        "ssm:GetDeployablePatchSnapshotForInstance",
+        "ssm:GetDocument",
+        "ssm:DescribeDocument",
+        "ssm:GetManifest",
+        "ssm:ListAssociations",
+        "ssm:ListInstanceAssociations",
+        "ssm:PutInventory",
+        "ssm:PutComplianceItems",
+        "ssm:PutConfigurePackageResult",
+        "ssm:UpdateAssociationStatus",
+        "ssm:UpdateInstanceAssociationStatus",
+        "ssm:UpdateInstanceInformation",
+    ),
+    "SessionManagerChannels": (
+        "ssmmessages:CreateControlChannel",
+        "ssmmessages:CreateDataChannel",
+        "ssmmessages:OpenControlChannel",
+        "ssmmessages:OpenDataChannel",
+    ),
+    "RunCommandMessages": (
+        "ec2messages:AcknowledgeMessage",
+        "ec2messages:DeleteMessage",
+        "ec2messages:FailMessage",
+        "ec2messages:GetEndpoint",
+        "ec2messages:GetMessages",
+        "ec2messages:SendReply",
+    ),
+}
+
+
+def session_manager_policy() -> dict[str, Any]:
+    """What a node role needs for Systems Manager (Session Manager, Run Command, inventory): the managed
+    AmazonSSMManagedInstanceCore policy without its ``ssm:GetParameter``/``ssm:GetParameters`` on ``*``. A policy
+    of our own rather than the managed one plus a deny: the document is the list a reviewer reads, and an action
+    AWS adds to the managed policy later reaches no node until it is added here on purpose."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Sid": sid, "Effect": "Allow", "Action": list(actions), "Resource": "*"}
+            for sid, actions in SESSION_MANAGER_ACTIONS.items()
+        ],
+    }
 
 
 def assume_role_policy(service: str, *actions: str) -> str:
@@ -34,205 +80,6 @@ def policy_json(policy: dict[str, Any]) -> str:
 def managed_policy_arn(partition: str, policy: str) -> str:
     """The ARN of the AWS managed policy ``policy`` in ``partition`` (aws, aws-cn, aws-us-gov)."""
     return f"arn:{partition}:iam::aws:policy/{policy}"
-
-
-def slurm_agent_policy(
-    *,
-    partition: str,
-    region: str,
-    account: str,
-    cluster: str,
-    launch_template_ids: Sequence[str],
-    dynamic_groups: Sequence[str],
-    node_role_arn: str,
-) -> dict[str, Any]:
-    """The Slurm node agent's IAM policy, on the head node's role (the calls gpucluster_agents makes, and
-    no more).
-
-    The agent launches with one call, CreateFleet (type ``instant``), from a group's launch template
-    with instance type, subnet and placement group overrides, tagging the instances (and only them)
-    with the cluster, node group and launch token (gpucluster_agents.ec2.fleet_request). IAM
-    authorizes that call on the fleet, on the launch template and on every resource the launch reads
-    or creates; an instant fleet then launches under the caller's own RunInstances permission.
-
-    - RunInstances only from the cluster's launch templates (``ec2:LaunchTemplate``: AWS's pattern for
-      "launch only from this template"), and never with an AMI other than the template's
-      (``ec2:IsLaunchTemplateResource`` false on the image is denied).
-    - CreateFleet on ``fleet/*`` of this account and region and on the cluster's launch templates
-      only; the instances it makes must carry the cluster's tag and a dynamic group's tag
-      (``aws:RequestTag``); the other resources a launch touches (volumes, interfaces, subnets,
-      security groups, the AMI, placement groups, reservations) are named by type, region and account.
-    - CreateTags while launching (``ec2:CreateAction``), and afterwards only the node-name and Name tags
-      on the cluster's instances.
-    - TerminateInstances only on the cluster's instances of its *dynamic* node groups, or that the agent
-      launched (launch-token tag: strays of removed groups): never the head node, never a static
-      group's (its Auto Scaling group owns them).
-    - RebootInstances on the cluster's compute nodes (node-group tag) and SetInstanceHealth on the cluster's
-      Auto Scaling groups: the repair pass's reboot and static replacement.
-    - Describe calls (no resource-level permissions exist for them).
-    - PassRole for the compute nodes' role, to EC2 only.
-    """
-    arn = f"arn:{partition}:ec2:{region}:{account}"
-    instances = f"{arn}:instance/*"
-    templates = [f"{arn}:launch-template/{lt}" for lt in launch_template_ids]
-    image = f"arn:{partition}:ec2:{region}::image/*"
-    statements: list[dict[str, Any]] = []
-    if dynamic_groups:
-        statements += [
-            {
-                # RunInstances touches many resource types (instance, volume, interface, subnet, …):
-                # "*" with the template condition is AWS's documented way to pin all of them.
-                "Sid": "LaunchOnlyFromTheClustersTemplates",
-                "Effect": "Allow",
-                "Action": "ec2:RunInstances",
-                "Resource": "*",
-                "Condition": {"ArnLike": {"ec2:LaunchTemplate": templates}},
-            },
-            {
-                # The agent overrides instance type, subnet and placement group, never the AMI: an
-                # image that does not come from the template is refused. A Bool on false matches only
-                # when EC2 sets the key (launches from a template), so other calls are unaffected.
-                "Sid": "NoOtherImageThanTheTemplates",
-                "Effect": "Deny",
-                "Action": "ec2:RunInstances",
-                "Resource": image,
-                "Condition": {"Bool": {"ec2:IsLaunchTemplateResource": "false"}},
-            },
-            {
-                # The fleet record itself (the agent does not tag it) and the templates it may name:
-                # a fleet from any other template fails on the template resource.
-                "Sid": "InstantFleetsFromTheClustersTemplates",
-                "Effect": "Allow",
-                "Action": "ec2:CreateFleet",
-                "Resource": [f"{arn}:fleet/*", *templates],
-            },
-            {
-                # Every instance a fleet makes is tagged in the request as the cluster's, of a dynamic
-                # group: what TerminateOnlyDynamicNodes later matches.
-                "Sid": "InstantFleetInstancesAreTheClusters",
-                "Effect": "Allow",
-                "Action": "ec2:CreateFleet",
-                "Resource": instances,
-                "Condition": {
-                    "StringEquals": {
-                        f"aws:RequestTag/{CLUSTER_TAG}": cluster,
-                        f"aws:RequestTag/{NODE_GROUP_TAG}": list(dynamic_groups),
-                    }
-                },
-            },
-            {
-                # What a launch reads or creates besides the instance. None of these lets a fleet
-                # launch: the fleet, template and instance statements above must also allow it.
-                "Sid": "InstantFleetLaunchResources",
-                "Effect": "Allow",
-                "Action": "ec2:CreateFleet",
-                "Resource": [
-                    f"{arn}:{kind}/*"
-                    for kind in (
-                        "volume",
-                        "network-interface",
-                        "subnet",
-                        "security-group",
-                        "placement-group",
-                        "capacity-reservation",
-                        "key-pair",
-                        "spot-instances-request",
-                    )
-                ]
-                + [
-                    image,
-                    f"arn:{partition}:ec2:{region}::snapshot/*",
-                    f"arn:{partition}:resource-groups:{region}:{account}:group/*",
-                ],
-            },
-            {
-                "Sid": "TagWhileLaunching",
-                "Effect": "Allow",
-                "Action": "ec2:CreateTags",
-                "Resource": [instances, f"{arn}:volume/*", f"{arn}:network-interface/*"],
-                "Condition": {"StringEquals": {"ec2:CreateAction": ["RunInstances", "CreateFleet"]}},
-            },
-        ]
-    statements += [
-        {
-            "Sid": "NameTheClustersInstances",
-            "Effect": "Allow",
-            "Action": "ec2:CreateTags",
-            "Resource": instances,
-            "Condition": {
-                "StringEquals": {f"ec2:ResourceTag/{CLUSTER_TAG}": cluster},
-                "ForAllValues:StringEquals": {"aws:TagKeys": [NODE_NAME_TAG, "Name"]},
-            },
-        },
-    ]
-    if dynamic_groups:
-        statements += [
-            {
-                "Sid": "TerminateOnlyDynamicNodes",
-                "Effect": "Allow",
-                "Action": "ec2:TerminateInstances",
-                "Resource": instances,
-                "Condition": {
-                    "StringEquals": {
-                        f"ec2:ResourceTag/{CLUSTER_TAG}": cluster,
-                        f"ec2:ResourceTag/{NODE_GROUP_TAG}": list(dynamic_groups),
-                    }
-                },
-            },
-            {
-                # Instances the agent launched for a group the config has since removed or renamed: only
-                # its CreateFleet sets the launch-token tag (CreateTags may add only node-name and Name).
-                "Sid": "TerminateStraysTheAgentLaunched",
-                "Effect": "Allow",
-                "Action": "ec2:TerminateInstances",
-                "Resource": instances,
-                "Condition": {
-                    "StringEquals": {f"ec2:ResourceTag/{CLUSTER_TAG}": cluster},
-                    "Null": {f"ec2:ResourceTag/{TAG_LAUNCH_TOKEN}": "false"},
-                },
-            },
-        ]
-    statements += [
-        {
-            # The repair pass (gpucluster_agents/quarantine.py): one reboot for a reboot-class GPU fault, on the
-            # cluster's compute nodes only (the node-group tag: never the head node).
-            "Sid": "RebootTheClustersComputeNodes",
-            "Effect": "Allow",
-            "Action": "ec2:RebootInstances",
-            "Resource": instances,
-            "Condition": {
-                "StringEquals": {f"ec2:ResourceTag/{CLUSTER_TAG}": cluster},
-                "Null": {f"ec2:ResourceTag/{NODE_GROUP_TAG}": "false"},
-            },
-        },
-        {
-            # A static node with a replace-class fault: its Auto Scaling group (tagged with the cluster) replaces it.
-            "Sid": "MarkStaticNodesUnhealthy",
-            "Effect": "Allow",
-            "Action": "autoscaling:SetInstanceHealth",
-            "Resource": f"arn:{partition}:autoscaling:{region}:{account}:autoScalingGroup:*:autoScalingGroupName/*",
-            "Condition": {"StringEquals": {f"autoscaling:ResourceTag/{CLUSTER_TAG}": cluster}},
-        },
-    ]
-    statements.append(
-        {
-            "Sid": "Describe",
-            "Effect": "Allow",
-            "Action": ["ec2:DescribeInstances", "ec2:DescribeInstanceTopology"],
-            "Resource": "*",
-        }
-    )
-    if dynamic_groups:
-        statements.append(
-            {
-                "Sid": "PassTheNodeRoleToEc2",
-                "Effect": "Allow",
-                "Action": "iam:PassRole",
-                "Resource": node_role_arn,
-                "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
-            }
-        )
-    return {"Version": "2012-10-17", "Statement": statements}
 
 
 def slurm_head_policy(*, secret_arn: str, bundle_arn: str, node_maps_arn: str) -> dict[str, Any]:
@@ -312,6 +159,32 @@ def roles_anywhere_trust_policy(*, trust_anchor_arn: str, certificate_cn: str) -
                     "Condition": {
                         "ArnEquals": {"aws:SourceArn": trust_anchor_arn},
                         "StringEquals": {"aws:PrincipalTag/x509Subject/CN": certificate_cn},
+                    },
+                }
+            ],
+        }
+    )
+
+
+def pod_identity_trust_policy(*, account: str, cluster_arn: str, namespace: str, service_account: str) -> str:
+    """Trust for an EKS Pod Identity role: the Pod Identity service of this account only (``aws:SourceAccount``),
+    for one service account of one cluster (the session tags EKS sets: ``eks-cluster-arn``,
+    ``kubernetes-namespace``, ``kubernetes-service-account``)."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "pods.eks.amazonaws.com"},
+                    "Action": ["sts:AssumeRole", "sts:TagSession"],
+                    "Condition": {
+                        "StringEquals": {
+                            "aws:SourceAccount": account,
+                            "aws:RequestTag/eks-cluster-arn": cluster_arn,
+                            "aws:RequestTag/kubernetes-namespace": namespace,
+                            "aws:RequestTag/kubernetes-service-account": service_account,
+                        }
                     },
                 }
             ],

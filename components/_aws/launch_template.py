@@ -154,8 +154,7 @@ def _ssm_only_profile(
 ) -> tuple[aws.iam.Role, pulumi.Output[str]]:
     """A node role with SSM Session Manager access only, and its instance profile."""
     child = pulumi.ResourceOptions(parent=parent)
-    partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=parent)).partition
-    role = ec2_ssm_role(name, description=f"GPU nodes of {prefix}", tags=with_name(tags, prefix), partition=partition, opts=child)
+    role = ec2_ssm_role(name, description=f"GPU nodes of {prefix}", tags=with_name(tags, prefix), opts=child)
     profile = aws.iam.InstanceProfile(f"{name}-profile", role=role.name, tags=with_name(tags, prefix), opts=child)
     return role, profile.arn
 

@@ -1,7 +1,9 @@
 """The one way a component makes an EC2 instance role: trusted by EC2 only, with Session Manager access.
 
 Every node role (GPU node groups without a profile of their own, the Slurm head node, Slurm compute
-nodes) starts here; each caller then attaches only the rights its nodes need.
+nodes) starts here; each caller then attaches only the rights its nodes need. Session Manager's rights are a
+policy of our own (:func:`~gpucluster.components._aws.iam.session_manager_policy`), never the managed
+AmazonSSMManagedInstanceCore, which lets a node read every SSM parameter of the account.
 """
 
 from __future__ import annotations
@@ -9,13 +11,16 @@ from __future__ import annotations
 import pulumi
 import pulumi_aws as aws
 
-from gpucluster.components._aws.iam import assume_role_policy, managed_policy_arn
+from gpucluster.components._aws.iam import assume_role_policy, policy_json, session_manager_policy
 
 
-def ec2_ssm_role(
-    prefix: str, *, description: str, tags: dict[str, str], partition: pulumi.Input[str], opts: pulumi.ResourceOptions
-) -> aws.iam.Role:
-    """``<prefix>-role`` (trusted by EC2) and ``<prefix>-ssm`` (AmazonSSMManagedInstanceCore attached)."""
+def session_manager_access(name: str, role: aws.iam.Role, opts: pulumi.ResourceOptions) -> aws.iam.RolePolicy:
+    """``name``: Session Manager's rights on ``role`` (Systems Manager's agent, no parameter reads)."""
+    return aws.iam.RolePolicy(name, role=role.id, policy=policy_json(session_manager_policy()), opts=opts)
+
+
+def ec2_ssm_role(prefix: str, *, description: str, tags: dict[str, str], opts: pulumi.ResourceOptions) -> aws.iam.Role:
+    """``<prefix>-role`` (trusted by EC2) and ``<prefix>-ssm`` (Session Manager's rights)."""
     role = aws.iam.Role(
         f"{prefix}-role",
         assume_role_policy=assume_role_policy("ec2.amazonaws.com"),
@@ -23,10 +28,5 @@ def ec2_ssm_role(
         tags=tags,
         opts=opts,
     )
-    aws.iam.RolePolicyAttachment(
-        f"{prefix}-ssm",
-        role=role.name,
-        policy_arn=pulumi.Output.from_input(partition).apply(lambda p: managed_policy_arn(p, "AmazonSSMManagedInstanceCore")),
-        opts=opts,
-    )
+    session_manager_access(f"{prefix}-ssm", role, opts)
     return role

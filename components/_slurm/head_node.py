@@ -18,11 +18,8 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from gpucluster.components._aws.iam import (
-    policy_json,
-    slurm_agent_policy,
-    slurm_head_policy,
-)
+from gpucluster.components._aws.agent_iam import LaunchRights, agent_policy_json
+from gpucluster.components._aws.iam import policy_json, slurm_head_policy
 from gpucluster.components._aws.launch_template import NodeGroupResource
 from gpucluster.components._aws.roles import ec2_ssm_role
 from gpucluster.components._inputs import Inputs
@@ -51,40 +48,25 @@ def head_identity(
     account: pulumi.Output[str],
     secret_arn: pulumi.Output[str],
     artifact: AgentArtifact,
-    node_role_arn: pulumi.Output[str],
-    dynamic_groups: Sequence[str],
-    launch_template_ids: Sequence[pulumi.Output[str]],
+    rights: LaunchRights,
     child: pulumi.ResourceOptions,
 ) -> tuple[aws.iam.Role, aws.iam.InstanceProfile]:
     """The head node's role (Session Manager, the agent's EC2 rights, its own needs) and instance profile.
 
-    ``dynamic_groups`` and their ``launch_template_ids`` (same order) are what the agent may launch: static
-    groups belong to their Auto Scaling groups.
+    ``rights`` are what the agent may launch: the dynamic groups (static groups belong to their Auto Scaling
+    groups), their templates, instance types, subnets and security groups, the compute nodes' role and profile.
     """
     cluster = ctx.cluster
     role = ec2_ssm_role(
         f"{name}-head",
         description=f"Slurm head node of {cluster}: slurmctld and the node agent",
         tags=with_name(tags, f"{cluster}-slurm-head"),
-        partition=partition,
         opts=child,
     )
     aws.iam.RolePolicy(
         f"{name}-agent",
         role=role.id,
-        policy=pulumi.Output.all(partition, account, pulumi.Output.all(*launch_template_ids), node_role_arn).apply(
-            lambda v: policy_json(
-                slurm_agent_policy(
-                    partition=v[0],
-                    region=ctx.region,
-                    account=v[1],
-                    cluster=cluster,
-                    launch_template_ids=v[2],
-                    dynamic_groups=dynamic_groups,
-                    node_role_arn=v[3],
-                )
-            )
-        ),
+        policy=agent_policy_json(rights, cluster=cluster, region=ctx.region, partition=partition, account=account),
         opts=child,
     )
     aws.iam.RolePolicy(

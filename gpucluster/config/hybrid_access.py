@@ -167,8 +167,9 @@ class CredentialsSpec(SpecModel):
     """An AWS Private CA that issues the site's certificates, as the trust anchor instead of a PEM."""
 
     certificate_cn: str = "slurmctld"
-    """The common name of the controller's certificate: the role trusts only sessions from it. Default
-    ``slurmctld``."""
+    """The common name of the controller's certificate: the role trusts only sessions from it. For EKS Hybrid Nodes
+    (``kubernetes``), the prefix of the nodes' certificates: each is named ``<certificateCn>-<node name>`` and the
+    hybrid node role trusts no other. Default ``slurmctld``."""
 
     duration_seconds: int = Field(default=3600, ge=900, le=43200)
     """Session length (900–43200). Default 3600; the SDK renews before expiry."""

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpucluster.policy import iam_rules as iam
 from gpucluster.policy import rules as r
 from gpucluster.policy import stack_rules as s
 from gpucluster.policy.model import Resource, Violation
@@ -44,6 +45,18 @@ RULES: tuple[Rule, ...] = (
         "User data holds no private keys, AWS keys, tokens, munge key or passwords.",
         r.no_secrets_in_user_data,
     ),
+    Rule(
+        iam.RUN_INSTANCES,
+        "No policy grants ec2:RunInstances on instances without requiring the cluster's request tag.",
+        iam.run_instances_tagged,
+    ),
+    Rule(
+        iam.SSM_PARAMETERS,
+        "No node role reads every SSM parameter (ssm:GetParameter* on *, AmazonSSMManagedInstanceCore).",
+        iam.no_ssm_parameter_reads,
+        stack=True,
+    ),
+    Rule(iam.INLINE_SIZE, "Every role's inline policies fit IAM's 10,240 characters.", iam.iam_inline_policy_size, stack=True),
 )
 
 

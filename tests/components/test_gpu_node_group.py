@@ -4,6 +4,7 @@ network cards, and the three node-group variants share one launch-template core.
 from __future__ import annotations
 
 import dataclasses
+import json
 import subprocess
 import sys
 import typing
@@ -14,6 +15,7 @@ import pulumi_aws as aws
 import pytest
 
 from gpucluster.components._aws.eks_node_groups import EksNodeTemplate
+from gpucluster.components._aws.iam import session_manager_policy
 from gpucluster.components._aws.launch_template import NodeWiring
 from gpucluster.components._aws.slurm_node_group import SlurmNodeGroup
 from gpucluster.components._config_types import NodeGroupConfig
@@ -80,8 +82,10 @@ def test_secure_defaults(run_components):
     assert "keyName" not in lt
     role = plan.of_type("aws:iam/role:Role")[0].inputs
     assert '"ec2.amazonaws.com"' in role["assumeRolePolicy"]
-    policies = [r.inputs["policyArn"] for r in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")]
-    assert policies == ["arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"]
+    # Session Manager only, and without AmazonSSMManagedInstanceCore's ssm:GetParameter* on "*"
+    assert plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") == []
+    (ssm,) = plan.of_type("aws:iam/rolePolicy:RolePolicy")
+    assert json.loads(ssm.inputs["policy"]) == session_manager_policy()
 
 
 def test_capacity_reservation_targeted(run_components):

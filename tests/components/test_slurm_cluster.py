@@ -10,7 +10,8 @@ import json
 import pulumi
 import pytest
 
-from gpucluster.components._aws.iam import slurm_agent_policy
+from gpucluster.components._aws.agent_iam import LaunchScope, slurm_agent_policy
+from gpucluster.components._aws.iam import session_manager_policy
 from gpucluster.components._slurm.args import SlurmBuild
 from gpucluster.components.gpu_cluster import GpuCluster
 from gpucluster.components.shared_storage import SharedStorage
@@ -83,13 +84,61 @@ def test_agent_policy_is_least_privilege(run_components, two_groups):
     arn = "arn:aws:ec2:us-east-1:123456789012"
     # only the dynamic group's template: the static group "dev" launches through its Auto Scaling group
     template = f"{arn}:launch-template/{lts['s-slurm-p5-lt']}"
+    profile = plan.by_name("s-slurm-node-profile").state["arn"]
+    tagged = {"aws:RequestTag/gpucluster:cluster": "s", "aws:RequestTag/gpucluster:node-group": ["p5"]}
+    subnet = f"{arn}:subnet/{SUBNETS[0]}"
     assert policy(plan, "s-slurm-agent")["Statement"] == [
         {
-            "Sid": "LaunchOnlyFromTheClustersTemplates",
+            # the instance: from the dynamic group's template, tagged as the cluster's, its type, IMDSv2, the
+            # compute nodes' profile
+            "Sid": "LaunchOnlyTheClustersInstances",
             "Effect": "Allow",
             "Action": "ec2:RunInstances",
-            "Resource": "*",
-            "Condition": {"ArnLike": {"ec2:LaunchTemplate": [template]}},
+            "Resource": f"{arn}:instance/*",
+            "Condition": {
+                "ArnLike": {"ec2:LaunchTemplate": [template]},
+                "StringEquals": {**tagged, "ec2:InstanceType": ["p5.48xlarge"], "ec2:MetadataHttpTokens": "required"},
+                "ArnEquals": {"ec2:InstanceProfile": profile},
+            },
+        },
+        {
+            "Sid": "LaunchVolumesTaggedAsTheClusters",
+            "Effect": "Allow",
+            "Action": "ec2:RunInstances",
+            "Resource": f"{arn}:volume/*",
+            "Condition": {"StringEquals": tagged},
+        },
+        {
+            "Sid": "LaunchInterfacesInTheClustersSubnets",
+            "Effect": "Allow",
+            "Action": "ec2:RunInstances",
+            "Resource": f"{arn}:network-interface/*",
+            "Condition": {"StringEquals": tagged, "ArnEquals": {"ec2:Subnet": [subnet]}},
+        },
+        {
+            "Sid": "LaunchIntoTheClustersSubnetsAndSecurityGroups",
+            "Effect": "Allow",
+            "Action": "ec2:RunInstances",
+            "Resource": [subnet, *(f"{arn}:security-group/{sg}" for sg in SG)],
+        },
+        {
+            "Sid": "LaunchFromTheTemplates",
+            "Effect": "Allow",
+            "Action": "ec2:RunInstances",
+            "Resource": [
+                "arn:aws:ec2:us-east-1::image/*",
+                "arn:aws:ec2:us-east-1::snapshot/*",
+                f"{arn}:launch-template/*",
+                f"{arn}:placement-group/*",
+                f"{arn}:capacity-reservation/*",
+                f"{arn}:key-pair/*",
+            ],
+        },
+        {
+            "Sid": "LaunchIntoCapacityGroups",
+            "Effect": "Allow",
+            "Action": "ec2:RunInstances",
+            "Resource": "arn:aws:resource-groups:us-east-1:123456789012:group/*",
         },
         {
             "Sid": "NoOtherImageThanTheTemplates",
@@ -109,9 +158,7 @@ def test_agent_policy_is_least_privilege(run_components, two_groups):
             "Effect": "Allow",
             "Action": "ec2:CreateFleet",
             "Resource": f"{arn}:instance/*",
-            "Condition": {
-                "StringEquals": {"aws:RequestTag/gpucluster:cluster": "s", "aws:RequestTag/gpucluster:node-group": ["p5"]}
-            },
+            "Condition": {"StringEquals": tagged},
         },
         {
             "Sid": "InstantFleetLaunchResources",
@@ -203,37 +250,52 @@ def test_agent_policy_is_least_privilege(run_components, two_groups):
     ]
 
 
-def test_create_fleet_is_never_unscoped():
-    """No CreateFleet grant on "*", none without the fleet/template/instance limits; the agent's own
-    request (gpucluster_agents.ec2.fleet_request) tags exactly what the instance statement requires."""
+def scope_of(groups, templates, **more):
+    values = {
+        "partition": "aws-us-gov",
+        "region": "us-gov-west-1",
+        "account": "123456789012",
+        "cluster": "s",
+        "groups": tuple(groups),
+        "instance_types": tuple("p5.48xlarge" for _ in groups),
+        "launch_template_ids": tuple(templates),
+        "subnet_ids": ("subnet-0aaa",),
+        "security_group_ids": ("sg-0aaa",),
+        "node_role_arn": "arn:aws-us-gov:iam::123456789012:role/n",
+        "node_profile_arn": "arn:aws-us-gov:iam::123456789012:instance-profile/n",
+    }
+    return LaunchScope(**{**values, **more})
+
+
+def test_no_launch_grant_is_unscoped():
+    """No CreateFleet or RunInstances grant on "*"; every one in this partition, region and account; the instances
+    only with the cluster's request tags; the templates named are exactly the dynamic groups'."""
     from gpucluster_agents.contract import TAG_CLUSTER
     from gpucluster_agents.contract import TAG_NODE_GROUP as TAG_GROUP
 
-    doc = slurm_agent_policy(
-        partition="aws-us-gov",
-        region="us-gov-west-1",
-        account="123456789012",
-        cluster="s",
-        launch_template_ids=["lt-0aaa", "lt-0bbb"],
-        dynamic_groups=["p5", "h100"],
-        node_role_arn="arn:aws-us-gov:iam::123456789012:role/n",
-    )
-    fleet = [st for st in doc["Statement"] if "ec2:CreateFleet" in st["Action"]]
-    assert fleet and all(st["Effect"] == "Allow" and st["Resource"] != "*" for st in fleet)
-    resources = [r for st in fleet for r in ([st["Resource"]] if isinstance(st["Resource"], str) else st["Resource"])]
+    doc = slurm_agent_policy(scope_of(["p5", "h100"], ["lt-0aaa", "lt-0bbb"]))
+    launch = [st for st in doc["Statement"] if st["Action"] in ("ec2:CreateFleet", "ec2:RunInstances")]
+    assert len(launch) == 10 and all(st["Resource"] != "*" for st in launch)
+    resources = [r for st in launch for r in ([st["Resource"]] if isinstance(st["Resource"], str) else st["Resource"])]
     assert all(
         r.startswith(("arn:aws-us-gov:ec2:us-gov-west-1:", "arn:aws-us-gov:resource-groups:us-gov-west-1:")) for r in resources
     )
-    templates = [r for r in resources if ":launch-template/" in r]
+    templates = [r for r in resources if ":launch-template/lt-" in r]
     assert templates == [
         "arn:aws-us-gov:ec2:us-gov-west-1:123456789012:launch-template/lt-0aaa",
         "arn:aws-us-gov:ec2:us-gov-west-1:123456789012:launch-template/lt-0bbb",
     ]
-    (instances,) = [st for st in fleet if st["Resource"] == "arn:aws-us-gov:ec2:us-gov-west-1:123456789012:instance/*"]
-    assert instances["Condition"]["StringEquals"] == {
-        f"aws:RequestTag/{TAG_CLUSTER}": "s",
-        f"aws:RequestTag/{TAG_GROUP}": ["p5", "h100"],
-    }
+    instance = "arn:aws-us-gov:ec2:us-gov-west-1:123456789012:instance/*"
+    for st in [st for st in launch if st["Resource"] == instance]:
+        assert st["Effect"] == "Allow"
+        assert {
+            k: st["Condition"]["StringEquals"][k] for k in (f"aws:RequestTag/{TAG_CLUSTER}", f"aws:RequestTag/{TAG_GROUP}")
+        } == {
+            f"aws:RequestTag/{TAG_CLUSTER}": "s",
+            f"aws:RequestTag/{TAG_GROUP}": ["p5", "h100"],
+        }
+    (run,) = [st for st in launch if st["Action"] == "ec2:RunInstances" and st["Resource"] == instance]
+    assert run["Condition"]["ArnLike"] == {"ec2:LaunchTemplate": templates}
 
 
 def test_the_agents_fleet_request_satisfies_the_fleet_statements(run_components, two_groups):
@@ -261,15 +323,7 @@ def test_the_agents_fleet_request_satisfies_the_fleet_statements(run_components,
 
 
 def test_a_static_only_cluster_cannot_launch_or_terminate():
-    doc = slurm_agent_policy(
-        partition="aws",
-        region="us-east-1",
-        account="123456789012",
-        cluster="s",
-        launch_template_ids=["lt-1"],
-        dynamic_groups=[],
-        node_role_arn="arn:aws:iam::123456789012:role/n",
-    )
+    doc = slurm_agent_policy(scope_of([], []))
     actions = {st["Action"] if isinstance(st["Action"], str) else tuple(st["Action"]) for st in doc["Statement"]}
     # no launch, no terminate: only naming, the repair pass's reboot and Unhealthy mark, and describes
     assert actions == {
@@ -333,7 +387,9 @@ def test_munge_key_lives_only_in_an_empty_protected_secret(run_components, two_g
         for r in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
         if r.inputs["role"] == node_role.state["name"]
     ]
-    assert (inline, attached) == (["s-slurm-node-munge"], ["arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"])
+    # Session Manager's rights are a policy of our own: no managed policy, no ssm:GetParameter* (issue #18 item 6)
+    assert (sorted(inline), attached) == (["s-slurm-node-munge", "s-slurm-node-ssm"], [])
+    assert policy(plan, "s-slurm-node-ssm") == session_manager_policy()
 
 
 def test_compute_nodes_name_the_artifact_bucket_once_it_exists(run_components, two_groups):
@@ -395,8 +451,8 @@ def test_head_node_is_private_protected_and_keeps_its_data(run_components, two_g
     assert head_files(plan)["/usr/local/sbin/gpucluster-slurm-head"].count(volume.id) >= 2
     # no ingress from anywhere: the head node is reached with Session Manager
     assert plan.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule") == []
-    ssm = [r.inputs["policyArn"] for r in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")]
-    assert ssm == ["arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"] * 2
+    assert plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") == []
+    assert [policy(plan, n) for n in ("s-slurm-head-ssm", "s-slurm-node-ssm")] == [session_manager_policy()] * 2
     (record,) = plan.of_type("aws:route53/record:Record")
     assert record.inputs["name"] == controller_address("s") and record.inputs["records"] == [eni.state["privateIp"]]
 
@@ -490,13 +546,13 @@ def test_gpu_cluster_wires_slurm_like_eks(run_components):
 
 
 def test_the_slurm_side_writes_no_iam_document_of_its_own():
-    """Every IAM document of the Slurm cluster is in components/_aws/iam.py, where they are reviewed
-    together: the cluster and its private parts only call those functions."""
+    """Every IAM document of the Slurm cluster is in components/_aws/iam.py (the agent's in its neighbour
+    agent_iam.py), where they are reviewed together: the cluster and its private parts only call those functions."""
     modules = [ROOT / "components" / "slurm_cluster.py", *sorted((ROOT / "components" / "_slurm").glob("*.py"))]
     assert len(modules) >= 3
     for path in modules:
         source = path.read_text()
         for marker in ("2012-10-17", '"Statement"', '"Effect"', "sts:AssumeRole"):
             assert marker not in source, f"{path.name} writes an IAM document ({marker}): put it in _aws/iam.py"
-    iam = (ROOT / "components" / "_aws" / "iam.py").read_text()
+    iam = (ROOT / "components" / "_aws" / "iam.py").read_text() + (ROOT / "components" / "_aws" / "agent_iam.py").read_text()
     assert all(f"def slurm_{kind}_policy(" in iam for kind in ("agent", "head", "node"))

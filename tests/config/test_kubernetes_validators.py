@@ -17,6 +17,12 @@ def k8s(*groups, network=TWO_ZONES, **section):
     return make_config(*(groups or (group(),)), network=network, kubernetes=section)
 
 
+NO_ADMIN = (
+    "no entry is a cluster admin: EKS makes nobody one behind the config's back (no bootstrap admin for the "
+    "cluster's creator), and Pulumi creates the GPU Operator, Kueue and team namespaces with the credentials of "
+    "whoever runs `pulumi up`, which EKS then refuses"
+)
+
 # (id, config, level, path, expected_message, code)
 CASES = [
     (
@@ -228,6 +234,30 @@ CASES = [
         "access-entry-twice",
     ),
     (
+        "no-cluster-admin",
+        k8s(accessEntries=[{"principalArn": "arn:aws:iam::123456789012:role/ops", "policies": ["AmazonEKSAdminPolicy"]}]),
+        Level.WARNING,
+        "gpucluster:kubernetes.accessEntries",
+        NO_ADMIN,
+        "no-cluster-admin",
+    ),
+    (
+        "namespaced-admin-is-no-cluster-admin",
+        k8s(
+            accessEntries=[
+                {
+                    "principalArn": "arn:aws:iam::123456789012:role/ops",
+                    "policies": ["AmazonEKSClusterAdminPolicy"],
+                    "namespaces": ["research"],
+                }
+            ]
+        ),
+        Level.WARNING,
+        "gpucluster:kubernetes.accessEntries",
+        NO_ADMIN,
+        "no-cluster-admin",
+    ),
+    (
         "access-scope-without-policy",
         k8s(accessEntries=[{"principalArn": "arn:aws:iam::123456789012:role/dev", "namespaces": ["research"]}]),
         Level.WARNING,
@@ -251,6 +281,7 @@ def test_a_good_kubernetes_config_has_no_findings(catalog):
         endpoint={"publicAccess": True, "publicAccessCidrs": ["203.0.113.0/24"]},
         teams=[{"name": "a", "gpuQuota": {"h100": 40}}, {"name": "b", "gpuQuota": {"h100": 24}}],
         gpuOperator={"migStrategy": "mixed"},
+        accessEntries=[{"principalArn": "arn:aws:iam::123456789012:role/deployer", "policies": ["AmazonEKSClusterAdminPolicy"]}],
     )
     assert validate_cluster(parse(config), catalog) == []
 

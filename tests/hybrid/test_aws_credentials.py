@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from gpucluster.components._aws.iam import slurm_agent_policy
+from gpucluster.components._aws.agent_iam import LaunchScope, slurm_agent_policy
+from gpucluster.components._aws.iam import session_manager_policy
 from gpucluster.components.onprem_credentials import OnPremCredentials, OnPremCredentialsArgs
 from gpucluster.tools.plan.engine import Plan, run_plan
 from gpucluster.tools.plan.stackfile import SECRET
@@ -20,6 +21,7 @@ PEM = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----"
 SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:gpucluster/c/munge-key-abcdef"
 KEY_ARN = "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-3333-4444-555555555555"
 NODE_ROLE = "arn:aws:iam::123456789012:role/c-node"
+NODE_PROFILE = "arn:aws:iam::123456789012:instance-profile/c-node"
 
 
 def credentials(creds: dict) -> OnPremCredentials:
@@ -37,7 +39,11 @@ def credentials(creds: dict) -> OnPremCredentials:
         "munge_key_arn": KEY_ARN,
         "burst_node_groups": ["p5"],
         "launch_template_ids": ["lt-0123456789abcdef0"],
+        "instance_types": ["p5.48xlarge"],
+        "subnet_ids": [["subnet-0aaa1111"]],
+        "security_group_ids": ["sg-0efa0000000000001"],
         "node_role_arn": NODE_ROLE,
+        "node_instance_profile_arn": NODE_PROFILE,
         "tags": {"team": "ml"},
     }
     return OnPremCredentials("site", args)
@@ -83,13 +89,19 @@ def test_the_role_has_the_agents_policy_and_may_write_only_the_munge_secret(run_
     assert set(docs) == {"site-agent", "site-munge"}
     # the agent's policy itself (the head node's function), not a copy of it
     assert docs["site-agent"] == slurm_agent_policy(
-        partition="aws",
-        region="us-east-1",
-        account="123456789012",
-        cluster="c",
-        launch_template_ids=["lt-0123456789abcdef0"],
-        dynamic_groups=["p5"],
-        node_role_arn=NODE_ROLE,
+        LaunchScope(
+            partition="aws",
+            region="us-east-1",
+            account="123456789012",
+            cluster="c",
+            groups=("p5",),
+            instance_types=("p5.48xlarge",),
+            launch_template_ids=("lt-0123456789abcdef0",),
+            subnet_ids=("subnet-0aaa1111",),
+            security_group_ids=("sg-0efa0000000000001",),
+            node_role_arn=NODE_ROLE,
+            node_profile_arn=NODE_PROFILE,
+        )
     )
     munge = docs["site-munge"]["Statement"]
     secrets_statement = [s for s in munge if any(a.startswith("secretsmanager:") for a in s["Action"])]
@@ -108,7 +120,7 @@ def test_the_role_has_the_agents_policy_and_may_write_only_the_munge_secret(run_
     for doc in docs.values():
         for statement in doc["Statement"]:
             if statement["Resource"] == "*" and statement["Effect"] == "Allow":
-                assert statement["Sid"] in ("Describe", "LaunchOnlyFromTheClustersTemplates"), statement
+                assert statement["Sid"] == "Describe", statement
     assert not any("*" in a for doc in docs.values() for a in actions(doc))
 
 
@@ -121,9 +133,10 @@ def test_ssm_activation_with_a_secret_code(run_components):
     assert trust["Condition"]["StringEquals"] == {"aws:SourceAccount": "123456789012"}
     activation = plan.of_type("aws:ssm/activation:Activation")[0].inputs
     assert activation["iamRole"] == role.state["name"] and activation["registrationLimit"] == 1
-    attached = [r.inputs["policyArn"] for r in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")]
-    assert attached == ["arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"]
-    assert set(policies(plan, "site-role")) == {"site-agent", "site-munge"}
+    # Session Manager's rights without reading the account's SSM parameters (no managed policy)
+    assert plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") == []
+    docs = policies(plan, "site-role")
+    assert set(docs) == {"site-agent", "site-munge", "site-ssm"} and docs["site-ssm"] == session_manager_policy()
 
 
 @pytest.fixture(scope="module")

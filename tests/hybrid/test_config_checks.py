@@ -422,6 +422,23 @@ CASES = [
         "public addresses for the site's nodes",
         "hybrid-eks-endpoint",
     ),
+    (
+        "hybrid-node-cn-not-a-node-name",
+        eks_site(lambda c: hy(c)["credentials"].update({"certificateCn": "GPU_Node"})),
+        Level.ERROR,
+        f"{H}.credentials.certificateCn",
+        "the hybrid nodes' certificates are named GPU_Node-<node>, their Kubernetes node names, which allow only "
+        "lowercase letters, digits, . and -",
+        "hybrid-node-cn",
+    ),
+    (
+        "hybrid-node-cn-left-at-the-controllers-default",
+        eks_site(lambda c: hy(c)["credentials"].pop("certificateCn")),
+        Level.WARNING,
+        f"{H}.credentials.certificateCn",
+        "is not set: the hybrid node role then trusts only certificates named slurmctld-<node>",
+        "hybrid-node-cn-default",
+    ),
 ]
 
 

@@ -13,8 +13,10 @@ import pulumi
 import pytest
 import yaml
 
+from gpucluster.components._aws.iam import session_manager_policy
 from gpucluster.components.eks_cluster import EksCluster
 from gpucluster.config.errors import ConfigError
+from gpucluster.policy.iam_eval import Request, evaluate
 from gpucluster.render.hybrid.eks_nodes import cni_values
 from gpucluster.tools.plan.engine import Plan, run_plan
 from tests.hybrid.eks_fixtures import hybrid_eks_spec, stack_config
@@ -90,8 +92,26 @@ def test_roles_anywhere_trust_is_the_sites_anchor_and_the_certificates_name(plan
     for statement in trust["Statement"]:
         assert statement["Principal"] == {"Service": "rolesanywhere.amazonaws.com"}
         assert statement["Condition"]["ArnEquals"] == {"aws:SourceArn": anchor_arn}
+        # only the site's GPU nodes: certificates named <certificateCn>-<node> (issue #18 item 8)
+        assert statement["Condition"]["StringLike"] == {"aws:PrincipalTag/x509Subject/CN": "gpu-node-?*"}
     (assume,) = [s for s in trust["Statement"] if s["Action"] == "sts:AssumeRole"]
     assert assume["Condition"]["StringEquals"] == {"sts:RoleSessionName": "${aws:PrincipalTag/x509Subject/CN}"}
+
+    def session(cn: str, name: str | None = None, anchor: str = anchor_arn) -> dict[str, bool]:
+        tags = {"aws:SourceArn": anchor, "aws:PrincipalTag/x509Subject/CN": cn, "sts:RoleSessionName": name or cn}
+        requests = [
+            Request(action, NODE_ROLE, tags, {"Service": "rolesanywhere.amazonaws.com"})
+            for action in ("sts:AssumeRole", "sts:TagSession", "sts:SetSourceIdentity")
+        ]
+        return {r.action: evaluate([trust], r).allowed for r in requests}
+
+    everything = {"sts:AssumeRole": True, "sts:TagSession": True, "sts:SetSourceIdentity": True}
+    assert session("gpu-node-01") == everything
+    nothing = dict.fromkeys(everything, False)
+    # another certificate of the same CA (the Slurm controller's, a user's), the bare prefix, another anchor
+    assert session("slurmctld") == session("gpu-node") == session("gpu-node-01", anchor=anchor_arn + "x") == nothing
+    # a node may only be itself
+    assert session("gpu-node-01", name="gpu-node-02")["sts:AssumeRole"] is False
     (profile,) = plan.of_type("aws:rolesanywhere/profile:Profile")
     assert profile.inputs["roleArns"] == [hybrid_role(plan).state["arn"]]
     assert profile.inputs["acceptRoleSessionName"] is True and profile.inputs["durationSeconds"] == 3600
@@ -158,7 +178,10 @@ def test_ssm_variant_trusts_ssm_in_this_account_and_makes_no_anchor():
         "StringEquals": {"aws:SourceAccount": "123456789012"},
         "ArnLike": {"aws:SourceArn": "arn:aws:ssm:us-east-1:123456789012:*"},
     }
-    assert attached(plan) == {"AmazonEC2ContainerRegistryPullOnly", "AmazonSSMManagedInstanceCore"}
+    # Session Manager's rights without AmazonSSMManagedInstanceCore's ssm:GetParameter* on "*"
+    assert attached(plan) == {"AmazonEC2ContainerRegistryPullOnly"}
+    (ssm,) = [r for r in plan.of_type("aws:iam/rolePolicy:RolePolicy") if r.name == "hybrid-eks-eks-hybrid-node-ssm"]
+    assert json.loads(ssm.inputs["policy"]) == session_manager_policy()
     (inline,) = [r for r in plan.of_type("aws:iam/rolePolicy:RolePolicy") if r.name == "hybrid-eks-eks-hybrid-node"]
     deregister = [s for s in json.loads(inline.inputs["policy"])["Statement"] if s["Action"] == "ssm:DeregisterManagedInstance"]
     assert deregister == [

@@ -170,7 +170,7 @@ def test_install_refuses_a_hostile_node_name_before_touching_the_machine(tmp_pat
 def test_install_refuses_a_certificate_for_another_node(tmp_path):
     openssl = require_tool("openssl")
     cert, key = tmp_path / "node.crt", tmp_path / "node.key"
-    request = ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=gpu-02"]
+    request = ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=gpu-node-02"]
     subprocess.run(
         [openssl, *request, "-keyout", str(key), "-out", str(cert)],
         check=True,
@@ -178,8 +178,17 @@ def test_install_refuses_a_certificate_for_another_node(tmp_path):
     )
     spec = hybrid_eks_spec(credentials={"certificatePath": str(cert), "privateKeyPath": str(key)})
     script = _write(tmp_path, bundle(spec))
-    done = _run(script, "gpu-01")
-    assert done.returncode == 1 and "common name is 'gpu-02', not 'gpu-01'" in done.stderr, done.stderr
+    done = _run(script, "gpu-node-01")
+    assert done.returncode == 1 and "common name is 'gpu-node-02', not 'gpu-node-01'" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("name", ["gpu-01", "gpu-node", "gpu-nodes-1", "other-gpu-node-1"])
+def test_install_refuses_a_node_name_the_role_does_not_trust(tmp_path, name):
+    """The hybrid node role trusts only certificates named <certificateCn>-<node> (the stack's gpu-node): a node
+    named otherwise is refused before anything is installed, not by Roles Anywhere halfway through."""
+    script = _write(tmp_path, bundle(hybrid_eks_spec()))
+    done = _run(script, name)
+    assert done.returncode == 1 and "does not start with 'gpu-node-'" in done.stderr, done.stderr
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ import json
 import pulumi
 import yaml
 
+from gpucluster.components._aws.iam import session_manager_policy
 from gpucluster.components.eks_cluster import EksCluster, EksClusterArgs
 from gpucluster.components.shared_storage import SharedStorage
 from gpucluster.config.kubernetes import KubernetesSpec
@@ -58,7 +59,10 @@ def test_private_endpoint_api_access_and_kms_encryption(run_components, p5_spec)
     vpc = cluster["vpcConfig"]
     assert (vpc["endpointPrivateAccess"], vpc["endpointPublicAccess"]) == (True, False)
     assert "publicAccessCidrs" not in vpc and vpc["subnetIds"] == SUBNETS
-    assert cluster["accessConfig"] == {"authenticationMode": "API", "bootstrapClusterCreatorAdminPermissions": True}
+    # no hidden admin for whoever creates the cluster (the admins are the access entries), and a cluster made
+    # before keeps its flag instead of being replaced (issue #18 item 9)
+    assert cluster["accessConfig"] == {"authenticationMode": "API", "bootstrapClusterCreatorAdminPermissions": False}
+    assert plan.of_type("aws:eks/cluster:Cluster")[0].ignore_changes == ["accessConfig.bootstrapClusterCreatorAdminPermissions"]
     key = plan.of_type("aws:kms/key:Key")[0]
     assert key.inputs["enableKeyRotation"] is True
     assert key.protect and key.retain_on_delete  # deleting it would leave every Secret unreadable
@@ -117,7 +121,24 @@ def test_addons_pinned_and_cni_through_pod_identity(run_components, p5_spec):
     (assoc,) = addons["vpc-cni"].inputs["podIdentityAssociations"]
     cni_role = plan.by_name("k-eks-vpc-cni", "aws:iam/role:Role")
     assert assoc == {"roleArn": cni_role.state["arn"], "serviceAccount": "aws-node"}
-    assert '"pods.eks.amazonaws.com"' in cni_role.inputs["assumeRolePolicy"]
+    # Pod Identity of this account only (aws:SourceAccount), for kube-system/aws-node of this cluster only
+    trust = json.loads(cni_role.inputs["assumeRolePolicy"])
+    cluster_arn = plan.of_type("aws:eks/cluster:Cluster")[0].state["arn"]
+    assert trust["Statement"] == [
+        {
+            "Effect": "Allow",
+            "Principal": {"Service": "pods.eks.amazonaws.com"},
+            "Action": ["sts:AssumeRole", "sts:TagSession"],
+            "Condition": {
+                "StringEquals": {
+                    "aws:SourceAccount": "123456789012",
+                    "aws:RequestTag/eks-cluster-arn": cluster_arn,
+                    "aws:RequestTag/kubernetes-namespace": "kube-system",
+                    "aws:RequestTag/kubernetes-service-account": "aws-node",
+                }
+            },
+        }
+    ]
     policies = sorted(
         r.inputs["policyArn"].rsplit("/", 1)[-1] for r in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
     )
@@ -126,10 +147,12 @@ def test_addons_pinned_and_cni_through_pod_identity(run_components, p5_spec):
         "AmazonEKSClusterPolicy",
         "AmazonEKSWorkerNodePolicy",
         "AmazonEKS_CNI_Policy",
-        "AmazonSSMManagedInstanceCore",
     ]
+    # Session Manager on the nodes without the managed policy's ssm:GetParameter* on "*"
+    (ssm,) = [r for r in plan.of_type("aws:iam/rolePolicy:RolePolicy") if r.name == "k-eks-node-ssm"]
+    assert json.loads(ssm.inputs["policy"]) == session_manager_policy()
     # vpc-cni needs the Pod Identity agent; nodes need vpc-cni and kube-proxy; CoreDNS needs nodes.
-    urn = {r.name: r.urn for r in plan.resources}
+    urn = {r.name: r.urn for r in plan.resources if r.type in (ADDON, MNG)}
     assert urn["k-eks-eks-pod-identity-agent"] in addons["vpc-cni"].dependencies
     gpu_mng = plan.by_name("k-eks-gpu-mng")
     assert {urn["k-eks-vpc-cni"], urn["k-eks-kube-proxy"]} <= set(gpu_mng.dependencies)

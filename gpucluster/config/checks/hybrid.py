@@ -10,11 +10,12 @@ Each returns nothing when the cluster has no hybrid section.
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Callable, Iterable, Iterator
 
 from gpucluster.config.checks.hybrid_slurm import SLURM_SITE_CHECKS, hybrid_path
 from gpucluster.config.cluster import ClusterSpec
-from gpucluster.config.errors import Finding, error
+from gpucluster.config.errors import Finding, error, warning
 from gpucluster.config.hybrid import HybridSpec
 from gpucluster.facts.catalog import Catalog
 
@@ -222,6 +223,33 @@ def check_eks(hybrid: HybridSpec, spec: ClusterSpec, catalog: Catalog) -> Iterat
             "set privateAccess: false (public endpoint with publicAccessCidrs) or publicAccess: false (private, over the link)",
             None,
             "hybrid-eks-endpoint",
+        )
+    yield from _node_certificates(hybrid)
+
+
+def _node_certificates(hybrid: HybridSpec) -> Iterator[Finding]:
+    """With Roles Anywhere, the hybrid node role trusts only certificates named ``<certificateCn>-<node>``, and that
+    name is the node's Kubernetes name."""
+    creds = hybrid.credentials
+    if creds.type != "rolesanywhere":
+        return
+    path = hybrid_path("credentials.certificateCn")
+    if not re.fullmatch(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?", creds.certificate_cn):
+        yield error(
+            path,
+            f"the hybrid nodes' certificates are named {creds.certificate_cn}-<node>, their Kubernetes node names, which "
+            "allow only lowercase letters, digits, . and -",
+            "use a lowercase name prefix, e.g. gpu-node (certificates gpu-node-01, gpu-node-02 …)",
+            creds.certificate_cn,
+            "hybrid-node-cn",
+        )
+    elif "certificate_cn" not in creds.model_fields_set:
+        yield warning(
+            path,
+            f"is not set: the hybrid node role then trusts only certificates named {creds.certificate_cn}-<node>",
+            "set certificateCn to the prefix your CA names the site's GPU nodes with (gpu-node for gpu-node-01)",
+            None,
+            "hybrid-node-cn-default",
         )
 
 

@@ -152,6 +152,16 @@ def check_addon_pins(k8s: KubernetesSpec, spec: ClusterSpec, catalog: Catalog) -
 
 
 def check_access_entries(k8s: KubernetesSpec, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    if not any("AmazonEKSClusterAdminPolicy" in e.policies and not e.namespaces for e in k8s.access_entries):
+        yield warning(
+            k8s_path("accessEntries"),
+            "no entry is a cluster admin: EKS makes nobody one behind the config's back (no bootstrap admin for the "
+            "cluster's creator), and Pulumi creates the GPU Operator, Kueue and team namespaces with the credentials "
+            "of whoever runs `pulumi up`, which EKS then refuses",
+            "add the IAM role that runs `pulumi up` with policies: [AmazonEKSClusterAdminPolicy] (no namespaces)",
+            None,
+            "no-cluster-admin",
+        )
     seen: set[str] = set()
     for j, entry in enumerate(k8s.access_entries):
         if entry.principal_arn in seen:

@@ -174,6 +174,12 @@ def node_config(hybrid: HybridSpec, *, cluster_name: str, region: str, identity:
     }
 
 
+def node_name_prefix(hybrid: HybridSpec) -> str:
+    """What every hybrid node's name (its certificate's common name) starts with: ``<certificateCn>-``. The hybrid
+    node role trusts only certificates so named (``gpucluster.components._aws.eks_hybrid``)."""
+    return f"{hybrid.credentials.certificate_cn}-"
+
+
 def render_hybrid_nodes_bundle(
     hybrid: HybridSpec, *, cluster_name: str, region: str, kubernetes_version: str, identity: HybridNodeIdentity
 ) -> dict[str, str]:
@@ -195,6 +201,7 @@ def render_hybrid_nodes_bundle(
         credential_provider="iam-ra" if creds.type == "rolesanywhere" else "ssm",
         containerd_source=CONTAINERD_SOURCE[nodes.node_os],
         certificate_path=creds.certificate_path,
+        node_name_prefix=node_name_prefix(hybrid),
         node_name_placeholder=NODE_NAME_PLACEHOLDER,
         activation_id_placeholder=ACTIVATION_ID_PLACEHOLDER,
         activation_code_placeholder=ACTIVATION_CODE_PLACEHOLDER,

@@ -161,7 +161,11 @@ def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> Comparison:
 
 def _classify(step: Step, a: Mapping[str, Any], b: Mapping[str, Any], norm_old: Any, norm_new: Any) -> None:
     fa, fb = _comparable(a.get("inputs") or {}, norm_old), _comparable(b.get("inputs") or {}, norm_new)
-    step.changed = sorted(k for k in fa.keys() | fb.keys() if fa.get(k, ABSENT) != fb.get(k, ABSENT))
+    changed = sorted(k for k in fa.keys() | fb.keys() if fa.get(k, ABSENT) != fb.get(k, ABSENT))
+    # ignore_changes: `pulumi up` keeps the existing resource's value, so these are no change (and no replacement).
+    ignored = [str(p) for p in b.get("ignoreChanges") or ()]
+    step.ignored = sorted({p for p in changed for i in ignored if p == i or p.startswith((i + ".", i + "["))})
+    step.changed = [p for p in changed if p not in step.ignored]
     step.diff_reasons = sorted({top(p) for p in step.changed})
     for flag in ("protect", "retainOnDelete"):
         if bool(a.get(flag)) != bool(b.get(flag)):

@@ -53,6 +53,12 @@ def warning_lines(c: Comparison) -> list[str]:
     for s in blocked:
         if s.op == "delete":
             out.append(f"  ! deleting {s.name}: it is protected, so `pulumi up` stops before touching it")
+    kept = [(s, p) for s in c.steps for p in s.ignored]
+    if kept:
+        out.append("Ignored (ignore_changes: `pulumi up` keeps the existing value, nothing is replaced)")
+        out += [
+            f"  = {short_type(s.type)} {s.name}: {p}: {_value(s.value('old', p))} → {_value(s.value('new', p))}" for s, p in kept
+        ]
     disrupted = [(s, d) for s in c.steps for d in s.disruption]
     if disrupted:
         out.append("Disruption")

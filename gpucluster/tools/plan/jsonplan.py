@@ -31,6 +31,8 @@ def to_json(plan: Plan) -> dict[str, Any]:
                 "retainOnDelete": r.retain_on_delete,
                 "id": r.id,
                 "inputs": r.inputs,
+                # Inputs whose change `pulumi up` leaves alone on an existing resource (plan diff reads it).
+                **({"ignoreChanges": sorted(r.ignore_changes)} if r.ignore_changes else {}),
             }
             for r in sorted(plan.resources, key=lambda r: r.urn)
         ],

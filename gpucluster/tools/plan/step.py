@@ -31,6 +31,8 @@ class Step:
     data_loss: str | None = None
     disruption: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+    """Changed input paths the new program ignores (``ignore_changes``): ``pulumi up`` leaves them as they are."""
 
     @property
     def protect(self) -> bool:

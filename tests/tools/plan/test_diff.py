@@ -218,3 +218,46 @@ def test_cli_bad_inputs_are_one_line(tmp_path, plan_files):
     invalid.write_text(json.dumps({"ok": False, "resources": [], "stack": "x"}))
     result = gpucluster("plan", "diff", str(invalid), str(plan_files["base"]))
     assert result.returncode == 1 and "does not load" in result.stderr
+
+
+def _upgrade_of_an_eks_cluster(ignored: bool) -> tuple[Comparison, str]:
+    """eks-p5 as it plans today, against the same plan with the cluster as a version before issue #18 made it (the
+    creator's bootstrap admin on): only the bootstrap flag differs."""
+    new = json.loads((GOLDEN / "plans" / "eks-p5.json").read_text())
+    old = json.loads(json.dumps(new))
+    (cluster,) = [r for r in old["resources"] if r["type"] == "aws:eks/cluster:Cluster"]
+    cluster["inputs"]["accessConfig"]["bootstrapClusterCreatorAdminPermissions"] = True
+    cluster.pop("ignoreChanges")
+    if not ignored:
+        (mine,) = [r for r in new["resources"] if r["type"] == "aws:eks/cluster:Cluster"]
+        mine.pop("ignoreChanges")
+    validate(new, "plan.schema.json")
+    c = compare(old, new)
+    return c, render(c)
+
+
+def test_an_ignored_change_is_no_replacement_and_says_so():
+    """The EKS cluster ignores its bootstrap flag (components/_aws/eks_access.py): a cluster made with the creator's
+    hidden admin keeps it, and the plan diff shows the difference as ignored, not as the replacement AWS would do."""
+    c, text = _upgrade_of_an_eks_cluster(ignored=True)
+    (cluster,) = [s for s in c.steps if s.type == "aws:eks/cluster:Cluster"]
+    assert (cluster.op, cluster.changed, cluster.replace_reasons) == ("same", [], [])
+    assert cluster.ignored == ["accessConfig.bootstrapClusterCreatorAdminPermissions"]
+    assert "Replacements" not in text
+    # Without ignore_changes the same difference replaces the cluster and loses what etcd holds.
+    c, text = _upgrade_of_an_eks_cluster(ignored=False)
+    (cluster,) = [s for s in c.steps if s.type == "aws:eks/cluster:Cluster"]
+    assert cluster.op == "replace" and cluster.replace_reasons == ["accessConfig.bootstrapClusterCreatorAdminPermissions"]
+    assert cluster.data_loss and "Replacements" in text
+
+
+def test_the_ignored_section_names_the_path_and_the_values():
+    old = json.loads((GOLDEN / "plans" / "eks-p5.json").read_text())
+    new = json.loads(json.dumps(old))
+    (cluster,) = [r for r in old["resources"] if r["type"] == "aws:eks/cluster:Cluster"]
+    cluster["inputs"]["accessConfig"]["bootstrapClusterCreatorAdminPermissions"] = True
+    alias = next(r for r in new["resources"] if r["type"] == "aws:kms/alias:Alias")
+    alias["inputs"]["name"] += "-renamed"  # a real change, so the diff is not empty
+    text = render(compare(old, new))
+    assert "Ignored (ignore_changes: `pulumi up` keeps the existing value, nothing is replaced)" in text
+    assert "= aws:eks:Cluster eks-p5-eks-eks: accessConfig.bootstrapClusterCreatorAdminPermissions: True → False" in text

@@ -74,8 +74,17 @@ def test_slurm_p5_plan_shows_head_node_agent_policy_and_slurm_conf():
     agent = "\n".join(
         line.strip() for line in text.splitlines() if "aws:iam:RolePolicy  slurm-p5-slurm-agent" in line or ": Allow " in line
     )
-    for sid in ("LaunchOnlyFromTheClustersTemplates", "TagWhileLaunching", "TerminateOnlyDynamicNodes", "PassTheNodeRoleToEc2"):
+    for sid in ("LaunchOnlyTheClustersInstances", "TagWhileLaunching", "TerminateOnlyDynamicNodes", "PassTheNodeRoleToEc2"):
         assert sid in agent, sid
+    # issue #18: RunInstances only on the cluster's tagged instances of its types, IMDSv2, the compute profile
+    assert (
+        "LaunchOnlyTheClustersInstances: Allow ec2:RunInstances on arn:aws:ec2:us-east-1:123456789012:instance/* when "
+        "ArnLike ec2:LaunchTemplate = (arn of slurm-p5-slurm-p5-lt, assigned at create) and StringEquals "
+        "aws:RequestTag/gpucluster:cluster = slurm-p5 and StringEquals aws:RequestTag/gpucluster:node-group = p5 and "
+        "StringEquals ec2:InstanceType = p5.48xlarge and StringEquals ec2:MetadataHttpTokens = required and "
+        "ArnEquals ec2:InstanceProfile = (arn of slurm-p5-slurm-node-profile, assigned at create)"
+    ) in agent
+    assert "ec2:RunInstances on *" not in text
     assert (
         "when StringEquals ec2:ResourceTag/gpucluster:cluster = slurm-p5 and StringEquals ec2:ResourceTag/gpucluster:node-group = p5"
         in text

@@ -97,6 +97,56 @@ def _user_data_fixture() -> dict[str, Any]:
 
 
 # rule → (plan, expected violations as (rule, resource name, property))
+
+
+def role(name: str, service: str, **inputs: Any) -> dict[str, Any]:
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}],
+    }
+    return res("aws:iam/role:Role", name, {"name": name, "assumeRolePolicy": json.dumps(trust), **inputs}, id_=name)
+
+
+def role_policy(name: str, role_name: str, *statements: dict[str, Any]) -> dict[str, Any]:
+    doc = {"Version": "2012-10-17", "Statement": list(statements)}
+    return res("aws:iam/rolePolicy:RolePolicy", name, {"role": role_name, "policy": json.dumps(doc)})
+
+
+def attach(name: str, role_name: str, managed: str) -> dict[str, Any]:
+    return res(
+        "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
+        name,
+        {"role": role_name, "policyArn": f"arn:aws:iam::aws:policy/{managed}"},
+    )
+
+
+TEMPLATE = f"arn:aws:ec2:us-east-1:{ACCOUNT}:launch-template/lt-0123456789abcdef0"
+RUN_FROM_TEMPLATE = {
+    "Sid": "LaunchOnlyFromTheClustersTemplates",
+    "Effect": "Allow",
+    "Action": "ec2:RunInstances",
+    "Resource": "*",
+    "Condition": {"ArnLike": {"ec2:LaunchTemplate": [TEMPLATE]}},
+}
+RUN_TAGGED = {
+    "Sid": "LaunchOnlyTheClustersInstances",
+    "Effect": "Allow",
+    "Action": "ec2:RunInstances",
+    "Resource": f"arn:aws:ec2:us-east-1:{ACCOUNT}:instance/*",
+    "Condition": {"StringEquals": {"aws:RequestTag/gpucluster:cluster": "c", "ec2:MetadataHttpTokens": "required"}},
+}
+READ_EVERY_PARAMETER = {"Effect": "Allow", "Action": "ssm:GetParameter*", "Resource": "*"}
+DENY_OTHER_PARAMETERS = {
+    "Effect": "Deny",
+    "Action": "ssm:GetParameter*",
+    "NotResource": f"arn:aws:ssm:us-east-1:{ACCOUNT}:parameter/c/*",
+}
+BIG = {
+    "Effect": "Allow",
+    "Action": "s3:GetObject",
+    "Resource": [f"arn:aws:s3:::bucket/{i:04d}-object-key-padding-text" for i in range(140)],
+}
+
 FIXTURES: dict[str, tuple[dict[str, Any], set[tuple[str, str, str]]]] = {
     "imdsv2-required": (
         plan(
@@ -256,6 +306,66 @@ FIXTURES: dict[str, tuple[dict[str, Any], set[tuple[str, str, str]]]] = {
             ("eks-private-endpoint", "public", "vpcConfig.endpointPublicAccess"),
             ("eks-private-endpoint", "default", "vpcConfig.endpointPublicAccess"),
         },
+    ),
+    "run-instances-tagged": (
+        plan(
+            role_policy("template-only", "agent", RUN_FROM_TEMPLATE),  # the agent's grant before issue #18
+            role_policy("wildcard", "ops", {"Effect": "Allow", "Action": "ec2:*", "Resource": "*"}),
+            role_policy(
+                "tag-if-exists",
+                "ops2",
+                {**RUN_TAGGED, "Condition": {"StringEqualsIfExists": RUN_TAGGED["Condition"]["StringEquals"]}},
+            ),
+            role_policy(
+                "tagged",
+                "agent2",
+                RUN_TAGGED,
+                {"Effect": "Allow", "Action": "ec2:RunInstances", "Resource": f"arn:aws:ec2:us-east-1:{ACCOUNT}:subnet/*"},
+            ),
+            role_policy("denied", "ops3", {"Effect": "Deny", "Action": "ec2:RunInstances", "Resource": "*"}),
+            role(
+                "inline",
+                "lambda.amazonaws.com",
+                inlinePolicies=[
+                    {"name": "all", "policy": json.dumps({"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})}
+                ],
+            ),
+        ),
+        {
+            ("run-instances-tagged", "template-only", "policy"),
+            ("run-instances-tagged", "wildcard", "policy"),
+            ("run-instances-tagged", "tag-if-exists", "policy"),
+            ("run-instances-tagged", "inline", "inlinePolicies[0].policy"),
+        },
+    ),
+    "no-ssm-parameter-reads": (
+        plan(
+            role("node", "ec2.amazonaws.com"),
+            attach("node-ssm", "node", "AmazonSSMManagedInstanceCore"),
+            role("fenced", "ec2.amazonaws.com"),  # the managed policy plus a deny of other paths: passes
+            attach("fenced-ssm", "fenced", "AmazonSSMManagedInstanceCore"),
+            role_policy("fenced-deny", "fenced", DENY_OTHER_PARAMETERS),
+            role("site", "ssm.amazonaws.com"),
+            role_policy("site-read", "site", READ_EVERY_PARAMETER),
+            role("own", "ec2.amazonaws.com"),
+            role_policy("own-ssm", "own", {"Effect": "Allow", "Action": "ssm:UpdateInstanceInformation", "Resource": "*"}),
+            role("service", "lambda.amazonaws.com"),  # not a node role
+            attach("service-ssm", "service", "AmazonSSMManagedInstanceCore"),
+        ),
+        {
+            ("no-ssm-parameter-reads", "node-ssm", "policyArn"),
+            ("no-ssm-parameter-reads", "site-read", "policy"),
+        },
+    ),
+    "iam-inline-policy-size": (
+        plan(
+            role("crowded", "ec2.amazonaws.com"),
+            role_policy("crowded-1", "crowded", BIG),
+            role_policy("crowded-2", "crowded", BIG),
+            role("roomy", "ec2.amazonaws.com"),
+            role_policy("roomy-1", "roomy", BIG),
+        ),
+        {("iam-inline-policy-size", "crowded", "inlinePolicies")},
     ),
     "no-secrets-in-user-data": (
         _user_data_fixture(),

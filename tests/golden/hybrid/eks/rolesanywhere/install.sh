@@ -2,8 +2,9 @@
 # Join this ubuntu24 server of site onprem to EKS cluster hybrid-eks as an EKS Hybrid Node.
 # Rendered by gpucluster; run as root next to nodeConfig.yaml:
 #   ./install.sh NODE_NAME
-# NODE_NAME is this node's Kubernetes name and must equal the common name of its certificate
-# (/etc/gpucluster/pki/slurmctld.crt), issued by the site's CA: the hybrid node role trusts only that session name.
+# NODE_NAME is this node's Kubernetes name, starts with gpu-node- and must equal the common name of its
+# certificate (/etc/gpucluster/pki/slurmctld.crt), issued by the site's CA: the hybrid node role trusts only certificates
+# named gpu-node-* and only that session name.
 set -euo pipefail
 
 die() { echo "install.sh: $*" >&2; exit 1; }
@@ -14,6 +15,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 node_name=$1
 # A Kubernetes node name (DNS label characters): nothing else reaches nodeConfig.yaml.
 [[ $node_name =~ ^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$ ]] || die "node name '$node_name' is not a DNS name (lowercase letters, digits, . and -)"
+prefix=gpu-node-
+[[ $node_name == "$prefix"?* ]] || die "node name '$node_name' does not start with '$prefix': the hybrid node role trusts only certificates named $prefix*"
 cert=/etc/gpucluster/pki/slurmctld.crt
 [[ -r $cert ]] || die "no certificate at $cert"
 cn=$(openssl x509 -noout -subject -nameopt multiline -in "$cert" | sed -n 's/^ *commonName *= *//p')
