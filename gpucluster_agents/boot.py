@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/python3 -I
 """The boot helper ``gpucluster-aws``: the AWS steps of a Slurm node's boot (boto3, the instance role's
 credentials).
 
@@ -57,6 +57,8 @@ CONFIG_SUFFIX = ".json"  # the config lies next to the helper: /usr/local/sbin/g
 # only while this boot's check found a fault. Under /run, so a reboot clears it and the check runs anew.
 HEALTH_BOOT_FAULT = "/run/gpucluster/health-boot.reason"
 HEALTH_BOOT_TIMEOUT = 300  # s: the boot mode's own budget is 120 s; past this it hangs (a GPU off the bus)
+# Root runs the health program as python3 -I -c HEALTH_MAIN <package dir> <mode> ... from / (docs/health.md)
+HEALTH_MAIN = "import sys; sys.path.insert(0, sys.argv.pop(1)); from gpucluster_agents.health.cli import main; sys.exit(main())"
 
 
 @dataclass(frozen=True)
@@ -328,29 +330,28 @@ def apply_user_data(cfg: BootConfig) -> None:
     install_agent(cfg)
 
 
-def boot_health(cfg: BootConfig) -> int:
-    """``python -m gpucluster_agents.health boot --json`` from the installed package (docs/health.md): its
-    exit status, and on a fault (1) or a hang its reason in :data:`HEALTH_BOOT_FAULT`; the file is removed
-    otherwise (0 healthy; 2 the program could not run, which judges nothing)."""
+def boot_health(cfg: BootConfig, timeout: float = HEALTH_BOOT_TIMEOUT) -> int:
+    """The installed program's ``boot --json``: its exit status, and on a fault (1) or a hang its reason in
+    :data:`HEALTH_BOOT_FAULT`, else the file removed. A hung check is killed, never waited for (docs/health.md)."""
     dest = on_root(json.loads(_read(on_root(cfg.package_file)))["dest"])
-    argv = [sys.executable, "-m", "gpucluster_agents.health", "boot", "--json"]
+    argv = [sys.executable, "-I", "-c", HEALTH_MAIN, dest, "boot", "--json", "--config", on_root("/etc/gpucluster/health.json")]
     fault = on_root(HEALTH_BOOT_FAULT)
     try:
         os.unlink(fault)
     except FileNotFoundError:
         pass
+    proc = subprocess.Popen(argv, cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
     try:
-        done = subprocess.run(
-            argv, env={**os.environ, "PYTHONPATH": dest}, stdout=subprocess.PIPE, text=True, timeout=HEALTH_BOOT_TIMEOUT
-        )
+        out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        reason, code = f"gpucluster: health boot timed out after {HEALTH_BOOT_TIMEOUT} s", 1
+        proc.kill()  # no wait(): a check in uninterruptible sleep is not reaped until its call returns
+        reason, code = f"gpucluster: health boot timed out after {timeout:.0f} s (reboot)", 1
     else:
-        sys.stdout.write(done.stdout)
-        code, reason = done.returncode, ""
+        sys.stdout.write(out)
+        code, reason = proc.returncode, ""
         if code == 1:
             try:
-                reason = str(json.loads(done.stdout)["reason"])
+                reason = str(json.loads(out)["reason"])
             except (ValueError, KeyError, TypeError):
                 reason = ""
             if not reason.startswith("gpucluster:"):

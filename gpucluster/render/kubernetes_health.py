@@ -25,7 +25,7 @@ from typing import Any
 from gpucluster.config.kubernetes_health import KubernetesHealthSpec
 from gpucluster.render.core import render
 from gpucluster.render.kubernetes import BOOT_TAINT, BOOT_TOLERATION, GPU_TOLERATION, LABEL_GPU, LABEL_NODE_GROUP
-from gpucluster_agents.boot import HEALTH_BOOT_TIMEOUT
+from gpucluster_agents.boot import HEALTH_BOOT_TIMEOUT, HEALTH_MAIN
 
 NAMESPACE = "gpucluster-health"
 SWEEP_NAME = "gpucluster-health-sweep"
@@ -122,6 +122,8 @@ def sweep_script(interval: int) -> str:
         boot_taint_key=BOOT_TAINT["key"],
         boot_budget=BOOT_BUDGET_SECONDS,
         group_label=LABEL_NODE_GROUP,
+        package_key=PACKAGE_KEY,
+        health_main=repr(HEALTH_MAIN),
     )
 
 

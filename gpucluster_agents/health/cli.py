@@ -1,5 +1,6 @@
 # pyright: strict
-"""``python -m gpucluster_agents.health {boot,prolog,sweep,deep} [--config PATH] [--node NAME] [--json]``
+"""``python -m gpucluster_agents.health {boot,prolog,sweep,deep} [--config PATH] [--node NAME] [--json]
+[--fake-nvml SCENARIO]``
 
 Exit status — the contract the boot helper, the Slurm wrappers and the Kubernetes sweep rely on:
 0 healthy (action none), 1 a fault (action reboot or replace), 2 the program itself could not run
@@ -14,6 +15,14 @@ helper leaves the reason for slurmd's health check and prolog to drain the node 
 
 A job opts out of the prolog checks with ``--extra=healthchecks=off`` (``SLURM_JOB_EXTRA``), the
 Cluster Toolkit convention; the program then runs nothing and exits 0.
+
+Root runs this program (slurmd's HealthCheckProgram and Prolog, the boot unit, the Kubernetes sweep), so
+nothing in its environment chooses what it reads or runs: the config is ``--config`` or
+:data:`DEFAULT_PATH`, replayed GPU readings only ``--fake-nvml`` (which no wrapper passes). The only
+variables read are Slurm's own: ``SLURMD_NODENAME`` (the node's name, when ``--node`` is not given) and
+``SLURM_JOB_EXTRA`` (a job's opt-out from its own prolog checks). The wrappers start it with ``python3 -I``
+from ``/`` (:data:`gpucluster_agents.boot.HEALTH_MAIN`), so neither the working directory nor
+``PYTHON*`` variables reach its imports.
 """
 
 from __future__ import annotations
@@ -26,14 +35,13 @@ import sys
 from collections.abc import Sequence
 
 from .config import DEFAULT_PATH, MODES, HealthConfig, HealthConfigError, load
-from .nvml import NvmlUnavailable
+from .nvml import NvmlUnavailable, load_binding
 from .run import run
 from .verdict import Verdict, append_log
 
 EXIT_HEALTHY = 0
 EXIT_FAULT = 1
 EXIT_CANNOT_RUN = 2
-CONFIG_ENV = "GPUCLUSTER_HEALTH_CONFIG"
 DRAINING_MODES = ("sweep", "prolog")
 OPT_OUT = "healthchecks=off"
 
@@ -41,9 +49,14 @@ OPT_OUT = "healthchecks=off"
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m gpucluster_agents.health", description="GPU node health checks")
     p.add_argument("mode", choices=MODES)
-    p.add_argument("--config", help=f"config file (else ${CONFIG_ENV}, else {DEFAULT_PATH})")
+    p.add_argument("--config", default=DEFAULT_PATH, help=f"config file (default {DEFAULT_PATH})")
     p.add_argument("--node", help="the Slurm node name (else $SLURMD_NODENAME, the config's node_name, the host name)")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    p.add_argument(
+        "--fake-nvml",
+        metavar="SCENARIO",
+        help="judge readings from this scenario file instead of the GPUs (tests and replays; see fake_nvml.py)",
+    )
     return p
 
 
@@ -79,17 +92,20 @@ def _human(verdict: Verdict) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     mode: str = args.mode
-    path = args.config or os.environ.get(CONFIG_ENV) or DEFAULT_PATH
     try:
-        cfg = load(path)
+        cfg = load(args.config)
+        binding = load_binding(args.fake_nvml) if args.fake_nvml else None
     except HealthConfigError as exc:
         sys.stderr.write(f"gpucluster-health: {exc}\n")
+        return EXIT_CANNOT_RUN
+    except (OSError, ValueError) as exc:
+        sys.stderr.write(f"gpucluster-health: --fake-nvml {args.fake_nvml}: {exc}\n")
         return EXIT_CANNOT_RUN
     if mode == "prolog" and opted_out():
         sys.stderr.write(f"gpucluster-health: prolog checks skipped: the job asked for {OPT_OUT}\n")
         return EXIT_HEALTHY
     try:
-        verdict = run(cfg, mode, node_name(cfg, args.node))
+        verdict = run(cfg, mode, node_name(cfg, args.node), binding=binding)
     except NvmlUnavailable as exc:
         sys.stderr.write(f"gpucluster-health: {exc}\n")
         return EXIT_CANNOT_RUN

@@ -91,7 +91,7 @@ class HealthConfig:
     slurm_bin_dir: str = "/usr/bin"
     sysfs_root: str = "/sys"
     mounts_file: str = "/proc/mounts"
-    kernel_log_file: str | None = None  # None: /dev/kmsg, then journalctl -k, then dmesg
+    kernel_log_file: str | None = None  # None: /dev/kmsg, then journalctl -k -o json; a file: kmsg or journal JSON records
     modes: tuple[tuple[str, ModeConfig], ...] = field(default_factory=_default_modes)
 
     def mode(self, name: str) -> ModeConfig:

@@ -7,18 +7,18 @@ it, so the package still imports on CPU nodes and head nodes. Every call may fai
 any other NVML error is kept as an error text the check reports. If NVML cannot start at all
 (no library, driver not loaded) the snapshot says so and the ``driver`` check fails the node.
 
-``GPUCLUSTER_HEALTH_FAKE_NVML=/path/scenario.json`` swaps the binding for :mod:`.fake_nvml`, a table
+The command line's ``--fake-nvml /path/scenario.json`` swaps the binding for :mod:`.fake_nvml`, a table
 of readings: the tests use it, and so can an operator replaying a real card's readings (altered to
-show how the program judges a degraded GPU) without touching the card.
+show how the program judges a degraded GPU) without touching the card. It is an argument, never an
+environment variable: the root wrappers that run the program never pass it, and nothing a job or a
+caller's environment holds can swap the GPUs the program judges.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
-FAKE_ENV = "GPUCLUSTER_HEALTH_FAKE_NVML"
 NOT_SUPPORTED = 3  # NVML_ERROR_NOT_SUPPORTED
 INVALID_ARGUMENT = 2  # NVML_ERROR_INVALID_ARGUMENT: past the last NVLink link
 
@@ -69,13 +69,12 @@ class NodeSnapshot:
     count_error: str | None = None
 
 
-def load_binding() -> Any:
-    """The fake when ``$GPUCLUSTER_HEALTH_FAKE_NVML`` names a scenario, else nvidia-ml-py."""
-    path = os.environ.get(FAKE_ENV)
-    if path:
+def load_binding(fake: str | None = None) -> Any:
+    """The fake when ``fake`` names a scenario file (``--fake-nvml``), else nvidia-ml-py."""
+    if fake:
         from .fake_nvml import FakeNvml
 
-        return FakeNvml.from_file(path)
+        return FakeNvml.from_file(fake)
     try:
         import pynvml  # type: ignore[import-not-found]  # nvidia-ml-py, on GPU images only
     except ImportError as exc:

@@ -1,7 +1,8 @@
 # pyright: strict
 """One run of a mode: the mode's checks in order (cheap first) within its time budget, into a verdict.
 
-NVML is read once per run, only when the mode has an NVML check and the node has GPUs. A check that
+NVML is read once per run, only when the mode has an NVML check or the xid check (whose XIDs count only
+on this node's GPUs, by NVML's PCI addresses) and the node has GPUs. A check that
 would start after the budget is spent is skipped and says so: HealthCheckProgram is killed at 60 s and
 a verdict that never arrives drains nothing, so a late slow check must give way to a timely answer.
 """
@@ -39,7 +40,8 @@ def run(
     deadline = clock() + spec.budget_seconds
     checks: list[Check] = []
     snap: NodeSnapshot | None = None
-    needs_nvml = cfg.gpu_count > 0 and any(c in NVML_CHECKS for c in spec.checks)
+    # the xid check reads NVML too: an XID counts only on a PCI address that is one of this node's GPUs
+    needs_nvml = cfg.gpu_count > 0 and any(c in NVML_CHECKS or c == "xid" for c in spec.checks)
     if needs_nvml and binding is None:
         binding = load_binding()
     fake = binding if isinstance(binding, FakeNvml) else None
@@ -60,7 +62,9 @@ def run(
                 continue
             checks.append(NVML_CHECKS[name](cfg, snap))
         elif name == "xid":
-            checks.append(xid.check_xid(cfg, timeout))
+            if snap is None and needs_nvml:
+                snap = snapshot(binding)
+            checks.append(xid.check_xid(cfg, xid.node_gpus(cfg, snap), timeout))
         elif name == "efa":
             checks.append(host_checks.check_efa(cfg, timeout))
         elif name == "shared_fs":

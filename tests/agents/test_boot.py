@@ -7,6 +7,7 @@ import ast
 import json
 import subprocess
 import sys
+import time
 from dataclasses import fields
 from pathlib import Path
 
@@ -117,63 +118,112 @@ def test_the_helper_parses_as_python_3_9():
     assert "from __future__ import annotations" in source  # so `bytes | None` and `tuple[str, ...]` are never evaluated
 
 
-def test_health_runs_the_installed_health_programs_boot_mode_and_passes_its_exit_status(tmp_path: Path):
-    """``gpucluster-aws health`` gates slurmd: the installed package's ``health boot``, exit status unchanged."""
-    helper = tmp_path / "sbin" / "gpucluster-aws"
-    helper.parent.mkdir()
-    helper.write_text(SOURCE.read_text())
-    package = tmp_path / "agent-package.json"
-    Path(f"{helper}.json").write_text(BootConfig("demo", "eu-west-1", "s", str(package), ()).to_json())
-    lib = tmp_path / "lib"
-    lib.mkdir()
-    (lib / "gpucluster_agents").symlink_to(SOURCE.parent)  # what install-agent unpacks there
-    package.write_text(json.dumps({"bucket": "b", "key": "k", "sha256": "0", "dest": str(lib)}))
-    env = {"PATH": "/usr/bin:/bin", "GPUCLUSTER_HEALTH_CONFIG": str(tmp_path / "health.json")}
-    missing = subprocess.run([sys.executable, str(helper), "health"], env=env, capture_output=True, text=True, timeout=60)
-    assert missing.returncode == 2 and "health.json: file not found" in missing.stderr
-    (tmp_path / "health.json").write_text(
-        json.dumps({"instance_type": "m7i.xlarge", "gpu_count": 0, "log_file": str(tmp_path / "h.jsonl")})
-    )
-    ok = subprocess.run([sys.executable, str(helper), "health"], env=env, capture_output=True, text=True, timeout=60)
-    assert ok.returncode == 0, ok.stderr
-    assert json.loads((tmp_path / "h.jsonl").read_text())["mode"] == "boot"
-
-
-def test_health_leaves_the_reason_of_a_failed_boot_check_for_slurmd_and_clears_it_when_healthy(tmp_path: Path):
-    """A fault: exit 1 and the verdict's reason in /run/gpucluster/health-boot.reason (the file the
-    HealthCheckProgram and the prolog drain the node by); a later healthy check (after a reboot /run is
-    empty anyway) removes it. Fake NVML readings of a p5 with one GPU's link trained at gen 3."""
-    from gpucluster_agents.boot import HEALTH_BOOT_FAULT
-    from gpucluster_agents.health.config import to_json
-    from tests.health.fakes import node, p5_config, scenario
+def boot_root(tmp_path: Path, scenario_file: Path | None = None) -> tuple[Path, Path]:
+    """A node's root under ``tmp_path``: the helper and its config, the package file, the installed package
+    (with a fake NVML binding answering from ``scenario_file``)."""
+    from tests.health.fakes import agent_lib
 
     root = tmp_path / "root"
     helper = root / "usr/local/sbin/gpucluster-aws"
     helper.parent.mkdir(parents=True)
     helper.write_text(SOURCE.read_text())
-    lib = root / "opt/gpucluster/lib"
-    lib.mkdir(parents=True)
-    (lib / "gpucluster_agents").symlink_to(SOURCE.parent)
+    agent_lib(root / "opt/gpucluster/lib", scenario_file)
     (root / "agent-package.json").write_text(
         json.dumps({"bucket": "b", "key": "k", "sha256": "0", "dest": "/opt/gpucluster/lib"})
     )
     Path(f"{helper}.json").write_text(BootConfig("demo", "eu-west-1", "s", "/agent-package.json", ()).to_json())
+    (root / "etc/gpucluster").mkdir(parents=True)
+    return root, helper
+
+
+def test_health_runs_the_installed_health_programs_boot_mode_and_passes_its_exit_status(tmp_path: Path):
+    """``gpucluster-aws health`` gates slurmd: the installed package's ``health boot`` with the node's config,
+    exit status unchanged. The kernel log is a fixture (the crafted segfault report among its records)."""
+    from tests.health.fakes import kernel_log
+
+    root, helper = boot_root(tmp_path)
+    env = {"PATH": "/usr/bin:/bin", "GPUCLUSTER_ROOT": str(root)}
+    missing = subprocess.run([sys.executable, str(helper), "health"], env=env, capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and "etc/gpucluster/health.json: file not found" in missing.stderr
+    (tmp_path / "kernel.log").write_text(kernel_log())
+    config = {
+        "instance_type": "m7i.xlarge",
+        "gpu_count": 0,
+        "log_file": str(tmp_path / "h.jsonl"),
+        "kernel_log_file": str(tmp_path / "kernel.log"),
+        "sysfs_root": str(tmp_path / "sys"),
+        "mounts_file": str(tmp_path / "mounts"),
+    }
+    (root / "etc/gpucluster/health.json").write_text(json.dumps(config))
+    ok = subprocess.run([sys.executable, str(helper), "health"], env=env, capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    verdict = json.loads((tmp_path / "h.jsonl").read_text())
+    assert verdict["mode"] == "boot" and "refused" in next(c for c in verdict["checks"] if c["name"] == "xid")["detail"]
+
+
+def test_health_leaves_the_reason_of_a_failed_boot_check_for_slurmd_and_clears_it_when_healthy(tmp_path: Path):
+    """A fault: exit 1 and the verdict's reason in /run/gpucluster/health-boot.reason (the file the
+    HealthCheckProgram and the prolog drain the node by); a later healthy check (after a reboot /run is
+    empty anyway) removes it. Fake NVML readings of a p5 with one GPU's link trained at gen 3. The helper runs
+    from a directory holding an attacker's package, with variables that would swap the readings and the
+    config: the program it starts (isolated, from /) sees none of them."""
+    from gpucluster_agents.boot import HEALTH_BOOT_FAULT
+    from gpucluster_agents.health.config import to_json
+    from tests.health.fakes import node, p5_config, planted, scenario
+
     fakes = tmp_path / "node"
     fakes.mkdir()
     readings = node(fakes, scenario({3: {"pcie_gen": 3}}))
-    (tmp_path / "health.json").write_text(to_json(p5_config(fakes)))
+    root, helper = boot_root(tmp_path, readings)
+    (root / "etc/gpucluster/health.json").write_text(to_json(p5_config(fakes)))
+    (tmp_path / "healthy.json").write_text(json.dumps(scenario()))
+    (tmp_path / "cpu.json").write_text(json.dumps({"instance_type": "m7i.xlarge", "gpu_count": 0}))
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    planted(evil, tmp_path / "planted")
     env = {
         "PATH": "/usr/bin:/bin",
         "GPUCLUSTER_ROOT": str(root),
-        "GPUCLUSTER_HEALTH_CONFIG": str(tmp_path / "health.json"),
-        "GPUCLUSTER_HEALTH_FAKE_NVML": str(readings),
+        "GPUCLUSTER_HEALTH_CONFIG": str(tmp_path / "cpu.json"),  # would judge a CPU node: healthy
+        "GPUCLUSTER_HEALTH_FAKE_NVML": str(tmp_path / "healthy.json"),  # would hide the bad link
+        "PYTHONPATH": str(evil),
     }
     fault = root / HEALTH_BOOT_FAULT.lstrip("/")
-    bad = subprocess.run([sys.executable, str(helper), "health"], env=env, capture_output=True, text=True, timeout=120)
+    assert SOURCE.read_text().startswith("#!/usr/bin/python3 -I\n")  # the helper itself is isolated too
+    argv = [sys.executable, "-I", str(helper), "health"]  # as its first line runs it
+    bad = subprocess.run(argv, env=env, cwd=evil, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1, bad.stderr
     reason = fault.read_text()
     assert reason.startswith("gpucluster: pcie_link gpu3 gen3") and reason.endswith("\n") and reason.count("\n") == 1
+    assert not (tmp_path / "planted").exists()
     readings.write_text(json.dumps(scenario()))
-    good = subprocess.run([sys.executable, str(helper), "health"], env=env, capture_output=True, text=True, timeout=120)
+    good = subprocess.run(argv, env=env, cwd=evil, capture_output=True, text=True, timeout=120)
     assert good.returncode == 0, good.stdout + good.stderr
-    assert not fault.exists()
+    assert not fault.exists() and not (tmp_path / "planted").exists()
+
+
+def test_a_boot_check_in_uninterruptible_sleep_leaves_its_reason_without_waiting(tmp_path: Path, monkeypatch):
+    """The installed program hangs in D state (a read from a FUSE file that never answers: the stand-in for
+    an NVML call on a GPU that fell off the bus, tests/health/dstate.py). At the deadline the helper writes
+    the hang's reason (reboot) for slurmd's wrappers, returns 1 at once, and leaves the unkillable check."""
+    from gpucluster_agents.boot import HEALTH_BOOT_FAULT
+    from tests.health.dstate import hung_file, wait_for_state
+
+    with hung_file(tmp_path) as hang:
+        root = tmp_path / "root"
+        health = root / "opt/gpucluster/lib/gpucluster_agents/health"
+        health.mkdir(parents=True)
+        for f in ("__init__.py", "health/__init__.py"):
+            (health.parent / f).write_text("")
+        pid_file = tmp_path / "check.pid"
+        (health / "cli.py").write_text(
+            f"import os\ndef main():\n    open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n    open({str(hang)!r}).read()\n"
+        )
+        (root / "agent-package.json").write_text(json.dumps({"dest": "/opt/gpucluster/lib"}))
+        monkeypatch.setattr(boot, "ROOT", str(root))
+        start = time.monotonic()
+        code = boot.boot_health(BootConfig("demo", "eu-west-1", "s", "/agent-package.json", ()), timeout=2)
+        assert code == 1 and time.monotonic() - start < 5
+        fault = root / HEALTH_BOOT_FAULT.lstrip("/")
+        assert fault.read_text() == "gpucluster: health boot timed out after 2 s (reboot)\n"
+        assert wait_for_state(int(pid_file.read_text()), "D") == "D"  # killed, never waited for

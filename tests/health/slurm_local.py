@@ -32,8 +32,9 @@ def wrapper(path: Path, mode: str, config: Path, scenario: Path, slurm_conf: Pat
     local patch: SLURM_CONF, which a configless node's scontrol finds in slurmd's cache instead."""
     path.write_text(
         "#!/bin/sh\n"
-        f"export GPUCLUSTER_HEALTH_FAKE_NVML={scenario} PYTHONPATH={ROOT} PATH=/usr/bin:/bin SLURM_CONF={slurm_conf}\n"
-        f'exec {sys.executable} -m gpucluster_agents.health {mode} --config {config} --node "${{SLURMD_NODENAME:-{NODE}}}"\n'
+        f"export PYTHONPATH={ROOT} PATH=/usr/bin:/bin SLURM_CONF={slurm_conf}\n"
+        f"exec {sys.executable} -m gpucluster_agents.health {mode} --config {config} --fake-nvml {scenario}"
+        f' --node "${{SLURMD_NODENAME:-{NODE}}}"\n'
     )
     path.chmod(0o755)
     return str(path)

@@ -13,49 +13,217 @@ from gpucluster_agents.health import config as hc
 from gpucluster_agents.health import host_checks, xid
 from gpucluster_agents.health.fake_nvml import FakeNvml
 from gpucluster_agents.health.verdict import Check, reason
-from tests.health.fakes import XID_LINES, kernel_log, make_sysfs, p5_config
+from tests.health.fakes import (
+    BASE_RECORDS,
+    FORGED_FILE,
+    FORGED_RECORDS,
+    XID_MESSAGES,
+    dmesg_text,
+    journal_entry,
+    journal_log,
+    kernel_log,
+    kmsg_record,
+    make_sysfs,
+    p5_config,
+    scenario,
+    segfault_message,
+)
 
 # --- XID -------------------------------------------------------------------------------------------------------
+# The evidence rule (gpucluster_agents/health/xid.py): kernel records only, the driver's exact form from the
+# message's first character, and only on this node's GPUs. The fixtures (tests/health/fakes.py) carry the
+# forgeries of issue #18 in every format: the crafted program's segfault report, the same with a newline in
+# its file name, and a userspace record written to /dev/kmsg.
+
+P5_GPUS = frozenset(f"0000:{0x53 + 0x11 * i:02x}:00" for i in range(8))  # scenario()'s NVML bus IDs
 
 
-def test_every_real_xid_line_parses_with_its_gpu_and_class():
-    events = xid.parse(kernel_log(*XID_LINES))
+def xids(text: str) -> list[tuple[int, str, str]]:
+    events, _ = xid.parse(xid.records(text))
+    return [(e.xid, e.pci, e.cls) for e in events]
+
+
+def test_every_real_xid_record_parses_with_its_gpu_and_class():
+    events, refused = xid.parse(xid.kmsg_records(kernel_log(*XID_MESSAGES)))
     assert [(e.xid, e.cls) for e in events] == [
         (13, "ignore"), (31, "ignore"), (48, "reboot"), (63, "reboot"), (64, "reboot"),
         (79, "replace"), (94, "reboot"), (95, "reboot"), (119, "replace"),
     ]  # fmt: skip
     assert events[5].pci == "0000:a8:00" and events[5].text.startswith("pid='<unknown>'")
+    assert refused == FORGED_RECORDS  # the base log's three forgeries, each seen and refused
 
 
-def test_xid_lines_from_kmsg_and_journalctl_formats():
-    kmsg = "4,1234,8812220145,-;NVRM: Xid (PCI:0000:53:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
-    journal = "Nov 25 10:00:01 ip-10-0-1-5 kernel: NVRM: Xid (PCI:0000:53:00): 48, pid=1, name=x, DBE"
-    assert [e.xid for e in xid.parse(kmsg + "\n" + journal)] == [79, 48]
-    assert xid.parse("NVRM: Xid looks like this but is not (PCI:zz): x") == []
+def test_the_crafted_segfault_report_is_a_kernel_record_that_starts_like_an_xid_and_is_refused():
+    """The kernel writes the report (facility kern) and it starts with the program's name, cut to 15
+    characters: exactly "NVRM: Xid (PCI:". Anchoring alone would take it; the driver's full form does not."""
+    message = segfault_message(FORGED_FILE)
+    assert message.startswith("NVRM: Xid (PCI:[4711]: segfault at 0 ")
+    assert f" in {FORGED_FILE}[" in message  # the whole file name, the text the old parser matched
+    record = xid.Record(kernel=True, message=message)
+    assert xid.xid_of(record) is None
+    assert xid.parse([record]) == ([], 1)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        kernel_log(),  # /dev/kmsg records
+        journal_log(),  # journalctl -k -o json, journald 240+
+        journal_log(old_journald=True),  # journalctl -k -o json, older journald (no SYSLOG_FACILITY on kernel records)
+    ],
+    ids=["kmsg", "journal", "journal-old"],
+)
+def test_no_forgery_gives_an_xid_in_any_format(text: str):
+    assert xids(text) == []
+    assert xid.parse(xid.records(text))[1] >= FORGED_RECORDS
+
+
+def test_dmesg_text_is_not_read_at_all():
+    """Plain dmesg prints no facility and puts the newline of a crafted file name at the start of a line
+    (measured: util-linux 2.38 on kernel 6.18): its lines are not records, so none is read."""
+    text = dmesg_text(79)
+    assert "\n               NVRM: Xid (PCI:0000:53:00): 79, pwned[" in text
+    assert xid.records(text) == []
+
+
+def test_genuine_records_in_every_format_are_read():
+    assert xids(kernel_log(79, 48)) == [(79, "0000:a8:00", "replace"), (48, "0000:75:00", "reboot")]
+    assert xids(journal_log(79, 48)) == [(79, "0000:a8:00", "replace"), (48, "0000:75:00", "reboot")]
+    assert xids(journal_log(79, old_journald=True)) == [(79, "0000:a8:00", "replace")]
+
+
+@pytest.mark.parametrize(
+    ("record", "why"),
+    [
+        ("11,5,100,-;" + XID_MESSAGES[79], "facility user: written to /dev/kmsg from userspace"),
+        ("8,5,100,-;" + XID_MESSAGES[79], "facility user, level 0: what '<0>' from userspace becomes"),
+        ("4,5,100,-;kernel: " + XID_MESSAGES[79], "not at the start of the message"),
+        ("4,5,100,-;NVRM: Xid (PCI:0000:a8:00): 79x, pid=1", "not the driver's form"),
+        ("4,5,100,-;NVRM: Xid (PCI:zz): 79, pid=1", "not a PCI address"),
+        (" " + XID_MESSAGES[79], "a dictionary line, not a record"),
+        (XID_MESSAGES[79], "no record header"),
+    ],
+)
+def test_records_that_are_not_the_drivers_are_refused(record: str, why: str):
+    assert xids(record) == [], why
+
+
+def test_journal_records_need_the_kernel_transport_and_facility():
+    genuine = json.loads(journal_entry(XID_MESSAGES[79]))
+    assert xid.journal_records(json.dumps(genuine)) == [xid.Record(True, XID_MESSAGES[79])]
+    for change in (
+        {"_TRANSPORT": "syslog"},  # logger -t kernel 'NVRM: Xid …'
+        {"_TRANSPORT": "stdout"},  # a service printing it
+        {"SYSLOG_FACILITY": "1"},  # written to /dev/kmsg from userspace
+        {"SYSLOG_FACILITY": None, "SYSLOG_IDENTIFIER": "nvidia"},  # old journald, a userspace record's identifier
+    ):
+        entry = {k: v for k, v in {**genuine, **change}.items() if v is not None}
+        assert xid.journal_records(json.dumps(entry))[0].kernel is False, change
+    as_bytes = {**genuine, "MESSAGE": list(XID_MESSAGES[79].encode())}  # journalctl's form for unprintable text
+    assert xid.journal_records(json.dumps(as_bytes))[0].message == XID_MESSAGES[79]
+
+
+@pytest.mark.parametrize(
+    ("address", "key"),
+    [
+        ("0000:53:00", "0000:53:00"),  # the kernel's XID record
+        ("00000000:53:00.0", "0000:53:00"),  # NVML's busId
+        ("0000:A8:00.0", "0000:a8:00"),  # sysfs, upper case
+        ("00000001:53:00.0", "0001:53:00"),
+        ("53:00.0", None),
+        ("zz", None),
+    ],
+)
+def test_pci_addresses_compare_across_kernel_nvml_and_sysfs(address: str, key: str | None):
+    assert xid.pci_key(address) == key
+
+
+def test_an_xid_on_a_gpu_this_node_does_not_have_is_ignored(tmp_path: Path):
+    """A genuine XID 79 record naming an address NVML does not report (another node's log copied here, a
+    device passed through elsewhere): reported as ignored, never a fault."""
+    other = XID_MESSAGES[79].replace("0000:a8:00", "0000:e1:00")
+    (tmp_path / "k.log").write_text(kernel_log() + kmsg_record(500, other))
+    c = xid.check_xid(p5_config(tmp_path, kernel_log_file=str(tmp_path / "k.log")), P5_GPUS)
+    assert c.ok and c.value == [
+        {"xid": 79, "pci": "0000:e1:00", "class": "replace", "count": 1, "ignored": "not a GPU of this node"}
+    ]
+    assert "1 on a PCI address that is not this node's GPU: ignored" in c.detail
+
+
+def test_a_genuine_xid_79_on_this_nodes_gpu_asks_for_a_replacement(tmp_path: Path):
+    (tmp_path / "k.log").write_text(kernel_log(79))
+    c = xid.check_xid(p5_config(tmp_path, kernel_log_file=str(tmp_path / "k.log")), P5_GPUS)
+    assert (c.ok, c.action, c.detail) == (False, "replace", "XID 79 GPU has fallen off the bus on PCI:0000:a8:00")
+    # with no GPU known (NVML down, nothing in sysfs) the same record is ignored: no evidence ties it to this node
+    c = xid.check_xid(p5_config(tmp_path, kernel_log_file=str(tmp_path / "k.log")), frozenset())
+    assert c.ok and c.value[0]["ignored"] == "not a GPU of this node"
+
+
+def test_this_nodes_gpus_come_from_nvml_and_from_sysfs(tmp_path: Path):
+    """NVML's bus IDs; and NVIDIA display/3D controllers in sysfs, which still lists the GPU NVML lost."""
+    from gpucluster_agents.health.nvml import snapshot
+
+    snap = snapshot(FakeNvml(scenario({5: {"handle": {"error": "GPU_IS_LOST"}}})))
+    cfg = p5_config(tmp_path)
+    assert xid.node_gpus(cfg, snap) == P5_GPUS - {"0000:a8:00"}
+    devices = tmp_path / "sys" / "bus" / "pci" / "devices"
+    for name, vendor, cls in (
+        ("0000:a8:00.0", "0x10de", "0x030200"),  # the lost H100
+        ("0000:05:00.0", "0x10de", "0x068000"),  # an NVSwitch: not a GPU
+        ("0000:10:00.0", "0x1d0f", "0x020000"),  # an EFA device
+    ):
+        (devices / name).mkdir(parents=True)
+        (devices / name / "vendor").write_text(vendor + "\n")
+        (devices / name / "class").write_text(cls + "\n")
+    assert xid.node_gpus(cfg, snap) == P5_GPUS
+    assert xid.node_gpus(cfg, None) == {"0000:a8:00"}
 
 
 def test_an_unknown_xid_is_reported_but_not_a_fault(tmp_path: Path):
-    (tmp_path / "k.log").write_text("[1.0] NVRM: Xid (PCI:0000:53:00): 999, pid=1, something new\n")
-    c = xid.check_xid(p5_config(tmp_path, kernel_log_file=str(tmp_path / "k.log")))
+    (tmp_path / "k.log").write_text(kmsg_record(1, "NVRM: Xid (PCI:0000:53:00): 999, pid=1, something new"))
+    c = xid.check_xid(p5_config(tmp_path, kernel_log_file=str(tmp_path / "k.log")), P5_GPUS)
     assert c.ok and c.value == [{"xid": 999, "pci": "0000:53:00", "class": "ignore", "count": 1}]
 
 
 def test_repeated_xids_are_counted_not_listed(tmp_path: Path):
-    (tmp_path / "k.log").write_text((XID_LINES[13] + "\n") * 5000)
-    c = xid.check_xid(p5_config(tmp_path, kernel_log_file=str(tmp_path / "k.log")))
+    (tmp_path / "k.log").write_text("".join(kmsg_record(i, XID_MESSAGES[13]) for i in range(5000)))
+    c = xid.check_xid(p5_config(tmp_path, kernel_log_file=str(tmp_path / "k.log")), P5_GPUS)
     assert c.ok and c.value == [{"xid": 13, "pci": "0000:53:00", "class": "ignore", "count": 5000}]
 
 
 def test_an_unreadable_kernel_log_skips_the_check(tmp_path: Path):
-    c = xid.check_xid(p5_config(tmp_path, kernel_log_file=str(tmp_path / "missing.log")))
+    c = xid.check_xid(p5_config(tmp_path, kernel_log_file=str(tmp_path / "missing.log")), P5_GPUS)
     assert c.ok and c.detail.startswith("skipped: ") and "missing.log" in c.detail
+    (tmp_path / "dmesg.log").write_text(dmesg_text(79))  # a file that holds no records: said, not judged
+    c = xid.check_xid(p5_config(tmp_path, kernel_log_file=str(tmp_path / "dmesg.log")), P5_GPUS)
+    assert c.ok and c.detail.startswith("skipped: ") and "holds no kernel log records" in c.detail
 
 
-def test_the_real_kernel_log_of_this_machine_is_read_without_error(tmp_path: Path):
-    """No file configured: /dev/kmsg, journalctl or dmesg; whatever this machine allows, never a fault."""
-    text, source = xid.kernel_log(p5_config(tmp_path, kernel_log_file=None), timeout=10)
-    assert source in ("/dev/kmsg", "journalctl -k", "dmesg") or text is None
-    assert xid.check_xid(p5_config(tmp_path, kernel_log_file=None)).ok
+def test_no_file_configured_reads_the_kmsg_device_then_the_journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The host's sources, pointed at fixtures (never this machine's log): the kmsg device whole, records and
+    headers; without it, the journal's JSON; with neither, a skip."""
+    device = tmp_path / "kmsg"
+    device.write_text(kernel_log(79))
+    monkeypatch.setattr(xid, "KMSG", str(device))
+    cfg = p5_config(tmp_path, kernel_log_file=None)
+    recs, source = xid.kernel_log(cfg)
+    assert source == str(device) and len(recs or []) == len(BASE_RECORDS) + 1
+    assert xid.check_xid(cfg, P5_GPUS).action == "replace"
+    monkeypatch.setattr(xid, "KMSG", str(tmp_path / "no-kmsg"))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "journal.json").write_text(journal_log(48))
+    fake = bin_dir / "journal"
+    fake.write_text(f'#!/bin/sh\n[ "$*" = "-k -b -o json --no-pager -q" ] || exit 9\ncat {tmp_path}/journal.json\n')
+    fake.chmod(0o755)
+    monkeypatch.setattr(xid, "JOURNAL", (str(fake), *xid.JOURNAL[1:]))
+    recs, source = xid.kernel_log(cfg)
+    assert source == xid.JOURNAL_SOURCE and xid.parse(recs or [])[0][0].xid == 48
+    c = xid.check_xid(cfg, P5_GPUS)
+    assert (c.ok, c.action) == (False, "reboot")
+    monkeypatch.setattr(xid, "JOURNAL", (str(tmp_path / "no-journal"), *xid.JOURNAL[1:]))
+    c = xid.check_xid(cfg, P5_GPUS)
+    assert c.ok and c.detail.startswith("skipped: no kernel log readable")
 
 
 # --- EFA and the shared file system ---------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import pytest
 from gpucluster_agents.health.fake_nvml import FakeNvml
 from gpucluster_agents.health.run import run
 from tests.conftest import GOLDEN, check_golden
-from tests.health.fakes import MOUNTS_NONE, node, p5_config, scenario
+from tests.health.fakes import MOUNTS_NONE, XID_MESSAGES, journal_log, kernel_log, kmsg_record, node, p5_config, scenario
 
 NOW = "2026-11-01T00:00:00Z"
 
@@ -149,3 +149,35 @@ def test_a_cpu_node_runs_no_gpu_check(tmp_path: Path) -> None:
     v = run(cfg, "boot", "cpu-1", binding=None, now=NOW)  # binding None: NVML must not even be loaded
     assert v.healthy
     assert all(c.detail.startswith("skipped") for c in v.checks if c.name not in ("xid", "shared_fs"))
+
+
+# --- forged XIDs (issue #18): the sweep, prolog and boot modes judge the same evidence ------------------------------
+
+
+@pytest.mark.parametrize("mode", ["sweep", "prolog", "boot"])
+@pytest.mark.parametrize("log", ["kmsg", "journal"])
+def test_a_log_full_of_forged_xids_passes_every_mode(tmp_path: Path, mode: str, log: str) -> None:
+    """The crafted segfault report (with and without a newline in its file name) and a userspace /dev/kmsg
+    record, each carrying "NVRM: Xid (PCI:0000:…): 79": no mode finds a fault, and the xid check says how
+    many records it refused."""
+    nvml = scenario()
+    node(tmp_path, nvml)
+    if log == "journal":
+        (tmp_path / "kernel.log").write_text(journal_log())
+    v = run(p5_config(tmp_path), mode, "p5-1", binding=FakeNvml(nvml), now=NOW, clock=lambda: 0.0)
+    assert v.healthy, v.reason
+    check = next(c for c in v.checks if c.name == "xid")
+    assert check.value == [] and "refused" in check.detail
+
+
+def test_a_genuine_xid_79_on_a_gpu_nvml_does_not_list_does_not_drain(tmp_path: Path) -> None:
+    """The same record on this node's GPU asks for a replacement (xid-79-fallen-off-bus); on an address that
+    is none of the node's GPUs it is reported as ignored and the sweep passes."""
+    nvml = scenario()
+    node(tmp_path, nvml)
+    other = XID_MESSAGES[79].replace("0000:a8:00", "0000:e1:00")
+    (tmp_path / "kernel.log").write_text(kernel_log() + kmsg_record(900, other))
+    v = run(p5_config(tmp_path), "sweep", "p5-1", binding=FakeNvml(nvml), now=NOW, clock=lambda: 0.0)
+    assert v.healthy, v.reason
+    check = next(c for c in v.checks if c.name == "xid")
+    assert check.value[0]["ignored"] == "not a GPU of this node"

@@ -7,7 +7,6 @@ wrappers name; turning the node bad is rewriting that file."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -101,40 +100,31 @@ def test_failing_prolog_requeues_the_job_and_drains_the_node(cluster: tuple[Loca
 
 
 def rendered_health_check(d: Path, config: Path, scenario_file: Path, fault: Path) -> str:
-    """The HealthCheckProgram every GPU node gets (the rendered wrapper, unchanged), behind a shim that
-    points its paths at this test's node: the fake NVML readings, the boot check's reason file, scontrol
-    reading the local slurm.conf."""
+    """The HealthCheckProgram every GPU node gets (the rendered wrapper), its paths pointed at this test's
+    node: the package directory (with a fake NVML binding reading the scenario file), this interpreter, the
+    boot check's reason file; behind a shim that sets SLURM_CONF, so scontrol reads the local slurm.conf."""
     from gpucluster.render.core import render
-    from gpucluster.render.slurm.health import OPT_OUT
-    from gpucluster.render.slurm.names import AGENT_LIB
-    from tests.health.slurm_local import ROOT
+    from gpucluster.render.slurm.health import OPT_OUT, wrapper_values
+    from tests.health.fakes import agent_lib
 
+    lib = agent_lib(d / "lib", scenario_file)
     text = render(
         "slurm/health-check.sh.j2",
         cluster="health",
         group="p5",
         checks=True,
-        agent_lib=AGENT_LIB,
         log_file=str(d / "health.log"),
         config=str(config),
         interval=3,
         budget=20,
         opt_out=OPT_OUT,
         boot_fault=str(fault),
+        **wrapper_values(str(lib), sys.executable, SCONTROL),
     )
     (d / "bin" / "health-check").write_text(text)
-    program = d / "bin" / "health-program"
-    program.write_text(
-        f"#!/bin/sh\nexport GPUCLUSTER_HEALTH_FAKE_NVML={scenario_file} PYTHONPATH={ROOT}\n"
-        f'exec {sys.executable} -m gpucluster_agents.health "$@"\n'
-    )
     shim = d / "bin" / "health-check-shim"
-    shim.write_text(
-        f"#!/bin/sh\nexport GPUCLUSTER_HEALTH_PROGRAM={program} GPUCLUSTER_SCONTROL=/usr/bin/scontrol "
-        f"SLURM_CONF={d / 'slurm.conf'}\nexec /bin/bash {d / 'bin' / 'health-check'}\n"
-    )
-    for p in (program, shim):
-        p.chmod(0o755)
+    shim.write_text(f"#!/bin/sh\nexport SLURM_CONF={d / 'slurm.conf'}\nexec /bin/bash {d / 'bin' / 'health-check'}\n")
+    shim.chmod(0o755)
     return str(shim)
 
 
@@ -147,8 +137,17 @@ def test_a_failed_boot_check_keeps_the_node_drained_from_slurmds_start(run_dir: 
     fault = run_dir / "health-boot.reason"
     # the boot check, as the unit runs it: the node package's boot mode, its reason into the file
     boot = subprocess.run(
-        [sys.executable, "-m", "gpucluster_agents.health", "boot", "--config", str(config), "--json"],
-        env={**os.environ, "GPUCLUSTER_HEALTH_FAKE_NVML": str(scenario_file)},
+        [
+            sys.executable,
+            "-m",
+            "gpucluster_agents.health",
+            "boot",
+            "--config",
+            str(config),
+            "--json",
+            "--fake-nvml",
+            str(scenario_file),
+        ],
         capture_output=True,
         text=True,
         timeout=120,

@@ -41,8 +41,10 @@ from gpucluster.render.kubernetes_health import (
     sweep_script,
 )
 from gpucluster.render.slurm.agent import agent_bundle
+from gpucluster_agents.boot import HEALTH_MAIN
 from gpucluster_agents.health.config import parse, to_json
 from tests.conftest import GOLDEN, check_golden
+from tests.health.fakes import kernel_log
 from tests.kubernetes.conftest import eks_spec
 from tests.kubernetes.schemas import crd_schema, schema_file, validate_object
 from tests.kubernetes.test_eks_cluster import ADDON, MNG, build
@@ -206,16 +208,21 @@ def test_the_sweep_runs_from_the_configmap_alone(objects, tmp_path):
     package = tmp_path / PACKAGE_KEY
     package.write_bytes(base64.b64decode(cm["binaryData"][PACKAGE_KEY]))
     config = tmp_path / config_key("gpu")
-    config.write_text(cm["data"][config_key("gpu")])
-    assert parse(json.loads(config.read_text())).gpu_count == 8
+    rendered = json.loads(cm["data"][config_key("gpu")])
+    assert parse(rendered).gpu_count == 8 and rendered["kernel_log_file"] is None  # a node reads /dev/kmsg
+    # here: a fixture kernel log (the crafted segfault report among its records) and sysfs, not this machine's
+    (tmp_path / "kernel.log").write_text(kernel_log())
+    rendered.update(kernel_log_file=str(tmp_path / "kernel.log"), sysfs_root=str(tmp_path / "sys"))
+    config.write_text(json.dumps(rendered))
     env = {"PYTHONPATH": str(package), "PATH": "/usr/bin:/bin"}
     where = "import pynvml, gpucluster_agents.health.cli as c; print(pynvml.__file__); print(c.__file__)"
     # cwd: a directory without the sources (python puts it first on the path)
     done = subprocess.run([sys.executable, "-S", "-c", where], env=env, cwd=tmp_path, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert all(line.startswith(str(package)) for line in done.stdout.split()), done.stdout
-    sweep = [sys.executable, "-S", "-m", "gpucluster_agents.health", "sweep", "--config", str(config), "--json"]
-    done = subprocess.run(sweep, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    # as the sweep runs it (isolated, from /, the zip put on the path by the code: PYTHONPATH is ignored)
+    sweep = [sys.executable, "-S", "-I", "-c", HEALTH_MAIN, str(package), "sweep", "--config", str(config), "--json"]
+    done = subprocess.run(sweep, env=env, cwd="/", capture_output=True, text=True, timeout=60, check=False)
     verdict = json.loads(done.stdout)
     driver = next(c for c in verdict["checks"] if c["name"] == "driver")
     if ctypes.util.find_library("nvidia-ml"):  # a GPU machine: NVML starts through the zip's binding
@@ -400,3 +407,43 @@ def test_a_sweep_that_could_not_run_leaves_the_taints(tmp_path, api):
     calls = run_sweep(tmp_path, api, 2, node)
     assert patches(calls, "/status")[0][4]["status"]["conditions"][0]["status"] == "Unknown"
     assert patches(calls, "/nodes/ip-10-0-0-1") == []
+
+
+def test_a_check_in_uninterruptible_sleep_times_out_and_the_sweep_goes_on(tmp_path):
+    """The program hangs in D state (tests/health/dstate.py's FUSE file): the round reports SweepTimedOut at
+    its budget (a fault: the node is tainted) instead of waiting for a process that cannot be reaped, which
+    would stop every later round."""
+    import importlib.util
+    import time
+
+    from tests.health.dstate import hung_file, wait_for_state
+
+    with hung_file(tmp_path) as hang:
+        script = tmp_path / "sweep.py"
+        script.write_text(sweep_script(300))
+        spec = importlib.util.spec_from_file_location("gpucluster_sweep", script)
+        assert spec is not None and spec.loader is not None
+        sweep = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sweep)
+        checker = tmp_path / "checker"
+        checker.write_text(f"#!/bin/sh\necho $$ >{tmp_path}/checker.pid\nexec cat {hang}\n")
+        checker.chmod(0o755)
+        sweep.PROGRAM, sweep.BUDGET = [str(checker)], {"sweep": 2, "boot": 2}
+        start = time.monotonic()
+        assert sweep.verdict(None, "sweep") == ("False", "SweepTimedOut", "the health sweep did not finish within 2 s")
+        assert time.monotonic() - start < 5
+        assert wait_for_state(int((tmp_path / "checker.pid").read_text()), "D") == "D"
+
+
+def test_the_sweep_runs_the_program_isolated_from_the_zip(tmp_path):
+    """Without a test's override, the script runs this interpreter with -I from /, the ConfigMap's zip (next
+    to the script) put on the path by the code itself: no PYTHONPATH, no working directory."""
+    import importlib.util
+
+    script = tmp_path / "sweep.py"
+    script.write_text(sweep_script(300))
+    spec = importlib.util.spec_from_file_location("gpucluster_sweep_default", script)
+    assert spec is not None and spec.loader is not None
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    assert sweep.PROGRAM == [sys.executable, "-I", "-c", HEALTH_MAIN, str(tmp_path / PACKAGE_KEY)]

@@ -5,10 +5,13 @@ carries the program reaches compute nodes; the section's validators."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +31,7 @@ from gpucluster.render.slurm.health import (
     PROLOG,
     health_conf_lines,
     health_files,
+    wrapper_values,
 )
 from gpucluster.render.slurm.names import AGENT_LIB, AGENT_PACKAGE_PATH, AWS_HELPER, NODE_SETUP, SlurmContext
 from tests.conftest import group, make_config, require_tool
@@ -168,13 +172,17 @@ def test_no_health_no_package_on_compute_nodes():
 # --- the wrappers, run -------------------------------------------------------------------------------------------
 
 
-def wrapper(tmp_path: Path, template: str, budget: int, checks: bool = True) -> Path:
+def wrapper(
+    tmp_path: Path, template: str, budget: int, checks: bool = True, python: str | None = None, lib: str = AGENT_LIB
+) -> Path:
+    """The rendered wrapper, its paths pointed at ``tmp_path``: the interpreter (default: the fake below),
+    the package directory, scontrol, the log, the config and the boot check's reason file."""
+    values = wrapper_values(lib, python or str(tmp_path / "python"), str(tmp_path / "scontrol"))
     text = render(
         f"slurm/{template}.sh.j2",
         cluster="c",
         group="g",
         checks=checks,
-        agent_lib=AGENT_LIB,
         log_file=str(tmp_path / "health.log"),
         config=str(tmp_path / "health.json"),
         interval=300,
@@ -182,6 +190,7 @@ def wrapper(tmp_path: Path, template: str, budget: int, checks: bool = True) -> 
         slurm_timeout=budget + 30,
         opt_out=OPT_OUT,
         boot_fault=str(tmp_path / "health-boot.reason"),
+        **values,
     )
     path = tmp_path / template
     path.write_text(text)
@@ -190,19 +199,18 @@ def wrapper(tmp_path: Path, template: str, budget: int, checks: bool = True) -> 
 
 
 def fakes(tmp_path: Path, exit_code: int, sleep: float = 0) -> dict[str, str]:
-    """A fake health program (records its arguments, sleeps, exits) and a fake scontrol (records its call)."""
-    program = tmp_path / "health"
-    program.write_text(f'#!/bin/sh\necho "$@" >>{tmp_path}/program.calls\nsleep {sleep}\nexit {exit_code}\n')
+    """A fake interpreter standing in for the health program (checks it is started isolated with the package
+    directory, records the program's arguments, sleeps, exits) and a fake scontrol (records its call)."""
+    program = tmp_path / "python"
+    program.write_text(
+        f'#!/bin/sh\n[ "$1 $2" = "-I -c" ] && [ "$4" = {AGENT_LIB} ] || {{ echo "not isolated: $*" >>{tmp_path}/program.calls; exit 99; }}\n'
+        f'shift 4\necho "$@" >>{tmp_path}/program.calls\n' + (f"exec sleep {sleep}\n" if sleep else f"exit {exit_code}\n")
+    )
     scontrol = tmp_path / "scontrol"
     scontrol.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >>{tmp_path}/scontrol.calls\n')
     for p in (program, scontrol):
         p.chmod(0o755)
-    return {
-        "GPUCLUSTER_HEALTH_PROGRAM": str(program),
-        "GPUCLUSTER_SCONTROL": str(scontrol),
-        "SLURMD_NODENAME": "p5-3",
-        "SLURM_JOB_ID": "42",
-    }
+    return {"SLURMD_NODENAME": "p5-3", "SLURM_JOB_ID": "42"}
 
 
 def run(path: Path, env: dict[str, str]) -> tuple[int, float]:
@@ -216,6 +224,81 @@ def run(path: Path, env: dict[str, str]) -> tuple[int, float]:
 def calls(tmp_path: Path, name: str) -> str:
     f = tmp_path / f"{name}.calls"
     return f.read_text() if f.exists() else ""
+
+
+def test_wrappers_pass_shellcheck(tmp_path):
+    shellcheck = require_tool("shellcheck")
+    for template in ("health-check", "prolog"):
+        for checks in (True, False):
+            path = wrapper(tmp_path, template, 45, checks)
+            done = subprocess.run([shellcheck, "-s", "bash", str(path)], capture_output=True, text=True, check=False)
+            assert done.returncode == 0, done.stdout + done.stderr
+    broken = tmp_path / "broken"
+    broken.write_text(wrapper(tmp_path, "prolog", 5).read_text().replace('"${args[@]}"', "${args[@]}"))
+    done = subprocess.run([shellcheck, "-s", "bash", str(broken)], capture_output=True, text=True, check=False)
+    assert "SC2068" in done.stdout  # the check can fail
+
+
+def test_node_wrappers_run_the_program_isolated_from_fixed_paths():
+    """What a node gets: /usr/bin/python3 -I -c <code> /opt/gpucluster/lib, from /, and no variable that
+    chooses a program, a config, a log, scontrol or the boot check's file."""
+    files = part_files(context(P5), "p5")
+    for path in (HEALTH_CHECK, PROLOG):
+        text = files[path]
+        assert "\ncd / || exit 0\n" in text
+        assert "/usr/bin/python3 -I -c 'import sys; sys.path.insert(0, sys.argv.pop(1));" in text
+        assert f'\' {AGENT_LIB} "${{args[@]}}"' in text
+        assert not re.search(r"\$\{?(GPUCLUSTER_|PYTHON)", text) and "PYTHONPATH" not in text  # no variable read
+
+
+@pytest.mark.parametrize(("template", "fault_rc"), [("health-check", 0), ("prolog", 1)])
+def test_a_planted_package_and_environment_overrides_do_not_reach_the_program(tmp_path, template, fault_rc):
+    """The rendered wrapper runs the real program (this interpreter, the package from a node-like agent
+    directory, fake NVML readings through its binding) from slurmd's working directory, which holds an
+    attacker's gpucluster_agents package and sitecustomize, with PYTHONPATH pointing there and every
+    GPUCLUSTER_* variable the wrappers once honoured set to something that would change the outcome. None of
+    it takes effect: the planted code never runs, the node's own config judges it, nothing is drained; and
+    when its GPU goes bad the program (not the wrapper) drains it with the verdict's reason."""
+    from gpucluster_agents.health.config import to_json
+    from tests.health.fakes import agent_lib, node, p5_config, planted, scenario
+
+    readings = node(tmp_path, scenario())
+    lib = agent_lib(tmp_path / "lib", readings)
+    (tmp_path / "health.json").write_text(to_json(p5_config(tmp_path, efa_count=0, slurm_bin_dir=str(tmp_path))))
+    fakes(tmp_path, 0)  # scontrol (the program's, through its config, and the wrapper's) records its calls
+    cwd = planted(tmp_path / "var-log-slurm", tmp_path / "planted")
+    (tmp_path / "faulty.json").write_text(json.dumps(scenario(gpu_count=2)))
+    (tmp_path / "evil-reason").write_text("gpucluster: planted (replace)\n")
+    evil = tmp_path / "evil.sh"
+    evil.write_text(f"#!/bin/sh\necho evil $0 >>{tmp_path}/planted\n")
+    evil.chmod(0o755)
+    env = {
+        "SLURMD_NODENAME": "p5-3",
+        "SLURM_JOB_ID": "42",
+        "PYTHONPATH": str(cwd),
+        "GPUCLUSTER_HEALTH_PROGRAM": str(evil),
+        "GPUCLUSTER_SCONTROL": str(evil),
+        "GPUCLUSTER_HEALTH_CONFIG": str(tmp_path / "faulty.json"),
+        "GPUCLUSTER_HEALTH_FAKE_NVML": str(tmp_path / "faulty.json"),
+        "GPUCLUSTER_HEALTH_LOG": str(tmp_path / "evil.log"),
+        "GPUCLUSTER_HEALTH_BOOT_FAULT": str(tmp_path / "evil-reason"),
+        "PATH": os.environ["PATH"],
+    }
+    path = wrapper(tmp_path, template, 30, python=sys.executable, lib=str(lib))
+    done = subprocess.run([str(path)], env=env, cwd=cwd, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, (tmp_path / "health.log").read_text()
+    assert not (tmp_path / "planted").exists() and not (tmp_path / "evil.log").exists()
+    assert calls(tmp_path, "scontrol") == ""
+    verdicts = [json.loads(line) for line in (tmp_path / "health.jsonl").read_text().splitlines()]
+    assert [(v["node"], v["mode"], v["action"]) for v in verdicts] == [
+        ("p5-3", template.replace("health-check", "sweep"), "none")
+    ]
+    # the same wrapper, the node's GPU gone bad: the real program judged it and drained through its config
+    readings.write_text(json.dumps(scenario({2: {"remapped_rows": [0, 1, 1, 0]}})))
+    done = subprocess.run([str(path)], env=env, cwd=cwd, capture_output=True, text=True, timeout=60)
+    assert done.returncode == fault_rc
+    assert "reason=gpucluster: row_remap gpu2 row remap pending (reboot)" in calls(tmp_path, "scontrol").splitlines()
+    assert not (tmp_path / "planted").exists()
 
 
 def test_wrappers_parse(tmp_path):
@@ -234,14 +317,14 @@ def test_prolog_passes_the_verdict_on(tmp_path, program_exit, prolog_exit):
     env = fakes(tmp_path, program_exit)
     rc, _ = run(wrapper(tmp_path, "prolog", 5), env)
     assert rc == prolog_exit
-    assert calls(tmp_path, "program").strip() == "prolog"
+    assert calls(tmp_path, "program").strip() == "prolog --node p5-3"
     assert calls(tmp_path, "scontrol") == ""  # the program drains on a fault, not the wrapper
 
 
 def test_prolog_passes_the_config_when_the_node_has_one(tmp_path):
     (tmp_path / "health.json").write_text("{}")
     run(wrapper(tmp_path, "prolog", 5), fakes(tmp_path, 0))
-    assert calls(tmp_path, "program").strip() == f"prolog --config {tmp_path}/health.json"
+    assert calls(tmp_path, "program").strip() == f"prolog --node p5-3 --config {tmp_path}/health.json"
 
 
 def test_prolog_that_hangs_is_cut_at_its_budget_and_drains_the_node(tmp_path):
@@ -251,7 +334,7 @@ def test_prolog_that_hangs_is_cut_at_its_budget_and_drains_the_node(tmp_path):
         "update",
         "NodeName=p5-3",
         "State=DRAIN",
-        "Reason=gpucluster: health prolog timed out after 1 s",
+        "Reason=gpucluster: health prolog timed out after 1 s (reboot)",
     ]
     assert "did not finish within 1 s" in (tmp_path / "health.log").read_text()
 
@@ -279,13 +362,13 @@ def test_a_job_opts_out_with_a_word_in_its_comment_or_extra(tmp_path, comment, e
 def test_sweep_always_exits_0_and_leaves_draining_to_the_program(tmp_path, program_exit):
     """slurmd ignores HealthCheckProgram's status: the node's state is what counts."""
     rc, _ = run(wrapper(tmp_path, "health-check", 5), fakes(tmp_path, program_exit))
-    assert rc == 0 and calls(tmp_path, "program").strip() == "sweep" and calls(tmp_path, "scontrol") == ""
+    assert rc == 0 and calls(tmp_path, "program").strip() == "sweep --node p5-3" and calls(tmp_path, "scontrol") == ""
 
 
 def test_sweep_that_hangs_drains_the_node_with_a_gpucluster_reason(tmp_path):
     rc, took = run(wrapper(tmp_path, "health-check", 1), fakes(tmp_path, 0, sleep=30))
     assert rc == 0 and took < 10
-    assert "Reason=gpucluster: health sweep timed out after 1 s" in calls(tmp_path, "scontrol").splitlines()
+    assert "Reason=gpucluster: health sweep timed out after 1 s (reboot)" in calls(tmp_path, "scontrol").splitlines()
 
 
 def test_wrappers_of_groups_without_gpus_run_nothing(tmp_path):
@@ -370,3 +453,84 @@ def test_boot_unit_and_slurmd_drop_in_pass_systemd_analyze_verify(tmp_path):
     broken.write_text(files[f"/etc/systemd/system/{HEALTH_BOOT_UNIT}"].replace("Type=oneshot", "Type=oneshoot"))
     done = subprocess.run([analyze, "verify", f"--root={root}", str(broken)], capture_output=True, text=True, timeout=120)
     assert "Failed to parse service type" in done.stderr  # the check can fail
+
+
+# --- a hung check: the watchdog drains without waiting for it -------------------------------------------------------
+
+
+def test_the_stand_in_for_a_hung_gpu_cannot_be_killed_or_reaped(tmp_path):
+    """The stand-in the watchdog tests use for a check stuck in the GPU driver: a read from a FUSE file whose
+    server never answers (tests/health/dstate.py). Once killed, the reader sits in D state and cannot be
+    reaped, as a process inside a hung NVML call; Python's subprocess.run(timeout=...), which the boot helper
+    and the Kubernetes sweep used, kills it and then waits for it, past any limit. (GNU timeout(1), which the
+    Slurm wrappers used, does return: at --kill-after it SIGKILLs its own process group, itself included.)"""
+    from tests.health.dstate import hung_file, state, wait_for_state
+
+    with hung_file(tmp_path) as hang:
+        reader = subprocess.Popen(["cat", str(hang)], stdout=subprocess.DEVNULL)
+        try:
+            assert hang.taken(reader.pid) and state(reader.pid) == "S"  # waiting for the answer, interruptibly
+            reader.kill()
+            assert wait_for_state(reader.pid, "D") == "D"
+            with pytest.raises(subprocess.TimeoutExpired):
+                reader.wait(timeout=1)
+            assert state(reader.pid) == "D"  # killed, and still there
+            waits = "import subprocess, sys; subprocess.run(['cat', sys.argv[1]], timeout=1)"
+            with pytest.raises(subprocess.TimeoutExpired):  # its own 1 s limit, then kill, then wait...
+                subprocess.run([sys.executable, "-c", waits, str(hang)], timeout=5, stdout=subprocess.DEVNULL)
+        finally:
+            reader.kill()
+    reader.wait(timeout=10)  # the server is gone: the read ended and the reader died
+
+
+@pytest.mark.parametrize(("template", "mode", "exit_code"), [("health-check", "sweep", 0), ("prolog", "prolog", 1)])
+def test_a_check_in_uninterruptible_sleep_still_drains_the_node(tmp_path, template, mode, exit_code):
+    """The program hangs in D state (the stand-in above): at the end of its budget the wrapper drains the node
+    (reboot), exits within the budget, and leaves the unkillable check behind instead of waiting for it."""
+    from tests.health.dstate import hung_file, wait_for_state
+
+    with hung_file(tmp_path) as hang:
+        checker = tmp_path / "checker"
+        checker.write_text(f"#!/bin/sh\necho $$ >{tmp_path}/checker.pid\nexec cat {hang}\n")
+        checker.chmod(0o755)
+        env = fakes(tmp_path, 0)
+        rc, took = run(wrapper(tmp_path, template, 2, python=str(checker)), env)
+        assert rc == exit_code and took < 2 + 1 + 2, took  # the budget, SECONDS' whole seconds, slack
+        assert calls(tmp_path, "scontrol").splitlines() == [
+            "update",
+            "NodeName=p5-3",
+            "State=DRAIN",
+            f"Reason=gpucluster: health {mode} timed out after 2 s (reboot)",
+        ]
+        assert "did not finish within 2 s" in (tmp_path / "health.log").read_text()
+        pid = int((tmp_path / "checker.pid").read_text())
+        assert wait_for_state(pid, "D") == "D"  # killed, never reaped by the wrapper: it is still there
+
+
+def test_a_hang_asks_the_agent_for_a_reboot_not_a_replacement():
+    """What the agent's quarantine pass reads from each hang's drain reason: reboot. A hang does not say the
+    hardware is broken (and a job might provoke one); a hang that comes back after the reboot is replaced."""
+    from gpucluster_agents.quarantine import drain_action
+
+    for reason in (
+        "gpucluster: health sweep timed out after 45 s (reboot)",
+        "gpucluster: health prolog timed out after 60 s (reboot)",
+        "gpucluster: health boot timed out after 300 s (reboot)",
+    ):
+        assert drain_action(reason) == "reboot", reason
+    for template, mode in (("health-check", "sweep"), ("prolog", "prolog")):
+        text = render(
+            f"slurm/{template}.sh.j2",
+            cluster="c",
+            group="g",
+            checks=True,
+            log_file="/l",
+            config="/c",
+            interval=300,
+            budget=45,
+            slurm_timeout=75,
+            opt_out=OPT_OUT,
+            boot_fault="/b",
+            **wrapper_values(),
+        )
+        assert f'drain "gpucluster: health {mode} timed out after ${{budget}} s (reboot)"' in text

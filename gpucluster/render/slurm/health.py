@@ -16,12 +16,14 @@ prolog code; the opt-out is read from both, so ``--comment`` works on every vers
 
 from __future__ import annotations
 
+import shlex
+
 from gpucluster.config.slurm_health import nvidia_gpus
 from gpucluster.facts.catalog import Catalog, InstanceFacts
 from gpucluster.render.core import WriteFile, render
 from gpucluster.render.node import SharedFs
 from gpucluster.render.slurm.names import AGENT_LIB, AWS_HELPER, SlurmContext, slurm_groups
-from gpucluster_agents.boot import HEALTH_BOOT_FAULT, HEALTH_BOOT_TIMEOUT
+from gpucluster_agents.boot import HEALTH_BOOT_FAULT, HEALTH_BOOT_TIMEOUT, HEALTH_MAIN
 
 HEALTH_CHECK = "/etc/gpucluster/slurm/health-check"
 PROLOG = "/etc/gpucluster/slurm/prolog"
@@ -32,6 +34,21 @@ HEALTH_CONFIG = "/etc/gpucluster/health.json"
 OPT_OUT = "gpucluster-health=off"
 # The boot check: a oneshot unit slurmd wants and starts after (GPU groups only).
 HEALTH_BOOT_UNIT = "gpucluster-health-boot.service"
+# What the wrappers run (fixed paths: root runs them, nothing in their environment chooses a program).
+PYTHON = "/usr/bin/python3"
+SCONTROL = "scontrol"  # on the wrappers' fixed PATH (/usr/sbin:/usr/bin:/sbin:/bin)
+
+
+def wrapper_values(agent_lib: str = AGENT_LIB, python: str = PYTHON, scontrol: str = SCONTROL) -> dict[str, str]:
+    """The program the HealthCheckProgram and Prolog wrappers run, shell-quoted for the templates:
+    ``python -I -c HEALTH_MAIN agent_lib`` (:data:`gpucluster_agents.boot.HEALTH_MAIN`) and scontrol. Tests
+    pass their own interpreter, package directory and scontrol; a node's wrappers get the defaults."""
+    return {
+        "python": shlex.quote(python),
+        "health_main": shlex.quote(HEALTH_MAIN),
+        "agent_lib": shlex.quote(agent_lib),
+        "scontrol": shlex.quote(scontrol),
+    }
 
 
 def health_boot_unit() -> str:
@@ -100,7 +117,7 @@ def health_files(
         "cluster": ctx.cluster,
         "group": group,
         "checks": health.enabled and nvidia_gpus(facts),
-        "agent_lib": AGENT_LIB,
+        **wrapper_values(),
         "log_file": HEALTH_LOG,
         "config": HEALTH_CONFIG,
         "boot_fault": HEALTH_BOOT_FAULT,
