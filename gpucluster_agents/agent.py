@@ -68,6 +68,7 @@ from .repair_api import RepairApi
 from .slurm import NodeState, Slurm
 from .state import FileLock, StateDir
 from .static_groups import STATIC_NO_INSTANCE, reconcile_static
+from .sweep import status_lines as sweep_status
 from .sweep import sweep
 from .topology import render_topology, write_if_changed
 
@@ -291,8 +292,10 @@ class Agent:
             self.state.save_holds(holds)
 
     def status(self) -> list[str]:
-        """``status``: protected groups, node repairs (the verdicts Slurm forgot on power-down), vanished nodes."""
-        return protect_status(self.cfg, self.state.path) + quarantine_status(self.state.path) + vanished_status(self.state.path)
+        """``status``: protected groups, node repairs (the verdicts Slurm forgot on power-down), crashed launches
+        and orphans waiting, vanished nodes (waiting for a second listing, or stopped by the cap)."""
+        own = sweep_status(self.state, self.clock()) + vanished_status(self.state.path)
+        return protect_status(self.cfg, self.state.path) + quarantine_status(self.state.path) + own
 
     def topology(self) -> None:
         """The ``topology`` subcommand: sweep (like every call), then rewrite topology.conf."""

@@ -167,7 +167,9 @@ def recover_from_maps(
             continue
         for inst in insts:
             node = nodes.get(inst.id)
-            if node is not None and group.owns(node):
+            prefix, _, num = (node or "").rpartition("-")
+            # beyond a shrunk group's max_nodes too: the instance is then a stray (drained, ended when idle)
+            if node is not None and prefix == group.node_prefix and num.isdigit() and not num.startswith("0"):
                 found[inst.id] = node
     if found:
         log.info("decision names recovered from node maps: %s", ",".join(f"{i}={n}" for i, n in sorted(found.items())))

@@ -18,16 +18,19 @@ now rather than after ResumeTimeout."""
 
 from __future__ import annotations
 
+import glob
 import logging
+import os
+import time
 from collections.abc import Iterable
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from .contract import AgentConfig
 from .ec2 import AWS_ERRORS, NOT_TERMINATED_STATES, Ec2, Instance
 from .inventory import Inventory, best_instance, fmt_nodes, is_dynamic
 from .launcher import terminate
 from .slurm import NodeState, Slurm
-from .state import FirstSeen, StateDir
+from .state import FirstSeen, StateDir, read_json
 
 log = logging.getLogger("gpucluster_agents")
 
@@ -264,3 +267,24 @@ def recover_assignments(
             out[inst.id] = node
             used.add(node)
     return out
+
+
+def status_lines(state: StateDir, now: float) -> list[str]:
+    """``status``: crashed launches the journal still holds, untagged instances waiting out the orphan grace,
+    and ``names.json`` files set aside as unreadable."""
+    out: list[str] = []
+    for name in sorted(os.listdir(state.journal_dir)):  # read only: status takes no lock, so it moves nothing aside
+        if not name.endswith(".json"):
+            continue
+        raw = read_json(os.path.join(state.journal_dir, name))
+        e = cast("dict[str, Any]", raw) if isinstance(raw, dict) else {"token": name, "started": None}
+        age = now - float(e.get("started") or now)
+        nodes = fmt_nodes(str(n) for n in list(e.get("nodes") or []))
+        out.append(f"launch journal: {e['token']} group={e.get('group')} nodes={nodes} {age:.0f}s old (a launch that stopped)")
+    waiting = FirstSeen(state.path, "orphans.json").seen
+    if waiting:
+        out.append(f"orphans: {len(waiting)} untagged instance(s) waiting out the grace: {','.join(sorted(waiting))}")
+    for aside in sorted(glob.glob(os.path.join(glob.escape(state.path), "names.json.corrupt-*"))):
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(os.path.getmtime(aside)))
+        out.append(f"names: {aside} was unreadable ({when}); set aside and rebuilt from the node maps")
+    return out or ["launch journal: empty; no orphan waiting"]

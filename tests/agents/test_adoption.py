@@ -40,7 +40,9 @@ def test_n01_a_node_that_registered_from_the_map_keeps_its_instance(harness: Har
 # ---------------------------------------------------------------------------- N02: Slurm unreadable
 
 
-def test_n02_nothing_from_the_journal_is_terminated_while_slurm_cannot_be_read(harness: Harness) -> None:
+def test_n02_nothing_from_the_journal_is_terminated_while_slurm_cannot_be_read(
+    harness: Harness, capsys: pytest.CaptureFixture[str]
+) -> None:
     harness.config["api_concurrency"] = 1
     harness.slurm.set("p5-1", "IDLE+CLOUD+POWERING_UP")
     crash(harness, "CreateTags", "before", "resume", "p5-1")
@@ -56,6 +58,9 @@ def test_n02_nothing_from_the_journal_is_terminated_while_slurm_cannot_be_read(h
     (entry,) = journal(harness)
     assert entry["assignments"] == {iid: "p5-1"}
     assert "Slurm's node states are unavailable" in harness.log_text()
+    capsys.readouterr()
+    assert harness.run("status") == 0  # what an operator sees meanwhile
+    assert f"launch journal: {entry['token']} group=p5 nodes=p5-1" in capsys.readouterr().out
     harness.slurm.set_flag("nodes", nodes)  # slurmctld answers again; the node still waits for its boot
     assert harness.run("maintain") == 0
     assert harness.nodes() == {"p5-1": [iid]}
@@ -139,7 +144,9 @@ def test_n03_nodes_whose_launch_never_reached_ec2_are_powered_down_at_once(harne
 
 
 @pytest.mark.parametrize("damage", ["{torn", "[1, 2]", None])
-def test_n08_a_lost_names_file_is_rebuilt_from_the_node_maps(harness: Harness, damage: str | None) -> None:
+def test_n08_a_lost_names_file_is_rebuilt_from_the_node_maps(
+    harness: Harness, damage: str | None, capsys: pytest.CaptureFixture[str]
+) -> None:
     with_maps(harness)
     assert harness.slurm_resume("p5-[1-2]") == 0
     named = {e["node"]: iid for iid, e in names_file(harness).items()}
@@ -161,6 +168,9 @@ def test_n08_a_lost_names_file_is_rebuilt_from_the_node_maps(harness: Harness, d
     else:
         assert [p.read_text() for p in aside] == [damage]
         assert "names.json is unreadable" in harness.log_text()
+        capsys.readouterr()
+        assert harness.run("status") == 0
+        assert f"names: {aside[0]} was unreadable" in capsys.readouterr().out
     assert_invariants(harness, running=named)
 
 
