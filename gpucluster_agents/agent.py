@@ -18,14 +18,17 @@ Never leaking an instance, in three layers:
    instance -> node assignment right after it; it is removed once all instances carry their node
    name. A journal entry seen by a process holding the lock is therefore a launch that crashed
    between CreateFleet and the end of tagging. The sweep then *adopts* each assigned instance
-   if its node still wants one (the node is being resumed by this call, or Slurm still shows it
-   POWERING_UP and not DOWN, and it has no other instance): it tags it and sets the node address.
-   Otherwise the instance is terminated. Instances of a crashed launch with no assignment yet are
-   terminated. The entry is kept for ``orphan_grace_seconds`` to catch instances that EC2's
-   eventually consistent DescribeInstances shows late, then dropped.
-3. A catch-all. Any instance with the cluster tag, no node-name tag, no journal entry and older
-   than ``orphan_grace_seconds`` is terminated. So is any second instance of one node, any stopped
-   instance, and any instance whose node Slurm shows powered down (a suspend that failed).
+   if its node may be running on it (the node is being resumed by this call, or Slurm shows it up in
+   any state but powered down, powering down or held DOWN by the agent, and it has no other
+   instance): it tags it and sets the node address. Otherwise the instance is terminated, but never
+   while Slurm's node states cannot be read. Instances of a crashed launch with no assignment yet
+   go to the entry's nodes still waiting for their boot (by launch token); those nodes left without
+   one are powered down at once. The entry is kept for ``orphan_grace_seconds`` to catch instances
+   that EC2's eventually consistent DescribeInstances shows late, then dropped (``sweep.py``).
+3. A catch-all. Any instance with the cluster tag, no node name (tag, ``names.json``, or its launch's
+   node map), no journal entry and first seen by the agent more than ``orphan_grace_seconds`` ago is
+   terminated. So is any second instance of one node, any stopped instance, and any instance whose
+   node Slurm shows powered down (a suspend that failed).
 
 Idempotency: resume reuses the pending/running instance already tagged with a node's name and
 only launches for nodes without one; CreateFleet's ClientToken guards botocore's own retries.
