@@ -64,9 +64,11 @@ def sweep(
         log.info("decision terminate instance=%s: %s", iid, why)
     if s.to_kill:
         terminate(ec2, inv, sorted(s.to_kill), "sweep")
-    if s.interrupted:
-        log.info("decision power_down_force nodes=%s reason=%r", fmt_nodes(s.interrupted), INTERRUPTED_REASON)
-        slurm.power_down_force(sorted(s.interrupted), INTERRUPTED_REASON)
+    # after every entry had its turn: a node another entry's instance went to is not left waiting
+    interrupted = sorted(n for n in s.interrupted if s.waits(n) and s.free(n))
+    if interrupted:
+        log.info("decision power_down_force nodes=%s reason=%r", fmt_nodes(interrupted), INTERRUPTED_REASON)
+        slurm.power_down_force(interrupted, INTERRUPTED_REASON)
     return s.addresses
 
 
@@ -89,7 +91,7 @@ class _Sweep:
         self.wanted, self.now, self.handled = wanted, now, handled
         self.addresses: list[tuple[str, str]] = []
         self.to_kill: dict[str, str] = {}
-        self.interrupted: set[str] = set()
+        self.interrupted: set[str] = set()  # nodes of crashed launches that may be left waiting for a boot
         self.journaled: set[str] = set()
         self.taken = {str(v) for e in entries for v in dict(e.get("assignments") or {}).values()}
 
@@ -97,7 +99,7 @@ class _Sweep:
     def _state(self, node: str) -> NodeState | None:
         return self.states.get(node) if self.states is not None else None
 
-    def _free(self, node: str) -> bool:
+    def free(self, node: str) -> bool:
         """A dynamic node of the config without a live instance."""
         g = self.cfg.group_of_node(node)
         return g is not None and not g.static and not self.inv.live_of_node(node)
@@ -118,12 +120,12 @@ class _Sweep:
 
     def adopts(self, node: str) -> bool:
         """The node takes the instance its crashed launch assigned it."""
-        return self._free(node) and (node in self.wanted or self.up(node))
+        return self.free(node) and (node in self.wanted or self.up(node))
 
     def adopts_unassigned(self, node: str) -> bool:
         """The node takes an instance of its launch that never got an assignment: no such instance can have
         booted under a name (no map, no tag), so only a node still waiting for its boot takes one."""
-        return self._free(node) and (node in self.wanted or self.waits(node))
+        return self.free(node) and (node in self.wanted or self.waits(node))
 
     # ------------------------------------------------------------------ 1. the launch journal
     def journal_entry(self, entry: dict[str, Any]) -> None:
@@ -152,8 +154,8 @@ class _Sweep:
         if self.states is None:
             log.warning("sweep: journal %s kept: Slurm's node states are unavailable, terminating nothing of it", token)
             return
-        if listed_all:
-            self.interrupted.update(n for n in nodes if self.waits(n) and self._free(n) and n not in self.wanted)
+        if listed_all:  # nodes still waiting for this launch, decided once every entry is done
+            self.interrupted.update(n for n in nodes if n not in self.wanted)
         if self.state.journal_age(entry, self.now) > self.cfg.orphan_grace_seconds:
             log.info("decision sweep journal token=%s older than %ss, dropping it", token, self.cfg.orphan_grace_seconds)
             self.state.journal_end(token)
