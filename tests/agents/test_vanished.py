@@ -1,4 +1,4 @@
-"""No mass action on one read (issue #19, scenario N06 of the fault review): a node whose instance is missing
+"""No mass action on one read (issue #19, scenarios N06 and N05 of the fault review): a node whose instance is missing
 from one DescribeInstances answer is powered down only once a second listing, at least
 ``lifecycle.confirm_seconds`` later, agrees; and never more than the per-pass cap of a group at once: above
 it the agent does nothing for those nodes, logs one ``ALERT vanished-over-cap`` line and ``status`` says so.
@@ -106,3 +106,22 @@ def test_vanished_cap() -> None:
     assert lifecycle.vanished_cap(1) == 2  # a one- or two-node group can lose both
     assert lifecycle.vanished_cap(16) == 3
     assert lifecycle.vanished_cap(1000) == 200
+
+
+def test_n05_a_listing_that_never_comes_changes_nothing(harness: Harness) -> None:
+    # DescribeInstances throttled past botocore's retries: the pass gives up before deciding anything.
+    running = sixteen_running(harness)
+    harness.proxy.throttle("DescribeInstances", 50)
+    harness.proxy.clear()
+    harness.config["api_max_attempts"] = 2  # botocore gives up sooner (the review measured 8 attempts, 42 s)
+    assert harness.run("maintain") == 0
+    harness.config["api_max_attempts"] = 5
+    assert "maintain failed" in harness.log_text()
+    assert harness.proxy.actions()["TerminateInstances"] == 0 and power_downs(harness) == []
+    harness.proxy.throttles.clear()
+    clock = SteppedClock()
+    maintain(harness, clock)
+    clock.step(120)
+    maintain(harness, clock)
+    assert harness.proxy.actions()["TerminateInstances"] == 0 and power_downs(harness) == []
+    assert_invariants(harness, running=running)
