@@ -18,14 +18,17 @@ Never leaking an instance, in three layers:
    instance -> node assignment right after it; it is removed once all instances carry their node
    name. A journal entry seen by a process holding the lock is therefore a launch that crashed
    between CreateFleet and the end of tagging. The sweep then *adopts* each assigned instance
-   if its node still wants one (the node is being resumed by this call, or Slurm still shows it
-   POWERING_UP and not DOWN, and it has no other instance): it tags it and sets the node address.
-   Otherwise the instance is terminated. Instances of a crashed launch with no assignment yet are
-   terminated. The entry is kept for ``orphan_grace_seconds`` to catch instances that EC2's
-   eventually consistent DescribeInstances shows late, then dropped.
-3. A catch-all. Any instance with the cluster tag, no node-name tag, no journal entry and older
-   than ``orphan_grace_seconds`` is terminated. So is any second instance of one node, any stopped
-   instance, and any instance whose node Slurm shows powered down (a suspend that failed).
+   if its node may be running on it (the node is being resumed by this call, or Slurm shows it up in
+   any state but powered down, powering down or held DOWN by the agent, and it has no other
+   instance): it tags it and sets the node address. Otherwise the instance is terminated, but never
+   while Slurm's node states cannot be read. Instances of a crashed launch with no assignment yet
+   go to the entry's nodes still waiting for their boot (by launch token); those nodes left without
+   one are powered down at once. The entry is kept for ``orphan_grace_seconds`` to catch instances
+   that EC2's eventually consistent DescribeInstances shows late, then dropped (``sweep.py``).
+3. A catch-all. Any instance with the cluster tag, no node name (tag, ``names.json``, or its launch's
+   node map), no journal entry and first seen by the agent more than ``orphan_grace_seconds`` ago is
+   terminated. So is any second instance of one node, any stopped instance, and any instance whose
+   node Slurm shows powered down (a suspend that failed).
 
 Idempotency: resume reuses the pending/running instance already tagged with a node's name and
 only launches for nodes without one; CreateFleet's ClientToken guards botocore's own retries.
@@ -57,7 +60,8 @@ from .holds import Holds, fail_nodes, release_holds, resume_timeout_reason
 from .inventory import Inventory, best_instance, fmt_nodes, is_dynamic, split_by_group
 from .launcher import launch, terminate
 from .lifecycle import handle_strays, return_vanished, split_strays
-from .names import NameBook, tag_lazily
+from .lifecycle import status_lines as vanished_status
+from .names import NameBook, recover_from_maps, tag_lazily
 from .nodemap import NodeMapPublisher
 from .protect import Protection, protect_pass
 from .protect import status_lines as protect_status
@@ -67,6 +71,7 @@ from .repair_api import RepairApi
 from .slurm import NodeState, Slurm
 from .state import FileLock, StateDir
 from .static_groups import STATIC_NO_INSTANCE, reconcile_static
+from .sweep import status_lines as sweep_status
 from .sweep import sweep
 from .topology import render_topology, write_if_changed
 
@@ -87,10 +92,11 @@ class Agent:
         self.cfg = cfg
         self.ec2 = ec2 if ec2 is not None else Ec2(cfg)
         self.slurm = slurm if slurm is not None else Slurm(cfg.scontrol)
-        self.state = state if state is not None else StateDir(cfg.state_dir)
+        self.state = state if state is not None else StateDir(cfg.state_dir, clock)
         self.clock = clock
         self.strays: list[Instance] = []  # instances of removed or shrunk groups, set by _prologue
         self.listed: list[Instance] = []  # the instances as EC2 lists them (tags unchanged), set by _prologue
+        self.unread: frozenset[str] = frozenset()  # instances whose node map S3 could not read, set by _prologue
         self.book = NameBook(self.state.path)  # names from node maps EC2 does not carry as tags yet (names.py)
         self.maps = NodeMapPublisher(cfg, cfg.node_map) if cfg.node_map is not None else None
 
@@ -108,12 +114,14 @@ class Agent:
         """Every subcommand starts here (holding the lock): list the cluster's instances, read Slurm's
         node states, sweep, end expired holds. Returns the adopted nodes' addresses if not applied."""
         self.listed = self.ec2.list_cluster_instances()
-        self.book = NameBook(self.state.path)
+        self.book = NameBook(self.state.path, repair=True)
         named = self.book.apply(self.listed, self.clock(), self.cfg.orphan_grace_seconds)
+        self.unread = recover_from_maps(self.cfg, self.book, self.maps, named, self.state.journal_assigned(), self.clock())
+        named = self.book.apply(self.listed, self.clock(), self.cfg.orphan_grace_seconds, prune=False)
         mine, self.strays = split_strays(self.cfg, named)
         inv = Inventory(mine)
         states = self.slurm.show_nodes()
-        addresses = sweep(self.cfg, self.ec2, self.state, inv, states, wanted, self.clock(), handled)
+        addresses = sweep(self.cfg, self.ec2, self.slurm, self.state, inv, states, wanted, self.clock(), handled, self.unread)
         if addresses and apply_addresses:
             self.slurm.set_addresses(addresses)
             addresses = []
@@ -270,7 +278,8 @@ class Agent:
             self.state.save_holds(holds)
             handle_strays(self.cfg, self.ec2, self.slurm, self.state, self.strays, states, self.clock())
             stray_nodes = frozenset(i.node for i in self.strays if i.live and i.node)
-            return_vanished(self.cfg, self.slurm, inv, states, self.state, skip=stray_nodes)
+            unsure = frozenset(str(i.group) for i in self.listed if i.id in self.unread)
+            return_vanished(self.cfg, self.slurm, inv, states, self.state, self.clock(), skip=stray_nodes, unsure=unsure)
             Quarantine(self.cfg, RepairApi(self.cfg, self.ec2.client), self.slurm, self.state.path).run(inv, states, self.clock())
             tag_lazily(self.ec2, self.book, [i for i in self.listed if i.id in inv.by_id])
         self.refresh_topology()
@@ -286,8 +295,10 @@ class Agent:
             self.state.save_holds(holds)
 
     def status(self) -> list[str]:
-        """``status``: protected groups and node repairs (the verdicts Slurm forgot on power-down)."""
-        return protect_status(self.cfg, self.state.path) + quarantine_status(self.state.path)
+        """``status``: protected groups, node repairs (the verdicts Slurm forgot on power-down), crashed launches
+        and orphans waiting, vanished nodes (waiting for a second listing, or stopped by the cap)."""
+        own = sweep_status(self.state, self.clock()) + vanished_status(self.state.path)
+        return protect_status(self.cfg, self.state.path) + quarantine_status(self.state.path) + own
 
     def topology(self) -> None:
         """The ``topology`` subcommand: sweep (like every call), then rewrite topology.conf."""

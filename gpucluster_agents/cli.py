@@ -9,8 +9,9 @@
     python -m gpucluster_agents status                   # protected node groups and node repairs
     python -m gpucluster_agents clear-protect <group>    # end a node group's protected mode
 
-On a site's own slurmctld (config ``site``, :mod:`.site`) resume and suspend first hand the site's own nodes
-to its previous programs and act on the cloud nodes only.
+On a site's own slurmctld (config ``site``, :mod:`.site`) resume and suspend hand the site's own nodes to its
+previous programs (started first, waited for last: side by side with the cloud work) and act on the cloud nodes
+only.
 
 Options: ``--config PATH`` (else $GPUCLUSTER_AGENT_CONFIG, else /etc/gpucluster/agent.json).
 Exit status: 0 whenever Slurm should not retry (failures are logged and nodes set DOWN),
@@ -29,7 +30,7 @@ from collections.abc import Sequence
 from .apitime import ApiTimer
 from .config import load_config
 from .contract import ConfigError
-from .site import hand_off
+from .site import SiteRun, hand_off
 from .state import LockTimeout
 
 log = logging.getLogger("gpucluster_agents")
@@ -89,10 +90,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
     handler = setup_logging(cfg.log_file, args.command)
+    site_run: SiteRun | None = None
     if args.command in ("resume", "suspend") and cfg.site.program(args.command):
-        # a site's controller: its own nodes go to its previous program, the agent acts on the cloud nodes only
-        args.hostlist = hand_off(cfg.site, args.command, args.hostlist, lambda n: cfg.group_of_node(n) is not None)
+        # a site's controller: its own nodes go to its previous program (started now, waited for after the cloud
+        # work: the two run side by side), the agent acts on the cloud nodes only
+        args.hostlist, site_run = hand_off(cfg.site, args.command, args.hostlist, lambda n: cfg.group_of_node(n) is not None)
         if not args.hostlist:
+            if site_run is not None:
+                site_run.wait()
             log.removeHandler(handler)
             handler.close()
             return EXIT_OK
@@ -135,6 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             except Exception:
                 log.exception("could not set nodes down")
     finally:
+        if site_run is not None:
+            site_run.wait()
         total = time.monotonic() - started
         api = timer.api_seconds if timer else 0.0
         if agent is not None:

@@ -1,6 +1,7 @@
 # pyright: strict, reportMissingTypeStubs=false
 """Publishing a launch's instance -> node map to S3: one PutObject per CreateFleet batch, whatever its
-size (the schema and why: ``nodemap_contract``). The booting instance reads it (``boot.py node-name``)."""
+size (the schema and why: ``nodemap_contract``). The booting instance reads it (``boot.py node-name``), and
+so does the agent when its own record of the names (``names.json``) is lost (``names.recover_from_maps``)."""
 
 from __future__ import annotations
 
@@ -64,3 +65,36 @@ class NodeMapPublisher:
             return False
         log.info("api PutObject s3://%s/%s nodes=%d", self.spec.bucket, key, len(assignments))
         return True
+
+    def fetch(self, token: str, group: str) -> dict[str, str] | None:
+        """The {instance id: node} map of one launch of ``group``: ``{}`` when S3 has none (NoSuchKey, or 403:
+        S3's answer for a missing key to a role without s3:ListBucket, which the head node's lacks), None when
+        S3 could not be read (the caller must then assume the map exists). A map that is not the launch's own
+        document (another token or group, a malformed entry) names nothing."""
+        key = self.spec.key(token)
+        try:
+            body = self.client.get_object(Bucket=self.spec.bucket, Key=key)["Body"].read()
+        except AWS_ERRORS as exc:
+            code = error_code(exc)
+            missing = code in ("NoSuchKey", "404", "AccessDenied", "403")
+            log.log(
+                logging.INFO if missing else logging.ERROR,
+                "api GetObject s3://%s/%s: %s: %s",
+                self.spec.bucket,
+                key,
+                code,
+                error_message(exc),
+            )
+            return {} if missing else None
+        try:
+            raw: Any = json.loads(body)
+        except ValueError:
+            raw = None
+        doc = cast("dict[str, Any]", raw) if isinstance(raw, dict) else {}
+        nodes: Any = doc.get("nodes")
+        good = doc.get("token") == token and doc.get("group") == group and isinstance(nodes, dict)
+        out = {str(k): v for k, v in cast("dict[Any, Any]", nodes).items() if isinstance(v, str)} if good else {}
+        log.info(
+            "api GetObject s3://%s/%s nodes=%d%s", self.spec.bucket, key, len(out), "" if good else " (not this launch's map)"
+        )
+        return out

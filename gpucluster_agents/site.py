@@ -12,7 +12,10 @@ gpucluster head node. On a site's controller:
   hostlist, every node that is not a cloud node is passed on to the site's previous program
   (``resume_program``/``suspend_program``) as one hostlist argument, the original argument unchanged when none
   of its nodes is a cloud node. The agent then acts on the cloud nodes only, and is not started at all when
-  there are none (no lock, no EC2 call).
+  there are none (no lock, no EC2 call). The site's program runs *beside* the cloud work: it is started first,
+  the agent launches (or terminates) the cloud nodes meanwhile, then waits for the program, at most
+  ``SITE_PROGRAM_TIMEOUT`` from its start (then it is killed and that is logged). A slow site program (a
+  BMC power-on, a PXE boot) therefore never delays a cloud launch.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import logging
 import os
 import re
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -94,34 +98,50 @@ def split_site_nodes(expr: str, is_cloud: Callable[[str], bool]) -> tuple[list[s
     return cloud, hostlist.compress(rest) if rest else ""
 
 
-def run_site_program(program: str, site_hostlist: str, run: Callable[..., Any] = subprocess.run) -> int:
-    """Run the site's own program with its hostlist, in the environment slurmctld gave the agent. Returns its
-    exit status (-1 when it could not run or timed out); failures are logged, never raised."""
-    try:
-        proc = run(
-            [program, site_hostlist],
-            env=dict(os.environ),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=SITE_PROGRAM_TIMEOUT,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        log.error("site program %s %r failed: %s", program, site_hostlist, exc)
-        return -1
-    code = int(proc.returncode)
-    (log.info if code == 0 else log.error)("site program %s %r exited %d", program, site_hostlist, code)
-    return code
+class SiteRun:
+    """The site's own program, started and not yet waited for."""
+
+    def __init__(self, program: str, site_hostlist: str, popen: Callable[..., Any] = subprocess.Popen) -> None:
+        self.program, self.hostlist = program, site_hostlist
+        self.started = time.monotonic()
+        self.proc: Any = None
+        try:
+            self.proc = popen(
+                [program, site_hostlist],
+                env=dict(os.environ),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        except OSError as exc:
+            log.error("site program %s %r failed: %s", program, site_hostlist, exc)
+        else:
+            log.info("site program %s %r started (pid %d)", program, site_hostlist, self.proc.pid)
+
+    def wait(self) -> int:
+        """Its exit status, waiting at most what is left of ``SITE_PROGRAM_TIMEOUT`` since it started; -1 when it
+        could not run or ran past that (it is then killed). Logged, never raised."""
+        if self.proc is None:
+            return -1
+        left = max(0.0, SITE_PROGRAM_TIMEOUT - (time.monotonic() - self.started))
+        try:
+            code = int(self.proc.wait(timeout=left))
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            log.error("site program %s %r timed out after %.0fs; killed", self.program, self.hostlist, SITE_PROGRAM_TIMEOUT)
+            return -1
+        (log.info if code == 0 else log.error)("site program %s %r exited %d", self.program, self.hostlist, code)
+        return code
 
 
-def hand_off(site: Site, command: str, expr: str, is_cloud: Callable[[str], bool]) -> str:
-    """Pass the site's nodes of ``expr`` to its own program for ``command``; returns the cloud nodes' hostlist
-    the agent acts on (``""``: none). Without a site program ``expr`` is returned unchanged."""
+def hand_off(site: Site, command: str, expr: str, is_cloud: Callable[[str], bool]) -> tuple[str, SiteRun | None]:
+    """Start the site's program for ``command`` with the site's nodes of ``expr``; returns the cloud nodes'
+    hostlist the agent acts on (``""``: none) and the started program, to ``wait`` for once the cloud work is
+    done. Without a site program ``expr`` is returned unchanged."""
     program = site.program(command)
     if program is None or not expr.strip():
-        return expr
+        return expr, None
     cloud, site_list = split_site_nodes(expr, is_cloud)
-    if site_list:
-        run_site_program(program, site_list)
-    return hostlist.compress(cloud) if cloud else ""
+    run = SiteRun(program, site_list) if site_list else None
+    return (hostlist.compress(cloud) if cloud else ""), run

@@ -10,6 +10,14 @@
   unreadable entry is moved to ``journal/quarantine/`` and replaced by a ``recovered`` one.
 - ``holds.json``: nodes (and node groups) set DOWN by the agent, with when and why, so they
   can be handed back to Slurm after the hold time.
+- first sightings (``FirstSeen``: ``orphans.json``, ``strays.json``, ``vanished.json``): when the agent first
+  saw something it waits on, so a wait is measured on the agent's own clock, never against EC2's.
+
+Time: every call is its own process, so a wait that spans calls cannot use a monotonic clock (it does not
+survive the process, nor a reboot). Waits are measured on the agent's wall clock (``StateDir.clock``, the
+``Agent``'s) and *clamped*: a recorded time in the future (the clock stepped back) is reset to now, so a wait
+never lasts longer than its configured length after a backward step; a forward step can end it early, which
+is why no wait guards work on its own (orphans are also checked against the journal and the node maps).
 """
 
 from __future__ import annotations
@@ -22,7 +30,8 @@ import os
 import re
 import tempfile
 import time
-from typing import Any, cast
+from collections.abc import Iterable
+from typing import Any, Callable, cast
 
 log = logging.getLogger("gpucluster_agents")
 
@@ -98,9 +107,37 @@ class FileLock:
             self.fd = None
 
 
+def clamped(recorded: float, now: float, what: str) -> float:
+    """``recorded`` (a time this or an earlier call wrote), or ``now`` if it lies in the future."""
+    if recorded > now:
+        log.warning("clock stepped back: %s recorded at %.0f, %.0fs after now; counting from now", what, recorded, recorded - now)
+        return now
+    return recorded
+
+
+class FirstSeen:
+    """When the agent first saw each key (an instance id, a node), in ``state_dir/<name>``: ``{key: unix time}``.
+    ``update`` keeps exactly the keys it is given; change it only under the agent lock."""
+
+    def __init__(self, state_dir: str, name: str) -> None:
+        self.path = os.path.join(state_dir, name)
+        raw = read_json(self.path)
+        doc = cast("dict[str, Any]", raw) if isinstance(raw, dict) else {}
+        self.seen: dict[str, float] = {k: float(v) for k, v in doc.items() if isinstance(v, (int, float))}
+
+    def update(self, keys: Iterable[str], now: float) -> dict[str, float]:
+        """{key: seconds since first seen} for ``keys`` (0 for new ones); forgets every other key."""
+        before = dict(self.seen)
+        self.seen = {k: clamped(before.get(k, now), now, f"{os.path.basename(self.path)} {k}") for k in sorted(set(keys))}
+        if self.seen != before:
+            write_json_atomic(self.path, self.seen)
+        return {k: now - t for k, t in self.seen.items()}
+
+
 class StateDir:
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, clock: Callable[[], float] = time.time) -> None:
         self.path = path
+        self.clock = clock
         self.journal_dir = os.path.join(path, "journal")
         os.makedirs(self.journal_dir, mode=0o700, exist_ok=True)
 
@@ -114,7 +151,7 @@ class StateDir:
     def journal_begin(self, token: str, group: str, nodes: list[str]) -> None:
         write_json_atomic(
             self._journal_path(token),
-            {"token": token, "group": group, "nodes": nodes, "started": time.time(), "pid": os.getpid(), "assignments": {}},
+            {"token": token, "group": group, "nodes": nodes, "started": self.clock(), "pid": os.getpid(), "assignments": {}},
         )
 
     def journal_assign(self, token: str, assignments: dict[str, str]) -> None:
@@ -122,11 +159,24 @@ class StateDir:
         entry["assignments"] = dict(assignments)
         write_json_atomic(self._journal_path(token), entry)
 
+    def journal_age(self, entry: dict[str, Any], now: float) -> float:
+        """Seconds since the entry's launch started, clamped: an entry from the future restarts now."""
+        started = float(entry.get("started") or 0.0)
+        if clamped(started, now, f"launch journal {entry.get('token')}") != started:
+            entry["started"] = now
+            write_json_atomic(self._journal_path(str(entry["token"])), entry)
+            return 0.0
+        return now - started
+
     def journal_end(self, token: str) -> None:
         try:
             os.unlink(self._journal_path(token))
         except FileNotFoundError:
             pass
+
+    def journal_assigned(self) -> set[str]:
+        """The instance ids the launch journal assigns to nodes."""
+        return {str(i) for e in self.journal_entries() for i in dict(e.get("assignments") or {})}
 
     def journal_entries(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []

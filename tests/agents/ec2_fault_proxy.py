@@ -371,11 +371,14 @@ class FaultProxy:
                     status, out, ctype = proxy.handle_s3(self.command, self.path, body, headers)
                 except Exception as exc:
                     status, out, ctype = 500, s3_error_xml("InternalError", f"proxy: {exc!r}"), "application/xml"
-                self.send_response(status)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", ctype)
+                    self.send_header("Content-Length", str(len(out)))
+                    self.end_headers()
+                    self.wfile.write(out)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client was killed on purpose (crash injection)
 
             def do_PUT(self) -> None:
                 self._s3()

@@ -85,6 +85,9 @@ def test_vanished_instance_is_powered_down_and_returned(harness: Harness, slurm_
     kill_instance(harness, "p5-1")
     harness.slurm.set("p5-1", slurm_state, reason)
     assert stranded(harness) == ["p5-1"]  # what the agent used to leave behind
+    harness.config["orphan_grace_seconds"] = 0  # two listings, 0 s apart at least (test_vanished: the wait)
+    assert harness.run("maintain") == 0
+    assert not [c for c in harness.slurm.updates() if "state=power_down_force" in c]  # one listing is not enough
     assert harness.run("maintain") == 0
     node = harness.slurm.node("p5-1")
     assert "POWERING_DOWN" in node["state"] and node["reason"] == lifecycle.VANISHED_REASON
@@ -155,7 +158,8 @@ def test_renamed_group_with_the_same_node_names_keeps_the_running_job(harness: H
     assert len(harness.nodes()["p5-1"]) == 1
     harness.slurm.set("p5-1", "IDLE+CLOUD+DRAIN", lifecycle.STRAY_REASON)
     assert harness.run("maintain") == 0  # the stray goes
-    assert harness.run("maintain") == 0  # and its node is returned
+    assert harness.run("maintain") == 0  # its node has no instance in a second listing
+    assert harness.run("maintain") == 0  # and is returned
     assert harness.nodes() == {} and "POWERING_DOWN" in harness.slurm.node("p5-1")["state"]
     harness.group("h100")["name"] = "p5"  # the checks below read the group by its prefix
     del harness.group("p5")["node_prefix"]

@@ -41,15 +41,17 @@ def launch_raw(harness: Harness, tags: dict[str, str], count: int = 1) -> list[s
 
 def test_crash_after_create_fleet_answer_lost(harness: Harness) -> None:
     # Injected: moto launched the fleet, then the agent died before reading the answer: no instance id
-    # ever reached the journal. The next call (an unrelated suspend) must terminate both instances.
+    # ever reached the journal. The next call (an unrelated suspend) gives the instances to the nodes that
+    # still wait for them, by their launch token and the entry's node list (issue #19, N03).
     harness.slurm.set("p5-[1-2]", "IDLE+CLOUD+POWERING_UP")
     crash(harness, "CreateFleet", "after", "resume", "p5-[1-2]")
-    assert len(harness.nodes()[""]) == 2
+    ids = sorted(harness.nodes()[""])
+    assert len(ids) == 2
     (entry,) = journal(harness)
     assert entry["assignments"] == {} and entry["nodes"] == ["p5-1", "p5-2"]
     assert harness.run("suspend", "g6e-1") == 0
-    assert harness.nodes() == {}
-    assert "orphan of crashed launch" in harness.log_text()
+    assert harness.nodes() == {"p5-1": [ids[0]], "p5-2": [ids[1]]}
+    assert "decision recover instance=" in harness.log_text()
 
 
 @pytest.mark.parametrize("next_call", [("maintain", ""), ("suspend", "g6e-1"), ("resume", "p5-1")])
@@ -94,7 +96,7 @@ def test_untagged_strays_are_terminated_after_the_grace_period(harness: Harness)
     plain = launch_raw(harness, {"gpucluster:cluster": CLUSTER, "gpucluster:node-group": "cpu"})
     assert harness.run("maintain") == 0
     assert harness.nodes() == {"": stray + head + plain}  # the stray is younger than orphan_grace_seconds (120 s)
-    assert f"instance={stray[0]} untagged but only" in harness.log_text()
+    assert f"instance={stray[0]} untagged, first seen 0s ago" in harness.log_text()
     harness.config["orphan_grace_seconds"] = 0
     assert harness.run("maintain") == 0
     assert harness.nodes() == {"": head + plain}

@@ -371,13 +371,22 @@ def test_munge_key_lives_only_in_an_empty_protected_secret(run_components, two_g
             "Resource": f"{plan.by_name('s-slurm-artifacts').state['arn']}/node-maps/*",
         },
     ]
-    # the head node (the agent) writes them there, and nowhere else in the bucket
-    assert policy(plan, "s-slurm-head-access")["Statement"][2] == {
-        "Sid": "PublishNodeMaps",
-        "Effect": "Allow",
-        "Action": "s3:PutObject",
-        "Resource": f"{plan.by_name('s-slurm-artifacts').state['arn']}/node-maps/*",
-    }
+    # the head node (the agent) writes them there, and nowhere else in the bucket; it reads them back (by key,
+    # no s3:ListBucket) when its names.json is lost
+    assert policy(plan, "s-slurm-head-access")["Statement"][2:] == [
+        {
+            "Sid": "PublishNodeMaps",
+            "Effect": "Allow",
+            "Action": "s3:PutObject",
+            "Resource": f"{plan.by_name('s-slurm-artifacts').state['arn']}/node-maps/*",
+        },
+        {
+            "Sid": "ReadNodeMapsBack",
+            "Effect": "Allow",
+            "Action": "s3:GetObject",
+            "Resource": f"{plan.by_name('s-slurm-artifacts').state['arn']}/node-maps/*",
+        },
+    ]
     # and that is all the compute role holds besides Session Manager (only root reaches it on a node:
     # the IMDS guard, tests/agents/test_imds_guard_e2e.py)
     node_role = plan.by_name("s-slurm-node-role")

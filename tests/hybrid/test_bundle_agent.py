@@ -5,6 +5,7 @@ site's previous Resume/Suspend programs, unchanged, while the agent acts on the 
 from __future__ import annotations
 
 import json
+import os
 import stat
 from pathlib import Path
 
@@ -148,3 +149,44 @@ def test_without_site_programs_the_hostlist_is_the_agents(tmp_path: Path):
     path = agent_config(tmp_path, {})
     assert cli.main(["--config", str(path), "suspend", "p5-1"]) == 0
     assert "start suspend hostlist='p5-1'" in (tmp_path / "agent.log").read_text()
+
+
+# ---------------------------------------------------------------------------- N18: side by side
+
+
+def timed_site(site_env: dict, seconds: float) -> Path:
+    """The site's programs take ``seconds``; they and scontrol write when they start and end."""
+    d = site_env["dir"]
+    times = d / "times"
+    for name in ("resume", "suspend"):
+        script(
+            d / f"site-{name}",
+            f"echo site-start $(date +%s.%N) >> {times}\nsleep {seconds}\necho site-end $(date +%s.%N) >> {times}\n",
+        )
+    script(d / "bin" / "scontrol", f"echo scontrol $(date +%s.%N) >> {times}\n")
+    return times
+
+
+@pytest.mark.parametrize("command", ["resume", "suspend"])
+def test_n18_the_site_program_runs_beside_the_cloud_work(site_env: dict, command: str):
+    times = timed_site(site_env, 4)
+    assert cli.main(["--config", site_env["config"], command, "onprem-1,p5-1"]) == 0
+    events = [(line.split()[0], float(line.split()[1])) for line in times.read_text().splitlines()]
+    site_end = next(t for what, t in events if what == "site-end")  # main returned after the site program
+    cloud_start = min(t for what, t in events if what == "scontrol")
+    assert cloud_start < site_end, events  # the cloud work did not wait for the site's program
+    log = (site_env["dir"] / "agent.log").read_text()
+    assert "site program" in log and "exited 0" in log
+
+
+def test_n18_a_site_program_past_its_timeout_is_stopped(site_env: dict, monkeypatch):
+    from gpucluster_agents import site
+
+    monkeypatch.setattr(site, "SITE_PROGRAM_TIMEOUT", 1.0)
+    d = site_env["dir"]
+    script(d / "site-resume", f"echo $$ > {d / 'site.pid'}\nexec sleep 60\n")
+    assert cli.main(["--config", site_env["config"], "resume", "onprem-1,p5-1"]) == 0
+    pid = int((d / "site.pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert "timed out" in (d / "agent.log").read_text()
