@@ -109,8 +109,22 @@ def team_pod_policy(teams: Sequence[TeamTenancy]) -> dict[str, Any]:
         + ["(has(v.persistentVolumeClaim) && v.persistentVolumeClaim.claimName in variables.claims)"]
     )
     host = " && ".join(f"!(has(object.spec.{f}) && object.spec.{f})" for f in ("hostNetwork", "hostPID", "hostIPC"))
+    # Pod Security "restricted" says the same; said again here so that a namespace label removed by mistake
+    # does not leave the team's pods free to escalate (a setuid or file-capability binary of the image).
+    unprivileged = (
+        "has(c.securityContext) && !(has(c.securityContext.privileged) && c.securityContext.privileged) && "
+        "has(c.securityContext.allowPrivilegeEscalation) && !c.securityContext.allowPrivilegeEscalation && "
+        "(!has(c.securityContext.capabilities) || !has(c.securityContext.capabilities.add) || "
+        "c.securityContext.capabilities.add.all(a, a == 'NET_BIND_SERVICE'))"
+    )
     validations = [
         (host, "a team pod may not share the node's network, process or IPC namespace (hostNetwork, hostPID, hostIPC)", None),
+        (
+            _every_container(unprivileged),
+            "every container of a team pod must set allowPrivilegeEscalation: false, and may not be privileged nor add "
+            "a capability (NET_BIND_SERVICE aside)",
+            None,
+        ),
         (
             f"!has(object.spec.volumes) || object.spec.volumes.all(v, {volume_ok})",
             "a team pod may mount configMap, secret, emptyDir, projected and downwardAPI volumes and its team's own "
