@@ -80,6 +80,8 @@ def training_job(
         volumes.insert(0, {"name": "shared", "persistentVolumeClaim": {"claimName": claim.claim}})
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
+        # Training talks to no Kubernetes API: no token in the pod.
+        "automountServiceAccountToken": False,
         "securityContext": {
             "runAsNonRoot": True,
             "runAsUser": posix.uid_first,
@@ -92,6 +94,9 @@ def training_job(
             {
                 "name": "trainer",
                 "image": image,
+                # A tag moved between two pods' starts would give one job two images; Always makes every
+                # node resolve the tag (a cached copy is reused when the digest has not changed).
+                "imagePullPolicy": "Always",
                 "command": ["bash", "-c", torchrun],
                 "env": env,
                 "resources": {"requests": dict(limits), "limits": dict(limits)},
