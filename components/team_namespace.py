@@ -108,7 +108,8 @@ class TeamNamespace(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[role]),
             )
 
-        place_objects(f"{name}-net", team_network_policies(ns_name, labels, args.cluster_networks), self, depends_on=[ns])
+        # The namespace's NetworkPolicies are its children: they go with it.
+        place_objects(f"{name}-net", team_network_policies(ns_name, labels, args.cluster_networks), ns, depends_on=[ns])
 
         self.claims = {}
         if team.mount_shared_storage:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpucluster.policy import kubernetes_rules as k
 from gpucluster.policy import rules as r
 from gpucluster.policy import stack_rules as s
 from gpucluster.policy.model import Resource, Violation
@@ -43,6 +44,17 @@ RULES: tuple[Rule, ...] = (
         r.USER_DATA,
         "User data holds no private keys, AWS keys, tokens, munge key or passwords.",
         r.no_secrets_in_user_data,
+    ),
+    Rule(
+        k.POD_SECURITY,
+        "Team namespaces enforce Pod Security restricted or baseline (pod-security.kubernetes.io/enforce).",
+        k.team_namespace_pod_security,
+    ),
+    Rule(
+        k.DEFAULT_DENY,
+        "Every team namespace has a NetworkPolicy that denies all ingress and egress by default.",
+        k.team_namespace_default_deny,
+        stack=True,
     ),
 )
 

@@ -27,8 +27,8 @@ def test_a_shipped_stack_passes_as_a_user_runs_it():
     result = gpucluster("policy", "--stack", "slurm-p5")
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("gpucluster policy — stack slurm-p5: 8 rules over ")
-    assert sum(1 for line in lines if line.lstrip().startswith("pass ")) == 8
+    assert lines[0].startswith("gpucluster policy — stack slurm-p5: 10 rules over ")
+    assert sum(1 for line in lines if line.lstrip().startswith("pass ")) == 10
     assert lines[-1] == "no violations" and result.stderr == ""
 
 
