@@ -69,7 +69,8 @@ def check_team_posix(k8s: KubernetesSpec, spec: ClusterSpec, catalog: Catalog) -
                     mine.uid_first,
                     "team-uid-overlap",
                 )
-            if mine.gid == theirs.gid:
+            # A group derived from an overlapping range is fixed with the range (said above).
+            if mine.gid == theirs.gid and not (team.posix.gid is None and mine.overlaps(theirs)):
                 yield error(
                     path + ".gid",
                     f"teams {other.name!r} and {team.name!r} both have group ID {mine.gid}: each could read the other's "
