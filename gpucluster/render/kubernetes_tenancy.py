@@ -98,8 +98,8 @@ def _pod_field(field: str) -> str:
     return f"has(object.spec.securityContext) && has({path}) ? {path} : -1"
 
 
-def team_pod_policy(teams: Sequence[TeamTenancy]) -> dict[str, Any]:
-    """The ValidatingAdmissionPolicy of the team namespaces' pods (bound by :func:`team_pod_policy_binding`)."""
+def _team_validations() -> list[tuple[str, str | None, str | None]]:
+    """(expression, message, message expression) of each rule of :func:`team_pod_policy`."""
     in_range = "({x} >= variables.uidFirst && {x} < variables.uidFirst + variables.uidCount)"
     user = _effective("runAsUser", "podUser")
     group = _effective("runAsGroup", "podGroup")
@@ -117,7 +117,7 @@ def team_pod_policy(teams: Sequence[TeamTenancy]) -> dict[str, Any]:
         "(!has(c.securityContext.capabilities) || !has(c.securityContext.capabilities.add) || "
         "c.securityContext.capabilities.add.all(a, a == 'NET_BIND_SERVICE'))"
     )
-    validations = [
+    return [
         (host, "a team pod may not share the node's network, process or IPC namespace (hostNetwork, hostPID, hostIPC)", None),
         (
             _every_container(unprivileged),
@@ -156,6 +156,11 @@ def team_pod_policy(teams: Sequence[TeamTenancy]) -> dict[str, Any]:
             "'fsGroup and supplementalGroups may only name the group of the team: ' + string(variables.gid)",
         ),
     ]
+
+
+def team_pod_policy(teams: Sequence[TeamTenancy]) -> dict[str, Any]:
+    """The ValidatingAdmissionPolicy of the team namespaces' pods (bound by :func:`team_pod_policy_binding`):
+    the team table as variables looked up by the request's namespace, then :func:`_team_validations`."""
     return {
         "apiVersion": ADMISSION_API,
         "kind": "ValidatingAdmissionPolicy",
@@ -188,7 +193,7 @@ def team_pod_policy(teams: Sequence[TeamTenancy]) -> dict[str, Any]:
             ],
             "validations": [
                 {"expression": expr, **({"message": msg} if msg else {}), **({"messageExpression": mexpr} if mexpr else {})}
-                for expr, msg, mexpr in validations
+                for expr, msg, mexpr in _team_validations()
             ],
         },
     }
