@@ -43,6 +43,7 @@ __all__ = [
     "SubnetConfig",
     "SystemNodeGroupConfig",
     "TeamConfig",
+    "TeamPosixConfig",
     "WorkloadConfig",
 ]
 
@@ -465,6 +466,17 @@ class GpuOperatorConfig(TypedDict, total=False):
     """Export GPU metrics (DCGM exporter, for Prometheus). Default true."""
 
 
+class TeamPosixConfig(TypedDict, total=False):
+    """The user IDs a team's pods may run as and the team's group. Default: a range of 10000 IDs picked from the team's name in a reserved band (2000200000–2147349999), the group being its first ID."""
+
+    gid: int
+    """Group ID of the team: every pod's ``runAsGroup`` (and ``fsGroup`` when set), and the group of the team's storage directory. Default: ``uidFirst``. At least 1000, not 65534 or 65535, at most 2147483647."""
+    uid_first: int
+    """First user ID the team's pods may run as. Default: derived from the team's name (the same in every stack), in the band 2000200000–2147349999. At least 1000."""
+    uid_count: int
+    """How many user IDs the team has, from ``uidFirst``. Default 10000."""
+
+
 class TeamConfig(TypedDict, total=False):
     """A team: a namespace, RBAC for its people, a LocalQueue, and a GPU quota per GPU flavor."""
 
@@ -480,6 +492,8 @@ class TeamConfig(TypedDict, total=False):
     """Kubernetes user names bound to the team's Role. Default: none."""
     mount_shared_storage: bool
     """A PersistentVolumeClaim for each shared Lustre file system of the cluster in the team's namespace. Default true."""
+    posix: TeamPosixConfig
+    """The user IDs the team's pods may run as (``uidFirst``, ``uidCount``) and the team's group (``gid``); the namespace's admission policy refuses pods outside them. Default: 10000 IDs chosen from the team's name in a reserved band (2000200000–2147349999), the group being the first of them."""
 
 
 class KueueConfig(TypedDict, total=False):
@@ -524,14 +538,14 @@ class KubernetesHealthConfig(TypedDict, total=False):
     sweep_interval_seconds: int
     """Seconds between two sweeps of a node. Default 300."""
     sweep_image: str
-    """Image the sweep runs in: any image with Python 3.9+ (the node package, NVIDIA's NVML binding and the thresholds come in a ConfigMap: nothing is downloaded when the pod starts). Nodes without a route to ECR Public: an ECR pull-through cache or a copy in your own registry. Default: Python 3.12 slim from ECR Public."""
+    """Image the sweep runs in, by digest (``…@sha256:<64 hex>``): any image with Python 3.9+ (the node package, NVIDIA's NVML binding and the thresholds come in a ConfigMap: nothing is downloaded when the pod starts). It runs privileged on every GPU node, so a tag alone is refused: whoever can move the tag would choose what runs there. Nodes without a route to ECR Public: an ECR pull-through cache or a copy in your own registry. Default: Python 3.12 slim from ECR Public, pinned by digest."""
 
 
 class KubernetesConfig(TypedDict, total=False):
     """An Amazon EKS cluster for the node groups with ``scheduler: kubernetes``, with the GPU Operator, the EFA device plugin, Kueue and a namespace per team."""
 
     version: str
-    """Kubernetes version of the EKS cluster. Default ``1.33``. Supported: 1.29–1.34."""
+    """Kubernetes version of the EKS cluster. Default ``1.33``. Supported: 1.30–1.34."""
     endpoint: EndpointConfig
     """Where the API server is reachable. Default: inside the VPC only."""
     access_entries: list[AccessEntryConfig]

@@ -37,7 +37,7 @@ from gpucluster.config.hybrid import HybridSpec
 from gpucluster.config.kubernetes import FSX_CSI_ADDON
 from gpucluster.config.naming import with_name
 from gpucluster.facts.catalog import Catalog, load_catalog
-from gpucluster.render.kubernetes import fsx_csi_addon_configuration
+from gpucluster.render.kubernetes import fsx_csi_addon_configuration, vpc_cni_addon_configuration
 from gpucluster.render.kubernetes_health import node_repair_config
 from gpucluster.resolve.kubernetes import ResolvedKubernetes
 
@@ -299,7 +299,8 @@ class EksCluster(pulumi.ComponentResource):
         early = [agent]
         for addon_name in ("vpc-cni", "kube-proxy"):
             associations = cni_identity(self, name, managed_policy, tags, cluster) if addon_name == "vpc-cni" else None
-            early.append(addon(self, name, addon_name, versions, cluster, tags, [agent], associations))
+            config = vpc_cni_addon_configuration() if addon_name == "vpc-cni" else None
+            early.append(addon(self, name, addon_name, versions, cluster, tags, [agent], associations, configuration=config))
         node_deps: list[pulumi.Resource] = [*node_policies, *early]
 
         self.managed_node_groups: dict[str, aws.eks.NodeGroup] = {

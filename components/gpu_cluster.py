@@ -267,6 +267,7 @@ class GpuCluster(pulumi.ComponentResource):
             cluster_name=self.spec.name,
             lustre=any(s.fs_type == "lustre" for s in self.shared_storage),
             instance_store_for_pods=storage is None or storage.nvme_scratch is None,
+            cluster_networks=self._cluster_networks(),
         )
         cluster_subnets: list[pulumi.Input[str]] = [*self.network.private_subnet_ids.values()]
         security_groups: list[pulumi.Input[str]] = [*self.security_group_ids]
@@ -294,6 +295,14 @@ class GpuCluster(pulumi.ComponentResource):
             _resolved=resolved,
             _hybrid=self.spec.hybrid,
         )
+
+    def _cluster_networks(self) -> list[str]:
+        """The VPC's CIDR and a site's networks: what team pods reach only within their namespace."""
+        hybrid = self.spec.hybrid
+        site = list(hybrid.on_prem_cidrs) if hybrid else []
+        if hybrid and hybrid.kubernetes:
+            site += [*hybrid.kubernetes.remote_node_cidrs, *hybrid.kubernetes.remote_pod_cidrs]
+        return [self.spec.network.vpc_cidr, *site]
 
     def subnets_for(self, group: NodeGroupSpec) -> list[pulumi.Input[str]]:
         """The subnets a node group launches in: its own (BYO VPC) or the private subnet of each zone."""

@@ -31,6 +31,7 @@ from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.render.health import health_config
 from gpucluster.render.hybrid.eks_nodes import CNI_NAMESPACE, cni_chart, cni_values
 from gpucluster.render.kubernetes_health import sweep_objects
+from gpucluster.render.kubernetes_tenancy import TeamTenancy, psa_version, team_pod_policy, team_pod_policy_binding
 from gpucluster.render.slurm.agent import agent_bundle
 from gpucluster.render.training_job import SharedClaim, training_job
 from gpucluster.resolve.kubernetes import ResolvedKubernetes
@@ -89,6 +90,7 @@ def example_job(resolved: ResolvedKubernetes, team: TeamSpec, storage: Sequence[
         image=job.image,
         preferred_topology=job.preferred_topology,
         claim=SharedClaim(claim_name(lustre), lustre.mount_point) if lustre else None,
+        posix=team.effective_posix,
     )
 
 
@@ -169,19 +171,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
                 opts=child,
             )
 
-        self.teams: dict[str, TeamNamespace] = {
-            team.name: TeamNamespace(
-                f"{name}-team-{team.name}",
-                TeamNamespaceArgs(
-                    team=team,
-                    shared_storage=storage,
-                    example_job=example_job(resolved, team, storage),
-                    labels={"gpucluster/cluster": resolved.cluster_name},
-                ),
-                opts=child,
-            )
-            for team in spec.teams
-        }
+        self.teams: dict[str, TeamNamespace] = self._teams(name, resolved, storage, platform)
         self.kueue: Kueue = Kueue(
             f"{name}-kueue",
             KueueArgs(
@@ -199,3 +189,32 @@ class KubernetesPlatform(pulumi.ComponentResource):
             lambda spaces: dict(zip(names, spaces, strict=True))
         )
         self.register_outputs({"teams": {n: t.namespace for n, t in self.teams.items()}, "teamNamespaces": self.team_namespaces})
+
+    def _teams(
+        self, name: str, resolved: ResolvedKubernetes, storage: Sequence[SharedStorage], platform: str
+    ) -> dict[str, TeamNamespace]:
+        """A TeamNamespace per team, and one admission policy for every team namespace: its pods run as the
+        team's users and group and mount only the team's claims."""
+        spec = resolved.spec
+        teams = {
+            team.name: TeamNamespace(
+                f"{name}-team-{team.name}",
+                TeamNamespaceArgs(
+                    team=team,
+                    shared_storage=storage,
+                    example_job=example_job(resolved, team, storage),
+                    labels={"gpucluster/cluster": resolved.cluster_name},
+                    pod_security_version=psa_version(spec.version if platform == "eks" else None),
+                    cluster_networks=list(resolved.cluster_networks),
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for team in spec.teams
+        }
+        if teams:
+            tenancy = [
+                TeamTenancy(t.effective_namespace, t.effective_posix, tuple(teams[t.name].claims.values())) for t in spec.teams
+            ]
+            objects = [team_pod_policy(tenancy), team_pod_policy_binding([t.namespace for t in tenancy])]
+            place_objects(f"{name}-tenancy", objects, self)
+        return teams

@@ -5,6 +5,11 @@ The Role lets the team's groups and users run jobs (Job, JobSet, PyTorchJob), re
 and queues; it grants nothing on Secrets, RBAC or the namespace itself. Each shared Lustre file system
 becomes a static PersistentVolume (FSx CSI driver, ``fsx.csi.aws.com``) bound to a claim of the same
 name as the file system in the namespace.
+
+The namespace enforces Pod Security ``restricted`` and its NetworkPolicies deny all traffic but the
+team's own pods, cluster DNS and the internet outside the cluster's networks
+(:mod:`gpucluster.render.kubernetes_tenancy`); the cluster's admission policy, which holds the team's pods
+to its user IDs and claims, is :class:`~gpucluster.components.kubernetes_platform.KubernetesPlatform`'s.
 """
 
 from __future__ import annotations
@@ -15,10 +20,12 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
+from gpucluster.components._kubernetes_objects import place_objects
 from gpucluster.components.shared_storage import SharedStorage
 from gpucluster.config.kubernetes import TeamSpec
 from gpucluster.render.kubernetes import TEAM_LABEL
 from gpucluster.render.kubernetes_objects import TEAM_ROLE_RULES
+from gpucluster.render.kubernetes_tenancy import pod_security_labels, team_network_policies
 
 TOKEN = "gpucluster:index:TeamNamespace"
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
@@ -45,6 +52,14 @@ class TeamNamespaceArgs:
     labels: dict[str, str] = field(default_factory=dict)
     """Labels on every object (e.g. the cluster's). Default: none."""
 
+    pod_security_version: str = "latest"
+    """The Pod Security standards' version the namespace is held to (``v1.33``: the cluster's Kubernetes
+    version, so an upgrade does not change the rules under running teams). Default ``latest``."""
+
+    cluster_networks: Sequence[str] = ()
+    """Networks of the cluster beyond the private ranges (the VPC CIDR, a site's networks) that the team's
+    pods may not reach but in their own namespace. Default: the private ranges only."""
+
 
 def claim_name(storage: SharedStorage) -> str:
     """The claim of a shared file system in a team's namespace: the file system's own short name."""
@@ -65,7 +80,8 @@ class TeamNamespace(pulumi.ComponentResource):
         ns_name = team.effective_namespace
         labels = {**args.labels, TEAM_LABEL: team.name}
         child = pulumi.ResourceOptions(parent=self)
-        ns = k8s.core.v1.Namespace(f"{name}-ns", metadata=k8s.meta.v1.ObjectMetaArgs(name=ns_name, labels=labels), opts=child)
+        ns_labels = {**labels, **pod_security_labels("restricted", args.pod_security_version)}
+        ns = k8s.core.v1.Namespace(f"{name}-ns", metadata=k8s.meta.v1.ObjectMetaArgs(name=ns_name, labels=ns_labels), opts=child)
         self.namespace = ns.metadata.apply(lambda m: m.name or ns_name)
 
         def meta(obj_name: str) -> k8s.meta.v1.ObjectMetaArgs:
@@ -91,6 +107,9 @@ class TeamNamespace(pulumi.ComponentResource):
                 subjects=subjects,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[role]),
             )
+
+        # The namespace's NetworkPolicies are its children: they go with it.
+        place_objects(f"{name}-net", team_network_policies(ns_name, labels, args.cluster_networks), ns, depends_on=[ns])
 
         self.claims = {}
         if team.mount_shared_storage:

@@ -14,12 +14,16 @@ from pydantic import Field, field_validator
 
 from gpucluster.config.base import SpecModel, check_image, check_label_key, check_name
 from gpucluster.config.kubernetes_health import NODE_MONITORING_AGENT_ADDON, KubernetesHealthSpec
+from gpucluster.config.team_posix import TeamPosix, TeamPosixSpec
 from gpucluster.facts.catalog import InstanceFacts
 
-# EKS standard (1.32–1.34) and extended (1.29–1.31) support. Source: Amazon EKS User Guide,
+# EKS standard (1.32–1.34) and extended (1.30–1.31) support. Source: Amazon EKS User Guide,
 # "Understand the Kubernetes version lifecycle on EKS" (awsdocs/amazon-eks-user-guide,
-# latest/ug/versioning/kubernetes-versions.adoc).
-SUPPORTED_EKS_VERSIONS = ("1.29", "1.30", "1.31", "1.32", "1.33", "1.34")
+# latest/ug/versioning/kubernetes-versions.adoc). 1.29 is gone: its extended support ended on 2026-03-23,
+# and the tenancy rests on what 1.30 made generally available — ValidatingAdmissionPolicy v1 (KEP-3488) and
+# the node name in a pod's service-account token (feature ServiceAccountTokenPodNodeInfo, beta and on by
+# default from 1.30, GA in 1.32: kubernetes pkg/features/kube_features.go).
+SUPPORTED_EKS_VERSIONS = ("1.30", "1.31", "1.32", "1.33", "1.34")
 DEFAULT_EKS_VERSION = "1.33"
 
 # "You must have VPC CNI version 1.18.5 or later for EFA-only interfaces"; multi-EFA nodes (p4d, p5)
@@ -236,6 +240,11 @@ class TeamSpec(SpecModel):
     """A PersistentVolumeClaim for each shared Lustre file system of the cluster in the team's
     namespace. Default true."""
 
+    posix: TeamPosixSpec = TeamPosixSpec()
+    """The user IDs the team's pods may run as (``uidFirst``, ``uidCount``) and the team's group (``gid``);
+    the namespace's admission policy refuses pods outside them. Default: 10000 IDs chosen from the team's
+    name in a reserved band (2000200000–2147349999), the group being the first of them."""
+
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
@@ -259,6 +268,11 @@ class TeamSpec(SpecModel):
     @property
     def effective_namespace(self) -> str:
         return self.namespace or self.name
+
+    @property
+    def effective_posix(self) -> TeamPosix:
+        """The team's user ID range and group ID, every default decided (from the team's name)."""
+        return self.posix.resolve(self.name)
 
 
 class KueueSpec(SpecModel):
@@ -310,7 +324,7 @@ class KubernetesSpec(SpecModel):
     the EFA device plugin, Kueue and a namespace per team."""
 
     version: str = DEFAULT_EKS_VERSION
-    """Kubernetes version of the EKS cluster. Default ``1.33``. Supported: 1.29–1.34."""
+    """Kubernetes version of the EKS cluster. Default ``1.33``. Supported: 1.30–1.34."""
 
     endpoint: EndpointSpec = EndpointSpec()
     """Where the API server is reachable. Default: inside the VPC only."""

@@ -10,14 +10,24 @@ for ECC, row remapping, XIDs and NVLink that its default list leaves out; and gp
 
 from __future__ import annotations
 
+import re
+
 from pydantic import Field, field_validator, model_validator
 
-from gpucluster.config.base import SpecModel, check_image
+from gpucluster.config.base import FIX_MARK, SpecModel, check_image
 
 NODE_MONITORING_AGENT_ADDON = "eks-node-monitoring-agent"
 # The sweep's image: Python 3 only (the node package runs on stdlib + nvidia-ml-py, and both come in the
-# sweep's ConfigMap). Docker's official image, mirrored on ECR Public (no Docker Hub rate limit).
-SWEEP_IMAGE = "public.ecr.aws/docker/library/python:3.12-slim"
+# sweep's ConfigMap). Docker's official image, mirrored on ECR Public (no Docker Hub rate limit), pinned
+# by digest: a re-pointed tag cannot change what runs privileged on every GPU node. The digest is the
+# image index of python:3.12-slim (Python 3.12.13, Debian trixie, built 2026-08-05) as Docker's official
+# images record it: docker-library/repo-info, repos/python/remote/3.12-slim.md at commit
+# 2986dca3a80cb11b70fc4599941096374ea9e509. ECR Public's docker/library serves Docker Hub's manifests
+# unchanged (the same digests are pulled under both names); check with `crane digest` before relying on it.
+SWEEP_IMAGE = (
+    "public.ecr.aws/docker/library/python:3.12-slim@sha256:229a2c5bfa27522db7815ea81f9bed70af17ccb9de9fc7ad142b1877b5830d36"
+)
+DIGEST_RE = re.compile(r"@sha256:[0-9a-f]{64}$")
 
 
 class KubernetesHealthSpec(SpecModel):
@@ -54,15 +64,23 @@ class KubernetesHealthSpec(SpecModel):
     """Seconds between two sweeps of a node. Default 300."""
 
     sweep_image: str = SWEEP_IMAGE
-    """Image the sweep runs in: any image with Python 3.9+ (the node package, NVIDIA's NVML binding and the
-    thresholds come in a ConfigMap: nothing is downloaded when the pod starts). Nodes without a route to
-    ECR Public: an ECR pull-through cache or a copy in your own registry. Default: Python 3.12 slim from
-    ECR Public."""
+    """Image the sweep runs in, by digest (``…@sha256:<64 hex>``): any image with Python 3.9+ (the node
+    package, NVIDIA's NVML binding and the thresholds come in a ConfigMap: nothing is downloaded when the
+    pod starts). It runs privileged on every GPU node, so a tag alone is refused: whoever can move the tag
+    would choose what runs there. Nodes without a route to ECR Public: an ECR pull-through cache or a copy
+    in your own registry. Default: Python 3.12 slim from ECR Public, pinned by digest."""
 
     @field_validator("sweep_image")
     @classmethod
     def _image(cls, value: str) -> str:
-        return check_image(value)
+        check_image(value)
+        if not DIGEST_RE.search(value):
+            raise ValueError(
+                f"{value!r} names the sweep's image by tag only; it runs privileged on every GPU node, and a tag "
+                f"can be moved to other code{FIX_MARK}pin it by digest: {value.split('@')[0]}@sha256:<digest> "
+                "(e.g. from `crane digest` or `docker buildx imagetools inspect`)"
+            )
+        return value
 
     @model_validator(mode="after")
     def _repair_needs_agent(self) -> KubernetesHealthSpec:

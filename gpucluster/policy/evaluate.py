@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpucluster.policy import iam_rules as iam
+from gpucluster.policy import kubernetes_rules as k
 from gpucluster.policy import rules as r
 from gpucluster.policy import stack_rules as s
 from gpucluster.policy.model import Resource, Violation
@@ -57,6 +58,17 @@ RULES: tuple[Rule, ...] = (
         stack=True,
     ),
     Rule(iam.INLINE_SIZE, "Every role's inline policies fit IAM's 10,240 characters.", iam.iam_inline_policy_size, stack=True),
+    Rule(
+        k.POD_SECURITY,
+        "Team namespaces enforce Pod Security restricted or baseline (pod-security.kubernetes.io/enforce).",
+        k.team_namespace_pod_security,
+    ),
+    Rule(
+        k.DEFAULT_DENY,
+        "Every team namespace has a NetworkPolicy that denies all ingress and egress by default.",
+        k.team_namespace_default_deny,
+        stack=True,
+    ),
 )
 
 

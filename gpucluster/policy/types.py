@@ -29,6 +29,10 @@ BUCKET_ENCRYPTION = (
 KMS_KEY = "aws:kms/key:Key"
 SECRET = "aws:secretsmanager/secret:Secret"
 EKS_CLUSTER = "aws:eks/cluster:Cluster"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+TEAM_LABEL = "gpucluster/team"
+"""The label of a team's namespace (gpucluster.render.kubernetes.TEAM_LABEL; the pack imports no renderer)."""
 
 DATA_HOLDING = (*FSX_FILE_SYSTEMS, EFS_FILE_SYSTEM, EBS_VOLUME, *BUCKETS, KMS_KEY, SECRET)
 """Resources whose replacement or deletion loses data: file systems, EBS data volumes, buckets, KMS

@@ -150,6 +150,13 @@ def fsx_csi_addon_configuration(region: str) -> dict[str, Any]:
     return {"controller": {"region": region}}
 
 
+def vpc_cni_addon_configuration() -> dict[str, Any]:
+    """Configuration of the vpc-cni add-on: its network policy agent on, so the team namespaces'
+    NetworkPolicies are enforced (a string, as the add-on's schema wants it). Source: Amazon EKS User Guide,
+    "Restrict Pod network traffic with Kubernetes network policies" (VPC CNI 1.14 or later)."""
+    return {"enableNetworkPolicy": "true"}
+
+
 def network_operator_values() -> dict[str, Any]:
     """The Network Operator chart: node feature discovery (for NIC labels), no SR-IOV operator."""
     return {"nfd": {"enabled": True, "deployNodeFeatureRules": True}, "sriovNetworkOperator": {"enabled": False}}

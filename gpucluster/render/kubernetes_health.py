@@ -12,8 +12,18 @@
   per GPU node group of the cluster, picked by the node's ``gpucluster/node-group`` label. The GPU is visible
   without taking one from the jobs: the ``nvidia`` runtime class with ``NVIDIA_VISIBLE_DEVICES=all`` and
   the ``utility`` (NVML) and ``compute`` (libcuda, for the boot mode's HBM copy) capabilities, and no
-  ``nvidia.com/gpu`` request. The pod's service account may only
-  get and patch nodes and patch node status.
+  ``nvidia.com/gpu`` request. The pod's service account may only get and patch nodes and patch node
+  status, and a ValidatingAdmissionPolicy (:mod:`gpucluster.render.kubernetes_sweep_policy`) narrows that
+  to its own node, its own taints and its own condition. Its namespace denies all traffic but DNS and the
+  API server (HTTPS).
+
+What the sweep pod keeps, and why (docs/security.md, "Kubernetes tenancy"): ``privileged``, because the
+kernel log (``/dev/kmsg``, where XIDs are) is a character device, and Kubernetes lets a container open a
+host device only when it is privileged (or through a device plugin); root, because reading the kernel log
+needs CAP_SYSLOG where ``kernel.dmesg_restrict`` is 1, and a non-root process has no effective
+capabilities even in a privileged container; the host path ``/dev/kmsg``, read-only. The GPUs come from
+the NVIDIA runtime (``NVIDIA_VISIBLE_DEVICES=all``), not a host path. The API token is mounted explicitly
+(automounting off), expiring after an hour.
 """
 
 from __future__ import annotations
@@ -25,6 +35,8 @@ from typing import Any
 from gpucluster.config.kubernetes_health import KubernetesHealthSpec
 from gpucluster.render.core import render
 from gpucluster.render.kubernetes import BOOT_TAINT, BOOT_TOLERATION, GPU_TOLERATION, LABEL_GPU, LABEL_NODE_GROUP
+from gpucluster.render.kubernetes_sweep_policy import sweep_node_policy
+from gpucluster.render.kubernetes_tenancy import PSA, default_deny, dns_egress, network_policy
 from gpucluster_agents.boot import HEALTH_BOOT_TIMEOUT, HEALTH_MAIN
 
 NAMESPACE = "gpucluster-health"
@@ -39,6 +51,9 @@ SCRIPT_KEY = "sweep.py"
 # Labels GPU nodes carry: gpucluster's EKS node groups, or the GPU Operator's feature discovery (on-prem).
 GPU_NODE_LABELS = ((LABEL_GPU, "Exists", None), ("nvidia.com/gpu.present", "In", "true"))
 SWEEP_BUDGET_SECONDS = 120
+SWEEP_USER = f"system:serviceaccount:{NAMESPACE}:{SWEEP_NAME}"
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"  # where the script reads its token and CA
+TOKEN_SECONDS = 3600
 # The boot mode's own budget is 120 s (docs/health.md); it gets as long to finish as on the Slurm nodes.
 BOOT_BUDGET_SECONDS = HEALTH_BOOT_TIMEOUT
 
@@ -132,12 +147,80 @@ def config_key(group: str) -> str:
     return f"health-{group}.json"
 
 
+def _sweep_pod(health: KubernetesHealthSpec, runtime_class: str, affinity: dict[str, Any]) -> dict[str, Any]:
+    code = "/opt/gpucluster"
+    token = {"serviceAccountToken": {"path": "token", "expirationSeconds": TOKEN_SECONDS}}
+    ca = {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}
+    return {
+        "serviceAccountName": SWEEP_NAME,
+        # The token is mounted below, for the one container that calls the API, expiring after an hour.
+        "automountServiceAccountToken": False,
+        "runtimeClassName": runtime_class,
+        "priorityClassName": "system-node-critical",
+        "affinity": affinity,
+        # GPU nodes carry the GPU taint; the sweep must also keep running on a node it tainted itself, and
+        # run on a new node before anything else: it is what takes the boot taint off.
+        "tolerations": [
+            dict(GPU_TOLERATION),
+            {"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"},
+            dict(BOOT_TOLERATION),
+        ],
+        # Root, said rather than left to the image: reading /dev/kmsg needs CAP_SYSLOG where
+        # kernel.dmesg_restrict=1, and only a root process keeps a privileged container's capabilities.
+        "securityContext": {"runAsUser": 0, "runAsGroup": 0},
+        "containers": [
+            {
+                "name": "sweep",
+                "image": health.sweep_image,
+                "command": ["python3", f"{code}/{SCRIPT_KEY}"],
+                "env": [
+                    {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                    # the program and its NVML binding, from the zip alone: nothing installed at start
+                    {"name": "PYTHONPATH", "value": f"{code}/{PACKAGE_KEY}"},
+                    {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                    {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
+                ],
+                "volumeMounts": [
+                    {"name": "code", "mountPath": code, "readOnly": True},
+                    {"name": "api-token", "mountPath": SA_DIR, "readOnly": True},
+                    # XID history lives in the kernel log
+                    {"name": "kmsg", "mountPath": "/dev/kmsg", "readOnly": True},
+                ],
+                # Privileged: the kernel log /dev/kmsg is a host character device, which the container's
+                # device cgroup lets a container open only when it is privileged. Nothing else needs it.
+                "securityContext": {"privileged": True},
+                "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "2", "memory": "512Mi"}},
+            }
+        ],
+        "volumes": [
+            {"name": "code", "configMap": {"name": SWEEP_NAME}},
+            {"name": "api-token", "projected": {"sources": [token, ca]}},
+            {"name": "kmsg", "hostPath": {"path": "/dev/kmsg", "type": "CharDevice"}},
+        ],
+    }
+
+
+def sweep_namespace_objects(labels: dict[str, str]) -> list[dict[str, Any]]:
+    """The sweep's namespace (Pod Security ``privileged``, said explicitly: the sweep is the one pod that
+    needs it) and its NetworkPolicies: nothing in; out, cluster DNS and HTTPS (the API server, which the
+    pod reaches through the ``kubernetes`` service)."""
+    https = {"podSelector": {}, "policyTypes": ["Egress"], "egress": [{"ports": [{"protocol": "TCP", "port": 443}]}]}
+    namespace_labels = {**labels, f"{PSA}/enforce": "privileged"}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "labels": namespace_labels}},
+        default_deny(NAMESPACE, labels),
+        dns_egress(NAMESPACE, labels),
+        network_policy(NAMESPACE, "gpucluster-api-server", https, labels),
+    ]
+
+
 def sweep_objects(
     health: KubernetesHealthSpec, package: bytes, configs: Mapping[str, str], runtime_class: str = "nvidia"
 ) -> list[dict[str, Any]]:
-    """The sweep DaemonSet and what it needs: its namespace, service account, cluster role and binding
-    (nodes get/patch, nodes/status patch), and the ConfigMap with the script, the node package (NVML binding
-    included) and ``configs``: each GPU node group's ``health.json`` text
+    """The sweep DaemonSet and what it needs: its namespace and NetworkPolicies, service account, cluster
+    role and binding (nodes get/patch, nodes/status patch), the admission policy that narrows those rights
+    to its own node, taints and condition, and the ConfigMap with the script, the node package (NVML
+    binding included) and ``configs``: each GPU node group's ``health.json`` text
     (:func:`gpucluster.render.health.health_config`), by node group name."""
     labels = {"app.kubernetes.io/name": SWEEP_NAME, "app.kubernetes.io/part-of": "gpucluster"}
 
@@ -154,48 +237,10 @@ def sweep_objects(
             }
         }
     }
-    code = "/opt/gpucluster"
-    pod = {
-        "serviceAccountName": SWEEP_NAME,
-        "runtimeClassName": runtime_class,
-        "priorityClassName": "system-node-critical",
-        "affinity": affinity,
-        # GPU nodes carry the GPU taint; the sweep must also keep running on a node it tainted itself, and
-        # run on a new node before anything else: it is what takes the boot taint off.
-        "tolerations": [
-            dict(GPU_TOLERATION),
-            {"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"},
-            dict(BOOT_TOLERATION),
-        ],
-        "containers": [
-            {
-                "name": "sweep",
-                "image": health.sweep_image,
-                "command": ["python3", f"{code}/{SCRIPT_KEY}"],
-                "env": [
-                    {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-                    # the program and its NVML binding, from the zip alone: nothing installed at start
-                    {"name": "PYTHONPATH", "value": f"{code}/{PACKAGE_KEY}"},
-                    {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
-                    {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
-                ],
-                "volumeMounts": [
-                    {"name": "code", "mountPath": code, "readOnly": True},
-                    # XID history lives in the kernel log
-                    {"name": "kmsg", "mountPath": "/dev/kmsg", "readOnly": True},
-                ],
-                "securityContext": {"privileged": True},
-                "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
-            }
-        ],
-        "volumes": [
-            {"name": "code", "configMap": {"name": SWEEP_NAME}},
-            {"name": "kmsg", "hostPath": {"path": "/dev/kmsg", "type": "CharDevice"}},
-        ],
-    }
+    fault = {"key": TAINT_KEY, "value": TAINT_VALUE, "effect": "NoSchedule"}
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "labels": dict(labels)}},
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(SWEEP_NAME)},
+        *sweep_namespace_objects(labels),
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(SWEEP_NAME), "automountServiceAccountToken": False},
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
@@ -212,6 +257,7 @@ def sweep_objects(
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SWEEP_NAME},
             "subjects": [{"kind": "ServiceAccount", "name": SWEEP_NAME, "namespace": NAMESPACE}],
         },
+        *sweep_node_policy(SWEEP_NAME, SWEEP_USER, CONDITION, fault, BOOT_TAINT["key"]),
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -229,7 +275,7 @@ def sweep_objects(
             "spec": {
                 "selector": {"matchLabels": {"app.kubernetes.io/name": SWEEP_NAME}},
                 "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}},
-                "template": {"metadata": {"labels": dict(labels)}, "spec": pod},
+                "template": {"metadata": {"labels": dict(labels)}, "spec": _sweep_pod(health, runtime_class, affinity)},
             },
         },
     ]

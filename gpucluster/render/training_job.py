@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpucluster.config.node_group import NodeGroupSpec
+from gpucluster.config.team_posix import TeamPosix
 from gpucluster.facts.catalog import InstanceFacts
 from gpucluster.facts.efa import efa_interface_count, interface_layout
 from gpucluster.facts.nccl import nccl_environment
@@ -43,10 +44,17 @@ def training_job(
     image: str,
     preferred_topology: str | None,
     claim: SharedClaim | None,
+    posix: TeamPosix,
 ) -> str:
     """A JobSet (jobset.x-k8s.io/v1alpha2) running ``torchrun`` on ``nodes`` whole nodes of ``group``:
     every GPU and EFA interface of each node (counted from the instance's own network cards), the
-    NCCL/EFA environment, the shared file system, queued through Kueue and placed by TAS."""
+    NCCL/EFA environment, the shared file system, queued through Kueue and placed by TAS.
+
+    It passes Pod Security ``restricted`` and the team's admission policy: it runs as the team's first
+    user ID and its group (``posix``), not root; no privilege escalation, every capability dropped, the
+    runtime's default seccomp profile. GPUs and EFA interfaces are device-plugin resources, which
+    ``restricted`` allows; EFA memory registration needs a large locked-memory limit, not a capability
+    (docs/security.md). ``HOME`` points at ``/tmp``: the user has no home in the image."""
     efa = bool(group.enable_efa_support) and facts.efa_supported
     efa_count = efa_interface_count(interface_layout(facts, efa, group.efa_layout))
     gpus = facts.gpu_count
@@ -64,6 +72,7 @@ def training_job(
         f"--master-addr={rendezvous} --master-port=29500 {script}"
     )
     env = [{"name": k, "value": v} for k, v in nccl_environment(facts, efa, group.nccl_env).items()]
+    env.append({"name": "HOME", "value": "/tmp"})
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
     volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
     if claim:
@@ -71,15 +80,27 @@ def training_job(
         volumes.insert(0, {"name": "shared", "persistentVolumeClaim": {"claimName": claim.claim}})
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
+        # Training talks to no Kubernetes API: no token in the pod.
+        "automountServiceAccountToken": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": posix.uid_first,
+            "runAsGroup": posix.gid,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
         "nodeSelector": {LABEL_NODE_GROUP: group.name},
         "tolerations": [dict(GPU_TOLERATION)] if gpus else [],
         "containers": [
             {
                 "name": "trainer",
                 "image": image,
+                # A tag moved between two pods' starts would give one job two images; Always makes every
+                # node resolve the tag (a cached copy is reused when the digest has not changed).
+                "imagePullPolicy": "Always",
                 "command": ["bash", "-c", torchrun],
                 "env": env,
                 "resources": {"requests": dict(limits), "limits": dict(limits)},
+                "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
                 "volumeMounts": mounts,
             }
         ],
@@ -120,4 +141,5 @@ def training_job(
         nodes=nodes,
         instance_type=facts.instance_type,
         efa_interfaces=efa_count,
+        posix=posix,
     )

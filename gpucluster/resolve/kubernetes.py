@@ -86,6 +86,9 @@ class ResolvedKubernetes:
     """Namespace per team name."""
     example_job: ResolvedExampleJob | None
     """``None`` when no node group has GPUs."""
+    cluster_networks: tuple[str, ...] = ()
+    """The cluster's own networks (the VPC, a site's node and pod networks): a team pod reaches them only
+    within its namespace (the private ranges are always left out of its internet egress)."""
 
 
 def resolve_eks_group(group: NodeGroupSpec, facts: InstanceFacts) -> ResolvedEksNodeGroup:
@@ -110,9 +113,11 @@ def resolve_kubernetes(
     cluster_name: str,
     lustre: bool = False,
     instance_store_for_pods: bool = True,
+    cluster_networks: Sequence[str] = (),
 ) -> ResolvedKubernetes:
     """Decide everything ``spec`` leaves open for the resolved ``groups`` it runs. ``lustre``: the
-    cluster has an FSx for Lustre file system (the FSx CSI driver add-on is installed)."""
+    cluster has an FSx for Lustre file system (the FSx CSI driver add-on is installed);
+    ``cluster_networks``: the VPC's and a site's CIDRs."""
     system = spec.system_node_group
     eks_groups = tuple(resolve_eks_group(g, catalog[g.instance_type]) for g in groups)
     return ResolvedKubernetes(
@@ -133,6 +138,7 @@ def resolve_kubernetes(
         cohort=spec.kueue.cohort or cluster_name,
         team_namespaces={t.name: t.effective_namespace for t in spec.teams},
         example_job=_example_job(spec, eks_groups),
+        cluster_networks=tuple(dict.fromkeys(cluster_networks)),
     )
 
 

@@ -153,6 +153,69 @@ BAD_KUBERNETES = [
         "gpucluster:kubernetes.exampleJob.image",
         "is not a container image reference",
     ),
+    # --- tenancy: the teams' POSIX identities, the sweep's image, what enforces the NetworkPolicies ---
+    (
+        "team-uid-below-1000",
+        k8s(teams=[{"name": "a", "posix": {"uidFirst": 0}}]),
+        "gpucluster:kubernetes.teams[0].posix.uidFirst",
+        "greater than or equal to 1000",
+    ),
+    (
+        "team-gid-nogroup",
+        k8s(teams=[{"name": "a", "posix": {"gid": 65534}}]),
+        "gpucluster:kubernetes.teams[0].posix",
+        "gid 65534 is nobody/nogroup",
+    ),
+    (
+        "team-range-holds-nobody",
+        k8s(teams=[{"name": "a", "posix": {"uidFirst": 60000, "uidCount": 10000}}]),
+        "gpucluster:kubernetes.teams[0].posix",
+        "user IDs 60000–69999 include 65534 (nobody/nogroup), 65535",
+    ),
+    (
+        "team-range-past-kubernetes",
+        k8s(teams=[{"name": "a", "posix": {"uidFirst": 2147480000, "uidCount": 10000}}]),
+        "gpucluster:kubernetes.teams[0].posix",
+        "above 2147483647, the largest user ID Kubernetes accepts",
+    ),
+    (
+        "team-uid-count-zero",
+        k8s(teams=[{"name": "a", "posix": {"uidCount": 0}}]),
+        "gpucluster:kubernetes.teams[0].posix.uidCount",
+        "greater than or equal to 1",
+    ),
+    (
+        "team-ranges-overlap-explicit",
+        k8s(teams=[{"name": "a", "posix": {"uidFirst": 100000}}, {"name": "b", "posix": {"uidFirst": 105000}}]),
+        "gpucluster:kubernetes.teams[1].posix.uidFirst",
+        "team 'b' user IDs 105000–114999 overlap team 'a''s 100000–109999",
+    ),
+    (
+        # team7 and team80 hash to the same slot of the band (tests/config/test_team_posix.py)
+        "team-default-ranges-collide",
+        k8s(teams=[{"name": "team7"}, {"name": "team80"}]),
+        "gpucluster:kubernetes.teams[1].posix.uidFirst",
+        "(both derived from the team names: they fell in the same slot)",
+    ),
+    (
+        "teams-share-a-group",
+        k8s(teams=[{"name": "a", "posix": {"gid": 5000}}, {"name": "b", "posix": {"gid": 5000}}]),
+        "gpucluster:kubernetes.teams[1].posix.gid",
+        "teams 'a' and 'b' both have group ID 5000",
+    ),
+    (
+        "sweep-image-by-tag",
+        k8s(health={"sweepImage": "public.ecr.aws/docker/library/python:3.12-slim"}),
+        "gpucluster:kubernetes.health.sweepImage",
+        "names the sweep's image by tag only; it runs privileged on every GPU node",
+    ),
+    (
+        "vpc-cni-without-network-policy",
+        k8s(addonVersions={"vpc-cni": "v1.13.4-eksbuild.1"}),
+        "gpucluster:kubernetes.addonVersions.vpc-cni",
+        "older than v1.14.0, the first that enforces Kubernetes NetworkPolicies",
+    ),
+    ("eks-1.29-gone", k8s(version="1.29"), "gpucluster:kubernetes.version", "EKS does not offer Kubernetes '1.29'"),
     (
         "image-flow-mapping",
         k8s(exampleJob={"image": "{privileged: true}"}),

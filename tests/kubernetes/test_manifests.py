@@ -12,6 +12,7 @@ import yaml
 
 from gpucluster.components.kubernetes_platform import KubernetesPlatform, KubernetesPlatformArgs
 from gpucluster.components.shared_storage import SharedStorage
+from gpucluster.config.kubernetes import TeamSpec
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.facts.efa import efa_interface_count, interface_layout
 from gpucluster.facts.nccl import nccl_environment
@@ -114,7 +115,16 @@ def test_example_training_job(eks_plan, update_golden):
     limits = container["resources"]["limits"]
     assert limits["nvidia.com/gpu"] == facts.gpu_count
     assert limits["vpc.amazonaws.com/efa"] == efa_interface_count(interface_layout(facts, True, "current")) == 32
-    assert {e["name"]: e["value"] for e in container["env"]} == nccl_environment(facts, True)
+    assert {e["name"]: e["value"] for e in container["env"]} == {**nccl_environment(facts, True), "HOME": "/tmp"}
+    # Pod Security "restricted", as the team's first user and its group (research's derived identity)
+    research = TeamSpec(name="research").effective_posix
+    assert spec["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": research.uid_first,
+        "runAsGroup": research.gid,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     assert {"name": "shared", "mountPath": "/fsx"} in container["volumeMounts"]
     assert {"name": "shared", "persistentVolumeClaim": {"claimName": "lustre"}} in spec["volumes"]
     assert "--nnodes=2 --nproc-per-node=8" in container["command"][2]

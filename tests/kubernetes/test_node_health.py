@@ -192,7 +192,7 @@ def test_nothing_is_downloaded_when_the_sweep_starts(objects):
     """No init container, no pip, no PyPI: the pod's only code is the image's Python and the ConfigMap."""
     (ds,) = [o for o in objects if o["kind"] == "DaemonSet"]
     pod = ds["spec"]["template"]["spec"]
-    assert "initContainers" not in pod and [v["name"] for v in pod["volumes"]] == ["code", "kmsg"]
+    assert "initContainers" not in pod and [v["name"] for v in pod["volumes"]] == ["code", "api-token", "kmsg"]
     assert not any(word in json.dumps(objects) for word in ("pip install", "nvidia-ml-py", "pypi"))
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
     assert env["PYTHONPATH"] == f"/opt/gpucluster/{PACKAGE_KEY}"

@@ -34,7 +34,11 @@ def test_namespace_role_and_binding(run_components):
     plan = run_components(build)
     k = kinds(plan)
     assert k["Namespace"]["metadata"]["name"] == "research"
-    assert k["Namespace"]["metadata"]["labels"] == {"gpucluster/team": "research"}
+    assert k["Namespace"]["metadata"]["labels"] == {
+        "gpucluster/team": "research",
+        **{f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "warn", "audit")},
+        **{f"pod-security.kubernetes.io/{mode}-version": "latest" for mode in ("enforce", "warn", "audit")},
+    }
     rules = k["Role"]["rules"]
     assert {"jobsets"} in [set(r["resources"]) for r in rules]
     assert not any("secrets" in r["resources"] or "*" in r["verbs"] for r in rules), "least privilege"

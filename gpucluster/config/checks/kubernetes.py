@@ -21,6 +21,7 @@ from gpucluster.config.checks.kubernetes_nodes import (
     k8s_path,
     kubernetes_groups,
 )
+from gpucluster.config.checks.kubernetes_tenancy import check_network_policy_cni, check_team_posix
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.effective import effective_efa
 from gpucluster.config.errors import Finding, error, info, warning
@@ -43,7 +44,7 @@ def check_version(k8s: KubernetesSpec, spec: ClusterSpec, catalog: Catalog) -> I
         yield error(
             k8s_path("version"),
             f"EKS does not offer Kubernetes {k8s.version!r}",
-            f"use one of {', '.join(SUPPORTED_EKS_VERSIONS)} (1.29–1.31 cost extra as extended support)",
+            f"use one of {', '.join(SUPPORTED_EKS_VERSIONS)} (1.30–1.31 cost extra as extended support)",
             k8s.version,
             "eks-version",
         )
@@ -193,6 +194,8 @@ KUBERNETES_CHECKS: tuple[KubernetesCheck, ...] = (
     check_system_node_group,
     check_mig,
     check_teams,
+    check_team_posix,
+    check_network_policy_cni,
     check_kueue,
     check_example_job,
     check_access_entries,

@@ -258,6 +258,12 @@ def _k8s_meta(i: dict[str, Any]) -> str:
     return f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
 
 
+def _namespace(i: dict[str, Any]) -> list[str]:
+    """The name, and the Pod Security level the namespace enforces (``none``: Kubernetes admits anything)."""
+    level = ((i.get("metadata") or {}).get("labels") or {}).get("pod-security.kubernetes.io/enforce")
+    return [f"{_k8s_meta(i)} · Pod Security {level or 'none'}"]
+
+
 def _pv(i: dict[str, Any]) -> list[str]:
     spec = i.get("spec") or {}
     csi = spec.get("csi") or {}
@@ -291,7 +297,7 @@ DESCRIBERS: dict[str, Describer] = {
     "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy": lambda i: [
         "RDMA shared device plugin · " + ", ".join(sorted((i.get("spec") or {}).keys()))
     ],
-    "kubernetes:core/v1:Namespace": lambda i: [_k8s_meta(i)],
+    "kubernetes:core/v1:Namespace": _namespace,
     "kubernetes:core/v1:PersistentVolume": _pv,
     "kubernetes:core/v1:PersistentVolumeClaim": lambda i: [f"{_k8s_meta(i)} → volume {(i.get('spec') or {}).get('volumeName')}"],
     "kubernetes:core/v1:ConfigMap": lambda i: [f"{_k8s_meta(i)}: {', '.join(sorted((i.get('data') or {}).keys()))}"],

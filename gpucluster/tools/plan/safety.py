@@ -280,6 +280,13 @@ _BASE: Mapping[str, Safety] = {
         "authorization-resources/cluster-role-binding-v1/", "roleRef"
     ),
     "kubernetes:rbac.authorization.k8s.io/v1:Role": _k8s("authorization-resources/role-v1/"),
+    "kubernetes:networking.k8s.io/v1:NetworkPolicy": _k8s("policy-resources/network-policy-v1/"),
+    "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy": _k8s(
+        "https://kubernetes.io/docs/reference/generated/kubernetes-api/v1.33/#validatingadmissionpolicy-v1-admissionregistration-k8s-io"
+    ),
+    "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding": _k8s(
+        "https://kubernetes.io/docs/reference/generated/kubernetes-api/v1.33/#validatingadmissionpolicybinding-v1-admissionregistration-k8s-io"
+    ),
     "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": _k8s("authorization-resources/role-binding-v1/", "roleRef"),
     "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue": _k8s("https://kueue.sigs.k8s.io/docs/reference/kueue.v1beta2/"),
     "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue": _k8s("https://kueue.sigs.k8s.io/docs/reference/kueue.v1beta2/"),

@@ -135,6 +135,9 @@ def _compact(
         details = " | ".join(" · ".join(rewrite(line) for line in describer(m.inputs)) for m in node.members)
     out[-1] += f"  — {details}" if details else ""
     children = _group([k for m in node.members for k in kids.get(m.urn, [])])
+    if r.custom and children:  # a resource's own children (a namespace's NetworkPolicies) ride on its line
+        out[-1] += " · with " + ", ".join(_label(c) for c in children)
+        return
     plain = [c for c in children if _plain(c)]
     if len(plain) > 1:  # resources with nothing to describe: one line for all of them
         children = [c for c in children if not _plain(c)] + [_Node(members=[m for c in plain for m in c.members])]

@@ -38,6 +38,20 @@ def res(type_: str, name: str, inputs: dict[str, Any], *, protect: bool = False,
     }
 
 
+def netpol(namespace: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return res(t.NETWORK_POLICY, f"{namespace}-{name}", {"metadata": {"name": name, "namespace": namespace}, "spec": spec})
+
+
+def team_namespace(name: str, enforce: str | None = "restricted", deny: bool = True) -> list[dict[str, Any]]:
+    """A team's Namespace (Pod Security ``enforce`` label unless None) and, with ``deny``, its default-deny
+    NetworkPolicy."""
+    labels = {t.TEAM_LABEL: name, **({"pod-security.kubernetes.io/enforce": enforce} if enforce else {})}
+    out = [res(t.NAMESPACE, f"{name}-ns", {"metadata": {"name": name, "labels": labels}})]
+    if deny:
+        out.append(netpol(name, "default-deny", {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}))
+    return out
+
+
 def plan(*resources: dict[str, Any]) -> dict[str, Any]:
     return {
         "project": "gpucluster",
@@ -373,6 +387,40 @@ FIXTURES: dict[str, tuple[dict[str, Any], set[tuple[str, str, str]]]] = {
             ("no-secrets-in-user-data", "head", "userDataBase64"),
             ("no-secrets-in-user-data", "eks-node", "userData"),
             ("no-secrets-in-user-data", "login", "userData"),
+        },
+    ),
+    "team-namespace-pod-security": (
+        plan(
+            *team_namespace("unlabelled", enforce=None),
+            *team_namespace("privileged", enforce="privileged"),
+            *team_namespace("baseline", enforce="baseline"),  # the least the rule takes
+            *team_namespace("restricted"),
+            res(t.NAMESPACE, "platform", {"metadata": {"name": "gpu-operator"}}),  # not a team's: not this rule's
+        ),
+        {
+            ("team-namespace-pod-security", "unlabelled-ns", "metadata.labels.pod-security.kubernetes.io/enforce"),
+            ("team-namespace-pod-security", "privileged-ns", "metadata.labels.pod-security.kubernetes.io/enforce"),
+        },
+    ),
+    "team-namespace-default-deny": (
+        plan(
+            *team_namespace("research"),
+            *team_namespace("open", deny=False),
+            netpol("open", "allow-all", {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{}]}),
+            *team_namespace("half", deny=False),  # denies ingress only: egress stays open
+            netpol("half", "deny-in", {"podSelector": {}, "policyTypes": ["Ingress"]}),
+            *team_namespace("some-pods", deny=False),  # denies for some pods only
+            netpol(
+                "some-pods", "deny-web", {"podSelector": {"matchLabels": {"app": "web"}}, "policyTypes": ["Ingress", "Egress"]}
+            ),
+            *team_namespace("elsewhere", deny=False),  # the deny policy is another namespace's
+            netpol("kube-system", "deny", {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}),
+        ),
+        {
+            ("team-namespace-default-deny", "open-ns", "networkPolicy"),
+            ("team-namespace-default-deny", "half-ns", "networkPolicy"),
+            ("team-namespace-default-deny", "some-pods-ns", "networkPolicy"),
+            ("team-namespace-default-deny", "elsewhere-ns", "networkPolicy"),
         },
     ),
 }
