@@ -51,9 +51,10 @@ import time
 from typing import Callable
 
 from . import hostlist
-from .contract import AgentConfig
+from .contract import AgentConfig, NodeGroup
 from .ec2 import Ec2, Instance
-from .holds import Holds, fail_nodes, release_holds, resume_timeout_reason
+from .error_codes import ICE_CODES
+from .holds import Holds, fail_nodes, mark_applied, release_holds, resume_timeout_reason
 from .inventory import Inventory, best_instance, fmt_nodes, is_dynamic, split_by_group
 from .launcher import launch, terminate
 from .lifecycle import handle_strays, return_vanished, split_strays
@@ -93,10 +94,15 @@ class Agent:
         self.listed: list[Instance] = []  # the instances as EC2 lists them (tags unchanged), set by _prologue
         self.book = NameBook(self.state.path)  # names from node maps EC2 does not carry as tags yet (names.py)
         self.maps = NodeMapPublisher(cfg, cfg.node_map) if cfg.node_map is not None else None
+        self.placed: set[str] = set()  # nodes this resume found or launched an instance for (never set DOWN)
 
     # ================================================================== helpers
     def expand(self, expr: str) -> list[str]:
         return self.slurm.expand(expr) if expr.strip() else []
+
+    def unplaced(self, nodes: list[str]) -> list[str]:
+        """The nodes of ``nodes`` this call gave no instance: the only ones an error may set DOWN."""
+        return [n for n in nodes if n not in self.placed]
 
     def _lock(self) -> FileLock:
         return self.state.lock(self.cfg.lock_timeout_seconds)
@@ -119,7 +125,7 @@ class Agent:
             addresses = []
         holds = self.state.load_holds()
         protect_pass(self.cfg, self.slurm, self.state.path, inv, states, holds, self.clock())
-        release_holds(self.cfg, self.slurm, holds, states, self.clock())
+        release_holds(self.cfg, self.slurm, holds, states, self.clock(), lambda n: bool(inv.live_of_node(n)))
         reconcile_static(self.cfg, self.ec2, self.slurm, inv, states)
         return inv, states, holds, addresses
 
@@ -150,40 +156,14 @@ class Agent:
                         if live:
                             keep = best_instance(live)
                             log.info("decision static node=%s instance=%s state=%s", n, keep.id, keep.state)
+                            self.placed.add(n)
                             if keep.private_ip and (n, keep.private_ip) not in addresses:
                                 addresses.append((n, keep.private_ip))
                         else:
                             static_down.append(n)
                     continue
-                gh = holds["groups"].get(gname)
-                if gh and now < float(gh.get("until", 0)):
-                    log.info(
-                        "decision skip-launch group=%s nodes=%s: group held until %.0f (%s)",
-                        gname,
-                        fmt_nodes(gnodes),
-                        float(gh["until"]),
-                        gh.get("code"),
-                    )
-                    for n in gnodes:
-                        failures[n] = (str(gh.get("code") or "InsufficientInstanceCapacity"), "node group on hold")
-                    continue
-                missing: list[str] = []
-                for n in gnodes:
-                    live = inv.live_of_node(n)
-                    if live:
-                        keep = best_instance(live)
-                        log.info("decision reuse node=%s instance=%s state=%s", n, keep.id, keep.state)
-                        launched_or_reused = True
-                        if keep.private_ip and (n, keep.private_ip) not in addresses:
-                            addresses.append((n, keep.private_ip))
-                    else:
-                        missing.append(n)
-                batch_size = self.cfg.max_instances_per_fleet
-                for i in range(0, len(missing), batch_size):
-                    batch = missing[i : i + batch_size]
-                    naming = (self.maps, self.book, self.clock()) if self.maps is not None else None
-                    got = launch(self.ec2, self.state, group, batch, inv, addresses, failures, naming)
-                    launched_or_reused = launched_or_reused or got > 0
+                got = self._resume_dynamic(group, gnodes, inv, holds, now, addresses, failures)
+                launched_or_reused = launched_or_reused or got
             if addresses:
                 self.slurm.set_addresses(addresses)
             if failures:
@@ -194,7 +174,69 @@ class Agent:
                 self.slurm.set_down(static_down, reason)
             self.state.save_holds(holds)
         if launched_or_reused:
-            self.refresh_topology()
+            self.refresh_topology_best_effort()
+
+    def _resume_dynamic(
+        self,
+        group: NodeGroup,
+        gnodes: list[str],
+        inv: Inventory,
+        holds: Holds,
+        now: float,
+        addresses: list[tuple[str, str]],
+        failures: dict[str, tuple[str, str]],
+    ) -> bool:
+        """Reuse or launch instances for a dynamic group's nodes; True if any node has one now. A group on
+        hold, or one that answered insufficient capacity earlier in this call, fails its nodes without EC2."""
+        gh = holds["groups"].get(group.name)
+        if gh and now < float(gh.get("until", 0)):
+            log.info(
+                "decision skip-launch group=%s nodes=%s: group held until %.0f (%s)",
+                group.name,
+                fmt_nodes(gnodes),
+                float(gh["until"]),
+                gh.get("code"),
+            )
+            for n in gnodes:
+                failures[n] = (str(gh.get("code") or "InsufficientInstanceCapacity"), "node group on hold")
+            return False
+        any_up = False
+        missing: list[str] = []
+        for n in gnodes:
+            live = inv.live_of_node(n)
+            if live:
+                keep = best_instance(live)
+                log.info("decision reuse node=%s instance=%s state=%s", n, keep.id, keep.state)
+                self.placed.add(n)
+                any_up = True
+                if keep.private_ip and (n, keep.private_ip) not in addresses:
+                    addresses.append((n, keep.private_ip))
+            else:
+                missing.append(n)
+        batch_size = self.cfg.max_instances_per_fleet
+        for i in range(0, len(missing), batch_size):
+            batch = missing[i : i + batch_size]
+            ice = next((failures[n] for n in missing[:i] if n in failures and failures[n][0] in ICE_CODES), None)
+            if ice is not None:
+                # the pool is dry: another CreateFleet in the same call would only fail again (or take capacity
+                # piecemeal); the group is held once the call ends (fail_nodes)
+                left = missing[i:]
+                log.info(
+                    "decision skip-launch group=%s nodes=%s: insufficient capacity earlier in this call",
+                    group.name,
+                    fmt_nodes(left),
+                )
+                for n in left:
+                    failures[n] = (ice[0], f"insufficient capacity earlier in this call: {ice[1]}")
+                break
+            naming = (self.maps, self.book, self.clock()) if self.maps is not None else None
+            got = launch(self.ec2, self.state, group, batch, inv, addresses, failures, naming)
+            for n in batch:
+                if n not in failures:
+                    self.placed.add(n)
+                    holds["nodes"].pop(n, None)  # it has an instance: an older hold of the node is over
+            any_up = any_up or got > 0
+        return any_up
 
     # ================================================================== suspend
     def suspend(self, nodes: list[str]) -> None:
@@ -255,7 +297,7 @@ class Agent:
             terminate(self.ec2, inv, ids, "resume-fail")
             for reason, ns in sorted(by_reason.items()):
                 log.info("decision down nodes=%s reason=%r", fmt_nodes(ns), reason)
-                self.slurm.set_down(ns, reason)
+                mark_applied(holds, ns, self.slurm.set_down(ns, reason))
             if unknown:
                 self.slurm.set_down(unknown, "gpucluster: node not in agent config")
             protect_pass(self.cfg, self.slurm, self.state.path, inv, _states, holds, now, boot_failures)
@@ -295,6 +337,15 @@ class Agent:
             _inv, _states, holds, _ = self._prologue(set())
             self.state.save_holds(holds)
         self.refresh_topology()
+
+    def refresh_topology_best_effort(self) -> bool:
+        """After a launch: a topology error is logged, never raised (the launched nodes are fine without
+        it; the next ``maintain`` or resume writes topology.conf)."""
+        try:
+            return self.refresh_topology()
+        except Exception as exc:  # best effort by design: the launch already succeeded
+            log.error("topology: refresh failed after the launch (%s: %s); keeping topology.conf", type(exc).__name__, exc)
+            return False
 
     def refresh_topology(self) -> bool:
         """Rewrite topology.conf from DescribeInstanceTopology; ``scontrol reconfigure`` if it changed."""

@@ -129,9 +129,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             agent.slurm.set_down(nodes, "gpucluster: agent lock timeout")
     except Exception:
         log.exception("%s failed", args.command)
-        if agent is not None and args.command == "resume" and nodes:
+        # only nodes left without an instance: a node that got one boots and registers (a DOWN would kill its job)
+        down = agent.unplaced(nodes) if agent is not None and args.command == "resume" else []
+        if down:
             try:
-                agent.slurm.set_down(nodes, "gpucluster: agent error, see agent log")
+                agent.slurm.set_down(down, "gpucluster: agent error, see agent log")  # pyright: ignore[reportOptionalMemberAccess]
             except Exception:
                 log.exception("could not set nodes down")
     finally:

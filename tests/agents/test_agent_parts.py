@@ -69,6 +69,8 @@ def test_resume_fail_keeps_a_live_hold_reason_and_holds_anew_otherwise() -> None
         assert holds["nodes"][node] == {
             "since": 1000.0,
             "until": 1000.0 + cfg.failure_hold_seconds,
+            "seconds": cfg.failure_hold_seconds,
             "code": "ResumeTimeout",
             "reason": timeout,
+            "applied": True,  # the caller records whether its DOWN reached Slurm (mark_applied)
         }
