@@ -51,10 +51,13 @@ import time
 from typing import Callable
 
 from . import hostlist
+from .brake import Brake
+from .brake import status_lines as brake_status
 from .contract import AgentConfig, NodeGroup
 from .ec2 import Ec2, Instance
 from .error_codes import ICE_CODES
 from .holds import Holds, fail_nodes, mark_applied, release_holds, resume_timeout_reason
+from .holds import status_lines as holds_status
 from .inventory import Inventory, best_instance, fmt_nodes, is_dynamic, split_by_group
 from .launcher import launch, terminate
 from .lifecycle import handle_strays, return_vanished, split_strays
@@ -327,9 +330,19 @@ class Agent:
             _inv, _states, holds, _ = self._prologue(set())
             self.state.save_holds(holds)
 
+    def release_brake(self, groups: list[str]) -> list[str]:
+        """The operator's ``release-brake <group>``: repairs of the group resume with the next ``maintain``."""
+        with self._lock():
+            brake = Brake(self.cfg, self.state.path, self.clock())
+            out = [f"group {g}: {'released' if brake.release(g) else 'no brake was on'}" for g in groups if self.cfg.group(g)]
+            brake.save()
+        return out + [f"{g}: no such node group" for g in groups if self.cfg.group(g) is None]
+
     def status(self) -> list[str]:
-        """``status``: protected groups and node repairs (the verdicts Slurm forgot on power-down)."""
-        return protect_status(self.cfg, self.state.path) + quarantine_status(self.state.path)
+        """``status``: protected groups, repair brakes, holds, node repairs (the verdicts Slurm forgot on power-down)."""
+        now, path = self.clock(), self.state.path
+        brakes = brake_status(self.cfg, path, now)
+        return protect_status(self.cfg, path) + brakes + holds_status(self.state.load_holds(), now) + quarantine_status(path)
 
     def topology(self) -> None:
         """The ``topology`` subcommand: sweep (like every call), then rewrite topology.conf."""
