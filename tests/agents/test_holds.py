@@ -7,6 +7,7 @@ after every passing test)."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
@@ -50,7 +51,7 @@ def test_insufficient_capacity_fails_the_groups_remaining_batches_without_callin
 
 
 # ---------------------------------------------------------------------------- N09
-def test_a_hold_slurm_did_not_get_is_applied_on_the_next_pass(harness: Harness) -> None:
+def test_a_hold_slurm_did_not_get_is_applied_on_the_next_pass(harness: Harness, capsys: pytest.CaptureFixture[str]) -> None:
     # Injected: insufficient capacity while slurmctld is away (every scontrol call but hostnames fails).
     harness.proxy.capacity("p5", fulfil=0)
     harness.slurm.set("p5-1", "ALLOCATED+CLOUD+POWERING_UP")  # a job waits for this node to boot
@@ -60,6 +61,10 @@ def test_a_hold_slurm_did_not_get_is_applied_on_the_next_pass(harness: Harness) 
     assert harness.slurm.node("p5-1")["state"] == "ALLOCATED+CLOUD+POWERING_UP"  # Slurm never heard of the ICE
     recorded = holds(harness)
     assert recorded["nodes"]["p5-1"]["applied"] is False and "p5" in recorded["groups"]
+    assert harness.run("status") == 0  # what an operator sees meanwhile
+    out = capsys.readouterr().out
+    assert re.search(r"group p5: held \d+s more \(InsufficientInstanceCapacity\)", out), out
+    assert "not in Slurm yet (scontrol failed; sent again every call): p5-1" in out
 
     # slurmctld is back: the next maintain pass (a timer, every minute) sets the node DOWN with the reason,
     # so Slurm requeues the job at once instead of waiting out ResumeTimeout
