@@ -128,6 +128,16 @@ def test_agent_config_round_trips_through_the_agent_and_names_every_group():
     assert cfg.state_dir == "/srv/slurm/agent" and cfg.topology_conf == "/var/lib/gpucluster/slurm/topology.conf"
 
 
+def test_the_repair_brake_reaches_the_agent_config_and_its_defaults_write_nothing():
+    targets = {"p5": LaunchTarget("lt-0aaa", ("subnet-0aaa",))}
+    default = contract.to_dict(agent_config(context(P5), CATALOG, targets))
+    assert "repair" not in default  # the rendered agent.json only grows when a stack sets one
+    built = agent_config(context(P5, agent={"repairBrakePercent": 35, "repairBrakeWindowSeconds": 900}), CATALOG, targets)
+    cfg = parse_config(json.loads(contract.to_json(built)))
+    assert (cfg.repair.brake_percent, cfg.repair.brake_window_seconds) == (35, 900)
+    assert cfg.repair.max_share_percent == 10  # the rest keep the agent's defaults
+
+
 def test_agent_bundle_is_reproducible_and_importable(tmp_path):
     a, b = agent_bundle(), agent_bundle()
     assert a == b and sha256(a) == hashlib.sha256(a).hexdigest()
