@@ -105,6 +105,9 @@ class Brake:
     def update(self, group: str, running: set[str], repaired: dict[str, float]) -> bool:
         """Trip the group's brake if its drains cross the line; True while it is on. ``running``: nodes with
         an instance; ``repaired``: nodes of the group with a repair record -> when their drain was seen."""
+        if self.cfg.repair.brake_percent == 0 and group in self.tripped:
+            log.info("decision brake-release group=%s: the brake is off in the config (repair.brake_percent 0)", group)
+            del self.tripped[group]
         if group in self.tripped:
             rec = self.tripped[group]
             log.warning(

@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import signal
 import time
+from pathlib import Path
 
 import pytest
 from conftest import Harness
+from test_faults import assert_clean
 from test_orphans import crash
 from test_quarantine import REBOOT, REPLACE, power_downs, up
 
@@ -95,6 +97,7 @@ def test_a_group_wide_drain_trips_the_brake_until_an_operator_releases_it(
     assert harness.run("status") == 0
     assert "BRAKE on" not in capsys.readouterr().out
     assert harness.slurm_suspend("p5-1") == 0
+    assert_clean(harness)
 
 
 def test_the_brake_trips_on_the_drain_that_crosses_the_line(harness: Harness) -> None:
@@ -142,6 +145,7 @@ def test_a_crash_inside_a_reboot_repair_leaves_a_node_the_next_pass_finishes(har
     done = [c for c in harness.proxy.calls if c.action == "RebootInstances" and c.status == 200]
     assert len(done) == reboots  # that reached EC2 (a crash "before" kills the agent as it sends one)
     assert power_downs(harness) == [] and harness.nodes() == {"p5-1": [before["p5-1"]]}
+    assert_clean(harness)
 
 
 def test_a_rebooted_drain_without_a_record_is_rechecked_and_handed_back(harness: Harness) -> None:
@@ -163,3 +167,23 @@ def test_a_rebooted_drain_without_a_record_is_rechecked_and_handed_back(harness:
     assert power_downs(harness) == ["p5-2"]
     assert harness.proxy.actions()["RebootInstances"] == 0
     assert harness.slurm_suspend("p5-2") == 0
+
+
+def test_a_brake_ends_when_the_config_turns_it_off_and_drains_from_ahead_of_the_clock_count_from_now(tmp_path: Path) -> None:
+    from test_config import MINIMAL
+
+    from gpucluster_agents.brake import Brake
+    from gpucluster_agents.contract import parse
+
+    (tmp_path / "brake.json").write_text(
+        json.dumps({"tripped": {"p5": {"since": 1.0, "drained": 4, "of": 4, "minutes": 60}}, "seen": {"p5-1": 9e9}})
+    )
+    off = parse({**MINIMAL, "repair": {"brake_percent": 0}})
+    b = Brake(off, str(tmp_path), now=1000.0)
+    assert b.seen == {"p5-1": 1000.0}  # a time ahead of now (clock stepped back) counts from now
+    assert b.update("p5", running={"p5-1", "p5-2"}, repaired={}) is False and not b.on("p5")
+    b.save()
+    assert "p5" not in json.loads((tmp_path / "brake.json").read_text())["tripped"]
+    on = parse(MINIMAL)
+    b = Brake(on, str(tmp_path), now=1000.0)
+    assert b.update("p5", running={"p5-1", "p5-2"}, repaired={"p5-2": 990.0}) is True  # 2 of 2 in the window

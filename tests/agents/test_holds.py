@@ -79,6 +79,7 @@ def test_a_hold_slurm_did_not_get_is_applied_on_the_next_pass(harness: Harness, 
     assert harness.run("maintain") == 0
     assert len(downs(harness, "p5-1")) == 2  # the one that failed, the one that worked
     assert harness.proxy.actions()["CreateFleet"] == 1
+    assert_clean(harness)  # DOWN under a hold that ends with the node handed back: not stranded
 
 
 def test_a_failed_down_is_kept_until_slurm_answers_again(harness: Harness) -> None:
@@ -134,6 +135,7 @@ def test_a_topology_failure_after_a_good_launch_never_sets_the_launched_nodes_do
         assert not node["state"].startswith("DOWN") and node["addr"], node
     assert "topology: refresh failed" in harness.log_text()
     assert not [u for u in harness.slurm.updates() if "state=down" in u]
+    assert_clean(harness)
 
 
 def test_an_error_in_resume_sets_down_only_the_nodes_without_an_instance(
@@ -174,6 +176,7 @@ def test_a_hold_set_while_the_clock_ran_an_hour_fast_ends_on_time(harness: Harne
     assert holds(harness) == {"groups": {}, "nodes": {}}
     assert harness.slurm.node("p5-2")["state"] == "IDLE+CLOUD+POWERED_DOWN"
     assert harness.slurm.node("p5-1")["state"] == "IDLE+CLOUD+POWERING_DOWN"  # handed back with power_down_force
+    assert_clean(harness)
 
 
 @pytest.mark.parametrize(
