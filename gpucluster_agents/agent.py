@@ -36,9 +36,10 @@ free node (the instance waits for that tag before it starts slurmd), sets nodes 
 instance DOWN and hands them back once an instance carries their name (``static_groups.py``).
 
 Failures: nodes that got no instance are set DOWN with a reason naming the EC2 error code, so
-Slurm requeues the job and can run it in another partition. After insufficient capacity the
-whole node group is held: its idle powered-down nodes are set DOWN too, and resumes during the
-hold fail fast without calling EC2. Holds end after ``insufficient_capacity_hold_seconds``
+Slurm requeues the job and can run it in another partition; a node that got one is never set DOWN
+(not by an error later in the call either: topology is best effort). After insufficient capacity the
+whole node group is held: its later batches in the call, its idle powered-down nodes and resumes
+during the hold fail fast without calling EC2. A DOWN Slurm did not get is sent again (``holds``). Holds end after ``insufficient_capacity_hold_seconds``
 (``failure_hold_seconds`` for other errors): the next agent call (a timer running ``maintain``
 every minute makes this prompt) hands the nodes back to Slurm (``state=resume``, or
 ``state=power_down_force`` if Slurm still waits for them to boot).
