@@ -142,8 +142,8 @@ class Book:
 
     def clamp(self, now: float) -> None:
         """Times ahead of ``now`` (the clock was stepped back) become now, so settling never waits longer."""
-        for r in self.active.values():
-            for key in ("since", "drained_at"):
+        for r in [*self.active.values(), *self.history]:
+            for key in ("since", "drained_at", "ended"):
                 if float(r.get(key) or 0) > now:
                     r[key] = now
 

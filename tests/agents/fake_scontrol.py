@@ -8,7 +8,8 @@ resume, power_down_force, drain), reconfigure. ``"fail_hostnames": true`` in the
 ``show hostnames`` fail (to exercise the agent's built-in expander). ``"unreachable": true`` makes every
 call but ``show hostnames`` (which needs no controller) fail as scontrol does while slurmctld is away.
 ``"kill_parent_on": TEXT`` SIGKILLs the calling process (the agent) right after an ``update`` whose
-arguments contain TEXT took effect: a crash just after that call.
+arguments contain TEXT took effect: a crash just after that call (only with an agent run as its own
+process, ``Harness.spawn``: in-process the caller is the test itself).
 """
 
 from __future__ import annotations
