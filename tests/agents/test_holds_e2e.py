@@ -46,7 +46,7 @@ def test_capacity_failure_during_a_slurmctld_restart_fails_over_within_one_maint
     c = cluster
     agent_log = Path(c.agent_config["log_file"])
     proxy.capacity("p5", fulfil=0)
-    proxy.delay("CreateFleet", 4.0)
+    proxy.delay("CreateFleet", 8.0)  # slurmctld stops well inside it
     job = c.sbatch("-p", "p5,g6e", "-N", "1", "--output=job-%j.out", "--wrap", "echo ran-on-$SLURMD_NODENAME")
     # slurmctld runs the ResumeProgram for a p5 node (the higher PriorityTier); stop slurmctld while the
     # agent waits on CreateFleet
