@@ -347,12 +347,12 @@ class Quarantine:
             group = self.cfg.group_of_node(node)
             if group is None or node in self.book.active or node in self.changed or not st.has("DRAIN"):
                 continue
-            if drain_action(st.reason) is None:
-                continue
-            base, text = strip_note(st.reason), brake.note_of(group.name)
+            reason, text = st.reason or "", brake.note_of(group.name)
+            if drain_action(reason) is None or (reason.endswith(text) if text else "(brake:" not in reason):
+                continue  # not a health drain, or its note is as it should be: the reason stays the health program's
+            base = strip_note(reason)
             want = clean_reason(f"{base[: REASON_MAX - len(text) - 1]} {text}" if text else base)
-            if want != st.reason:
-                by_reason.setdefault(want, []).append(node)
+            by_reason.setdefault(want, []).append(node)
         for reason, nodes in sorted(by_reason.items()):
             log.info("decision brake-note nodes=%s reason=%r", ",".join(nodes), reason)
             self.slurm.drain(nodes, reason)

@@ -120,6 +120,15 @@ def test_the_brake_trips_on_the_drain_that_crosses_the_line(harness: Harness) ->
     assert power_downs(harness) == ["p5-1"]  # braked: nothing more
 
 
+def test_reasons_are_left_as_the_health_program_wrote_them_while_no_brake_is_on(harness: Harness) -> None:
+    up(harness, "p5-[1-2]")
+    long_reason = "gpucluster: " + "x" * 230 + " (replace)"  # longer than the agent's own reasons may be
+    harness.slurm.set("p5-1", "MIXED+CLOUD+DRAIN", long_reason)  # its job runs on: no repair yet
+    before = len(harness.slurm.updates())
+    assert harness.run("maintain") == 0 and harness.run("maintain") == 0
+    assert harness.slurm.updates()[before:] == [] and harness.slurm.node("p5-1")["reason"] == long_reason
+
+
 # ---------------------------------------------------------------------------- N19
 @pytest.mark.parametrize(
     ("where", "reboots"),
