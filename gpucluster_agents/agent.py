@@ -39,9 +39,10 @@ free node (the instance waits for that tag before it starts slurmd), sets nodes 
 instance DOWN and hands them back once an instance carries their name (``static_groups.py``).
 
 Failures: nodes that got no instance are set DOWN with a reason naming the EC2 error code, so
-Slurm requeues the job and can run it in another partition. After insufficient capacity the
-whole node group is held: its idle powered-down nodes are set DOWN too, and resumes during the
-hold fail fast without calling EC2. Holds end after ``insufficient_capacity_hold_seconds``
+Slurm requeues the job and can run it in another partition; a node that got one is never set DOWN
+(not by an error later in the call either: topology is best effort). After insufficient capacity the
+whole node group is held: its later batches in the call, its idle powered-down nodes and resumes
+during the hold fail fast without calling EC2. A DOWN Slurm did not get is sent again (``holds``). Holds end after ``insufficient_capacity_hold_seconds``
 (``failure_hold_seconds`` for other errors): the next agent call (a timer running ``maintain``
 every minute makes this prompt) hands the nodes back to Slurm (``state=resume``, or
 ``state=power_down_force`` if Slurm still waits for them to boot).
@@ -54,9 +55,13 @@ import time
 from typing import Callable
 
 from . import hostlist
-from .contract import AgentConfig
+from .brake import Brake
+from .brake import status_lines as brake_status
+from .contract import AgentConfig, NodeGroup
 from .ec2 import Ec2, Instance
-from .holds import Holds, fail_nodes, release_holds, resume_timeout_reason
+from .error_codes import ICE_CODES
+from .holds import Holds, fail_nodes, mark_applied, release_holds, resume_timeout_reason
+from .holds import status_lines as holds_status
 from .inventory import Inventory, best_instance, fmt_nodes, is_dynamic, split_by_group
 from .launcher import launch, terminate
 from .lifecycle import handle_strays, return_vanished, split_strays
@@ -99,10 +104,15 @@ class Agent:
         self.unread: frozenset[str] = frozenset()  # instances whose node map S3 could not read, set by _prologue
         self.book = NameBook(self.state.path)  # names from node maps EC2 does not carry as tags yet (names.py)
         self.maps = NodeMapPublisher(cfg, cfg.node_map) if cfg.node_map is not None else None
+        self.placed: set[str] = set()  # nodes this resume found or launched an instance for (never set DOWN)
 
     # ================================================================== helpers
     def expand(self, expr: str) -> list[str]:
         return self.slurm.expand(expr) if expr.strip() else []
+
+    def unplaced(self, nodes: list[str]) -> list[str]:
+        """The nodes of ``nodes`` this call gave no instance: the only ones an error may set DOWN."""
+        return [n for n in nodes if n not in self.placed]
 
     def _lock(self) -> FileLock:
         return self.state.lock(self.cfg.lock_timeout_seconds)
@@ -127,7 +137,7 @@ class Agent:
             addresses = []
         holds = self.state.load_holds()
         protect_pass(self.cfg, self.slurm, self.state.path, inv, states, holds, self.clock())
-        release_holds(self.cfg, self.slurm, holds, states, self.clock())
+        release_holds(self.cfg, self.slurm, holds, states, self.clock(), lambda n: bool(inv.live_of_node(n)))
         reconcile_static(self.cfg, self.ec2, self.slurm, inv, states)
         return inv, states, holds, addresses
 
@@ -158,40 +168,14 @@ class Agent:
                         if live:
                             keep = best_instance(live)
                             log.info("decision static node=%s instance=%s state=%s", n, keep.id, keep.state)
+                            self.placed.add(n)
                             if keep.private_ip and (n, keep.private_ip) not in addresses:
                                 addresses.append((n, keep.private_ip))
                         else:
                             static_down.append(n)
                     continue
-                gh = holds["groups"].get(gname)
-                if gh and now < float(gh.get("until", 0)):
-                    log.info(
-                        "decision skip-launch group=%s nodes=%s: group held until %.0f (%s)",
-                        gname,
-                        fmt_nodes(gnodes),
-                        float(gh["until"]),
-                        gh.get("code"),
-                    )
-                    for n in gnodes:
-                        failures[n] = (str(gh.get("code") or "InsufficientInstanceCapacity"), "node group on hold")
-                    continue
-                missing: list[str] = []
-                for n in gnodes:
-                    live = inv.live_of_node(n)
-                    if live:
-                        keep = best_instance(live)
-                        log.info("decision reuse node=%s instance=%s state=%s", n, keep.id, keep.state)
-                        launched_or_reused = True
-                        if keep.private_ip and (n, keep.private_ip) not in addresses:
-                            addresses.append((n, keep.private_ip))
-                    else:
-                        missing.append(n)
-                batch_size = self.cfg.max_instances_per_fleet
-                for i in range(0, len(missing), batch_size):
-                    batch = missing[i : i + batch_size]
-                    naming = (self.maps, self.book, self.clock()) if self.maps is not None else None
-                    got = launch(self.ec2, self.state, group, batch, inv, addresses, failures, naming)
-                    launched_or_reused = launched_or_reused or got > 0
+                got = self._resume_dynamic(group, gnodes, inv, holds, now, addresses, failures)
+                launched_or_reused = launched_or_reused or got
             if addresses:
                 self.slurm.set_addresses(addresses)
             if failures:
@@ -202,7 +186,69 @@ class Agent:
                 self.slurm.set_down(static_down, reason)
             self.state.save_holds(holds)
         if launched_or_reused:
-            self.refresh_topology()
+            self.refresh_topology_best_effort()
+
+    def _resume_dynamic(
+        self,
+        group: NodeGroup,
+        gnodes: list[str],
+        inv: Inventory,
+        holds: Holds,
+        now: float,
+        addresses: list[tuple[str, str]],
+        failures: dict[str, tuple[str, str]],
+    ) -> bool:
+        """Reuse or launch instances for a dynamic group's nodes; True if any node has one now. A group on
+        hold, or one that answered insufficient capacity earlier in this call, fails its nodes without EC2."""
+        gh = holds["groups"].get(group.name)
+        if gh and now < float(gh.get("until", 0)):
+            log.info(
+                "decision skip-launch group=%s nodes=%s: group held until %.0f (%s)",
+                group.name,
+                fmt_nodes(gnodes),
+                float(gh["until"]),
+                gh.get("code"),
+            )
+            for n in gnodes:
+                failures[n] = (str(gh.get("code") or "InsufficientInstanceCapacity"), "node group on hold")
+            return False
+        any_up = False
+        missing: list[str] = []
+        for n in gnodes:
+            live = inv.live_of_node(n)
+            if live:
+                keep = best_instance(live)
+                log.info("decision reuse node=%s instance=%s state=%s", n, keep.id, keep.state)
+                self.placed.add(n)
+                any_up = True
+                if keep.private_ip and (n, keep.private_ip) not in addresses:
+                    addresses.append((n, keep.private_ip))
+            else:
+                missing.append(n)
+        batch_size = self.cfg.max_instances_per_fleet
+        for i in range(0, len(missing), batch_size):
+            batch = missing[i : i + batch_size]
+            ice = next((failures[n] for n in missing[:i] if n in failures and failures[n][0] in ICE_CODES), None)
+            if ice is not None:
+                # the pool is dry: another CreateFleet in the same call would only fail again (or take capacity
+                # piecemeal); the group is held once the call ends (fail_nodes)
+                left = missing[i:]
+                log.info(
+                    "decision skip-launch group=%s nodes=%s: insufficient capacity earlier in this call",
+                    group.name,
+                    fmt_nodes(left),
+                )
+                for n in left:
+                    failures[n] = (ice[0], f"insufficient capacity earlier in this call: {ice[1]}")
+                break
+            naming = (self.maps, self.book, self.clock()) if self.maps is not None else None
+            got = launch(self.ec2, self.state, group, batch, inv, addresses, failures, naming)
+            for n in batch:
+                if n not in failures:
+                    self.placed.add(n)
+                    holds["nodes"].pop(n, None)  # it has an instance: an older hold of the node is over
+            any_up = any_up or got > 0
+        return any_up
 
     # ================================================================== suspend
     def suspend(self, nodes: list[str]) -> None:
@@ -263,7 +309,7 @@ class Agent:
             terminate(self.ec2, inv, ids, "resume-fail")
             for reason, ns in sorted(by_reason.items()):
                 log.info("decision down nodes=%s reason=%r", fmt_nodes(ns), reason)
-                self.slurm.set_down(ns, reason)
+                mark_applied(holds, ns, self.slurm.set_down(ns, reason))
             if unknown:
                 self.slurm.set_down(unknown, "gpucluster: node not in agent config")
             protect_pass(self.cfg, self.slurm, self.state.path, inv, _states, holds, now, boot_failures)
@@ -294,11 +340,21 @@ class Agent:
             _inv, _states, holds, _ = self._prologue(set())
             self.state.save_holds(holds)
 
+    def release_brake(self, groups: list[str]) -> list[str]:
+        """The operator's ``release-brake <group>``: repairs of the group resume with the next ``maintain``."""
+        with self._lock():
+            brake = Brake(self.cfg, self.state.path, self.clock())
+            out = [f"group {g}: {'released' if brake.release(g) else 'no brake was on'}" for g in groups if self.cfg.group(g)]
+            brake.save()
+        return out + [f"{g}: no such node group" for g in groups if self.cfg.group(g) is None]
+
     def status(self) -> list[str]:
-        """``status``: protected groups, node repairs (the verdicts Slurm forgot on power-down), crashed launches
-        and orphans waiting, vanished nodes (waiting for a second listing, or stopped by the cap)."""
-        own = sweep_status(self.state, self.clock()) + vanished_status(self.state.path)
-        return protect_status(self.cfg, self.state.path) + quarantine_status(self.state.path) + own
+        """``status``: protected groups, repair brakes, holds, node repairs (the verdicts Slurm forgot on power-down),
+        crashed launches and orphans waiting, vanished nodes (waiting for a second listing, or stopped by the cap)."""
+        now, path = self.clock(), self.state.path
+        brakes = brake_status(self.cfg, path, now)
+        own = sweep_status(self.state, now) + vanished_status(path)
+        return protect_status(self.cfg, path) + brakes + holds_status(self.state.load_holds(), now) + quarantine_status(path) + own
 
     def topology(self) -> None:
         """The ``topology`` subcommand: sweep (like every call), then rewrite topology.conf."""
@@ -306,6 +362,15 @@ class Agent:
             _inv, _states, holds, _ = self._prologue(set())
             self.state.save_holds(holds)
         self.refresh_topology()
+
+    def refresh_topology_best_effort(self) -> bool:
+        """After a launch: a topology error is logged, never raised (the launched nodes are fine without
+        it; the next ``maintain`` or resume writes topology.conf)."""
+        try:
+            return self.refresh_topology()
+        except Exception as exc:  # best effort by design: the launch already succeeded
+            log.error("topology: refresh failed after the launch (%s: %s); keeping topology.conf", type(exc).__name__, exc)
+            return False
 
     def refresh_topology(self) -> bool:
         """Rewrite topology.conf from DescribeInstanceTopology; ``scontrol reconfigure`` if it changed."""

@@ -8,6 +8,7 @@
     python -m gpucluster_agents maintain                 # sweep + end holds + repairs + topology (timer)
     python -m gpucluster_agents status                   # protected node groups and node repairs
     python -m gpucluster_agents clear-protect <group>    # end a node group's protected mode
+    python -m gpucluster_agents release-brake <group>    # repairs of a braked node group resume (brake.py)
 
 On a site's own slurmctld (config ``site``, :mod:`.site`) resume and suspend hand the site's own nodes to its
 previous programs (started first, waited for last: side by side with the cloud work) and act on the cloud nodes
@@ -35,7 +36,8 @@ from .state import LockTimeout
 
 log = logging.getLogger("gpucluster_agents")
 
-COMMANDS = ("resume", "suspend", "resume-fail", "topology", "maintain", "status", "clear-protect")
+COMMANDS = ("resume", "suspend", "resume-fail", "topology", "maintain", "status", "clear-protect", "release-brake")
+GROUP_COMMANDS = ("clear-protect", "release-brake")  # their argument is node group names, not a hostlist
 EXIT_OK = 0
 EXIT_USAGE = 2
 
@@ -80,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(args_list)
     except SystemExit as exc:
         return EXIT_USAGE if exc.code else EXIT_OK
-    if args.command in ("resume", "suspend", "resume-fail", "clear-protect") and not args.hostlist.strip():
+    if args.command in ("resume", "suspend", "resume-fail", *GROUP_COMMANDS) and not args.hostlist.strip():
         sys.stderr.write(f"gpucluster-agent: {args.command} needs a hostlist\n")
         return EXIT_USAGE
     try:
@@ -112,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         timer = ApiTimer().attach(agent.ec2.client)
         if agent.maps is not None:
             timer.attach(agent.maps.client)
-        nodes = agent.expand(args.hostlist) if args.command != "clear-protect" else []
+        nodes = agent.expand(args.hostlist) if args.command not in GROUP_COMMANDS else []
         log.info("start %s hostlist=%r nodes=%d", args.command, args.hostlist, len(nodes))
         if args.command == "resume":
             agent.resume(nodes)
@@ -126,6 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.write("".join(line + "\n" for line in agent.status()))
         elif args.command == "clear-protect":
             agent.clear_protect([g for g in args.hostlist.split(",") if g])
+        elif args.command == "release-brake":
+            sys.stdout.write("".join(line + "\n" for line in agent.release_brake([g for g in args.hostlist.split(",") if g])))
         else:
             agent.maintain()
     except LockTimeout as exc:
@@ -134,9 +138,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             agent.slurm.set_down(nodes, "gpucluster: agent lock timeout")
     except Exception:
         log.exception("%s failed", args.command)
-        if agent is not None and args.command == "resume" and nodes:
+        # only nodes left without an instance: a node that got one boots and registers (a DOWN would kill its job)
+        down = agent.unplaced(nodes) if agent is not None and args.command == "resume" else []
+        if down:
             try:
-                agent.slurm.set_down(nodes, "gpucluster: agent error, see agent log")
+                agent.slurm.set_down(down, "gpucluster: agent error, see agent log")  # pyright: ignore[reportOptionalMemberAccess]
             except Exception:
                 log.exception("could not set nodes down")
     finally:

@@ -25,14 +25,14 @@ import os
 from typing import Any, cast
 
 from .contract import AgentConfig, NodeGroup
-from .holds import Holds
+from .holds import PROTECTED_CODE, Holds, new_hold
 from .inventory import Inventory, fmt_nodes
 from .slurm import NodeState, Slurm
 from .state import read_json, write_json_atomic
 
 log = logging.getLogger("gpucluster_agents")
 
-CODE = "ProtectedMode"
+CODE = PROTECTED_CODE
 FILE = "protect.json"
 _DOWN_FLAGS = ("DOWN", "POWERING_UP", "POWERED_DOWN", "POWERING_DOWN", "NOT_RESPONDING", "DRAIN")
 
@@ -115,7 +115,7 @@ class Protection:
     def enforce(self, slurm: Slurm, holds: Holds, states: dict[str, NodeState] | None, now: float) -> None:
         """Renew the holds of protected groups and set their idle nodes DOWN; end the holds of the rest.
         Runs before ``release_holds`` in every call."""
-        renew = now + max(self.cfg.failure_hold_seconds, 60)
+        length = max(self.cfg.failure_hold_seconds, 60)
         for group in self.cfg.node_groups:
             if group.static:
                 continue
@@ -125,7 +125,7 @@ class Protection:
                         h["until"] = now  # released by release_holds in this same call
                 continue
             why = reason(group, int(self.groups[group.name].get("failures") or 0))
-            holds["groups"][group.name] = {"since": now, "until": renew, "code": CODE, "reason": why}
+            holds["groups"][group.name] = new_hold(now, length, CODE, why)
             if states is None:
                 continue
             down: list[str] = []
@@ -138,7 +138,7 @@ class Protection:
                 if idle_off or (st.has("DOWN") and ours and st.reason != why):
                     down.append(node)
                 if idle_off or (st.has("DOWN") and ours):
-                    holds["nodes"][node] = {"since": now, "until": renew, "code": CODE, "reason": why}
+                    holds["nodes"][node] = new_hold(now, length, CODE, why)
             if down:
                 log.info("decision down nodes=%s reason=%r", fmt_nodes(down), why)
                 slurm.set_down(down, why)

@@ -43,6 +43,8 @@ class LockTimeout(RuntimeError):
 
 
 def write_json_atomic(path: str, data: Any) -> None:
+    """Write ``path`` whole or not at all (temp file, fsync, rename). Run as root (an operator's command
+    by hand), the file gets the directory's owner: the agent, run as slurm, must still read and replace it."""
     directory = os.path.dirname(path) or "."
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
     try:
@@ -50,6 +52,9 @@ def write_json_atomic(path: str, data: Any) -> None:
             json.dump(data, fh, indent=1, sort_keys=True)
             fh.flush()
             os.fsync(fh.fileno())
+        if os.geteuid() == 0:
+            owner = os.stat(directory)
+            os.chown(tmp, owner.st_uid, owner.st_gid)
         os.replace(tmp, path)
     except BaseException:
         try:

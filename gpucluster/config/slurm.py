@@ -155,6 +155,16 @@ class AgentSpec(SpecModel):
     """How often a systemd timer runs ``maintain`` (sweep, end holds, name static instances, topology).
     Default 60."""
 
+    repair_brake_percent: int = Field(default=20, ge=0, le=100)
+    """The repair brake's line, in percent of a node group's nodes drained by the health checks. Past it (and
+    at least two nodes within ``repairBrakeWindowSeconds``) the agent stops rebooting and replacing that
+    group's nodes and keeps them drained until an operator runs ``gpucluster-agent release-brake <group>``
+    on the head node: a fifth of a group failing at once has a common cause (a driver, an image, a broken
+    check) that new hardware does not fix. 0 turns the brake off. Default 20."""
+
+    repair_brake_window_seconds: int = Field(default=3600, ge=60, le=7 * 86400)
+    """The window the repair brake counts health drains in. Default 3600 (1 h)."""
+
 
 class SlurmSpec(SpecModel):
     """A Slurm cluster on EC2: a head node running slurmctld and the node agent, and a partition per
@@ -174,7 +184,8 @@ class SlurmSpec(SpecModel):
     every Slurm node group dynamic, in a partition of its own name; the first is the default."""
 
     agent: AgentSpec = AgentSpec()
-    """Node agent settings. Default: 10 min holds, 5 min orphan grace, maintain every 60 s."""
+    """Node agent settings. Default: 10 min holds, 5 min orphan grace, maintain every 60 s, repairs braked
+    above 20 % of a group drained within an hour."""
 
     health: SlurmHealthSpec = SlurmHealthSpec()
     """Node health checks (Slurm ``HealthCheckProgram`` and ``Prolog``) on NVIDIA GPU nodes. Default: on,

@@ -119,6 +119,7 @@ class Harness:
     world: World
     slurm: FakeSlurm
     config: dict[str, Any] = field(default_factory=lambda: {})
+    now: float | None = None  # the agent's clock for the next runs (a stepped clock); None: the real one
 
     @property
     def config_path(self) -> Path:
@@ -137,7 +138,10 @@ class Harness:
 
     def run(self, command: str, hostlist_expr: str = "") -> int:
         """Run the agent in this process (cli.main), as slurmctld would run the program; in its own
-        process when GPUCLUSTER_AGENT_PYTHON names another interpreter."""
+        process when GPUCLUSTER_AGENT_PYTHON names another interpreter. With ``now`` set the agent's
+        clock reads ``now`` (always in this process: the Agent is built with that clock)."""
+        if self.now is not None:
+            return self._run_clocked(command, hostlist_expr)
         if AGENT_PYTHON != sys.executable:
             proc = self.spawn(command, hostlist_expr)
             out = proc.communicate(timeout=120)[0]
@@ -148,6 +152,23 @@ class Harness:
         if hostlist_expr:
             args.append(hostlist_expr)
         return cli.main(args)
+
+    def _run_clocked(self, command: str, hostlist_expr: str) -> int:
+        from unittest import mock
+
+        from gpucluster_agents import agent as agent_module
+
+        now = self.now
+        real = agent_module.Agent
+
+        class Clocked(real):  # type: ignore[misc, valid-type]
+            def __init__(self, cfg: Any, **kw: Any) -> None:
+                super().__init__(cfg, clock=lambda: float(now), **kw)  # type: ignore[arg-type]
+
+        self.write_config()
+        args = ["--config", str(self.config_path), command, *([hostlist_expr] if hostlist_expr else [])]
+        with mock.patch.object(agent_module, "Agent", Clocked):
+            return cli.main(args)
 
     def spawn(self, command: str, hostlist_expr: str = "") -> subprocess.Popen[bytes]:
         """Run the agent as its own process (``python -m gpucluster_agents``)."""

@@ -2,7 +2,8 @@
 
 The agent's ``endpoint_url`` points here, so the agent runs unmodified: no test-only branch in
 its code. Injections (each test says which and why):
-- throttle(action, n): answer ``RequestLimitExceeded`` n times (botocore must retry).
+- throttle(action, n, skip=k): answer ``RequestLimitExceeded`` n times (botocore must retry), after
+  letting the first k calls of that action through (a fault that comes later in the agent's call).
 - capacity(group, fulfil=k, code=...): CreateFleet for that node group launches at most k
   instances and reports the rest in ``Errors`` (insufficient capacity inside a 200 response,
   which moto never produces).
@@ -57,6 +58,7 @@ class _Counted:
     code: str = ""
     message: str = ""
     after: bool = False  # forward to moto first (the call happens), then answer the error
+    skip: int = 0  # calls of this action to let through before the rule applies
 
 
 @dataclass
@@ -141,8 +143,8 @@ class FaultProxy:
         self.thread.start()
 
     # ------------------------------------------------------------------ configuration
-    def throttle(self, action: str, n: int, code: str = "RequestLimitExceeded") -> None:
-        self.throttles.append(_Counted(action, n, code, "Request limit exceeded."))
+    def throttle(self, action: str, n: int, code: str = "RequestLimitExceeded", skip: int = 0) -> None:
+        self.throttles.append(_Counted(action, n, code, "Request limit exceeded.", skip=skip))
 
     def fail(self, action: str, code: str, n: int = 1, message: str = "injected failure", after: bool = False) -> None:
         """Answer ``code`` n times; with ``after``, moto still performs the call (a lost answer)."""
@@ -199,6 +201,9 @@ class FaultProxy:
         with self.lock:
             for r in rules:
                 if r.action == action and r.remaining > 0 and r.after == after:
+                    if r.skip > 0:
+                        r.skip -= 1
+                        continue
                     r.remaining -= 1
                     return r
         return None

@@ -5,13 +5,19 @@ Usage: fake_scontrol.py STATE_JSON <scontrol args...>. It keeps node states in S
 appends every call to STATE_JSON + ".calls" (one JSON list per line) and understands the
 subset of scontrol the agent uses: show hostnames, -o show nodes, update (nodeaddr / state=down,
 resume, power_down_force, drain), reconfigure. ``"fail_hostnames": true`` in the state makes
-``show hostnames`` fail (to exercise the agent's built-in expander).
+``show hostnames`` fail (to exercise the agent's built-in expander). ``"unreachable": true`` makes every
+call but ``show hostnames`` (which needs no controller) fail as scontrol does while slurmctld is away.
+``"kill_parent_on": TEXT`` SIGKILLs the calling process (the agent) right after an ``update`` whose
+arguments contain TEXT took effect: a crash just after that call (only with an agent run as its own
+process, ``Harness.spawn``: in-process the caller is the test itself).
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -45,6 +51,9 @@ def main(argv: list[str]) -> int:
                 return 1
             print("\n".join(hostlist.expand(args[2])))
             return 0
+        if data.get("unreachable"):
+            print("Unable to contact slurm controller (connect failure)", file=sys.stderr)
+            return 1
         if args[:3] == ["-o", "show", "nodes"]:
             for name in sorted(nodes, key=hostlist.order_key):
                 n = nodes[name]
@@ -94,6 +103,8 @@ def main(argv: list[str]) -> int:
                     return 1
                 nodes[name]["state"] = "+".join(flags)
             path.write_text(json.dumps(data, indent=1))
+            if data.get("kill_parent_on") and data["kill_parent_on"] in " ".join(args):
+                os.kill(os.getppid(), signal.SIGKILL)
             return 0
         print(f"fake scontrol: unsupported {args}", file=sys.stderr)
         return 1

@@ -6,6 +6,7 @@ scontrol) cover the same code through the subcommands; these pin the rules thems
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from pathlib import Path
 
 from test_config import MINIMAL
 
@@ -69,6 +70,24 @@ def test_resume_fail_keeps_a_live_hold_reason_and_holds_anew_otherwise() -> None
         assert holds["nodes"][node] == {
             "since": 1000.0,
             "until": 1000.0 + cfg.failure_hold_seconds,
+            "seconds": cfg.failure_hold_seconds,
             "code": "ResumeTimeout",
             "reason": timeout,
+            "applied": True,  # the caller records whether its DOWN reached Slurm (mark_applied)
         }
+
+
+def test_state_files_root_writes_keep_the_state_dirs_owner(tmp_path: Path) -> None:
+    # an operator's `release-brake` or `clear-protect` run as root by hand: the agent (slurm) must still read it
+    import os
+
+    from gpucluster_agents.state import read_json, write_json_atomic
+
+    if os.geteuid() != 0:
+        write_json_atomic(str(tmp_path / "x.json"), {"a": 1})  # not root: nothing to hand over
+        assert read_json(str(tmp_path / "x.json")) == {"a": 1}
+        return
+    os.chown(tmp_path, 4321, 4321)
+    write_json_atomic(str(tmp_path / "brake.json"), {"tripped": {}})
+    st = os.stat(tmp_path / "brake.json")
+    assert (st.st_uid, st.st_gid) == (4321, 4321)

@@ -46,7 +46,15 @@ FULL = AgentConfig(
     api_retry_mode="standard",
     api_max_attempts=6,
     api_concurrency=7,
-    repair=Repair(max_share_percent=25, reboot_window_seconds=8, reboot_settle_seconds=9, protect_after_failures=3),
+    repair=Repair(
+        max_share_percent=25,
+        reboot_window_seconds=8,
+        reboot_settle_seconds=9,
+        protect_after_failures=3,
+        share_window_seconds=10,
+        brake_percent=30,
+        brake_window_seconds=600,
+    ),
 )
 
 
@@ -107,16 +115,20 @@ def test_repair_section_is_checked_key_by_key() -> None:
         "reboot_window_seconds": 8,
         "reboot_settle_seconds": 9,
         "protect_after_failures": 3,
+        "share_window_seconds": 10,
+        "brake_percent": 30,
+        "brake_window_seconds": 600,
     }
-    doc["repair"] = {"max_share_percent": 0, "protect_after_failures": -1, "reboot_windw_seconds": 1}
+    doc["repair"] = {"max_share_percent": 0, "protect_after_failures": -1, "reboot_windw_seconds": 1, "brake_percent": 101}
     try:
         contract.parse(doc)
     except contract.ConfigError as exc:
         assert exc.errors == [
-            "repair.reboot_windw_seconds: unknown key (allowed: max_share_percent, protect_after_failures, "
-            "reboot_settle_seconds, reboot_window_seconds)",
+            "repair.reboot_windw_seconds: unknown key (allowed: brake_percent, brake_window_seconds, max_share_percent, "
+            "protect_after_failures, reboot_settle_seconds, reboot_window_seconds, share_window_seconds)",
             "repair.max_share_percent: must be between 1 and 100, got 0",
             "repair.protect_after_failures: must be between 0 and 10000, got -1",
+            "repair.brake_percent: must be between 0 and 100, got 101",
         ]
     else:
         raise AssertionError("a bad repair section parsed")

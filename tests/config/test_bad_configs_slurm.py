@@ -112,6 +112,18 @@ BAD_SLURM = [
         "the cluster configures no slurm",
     ),
     (
+        "repair-brake-above-100-percent",
+        slurm(section={"agent": {"repairBrakePercent": 150}}),
+        "gpucluster:slurm.agent.repairBrakePercent",
+        "100",
+    ),
+    (
+        "repair-brake-window-under-a-minute",
+        slurm(section={"agent": {"repairBrakeWindowSeconds": 30}}),
+        "gpucluster:slurm.agent.repairBrakeWindowSeconds",
+        "60",
+    ),
+    (
         "no-group-for-slurm",
         slurm(group(scheduler="none")),
         "gpucluster:slurm",

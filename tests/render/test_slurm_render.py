@@ -29,7 +29,7 @@ from gpucluster.tools.plan.engine import run_plan
 from gpucluster.tools.plan.stackfile import stack_names
 from gpucluster_agents import contract
 from gpucluster_agents.contract import parse as parse_config
-from tests.conftest import GOLDEN, check_golden, group, make_config, require_tool
+from tests.conftest import GOLDEN, ROOT, check_golden, group, make_config, require_tool
 from tests.render.slurm_check import SLURMCTLD, SLURMDBD, check_slurmctld, check_slurmdbd, conf_files
 
 CATALOG = load_catalog()
@@ -126,6 +126,49 @@ def test_agent_config_round_trips_through_the_agent_and_names_every_group():
     assert (p5.efa_enabled, p5.placement_group, p5.subnet_ids) == (True, "pg-1", ("subnet-0aaa",))
     assert (dev.name, dev.mode, dev.static, dev.max_nodes) == ("dev", "static", True, 2)
     assert cfg.state_dir == "/srv/slurm/agent" and cfg.topology_conf == "/var/lib/gpucluster/slurm/topology.conf"
+
+
+def test_the_repair_brake_reaches_the_agent_config_and_its_defaults_write_nothing():
+    targets = {"p5": LaunchTarget("lt-0aaa", ("subnet-0aaa",))}
+    default = contract.to_dict(agent_config(context(P5), CATALOG, targets))
+    assert "repair" not in default  # the rendered agent.json only grows when a stack sets one
+    built = agent_config(context(P5, agent={"repairBrakePercent": 35, "repairBrakeWindowSeconds": 900}), CATALOG, targets)
+    cfg = parse_config(json.loads(contract.to_json(built)))
+    assert (cfg.repair.brake_percent, cfg.repair.brake_window_seconds) == (35, 900)
+    assert cfg.repair.max_share_percent == 10  # the rest keep the agent's defaults
+
+
+@pytest.mark.parametrize("uid", ["0", "1000"])
+def test_the_operator_command_runs_the_agent_as_slurm(tmp_path, uid):
+    """/usr/local/sbin/gpucluster-agent: dash parses it; run with this checkout's agent (paths swapped), a fake
+    ``id`` and ``runuser``: as root it goes through ``runuser -u slurm``, as anyone else straight to the agent."""
+    from gpucluster.render.slurm.head import agent_command
+    from gpucluster.render.slurm.names import AGENT_CONFIG_PATH, AGENT_LIB
+
+    script = agent_command()
+    subprocess.run(["/bin/sh", "-n"], input=script, text=True, check=True)
+    config = tmp_path / "agent.json"
+    rendered = contract.to_dict(agent_config(context(P5), CATALOG, {"p5": LaunchTarget("lt-0aaa", ("subnet-0aaa",))}))
+    config.write_text(json.dumps({**rendered, "state_dir": str(tmp_path / "state"), "log_file": str(tmp_path / "a.log")}))
+    local = (
+        script.replace("/usr/bin/python3", sys.executable).replace(AGENT_LIB, str(ROOT)).replace(AGENT_CONFIG_PATH, str(config))
+    )
+    (tmp_path / "gpucluster-agent").write_text(local)
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "id").write_text(f"#!/bin/sh\necho {uid}\n")
+    (fake / "runuser").write_text('#!/bin/sh\necho "runuser $1 $2" >&2\nshift 3\nexec "$@"\n')
+    for f in (fake / "id", fake / "runuser", tmp_path / "gpucluster-agent"):
+        f.chmod(0o755)
+    out = subprocess.run(
+        [str(tmp_path / "gpucluster-agent"), "status"],
+        env={"PATH": f"{fake}:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "no repair brake on" in out.stdout and "no capacity or failure holds" in out.stdout
+    assert ("runuser -u slurm" in out.stderr) is (uid == "0")
 
 
 def test_agent_bundle_is_reproducible_and_importable(tmp_path):

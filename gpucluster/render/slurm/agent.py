@@ -30,6 +30,7 @@ from gpucluster.render.slurm.names import (
 )
 from gpucluster_agents import boot, contract
 from gpucluster_agents.nodemap_contract import NodeMap
+from gpucluster_agents.repair_contract import Repair
 
 NODE_MAPS_PREFIX = "node-maps/"  # in the artifact bucket: the head node writes, compute nodes read (IAM: iam.py)
 
@@ -83,6 +84,7 @@ def agent_config(
         insufficient_capacity_hold_seconds=agent.insufficient_capacity_hold_seconds,
         failure_hold_seconds=agent.failure_hold_seconds,
         orphan_grace_seconds=agent.orphan_grace_seconds,
+        repair=Repair(brake_percent=agent.repair_brake_percent, brake_window_seconds=agent.repair_brake_window_seconds),
         node_map=NodeMap(artifact_bucket, NODE_MAPS_PREFIX) if artifact_bucket else None,
     )
 

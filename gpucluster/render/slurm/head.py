@@ -16,6 +16,7 @@ from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, slurm_conf, slu
 from gpucluster.render.slurm.guard import IMDS_GUARD, IMDS_GUARD_UNIT, imds_guard_script, imds_guard_unit, systemd_unit
 from gpucluster.render.slurm.names import (
     AGENT_BIN,
+    AGENT_COMMAND,
     AGENT_CONFIG_PATH,
     AGENT_LIB,
     AGENT_STATE_DIR,
@@ -46,6 +47,18 @@ class HeadInputs:
     lustre: LustreMount | None = None
 
 
+def agent_command() -> str:
+    """``gpucluster-agent <command>`` for an operator on the head node (``status``, ``release-brake <group>``,
+    ``clear-protect <group>``): the agent as the slurm user, who owns its state (a state file root wrote
+    would be one the agent, run by slurmctld and the timer as slurm, could not read)."""
+    env = f"PYTHONPATH={AGENT_LIB} GPUCLUSTER_AGENT_CONFIG={AGENT_CONFIG_PATH}"
+    return (
+        "#!/bin/sh\n# The node agent's operator commands: status, release-brake <group>, clear-protect <group>.\n"
+        f'[ "$(id -u)" -eq 0 ] && exec runuser -u slurm -- env {env} /usr/bin/python3 -m gpucluster_agents "$@"\n'
+        f'exec env {env} /usr/bin/python3 -m gpucluster_agents "$@"\n'
+    )
+
+
 def head_files(ctx: SlurmContext, catalog: Catalog, inputs: HeadInputs) -> tuple[WriteFile, ...]:
     """Every file the head node's cloud-init writes, Slurm's own configs first."""
     slurm = ctx.slurm
@@ -67,6 +80,7 @@ def head_files(ctx: SlurmContext, catalog: Catalog, inputs: HeadInputs) -> tuple
             f'exec /usr/bin/python3 -m gpucluster_agents {command} "$1"\n'
         )
         files.append(WriteFile(f"{AGENT_BIN}/{name}", wrapper, "0755"))
+    files.append(WriteFile(AGENT_COMMAND, agent_command(), "0755"))
     agent_env = f"Environment=PYTHONPATH={AGENT_LIB}\nEnvironment=GPUCLUSTER_AGENT_CONFIG={AGENT_CONFIG_PATH}\n"
     files += [
         WriteFile(

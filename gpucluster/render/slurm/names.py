@@ -28,6 +28,7 @@ AGENT_PACKAGE_PATH = "/etc/gpucluster/agent-package.json"  # bucket, key and sha
 AGENT_LIB = "/opt/gpucluster/lib"
 AGENT_BIN = "/opt/gpucluster/bin"
 AGENT_LOG = "/var/log/slurm/gpucluster-agent.log"
+AGENT_COMMAND = "/usr/local/sbin/gpucluster-agent"  # an operator's `status`, `release-brake <group>`, `clear-protect <group>`
 AWS_HELPER = "/usr/local/sbin/gpucluster-aws"
 AWS_HELPER_CONFIG = AWS_HELPER + ".json"  # gpucluster_agents.boot reads its config next to itself
 HEAD_SETUP = "/usr/local/sbin/gpucluster-slurm-head"
