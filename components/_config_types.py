@@ -187,7 +187,7 @@ class NodeGroupConfig(TypedDict, total=False):
     tags: dict[str, str]
     """Tags for this group's resources, on top of the cluster's. Default: none."""
     nccl_env: dict[str, str]
-    """Extra or overriding NCCL / libfabric environment for jobs on these nodes. Default: none. Names are environment variable names (``NCCL_DEBUG``: letters, digits, ``_``)."""
+    """Extra or overriding NCCL / libfabric environment for jobs on these nodes (every job task, and login shells of users other than root). Default: none. Names are fabric variables (``NCCL_``, ``FI_``, ``OFI_NCCL_``, ``CUDA_``, ``TORCH_NCCL_``, ``TORCH_DISTRIBUTED_``, ``GLOO_SOCKET_``, ``NVSHMEM_``, ``UCX_``, ``RDMAV_``, ``MLX5_``, ``OMPI_MCA_``), never one that loads or runs code (``LD_*``, ``PATH`` and other search paths, ``PROMPT_COMMAND``, ``BASH_ENV``, ``PYTHON*`` …); a ``*_PLUGIN`` value is a plugin name or a library under ``/opt/amazon/``, ``/opt/aws-ofi-nccl/`` or the system library directories."""
     price_per_hour: float
     """USD per instance-hour for the plan's cost estimate. Default: the catalog's list price."""
 
