@@ -9,9 +9,10 @@
   by version and sha256 (:func:`site_requirements`, from ``data/site_requirements.json``), installed with
   ``pip install --require-hashes --no-deps --only-binary :all:``.
 - **The FSx for Lustre client repository key** (``mount-lustre.sh`` on Ubuntu nodes without the client):
-  :data:`FSX_UBUNTU_KEY_URL`. The FSx user guide publishes no fingerprint for it, so the fingerprint is a config input
-  (``storage.lustre.clientRepoKeyFingerprint``); the script then refuses any other key. Unpinned, it accepts the one
-  key the file holds (over TLS) and logs its fingerprint — the plan says so.
+  :data:`FSX_UBUNTU_KEY_URL`. The script accepts the file only if it holds exactly one primary key and, when
+  :data:`FSX_UBUNTU_KEY_FINGERPRINT` is set, only that key. The FSx user guide publishes no fingerprint for it and none
+  could be fetched where this was written, so the constant is None: the key is then trusted over TLS and its
+  fingerprint logged (``/var/log/gpucluster/lustre.log``) so an operator can compare it and pin it here.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ NODEADM_ARCHES = ("amd64", "arm64")
 
 FSX_UBUNTU_KEY_URL = "https://fsx-lustre-client-repo-public-keys.s3.amazonaws.com/fsx-ubuntu-public-key.asc"
 """The FSx Lustre client repository's signing key (FSx for Lustre user guide, "Installing the Lustre client")."""
+
+FSX_UBUNTU_KEY_FINGERPRINT: str | None = None
+"""The primary key fingerprint (40 uppercase hex digits, as ``gpg --with-colons`` prints it) that key must have; None
+while no authoritative value is known (see the module's docstring)."""
 
 
 def site_requirements() -> str:
