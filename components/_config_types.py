@@ -34,6 +34,7 @@ __all__ = [
     "LustreConfig",
     "NetworkConfig",
     "NodeGroupConfig",
+    "NodeadmConfig",
     "NvmeScratchConfig",
     "PowerSavingConfig",
     "SlurmConfig",
@@ -188,7 +189,7 @@ class NodeGroupConfig(TypedDict, total=False):
     tags: dict[str, str]
     """Tags for this group's resources, on top of the cluster's. Default: none."""
     nccl_env: dict[str, str]
-    """Extra or overriding NCCL / libfabric environment for jobs on these nodes. Default: none. Names are environment variable names (``NCCL_DEBUG``: letters, digits, ``_``)."""
+    """Extra or overriding NCCL / libfabric environment for jobs on these nodes (every job task, and login shells of users other than root). Default: none. Names are fabric variables (``NCCL_``, ``FI_``, ``OFI_NCCL_``, ``CUDA_``, ``TORCH_NCCL_``, ``TORCH_DISTRIBUTED_``, ``GLOO_SOCKET_``, ``NVSHMEM_``, ``UCX_``, ``RDMAV_``, ``MLX5_``, ``OMPI_MCA_``), never one that loads or runs code (``LD_*``, ``PATH`` and other search paths, ``PROMPT_COMMAND``, ``BASH_ENV``, ``PYTHON*`` …); a ``*_PLUGIN`` value is a plugin name or a library under ``/opt/amazon/``, ``/opt/aws-ofi-nccl/`` or the system library directories."""
     price_per_hour: float
     """USD per instance-hour for the plan's cost estimate. Default: the catalog's list price."""
 
@@ -658,6 +659,17 @@ class CredentialsConfig(TypedDict, total=False):
     """Its private key, readable by ``SlurmUser`` only. Default ``/etc/gpucluster/pki/slurmctld.key``."""
 
 
+class NodeadmConfig(TypedDict, total=False):
+    """The nodeadm release a site's ``install.sh`` downloads, pinned: its version path and the sha256 of each binary."""
+
+    version: Required[str]
+    """The release, e.g. ``v1.0.20``. Required."""
+    sha256_amd64: str
+    """sha256 of ``bin/linux/amd64/nodeadm`` of that release (64 lowercase hex digits). Default: none (x86_64 hosts refuse to install)."""
+    sha256_arm64: str
+    """sha256 of ``bin/linux/arm64/nodeadm`` of that release. Default: none (arm64 hosts refuse to install)."""
+
+
 class HybridNodesConfig(TypedDict, total=False):
     """EKS Hybrid Nodes: the site's GPU servers join this cluster's EKS control plane."""
 
@@ -673,6 +685,8 @@ class HybridNodesConfig(TypedDict, total=False):
     """GPUs the site contributes to Kueue's on-prem flavor (its quota). Default 0."""
     node_os: str
     """The hybrid nodes' OS, for the rendered ``nodeadm`` steps. Default ``ubuntu24``. One of: ``ubuntu24``, ``ubuntu22``, ``rhel9``, ``al2023``."""
+    nodeadm: NodeadmConfig
+    """The nodeadm release ``install.sh`` downloads and checks (version and sha256 per architecture). Default: none — ``install.sh`` then refuses to download nodeadm (never ``releases/latest``, never unchecked)."""
 
 
 class HybridConfig(TypedDict, total=False):

@@ -92,11 +92,8 @@ def load_spec(
             )
     raw.setdefault("name", stack)
     if "region" not in raw:
-        findings.append(
-            error(
-                REGION_KEY, "no AWS region set", "run `pulumi config set aws:region us-east-1` (or your region)", None, "missing"
-            )
-        )
+        fix = "run `pulumi config set aws:region us-east-1` (or your region)"
+        findings.append(error(REGION_KEY, "no AWS region set", fix, None, "missing"))
         raw["region"] = "us-east-1"  # placeholder so the rest still gets checked; we raise below
     return _load(raw, findings, catalog, source)
 
@@ -285,7 +282,11 @@ def _expanded_size(root: yaml.Node, limit: int, source: str) -> int:
 def load_yaml(text: str, source: str) -> Any:
     """Parse one YAML document strictly: duplicate keys and alias bombs are refused with
     :class:`YamlError` (naming ``source`` and the line), as is anything that is not YAML."""
-    loader = _StrictLoader(text)
+    try:
+        loader = _StrictLoader(text)
+    except yaml.reader.ReaderError as exc:  # a NUL or another character YAML refuses: binary data, not text
+        char = f"U+{ord(exc.character):04X}" if isinstance(exc.character, str) else f"byte 0x{exc.character:02x}"
+        raise YamlError(f"{source}: not UTF-8 text YAML: {char} at character {exc.position} (binary data?)") from None
     try:
         node = loader.get_single_node()
         if node is None:

@@ -1,36 +1,24 @@
 #!/usr/bin/python3 -I
-"""The boot helper ``gpucluster-aws``: the AWS steps of a Slurm node's boot (boto3, the instance role's
-credentials).
+"""The boot helper ``gpucluster-aws``: the AWS steps of a Slurm node's boot (boto3, the instance role's credentials).
 
-  gpucluster-aws munge-key [--create]  the cluster's munge key: Secrets Manager -> /etc/munge/munge.key
-  gpucluster-aws install-agent         the node agent package named in the package file, from S3,
-                                       checked against its sha256 (nothing to do when it is installed)
-  gpucluster-aws apply-user-data       head node, every boot: rewrite the files of the instance's current
-                                       user data (Pulumi stops and starts the head node with new user
-                                       data when the Slurm layer changes; cloud-init only runs at the
-                                       first boot), then install-agent
-  gpucluster-aws health                GPU node, before slurmd (unit gpucluster-health-boot.service): the
-                                       health program's boot mode from the installed package, its exit
-                                       status unchanged; a fault (or a hang) leaves its reason in
-                                       /run/gpucluster/health-boot.reason, from which slurmd's health
-                                       check and prolog drain the node until it reboots
-  gpucluster-aws node-name             compute node: print the Slurm node name the agent gave this instance:
-                                       its gpucluster:node-name tag, else its entry in its launch's node map
-                                       (s3://<node_maps><launch token>.json), waiting for either
+Commands: ``munge-key [--create]`` (Secrets Manager -> /etc/munge/munge.key; the head node makes the key once, every
+other node waits for it); ``install-agent`` (the node agent package from S3, checked against its sha256);
+``apply-user-data`` (head node, every boot: rewrite the files of its current user data, which Pulumi changes with a
+stop and start, then install-agent); ``health`` (GPU node, before slurmd: :func:`boot_health`); ``node-name``
+(compute node: :func:`node_name`).
 
-The munge key lives only in Secrets Manager and on the nodes: the head node makes it once (--create,
-when the secret has no value yet); every other node waits for it.
-
-The user data writes this file's source, unchanged, to ``/usr/local/sbin/gpucluster-aws`` and the
-cluster's values (:class:`BootConfig`) next to it as ``gpucluster-aws.json``. It runs BEFORE the node
-agent package is installed (it is what installs it), so it imports nothing from ``gpucluster_agents``:
-stdlib and boto3 only, Python 3.9 (Ubuntu's python3-boto3; PyYAML comes with cloud-init).
+The user data writes this file's source, unchanged, to ``/usr/local/sbin/gpucluster-aws`` and the cluster's values
+(:class:`BootConfig`) next to it as ``gpucluster-aws.json``. It runs BEFORE the node agent package is installed (it
+is what installs it), so it imports nothing from ``gpucluster_agents``: stdlib and boto3 only, Python 3.9 (Ubuntu's
+python3-boto3; PyYAML comes with cloud-init).
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
+import dataclasses
 import gzip
 import hashlib
 import io
@@ -39,13 +27,13 @@ import os
 import pwd
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 import zipfile
-from dataclasses import dataclass
 from typing import Any
 
 KEY_FILE = os.environ.get("GPUCLUSTER_MUNGE_KEY", "/etc/munge/munge.key")
@@ -61,7 +49,7 @@ HEALTH_BOOT_TIMEOUT = 300  # s: the boot mode's own budget is 120 s; past this i
 HEALTH_MAIN = "import sys; sys.path.insert(0, sys.argv.pop(1)); from gpucluster_agents.health.cli import main; sys.exit(main())"
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class BootConfig:
     """The cluster's values for the helper, written by the user data as JSON (:meth:`to_json`)."""
 
@@ -73,15 +61,7 @@ class BootConfig:
     node_maps: str | None = None  # s3://bucket/prefix/ of the launches' node maps (compute nodes; optional)
 
     def to_json(self) -> str:
-        doc = {
-            "cluster": self.cluster,
-            "region": self.region,
-            "secret_name": self.secret_name,
-            "package_file": self.package_file,
-            "agent_owned": list(self.agent_owned),
-        }
-        if self.node_maps is not None:
-            doc["node_maps"] = self.node_maps
+        doc = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
         return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
 
@@ -133,13 +113,8 @@ def load_config(path: str) -> BootConfig:
 
 
 def log(msg: str, err: bool = False) -> None:
-    print(
-        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "gpucluster-aws:",
-        msg,
-        flush=True,
-        file=sys.stderr if err else sys.stdout,
-    )
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    print(stamp, "gpucluster-aws:", msg, flush=True, file=sys.stderr if err else sys.stdout)
 
 
 def read_key(sm: Any, secret: str) -> bytes | None:
@@ -170,17 +145,60 @@ def munge_key(cfg: BootConfig, create: bool) -> None:
         key = read_key(sm, secret)
     if key is None:
         sys.exit(f"no munge key in {secret} after {WAIT_SECONDS} s")
-    tmp = KEY_FILE + ".new"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o400)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(key)
-    try:
-        munge = pwd.getpwnam("munge")
-        os.chown(tmp, munge.pw_uid, munge.pw_gid)
-    except KeyError:
-        pass  # no munge user (tests): keep root
-    os.replace(tmp, KEY_FILE)
+    munge = next(((u.pw_uid, u.pw_gid) for u in pwd.getpwall() if u.pw_name == "munge"), None)
+    write_file(KEY_FILE, key, 0o400, munge)
     log(f"munge key written to {KEY_FILE} ({len(key)} bytes)")
+
+
+def open_directory(path: str) -> int:
+    """Directory ``path`` opened (made 0755 where missing) one component at a time, following no link but root's in
+    root's directories."""
+    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
+    for part in [p for p in path.split("/") if p]:
+        try:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o755, dir_fd=fd)
+            st = os.lstat(part, dir_fd=fd)
+            link = stat.S_ISLNK(st.st_mode)
+            if link and (st.st_uid != 0 or os.fstat(fd).st_uid != 0):
+                raise PermissionError(f"{path}: {part!r} is a link of uid {st.st_uid}; not following it")
+            sub = os.open(part, os.O_RDONLY | os.O_DIRECTORY | (0 if link else os.O_NOFOLLOW), dir_fd=fd)
+        finally:
+            os.close(fd)
+        fd = sub
+    return fd
+
+
+def write_file(path: str, data: bytes, mode: int, owner: tuple[int, int] | None = None, first_only: bool = False) -> bool:
+    """Write ``path`` following no link another user made: a new file (O_EXCL|O_NOFOLLOW), mode and owner (default:
+    the old file's) set on its descriptor, renamed over ``path``. False when ``path`` holds ``data`` or ``first_only``."""
+    directory, name = os.path.split(path)
+    dfd, tmp = open_directory(directory), name + ".gpucluster-new"
+    try:
+        try:
+            old: os.stat_result | None = os.lstat(name, dir_fd=dfd)
+        except FileNotFoundError:
+            old = None
+        if old is not None and stat.S_ISREG(old.st_mode):
+            with os.fdopen(os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dfd), "rb") as fh:
+                if first_only or fh.read() == data:
+                    return False
+            owner = owner or (old.st_uid, old.st_gid)
+        elif old is not None and first_only:
+            return False
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dfd)
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dfd), "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fchmod(fh.fileno(), mode)
+            if owner is not None:
+                os.fchown(fh.fileno(), *owner)
+            os.fsync(fh.fileno())
+        os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        return True
+    finally:
+        os.close(dfd)
 
 
 def on_root(path: str) -> str:
@@ -216,13 +234,15 @@ def install_agent(cfg: BootConfig) -> None:
     log(f"node agent {got[:12]} installed in {dest}")
 
 
+def imds_token() -> dict[str, str]:
+    ttl = {"X-aws-ec2-metadata-token-ttl-seconds": "300"}
+    with urllib.request.urlopen(urllib.request.Request(IMDS + "/latest/api/token", method="PUT", headers=ttl), timeout=10) as r:
+        return {"X-aws-ec2-metadata-token": r.read().decode()}
+
+
 def imds_get(path: str) -> str | None:
     """``/latest/<path>`` from the instance metadata service (IMDSv2), or None if it has no such entry."""
-    token = urllib.request.Request(
-        IMDS + "/latest/api/token", method="PUT", headers={"X-aws-ec2-metadata-token-ttl-seconds": "300"}
-    )
-    with urllib.request.urlopen(token, timeout=10) as r:
-        headers = {"X-aws-ec2-metadata-token": r.read().decode()}
+    headers = imds_token()
     try:
         with urllib.request.urlopen(urllib.request.Request(IMDS + "/latest/" + path, headers=headers), timeout=10) as r:
             return r.read().decode().strip()
@@ -283,12 +303,7 @@ def node_name(cfg: BootConfig, wait: float = WAIT_SECONDS, sleep: Any = time.sle
 
 
 def current_user_data() -> str:
-    token = urllib.request.Request(
-        IMDS + "/latest/api/token", method="PUT", headers={"X-aws-ec2-metadata-token-ttl-seconds": "300"}
-    )
-    with urllib.request.urlopen(token, timeout=10) as r:
-        headers = {"X-aws-ec2-metadata-token": r.read().decode()}
-    with urllib.request.urlopen(urllib.request.Request(IMDS + "/latest/user-data", headers=headers), timeout=10) as r:
+    with urllib.request.urlopen(urllib.request.Request(IMDS + "/latest/user-data", headers=imds_token()), timeout=10) as r:
         raw: bytes = r.read()
     return (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()  # the head node's is gzipped
 
@@ -307,23 +322,9 @@ def apply_user_data(cfg: BootConfig) -> None:
 
     changed: list[str] = []
     for entry in yaml.safe_load(current_user_data()).get("write_files") or []:
-        path, data = on_root(entry["path"]), decoded(entry)
-        if entry["path"] in cfg.agent_owned and os.path.exists(path):
-            continue
-        old = os.stat(path) if os.path.exists(path) else None
-        if old is not None:
-            with open(path, "rb") as fh:
-                if fh.read() == data:
-                    continue
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = path + ".gpucluster-new"
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, int(str(entry.get("permissions", "0644")), 8))
-        if old is not None:
-            os.chown(tmp, old.st_uid, old.st_gid)  # e.g. slurmdbd.conf stays the slurm user's
-        os.replace(tmp, path)
-        changed.append(entry["path"])
+        mode, first_only = int(str(entry.get("permissions", "0644")), 8), entry["path"] in cfg.agent_owned
+        if write_file(on_root(entry["path"]), decoded(entry), mode, first_only=first_only):
+            changed.append(entry["path"])
     log("rewrote " + (", ".join(changed) if changed else "nothing: the user data did not change"))
     if ROOT == "/" and any(p.startswith("/etc/systemd/") for p in changed):
         subprocess.run(["systemctl", "daemon-reload"], check=False)
@@ -378,14 +379,12 @@ def main(argv: list[str]) -> None:
     cfg = load_config(os.path.abspath(__file__) + CONFIG_SUFFIX)
     if args.command == "munge-key":
         munge_key(cfg, args.create)
-    elif args.command == "install-agent":
-        install_agent(cfg)
     elif args.command == "health":
         sys.exit(boot_health(cfg))
     elif args.command == "node-name":
         print(node_name(cfg))
     else:
-        apply_user_data(cfg)
+        {"install-agent": install_agent, "apply-user-data": apply_user_data}[args.command](cfg)
 
 
 if __name__ == "__main__":

@@ -161,6 +161,33 @@ class ControllerSpec(SpecModel):
         return value
 
 
+class NodeadmSpec(SpecModel):
+    """The nodeadm release a site's ``install.sh`` downloads, pinned: its version path and the sha256 of each binary.
+
+    AWS's documentation gives only the ``releases/latest`` URL and no checksum; the eks-hybrid release build publishes
+    every version under ``releases/<version>/bin/linux/<arch>/nodeadm`` with ``nodeadm.sha256`` beside it. Take the
+    sha256 from there (and from ``sha256sum`` of a copy you have vetted)."""
+
+    version: str = Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$")
+    """The release, e.g. ``v1.0.20``. Required."""
+
+    sha256_amd64: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    """sha256 of ``bin/linux/amd64/nodeadm`` of that release (64 lowercase hex digits). Default: none (x86_64 hosts
+    refuse to install)."""
+
+    sha256_arm64: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    """sha256 of ``bin/linux/arm64/nodeadm`` of that release. Default: none (arm64 hosts refuse to install)."""
+
+    @model_validator(mode="after")
+    def _one(self) -> NodeadmSpec:
+        if self.sha256_amd64 is None and self.sha256_arm64 is None:
+            raise ValueError(
+                f"nodeadm {self.version} pins no sha256.{FIX_MARK}set sha256Amd64 and/or sha256Arm64 from the release's "
+                "bin/linux/<arch>/nodeadm.sha256"
+            )
+        return self
+
+
 class HybridNodesSpec(SpecModel):
     """EKS Hybrid Nodes: the site's GPU servers join this cluster's EKS control plane."""
 
@@ -181,6 +208,10 @@ class HybridNodesSpec(SpecModel):
 
     node_os: Literal["ubuntu24", "ubuntu22", "rhel9", "al2023"] = "ubuntu24"
     """The hybrid nodes' OS, for the rendered ``nodeadm`` steps. Default ``ubuntu24``."""
+
+    nodeadm: NodeadmSpec | None = None
+    """The nodeadm release ``install.sh`` downloads and checks (version and sha256 per architecture). Default: none —
+    ``install.sh`` then refuses to download nodeadm (never ``releases/latest``, never unchecked)."""
 
     @field_validator("remote_node_cidrs", "remote_pod_cidrs")
     @classmethod

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from gpucluster.config.base import SpecModel, check_env_names, check_labels, check_name
+from gpucluster.config.fabric_env import check_fabric_env
 
 CapacityType = Literal["on-demand", "spot", "capacity-reservation", "capacity-block"]
 RESERVATION_ID = r"^cr-[0-9a-f]{8,17}$"
@@ -162,8 +163,12 @@ class NodeGroupSpec(SpecModel):
     """Tags for this group's resources, on top of the cluster's. Default: none."""
 
     nccl_env: dict[str, str] = Field(default_factory=dict)
-    """Extra or overriding NCCL / libfabric environment for jobs on these nodes. Default: none. Names
-    are environment variable names (``NCCL_DEBUG``: letters, digits, ``_``)."""
+    """Extra or overriding NCCL / libfabric environment for jobs on these nodes (every job task, and login
+    shells of users other than root). Default: none. Names are fabric variables (``NCCL_``, ``FI_``,
+    ``OFI_NCCL_``, ``CUDA_``, ``TORCH_NCCL_``, ``TORCH_DISTRIBUTED_``, ``GLOO_SOCKET_``, ``NVSHMEM_``, ``UCX_``,
+    ``RDMAV_``, ``MLX5_``, ``OMPI_MCA_``), never one that loads or runs code (``LD_*``, ``PATH`` and other search
+    paths, ``PROMPT_COMMAND``, ``BASH_ENV``, ``PYTHON*`` …); a ``*_PLUGIN`` value is a plugin name or a library
+    under ``/opt/amazon/``, ``/opt/aws-ofi-nccl/`` or the system library directories."""
 
     price_per_hour: float | None = Field(default=None, gt=0)
     """USD per instance-hour for the plan's cost estimate. Default: the catalog's list price."""
@@ -181,7 +186,7 @@ class NodeGroupSpec(SpecModel):
     @field_validator("nccl_env")
     @classmethod
     def _nccl_env(cls, value: dict[str, str]) -> dict[str, str]:
-        return check_env_names(value, "ncclEnv")
+        return check_fabric_env(check_env_names(value, "ncclEnv"), "ncclEnv")
 
     @field_validator("availability_zones")
     @classmethod

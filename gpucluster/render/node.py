@@ -12,6 +12,7 @@ from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.storage import NvmeScratchSpec
 from gpucluster.facts.catalog import Catalog, InstanceFacts
+from gpucluster.facts.downloads import FSX_UBUNTU_KEY_FINGERPRINT, FSX_UBUNTU_KEY_URL
 from gpucluster.facts.efa import efa_interface_count, interface_layout
 from gpucluster.facts.nccl import library_dirs, nccl_environment
 from gpucluster.render.core import CloudConfig, WriteFile, env_file, render
@@ -115,6 +116,8 @@ def lustre_mount_script(mount: LustreMount, *, efa: bool, gds: bool) -> str:
         fstab_mount_point=fstab_field(mount.mount_point),
         efa=efa,
         gds=gds,
+        key_url=FSX_UBUNTU_KEY_URL,
+        key_fingerprint=FSX_UBUNTU_KEY_FINGERPRINT or "",
     )
 
 

@@ -52,7 +52,11 @@ def read_plan(path_text: str) -> dict[str, Any]:
         doc = json.loads(path.read_text())
     except FileNotFoundError:
         raise CliError(f"{path}: no such file (write one with `gpucluster plan --stack S --json {path}`)") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise CliError(
+            f"{path} is not a JSON plan: byte 0x{exc.object[exc.start]:02x} at offset {exc.start} is not UTF-8"
+        ) from None
+    except OSError as exc:
         raise CliError(f"cannot read {path}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise CliError(f"{path} is not a JSON plan: {exc} (write one with `gpucluster plan --json FILE`)") from None

@@ -145,6 +145,11 @@ HEALTH_KEYS = {
 }
 """slurm.conf keys of the node health wiring (gpucluster/render/slurm/health.py)."""
 
+CONTAINER_KEYS = {"JobContainerType"}
+"""The per-job /tmp (gpucluster/render/slurm/privacy.py) needs job_container.conf with a BasePath outside /tmp, where
+these clusters run: ``tests/render/test_slurm_privacy.py`` runs it; these tests run without (PrologFlags goes with the
+health keys)."""
+
 
 def local_overrides(conf: str, local: Local) -> str:
     """Patch a rendered slurm.conf to run on this machine as root, in ``local.run_dir``."""
@@ -203,7 +208,7 @@ def local_overrides(conf: str, local: Local) -> str:
             # memory per CPU of this machine's node size, not of the instance type
             out.append(re.sub(r"DefMemPerCPU=\d+", f"DefMemPerCPU={local.memory_mb // local.cpus}", line))
             continue
-        if key in HEALTH_KEYS and key not in set_keys:
+        if key in HEALTH_KEYS | CONTAINER_KEYS and key not in set_keys:
             continue  # the health wrappers exist on real compute nodes only; a test that wants them sets them
         if key in set_keys:
             out.append(f"{key}={set_keys[key]}")

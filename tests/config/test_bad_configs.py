@@ -342,6 +342,72 @@ INJECTION_CONFIGS = [
     ),
 ]
 
+# Names valid in grammar but code in place (issue #18 item 5): ncclEnv reaches every job task and every non-root
+# login shell, so loader, shell, interpreter and resolver variables are refused, and so are the fabric prefixes'
+# search paths and program parameters. (id, name, message fragment)
+REFUSED = "is refused: "
+NOT_FABRIC = "is not a fabric variable"
+DANGEROUS_NAMES = [
+    ("loader-preload", "LD_PRELOAD", REFUSED + "it changes which code programs load or run"),
+    ("loader-audit", "LD_AUDIT", REFUSED + "it changes which code programs load or run"),
+    ("loader-library-path", "LD_LIBRARY_PATH", REFUSED + "it changes which code programs load or run"),
+    ("shell-prompt-command", "PROMPT_COMMAND", REFUSED + "it changes how shells start"),
+    ("shell-bash-env", "BASH_ENV", REFUSED + "it changes how shells start"),
+    ("shell-env", "ENV", REFUSED + "it changes how shells start"),
+    ("shell-ps1", "PS1", REFUSED + "it changes how shells start"),
+    ("shell-ps4", "PS4", REFUSED + "it changes how shells start"),
+    ("shell-shellopts", "SHELLOPTS", REFUSED + "it changes how shells start"),
+    ("shell-ifs", "IFS", REFUSED + "it changes how shells start"),
+    ("shell-path", "PATH", REFUSED + "it changes how shells start"),
+    ("shell-function", "BASH_FUNC_ls", REFUSED + "it changes which code programs load or run"),
+    ("python-startup", "PYTHONSTARTUP", REFUSED + "it changes which code programs load or run"),
+    ("python-path", "PYTHONPATH", REFUSED + "it changes which code programs load or run"),
+    ("perl-options", "PERL5OPT", REFUSED + "it changes which code programs load or run"),
+    ("ruby-options", "RUBYOPT", REFUSED + "it changes which code programs load or run"),
+    ("node-options", "NODE_OPTIONS", REFUSED + "it changes how shells start"),
+    ("glibc-gconv", "GCONV_PATH", REFUSED + "it changes how shells start"),
+    ("glibc-tunables", "GLIBC_TUNABLES", REFUSED + "it changes how shells start"),
+    ("glibc-malloc", "MALLOC_CHECK_", REFUSED + "it changes which code programs load or run"),
+    ("resolver-hostaliases", "HOSTALIASES", REFUSED + "it changes how shells start"),
+    ("gpucluster-override", "GPUCLUSTER_NCCL_ENV", REFUSED + "it changes which code programs load or run"),
+    ("slurm-variable", "SLURM_CONF", REFUSED + "it changes which code programs load or run"),
+    ("fabric-provider-path", "FI_PROVIDER_PATH", REFUSED + "it is a search path for code"),
+    ("cuda-injection", "CUDA_INJECTION64_PATH", REFUSED + "it is a search path for code"),
+    ("ucx-module-dir", "UCX_MODULE_DIR", REFUSED + "it is a search path for code"),
+    ("mpi-rsh-agent", "OMPI_MCA_plm_rsh_agent", REFUSED + "this Open MPI parameter names a program to run"),
+    ("mpi-component-path", "OMPI_MCA_mca_base_component_path", REFUSED + "it is a search path for code"),
+    ("nccl-conf-file", "NCCL_CONF_FILE", REFUSED + "it changes how shells start, prompt or resolve, or what a job runs on"),
+    (
+        "cuda-visible-devices",
+        "CUDA_VISIBLE_DEVICES",
+        REFUSED + "it changes how shells start, prompt or resolve, or what a job runs on",
+    ),
+    ("nvidia-visible-devices", "NVIDIA_VISIBLE_DEVICES", NOT_FABRIC),
+    ("not-fabric", "MY_SETTING", NOT_FABRIC),
+    ("lowercase-loader", "ld_preload", REFUSED + "it changes which code programs load or run"),
+]
+# Plugin libraries (any *_PLUGIN): a plugin name or a library in a system install tree, never a writable place.
+PLUGIN_VALUES = [
+    ("plugin-on-fsx", "/fsx/scratch/libnccl-net.so"),
+    ("plugin-in-tmp", "/tmp/libnccl-tuner.so"),
+    ("plugin-relative", "../lib/libnccl-tuner.so"),
+    ("plugin-dotdot", "/opt/amazon/../../fsx/libnccl-tuner.so"),
+    ("plugin-opt-elsewhere", "/opt/data/libnccl-tuner.so"),
+]
+FIX_TEXT = "Fix: set it in the job's own environment instead"
+INJECTION_CONFIGS += [
+    (f"nccl-env-{case}", make_config(group(ncclEnv={name: "/fsx/x"})), "gpucluster:nodeGroups[0].ncclEnv", f"{name!r} {text}")
+    for case, name, text in DANGEROUS_NAMES
+] + [
+    (
+        f"nccl-env-{case}",
+        make_config(group(ncclEnv={"NCCL_TUNER_PLUGIN": value})),
+        "gpucluster:nodeGroups[0].ncclEnv",
+        f"ncclEnv NCCL_TUNER_PLUGIN = {value!r} is not a plugin name or a library under /opt/amazon/",
+    )
+    for case, value in PLUGIN_VALUES
+]
+
 ALL_BAD = BAD_CONFIGS + INJECTION_CONFIGS
 
 
@@ -376,3 +442,37 @@ def test_one_error_lists_every_problem():
         "gpucluster:nodeGroups[2].associatePublicIpAddress",
     } <= paths
     assert "3 problems" in plan.error
+
+
+def test_fabric_variables_aws_job_scripts_set_are_accepted():
+    """What awsome-distributed-training's job scripts and images set for NCCL over EFA still plans."""
+    env = {
+        "FI_PROVIDER": "efa",
+        "FI_EFA_USE_DEVICE_RDMA": "1",
+        "FI_EFA_FORK_SAFE": "1",
+        "FI_LOG_LEVEL": "warn",
+        "NCCL_DEBUG": "INFO",
+        "NCCL_SOCKET_IFNAME": "^docker,lo,veth",
+        "NCCL_BUFFSIZE": "8388608",
+        "NCCL_P2P_NET_CHUNKSIZE": "524288",
+        "NCCL_TUNER_PLUGIN": "/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu/libnccl-ofi-tuner.so",
+        "NCCL_NET_PLUGIN": "ofi",
+        "OFI_NCCL_GDR_FLUSH_DISABLE": "1",
+        "TORCH_NCCL_AVOID_RECORD_STREAMS": "1",
+        "TORCH_DISTRIBUTED_DEBUG": "DETAIL",
+        "CUDA_DEVICE_MAX_CONNECTIONS": "1",
+        "GLOO_SOCKET_IFNAME": "en",
+        "RDMAV_FORK_SAFE": "1",
+        "OMPI_MCA_pml": "^ucx",
+        "OMPI_MCA_btl": "tcp,self",
+        "OMPI_MCA_btl_tcp_if_exclude": "lo,docker0",
+        "NVSHMEM_LIBFABRIC_PROVIDER": "efa",
+    }
+    plan = plan_config(make_config(group(ncclEnv=env)), "fabric")
+    assert plan.error is None, plan.error
+
+
+def test_refused_names_say_how_to_fix_them():
+    plan = plan_config(make_config(group(ncclEnv={"PROMPT_COMMAND": "touch /tmp/x"})), "bad")
+    finding = next(f for f in plan.findings if f["path"] == "gpucluster:nodeGroups[0].ncclEnv")
+    assert finding["fix"].startswith(FIX_TEXT.removeprefix("Fix: ")) and "NCCL_*" in finding["fix"], finding

@@ -13,6 +13,13 @@ limit. Every planned case is then read by the programs that read those files:
   appears if any hostile text ever runs as a command) and stubs for mount/modprobe/…; the environment
   they export and the fstab line they write (read back by util-linux ``findmnt``) must equal the
   config's values exactly;
+- the profile.d script also as every shell takes it (issue #18 item 5): ``bash -i`` (its rc file),
+  ``bash -l -i`` and ``sh -l -i`` (dash; through the sandbox HOME's ``.bash_profile``/``.profile``), each
+  then starting a dynamic program, ``bash -c`` and ``sh -i``; the TaskProlog's environment starts the same
+  programs. Canaries: a command on PATH (``PROMPT_COMMAND``, ``PS1``/``PS4`` command substitutions, ``$(…)``
+  in values), an rc file (``BASH_ENV``, ``ENV``) and a shared library built here whose constructor writes the
+  marker (``LD_PRELOAD``, ``LD_AUDIT``). A fifth of the ncclEnv cases set such a variable (:data:`CODE_VARIABLES`);
+  every one must be refused, or run nothing;
 - every YAML file (user data, Helm values, the example JobSet) and JSON file: loaded; a hostile value
   that appears verbatim in the text must be inside one parsed scalar (else it became structure);
 - user data: cloud-init's schema validator (the code ``cloud-init schema`` runs, batched in one
@@ -100,6 +107,52 @@ PAYLOADS = [
     "\\040",
     "x" * 300,
 ]
+# ncclEnv names that would turn a value into code, with a value that trips a canary if the name were ever accepted
+# (paths are relative to the sandbox, the shells' working directory), and fabric names that are accepted, with
+# values that must stay data. Refused or harmless: either way no canary.
+CODE_VARIABLES = {
+    "LD_PRELOAD": "./canary.so",
+    "LD_AUDIT": "./canary.so",
+    "LD_LIBRARY_PATH": ".",
+    "PROMPT_COMMAND": CANARY,
+    "PS1": f"$({CANARY})",
+    "PS4": f"$({CANARY})",
+    "SHELLOPTS": "xtrace",
+    "BASH_ENV": "./canary-rc",
+    "ENV": "./canary-rc",
+    "PATH": ".",
+    "IFS": "/",
+    "PYTHONSTARTUP": "./canary-rc",
+    "NODE_OPTIONS": "--require ./canary-rc",
+    "GLIBC_TUNABLES": "glibc.rtld.optional_static_tls=1",
+    "FI_PROVIDER_PATH": ".",
+    "CUDA_INJECTION64_PATH": "./canary.so",
+    "NCCL_TUNER_PLUGIN": "./canary.so",
+    "NCCL_NET_PLUGIN": "/fsx/canary.so",
+    "OMPI_MCA_plm_rsh_agent": CANARY,
+    "GPUCLUSTER_NCCL_ENV": "./canary-rc",
+    # accepted: fabric names whose values stay data
+    "NCCL_DEBUG_FILE": f"$({CANARY})",
+    "FI_LOG_LEVEL": f"`{CANARY}`",
+    "NCCL_PROFILER_PLUGIN": "/opt/amazon/ofi-nccl/lib/libnccl-profiler.so",
+    "TORCH_NCCL_TRACE": f"; {CANARY}",
+}
+CANARY_LIBRARY = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+__attribute__((constructor)) static void gpucluster_canary(void) {
+    char line[128];
+    int n = snprintf(line, sizeof line, "canary library loaded into pid %d uid %d\n", (int)getpid(), (int)getuid());
+    int fd = open(MARKER, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) { if (write(fd, line, n) < 0) {} close(fd); }
+}
+unsigned int la_version(unsigned int version) { return version; } /* LD_AUDIT loads it too */
+"""
+# What each shell runs after taking the profile: a dynamically linked program (the loader's variables), a
+# non-interactive bash (BASH_ENV, SHELLOPTS/PS4), an interactive sh (ENV, PS1).
+AFTER_PROFILE = "/usr/bin/true\nbash -c :\nsh -i </dev/null\nexit 0\n"
+
 # Characters that a safe renderer must keep as data; a value made only of letters, digits, '-', '_'
 # and '.' carries no syntax to check.
 SYNTAX = re.compile(r"[^A-Za-z0-9_.-]")
@@ -217,7 +270,7 @@ def mutate(stack: str, path: Path_, how: str, hostile: str) -> tuple[dict[str, A
         items.append(hostile)
         where = (*path, len(items) - 1)
     elif how == "key":
-        parent.setdefault(last, {})[hostile] = 1 if last == "gpuQuota" else "x"
+        parent.setdefault(last, {})[hostile] = 1 if last == "gpuQuota" else CODE_VARIABLES.get(hostile, "x")
         where = path
     else:  # entry: a new map entry with a hostile value
         parent.setdefault(last, {})["NCCL_GPUCLUSTER_TEST" if last == "ncclEnv" else "gpucluster-test"] = hostile
@@ -237,6 +290,8 @@ hostile_text = st.builds(
 @st.composite
 def cases(draw):
     stack, path, how = draw(st.sampled_from(TARGETS))
+    if path[-1] == "ncclEnv" and how in ("key", "entry") and draw(st.integers(0, 4)) > 0:
+        return stack, path, "key", draw(st.sampled_from(sorted(CODE_VARIABLES)))
     prefix_own = how == "value" and draw(st.booleans())
     hostile = draw(hostile_text)
     if prefix_own:  # keep the field's own value in front: the value is valid up to the payload
@@ -280,7 +335,20 @@ class Sandbox:
         }
         for name, body in stubs.items():
             self._script(name, f"#!/bin/sh\n{body}\n")
+        # `id -u` answers a user's uid (the profile script exports nothing for root); GPUCLUSTER_TEST_UID=0 plays root.
+        self._script("id", '#!/bin/sh\necho "${GPUCLUSTER_TEST_UID:-1000}"\n')
         self.env = {"PATH": f"{self.bin}:/usr/bin:/bin", "HOME": str(root), "LC_ALL": "C.UTF-8"}
+        # The other canaries: an rc file that runs the canary program, and a library whose constructor writes the marker.
+        (root / "canary-rc").write_text(f"{CANARY} rc-file\n")
+        source = root / "canary.c"
+        source.write_text(CANARY_LIBRARY)
+        define = f'-DMARKER="{self.marker}"'
+        subprocess.run([require_tool("gcc"), "-shared", "-fPIC", define, "-o", str(root / "canary.so"), str(source)], check=True)
+        # Login shells read the system's profile, then these; each puts the sandbox's bin first again (Debian's
+        # /etc/profile resets PATH) and sources the profile.d script under test, as /etc/profile does.
+        for rc in (".bash_profile", ".profile"):
+            (root / rc).write_text(f'PATH="{self.bin}:$PATH"\n. "{root}/profile.sh"\n')
+        self.seen: set[object] = set()
 
     def _script(self, name: str, text: str) -> None:
         path = self.bin / name
@@ -300,6 +368,36 @@ class Sandbox:
         path.write_text(text)
         path.chmod(0o755)
         return path
+
+    def shells(self, profile: str) -> int:
+        """Take ``profile`` (a profile.d script) the way each shell does, then start programs from it: ``bash -i`` with
+        it as the rc file, ``bash -l -i`` and dash's ``sh -l -i`` through HOME's login files. Each distinct text
+        once; returns the number of shells run."""
+        if profile in self.seen:
+            return 0
+        self.seen.add(profile)
+        script = self.write("profile.sh", profile)
+        runs = (
+            [self.bash, "--noprofile", "--rcfile", str(script), "-i"],
+            [self.bash, "-l", "-i"],
+            ["/bin/sh", "-l", "-i"],
+        )
+        for argv in runs:
+            result = subprocess.run(
+                argv, env=self.env, input=AFTER_PROFILE, capture_output=True, text=True, timeout=30, cwd=self.root, check=False
+            )
+            assert result.returncode == 0, f"{argv}: {result.stderr[-2000:]}"
+        return len(runs)
+
+    def programs(self, env: dict[str, str]) -> int:
+        """Start the programs a task starts, with ``env`` (a TaskProlog's exports) on top of the sandbox's."""
+        key = frozenset(env.items())
+        if key in self.seen:
+            return 0
+        self.seen.add(key)
+        for argv in (["/usr/bin/true"], [self.bash, "-c", ":"], ["/bin/sh", "-i"]):
+            subprocess.run(argv, env={**self.env, **env}, input="", capture_output=True, timeout=30, cwd=self.root, check=False)
+        return 3
 
 
 # --- the readers ---------------------------------------------------------------------------------------------
@@ -379,6 +477,7 @@ def check_planned(plan, config: dict[str, Any], hostile: str, box: Sandbox, stat
             for key, value in overrides[group].items():
                 assert env.get(key) == value, f"{path}: {key} is {env.get(key)!r}, the config says {value!r}"
             stats["profile.d sourced"] += 1
+            stats["profile.d in bash -i, bash -l, sh -l"] += box.shells(text)
         if name == "etc/gpucluster/slurm/task-prolog" and group is not None:
             env_file = box.write("nccl.env", files[f"{lt}/etc/gpucluster/nccl.env"])
             prolog = box.write("task-prolog", text)
@@ -388,6 +487,7 @@ def check_planned(plan, config: dict[str, Any], hostile: str, box: Sandbox, stat
             for key, value in overrides[group].items():
                 assert exported.get(key) == value, f"{path}: exports {key}={exported.get(key)!r}, the config says {value!r}"
             stats["task prolog run"] += 1
+            stats["programs under a task's environment"] += box.programs(exported)
         if name == "usr/local/sbin/gpucluster-mount-lustre":
             fstab = box.root / "fstab"
             fstab.write_text("LABEL=root / ext4 defaults 0 1\n")
@@ -467,6 +567,8 @@ def test_hostile_strings_fail_naming_the_field_or_stay_data(tmp_path):
             stats["hangs"] += 1
             raise AssertionError(f"{stack} {config_path(where)}={hostile!r}: no answer in {CASE_SECONDS} s") from None
         field = config_path(where)
+        if how == "key" and hostile in CODE_VARIABLES:
+            stats["code variable refused" if plan.error is not None else "code-looking fabric value planned"] += 1
         if plan.error is not None:
             stats["refused"] += 1
             assert plan.resources == [], f"{field}={hostile!r}: registered resources before refusing"
@@ -513,6 +615,8 @@ def test_hostile_strings_fail_naming_the_field_or_stay_data(tmp_path):
     # Both outcomes happen, and the planned cases were read by every kind of reader.
     assert stats["refused"] > 0 and stats["planned"] > 0
     readers = ("bash -n", "yaml loaded", "json loaded", "profile.d sourced", "task prolog run", "lustre script run")
+    readers += ("profile.d in bash -i, bash -l, sh -l", "programs under a task's environment", "code variable refused")
+    readers += ("code-looking fabric value planned",)
     for reader in (*readers, "cloud-configs schema-checked", "slurmctld runs"):
         assert stats[reader] > 0, (reader, dict(stats))
 
@@ -523,6 +627,39 @@ def test_the_sandbox_catches_a_canary(tmp_path):
     script = box.write("profile.sh", f"export FI_X;{CANARY};Y=1\n")
     box.run([box.bash, "-c", f". {script}"])
     assert box.canary_ran()
+
+
+@pytest.mark.parametrize(
+    ("exports", "where"),
+    [
+        ({"LD_PRELOAD": "./canary.so"}, "shells task"),
+        ({"LD_AUDIT": "./canary.so"}, "shells task"),
+        ({"PROMPT_COMMAND": CANARY}, "shells"),
+        ({"PS1": f"$({CANARY})"}, "shells task"),
+        ({"BASH_ENV": "./canary-rc"}, "shells task"),
+        ({"ENV": "./canary-rc"}, "shells task"),
+    ],
+    ids=lambda e: "+".join(e) if isinstance(e, dict) else e.replace(" ", "+"),
+)
+def test_the_shells_and_programs_catch_code_variables(tmp_path, exports, where):
+    """Each code variable, were a profile.d script or a TaskProlog to set it, trips a canary in the shells and programs
+    the hostile-input test starts (the reviewer's repro: ``bash -i`` with PROMPT_COMMAND, LD_PRELOAD into a later
+    program). With the fabric check those names never reach either file; this shows the harness would notice."""
+    lines = "".join(f"export {k}='{v}'\n" for k, v in exports.items())
+    box = Sandbox(tmp_path / "profile")
+    box.shells(f'if [ "$(id -u)" != 0 ]; then\n{lines}fi\n')
+    assert bool(box.canary_ran()) == ("shells" in where), f"{exports} in the shells: {box.canary_ran()}"
+    box = Sandbox(tmp_path / "task")
+    box.programs(exports)
+    assert bool(box.canary_ran()) == ("task" in where), f"{exports} under a task's environment: {box.canary_ran()}"
+
+
+def test_the_profile_gives_root_nothing(tmp_path):
+    """Root's shells skip the profile.d script: a code variable in it would not even run there."""
+    box = Sandbox(tmp_path / "sandbox")
+    box.env["GPUCLUSTER_TEST_UID"] = "0"
+    box.shells(f'if [ "$(id -u)" != 0 ]; then\nexport PROMPT_COMMAND={CANARY}\nfi\n')
+    assert box.canary_ran() is None
 
 
 def test_the_yaml_check_catches_pasted_structure():

@@ -33,7 +33,7 @@ from tests.conftest import GOLDEN, ROOT, check_golden, group, make_config, requi
 from tests.render.slurm_check import SLURMCTLD, SLURMDBD, check_slurmctld, check_slurmdbd, conf_files
 
 CATALOG = load_catalog()
-SLURM_FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf", "slurmdbd.conf")
+SLURM_FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf", "slurmdbd.conf", "job_container.conf")
 
 
 def context(*groups, **slurm) -> SlurmContext:

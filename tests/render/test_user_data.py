@@ -80,21 +80,37 @@ def _file(text: str, path: str) -> str:
     raise KeyError(path)
 
 
-def test_nccl_profile_sets_the_environment(tmp_path):
+def _profile_env(tmp_path: Path, uid: int) -> dict[str, str]:
+    """The environment a login shell of ``uid`` has after sourcing p5-training's profile.d script (an ``id``
+    stub first on PATH answers ``uid``, so the test does not depend on who runs it)."""
     text = next(t for s, _, t in USER_DATA if s == "p5-training")
     script = tmp_path / "nccl.sh"
     script.write_text(_file(text, "/etc/profile.d/gpucluster-nccl.sh"))
-    bash = require_tool("bash")
+    stub = tmp_path / f"bin-{uid}"
+    stub.mkdir()
+    (stub / "id").write_text(f'#!/bin/sh\n[ "$1" = -u ] && echo {uid}\n')
+    (stub / "id").chmod(0o755)
     out = subprocess.run(
-        [bash, "-c", f". {script} && env"],
+        [require_tool("bash"), "-c", f". {script} && env"],
         capture_output=True,
         text=True,
-        env={"PATH": os.environ["PATH"], "LD_LIBRARY_PATH": "/usr/lib/x"},
+        env={"PATH": f"{stub}:{os.environ['PATH']}", "LD_LIBRARY_PATH": "/usr/lib/x"},
         check=True,
     ).stdout
-    env = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def test_nccl_profile_sets_the_environment(tmp_path):
+    env = _profile_env(tmp_path, 1000)
     assert env["FI_PROVIDER"] == "efa" and env["FI_EFA_USE_DEVICE_RDMA"] == "1" and env["NCCL_SOCKET_IFNAME"] == "^docker,lo,veth"
     assert env["LD_LIBRARY_PATH"].startswith("/opt/amazon/efa/lib:") and env["LD_LIBRARY_PATH"].endswith(":/usr/lib/x")
+
+
+def test_nccl_profile_leaves_root_alone(tmp_path):
+    """Root's login shells take nothing derived from the stack's config: no fabric variable, no library path."""
+    env = _profile_env(tmp_path, 0)
+    assert not [k for k in env if k.startswith(("NCCL_", "FI_"))], env
+    assert env["LD_LIBRARY_PATH"] == "/usr/lib/x"
 
 
 @pytest.mark.parametrize(

@@ -56,6 +56,14 @@ STACKS: dict[str, str] = {
     "esc": "environment:\n  - ml-team/gpu-cluster\nconfig:\n  aws:region: us-east-1\n",
 }
 VALUES = yaml.safe_dump({"gpucluster:nodeGroups": [GROUP]})
+# Stack files that are not UTF-8 text (issue #18 item 7): binary junk (a gzip header and an ELF one), a Latin-1
+# file, and UTF-8 with a NUL byte (decodes, but YAML allows no such character).
+BINARY: dict[str, bytes] = {
+    "gzip": b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff" + bytes(range(256)),
+    "elf": b"\x7fELF\x02\x01\x01\x00" + b"\x00" * 8 + b"config:\n",
+    "latin1": "config:\n  aws:region: us-east-1\n  gpucluster:tags: {owner: Jos\u00e9}\n".encode("latin-1"),
+    "nul": b"config:\n  aws:region: us-east-1\x00\n",
+}
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +75,9 @@ def project(tmp_path_factory) -> Path:
     for name, text in STACKS.items():
         (root / "stacks" / f"Pulumi.{name}.yaml").write_text(text)
     (root / "values.yaml").write_text(VALUES)
+    for name, data in BINARY.items():
+        (root / "stacks" / f"Pulumi.{name}.yaml").write_bytes(data)
+    (root / "binary.json").write_bytes(BINARY["gzip"])
     (root / "not-json.txt").write_text("not json {")
     (root / "list.json").write_text("[1, 2]")
     (root / "no-main").mkdir()
@@ -153,6 +164,20 @@ CASES = [
     ("catalog-show-bad-type", "catalog show p5.48xlargee", 1, "unknown instance type 'p5.48xlargee'; close: p5.48xlarge"),
     ("catalog-show", "catalog show trn2.48xlarge", 0, "trn2.48xlarge"),
     ("unknown-option", "plan --bogus", 2, "unrecognized arguments: --bogus"),
+    # Binary and non-UTF-8 stack files: a config error naming the file (exit 2), for every verb that reads one.
+    *[
+        (
+            f"{verb.split(' --out')[0].replace(' --', '-')}-{name}",
+            f"{verb} --stack {name}",
+            2,
+            f"Pulumi.{name}.yaml{sep} not UTF-8 text YAML",
+        )
+        for verb in ("plan", "plan --json", "preflight", "policy", "bundle --out {P}/bundle-out")
+        for name, sep in (("gzip", " is"), ("elf", ":"), ("latin1", " is"), ("nul", ":"))
+    ],
+    ("config-file-binary", "plan --stack ok --config-file {P}/stacks/Pulumi.gzip.yaml", 2, "Pulumi.gzip.yaml is not UTF-8 text"),
+    ("diff-binary-plan", "plan diff {P}/binary.json {P}/binary.json", 1, "binary.json is not a JSON plan: byte 0x8b at offset 1"),
+    ("policy-binary-plan", "policy --plan {P}/binary.json", 1, "binary.json is not a JSON plan: byte 0x8b"),
 ]
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpucluster.facts.catalog import Catalog
+from gpucluster.facts.downloads import site_requirements
 from gpucluster.render.core import render
 from gpucluster.render.hybrid.bundle_slurm import (
     Site,
@@ -202,6 +203,7 @@ def bundle_files(site: Site, catalog: Catalog, aws: AwsValues | None = None) -> 
         ("aws-config", aws_config(site, aws), 0o644),
         ("firewall.json", json.dumps(firewall_rules(site), indent=2, ensure_ascii=False) + "\n", 0o644),
         ("task-prolog", hybrid_task_prolog(site.spec, catalog), 0o755),
+        ("requirements.txt", site_requirements(), 0o644),
     ]
     for name, command in shell["programs"]:
         texts.append((f"bin/{name}", render("hybrid/bundle/wrapper.sh.j2", command=command, **shell), 0o755))

@@ -27,6 +27,7 @@ from typing import Any
 from gpucluster.config.errors import ConfigError, Finding, Level
 from gpucluster.config.hybrid import HybridNodesSpec, HybridSpec
 from gpucluster.config.kubernetes import TeamSpec
+from gpucluster.facts.downloads import NODEADM_URL
 from gpucluster.render.core import render, to_yaml
 from gpucluster.render.kubernetes import GPU_RESOURCE, GPU_TAINT, GPU_TOLERATION, KUEUE_API
 from gpucluster.render.kubernetes_objects import Flavor, local_queue
@@ -202,6 +203,8 @@ def render_hybrid_nodes_bundle(
         containerd_source=CONTAINERD_SOURCE[nodes.node_os],
         certificate_path=creds.certificate_path,
         node_name_prefix=node_name_prefix(hybrid),
+        nodeadm=nodes.nodeadm,
+        nodeadm_url=NODEADM_URL.format(version=nodes.nodeadm.version if nodes.nodeadm else "", arch="${arch}"),
         node_name_placeholder=NODE_NAME_PLACEHOLDER,
         activation_id_placeholder=ACTIVATION_ID_PLACEHOLDER,
         activation_code_placeholder=ACTIVATION_CODE_PLACEHOLDER,

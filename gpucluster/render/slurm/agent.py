@@ -16,6 +16,7 @@ from pathlib import Path
 import gpucluster_agents
 from gpucluster.facts.catalog import Catalog
 from gpucluster.render.core import WriteFile
+from gpucluster.render.pysource import without_docs
 from gpucluster.render.slurm.names import (
     AGENT_LIB,
     AGENT_LOG,
@@ -170,9 +171,10 @@ def with_artifact_bucket(user_data: str, bucket: str) -> str:
 
 
 def aws_helper() -> str:
-    """The boot helper's source, written unchanged to ``AWS_HELPER``: the module itself, so the code that
-    runs on the node is the code that ruff, pyright and the tests check."""
-    return Path(boot.__file__).read_text()
+    """The boot helper's source, written to ``AWS_HELPER``: the module itself without its docstrings and comment lines
+    (:func:`gpucluster.render.pysource.without_docs`: whole lines removed, none changed), so the code that runs on the
+    node is the code that ruff, pyright and the tests check, in less of EC2's 16 KB of user data."""
+    return without_docs(Path(boot.__file__).read_text())
 
 
 def boot_config(ctx: SlurmContext, compute: bool = False) -> boot.BootConfig:

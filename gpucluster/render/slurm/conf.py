@@ -25,6 +25,7 @@ from gpucluster.render.slurm.names import (
     partition_name,
     slurm_groups,
 )
+from gpucluster.render.slurm.privacy import merge_comma_keys, privacy_lines
 from gpucluster.render.slurm.versions import version_lines
 from gpucluster_agents.contract import hostrange
 
@@ -126,12 +127,16 @@ def slurm_conf(ctx: SlurmContext, catalog: Catalog) -> str:
     slurm = ctx.slurm
     groups = slurm_groups(ctx, catalog)
     ps = slurm.power_saving
+    versioned, privacy, health = merge_comma_keys(
+        version_lines(ctx.slurm_version), privacy_lines(), health_conf_lines(ctx, catalog)
+    )
     return render(
         "slurm/slurm.conf.j2",
         cluster=ctx.cluster,
         slurm_version=ctx.slurm_version,
         ubuntu=UBUNTU_RELEASE if ctx.slurm_version == SLURM_VERSION else None,
-        version_lines=version_lines(ctx.slurm_version),
+        version_lines=versioned,
+        privacy_lines=privacy,
         controller_host=head_hostname(ctx.cluster),
         controller_address=controller_address(ctx.cluster),
         slurmctld_port=SLURMCTLD_PORT,
@@ -145,7 +150,7 @@ def slurm_conf(ctx: SlurmContext, catalog: Catalog) -> str:
         resume_timeout=ps.resume_timeout_seconds,
         suspend_timeout=ps.suspend_timeout_seconds,
         suspend_exc_parts=[g.partition for g in groups if g.static],
-        health_lines=health_conf_lines(ctx, catalog),
+        health_lines=health,
         node_lines=[node_line(g.group, g.facts, g.entry) for g in groups],
         partition_lines=[partition_line(g.group, g.facts, g.entry) for g in groups],
     )

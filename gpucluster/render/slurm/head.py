@@ -30,6 +30,7 @@ from gpucluster.render.slurm.names import (
     SlurmContext,
     head_hostname,
 )
+from gpucluster.render.slurm.privacy import job_container_conf
 from gpucluster_agents import contract
 
 # Ubuntu 24.04 (noble) packages. python3-boto3 runs the agent and the boot helper.
@@ -67,6 +68,7 @@ def head_files(ctx: SlurmContext, catalog: Catalog, inputs: HeadInputs) -> tuple
         WriteFile(f"{SLURM_ETC}/slurm.conf", slurm_conf(ctx, catalog)),
         WriteFile(f"{SLURM_ETC}/gres.conf", gres_conf(ctx, catalog)),
         WriteFile(f"{SLURM_ETC}/cgroup.conf", cgroup_conf(ctx)),
+        WriteFile(f"{SLURM_ETC}/job_container.conf", job_container_conf(ctx, catalog)),
         WriteFile(f"{TOPOLOGY_DIR}/topology.conf", topology_conf(ctx, catalog)),
     ]
     if accounting:

@@ -78,12 +78,17 @@ class SlurmContext:
     slurm_version: str = SLURM_VERSION
     """The Slurm version the files are rendered for (:mod:`gpucluster.render.slurm.versions`): the head node's
     unless a site's own controller reads them."""
+    scratch: tuple[tuple[str, str], ...] = ()
+    """``(node group, NVMe scratch mount point)`` of the groups with local scratch: jobs' private /tmp goes there."""
 
     @classmethod
     def of(cls, spec: ClusterSpec, *, slurm_version: str = SLURM_VERSION) -> SlurmContext:
         if spec.slurm is None:
             raise ValueError(f"cluster {spec.name!r} has no Slurm section")
-        return cls(spec.name, spec.region, spec.slurm, tuple(spec.groups_for("slurm")), slurm_version)
+        groups = tuple(spec.groups_for("slurm"))
+        nvme = spec.storage.nvme_scratch if spec.storage else None
+        scratch = tuple((g.name, nvme.mount_point) for g in groups if nvme and g.name in (nvme.node_groups or ()))
+        return cls(spec.name, spec.region, spec.slurm, groups, slurm_version, scratch)
 
 
 @dataclass(frozen=True)

@@ -49,9 +49,16 @@ def _read_yaml(path: Path, shown: str) -> Any:
     from gpucluster.load import YamlError, load_yaml
 
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
+        data = path.read_bytes()
+    except OSError as exc:
         raise PlanError(f"cannot read {shown}: {exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:  # binary junk, or text saved in another encoding: a config error, not a crash
+        raise StackFileError(
+            f"{shown} is not UTF-8 text YAML (byte 0x{data[exc.start]:02x} at offset {exc.start} is not UTF-8); "
+            "save it as UTF-8 text, or restore it from version control"
+        ) from None
     try:
         return load_yaml(text, shown)
     except YamlError as exc:

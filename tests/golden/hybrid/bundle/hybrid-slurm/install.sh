@@ -26,7 +26,9 @@ done
 
 install -d -m 0755 "$install_dir" "$install_dir/bin" "$etc_dir"
 [ -x "$install_dir/venv/bin/python" ] || python3 -m venv --system-site-packages "$install_dir/venv"
-"$install_dir/venv/bin/python" -c 'import boto3' 2>/dev/null || "$install_dir/venv/bin/pip" install -q 'boto3>=1.34'
+# boto3 from the system, else exactly the wheels requirements.txt pins by version and sha256 (nothing else is fetched).
+"$install_dir/venv/bin/python" -c 'import boto3' 2>/dev/null ||
+  "$install_dir/venv/bin/pip" install -q --require-hashes --no-deps --only-binary :all: -r "$here/requirements.txt"
 rm -rf "$install_dir/lib.new"
 "$install_dir/venv/bin/python" -m zipfile -e "$here/gpucluster_agents.zip" "$install_dir/lib.new"
 chmod -R u=rwX,go=rX "$install_dir/lib.new"

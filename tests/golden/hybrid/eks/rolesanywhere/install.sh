@@ -21,15 +21,7 @@ cert=/etc/gpucluster/pki/slurmctld.crt
 [[ -r $cert ]] || die "no certificate at $cert"
 cn=$(openssl x509 -noout -subject -nameopt multiline -in "$cert" | sed -n 's/^ *commonName *= *//p')
 [[ $cn == "$node_name" ]] || die "the certificate's common name is '$cn', not '$node_name': Roles Anywhere would refuse the session"
-[[ $EUID -eq 0 ]] || die "run as root"
-
-case $(uname -m) in
-  x86_64) arch=amd64 ;;
-  aarch64) arch=arm64 ;;
-  *) die "unsupported architecture $(uname -m)" ;;
-esac
-curl -fsSL --retry 5 -o /usr/local/bin/nodeadm "https://hybrid-assets.eks.amazonaws.com/releases/latest/bin/linux/$arch/nodeadm"
-chmod 0755 /usr/local/bin/nodeadm
+die "nodeadm is not pinned: set gpucluster:hybrid.kubernetes.nodeadm (version, and the sha256 of each architecture from the release's bin/linux/<arch>/nodeadm.sha256), then render install.sh again"
 
 # Kubernetes 1.33 (the cluster's), containerd from distro.
 nodeadm install 1.33 --credential-provider iam-ra --containerd-source distro

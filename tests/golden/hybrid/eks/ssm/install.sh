@@ -15,15 +15,7 @@ activation_id=$1
 activation_code=$2
 [[ $activation_id =~ ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$ ]] || die "'$activation_id' is not an SSM activation id"
 [[ $activation_code =~ ^[A-Za-z0-9+/=]{20,250}$ ]] || die "the activation code is not one SSM issues"
-[[ $EUID -eq 0 ]] || die "run as root"
-
-case $(uname -m) in
-  x86_64) arch=amd64 ;;
-  aarch64) arch=arm64 ;;
-  *) die "unsupported architecture $(uname -m)" ;;
-esac
-curl -fsSL --retry 5 -o /usr/local/bin/nodeadm "https://hybrid-assets.eks.amazonaws.com/releases/latest/bin/linux/$arch/nodeadm"
-chmod 0755 /usr/local/bin/nodeadm
+die "nodeadm is not pinned: set gpucluster:hybrid.kubernetes.nodeadm (version, and the sha256 of each architecture from the release's bin/linux/<arch>/nodeadm.sha256), then render install.sh again"
 
 # Kubernetes 1.33 (the cluster's), containerd from distro.
 nodeadm install 1.33 --credential-provider ssm --containerd-source distro
