@@ -31,6 +31,7 @@ from gpucluster.config.kubernetes import KubernetesSpec
 from gpucluster.config.naming import cluster_tags
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.slurm import SlurmSpec
+from gpucluster.config.storage import NVME_MOUNT_OPTIONS
 from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.load import load_args
 from gpucluster.render.core import (
@@ -208,7 +209,7 @@ class GpuCluster(pulumi.ComponentResource):
             self.shared_storage.append(self.lustre.shared_storage)
         if storage.nvme_scratch is not None:
             scratch = storage.nvme_scratch
-            self.shared_storage.append(SharedStorage("scratch", "nvme", scratch.mount_point, "noatime"))
+            self.shared_storage.append(SharedStorage("scratch", "nvme", scratch.mount_point, NVME_MOUNT_OPTIONS))
 
     def node_user_data(self, group: NodeGroupSpec, extra: CloudConfig | None = None) -> pulumi.Output[str]:
         """cloud-init user data for ``group``'s nodes: node facts, NCCL/EFA, storage mounts, then

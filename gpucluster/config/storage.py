@@ -6,7 +6,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from gpucluster.config.base import SpecModel, check_mount_options
+from gpucluster.config.base import SpecModel
+from gpucluster.config.mounts import NO_PRIVILEGE_OPTIONS, check_mount_options, check_mount_point
 
 DeploymentType = Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"]
 ImportEvent = Literal["NEW", "CHANGED", "DELETED"]
@@ -119,12 +120,15 @@ class LustreSpec(SpecModel):
     """Zone of the file system. Default: the zone of the node groups that mount it (EFA groups must
     share it)."""
 
-    mount_point: str = Field(default="/fsx", pattern=r"^/[A-Za-z0-9_./-]+$")
-    """Where nodes mount it. Default ``/fsx``."""
+    mount_point: str = Field(default="/fsx", pattern=r"^/[A-Za-z0-9_./-]*$")
+    """Where nodes mount it: an absolute path in normal form (no ``.`` or ``..``), never a system directory
+    (``/etc``, ``/usr``, ``/var``, ``/home``, ``/tmp`` …), a directory the nodes' own software lives in
+    (``/opt/gpucluster`` …), one under those, or a parent of one. Default ``/fsx``."""
 
     mount_options: str = "noatime,flock"
     """mount(8) options, comma-separated with no spaces (they go into /etc/fstab and the Kubernetes
-    PersistentVolume). Default ``noatime,flock``."""
+    PersistentVolume). ``nosuid,nodev`` are always added; ``suid``, ``dev``, ``defaults``, ``exec``, ``user``,
+    ``users``, ``owner`` and ``group`` are refused. Default ``noatime,flock``."""
 
     data_repositories: tuple[DataRepositorySpec, ...] = ()
     """S3 data repository associations (at most 8). Default: none."""
@@ -136,6 +140,11 @@ class LustreSpec(SpecModel):
     @classmethod
     def _mount_options(cls, value: str) -> str:
         return check_mount_options(value)
+
+    @field_validator("mount_point")
+    @classmethod
+    def _mount_point(cls, value: str) -> str:
+        return check_mount_point(value, "mountPoint")
 
     @field_validator("data_repositories")
     @classmethod
@@ -164,14 +173,24 @@ class BucketSpec(SpecModel):
 class NvmeScratchSpec(SpecModel):
     """The instances' local NVMe disks as one RAID 0 volume on every node."""
 
-    mount_point: str = Field(default="/scratch", pattern=r"^/[A-Za-z0-9_./-]+$")
-    """Where the RAID volume is mounted. Default ``/scratch``."""
+    mount_point: str = Field(default="/scratch", pattern=r"^/[A-Za-z0-9_./-]*$")
+    """Where the RAID volume is mounted (``noatime,nosuid,nodev``), with the same rules as the Lustre
+    ``mountPoint``. Default ``/scratch``."""
 
     filesystem: Literal["xfs", "ext4"] = "xfs"
     """File system. Default xfs."""
 
     node_groups: tuple[str, ...] | None = None
     """Node groups that get it. Default: all (each must have local NVMe)."""
+
+    @field_validator("mount_point")
+    @classmethod
+    def _mount_point(cls, value: str) -> str:
+        return check_mount_point(value, "mountPoint")
+
+
+NVME_MOUNT_OPTIONS = ",".join(("noatime", *NO_PRIVILEGE_OPTIONS))
+"""How the NVMe scratch volume is mounted: it holds users' files, so no setuid or device file there counts."""
 
 
 class StorageSpec(SpecModel):

@@ -187,6 +187,60 @@ BAD_STORAGE = [
         "gpucluster:storage.lustre.mountOptions",
         "contains a control character (U+000A at position 13)",
     ),
+    # Mount options that give files on the file system privilege, or hand mounting to users (issue #18, build 3).
+    *[
+        (
+            f"mount-option-{option}",
+            storage(workload=WORKLOAD, lustre={"mountOptions": f"noatime,flock,{option}"}),
+            "gpucluster:storage.lustre.mountOptions",
+            f"mount option {option!r} in 'noatime,flock,{option}' is refused: it {why}",
+        )
+        for option, why in (
+            ("suid", "runs setuid and setgid files with their owner's rights"),
+            ("dev", "opens device files on it"),
+            ("users", "lets any user mount and unmount it"),
+            ("user", "lets any user mount it"),
+            ("exec", "only matters to undo the noexec of user, users, owner or group"),
+            ("defaults", "means rw,suid,dev,exec,auto,nouser,async"),
+            ("owner", "lets the owner of the device mount it"),
+        )
+    ],
+    (
+        "mount-option-user-with-value",
+        storage(workload=WORKLOAD, lustre={"mountOptions": "user=alice"}),
+        "gpucluster:storage.lustre.mountOptions",
+        "mount option 'user=alice' in 'user=alice' is refused",
+    ),
+    # Mount points over what nodes run as root from (issue #18, build 5).
+    *[
+        (
+            f"mount-point-{label}",
+            storage(workload=WORKLOAD, lustre={"mountPoint": point}),
+            "gpucluster:storage.lustre.mountPoint",
+            message,
+        )
+        for label, point, message in (
+            ("dotdot", "/fsx/../usr/local/sbin", "mountPoint '/fsx/../usr/local/sbin' is not a plain absolute path"),
+            ("dot", "/fsx/./data", "mountPoint '/fsx/./data' is not in normal form"),
+            ("trailing-slash", "/fsx/", "mountPoint '/fsx/' is not in normal form"),
+            ("etc", "/etc", "mountPoint '/etc' is a directory nodes run or keep their own files in"),
+            ("usr-local", "/usr/local", "mountPoint '/usr/local' is under /usr, which is a directory nodes run"),
+            ("root", "/", "mountPoint '/' is a parent of /bin"),
+            ("opt-gpucluster", "/opt/gpucluster/x", "mountPoint '/opt/gpucluster/x' is under /opt/gpucluster"),
+            ("opt", "/opt", "mountPoint '/opt' is a parent of /opt/amazon"),
+            ("var-lib", "/var/lib/gpucluster", "mountPoint '/var/lib/gpucluster' is under /var"),
+            ("home", "/home", "mountPoint '/home' is a directory nodes run or keep their own files in"),
+            ("tmp", "/tmp", "mountPoint '/tmp' is a directory nodes run or keep their own files in"),
+            ("lib64", "/lib64", "mountPoint '/lib64' is a directory nodes run or keep their own files in"),
+            ("srv", "/srv", "mountPoint '/srv' is a parent of /srv/slurm"),
+        )
+    ],
+    (
+        "nvme-mount-point-system",
+        storage(nvmeScratch={"mountPoint": "/var/tmp/scratch"}),
+        "gpucluster:storage.nvmeScratch.mountPoint",
+        "mountPoint '/var/tmp/scratch' is under /var",
+    ),
     (
         "mount-options-shell",
         storage(lustre={"mountOptions": "noatime;gpucluster_canary"}),

@@ -1,0 +1,67 @@
+"""Each team's own space on the shared Lustre file system: ``/teams/<team>``, owned by the team's first UID and its
+GID, mode 2770, created by the storage setup host and mounted alone by the team's PersistentVolume.
+
+The file system squashes root (FSx root squash, :class:`~gpucluster.config.storage.LustreSpec`), so a team's root
+pod cannot read or change what another team's directory holds; the directory's mode keeps every other UID out.
+Root squash does not stop a root that switches to another team's UID (Lustre trusts the client's UIDs): keeping
+team pods non-root is the Kubernetes side's job (Pod Security and the admission policy of the team namespaces).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from gpucluster.config.kubernetes import TeamSpec
+
+TEAMS_DIRECTORY = "/teams"
+"""Where the teams' directories live on the file system (relative to its root, not to a node's mount point)."""
+
+TEAM_DIRECTORY_MODE = "2770"
+"""rwx for the owner and the team's group, nothing for anyone else; setgid, so what a member creates belongs to the
+team's group and the rest of the team can read it."""
+
+_PLACEHOLDER_BASE = 200_000
+_PLACEHOLDER_SLOTS = 1000
+_PLACEHOLDER_WIDTH = 1000
+
+
+def team_directory(team_name: str) -> str:
+    """The team's directory, from the file system's root: ``/teams/<team>``."""
+    return f"{TEAMS_DIRECTORY}/{team_name}"
+
+
+def team_owner(team: TeamSpec) -> tuple[int, int]:
+    """``(uid, gid)`` that own the team's directory: the team's first UID and its GID.
+
+    MERGE POINT: the team's POSIX identity belongs to ``TeamSpec`` (``posix: {gid, uidFirst, uidCount}``, resolved
+    as ``team.effective_posix``), added on the k8s-tenancy branch; when both branches are merged this returns
+    ``(team.effective_posix.uid_first, team.effective_posix.gid)`` and nothing else changes. Until then it returns a
+    placeholder: a block of 1000 ids in 200000-1199999 picked by the CRC-32 of the team's name (two teams can
+    collide here; the real identity refuses that at load).
+    """
+    first = _PLACEHOLDER_BASE + (zlib.crc32(team.name.encode()) % _PLACEHOLDER_SLOTS) * _PLACEHOLDER_WIDTH
+    return first, first
+
+
+@dataclass(frozen=True)
+class TeamDirectory:
+    """One team's directory as the setup host creates it."""
+
+    team: str
+    path: str
+    """From the file system's root, e.g. ``/teams/research``."""
+    uid: int
+    gid: int
+    mode: str = TEAM_DIRECTORY_MODE
+
+
+def team_directories(teams: Iterable[TeamSpec]) -> tuple[TeamDirectory, ...]:
+    """The directories of the teams that mount shared storage, in team-name order."""
+    out = []
+    for team in sorted(teams, key=lambda t: t.name):
+        if team.mount_shared_storage:
+            uid, gid = team_owner(team)
+            out.append(TeamDirectory(team.name, team_directory(team.name), uid, gid))
+    return tuple(out)
