@@ -235,6 +235,65 @@ BAD_STORAGE = [
             ("srv", "/srv", "mountPoint '/srv' is a parent of /srv/slurm"),
         )
     ],
+    # Root squash (issue #18, build 1): on by default, 0 refused, admin hosts as FSx's NIDs.
+    (
+        "root-squash-zero",
+        storage(workload=WORKLOAD, lustre={"rootSquash": "0:0"}),
+        "gpucluster:storage.lustre.rootSquash",
+        "rootSquash '0:0' maps root to root",
+    ),
+    (
+        "root-squash-zero-gid",
+        storage(workload=WORKLOAD, lustre={"rootSquash": "65534:0"}),
+        "gpucluster:storage.lustre.rootSquash",
+        "rootSquash '65534:0' maps root to root",
+    ),
+    (
+        "root-squash-out-of-range",
+        storage(workload=WORKLOAD, lustre={"rootSquash": "4294967295:65534"}),
+        "gpucluster:storage.lustre.rootSquash",
+        "rootSquash '4294967295:65534' is out of range",
+    ),
+    (
+        "root-squash-not-uid-gid",
+        storage(workload=WORKLOAD, lustre={"rootSquash": "nobody"}),
+        "gpucluster:storage.lustre.rootSquash",
+        "should match pattern",
+    ),
+    *[
+        (
+            f"no-squash-nid-{label}",
+            storage(workload=WORKLOAD, lustre={"noSquashClients": [nid]}),
+            "gpucluster:storage.lustre.noSquashClients",
+            f"noSquashClients entry {nid!r} is not a Lustre NID of a TCP client",
+        )
+        for label, nid in (
+            ("no-network", "10.0.1.6"),
+            ("o2ib", "10.0.1.6@o2ib"),
+            ("three-parts", "10.0.1@tcp"),
+            ("octet-too-big", "10.0.1.256@tcp"),
+            ("range-backwards", "10.0.[10-2].1@tcp"),
+            ("hostname", "head.example.com@tcp"),
+        )
+    ],
+    (
+        "no-squash-too-many",
+        storage(workload=WORKLOAD, lustre={"noSquashClients": [f"10.0.1.{i}@tcp" for i in range(63)]}),
+        "gpucluster:storage.lustre.noSquashClients",
+        "noSquashClients lists 63 clients; FSx takes 64 and gpucluster keeps 2 for its admin hosts",
+    ),
+    (
+        "no-squash-clients-without-squash",
+        storage(workload=WORKLOAD, lustre={"unsafeDisableRootSquash": True, "noSquashClients": ["10.0.1.6@tcp"]}),
+        "gpucluster:storage.lustre",
+        "unsafeDisableRootSquash turns root squash off, so rootSquash and noSquashClients mean nothing",
+    ),
+    (
+        "existing-with-root-squash",
+        storage(lustre={"fileSystemId": "fs-0123456789abcdef0", "rootSquash": "1000:1000"}),
+        "gpucluster:storage.lustre.fileSystemId",
+        "its rootSquash cannot be set from here",
+    ),
     (
         "nvme-mount-point-system",
         storage(nvmeScratch={"mountPoint": "/var/tmp/scratch"}),
@@ -257,6 +316,19 @@ def test_bad_storage_config(config, path, fragment):
 
 def test_at_least_ten():
     assert len(BAD_STORAGE) >= 10
+
+
+def test_root_squash_opt_out_and_existing_file_systems_are_warned_about():
+    """Turning root squash off plans, loudly; an attached file system's root squash is FSx's, not the stack's."""
+    plan = plan_config(storage(workload=WORKLOAD, lustre={"unsafeDisableRootSquash": True}), "warn")
+    assert plan.ok, plan.error
+    (off,) = [f for f in plan.findings if f["code"] == "root-squash-off"]
+    assert off["level"] == "warning" and off["path"] == "gpucluster:storage.lustre.unsafeDisableRootSquash"
+    assert "every team's included" in off["message"]
+    plan = plan_config(storage(lustre={"fileSystemId": "fs-0123456789abcdef0"}), "warn")
+    assert plan.ok, plan.error
+    (existing,) = [f for f in plan.findings if f["code"] == "existing-file-system-root-squash"]
+    assert "keeps whatever root squash it has" in existing["message"] and "NoSquashNids" in existing["fix"]
 
 
 def test_client_limit_is_a_warning_in_the_plan():

@@ -81,7 +81,7 @@ def _file(text: str, path: str) -> str:
 
 
 def test_nccl_profile_sets_the_environment(tmp_path):
-    text = next(t for s, _, t in USER_DATA if s == "p5-training")
+    text = next(t for s, r, t in USER_DATA if (s, r) == ("p5-training", "p5-training-p5-lt"))
     script = tmp_path / "nccl.sh"
     script.write_text(_file(text, "/etc/profile.d/gpucluster-nccl.sh"))
     bash = require_tool("bash")
@@ -101,7 +101,7 @@ def test_nccl_profile_sets_the_environment(tmp_path):
     ("devices", "status"), [(32, "ok efa_devices=32 expected=32"), (30, "degraded efa_devices=30 expected=32")]
 )
 def test_efa_check_reports_missing_devices(tmp_path, devices, status):
-    text = next(t for s, _, t in USER_DATA if s == "p5-training")
+    text = next(t for s, r, t in USER_DATA if (s, r) == ("p5-training", "p5-training-p5-lt"))
     script = tmp_path / "efa-check"
     script.write_text(_file(text, "/usr/local/sbin/gpucluster-efa-check"))
     fake = tmp_path / "bin"
