@@ -294,6 +294,30 @@ BAD_STORAGE = [
         "gpucluster:storage.lustre.fileSystemId",
         "its rootSquash cannot be set from here",
     ),
+    # Directories the storage setup host creates.
+    *[
+        (
+            f"directory-{label}",
+            storage(workload=WORKLOAD, lustre={"directories": [entry]}),
+            f"gpucluster:storage.lustre.directories[0].{field}",
+            message,
+        )
+        for label, entry, field, message in (
+            ("root", {"path": "/"}, "path", "directory path '/' is not a directory below the file system's root"),
+            ("dotdot", {"path": "/data/../etc"}, "path", "directory path '/data/../etc' is not a directory below"),
+            ("teams", {"path": "/teams/research"}, "path", "directory path '/teams/research' is in /teams"),
+            ("setuid", {"path": "/data", "mode": "4755"}, "mode", "mode '4755' has the setuid bit"),
+            ("mode-not-octal", {"path": "/data", "mode": "0999"}, "mode", "should match pattern"),
+            ("owner-range", {"path": "/data", "owner": "4294967295:0"}, "owner", "owner '4294967295:0' is out of range"),
+            ("owner-name", {"path": "/data", "owner": "alice"}, "owner", "should match pattern"),
+        )
+    ],
+    (
+        "directory-twice",
+        storage(workload=WORKLOAD, lustre={"directories": [{"path": "/data"}, {"path": "/data", "mode": "0700"}]}),
+        "gpucluster:storage.lustre.directories",
+        "directory '/data' is listed twice",
+    ),
     (
         "nvme-mount-point-system",
         storage(nvmeScratch={"mountPoint": "/var/tmp/scratch"}),
