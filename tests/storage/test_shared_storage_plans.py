@@ -170,3 +170,23 @@ def test_a_head_node_that_does_not_mount_it_is_no_admin_host_and_the_plan_says_n
     assert warning["path"] == "gpucluster:storage.lustre.directories" and "takes no writes from any node" in warning["message"]
     assert plan.of_type(FS)[0].inputs["rootSquashConfiguration"] == {"rootSquash": "65534:65534", "noSquashNids": []}
     assert setup_host(plan) is None
+
+
+def test_an_existing_file_system_gets_its_directories_through_the_nodes_groups():
+    """gpucluster cannot name the setup host in an existing file system's no-squash clients nor admit it in that
+    file system's group: the host joins the nodes' groups (admitted as they are), and the plan says what to add."""
+    from tests.conftest import group, make_config
+
+    lustre = {"fileSystemId": "fs-0123456789abcdef0", "directories": [{"path": "/data", "owner": "1000:1000", "mode": "2775"}]}
+    plan = plan_config(make_config(group(), storage={"lustre": lustre}), "existing")
+    assert plan.ok, plan.error
+    assert plan.of_type(FS) == []  # looked up, not created: its root squash is its own
+    eni = plan.by_name("existing-lustre-setup-eni", ENI)
+    nodes = {plan.by_name(f"existing-network-{g}", "aws:ec2/securityGroup:SecurityGroup").id for g in ("efa", "node")}
+    own = plan.by_name("existing-lustre-setup", "aws:ec2/securityGroup:SecurityGroup").id
+    assert set(eni.inputs["securityGroups"]) == {own, *nodes}
+    (warning,) = [f for f in plan.findings if f["code"] == "existing-file-system-root-squash"]
+    assert "setupHost.privateIp" in warning["fix"] and "NoSquashNids" in warning["fix"]
+    assert (
+        'ensure "$mount_point"/data 1000 1000 2775' in plan.files["existing-lustre-setup/usr/local/sbin/gpucluster-storage-setup"]
+    )
