@@ -4,7 +4,7 @@
 Two forms. The full tree (``--full-tree``) gives every resource its own lines. The default, compact tree
 keeps every resource but folds siblings of one type into one line (``×N`` with every name and every
 description), repeated components of one kind into one node, and a resource that only serves one sibling onto
-that sibling's line (:func:`_belongs_to`: an instance's own network interface, a role's policy attachments), so a
+that sibling's line (:func:`_belongs_to`: an instance's own network interface, a role's policies), so a
 stack of 85 resources reads on a screen: nothing that changes what ``pulumi up`` creates is left out, only
 repeated labels."""
 
@@ -139,7 +139,7 @@ def _compact(
         details = " | ".join(rewrite(_with_owned(m, " · ".join(describer(m.inputs)), held)) for m in node.members)
     out[-1] += f"  — {details}" if details else ""
     siblings = [k for m in node.members for k in kids.get(m.urn, [])]
-    owned = _belongs_to(siblings)
+    owned = _belongs_to(siblings, kids)
     children = _group([k for k in siblings if k.urn not in owned])
     plain = [c for c in children if _plain(c)]
     if len(plain) > 1:  # resources with nothing to describe: one line for all of them
@@ -168,23 +168,24 @@ _OWNED_BY = {
     # owned type → (owner type, how the owned resource names its owner)
     "aws:ec2/networkInterface:NetworkInterface": "aws:ec2/instance:Instance",
     "aws:iam/rolePolicyAttachment:RolePolicyAttachment": "aws:iam/role:Role",
+    "aws:iam/rolePolicy:RolePolicy": "aws:iam/role:Role",
 }
 
 
 def _names_owner(owned: Registration, owner: Registration) -> bool:
-    if owned.type == "aws:iam/rolePolicyAttachment:RolePolicyAttachment":
+    if owned.type != "aws:ec2/networkInterface:NetworkInterface":  # a role's attachment or inline policy
         return owned.inputs.get("role") in (owner.state.get("name"), owner.id)
     interfaces = owner.inputs.get("networkInterfaces") or []
     return owned.id is not None and any(n.get("networkInterfaceId") == owned.id for n in interfaces if isinstance(n, dict))
 
 
-def _belongs_to(siblings: list[Registration]) -> dict[str, Registration]:
+def _belongs_to(siblings: list[Registration], kids: dict[str | None, list[Registration]]) -> dict[str, Registration]:
     """Siblings that only serve one other sibling, by urn → that sibling: a network interface one instance is
-    attached by (and no other), a role's policy attachment. Not when protected, or with children of its own."""
+    attached by (and no other), a role's policy attachment or inline policy. Not when protected or a parent."""
     out: dict[str, Registration] = {}
     for r in siblings:
         owner_type = _OWNED_BY.get(r.type)
-        if owner_type is None or r.protect or r.retain_on_delete:
+        if owner_type is None or r.protect or r.retain_on_delete or kids.get(r.urn):
             continue
         owners = [o for o in siblings if o.type == owner_type and _names_owner(r, o)]
         if len(owners) == 1:
@@ -203,7 +204,7 @@ def _held(owned: dict[str, Registration], siblings: list[Registration]) -> dict[
 
 def _with_owned(r: Registration, text: str, held: dict[str, list[Registration]]) -> str:
     """``r``'s description with what it holds: an interface named where the instance's description gives its id
-    (with the interface's own description), policy attachments after a role's."""
+    (with the interface's own description), policies after a role's."""
     for owned in held.get(r.urn, []):
         describer = DESCRIBERS.get(owned.type)
         what = " · ".join(describer(owned.inputs)) if describer else ""

@@ -46,3 +46,13 @@ def test_an_interface_two_instances_name_keeps_its_own_line(run_components):
 
     out = lines(run_components, program)
     assert any("aws:ec2:NetworkInterface  shared-eni" in line for line in out)
+
+
+def test_a_roles_inline_policy_shares_its_line(run_components):
+    def program(child):
+        role = aws.iam.Role("r", assume_role_policy="{}", opts=child)
+        aws.iam.RolePolicy("r-read", role=role.id, policy='{"Version": "2012-10-17", "Statement": []}', opts=child)
+
+    out = lines(run_components, program)
+    (role,) = [line for line in out if "aws:iam:Role " in line]
+    assert "· + r-read" in role and not any("aws:iam:RolePolicy" in line for line in out)
