@@ -20,6 +20,7 @@ __all__ = [
     "ControllerConfig",
     "CredentialsConfig",
     "DataRepositoryConfig",
+    "DirectoryConfig",
     "DnsConfig",
     "EndpointConfig",
     "ExampleJobConfig",
@@ -232,6 +233,17 @@ class DataRepositoryConfig(TypedDict, total=False):
     """Import the prefix's file listing when the association is created. Default true."""
 
 
+class DirectoryConfig(TypedDict, total=False):
+    """A directory on the file system that the storage setup host creates and keeps with this owner and mode."""
+
+    path: Required[str]
+    """From the file system's root (``/checkpoints``): normal form, not ``/``, not ``/teams`` or under it (the teams' directories are made from ``kubernetes.teams``). Required."""
+    owner: str
+    """``UID:GID`` that own it. With root squash, root on the nodes is ``rootSquash`` (65534:65534) on the file system: give it that owner for jobs that run as root. Default ``0:0``."""
+    mode: str
+    """Octal permissions, e.g. ``2770`` (setgid: new files get the directory's group) or ``1777`` (anyone may create, only the owner removes). No setuid bit. Default ``0755``."""
+
+
 class LustreConfig(TypedDict, total=False):
     """An FSx for Lustre file system, new or existing."""
 
@@ -260,11 +272,19 @@ class LustreConfig(TypedDict, total=False):
     availability_zone: str
     """Zone of the file system. Default: the zone of the node groups that mount it (EFA groups must share it)."""
     mount_point: str
-    """Where nodes mount it. Default ``/fsx``."""
+    """Where nodes mount it: an absolute path in normal form (no ``.`` or ``..``), never a system directory (``/etc``, ``/usr``, ``/var``, ``/home``, ``/tmp`` …), a directory the nodes' own software lives in (``/opt/gpucluster`` …), one under those, or a parent of one. Default ``/fsx``."""
     mount_options: str
-    """mount(8) options, comma-separated with no spaces (they go into /etc/fstab and the Kubernetes PersistentVolume). Default ``noatime,flock``."""
+    """mount(8) options, comma-separated with no spaces (they go into /etc/fstab and the Kubernetes PersistentVolume). ``nosuid,nodev`` are always added; ``suid``, ``dev``, ``defaults``, ``exec``, ``user``, ``users``, ``owner`` and ``group`` are refused. Default ``noatime,flock``."""
+    root_squash: str
+    """FSx root squash, ``UID:GID``: what root on a client becomes on the file system, so a root process (a team's root container, a setuid program) cannot read, change or chown what it does not own. Both non-zero. Default ``65534:65534`` (nobody:nogroup). Admin hosts keep root: ``noSquashClients``, and the Slurm head node or the storage setup host, added by gpucluster."""
+    no_squash_clients: list[str]
+    """Lustre NIDs of further admin hosts that keep root on the file system: an address (``10.0.1.6@tcp``) or a range (``10.0.[2-10].[1-255]@tcp``), at most 62 (FSx takes 64; gpucluster adds the head node or the setup host). Every host listed is root over every team's data. Default: none."""
+    unsafe_disable_root_squash: bool
+    """Turn root squash off (``rootSquash`` 0:0): root on any client, including any container that runs as root on a node that mounts it, then reads and rewrites every file, every team's included. Default false."""
     data_repositories: list[DataRepositoryConfig]
     """S3 data repository associations (at most 8). Default: none."""
+    directories: list[DirectoryConfig]
+    """Directories the storage setup host creates (at most 32), with their owner and mode, set again each time it runs, never deleted and never recursively; where users and jobs write, since root squash leaves the file system's root to root. Default: none."""
     node_groups: list[str]
     """Node groups that mount it. Default: all."""
 
@@ -284,7 +304,7 @@ class NvmeScratchConfig(TypedDict, total=False):
     """The instances' local NVMe disks as one RAID 0 volume on every node."""
 
     mount_point: str
-    """Where the RAID volume is mounted. Default ``/scratch``."""
+    """Where the RAID volume is mounted (``noatime,nosuid,nodev``), with the same rules as the Lustre ``mountPoint``. Default ``/scratch``."""
     filesystem: str
     """File system. Default xfs. One of: ``xfs``, ``ext4``."""
     node_groups: list[str]

@@ -10,6 +10,7 @@ import pulumi
 from pydantic.alias_generators import to_camel
 
 from gpucluster.components._aws.launch_template import NodeWiring
+from gpucluster.components._aws.storage_setup import HeadNodeAddress, SetupHost
 from gpucluster.components._config_types import ClusterConfig
 from gpucluster.components._hybrid import HybridParts, create_hybrid
 from gpucluster.components._inputs import Inputs, is_output
@@ -31,6 +32,7 @@ from gpucluster.config.kubernetes import KubernetesSpec
 from gpucluster.config.naming import cluster_tags
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.slurm import SlurmSpec
+from gpucluster.config.storage import NVME_MOUNT_OPTIONS
 from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.load import load_args
 from gpucluster.render.core import (
@@ -50,6 +52,7 @@ from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.resolve.cost import Estimate, estimate
 from gpucluster.resolve.kubernetes import resolve_kubernetes
 from gpucluster.resolve.node_group import resolve_node_group
+from gpucluster.resolve.team_storage import lustre_admins
 
 TOKEN = "gpucluster:index:GpuCluster"
 
@@ -139,6 +142,8 @@ class GpuCluster(pulumi.ComponentResource):
         self.shared_storage: list[SharedStorage] = []  # what nodes mount, in the shape Slurm and Kubernetes share
         self.bucket: DataBucket | None = None
         self.lustre: LustreStorage | None = None
+        self._head_address: HeadNodeAddress | None = None
+        self.storage_setup: SetupHost | None = None  # the file system's admin host where no head node is
         self._create_storage(name, tags, child)
         self.node_groups: dict[str, GpuNodeGroup] = {}
         # Groups a scheduler runs (slurm, kubernetes) are built by that scheduler's component; the
@@ -159,6 +164,8 @@ class GpuCluster(pulumi.ComponentResource):
         self.slurm: SlurmCluster | None = None
         if spec.slurm is not None:
             self._create_slurm(name, spec.slurm, tags, child)
+        if self._head_address is not None:
+            self._head_address.check_resolved()
         self.hybrid: HybridParts | None = None
         if spec.hybrid is not None:
             self.hybrid = create_hybrid(name, spec, self.network, self.slurm, tags, self)
@@ -194,21 +201,30 @@ class GpuCluster(pulumi.ComponentResource):
             fs = storage.lustre
             zone = fs.availability_zone or self.spec.zones[0]
             subnet = next((s.id for s in self.spec.network.subnets if s.availability_zone == zone), None)
+            subnet_id = subnet or self.network.private_subnet_ids[zone]
+            admins = lustre_admins(self.spec)
+            assert admins is not None  # the stack has a Lustre file system
+            # Its no-squash clients: the head node (its address comes once SlurmCluster made it) or a setup host.
+            self._head_address = HeadNodeAddress() if admins.head_node else None
             wiring = _LustreWiring(
                 cluster_name=self.spec.name,
                 vpc_id=self.network.vpc_id,
-                subnet_id=subnet or self.network.private_subnet_ids[zone],
+                subnet_id=subnet_id,
                 client_security_group_id=self.network.efa_security_group_id,
                 efa_security_group_id=self.network.efa_security_group_id,
+                admin_host_ips=(self._head_address.ip,) if self._head_address else (),
+                setup_directories=admins.directories if admins.setup_host else None,
+                node_security_group_ids=self.security_group_ids,
                 bucket_name=self.bucket.bucket_name if self.bucket else None,
                 protect=storage.protect_data,
                 tags=tags,
             )
             self.lustre = LustreStorage(f"{name}-lustre", {}, opts=child, _resolved=(fs, wiring))  # type: ignore[typeddict-item]
             self.shared_storage.append(self.lustre.shared_storage)
+            self.storage_setup = self.lustre.setup_host
         if storage.nvme_scratch is not None:
             scratch = storage.nvme_scratch
-            self.shared_storage.append(SharedStorage("scratch", "nvme", scratch.mount_point, "noatime"))
+            self.shared_storage.append(SharedStorage("scratch", "nvme", scratch.mount_point, NVME_MOUNT_OPTIONS))
 
     def node_user_data(self, group: NodeGroupSpec, extra: CloudConfig | None = None) -> pulumi.Output[str]:
         """cloud-init user data for ``group``'s nodes: node facts, NCCL/EFA, storage mounts, then
@@ -255,6 +271,8 @@ class GpuCluster(pulumi.ComponentResource):
             self.catalog,
             opts=child,
         )
+        if self._head_address is not None:
+            self._head_address.resolve(self.slurm.head_private_ip)
 
     def _create_kubernetes(self, name: str, spec: KubernetesSpec, tags: dict[str, str], child: pulumi.ResourceOptions) -> None:
         """EKS for the ``scheduler: kubernetes`` groups, then the GPU platform on it through its provider."""

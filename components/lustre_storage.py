@@ -5,16 +5,22 @@ and a final backup on delete; EFA-enabled where asked (the file system then also
 cluster's EFA security group, whose self-referencing rules EFA needs); S3 data repository
 associations with automatic import/export. The file system, its key and its associations are
 protected and retained on delete unless the stack opts out (``storage.protectData: false``).
+
+Root squash is on (``rootSquash``, default nobody:nogroup): root on a client is nobody on the file system, except
+on the admin hosts, whose NIDs (``<private ip>@tcp``) are the no-squash clients: ``noSquashClients`` and
+``adminHostIps`` (the stack passes its Slurm head node's or its storage setup host's address, both on network
+interfaces of their own, so the address outlives the instance).
 """
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Required
 
 import pulumi
 import pulumi_aws as aws
 
 from gpucluster.components._aws.security import BOTH_WAYS, allow
+from gpucluster.components._aws.storage_setup import SetupHost, setup_host, setup_network
 from gpucluster.components._config_types import LustreConfig, WorkloadConfig
 from gpucluster.components._inputs import Inputs, validate
 from gpucluster.components.shared_storage import SharedStorage
@@ -22,8 +28,10 @@ from gpucluster.config.checks.storage import check_lustre_settings
 from gpucluster.config.errors import error, raise_for
 from gpucluster.config.naming import with_name
 from gpucluster.config.sizing import size_lustre
-from gpucluster.config.storage import DataRepositorySpec, LustreSpec, WorkloadSpec
+from gpucluster.config.storage import MAX_NO_SQUASH_NIDS, DataRepositorySpec, LustreSpec, WorkloadSpec
+from gpucluster.render.node import LustreMount
 from gpucluster.resolve.storage import resolve_lustre
+from gpucluster.resolve.team_storage import TeamDirectory
 
 TOKEN = "gpucluster:index:LustreStorage"
 LUSTRE_PORTS = ((988, 988), (1018, 1023))  # LNet and the Lustre services (FSx user guide, "File system access control")
@@ -44,6 +52,10 @@ class LustreStorageArgs(LustreConfig, total=False):
     """Security group of the clients, allowed to reach the Lustre ports. Required unless ``fileSystemId`` is given."""
     efa_security_group_id: pulumi.Input[str]
     """The clients' EFA security group; an EFA-enabled file system joins it. Default: none."""
+    admin_host_ips: list[pulumi.Input[str]]
+    """Private IPv4 addresses of the hosts that keep root on the file system (they create the directories users
+    and teams write in: a new file system's root belongs to root). Each becomes the no-squash NID ``<ip>@tcp``
+    beside ``noSquashClients``. May be Outputs. Default: none."""
     bucket_name: pulumi.Input[str]
     """Name of the bucket that ``dataRepositories[].bucketPrefix`` refers to (a ``DataBucket``'s ``bucket_name``).
     Default: none (give ``s3Path`` instead)."""
@@ -65,6 +77,12 @@ class _Wiring:
     subnet_id: pulumi.Input[str] | None
     client_security_group_id: pulumi.Input[str] | None
     efa_security_group_id: pulumi.Input[str] | None = None
+    admin_host_ips: Sequence[pulumi.Input[str]] = ()
+    setup_directories: tuple[TeamDirectory, ...] | None = None
+    """The stack's storage setup host and what it creates (:mod:`gpucluster.components._aws.storage_setup`); None: no
+    setup host."""
+    node_security_group_ids: Sequence[pulumi.Input[str]] = ()
+    """The nodes' groups: the setup host joins them when the file system is an existing one (it admits the nodes)."""
     bucket_name: pulumi.Input[str] | None = None
     protect: bool = True
     tags: dict[str, str] = field(default_factory=dict)
@@ -93,6 +111,11 @@ def lustre_from_args(args: LustreStorageArgs, inputs: Inputs) -> tuple[LustreSpe
     for key, field_name in needed.items():
         if args.get(key) is None:
             findings.append(error(f"args.{field_name}", "is required", "pass it (an Output of another resource is fine)"))
+    admins = list(args.get("admin_host_ips", []))
+    if len(admins) + len(fs.no_squash_clients) > MAX_NO_SQUASH_NIDS:
+        findings.append(error("args.adminHostIps", f"{len(admins)} admin hosts and {len(fs.no_squash_clients)} "
+                              f"noSquashClients are more than the {MAX_NO_SQUASH_NIDS} no-squash clients FSx takes",
+                              "list fewer, or cover neighbours with a range in noSquashClients"))  # fmt: skip
     for finding in raise_for(findings, "LustreStorage args"):
         pulumi.log.warn(finding.render())
     sizing = size_lustre(workload, fs, []) if workload is not None and not fs.file_system_id else None
@@ -102,6 +125,7 @@ def lustre_from_args(args: LustreStorageArgs, inputs: Inputs) -> tuple[LustreSpe
         subnet_id=args.get("subnet_id"),
         client_security_group_id=args.get("client_security_group_id"),
         efa_security_group_id=args.get("efa_security_group_id"),
+        admin_host_ips=tuple(admins),
         bucket_name=args.get("bucket_name"),
         protect=args.get("protect", True),
         tags=dict(args.get("tags", {})),
@@ -119,6 +143,20 @@ def repository_path(repo: DataRepositorySpec, bucket_name: pulumi.Input[str] | N
         )
     prefix = (repo.bucket_prefix or "").lstrip("/")
     return pulumi.Output.from_input(bucket_name).apply(lambda b: f"s3://{b}/{prefix}")
+
+
+def root_squash_configuration(
+    fs: LustreSpec, admin_host_ips: Sequence[pulumi.Input[str]]
+) -> aws.fsx.LustreFileSystemRootSquashConfigurationArgs:
+    """Root squash as FSx takes it: ``rootSquash`` and the no-squash NIDs (``noSquashClients``, then each admin
+    host's ``<ip>@tcp``, once each); ``0:0`` and none when the stack opted out (``unsafeDisableRootSquash``), so a
+    file system that squashed before stops, rather than keeping a setting the stack no longer states."""
+    if fs.unsafe_disable_root_squash:
+        return aws.fsx.LustreFileSystemRootSquashConfigurationArgs(root_squash="0:0", no_squash_nids=[])
+    nids = pulumi.Output.all(*admin_host_ips).apply(
+        lambda ips: list(dict.fromkeys([*fs.no_squash_clients, *(f"{ip}@tcp" for ip in ips)]))
+    )
+    return aws.fsx.LustreFileSystemRootSquashConfigurationArgs(root_squash=fs.root_squash, no_squash_nids=nids)
 
 
 class LustreStorage(pulumi.ComponentResource):
@@ -157,11 +195,21 @@ class LustreStorage(pulumi.ComponentResource):
         tags = with_name(wiring.tags, prefix)
         self.security_group_id = None
         self.kms_key_arn = None
+        self.setup_host: SetupHost | None = None  # the file system's admin host (not in the schema: annotated here)
+        setup_net = None
+        if wiring.setup_directories is not None:  # before the file system: its address is a no-squash client
+            assert wiring.subnet_id is not None  # the stack gives the file system's subnet
+            extra = wiring.node_security_group_ids if fs.file_system_id else ()
+            setup_net = setup_network(f"{name}-setup", cluster=wiring.cluster_name, vpc_id=wiring.vpc_id,
+                                      subnet_id=wiring.subnet_id, extra_security_group_ids=extra, tags=wiring.tags, parent=self)  # fmt: skip
+            wiring = replace(wiring, admin_host_ips=(*wiring.admin_host_ips, setup_net.private_ip))
+        admin_sg = setup_net.security_group_id if setup_net is not None else None
+        dras: list[aws.fsx.DataRepositoryAssociation] = []
         if fs.file_system_id:
             existing = aws.fsx.LustreFileSystem.get(f"{name}-fs", inputs.real(fs.file_system_id), opts=child)
             self.file_system_id, self.dns_name, self.mount_name = existing.id, existing.dns_name, existing.mount_name
         else:
-            sg = self._security_group(name, wiring, tags, child)
+            sg = self._security_group(name, wiring, admin_sg, tags, child)
             self.security_group_id = sg.id
             kms_key_id: pulumi.Input[str] | None = inputs.real_optional(fs.kms_key_id)
             persistent = fs.deployment_type.startswith("PERSISTENT")
@@ -201,6 +249,7 @@ class LustreStorage(pulumi.ComponentResource):
                 copy_tags_to_backups=persistent or None,
                 skip_final_backup=False if persistent else None,
                 metadata_configuration=metadata,
+                root_squash_configuration=root_squash_configuration(fs, wiring.admin_host_ips),
                 efa_enabled=fs.enable_efa or None,
                 weekly_maintenance_start_time="7:06:00",
                 tags=tags,
@@ -209,28 +258,37 @@ class LustreStorage(pulumi.ComponentResource):
             self.file_system_id, self.dns_name, self.mount_name = filesystem.id, filesystem.dns_name, filesystem.mount_name
             for repo in fs.data_repositories:
                 # Named by its path, never its position: inserting a repository must not re-target the others.
-                aws.fsx.DataRepositoryAssociation(
-                    f"{name}-dra{repo.file_system_path.rstrip('/')}",
-                    file_system_id=filesystem.id,
-                    file_system_path=repo.file_system_path,
-                    data_repository_path=repository_path(repo, wiring.bucket_name),
-                    batch_import_meta_data_on_create=repo.batch_import_metadata_on_create,
-                    delete_data_in_filesystem=False,
-                    s3=aws.fsx.DataRepositoryAssociationS3Args(
-                        auto_import_policy=aws.fsx.DataRepositoryAssociationS3AutoImportPolicyArgs(
-                            events=list(repo.import_events)
-                        )
-                        if repo.import_events
-                        else None,
-                        auto_export_policy=aws.fsx.DataRepositoryAssociationS3AutoExportPolicyArgs(
-                            events=list(repo.export_events)
-                        )
-                        if repo.export_events
-                        else None,
-                    ),
-                    tags=with_name(wiring.tags, f"{prefix}{repo.file_system_path}"),
-                    opts=keep,
+                dras.append(
+                    aws.fsx.DataRepositoryAssociation(
+                        f"{name}-dra{repo.file_system_path.rstrip('/')}",
+                        file_system_id=filesystem.id,
+                        file_system_path=repo.file_system_path,
+                        data_repository_path=repository_path(repo, wiring.bucket_name),
+                        batch_import_meta_data_on_create=repo.batch_import_metadata_on_create,
+                        delete_data_in_filesystem=False,
+                        s3=aws.fsx.DataRepositoryAssociationS3Args(
+                            auto_import_policy=aws.fsx.DataRepositoryAssociationS3AutoImportPolicyArgs(
+                                events=list(repo.import_events)
+                            )
+                            if repo.import_events
+                            else None,
+                            auto_export_policy=aws.fsx.DataRepositoryAssociationS3AutoExportPolicyArgs(
+                                events=list(repo.export_events)
+                            )
+                            if repo.export_events
+                            else None,
+                        ),
+                        tags=with_name(wiring.tags, f"{prefix}{repo.file_system_path}"),
+                        opts=keep,
+                    )
                 )
+        if setup_net is not None and wiring.setup_directories is not None:
+            mount = LustreMount("", "", "", fs.mount_point, fs.mount_options)  # names filled in once AWS has them
+            self.setup_host = setup_host(f"{name}-setup", cluster=wiring.cluster_name, net=setup_net,
+                                         file_system_security_group_id=self.security_group_id, mount=mount,
+                                         lustre_values=pulumi.Output.all(self.dns_name, self.mount_name, self.file_system_id),
+                                         directories=wiring.setup_directories, tags=wiring.tags, parent=self,
+                                         depends_on=dras)  # fmt: skip
         self.shared_storage: SharedStorage = SharedStorage(
             name="lustre",
             fs_type="lustre",
@@ -253,7 +311,9 @@ class LustreStorage(pulumi.ComponentResource):
         )
 
     @staticmethod
-    def _security_group(name: str, wiring: _Wiring, tags: dict[str, str], child: pulumi.ResourceOptions) -> aws.ec2.SecurityGroup:
+    def _security_group(
+        name: str, wiring: _Wiring, admin_sg: pulumi.Input[str] | None, tags: dict[str, str], child: pulumi.ResourceOptions
+    ) -> aws.ec2.SecurityGroup:
         sg = aws.ec2.SecurityGroup(
             f"{name}-sg",
             vpc_id=wiring.vpc_id,
@@ -262,7 +322,9 @@ class LustreStorage(pulumi.ComponentResource):
             opts=child,
         )
         assert wiring.client_security_group_id is not None  # checked with the Args
-        peers: Sequence[tuple[str, pulumi.Input[str]]] = (("self", sg.id), ("clients", wiring.client_security_group_id))
+        peers: list[tuple[str, pulumi.Input[str]]] = [("self", sg.id), ("clients", wiring.client_security_group_id)]
+        if admin_sg is not None:  # the storage setup host
+            peers.append(("admin", admin_sg))
         for who, peer in peers:
             for low, high in LUSTRE_PORTS:
                 for direction, word in BOTH_WAYS:

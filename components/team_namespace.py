@@ -4,7 +4,10 @@ training job. Takes its Kubernetes provider through ``opts``.
 The Role lets the team's groups and users run jobs (Job, JobSet, PyTorchJob), read their pods, logs
 and queues; it grants nothing on Secrets, RBAC or the namespace itself. Each shared Lustre file system
 becomes a static PersistentVolume (FSx CSI driver, ``fsx.csi.aws.com``) bound to a claim of the same
-name as the file system in the namespace.
+name as the file system in the namespace. The volume mounts the team's own directory ``/teams/<team>`` (a Lustre
+subdirectory mount), never the file system's root, ``nosuid,nodev``: the directory belongs to the team's UID and GID
+(:mod:`gpucluster.resolve.team_storage`; GpuCluster's storage setup host creates it, a program that brings its own
+file system creates it itself), and each team's volume has its own handle and path.
 
 The namespace enforces Pod Security ``restricted`` and its NetworkPolicies deny all traffic but the
 team's own pods, cluster DNS and the internet outside the cluster's networks
@@ -23,9 +26,11 @@ import pulumi_kubernetes as k8s
 from gpucluster.components._kubernetes_objects import place_objects
 from gpucluster.components.shared_storage import SharedStorage
 from gpucluster.config.kubernetes import TeamSpec
+from gpucluster.config.mounts import client_mount_options
 from gpucluster.render.kubernetes import TEAM_LABEL
 from gpucluster.render.kubernetes_objects import TEAM_ROLE_RULES
 from gpucluster.render.kubernetes_tenancy import pod_security_labels, team_network_policies
+from gpucluster.resolve.team_storage import team_directory
 
 TOKEN = "gpucluster:index:TeamNamespace"
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
@@ -115,7 +120,7 @@ class TeamNamespace(pulumi.ComponentResource):
         if team.mount_shared_storage:
             for storage in args.shared_storage:
                 if storage.fs_type == "lustre":
-                    self._lustre_claim(name, ns_name, storage, labels)
+                    self._lustre_claim(name, ns_name, team.name, storage, labels)
 
         if args.example_job is not None:
             k8s.core.v1.ConfigMap(
@@ -126,12 +131,17 @@ class TeamNamespace(pulumi.ComponentResource):
             )
         self.register_outputs({"namespace": self.namespace, "claims": self.claims})
 
-    def _lustre_claim(self, name: str, ns_name: str, storage: SharedStorage, labels: dict[str, str]) -> None:
-        """A static PersistentVolume of the FSx for Lustre file system, pre-bound to the team's claim."""
+    def _lustre_claim(self, name: str, ns_name: str, team: str, storage: SharedStorage, labels: dict[str, str]) -> None:
+        """A static PersistentVolume of the team's directory on the FSx for Lustre file system, pre-bound to the
+        team's claim. The driver mounts ``<dnsname>@tcp:/<mountname>`` (aws-fsx-csi-driver v1.9.0,
+        ``pkg/driver/node.go``), so a mount name of ``<mount name>/teams/<team>`` is a Lustre subdirectory mount
+        (FSx user guide, "Mounting specific filesets"). The handle names the directory too: kubelet tells volumes
+        apart by driver and handle, and no two teams' volumes may share one."""
         claim = claim_name(storage)
         size = f"{storage.capacity_gib or DEFAULT_LUSTRE_GIB}Gi"
         pv_name = f"{ns_name}-{storage.name}"
-        options = [o for o in storage.mount_options.split(",") if o]
+        directory = team_directory(team)
+        options = client_mount_options(storage.mount_options).split(",")
         pv = k8s.core.v1.PersistentVolume(
             f"{name}-{storage.name}-pv",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=pv_name, labels=labels),
@@ -145,8 +155,13 @@ class TeamNamespace(pulumi.ComponentResource):
                 claim_ref=k8s.core.v1.ObjectReferenceArgs(namespace=ns_name, name=claim),
                 csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
                     driver=FSX_CSI_DRIVER,
-                    volume_handle=storage.file_system_id or "",
-                    volume_attributes={"dnsname": storage.server or "", "mountname": storage.mount_name or ""},
+                    volume_handle=pulumi.Output.from_input(storage.file_system_id or storage.name).apply(
+                        lambda fs: f"{fs}{directory}"
+                    ),
+                    volume_attributes={
+                        "dnsname": storage.server or "",
+                        "mountname": pulumi.Output.from_input(storage.mount_name or "").apply(lambda m: f"{m}{directory}"),
+                    },
                 ),
             ),
             opts=pulumi.ResourceOptions(parent=self),

@@ -18,6 +18,15 @@ from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.load import load_spec
 
 
+def _setup_host(cluster: GpuCluster, fs_type: str) -> dict[str, object]:
+    """The Lustre file system's storage setup host (its admin host where no head node is): start the instance to
+    run the setup again (docs/security.md, "Shared storage")."""
+    host = cluster.storage_setup
+    if fs_type != "lustre" or host is None:
+        return {}
+    return {"setupHost": {"instanceId": host.instance_id, "privateIp": host.private_ip}}
+
+
 def read_config() -> dict[str, Any]:
     """Every config key Pulumi passed to this program (``namespace:key``)."""
     from pulumi.runtime import config as runtime_config
@@ -121,6 +130,7 @@ def main() -> GpuCluster:
                     "fileSystemId": s.file_system_id,
                     "capacityGiB": s.capacity_gib,
                     "efa": s.efa_enabled,
+                    **_setup_host(cluster, s.fs_type),
                 }
                 for s in cluster.shared_storage
             ],

@@ -354,7 +354,9 @@ class Agent:
         now, path = self.clock(), self.state.path
         brakes = brake_status(self.cfg, path, now)
         own = sweep_status(self.state, now) + vanished_status(path)
-        return protect_status(self.cfg, path) + brakes + holds_status(self.state.load_holds(), now) + quarantine_status(path) + own
+        return (
+            protect_status(self.cfg, path) + brakes + holds_status(self.state.load_holds(), now) + quarantine_status(path) + own
+        )
 
     def topology(self) -> None:
         """The ``topology`` subcommand: sweep (like every call), then rewrite topology.conf."""

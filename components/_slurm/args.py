@@ -23,10 +23,12 @@ import pulumi
 from gpucluster.components._config_types import NetworkConfig, NodeGroupConfig, SlurmConfig
 from gpucluster.components._inputs import Inputs, validate
 from gpucluster.components.shared_storage import SharedStorage
+from gpucluster.config.base import FIX_MARK
 from gpucluster.config.checks.cluster import validate_cluster
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import ConfigError, Finding, error, errors_in
 from gpucluster.config.hybrid import HybridSpec
+from gpucluster.config.mounts import check_mount_options, check_mount_point
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.slurm import SlurmSpec
 from gpucluster.config.storage import LustreSpec
@@ -186,6 +188,18 @@ def _lustre(given: Mapping[str, Any] | None, inputs: Inputs) -> tuple[SharedStor
         )
     mount_point = given.get("mount_point", LustreSpec.model_fields["mount_point"].default)
     options = given.get("mount_options", LustreSpec.model_fields["mount_options"].default)
+    refused = []
+    for camel, value, check in (
+        ("mountPoint", mount_point, lambda v: check_mount_point(v, "mountPoint")),
+        ("mountOptions", options, check_mount_options),
+    ):
+        try:
+            check(str(value))
+        except ValueError as exc:  # the stack's own rules (gpucluster.config.mounts), with the field's path
+            message, _, fix = str(exc).partition(FIX_MARK)
+            refused.append(error(f"args.lustre.{camel}", message, fix, value))
+    if refused:
+        raise ConfigError(refused, SOURCE)
     shared = SharedStorage(
         "fsx",
         "lustre",

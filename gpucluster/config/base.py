@@ -207,18 +207,6 @@ def check_labels(labels: dict[str, str]) -> dict[str, str]:
     return labels
 
 
-def check_mount_options(value: str) -> str:
-    """mount(8) options: ``noatime,flock``, ``name=value`` pairs, no blanks or empty entries."""
-    for option in value.split(","):
-        if not MOUNT_OPTION_RE.fullmatch(option):
-            raise ValueError(
-                f"mount option {option!r} in {value!r} is not a mount option (it would break the /etc/fstab line)."
-                f"{FIX_MARK}separate options with ',' and no spaces, each a name or name=value of letters, digits "
-                "and '_.+-' (e.g. noatime,flock)"
-            )
-    return value
-
-
 def check_image(value: str) -> str:
     """A container image reference: ``[registry[:port]/]repository[:tag][@digest]``."""
     head, _, last = value.split("@", 1)[0].rpartition("/")

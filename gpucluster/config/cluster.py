@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from gpucluster.config.base import SpecModel, check_name
+from gpucluster.config.base import FIX_MARK, SpecModel, check_name
 from gpucluster.config.hybrid import HybridSpec
 from gpucluster.config.kubernetes import KubernetesSpec
 from gpucluster.config.network import NetworkSpec
@@ -49,6 +49,15 @@ class ClusterSpec(SpecModel):
 
     tags: dict[str, str] = Field(default_factory=dict)
     """Tags on every taggable resource, merged with the cluster tags gpucluster adds. Default: none."""
+
+    @field_validator("region", mode="before")
+    @classmethod
+    def _region_as_written(cls, value: object) -> object:
+        # Blanks would be stripped here, but the AWS provider takes aws:region as written (and asks another region).
+        if isinstance(value, str) and value != value.strip():
+            raise ValueError(f"region {value!r} has blanks around it: the AWS provider uses it as written{FIX_MARK}"
+                             "write the region alone, e.g. us-east-1")  # fmt: skip
+        return value
 
     @field_validator("name")
     @classmethod

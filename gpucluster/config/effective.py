@@ -116,3 +116,12 @@ def head_zone(spec: ClusterSpec, catalog: Catalog) -> str | None:
     if groups:
         return groups[0][1].availability_zones[0]
     return spec.zones[0] if spec.zones else None
+
+
+def head_node_mounts_lustre(spec: ClusterSpec) -> bool:
+    """The stack has a Slurm head node (not a site's own controller) that mounts its Lustre file system: that head node
+    is the file system's admin host, a no-squash client."""
+    slurm, hybrid, storage = spec.slurm, spec.hybrid, spec.storage
+    if slurm is None or storage is None or storage.lustre is None:
+        return False
+    return (hybrid is None or hybrid.controller is None) and slurm.head_node.mount_shared_storage

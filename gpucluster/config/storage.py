@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import posixpath
+import re
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from gpucluster.config.base import SpecModel, check_mount_options
+from gpucluster.config.base import FIX_MARK, SpecModel
+from gpucluster.config.mounts import NO_PRIVILEGE_OPTIONS, check_mount_options, check_mount_point
 
 DeploymentType = Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"]
+
+MAX_NO_SQUASH_NIDS = 64
+"""FSx's limit on ``NoSquashNids`` (API reference, LustreRootSquashConfiguration)."""
+AUTOMATIC_NO_SQUASH_NIDS = 2
+"""The most admin hosts gpucluster adds itself: the Slurm head node and the storage setup host."""
+_NID_PART = re.compile(r"^(?:(?P<n>[0-9]{1,3})|\[(?P<lo>[0-9]{1,3})-(?P<hi>[0-9]{1,3})\])$")
+_UID_MAX = 4294967294
+TEAMS_DIRECTORY = "/teams"
+"""Where the teams' directories live on the file system (from its root): :mod:`gpucluster.resolve.team_storage`."""
 ImportEvent = Literal["NEW", "CHANGED", "DELETED"]
 
 
@@ -71,6 +83,47 @@ class DataRepositorySpec(SpecModel):
         return self
 
 
+class DirectorySpec(SpecModel):
+    """A directory on the file system that the storage setup host creates and keeps with this owner and mode."""
+
+    path: str = Field(pattern=r"^/[A-Za-z0-9_./-]*$")
+    """From the file system's root (``/checkpoints``): normal form, not ``/``, not ``/teams`` or under it (the teams'
+    directories are made from ``kubernetes.teams``). Required."""
+
+    owner: str = Field(default="0:0", pattern=r"^[0-9]{1,10}:[0-9]{1,10}$")
+    """``UID:GID`` that own it. With root squash, root on the nodes is ``rootSquash`` (65534:65534) on the file system:
+    give it that owner for jobs that run as root. Default ``0:0``."""
+
+    mode: str = Field(default="0755", pattern=r"^0?[0-7]{3,4}$")
+    """Octal permissions, e.g. ``2770`` (setgid: new files get the directory's group) or ``1777`` (anyone may create,
+    only the owner removes). No setuid bit. Default ``0755``."""
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        if value == "/" or posixpath.normpath(value) != value or "/../" in value + "/" or "/./" in value + "/":
+            raise ValueError(f"directory path {value!r} is not a directory below the file system's root in normal form."
+                             f"{FIX_MARK}write it without '.', '..', '//' or a trailing '/', e.g. /checkpoints")  # fmt: skip
+        if value == TEAMS_DIRECTORY or value.startswith(TEAMS_DIRECTORY + "/"):
+            raise ValueError(f"directory path {value!r} is in {TEAMS_DIRECTORY}, which holds the teams' own directories."
+                             f"{FIX_MARK}add a team to kubernetes.teams for its directory, or use another path")  # fmt: skip
+        return value
+
+    @field_validator("owner")
+    @classmethod
+    def _owner(cls, value: str) -> str:
+        if any(int(i) > _UID_MAX for i in value.split(":")):
+            raise ValueError(f"owner {value!r} is out of range.{FIX_MARK}give UID:GID, each 0 to {_UID_MAX}")
+        return value
+
+    @field_validator("mode")
+    @classmethod
+    def _mode(cls, value: str) -> str:
+        if int(value, 8) & 0o4000:
+            raise ValueError(f"mode {value!r} has the setuid bit.{FIX_MARK}leave it out (e.g. 2770 or 1777)")
+        return f"{int(value, 8):o}"
+
+
 class LustreSpec(SpecModel):
     """An FSx for Lustre file system, new or existing."""
 
@@ -119,15 +172,38 @@ class LustreSpec(SpecModel):
     """Zone of the file system. Default: the zone of the node groups that mount it (EFA groups must
     share it)."""
 
-    mount_point: str = Field(default="/fsx", pattern=r"^/[A-Za-z0-9_./-]+$")
-    """Where nodes mount it. Default ``/fsx``."""
+    mount_point: str = Field(default="/fsx", pattern=r"^/[A-Za-z0-9_./-]*$")
+    """Where nodes mount it: an absolute path in normal form (no ``.`` or ``..``), never a system directory
+    (``/etc``, ``/usr``, ``/var``, ``/home``, ``/tmp`` …), a directory the nodes' own software lives in
+    (``/opt/gpucluster`` …), one under those, or a parent of one. Default ``/fsx``."""
 
     mount_options: str = "noatime,flock"
     """mount(8) options, comma-separated with no spaces (they go into /etc/fstab and the Kubernetes
-    PersistentVolume). Default ``noatime,flock``."""
+    PersistentVolume). ``nosuid,nodev`` are always added; ``suid``, ``dev``, ``defaults``, ``exec``, ``user``,
+    ``users``, ``owner`` and ``group`` are refused. Default ``noatime,flock``."""
+
+    root_squash: str = Field(default="65534:65534", pattern=r"^[0-9]{1,10}:[0-9]{1,10}$")
+    """FSx root squash, ``UID:GID``: what root on a client becomes on the file system, so a root process (a team's
+    root container, a setuid program) cannot read, change or chown what it does not own. Both non-zero.
+    Default ``65534:65534`` (nobody:nogroup). Admin hosts keep root: ``noSquashClients``, and the Slurm head node
+    or the storage setup host, added by gpucluster."""
+
+    no_squash_clients: tuple[str, ...] = ()
+    """Lustre NIDs of further admin hosts that keep root on the file system: an address (``10.0.1.6@tcp``) or a
+    range (``10.0.[2-10].[1-255]@tcp``), at most 62 (FSx takes 64; gpucluster adds the head node or the setup
+    host). Every host listed is root over every team's data. Default: none."""
+
+    unsafe_disable_root_squash: bool = False
+    """Turn root squash off (``rootSquash`` 0:0): root on any client, including any container that runs as root
+    on a node that mounts it, then reads and rewrites every file, every team's included. Default false."""
 
     data_repositories: tuple[DataRepositorySpec, ...] = ()
     """S3 data repository associations (at most 8). Default: none."""
+
+    directories: tuple[DirectorySpec, ...] = Field(default=(), max_length=32)
+    """Directories the storage setup host creates (at most 32), with their owner and mode, set again each time it
+    runs, never deleted and never recursively; where users and jobs write, since root squash leaves the file
+    system's root to root. Default: none."""
 
     node_groups: tuple[str, ...] | None = None
     """Node groups that mount it. Default: all."""
@@ -136,6 +212,61 @@ class LustreSpec(SpecModel):
     @classmethod
     def _mount_options(cls, value: str) -> str:
         return check_mount_options(value)
+
+    @field_validator("mount_point")
+    @classmethod
+    def _mount_point(cls, value: str) -> str:
+        return check_mount_point(value, "mountPoint")
+
+    @field_validator("root_squash")
+    @classmethod
+    def _root_squash(cls, value: str) -> str:
+        ids = [int(x) for x in value.split(":")]
+        if any(i > _UID_MAX for i in ids):
+            raise ValueError(
+                f"rootSquash {value!r} is out of range.{FIX_MARK}give UID:GID, each 1 to {_UID_MAX}, e.g. 65534:65534"
+            )
+        if 0 in ids:
+            raise ValueError(
+                f"rootSquash {value!r} maps root to root: FSx then does not squash root, and root on any client owns "
+                f"every file.{FIX_MARK}keep the default 65534:65534 (nobody:nogroup); to turn root squash off on "
+                "purpose, set unsafeDisableRootSquash: true instead"
+            )
+        return value
+
+    @field_validator("no_squash_clients")
+    @classmethod
+    def _no_squash_clients(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        limit = MAX_NO_SQUASH_NIDS - AUTOMATIC_NO_SQUASH_NIDS
+        if len(value) > limit:
+            raise ValueError(
+                f"noSquashClients lists {len(value)} clients; FSx takes {MAX_NO_SQUASH_NIDS} and gpucluster keeps "
+                f"{AUTOMATIC_NO_SQUASH_NIDS} for its admin hosts.{FIX_MARK}list at most {limit}, or cover neighbours "
+                "with a range such as 10.0.1.[10-20]@tcp"
+            )
+        for nid in value:
+            check_nid(nid)
+        if len(set(value)) != len(value):
+            raise ValueError(f"noSquashClients lists a client twice.{FIX_MARK}list each NID once")
+        return value
+
+    @model_validator(mode="after")
+    def _squash_or_not(self) -> LustreSpec:
+        if self.unsafe_disable_root_squash and ({"root_squash", "no_squash_clients"} & self.model_fields_set):
+            raise ValueError(
+                "unsafeDisableRootSquash turns root squash off, so rootSquash and noSquashClients mean nothing"
+                f"{FIX_MARK}remove unsafeDisableRootSquash (keeping root squash), or remove rootSquash and noSquashClients"
+            )
+        return self
+
+    @field_validator("directories")
+    @classmethod
+    def _distinct_directories(cls, value: tuple[DirectorySpec, ...]) -> tuple[DirectorySpec, ...]:
+        paths = [d.path for d in value]
+        twice = sorted({p for p in paths if paths.count(p) > 1})
+        if twice:
+            raise ValueError(f"directory {twice[0]!r} is listed twice.{FIX_MARK}list each path once")
+        return value
 
     @field_validator("data_repositories")
     @classmethod
@@ -146,6 +277,27 @@ class LustreSpec(SpecModel):
                 if a == b or b.startswith(a + "/") or a.startswith(b + "/") or "/" in (a, b):
                     raise ValueError(f"data repository paths {a!r} and {b!r} overlap; each association needs its own directory")
         return value
+
+
+def check_nid(nid: str) -> str:
+    """A Lustre NID as FSx's ``NoSquashNids`` takes it (``^([0-9\\[\\]\\-]*\\.){3}([0-9\\[\\]\\-]*)@tcp$``, 11-43
+    characters), and an IPv4 address or range that means something: each part 0-255 or ``[low-high]``."""
+    address, at, net = nid.rpartition("@")
+    parts = address.split(".")
+    good = at and net == "tcp" and len(parts) == 4 and 11 <= len(nid) <= 43
+    for part in parts if good else ():
+        m = _NID_PART.match(part)
+        if m is None or (m["n"] and int(m["n"]) > 255):
+            good = False
+        elif m["lo"] and not int(m["lo"]) <= int(m["hi"]) <= 255:
+            good = False
+    if not good:
+        raise ValueError(
+            f"noSquashClients entry {nid!r} is not a Lustre NID of a TCP client.{FIX_MARK}write the client's private "
+            "IPv4 address followed by @tcp (10.0.1.6@tcp), each part 0-255 or a range [low-high] "
+            "(10.0.[2-10].[1-255]@tcp)"
+        )
+    return nid
 
 
 class BucketSpec(SpecModel):
@@ -164,14 +316,24 @@ class BucketSpec(SpecModel):
 class NvmeScratchSpec(SpecModel):
     """The instances' local NVMe disks as one RAID 0 volume on every node."""
 
-    mount_point: str = Field(default="/scratch", pattern=r"^/[A-Za-z0-9_./-]+$")
-    """Where the RAID volume is mounted. Default ``/scratch``."""
+    mount_point: str = Field(default="/scratch", pattern=r"^/[A-Za-z0-9_./-]*$")
+    """Where the RAID volume is mounted (``noatime,nosuid,nodev``), with the same rules as the Lustre
+    ``mountPoint``. Default ``/scratch``."""
 
     filesystem: Literal["xfs", "ext4"] = "xfs"
     """File system. Default xfs."""
 
     node_groups: tuple[str, ...] | None = None
     """Node groups that get it. Default: all (each must have local NVMe)."""
+
+    @field_validator("mount_point")
+    @classmethod
+    def _mount_point(cls, value: str) -> str:
+        return check_mount_point(value, "mountPoint")
+
+
+NVME_MOUNT_OPTIONS = ",".join(("noatime", *NO_PRIVILEGE_OPTIONS))
+"""How the NVMe scratch volume is mounted: it holds users' files, so no setuid or device file there counts."""
 
 
 class StorageSpec(SpecModel):

@@ -69,6 +69,22 @@ RULES: tuple[Rule, ...] = (
         k.team_namespace_default_deny,
         stack=True,
     ),
+    Rule(
+        r.ROOT_SQUASH,
+        "FSx for Lustre file systems squash root (rootSquashConfiguration.rootSquash non-zero).",
+        r.lustre_root_squash,
+    ),
+    Rule(
+        r.NO_PRIVILEGE_MOUNTS,
+        "Lustre client mounts (fstab and mount commands in user data, FSx CSI PersistentVolumes) are nosuid,nodev.",
+        r.lustre_mounts_nosuid_nodev,
+    ),
+    Rule(
+        s.LUSTRE_VOLUMES_DISTINCT,
+        "No two FSx for Lustre PersistentVolumes share a volume handle or a mount path (one directory per team).",
+        s.lustre_volumes_distinct,
+        stack=True,
+    ),
 )
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from gpucluster.policy import types as t
 from gpucluster.policy.model import UNKNOWN, Resource, Violation, dig, items, truthy, violation
+from gpucluster.policy.mounts import lustre_mounts, missing_no_privilege
 from gpucluster.policy.userdata import decode, find_secrets
 
 ResourceRule = Callable[[Resource], list[Violation]]
@@ -22,6 +23,9 @@ INGRESS = "no-public-ingress"
 PROTECTED = "data-protected"
 EKS_PRIVATE = "eks-private-endpoint"
 USER_DATA = "no-secrets-in-user-data"
+ROOT_SQUASH = "lustre-root-squash"
+NO_PRIVILEGE_MOUNTS = "lustre-mounts-nosuid-nodev"
+FSX_CSI_DRIVER = "fsx.csi.aws.com"
 
 
 def imdsv2_required(r: Resource) -> list[Violation]:
@@ -227,6 +231,54 @@ def no_secrets_in_user_data(r: Resource) -> list[Violation]:
     return out
 
 
+def lustre_root_squash(r: Resource) -> list[Violation]:
+    """Every FSx for Lustre file system squashes root (``rootSquashConfiguration.rootSquash`` a non-zero
+    ``UID:GID``): root on a client, such as a container running as root on a node, is then nobody on the file
+    system, and only the admin hosts listed as no-squash clients keep root."""
+    if r.type != t.LUSTRE_FILE_SYSTEM:
+        return []
+    squash = r.get("rootSquashConfiguration", "rootSquash")
+    if squash is UNKNOWN:
+        return []
+    fix = (
+        'set rootSquashConfiguration.rootSquash = "65534:65534" and list admin hosts in noSquashNids (gpucluster '
+        "does unless gpucluster:storage.lustre.unsafeDisableRootSquash is true)"
+    )
+    if not isinstance(squash, str) or not squash.strip():
+        return [violation(ROOT_SQUASH, r, "rootSquashConfiguration.rootSquash", "is not set: root on every client is root on the file system", fix)]  # fmt: skip
+    ids = squash.split(":")
+    if len(ids) != 2 or any(not i.strip().isdigit() or int(i) == 0 for i in ids):
+        return [violation(ROOT_SQUASH, r, "rootSquashConfiguration.rootSquash", f"is {squash!r}: root is not squashed", fix)]
+    return []
+
+
+def lustre_mounts_nosuid_nodev(r: Resource) -> list[Violation]:
+    """Every Lustre client mount carries ``nosuid,nodev``: the fstab entries and ``mount -t lustre`` commands in user
+    data, and the FSx CSI driver's PersistentVolumes. A setuid root file on shared storage is otherwise root on every
+    node that mounts it."""
+    fix = "mount it with nosuid,nodev (gpucluster adds them to every Lustre mount and refuses suid, dev and defaults)"
+    if r.type == "kubernetes:core/v1:PersistentVolume":
+        if r.get("spec", "csi", "driver") != FSX_CSI_DRIVER:
+            return []
+        options = r.get("spec", "mountOptions")
+        if options is UNKNOWN or any(o is UNKNOWN for o in items(options)):
+            return []
+        missing = missing_no_privilege([str(o) for o in items(options)])
+        what = f"lacks {','.join(missing)}: the pods' Lustre mount runs setuid files or opens device files"
+        return [violation(NO_PRIVILEGE_MOUNTS, r, "spec.mountOptions", what, fix)] if missing else []
+    out: dict[tuple[str, str, tuple[str, ...]], Violation] = {}
+    for prop, encoded in _USER_DATA_PROPS.get(r.type, ()):
+        value = r.get(prop)
+        if not isinstance(value, str):
+            continue
+        for mount in lustre_mounts(decode(value, base64_encoded=encoded)):
+            missing = mount.missing()
+            if missing:  # the same mount is read in the whole user data and in the file that holds it: once
+                what = f"mounts Lustre at {mount.target} without {','.join(missing)} ({mount.where}, line {mount.line})"
+                out[(prop, mount.target, mount.options)] = violation(NO_PRIVILEGE_MOUNTS, r, prop, what, fix)
+    return list(out.values())
+
+
 RESOURCE_RULES: dict[str, ResourceRule] = {
     IMDSV2: imdsv2_required,
     ENCRYPTION: encryption_at_rest,
@@ -234,4 +286,6 @@ RESOURCE_RULES: dict[str, ResourceRule] = {
     PROTECTED: data_protected,
     EKS_PRIVATE: eks_private_endpoint,
     USER_DATA: no_secrets_in_user_data,
+    ROOT_SQUASH: lustre_root_squash,
+    NO_PRIVILEGE_MOUNTS: lustre_mounts_nosuid_nodev,
 }

@@ -12,6 +12,8 @@ StackRule = Callable[[Sequence[Resource]], list[Violation]]
 
 FLOW_LOGS = "vpc-flow-logs"
 BUCKET_ENCRYPTION = "encryption-at-rest-buckets"
+LUSTRE_VOLUMES_DISTINCT = "lustre-volumes-distinct"
+PERSISTENT_VOLUME = "kubernetes:core/v1:PersistentVolume"
 
 
 def _linked(owners: Sequence[Resource], prop: str, target: Resource, *target_props: str) -> bool:
@@ -71,7 +73,38 @@ def bucket_encryption(resources: Sequence[Resource]) -> list[Violation]:
     return out
 
 
+def lustre_volumes_distinct(resources: Sequence[Resource]) -> list[Violation]:
+    """No two FSx for Lustre PersistentVolumes share a volume handle (kubelet tells volumes apart by driver and handle)
+    or the same directory of the same file system (``dnsname`` + ``mountname``): each team's volume is its own
+    directory, so one team's claim never reaches another team's files."""
+    seen: dict[tuple[str, object], Resource] = {}
+    out = []
+    for pv in resources:
+        if pv.type != PERSISTENT_VOLUME or pv.get("spec", "csi", "driver") != "fsx.csi.aws.com":
+            continue
+        handle = pv.get("spec", "csi", "volumeHandle")
+        attrs = pv.get("spec", "csi", "volumeAttributes")
+        path = (dig(attrs, "dnsname"), dig(attrs, "mountname"))
+        for key, value in (("spec.csi.volumeHandle", handle), ("spec.csi.volumeAttributes.mountname", path)):
+            if value is UNKNOWN or UNKNOWN in (value if isinstance(value, tuple) else ()):
+                continue
+            other = seen.setdefault((key, value), pv)
+            if other is not pv:
+                out.append(
+                    violation(
+                        LUSTRE_VOLUMES_DISTINCT,
+                        pv,
+                        key,
+                        f"is the same as PersistentVolume {other.name!r}'s: both mount the same directory of the file system",
+                        "give each team's volume its own directory (mountname <mount name>/teams/<team>) and handle, "
+                        "as gpucluster's TeamNamespace does",
+                    )
+                )
+    return out
+
+
 STACK_RULES: dict[str, StackRule] = {
     FLOW_LOGS: vpc_flow_logs,
     BUCKET_ENCRYPTION: bucket_encryption,
+    LUSTRE_VOLUMES_DISTINCT: lustre_volumes_distinct,
 }

@@ -9,8 +9,9 @@ import json
 from dataclasses import dataclass
 
 from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.mounts import client_mount_options
 from gpucluster.config.node_group import NodeGroupSpec
-from gpucluster.config.storage import NvmeScratchSpec
+from gpucluster.config.storage import NVME_MOUNT_OPTIONS, NvmeScratchSpec
 from gpucluster.facts.catalog import Catalog, InstanceFacts
 from gpucluster.facts.downloads import FSX_UBUNTU_KEY_FINGERPRINT, FSX_UBUNTU_KEY_URL
 from gpucluster.facts.efa import efa_interface_count, interface_layout
@@ -92,12 +93,13 @@ def fstab_field(text: str) -> str:
 
 
 def lustre_fstab_entry(mount: LustreMount) -> str:
-    """The /etc/fstab line of the Lustre mount: six fields, each escaped."""
+    """The /etc/fstab line of the Lustre mount: six fields, each escaped; ``nosuid,nodev`` whatever the options say
+    (:func:`~gpucluster.config.mounts.client_mount_options`)."""
     fields = (
         f"{mount.dns_name}@tcp:/{mount.mount_name}",
         mount.mount_point,
         "lustre",
-        f"{mount.mount_options},{LUSTRE_FSTAB_OPTIONS}" if mount.mount_options else LUSTRE_FSTAB_OPTIONS,
+        f"{client_mount_options(mount.mount_options)},{LUSTRE_FSTAB_OPTIONS}",
         "0",
         "0",
     )
@@ -141,6 +143,7 @@ def nvme_scratch_part(scratch: NvmeScratchSpec, facts: InstanceFacts) -> CloudCo
         instance_type=facts.instance_type,
         mount_point=scratch.mount_point,
         filesystem=scratch.filesystem,
+        mount_options=NVME_MOUNT_OPTIONS,
     )
     return CloudConfig(
         write_files=(WriteFile(NVME_RAID_SCRIPT, script, "0755"),),

@@ -110,6 +110,27 @@ def test_a_check_finding_names_the_args_field(run_components):
     run_components(program)
 
 
+@pytest.mark.parametrize(
+    ("given", "path", "fragment"),
+    [
+        ({"mount_point": "/fsx/../usr/local/sbin"}, "args.lustre.mountPoint", "is not a plain absolute path"),
+        ({"mount_point": "/etc"}, "args.lustre.mountPoint", "'/etc' is a directory nodes run or keep their own files in"),
+        ({"mount_options": "noatime,suid"}, "args.lustre.mountOptions", "mount option 'suid' in 'noatime,suid' is refused"),
+    ],
+)
+def test_lustre_args_obey_the_stacks_mount_rules(run_components, given, path, fragment):
+    """A program's Lustre mount gets the stack's mount-point and mount-option rules (gpucluster.config.mounts)."""
+
+    def program():
+        lustre = {"dns_name": "fs-0123.fsx.us-east-1.amazonaws.com", "mount_name": "abcd", **given}
+        with pytest.raises(ConfigError) as info:
+            SlurmCluster("s-slurm", minimal(lustre=lustre))
+        (finding,) = info.value.findings
+        assert finding.path == path and fragment in finding.message and finding.fix
+
+    run_components(program)
+
+
 def test_compute_user_data_is_what_the_launch_template_carries(run_components):
     seen: dict[str, str] = {}
 
@@ -121,7 +142,7 @@ def test_compute_user_data_is_what_the_launch_template_carries(run_components):
 
     plan = run_components(program)
     text = seen["p5"]
-    assert "slurmd" in text and "fs-0123.fsx.us-east-1.amazonaws.com@tcp:/abcd" in text
+    assert "slurmd" in text and "fs-0123.fsx.us-east-1.amazonaws.com@tcp:/abcd /fsx lustre noatime,flock,nosuid,nodev," in text
     carried = gzip.decompress(base64.b64decode(plan.by_name("s-slurm-p5-lt").inputs["userData"])).decode()
     assert carried == text
 

@@ -187,6 +187,143 @@ BAD_STORAGE = [
         "gpucluster:storage.lustre.mountOptions",
         "contains a control character (U+000A at position 13)",
     ),
+    # Mount options that give files on the file system privilege, or hand mounting to users (issue #18, build 3).
+    *[
+        (
+            f"mount-option-{option}",
+            storage(workload=WORKLOAD, lustre={"mountOptions": f"noatime,flock,{option}"}),
+            "gpucluster:storage.lustre.mountOptions",
+            f"mount option {option!r} in 'noatime,flock,{option}' is refused: it {why}",
+        )
+        for option, why in (
+            ("suid", "runs setuid and setgid files with their owner's rights"),
+            ("dev", "opens device files on it"),
+            ("users", "lets any user mount and unmount it"),
+            ("user", "lets any user mount it"),
+            ("exec", "only matters to undo the noexec of user, users, owner or group"),
+            ("defaults", "means rw,suid,dev,exec,auto,nouser,async"),
+            ("owner", "lets the owner of the device mount it"),
+        )
+    ],
+    (
+        "mount-option-user-with-value",
+        storage(workload=WORKLOAD, lustre={"mountOptions": "user=alice"}),
+        "gpucluster:storage.lustre.mountOptions",
+        "mount option 'user=alice' in 'user=alice' is refused",
+    ),
+    # Mount points over what nodes run as root from (issue #18, build 5).
+    *[
+        (
+            f"mount-point-{label}",
+            storage(workload=WORKLOAD, lustre={"mountPoint": point}),
+            "gpucluster:storage.lustre.mountPoint",
+            message,
+        )
+        for label, point, message in (
+            ("dotdot", "/fsx/../usr/local/sbin", "mountPoint '/fsx/../usr/local/sbin' is not a plain absolute path"),
+            ("dot", "/fsx/./data", "mountPoint '/fsx/./data' is not in normal form"),
+            ("trailing-slash", "/fsx/", "mountPoint '/fsx/' is not in normal form"),
+            ("etc", "/etc", "mountPoint '/etc' is a directory nodes run or keep their own files in"),
+            ("usr-local", "/usr/local", "mountPoint '/usr/local' is under /usr, which is a directory nodes run"),
+            ("root", "/", "mountPoint '/' is a parent of /bin"),
+            ("opt-gpucluster", "/opt/gpucluster/x", "mountPoint '/opt/gpucluster/x' is under /opt/gpucluster"),
+            ("opt", "/opt", "mountPoint '/opt' is a parent of /opt/amazon"),
+            ("var-lib", "/var/lib/gpucluster", "mountPoint '/var/lib/gpucluster' is under /var"),
+            ("home", "/home", "mountPoint '/home' is a directory nodes run or keep their own files in"),
+            ("tmp", "/tmp", "mountPoint '/tmp' is a directory nodes run or keep their own files in"),
+            ("lib64", "/lib64", "mountPoint '/lib64' is a directory nodes run or keep their own files in"),
+            ("srv", "/srv", "mountPoint '/srv' is a parent of /srv/slurm"),
+        )
+    ],
+    # Root squash (issue #18, build 1): on by default, 0 refused, admin hosts as FSx's NIDs.
+    (
+        "root-squash-zero",
+        storage(workload=WORKLOAD, lustre={"rootSquash": "0:0"}),
+        "gpucluster:storage.lustre.rootSquash",
+        "rootSquash '0:0' maps root to root",
+    ),
+    (
+        "root-squash-zero-gid",
+        storage(workload=WORKLOAD, lustre={"rootSquash": "65534:0"}),
+        "gpucluster:storage.lustre.rootSquash",
+        "rootSquash '65534:0' maps root to root",
+    ),
+    (
+        "root-squash-out-of-range",
+        storage(workload=WORKLOAD, lustre={"rootSquash": "4294967295:65534"}),
+        "gpucluster:storage.lustre.rootSquash",
+        "rootSquash '4294967295:65534' is out of range",
+    ),
+    (
+        "root-squash-not-uid-gid",
+        storage(workload=WORKLOAD, lustre={"rootSquash": "nobody"}),
+        "gpucluster:storage.lustre.rootSquash",
+        "should match pattern",
+    ),
+    *[
+        (
+            f"no-squash-nid-{label}",
+            storage(workload=WORKLOAD, lustre={"noSquashClients": [nid]}),
+            "gpucluster:storage.lustre.noSquashClients",
+            f"noSquashClients entry {nid!r} is not a Lustre NID of a TCP client",
+        )
+        for label, nid in (
+            ("no-network", "10.0.1.6"),
+            ("o2ib", "10.0.1.6@o2ib"),
+            ("three-parts", "10.0.1@tcp"),
+            ("octet-too-big", "10.0.1.256@tcp"),
+            ("range-backwards", "10.0.[10-2].1@tcp"),
+            ("hostname", "head.example.com@tcp"),
+        )
+    ],
+    (
+        "no-squash-too-many",
+        storage(workload=WORKLOAD, lustre={"noSquashClients": [f"10.0.1.{i}@tcp" for i in range(63)]}),
+        "gpucluster:storage.lustre.noSquashClients",
+        "noSquashClients lists 63 clients; FSx takes 64 and gpucluster keeps 2 for its admin hosts",
+    ),
+    (
+        "no-squash-clients-without-squash",
+        storage(workload=WORKLOAD, lustre={"unsafeDisableRootSquash": True, "noSquashClients": ["10.0.1.6@tcp"]}),
+        "gpucluster:storage.lustre",
+        "unsafeDisableRootSquash turns root squash off, so rootSquash and noSquashClients mean nothing",
+    ),
+    (
+        "existing-with-root-squash",
+        storage(lustre={"fileSystemId": "fs-0123456789abcdef0", "rootSquash": "1000:1000"}),
+        "gpucluster:storage.lustre.fileSystemId",
+        "its rootSquash cannot be set from here",
+    ),
+    # Directories the storage setup host creates.
+    *[
+        (
+            f"directory-{label}",
+            storage(workload=WORKLOAD, lustre={"directories": [entry]}),
+            f"gpucluster:storage.lustre.directories[0].{field}",
+            message,
+        )
+        for label, entry, field, message in (
+            ("root", {"path": "/"}, "path", "directory path '/' is not a directory below the file system's root"),
+            ("dotdot", {"path": "/data/../etc"}, "path", "directory path '/data/../etc' is not a directory below"),
+            ("teams", {"path": "/teams/research"}, "path", "directory path '/teams/research' is in /teams"),
+            ("setuid", {"path": "/data", "mode": "4755"}, "mode", "mode '4755' has the setuid bit"),
+            ("mode-not-octal", {"path": "/data", "mode": "0999"}, "mode", "should match pattern"),
+            ("owner-range", {"path": "/data", "owner": "4294967295:0"}, "owner", "owner '4294967295:0' is out of range"),
+            ("owner-name", {"path": "/data", "owner": "alice"}, "owner", "should match pattern"),
+        )
+    ],
+    (
+        "directory-twice",
+        storage(workload=WORKLOAD, lustre={"directories": [{"path": "/data"}, {"path": "/data", "mode": "0700"}]}),
+        "gpucluster:storage.lustre.directories",
+        "directory '/data' is listed twice",
+    ),
+    (
+        "nvme-mount-point-system",
+        storage(nvmeScratch={"mountPoint": "/var/tmp/scratch"}),
+        "gpucluster:storage.nvmeScratch.mountPoint",
+        "mountPoint '/var/tmp/scratch' is under /var",
+    ),
     (
         "mount-options-shell",
         storage(lustre={"mountOptions": "noatime;gpucluster_canary"}),
@@ -203,6 +340,19 @@ def test_bad_storage_config(config, path, fragment):
 
 def test_at_least_ten():
     assert len(BAD_STORAGE) >= 10
+
+
+def test_root_squash_opt_out_and_existing_file_systems_are_warned_about():
+    """Turning root squash off plans, loudly; an attached file system's root squash is FSx's, not the stack's."""
+    plan = plan_config(storage(workload=WORKLOAD, lustre={"unsafeDisableRootSquash": True}), "warn")
+    assert plan.ok, plan.error
+    (off,) = [f for f in plan.findings if f["code"] == "root-squash-off"]
+    assert off["level"] == "warning" and off["path"] == "gpucluster:storage.lustre.unsafeDisableRootSquash"
+    assert "every team's included" in off["message"]
+    plan = plan_config(storage(lustre={"fileSystemId": "fs-0123456789abcdef0"}), "warn")
+    assert plan.ok, plan.error
+    (existing,) = [f for f in plan.findings if f["code"] == "existing-file-system-root-squash"]
+    assert "keeps whatever root squash it has" in existing["message"] and "NoSquashNids" in existing["fix"]
 
 
 def test_client_limit_is_a_warning_in_the_plan():

@@ -52,13 +52,17 @@ def test_namespace_role_and_binding(run_components):
 def test_static_fsx_volume_and_claim(run_components):
     plan = run_components(build)
     pv = plan.by_name("t-fsx-pv").inputs
+    # The team's own directory, not the file system's root (issue #18): the driver mounts dnsname@tcp:/mountname.
     assert pv["spec"]["csi"] == {
         "driver": "fsx.csi.aws.com",
-        "volumeHandle": "fs-0123456789abcdef0",
-        "volumeAttributes": {"dnsname": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "mountname": "a1b2c3d4"},
+        "volumeHandle": "fs-0123456789abcdef0/teams/research",
+        "volumeAttributes": {
+            "dnsname": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
+            "mountname": "a1b2c3d4/teams/research",
+        },
     }
     assert pv["spec"]["capacity"] == {"storage": "9600Gi"} and pv["spec"]["accessModes"] == ["ReadWriteMany"]
-    assert pv["spec"]["mountOptions"] == ["noatime", "flock"] and pv["spec"]["storageClassName"] == ""
+    assert pv["spec"]["mountOptions"] == ["noatime", "flock", "nosuid", "nodev"] and pv["spec"]["storageClassName"] == ""
     assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
     assert pv["spec"]["claimRef"] == {"namespace": "research", "name": "fsx"}
     pvc = plan.by_name("t-fsx-pvc").inputs
@@ -68,6 +72,26 @@ def test_static_fsx_volume_and_claim(run_components):
     for r in plan.resources:
         if r.custom:
             validate_object(r.inputs)
+
+
+def test_each_team_mounts_its_own_directory_nosuid_nodev(run_components):
+    """No two teams' volumes share a handle or a path, and a program's own options cannot turn setuid back on:
+    nosuid,nodev come last (mount(8) applies options left to right)."""
+    storage = SharedStorage(**{**LUSTRE.__dict__, "mount_options": "noatime,suid,dev"})
+
+    def program():
+        for team in ("research", "applied"):
+            TeamNamespace(team, TeamNamespaceArgs(team=TeamSpec(name=team), shared_storage=[storage]))
+
+    plan = run_components(program)
+    pvs = {r.name: r.inputs["spec"] for r in plan.resources if r.type == "kubernetes:core/v1:PersistentVolume"}
+    assert set(pvs) == {"research-fsx-pv", "applied-fsx-pv"}
+    handles = {p["csi"]["volumeHandle"] for p in pvs.values()}
+    paths = {p["csi"]["volumeAttributes"]["mountname"] for p in pvs.values()}
+    assert handles == {"fs-0123456789abcdef0/teams/research", "fs-0123456789abcdef0/teams/applied"}
+    assert paths == {"a1b2c3d4/teams/research", "a1b2c3d4/teams/applied"}
+    for spec in pvs.values():
+        assert spec["mountOptions"][-2:] == ["nosuid", "nodev"]
 
 
 def test_no_claims_when_the_team_does_not_mount_shared_storage(run_components):

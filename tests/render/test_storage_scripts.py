@@ -74,7 +74,7 @@ def test_nvme_builds_raid0_over_instance_store_only(tmp_path):
     assert "/dev/nvme0n1" not in create  # the EBS root volume is left alone
     assert all(f"/dev/nvme{i}n1" in create for i in range(1, 9))
     assert "mkfs.xfs /dev/md/gpucluster-scratch" in log
-    assert "mount -o noatime /dev/md/gpucluster-scratch /scratch" in log
+    assert "mount -o noatime,nosuid,nodev /dev/md/gpucluster-scratch /scratch" in log  # users' files: no privilege
 
 
 def test_nvme_reuses_an_existing_array_after_reboot(tmp_path):
@@ -85,7 +85,7 @@ def test_nvme_reuses_an_existing_array_after_reboot(tmp_path):
     assert result.returncode == 0, result.stderr
     log = calls(tmp_path)
     assert not any(c.startswith("mdadm") for c in log) and not any(c.startswith("mkfs") for c in log)
-    assert "mount -o noatime /dev/md127 /scratch" in log
+    assert "mount -o noatime,nosuid,nodev /dev/md127 /scratch" in log
 
 
 def test_nvme_without_disks_does_nothing(tmp_path):
@@ -112,7 +112,7 @@ def test_lustre_mount_writes_fstab_and_mounts(tmp_path):
     assert result.returncode == 0, result.stderr
     lines = fstab.read_text().splitlines()
     assert lines[1] == (
-        "fs-0abc.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh /fsx lustre noatime,flock,_netdev,"
+        "fs-0abc.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh /fsx lustre noatime,flock,nosuid,nodev,_netdev,"
         "x-systemd.automount,x-systemd.requires=network.service 0 0"
     )
     assert "mount /fsx" in calls(tmp_path) and not any(c.startswith("lnetctl") for c in calls(tmp_path))
@@ -189,4 +189,32 @@ def test_fstab_line_keeps_every_value_in_its_field(tmp_path):
 
     (entry,) = json.loads(out)["filesystems"]
     assert entry["source"] == "fs.example.com@tcp:/abc" and entry["target"] == "/fsx dir#1" and entry["fstype"] == "lustre"
-    assert entry["options"].startswith("noatime, flock\n/dev/x / xfs defaults 0 0\\,_netdev,")
+    assert entry["options"].startswith("noatime, flock\n/dev/x / xfs defaults 0 0\\,nosuid,nodev,_netdev,")
+
+
+@pytest.mark.parametrize("options", ["noatime,flock", "", "noatime,suid,dev", "nosuid,noatime"])
+def test_fstab_line_is_nosuid_nodev_as_libmount_reads_it(options, tmp_path):
+    """Whatever the options given (the load refuses suid and dev; a program passing them to a component still
+    gets nosuid,nodev last, and mount(8) applies options left to right), libmount classes nosuid and nodev as the
+    line's VFS options, which is what the kernel enforces (issue #18, build 3)."""
+    from gpucluster.render.node import lustre_fstab_entry
+
+    line = lustre_fstab_entry(LustreMount("fs-0abc", "fs-0abc.fsx.us-east-1.amazonaws.com", "abcdefgh", "/fsx", options))
+    vfs = libmount_vfs_options(line, tmp_path)
+    for on, off in (("suid", "nosuid"), ("dev", "nodev")):
+        last = [o for o in vfs if o in (on, off)][-1]  # mount(8) applies options left to right: the last one holds
+        assert last == off, vfs
+
+
+def libmount_vfs_options(line: str, tmp_path: Path) -> list[str]:
+    """The VFS options of one fstab line as ``findmnt --verify`` (libmount) classifies them. The target and source
+    checks depend on this machine, so only the parse and the options are read."""
+    fstab = tmp_path / "fstab"
+    fstab.write_text(line + "\n")
+    out = subprocess.run(
+        [require_tool("findmnt"), "--verify", "--verbose", "--tab-file", str(fstab)], capture_output=True, text=True
+    )
+    text = out.stdout + out.stderr
+    assert "0 parse errors" in text, text
+    (vfs,) = [ln.split("VFS options:", 1)[1].strip() for ln in text.splitlines() if "VFS options:" in ln]
+    return vfs.split(",")

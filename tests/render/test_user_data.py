@@ -83,7 +83,7 @@ def _file(text: str, path: str) -> str:
 def _profile_env(tmp_path: Path, uid: int) -> dict[str, str]:
     """The environment a login shell of ``uid`` has after sourcing p5-training's profile.d script (an ``id``
     stub first on PATH answers ``uid``, so the test does not depend on who runs it)."""
-    text = next(t for s, _, t in USER_DATA if s == "p5-training")
+    text = next(t for s, r, t in USER_DATA if (s, r) == ("p5-training", "p5-training-p5-lt"))
     script = tmp_path / "nccl.sh"
     script.write_text(_file(text, "/etc/profile.d/gpucluster-nccl.sh"))
     stub = tmp_path / f"bin-{uid}"
@@ -117,7 +117,7 @@ def test_nccl_profile_leaves_root_alone(tmp_path):
     ("devices", "status"), [(32, "ok efa_devices=32 expected=32"), (30, "degraded efa_devices=30 expected=32")]
 )
 def test_efa_check_reports_missing_devices(tmp_path, devices, status):
-    text = next(t for s, _, t in USER_DATA if s == "p5-training")
+    text = next(t for s, r, t in USER_DATA if (s, r) == ("p5-training", "p5-training-p5-lt"))
     script = tmp_path / "efa-check"
     script.write_text(_file(text, "/usr/local/sbin/gpucluster-efa-check"))
     fake = tmp_path / "bin"

@@ -169,3 +169,67 @@ def test_bad_value_names_the_field_before_any_resource(run_components, args, pat
     plan = run_components(program)
     assert path in [f.path for f in made[0].errors]
     assert plan.resources == []  # not even the component
+
+
+SIZED: LustreStorageArgs = {"storage_capacity_gib": 1200, "throughput_per_unit_storage": 125}
+
+
+def test_root_squash_is_on_by_default_and_admin_hosts_keep_root(run_components):
+    """Issue #18: a new file system squashes root (nobody:nogroup); the admin hosts a program names, as Outputs
+    of its own resources, and noSquashClients are its no-squash clients, each once."""
+
+    def program():
+        vpc = aws.ec2.Vpc("vpc", cidr_block="10.0.0.0/16")
+        subnet = aws.ec2.Subnet("sn", vpc_id=vpc.id, cidr_block="10.0.0.0/19")
+        admin = aws.ec2.NetworkInterface("admin", subnet_id=subnet.id)
+        LustreStorage(
+            "l",
+            {
+                **WIRING,
+                **SIZED,
+                "no_squash_clients": ["10.0.[2-3].[1-255]@tcp", "10.0.9.9@tcp"],
+                "admin_host_ips": [admin.private_ip, "10.0.9.9"],
+            },
+        )
+
+    plan = run_components(program)
+    squash = plan.of_type(FS)[0].inputs["rootSquashConfiguration"]
+    admin_ip = plan.by_name("admin").state["privateIp"]
+    assert squash == {
+        "rootSquash": "65534:65534",
+        "noSquashNids": ["10.0.[2-3].[1-255]@tcp", "10.0.9.9@tcp", f"{admin_ip}@tcp"],
+    }
+
+
+def test_the_loud_opt_out_turns_root_squash_off_explicitly(run_components):
+    """A file system that squashed before stops squashing (0:0 sent), rather than keeping a setting the program no
+    longer states; the policy rule still reports it."""
+    from gpucluster.policy.evaluate import evaluate, from_plan
+    from gpucluster.tools.plan.jsonplan import to_json
+
+    plan = run_components(lambda: LustreStorage("l", {**WIRING, **SIZED, "unsafe_disable_root_squash": True}))
+    assert plan.of_type(FS)[0].inputs["rootSquashConfiguration"] == {"rootSquash": "0:0", "noSquashNids": []}
+    found = [v for v in evaluate(from_plan(to_json(plan))) if v.rule == "lustre-root-squash"]
+    assert [v.property for v in found] == ["rootSquashConfiguration.rootSquash"] and "'0:0'" in found[0].message
+
+
+def test_more_no_squash_clients_than_fsx_takes_is_refused_before_any_resource(run_components):
+    made = []
+
+    def program():
+        with pytest.raises(ConfigError) as raised:
+            LustreStorage(
+                "l",
+                {
+                    **WIRING,
+                    **SIZED,
+                    "no_squash_clients": [f"10.0.1.{i}@tcp" for i in range(60)],
+                    "admin_host_ips": [f"10.0.2.{i}" for i in range(5)],
+                },
+            )
+        made.append(raised.value)
+
+    plan = run_components(program)
+    (finding,) = [f for f in made[0].errors if f.path == "args.adminHostIps"]
+    assert "5 admin hosts and 60 noSquashClients are more than the 64 no-squash clients FSx takes" in finding.message
+    assert plan.resources == []

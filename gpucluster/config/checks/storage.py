@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gpucluster.config.checks.storage_access import check_admin_host, check_root_squash
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.effective import effective_efa, lustre_groups, lustre_zone, storage_sizing
 from gpucluster.config.errors import Finding, error, warning
@@ -93,6 +94,7 @@ def _check_lustre(
                 "zone-without-subnet",
             )
     yield from check_lustre_settings(fs, storage.workload, has_bucket=storage.bucket is not None)
+    yield from check_admin_host(spec, fs, LUSTRE)
     zone = lustre_zone(spec, fs)
     net = spec.network
     subnet_zones = sorted({s.availability_zone for s in net.subnets}) if net.vpc_id else list(spec.zones)
@@ -168,6 +170,7 @@ def check_lustre_settings(
     """The rules a Lustre section obeys on its own (tiers, capacities, EFA, backups, repositories), with
     no node group or zone to look at: the stack and a standalone ``LustreStorage`` share them, each
     naming fields its own way (``path``)."""
+    yield from check_root_squash(fs, path)
     if fs.file_system_id:
         fixed = [
             k for k in ("storage_capacity_gib", "throughput_per_unit_storage", "metadata_iops") if getattr(fs, k) is not None

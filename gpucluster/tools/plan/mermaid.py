@@ -1,5 +1,6 @@
 """A Mermaid picture of the cluster a plan builds: the VPC and its zones, each node group as
-``count × instance type``, the head node or EKS control plane, FSx for Lustre and the buckets.
+``count × instance type``, the head node or EKS control plane, FSx for Lustre (and its storage setup host) and the
+buckets.
 
 GitHub renders a ```` ```mermaid ```` block in a pull-request comment, so the reviewer sees the shape of the
 cluster next to its diff. Read from the plan JSON's inputs only, so it needs no credentials."""
@@ -77,8 +78,9 @@ def cluster_mermaid(plan: Mapping[str, Any]) -> str:
     for r in of[INSTANCE]:
         inputs = r.get("inputs") or {}
         subnets = [eni_subnet.get(str(n.get("networkInterfaceId")), "") for n in inputs.get("networkInterfaces") or []]
+        role = "storage setup host" if str(r["name"]).endswith("-lustre-setup") else "head node"  # LustreStorage's admin host
         place(
-            f'{_id(r["name"])}["head node {r["name"]}: {inputs.get("instanceType", "?")}"]',
+            f'{_id(r["name"])}["{role} {r["name"]}: {inputs.get("instanceType", "?")}"]',
             subnets + _list(inputs.get("subnetId")),
         )
     for r in of[LUSTRE]:

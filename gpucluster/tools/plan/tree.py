@@ -3,8 +3,10 @@
 
 Two forms. The full tree (``--full-tree``) gives every resource its own lines. The default, compact tree
 keeps every resource but folds siblings of one type into one line (``×N`` with every name and every
-description), and repeated components of one kind into one node, so a stack of 85 resources reads on a
-screen: nothing that changes what ``pulumi up`` creates is left out, only repeated labels."""
+description), repeated components of one kind into one node, and a resource that only serves one sibling onto
+that sibling's line (:func:`_belongs_to`: an instance's own network interface, a role's policies), so a
+stack of 85 resources reads on a screen: nothing that changes what ``pulumi up`` creates is left out, only
+repeated labels."""
 
 from __future__ import annotations
 
@@ -119,6 +121,7 @@ def _compact(
     last: bool,
     rewrite: Rewrite,
     is_root: bool = False,
+    held: dict[str, list[Registration]] | None = None,
 ) -> None:
     r, count = node.first, len(node.members)
     kind = short_type(r.type) if r.custom else r.type.split(":")[-1]
@@ -129,12 +132,15 @@ def _compact(
     out.append(f"{prefix}{branch}{kind}{times}{gap}{_names(node.members)}{''.join(marks)}")
     child_prefix = prefix if is_root else prefix + ("   " if last else "│  ")
     describer = DESCRIBERS.get(r.type)
+    held = held or {}
     details = ""
     if describer and r.custom:
         # Each member's description on the resource's own line, lines joined; members in the order of the names.
-        details = " | ".join(" · ".join(rewrite(line) for line in describer(m.inputs)) for m in node.members)
+        details = " | ".join(rewrite(_with_owned(m, " · ".join(describer(m.inputs)), held)) for m in node.members)
     out[-1] += f"  — {details}" if details else ""
-    children = _group([k for m in node.members for k in kids.get(m.urn, [])])
+    siblings = [k for m in node.members for k in kids.get(m.urn, [])]
+    owned = _belongs_to(siblings, kids)
+    children = _group([k for k in siblings if k.urn not in owned])
     if r.custom and children:  # a resource's own children (a namespace's NetworkPolicies) ride on its line
         out[-1] += " · with " + ", ".join(_label(c) for c in children)
         return
@@ -147,7 +153,7 @@ def _compact(
             branch = "└─ " if last else "├─ "
             out.append(f"{child_prefix}{branch}" + ", ".join(_label(c) for c in _group(kid.members)))
         else:
-            _compact(kid, kids, child_prefix, out, last=last, rewrite=rewrite)
+            _compact(kid, kids, child_prefix, out, last=last, rewrite=rewrite, held=_held(owned, siblings))
 
 
 def _plain(node: _Node) -> bool:
@@ -159,3 +165,55 @@ def _plain(node: _Node) -> bool:
 def _label(node: _Node) -> str:
     count = len(node.members)
     return f"{short_type(node.first.type)}{f' ×{count}' if count > 1 else ''} {_names(node.members)}"
+
+
+_OWNED_BY = {
+    # owned type → (owner type, how the owned resource names its owner)
+    "aws:ec2/networkInterface:NetworkInterface": "aws:ec2/instance:Instance",
+    "aws:iam/rolePolicyAttachment:RolePolicyAttachment": "aws:iam/role:Role",
+    "aws:iam/rolePolicy:RolePolicy": "aws:iam/role:Role",
+}
+
+
+def _names_owner(owned: Registration, owner: Registration) -> bool:
+    if owned.type != "aws:ec2/networkInterface:NetworkInterface":  # a role's attachment or inline policy
+        return owned.inputs.get("role") in (owner.state.get("name"), owner.id)
+    interfaces = owner.inputs.get("networkInterfaces") or []
+    return owned.id is not None and any(n.get("networkInterfaceId") == owned.id for n in interfaces if isinstance(n, dict))
+
+
+def _belongs_to(siblings: list[Registration], kids: dict[str | None, list[Registration]]) -> dict[str, Registration]:
+    """Siblings that only serve one other sibling, by urn → that sibling: a network interface one instance is
+    attached by (and no other), a role's policy attachment or inline policy. Not when protected or a parent."""
+    out: dict[str, Registration] = {}
+    for r in siblings:
+        owner_type = _OWNED_BY.get(r.type)
+        if owner_type is None or r.protect or r.retain_on_delete or kids.get(r.urn):
+            continue
+        owners = [o for o in siblings if o.type == owner_type and _names_owner(r, o)]
+        if len(owners) == 1:
+            out[r.urn] = owners[0]
+    return out
+
+
+def _held(owned: dict[str, Registration], siblings: list[Registration]) -> dict[str, list[Registration]]:
+    """owner urn → the resources shown on its line."""
+    by_urn = {s.urn: s for s in siblings}
+    held: dict[str, list[Registration]] = {}
+    for urn, owner in owned.items():
+        held.setdefault(owner.urn, []).append(by_urn[urn])
+    return held
+
+
+def _with_owned(r: Registration, text: str, held: dict[str, list[Registration]]) -> str:
+    """``r``'s description with what it holds: an interface named where the instance's description gives its id
+    (with the interface's own description), policies after a role's."""
+    for owned in held.get(r.urn, []):
+        describer = DESCRIBERS.get(owned.type)
+        what = " · ".join(describer(owned.inputs)) if describer else ""
+        label = f"{owned.name} ({what})" if what else owned.name
+        if owned.id is not None and owned.type == "aws:ec2/networkInterface:NetworkInterface" and owned.id in text:
+            text = text.replace(owned.id, label)
+        else:
+            text += f" · + {label}"
+    return text

@@ -65,7 +65,11 @@ def test_zone_move_replaces_the_file_system_through_its_subnet():
     fs = step(c, LUSTRE)
     assert (fs.op, fs.replace_reasons) == ("replace", ["subnetIds"])
     assert [s.name for s in c.data_loss] == ["eks-p5-lustre-fs"]
-    assert c.counts()["replace"] == 1 and not c.files
+    # The storage setup host's interface follows the file system into its subnet (and holds no data).
+    assert [(s.op, s.name, s.replace_reasons) for s in c.changes if s.name != fs.name] == [
+        ("replace", "eks-p5-lustre-setup-eni", ["subnetId"])
+    ]
+    assert c.counts()["replace"] == 2 and not c.files
 
 
 def test_repository_inserted_first_creates_only_itself():
@@ -200,7 +204,7 @@ def test_cli_formats(plan_files):
     base, lossy = str(plan_files["base"]), str(plan_files["efa-off"])
     doc = json.loads(gpucluster("plan", "diff", base, lossy, "--format", "json").stdout)
     validate(doc, "diff.schema.json")
-    assert doc["changeSummary"] == {"create": 0, "update": 2, "replace": 1, "delete": 0, "same": 57}
+    assert doc["changeSummary"] == {"create": 0, "update": 2, "replace": 1, "delete": 0, "same": 69}
     (fs,) = [s for s in doc["steps"] if s["type"] == LUSTRE]
     assert fs["op"] == "replace" and "efaEnabled" in fs["replaceReasons"] and fs["dataLoss"]
     assert fs["detailedDiff"]["efaEnabled"] == {"kind": "delete-replace", "inputDiff": True}

@@ -71,6 +71,9 @@ def cloud_config(files: list[dict[str, Any]], runcmd: list[str] | None = None) -
     return "#cloud-config\n" + yaml.safe_dump({"write_files": files, "runcmd": runcmd or []}, sort_keys=False)
 
 
+SQUASHED = {"rootSquashConfiguration": {"rootSquash": "65534:65534", "noSquashNids": ["10.0.1.6@tcp"]}}
+PV = "kubernetes:core/v1:PersistentVolume"
+
 GOOD_METADATA = {"httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 1}
 GOOD_ROOT = [{"deviceName": "/dev/sda1", "ebs": {"encrypted": "true", "volumeSize": 200, "volumeType": "gp3"}}]
 
@@ -107,6 +110,40 @@ def _user_data_fixture() -> dict[str, Any]:
         lt("eks-node", userData=b64(mime.as_bytes())),
         instance("login", userData=keyed),
         lt("clean", userData=b64(gzip.compress(clean.encode()))),
+    )
+
+
+def lustre_fs(name: str, **inputs: Any) -> dict[str, Any]:
+    return res(t.LUSTRE_FILE_SYSTEM, name, {"deploymentType": "PERSISTENT_2", "kmsKeyId": "k", **inputs}, protect=True)
+
+
+def fsx_pv(name: str, mountname: str, handle: str, options: list[str] | None = None) -> dict[str, Any]:
+    csi = {
+        "driver": "fsx.csi.aws.com",
+        "volumeHandle": handle,
+        "volumeAttributes": {"dnsname": "fs-1.fsx", "mountname": mountname},
+    }
+    return res(PV, name, {"spec": {"csi": csi, "mountOptions": options or ["noatime", "nosuid", "nodev"]}})
+
+
+def _lustre_mount_fixture() -> dict[str, Any]:
+    """The Lustre mounts a node makes, as gpucluster's mount script carries them (gzip + base64, a ``write_files``
+    file holding the fstab entry in a shell variable) and as hand-written user data would."""
+    script = "#!/bin/bash\nentry='fs-1.fsx.us-east-1.amazonaws.com@tcp:/abc /fsx lustre noatime,flock,_netdev 0 0'\n"
+    gz_file = {
+        "path": "/usr/local/sbin/gpucluster-mount-lustre",
+        "encoding": "gz+b64",
+        "content": b64(gzip.compress(script.encode())),
+    }
+    good = "#!/bin/bash\nentry='fs-1@tcp:/abc /fsx lustre noatime,flock,nosuid,nodev,_netdev 0 0'\n"
+    return plan(
+        lt("no-nosuid", userData=b64(gzip.compress(cloud_config([gz_file]).encode()))),
+        instance("hand-mount", userData=cloud_config([], ["mount -t lustre -o noatime,nosuid fs-1@tcp:/abc /data"])),
+        instance("undone", userData=cloud_config([], ["mount -t lustre -o nosuid,nodev,suid fs-1@tcp:/abc /data"])),
+        lt("nodes", userData=b64(cloud_config([{"path": "/usr/local/sbin/m", "content": good}]).encode())),
+        fsx_pv("pv-plain", "abc/teams/a", "fs-1/teams/a", ["noatime", "flock"]),
+        fsx_pv("pv-good", "abc/teams/b", "fs-1/teams/b"),
+        res(PV, "nfs", {"spec": {"nfs": {"server": "x", "path": "/"}, "mountOptions": ["noatime"]}}),  # not Lustre
     )
 
 
@@ -182,8 +219,18 @@ FIXTURES: dict[str, tuple[dict[str, Any], set[tuple[str, str, str]]]] = {
             lt("instance-store-only", blockDeviceMappings=[{"deviceName": "/dev/sdb", "virtualName": "ephemeral0"}]),
             instance("no-root-settings", rootBlockDevice=None),
             instance("plain-data", ebsBlockDevices=[{"deviceName": "/dev/sdf", "encrypted": False}]),
-            res(t.LUSTRE_FILE_SYSTEM, "aws-key-only", {"deploymentType": "PERSISTENT_2", "storageCapacity": 4800}, protect=True),
-            res(t.LUSTRE_FILE_SYSTEM, "scratch", {"deploymentType": "SCRATCH_2", "storageCapacity": 1200}, protect=True),
+            res(
+                t.LUSTRE_FILE_SYSTEM,
+                "aws-key-only",
+                {"deploymentType": "PERSISTENT_2", "storageCapacity": 4800, **SQUASHED},
+                protect=True,
+            ),
+            res(
+                t.LUSTRE_FILE_SYSTEM,
+                "scratch",
+                {"deploymentType": "SCRATCH_2", "storageCapacity": 1200, **SQUASHED},
+                protect=True,
+            ),
             res(t.SECRET, "blank-key", {"name": "x", "kmsKeyId": ""}, protect=True),
             res(t.SECRET, "default-key", {"name": "y"}, protect=True),
             res(t.EKS_CLUSTER, "no-envelope", {"vpcConfig": {"endpointPublicAccess": False}}),
@@ -256,7 +303,7 @@ FIXTURES: dict[str, tuple[dict[str, Any], set[tuple[str, str, str]]]] = {
     ),
     "data-protected": (
         plan(
-            res(t.LUSTRE_FILE_SYSTEM, "fs", {"deploymentType": "PERSISTENT_2", "kmsKeyId": "k"}),
+            res(t.LUSTRE_FILE_SYSTEM, "fs", {"deploymentType": "PERSISTENT_2", "kmsKeyId": "k", **SQUASHED}),
             res(t.BUCKET, "data", {"forceDestroy": False}, id_="data-1"),
             res(t.BUCKET, "artifacts", {"forceDestroy": True}, id_="art-1"),  # rebuilt by the program: exempt
             res(t.KMS_KEY, "key", {"enableKeyRotation": True}),
@@ -380,6 +427,41 @@ FIXTURES: dict[str, tuple[dict[str, Any], set[tuple[str, str, str]]]] = {
             role_policy("roomy-1", "roomy", BIG),
         ),
         {("iam-inline-policy-size", "crowded", "inlinePolicies")},
+    ),
+    "lustre-root-squash": (
+        plan(
+            lustre_fs("no-squash"),
+            lustre_fs("zero", rootSquashConfiguration={"rootSquash": "0:0"}),
+            lustre_fs("half", rootSquashConfiguration={"rootSquash": "65534:0", "noSquashNids": []}),
+            lustre_fs("squashed", **SQUASHED),
+        ),
+        {
+            ("lustre-root-squash", "no-squash", "rootSquashConfiguration.rootSquash"),
+            ("lustre-root-squash", "zero", "rootSquashConfiguration.rootSquash"),
+            ("lustre-root-squash", "half", "rootSquashConfiguration.rootSquash"),
+        },
+    ),
+    "lustre-mounts-nosuid-nodev": (
+        _lustre_mount_fixture(),
+        {
+            ("lustre-mounts-nosuid-nodev", "no-nosuid", "userData"),
+            ("lustre-mounts-nosuid-nodev", "hand-mount", "userData"),
+            ("lustre-mounts-nosuid-nodev", "undone", "userData"),
+            ("lustre-mounts-nosuid-nodev", "pv-plain", "spec.mountOptions"),
+        },
+    ),
+    "lustre-volumes-distinct": (
+        plan(
+            fsx_pv("team-a", "abc/teams/a", "fs-1/teams/a"),
+            fsx_pv("team-b-same-handle", "abc/teams/b", "fs-1/teams/a"),
+            fsx_pv("root-1", "abc", "fs-1"),
+            fsx_pv("root-2", "abc", "fs-1-again"),  # another handle, the same directory
+            fsx_pv("team-c", "abc/teams/c", "fs-1/teams/c"),
+        ),
+        {
+            ("lustre-volumes-distinct", "team-b-same-handle", "spec.csi.volumeHandle"),
+            ("lustre-volumes-distinct", "root-2", "spec.csi.volumeAttributes.mountname"),
+        },
     ),
     "no-secrets-in-user-data": (
         _user_data_fixture(),
