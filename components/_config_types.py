@@ -399,6 +399,10 @@ class AgentConfig(TypedDict, total=False):
     """An instance of a dynamic group without a node name older than this is terminated. Default 300."""
     maintain_interval_seconds: int
     """How often a systemd timer runs ``maintain`` (sweep, end holds, name static instances, topology). Default 60."""
+    repair_brake_percent: int
+    """The repair brake's line, in percent of a node group's nodes drained by the health checks. Past it (and at least two nodes within ``repairBrakeWindowSeconds``) the agent stops rebooting and replacing that group's nodes and keeps them drained until an operator runs ``gpucluster-agent release-brake <group>`` on the head node: a fifth of a group failing at once has a common cause (a driver, an image, a broken check) that new hardware does not fix. 0 turns the brake off. Default 20."""
+    repair_brake_window_seconds: int
+    """The window the repair brake counts health drains in. Default 3600 (1 h)."""
 
 
 class SlurmHealthConfig(TypedDict, total=False):
@@ -432,7 +436,7 @@ class SlurmConfig(TypedDict, total=False):
     node_groups: list[SlurmNodeGroupConfig]
     """Per node group settings: partition, default partition, dynamic or static, features. Default: every Slurm node group dynamic, in a partition of its own name; the first is the default."""
     agent: AgentConfig
-    """Node agent settings. Default: 10 min holds, 5 min orphan grace, maintain every 60 s."""
+    """Node agent settings. Default: 10 min holds, 5 min orphan grace, maintain every 60 s, repairs braked above 20 % of a group drained within an hour."""
     health: SlurmHealthConfig
     """Node health checks (Slurm ``HealthCheckProgram`` and ``Prolog``) on NVIDIA GPU nodes. Default: on, a sweep every 5 min and a 60 s check before every job."""
     protect_data: bool
