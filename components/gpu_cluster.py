@@ -27,7 +27,7 @@ from gpucluster.components.shared_storage import SharedStorage
 from gpucluster.components.slurm_cluster import SlurmCluster
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.effective import effective_protect_data
-from gpucluster.config.errors import ConfigError, Finding, error
+from gpucluster.config.errors import ConfigError, error
 from gpucluster.config.kubernetes import KubernetesSpec
 from gpucluster.config.naming import cluster_tags
 from gpucluster.config.node_group import NodeGroupSpec
@@ -36,19 +36,11 @@ from gpucluster.config.storage import NVME_MOUNT_OPTIONS
 from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.load import load_args
 from gpucluster.render.core import (
-    USER_DATA_LIMIT,
     CloudConfig,
-    cloud_config_text,
-    largest_parts,
     render_cloud_config,
-    user_data_size,
 )
-from gpucluster.render.hybrid.compute import hybrid_join_part, munge_secret_stand_in
-from gpucluster.render.hybrid.fabric import burst_groups
-from gpucluster.render.kubernetes import node_config, nodeadm_text
-from gpucluster.render.node import LustreMount, node_cloud_config, shared_fs_of, user_data_title
-from gpucluster.render.slurm.compute import node_slurm_part
-from gpucluster.render.slurm.names import SlurmContext
+from gpucluster.render.node import LustreMount, node_cloud_config, user_data_title
+from gpucluster.render.user_data import lustre_stand_in, scheduler_part, user_data_findings
 from gpucluster.resolve.cost import Estimate, estimate
 from gpucluster.resolve.kubernetes import resolve_kubernetes
 from gpucluster.resolve.node_group import resolve_node_group
@@ -338,65 +330,3 @@ def _output_paths(value: object, path: str) -> list[str]:
     if isinstance(value, (list, tuple)):
         return [p for i, v in enumerate(value) for p in _output_paths(v, f"{path}[{i}]")]
     return []
-
-
-def lustre_stand_in(spec: ClusterSpec) -> LustreMount | None:
-    """The Lustre mount with stand-ins for the values only AWS knows (DNS and mount name), of the same
-    length as the real ones: user data rendered with it has the size the real one will have."""
-    storage = spec.storage
-    if storage is None or storage.lustre is None:
-        return None
-    fs = storage.lustre
-    return LustreMount(
-        file_system=fs.file_system_id or "fs-00000000000000000",
-        dns_name=f"fs-00000000000000000.fsx.{spec.region}.amazonaws.com",
-        mount_name="xxxxxxxx",
-        mount_point=fs.mount_point,
-        mount_options=fs.mount_options,
-        efa=fs.enable_efa,
-        gds=fs.enable_gpudirect_storage,
-    )
-
-
-def scheduler_part(spec: ClusterSpec, group: NodeGroupSpec, catalog: Catalog) -> CloudConfig:
-    """The user-data part a node's scheduler adds (Slurm: slurmd joining the head node, or a hybrid site's
-    controller for the groups it bursts into; EKS wraps the user data itself). A site's burst nodes name the munge
-    secret by a stand-in that SlurmCluster replaces once the secret exists."""
-    if group.scheduler == "slurm" and spec.slurm is not None:
-        if spec.hybrid is not None and spec.hybrid.controller is not None and group.name in {g.name for g in burst_groups(spec)}:
-            return hybrid_join_part(spec, group, munge_secret_stand_in(spec.region), catalog)
-        return node_slurm_part(SlurmContext.of(spec), group, catalog, shared_fs_of(spec, group))
-    return CloudConfig()
-
-
-def user_data_findings(spec: ClusterSpec, catalog: Catalog, prefix: str = "gpucluster:") -> list[Finding]:
-    """An error for each node group whose user data EC2 would refuse (over 16 KB), naming what to move.
-
-    Slurm and plain groups send it gzipped, so the compressed size counts; EKS groups send MIME
-    multi-part text for nodeadm (EKS merges its own part into it and takes nothing else), so the text
-    counts. ``spec`` is resolved. Run before any resource exists."""
-    out: list[Finding] = []
-    for i, g in enumerate(spec.node_groups):
-        config = node_cloud_config(spec, g, catalog, lustre_stand_in(spec)) + scheduler_part(spec, g, catalog)
-        text = cloud_config_text(user_data_title(spec, g), config)
-        eks = g.scheduler == "kubernetes"
-        if eks:
-            facts = catalog[g.instance_type]
-            nvme_for_pods = spec.storage is None or spec.storage.nvme_scratch is None
-            gate = spec.kubernetes is not None and spec.kubernetes.health.sweep
-            text = nodeadm_text(text, node_config(facts, nvme_for_pods, gate))
-        size = user_data_size(text, gzipped=not eks)
-        if size <= USER_DATA_LIMIT:
-            continue
-        how = "as MIME text for EKS" if eks else "gzipped"
-        out.append(
-            error(
-                f"{prefix}nodeGroups[{i}]",
-                f"the user data of node group {g.name!r} is {size} bytes {how}; EC2 allows {USER_DATA_LIMIT}",
-                f"move content out of it: its largest files are {', '.join(largest_parts(config))}. Shorten the "
-                "group's ncclEnv values and labels, or put large content in S3 (storage.bucket) and fetch it at boot",
-                None,
-                "user-data-too-large",
-            )
-        )
-    return out

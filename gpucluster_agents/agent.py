@@ -78,7 +78,7 @@ from .state import FileLock, StateDir
 from .static_groups import STATIC_NO_INSTANCE, reconcile_static
 from .sweep import status_lines as sweep_status
 from .sweep import sweep
-from .topology import render_topology, write_if_changed
+from .topology_pass import refresh_topology
 
 log = logging.getLogger("gpucluster_agents")
 
@@ -376,30 +376,4 @@ class Agent:
 
     def refresh_topology(self) -> bool:
         """Rewrite topology.conf from DescribeInstanceTopology; ``scontrol reconfigure`` if it changed."""
-        path = self.cfg.topology_conf
-        if not path:
-            return False
-        with self.state.lock(self.cfg.lock_timeout_seconds, name="topology"):
-            listed = self.ec2.list_cluster_instances()
-            inv = Inventory(NameBook(self.state.path).apply(listed, self.clock(), self.cfg.orphan_grace_seconds, prune=False))
-            by_id: dict[str, str] = {}
-            for inst in inv.all():
-                if inst.state == "running" and inst.node and self.cfg.group_of_node(inst.node):
-                    by_id[inst.id] = inst.node
-            try:
-                topo = self.ec2.instance_topology(sorted(by_id)) if by_id else {}
-            except Exception as exc:
-                log.error("topology: DescribeInstanceTopology failed (%s); keeping %s", exc, path)
-                return False
-            placements = {by_id[iid]: nodes for iid, nodes in topo.items() if iid in by_id}
-            lines = render_topology(placements, [(g.name, g.node_names()) for g in self.cfg.node_groups])
-            changed = write_if_changed(path, lines)
-            log.info(
-                "decision topology %s placed=%d switches=%d",
-                "rewritten" if changed else "unchanged",
-                len(placements),
-                len(lines) - 2,
-            )
-            if changed:
-                self.slurm.reconfigure()
-            return changed
+        return refresh_topology(self.cfg, self.state, self.ec2, self.slurm, self.clock())

@@ -170,7 +170,7 @@ def render_cloud_config(title: str, config: CloudConfig, *, gzipped: bool = Fals
 
     ``gzipped``: the document will be passed gzip-compressed (:func:`gzip_b64`, which cloud-init
     unpacks), so the limit applies to the compressed size. The stack program checks every node group's
-    size before creating anything (``gpu_cluster.user_data_findings``); this is the last guard."""
+    size before creating anything (``render.user_data.user_data_findings``); this is the last guard."""
     text = cloud_config_text(title, config)
     size = user_data_size(text, gzipped=gzipped)
     if size > USER_DATA_LIMIT:
