@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from gpucluster.config.errors import ConfigError
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
 from gpucluster.render.slurm.conf import slurm_conf
@@ -66,10 +67,13 @@ def test_comma_keys_are_merged_onto_one_line():
     ]
 
 
-def test_a_scratch_in_tmp_keeps_the_default_base_path():
-    config = {**CONFIG, "gpucluster:storage": {"nvmeScratch": {"mountPoint": "/tmp/scratch", "nodeGroups": ["a100"]}}}
-    text = job_container_conf(SlurmContext.of(load_spec(config, stack="privacy").spec), CATALOG)
-    assert "NodeName" not in text and f"BasePath={JOB_TMP_BASE}" in text
+def test_a_scratch_in_tmp_or_dev_shm_is_refused_at_load_so_no_base_path_is_there():
+    """slurmd refuses a BasePath in /tmp or /dev/shm (fatal at start): the mount-point rule keeps every scratch
+    mount point, and so every BasePath under it, out of both."""
+    for where in ("/tmp/scratch", "/dev/shm/scratch"):
+        config = {**CONFIG, "gpucluster:storage": {"nvmeScratch": {"mountPoint": where, "nodeGroups": ["a100"]}}}
+        with pytest.raises(ConfigError, match=r"storage\.nvmeScratch\.mountPoint"):
+            load_spec(config, stack="privacy")
 
 
 # --- a real slurmctld and slurmd -----------------------------------------------------------------------------------

@@ -60,6 +60,8 @@ def test_no_file_system_no_admins():
 def test_a_teams_directory_and_owner_are_its_own_and_stable():
     research, applied = TeamSpec(name="research"), TeamSpec(name="applied")
     assert team_directory("research") == "/teams/research" and TEAM_DIRECTORY_MODE == "2770"
-    assert team_owner(research) == team_owner(TeamSpec(name="research", groups=("x",)))  # the name decides (teams[].posix derived from it)
+    assert team_owner(research) == team_owner(
+        TeamSpec(name="research", groups=("x",))
+    )  # the name decides (teams[].posix derived from it)
     assert team_owner(research) != team_owner(applied)
     assert all(i >= 200_000 for i in team_owner(research))  # above the distributions' own ids and nobody (65534)

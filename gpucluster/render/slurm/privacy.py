@@ -66,8 +66,9 @@ def job_container_conf(ctx: SlurmContext, catalog: Catalog) -> str:
         f"BasePath={JOB_TMP_BASE} AutoBasePath=true",
     ]
     for g in slurm_groups(ctx, catalog):
-        # slurmd refuses a BasePath in /tmp or /dev/shm (fatal at start, measured with 22.05): such a scratch keeps the default.
-        if g.name in scratch and not scratch[g.name].startswith(("/tmp", "/dev/shm")):
+        # slurmd refuses a BasePath in /tmp or /dev/shm (fatal at start, measured with 22.05); a scratch mount point
+        # never is there: the mount-point rule (gpucluster/config/mounts.py) refuses /tmp and /dev at load.
+        if g.name in scratch:
             base = f"{scratch[g.name].rstrip('/')}/{SCRATCH_JOB_TMP}"
             lines.append(f"NodeName={hostrange(g.name, g.group.max_size)} BasePath={base} AutoBasePath=true")
     return "\n".join(lines) + "\n"
