@@ -368,14 +368,7 @@ class FaultProxy:
             def log_message(self, format: str, *args: Any) -> None:
                 return
 
-            def _s3(self) -> None:
-                length = int(self.headers.get("Content-Length", "0"))
-                body = self.rfile.read(length) if length else b""
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("content-length",)}
-                try:
-                    status, out, ctype = proxy.handle_s3(self.command, self.path, body, headers)
-                except Exception as exc:
-                    status, out, ctype = 500, s3_error_xml("InternalError", f"proxy: {exc!r}"), "application/xml"
+            def _reply(self, status: int, out: bytes, ctype: str) -> None:
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", ctype)
@@ -384,6 +377,16 @@ class FaultProxy:
                     self.wfile.write(out)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client was killed on purpose (crash injection)
+
+            def _s3(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                body = self.rfile.read(length) if length else b""
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("content-length",)}
+                try:
+                    status, out, ctype = proxy.handle_s3(self.command, self.path, body, headers)
+                except Exception as exc:
+                    status, out, ctype = 500, s3_error_xml("InternalError", f"proxy: {exc!r}"), "application/xml"
+                self._reply(status, out, ctype)
 
             def do_PUT(self) -> None:
                 self._s3()
@@ -399,13 +402,6 @@ class FaultProxy:
                     status, out, ctype = proxy.handle(body, headers)
                 except Exception as exc:
                     status, out, ctype = 500, error_xml("InternalError", f"proxy: {exc!r}"), "text/xml"
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", ctype)
-                    self.send_header("Content-Length", str(len(out)))
-                    self.end_headers()
-                    self.wfile.write(out)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client was killed on purpose (crash injection)
+                self._reply(status, out, ctype)
 
         return Handler
