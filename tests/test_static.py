@@ -24,3 +24,13 @@ def test_ruff_clean():
         [sys.executable, "-m", "ruff", "format", "--check", "."], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     assert fmt.returncode == 0, fmt.stdout[-3000:]
+
+
+def test_no_node_side_program_in_a_template():
+    """Node-side Python is a module of the node package reading a JSON config (linted, typed, tested), never a
+    Jinja template with values pasted into its code: no ``*.py.j2``, and no template that renders a Python
+    program (a python shebang on its first line)."""
+    templates = ROOT / "templates"
+    assert sorted(p.relative_to(ROOT).as_posix() for p in templates.rglob("*.py.j2")) == []
+    shebangs = [p for p in templates.rglob("*.j2") if p.read_text().startswith(("#!/usr/bin/python", "#!/usr/bin/env python"))]
+    assert shebangs == []
