@@ -47,7 +47,7 @@ from typing import Any, cast
 
 from ..boot import HEALTH_MAIN
 from ..jsonread import Reader
-from .config import HealthConfigError
+from .config import HealthConfigError, read_json
 
 SCHEMA_VERSION = 1
 # How the DaemonSet starts this module: the package zip (argv[1]) first on the path, then main().
@@ -125,14 +125,7 @@ def parse(data: Any, path: str | None = None) -> SweepSettings:
 
 
 def load(path: str) -> SweepSettings:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        raise HealthConfigError(["file not found"], path) from None
-    except (OSError, ValueError) as exc:
-        raise HealthConfigError([f"cannot read it: {exc}"], path) from None
-    return parse(data, path)
+    return parse(read_json(path), path)
 
 
 def health_program(settings: SweepSettings) -> list[str]:
