@@ -6,10 +6,12 @@
 - :func:`node_repair_config`: EKS node auto repair on a GPU managed node group.
 - :func:`sweep_objects`: the sweep DaemonSet and what it needs. How the program reaches the pod: the node
   package (the same zip the Slurm nodes install, with NVIDIA's one-module NVML binding ``pynvml.py`` inside)
-  in a ConfigMap, imported straight from the zip (``PYTHONPATH=…/gpucluster_agents.zip``), so no image of
-  ours has to be built or pushed and nothing is downloaded when the pod starts (nodes in private subnets
-  reach no PyPI); a stock Python image runs it. The thresholds come along too: one ``health-<group>.json``
-  per GPU node group of the cluster, picked by the node's ``gpucluster/node-group`` label. The GPU is visible
+  in a ConfigMap, imported straight from the zip (``python3 -I -c SWEEP_MAIN …/gpucluster_agents.zip``: the
+  sweep is :mod:`gpucluster_agents.health.k8s_sweep`), so no image of ours has to be built or pushed and
+  nothing is downloaded when the pod starts (nodes in private subnets reach no PyPI); a stock Python image
+  runs it. Its settings come along as data, ``sweep.json`` (:func:`sweep_settings`), and so do the
+  thresholds: one ``health-<group>.json`` per GPU node group of the cluster, picked by the node's
+  ``gpucluster/node-group`` label. The GPU is visible
   without taking one from the jobs: the ``nvidia`` runtime class with ``NVIDIA_VISIBLE_DEVICES=all`` and
   the ``utility`` (NVML) and ``compute`` (libcuda, for the boot mode's HBM copy) capabilities, and no
   ``nvidia.com/gpu`` request. The pod's service account may only get and patch nodes and patch node
@@ -33,11 +35,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpucluster.config.kubernetes_health import KubernetesHealthSpec
-from gpucluster.render.core import render
 from gpucluster.render.kubernetes import BOOT_TAINT, BOOT_TOLERATION, GPU_TOLERATION, LABEL_GPU, LABEL_NODE_GROUP
 from gpucluster.render.kubernetes_sweep_policy import sweep_node_policy
 from gpucluster.render.kubernetes_tenancy import PSA, default_deny, dns_egress, network_policy
-from gpucluster_agents.boot import HEALTH_BOOT_TIMEOUT, HEALTH_MAIN
+from gpucluster_agents.boot import HEALTH_BOOT_TIMEOUT
+from gpucluster_agents.health.k8s_sweep import SWEEP_MAIN, SweepSettings
+from gpucluster_agents.health.k8s_sweep import to_json as settings_json
 
 NAMESPACE = "gpucluster-health"
 SWEEP_NAME = "gpucluster-health-sweep"
@@ -47,12 +50,14 @@ TAINT_VALUE = "true"
 DCGM_CONFIGMAP = "gpucluster-dcgm-metrics"
 DCGM_CSV_KEY = "dcgm-metrics.csv"  # the key the GPU Operator mounts for DCGM_EXPORTER_COLLECTORS
 PACKAGE_KEY = "gpucluster_agents.zip"
-SCRIPT_KEY = "sweep.py"
+SETTINGS_KEY = "sweep.json"
+CODE_DIR = "/opt/gpucluster"  # where the ConfigMap's files lie in the pod
 # Labels GPU nodes carry: gpucluster's EKS node groups, or the GPU Operator's feature discovery (on-prem).
 GPU_NODE_LABELS = ((LABEL_GPU, "Exists", None), ("nvidia.com/gpu.present", "In", "true"))
 SWEEP_BUDGET_SECONDS = 120
 SWEEP_USER = f"system:serviceaccount:{NAMESPACE}:{SWEEP_NAME}"
-SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"  # where the script reads its token and CA
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"  # where the sweep reads its token and CA
+API_SERVER = "https://kubernetes.default.svc"
 TOKEN_SECONDS = 3600
 # The boot mode's own budget is 120 s (docs/health.md); it gets as long to finish as on the Slurm nodes.
 BOOT_BUDGET_SECONDS = HEALTH_BOOT_TIMEOUT
@@ -125,30 +130,36 @@ def node_repair_config(health: KubernetesHealthSpec) -> dict[str, Any] | None:
     return config
 
 
-def sweep_script(interval: int) -> str:
-    return render(
-        "kubernetes/health-sweep.py.j2",
-        daemonset=SWEEP_NAME,
-        interval=interval,
+def sweep_settings(interval: int) -> SweepSettings:
+    """What the sweep (:mod:`gpucluster_agents.health.k8s_sweep`) reads from ``sweep.json`` in the pod."""
+    return SweepSettings(
         condition=CONDITION,
         taint_key=TAINT_KEY,
         taint_value=TAINT_VALUE,
-        budget=SWEEP_BUDGET_SECONDS,
         boot_taint_key=BOOT_TAINT["key"],
-        boot_budget=BOOT_BUDGET_SECONDS,
         group_label=LABEL_NODE_GROUP,
-        package_key=PACKAGE_KEY,
-        health_main=repr(HEALTH_MAIN),
+        interval_seconds=interval,
+        sweep_budget_seconds=SWEEP_BUDGET_SECONDS,
+        boot_budget_seconds=BOOT_BUDGET_SECONDS,
+        api=API_SERVER,
+        service_account_dir=SA_DIR,
+        health_config_dir=CODE_DIR,
+        package=f"{CODE_DIR}/{PACKAGE_KEY}",
     )
 
 
+def sweep_config(interval: int) -> str:
+    """The text of ``sweep.json``."""
+    return settings_json(sweep_settings(interval))
+
+
 def config_key(group: str) -> str:
-    """The ConfigMap key (and file name next to the script) of one node group's health config."""
+    """The ConfigMap key (and file name in the pod's ``health_config_dir``) of one node group's health config."""
     return f"health-{group}.json"
 
 
 def _sweep_pod(health: KubernetesHealthSpec, runtime_class: str, affinity: dict[str, Any]) -> dict[str, Any]:
-    code = "/opt/gpucluster"
+    code = CODE_DIR
     token = {"serviceAccountToken": {"path": "token", "expirationSeconds": TOKEN_SECONDS}}
     ca = {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}
     return {
@@ -172,11 +183,11 @@ def _sweep_pod(health: KubernetesHealthSpec, runtime_class: str, affinity: dict[
             {
                 "name": "sweep",
                 "image": health.sweep_image,
-                "command": ["python3", f"{code}/{SCRIPT_KEY}"],
+                # the sweep, the health program and its NVML binding from the zip alone (nothing installed
+                # at start), isolated: no working directory or PYTHON* variable reaches the imports
+                "command": ["python3", "-I", "-c", SWEEP_MAIN, f"{code}/{PACKAGE_KEY}", "--config", f"{code}/{SETTINGS_KEY}"],
                 "env": [
                     {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-                    # the program and its NVML binding, from the zip alone: nothing installed at start
-                    {"name": "PYTHONPATH", "value": f"{code}/{PACKAGE_KEY}"},
                     {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
                     {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
                 ],
@@ -219,7 +230,7 @@ def sweep_objects(
 ) -> list[dict[str, Any]]:
     """The sweep DaemonSet and what it needs: its namespace and NetworkPolicies, service account, cluster
     role and binding (nodes get/patch, nodes/status patch), the admission policy that narrows those rights
-    to its own node, taints and condition, and the ConfigMap with the script, the node package (NVML
+    to its own node, taints and condition, and the ConfigMap with the sweep's settings, the node package (NVML
     binding included) and ``configs``: each GPU node group's ``health.json`` text
     (:func:`gpucluster.render.health.health_config`), by node group name."""
     labels = {"app.kubernetes.io/name": SWEEP_NAME, "app.kubernetes.io/part-of": "gpucluster"}
@@ -263,7 +274,7 @@ def sweep_objects(
             "kind": "ConfigMap",
             "metadata": meta(SWEEP_NAME),
             "data": {
-                SCRIPT_KEY: sweep_script(health.sweep_interval_seconds),
+                SETTINGS_KEY: sweep_config(health.sweep_interval_seconds),
                 **{config_key(g): text for g, text in sorted(configs.items())},
             },
             "binaryData": {PACKAGE_KEY: base64.b64encode(package).decode()},

@@ -12,6 +12,7 @@
     gpucluster catalog refresh --region R     rebuild the catalog from EC2 DescribeInstanceTypes
     gpucluster catalog refresh-prices --region R   rebuild R's on-demand and spot prices (Price List, spot history)
     gpucluster docs                           regenerate docs/config-reference.md
+    gpucluster generate [--check]             regenerate every generated file of the checkout (--check: exit 1 if stale)
     gpucluster bundle --stack X --out DIR     the files a hybrid site installs on its own slurmctld host
 
 Options that every verb takes, anywhere on the command line:
@@ -240,6 +241,7 @@ def package_version() -> str:
 def parser() -> argparse.ArgumentParser:
     from gpucluster.tools.bundle_cli import register as register_bundle
     from gpucluster.tools.ci.cli import register as register_preview
+    from gpucluster.tools.generate import register as register_generate
     from gpucluster.tools.plan.stackfile import PROJECT_DIR
 
     # --project-dir is accepted before or after the verb: each subcommand takes it too, defaulting to
@@ -334,6 +336,7 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("docs", parents=[common], help="regenerate docs/config-reference.md").set_defaults(func=_docs)
     register_preview(sub, common)
     register_bundle(sub, common, values)
+    register_generate(sub, common)
     return p
 
 

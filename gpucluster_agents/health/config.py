@@ -209,12 +209,16 @@ def parse(data: Any, path: str | None = None) -> HealthConfig:
     return HealthConfig(**kw)
 
 
-def load(path: str) -> HealthConfig:
+def read_json(path: str) -> Any:
+    """The decoded JSON document at ``path``; HealthConfigError when it is missing or unreadable."""
     try:
         with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+            return json.load(fh)
     except FileNotFoundError:
         raise HealthConfigError(["file not found"], path) from None
     except (OSError, ValueError) as exc:
         raise HealthConfigError([f"cannot read it: {exc}"], path) from None
-    return parse(data, path)
+
+
+def load(path: str) -> HealthConfig:
+    return parse(read_json(path), path)

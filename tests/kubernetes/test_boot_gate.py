@@ -10,7 +10,6 @@ import email
 import json
 import re
 import subprocess
-import sys
 import threading
 from http.server import HTTPServer
 from pathlib import Path
@@ -29,12 +28,12 @@ from gpucluster.render.kubernetes import (
     gpu_operator_values,
     node_config,
 )
-from gpucluster.render.kubernetes_health import CONDITION, TAINT_KEY, sweep_objects, sweep_script
+from gpucluster.render.kubernetes_health import CONDITION, TAINT_KEY, sweep_objects, sweep_settings
 from gpucluster.render.slurm.agent import agent_bundle
 from tests.kubernetes.conftest import eks_spec
 from tests.kubernetes.schemas import chart_defaults, crd_schema, unknown_values, validate_object
 from tests.kubernetes.test_eks_cluster import build
-from tests.kubernetes.test_node_health import OTHER_TAINT, FakeApi, patches
+from tests.kubernetes.test_node_health import OTHER_TAINT, FakeApi, patches, sweep_argv
 
 FLAG = "--register-with-taints="
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -184,21 +183,15 @@ def server():
 
 
 def run_round(tmp_path: Path, api: str, exit_code: int, node: dict) -> tuple[list, list[str]]:
-    """One round of the rendered sweep script against the fake API server, with a fake health program that
-    records its arguments and prints a verdict."""
+    """One round of the sweep with its rendered settings against the fake API server, with a fake health
+    program that records its arguments and prints a verdict."""
     FakeApi.node = node
     FakeApi.calls = []
-    sa = tmp_path / "sa"
-    sa.mkdir(exist_ok=True)
-    (sa / "token").write_text("t0ken\n")
     reason = f"gpucluster: gemm gpu2 600 TFLOP/s < 673 (exit {exit_code})"
     program = tmp_path / "health"
     program.write_text(f"#!/bin/sh\necho \"$@\" >{tmp_path}/args\necho '{json.dumps({'reason': reason})}'\nexit {exit_code}\n")
     program.chmod(0o755)
-    script = tmp_path / "sweep.py"
-    script.write_text(sweep_script(300))
-    env = {"NODE_NAME": "n1", "GPUCLUSTER_API": api, "GPUCLUSTER_SA_DIR": str(sa), "GPUCLUSTER_HEALTH_PROGRAM": str(program)}
-    done = subprocess.run([sys.executable, str(script), "--once"], env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(sweep_argv(tmp_path, api, program), env={"NODE_NAME": "n1"}, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return FakeApi.calls, (tmp_path / "args").read_text().split()
 
@@ -260,18 +253,12 @@ def test_a_boot_check_that_hangs_keeps_the_node_gated(tmp_path, server):
     """A boot check past its budget (a GPU off the bus can hang NVML) is a fault: the boot taint stays and the
     fault taint comes. The rendered budget (300 s) is cut to 1 s here, the program sleeps."""
     FakeApi.node, FakeApi.calls = new_node(BOOT), []
-    sa = tmp_path / "sa"
-    sa.mkdir()
-    (sa / "token").write_text("t0ken\n")
     program = tmp_path / "health"
     program.write_text("#!/bin/sh\nexec sleep 30\n")
     program.chmod(0o755)
-    text = sweep_script(300)
-    assert '"boot": 300}' in text
-    script = tmp_path / "sweep.py"
-    script.write_text(text.replace('"boot": 300}', '"boot": 1}'))
-    env = {"NODE_NAME": "n1", "GPUCLUSTER_API": server, "GPUCLUSTER_SA_DIR": str(sa), "GPUCLUSTER_HEALTH_PROGRAM": str(program)}
-    done = subprocess.run([sys.executable, str(script), "--once"], env=env, capture_output=True, text=True, timeout=60)
+    assert sweep_settings(300).boot_budget_seconds == 300
+    argv = sweep_argv(tmp_path, server, program, boot_budget_seconds=1)
+    done = subprocess.run(argv, env={"NODE_NAME": "n1"}, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     condition = condition_of(FakeApi.calls)
     assert (condition["status"], condition["reason"]) == ("False", "BootCheckTimedOut")

@@ -2,7 +2,8 @@
 and node auto repair on GPU managed node groups (planned under mocks), the DCGM exporter's extra
 counters (checked against the pinned ClusterPolicy schema), and the sweep DaemonSet: every object valid
 against the Kubernetes 1.33 schemas and pinned by a golden file, its node package importable from the
-ConfigMap's zip, and its script run against a fake API server with a fake health program."""
+ConfigMap's zip, and the sweep (gpucluster_agents.health.k8s_sweep) run against a fake API server with a fake
+health program, and once as the pod runs it, with the real health program, from the ConfigMap alone."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import json
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import ClassVar
@@ -29,7 +31,7 @@ from gpucluster.render.kubernetes_health import (
     DCGM_CSV_KEY,
     DCGM_METRICS,
     PACKAGE_KEY,
-    SCRIPT_KEY,
+    SETTINGS_KEY,
     SWEEP_NAME,
     TAINT_KEY,
     config_key,
@@ -37,12 +39,15 @@ from gpucluster.render.kubernetes_health import (
     dcgm_metrics_configmap,
     dcgm_metrics_csv,
     node_repair_config,
+    sweep_config,
     sweep_objects,
-    sweep_script,
+    sweep_settings,
 )
 from gpucluster.render.slurm.agent import agent_bundle
 from gpucluster_agents.boot import HEALTH_MAIN
+from gpucluster_agents.health import k8s_sweep
 from gpucluster_agents.health.config import parse, to_json
+from gpucluster_agents.health.k8s_sweep import SWEEP_MAIN
 from tests.conftest import GOLDEN, check_golden
 from tests.health.fakes import kernel_log
 from tests.kubernetes.conftest import eks_spec
@@ -177,7 +182,7 @@ def test_sweep_pod_sees_the_gpus_without_taking_one(objects):
 def test_the_node_package_imports_from_the_configmap_zip(objects, tmp_path):
     (cm,) = [o for o in objects if o["kind"] == "ConfigMap"]
     (tmp_path / PACKAGE_KEY).write_bytes(base64.b64decode(cm["binaryData"][PACKAGE_KEY]))
-    assert cm["data"][SCRIPT_KEY] == sweep_script(300)
+    assert cm["data"][SETTINGS_KEY] == sweep_config(300)
     code = "import gpucluster_agents.contract as c, sys; assert c.__file__.startswith(sys.argv[1]); print('ok')"
     done = subprocess.run(
         [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, sys.argv[1]); {code}", str(tmp_path / PACKAGE_KEY)],
@@ -194,8 +199,17 @@ def test_nothing_is_downloaded_when_the_sweep_starts(objects):
     pod = ds["spec"]["template"]["spec"]
     assert "initContainers" not in pod and [v["name"] for v in pod["volumes"]] == ["code", "api-token", "kmsg"]
     assert not any(word in json.dumps(objects) for word in ("pip install", "nvidia-ml-py", "pypi"))
-    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
-    assert env["PYTHONPATH"] == f"/opt/gpucluster/{PACKAGE_KEY}"
+    zip_path = f"/opt/gpucluster/{PACKAGE_KEY}"
+    assert pod["containers"][0]["command"] == [
+        "python3",
+        "-I",
+        "-c",
+        SWEEP_MAIN,
+        zip_path,
+        "--config",
+        f"/opt/gpucluster/{SETTINGS_KEY}",
+    ]
+    assert sweep_settings(300).package == zip_path
 
 
 def test_the_sweep_runs_from_the_configmap_alone(objects, tmp_path):
@@ -310,25 +324,31 @@ def api():
     server.shutdown()
 
 
-def run_sweep(tmp_path: Path, api: str, exit_code: int, node: dict) -> list:
-    FakeApi.node = node
+# The node package's folder: where the pod has the ConfigMap's zip, these tests have this checkout.
+AGENTS_ROOT = str(Path(k8s_sweep.__file__).resolve().parents[2])
+
+
+def sweep_argv(tmp_path: Path, api: str, program: Path | None, **settings: object) -> list[str]:
+    """The DaemonSet's command, run here for one round (``--once``): the sweep isolated (``python -I``) from the
+    node package, its rendered settings pointed at the fake API server, a token in ``tmp_path/sa`` and the
+    health configs' folder ``tmp_path``, and ``program`` (if given) in the real health program's place."""
     sa = tmp_path / "sa"
     sa.mkdir(exist_ok=True)
     (sa / "token").write_text("t0ken\n")
+    rendered = json.loads(sweep_config(300))
+    rendered.update(api=api, service_account_dir=str(sa), health_config_dir=str(tmp_path), **settings)
+    (tmp_path / SETTINGS_KEY).write_text(json.dumps(rendered))
+    argv = [sys.executable, "-I", "-c", SWEEP_MAIN, AGENTS_ROOT, "--config", str(tmp_path / SETTINGS_KEY), "--once"]
+    return argv + (["--health-program", str(program)] if program else [])
+
+
+def run_sweep(tmp_path: Path, api: str, exit_code: int, node: dict) -> list:
+    FakeApi.node = node
     program = tmp_path / "health"
     program.write_text(f"#!/bin/sh\necho checking\necho 'verdict line {exit_code}'\nexit {exit_code}\n")
     program.chmod(0o755)
-    script = tmp_path / "sweep.py"
-    script.write_text(sweep_script(300))
-    env = {
-        "NODE_NAME": "ip-10-0-0-1",
-        "GPUCLUSTER_API": api,
-        "GPUCLUSTER_SA_DIR": str(sa),
-        "GPUCLUSTER_HEALTH_PROGRAM": str(program),
-    }
-    done = subprocess.run(
-        [sys.executable, str(script), "--once"], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
+    env = {"NODE_NAME": "ip-10-0-0-1"}
+    done = subprocess.run(sweep_argv(tmp_path, api, program), env=env, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     return FakeApi.calls
 
@@ -376,19 +396,14 @@ def test_the_condition_message_is_the_verdicts_reason(tmp_path, api):
     reason = "gpucluster: row_remap gpu3 row remap pending (reboot)"
     node = {"metadata": {"resourceVersion": "9"}, "spec": {"taints": []}, "status": {"conditions": []}}
     FakeApi.node = node
-    sa = tmp_path / "sa"
-    sa.mkdir()
-    (sa / "token").write_text("t0ken\n")
     program = tmp_path / "health"
     verdict = json.dumps({"action": "reboot", "reason": reason})
     program.write_text(
         f"#!/bin/sh\necho \"$@\" >{tmp_path}/args\necho '{verdict}'\necho 'gpucluster-health: could not drain' >&2\nexit 1\n"
     )
     program.chmod(0o755)
-    script = tmp_path / "sweep.py"
-    script.write_text(sweep_script(300))
-    env = {"NODE_NAME": "n", "GPUCLUSTER_API": api, "GPUCLUSTER_SA_DIR": str(sa), "GPUCLUSTER_HEALTH_PROGRAM": str(program)}
-    done = subprocess.run([sys.executable, str(script), "--once"], env=env, capture_output=True, text=True, timeout=60)
+    env = {"NODE_NAME": "n"}
+    done = subprocess.run(sweep_argv(tmp_path, api, program), env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     (status,) = patches(FakeApi.calls, "/n/status")
     assert status[4]["status"]["conditions"][0]["message"] == reason
@@ -413,37 +428,65 @@ def test_a_check_in_uninterruptible_sleep_times_out_and_the_sweep_goes_on(tmp_pa
     """The program hangs in D state (tests/health/dstate.py's FUSE file): the round reports SweepTimedOut at
     its budget (a fault: the node is tainted) instead of waiting for a process that cannot be reaped, which
     would stop every later round."""
-    import importlib.util
     import time
 
     from tests.health.dstate import hung_file, wait_for_state
 
     with hung_file(tmp_path) as hang:
-        script = tmp_path / "sweep.py"
-        script.write_text(sweep_script(300))
-        spec = importlib.util.spec_from_file_location("gpucluster_sweep", script)
-        assert spec is not None and spec.loader is not None
-        sweep = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sweep)
         checker = tmp_path / "checker"
         checker.write_text(f"#!/bin/sh\necho $$ >{tmp_path}/checker.pid\nexec cat {hang}\n")
         checker.chmod(0o755)
-        sweep.PROGRAM, sweep.BUDGET = [str(checker)], {"sweep": 2, "boot": 2}
+        settings = replace(sweep_settings(300), sweep_budget_seconds=2, boot_budget_seconds=2)
         start = time.monotonic()
-        assert sweep.verdict(None, "sweep") == ("False", "SweepTimedOut", "the health sweep did not finish within 2 s")
+        verdict = k8s_sweep.verdict(settings, [str(checker)], None, "sweep")
+        assert verdict == ("False", "SweepTimedOut", "the health sweep did not finish within 2 s")
         assert time.monotonic() - start < 5
         assert wait_for_state(int((tmp_path / "checker.pid").read_text()), "D") == "D"
 
 
-def test_the_sweep_runs_the_program_isolated_from_the_zip(tmp_path):
-    """Without a test's override, the script runs this interpreter with -I from /, the ConfigMap's zip (next
-    to the script) put on the path by the code itself: no PYTHONPATH, no working directory."""
-    import importlib.util
+def test_the_sweep_runs_the_program_isolated_from_the_zip():
+    """Without a test's override, the sweep runs its own interpreter with -I from /, the ConfigMap's zip (in
+    the pod's code folder) put on the path by the code itself: no PYTHONPATH, no working directory."""
+    program = k8s_sweep.health_program(sweep_settings(300))
+    assert program == [sys.executable, "-I", "-c", HEALTH_MAIN, f"/opt/gpucluster/{PACKAGE_KEY}"]
 
-    script = tmp_path / "sweep.py"
-    script.write_text(sweep_script(300))
-    spec = importlib.util.spec_from_file_location("gpucluster_sweep_default", script)
-    assert spec is not None and spec.loader is not None
-    sweep = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sweep)
-    assert sweep.PROGRAM == [sys.executable, "-I", "-c", HEALTH_MAIN, str(tmp_path / PACKAGE_KEY)]
+
+def test_the_daemonsets_command_runs_a_round_from_the_configmap_alone(objects, tmp_path, api):
+    """The pod's own command over the ConfigMap's files (its code folder is ``tmp_path`` here): the sweep and
+    the real health program both load from the zip, the settings from ``sweep.json`` (the API server, token and
+    config folders pointed at this test's), the thresholds from the node's group's ``health-gpu.json``. On
+    this machine without an NVIDIA driver the real program finds a ``driver`` fault, which the round puts on the
+    node as condition False with the verdict's reason and the fault taint."""
+    (cm,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    (ds,) = [o for o in objects if o["kind"] == "DaemonSet"]
+    package = tmp_path / PACKAGE_KEY
+    package.write_bytes(base64.b64decode(cm["binaryData"][PACKAGE_KEY]))
+    thresholds = json.loads(cm["data"][config_key("gpu")])
+    (tmp_path / "kernel.log").write_text(kernel_log())
+    # fixtures, not this machine's kernel log, sysfs, health log or Slurm
+    thresholds.update(kernel_log_file=str(tmp_path / "kernel.log"), sysfs_root=str(tmp_path / "sys"))
+    thresholds.update(log_file=str(tmp_path / "health.jsonl"), slurm_bin_dir=str(tmp_path / "bin"))
+    (tmp_path / config_key("gpu")).write_text(json.dumps(thresholds))
+    (tmp_path / "sa").mkdir()
+    (tmp_path / "sa" / "token").write_text("t0ken\n")
+    settings = json.loads(cm["data"][SETTINGS_KEY])
+    settings.update(api=api, service_account_dir=str(tmp_path / "sa"), health_config_dir=str(tmp_path), package=str(package))
+    (tmp_path / SETTINGS_KEY).write_text(json.dumps(settings))
+    command = [a.replace("/opt/gpucluster", str(tmp_path)) for a in ds["spec"]["template"]["spec"]["containers"][0]["command"]]
+    assert command[0] == "python3"
+    labels = {"gpucluster/node-group": "gpu"}
+    FakeApi.node = {"metadata": {"resourceVersion": "5", "labels": labels}, "spec": {"taints": []}, "status": {}}
+    done = subprocess.run(
+        [sys.executable, *command[1:], "--once"], env={"NODE_NAME": "n9"}, cwd="/", capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    (status,) = patches(FakeApi.calls, "/n9/status")
+    (condition,) = status[4]["status"]["conditions"]
+    if ctypes.util.find_library("nvidia-ml"):  # a GPU machine: the driver check passes through the zip's binding
+        assert condition["reason"] in ("SweepPassed", "SweepFault") and not condition["message"].startswith("gpucluster: driver")
+    else:
+        assert (condition["status"], condition["reason"]) == ("False", "SweepFault"), condition
+        assert condition["message"].startswith("gpucluster: driver"), condition
+        (taints,) = patches(FakeApi.calls, "/nodes/n9")
+        assert taints[4]["spec"]["taints"] == [{"key": TAINT_KEY, "value": "true", "effect": "NoSchedule"}]
+    assert json.loads((tmp_path / "health.jsonl").read_text().splitlines()[-1])["mode"] == "sweep"

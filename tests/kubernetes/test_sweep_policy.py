@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -24,9 +23,10 @@ import pytest
 from gpucluster.config.kubernetes import SUPPORTED_EKS_VERSIONS
 from gpucluster.config.kubernetes_health import KubernetesHealthSpec
 from gpucluster.render.kubernetes import BOOT_TAINT, GPU_TAINT
-from gpucluster.render.kubernetes_health import CONDITION, SWEEP_NAME, SWEEP_USER, TAINT_KEY, sweep_objects, sweep_script
+from gpucluster.render.kubernetes_health import CONDITION, SWEEP_NAME, SWEEP_USER, TAINT_KEY, sweep_objects
 from gpucluster.render.kubernetes_sweep_policy import NODE_NAME_EXTRA, SPEC_FIELDS, STATUS_FIELDS
 from tests.kubernetes.cel import definitions, evaluate, expressions, missing_fields
+from tests.kubernetes.test_node_health import sweep_argv
 
 NODE = "ip-10-0-1-5.ec2.internal"
 FAULT = {"key": TAINT_KEY, "value": "true", "effect": "NoSchedule"}
@@ -269,16 +269,11 @@ def api(policy):
 
 
 def sweep_round(tmp_path: Path, api: str, exit_code: int, node_name: str = NODE) -> subprocess.CompletedProcess[str]:
-    sa = tmp_path / "sa"
-    sa.mkdir(exist_ok=True)
-    (sa / "token").write_text("t0ken\n")
     program = tmp_path / "health"
     program.write_text(f"#!/bin/sh\necho '{json.dumps({'reason': f'verdict {exit_code}'})}'\nexit {exit_code}\n")
     program.chmod(0o755)
-    script = tmp_path / "sweep.py"
-    script.write_text(sweep_script(300))
-    env = {"NODE_NAME": node_name, "GPUCLUSTER_API": api, "GPUCLUSTER_SA_DIR": str(sa), "GPUCLUSTER_HEALTH_PROGRAM": str(program)}
-    return subprocess.run([sys.executable, str(script), "--once"], env=env, capture_output=True, text=True, timeout=60)
+    argv = sweep_argv(tmp_path, api, program)
+    return subprocess.run(argv, env={"NODE_NAME": node_name}, capture_output=True, text=True, timeout=60)
 
 
 def test_every_request_of_the_real_sweep_is_admitted(tmp_path, api):

