@@ -50,17 +50,17 @@ from gpucluster.tools.cli_common import read_plan as _read_plan
 
 
 def _esc_note(args: argparse.Namespace) -> str | None:
-    from gpucluster.tools.plan.stackfile import ESC_NOTE, stack_environments
+    from gpucluster.tools.plan.run.stackfile import ESC_NOTE, stack_environments
 
     envs = stack_environments(args.stack, Path(args.project_dir))
     return f"stack {args.stack!r} " + ESC_NOTE.format(envs=", ".join(envs)) if envs else None
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from gpucluster.tools.plan.colour import show
-    from gpucluster.tools.plan.engine import run_plan
-    from gpucluster.tools.plan.jsonplan import dumps
-    from gpucluster.tools.plan.report import render_text
+    from gpucluster.tools.plan.run.engine import run_plan
+    from gpucluster.tools.plan.run.json import dumps
+    from gpucluster.tools.plan.show.colour import show
+    from gpucluster.tools.plan.show.report import render_text
 
     overrides = _overrides(args)
     note = _esc_note(args)
@@ -84,7 +84,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _plan_diff(args: argparse.Namespace) -> int:
-    from gpucluster.tools.plan.review import exit_status, render, review
+    from gpucluster.tools.plan.diff.review import exit_status, render, review
 
     old, new = _read_plan(args.old), _read_plan(args.new)
     for path, doc in ((args.old, old), (args.new, new)):
@@ -111,8 +111,8 @@ def _policy(args: argparse.Namespace) -> int:
     if args.plan:
         doc = _read_plan(args.plan)
     else:
-        from gpucluster.tools.plan.engine import run_plan
-        from gpucluster.tools.plan.jsonplan import to_json
+        from gpucluster.tools.plan.run.engine import run_plan
+        from gpucluster.tools.plan.run.json import to_json
 
         doc = to_json(run_plan(args.stack, Path(args.project_dir), config_overrides=_overrides(args)))
     if doc.get("ok") is False:
@@ -127,12 +127,12 @@ def _preflight(args: argparse.Namespace) -> int:
     from gpucluster.facts.catalog import load_catalog
     from gpucluster.load import load_spec
     from gpucluster.tools.catalog_refresh import CREDENTIALS_FIX
-    from gpucluster.tools.plan.stackfile import load_stack_config
+    from gpucluster.tools.plan.run.stackfile import load_stack_config
     from gpucluster.tools.preflight import Clients, NoCredentials, failure_reason, preflight
 
     project, config, _ = load_stack_config(args.stack, Path(args.project_dir))
     overrides = _overrides(args)
-    from gpucluster.tools.plan.stackfile import as_config
+    from gpucluster.tools.plan.run.stackfile import as_config
 
     config.update(as_config(project, overrides)[0])
     note = _esc_note(args)
@@ -161,7 +161,7 @@ def _preflight(args: argparse.Namespace) -> int:
 
 
 def _stacks(args: argparse.Namespace) -> int:
-    from gpucluster.tools.plan.stackfile import stack_names
+    from gpucluster.tools.plan.run.stackfile import stack_names
 
     print("\n".join(stack_names(Path(args.project_dir))))
     return EXIT_OK
@@ -240,7 +240,7 @@ def package_version() -> str:
 def parser() -> argparse.ArgumentParser:
     from gpucluster.tools.bundle_cli import register as register_bundle
     from gpucluster.tools.ci.cli import register as register_preview
-    from gpucluster.tools.plan.stackfile import PROJECT_DIR
+    from gpucluster.tools.plan.run.stackfile import PROJECT_DIR
 
     # --project-dir is accepted before or after the verb: each subcommand takes it too, defaulting to
     # "not given" so that a value before the verb survives.
@@ -346,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run one verb. Every failure is one message on stderr and an exit code (see the module doc)."""
     from gpucluster.config.errors import ConfigError
     from gpucluster.load import YamlError
-    from gpucluster.tools.plan.stackfile import PlanError, StackFileError
+    from gpucluster.tools.plan.run.stackfile import PlanError, StackFileError
 
     args = parser().parse_args(argv)
     verb = _verb(args)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from gpucluster.tools.docs import REFERENCE, config_reference
-from gpucluster.tools.plan.stackfile import stack_names
+from gpucluster.tools.plan.run.stackfile import stack_names
 from tests.conftest import ROOT
 
 

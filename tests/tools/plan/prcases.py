@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
-from gpucluster.tools.plan.engine import run_program
-from gpucluster.tools.plan.jsonplan import to_json
+from gpucluster.tools.plan.run.engine import run_program
+from gpucluster.tools.plan.run.json import to_json
 from tests.conftest import ROOT, pulumi_config
 
 Config = dict[str, Any]

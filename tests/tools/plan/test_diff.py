@@ -9,13 +9,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from gpucluster.tools.plan.changes import compare
-from gpucluster.tools.plan.diff import render
-from gpucluster.tools.plan.diffjson import to_json
-from gpucluster.tools.plan.diffmarkdown import LIMIT
-from gpucluster.tools.plan.diffmarkdown import render as markdown
-from gpucluster.tools.plan.stackfile import stack_names
-from gpucluster.tools.plan.step import Comparison
+from gpucluster.tools.plan.diff.changes import compare
+from gpucluster.tools.plan.diff.json import to_json
+from gpucluster.tools.plan.diff.markdown import LIMIT
+from gpucluster.tools.plan.diff.markdown import render as markdown
+from gpucluster.tools.plan.diff.step import Comparison
+from gpucluster.tools.plan.diff.text import render
+from gpucluster.tools.plan.run.stackfile import stack_names
 from tests.conftest import GOLDEN, ROOT, check_golden
 from tests.tools.plan import prcases
 from tests.tools.plan.test_plan import gpucluster

@@ -10,8 +10,8 @@ import pulumi
 import pulumi_aws as aws
 
 from gpucluster.components._inputs import KINDS
-from gpucluster.tools.plan.engine import execute, run_plan
-from gpucluster.tools.plan.report import render_text
+from gpucluster.tools.plan.run.engine import execute, run_plan
+from gpucluster.tools.plan.show.report import render_text
 
 
 def test_a_program_of_your_own_plans(tmp_path: Path):
