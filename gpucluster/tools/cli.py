@@ -23,7 +23,8 @@ offline: give them to `plan` and `preflight` with --config KEY=VALUE (repeatable
 
 Exit codes:
     0  ok
-    2  invalid stack config or command line: every problem is listed (the config path, the value, the fix)
+    2  invalid stack config or command line: every problem is listed (the config path, the value, the fix);
+       plan: the program looks up a data source the offline plan does not answer (named, with its arguments)
     3  plan diff --exit-code: a change loses data (2: it changes something; 0: nothing)
     1  anything else: no such stack or project, no AWS credentials, an AWS call refused (preflight: a
        check that could not run, and no errors), an unreadable file
@@ -346,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run one verb. Every failure is one message on stderr and an exit code (see the module doc)."""
     from gpucluster.config.errors import ConfigError
     from gpucluster.load import YamlError
+    from gpucluster.tools.plan.run.lookups import UnansweredInvoke
     from gpucluster.tools.plan.run.stackfile import PlanError, StackFileError
 
     args = parser().parse_args(argv)
@@ -359,6 +361,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG
     except (StackFileError, YamlError) as exc:
         print(f"gpucluster {verb}: invalid config: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except UnansweredInvoke as exc:  # the program looks up something the offline plan cannot answer
+        print(f"gpucluster {verb}: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     except CliError as exc:
         print(f"gpucluster {verb}: {exc}", file=sys.stderr)

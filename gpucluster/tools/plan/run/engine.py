@@ -138,9 +138,14 @@ def execute(
         cause = exc.__cause__
         if isinstance(cause, ConfigError):
             plan.findings = [f.as_dict() for f in cause.findings]
+    except Exception:
+        if not mocks.unanswered:
+            raise
     finally:
         pulumi_settings.ROOT.set(None)
         _stop_worker_threads()
+    if mocks.unanswered:  # however the program met it (a plain call, an Output's), the plan cannot go on
+        raise mocks.unanswered[0]
     plan.resources = [r for r in monitor.registrations if r.type != "pulumi:pulumi:Stack"]
     stack_regs = [r for r in monitor.registrations if r.type == "pulumi:pulumi:Stack"]
     if stack_regs:
@@ -158,7 +163,7 @@ def execute(
         if r.type == "aws:s3/bucketObjectv2:BucketObjectv2":
             r.inputs = summarize_binary(r.inputs)
     plan.invokes = [token for token, _ in mocks.calls]
-    plan.placeholders = stand_ins(plan.resources, mocks.calls, mocks.region)
+    plan.placeholders = {**mocks.lookups.stand_ins, **stand_ins(plan.resources, mocks.calls, mocks.region)}
     return plan
 
 

@@ -153,6 +153,28 @@ def eks_state(token: str, rid: str, h: str, state: dict[str, Any], region: str, 
     return {}
 
 
+def network_state(token: str, rid: str, h: str, state: dict[str, Any], account: str) -> dict[str, Any]:
+    """What EC2 fills in on a launch template (version 1), a VPC (its default security group and main route
+    table), an Elastic IP, a subnet, an interface or an instance (a private address from the hash)."""
+    if token == "aws:ec2/launchTemplate:LaunchTemplate":
+        return {"latestVersion": 1, "defaultVersion": 1}
+    if token == "aws:ec2/vpc:Vpc":
+        return {
+            "defaultSecurityGroupId": f"sg-{digest(h, 'default')}",
+            "mainRouteTableId": f"rtb-{digest(h, 'main')}",
+            "ownerId": account,
+        }
+    if token == "aws:ec2/eip:Eip":
+        return {"allocationId": rid, "publicIp": f"203.0.113.{int(h[:2], 16) % 254 + 1}"}
+    if token == "aws:ec2/subnet:Subnet":
+        return {"ownerId": state.get("ownerId", account)}
+    if token in ("aws:ec2/networkInterface:NetworkInterface", "aws:ec2/instance:Instance"):
+        # A private address in the first /19 of the default VPC CIDR (10.0.0.0/16), from the hash.
+        ip = f"10.0.{int(h[:2], 16) % 32}.{int(h[2:4], 16) % 250 + 4}"
+        return {"privateIp": state.get("privateIp", ip), "privateIps": state.get("privateIps", [ip])}
+    return {}
+
+
 def helm_release_status(state: dict[str, Any]) -> dict[str, Any]:
     """A Helm release as deployed: revision 1 of the chart at the pinned version."""
     return {
