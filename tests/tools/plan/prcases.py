@@ -45,6 +45,12 @@ def lustre_to_zone_b(c: Config) -> None:
     c["gpucluster:storage"]["lustre"]["availabilityZone"] = "us-east-1b"
 
 
+def slurm_p5_to_zone_b(c: Config) -> None:
+    """slurm-p5 moved to another zone: its node groups, and with them its subnets, file system and head node."""
+    for group in c["gpucluster:nodeGroups"]:
+        group["availabilityZones"] = ["us-east-1b"]
+
+
 def models_repository_first(c: Config) -> None:
     c["gpucluster:storage"]["lustre"]["dataRepositories"].insert(0, {"fileSystemPath": "/models", "bucketPrefix": "models/"})
 

@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from gpucluster.tools.plan.diff.carry import carry_replacements
 from gpucluster.tools.plan.diff.disruption import add_disruption
 from gpucluster.tools.plan.diff.safety import replace_reasons, safety_of
 from gpucluster.tools.plan.diff.step import ABSENT, USER_DATA_KEYS, Comparison, FileChange, Step, flatten
@@ -147,6 +148,7 @@ def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> Comparison:
         else:
             _classify(step, a, b, norm_old, norm_new)
         steps.append(step)
+    carry_replacements(steps, str(new.get("region") or old.get("region") or "") or None)
     add_disruption(steps)
     for step in steps:
         step.data_loss = _data_loss(step)
@@ -182,7 +184,7 @@ def _data_loss(step: Step) -> str | None:
         return None
     doc = step.old or {}
     verb = "replacing" if step.op == "replace" else "deleting"
-    why = f" (forced by {', '.join(step.replace_reasons)})" if step.replace_reasons else ""
+    why = f" (forced by {step.because()})" if step.replace_reasons else ""
     text = f"{verb} {step.name}{why} loses {entry.holds_data}"
     if doc.get("protect"):
         text += "; it is protected, so `pulumi up` stops before touching it"
@@ -199,7 +201,7 @@ def detailed_diff(step: Step) -> dict[str, dict[str, Any]]:
     """Pulumi's ``detailedDiff``: each changed path with its kind (``add``/``delete``/``update``, and
     ``-replace`` when it forces a replacement)."""
     out: dict[str, dict[str, Any]] = {}
-    for path in step.changed:
+    for path in [*step.changed, *sorted(p for p in step.carried if p not in step.changed)]:
         before, after = step.value("old", path), step.value("new", path)
         kind = "add" if before == ABSENT else "delete" if after == ABSENT else "update"
         if any(path == r or path.startswith((r + ".", r + "[")) for r in step.replace_reasons):

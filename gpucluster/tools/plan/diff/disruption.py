@@ -53,7 +53,7 @@ def _group(step: Step) -> None:
     doc = step.old or step.new
     name, before, after = group_name(doc), size(step.old), size(step.new)
     if step.op == "replace":
-        step.disruption.append(f"replaces {_nodes(before)} of node group {name} (forced by {', '.join(step.replace_reasons)})")
+        step.disruption.append(f"replaces {_nodes(before)} of node group {name} (forced by {step.because()})")
     elif step.op == "delete":
         what = "its nodes are" if before is None else f"its {before} running node{'s are' if before != 1 else ' is'}"
         step.disruption.append(f"removes node group {name}: {what} terminated")
@@ -64,18 +64,33 @@ def _group(step: Step) -> None:
         )
 
 
+HEAD_ROLE = ("gpucluster:role", "slurm-head")
+"""The tag the Slurm head node carries (components/_slurm/head_node.py): other instances are not the controller."""
+
+
+def _is_head(step: Step) -> bool:
+    tags = _inputs(step.new or step.old).get("tags")
+    return isinstance(tags, Mapping) and tags.get(HEAD_ROLE[0]) == HEAD_ROLE[1]
+
+
 def _head(step: Step) -> None:
+    head = _is_head(step)
+    what = f"the head node {step.name}" if head else f"instance {step.name}"
     if step.op == "replace":
         step.disruption.append(
-            f"replaces the head node {step.name} (forced by {', '.join(step.replace_reasons)}): "
-            "the Slurm controller is down until the new instance has booted, and running jobs lose their controller"
+            f"replaces {what} (forced by {step.because()}): "
+            + (
+                "the Slurm controller is down until the new instance has booted, and running jobs lose their controller"
+                if head
+                else "a new instance boots from the new user data"
+            )
         )
     elif step.op == "update":
         props = sorted({p for p in step.diff_reasons if p in RESTARTS})
         if props:
             step.disruption.append(
-                f"restarts the head node {step.name} to change {', '.join(props)} "
-                "(stop and start): the Slurm controller is down meanwhile"
+                f"restarts {what} to change {', '.join(props)} (stop and start)"
+                + (": the Slurm controller is down meanwhile" if head else "")
             )
 
 

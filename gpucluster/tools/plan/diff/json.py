@@ -35,8 +35,10 @@ def step_json(s: Step) -> dict[str, Any]:
     if s.op == "replace":
         out["diffReasons"] = s.diff_reasons
         out["replaceReasons"] = s.replace_reasons
-    if s.changed:
+    if s.changed or s.carried:
         out["detailedDiff"] = detailed_diff(s)
+    if s.carried:
+        out["carried"] = {path: names for path, names in sorted(s.carried.items())}
     out.update(dataLoss=s.data_loss, disruption=s.disruption, protect=s.protect, notes=s.notes)
     return out
 

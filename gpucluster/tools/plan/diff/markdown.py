@@ -45,7 +45,10 @@ def _warnings(c: Comparison) -> list[str]:
     if replaced:
         out += ["### Replacements", "", "| resource | type | forced by | protected |", "|---|---|---|---|"]
         for s in replaced:
-            reasons = ", ".join(f"`{r}`" for r in s.replace_reasons)
+            reasons = ", ".join(
+                f"`{r}`" + (f" ({', '.join(f'`{n}`' for n in names)} replaced)" if (names := s.carried_from(r)) else "")
+                for r in s.replace_reasons
+            )
             guard = "yes: `pulumi up` stops here" if s.blocked else "no"
             out.append(f"| `{s.name}` | `{short_type(s.type)}` | {reasons} | {guard} |")
         out.append("")

@@ -33,6 +33,9 @@ class Step:
     notes: list[str] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
     """Changed input paths the new program ignores (``ignore_changes``): ``pulumi up`` leaves them as they are."""
+    carried: dict[str, list[str]] = field(default_factory=dict)
+    """Input paths whose value comes from a resource that is replaced (its id, ARN, address…), with the names of
+    the replaced resources (:mod:`~gpucluster.tools.plan.diff.carry`): the value is only known once they are."""
 
     @property
     def protect(self) -> bool:
@@ -42,6 +45,20 @@ class Step:
     def blocked(self) -> bool:
         """``pulumi up`` refuses to replace or delete a protected resource."""
         return self.op in ("replace", "delete") and bool((self.old or {}).get("protect"))
+
+    def carried_from(self, reason: str) -> list[str]:
+        """The replaced resources whose values reach the inputs at or under ``reason``."""
+        under = (reason + ".", reason + "[")
+        return sorted({n for path, names in self.carried.items() if path == reason or path.startswith(under) for n in names})
+
+    def because(self) -> str:
+        """The replace reasons, each carried one with where it comes from:
+        ``networkInterfaces (slurm-p5-slurm-head-eni is replaced)``."""
+        out = []
+        for reason in self.replace_reasons:
+            names = self.carried_from(reason)
+            out.append(f"{reason} ({', '.join(names)} {'is' if len(names) == 1 else 'are'} replaced)" if names else reason)
+        return ", ".join(out)
 
     def value(self, side: str, path: str) -> Any:
         doc = self.old if side == "old" else self.new

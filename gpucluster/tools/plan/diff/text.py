@@ -49,7 +49,7 @@ def warning_lines(c: Comparison) -> list[str]:
         for s in replaced:
             guard = "; protected: `pulumi up` stops here" if s.blocked else ""
             verb = "forces" if len(s.replace_reasons) == 1 else "force"
-            out.append(f"  ± {short_type(s.type)} {s.name}: {', '.join(s.replace_reasons)} {verb} a new one{guard}")
+            out.append(f"  ± {short_type(s.type)} {s.name}: {s.because()} {verb} a new one{guard}")
     for s in blocked:
         if s.op == "delete":
             out.append(f"  ! deleting {s.name}: it is protected, so `pulumi up` stops before touching it")
@@ -76,7 +76,7 @@ def file_diff(change: FileChange, indent: str = "    ") -> list[str]:
 
 def step_lines(s: Step) -> list[str]:
     """One change: its sign, type and name, then each changed input (file-backed ones point at their file)."""
-    why = f"  (replace: {', '.join(s.replace_reasons)})" if s.replace_reasons else ""
+    why = f"  (replace: {s.because()})" if s.replace_reasons else ""
     marks = "  [protected]" if s.protect else ""
     out = [f"{SIGN[s.op]} {short_type(s.type)} {s.name}{why}{marks}"]
     shown: set[str] = set()
@@ -92,6 +92,13 @@ def step_lines(s: Step) -> list[str]:
             out.append(f"    {path}: a new version")
             continue
         out.append(f"    {path}: {_value(before)} → {_value(after)}")
+    for path, names in sorted(s.carried.items()):
+        are = "is" if len(names) == 1 else "are"
+        if path in FILE_BACKED:
+            also = "also " if path in shown else ""
+            out.append(f"    {path}: {also}holds values of {', '.join(names)}, which {are} replaced")
+        elif path not in s.changed:
+            out.append(f"    {path}: {_value(s.value('new', path))} comes from {', '.join(names)}, which {are} replaced")
     out += [f"    {n}" for n in s.notes]
     return out
 

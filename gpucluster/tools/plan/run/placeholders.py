@@ -14,31 +14,31 @@ from typing import Any
 
 from gpucluster.tools.plan.run.monitor import Registration
 
-_SKIP_STATE = {"ownerId", "status", "latestVersion", "defaultVersion"}
+SKIP_STATE = {"ownerId", "status", "latestVersion", "defaultVersion"}
 """State the mocks fill in that is not an assigned id: the account, a Helm status, version numbers."""
 
 _SSM = "aws:ssm/getParameter:getParameter"
 
 
-def _strings(value: Any) -> Iterable[str]:
+def strings(value: Any) -> Iterable[str]:
     if isinstance(value, str):
         yield value
     elif isinstance(value, Mapping):
         for v in value.values():
-            yield from _strings(v)
+            yield from strings(v)
     elif isinstance(value, (list, tuple)):
         for v in value:
-            yield from _strings(v)
+            yield from strings(v)
 
 
-def _leaves(value: Any, key: str = "") -> Iterable[tuple[str, Any]]:
+def leaves(value: Any, key: str = "") -> Iterable[tuple[str, Any]]:
     """(the last key, value) of every leaf of a resource's state: an EKS cluster's OIDC issuer is nested."""
     if isinstance(value, Mapping):
         for k, v in value.items():
-            yield from _leaves(v, str(k))
+            yield from leaves(v, str(k))
     elif isinstance(value, (list, tuple)):
         for v in value:
-            yield from _leaves(v, key)
+            yield from leaves(v, key)
     else:
         yield key, value
 
@@ -57,9 +57,9 @@ def stand_ins(resources: list[Registration], calls: Iterable[tuple[str, Mapping[
     for r in resources:
         if not r.custom:
             continue
-        chosen = set(_strings(r.inputs))
-        for key, value in sorted(_leaves(r.state), key=lambda kv: kv[0]):
-            if key in _SKIP_STATE or not isinstance(value, str) or len(value) < 6 or value in chosen or value in names:
+        chosen = set(strings(r.inputs))
+        for key, value in sorted(leaves(r.state), key=lambda kv: kv[0]):
+            if key in SKIP_STATE or not isinstance(value, str) or len(value) < 6 or value in chosen or value in names:
                 continue
             if r.type == "aws:s3/bucket:Bucket" and key in ("id", "bucket") and r.inputs.get("bucketPrefix"):
                 out[value] = f"{r.inputs['bucketPrefix']}… (name set by AWS at create)"

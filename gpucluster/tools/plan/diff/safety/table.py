@@ -68,6 +68,7 @@ _BASE: Mapping[str, Safety] = {
             "rootBlockDevice.kmsKeyId",
             "userDataReplaceOnChange",
         ),
+        replace_when=(("userDataReplaceOnChange", ("userData", "userDataBase64")),),
         disruption="head-node",
     ),
     "aws:ec2/placementGroup:PlacementGroup": Safety(
@@ -325,6 +326,9 @@ def replace_reasons(token: str, changed: list[str], old: Mapping[str, Any], new:
     for prefix in entry.replace_on:
         if any(_under(path, prefix) for path in changed):
             reasons.append(prefix)
+    for flag, paths in entry.replace_when:
+        if new.get(flag) is True:
+            reasons += [p for p in paths if any(_under(path, p) for path in changed)]
     for prefix in entry.replace_on_decrease:
         before, after = _number(old, prefix), _number(new, prefix)
         if before is not None and after is not None and after < before:

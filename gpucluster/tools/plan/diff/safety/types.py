@@ -18,6 +18,9 @@ class Safety:
     """Input paths whose change replaces the resource."""
     replace_on_decrease: tuple[str, ...] = ()
     """Numeric input paths that replace the resource only when they go down (FSx capacity, metadata IOPS)."""
+    replace_when: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """``(flag, paths)``: input paths whose change replaces the resource only while the boolean input ``flag`` is
+    true in the new program (an instance's user data with ``userDataReplaceOnChange``)."""
     holds_data: str | None = None
     """What a replacement or deletion loses (``None``: nothing that is not rebuilt from the config)."""
     disruption: str | None = None
