@@ -1,6 +1,7 @@
 """What a change costs: the estimates of two JSON plans side by side, before → after and the delta.
 
-``compare(old_plan, new_plan)`` reads each plan's ``outputs.estimate`` (and ``outputs.storageSizing`` for
+``compare(old_plan, new_plan)`` reads each plan's estimate (its ``outputs.estimate``, or for a program of your own
+the one worked out from its resources: :mod:`~gpucluster.tools.plan.show.program_estimate`; and ``outputs.storageSizing`` for
 the file system's size) and matches node groups by name and fixed items by their stable key, so a group
 added or removed shows as such and a file system that grew stays one row. Every row carries, before and
 after, $/h and $/month (730 h) now and at maximum size and kW now and at maximum; the delta is after −
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpucluster.tools.plan.show.estimate import HOURS_PER_MONTH, kw, money, monthly
+from gpucluster.tools.plan.show.program_estimate import plan_estimate
 
 FIGURES = ("usdPerHour", "usdPerHourAtMax", "usdPerMonth", "usdPerMonthAtMax", "kw", "kwAtMax")
 """The figures of every row, in the order the table shows them."""
@@ -131,7 +133,7 @@ def _outputs(plan: dict[str, Any]) -> dict[str, Any]:
 
 def compare(old_plan: dict[str, Any], new_plan: dict[str, Any]) -> CostDelta:
     """The cost and power of ``new_plan`` against ``old_plan`` (two ``gpucluster plan --json`` documents)."""
-    old, new = _outputs(old_plan).get("estimate") or {}, _outputs(new_plan).get("estimate") or {}
+    old, new = plan_estimate(old_plan), plan_estimate(new_plan)
     old_hours, new_hours = old.get("hoursPerMonth") or HOURS_PER_MONTH, new.get("hoursPerMonth") or HOURS_PER_MONTH
     rows: list[Row] = []
     before = {g["nodeGroup"]: g for g in old.get("nodeGroups") or []}

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpucluster.tools.plan.diff.disruption import group_name, size
+from gpucluster.tools.plan.show.program_estimate import plan_estimate
 
 VPC = "aws:ec2/vpc:Vpc"
 SUBNET = "aws:ec2/subnet:Subnet"
@@ -70,7 +71,7 @@ def cluster_mermaid(plan: Mapping[str, Any]) -> str:
         label, subnets = _group_label(r, templates)
         place(f'{_id(r["name"])}["{_label(label)}"]', subnets)
     shown = {group_name(r) for r in of[ASG] + of[EKS_NODES]}
-    estimate = (plan.get("outputs") or {}).get("estimate") or {}
+    estimate = plan_estimate(plan)
     for g in estimate.get("nodeGroups") or []:  # groups without an Auto Scaling group: Slurm launches them
         if isinstance(g, Mapping) and g.get("nodeGroup") not in shown:
             label = f"{g.get('nodeGroup')}: 0–{g.get('max')} × {g.get('instanceType')} (launched by Slurm)"

@@ -12,6 +12,7 @@ from gpucluster.tools.plan.run.placeholders import replacer
 from gpucluster.tools.plan.show.estimate import estimate_lines
 from gpucluster.tools.plan.show.files import file_lines
 from gpucluster.tools.plan.show.outputs import output_lines
+from gpucluster.tools.plan.show.program_estimate import plan_estimate
 from gpucluster.tools.plan.show.summary import summarize, text_lines
 from gpucluster.tools.plan.show.tree import tree_lines
 
@@ -48,13 +49,14 @@ def _render(plan: Plan, *, files: str, full_tree: bool) -> str:
         out += [OFFLINE, "", "The stack config is invalid; `pulumi up` would stop before creating anything:", plan.error, ""]
         return "\n".join(out) + "\n"
     rewrite = replacer(plan.placeholders)
-    out += [rewrite(line) for line in text_lines(summarize(to_json(plan)))]
+    doc = to_json(plan)
+    out += [rewrite(line) for line in text_lines(summarize(doc))]
     custom = [r for r in plan.resources if r.custom]
     components = [r for r in plan.resources if not r.custom]
     out += ["", f"Resources: {len(custom)} to create, in {len(components)} components ({OFFLINE_SHORT})"]
     out += tree_lines(plan, full=full_tree, rewrite=rewrite)
     out.append("")
-    out += estimate_lines(plan.outputs.get("estimate") or {})
+    out += estimate_lines(plan_estimate(doc))
     sizing = plan.outputs.get("storageSizing")
     if sizing:
         monthly = sizing.get("usdPerMonth")

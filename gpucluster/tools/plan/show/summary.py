@@ -13,6 +13,7 @@ from typing import Any
 
 from gpucluster.config.sizing import delivered_mbps
 from gpucluster.facts.catalog import Catalog, load_catalog
+from gpucluster.tools.plan.show.program_estimate import plan_estimate
 
 HOURS_PER_MONTH = 730
 """The month the estimate's monthly figures use (AWS's pricing pages and Infracost use 730 h too)."""
@@ -109,77 +110,35 @@ def _agent_subnets(doc: dict[str, Any]) -> dict[str, list[str]]:
     return out
 
 
+def _agent_modes(doc: dict[str, Any]) -> dict[str, str]:
+    """``{group: mode}`` of the groups in the plan's node agent configs (a program of your own exports no ``slurm``)."""
+    out: dict[str, str] = {}
+    for path, text in (doc.get("files") or {}).items():
+        if path.endswith("/etc/gpucluster/agent.json"):
+            try:
+                agent = json.loads(text)
+            except json.JSONDecodeError:
+                continue
+            out.update({str(g.get("name")): str(g.get("mode")) for g in agent.get("node_groups") or [] if isinstance(g, dict)})
+    return out
+
+
 def _efa(lt: dict[str, Any] | None) -> int:
     nics = (lt or {}).get("inputs", {}).get("networkInterfaces") or []
     return sum(1 for n in nics if str(n.get("interfaceType", "")).startswith("efa"))
 
 
 def summarize(doc: dict[str, Any], catalog: Catalog | None = None) -> Summary:
-    """The :class:`Summary` of a plan JSON (``gpucluster plan --json``)."""
+    """The :class:`Summary` of a plan JSON (``gpucluster plan --json``): of the stack program, or of any program that
+    uses gpucluster's components (its estimate then comes from its resources:
+    :mod:`~gpucluster.tools.plan.show.program_estimate`)."""
     outputs = doc.get("outputs") or {}
     if doc.get("error"):
         return Summary(stack=str(doc.get("stack")), region=doc.get("region"), scheduler="unknown", error=str(doc["error"]))
     catalog = catalog if catalog is not None else load_catalog()
-    est = outputs.get("estimate") or {}
-    zone_of = {r.get("id"): str(r["inputs"].get("availabilityZone")) for r in _of_type(doc, SUBNET)}
-    lts, asgs, mngs = _by_group(doc, LT), _by_group(doc, ASG), _by_group(doc, EKS_NODE_GROUP)
-    agent_subnets = _agent_subnets(doc)
-    slurm = outputs.get("slurm") if isinstance(outputs.get("slurm"), dict) else None
-    kubernetes = outputs.get("kubernetes") if isinstance(outputs.get("kubernetes"), dict) else None
-    partitions = (slurm or {}).get("partitions") or {}
-    partition_of = {str(p.get("nodeGroup")): (name, p) for name, p in partitions.items() if isinstance(p, dict)}
-
-    groups: list[GroupSummary] = []
-    for g in est.get("nodeGroups", []):
-        name = str(g.get("nodeGroup"))
-        facts = catalog.get(str(g.get("instanceType")))
-        subnets: list[str] = list((asgs.get(name) or {}).get("inputs", {}).get("vpcZoneIdentifiers") or [])
-        subnets += (mngs.get(name) or {}).get("inputs", {}).get("subnetIds") or []
-        subnets += agent_subnets.get(name, [])
-        zones = tuple(sorted({zone_of[s] for s in subnets if s in zone_of}))
-        role = ""
-        if name in partition_of:
-            pname, p = partition_of[name]
-            role = f"partition {pname} ({p.get('mode')}{', default' if p.get('default') else ''})"
-        elif name in mngs:
-            role = f"EKS node group {mngs[name]['inputs'].get('nodeGroupName')}"
-        elif name in asgs:
-            role = "Auto Scaling group"
-        groups.append(
-            GroupSummary(
-                name=name,
-                instance_type=str(g.get("instanceType")),
-                desired=g.get("desired"),
-                max=g.get("max"),
-                gpus_per_node=facts.gpu_count if facts else int(g.get("acceleratorsPerNode") or 0),
-                gpu_model=facts.gpus[0].model if facts and facts.gpus else None,
-                efa_per_node=_efa(lts.get(name)),
-                zones=zones,
-                role=role,
-            )
-        )
-
-    extra: list[tuple[str, str]] = []
-    if slurm or _of_type(doc, "gpucluster:index:SlurmCluster"):  # a program of your own may export no `slurm`
-        scheduler = "Slurm"
-        if slurm:
-            hybrid = outputs.get("hybrid")
-            site = hybrid.get("site") if isinstance(hybrid, dict) else None
-            where = f"site {site}'s own slurmctld, no head node" if site else f"head node {_head_type(doc)}"
-            extra.append(("controller", f"{slurm.get('controller')} ({where})"))
-    elif kubernetes or _of_type(doc, "aws:eks/cluster:Cluster"):
-        scheduler = f"Kubernetes {(kubernetes or {}).get('version', '')} on EKS".replace("  ", " ")
-        for name, mng in sorted(mngs.items()):
-            if name not in {g.name for g in groups}:
-                sc = mng["inputs"].get("scalingConfig") or {}
-                lt = lts.get(name, {}).get("inputs", {})
-                extra.append(("system", f"{name}: {sc.get('desiredSize')} × {lt.get('instanceType')} (max {sc.get('maxSize')})"))
-        teams = sorted(((kubernetes or {}).get("teams") or {}).keys())
-        if teams:
-            extra.append(("teams", ", ".join(teams) + " (a namespace and a Kueue queue each)"))
-    else:
-        scheduler = "none (Auto Scaling groups)"
-
+    est = plan_estimate(doc, catalog)
+    groups = _groups(doc, est, catalog)
+    scheduler, extra = _scheduler(doc, groups)
     return Summary(
         stack=str(doc.get("stack")),
         region=doc.get("region"),
@@ -197,6 +156,76 @@ def summarize(doc: dict[str, Any], catalog: Catalog | None = None) -> Summary:
     )
 
 
+def _groups(doc: dict[str, Any], est: dict[str, Any], catalog: Catalog) -> list[GroupSummary]:
+    """One line's facts per node group of the estimate: zones from its subnets, its role in the scheduler."""
+    outputs = doc.get("outputs") or {}
+    zone_of = {r.get("id"): str(r["inputs"].get("availabilityZone")) for r in _of_type(doc, SUBNET)}
+    lts, asgs, mngs = _by_group(doc, LT), _by_group(doc, ASG), _by_group(doc, EKS_NODE_GROUP)
+    agent_subnets, agent_modes = _agent_subnets(doc), _agent_modes(doc)
+    slurm = outputs.get("slurm") if isinstance(outputs.get("slurm"), dict) else None
+    partitions = (slurm or {}).get("partitions") or {}
+    partition_of = {str(p.get("nodeGroup")): (name, p) for name, p in partitions.items() if isinstance(p, dict)}
+    groups: list[GroupSummary] = []
+    for g in est.get("nodeGroups", []):
+        name = str(g.get("nodeGroup"))
+        facts = catalog.get(str(g.get("instanceType")))
+        subnets: list[str] = list((asgs.get(name) or {}).get("inputs", {}).get("vpcZoneIdentifiers") or [])
+        subnets += (mngs.get(name) or {}).get("inputs", {}).get("subnetIds") or []
+        subnets += agent_subnets.get(name, [])
+        role = ""
+        if name in partition_of:
+            pname, p = partition_of[name]
+            role = f"partition {pname} ({p.get('mode')}{', default' if p.get('default') else ''})"
+        elif name in mngs:
+            role = f"EKS node group {mngs[name]['inputs'].get('nodeGroupName')}"
+        elif name in agent_modes:  # a SlurmCluster of a program of your own (no `slurm` output to name partitions)
+            how = "an Auto Scaling group" if name in asgs else "launched by the node agent"
+            role = f"Slurm {agent_modes[name]} group ({how})"
+        elif name in asgs:
+            role = "Auto Scaling group"
+        groups.append(
+            GroupSummary(
+                name=name,
+                instance_type=str(g.get("instanceType")),
+                desired=g.get("desired"),
+                max=g.get("max"),
+                gpus_per_node=facts.gpu_count if facts else int(g.get("acceleratorsPerNode") or 0),
+                gpu_model=facts.gpus[0].model if facts and facts.gpus else None,
+                efa_per_node=_efa(lts.get(name)),
+                zones=tuple(sorted({zone_of[s] for s in subnets if s in zone_of})),
+                role=role,
+            )
+        )
+    return groups
+
+
+def _scheduler(doc: dict[str, Any], groups: list[GroupSummary]) -> tuple[str, list[tuple[str, str]]]:
+    """The scheduler line and its extra rows: Slurm's controller, EKS's system nodes and teams."""
+    outputs = doc.get("outputs") or {}
+    slurm = outputs.get("slurm") if isinstance(outputs.get("slurm"), dict) else None
+    kubernetes = outputs.get("kubernetes") if isinstance(outputs.get("kubernetes"), dict) else None
+    extra: list[tuple[str, str]] = []
+    if slurm or _of_type(doc, "gpucluster:index:SlurmCluster"):  # a program of your own may export no `slurm`
+        if slurm:
+            hybrid = outputs.get("hybrid")
+            site = hybrid.get("site") if isinstance(hybrid, dict) else None
+            where = f"site {site}'s own slurmctld, no head node" if site else f"head node {_head_type(doc)}"
+            extra.append(("controller", f"{slurm.get('controller')} ({where})"))
+        return "Slurm", extra
+    if kubernetes or _of_type(doc, "aws:eks/cluster:Cluster"):
+        lts, mngs = _by_group(doc, LT), _by_group(doc, EKS_NODE_GROUP)
+        for name, mng in sorted(mngs.items()):
+            if name not in {g.name for g in groups}:
+                sc = mng["inputs"].get("scalingConfig") or {}
+                lt = lts.get(name, {}).get("inputs", {})
+                extra.append(("system", f"{name}: {sc.get('desiredSize')} × {lt.get('instanceType')} (max {sc.get('maxSize')})"))
+        teams = sorted(((kubernetes or {}).get("teams") or {}).keys())
+        if teams:
+            extra.append(("teams", ", ".join(teams) + " (a namespace and a Kueue queue each)"))
+        return f"Kubernetes {(kubernetes or {}).get('version', '')} on EKS".replace("  ", " "), extra
+    return "none (Auto Scaling groups)", extra
+
+
 def _monthly(est: dict[str, Any], key: str, hourly_key: str) -> float | None:
     """The estimate's monthly figure where it has one, else 730 × its hourly figure."""
     if est.get(key) is not None:
@@ -210,23 +239,32 @@ def _head_type(doc: dict[str, Any]) -> str:
     return str(heads[0]["inputs"].get("instanceType")) if heads else "unknown"
 
 
+def _lustre_line(where: str, size: Any, fs: dict[str, Any], efa: bool) -> str:
+    tput = fs.get("perUnitStorageThroughput")
+    parts = [f"FSx for Lustre {where}", f"{size:,} GiB" if isinstance(size, int) else "attached"]
+    if fs.get("deploymentType"):
+        parts.append(str(fs["deploymentType"]))
+    if isinstance(tput, int) and isinstance(size, int):
+        parts.append(f"{tput} MB/s/TiB ({delivered_mbps(size, tput):,.0f} MB/s)")
+    parts.append("EFA" if efa else "no EFA")
+    return " · ".join(parts)
+
+
 def _storage(doc: dict[str, Any], outputs: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     fsx = {r.get("id"): r.get("inputs", {}) for r in _of_type(doc, LUSTRE)}
+    if "storage" not in outputs:  # a program of your own: its file systems as it creates them
+        for r in _of_type(doc, LUSTRE):
+            fs = r.get("inputs", {})
+            lines.append(_lustre_line(str(r.get("name")), fs.get("storageCapacity"), fs, bool(fs.get("efaEnabled"))))
     for s in outputs.get("storage") or []:
         if not isinstance(s, dict):
             continue
         if s.get("type") == "lustre":
             fs = fsx.get(s.get("fileSystemId"), {})
-            size = s.get("capacityGiB") or fs.get("storageCapacity")
-            tput = fs.get("perUnitStorageThroughput")
-            parts = [f"FSx for Lustre {s.get('mountPoint')}", f"{size:,} GiB" if isinstance(size, int) else "attached"]
-            if fs.get("deploymentType"):
-                parts.append(str(fs["deploymentType"]))
-            if isinstance(tput, int) and isinstance(size, int):
-                parts.append(f"{tput} MB/s/TiB ({delivered_mbps(size, tput):,.0f} MB/s)")
-            parts.append("EFA" if s.get("efa") else "no EFA")
-            lines.append(" · ".join(parts))
+            lines.append(
+                _lustre_line(str(s.get("mountPoint")), s.get("capacityGiB") or fs.get("storageCapacity"), fs, bool(s.get("efa")))
+            )
         elif s.get("type") == "nvme":
             lines.append(f"instance-store NVMe RAID 0 at {s.get('mountPoint')} on each node")
         else:
