@@ -16,8 +16,9 @@ Three families, one folder each; a module's name says what it does inside its fa
 ``show/`` — the plan as a person reads it
     ``report``        the text plan: summary, tree, estimate, findings, outputs, files
     ``summary``       the cluster in a dozen lines (also the pull-request comment's table)
-    ``estimate``      the estimate section; :func:`~.show.estimate.plan_estimate` is the estimate of any plan:
-                      the stack's own, else one computed from the resources of gpucluster's components
+    ``estimate``      the estimate section
+    ``program_estimate``  the estimate of any plan: the stack's own, else one worked out from the resources
+                      of gpucluster's components a program of your own registered
     ``tree``, ``describe``  the resource tree and one line per resource type
     ``files``, ``outputs``  the rendered files and the stack outputs as text
     ``mermaid``       a picture of the cluster (the pull-request comment)
