@@ -61,7 +61,7 @@ def main() -> int:
         t0 = time.perf_counter()
         from gpucluster.tools.ci.preview import Preview, compare, empty_plan, render_comment  # noqa: F401
         from gpucluster.tools.ci.scope import scope
-        from gpucluster.tools.plan.engine import run_plan  # noqa: F401  (imports Pulumi and the providers)
+        from gpucluster.tools.plan.run.engine import run_plan  # noqa: F401  (imports Pulumi and the providers)
 
         t_import = time.perf_counter() - t0
         from gpucluster.tools.ci.preview import _plan_here

@@ -12,28 +12,24 @@ import dataclasses
 import difflib
 import json
 import re
-import types
-import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from gpucluster.config.base import FIX_MARK, control_character
+from gpucluster.config.base import control_character
 from gpucluster.config.checks.cluster import GROUP_CHECKS, validate_cluster
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.effective import storage_sizing
 from gpucluster.config.errors import ConfigError, Finding, error, errors_in
 from gpucluster.config.network import NetworkSpec
 from gpucluster.config.node_group import NodeGroupSpec
+from gpucluster.config.pydantic_errors import NAMESPACE, REGION_KEY, pydantic_findings, render_path
 from gpucluster.config.sizing import Sizing
 from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.resolve.cluster import resolve
-
-NAMESPACE = "gpucluster"
-REGION_KEY = "aws:region"
 
 
 @dataclass(frozen=True)
@@ -76,26 +72,35 @@ def load_spec(
     keys = config_keys()
     findings: list[Finding] = []
     raw: dict[str, Any] = {}
+    meant: set[str] = set()
     for key, value in config.items():
         if key in keys:
             raw[keys[key]] = _decode(value)
         elif key.startswith(f"{NAMESPACE}:"):
             close = difflib.get_close_matches(key, list(keys), n=1, cutoff=0.6)
-            findings.append(
-                error(
-                    key,
-                    f"unknown config key {key!r}",
-                    f"did you mean {close[0]!r}?" if close else f"valid keys: {', '.join(sorted(keys))}",
-                    None,
-                    "unknown-key",
-                )
-            )
+            findings.append(_unknown_key(key, close[0] if close else None, keys, config))
+            meant.update(c for c in close if c not in config)
     raw.setdefault("name", stack)
     if "region" not in raw:
         fix = "run `pulumi config set aws:region us-east-1` (or your region)"
         findings.append(error(REGION_KEY, "no AWS region set", fix, None, "missing"))
         raw["region"] = "us-east-1"  # placeholder so the rest still gets checked; we raise below
-    return _load(raw, findings, catalog, source)
+    try:
+        return _load(raw, findings, catalog, source)
+    except ConfigError as exc:  # a key that is "missing" because it was misspelt: its unknown-key finding says so
+        raise ConfigError([f for f in exc.findings if not (f.code == "missing" and f.path in meant)], source) from None
+
+
+def _unknown_key(key: str, close: str | None, keys: Mapping[str, str], config: Mapping[str, object]) -> Finding:
+    if close is None:
+        return error(key, f"unknown config key {key!r}", f"valid keys: {', '.join(sorted(keys))}", None, "unknown-key")
+    required = close not in config and close != REGION_KEY and ClusterSpec.model_fields[_field(keys[close])].is_required()
+    fix = f"rename the key to {close}" + (", which is required" if required else "")
+    return error(key, f"unknown config key {key!r}; did you mean {close!r}?", fix, None, "unknown-key")
+
+
+def _field(alias: str) -> str:
+    return next(name for name, f in ClusterSpec.model_fields.items() if (f.alias or name) == alias)
 
 
 def load_args(args: Mapping[str, Any], *, catalog: Catalog, source: str, path: str = "args") -> LoadResult:
@@ -305,96 +310,3 @@ def load_yaml(text: str, source: str) -> Any:
         raise YamlError(f"{source}: not valid YAML: {exc}") from None
     finally:
         loader.dispose()
-
-
-# --- pydantic errors → findings ------------------------------------------------------------------------
-
-
-def render_path(loc: Sequence[int | str]) -> str:
-    head, *rest = loc
-    key = REGION_KEY if head == "region" else f"{NAMESPACE}:{head}"
-    out = key
-    for part in rest:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return out
-
-
-def _model_classes(annotation: object) -> list[type[BaseModel]]:
-    found: list[type[BaseModel]] = []
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    origin = typing.get_origin(annotation)
-    if origin is not None or isinstance(annotation, types.UnionType):
-        for arg in typing.get_args(annotation):
-            found += _model_classes(arg)
-    return found
-
-
-def model_at(loc: Sequence[int | str], root: type[BaseModel] = ClusterSpec) -> type[BaseModel] | None:
-    """The model class whose fields live at ``loc`` (aliases, list indexes skipped)."""
-    model: type[BaseModel] | None = root
-    for part in loc:
-        if isinstance(part, int) or model is None:
-            continue
-        field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
-        if field is None:
-            return None
-        classes = _model_classes(field.annotation)
-        model = classes[0] if classes else None
-    return model
-
-
-_KIND = {int: "a whole number", float: "a number", str: "text", bool: "true or false"}
-
-
-def field_doc(loc: Sequence[int | str]) -> str:
-    """First sentence of the field's docstring at ``loc``, with its type and bounds."""
-    parent = model_at(loc[:-1])
-    if parent is None or not isinstance(loc[-1], str):
-        return ""
-    for name, field in parent.model_fields.items():
-        if loc[-1] in (name, field.alias):
-            doc = (field.description or "").replace("\n", " ").split(". ")[0].rstrip(".")
-            args = typing.get_args(field.annotation) or (field.annotation,)
-            kinds = [_KIND[a] for a in args if a in _KIND]
-            bounds = [
-                f"{sym} {getattr(m, attr)}"
-                for m in field.metadata
-                for attr, sym in (("ge", "≥"), ("gt", ">"), ("le", "≤"), ("lt", "<"))
-                if getattr(m, attr, None) is not None
-            ]
-            shape = ", ".join(([kinds[0]] if kinds else []) + bounds)
-            return f"{doc} ({shape})." if shape else f"{doc}."
-    return ""
-
-
-def pydantic_findings(exc: ValidationError) -> list[Finding]:
-    out: list[Finding] = []
-    errs = exc.errors(include_url=False)
-    item_locs = [tuple(e["loc"]) for e in errs]
-    for err in errs:
-        loc = tuple(err["loc"])
-        if err["type"] == "too_short" and any(len(o) > len(loc) and o[: len(loc)] == loc for o in item_locs):
-            continue  # the items failed, so fewer survived; their own errors say why
-        kind = err["type"]
-        msg = str(err["msg"])
-        value: object = err.get("input")
-        path = render_path(loc) if loc else "gpucluster"
-        if kind == "missing":
-            out.append(error(path, "is required but missing", f"set it: {field_doc(loc)}", None, "missing"))
-        elif kind == "extra_forbidden":
-            parent = model_at(loc[:-1])
-            valid = sorted(f.alias or n for n, f in parent.model_fields.items()) if parent else []
-            close = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.6)
-            fix = f"did you mean {close[0]!r}?" if close else f"valid fields here: {', '.join(valid)}"
-            out.append(error(path, f"unknown field {loc[-1]!r}", fix, None, "unknown-field"))
-        elif kind in ("value_error", "assertion_error"):
-            text = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
-            text, _, fix = text.partition(FIX_MARK)  # validators may say how to fix it after FIX_MARK
-            shown = value if not isinstance(value, (dict, list)) else None
-            out.append(error(path, text, fix, shown, "invalid"))
-        else:
-            shown = value if not isinstance(value, (dict, list)) or kind.endswith("_type") else None
-            doc = field_doc(loc) if loc and isinstance(loc[-1], str) else ""
-            out.append(error(path, f"{msg[0].lower()}{msg[1:]}", f"expected: {doc}" if doc else "", shown, kind))
-    return out

@@ -198,8 +198,8 @@ def run_components():
     inside ``fn`` or inside an ``Output.apply`` fail the call.
     """
     from gpucluster.facts.catalog import load_catalog
-    from gpucluster.tools.plan.engine import Plan, execute
-    from gpucluster.tools.plan.mocks import PlanMocks
+    from gpucluster.tools.plan.run.engine import Plan, execute
+    from gpucluster.tools.plan.run.mocks import PlanMocks
 
     def run(program: Callable[[], object], region: str = "us-east-1") -> Plan:
         mocks = PlanMocks(region=region, catalog=load_catalog())
@@ -222,7 +222,7 @@ def pulumi_config(config: dict[str, Any]) -> dict[str, str]:
 
 def plan_config(config: dict[str, Any], stack: str = "test"):
     """Run the real stack program (``__main__.py``) with ``config`` under the plan's mock engine."""
-    from gpucluster.tools.plan.engine import run_program
+    from gpucluster.tools.plan.run.engine import run_program
 
     return run_program("gpucluster", stack, pulumi_config(config))
 

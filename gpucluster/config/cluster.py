@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+import re
+
 from pydantic import Field, field_validator
 
 from gpucluster.config.base import FIX_MARK, SpecModel, check_name
@@ -11,6 +14,38 @@ from gpucluster.config.network import NetworkSpec
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.slurm import SlurmSpec
 from gpucluster.config.storage import StorageSpec
+from gpucluster.facts.regions import known_regions, partition_of, zone_in_region
+
+REGION_SHAPE = re.compile(r"[a-z]{2}(-gov)?-[a-z]+-\d")
+"""How AWS writes a region: ``us-east-1``, ``us-gov-west-1``."""
+
+
+def region_problem(region: str) -> tuple[str, str]:
+    """``(message, fix)`` for an ``aws:region`` that is not a known region: what it looks like instead (a zone, a
+    region written in capitals or with underscores) or the nearest known regions, and the value to set."""
+    regions = known_regions()
+    guess = region.strip().lower().replace("_", "-").replace(" ", "-")
+    of_zone = next((r for r in regions if zone_in_region(guess, r)), None)
+    if of_zone is not None:
+        return f"region {region!r} is an Availability Zone of {of_zone}, not a region", (
+            f"set aws:region to {of_zone}; zones go in each node group's availabilityZones"
+        )
+    if guess in regions:
+        return f"region {region!r} is not written as AWS writes it", f"set aws:region to {guess}"
+    close = difflib.get_close_matches(guess, regions, n=3, cutoff=0.6)
+    if close:
+        return f"region {region!r} is not an AWS region; the nearest are {', '.join(close)}", (
+            f"set aws:region to the one you meant, e.g. `pulumi config set aws:region {close[0]}`"
+        )
+    return f"region {region!r} is not an AWS region (aws, aws-cn or aws-us-gov partition)", (
+        f"set aws:region to one of: {', '.join(regions)}"
+    )
+
+
+def known_region(region: str) -> bool:
+    """Whether ``region`` is one AWS has (zones are only checked against a known region: an unknown one has its
+    own finding, and every zone would be "not in" it)."""
+    return partition_of(region) is not None
 
 
 class ClusterSpec(SpecModel):
@@ -20,7 +55,7 @@ class ClusterSpec(SpecModel):
     name: str
     """Cluster name, used as the prefix of every resource name and in tags. Default: the stack name."""
 
-    region: str = Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
+    region: str
     """AWS region, from ``aws:region``. Required."""
 
     network: NetworkSpec = NetworkSpec()
@@ -57,6 +92,9 @@ class ClusterSpec(SpecModel):
         if isinstance(value, str) and value != value.strip():
             raise ValueError(f"region {value!r} has blanks around it: the AWS provider uses it as written{FIX_MARK}"
                              "write the region alone, e.g. us-east-1")  # fmt: skip
+        if isinstance(value, str) and not REGION_SHAPE.fullmatch(value):
+            message, fix = region_problem(value)
+            raise ValueError(f"{message}{FIX_MARK}{fix}")
         return value
 
     @field_validator("name")

@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from gpucluster.render.hybrid.bundle import PLACEHOLDER_RE, bundle_files
     from gpucluster.render.hybrid.bundle_slurm import BundleError, site_of
     from gpucluster.tools.cli_common import overrides
-    from gpucluster.tools.plan.stackfile import as_config, load_stack_config
+    from gpucluster.tools.plan.run.stackfile import as_config, load_stack_config
 
     project, config, _ = load_stack_config(args.stack, Path(args.project_dir))
     config.update(as_config(project, overrides(args))[0])

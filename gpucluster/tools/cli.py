@@ -11,7 +11,7 @@
     gpucluster catalog show [TYPE]            instance facts
     gpucluster catalog refresh --region R     rebuild the catalog from EC2 DescribeInstanceTypes
     gpucluster catalog refresh-prices --region R   rebuild R's on-demand and spot prices (Price List, spot history)
-    gpucluster docs                           regenerate docs/config-reference.md
+    gpucluster docs [--out DIR]               regenerate docs/config-reference.md (a checkout's; installed: --out)
     gpucluster generate [--check]             regenerate every generated file of the checkout (--check: exit 1 if stale)
     gpucluster bundle --stack X --out DIR     the files a hybrid site installs on its own slurmctld host
 
@@ -24,7 +24,8 @@ offline: give them to `plan` and `preflight` with --config KEY=VALUE (repeatable
 
 Exit codes:
     0  ok
-    2  invalid stack config or command line: every problem is listed (the config path, the value, the fix)
+    2  invalid stack config or command line: every problem is listed (the config path, the value, the fix);
+       plan: the program looks up a data source the offline plan does not answer (named, with its arguments)
     3  plan diff --exit-code: a change loses data (2: it changes something; 0: nothing)
     1  anything else: no such stack or project, no AWS credentials, an AWS call refused (preflight: a
        check that could not run, and no errors), an unreadable file
@@ -38,6 +39,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from gpucluster.config.errors import Level
 from gpucluster.tools.cli_common import (
@@ -51,17 +53,17 @@ from gpucluster.tools.cli_common import read_plan as _read_plan
 
 
 def _esc_note(args: argparse.Namespace) -> str | None:
-    from gpucluster.tools.plan.stackfile import ESC_NOTE, stack_environments
+    from gpucluster.tools.plan.run.stackfile import ESC_NOTE, stack_environments
 
     envs = stack_environments(args.stack, Path(args.project_dir))
     return f"stack {args.stack!r} " + ESC_NOTE.format(envs=", ".join(envs)) if envs else None
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from gpucluster.tools.plan.colour import show
-    from gpucluster.tools.plan.engine import run_plan
-    from gpucluster.tools.plan.jsonplan import dumps
-    from gpucluster.tools.plan.report import render_text
+    from gpucluster.tools.plan.run.engine import run_plan
+    from gpucluster.tools.plan.run.json import dumps
+    from gpucluster.tools.plan.show.colour import show
+    from gpucluster.tools.plan.show.report import render_text
 
     overrides = _overrides(args)
     note = _esc_note(args)
@@ -85,7 +87,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _plan_diff(args: argparse.Namespace) -> int:
-    from gpucluster.tools.plan.review import exit_status, render, review
+    from gpucluster.tools.plan.diff.review import exit_status, render, review
 
     old, new = _read_plan(args.old), _read_plan(args.new)
     for path, doc in ((args.old, old), (args.new, new)):
@@ -112,8 +114,8 @@ def _policy(args: argparse.Namespace) -> int:
     if args.plan:
         doc = _read_plan(args.plan)
     else:
-        from gpucluster.tools.plan.engine import run_plan
-        from gpucluster.tools.plan.jsonplan import to_json
+        from gpucluster.tools.plan.run.engine import run_plan
+        from gpucluster.tools.plan.run.json import to_json
 
         doc = to_json(run_plan(args.stack, Path(args.project_dir), config_overrides=_overrides(args)))
     if doc.get("ok") is False:
@@ -128,12 +130,12 @@ def _preflight(args: argparse.Namespace) -> int:
     from gpucluster.facts.catalog import load_catalog
     from gpucluster.load import load_spec
     from gpucluster.tools.catalog_refresh import CREDENTIALS_FIX
-    from gpucluster.tools.plan.stackfile import load_stack_config
+    from gpucluster.tools.plan.run.stackfile import load_stack_config
     from gpucluster.tools.preflight import Clients, NoCredentials, failure_reason, preflight
 
     project, config, _ = load_stack_config(args.stack, Path(args.project_dir))
     overrides = _overrides(args)
-    from gpucluster.tools.plan.stackfile import as_config
+    from gpucluster.tools.plan.run.stackfile import as_config
 
     config.update(as_config(project, overrides)[0])
     note = _esc_note(args)
@@ -162,69 +164,22 @@ def _preflight(args: argparse.Namespace) -> int:
 
 
 def _stacks(args: argparse.Namespace) -> int:
-    from gpucluster.tools.plan.stackfile import stack_names
+    from gpucluster.tools.plan.run.stackfile import stack_names
 
     print("\n".join(stack_names(Path(args.project_dir))))
     return EXIT_OK
 
 
-def _catalog_show(args: argparse.Namespace) -> int:
-    from gpucluster.facts.catalog import load_catalog
-
-    catalog = load_catalog()
-    types = [args.type] if args.type else list(catalog)
-    for t in types:
-        f = catalog.get(t)
-        if f is None:
-            raise CliError(
-                f"unknown instance type {t!r}; close: {', '.join(catalog.suggest(t)) or 'none'} (list: `gpucluster catalog show`)"
-            )
-        acc = (
-            f"{f.accelerator_count} × {f.accelerator_model} ({f.accelerator_memory_mib // 1024} GiB)"
-            if f.accelerators
-            else "no accelerator"
-        )
-        efa = f"{len(f.efa_cards)} EFA cards of {len(f.network_cards)}" if f.efa_supported else "no EFA"
-        nvme = f"{f.nvme_disk_count} × {f.nvme_disk_size_gb} GB NVMe" if f.nvme_disk_count else "no NVMe"
-        print(
-            f"{t:<18} {f.vcpus:>3} vCPU {f.memory_gib:>6.0f} GiB  {acc:<32} {efa:<26} {f.efa_bandwidth_gbps or f.total_bandwidth_gbps:>6.0f} Gbps  {nvme}{'  GDS' if f.gds_supported else ''}"
-        )
-    return EXIT_OK
-
-
-def _catalog_refresh(args: argparse.Namespace) -> int:
-    from gpucluster.tools.catalog_refresh import RefreshError, refresh
-
-    try:
-        path = refresh(args.region, add=args.add, endpoint_url=args.endpoint_url)
-    except RefreshError as exc:
-        raise CliError(str(exc)) from None
-    print(f"wrote {path}")
-    return EXIT_OK
-
-
-def _catalog_refresh_prices(args: argparse.Namespace) -> int:
-    from gpucluster.tools.catalog_refresh import RefreshError
-    from gpucluster.tools.price_refresh import refresh_prices
-
-    try:
-        done = refresh_prices(args.region, instance_types=args.types, endpoint_url=args.endpoint_url)
-    except RefreshError as exc:
-        raise CliError(str(exc)) from None
-    print(f"priced {len(done.entries)} instance type(s) in {done.region} on {done.date}")
-    for label, missing in (("no on-demand price", done.no_on_demand), ("no spot price", done.no_spot)):
-        if missing:
-            print(f"  {label} in {done.region}: {', '.join(missing)}")
-    from gpucluster.facts.prices import PRICES_FILE
-
-    print(f"wrote {PRICES_FILE}")
-    return EXIT_OK
-
-
 def _docs(args: argparse.Namespace) -> int:
-    from gpucluster.tools.docs import write_config_reference
+    from gpucluster.tools.docs import NotACheckout, reference_path, write_config_reference
 
-    print(f"wrote {write_config_reference()}")
+    try:
+        path = reference_path(Path(args.out) if args.out else None)
+    except NotACheckout as exc:
+        raise CliError(str(exc), EXIT_CONFIG) from None
+    if path.parent.exists() and not path.parent.is_dir():
+        raise CliError(f"--out {args.out}: not a folder", EXIT_CONFIG)
+    print(f"wrote {write_config_reference(path)}")
     return EXIT_OK
 
 
@@ -240,9 +195,10 @@ def package_version() -> str:
 
 def parser() -> argparse.ArgumentParser:
     from gpucluster.tools.bundle_cli import register as register_bundle
+    from gpucluster.tools.catalog_cli import register as register_catalog
     from gpucluster.tools.ci.cli import register as register_preview
     from gpucluster.tools.generate import register as register_generate
-    from gpucluster.tools.plan.stackfile import PROJECT_DIR
+    from gpucluster.tools.plan.run.stackfile import PROJECT_DIR
 
     # --project-dir is accepted before or after the verb: each subcommand takes it too, defaulting to
     # "not given" so that a value before the verb survives.
@@ -265,6 +221,40 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"gpucluster {package_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
+    _register_plan(sub, common, values)
+
+    pre = sub.add_parser(
+        "preflight", parents=[common, values], help="check the config against the AWS account (boto3; needs credentials)"
+    )
+    pre.add_argument("--stack", "-s", default="dev", help="stack name (default: dev)")
+    pre.add_argument("--endpoint-url", help="AWS endpoint (e.g. a local moto server)")
+    pre.set_defaults(func=_preflight)
+
+    pol = sub.add_parser("policy", parents=[common, values], help="check the offline plan against the policy pack's rules")
+    pol.add_argument("--stack", "-s", default="dev", help="stack name (default: dev)")
+    pol.add_argument("--plan", metavar="FILE", help="check this JSON plan (from `gpucluster plan --json`) instead of planning")
+    pol.add_argument("--json", action="store_true", help="print the rules and violations as JSON")
+    pol.set_defaults(func=_policy)
+
+    sub.add_parser("stacks", parents=[common], help="list the stacks in stacks/").set_defaults(func=_stacks)
+
+    register_catalog(sub, common)
+
+    docs = sub.add_parser(
+        "docs", parents=[common], help="regenerate docs/config-reference.md (in the checkout gpucluster runs from, or --out DIR)"
+    )
+    docs.add_argument(
+        "--out", metavar="DIR", help="write config-reference.md into DIR (needed when gpucluster is installed, not a checkout)"
+    )
+    docs.set_defaults(func=_docs)
+    register_preview(sub, common)
+    register_bundle(sub, common, values)
+    register_generate(sub, common)
+    return p
+
+
+def _register_plan(sub: Any, common: argparse.ArgumentParser, values: argparse.ArgumentParser) -> None:
+    """``plan`` and ``plan diff``."""
     plan = sub.add_parser("plan", parents=[common, values], help="show what `pulumi up` would create, offline")
     plan_sub = plan.add_subparsers(dest="plan_command")
     plan.add_argument("--stack", "-s", default="dev", help="stack name: stacks/Pulumi.<stack>.yaml (default: dev)")
@@ -297,48 +287,6 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--expect-no-changes", action="store_true", help="exit 2 with a message when anything changes")
     d.set_defaults(func=_plan_diff)
 
-    pre = sub.add_parser(
-        "preflight", parents=[common, values], help="check the config against the AWS account (boto3; needs credentials)"
-    )
-    pre.add_argument("--stack", "-s", default="dev", help="stack name (default: dev)")
-    pre.add_argument("--endpoint-url", help="AWS endpoint (e.g. a local moto server)")
-    pre.set_defaults(func=_preflight)
-
-    pol = sub.add_parser("policy", parents=[common, values], help="check the offline plan against the policy pack's rules")
-    pol.add_argument("--stack", "-s", default="dev", help="stack name (default: dev)")
-    pol.add_argument("--plan", metavar="FILE", help="check this JSON plan (from `gpucluster plan --json`) instead of planning")
-    pol.add_argument("--json", action="store_true", help="print the rules and violations as JSON")
-    pol.set_defaults(func=_policy)
-
-    sub.add_parser("stacks", parents=[common], help="list the stacks in stacks/").set_defaults(func=_stacks)
-
-    cat = sub.add_parser("catalog", parents=[common], help="instance facts").add_subparsers(dest="catalog_command", required=True)
-    show = cat.add_parser("show", parents=[common], help="print the facts of one or every instance type")
-    show.add_argument("type", nargs="?")
-    show.set_defaults(func=_catalog_show)
-    ref = cat.add_parser(
-        "refresh", parents=[common], help="rebuild the catalog from EC2 DescribeInstanceTypes (needs credentials)"
-    )
-    ref.add_argument("--region", default="us-east-1")
-    ref.add_argument("--add", nargs="*", default=[], metavar="TYPE", help="instance types to add")
-    ref.add_argument("--endpoint-url", help="EC2 endpoint (e.g. a local moto server)")
-    ref.set_defaults(func=_catalog_refresh)
-    prices = cat.add_parser(
-        "refresh-prices",
-        parents=[common],
-        help="rebuild one region's on-demand (AWS Price List) and spot (EC2 spot price history) prices (needs credentials)",
-    )
-    prices.add_argument("--region", required=True)
-    prices.add_argument("--types", nargs="*", default=None, metavar="TYPE", help="instance types (default: the catalog's)")
-    prices.add_argument("--endpoint-url", help="AWS endpoint for both APIs (e.g. a local server)")
-    prices.set_defaults(func=_catalog_refresh_prices)
-
-    sub.add_parser("docs", parents=[common], help="regenerate docs/config-reference.md").set_defaults(func=_docs)
-    register_preview(sub, common)
-    register_bundle(sub, common, values)
-    register_generate(sub, common)
-    return p
-
 
 def _verb(args: argparse.Namespace) -> str:
     parts = [args.command, getattr(args, "plan_command", None) or getattr(args, "catalog_command", None)]
@@ -349,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run one verb. Every failure is one message on stderr and an exit code (see the module doc)."""
     from gpucluster.config.errors import ConfigError
     from gpucluster.load import YamlError
-    from gpucluster.tools.plan.stackfile import PlanError, StackFileError
+    from gpucluster.tools.plan.run.lookups import UnansweredInvoke
+    from gpucluster.tools.plan.run.stackfile import PlanError, StackFileError
 
     args = parser().parse_args(argv)
     verb = _verb(args)
@@ -362,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG
     except (StackFileError, YamlError) as exc:
         print(f"gpucluster {verb}: invalid config: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except UnansweredInvoke as exc:  # the program looks up something the offline plan cannot answer
+        print(f"gpucluster {verb}: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     except CliError as exc:
         print(f"gpucluster {verb}: {exc}", file=sys.stderr)

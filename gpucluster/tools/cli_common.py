@@ -22,7 +22,7 @@ class CliError(Exception):
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
     """``--config-file`` values, then ``--config KEY=VALUE`` ones (values read as YAML scalars/flows)."""
-    from gpucluster.tools.plan.stackfile import StackFileError, _read_yaml
+    from gpucluster.tools.plan.run.stackfile import StackFileError, _read_yaml
 
     out: dict[str, Any] = {}
     if getattr(args, "config_file", None):

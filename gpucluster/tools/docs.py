@@ -1,6 +1,9 @@
 """Generate ``docs/config-reference.md`` from the spec models' field docstrings.
 
-The reference is never edited by hand: a test fails when it differs from what this module writes.
+The reference is never edited by hand: a test fails when it differs from what this module writes. ``gpucluster
+docs`` writes it into the checkout it runs from (a clone, or an editable install of one) or into ``--out DIR``;
+run from an installed wheel without ``--out`` it refuses (:class:`NotACheckout`) rather than write into the
+installation (site-packages).
 """
 
 from __future__ import annotations
@@ -9,13 +12,20 @@ import types
 import typing
 from pathlib import Path
 
+import tomllib
 from pydantic import BaseModel
 
 from gpucluster._paths import PACKAGE_DIR
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.load import REGION_KEY
 
-REFERENCE = PACKAGE_DIR.parent / "docs" / "config-reference.md"  # in the checkout (a maintainer tool)
+REFERENCE_NAME = "config-reference.md"
+REFERENCE = PACKAGE_DIR.parent / "docs" / REFERENCE_NAME
+"""Where the reference lives in a checkout (the file the tests compare)."""
+
+
+class NotACheckout(Exception):
+    """``gpucluster docs`` without ``--out``, run from an installed package: there is no project to write into."""
 
 
 def _type_name(annotation: object) -> str:
@@ -93,7 +103,33 @@ def config_reference() -> str:
     return "\n".join(lines)
 
 
-def write_config_reference(path: Path = REFERENCE) -> Path:
+def checkout_root(package_dir: Path | None = None) -> Path | None:
+    """The checkout of the project this package runs from (its ``pyproject.toml`` names ``gpucluster``), or ``None``
+    when it runs from an installed wheel (the folder above the package is site-packages)."""
+    root = (package_dir or PACKAGE_DIR).parent
+    try:
+        project = tomllib.loads((root / "pyproject.toml").read_text()).get("project") or {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    return root if project.get("name") == "gpucluster" else None
+
+
+def reference_path(out: Path | None = None, package_dir: Path | None = None) -> Path:
+    """Where ``gpucluster docs`` writes: ``out/config-reference.md``, else the checkout's ``docs/config-reference.md``;
+    raises :class:`NotACheckout` for an installed package without ``out``."""
+    if out is not None:
+        return out / REFERENCE_NAME
+    root = checkout_root(package_dir)
+    if root is None:
+        installed = package_dir or PACKAGE_DIR
+        raise NotACheckout(
+            f"gpucluster runs from an installed package ({installed}), not from a checkout of the project, and will not "
+            f"write into the installation; pass --out DIR to write {REFERENCE_NAME} there (e.g. --out docs)"
+        )
+    return root / "docs" / REFERENCE_NAME
+
+
+def write_config_reference(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(config_reference())
     return path

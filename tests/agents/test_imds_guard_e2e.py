@@ -38,7 +38,7 @@ from slurm_e2e import MARKER_KEY, SBATCH, SCONTROL, SLURMCTLD, SLURMD, marked_pi
 
 from gpucluster.render.slurm.guard import imds_guard_bootcmd
 from gpucluster.render.slurm.names import SLURMCTLD_PORT, SLURMD_PORT
-from gpucluster.tools.plan.engine import run_plan
+from gpucluster.tools.plan.run.engine import run_plan
 from tests.conftest import IN_CI, require_tool
 
 pytestmark = pytest.mark.slow

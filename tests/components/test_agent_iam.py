@@ -22,7 +22,7 @@ from gpucluster.load import load_spec
 from gpucluster.policy.iam_eval import DENY, IMPLICIT_DENY, Request, evaluate
 from gpucluster.render.hybrid.bundle import AwsValues, agent_json
 from gpucluster.render.hybrid.bundle_slurm import site_of
-from gpucluster.tools.plan.engine import Plan, run_plan
+from gpucluster.tools.plan.run.engine import Plan, run_plan
 from gpucluster_agents.contract import AgentConfig, NodeGroup, parse
 from gpucluster_agents.ec2 import fleet_request
 from tests.components.launch_requests import Launch, Template, but, create_fleet, fleet_launches, run_instances

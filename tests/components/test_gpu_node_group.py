@@ -220,7 +220,7 @@ def test_outputs_of_other_resources_reach_the_launch_template_and_the_asg(run_co
 WRONG_RESERVATION_PROGRAM = """
 import pulumi_aws as aws
 from gpucluster.components.gpu_node_group import GpuNodeGroup
-from gpucluster.tools.plan.engine import execute
+from gpucluster.tools.plan.run.engine import execute
 
 def program():
     vpc = aws.ec2.Vpc("vpc", cidr_block="10.0.0.0/16")

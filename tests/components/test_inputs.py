@@ -76,7 +76,7 @@ import pulumi, pulumi_aws as aws
 from gpucluster.components._config_types import NodeGroupConfig
 from gpucluster.components._inputs import Inputs, validate
 from gpucluster.config.node_group import NodeGroupSpec
-from gpucluster.tools.plan.engine import execute
+from gpucluster.tools.plan.run.engine import execute
 
 def program():
     inputs = Inputs("GpuNodeGroup")

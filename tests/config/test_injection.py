@@ -48,9 +48,9 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from gpucluster.config.cluster import ClusterSpec
-from gpucluster.tools.plan.engine import run_program
-from gpucluster.tools.plan.files import cloud_config_text
-from gpucluster.tools.plan.stackfile import load_stack_config, stack_names
+from gpucluster.tools.plan.run.engine import run_program
+from gpucluster.tools.plan.run.files import cloud_config_text
+from gpucluster.tools.plan.run.stackfile import load_stack_config, stack_names
 from tests.conftest import require_tool
 from tests.render.slurm_check import check_slurmctld
 

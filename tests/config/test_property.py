@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from gpucluster.facts.catalog import load_catalog
-from gpucluster.tools.plan.engine import run_program
+from gpucluster.tools.plan.run.engine import run_program
 from tests.conftest import IN_CI
 
 CATALOG = load_catalog()

@@ -18,7 +18,7 @@ from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT, SharedFs, shared_fs_of
 from gpucluster.render.slurm.compute import node_slurm_part
 from gpucluster.render.slurm.health import HEALTH_CONFIG
 from gpucluster.render.slurm.names import SlurmContext
-from gpucluster.tools.plan.engine import run_plan
+from gpucluster.tools.plan.run.engine import run_plan
 from gpucluster_agents.health.config import HealthConfig, parse, to_json
 from gpucluster_agents.health.host_checks import check_shared_fs
 from tests.conftest import group, make_config

@@ -12,7 +12,7 @@ from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
 from gpucluster.render.hybrid.bundle import AwsValues, BundleFile, bundle_files
 from gpucluster.render.hybrid.bundle_slurm import Site, site_of
-from gpucluster.tools.plan.stackfile import load_stack_config
+from gpucluster.tools.plan.run.stackfile import load_stack_config
 
 REPO = Path(__file__).resolve().parents[2]
 SITE_NODES = "onprem-[1-2]"

@@ -8,7 +8,7 @@ from typing import Any
 
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.load import load_spec
-from gpucluster.tools.plan.stackfile import load_stack_config
+from gpucluster.tools.plan.run.stackfile import load_stack_config
 
 ANCHOR = "arn:aws:rolesanywhere:us-east-1:123456789012:trust-anchor/0a1b2c3d-4e5f-6789-abcd-ef0123456789"
 PROFILE = "arn:aws:rolesanywhere:us-east-1:123456789012:profile/9f8e7d6c-5b4a-3210-fedc-ba9876543210"

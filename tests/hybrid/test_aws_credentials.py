@@ -12,8 +12,8 @@ import pytest
 from gpucluster.components._aws.agent_iam import LaunchScope, slurm_agent_policy
 from gpucluster.components._aws.iam import session_manager_policy
 from gpucluster.components.onprem_credentials import OnPremCredentials, OnPremCredentialsArgs
-from gpucluster.tools.plan.engine import Plan, run_plan
-from gpucluster.tools.plan.stackfile import SECRET
+from gpucluster.tools.plan.run.engine import Plan, run_plan
+from gpucluster.tools.plan.run.stackfile import SECRET
 
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 PCA = "arn:aws:acm-pca:us-east-1:123456789012:certificate-authority/0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
@@ -170,7 +170,7 @@ def test_munge_secret_is_under_its_own_key_and_kept(slurm_plan):
 
 
 def test_stack_activation_code_is_secret():
-    from gpucluster.tools.plan.stackfile import read_stack_file
+    from gpucluster.tools.plan.run.stackfile import read_stack_file
     from tests.conftest import plan_config
 
     config = dict(read_stack_file("hybrid-slurm")["config"])

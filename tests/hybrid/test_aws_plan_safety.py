@@ -3,10 +3,10 @@ flagged as data."""
 
 from __future__ import annotations
 
-from gpucluster.tools.plan.changes import compare
-from gpucluster.tools.plan.diff import render
-from gpucluster.tools.plan.safety import TABLE, safety_of
-from gpucluster.tools.plan.safety_hybrid import HYBRID_TABLE, SITE_LINK
+from gpucluster.tools.plan.diff.changes import compare
+from gpucluster.tools.plan.diff.safety import TABLE, safety_of
+from gpucluster.tools.plan.diff.safety.hybrid import HYBRID_TABLE, SITE_LINK
+from gpucluster.tools.plan.diff.text import render
 from tests.tools.plan import prcases
 
 VPN = "aws:ec2/vpnConnection:VpnConnection"

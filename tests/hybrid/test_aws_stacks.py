@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from gpucluster.tools.plan.engine import Plan, run_plan
-from gpucluster.tools.plan.stackfile import SECRET
+from gpucluster.tools.plan.run.engine import Plan, run_plan
+from gpucluster.tools.plan.run.stackfile import SECRET
 
 ROUTE = "aws:ec2/route:Route"
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
@@ -215,7 +215,7 @@ def test_plan_shows_anchor_profile_and_the_sites_role(slurm_plan):
 def test_gpu_cluster_from_args_builds_the_hybrid_parts(run_components):
     """Another program's path: ``GpuCluster(name, GpuClusterArgs(...))`` with a hybrid section."""
     from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs
-    from gpucluster.tools.plan.stackfile import read_stack_file
+    from gpucluster.tools.plan.run.stackfile import read_stack_file
 
     config = read_stack_file("hybrid-slurm")["config"]
     args = {key.split(":")[1]: value for key, value in config.items() if key.startswith("gpucluster:")}
@@ -227,7 +227,7 @@ def test_gpu_cluster_from_args_builds_the_hybrid_parts(run_components):
 
 
 def test_own_vpc_keeps_its_route_tables_and_the_program_says_what_to_route():
-    from gpucluster.tools.plan.stackfile import read_stack_file
+    from gpucluster.tools.plan.run.stackfile import read_stack_file
     from tests.conftest import plan_config
 
     config = {k: v for k, v in read_stack_file("hybrid-slurm")["config"].items() if k != "gpucluster:storage"}
@@ -252,7 +252,7 @@ def test_burst_nodes_join_the_sites_controller_with_the_secret_the_site_writes(s
     site's 22.05 controller accepts (22.04: slurmd 21.08)."""
     from gpucluster.load import load_spec
     from gpucluster.render.hybrid.compute import munge_secret_stand_in
-    from gpucluster.tools.plan.stackfile import read_stack_file
+    from gpucluster.tools.plan.run.stackfile import read_stack_file
 
     files = {k.split("/", 1)[1]: v for k, v in slurm_plan.files.items() if k.startswith("hybrid-slurm-slurm-p5-lt/")}
     join = files["usr/local/sbin/gpucluster-hybrid-join"]

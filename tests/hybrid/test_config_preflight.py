@@ -1,4 +1,4 @@
-"""Hybrid preflight (gpucluster.tools.preflight_hybrid) against moto's server for EC2 (Transit Gateways, VPN
+"""Hybrid preflight (gpucluster.tools.preflight.hybrid) against moto's server for EC2 (Transit Gateways, VPN
 gateways, customer gateways) and ACM PCA, and botocore's Stubber for IAM Roles Anywhere, which moto does not
 implement: each stubbed call is checked against the real botocore model (operation name, parameters, response
 shape), so a misspelt call fails here."""
@@ -16,7 +16,7 @@ from botocore.stub import Stubber
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
 from gpucluster.tools.preflight import Clients, preflight
-from gpucluster.tools.preflight_hybrid import (
+from gpucluster.tools.preflight.hybrid import (
     TRUST_ANCHOR_QUOTA,
     check_customer_gateways,
     check_gateways,

@@ -1,4 +1,4 @@
-"""Hybrid preflight of the routes an existing link must have (gpucluster.tools.preflight_routes). moto 5 ignores
+"""Hybrid preflight of the routes an existing link must have (gpucluster.tools.preflight.routes). moto 5 ignores
 SearchTransitGatewayRoutes' route-search filters and has no VPN connection routes, so those calls go through
 botocore's Stubber (each stubbed call is checked against the real botocore model: operation, parameters, response
 shape); the virtual private gateway's attachments come from moto's EC2, which models them faithfully."""
@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from botocore.stub import Stubber
 
-from gpucluster.tools import preflight as preflight_module
 from gpucluster.tools.preflight import Clients, preflight
-from gpucluster.tools.preflight_routes import (
+from gpucluster.tools.preflight import run as preflight_module
+from gpucluster.tools.preflight.routes import (
     check_tgw_site_routes,
     check_tgw_vpc_route,
     check_vgw_attachment,

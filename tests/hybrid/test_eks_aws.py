@@ -18,7 +18,7 @@ from gpucluster.components.eks_cluster import EksCluster
 from gpucluster.config.errors import ConfigError
 from gpucluster.policy.iam_eval import Request, evaluate
 from gpucluster.render.hybrid.eks_nodes import cni_values
-from gpucluster.tools.plan.engine import Plan, run_plan
+from gpucluster.tools.plan.run.engine import Plan, run_plan
 from tests.hybrid.eks_fixtures import hybrid_eks_spec, stack_config
 from tests.kubernetes.test_eks_cluster import args_of
 

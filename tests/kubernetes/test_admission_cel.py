@@ -19,7 +19,7 @@ import yaml
 from gpucluster.config.kubernetes import SUPPORTED_EKS_VERSIONS, TeamSpec
 from gpucluster.config.team_posix import TeamPosix
 from gpucluster.render.kubernetes_tenancy import TEAM_POD_POLICY, TeamTenancy, team_pod_policy
-from gpucluster.tools.plan.engine import run_plan
+from gpucluster.tools.plan.run.engine import run_plan
 from tests.kubernetes.cel import evaluate, expressions, missing_fields
 from tests.kubernetes.pod_security import restricted_violations
 

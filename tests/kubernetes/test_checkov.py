@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpucluster.tools.plan.engine import run_plan
+from gpucluster.tools.plan.run.engine import run_plan
 from tests.conftest import IN_CI, ROOT
 
 CHECKOV_VERSION = "3.3.30"

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from gpucluster.tools.plan.engine import run_plan
-from gpucluster.tools.plan.report import render_text
+from gpucluster.tools.plan.run.engine import run_plan
+from gpucluster.tools.plan.show.report import render_text
 
 
 @pytest.fixture(scope="module")

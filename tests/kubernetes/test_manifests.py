@@ -16,7 +16,7 @@ from gpucluster.config.kubernetes import TeamSpec
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.facts.efa import efa_interface_count, interface_layout
 from gpucluster.facts.nccl import nccl_environment
-from gpucluster.tools.plan.engine import run_plan
+from gpucluster.tools.plan.run.engine import run_plan
 from tests.conftest import GOLDEN, check_golden
 from tests.kubernetes.conftest import eks_spec
 from tests.kubernetes.schemas import CRDS, crd_schema, plan_objects, validate_object

@@ -15,9 +15,9 @@ from gpucluster.config.kubernetes_health import DIGEST_RE
 from gpucluster.policy.evaluate import evaluate, from_plan
 from gpucluster.policy.kubernetes_rules import DEFAULT_DENY, POD_SECURITY
 from gpucluster.render.kubernetes_tenancy import PRIVATE_NETWORKS, TEAM_POD_POLICY
-from gpucluster.tools.plan.engine import run_plan
-from gpucluster.tools.plan.jsonplan import to_json
-from gpucluster.tools.plan.stackfile import stack_names
+from gpucluster.tools.plan.run.engine import run_plan
+from gpucluster.tools.plan.run.json import to_json
+from gpucluster.tools.plan.run.stackfile import stack_names
 from tests.kubernetes.schemas import plan_objects, validate_object
 
 TEAM_STACKS = {"eks-p5": ("applied", "research"), "hybrid-eks": ("research",)}

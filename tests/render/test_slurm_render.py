@@ -25,8 +25,8 @@ from gpucluster.render.slurm.compute import NODE_PACKAGES, task_prolog
 from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, gres_line, node_line, partition_line, slurm_conf, topology_conf
 from gpucluster.render.slurm.guard import IMDS_GUARD, imds_guard_bootcmd, imds_guard_script, imds_guard_unit
 from gpucluster.render.slurm.names import SlurmContext, munge_secret_name, slurm_groups
-from gpucluster.tools.plan.engine import run_plan
-from gpucluster.tools.plan.stackfile import stack_names
+from gpucluster.tools.plan.run.engine import run_plan
+from gpucluster.tools.plan.run.stackfile import stack_names
 from gpucluster_agents import contract
 from gpucluster_agents.contract import parse as parse_config
 from tests.conftest import GOLDEN, ROOT, check_golden, group, make_config, require_tool

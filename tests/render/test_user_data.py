@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from gpucluster.render.core import CloudConfig, WriteFile, render_cloud_config
-from gpucluster.tools.plan.engine import run_plan
-from gpucluster.tools.plan.stackfile import stack_names
+from gpucluster.tools.plan.run.engine import run_plan
+from gpucluster.tools.plan.run.stackfile import stack_names
 from tests.conftest import GOLDEN, check_golden, require_tool
 
 # Top-level keys our user data may use. cloud-init ignores unknown top-level keys silently (its schema

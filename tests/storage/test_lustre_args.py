@@ -205,7 +205,7 @@ def test_the_loud_opt_out_turns_root_squash_off_explicitly(run_components):
     """A file system that squashed before stops squashing (0:0 sent), rather than keeping a setting the program no
     longer states; the policy rule still reports it."""
     from gpucluster.policy.evaluate import evaluate, from_plan
-    from gpucluster.tools.plan.jsonplan import to_json
+    from gpucluster.tools.plan.run.json import to_json
 
     plan = run_components(lambda: LustreStorage("l", {**WIRING, **SIZED, "unsafe_disable_root_squash": True}))
     assert plan.of_type(FS)[0].inputs["rootSquashConfiguration"] == {"rootSquash": "0:0", "noSquashNids": []}

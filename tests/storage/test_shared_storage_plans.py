@@ -16,8 +16,8 @@ from gpucluster.policy.mounts import lustre_mounts
 from gpucluster.policy.rules import _USER_DATA_PROPS
 from gpucluster.policy.userdata import decode
 from gpucluster.resolve.team_storage import team_owner
-from gpucluster.tools.plan.engine import Plan, run_plan
-from gpucluster.tools.plan.stackfile import stack_names
+from gpucluster.tools.plan.run.engine import Plan, run_plan
+from gpucluster.tools.plan.run.stackfile import stack_names
 from tests.conftest import plan_config
 
 FS = "aws:fsx/lustreFileSystem:LustreFileSystem"

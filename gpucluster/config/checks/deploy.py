@@ -7,20 +7,19 @@ with the config path, the value, why and the fix, so ``pulumi up`` stops before 
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 
-from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.cluster import ClusterSpec, known_region, region_problem
 from gpucluster.config.effective import effective_desired
 from gpucluster.config.errors import Finding, error, warning
 from gpucluster.config.naming import RESERVED_TAGS
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import Catalog, InstanceFacts
-from gpucluster.facts.regions import known_regions, partition_of, zone_in_region
+from gpucluster.facts.regions import partition_of, zone_in_region
 
 REGION_PATH = "aws:region"
 TAG_KEY_MAX = 128
@@ -52,23 +51,16 @@ def group_path(index: int, field: str = "") -> str:
 
 
 def check_region(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
-    if partition_of(spec.region) is None:
-        close = difflib.get_close_matches(spec.region, known_regions(), n=3, cutoff=0.6)
-        hint = f"did you mean {', '.join(close)}? " if close else ""
-        yield error(
-            REGION_PATH,
-            f"region {spec.region!r} is not an AWS region (aws, aws-cn or aws-us-gov partition)",
-            f"{hint}set aws:region to one of: {', '.join(known_regions())}",
-            spec.region,
-            "unknown-region",
-        )
+    if not known_region(spec.region):
+        message, fix = region_problem(spec.region)
+        yield error(REGION_PATH, message, fix, spec.region, "unknown-region")
 
 
 def check_lustre_zone(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
 
     storage = getattr(spec, "storage", None)
     zone = storage.lustre.availability_zone if storage is not None and storage.lustre is not None else None
-    if zone is not None and not zone_in_region(zone, spec.region):
+    if zone is not None and known_region(spec.region) and not zone_in_region(zone, spec.region):
         yield error(
             "gpucluster:storage.lustre.availabilityZone",
             f"zone {zone!r} is not in region {spec.region}",

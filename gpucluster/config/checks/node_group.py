@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
-from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.cluster import ClusterSpec, known_region
 from gpucluster.config.effective import effective_desired, effective_efa
 from gpucluster.config.errors import Finding, error, warning
 from gpucluster.config.naming import RESERVED_TAGS
@@ -94,7 +94,7 @@ def check_efa(i: int, g: NodeGroupSpec, facts: InstanceFacts | None, spec: Clust
 
 def check_zones(i: int, g: NodeGroupSpec, facts: InstanceFacts | None, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     for zone in g.availability_zones:
-        if not zone_in_region(zone, spec.region):
+        if known_region(spec.region) and not zone_in_region(zone, spec.region):
             yield error(
                 group_path(i, "availabilityZones"),
                 f"zone {zone!r} is not in region {spec.region}",

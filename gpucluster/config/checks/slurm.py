@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 
 from gpucluster.config.checks.slurm_health import check_health
-from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.cluster import ClusterSpec, known_region
 from gpucluster.config.effective import effective_desired, head_zone, partition_of, slurm_groups
 from gpucluster.config.errors import Finding, error, warning
 from gpucluster.config.slurm import TOO_OLD_RELEASES, UBUNTU_RELEASE, SlurmSpec, image_release
@@ -203,7 +203,7 @@ def check_head_node(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> It
             "head-node-accelerated",
         )
     zone = head.availability_zone
-    if zone is not None and not zone_in_region(zone, spec.region):
+    if zone is not None and known_region(spec.region) and not zone_in_region(zone, spec.region):
         yield error(
             slurm_path("headNode.availabilityZone"),
             f"zone {zone!r} is not in region {spec.region}",

@@ -10,8 +10,8 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
-    from gpucluster.tools.plan.engine import run_plan
-    from gpucluster.tools.plan.jsonplan import to_json
+    from gpucluster.tools.plan.run.engine import run_plan
+    from gpucluster.tools.plan.run.json import to_json
 
     project_dir, out, *stacks = argv
     Path(out).mkdir(parents=True, exist_ok=True)

@@ -66,8 +66,8 @@ def empty_plan(stack: str) -> dict[str, Any]:
 
 
 def _plan_here(stack: str, checkout: Path) -> dict[str, Any]:
-    from gpucluster.tools.plan.engine import run_plan
-    from gpucluster.tools.plan.jsonplan import to_json
+    from gpucluster.tools.plan.run.engine import run_plan
+    from gpucluster.tools.plan.run.json import to_json
 
     return json.loads(json.dumps(to_json(run_plan(stack, checkout)), sort_keys=True, default=str))
 
@@ -138,7 +138,7 @@ Compare = Callable[[str, dict[str, Any], dict[str, Any]], StackResult]
 def compare(stack: str, old: dict[str, Any], new: dict[str, Any]) -> StackResult:
     """One stack's change as the PR comment shows it: the review's markdown (replacements, data loss, cost,
     summary, details), its counts and whether it loses data."""
-    from gpucluster.tools.plan.review import render, review
+    from gpucluster.tools.plan.diff.review import render, review
 
     if new.get("error"):
         md = f"The head's config of `{stack}` is invalid; `pulumi up` would stop before creating anything:\n\n```\n{new['error']}\n```\n"

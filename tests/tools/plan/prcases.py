@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
-from gpucluster.tools.plan.engine import run_program
-from gpucluster.tools.plan.jsonplan import to_json
+from gpucluster.tools.plan.run.engine import run_program
+from gpucluster.tools.plan.run.json import to_json
 from tests.conftest import ROOT, pulumi_config
 
 Config = dict[str, Any]
@@ -43,6 +43,12 @@ def efa_off(c: Config) -> None:
 
 def lustre_to_zone_b(c: Config) -> None:
     c["gpucluster:storage"]["lustre"]["availabilityZone"] = "us-east-1b"
+
+
+def slurm_p5_to_zone_b(c: Config) -> None:
+    """slurm-p5 moved to another zone: its node groups, and with them its subnets, file system and head node."""
+    for group in c["gpucluster:nodeGroups"]:
+        group["availabilityZones"] = ["us-east-1b"]
 
 
 def models_repository_first(c: Config) -> None:

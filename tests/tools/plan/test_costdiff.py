@@ -1,4 +1,4 @@
-"""The cost delta of a change (gpucluster.tools.plan.costdiff): a real pull-request case planned twice, and
+"""The cost delta of a change (gpucluster.tools.plan.diff.cost): a real pull-request case planned twice, and
 the matching rules on small hand-written estimates."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import yaml
 from gpucluster.config.sizing import USD_PER_GB_MONTH
 from gpucluster.facts.prices import load_prices
 from gpucluster.resolve.cost import HOURS_PER_MONTH
-from gpucluster.tools.plan.costdiff import FIGURES, compare, markdown, text_lines, to_json
-from gpucluster.tools.plan.engine import run_plan
-from gpucluster.tools.plan.jsonplan import dumps
+from gpucluster.tools.plan.diff.cost import FIGURES, compare, markdown, text_lines, to_json
+from gpucluster.tools.plan.run.engine import run_plan
+from gpucluster.tools.plan.run.json import dumps
 from tests.conftest import ROOT
 
 WORKLOAD = {"readMbPerSecondPerGpu": 100, "checkpointSizeGib": 920, "checkpointWriteSeconds": 90, "checkpointsKept": 3}

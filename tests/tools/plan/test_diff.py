@@ -9,13 +9,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from gpucluster.tools.plan.changes import compare
-from gpucluster.tools.plan.diff import render
-from gpucluster.tools.plan.diffjson import to_json
-from gpucluster.tools.plan.diffmarkdown import LIMIT
-from gpucluster.tools.plan.diffmarkdown import render as markdown
-from gpucluster.tools.plan.stackfile import stack_names
-from gpucluster.tools.plan.step import Comparison
+from gpucluster.tools.plan.diff.changes import compare
+from gpucluster.tools.plan.diff.json import to_json
+from gpucluster.tools.plan.diff.markdown import LIMIT
+from gpucluster.tools.plan.diff.markdown import render as markdown
+from gpucluster.tools.plan.diff.step import Comparison
+from gpucluster.tools.plan.diff.text import render
+from gpucluster.tools.plan.run.stackfile import stack_names
 from tests.conftest import GOLDEN, ROOT, check_golden
 from tests.tools.plan import prcases
 from tests.tools.plan.test_plan import gpucluster
@@ -49,8 +49,23 @@ def test_efa_toggle_replaces_the_file_system_and_loses_its_data():
     assert fs.op == "replace" and "efaEnabled" in fs.replace_reasons
     assert fs.data_loss and "loses every file on the Lustre file system" in fs.data_loss
     assert fs.blocked and "`pulumi up` stops" in fs.data_loss  # protected
+    # The replacement is carried to what holds the file system's id or DNS name: its data repository associations
+    # (replaced, and protected like it), the storage setup host (its user data replaces it) and the launch template.
+    dras = [s for s in c.steps if s.type == DRA]
+    assert {(s.op, tuple(s.replace_reasons), s.because()) for s in dras} == {
+        ("replace", ("fileSystemId",), "fileSystemId (p5-training-lustre-fs is replaced)")
+    }
+    assert all(s.blocked for s in dras) and not any(s.data_loss for s in dras)  # they hold no data of their own
+    setup = step(c, "aws:ec2/instance:Instance")
+    assert (setup.op, setup.replace_reasons, setup.carried) == ("replace", ["userData"], {"userData": ["p5-training-lustre-fs"]})
+    assert setup.disruption == [
+        "replaces instance p5-training-lustre-setup (forced by userData (p5-training-lustre-fs is replaced)): "
+        "a new instance boots from the new user data"
+    ]
+    lt = step(c, "aws:ec2/launchTemplate:LaunchTemplate")
+    assert lt.op == "update" and lt.carried == {"userData": ["p5-training-lustre-fs"]}
     text = render(c)
-    assert text.splitlines()[1] == "0 to create, 2 to update, 1 to replace, 0 to delete"
+    assert text.splitlines()[1] == "0 to create, 2 to update, 4 to replace, 0 to delete"
     assert text.index("DATA LOSS") < text.index("Replacements") < text.index("Changes")
     assert (
         "± aws:fsx:LustreFileSystem p5-training-lustre-fs: securityGroupIds, efaEnabled, storageCapacity force a new one" in text
@@ -65,11 +80,72 @@ def test_zone_move_replaces_the_file_system_through_its_subnet():
     fs = step(c, LUSTRE)
     assert (fs.op, fs.replace_reasons) == ("replace", ["subnetIds"])
     assert [s.name for s in c.data_loss] == ["eks-p5-lustre-fs"]
-    # The storage setup host's interface follows the file system into its subnet (and holds no data).
-    assert [(s.op, s.name, s.replace_reasons) for s in c.changes if s.name != fs.name] == [
-        ("replace", "eks-p5-lustre-setup-eni", ["subnetId"])
+    # The storage setup host's interface follows the file system into its subnet (and holds no data); the host is
+    # replaced with it, and the teams' persistent volumes, which name the file system, with the file system.
+    assert [(s.op, s.name, s.because()) for s in c.changes if s.name != fs.name] == [
+        (
+            "replace",
+            "eks-p5-lustre-setup",
+            "networkInterfaces (eks-p5-lustre-setup-eni is replaced), userData (eks-p5-lustre-fs is replaced)",
+        ),
+        ("replace", "eks-p5-lustre-setup-eni", "subnetId"),
+        ("replace", "eks-p5-k8s-team-applied-lustre-pv", "spec.csi (eks-p5-lustre-fs is replaced)"),
+        ("replace", "eks-p5-k8s-team-research-lustre-pv", "spec.csi (eks-p5-lustre-fs is replaced)"),
     ]
-    assert c.counts()["replace"] == 2 and not c.files
+    assert c.counts()["replace"] == 5 and not c.files
+
+
+def test_zone_move_of_slurm_p5_replaces_the_head_node_with_its_interface():
+    """The head node's interface follows the cluster into the new zone's subnet; the instance attaches it by id, so
+    it is replaced too (not just restarted for its user data), and so is the data volume's attachment to it."""
+    _, _, c = case("slurm-p5", prcases.slurm_p5_to_zone_b)
+    head = next(s for s in c.steps if s.name == "slurm-p5-slurm-head")
+    assert (head.op, head.replace_reasons) == ("replace", ["networkInterfaces"])
+    assert head.carried["networkInterfaces[0].networkInterfaceId"] == ["slurm-p5-slurm-head-eni"]
+    assert head.carried["userDataBase64"] == ["slurm-p5-lustre-fs", "slurm-p5-slurm-head-data"]
+    assert head.disruption == [
+        "replaces the head node slurm-p5-slurm-head (forced by networkInterfaces (slurm-p5-slurm-head-eni is replaced)): "
+        "the Slurm controller is down until the new instance has booted, and running jobs lose their controller"
+    ]
+    attach = step(c, "aws:ec2/volumeAttachment:VolumeAttachment")
+    assert (attach.op, attach.because()) == (
+        "replace",
+        "instanceId (slurm-p5-slurm-head is replaced), volumeId (slurm-p5-slurm-head-data is replaced)",
+    )
+    record = step(c, "aws:route53/record:Record")  # slurmctld's name follows the new interface's address
+    assert record.op == "update" and list(record.carried) == ["records[0]"]
+    # What loses data is still the file system and the data volume, not the instance that carries them.
+    assert [s.name for s in c.data_loss] == ["slurm-p5-lustre-fs", "slurm-p5-slurm-head-data"]
+    text = render(c)
+    assert (
+        "  ± aws:ec2:Instance slurm-p5-slurm-head: networkInterfaces (slurm-p5-slurm-head-eni is replaced) forces a new one"
+        in text.splitlines()
+    )
+    assert "restarts the head node" not in text
+    assert (
+        "    networkInterfaces[0].networkInterfaceId: 'eni-" in text
+        and "comes from slurm-p5-slurm-head-eni, which is replaced" in text
+    )
+
+
+def test_zone_move_of_slurm_p5_through_the_cli(tmp_path):
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    old.write_text(json.dumps(prcases.plan_json("slurm-p5")))
+    new.write_text(json.dumps(prcases.plan_json("slurm-p5", prcases.slurm_p5_to_zone_b)))
+    text = gpucluster("plan", "diff", str(old), str(new))
+    assert text.returncode == 0, text.stderr
+    assert (
+        "± aws:ec2:Instance slurm-p5-slurm-head: networkInterfaces (slurm-p5-slurm-head-eni is replaced) forces a new one"
+        in text.stdout
+    )
+    doc = json.loads(gpucluster("plan", "diff", str(old), str(new), "--format", "json").stdout)
+    validate(doc, "diff.schema.json")
+    (head,) = [s for s in doc["steps"] if s["name"] == "slurm-p5-slurm-head"]
+    assert head["op"] == "replace" and head["replaceReasons"] == ["networkInterfaces"]
+    assert head["carried"]["networkInterfaces[0].networkInterfaceId"] == ["slurm-p5-slurm-head-eni"]
+    assert head["detailedDiff"]["networkInterfaces[0].networkInterfaceId"] == {"kind": "update-replace", "inputDiff": True}
+    md = gpucluster("plan", "diff", str(old), str(new), "--format", "markdown").stdout
+    assert "| `slurm-p5-slurm-head` | `aws:ec2:Instance` | `networkInterfaces` (`slurm-p5-slurm-head-eni` replaced) | no |" in md
 
 
 def test_repository_inserted_first_creates_only_itself():
@@ -204,7 +280,7 @@ def test_cli_formats(plan_files):
     base, lossy = str(plan_files["base"]), str(plan_files["efa-off"])
     doc = json.loads(gpucluster("plan", "diff", base, lossy, "--format", "json").stdout)
     validate(doc, "diff.schema.json")
-    assert doc["changeSummary"] == {"create": 0, "update": 2, "replace": 1, "delete": 0, "same": 69}
+    assert doc["changeSummary"] == {"create": 0, "update": 2, "replace": 4, "delete": 0, "same": 66}
     (fs,) = [s for s in doc["steps"] if s["type"] == LUSTRE]
     assert fs["op"] == "replace" and "efaEnabled" in fs["replaceReasons"] and fs["dataLoss"]
     assert fs["detailedDiff"]["efaEnabled"] == {"kind": "delete-replace", "inputDiff": True}

@@ -1,8 +1,8 @@
-"""The estimate's text (gpucluster.tools.plan.estimate_text): monthly figures, price sources as notes, older plans."""
+"""The estimate's text (gpucluster.tools.plan.show.estimate): monthly figures, price sources as notes, older plans."""
 
 from __future__ import annotations
 
-from gpucluster.tools.plan.estimate_text import estimate_lines
+from gpucluster.tools.plan.show.estimate import estimate_lines
 
 GROUP = {"nodeGroup": "p5", "instanceType": "p5.48xlarge", "desired": 2, "max": 4, "reserved": 0, "usdPerNodeHour": 10.0}
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster.tools.plan.diff import diff
-from gpucluster.tools.plan.engine import run_plan
-from gpucluster.tools.plan.jsonplan import dumps, to_json
-from gpucluster.tools.plan.report import render_text
-from gpucluster.tools.plan.stackfile import stack_names
+from gpucluster.tools.plan.diff.text import diff
+from gpucluster.tools.plan.run.engine import run_plan
+from gpucluster.tools.plan.run.json import dumps, to_json
+from gpucluster.tools.plan.run.stackfile import stack_names
+from gpucluster.tools.plan.show.report import render_text
 from tests.conftest import GOLDEN, ROOT, check_golden, group, make_config, plan_config
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -152,10 +152,10 @@ def test_every_invoke_answered_from_the_catalog(p5_plan):
 
 def test_stale_catalog_stops_the_program(monkeypatch):
     """If EC2 disagrees with the catalog (here: fewer EFA interfaces), nothing is created."""
-    from gpucluster.tools.plan import mocks
+    from gpucluster.tools.plan.run import lookups
 
-    real = mocks.instance_type_result
-    monkeypatch.setattr(mocks, "instance_type_result", lambda f: {**real(f), "efaMaximumInterfaces": 16})
+    real = lookups.instance_type_result
+    monkeypatch.setattr(lookups, "instance_type_result", lambda f: {**real(f), "efaMaximumInterfaces": 16})
     plan = run_plan("p5-training")
     assert not plan.ok and plan.resources == []
     assert "the instance catalog says p5.48xlarge has 32 maximum EFA interfaces, EC2 in us-east-1 says 16" in plan.error

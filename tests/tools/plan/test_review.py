@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from gpucluster.tools.plan.review import exit_status, render, review
+from gpucluster.tools.plan.diff.review import exit_status, render, review
 from tests.tools.plan import prcases
 
 

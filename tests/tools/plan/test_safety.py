@@ -10,8 +10,8 @@ import re
 import pytest
 import yaml
 
-from gpucluster.tools.plan.safety import TABLE, replace_reasons, safety_of
-from gpucluster.tools.plan.stackfile import stack_names
+from gpucluster.tools.plan.diff.safety import TABLE, replace_reasons, safety_of
+from gpucluster.tools.plan.run.stackfile import stack_names
 from tests.conftest import GOLDEN, ROOT
 
 
@@ -48,7 +48,7 @@ def test_every_created_type_is_in_the_table():
     assert "aws:ec2/capacityReservation:CapacityReservation" in types  # the examples were read
     assert "aws:fsx/lustreFileSystem:LustreFileSystem" in types
     missing = sorted(t for t in types if safety_of(t) is None)
-    assert missing == [], f"add these to gpucluster/tools/plan/safety.py: {missing}"
+    assert missing == [], f"add these to gpucluster/tools/plan/diff/safety/table.py: {missing}"
 
 
 def test_every_entry_says_where_it_comes_from():

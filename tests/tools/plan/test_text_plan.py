@@ -14,13 +14,13 @@ import sys
 import pytest
 import yaml
 
-from gpucluster.tools.plan.colour import use_colour
-from gpucluster.tools.plan.engine import Plan, run_plan
-from gpucluster.tools.plan.jsonplan import dumps, to_json
-from gpucluster.tools.plan.outputs_text import output_lines
-from gpucluster.tools.plan.report import SCREENS, render_text
-from gpucluster.tools.plan.stackfile import SECRET, stack_names
-from gpucluster.tools.plan.summary import HOURS_PER_MONTH, markdown, summarize, text_lines
+from gpucluster.tools.plan.run.engine import Plan, run_plan
+from gpucluster.tools.plan.run.json import dumps, to_json
+from gpucluster.tools.plan.run.stackfile import SECRET, stack_names
+from gpucluster.tools.plan.show.colour import use_colour
+from gpucluster.tools.plan.show.outputs import output_lines
+from gpucluster.tools.plan.show.report import SCREENS, render_text
+from gpucluster.tools.plan.show.summary import HOURS_PER_MONTH, markdown, summarize, text_lines
 from tests.conftest import GOLDEN, ROOT, check_golden
 
 

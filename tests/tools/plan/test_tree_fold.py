@@ -6,7 +6,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_aws as aws
 
-from gpucluster.tools.plan.tree import tree_lines
+from gpucluster.tools.plan.show.tree import tree_lines
 
 
 class Box(pulumi.ComponentResource):

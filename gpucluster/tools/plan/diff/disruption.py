@@ -1,0 +1,149 @@
+"""Which changes disrupt running work, said as a sentence a reviewer can weigh.
+
+A step's ``disruption`` lists what happens to running instances: a node group whose instances are
+replaced or terminated (an Auto Scaling group or EKS node group replaced, removed or shrunk), an EKS
+node group rolled onto a new launch template version, the Slurm head node restarted (pulumi-aws stops
+and starts an instance to change its type or user data) or replaced. Auto Scaling groups take a new
+launch template version for the nodes they launch from then on; running ones keep theirs, so that is
+a note, not a disruption. The offline plan cannot see a template's version number move (the mock
+engine answers ``1``), so a template that changes marks the groups that use it as updated here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gpucluster.tools.plan.diff.safety import safety_of
+from gpucluster.tools.plan.diff.step import Step
+
+ASG = "aws:autoscaling/group:Group"
+EKS_NODES = "aws:eks/nodeGroup:NodeGroup"
+INSTANCE = "aws:ec2/instance:Instance"
+LT = "aws:ec2/launchTemplate:LaunchTemplate"
+RESTARTS = ("instanceType", "userData", "userDataBase64")
+
+
+def _inputs(doc: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return (doc or {}).get("inputs") or {}
+
+
+def group_name(doc: Mapping[str, Any] | None) -> str:
+    """The gpucluster node group a Auto Scaling group / EKS node group belongs to (its tag), else its name."""
+    tags = _inputs(doc).get("tags")
+    if isinstance(tags, list):
+        tags = {t.get("key"): t.get("value") for t in tags if isinstance(t, Mapping)}
+    if isinstance(tags, Mapping) and tags.get("gpucluster:node-group"):
+        return str(tags["gpucluster:node-group"])
+    return str((doc or {}).get("name", "?"))
+
+
+def size(doc: Mapping[str, Any] | None) -> int | None:
+    """Running nodes a group keeps (desired capacity)."""
+    inputs = _inputs(doc)
+    value = inputs.get("desiredCapacity", (inputs.get("scalingConfig") or {}).get("desiredSize"))
+    return value if isinstance(value, int) else None
+
+
+def _nodes(n: int | None) -> str:
+    return "its nodes" if n is None else f"the {n} instance{'s' if n != 1 else ''}"
+
+
+def _group(step: Step) -> None:
+    doc = step.old or step.new
+    name, before, after = group_name(doc), size(step.old), size(step.new)
+    if step.op == "replace":
+        step.disruption.append(f"replaces {_nodes(before)} of node group {name} (forced by {step.because()})")
+    elif step.op == "delete":
+        what = "its nodes are" if before is None else f"its {before} running node{'s are' if before != 1 else ' is'}"
+        step.disruption.append(f"removes node group {name}: {what} terminated")
+    elif step.op == "update" and before is not None and after is not None and after < before:
+        gone = before - after
+        step.disruption.append(
+            f"shrinks {name} from {before} to {after} nodes: {gone} running node{'s' if gone != 1 else ''} terminated"
+        )
+
+
+HEAD_ROLE = ("gpucluster:role", "slurm-head")
+"""The tag the Slurm head node carries (components/_slurm/head_node.py): other instances are not the controller."""
+
+
+def _is_head(step: Step) -> bool:
+    tags = _inputs(step.new or step.old).get("tags")
+    return isinstance(tags, Mapping) and tags.get(HEAD_ROLE[0]) == HEAD_ROLE[1]
+
+
+def _head(step: Step) -> None:
+    head = _is_head(step)
+    what = f"the head node {step.name}" if head else f"instance {step.name}"
+    if step.op == "replace":
+        step.disruption.append(
+            f"replaces {what} (forced by {step.because()}): "
+            + (
+                "the Slurm controller is down until the new instance has booted, and running jobs lose their controller"
+                if head
+                else "a new instance boots from the new user data"
+            )
+        )
+    elif step.op == "update":
+        props = sorted({p for p in step.diff_reasons if p in RESTARTS})
+        if props:
+            step.disruption.append(
+                f"restarts {what} to change {', '.join(props)} (stop and start)"
+                + (": the Slurm controller is down meanwhile" if head else "")
+            )
+
+
+def _template_rollout(step: Step, consumers: Sequence[Step]) -> None:
+    if step.op != "update":
+        return
+    for consumer in consumers:
+        if consumer.op == "same":
+            consumer.op = "update"
+            consumer.changed = ["launchTemplate.version"]
+            consumer.diff_reasons = ["launchTemplate"]
+        name, n = group_name(consumer.new), size(consumer.new)
+        if consumer.type == EKS_NODES and consumer.op == "update":
+            at_once = (_inputs(consumer.new).get("updateConfig") or {}).get("maxUnavailable", 1)
+            consumer.disruption.append(
+                f"rolls node group {name} onto the new version of launch template {step.name}: "
+                f"{_nodes(n)} are replaced, {at_once} at a time"
+            )
+        elif consumer.type == ASG:
+            consumer.notes.append(
+                f"a new version of launch template {step.name}: nodes launched from now on use it, "
+                f"{'running nodes' if n is None else f'the {n} running nodes'} keep the old one until replaced"
+            )
+
+
+def add_disruption(steps: Sequence[Step]) -> None:
+    """Fill ``disruption`` (and the notes of groups on a changed launch template) of every step."""
+    by_template: dict[str, list[Step]] = {}
+    for s in steps:
+        if s.type in (ASG, EKS_NODES) and s.new is not None:
+            template = _inputs(s.new).get("launchTemplate") or {}
+            if isinstance(template, Mapping) and template.get("id"):
+                by_template.setdefault(str(template["id"]), []).append(s)
+    for s in steps:
+        if s.type == LT and s.new is not None:
+            _template_rollout(s, by_template.get(str(s.new.get("id")), []))
+    for s in steps:
+        if s.type in (ASG, EKS_NODES):
+            _group(s)
+        elif s.type == INSTANCE:
+            _head(s)
+        elif s.op in ("replace", "delete"):
+            verb = "replaces" if s.op == "replace" else "deletes"
+            if s.type == "aws:ec2/placementGroup:PlacementGroup":
+                s.disruption.append(f"{verb} placement group {s.name}: the instances in it must be terminated first")
+            elif s.type == "aws:eks/cluster:Cluster":
+                s.disruption.append(f"{verb} the EKS cluster {s.name}: every node and workload on it is rebuilt")
+            elif s.type == "aws:ec2/capacityReservation:CapacityReservation":
+                s.disruption.append(f"{verb} capacity reservation {s.name}: the reserved capacity is released")
+            elif (entry := safety_of(s.type)) is not None and entry.disruption == "site-link":
+                s.disruption.append(
+                    f"{verb} {s.type.split(':')[-1]} {s.name}: the on-premises site is cut off (link or credentials) "
+                    "until it is reconfigured from the new hybrid outputs"
+                )
+            elif s.type == "aws:ec2/volumeAttachment:VolumeAttachment":
+                s.disruption.append(f"{verb} volume attachment {s.name}: the volume is detached from the running head node")

@@ -1,0 +1,126 @@
+"""The files a plan shows: user data and each file its cloud-config writes (decoded), the node agent's
+zip as a listing, Helm values as the YAML ``helm install -f`` takes, ConfigMap entries — read from the
+inputs the program registered, one extractor per resource type."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import gzip
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+
+from gpucluster.tools.plan.run.monitor import Registration
+
+FileExtractor = Callable[[Registration], dict[str, str]]
+
+
+def _user_data(r: Registration) -> dict[str, str]:
+    """The user data, then each file its cloud-config writes (decoded), as ``<resource><path>``."""
+    data = r.inputs.get("userData") or r.inputs.get("userDataBase64")
+    if not isinstance(data, str) or not data:
+        return {}
+    text = decode_user_data(data)
+    return {f"{r.name}/user-data": text, **cloud_config_files(r.name, text)}
+
+
+def decode_user_data(data: str) -> str:
+    """User data as a person reads it: base64 undone, gzip undone (as cloud-init takes it); text that is
+    neither, or does not decode, stays as is."""
+    try:
+        raw = base64.b64decode(data, validate=True)
+        return (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()
+    except (binascii.Error, UnicodeDecodeError, OSError, EOFError):
+        return data
+
+
+def cloud_config_text(text: str) -> str | None:
+    """The cloud-config of user data: the text itself, or the ``text/cloud-config`` part of MIME
+    multi-part user data (EKS nodes)."""
+    if text.startswith("#cloud-config"):
+        return text
+    if text.startswith("MIME-Version:"):
+        import email
+
+        message = email.message_from_string(text)
+        for part in message.walk():
+            if part.get_content_type() == "text/cloud-config":
+                payload = part.get_payload()
+                return payload if isinstance(payload, str) else None
+    return None
+
+
+def cloud_config_files(name: str, text: str) -> dict[str, str]:
+    """``write_files`` of a cloud-config, decoded (``gz+b64``, ``b64``), keyed ``<name><path>``."""
+    from gpucluster.render.core import WriteFile
+
+    doc = cloud_config_text(text)
+    if doc is None:
+        return {}
+    try:
+        data = yaml.safe_load(doc)
+    except yaml.YAMLError:
+        return {}
+    out: dict[str, str] = {}
+    for entry in (data or {}).get("write_files") or []:
+        path, content, encoding = entry.get("path"), str(entry.get("content", "")), entry.get("encoding")
+        if not isinstance(path, str):
+            continue
+        if encoding in ("b64", "base64"):
+            content = base64.b64decode(content).decode()
+        elif encoding:
+            content = WriteFile(path, content, encoding="gz+b64").text()
+        out[f"{name}{path}"] = content
+    return out
+
+
+def _bucket_object(r: Registration) -> dict[str, str]:
+    """A zip object (the Slurm node agent's package) as the list of what it holds."""
+    import io
+    import zipfile
+
+    data = r.inputs.get("contentBase64")
+    if not isinstance(data, str) or r.inputs.get("contentType") != "application/zip":
+        return {}
+    raw = base64.b64decode(data)
+    names = zipfile.ZipFile(io.BytesIO(raw)).infolist()
+    lines = [f"zip archive, {len(names)} files, {len(raw)} bytes, sha256 {hashlib.sha256(raw).hexdigest()}"]
+    lines += [f"{i.file_size:>8}  {i.filename}" for i in names]
+    return {f"{r.name}/{r.inputs.get('key')}": "\n".join(lines) + "\n"}
+
+
+def summarize_binary(inputs: dict[str, Any]) -> dict[str, Any]:
+    """Binary object contents appear in the JSON plan as their size and sha256, not as base64."""
+    data = inputs.get("contentBase64")
+    if isinstance(data, str) and len(data) > 1024:
+        raw = base64.b64decode(data)
+        return {**inputs, "contentBase64": f"<{len(raw)} bytes, sha256 {hashlib.sha256(raw).hexdigest()}>"}
+    return inputs
+
+
+def _helm_values(r: Registration) -> dict[str, str]:
+    """A Helm release's values, as the YAML file ``helm install -f`` would take."""
+    from gpucluster.render.core import to_yaml
+
+    values = r.inputs.get("values")
+    # Keys sorted: the engine hands maps back in no particular order.
+    return {f"{r.name}/values.yaml": to_yaml(json.loads(json.dumps(values, sort_keys=True))) + "\n"} if values else {}
+
+
+def _config_map(r: Registration) -> dict[str, str]:
+    """Every entry of a ConfigMap (the example training job ships in one)."""
+    data = r.inputs.get("data") or {}
+    return {f"{r.name}/{key}": str(text) for key, text in sorted(data.items())}
+
+
+FILE_EXTRACTORS: dict[str, FileExtractor] = {
+    "aws:ec2/launchTemplate:LaunchTemplate": _user_data,
+    "aws:ec2/instance:Instance": _user_data,
+    "aws:s3/bucketObjectv2:BucketObjectv2": _bucket_object,
+    "kubernetes:helm.sh/v3:Release": _helm_values,
+    "kubernetes:core/v1:ConfigMap": _config_map,
+}
