@@ -108,7 +108,7 @@ LAYERS = {
     "gpucluster.config": {"gpucluster.facts", "gpucluster_agents"},
     "gpucluster.resolve": {"gpucluster.config", "gpucluster.facts", "gpucluster_agents"},
     "gpucluster.load": {"gpucluster.config", "gpucluster.facts", "gpucluster.resolve", "gpucluster_agents"},
-    # The policy rules stand alone (stdlib + PyYAML): the Pulumi policy pack in policy/ imports them
+    # The policy rules stand alone (stdlib + PyYAML): the Pulumi policy pack in policy-pack/ imports them
     # without the rest of gpucluster, and the tools run them over the offline plan.
     "gpucluster.policy": set(),
     "gpucluster.render": {

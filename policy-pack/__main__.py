@@ -1,7 +1,7 @@
 """gpucluster's Pulumi policy pack: the rules of :mod:`gpucluster.policy` as mandatory policies.
 
 Pulumi runs this file when a preview or an update names the pack (``pulumi preview --policy-pack
-policy``); it hands each resource's inputs to the resource policies, and every resource of the stack
+policy-pack``); it hands each resource's inputs to the resource policies, and every resource of the stack
 to the stack policies. Both become :class:`~gpucluster.policy.model.Resource`, with Pulumi's
 preview-time unknowns as :data:`~gpucluster.policy.model.UNKNOWN`, and go to the same rule functions
 ``gpucluster policy`` runs over the offline plan. The pack reads the rules of the checkout it sits in,
@@ -17,7 +17,7 @@ from typing import Any
 
 try:
     import gpucluster.policy  # noqa: F401 - installed (the project's own virtualenv)
-except ImportError:  # the pack's virtualenv (policy/venv) holds only pulumi-policy: use this checkout
+except ImportError:  # the pack's virtualenv (policy-pack/venv) holds only pulumi-policy: use this checkout
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pulumi_policy import (
