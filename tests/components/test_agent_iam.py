@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from gpucluster.components._aws.agent_iam import LaunchScope, slurm_agent_policy
+from gpucluster.components._shared.agent_iam import LaunchScope, slurm_agent_policy
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
 from gpucluster.policy.iam_eval import DENY, IMPLICIT_DENY, Request, evaluate

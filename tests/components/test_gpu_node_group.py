@@ -14,15 +14,15 @@ import pulumi
 import pulumi_aws as aws
 import pytest
 
-from gpucluster.components._aws.eks_node_groups import EksNodeTemplate
-from gpucluster.components._aws.iam import session_manager_policy
-from gpucluster.components._aws.launch_template import NodeWiring
-from gpucluster.components._aws.slurm_node_group import SlurmNodeGroup
-from gpucluster.components._config_types import NodeGroupConfig
-from gpucluster.components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
+from gpucluster.components._shared.config_types import NodeGroupConfig
+from gpucluster.components.compute._launch_template import NodeWiring
+from gpucluster.components.compute.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
+from gpucluster.components.kubernetes._eks_node_groups import EksNodeTemplate
+from gpucluster.components.slurm._node_group import SlurmNodeGroup
 from gpucluster.config.naming import CLUSTER_TAG, NODE_GROUP_TAG
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
+from gpucluster.render.iam import session_manager_policy
 from gpucluster.resolve.node_group import resolve_node_group
 from tests.conftest import group, make_config
 
@@ -219,7 +219,7 @@ def test_outputs_of_other_resources_reach_the_launch_template_and_the_asg(run_co
 
 WRONG_RESERVATION_PROGRAM = """
 import pulumi_aws as aws
-from gpucluster.components.gpu_node_group import GpuNodeGroup
+from gpucluster.components.compute.gpu_node_group import GpuNodeGroup
 from gpucluster.tools.plan.engine import execute
 
 def program():

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pulumi
 import pytest
 
-from gpucluster.components._kubernetes_args import resolve_args
-from gpucluster.components.eks_cluster import EksCluster
+from gpucluster.components.kubernetes._args import resolve_args
+from gpucluster.components.kubernetes.eks_cluster import EksCluster
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.resolve.kubernetes import resolve_kubernetes
 from tests.components import typed_usage_kubernetes as usage

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpucluster.components.network import Network, NetworkArgs
+from gpucluster.components.network.network import Network, NetworkArgs
 
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"

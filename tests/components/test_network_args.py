@@ -5,8 +5,8 @@ from __future__ import annotations
 import pulumi_aws as aws
 import pytest
 
-from gpucluster.components._inputs import Inputs
-from gpucluster.components.network import Network, network_from_args
+from gpucluster.components._shared.inputs import Inputs
+from gpucluster.components.network.network import Network, network_from_args
 from gpucluster.config.errors import ConfigError
 from gpucluster.load import load_spec
 from tests.conftest import make_config

@@ -10,15 +10,15 @@ import json
 import pulumi
 import pytest
 
-from gpucluster.components._aws.agent_iam import LaunchScope, slurm_agent_policy
-from gpucluster.components._aws.iam import session_manager_policy
-from gpucluster.components._slurm.args import SlurmBuild
+from gpucluster.components._shared.agent_iam import LaunchScope, slurm_agent_policy
 from gpucluster.components.gpu_cluster import GpuCluster
-from gpucluster.components.shared_storage import SharedStorage
-from gpucluster.components.slurm_cluster import SlurmCluster
+from gpucluster.components.slurm._args import SlurmBuild
+from gpucluster.components.slurm.slurm_cluster import SlurmCluster
+from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.naming import CLUSTER_TAG
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
+from gpucluster.render.iam import session_manager_policy
 from gpucluster.render.slurm.agent import ARTIFACT_BUCKET_STAND_IN
 from gpucluster.render.slurm.names import controller_address, munge_secret_name
 from gpucluster_agents.contract import parse as parse_config
@@ -555,13 +555,14 @@ def test_gpu_cluster_wires_slurm_like_eks(run_components):
 
 
 def test_the_slurm_side_writes_no_iam_document_of_its_own():
-    """Every IAM document of the Slurm cluster is in components/_aws/iam.py (the agent's in its neighbour
-    agent_iam.py), where they are reviewed together: the cluster and its private parts only call those functions."""
-    modules = [ROOT / "components" / "slurm_cluster.py", *sorted((ROOT / "components" / "_slurm").glob("*.py"))]
+    """Every IAM document of the Slurm cluster is in gpucluster/render/iam.py (the agent's in
+    components/_shared/agent_iam.py), where they are reviewed together: the cluster and its private parts only call
+    those functions."""
+    modules = sorted((ROOT / "components" / "slurm").glob("*.py"))
     assert len(modules) >= 3
     for path in modules:
         source = path.read_text()
         for marker in ("2012-10-17", '"Statement"', '"Effect"', "sts:AssumeRole"):
-            assert marker not in source, f"{path.name} writes an IAM document ({marker}): put it in _aws/iam.py"
-    iam = (ROOT / "components" / "_aws" / "iam.py").read_text() + (ROOT / "components" / "_aws" / "agent_iam.py").read_text()
+            assert marker not in source, f"{path.name} writes an IAM document ({marker}): put it in gpucluster/render/iam.py"
+    iam = (ROOT / "gpucluster" / "render" / "iam.py").read_text() + (ROOT / "components" / "_shared" / "agent_iam.py").read_text()
     assert all(f"def slurm_{kind}_policy(" in iam for kind in ("agent", "head", "node"))

@@ -12,7 +12,7 @@ import sys
 import pulumi_aws as aws
 import pytest
 
-from gpucluster.components.slurm_cluster import SlurmCluster, SlurmClusterArgs
+from gpucluster.components.slurm.slurm_cluster import SlurmCluster, SlurmClusterArgs
 from gpucluster.config.errors import ConfigError
 from gpucluster.load import load_spec
 from gpucluster_agents.contract import parse as parse_config

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pulumi
 
-from gpucluster.components._slurm.teardown import TOKEN, AgentTeardown
+from gpucluster.components.slurm._teardown import TOKEN, AgentTeardown
 from tests.components.test_slurm_cluster import LT, SG, SUBNETS, build, spec_of
 
 

@@ -5,8 +5,8 @@ field the Args do not have, or a value of the wrong type, is a type error; the t
 import pulumi
 import pulumi_aws as aws
 
-from gpucluster.components.eks_cluster import EksCluster
-from gpucluster.components.kubernetes_platform import KubernetesPlatform
+from gpucluster.components.kubernetes.eks_cluster import EksCluster
+from gpucluster.components.kubernetes.kubernetes_platform import KubernetesPlatform
 
 SUBNETS = ["subnet-0aaa1111", "subnet-0bbb2222"]  # what plain_eks names, for the tests
 

@@ -3,7 +3,7 @@ names another resource. Never run; ``test_slurm_cluster_args`` has pyright check
 
 import pulumi_aws as aws
 
-from gpucluster.components.slurm_cluster import SlurmCluster
+from gpucluster.components.slurm.slurm_cluster import SlurmCluster
 
 
 def program() -> SlurmCluster:

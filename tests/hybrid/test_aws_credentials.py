@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from gpucluster.components._aws.agent_iam import LaunchScope, slurm_agent_policy
-from gpucluster.components._aws.iam import session_manager_policy
-from gpucluster.components.onprem_credentials import OnPremCredentials, OnPremCredentialsArgs
+from gpucluster.components._shared.agent_iam import LaunchScope, slurm_agent_policy
+from gpucluster.components.hybrid.onprem_credentials import OnPremCredentials, OnPremCredentialsArgs
+from gpucluster.render.iam import session_manager_policy
 from gpucluster.tools.plan.engine import Plan, run_plan
 from gpucluster.tools.plan.stackfile import SECRET
 

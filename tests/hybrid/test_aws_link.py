@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpucluster.components.hybrid_link import HybridLink, HybridLinkArgs
+from gpucluster.components.hybrid.hybrid_link import HybridLink, HybridLinkArgs
 from gpucluster.config.errors import ConfigError
 
 TABLES = {"us-east-1a": "rtb-0aaaaaaaaaaaaaaaa", "us-east-1b": "rtb-0bbbbbbbbbbbbbbbb"}

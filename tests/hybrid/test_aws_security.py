@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pulumi
 
-from gpucluster.components._aws.hybrid_security import hybrid_node_security_group
+from gpucluster.components.hybrid._security import hybrid_node_security_group
 from gpucluster.config.hybrid import HybridSpec
 
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"

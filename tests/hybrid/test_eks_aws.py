@@ -13,11 +13,11 @@ import pulumi
 import pytest
 import yaml
 
-from gpucluster.components._aws.iam import session_manager_policy
-from gpucluster.components.eks_cluster import EksCluster
+from gpucluster.components.kubernetes.eks_cluster import EksCluster
 from gpucluster.config.errors import ConfigError
 from gpucluster.policy.iam_eval import Request, evaluate
 from gpucluster.render.hybrid.eks_nodes import cni_values
+from gpucluster.render.iam import session_manager_policy
 from gpucluster.tools.plan.engine import Plan, run_plan
 from tests.hybrid.eks_fixtures import hybrid_eks_spec, stack_config
 from tests.kubernetes.test_eks_cluster import args_of

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from gpucluster.components.kueue import Kueue, KueueArgs
+from gpucluster.components.kubernetes.kueue import Kueue, KueueArgs
 from gpucluster.config.errors import ConfigError
 from gpucluster.render.hybrid.eks_nodes import site_flavor_name
 from tests.conftest import GOLDEN, check_golden

@@ -9,11 +9,11 @@ import json
 import pulumi
 import yaml
 
-from gpucluster.components._aws.iam import session_manager_policy
-from gpucluster.components.eks_cluster import EksCluster, EksClusterArgs
-from gpucluster.components.shared_storage import SharedStorage
+from gpucluster.components.kubernetes.eks_cluster import EksCluster, EksClusterArgs
+from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.kubernetes import KubernetesSpec
 from gpucluster.config.naming import CLUSTER_TAG
+from gpucluster.render.iam import session_manager_policy
 from tests.conftest import group
 from tests.kubernetes.conftest import eks_spec
 from tests.kubernetes.schemas import chart_defaults, unknown_values

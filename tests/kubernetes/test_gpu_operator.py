@@ -9,7 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
-from gpucluster.components.gpu_operator import GpuOperator, GpuOperatorArgs
+from gpucluster.components.kubernetes.gpu_operator import GpuOperator, GpuOperatorArgs
 from gpucluster.render.kubernetes import gpu_operator_values
 from gpucluster.render.kubernetes_health import DCGM_CONFIGMAP
 from tests.conftest import GOLDEN, check_golden

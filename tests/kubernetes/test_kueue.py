@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from gpucluster.components.kueue import Kueue, KueueArgs
+from gpucluster.components.kubernetes.kueue import Kueue, KueueArgs
 from gpucluster.config.kubernetes import AWS_TOPOLOGY_LEVELS, KueueSpec
 from gpucluster.render.kubernetes import kueue_manager_config
 from tests.conftest import GOLDEN, check_golden, group

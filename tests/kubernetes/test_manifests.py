@@ -10,8 +10,8 @@ import pulumi_kubernetes as k8s
 import pytest
 import yaml
 
-from gpucluster.components.kubernetes_platform import KubernetesPlatform, KubernetesPlatformArgs
-from gpucluster.components.shared_storage import SharedStorage
+from gpucluster.components.kubernetes.kubernetes_platform import KubernetesPlatform, KubernetesPlatformArgs
+from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.kubernetes import TeamSpec
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.facts.efa import efa_interface_count, interface_layout

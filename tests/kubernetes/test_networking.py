@@ -9,8 +9,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
-from gpucluster.components.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs
-from gpucluster.components.network_operator import NetworkOperator, NetworkOperatorArgs
+from gpucluster.components.kubernetes.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs
+from gpucluster.components.kubernetes.network_operator import NetworkOperator, NetworkOperatorArgs
 from gpucluster.render.core import to_yaml
 from gpucluster.render.kubernetes import efa_device_plugin_values, network_operator_values
 from gpucluster.render.kubernetes_objects import nic_cluster_policy

@@ -233,7 +233,7 @@ def test_the_sweep_runs_from_the_configmap_alone(objects, tmp_path):
 
 
 def test_each_gpu_group_gets_its_own_thresholds(run_components):
-    from gpucluster.components.kubernetes_platform import KubernetesPlatform, KubernetesPlatformArgs
+    from gpucluster.components.kubernetes.kubernetes_platform import KubernetesPlatform, KubernetesPlatformArgs
 
     spec = eks_spec()
     args = KubernetesPlatformArgs(
@@ -252,7 +252,7 @@ def test_each_gpu_group_gets_its_own_thresholds(run_components):
 
 
 def test_platform_places_the_sweep_after_the_operator(run_components):
-    from gpucluster.components.kubernetes_platform import KubernetesPlatform, KubernetesPlatformArgs
+    from gpucluster.components.kubernetes.kubernetes_platform import KubernetesPlatform, KubernetesPlatformArgs
 
     spec = eks_spec()
     args = KubernetesPlatformArgs(

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpucluster.components.shared_storage import SharedStorage
-from gpucluster.components.team_namespace import TeamNamespace, TeamNamespaceArgs
+from gpucluster.components.kubernetes.team_namespace import TeamNamespace, TeamNamespaceArgs
+from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.kubernetes import TeamSpec
 from tests.kubernetes.schemas import validate_object
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpucluster.components.data_bucket import DataBucket, bucket_from_args
+from gpucluster.components.storage.data_bucket import DataBucket, bucket_from_args
 from gpucluster.config.errors import ConfigError
 from gpucluster.load import load_spec
 from tests.conftest import make_config

@@ -6,8 +6,8 @@ import pulumi
 import pulumi_aws as aws
 import pytest
 
-from gpucluster.components._inputs import Inputs
-from gpucluster.components.lustre_storage import LustreStorage, LustreStorageArgs, lustre_from_args
+from gpucluster.components._shared.inputs import Inputs
+from gpucluster.components.storage.lustre_storage import LustreStorage, LustreStorageArgs, lustre_from_args
 from gpucluster.config.errors import ConfigError
 from gpucluster.load import load_spec
 from tests.conftest import make_config

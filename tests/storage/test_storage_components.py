@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from gpucluster.components._config_types import LustreConfig
-from gpucluster.components.data_bucket import DataBucket
+from gpucluster.components._shared.config_types import LustreConfig
 from gpucluster.components.gpu_cluster import GpuCluster
-from gpucluster.components.lustre_storage import LustreStorage, LustreStorageArgs
+from gpucluster.components.storage.data_bucket import DataBucket
+from gpucluster.components.storage.lustre_storage import LustreStorage, LustreStorageArgs
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
 from tests.conftest import group, make_config
