@@ -2,7 +2,7 @@
 
 The agent launches with one call, CreateFleet (type ``instant``), from a dynamic group's launch template, with
 instance type, subnet and placement group overrides, tagging the instances with the cluster, node group and launch
-token (``gpucluster_agents.ec2.fleet_request``). EC2 authorizes that call twice:
+token (``gpucluster_agents.power.ec2.fleet_request``). EC2 authorizes that call twice:
 
 - CreateFleet, on the fleet, the launch template and the resources the *request* names (the instances it tags,
   the override's subnet and placement group…). The service authorization reference: "Resource-level permissions
@@ -272,7 +272,7 @@ def slurm_agent_policy(scope: LaunchScope) -> dict[str, Any]:
         statements += terminate_statements(scope)
     statements += [
         {
-            # The repair pass (gpucluster_agents/quarantine.py): one reboot for a reboot-class GPU fault, on the
+            # The repair pass (gpucluster_agents/repair/quarantine.py): one reboot for a reboot-class GPU fault, on the
             # cluster's compute nodes only (the node-group tag: never the head node).
             "Sid": "RebootTheClustersComputeNodes",
             "Effect": "Allow",

@@ -57,7 +57,7 @@ def agent_artifact(name: str, cluster: str, tags: dict[str, str], child: pulumi.
         tags=with_name(tags, f"{cluster}-agent"),
         opts=child,
     )
-    # The launches' node maps (gpucluster_agents/nodemap.py, one object per CreateFleet batch) are read at a
+    # The launches' node maps (gpucluster_agents/power/nodemap.py, one object per CreateFleet batch) are read at a
     # node's first boot, within 15 min of its launch, and the agent tags the instances within minutes: expire
     # them after two days so the bucket does not grow with every resume.
     aws.s3.BucketLifecycleConfiguration(

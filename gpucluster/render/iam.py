@@ -84,8 +84,8 @@ def managed_policy_arn(partition: str, policy: str) -> str:
 
 def slurm_head_policy(*, secret_arn: str, bundle_arn: str, node_maps_arn: str) -> dict[str, Any]:
     """The Slurm head node's own needs: make and read the munge key, fetch the agent package, publish the
-    launches' node maps (one object per CreateFleet batch, ``gpucluster_agents/nodemap.py``) and read them back
-    when its own record of the node names is lost (``gpucluster_agents/names.py``: an instance a map names is
+    launches' node maps (one object per CreateFleet batch, ``gpucluster_agents/power/nodemap.py``) and read them back
+    when its own record of the node names is lost (``gpucluster_agents/power/names.py``: an instance a map names is
     never taken for an orphan). No s3:ListBucket: the agent reads a map by its launch token, as a node does."""
     return {
         "Version": "2012-10-17",

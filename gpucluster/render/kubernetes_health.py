@@ -37,7 +37,7 @@ from gpucluster.render.core import render
 from gpucluster.render.kubernetes import BOOT_TAINT, BOOT_TOLERATION, GPU_TOLERATION, LABEL_GPU, LABEL_NODE_GROUP
 from gpucluster.render.kubernetes_sweep_policy import sweep_node_policy
 from gpucluster.render.kubernetes_tenancy import PSA, default_deny, dns_egress, network_policy
-from gpucluster_agents.boot import HEALTH_BOOT_TIMEOUT, HEALTH_MAIN
+from gpucluster_agents.boot.helper import HEALTH_BOOT_TIMEOUT, HEALTH_MAIN
 
 NAMESPACE = "gpucluster-health"
 SWEEP_NAME = "gpucluster-health-sweep"

@@ -26,7 +26,8 @@ if str(REPO) not in sys.path:
 from ec2_fault_proxy import FaultProxy  # noqa: E402
 from moto_env import AWS_ENV, MotoServer, World, agent_env, make_world, node_instances  # noqa: E402
 
-from gpucluster_agents import cli, hostlist  # noqa: E402
+from gpucluster_agents import cli  # noqa: E402
+from gpucluster_agents.contract import hostlist  # noqa: E402
 
 CLUSTER = "testcl"
 # The interpreter for agent processes (spawned tests, e2e programs); e.g. a python3.9 venv with boto3

@@ -15,9 +15,10 @@ from conftest import CLUSTER, Harness
 from moto_env import instances
 from test_faults import stranded, unowned
 
-from gpucluster_agents import cli, hostlist
+from gpucluster_agents import cli
 from gpucluster_agents.agent import Agent
 from gpucluster_agents.config import load_config
+from gpucluster_agents.contract import hostlist
 
 
 class SteppedClock:

@@ -27,8 +27,8 @@ from typing import Any
 
 from moto_env import free_port
 
-from gpucluster_agents import hostlist
-from gpucluster_agents.slurm import NodeState, parse_show_nodes
+from gpucluster_agents.contract import hostlist
+from gpucluster_agents.power.slurm import NodeState, parse_show_nodes
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

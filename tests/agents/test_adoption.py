@@ -14,7 +14,7 @@ from scenarios import SteppedClock, assert_invariants, in_process, waiting_witho
 from test_node_maps import names_file, published, with_maps
 from test_orphans import OF_P5, crash, journal, launch_raw
 
-from gpucluster_agents.sweep import INTERRUPTED_REASON
+from gpucluster_agents.power.sweep import INTERRUPTED_REASON
 
 # ---------------------------------------------------------------------------- N01: crash after the map
 

@@ -1,4 +1,4 @@
-"""The boot helper (gpucluster_agents/boot.py): its config is parsed strictly, and it imports nothing
+"""The boot helper (gpucluster_agents/boot/helper.py): its config is parsed strictly, and it imports nothing
 of the package it installs (it runs before the agent package exists on the node)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster_agents import boot
-from gpucluster_agents.boot import BootConfig, BootConfigError, parse_config
+from gpucluster_agents.boot import helper as boot
+from gpucluster_agents.boot.helper import BootConfig, BootConfigError, parse_config
 
 SOURCE = Path(boot.__file__)
 GOOD = BootConfig(
@@ -167,7 +167,7 @@ def test_health_leaves_the_reason_of_a_failed_boot_check_for_slurmd_and_clears_i
     empty anyway) removes it. Fake NVML readings of a p5 with one GPU's link trained at gen 3. The helper runs
     from a directory holding an attacker's package, with variables that would swap the readings and the
     config: the program it starts (isolated, from /) sees none of them."""
-    from gpucluster_agents.boot import HEALTH_BOOT_FAULT
+    from gpucluster_agents.boot.helper import HEALTH_BOOT_FAULT
     from gpucluster_agents.health.config import to_json
     from tests.health.fakes import node, p5_config, planted, scenario
 
@@ -206,7 +206,7 @@ def test_a_boot_check_in_uninterruptible_sleep_leaves_its_reason_without_waiting
     """The installed program hangs in D state (a read from a FUSE file that never answers: the stand-in for
     an NVML call on a GPU that fell off the bus, tests/health/dstate.py). At the deadline the helper writes
     the hang's reason (reboot) for slurmd's wrappers, returns 1 at once, and leaves the unkillable check."""
-    from gpucluster_agents.boot import HEALTH_BOOT_FAULT
+    from gpucluster_agents.boot.helper import HEALTH_BOOT_FAULT
     from tests.health.dstate import hung_file, wait_for_state
 
     with hung_file(tmp_path) as hang:

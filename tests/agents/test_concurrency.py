@@ -6,7 +6,7 @@ from collections import Counter
 
 from conftest import Harness
 
-from gpucluster_agents.state import FileLock
+from gpucluster_agents.power.state import FileLock
 
 
 def test_two_concurrent_resumes_launch_one_instance_per_node(harness: Harness) -> None:

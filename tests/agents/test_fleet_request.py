@@ -13,7 +13,7 @@ from conftest import Harness
 from test_config import MINIMAL
 
 from gpucluster_agents.contract import parse as parse_config
-from gpucluster_agents.ec2 import fleet_request
+from gpucluster_agents.power.ec2 import fleet_request
 
 SHAPE = botocore.session.get_session().get_service_model("ec2").operation_model("CreateFleet").input_shape
 

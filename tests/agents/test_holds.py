@@ -189,7 +189,7 @@ def test_a_hold_set_while_the_clock_ran_an_hour_fast_ends_on_time(harness: Harne
     ],
 )
 def test_clamp_hold(hold: dict[str, Any], now: float, until: float) -> None:
-    from gpucluster_agents.holds import clamp_hold
+    from gpucluster_agents.power.holds import clamp_hold
 
     clamp_hold(hold, now, 600)
     assert hold["until"] == until and hold["since"] <= now

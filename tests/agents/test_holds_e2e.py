@@ -19,7 +19,7 @@ from moto_env import MotoServer, node_instances
 from slurm_e2e import SlurmCluster
 from test_slurm_e2e import E2E_GROUPS, assert_no_unowned_instance, shim, start_cluster
 
-from gpucluster_agents import hostlist
+from gpucluster_agents.contract import hostlist
 
 pytestmark = pytest.mark.slow
 __all__ = ["shim"]  # the fixture, imported for this module's tests

@@ -10,8 +10,8 @@ from conftest import FakeSlurm, require_tool
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpucluster_agents import hostlist
-from gpucluster_agents.slurm import Slurm
+from gpucluster_agents.contract import hostlist
+from gpucluster_agents.power.slurm import Slurm
 
 SCONTROL = "/usr/bin/scontrol"
 

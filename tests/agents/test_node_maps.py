@@ -15,7 +15,7 @@ from moto_env import REGION, instances
 from test_config import MINIMAL
 
 from gpucluster_agents.contract import ConfigError, parse, to_json
-from gpucluster_agents.nodemap_contract import NodeMap
+from gpucluster_agents.contract.nodemap import NodeMap
 
 BUCKET = "testcl-artifacts"
 

@@ -14,8 +14,8 @@ import boto3
 import pytest
 from moto_env import REGION, MotoServer
 
-from gpucluster_agents import boot
-from gpucluster_agents.boot import BootConfig
+from gpucluster_agents.boot import helper as boot
+from gpucluster_agents.boot.helper import BootConfig
 
 TOKEN = "0123456789abcdef0123456789abcdef"
 BUCKET = "testcl-artifacts"

@@ -32,8 +32,8 @@ from moto_env import MotoServer, ec2_client, instances, make_world, node_instanc
 from slurm_e2e import SCONTROL, SLURMCTLD, SLURMD, GroupSpec, SlurmCluster, build_uptime_shim, marked_pids, render
 from slurm_programs import agent_env, start_slurmd, stop_slurmds
 
-from gpucluster_agents import hostlist
-from gpucluster_agents.topology import HEADER
+from gpucluster_agents.contract import hostlist
+from gpucluster_agents.power.topology import HEADER
 
 pytestmark = pytest.mark.slow
 

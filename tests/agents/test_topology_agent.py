@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from conftest import Harness
 
-from gpucluster_agents.topology import HEADER
+from gpucluster_agents.power.topology import HEADER
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ from conftest import Harness
 from moto_env import ec2_client
 from scenarios import SteppedClock, assert_invariants, hide_instances, in_process
 
-from gpucluster_agents import lifecycle
+from gpucluster_agents.power import lifecycle
 
 
 def sixteen_running(h: Harness) -> dict[str, str]:

@@ -301,7 +301,7 @@ def test_no_launch_grant_is_unscoped():
 def test_the_agents_fleet_request_satisfies_the_fleet_statements(run_components, two_groups):
     """The request the agent builds from the config the head node gets names a template the policy
     allows, tags its instances as the instance statement requires and overrides no AMI."""
-    from gpucluster_agents.ec2 import fleet_request
+    from gpucluster_agents.power.ec2 import fleet_request
 
     plan = run_components(lambda: build(two_groups))
     statements = {st["Sid"]: st for st in policy(plan, "s-slurm-agent")["Statement"]}

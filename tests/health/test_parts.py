@@ -357,7 +357,7 @@ def test_missing_config_file(tmp_path: Path):
 def test_reason_is_one_short_printable_line():
     long = Check("xid", False, None, None, "replace", 'x "quoted"\n' * 100)
     text = reason([long, Check("efa", False, None, None, "reboot", "y")])
-    # the worst action last, in parentheses: what the agent's repair pass reads (gpucluster_agents/quarantine.py)
+    # the worst action last, in parentheses: what the agent's repair pass reads (gpucluster_agents/repair/quarantine.py)
     assert len(text) == 256 and text.startswith("gpucluster: xid x 'quoted' x") and text.endswith("... (+1 more) (replace)")
     assert "\n" not in text and '"' not in text
 

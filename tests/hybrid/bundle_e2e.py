@@ -42,8 +42,8 @@ from slurm_e2e import (  # noqa: F401  (the test takes these from here)
 from gpucluster.load import load_spec
 from gpucluster.render.hybrid.bundle import AwsValues
 from gpucluster.render.hybrid.bundle_slurm import site_of
-from gpucluster_agents import hostlist
-from gpucluster_agents.slurm import NodeState, parse_show_nodes
+from gpucluster_agents.contract import hostlist
+from gpucluster_agents.power.slurm import NodeState, parse_show_nodes
 from tests.hybrid.bundle_site import files_of, site_settings_lines, stack_config, text
 
 HERE = Path(__file__).resolve().parent

@@ -1,4 +1,4 @@
-"""The agent on a site's own controller (``gpucluster_agents.site``): its session comes from the bundle's AWS
+"""The agent on a site's own controller (``gpucluster_agents.contract.site``): its session comes from the bundle's AWS
 profile only (a ``credential_process``, never a key from the environment), and the site's own nodes go to the
 site's previous Resume/Suspend programs, unchanged, while the agent acts on the cloud nodes only."""
 
@@ -13,8 +13,8 @@ import pytest
 from boto3.session import Session
 
 from gpucluster_agents import cli, contract
-from gpucluster_agents.jsonread import Reader
-from gpucluster_agents.site import Site, parse_site, session_kwargs, split_site_nodes
+from gpucluster_agents.contract.jsonread import Reader
+from gpucluster_agents.contract.site import Site, parse_site, session_kwargs, split_site_nodes
 
 HELPER_KEY = "ASIAFROMHELPER000001"
 
@@ -180,7 +180,7 @@ def test_n18_the_site_program_runs_beside_the_cloud_work(site_env: dict, command
 
 
 def test_n18_a_site_program_past_its_timeout_is_stopped(site_env: dict, monkeypatch):
-    from gpucluster_agents import site
+    from gpucluster_agents.contract import site
 
     monkeypatch.setattr(site, "SITE_PROGRAM_TIMEOUT", 1.0)
     d = site_env["dir"]

@@ -71,7 +71,7 @@ def test_the_agent_package_is_the_projects_and_its_hash_matches(config: dict):
     assert package == agent_bundle()
     assert text(files, "gpucluster_agents.zip.sha256") == f"{sha256(package)}  gpucluster_agents.zip\n"
     names = zipfile.ZipFile(io.BytesIO(package)).namelist()
-    assert "gpucluster_agents/site.py" in names and "gpucluster_agents/__main__.py" in names
+    assert "gpucluster_agents/contract/site.py" in names and "gpucluster_agents/__main__.py" in names
 
 
 def test_offline_bundle_holds_placeholders_the_agent_refuses(config: dict, tmp_path: Path):

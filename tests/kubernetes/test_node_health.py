@@ -41,7 +41,7 @@ from gpucluster.render.kubernetes_health import (
     sweep_script,
 )
 from gpucluster.render.slurm.agent import agent_bundle
-from gpucluster_agents.boot import HEALTH_MAIN
+from gpucluster_agents.boot.helper import HEALTH_MAIN
 from gpucluster_agents.health.config import parse, to_json
 from tests.conftest import GOLDEN, check_golden
 from tests.health.fakes import kernel_log

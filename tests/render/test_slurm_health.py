@@ -510,7 +510,7 @@ def test_a_check_in_uninterruptible_sleep_still_drains_the_node(tmp_path, templa
 def test_a_hang_asks_the_agent_for_a_reboot_not_a_replacement():
     """What the agent's quarantine pass reads from each hang's drain reason: reboot. A hang does not say the
     hardware is broken (and a job might provoke one); a hang that comes back after the reboot is replaced."""
-    from gpucluster_agents.quarantine import drain_action
+    from gpucluster_agents.repair.quarantine import drain_action
 
     for reason in (
         "gpucluster: health sweep timed out after 45 s (reboot)",

@@ -15,7 +15,7 @@ import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 
-from . import hostlist
+from ..contract import hostlist
 
 HEADER = (
     "# Slurm topology/tree, written by gpucluster-agents from EC2 DescribeInstanceTopology.",

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from . import hostlist
-from .contract import AgentConfig
+from ..contract import AgentConfig, hostlist
 from .ec2 import Ec2, Instance
 from .inventory import Inventory, fmt_nodes
 from .slurm import NodeState, Slurm

@@ -11,7 +11,7 @@ resume of it fails fast without calling EC2, its idle nodes are set DOWN with th
 failure is a success: it resets the count and ends protected mode. So does an operator's
 ``clear-protect <group>``.
 
-How it rides on the capacity holds (``holds.py``) instead of adding a second mechanism: while a group
+How it rides on the capacity holds (``power/holds.py``) instead of adding a second mechanism: while a group
 is protected, every call renews a group hold and node holds with code ``ProtectedMode`` before
 ``release_holds`` runs, so the existing fail-fast path in ``resume`` refuses launches and the nodes are
 never handed back; once the group is no longer protected those holds end at once and ``release_holds``
@@ -24,11 +24,11 @@ import logging
 import os
 from typing import Any, cast
 
-from .contract import AgentConfig, NodeGroup
-from .holds import PROTECTED_CODE, Holds, new_hold
-from .inventory import Inventory, fmt_nodes
-from .slurm import NodeState, Slurm
-from .state import read_json, write_json_atomic
+from ..contract import AgentConfig, NodeGroup
+from ..power.holds import PROTECTED_CODE, Holds, new_hold
+from ..power.inventory import Inventory, fmt_nodes
+from ..power.slurm import NodeState, Slurm
+from ..power.state import read_json, write_json_atomic
 
 log = logging.getLogger("gpucluster_agents")
 

@@ -18,9 +18,9 @@ from boto3.session import Session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .contract import TAG_CLUSTER, TAG_LAUNCH_TOKEN, TAG_NODE_GROUP, TAG_NODE_NAME, AgentConfig, NodeGroup
+from ..contract import TAG_CLUSTER, TAG_LAUNCH_TOKEN, TAG_NODE_GROUP, TAG_NODE_NAME, AgentConfig, NodeGroup
+from ..contract.site import session_kwargs
 from .error_codes import NOT_FOUND, UNCERTAIN_CODES
-from .site import session_kwargs
 
 log = logging.getLogger("gpucluster_agents")
 

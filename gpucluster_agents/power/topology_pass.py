@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 
-from .contract import AgentConfig
+from ..contract import AgentConfig
 from .ec2 import Ec2
 from .inventory import Inventory
 from .names import NameBook

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
-from .contract import AgentConfig
+from ..contract import AgentConfig
 from .error_codes import ICE_CODES
 from .inventory import fmt_nodes
 from .slurm import NodeState, Slurm
@@ -37,7 +37,7 @@ log = logging.getLogger("gpucluster_agents")
 # {"since", "until", "seconds", "code", "reason", "applied"}.
 Holds = dict[str, dict[str, dict[str, Any]]]
 
-PROTECTED_CODE = "ProtectedMode"  # holds protect.py renews and re-applies itself in every call
+PROTECTED_CODE = "ProtectedMode"  # holds repair/protect.py renews and re-applies itself in every call
 
 
 def _short(msg: str, limit: int = 80) -> str:

@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterable
 from typing import Any, Callable, cast
 
-from .contract import AgentConfig
+from ..contract import AgentConfig
 from .ec2 import AWS_ERRORS, NOT_TERMINATED_STATES, Ec2, Instance
 from .inventory import Inventory, best_instance, fmt_nodes, is_dynamic
 from .launcher import terminate

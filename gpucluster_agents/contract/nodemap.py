@@ -9,8 +9,8 @@ With a ``node_map``, every CreateFleet batch writes ONE object, ``s3://<bucket>/
 (``token`` = the batch's launch token, which CreateFleet also sets on every instance of the batch as
 the tag ``gpucluster:launch-token``): ``{"token": ..., "group": ..., "nodes": {instance id: node}}``.
 The booting instance reads its launch token and instance id from its metadata and its node name from
-that object (``boot.py node-name``). Nothing per node is sent to EC2 during a resume; the node-name
-and Name tags are set later by ``maintain`` (``names.py``), for people and as a second record.
+that object (``boot/helper.py node-name``). Nothing per node is sent to EC2 during a resume; the node-name
+and Name tags are set later by ``maintain`` (``power/names.py``), for people and as a second record.
 
 The map names no secret. A node reads only its own batch's object: its role may GetObject under the
 prefix but not list it, and a launch token is a random 128-bit value that only the instances of that

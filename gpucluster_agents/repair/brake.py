@@ -4,7 +4,7 @@ repaired, because a cause that hits a fifth of a group at once (a driver or imag
 forged XID line any job can print) is not fixed by replacing hardware, and replacing the whole group
 would only trade every running node for a new one that fails the same way.
 
-The rule (``repair.brake_percent`` X, ``repair.brake_window_seconds`` Y, ``repair_contract.py`` says why
+The rule (``repair.brake_percent`` X, ``repair.brake_window_seconds`` Y, ``contract/repair.py`` says why
 20 % and one hour): the brake of a group trips when more than X % of its nodes, and at least two, were
 drained by the health program within the last Y seconds. "Drained by health" counts each node once from
 the moment a ``maintain`` pass first saw its health drain, and keeps counting it after its repair took it
@@ -23,7 +23,7 @@ the nodes still drained at the usual share.
 
 State: ``state_dir/brake.json`` = ``{"tripped": {group: {since, drained, of, minutes}}, "released":
 {group: time}, "seen": {node: time first seen drained}}``. Times are the wall clock, clamped to now when
-they lie ahead of it (a clock stepped back), like the holds (``holds.py``).
+they lie ahead of it (a clock stepped back), like the holds (``power/holds.py``).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ import re
 from collections.abc import Iterable
 from typing import Any, cast
 
-from .contract import AgentConfig
-from .state import read_json, write_json_atomic
+from ..contract import AgentConfig
+from ..power.state import read_json, write_json_atomic
 
 log = logging.getLogger("gpucluster_agents")
 

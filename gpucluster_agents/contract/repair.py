@@ -2,7 +2,7 @@
 """The ``repair`` section of the agent config: how the maintenance pass treats unhealthy nodes.
 
 A part of the node contract (:mod:`gpucluster_agents.contract` holds it as ``AgentConfig.repair``), kept
-in its own module because it is the policy of one collaborator (``quarantine.py``, ``protect.py``) and
+in its own module because it is the policy of one collaborator (``repair/quarantine.py``, ``repair/protect.py``) and
 the contract module is at the size limit. Every key is optional and the renderer writes none of them
 while they hold their defaults, so the rendered ``agent.json`` only grows when a stack sets one.
 
@@ -15,7 +15,7 @@ Defaults and where they come from:
   replacement's launch, boot and boot health check on a large GPU instance (p5: 10-15 min), so the
   share bounds repairs per replacement cycle, not per ``maintain`` pass (10 % per pass drained a whole
   group in ten minutes, scenario N16 of issue #19).
-- ``brake_percent`` 20 and ``brake_window_seconds`` 3600: the circuit breaker (``brake.py``). More than
+- ``brake_percent`` 20 and ``brake_window_seconds`` 3600: the circuit breaker (``repair/brake.py``). More than
   this share of a group's nodes (and at least two) drained by the health program within the window stops
   every repair of the group until an operator runs ``gpucluster-agent release-brake <group>``; 0 turns
   it off. 20 % is Karpenter's fixed line for node repair (more than 20 % of a NodePool unhealthy: no

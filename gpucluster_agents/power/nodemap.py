@@ -1,6 +1,6 @@
 # pyright: strict, reportMissingTypeStubs=false
 """Publishing a launch's instance -> node map to S3: one PutObject per CreateFleet batch, whatever its
-size (the schema and why: ``nodemap_contract``). The booting instance reads it (``boot.py node-name``), and
+size (the schema and why: ``contract/nodemap.py``). The booting instance reads it (``boot/helper.py node-name``), and
 so does the agent when its own record of the names (``names.json``) is lost (``names.recover_from_maps``)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any, cast
 from boto3.session import Session
 from botocore.config import Config
 
-from .contract import AgentConfig
+from ..contract import AgentConfig
+from ..contract.nodemap import NodeMap
 from .ec2 import AWS_ERRORS, error_code, error_message
-from .nodemap_contract import NodeMap
 
 log = logging.getLogger("gpucluster_agents")
 

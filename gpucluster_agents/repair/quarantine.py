@@ -40,14 +40,13 @@ import os
 import re
 from typing import Any, cast
 
-from . import hostlist
+from ..contract import AgentConfig, NodeGroup, hostlist
+from ..contract.repair import Repair
+from ..power.inventory import Inventory, best_instance
+from ..power.slurm import REASON_MAX, NodeState, Slurm, clean_reason
+from ..power.state import read_json, write_json_atomic
+from .api import RepairApi
 from .brake import Brake, strip_note
-from .contract import AgentConfig, NodeGroup
-from .inventory import Inventory, best_instance
-from .repair_api import RepairApi
-from .repair_contract import Repair
-from .slurm import REASON_MAX, NodeState, Slurm, clean_reason
-from .state import read_json, write_json_atomic
 
 log = logging.getLogger("gpucluster_agents")
 

@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any, cast
 
-from .contract import TAG_NODE_NAME, AgentConfig
+from ..contract import TAG_NODE_NAME, AgentConfig
 from .ec2 import Ec2, Instance
 from .nodemap import NodeMapPublisher
 from .state import clamped, write_json_atomic

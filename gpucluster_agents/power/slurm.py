@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from . import hostlist
+from ..contract import hostlist
 
 log = logging.getLogger("gpucluster_agents")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import uuid
 
-from .contract import NodeGroup
+from ..contract import NodeGroup
 from .ec2 import AWS_ERRORS, Ec2, Instance
 from .error_codes import ICE_CODES
 from .inventory import Inventory, fmt_nodes

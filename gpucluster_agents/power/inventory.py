@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from . import hostlist
-from .contract import TAG_NODE_NAME, AgentConfig
+from ..contract import TAG_NODE_NAME, AgentConfig, hostlist
 from .ec2 import Instance
 
 

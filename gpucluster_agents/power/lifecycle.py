@@ -40,8 +40,7 @@ import time
 from collections import Counter
 from typing import Any, cast
 
-from . import hostlist
-from .contract import AgentConfig
+from ..contract import AgentConfig, hostlist
 from .ec2 import Ec2, Instance
 from .inventory import Inventory, fmt_nodes
 from .launcher import terminate

@@ -1,7 +1,7 @@
 # pyright: strict, reportMissingTypeStubs=false
 """The two AWS calls of node repair: EC2 RebootInstances (a reboot-class fault, any node) and Auto
 Scaling SetInstanceHealth Unhealthy (a static node: its group terminates the instance and launches a
-replacement, which ``static_groups`` then names). Kept apart from ``ec2.py`` because they are the
+replacement, which ``static_groups`` then names). Kept apart from ``power/ec2.py`` because they are the
 repair pass's only calls and the Auto Scaling client is used for nothing else. Failures are logged and
 reported, never raised: the next maintenance pass tries again."""
 
@@ -13,8 +13,8 @@ from typing import Any, cast
 from boto3.session import Session
 from botocore.config import Config
 
-from .contract import AgentConfig
-from .ec2 import AWS_ERRORS, error_code, error_message
+from ..contract import AgentConfig
+from ..power.ec2 import AWS_ERRORS, error_code, error_message
 
 log = logging.getLogger("gpucluster_agents")
 

@@ -29,8 +29,8 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, cast
 
 from .jsonread import Reader
-from .nodemap_contract import NodeMap, parse_node_map
-from .repair_contract import Repair, parse_repair
+from .nodemap import NodeMap, parse_node_map
+from .repair import Repair, parse_repair
 from .site import Site, parse_site
 
 SCHEMA_VERSION = 1
@@ -137,9 +137,9 @@ class AgentConfig:
     api_retry_mode: str = field(default="adaptive", metadata=_OMIT)  # botocore: standard | adaptive
     api_max_attempts: int = field(default=8, metadata=_OMIT)  # botocore attempts per call, 1..20
     api_concurrency: int = field(default=8, metadata=_OMIT)  # parallel CreateTags calls, 1..64
-    repair: Repair = field(default_factory=Repair, metadata=_OMIT)  # quarantine and protected mode (repair_contract)
+    repair: Repair = field(default_factory=Repair, metadata=_OMIT)  # quarantine and protected mode (repair.py)
     site: Site = field(default_factory=Site, metadata=_OMIT)  # on a site's own slurmctld (site.py)
-    node_map: NodeMap | None = field(default=None, metadata=_OMIT)  # where launches publish node names (nodemap_contract)
+    node_map: NodeMap | None = field(default=None, metadata=_OMIT)  # where launches publish node names (nodemap.py)
 
     @property
     def scontrol(self) -> str:
