@@ -8,13 +8,12 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
-from test_config import MINIMAL
-
 from gpucluster_agents.contract import TAG_NODE_GROUP, TAG_NODE_NAME
 from gpucluster_agents.contract import parse as parse_config
 from gpucluster_agents.power.ec2 import Instance
 from gpucluster_agents.power.holds import Holds, resume_timeout_reason
 from gpucluster_agents.power.inventory import Inventory, best_instance, is_dynamic, split_by_group
+from tests.agents.test_config import MINIMAL
 
 
 def _inst(iid: str, state: str = "running", minute: int = 0, node: str | None = None) -> Instance:

@@ -12,8 +12,9 @@ import time
 from typing import Any
 
 import pytest
-from conftest import Harness
-from test_faults import assert_clean
+
+from tests.agents.conftest import Harness
+from tests.agents.test_faults import assert_clean
 
 
 def holds(harness: Harness) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from gpucluster.tools.plan.engine import Plan, run_plan
 from gpucluster_agents.contract import AgentConfig, NodeGroup, parse
 from gpucluster_agents.power.ec2 import fleet_request
 from tests.components.launch_requests import Launch, Template, but, create_fleet, fleet_launches, run_instances
-from tests.hybrid.bundle_site import stack_config
+from tests.render.hybrid.bundle_site import stack_config
 
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
