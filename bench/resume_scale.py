@@ -10,7 +10,7 @@ CreateFleet batch, no CreateTags during the resume). Runs ``python -m gpucluster
 <hostlist>`` as its own process, as slurmctld would, then the same resume again (must launch
 nothing), then ``maintain`` (tags the instances, off the resume path), then ``suspend`` for the
 same nodes, and prints the calls made by type, the agent's own time and the time it waited on AWS
-(botocore calls, measured inside the agent: ``gpucluster_agents.apitime``) and the time moto took
+(botocore calls, measured inside the agent: ``gpucluster_agents.power.apitime``) and the time moto took
 to answer.
 
 Checks of the first resume (exit 1 if broken): at most ceil(nodes/500) CreateFleet calls per group;
@@ -41,7 +41,7 @@ import boto3  # noqa: E402
 from ec2_fault_proxy import FaultProxy  # noqa: E402
 from moto_env import AWS_ENV, MotoServer, agent_env, make_world, node_instances  # noqa: E402
 
-from gpucluster_agents import hostlist  # noqa: E402
+from gpucluster_agents.contract import hostlist  # noqa: E402
 
 CLUSTER = "bench"
 # the agent's last log line: "end resume in 1.234s: own 0.321s, waiting on EC2 0.913s (5 calls)"

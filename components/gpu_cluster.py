@@ -9,22 +9,22 @@ from collections.abc import Mapping
 import pulumi
 from pydantic.alias_generators import to_camel
 
-from gpucluster.components._aws.launch_template import NodeWiring
-from gpucluster.components._aws.storage_setup import HeadNodeAddress, SetupHost
-from gpucluster.components._config_types import ClusterConfig
-from gpucluster.components._hybrid import HybridParts, create_hybrid
-from gpucluster.components._inputs import Inputs, is_output
-from gpucluster.components._slurm.args import SlurmBuild
-from gpucluster.components.data_bucket import DataBucket, DataBucketArgs
-from gpucluster.components.eks_cluster import EksCluster
-from gpucluster.components.gpu_node_group import GpuNodeGroup
-from gpucluster.components.kubernetes_platform import KubernetesPlatform
-from gpucluster.components.lustre_storage import LustreStorage
-from gpucluster.components.lustre_storage import _Wiring as _LustreWiring
-from gpucluster.components.network import Network
-from gpucluster.components.network import _Wiring as _NetworkWiring
-from gpucluster.components.shared_storage import SharedStorage
-from gpucluster.components.slurm_cluster import SlurmCluster
+from gpucluster.components._shared.config_types import ClusterConfig
+from gpucluster.components._shared.inputs import Inputs, is_output
+from gpucluster.components.compute._launch_template import NodeWiring
+from gpucluster.components.compute.gpu_node_group import GpuNodeGroup
+from gpucluster.components.hybrid._parts import HybridParts, create_hybrid
+from gpucluster.components.kubernetes.eks_cluster import EksCluster
+from gpucluster.components.kubernetes.kubernetes_platform import KubernetesPlatform
+from gpucluster.components.network.network import Network
+from gpucluster.components.network.network import _Wiring as _NetworkWiring
+from gpucluster.components.slurm._args import SlurmBuild
+from gpucluster.components.slurm.slurm_cluster import SlurmCluster
+from gpucluster.components.storage._setup import HeadNodeAddress, SetupHost
+from gpucluster.components.storage.data_bucket import DataBucket, DataBucketArgs
+from gpucluster.components.storage.lustre_storage import LustreStorage
+from gpucluster.components.storage.lustre_storage import _Wiring as _LustreWiring
+from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.effective import effective_protect_data
 from gpucluster.config.errors import ConfigError, error

@@ -28,30 +28,30 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers (and a consumer's pyright) see; at run time they load on first use
-    from gpucluster.components._config_types import *  # noqa: F403 - the config sections' typed dicts
-    from gpucluster.components.data_bucket import DataBucket, DataBucketArgs
-    from gpucluster.components.eks_cluster import EksCluster, EksClusterArgs
+    from gpucluster.components._shared.config_types import *  # noqa: F403 - the config sections' typed dicts
+    from gpucluster.components.compute.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
     from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs
-    from gpucluster.components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
-    from gpucluster.components.kubernetes_platform import KubernetesPlatform, KubernetesPlatformArgs
-    from gpucluster.components.lustre_storage import LustreStorage, LustreStorageArgs
-    from gpucluster.components.network import Network, NetworkArgs
-    from gpucluster.components.slurm_cluster import SlurmCluster, SlurmClusterArgs, SlurmClusterLustreArgs
+    from gpucluster.components.kubernetes.eks_cluster import EksCluster, EksClusterArgs
+    from gpucluster.components.kubernetes.kubernetes_platform import KubernetesPlatform, KubernetesPlatformArgs
+    from gpucluster.components.network.network import Network, NetworkArgs
+    from gpucluster.components.slurm.slurm_cluster import SlurmCluster, SlurmClusterArgs, SlurmClusterLustreArgs
+    from gpucluster.components.storage.data_bucket import DataBucket, DataBucketArgs
+    from gpucluster.components.storage.lustre_storage import LustreStorage, LustreStorageArgs
 
 _COMPONENTS = {
     "GpuCluster": "gpucluster.components.gpu_cluster",
-    "Network": "gpucluster.components.network",
-    "GpuNodeGroup": "gpucluster.components.gpu_node_group",
-    "LustreStorage": "gpucluster.components.lustre_storage",
-    "DataBucket": "gpucluster.components.data_bucket",
-    "SlurmCluster": "gpucluster.components.slurm_cluster",
-    "EksCluster": "gpucluster.components.eks_cluster",
-    "KubernetesPlatform": "gpucluster.components.kubernetes_platform",
+    "Network": "gpucluster.components.network.network",
+    "GpuNodeGroup": "gpucluster.components.compute.gpu_node_group",
+    "LustreStorage": "gpucluster.components.storage.lustre_storage",
+    "DataBucket": "gpucluster.components.storage.data_bucket",
+    "SlurmCluster": "gpucluster.components.slurm.slurm_cluster",
+    "EksCluster": "gpucluster.components.kubernetes.eks_cluster",
+    "KubernetesPlatform": "gpucluster.components.kubernetes.kubernetes_platform",
 }
 _ARGS = {f"{name}Args": module for name, module in _COMPONENTS.items()}
-_ARGS["SlurmClusterLustreArgs"] = "gpucluster.components.slurm_cluster"
+_ARGS["SlurmClusterLustreArgs"] = "gpucluster.components.slurm.slurm_cluster"
 # The config sections' typed dicts (``NodeGroupConfig``, ``CapacityConfig``, …): the nested fields of the Args.
-_CONFIG_TYPES = "gpucluster.components._config_types"
+_CONFIG_TYPES = "gpucluster.components._shared.config_types"
 
 __all__ = [
     "DataBucket",

@@ -10,8 +10,8 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from gpucluster.components._hybrid import hybrid_outputs, hybrid_secrets
 from gpucluster.components.gpu_cluster import GpuCluster, user_data_findings
+from gpucluster.components.hybrid._parts import hybrid_outputs, hybrid_secrets
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import ConfigError, Finding, error, errors_in
 from gpucluster.facts.catalog import Catalog, load_catalog

@@ -12,7 +12,7 @@ Who does what: ``inventory`` (the cluster's instances and which node group a nod
 Never leaking an instance, in three layers:
 1. Tags at launch. CreateFleet tags every instance with the cluster, node group and a fresh launch
    token (also the ClientToken). The batch's node names then go to one S3 node map and
-   ``names.json`` (``names.py``; ``maintain`` tags them later), or without ``node_map`` to a
+   ``names.json`` (``power/names.py``; ``maintain`` tags them later), or without ``node_map`` to a
    CreateTags per instance.
 2. A launch journal. ``journal/<token>.json`` is written before CreateFleet and gets the
    instance -> node assignment right after it; it is removed once all instances carry their node
@@ -24,7 +24,7 @@ Never leaking an instance, in three layers:
    while Slurm's node states cannot be read. Instances of a crashed launch with no assignment yet
    go to the entry's nodes still waiting for their boot (by launch token); those nodes left without
    one are powered down at once. The entry is kept for ``orphan_grace_seconds`` to catch instances
-   that EC2's eventually consistent DescribeInstances shows late, then dropped (``sweep.py``).
+   that EC2's eventually consistent DescribeInstances shows late, then dropped (``power/sweep.py``).
 3. A catch-all. Any instance with the cluster tag, no node name (tag, ``names.json``, or its launch's
    node map), no journal entry and first seen by the agent more than ``orphan_grace_seconds`` ago is
    terminated. So is any second instance of one node, any stopped instance, and any instance whose
@@ -36,7 +36,7 @@ only launches for nodes without one; CreateFleet's ClientToken guards botocore's
 Static node groups (``mode: static``) belong to an Auto Scaling group: the agent never launches or
 terminates their instances. Every call names each new instance of such a group after the lowest
 free node (the instance waits for that tag before it starts slurmd), sets nodes without an
-instance DOWN and hands them back once an instance carries their name (``static_groups.py``).
+instance DOWN and hands them back once an instance carries their name (``power/static_groups.py``).
 
 Failures: nodes that got no instance are set DOWN with a reason naming the EC2 error code, so
 Slurm requeues the job and can run it in another partition; a node that got one is never set DOWN
@@ -54,31 +54,30 @@ import logging
 import time
 from typing import Callable
 
-from . import hostlist
-from .brake import Brake
-from .brake import status_lines as brake_status
-from .contract import AgentConfig, NodeGroup
-from .ec2 import Ec2, Instance
-from .error_codes import ICE_CODES
-from .holds import Holds, fail_nodes, mark_applied, release_holds, resume_timeout_reason
-from .holds import status_lines as holds_status
-from .inventory import Inventory, best_instance, fmt_nodes, is_dynamic, split_by_group
-from .launcher import launch, terminate
-from .lifecycle import handle_strays, return_vanished, split_strays
-from .lifecycle import status_lines as vanished_status
-from .names import NameBook, recover_from_maps, tag_lazily
-from .nodemap import NodeMapPublisher
-from .protect import Protection, protect_pass
-from .protect import status_lines as protect_status
-from .quarantine import Quarantine
-from .quarantine import status_lines as quarantine_status
-from .repair_api import RepairApi
-from .slurm import NodeState, Slurm
-from .state import FileLock, StateDir
-from .static_groups import STATIC_NO_INSTANCE, reconcile_static
-from .sweep import status_lines as sweep_status
-from .sweep import sweep
-from .topology_pass import refresh_topology
+from .contract import AgentConfig, NodeGroup, hostlist
+from .power.ec2 import Ec2, Instance
+from .power.error_codes import ICE_CODES
+from .power.holds import Holds, fail_nodes, mark_applied, release_holds, resume_timeout_reason
+from .power.holds import status_lines as holds_status
+from .power.inventory import Inventory, best_instance, fmt_nodes, is_dynamic, split_by_group
+from .power.launcher import launch, terminate
+from .power.lifecycle import handle_strays, return_vanished, split_strays
+from .power.lifecycle import status_lines as vanished_status
+from .power.names import NameBook, recover_from_maps, tag_lazily
+from .power.nodemap import NodeMapPublisher
+from .power.slurm import NodeState, Slurm
+from .power.state import FileLock, StateDir
+from .power.static_groups import STATIC_NO_INSTANCE, reconcile_static
+from .power.sweep import status_lines as sweep_status
+from .power.sweep import sweep
+from .power.topology_pass import refresh_topology
+from .repair.api import RepairApi
+from .repair.brake import Brake
+from .repair.brake import status_lines as brake_status
+from .repair.protect import Protection, protect_pass
+from .repair.protect import status_lines as protect_status
+from .repair.quarantine import Quarantine
+from .repair.quarantine import status_lines as quarantine_status
 
 log = logging.getLogger("gpucluster_agents")
 
@@ -102,7 +101,7 @@ class Agent:
         self.strays: list[Instance] = []  # instances of removed or shrunk groups, set by _prologue
         self.listed: list[Instance] = []  # the instances as EC2 lists them (tags unchanged), set by _prologue
         self.unread: frozenset[str] = frozenset()  # instances whose node map S3 could not read, set by _prologue
-        self.book = NameBook(self.state.path)  # names from node maps EC2 does not carry as tags yet (names.py)
+        self.book = NameBook(self.state.path)  # names from node maps EC2 does not carry as tags yet (power/names.py)
         self.maps = NodeMapPublisher(cfg, cfg.node_map) if cfg.node_map is not None else None
         self.placed: set[str] = set()  # nodes this resume found or launched an instance for (never set DOWN)
 

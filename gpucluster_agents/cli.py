@@ -8,7 +8,7 @@
     python -m gpucluster_agents maintain                 # sweep + end holds + repairs + topology (timer)
     python -m gpucluster_agents status                   # protected node groups and node repairs
     python -m gpucluster_agents clear-protect <group>    # end a node group's protected mode
-    python -m gpucluster_agents release-brake <group>    # repairs of a braked node group resume (brake.py)
+    python -m gpucluster_agents release-brake <group>    # repairs of a braked node group resume (repair/brake.py)
 
 On a site's own slurmctld (config ``site``, :mod:`.site`) resume and suspend hand the site's own nodes to its
 previous programs (started first, waited for last: side by side with the cloud work) and act on the cloud nodes
@@ -28,11 +28,11 @@ import sys
 import time
 from collections.abc import Sequence
 
-from .apitime import ApiTimer
 from .config import load_config
 from .contract import ConfigError
-from .site import SiteRun, hand_off
-from .state import LockTimeout
+from .contract.site import SiteRun, hand_off
+from .power.apitime import ApiTimer
+from .power.state import LockTimeout
 
 log = logging.getLogger("gpucluster_agents")
 

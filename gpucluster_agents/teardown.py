@@ -4,7 +4,7 @@
 The agent's instances are not Pulumi resources, so deleting a Slurm cluster would leave them running
 (and their network interfaces would block the deletion of the subnets and security groups). The
 SlurmCluster component runs :func:`teardown` from a ``before_delete`` resource hook
-(``components/_slurm/teardown.py`` says why a hook). It is also a command for a person:
+(``components/slurm/_teardown.py`` says why a hook). It is also a command for a person:
 ``python -m gpucluster_agents.teardown --cluster NAME --region REGION``.
 
 Which instances: the cluster tag *and* a launch-token tag, which only the agent's CreateFleet sets. The

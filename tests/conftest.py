@@ -139,6 +139,23 @@ def group(**fields: Any) -> dict[str, Any]:
     return out
 
 
+# Resolved specs with a Kubernetes section, shared by the Kubernetes tests of every layer (resolve, render, components).
+TWO_ZONES = {"availabilityZones": ["us-east-1a", "us-east-1b"]}
+
+
+def eks_spec(*groups, network=None, **kubernetes):
+    """A resolved ClusterSpec with a Kubernetes section (default: one p5 group, two zones)."""
+    from gpucluster.load import load_spec
+
+    config = make_config(*(groups or (group(maxSize=4),)), network=network or TWO_ZONES, kubernetes=kubernetes)
+    return load_spec(config, stack="k").spec
+
+
+@pytest.fixture
+def p5_spec():
+    return eks_spec(teams=[{"name": "research", "gpuQuota": {"h100": 16}, "groups": ["research"]}])
+
+
 @pytest.fixture
 def catalog():
     from gpucluster.facts.catalog import load_catalog

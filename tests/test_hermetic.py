@@ -5,7 +5,7 @@ machine, so a test that reads it passes or fails by where it runs.
 A static scan of every test module: no string that opens /dev/kmsg or runs dmesg or journalctl, and no
 health config without a kernel log file (``kernel_log_file=None``) unless the same test points the
 program's own sources (``xid.KMSG``, ``xid.JOURNAL``) at fixtures. Configs the tests hand to the program
-as files name a fixture log (``tests/health/fakes.p5_config``; the Kubernetes test sets it in the rendered
+as files name a fixture log (``tests/agents/health/fakes.p5_config``; the Kubernetes test sets it in the rendered
 config).
 """
 
@@ -71,7 +71,7 @@ def test_no_test_reads_the_hosts_kernel_log():
         if path.name != Path(__file__).name
         for line, what in host_log_reads(path.read_text())
     ]
-    assert offenders == [], "tests must read kernel-log fixtures (tests/health/fakes.py):\n" + "\n".join(offenders)
+    assert offenders == [], "tests must read kernel-log fixtures (tests/agents/health/fakes.py):\n" + "\n".join(offenders)
 
 
 def test_the_scan_finds_each_way_of_reading_the_hosts_log():

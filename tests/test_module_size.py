@@ -20,7 +20,7 @@ STILL_OVER: set[str] = set()
 # Written by a generator, never by hand, and kept current by a test: the limit is for what people read
 # and change. Each entry names the test that fails when the file is stale.
 GENERATED = {
-    "components/_config_types.py": "tests/tools/test_generate.py::test_every_generated_file_is_current",
+    "components/_shared/config_types.py": "tests/tools/test_generate.py::test_every_generated_file_is_current",
 }
 
 

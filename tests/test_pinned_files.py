@@ -157,7 +157,7 @@ def test_fetch_command_says_what_is_missing_without_a_traceback(tmp_path: Path) 
 
 
 def test_pins_cover_every_file_the_schema_tests_read() -> None:
-    from tests.kubernetes import schemas
+    from tests.render.kubernetes import schemas
 
     used = set(schemas.CRDS.values()) | set(schemas.CHART_VALUES.values()) | {schemas.KUEUE_MANAGER_CONFIG}
     assert used <= set(PINS), f"unpinned: {sorted(used - set(PINS))}"

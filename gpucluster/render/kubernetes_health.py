@@ -38,7 +38,7 @@ from gpucluster.config.kubernetes_health import KubernetesHealthSpec
 from gpucluster.render.kubernetes import BOOT_TAINT, BOOT_TOLERATION, GPU_TOLERATION, LABEL_GPU, LABEL_NODE_GROUP
 from gpucluster.render.kubernetes_sweep_policy import sweep_node_policy
 from gpucluster.render.kubernetes_tenancy import PSA, default_deny, dns_egress, network_policy
-from gpucluster_agents.boot import HEALTH_BOOT_TIMEOUT
+from gpucluster_agents.boot.helper import HEALTH_BOOT_TIMEOUT
 from gpucluster_agents.health.k8s_sweep import SWEEP_MAIN, SweepSettings
 from gpucluster_agents.health.k8s_sweep import to_json as settings_json
 

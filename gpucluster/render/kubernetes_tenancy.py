@@ -10,7 +10,7 @@
 - :func:`team_network_policies`: default deny in and out, then the team's own namespace, cluster DNS, and
   the world outside the cluster's networks (datasets, registries, package indexes).
 
-No API server runs offline: the CEL is proven by evaluating it (tests/kubernetes/test_admission_cel.py),
+No API server runs offline: the CEL is proven by evaluating it (tests/render/kubernetes/test_admission_cel.py),
 the objects by the pinned Kubernetes schemas.
 """
 

@@ -1,4 +1,4 @@
-"""Generate ``components/_config_types.py``: the stack config's shape as typed dicts for component Args.
+"""Generate ``components/_shared/config_types.py``: the stack config's shape as typed dicts for component Args.
 
 A component used from a program takes the same fields, with the same defaults and validation, as the
 stack config: its Args are typed dicts whose fields mirror the config model (``NodeGroupSpec`` →
@@ -9,7 +9,7 @@ the analyzer supports none of them).
 
 Fields that name another resource (a subnet, a VPC, an AMI, a capacity reservation, a KMS key, a file
 system, an IAM principal) are ``pulumi.Input``: a program may pass an ``Output`` of a resource it
-creates. :data:`REFERENCES` lists them with the kind of reference each is; ``components/_inputs.py``
+creates. :data:`REFERENCES` lists them with the kind of reference each is; ``components/_shared/inputs.py``
 validates such a value when it is known.
 
 The file is never edited by hand: ``gpucluster generate`` writes it (with the other generated files;
@@ -31,9 +31,9 @@ from pydantic.fields import FieldInfo
 from gpucluster._paths import PACKAGE_DIR
 from gpucluster.config.cluster import ClusterSpec
 
-TARGET = PACKAGE_DIR / "components" / "_config_types.py"
+TARGET = PACKAGE_DIR / "components" / "_shared" / "config_types.py"
 
-# (model, field) → reference kind (see components/_inputs.py KINDS). Every other field is plain: it
+# (model, field) → reference kind (see components/_shared/inputs.py KINDS). Every other field is plain: it
 # decides what gets created, so it must be known when the program runs.
 REFERENCES: dict[tuple[str, str], str] = {
     ("NetworkSpec", "vpc_id"): "vpc",
@@ -156,7 +156,7 @@ def render() -> str:
         "",
         "import pulumi",
         "",
-        "# (typed dict, field) → the kind of resource a field names (components/_inputs.py KINDS).",
+        "# (typed dict, field) → the kind of resource a field names (components/_shared/inputs.py KINDS).",
         "REFERENCES: dict[tuple[str, str], str] = {",
     ]
     for (model_name, field_name), kind in sorted(REFERENCES.items()):
@@ -190,8 +190,8 @@ def render() -> str:
             lines.append(f"    {name}: {hint}")
             lines.append(f"    {_docstring(' '.join(parts))}")
     names = "".join(f'    "{type_name(m)}",\n' for m in sorted(models(), key=type_name))
-    lines[lines.index("# (typed dict, field) → the kind of resource a field names (components/_inputs.py KINDS).")] = (
-        f"__all__ = [\n{names}]\n\n# (typed dict, field) → the kind of resource a field names (components/_inputs.py KINDS)."
+    lines[lines.index("# (typed dict, field) → the kind of resource a field names (components/_shared/inputs.py KINDS).")] = (
+        f"__all__ = [\n{names}]\n\n# (typed dict, field) → the kind of resource a field names (components/_shared/inputs.py KINDS)."
     )
     missing = set(REFERENCES) - seen_refs
     if missing:

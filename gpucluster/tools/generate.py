@@ -1,6 +1,6 @@
 """``gpucluster generate [--check]``: every generated file of the checkout, from its one source.
 
-    components/_config_types.py    the config sections as typed dicts for component Args (the config model)
+    components/_shared/config_types.py the config sections as typed dicts for component Args (the config model)
     docs/config-reference.md       the stack file's keys (the config model's field docs)
     docs/components-reference.md   each component's Args and outputs (their docstrings, as the provider schema)
 

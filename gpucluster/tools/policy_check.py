@@ -1,7 +1,7 @@
 """``gpucluster policy``: the policy pack's rules over the offline plan, for CI without an AWS account.
 
-The rules are :mod:`gpucluster.policy`'s, the ones the Pulumi policy pack in ``policy/`` runs in a real
-``pulumi preview --policy-pack policy``; here they read the plan JSON (``gpucluster plan --json``),
+The rules are :mod:`gpucluster.policy`'s, the ones the Pulumi policy pack in ``policy-pack/`` runs in a real
+``pulumi preview --policy-pack policy-pack``; here they read the plan JSON (``gpucluster plan --json``),
 made on the spot from the stack or read from a file. A violation exits :data:`EXIT_VIOLATIONS`, so a
 CI step fails on it.
 """

@@ -21,7 +21,7 @@ nothing in its environment chooses what it reads or runs: the config is ``--conf
 :data:`DEFAULT_PATH`, replayed GPU readings only ``--fake-nvml`` (which no wrapper passes). The only
 variables read are Slurm's own: ``SLURMD_NODENAME`` (the node's name, when ``--node`` is not given) and
 ``SLURM_JOB_EXTRA`` (a job's opt-out from its own prolog checks). The wrappers start it with ``python3 -I``
-from ``/`` (:data:`gpucluster_agents.boot.HEALTH_MAIN`), so neither the working directory nor
+from ``/`` (:data:`gpucluster_agents.boot.helper.HEALTH_MAIN`), so neither the working directory nor
 ``PYTHON*`` variables reach its imports.
 """
 

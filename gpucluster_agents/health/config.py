@@ -2,7 +2,7 @@
 """The health program's config: thresholds from the instance facts, which checks each mode runs, and
 where to read and write. Defined here, in the node package, so the control plane (which writes it with
 :func:`to_json`) and the node (which reads it with :func:`parse`) share one schema, as the agent's
-``contract.py`` does. Parsing is strict: an unknown key or a wrong type is an error naming its key
+``contract/__init__.py`` does. Parsing is strict: an unknown key or a wrong type is an error naming its key
 path, never a silent default on a node that then passes a check it should have failed.
 """
 
@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, cast
 
-from ..jsonread import Reader
+from ..contract.jsonread import Reader
 
 SCHEMA_VERSION = 1
 MODES = ("boot", "prolog", "sweep", "deep")

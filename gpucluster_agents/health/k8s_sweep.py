@@ -45,8 +45,8 @@ from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 from typing import Any, cast
 
-from ..boot import HEALTH_MAIN
-from ..jsonread import Reader
+from ..boot.helper import HEALTH_MAIN
+from ..contract.jsonread import Reader
 from .config import HealthConfigError, read_json
 
 SCHEMA_VERSION = 1
@@ -129,7 +129,7 @@ def load(path: str) -> SweepSettings:
 
 
 def health_program(settings: SweepSettings) -> list[str]:
-    """The node package's health program, isolated, from the package (:data:`gpucluster_agents.boot.HEALTH_MAIN`)."""
+    """The node package's health program, isolated, from the package (:data:`gpucluster_agents.boot.helper.HEALTH_MAIN`)."""
     return [sys.executable, "-I", "-c", HEALTH_MAIN, settings.package]
 
 

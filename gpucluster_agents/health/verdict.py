@@ -61,7 +61,7 @@ def reason(checks: list[Check]) -> str:
         return f"{REASON_PREFIX} healthy"
     top = worst([c.action for c in faults])
     first = next(c for c in faults if c.action == top)
-    # The action the agent's repair pass reads (gpucluster_agents/quarantine.py): "(reboot)" or "(replace)".
+    # The action the agent's repair pass reads (gpucluster_agents/repair/quarantine.py): "(reboot)" or "(replace)".
     more = (f" (+{len(faults) - 1} more)" if len(faults) > 1 else "") + (f" ({top})" if top in ("reboot", "replace") else "")
     text = f"{REASON_PREFIX} {first.name} {first.detail}".strip()
     # Slurm stores the reason as given; keep it printable, one line, no quotes for shell wrappers to trip on

@@ -16,17 +16,13 @@ from typing import Any
 
 import pytest
 
+from gpucluster_agents import cli
+from gpucluster_agents.contract import hostlist
+from tests.agents.ec2_fault_proxy import FaultProxy
+from tests.agents.moto_env import AWS_ENV, MotoServer, World, agent_env, make_world, node_instances
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from ec2_fault_proxy import FaultProxy  # noqa: E402
-from moto_env import AWS_ENV, MotoServer, World, agent_env, make_world, node_instances  # noqa: E402
-
-from gpucluster_agents import cli, hostlist  # noqa: E402
 
 CLUSTER = "testcl"
 # The interpreter for agent processes (spawned tests, e2e programs); e.g. a python3.9 venv with boto3
@@ -314,7 +310,7 @@ class FakeEc2:
         """``params`` is the serialized request: EC2's query protocol, flat keys like ``TagSpecification.1.Tag.2.Key``."""
         import datetime
 
-        from ec2_fault_proxy import indexed
+        from tests.agents.ec2_fault_proxy import indexed
 
         q: dict[str, str] = {k: str(v) for k, v in params["body"].items()}
         op = model.name

@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from gpucluster_agents import hostlist
+from gpucluster_agents.contract import hostlist
 
 
 def _flags(state: str) -> list[str]:

@@ -11,13 +11,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from conftest import CLUSTER, Harness
-from moto_env import instances
-from test_faults import stranded, unowned
-
-from gpucluster_agents import cli, hostlist
+from gpucluster_agents import cli
 from gpucluster_agents.agent import Agent
 from gpucluster_agents.config import load_config
+from gpucluster_agents.contract import hostlist
+from tests.agents.conftest import CLUSTER, Harness
+from tests.agents.moto_env import instances
+from tests.agents.test_faults import stranded, unowned
 
 
 class SteppedClock:

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import Harness
-from moto_env import instances
-from scenarios import SteppedClock, assert_invariants, in_process, waiting_without_instance
-from test_node_maps import names_file, published, with_maps
-from test_orphans import OF_P5, crash, journal, launch_raw
 
-from gpucluster_agents.sweep import INTERRUPTED_REASON
+from gpucluster_agents.power.sweep import INTERRUPTED_REASON
+from tests.agents.conftest import Harness
+from tests.agents.moto_env import instances
+from tests.agents.scenarios import SteppedClock, assert_invariants, in_process, waiting_without_instance
+from tests.agents.test_node_maps import names_file, published, with_maps
+from tests.agents.test_orphans import OF_P5, crash, journal, launch_raw
 
 # ---------------------------------------------------------------------------- N01: crash after the map
 

@@ -8,13 +8,12 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
-from test_config import MINIMAL
-
 from gpucluster_agents.contract import TAG_NODE_GROUP, TAG_NODE_NAME
 from gpucluster_agents.contract import parse as parse_config
-from gpucluster_agents.ec2 import Instance
-from gpucluster_agents.holds import Holds, resume_timeout_reason
-from gpucluster_agents.inventory import Inventory, best_instance, is_dynamic, split_by_group
+from gpucluster_agents.power.ec2 import Instance
+from gpucluster_agents.power.holds import Holds, resume_timeout_reason
+from gpucluster_agents.power.inventory import Inventory, best_instance, is_dynamic, split_by_group
+from tests.agents.test_config import MINIMAL
 
 
 def _inst(iid: str, state: str = "running", minute: int = 0, node: str | None = None) -> Instance:
@@ -81,7 +80,7 @@ def test_state_files_root_writes_keep_the_state_dirs_owner(tmp_path: Path) -> No
     # an operator's `release-brake` or `clear-protect` run as root by hand: the agent (slurm) must still read it
     import os
 
-    from gpucluster_agents.state import read_json, write_json_atomic
+    from gpucluster_agents.power.state import read_json, write_json_atomic
 
     if os.geteuid() != 0:
         write_json_atomic(str(tmp_path / "x.json"), {"a": 1})  # not root: nothing to hand over

@@ -1,4 +1,4 @@
-"""The boot helper (gpucluster_agents/boot.py): its config is parsed strictly, and it imports nothing
+"""The boot helper (gpucluster_agents/boot/helper.py): its config is parsed strictly, and it imports nothing
 of the package it installs (it runs before the agent package exists on the node)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster_agents import boot
-from gpucluster_agents.boot import BootConfig, BootConfigError, parse_config
+from gpucluster_agents.boot import helper as boot
+from gpucluster_agents.boot.helper import BootConfig, BootConfigError, parse_config
 
 SOURCE = Path(boot.__file__)
 GOOD = BootConfig(
@@ -121,7 +121,7 @@ def test_the_helper_parses_as_python_3_9():
 def boot_root(tmp_path: Path, scenario_file: Path | None = None) -> tuple[Path, Path]:
     """A node's root under ``tmp_path``: the helper and its config, the package file, the installed package
     (with a fake NVML binding answering from ``scenario_file``)."""
-    from tests.health.fakes import agent_lib
+    from tests.agents.health.fakes import agent_lib
 
     root = tmp_path / "root"
     helper = root / "usr/local/sbin/gpucluster-aws"
@@ -139,7 +139,7 @@ def boot_root(tmp_path: Path, scenario_file: Path | None = None) -> tuple[Path, 
 def test_health_runs_the_installed_health_programs_boot_mode_and_passes_its_exit_status(tmp_path: Path):
     """``gpucluster-aws health`` gates slurmd: the installed package's ``health boot`` with the node's config,
     exit status unchanged. The kernel log is a fixture (the crafted segfault report among its records)."""
-    from tests.health.fakes import kernel_log
+    from tests.agents.health.fakes import kernel_log
 
     root, helper = boot_root(tmp_path)
     env = {"PATH": "/usr/bin:/bin", "GPUCLUSTER_ROOT": str(root)}
@@ -167,9 +167,9 @@ def test_health_leaves_the_reason_of_a_failed_boot_check_for_slurmd_and_clears_i
     empty anyway) removes it. Fake NVML readings of a p5 with one GPU's link trained at gen 3. The helper runs
     from a directory holding an attacker's package, with variables that would swap the readings and the
     config: the program it starts (isolated, from /) sees none of them."""
-    from gpucluster_agents.boot import HEALTH_BOOT_FAULT
+    from gpucluster_agents.boot.helper import HEALTH_BOOT_FAULT
     from gpucluster_agents.health.config import to_json
-    from tests.health.fakes import node, p5_config, planted, scenario
+    from tests.agents.health.fakes import node, p5_config, planted, scenario
 
     fakes = tmp_path / "node"
     fakes.mkdir()
@@ -204,10 +204,10 @@ def test_health_leaves_the_reason_of_a_failed_boot_check_for_slurmd_and_clears_i
 
 def test_a_boot_check_in_uninterruptible_sleep_leaves_its_reason_without_waiting(tmp_path: Path, monkeypatch):
     """The installed program hangs in D state (a read from a FUSE file that never answers: the stand-in for
-    an NVML call on a GPU that fell off the bus, tests/health/dstate.py). At the deadline the helper writes
+    an NVML call on a GPU that fell off the bus, tests/agents/health/dstate.py). At the deadline the helper writes
     the hang's reason (reboot) for slurmd's wrappers, returns 1 at once, and leaves the unkillable check."""
-    from gpucluster_agents.boot import HEALTH_BOOT_FAULT
-    from tests.health.dstate import hung_file, wait_for_state
+    from gpucluster_agents.boot.helper import HEALTH_BOOT_FAULT
+    from tests.agents.health.dstate import hung_file, wait_for_state
 
     with hung_file(tmp_path) as hang:
         root = tmp_path / "root"

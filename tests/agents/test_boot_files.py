@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster_agents import boot
+from gpucluster_agents.boot import helper as boot
 from tests.conftest import IN_CI
 
 SECRET = b"root ALL=(ALL) ALL\n"

@@ -14,10 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Harness
-from test_faults import assert_clean
-from test_orphans import crash
-from test_quarantine import REBOOT, REPLACE, power_downs, up
+
+from tests.agents.conftest import Harness
+from tests.agents.test_faults import assert_clean
+from tests.agents.test_orphans import crash
+from tests.agents.test_quarantine import REBOOT, REPLACE, power_downs, up
 
 NOTE = "(brake: 16 of 16 drained in 60 min)"
 
@@ -35,7 +36,7 @@ def drained(harness: Harness, node: str) -> bool:
     [(16, 16, 20, True), (4, 16, 20, True), (3, 16, 20, False), (1, 1, 20, False), (2, 4, 20, True), (16, 16, 0, False)],
 )
 def test_the_brake_trips_above_its_share_and_never_for_a_single_node(n: int, m: int, percent: int, expected: bool) -> None:
-    from gpucluster_agents.brake import trips
+    from gpucluster_agents.repair.brake import trips
 
     assert trips(n, m, percent) is expected
 
@@ -179,10 +180,9 @@ def test_a_rebooted_drain_without_a_record_is_rechecked_and_handed_back(harness:
 
 
 def test_a_brake_ends_when_the_config_turns_it_off_and_drains_from_ahead_of_the_clock_count_from_now(tmp_path: Path) -> None:
-    from test_config import MINIMAL
-
-    from gpucluster_agents.brake import Brake
     from gpucluster_agents.contract import parse
+    from gpucluster_agents.repair.brake import Brake
+    from tests.agents.test_config import MINIMAL
 
     (tmp_path / "brake.json").write_text(
         json.dumps({"tripped": {"p5": {"since": 1.0, "drained": 4, "of": 4, "minutes": 60}}, "seen": {"p5-1": 9e9}})

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from conftest import Harness
-
-from gpucluster_agents.state import FileLock
+from gpucluster_agents.power.state import FileLock
+from tests.agents.conftest import Harness
 
 
 def test_two_concurrent_resumes_launch_one_instance_per_node(harness: Harness) -> None:

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO
 
 from gpucluster_agents import cli
 from gpucluster_agents.config import load_config
 from gpucluster_agents.contract import ConfigError
 from gpucluster_agents.contract import parse as parse_config
+from tests.agents.conftest import REPO
 
 MINIMAL: dict[str, Any] = {
     "cluster_name": "demo",

@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CLUSTER, Harness
-from moto_env import ec2_client, instances
-from test_orphans import crash, journal
 
-from gpucluster_agents import lifecycle
 from gpucluster_agents.contract import parse
-from gpucluster_agents.ec2 import Instance
-from gpucluster_agents.error_codes import ICE_CODES
+from gpucluster_agents.power import lifecycle
+from gpucluster_agents.power.ec2 import Instance
+from gpucluster_agents.power.error_codes import ICE_CODES
+from tests.agents.conftest import CLUSTER, Harness
+from tests.agents.moto_env import ec2_client, instances
+from tests.agents.test_orphans import crash, journal
 
 NOT_FOUND = "InvalidInstanceID.NotFound"
 

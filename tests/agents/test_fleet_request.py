@@ -9,11 +9,11 @@ from typing import Any
 import botocore.session
 import pytest
 from botocore.validate import validate_parameters
-from conftest import Harness
-from test_config import MINIMAL
 
 from gpucluster_agents.contract import parse as parse_config
-from gpucluster_agents.ec2 import fleet_request
+from gpucluster_agents.power.ec2 import fleet_request
+from tests.agents.conftest import Harness
+from tests.agents.test_config import MINIMAL
 
 SHAPE = botocore.session.get_session().get_service_model("ec2").operation_model("CreateFleet").input_shape
 

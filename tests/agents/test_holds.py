@@ -12,8 +12,9 @@ import time
 from typing import Any
 
 import pytest
-from conftest import Harness
-from test_faults import assert_clean
+
+from tests.agents.conftest import Harness
+from tests.agents.test_faults import assert_clean
 
 
 def holds(harness: Harness) -> dict[str, Any]:
@@ -189,7 +190,7 @@ def test_a_hold_set_while_the_clock_ran_an_hour_fast_ends_on_time(harness: Harne
     ],
 )
 def test_clamp_hold(hold: dict[str, Any], now: float, until: float) -> None:
-    from gpucluster_agents.holds import clamp_hold
+    from gpucluster_agents.power.holds import clamp_hold
 
     clamp_hold(hold, now, 600)
     assert hold["until"] == until and hold["since"] <= now

@@ -6,12 +6,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import FakeSlurm, require_tool
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpucluster_agents import hostlist
-from gpucluster_agents.slurm import Slurm
+from gpucluster_agents.contract import hostlist
+from gpucluster_agents.power.slurm import Slurm
+from tests.agents.conftest import FakeSlurm, require_tool
 
 SCONTROL = "/usr/bin/scontrol"
 

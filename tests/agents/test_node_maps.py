@@ -10,12 +10,12 @@ from typing import Any
 
 import boto3
 import pytest
-from conftest import CLUSTER, Harness
-from moto_env import REGION, instances
-from test_config import MINIMAL
 
 from gpucluster_agents.contract import ConfigError, parse, to_json
-from gpucluster_agents.nodemap_contract import NodeMap
+from gpucluster_agents.contract.nodemap import NodeMap
+from tests.agents.conftest import CLUSTER, Harness
+from tests.agents.moto_env import REGION, instances
+from tests.agents.test_config import MINIMAL
 
 BUCKET = "testcl-artifacts"
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import boto3
 import pytest
-from moto_env import REGION, MotoServer
 
-from gpucluster_agents import boot
-from gpucluster_agents.boot import BootConfig
+from gpucluster_agents.boot import helper as boot
+from gpucluster_agents.boot.helper import BootConfig
+from tests.agents.moto_env import REGION, MotoServer
 
 TOKEN = "0123456789abcdef0123456789abcdef"
 BUCKET = "testcl-artifacts"

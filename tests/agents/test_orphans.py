@@ -7,8 +7,9 @@ import json
 import signal
 
 import pytest
-from conftest import CLUSTER, Harness
-from moto_env import ec2_client, instances
+
+from tests.agents.conftest import CLUSTER, Harness
+from tests.agents.moto_env import ec2_client, instances
 
 
 def crash(harness: Harness, action: str, when: str, command: str, nodes: str) -> None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import Harness
+
+from tests.agents.conftest import Harness
 
 PROTECTED = "gpucluster: ProtectedMode p5.48xlarge: node group p5 stopped launching after 2 boot failures"
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import CLUSTER, FakeSlurm, Harness
-from moto_env import REGION, instances
 
-from gpucluster_agents.quarantine import drain_action, share_limit
-from gpucluster_agents.repair_contract import Repair
+from gpucluster_agents.contract.repair import Repair
+from gpucluster_agents.repair.quarantine import drain_action, share_limit
+from tests.agents.conftest import CLUSTER, FakeSlurm, Harness
+from tests.agents.moto_env import REGION, instances
 
 REPLACE = "gpucluster: ecc uncorrected volatile errors 2 (replace)"
 REBOOT = "gpucluster: row-remap pending 1 (reboot)"

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import boto3
 from botocore.stub import Stubber
-from conftest import CLUSTER, FakeEc2, FakeSlurm, Harness
-from moto_env import ec2_client, instances
-from test_config import MINIMAL
 
-from gpucluster_agents import hostlist
 from gpucluster_agents.agent import Agent
+from gpucluster_agents.contract import hostlist
 from gpucluster_agents.contract import parse as parse_config
-from gpucluster_agents.ec2 import Ec2
-from gpucluster_agents.slurm import Slurm
+from gpucluster_agents.power.ec2 import Ec2
+from gpucluster_agents.power.slurm import Slurm
+from tests.agents.conftest import CLUSTER, FakeEc2, FakeSlurm, Harness
+from tests.agents.moto_env import ec2_client, instances
+from tests.agents.test_config import MINIMAL
 
 
 def test_resume_launches_one_tagged_instance_per_node_and_sets_addresses(harness: Harness) -> None:

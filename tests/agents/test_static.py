@@ -7,9 +7,9 @@ and never launch or terminate one itself."""
 
 from __future__ import annotations
 
-from conftest import CLUSTER, FakeSlurm, Harness
-from moto_env import ec2_client, instances
-from test_orphans import launch_raw
+from tests.agents.conftest import CLUSTER, FakeSlurm, Harness
+from tests.agents.moto_env import ec2_client, instances
+from tests.agents.test_orphans import launch_raw
 
 GROUP = "st-cpu"  # a spec-style name with '-': nodes st-cpu-1 .. st-cpu-3
 OF_GROUP = {"gpucluster:cluster": CLUSTER, "gpucluster:node-group": GROUP}

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from conftest import CLUSTER, Harness
-from test_orphans import launch_raw
+from tests.agents.conftest import CLUSTER, Harness
+from tests.agents.test_orphans import launch_raw
 
 
 def test_suspend_terminates_exactly_the_named_nodes(harness: Harness) -> None:
@@ -18,7 +18,7 @@ def test_suspend_terminates_exactly_the_named_nodes(harness: Harness) -> None:
     assert after == {k: v for k, v in before.items() if k not in ("p5-2", "p5-3")}
     (req,) = harness.proxy.requests("TerminateInstances")
     assert sorted(v for k, v in req.items() if k.startswith("InstanceId.")) == sorted(before["p5-2"] + before["p5-3"])
-    from moto_env import instances
+    from tests.agents.moto_env import instances
 
     assert foreign[0] in {i["InstanceId"] for i in instances(harness.moto.url)}  # another cluster's p5-2
     # suspending nodes that own nothing is a no-op

@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import CLUSTER, Harness
-from moto_env import instances
-from test_orphans import launch_raw
 
 from gpucluster_agents import teardown as td
+from tests.agents.conftest import CLUSTER, Harness
+from tests.agents.moto_env import instances
+from tests.agents.test_orphans import launch_raw
 
 
 def test_teardown_terminates_the_agents_instances_and_is_idempotent(harness: Harness) -> None:
@@ -30,7 +30,7 @@ def test_teardown_terminates_the_agents_instances_and_is_idempotent(harness: Har
     gone = {i["InstanceId"]: i["State"]["Name"] for i in instances(harness.moto.url, states=("terminated",))}
     assert set(agent + untagged) <= set(gone)
     assert td.teardown(CLUSTER, "us-east-1", endpoint_url=harness.moto.url, poll=0.1, timeout=30) == []
-    from moto_env import ec2_client
+    from tests.agents.moto_env import ec2_client
 
     ec2_client(harness.moto.url).terminate_instances(InstanceIds=head + asg + other)
 

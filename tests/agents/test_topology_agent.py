@@ -4,9 +4,9 @@ DescribeInstances, with 3 network-node layers per instance), topology.conf, scon
 from __future__ import annotations
 
 import pytest
-from conftest import Harness
 
-from gpucluster_agents.topology import HEADER
+from gpucluster_agents.power.topology import HEADER
+from tests.agents.conftest import Harness
 
 
 @pytest.fixture(autouse=True)

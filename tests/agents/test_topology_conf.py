@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from gpucluster_agents.topology import HEADER, render_topology, write_if_changed
+from gpucluster_agents.power.topology import HEADER, render_topology, write_if_changed
 
 P5 = [f"p5-{i}" for i in range(1, 7)]
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import json
 
-from conftest import Harness
-from moto_env import ec2_client
-from scenarios import SteppedClock, assert_invariants, hide_instances, in_process
-
-from gpucluster_agents import lifecycle
+from gpucluster_agents.power import lifecycle
+from tests.agents.conftest import Harness
+from tests.agents.moto_env import ec2_client
+from tests.agents.scenarios import SteppedClock, assert_invariants, hide_instances, in_process
 
 
 def sixteen_running(h: Harness) -> dict[str, str]:

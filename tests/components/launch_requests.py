@@ -146,7 +146,7 @@ def run_instances(launch: Launch, arns: Arns = Arns()) -> list[Request]:
 
 
 def create_fleet(request: Mapping[str, Any], arns: Arns = Arns()) -> list[Request]:
-    """The CreateFleet authorization contexts of the agent's request (``gpucluster_agents.ec2.fleet_request``)."""
+    """The CreateFleet authorization contexts of the agent's request (``gpucluster_agents.power.ec2.fleet_request``)."""
     (config,) = request["LaunchTemplateConfigs"]
     template = config["LaunchTemplateSpecification"]["LaunchTemplateId"]
     tags = {

@@ -1,7 +1,7 @@
 """The node agent's IAM policy against the exact requests the agent builds (issue #18 item 4), in the shipped stacks
 that launch (slurm-p5: the head node's role; hybrid-slurm: the site controller's role).
 
-The agent's CreateFleet request comes from its own builder (``gpucluster_agents.ec2.fleet_request``) and the config
+The agent's CreateFleet request comes from its own builder (``gpucluster_agents.power.ec2.fleet_request``) and the config
 the stack gives it; ``tests/components/launch_requests.py`` expands it into the authorization contexts EC2
 evaluates, and :mod:`gpucluster.policy.iam_eval` evaluates them against the role's documents from the plan. What
 this cannot prove: that AWS's evaluator and the contexts EC2 really builds agree with that model (IAM is not
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from gpucluster.components._aws.agent_iam import LaunchScope, slurm_agent_policy
+from gpucluster.components._shared.agent_iam import LaunchScope, slurm_agent_policy
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
 from gpucluster.policy.iam_eval import DENY, IMPLICIT_DENY, Request, evaluate
@@ -24,9 +24,9 @@ from gpucluster.render.hybrid.bundle import AwsValues, agent_json
 from gpucluster.render.hybrid.bundle_slurm import site_of
 from gpucluster.tools.plan.run.engine import Plan, run_plan
 from gpucluster_agents.contract import AgentConfig, NodeGroup, parse
-from gpucluster_agents.ec2 import fleet_request
+from gpucluster_agents.power.ec2 import fleet_request
 from tests.components.launch_requests import Launch, Template, but, create_fleet, fleet_launches, run_instances
-from tests.hybrid.bundle_site import stack_config
+from tests.render.hybrid.bundle_site import stack_config
 
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 LT = "aws:ec2/launchTemplate:LaunchTemplate"

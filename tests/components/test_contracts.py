@@ -23,9 +23,13 @@ from tests.conftest import group, make_config
 
 
 def component_classes() -> list[type[pulumi.ComponentResource]]:
+    """The public components: classes of the modules of ``gpucluster.components`` and its families whose names do
+    not start with ``_`` (a private helper's classes are not components a program uses)."""
     found = []
-    for mod in pkgutil.iter_modules(gpucluster.components.__path__):
-        module = importlib.import_module(f"gpucluster.components.{mod.name}")
+    for mod in pkgutil.walk_packages(gpucluster.components.__path__, "gpucluster.components."):
+        if mod.ispkg or any(part.startswith("_") for part in mod.name.split(".")[2:]):
+            continue
+        module = importlib.import_module(mod.name)
         for _, cls in inspect.getmembers(module, inspect.isclass):
             if issubclass(cls, pulumi.ComponentResource) and cls.__module__ == module.__name__:
                 found.append(cls)

@@ -7,7 +7,7 @@ import ast
 
 from gpucluster.render.pysource import without_docs
 from gpucluster.render.slurm.agent import aws_helper
-from gpucluster_agents import boot
+from gpucluster_agents.boot import helper as boot
 
 TRICKY = '''#!/usr/bin/python3
 """Module docstring."""

@@ -260,7 +260,7 @@ def test_a_planted_package_and_environment_overrides_do_not_reach_the_program(tm
     it takes effect: the planted code never runs, the node's own config judges it, nothing is drained; and
     when its GPU goes bad the program (not the wrapper) drains it with the verdict's reason."""
     from gpucluster_agents.health.config import to_json
-    from tests.health.fakes import agent_lib, node, p5_config, planted, scenario
+    from tests.agents.health.fakes import agent_lib, node, p5_config, planted, scenario
 
     readings = node(tmp_path, scenario())
     lib = agent_lib(tmp_path / "lib", readings)
@@ -460,11 +460,11 @@ def test_boot_unit_and_slurmd_drop_in_pass_systemd_analyze_verify(tmp_path):
 
 def test_the_stand_in_for_a_hung_gpu_cannot_be_killed_or_reaped(tmp_path):
     """The stand-in the watchdog tests use for a check stuck in the GPU driver: a read from a FUSE file whose
-    server never answers (tests/health/dstate.py). Once killed, the reader sits in D state and cannot be
+    server never answers (tests/agents/health/dstate.py). Once killed, the reader sits in D state and cannot be
     reaped, as a process inside a hung NVML call; Python's subprocess.run(timeout=...), which the boot helper
     and the Kubernetes sweep used, kills it and then waits for it, past any limit. (GNU timeout(1), which the
     Slurm wrappers used, does return: at --kill-after it SIGKILLs its own process group, itself included.)"""
-    from tests.health.dstate import hung_file, state, wait_for_state
+    from tests.agents.health.dstate import hung_file, state, wait_for_state
 
     with hung_file(tmp_path) as hang:
         reader = subprocess.Popen(["cat", str(hang)], stdout=subprocess.DEVNULL)
@@ -487,7 +487,7 @@ def test_the_stand_in_for_a_hung_gpu_cannot_be_killed_or_reaped(tmp_path):
 def test_a_check_in_uninterruptible_sleep_still_drains_the_node(tmp_path, template, mode, exit_code):
     """The program hangs in D state (the stand-in above): at the end of its budget the wrapper drains the node
     (reboot), exits within the budget, and leaves the unkillable check behind instead of waiting for it."""
-    from tests.health.dstate import hung_file, wait_for_state
+    from tests.agents.health.dstate import hung_file, wait_for_state
 
     with hung_file(tmp_path) as hang:
         checker = tmp_path / "checker"
@@ -510,7 +510,7 @@ def test_a_check_in_uninterruptible_sleep_still_drains_the_node(tmp_path, templa
 def test_a_hang_asks_the_agent_for_a_reboot_not_a_replacement():
     """What the agent's quarantine pass reads from each hang's drain reason: reboot. A hang does not say the
     hardware is broken (and a job might provoke one); a hang that comes back after the reboot is replaced."""
-    from gpucluster_agents.quarantine import drain_action
+    from gpucluster_agents.repair.quarantine import drain_action
 
     for reason in (
         "gpucluster: health sweep timed out after 45 s (reboot)",

@@ -597,7 +597,7 @@ def test_compute_nodes_apply_the_imds_guard_first_and_slurmd_requires_it(tmp_pat
     """The rendered compute user data: the guard is cloud-init's first boot command (which its own
     config runs before write_files, so the script travels in the command), a unit in a firewall's slot
     runs it at every boot, slurmd requires that unit, and the setup starts it before the munge key and
-    slurmd. tests/agents/test_imds_guard_e2e.py runs this very bootcmd against a real slurmd."""
+    slurmd. tests/e2e/test_imds_guard_e2e.py runs this very bootcmd against a real slurmd."""
     files = run_plan("slurm-p5").files
     require_tool("cloud-init")  # its own module order: bootcmd, then write_files
     modules = [

@@ -35,7 +35,7 @@ USER_DATA = all_user_data()
 
 def cloud_config_part(text: str) -> str:
     """The cloud-config of user data: the text itself, or the ``text/cloud-config`` part of the MIME
-    multi-part user data of EKS nodes (whose ``application/node.eks.aws`` part tests/kubernetes checks)."""
+    multi-part user data of EKS nodes (whose ``application/node.eks.aws`` part tests/components/kubernetes checks)."""
     if not text.startswith("MIME-Version:"):
         return text
     message = email.message_from_string(text)

@@ -30,7 +30,7 @@ def test_every_generated_file_is_current(capsys):
 def test_the_generated_files_are_the_three_and_in_this_checkout():
     assert CHECKOUT.resolve() == ROOT.resolve()
     names = [f.name(ROOT) for f in generated_files()]
-    assert names == ["components/_config_types.py", "docs/config-reference.md", "docs/components-reference.md"]
+    assert names == ["components/_shared/config_types.py", "docs/config-reference.md", "docs/components-reference.md"]
 
 
 def _copy(tmp_path: Path) -> Path:
@@ -50,7 +50,7 @@ def test_check_names_every_stale_file_and_writes_nothing(tmp_path, capsys):
     before = {p: p.read_text() for p in (types, config_ref)}
     assert generate(check=True, root=root) == 1
     err = capsys.readouterr().err
-    assert "stale: gpucluster/components/_config_types.py" in err and "stale: docs/components-reference.md" in err
+    assert "stale: gpucluster/components/_shared/config_types.py" in err and "stale: docs/components-reference.md" in err
     assert "config-reference.md" not in err.replace("components-reference.md", "")
     assert "2 generated file(s) out of date; run `gpucluster generate`" in err
     assert {p: p.read_text() for p in (types, config_ref)} == before and not components_ref.exists()
@@ -58,11 +58,11 @@ def test_check_names_every_stale_file_and_writes_nothing(tmp_path, capsys):
     assert generate(check=False, root=root) == 0
     out = capsys.readouterr().out.splitlines()
     assert out == [
-        "wrote: gpucluster/components/_config_types.py",
+        "wrote: gpucluster/components/_shared/config_types.py",
         "up to date: docs/config-reference.md",
         "wrote: docs/components-reference.md",
     ]
-    assert types.read_text() == (ROOT / "components" / "_config_types.py").read_text()
+    assert types.read_text() == (ROOT / "components" / "_shared" / "config_types.py").read_text()
     assert components_ref.read_text() == REFERENCE.read_text()
     assert generate(check=True, root=root) == 0
 

@@ -44,7 +44,7 @@ def test_the_wheel_carries_templates_and_data_and_no_top_level_components(wheel:
     assert templates == {str(p.relative_to(ROOT / "templates")) for p in (ROOT / "templates").rglob("*.j2")}
     assert {"gpucluster/facts/data/instance_types.json", "gpucluster/facts/data/instance_extras.json"} <= set(names)
     assert "gpucluster/py.typed" in names
-    assert "gpucluster/components/gpu_node_group.py" in names and "gpucluster/components/_aws/security.py" in names
+    assert "gpucluster/components/compute/gpu_node_group.py" in names and "gpucluster/components/_shared/security.py" in names
     # The component provider, as `python -m gpucluster.tools.provider` runs it from an installed wheel
     assert {"gpucluster/tools/provider/__init__.py", "gpucluster/tools/provider/__main__.py"} <= set(names)
 
@@ -65,7 +65,7 @@ def test_installed_wheel_imports_gpucluster_and_no_components(installed: tuple[P
     site = str(bindir.parent)
     assert seen["file"].startswith(site) and seen["templates"].startswith(site), seen
     assert seen["components"] is False
-    assert seen["node_group"] == "gpucluster.components.gpu_node_group"
+    assert seen["node_group"] == "gpucluster.components.compute.gpu_node_group"
 
 
 def test_installed_cli_plans_a_project_from_outside_it(installed: tuple[Path, Path]):
@@ -108,7 +108,7 @@ LAYERS = {
     "gpucluster.config": {"gpucluster.facts", "gpucluster_agents"},
     "gpucluster.resolve": {"gpucluster.config", "gpucluster.facts", "gpucluster_agents"},
     "gpucluster.load": {"gpucluster.config", "gpucluster.facts", "gpucluster.resolve", "gpucluster_agents"},
-    # The policy rules stand alone (stdlib + PyYAML): the Pulumi policy pack in policy/ imports them
+    # The policy rules stand alone (stdlib + PyYAML): the Pulumi policy pack in policy-pack/ imports them
     # without the rest of gpucluster, and the tools run them over the offline plan.
     "gpucluster.policy": set(),
     "gpucluster.render": {

@@ -22,7 +22,7 @@ from pulumi.provider.experimental.analyzer import Analyzer, DuplicateTypeError, 
 from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
 from gpucluster.components.gpu_cluster import GpuCluster
-from gpucluster.components.kubernetes_platform import KubernetesPlatform
+from gpucluster.components.kubernetes.kubernetes_platform import KubernetesPlatform
 from gpucluster.config.errors import ConfigError
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
@@ -300,10 +300,10 @@ def test_nested_camel_case_inputs_reach_the_resources(run_components):
         token = f"{NAME}:index:{component.__name__}"
         return run_components(lambda: provider.construct("tc", token, dict(CAMEL_INPUTS[component.__name__]), None))
 
-    from gpucluster.components.data_bucket import DataBucket
-    from gpucluster.components.gpu_node_group import GpuNodeGroup
-    from gpucluster.components.lustre_storage import LustreStorage
-    from gpucluster.components.network import Network
+    from gpucluster.components.compute.gpu_node_group import GpuNodeGroup
+    from gpucluster.components.network.network import Network
+    from gpucluster.components.storage.data_bucket import DataBucket
+    from gpucluster.components.storage.lustre_storage import LustreStorage
 
     template = build(GpuNodeGroup).of_type("aws:ec2/launchTemplate:LaunchTemplate")[0].inputs
     target = template["capacityReservationSpecification"]["capacityReservationTarget"]
@@ -527,7 +527,7 @@ def test_inherited_fields_get_the_description_of_the_base_that_declares_them():
 
 
 def test_a_component_schema_describes_the_config_fields_its_args_inherit():
-    from gpucluster.components.network import Network
+    from gpucluster.components.network.network import Network
 
     inputs = schema_of([Network])["resources"][f"{NAME}:index:Network"]["inputProperties"]
     assert inputs["vpcCidr"]["description"].startswith("CIDR of a new VPC.")  # from NetworkConfig

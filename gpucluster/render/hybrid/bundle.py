@@ -36,7 +36,7 @@ from gpucluster.render.hybrid.fabric import HYBRID_TASK_PROLOG, hybrid_task_prol
 from gpucluster.render.slurm.agent import LaunchTarget, agent_bundle, agent_config, sha256
 from gpucluster.render.slurm.names import AGENT_LOG, PROGRAMS, SLURMD_PORT, munge_secret_name
 from gpucluster_agents import contract
-from gpucluster_agents import site as agent_site
+from gpucluster_agents.contract import site as agent_site
 
 STATE_DIR = "/var/lib/gpucluster/agent"
 PLACEHOLDER_RE = re.compile(r"@@[A-Za-z0-9_.-]+@@")

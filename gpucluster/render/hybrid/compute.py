@@ -37,7 +37,8 @@ from gpucluster.render.slurm.agent import aws_helper
 from gpucluster.render.slurm.compute import slurmd_drop_in
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit
 from gpucluster.render.slurm.names import AGENT_PACKAGE_PATH, AWS_HELPER, AWS_HELPER_CONFIG
-from gpucluster_agents import boot, contract
+from gpucluster_agents import contract
+from gpucluster_agents.boot import helper as boot
 
 JOIN_SETUP = "/usr/local/sbin/gpucluster-hybrid-join"
 CHRONY_SOURCES = "/etc/chrony/sources.d/gpucluster-amazon-time.sources"

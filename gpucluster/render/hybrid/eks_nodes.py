@@ -2,7 +2,7 @@
 (a ``nodeadm`` ``NodeConfig`` and the install steps), the CNI that runs on them, and the Kueue objects that keep
 every workload on one site.
 
-No Pulumi here: :mod:`gpucluster.components._aws.eks_hybrid` and the Kubernetes platform place these values once
+No Pulumi here: :mod:`gpucluster.components.kubernetes._eks_hybrid` and the Kubernetes platform place these values once
 AWS knows the ARNs; tests validate them (Kueue objects against the pinned CRDs, the script with ``bash -n``, the
 ``NodeConfig`` against the fields nodeadm documents) and pin them in golden files.
 
@@ -177,7 +177,7 @@ def node_config(hybrid: HybridSpec, *, cluster_name: str, region: str, identity:
 
 def node_name_prefix(hybrid: HybridSpec) -> str:
     """What every hybrid node's name (its certificate's common name) starts with: ``<certificateCn>-``. The hybrid
-    node role trusts only certificates so named (``gpucluster.components._aws.eks_hybrid``)."""
+    node role trusts only certificates so named (``gpucluster.components.kubernetes._eks_hybrid``)."""
     return f"{hybrid.credentials.certificate_cn}-"
 
 

@@ -29,9 +29,10 @@ from gpucluster.render.slurm.names import (
     munge_secret_name,
     slurm_groups,
 )
-from gpucluster_agents import boot, contract
-from gpucluster_agents.nodemap_contract import NodeMap
-from gpucluster_agents.repair_contract import Repair
+from gpucluster_agents import contract
+from gpucluster_agents.boot import helper as boot
+from gpucluster_agents.contract.nodemap import NodeMap
+from gpucluster_agents.contract.repair import Repair
 
 NODE_MAPS_PREFIX = "node-maps/"  # in the artifact bucket: the head node writes, compute nodes read (IAM: iam.py)
 

@@ -168,7 +168,7 @@ def cgroup_conf(ctx: SlurmContext) -> str:
 def topology_conf(ctx: SlurmContext, catalog: Catalog) -> str:
     """The topology.conf before any node runs: what the agent itself writes with nothing placed (one
     switch per node group, joined under ``root``). The agent rewrites it from DescribeInstanceTopology."""
-    from gpucluster_agents.topology import render_topology
+    from gpucluster_agents.power.topology import render_topology
 
     lines = render_topology({}, [(g.name, g.node_names) for g in slurm_groups(ctx, catalog)])
     return "\n".join(lines) + "\n"

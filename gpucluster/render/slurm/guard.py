@@ -24,7 +24,7 @@ empty while being rebuilt) and exits non-zero unless OUTPUT jumps to it. It reli
 having ``iptables`` (Ubuntu's server images do, for ufw; either backend works), which the setup also
 installs (``NODE_PACKAGES``). Defence in depth for the key itself: the boot helper (root) writes
 ``/etc/munge/munge.key`` 0400 munge:munge, so jobs cannot read it from the disk either. The compute
-role can read that one secret and nothing else (plus Session Manager). ``tests/agents/test_imds_guard_e2e.py``
+role can read that one secret and nothing else (plus Session Manager). ``tests/e2e/test_imds_guard_e2e.py``
 runs a real slurmctld and slurmd in a network namespace with a fake IMDS and the guard taken from the
 rendered user data: a job of an unprivileged user gets no token and no credentials; root's gets both.
 """

@@ -23,7 +23,7 @@ from gpucluster.facts.catalog import Catalog, InstanceFacts
 from gpucluster.render.core import WriteFile, render
 from gpucluster.render.node import SharedFs
 from gpucluster.render.slurm.names import AGENT_LIB, AWS_HELPER, SlurmContext, slurm_groups
-from gpucluster_agents.boot import HEALTH_BOOT_FAULT, HEALTH_BOOT_TIMEOUT, HEALTH_MAIN
+from gpucluster_agents.boot.helper import HEALTH_BOOT_FAULT, HEALTH_BOOT_TIMEOUT, HEALTH_MAIN
 
 HEALTH_CHECK = "/etc/gpucluster/slurm/health-check"
 PROLOG = "/etc/gpucluster/slurm/prolog"
@@ -41,7 +41,7 @@ SCONTROL = "scontrol"  # on the wrappers' fixed PATH (/usr/sbin:/usr/bin:/sbin:/
 
 def wrapper_values(agent_lib: str = AGENT_LIB, python: str = PYTHON, scontrol: str = SCONTROL) -> dict[str, str]:
     """The program the HealthCheckProgram and Prolog wrappers run, shell-quoted for the templates:
-    ``python -I -c HEALTH_MAIN agent_lib`` (:data:`gpucluster_agents.boot.HEALTH_MAIN`) and scontrol. Tests
+    ``python -I -c HEALTH_MAIN agent_lib`` (:data:`gpucluster_agents.boot.helper.HEALTH_MAIN`) and scontrol. Tests
     pass their own interpreter, package directory and scontrol; a node's wrappers get the defaults."""
     return {
         "python": shlex.quote(python),

@@ -16,14 +16,14 @@ from importlib.metadata import version
 import pulumi
 from pulumi.provider.experimental.component import ComponentProvider
 
-from gpucluster.components.data_bucket import DataBucket
-from gpucluster.components.eks_cluster import EksCluster
+from gpucluster.components.compute.gpu_node_group import GpuNodeGroup
 from gpucluster.components.gpu_cluster import GpuCluster
-from gpucluster.components.gpu_node_group import GpuNodeGroup
-from gpucluster.components.kubernetes_platform import KubernetesPlatform
-from gpucluster.components.lustre_storage import LustreStorage
-from gpucluster.components.network import Network
-from gpucluster.components.slurm_cluster import SlurmCluster
+from gpucluster.components.kubernetes.eks_cluster import EksCluster
+from gpucluster.components.kubernetes.kubernetes_platform import KubernetesPlatform
+from gpucluster.components.network.network import Network
+from gpucluster.components.slurm.slurm_cluster import SlurmCluster
+from gpucluster.components.storage.data_bucket import DataBucket
+from gpucluster.components.storage.lustre_storage import LustreStorage
 from gpucluster.tools.provider.docstrings import install
 
 install()

@@ -3,7 +3,7 @@
 Pulumi's component analyzer reads a field's description from the source of the class it is analyzing
 (the string literal under the field). A component's Args inherit most fields from a generated config
 type (``class NetworkArgs(NetworkConfig, total=False)``), so upstream finds no description for them: the
-literal sits in ``components/_config_types.py``, under ``NetworkConfig``. On Python 3.11 a TypedDict
+literal sits in ``components/_shared/config_types.py``, under ``NetworkConfig``. On Python 3.11 a TypedDict
 keeps no record of its typed-dict bases (no ``__orig_bases__``, and its ``__mro__`` is only
 ``(cls, dict, object)``), so the bases are found the way a reader finds them: in the class statement's
 source, named in its module's globals.

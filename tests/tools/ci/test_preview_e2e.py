@@ -199,7 +199,7 @@ def test_a_pr_touching_only_docs_plans_nothing(repo: tuple[Path, dict[str, str]]
     sc = scope(base, head)
     assert sc.stacks == () and not sc.code_changed
     # …and one touching the package plans every stack, with the base's own code.
-    comp = head / "components" / "network.py"
+    comp = head / "components" / "network" / "network.py"
     comp.write_text(comp.read_text() + "\n")
     sc = scope(base, head)
     assert sc.code_changed and set(sc.stacks) == {

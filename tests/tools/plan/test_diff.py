@@ -317,7 +317,7 @@ def _upgrade_of_an_eks_cluster(ignored: bool) -> tuple[Comparison, str]:
 
 
 def test_an_ignored_change_is_no_replacement_and_says_so():
-    """The EKS cluster ignores its bootstrap flag (components/_aws/eks_access.py): a cluster made with the creator's
+    """The EKS cluster ignores its bootstrap flag (components/kubernetes/_eks_access.py): a cluster made with the creator's
     hidden admin keeps it, and the plan diff shows the difference as ignored, not as the replacement AWS would do."""
     c, text = _upgrade_of_an_eks_cluster(ignored=True)
     (cluster,) = [s for s in c.steps if s.type == "aws:eks/cluster:Cluster"]

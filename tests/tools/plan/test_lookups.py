@@ -13,7 +13,7 @@ import pulumi
 import pulumi_aws as aws
 import pytest
 
-from gpucluster.components._inputs import KINDS
+from gpucluster.components._shared.inputs import KINDS
 from gpucluster.tools.plan.run.engine import execute
 from gpucluster.tools.plan.run.lookups import ANSWERED, UnansweredInvoke, short
 from gpucluster.tools.plan.show.report import render_text

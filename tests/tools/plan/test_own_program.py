@@ -9,7 +9,7 @@ from pathlib import Path
 import pulumi
 import pulumi_aws as aws
 
-from gpucluster.components._inputs import KINDS
+from gpucluster.components._shared.inputs import KINDS
 from gpucluster.tools.plan.run.engine import execute, run_plan
 from gpucluster.tools.plan.show.report import render_text
 

@@ -1,4 +1,4 @@
-"""The Pulumi policy pack in policy/: it builds, each policy calls its rule, preview-time unknowns are
+"""The Pulumi policy pack in policy-pack/: it builds, each policy calls its rule, preview-time unknowns are
 handled, and served over gRPC it answers the engine's Analyze and AnalyzeStack calls as the CLI's
 rules do.
 
@@ -41,7 +41,7 @@ from gpucluster.policy.evaluate import RULES, evaluate, from_plan
 from tests.conftest import ROOT
 from tests.tools.policy.fixtures import FIXTURES, lt, plan, res
 
-PACK = ROOT / "policy"
+PACK = ROOT / "policy-pack"
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +158,7 @@ def test_unknowns_in_a_preview_are_not_violations(pack: ModuleType):
 
 @pytest.fixture(scope="module")
 def pack_env(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A virtualenv like the one Pulumi builds in policy/venv: third-party packages but no gpucluster
+    """A virtualenv like the one Pulumi builds in policy-pack/venv: third-party packages but no gpucluster
     (this run's site-packages as a plain path entry, so the editable install's finder is not loaded),
     and a working directory outside the checkout. The pack must find the rules in its own checkout."""
     home = tmp_path_factory.mktemp("pack-venv")
@@ -176,7 +176,7 @@ def pack_env(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 def test_the_pack_needs_only_what_its_requirements_install(pack_env: tuple[Path, Path]):
     """Loaded in an environment without gpucluster, the pack takes the rules from its checkout and
-    imports no distribution beyond policy/requirements.txt and what those pull in."""
+    imports no distribution beyond policy-pack/requirements.txt and what those pull in."""
     python, scratch = pack_env
     probe = (
         "import json, runpy, sys, importlib.metadata as md\n"

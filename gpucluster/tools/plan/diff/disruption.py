@@ -65,7 +65,7 @@ def _group(step: Step) -> None:
 
 
 HEAD_ROLE = ("gpucluster:role", "slurm-head")
-"""The tag the Slurm head node carries (components/_slurm/head_node.py): other instances are not the controller."""
+"""The tag the Slurm head node carries (components/slurm/_head_node.py): other instances are not the controller."""
 
 
 def _is_head(step: Step) -> bool:

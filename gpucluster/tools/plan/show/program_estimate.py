@@ -44,7 +44,7 @@ ASG = "aws:autoscaling/group:Group"
 EKS_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 NODE_GROUP_TAG = "gpucluster:node-group"
 SYSTEM_GROUP = "system"
-"""The EKS system node group's tag value (components/_aws/eks_node_groups.py): a fixed item, not a GPU group."""
+"""The EKS system node group's tag value (components/kubernetes/_eks_node_groups.py): a fixed item, not a GPU group."""
 HEAD_ROLE = ("gpucluster:role", "slurm-head")
 
 

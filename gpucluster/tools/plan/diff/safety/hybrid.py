@@ -1,5 +1,5 @@
-"""The update-safety entries of a hybrid site's resources (:mod:`gpucluster.components.hybrid_link`,
-:mod:`gpucluster.components.onprem_credentials`), merged into :data:`gpucluster.tools.plan.diff.safety.TABLE`.
+"""The update-safety entries of a hybrid site's resources (:mod:`gpucluster.components.hybrid.hybrid_link`,
+:mod:`gpucluster.components.hybrid.onprem_credentials`), merged into :data:`gpucluster.tools.plan.diff.safety.TABLE`.
 
 ``disruption="site-link"``: replacing or deleting the resource cuts the on-premises site off (a new VPN
 connection has new tunnel addresses and keys the site's device must be given; a new Transit Gateway or

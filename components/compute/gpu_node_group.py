@@ -1,0 +1,127 @@
+"""GpuNodeGroup: a group of identical GPU nodes in an Auto Scaling group — a launch template laid out
+from the instance's network cards, a cluster placement group and the node IAM role.
+
+The resources do not grow with the node count: 2 or 512 nodes are one launch template and one Auto
+Scaling group. The launch template is the shared core in ``compute/_launch_template.py``; EKS managed node
+groups and Slurm's node groups are their own thin variants over it, so this component has no mode flags.
+"""
+
+from typing import NoReturn, Required
+
+import pulumi
+import pulumi_aws as aws
+
+from gpucluster.components._shared.config_types import NodeGroupConfig
+from gpucluster.components._shared.inputs import Inputs, validate
+from gpucluster.components.compute._launch_template import (
+    ASG,
+    TOKEN,
+    NodeGroupResource,
+    NodeWiring,
+)
+from gpucluster.config.checks.cluster import validate_node_group
+from gpucluster.config.errors import ConfigError, Finding, error, errors_in
+from gpucluster.config.naming import cluster_tags
+from gpucluster.config.node_group import NodeGroupSpec
+from gpucluster.facts.catalog import Catalog, load_catalog
+from gpucluster.resolve.node_group import ResolvedNodeGroup, resolve_node_group
+
+__all__ = ["TOKEN", "GpuNodeGroup", "GpuNodeGroupArgs"]
+
+# The fields below are wiring: what the group takes from other resources, beside its config.
+_WIRING = ("cluster_name", "security_group_ids", "user_data", "instance_profile_arn")
+
+
+class GpuNodeGroupArgs(NodeGroupConfig, total=False):
+    """Inputs of :class:`GpuNodeGroup`: the node group's config (as in a stack's ``nodeGroups``) and its wiring.
+
+    ``subnet_ids`` is required here (there is no network to pick subnets from); ``subnet_ids``,
+    ``capacity.reservation_id``, ``capacity.resource_group_arn``, ``image_id`` and ``kms_key_id`` may be
+    Outputs of other resources."""
+
+    cluster_name: Required[str]
+    """Cluster name: prefix of resource names and value of the cluster tag. Required."""
+    security_group_ids: Required[pulumi.Input[list[pulumi.Input[str]]]]
+    """Security groups for every interface (for EFA, one that allows all traffic within itself). Required."""
+    user_data: pulumi.Input[str]
+    """cloud-init user data, plain text; gzip-compressed and base64-encoded here (cloud-init unpacks it,
+    so EC2's 16 KB limit applies to the compressed size). Default: none."""
+    instance_profile_arn: pulumi.Input[str]
+    """Instance profile for the nodes. Default: a role with only SSM Session Manager access is created."""
+
+
+class GpuNodeGroup(NodeGroupResource):
+    """One group of identical GPU nodes, kept running by an Auto Scaling group."""
+
+    # Outputs other languages get (the schema reads these annotations, re-declared here with their
+    # descriptions). ``group`` and ``interfaces`` (the resolved group and its interface layout, which the
+    # stack's Slurm and EKS code read) are annotated where ``NodeGroupResource._build`` assigns them.
+    launch_template_id: pulumi.Output[str]
+    """The launch template's id."""
+    launch_template_version: pulumi.Output[int]
+    """The launch template's latest (and default) version."""
+    placement_group_name: pulumi.Output[str] | None
+    """The cluster placement group the nodes launch into; absent when the group uses none."""
+    auto_scaling_group_name: pulumi.Output[str] | None
+    """The Auto Scaling group's name."""
+    role_arn: pulumi.Output[str] | None
+    """ARN of the node role created when no ``instanceProfileArn`` was given; absent otherwise."""
+    role_name: pulumi.Output[str] | None
+    """Name of that node role; absent when an instance profile was given."""
+    instance_profile_arn: pulumi.Output[str] | None
+    """The nodes' instance profile: ``instanceProfileArn`` as given, or the one created for the node role."""
+    image_id: pulumi.Output[str] | None
+    """The AMI the nodes boot: ``imageId`` as given, or the one the group's SSM image parameter names."""
+
+    def __init__(self, name: str, args: GpuNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        group, wiring = _from_args(args, load_catalog())  # every error before any resource
+        super().__init__(TOKEN, name, None, opts)
+        self._build(name, group, wiring, ASG, auto_scaling=True)
+
+    @classmethod
+    def _resolved(
+        cls, name: str, group: ResolvedNodeGroup, wiring: NodeWiring, opts: pulumi.ResourceOptions | None = None
+    ) -> "GpuNodeGroup":
+        """The stack's path (GpuCluster): a group already validated and resolved with its cluster."""
+        self = cls.__new__(cls)
+        pulumi.ComponentResource.__init__(self, TOKEN, name, None, opts)
+        self._build(name, group, wiring, ASG, auto_scaling=True)
+        return self
+
+
+def _from_args(args: GpuNodeGroupArgs, catalog: Catalog) -> tuple[ResolvedNodeGroup, NodeWiring]:
+    """``args`` validated with the stack's model and checks and resolved as the stack resolves a group."""
+    region = aws.config.region or "us-east-1"
+    inputs = Inputs("GpuNodeGroup", region)
+    config = {k: v for k, v in args.items() if k not in _WIRING}
+    findings: list[Finding] = []
+    if "cluster_name" not in args:
+        findings.append(error("args.clusterName", "is required", "name the cluster the group belongs to"))
+    if "security_group_ids" not in args:
+        findings.append(error("args.securityGroupIds", "is required", "pass the security groups of the nodes' interfaces"))
+    if not config.get("subnet_ids"):
+        findings.append(error("args.subnetIds", "is required", "pass the subnets to launch in (one zone when EFA is on)"))
+    try:
+        spec: NodeGroupSpec = validate(NodeGroupSpec, inputs.prepare(config, NodeGroupConfig), "GpuNodeGroup args")
+    except ConfigError as exc:
+        _raise([*findings, *exc.findings])
+    findings += errors_in(validate_node_group(spec, catalog, path="args"))
+    if findings:
+        _raise(findings)
+    wiring = NodeWiring(
+        cluster_name=args["cluster_name"],
+        subnet_ids=inputs.real_list(spec.subnet_ids),
+        security_group_ids=args["security_group_ids"],
+        user_data=args.get("user_data"),
+        instance_profile_arn=args.get("instance_profile_arn"),
+        tags=cluster_tags(args["cluster_name"]),
+        inputs=inputs,
+    )
+    return resolve_node_group(spec, catalog), wiring
+
+
+def _raise(findings: list[Finding]) -> NoReturn:
+    raise pulumi.InputPropertiesError(
+        "GpuNodeGroup args are invalid: " + "; ".join(f.render() for f in findings),
+        [{"property_path": f.path, "reason": f"{f.message}. {f.fix}"} for f in findings],
+    )

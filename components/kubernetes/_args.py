@@ -1,0 +1,136 @@
+"""The one path from ``EksClusterArgs`` / ``KubernetesPlatformArgs`` to a :class:`ResolvedKubernetes`:
+Outputs in reference fields stand in, the Kubernetes section and the node groups are validated with the
+stack's models, run through the stack's checks and resolved by the stack's resolution, so a component
+used on its own gets exactly the stack's defaults. Every problem is raised before any resource, as one
+``pulumi.InputPropertiesError`` naming ``args.<field>``. Also the wiring helpers both paths share:
+lists of ids that may be one Output, and each node group's subnets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import pulumi
+
+from gpucluster.components._shared.config_types import KubernetesConfig, NodeGroupConfig
+from gpucluster.components._shared.inputs import Inputs, validate
+from gpucluster.config.checks.cluster import validate_node_group
+from gpucluster.config.checks.kubernetes import check_kubernetes
+from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.errors import ConfigError, Finding, errors_in
+from gpucluster.config.kubernetes import KubernetesSpec
+from gpucluster.config.network import NetworkSpec
+from gpucluster.config.node_group import NodeGroupSpec
+from gpucluster.facts.catalog import Catalog
+from gpucluster.resolve.cluster import resolve_group
+from gpucluster.resolve.kubernetes import ResolvedKubernetes, resolve_kubernetes
+
+# --- wiring: ids lists and node-group subnets -------------------------------------------------------
+
+STACK_PATHS = (("gpucluster:kubernetes", "args"), ("gpucluster:nodeGroups", "args.nodeGroups"))
+
+
+def config_part(args: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of ``args`` that are the ``gpucluster:kubernetes`` section (the rest is wiring)."""
+    return {k: v for k, v in args.items() if k in KubernetesConfig.__annotations__}
+
+
+def resolve_args(
+    component: str,
+    args: Mapping[str, Any],
+    catalog: Catalog,
+    *,
+    region: str,
+    lustre: bool,
+    instance_store_for_pods: bool = True,
+) -> tuple[ResolvedKubernetes, Inputs]:
+    """``args`` validated, checked and resolved like the stack's; the :class:`Inputs` gives Outputs back."""
+    inputs = Inputs(component, region)
+    try:
+        plain = inputs.prepare(config_part(args), KubernetesConfig)
+        groups_in: Sequence[Mapping[str, Any]] = args.get("node_groups", [])
+        plain_groups = [inputs.prepare(g, NodeGroupConfig, f"args.nodeGroups[{i}]") for i, g in enumerate(groups_in)]
+        spec: KubernetesSpec = validate(KubernetesSpec, plain, f"{component} args")
+        groups: list[NodeGroupSpec] = [
+            validate(NodeGroupSpec, {"scheduler": "kubernetes", **g}, f"{component} args", f"args.nodeGroups[{i}]")
+            for i, g in enumerate(plain_groups)
+        ]
+    except ConfigError as exc:
+        raise _input_error(component, exc.errors) from None
+    findings: list[Finding] = []
+    for i, group in enumerate(groups):
+        findings.extend(validate_node_group(group, catalog, f"args.nodeGroups[{i}]"))
+    context = ClusterSpec.model_construct(
+        name=args["cluster_name"], region=region, network=NetworkSpec(), node_groups=tuple(groups), kubernetes=spec, tags={}
+    )
+    # The network is the caller's (subnets come as wiring): checks of the stack's own network do not apply.
+    findings.extend(f for f in map(_args_path, check_kubernetes(context, catalog)) if f.path.startswith("args"))
+    problems = errors_in(findings)
+    if problems:
+        raise _input_error(component, problems)
+    resolved = resolve_kubernetes(
+        spec,
+        [resolve_group(g, catalog) for g in groups],
+        catalog,
+        cluster_name=args["cluster_name"],
+        lustre=lustre,
+        instance_store_for_pods=instance_store_for_pods,
+    )
+    return resolved, inputs
+
+
+def _args_path(finding: Finding) -> Finding:
+    for stack, arg in STACK_PATHS:
+        if finding.path.startswith(stack):
+            return replace(finding, path=arg + finding.path[len(stack) :])
+    return finding
+
+
+def _input_error(component: str, problems: Sequence[Finding]) -> pulumi.InputPropertiesError:
+    return pulumi.InputPropertiesError(
+        f"{component} args are invalid: " + "; ".join(f.render() for f in problems),
+        [{"property_path": f.path, "reason": f"{f.message}. {f.fix}"} for f in problems],
+    )
+
+
+def as_list(ids: pulumi.Input[Sequence[pulumi.Input[str]]]) -> pulumi.Input[Sequence[pulumi.Input[str]]]:
+    """A list of ids as a list (as the stack has always passed it); an Output of a list as it is."""
+    return list(ids) if isinstance(ids, (list, tuple)) else ids
+
+
+def with_id(
+    ids: pulumi.Input[Sequence[pulumi.Input[str]]], extra: pulumi.Input[str]
+) -> pulumi.Input[Sequence[pulumi.Input[str]]]:
+    """``ids`` and ``extra``: a plain list stays a list of Inputs; an Output of a list is joined when known."""
+    if isinstance(ids, (list, tuple)):
+        return [*ids, extra]
+    return pulumi.Output.all(pulumi.Output.from_input(ids), extra).apply(lambda v: [*v[0], v[1]])
+
+
+def node_group_subnets(
+    resolved: ResolvedKubernetes, inputs: Inputs, given: Mapping[str, pulumi.Input[Sequence[pulumi.Input[str]]]]
+) -> dict[str, pulumi.Input[Sequence[pulumi.Input[str]]]]:
+    """Each node group's subnets: ``nodeGroupSubnetIds`` or else the group's own ``subnetIds``."""
+    out: dict[str, pulumi.Input[Sequence[pulumi.Input[str]]]] = {}
+    missing = []
+    for i, group in enumerate(g.group for g in resolved.node_groups):
+        if group.name in given:
+            out[group.name] = given[group.name]
+        elif group.subnet_ids:
+            out[group.name] = inputs.real_list(group.subnet_ids)
+        else:
+            missing.append((i, group.name))
+    if missing:
+        raise pulumi.InputPropertiesError(
+            "EksCluster args: node groups without subnets: " + ", ".join(n for _, n in missing),
+            [
+                {
+                    "property_path": f"args.nodeGroupSubnetIds.{n}",
+                    "reason": f"give node group {n!r} subnets here or in nodeGroups[{i}].subnetIds",
+                }
+                for i, n in missing
+            ],
+        )
+    return out

@@ -1,0 +1,76 @@
+"""The node agent's package: ``gpucluster_agents`` zipped by the renderer, stored in a private bucket of
+the Slurm cluster, fetched and checked by the head node at boot.
+
+The object key carries the package's hash, so a changed agent is a new object (and a new head node user
+data naming it) rather than an object rewritten under a running head node; the bucket holds only these
+build artifacts, so it is destroyed with the stack.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from gpucluster.components._shared.buckets import private_bucket
+from gpucluster.config.naming import with_name
+from gpucluster.render.slurm.agent import NODE_MAPS_PREFIX, AgentBundle, agent_bundle, package_key, sha256
+
+
+@dataclass(frozen=True)
+class AgentArtifact:
+    """The stored package and what the head node needs to install it."""
+
+    bucket: aws.s3.Bucket
+    package: aws.s3.BucketObjectv2
+    """The object; the head node instance depends on it (it fetches it at first boot)."""
+    key: str
+    sha256: str
+
+    def bundle(self, bucket_name: str) -> AgentBundle:
+        """Where the head node fetches the package and the hash it checks, once the bucket name is known."""
+        return AgentBundle(bucket=bucket_name, key=self.key, sha256=self.sha256)
+
+
+def agent_artifact(name: str, cluster: str, tags: dict[str, str], child: pulumi.ResourceOptions) -> AgentArtifact:
+    """Build the package and store it: the bucket ``<name>-artifacts`` and the object ``<name>-agent-package``."""
+    bundle = agent_bundle()
+    digest = sha256(bundle)
+    key = package_key(digest)
+    bucket = private_bucket(
+        f"{name}-artifacts",
+        f"{name}-artifacts",
+        bucket_prefix=f"{cluster}-slurm-",
+        force_destroy=True,  # only build artifacts, rebuilt from this program
+        tags=with_name(tags, f"{cluster}-slurm-artifacts"),
+        bucket_opts=child,
+        child_opts=child,
+    )
+    package = aws.s3.BucketObjectv2(
+        f"{name}-agent-package",
+        bucket=bucket.id,
+        key=key,
+        content_base64=base64.b64encode(bundle).decode(),
+        content_type="application/zip",
+        tags=with_name(tags, f"{cluster}-agent"),
+        opts=child,
+    )
+    # The launches' node maps (gpucluster_agents/power/nodemap.py, one object per CreateFleet batch) are read at a
+    # node's first boot, within 15 min of its launch, and the agent tags the instances within minutes: expire
+    # them after two days so the bucket does not grow with every resume.
+    aws.s3.BucketLifecycleConfiguration(
+        f"{name}-artifacts-node-maps",
+        bucket=bucket.id,
+        rules=[
+            aws.s3.BucketLifecycleConfigurationRuleArgs(
+                id="expire-node-maps",
+                status="Enabled",
+                filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=NODE_MAPS_PREFIX),
+                expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(days=2),
+            )
+        ],
+        opts=child,
+    )
+    return AgentArtifact(bucket=bucket, package=package, key=key, sha256=digest)

@@ -1,0 +1,362 @@
+"""End to end: no Slurm job of an unprivileged user can reach the instance metadata service (IMDS) on a
+compute node, so none can take the instance role's credentials (and with them the munge key).
+
+In a network namespace made here (the node's), with routes to 169.254.169.254 and fd00:ec2::254:
+
+- a fake IMDSv2 (``fake_imds.py``: token PUT, the role's credentials) listens on both addresses, port 80,
+  in a second namespace linked to the node's by a veth pair (IMDS is off the host on EC2 too);
+- the guard is applied exactly as a compute node applies it at boot: the first ``bootcmd`` of the
+  project's rendered compute user data (``slurm-p5``'s ``p5`` group), turned into the shell script
+  cloud-init runs (cloud-init's own ``util.shellify``), with a private tmpfs on /usr/local/sbin where
+  the command installs the guard (in a mount namespace of its own: ``unshare --mount``);
+- a real slurmctld and slurmd (Debian's Slurm 22.05) run in the namespace (a one-node cluster of this
+  test's own: the subject here is the guard, not slurm.conf, which tests/render checks);
+- a job submitted as ``nobody`` asks IMDS for a token and the role's credentials, over IPv4 and IPv6:
+  every connection is reset (curl exit 7, not a timeout) and the fake IMDS receives no request at all;
+  the same job as root gets the token and the credentials (the fake IMDS works, so the failure is the
+  guard's).
+
+Also: the guard fails (exit status non-zero, no rules) where it cannot run iptables, and re-applying it
+(every boot) leaves the same rules. Needs root (network namespaces, iptables, sbatch --uid).
+Processes and the namespace are removed in teardown, also when a test fails."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpucluster.render.slurm.guard import imds_guard_bootcmd
+from gpucluster.render.slurm.names import SLURMCTLD_PORT, SLURMD_PORT
+from gpucluster.tools.plan.run.engine import run_plan
+from tests.conftest import IN_CI, require_tool
+from tests.e2e.slurm_e2e import MARKER_KEY, SBATCH, SCONTROL, SLURMCTLD, SLURMD, marked_pids
+
+pytestmark = pytest.mark.slow
+
+HERE = Path(__file__).resolve().parent
+STACK, LAUNCH_TEMPLATE = "slurm-p5", "slurm-p5-slurm-p5-lt"
+ROLE, SECRET = "slurm-p5-node-role", "fake-secret-access-key-of-the-node-role"
+SYSTEM_PYTHON = "/usr/bin/python3"  # cloud-init's own interpreter and modules
+IMDS = ("http://169.254.169.254", "http://[fd00:ec2::254]")
+
+JOB = f"""#!/bin/sh
+# What a user's job tries: an IMDSv2 token, then the instance role's credentials, over IPv4 and IPv6.
+echo "uid=$(id -u)"
+for base in {" ".join(IMDS)}; do
+  token=$(curl -fsS -m 10 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' "$base/latest/api/token" 2>/dev/null)
+  echo "$base token rc=$?"
+  creds=$(curl -fsS -m 10 -H "X-aws-ec2-metadata-token: $token" "$base/latest/meta-data/iam/security-credentials/{ROLE}" 2>/dev/null)
+  echo "$base credentials rc=$? $creds"
+done
+"""
+
+
+def rendered_compute_bootcmd() -> list[list[str]]:
+    user_data = run_plan(STACK).files[f"{LAUNCH_TEMPLATE}/user-data"]
+    return yaml.safe_load(user_data)["bootcmd"]
+
+
+def cloud_init_boot_script(bootcmd: list[list[str]]) -> str:
+    """The shell script cloud-init's bootcmd module runs for ``bootcmd`` (its own ``util.shellify``)."""
+    code = "import json, sys; from cloudinit import util; sys.stdout.write(util.shellify(json.load(sys.stdin)))"
+    import json
+
+    return subprocess.run(
+        [SYSTEM_PYTHON, "-c", code], input=json.dumps(bootcmd), capture_output=True, text=True, check=True
+    ).stdout
+
+
+@dataclass
+class Namespace:
+    name: str
+    marker: str
+    ip: str = "/usr/sbin/ip"
+    nsenter: str = "/usr/bin/nsenter"
+    imds: Namespace | None = None  # the node's: where IMDS answers
+
+    def cmd(self, *args: str) -> list[str]:
+        """``args`` in the namespace's network (only: ``ip netns exec`` would also remount /sys, where
+        slurmd finds its cgroups)."""
+        return [self.nsenter, f"--net=/run/netns/{self.name}", *args]
+
+    def run(self, *args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(self.cmd(*args), capture_output=True, text=True, env=env, timeout=60, check=False)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{' '.join(args)}: rc {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def rules(self) -> str:
+        return self.run("iptables", "-w", "-S").stdout + self.run("ip6tables", "-w", "-S").stdout
+
+
+@pytest.fixture
+def netns() -> Iterator[Namespace]:
+    """The node's network namespace, linked by a veth pair to a second one that holds IMDS's addresses:
+    like EC2, where IMDS is off the host (were IMDS's address on the node's own ``lo``, the guard's TCP
+    reset would be addressed to that very address and rejected in turn)."""
+    if os.geteuid() != 0:
+        if IN_CI:
+            pytest.fail("the IMDS guard end-to-end test needs root (network namespaces, iptables); run CI as root")
+        pytest.skip("needs root (network namespaces, iptables)")
+    for tool in (
+        "iptables",
+        "iptables-restore",
+        "ip6tables",
+        "ip6tables-restore",
+        "curl",
+        "setpriv",
+        SLURMCTLD,
+        SLURMD,
+        SCONTROL,
+        SBATCH,
+    ):
+        require_tool(tool)
+    ip = require_tool("ip")
+    marker = f"imds-guard:{os.getpid()}:{time.monotonic_ns()}"
+    node = Namespace(f"gcimds-node-{os.getpid()}", marker, ip, require_tool("nsenter"))
+    imds = Namespace(f"gcimds-imds-{os.getpid()}", marker, ip, node.nsenter)
+    try:
+        for ns in (node, imds):
+            subprocess.run([ip, "netns", "add", ns.name], check=True, capture_output=True)
+        subprocess.run(
+            [ip, "link", "add", "gcnode0", "netns", node.name, "type", "veth", "peer", "name", "gcimds0", "netns", imds.name],
+            check=True,
+            capture_output=True,
+        )
+        for ns, dev, v4, v6 in (
+            (node, "gcnode0", "10.254.0.2/24", "fd00:1::2/64"),
+            (imds, "gcimds0", "10.254.0.1/24", "fd00:1::1/64"),
+        ):
+            ns.run(ip, "link", "set", "lo", "up")
+            ns.run(ip, "link", "set", dev, "up")
+            ns.run(ip, "addr", "add", v4, "dev", dev)
+            ns.run(ip, "-6", "addr", "add", v6, "dev", dev, "nodad")
+        imds.run(ip, "addr", "add", "169.254.169.254/32", "dev", "lo")
+        imds.run(ip, "-6", "addr", "add", "fd00:ec2::254/128", "dev", "lo", "nodad")
+        node.run(ip, "route", "add", "169.254.169.254/32", "via", "10.254.0.1")
+        node.run(ip, "-6", "route", "add", "fd00:ec2::254/128", "via", "fd00:1::1")
+        node.imds = imds
+        yield node
+    finally:
+        stop_marked(marker)
+        for ns in (node, imds):
+            subprocess.run([ip, "netns", "del", ns.name], check=False, capture_output=True)
+
+
+def stop_marked(marker: str) -> None:
+    """Stop every process this test started (they carry its marker in their environment), by pid."""
+    for sig in (signal.SIGTERM, signal.SIGKILL, signal.SIGKILL):
+        pids = marked_pids(marker)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        deadline = time.monotonic() + 1  # up to a second to go, looked at every 0.1 s
+        while marked_pids(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+
+def apply_guard_at_boot(ns: Namespace, boot_script: str, run_dir: Path) -> subprocess.CompletedProcess[str]:
+    """Run cloud-init's bootcmd script in the namespace, with a private /usr/local/sbin."""
+    script = run_dir / "bootcmd.sh"
+    script.write_text(boot_script)
+    mount = f'mount -t tmpfs gpucluster-test /usr/local/sbin && exec sh "{script}"'
+    return ns.run(require_tool("unshare"), "--mount", "--propagation", "private", "sh", "-c", mount, check=False)
+
+
+class OneNodeSlurm:
+    """slurmctld and one slurmd (node-1) in the namespace, as root, no munge (auth/none)."""
+
+    def __init__(self, ns: Namespace, run_dir: Path) -> None:
+        self.ns, self.dir = ns, run_dir
+        for sub in ("state", "spool", "log", "out"):
+            (run_dir / sub).mkdir(parents=True, exist_ok=True)
+        run_dir.chmod(0o755)
+        (run_dir / "out").chmod(0o1777)  # the jobs of nobody write their output here
+        self.conf = run_dir / "slurm.conf"
+        d = run_dir
+        self.conf.write_text(
+            "ClusterName=imdsguard\nSlurmctldHost=localhost\nSlurmUser=root\nSlurmdUser=root\n"
+            "AuthType=auth/none\nCredType=cred/none\n"
+            # the namespace has ports of its own: the project's ports
+            f"SlurmctldPort={SLURMCTLD_PORT}\nSlurmdPort={SLURMD_PORT}\n"
+            f"StateSaveLocation={d}/state\nSlurmdSpoolDir={d}/spool\n"
+            f"SlurmctldPidFile={d}/slurmctld.pid\nSlurmdPidFile={d}/slurmd.pid\n"
+            f"SlurmctldLogFile={d}/log/slurmctld.log\nSlurmdLogFile={d}/log/slurmd.log\n"
+            "ProctrackType=proctrack/pgid\nTaskPlugin=task/none\nJobAcctGatherType=jobacct_gather/none\n"
+            "MailProg=/bin/true\nReturnToService=2\nSchedulerParameters=sched_interval=2\n"
+            "NodeName=node-1 NodeAddr=127.0.0.1 CPUs=1 RealMemory=100 State=UNKNOWN\n"
+            "PartitionName=debug Nodes=node-1 Default=YES MaxTime=INFINITE State=UP\n"
+        )
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "AWS_"))}
+        self.env.update(SLURM_CONF=str(self.conf), **{MARKER_KEY: ns.marker})
+
+    def start(self) -> None:
+        for argv in ((SLURMCTLD, "-D", "-i"), (SLURMD, "-D", "-N", "node-1")):
+            log = open(self.dir / "log" / f"{Path(argv[0]).name}.out", "ab")
+            subprocess.Popen(
+                self.ns.cmd(*argv),
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            log.close()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            out = self.ns.run(SCONTROL, "-o", "show", "node", "node-1", env=self.env, check=False).stdout
+            if "State=IDLE" in out:
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"node-1 not idle in 60 s:\n{self.logs()}")
+
+    def submit(self, user: str, group: str, script: Path) -> int:
+        out = self.ns.run(
+            SBATCH,
+            "--parsable",
+            f"--uid={user}",
+            f"--gid={group}",
+            f"--chdir={self.dir / 'out'}",
+            f"--output={self.dir / 'out'}/%j.out",
+            str(script),
+            env=self.env,
+        ).stdout
+        return int(out.strip().split(";")[0])
+
+    def wait(self, job: int, timeout: float = 120) -> str:
+        """The job's output once it has ended (its state must be COMPLETED)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.ns.run(SCONTROL, "-o", "show", "job", str(job), env=self.env, check=False).stdout
+            state = next((f.split("=", 1)[1] for f in line.split() if f.startswith("JobState=")), "")
+            if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"):
+                assert state == "COMPLETED", f"job {job}: {line}\n{self.logs()}"
+                return (self.dir / "out" / f"{job}.out").read_text()
+            time.sleep(0.5)
+        raise AssertionError(f"job {job} did not end in {timeout} s\n{self.logs()}")
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted((self.dir / "log").glob("*")))
+
+
+def results(output: str) -> dict[str, str]:
+    """``{"<base> token": "rc=…", "<base> credentials": "rc=… <body>"}`` from the job's output."""
+    out = {}
+    for line in output.splitlines():
+        for base in IMDS:
+            for what in ("token", "credentials"):
+                prefix = f"{base} {what} "
+                if line.startswith(prefix):
+                    out[f"{base} {what}"] = line[len(prefix) :]
+    return out
+
+
+@pytest.fixture
+def run_dir() -> Iterator[Path]:
+    d = Path(tempfile.mkdtemp(prefix="gcimds-", dir="/tmp"))  # short: slurmd's socket path limit
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_guard_fails_closed_without_iptables(netns, run_dir):
+    """A node whose guard cannot run iptables gets no rules and a failed guard (so slurmd, which
+    requires the unit, never starts): the script stops at the first missing command."""
+    (command,) = [c for c in rendered_compute_bootcmd() if c[:2] == ["sh", "-c"]]
+    script = run_dir / "guard"
+    script.write_text(command[-1])
+    empty = run_dir / "bin"
+    empty.mkdir()
+    failed = netns.run("/usr/bin/env", "-i", f"PATH={empty}", "/bin/sh", str(script), check=False)
+    assert failed.returncode != 0
+    assert "GPUCLUSTER-IMDS" not in netns.rules()
+
+
+def test_unprivileged_job_cannot_reach_imds_but_root_can(netns, run_dir):
+    bootcmd = rendered_compute_bootcmd()
+    assert bootcmd[0] == list(imds_guard_bootcmd())  # the guard is the node's first boot command
+    boot_script = cloud_init_boot_script(bootcmd)
+
+    imds_log = run_dir / "imds.log"
+    imds_log.touch()
+    env = {**os.environ, MARKER_KEY: netns.marker}
+    assert netns.imds is not None
+    imds = subprocess.Popen(
+        netns.imds.cmd(SYSTEM_PYTHON, str(HERE / "fake_imds.py"), str(imds_log), ROLE, SECRET),
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    assert imds.stdout is not None and imds.stdout.readline().strip() == "ready"
+
+    # before the guard, anyone reaches IMDS: the fake answers nobody too (the checks below can fail)
+    for base in IMDS:
+        before = netns.run(
+            *("setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"),
+            *(
+                "curl",
+                "-fsS",
+                "-m",
+                "10",
+                "-X",
+                "PUT",
+                "-H",
+                "X-aws-ec2-metadata-token-ttl-seconds: 60",
+                f"{base}/latest/api/token",
+            ),
+            check=False,
+        )
+        assert before.returncode == 0 and before.stdout == "fake-imds-token", before.stderr
+
+    # the first boot, then a reboot: the same rules, once
+    first = apply_guard_at_boot(netns, boot_script, run_dir)
+    assert first.returncode == 0, first.stdout + first.stderr
+    rules = netns.rules()
+    for family in ("169.254.169.254/32", "fd00:ec2::254/128"):
+        assert f"-A OUTPUT -d {family} -j GPUCLUSTER-IMDS" in rules, rules
+    assert rules.count("-A GPUCLUSTER-IMDS -m owner --uid-owner 0 -j RETURN") == 2, rules
+    assert rules.count("-A GPUCLUSTER-IMDS -p tcp -j REJECT --reject-with tcp-reset") == 2, rules
+    second = apply_guard_at_boot(netns, boot_script, run_dir)
+    assert second.returncode == 0, second.stderr
+    assert netns.rules() == rules
+
+    job = run_dir / "job.sh"
+    job.write_text(JOB)
+    job.chmod(0o755)
+    slurm = OneNodeSlurm(netns, run_dir)
+    slurm.start()
+
+    requests_before = imds_log.read_text()
+    user = slurm.wait(slurm.submit("nobody", "nogroup", job))
+    assert "uid=65534" in user, user
+    got = results(user)
+    assert set(got) == {f"{b} {w}" for b in IMDS for w in ("token", "credentials")}, user
+    for base in IMDS:
+        assert got[f"{base} token"] == "rc=7", user  # connection reset: refused at once, not timed out
+        assert got[f"{base} credentials"].startswith("rc=7"), user
+    assert SECRET not in user
+    assert imds_log.read_text() == requests_before, "a request of nobody's job reached IMDS"
+
+    root = slurm.wait(slurm.submit("root", "root", job))
+    assert "uid=0" in root, root
+    got = results(root)
+    for base in IMDS:
+        assert got[f"{base} token"] == "rc=0", root
+        assert got[f"{base} credentials"].startswith("rc=0 ") and SECRET in got[f"{base} credentials"], root
+    assert imds_log.read_text().count(f"GET /latest/meta-data/iam/security-credentials/{ROLE}") == 2
