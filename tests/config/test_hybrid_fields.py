@@ -38,7 +38,7 @@ CASES: list[tuple[str, dict[str, Any], str, str, str | None, object]] = [
         slurm_site(setter("controller", "port", value=70000)),
         f"{H}.controller.port",
         "input should be less than or equal to 65535",
-        "slurmctld's port (``SlurmctldPort``)",
+        "slurmctld's port (`SlurmctldPort`)",
         70000,
     ),
     (
@@ -102,7 +102,7 @@ CASES: list[tuple[str, dict[str, Any], str, str, str | None, object]] = [
         slurm_site(setter("controller", "slurmUid", value=0)),
         f"{H}.controller.slurmUid",
         "input should be greater than or equal to 1",
-        "UID of ``SlurmUser`` at the site",
+        "UID of `SlurmUser` at the site",
         0,
     ),
     (
