@@ -31,10 +31,11 @@ TOP -= {n for n in TOP if n.endswith(".egg-info") or n.startswith("venv")}
 NOT_PATHS = {
     "gpucluster/node-group": "a tag key",
     "gpucluster/team": "a Kubernetes label",
+    "gpucluster/gpu": "a Kubernetes label",
     "policy-pack/venv": "the pack's virtualenv, which Pulumi builds on first use (ignored by git)",
 }
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", flags=re.M | re.S)
-SPAN = re.compile(r"`([^`\n]+)`")
+SPAN = re.compile(r"`([^`]+)`")  # a span may wrap onto the next line
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
@@ -44,7 +45,7 @@ def _fences(text: str) -> list[str]:
 
 def _spans(text: str) -> list[str]:
     """Inline code spans outside fenced blocks."""
-    return SPAN.findall(FENCE.sub("", text))
+    return [span.replace("\n", " ") for span in SPAN.findall(FENCE.sub("", text))]
 
 
 def _words(text: str) -> list[str]:
