@@ -328,3 +328,16 @@ def test_the_readmes_own_program_plans(tmp_path, capsys):
 def test_the_quoted_output_check_sees_a_difference():
     assert _matches("a … c\nb", "a x c\nb\n") == []
     assert _matches("a … c\nd", "a x c\nb\n") == ["d"]
+
+
+def test_the_docs_commands_use_real_flags():
+    """In docs/ and CONTRIBUTING.md a ``gpucluster`` line in code may be output or a picture (``gpucluster plan:
+    the program calls…``, ``gpucluster agent (ResumeProgram …)``), so only lines that start with a real verb are
+    commands there: their sub-verbs and flags must be real. The README is held to every line (above)."""
+    verbs = set(_subparsers(parser()))
+    found = [
+        (doc.name, c) for doc in [*DOCS, ROOT / "CONTRIBUTING.md"] for c in commands(doc.read_text()) if c.split()[1] in verbs
+    ]
+    assert len(found) >= 20, found
+    problems = [f"{name}: {p}" for name, c in found for p in command_problems(c)]
+    assert not problems, problems
