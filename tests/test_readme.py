@@ -5,6 +5,7 @@ stack with the cost the stack's own plan estimates. The docs' links between them
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import json
 import re
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster.tools.cli import parser
+from gpucluster.tools.cli import parser as cli_parser
 from gpucluster.tools.plan.run.stackfile import stack_names
 from tests.conftest import ROOT
 
@@ -81,6 +82,11 @@ def _exists(path: str, base: Path = ROOT) -> bool:
 
 def named_paths(text: str) -> set[str]:
     return {p for w in _words(text) if (p := _as_path(w))}
+
+
+@functools.cache
+def parser() -> argparse.ArgumentParser:
+    return cli_parser()
 
 
 # --- gpucluster commands -----------------------------------------------------------------------------------
