@@ -268,9 +268,9 @@ def test_the_checks_catch_a_missing_path_a_fake_verb_and_a_fake_flag(tmp_path):
 # --- the walk-through and the program are real: planned as the README says, printing what it quotes ---------------
 
 
-def _fence(lang: str, first_line: str) -> str:
-    """The README's fenced block of ``lang`` whose first line starts with ``first_line``."""
-    blocks = re.findall(r"^```(\w*)\n(.*?)^```", README.read_text(), flags=re.M | re.S)  # in order: pairs stay paired
+def _fence(lang: str, first_line: str, doc: Path = README) -> str:
+    """The fenced block of ``lang`` in ``doc`` whose first line starts with ``first_line``."""
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```", doc.read_text(), flags=re.M | re.S)  # in order: pairs stay paired
     (block,) = [b for lng, b in blocks if lng == lang and b.startswith(first_line)]
     return block
 
@@ -329,6 +329,21 @@ def test_the_readmes_own_program_plans(tmp_path, capsys):
     assert code == 0, printed
     assert "train: 0 × p5.48xlarge now, max 2" in printed
     assert re.search(r"cost +\$0\.00/h idle \(desired sizes\), \$[\d,.]+/h full", printed), printed
+
+
+def test_the_stack_file_guide_plans_and_fails_as_shown(tmp_path, capsys):
+    """docs/stacks.md's minimal config plans; with the two mistakes it names, it fails as quoted."""
+    doc = ROOT / "docs" / "stacks.md"
+    minimal = _fence("yaml", "config:", doc)
+    project = _stack_project(tmp_path, "bad", minimal)
+    code, printed = _plan(capsys, project, "bad")
+    assert code == 0, printed
+    assert "p5: 0 × p5.48xlarge now, max 16" in printed
+    bad = minimal.replace("p5.48xlarge", "p5.48xl") + "      associatePublicIpAddress: true\n"
+    (project / "stacks" / "Pulumi.bad.yaml").write_text(bad)
+    code, printed = _plan(capsys, project, "bad")
+    assert code == 2
+    assert not _matches(_fence("", "stack 'bad' is invalid", doc), printed), printed
 
 
 def test_the_quoted_output_check_sees_a_difference():
