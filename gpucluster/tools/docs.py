@@ -80,7 +80,7 @@ def config_reference() -> str:
     lines = [
         "# Stack configuration reference",
         "",
-        "Generated from the spec models by `gpucluster docs`; do not edit. Keys live under the `gpucluster:`",
+        "Generated from the spec models by `gpucluster generate`; do not edit. Keys live under the `gpucluster:`",
         f"namespace of `stacks/Pulumi.<stack>.yaml`, except the region, which is `{REGION_KEY}`.",
         "",
     ]

@@ -142,14 +142,14 @@ def test_yaml_example_fits_the_providers_schema(component):
 
 
 def _readme_gpu_cluster() -> dict[str, Any]:
-    """The README's YAML program for GpuCluster (``Use the components from other languages``)."""
-    readme = (ROOT / "README.md").read_text()
+    """The documented YAML program for GpuCluster (docs/components.md, ``From other languages``)."""
+    readme = (ROOT / "docs" / "components.md").read_text()
     (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", readme, flags=re.S) if "gpucluster:index:GpuCluster" in b]
     return yaml.safe_load(block)["resources"]["cluster"]["properties"]
 
 
 def test_the_schema_check_reads_nesting_and_catches_misfits():
-    # GpuCluster analyzes on every branch: the README's YAML fits, and the check sees a wrong or missing key
+    # GpuCluster analyzes on every branch: the documented YAML fits, and the check sees a wrong or missing key
     # at any depth (so the YAML example's check is not vacuous while its components are expected failures).
     schema = _schema_of("GpuCluster")
     resource = schema["resources"][f"{NAME}:index:GpuCluster"]
