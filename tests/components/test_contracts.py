@@ -9,6 +9,7 @@ import inspect
 import itertools
 import pkgutil
 import typing
+from collections.abc import Callable
 
 import pulumi
 import pulumi_aws
@@ -17,7 +18,7 @@ import pytest
 import gpucluster.components
 from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs
 from gpucluster.config.naming import CLUSTER_TAG, MANAGED_BY_TAG
-from tests.components.contract_programs import PROGRAMS, built
+from tests.components.contract_programs import PROGRAMS, Built, built
 from tests.conftest import group, make_config
 
 
@@ -72,25 +73,32 @@ def _expected_token(cls: type) -> str:
     return f"gpucluster:{cls.__module__.split('.')[2]}:{cls.__name__}"
 
 
-def _constructed() -> dict[type, set[str]]:
+@pytest.fixture(scope="module")
+def runs() -> Callable[[str], Built]:
+    """The contract programs' runs, each built once (module scope: the module's tests share one pytest-xdist
+    worker, tests/conftest.py)."""
+    return built
+
+
+def _constructed(runs: Callable[[str], Built]) -> dict[type, set[str]]:
     """Each component class any contract program built → the type tokens it registered with."""
     tokens: dict[type, set[str]] = {}
     for program in PROGRAMS:
-        for cls, _, token in built(program).components:
+        for cls, _, token in runs(program).components:
             tokens.setdefault(cls, set()).add(token)
     return tokens
 
 
-def test_every_component_is_built_by_a_contract_program():
+def test_every_component_is_built_by_a_contract_program(runs):
     """Otherwise the checks on what a component builds (tokens, parents, tags, options) never see it."""
-    assert set(_constructed()) == set(PUBLIC) | set(INTERNAL)
+    assert set(_constructed(runs)) == set(PUBLIC) | set(INTERNAL)
 
 
 @pytest.mark.parametrize("cls", PUBLIC + INTERNAL, ids=lambda c: c.__name__)
-def test_token(cls):
+def test_token(runs, cls):
     """The token a component registers with, as built in the contract programs (and, for a public component, the
     ``TOKEN`` of its module that the provider schema publishes)."""
-    assert _constructed().get(cls) == {_expected_token(cls)}
+    assert _constructed(runs).get(cls) == {_expected_token(cls)}
     if _public(cls):
         assert inspect.getmodule(cls).TOKEN == _expected_token(cls)  # type: ignore[union-attr]
 
@@ -160,10 +168,10 @@ def _tags(inputs: dict) -> dict:
 
 
 @pytest.mark.parametrize("program", PROGRAMS)
-def test_every_resource_descends_from_the_root_component(program):
+def test_every_resource_descends_from_the_root_component(runs, program):
     """Every resource a component creates is its child, or a child of such a child (a namespace's policies go with
     the namespace): nothing escapes the tree the program's options flow down."""
-    plan = built(program).plan
+    plan = runs(program).plan
     by_urn = {r.urn: r for r in plan.resources}
     (root,) = [r for r in plan.resources if r.parent not in by_urn and not r.type.startswith("pulumi:providers:")]
     assert root.type.startswith("gpucluster:index:")
@@ -178,10 +186,10 @@ def test_every_resource_descends_from_the_root_component(program):
 
 
 @pytest.mark.parametrize("program", PROGRAMS)
-def test_options_reach_every_child(program):
+def test_options_reach_every_child(runs, program):
     """``protect`` given to the root component reaches every resource under it (through ``parent``), and so does
     a provider: every Kubernetes object uses the program's provider."""
-    run = built(program)
+    run = runs(program)
     resources = [r for r in run.plan.resources if not r.type.startswith("pulumi:providers:")]
     assert [r.name for r in resources if not r.protect] == []
     if run.provider is not None:
@@ -191,9 +199,9 @@ def test_options_reach_every_child(program):
 
 
 @pytest.mark.parametrize("program", [p for p in PROGRAMS if p.startswith("stack-")])
-def test_taggable_children_carry_the_cluster_tags(program):
+def test_taggable_children_carry_the_cluster_tags(runs, program):
     """Each taggable AWS resource carries the cluster tag, the managed-by tag and the stack's own tags."""
-    run = built(program)
+    run = runs(program)
     name = program.removeprefix("stack-")
     wanted = {CLUSTER_TAG: name, MANAGED_BY_TAG: "gpucluster", **run.tags}
     assert run.tags, "a stack without tags of its own cannot show they reach every resource"
