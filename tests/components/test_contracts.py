@@ -1,4 +1,8 @@
-"""Contracts every component keeps: type token, documented Args, parents, tags on taggable children."""
+"""Contracts every component keeps, public or internal (discovered under ``components/``, private helpers included):
+its type token, its constructor, documented Args (or parameters), every resource under the root component, the
+root's options reaching every child, the cluster's tags on every taggable AWS resource. The checks on what a
+component builds run over the programs of ``contract_programs.py`` (every shipped stack and the components no
+stack builds), and a test fails when a component is built by none of them."""
 
 from __future__ import annotations
 
@@ -39,7 +43,7 @@ COMPONENTS = component_classes()
 
 
 def _public(cls: type) -> bool:
-    """A component a program uses: its module, and no folder above it, is private (``_``)."""
+    """A component a program uses: neither its module nor a folder above it is private (``_``)."""
     return not any(part.startswith("_") for part in cls.__module__.split(".")[2:])
 
 
