@@ -42,6 +42,7 @@ from tests.e2e.slurm_harness import (  # noqa: F401  (the test takes these from 
     local_keys,
     marked_pids,
     node_line,
+    power_programs,
     script,
 )
 from tests.render.hybrid.bundle_site import files_of, site_settings_lines, stack_config, text
@@ -86,15 +87,14 @@ def site_config(run_dir: Path) -> dict[str, Any]:
     return config
 
 
-def local_cloud_conf(conf: str, ports: dict[str, int], program: Path) -> str:
+def local_cloud_conf(conf: str, ports: dict[str, int], programs: dict[str, str]) -> str:
     """cloud.conf on one machine: one line per node with its own port, this machine's size, short timers,
     and the test's program (which runs the bundle's wrapper) in place of the wrappers' paths."""
     out: list[str] = []
     for line in conf.splitlines():
         key = line.split("=", 1)[0]
-        if key in ("ResumeProgram", "SuspendProgram", "ResumeFailProgram"):
-            command = {"ResumeProgram": "resume", "SuspendProgram": "suspend", "ResumeFailProgram": "resume-fail"}[key]
-            out.append(f"{key}={program}-{command}")
+        if key in programs:
+            out.append(f"{key}={programs[key]}")
         elif key == "NodeName":
             fields = dict(f.split("=", 1) for f in line.split())
             for node in hostlist.expand(fields["NodeName"]):
@@ -174,12 +174,7 @@ class HybridSite(LocalSlurm):
         }
         settings_path = run_dir / "etc" / "programs.json"
         settings_path.write_text(json.dumps(self.settings))
-        program = run_dir / "site" / "program"
-        for command in ("resume", "suspend", "resume-fail"):
-            script(
-                Path(f"{program}-{command}"),
-                f'exec "{sys.executable}" "{HERE / "bundle_programs.py"}" "{settings_path}" {command} "$1"\n',
-            )
+        programs = power_programs(run_dir / "site" / "program-", HERE / "bundle_programs.py", settings_path)
         cloud_nodes = [f"p5-{i}" for i in range(1, CLOUD_NODES + 1)]
         ports = {n: free_port() for n in [*SITE, *cloud_nodes]}
         self.ctld_port = free_port()
@@ -190,7 +185,7 @@ class HybridSite(LocalSlurm):
         etc.joinpath("slurm.conf").write_text(
             local_conf(run_dir, site_settings_lines(self.files), self.ctld_port, ports, task_prolog)
         )
-        etc.joinpath("cloud.conf").write_text(local_cloud_conf(text(self.files, "cloud.conf"), ports, program))
+        etc.joinpath("cloud.conf").write_text(local_cloud_conf(text(self.files, "cloud.conf"), ports, programs))
         etc.joinpath("gres.conf").write_text("AutoDetect=off\nInclude cloud_gres.conf\n")
         etc.joinpath("cloud_gres.conf").write_text(local_gres_conf(text(self.files, "cloud_gres.conf"), run_dir / "dev", 2))
         etc.joinpath("topology.conf").write_text(

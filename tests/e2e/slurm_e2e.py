@@ -37,7 +37,7 @@ from tests.e2e.slurm_harness import (  # noqa: F401  (the tests take the harness
     local_gres_conf,
     local_keys,
     marked_pids,
-    script,
+    power_programs,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -265,12 +265,7 @@ class SlurmCluster(LocalSlurm):
         }
         settings_path = run_dir / "etc" / "programs.json"
         settings_path.write_text(json.dumps(self.settings, indent=1))
-        programs: dict[str, str] = {}
-        for key, command in (("ResumeProgram", "resume"), ("SuspendProgram", "suspend"), ("ResumeFailProgram", "resume-fail")):
-            programs[key] = script(
-                run_dir / "bin" / f"slurm-{command}",
-                f'exec "{sys.executable}" "{HERE / "slurm_programs.py"}" "{settings_path}" {command} "$1"\n',
-            )
+        programs = power_programs(run_dir / "bin" / "slurm-", HERE / "slurm_programs.py", settings_path)
         # the rendered TaskProlog, reading this run's copy of the node's NCCL environment
         nccl_env = run_dir / "etc" / "nccl.env"
         nccl_env.write_text(rendered.nccl_env)

@@ -24,6 +24,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -95,6 +96,20 @@ def script(path: Path, body: str) -> str:
     path.write_text("#!/bin/sh\n" + body)
     path.chmod(0o755)
     return str(path)
+
+
+POWER_PROGRAMS = {"ResumeProgram": "resume", "SuspendProgram": "suspend", "ResumeFailProgram": "resume-fail"}
+"""slurm.conf's power-saving programs and the command each passes to a test's program."""
+
+
+def power_programs(prefix: Path, program: Path, settings: Path) -> dict[str, str]:
+    """The ResumeProgram/SuspendProgram/ResumeFailProgram hooks of a cloud node test: ``<prefix><command>`` scripts
+    that run ``python program SETTINGS COMMAND HOSTLIST`` (slurmctld gives a program no PATH: absolute paths only).
+    The program runs the agent and stands in for the cloud (``slurm_programs.py``: a slurmd per launched node)."""
+    return {
+        key: script(Path(f"{prefix}{command}"), f'exec "{sys.executable}" "{program}" "{settings}" {command} "$1"\n')
+        for key, command in POWER_PROGRAMS.items()
+    }
 
 
 def fake_gpus(dev_dir: Path, count: int) -> None:
