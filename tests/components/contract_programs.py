@@ -36,6 +36,8 @@ class Built:
     components: list[tuple[type, str, str]]
     tags: dict[str, str]
     """The tags the program gave its cluster (every taggable AWS resource must carry them)."""
+    cluster: str | None = None
+    """The cluster name the program gave (the cluster tag's value); None: the program creates no AWS resource."""
     provider: str | None = None
     """The name of the provider the program passed in the root component's options."""
 
@@ -68,7 +70,7 @@ def _record(program: Callable[[], object], region: str = "us-east-1") -> tuple[P
 def _stack(stack: str) -> Built:
     args, region = _stack_args(stack)
     plan, components = _record(lambda: GpuCluster(stack, GpuClusterArgs(**args), pulumi.ResourceOptions(protect=True)), region)
-    return Built(plan, components, tags=dict(args.get("tags") or {}))
+    return Built(plan, components, tags=dict(args.get("tags") or {}), cluster=stack)
 
 
 def _on_prem_platform() -> Built:
@@ -95,9 +97,50 @@ def _on_prem_platform() -> Built:
     return Built(plan, components, tags={}, provider="dc1")
 
 
+def _alone(build: Callable[[pulumi.ResourceOptions], object], tags: dict[str, str]) -> Callable[[], Built]:
+    """A public component used on its own in a user's program (its Args as the component's tests write them, cluster
+    ``c``), with ``protect`` in its options: the paths only a component alone takes (a node group creating its own
+    role, a Slurm cluster in a given VPC) are checked too."""
+
+    def run() -> Built:
+        plan, components = _record(lambda: build(pulumi.ResourceOptions(protect=True)))
+        return Built(plan, components, tags=tags, cluster="c")
+
+    return run
+
+
+def _alone_programs() -> dict[str, Callable[[], Built]]:
+    from gpucluster.components.compute.gpu_node_group import GpuNodeGroup
+    from gpucluster.components.network.network import Network
+    from gpucluster.components.slurm.slurm_cluster import SlurmCluster
+    from gpucluster.components.storage.data_bucket import DataBucket
+    from gpucluster.components.storage.lustre_storage import LustreStorage
+    from tests.components.compute.test_gpu_node_group import args as node_group_args
+    from tests.components.slurm.test_slurm_cluster_args import minimal as slurm_args
+    from tests.components.storage.test_lustre_args import WIRING
+
+    team = {"team": "ml"}
+    return {
+        "alone-GpuNodeGroup": _alone(lambda opts: GpuNodeGroup("c-gpu", node_group_args(), opts), team),
+        "alone-Network": _alone(
+            lambda opts: Network(
+                "n", {"cluster_name": "c", "region": "us-east-1", "availability_zones": ["us-east-1a"], "tags": team}, opts
+            ),
+            team,
+        ),
+        "alone-DataBucket": _alone(lambda opts: DataBucket("d", {"cluster_name": "c", "tags": team}, opts), team),
+        "alone-LustreStorage": _alone(
+            lambda opts: LustreStorage("l", {**WIRING, "storage_capacity_gib": 1200, "throughput_per_unit_storage": 125}, opts),
+            {},
+        ),
+        "alone-SlurmCluster": _alone(lambda opts: SlurmCluster("c-slurm", {**slurm_args(), "cluster_name": "c"}, opts), {}),
+    }
+
+
 PROGRAMS: dict[str, Callable[[], Built]] = {
     **{f"stack-{s}": (lambda s=s: _stack(s)) for s in STACKS},
     "kubernetes-on-prem": _on_prem_platform,
+    **_alone_programs(),
 }
 
 
