@@ -27,12 +27,16 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .config import load_config
-from .contract import ConfigError
+from .contract import AgentConfig, ConfigError
 from .contract.site import SiteRun, hand_off
 from .power.apitime import ApiTimer
 from .power.state import LockTimeout
+
+if TYPE_CHECKING:  # the agent imports boto3: only once the config is known to be good
+    from .agent import Agent
 
 log = logging.getLogger("gpucluster_agents")
 
@@ -76,15 +80,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args_list: list[str] = list(sys.argv[1:] if argv is None else argv)
-    parser = _parser()
-    try:
-        args = parser.parse_args(args_list)
-    except SystemExit as exc:
-        return EXIT_USAGE if exc.code else EXIT_OK
-    if args.command in ("resume", "suspend", "resume-fail", *GROUP_COMMANDS) and not args.hostlist.strip():
-        sys.stderr.write(f"gpucluster-agent: {args.command} needs a hostlist\n")
-        return EXIT_USAGE
+    args = _parse_args(list(sys.argv[1:] if argv is None else argv))
+    if isinstance(args, int):
+        return args
     try:
         cfg = load_config(args.config)
     except ConfigError as exc:
@@ -100,12 +98,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.hostlist:
             if site_run is not None:
                 site_run.wait()
-            log.removeHandler(handler)
-            handler.close()
+            _close(handler)
             return EXIT_OK
+    try:
+        _run(cfg, args.command, args.hostlist, site_run)
+    finally:
+        _close(handler)
+    return EXIT_OK
+
+
+def _parse_args(args_list: list[str]) -> argparse.Namespace | int:
+    """The parsed command line, or the exit status of a bad (or ``--help``) one."""
+    try:
+        args = _parser().parse_args(args_list)
+    except SystemExit as exc:
+        return EXIT_USAGE if exc.code else EXIT_OK
+    if args.command in ("resume", "suspend", "resume-fail", *GROUP_COMMANDS) and not args.hostlist.strip():
+        sys.stderr.write(f"gpucluster-agent: {args.command} needs a hostlist\n")
+        return EXIT_USAGE
+    return args
+
+
+def _close(handler: logging.Handler) -> None:
+    log.removeHandler(handler)
+    handler.close()
+
+
+def _run(cfg: AgentConfig, command: str, hostlist: str, site_run: SiteRun | None) -> None:
+    """Run ``command`` with the agent; log (never raise) its failure, then wait for the site's program and log
+    the run's timings."""
     started = time.monotonic()
     nodes: list[str] = []
-    agent = None
+    agent: Agent | None = None
     timer: ApiTimer | None = None
     try:
         from .agent import Agent  # boto3 import deferred until the config is known to be good
@@ -114,55 +138,66 @@ def main(argv: Sequence[str] | None = None) -> int:
         timer = ApiTimer().attach(agent.ec2.client)
         if agent.maps is not None:
             timer.attach(agent.maps.client)
-        nodes = agent.expand(args.hostlist) if args.command not in GROUP_COMMANDS else []
-        log.info("start %s hostlist=%r nodes=%d", args.command, args.hostlist, len(nodes))
-        if args.command == "resume":
-            agent.resume(nodes)
-        elif args.command == "suspend":
-            agent.suspend(nodes)
-        elif args.command == "resume-fail":
-            agent.resume_fail(nodes)
-        elif args.command == "topology":
-            agent.topology()
-        elif args.command == "status":
-            sys.stdout.write("".join(line + "\n" for line in agent.status()))
-        elif args.command == "clear-protect":
-            agent.clear_protect([g for g in args.hostlist.split(",") if g])
-        elif args.command == "release-brake":
-            sys.stdout.write("".join(line + "\n" for line in agent.release_brake([g for g in args.hostlist.split(",") if g])))
-        else:
-            agent.maintain()
+        nodes = agent.expand(hostlist) if command not in GROUP_COMMANDS else []
+        log.info("start %s hostlist=%r nodes=%d", command, hostlist, len(nodes))
+        _dispatch(agent, command, hostlist, nodes)
     except LockTimeout as exc:
-        log.error("%s: %s", args.command, exc)
-        if agent is not None and args.command == "resume" and nodes:
+        log.error("%s: %s", command, exc)
+        if agent is not None and command == "resume" and nodes:
             agent.slurm.set_down(nodes, "gpucluster: agent lock timeout")
     except Exception:
-        log.exception("%s failed", args.command)
-        # only nodes left without an instance: a node that got one boots and registers (a DOWN would kill its job)
-        down = agent.unplaced(nodes) if agent is not None and args.command == "resume" else []
-        if down:
-            try:
-                agent.slurm.set_down(down, "gpucluster: agent error, see agent log")  # pyright: ignore[reportOptionalMemberAccess]
-            except Exception:
-                log.exception("could not set nodes down")
+        log.exception("%s failed", command)
+        if agent is not None and command == "resume":
+            _set_unplaced_down(agent, nodes)
     finally:
         if site_run is not None:
             site_run.wait()
-        total = time.monotonic() - started
-        api = timer.api_seconds if timer else 0.0
-        if agent is not None:
-            log.info("scontrol: %d calls, %.3fs", agent.slurm.calls, agent.slurm.seconds)
-        log.info(
-            "end %s in %.3fs: own %.3fs, waiting on EC2 %.3fs (%d calls)",
-            args.command,
-            total,
-            total - api,
-            api,
-            timer.calls if timer else 0,
-        )
-        log.removeHandler(handler)
-        handler.close()
-    return EXIT_OK
+        _log_end(command, started, agent, timer)
+
+
+def _dispatch(agent: Agent, command: str, hostlist: str, nodes: list[str]) -> None:
+    if command == "resume":
+        agent.resume(nodes)
+    elif command == "suspend":
+        agent.suspend(nodes)
+    elif command == "resume-fail":
+        agent.resume_fail(nodes)
+    elif command == "topology":
+        agent.topology()
+    elif command == "status":
+        sys.stdout.write("".join(line + "\n" for line in agent.status()))
+    elif command == "clear-protect":
+        agent.clear_protect([g for g in hostlist.split(",") if g])
+    elif command == "release-brake":
+        sys.stdout.write("".join(line + "\n" for line in agent.release_brake([g for g in hostlist.split(",") if g])))
+    else:
+        agent.maintain()
+
+
+def _set_unplaced_down(agent: Agent, nodes: list[str]) -> None:
+    """After a failed resume: only nodes left without an instance go DOWN (a node that got one boots and
+    registers; a DOWN would kill its job)."""
+    down = agent.unplaced(nodes)
+    if down:
+        try:
+            agent.slurm.set_down(down, "gpucluster: agent error, see agent log")
+        except Exception:
+            log.exception("could not set nodes down")
+
+
+def _log_end(command: str, started: float, agent: Agent | None, timer: ApiTimer | None) -> None:
+    total = time.monotonic() - started
+    api = timer.api_seconds if timer else 0.0
+    if agent is not None:
+        log.info("scontrol: %d calls, %.3fs", agent.slurm.calls, agent.slurm.seconds)
+    log.info(
+        "end %s in %.3fs: own %.3fs, waiting on EC2 %.3fs (%d calls)",
+        command,
+        total,
+        total - api,
+        api,
+        timer.calls if timer else 0,
+    )
 
 
 def console_main() -> None:  # pragma: no cover - console-script shim

@@ -36,6 +36,8 @@ class EksNodeTemplate(NodeGroupResource):
     def __init__(
         self, name: str, group: ResolvedNodeGroup, wiring: NodeWiring, opts: pulumi.ResourceOptions | None = None
     ) -> None:
+        """``group``: the resolved group its template is laid out from; ``wiring``: the subnets, security groups
+        and user data it takes from the EKS cluster."""
         super().__init__(TOKEN, name, None, opts)
         self._build(name, group, wiring, EKS_MANAGED, auto_scaling=False)
 

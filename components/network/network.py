@@ -14,7 +14,7 @@ from gpucluster.components._shared.security import BOTH_WAYS, allow
 from gpucluster.components.network._flow_logs import create_flow_log
 from gpucluster.config.checks.network import check_flow_logs_section, check_network_section
 from gpucluster.config.errors import error, raise_for
-from gpucluster.config.naming import with_name
+from gpucluster.config.naming import cluster_tags, with_name
 from gpucluster.config.network import NetworkSpec, plan_subnets
 
 TOKEN = "gpucluster:index:Network"
@@ -66,7 +66,7 @@ def network_from_args(args: NetworkArgs, inputs: Inputs) -> tuple[NetworkSpec, _
         pulumi.log.info(finding.render()) if finding.level.value == "info" else pulumi.log.warn(finding.render())
     flow_logs = net.flow_logs.model_copy(update={"protect": True if net.flow_logs.protect is None else net.flow_logs.protect})
     resolved = net.model_copy(update={"availability_zones": tuple(zones), "flow_logs": flow_logs})
-    return resolved, _Wiring(args["cluster_name"], region, dict(args.get("tags", {})))
+    return resolved, _Wiring(args["cluster_name"], region, cluster_tags(args["cluster_name"], args.get("tags", {})))
 
 
 class Network(pulumi.ComponentResource):

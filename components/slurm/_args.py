@@ -29,6 +29,7 @@ from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import ConfigError, Finding, error, errors_in
 from gpucluster.config.hybrid import HybridSpec
 from gpucluster.config.mounts import check_mount_options, check_mount_point
+from gpucluster.config.naming import cluster_tags
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.slurm import SlurmSpec
 from gpucluster.config.storage import LustreSpec
@@ -160,7 +161,7 @@ def build_from_args(args: Mapping[str, Any], region: str, catalog: Catalog) -> S
         security_group_ids=args["security_group_ids"],
         user_data=user_data,
         shared_storage=[lustre[0]] if lustre is not None else [],
-        tags=dict(resolved.tags),
+        tags=cluster_tags(resolved.name, resolved.tags),
         inputs=inputs,
     )
 

@@ -23,5 +23,8 @@ class SlurmNodeGroup(NodeGroupResource):
         static: bool,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """``group``: the resolved group its template is laid out from; ``wiring``: the subnets, security groups,
+        user data and instance profile it takes from the cluster; ``static``: the group's Slurm ``mode`` is
+        static (add the Auto Scaling group that keeps its nodes running)."""
         super().__init__(TOKEN, name, None, opts)
         self._build(name, group, wiring, SLURM, auto_scaling=static)

@@ -58,7 +58,8 @@ class AgentTeardown(pulumi.ComponentResource):
         network: pulumi.Inputs,
         parent: pulumi.Resource,
     ) -> None:
-        """``after``: resources it must be deleted before (launch templates, instance profile); ``network``:
+        """``cluster``: the cluster tag's value of the instances it terminates; ``region``: their region.
+        ``after``: resources it must be deleted before (launch templates, instance profile); ``network``:
         the subnet and security group ids, recorded as its inputs so it is deleted before those too."""
         self.hook = teardown_hook(name, cluster, region, pulumi.Config("aws").get("profile"))
         binding = pulumi.ResourceHookBinding(before_delete=[self.hook])

@@ -15,7 +15,7 @@ from gpucluster.components._shared.buckets import private_bucket
 from gpucluster.components._shared.config_types import BucketConfig
 from gpucluster.components._shared.inputs import Inputs, validate
 from gpucluster.config.errors import ConfigError, error
-from gpucluster.config.naming import with_name
+from gpucluster.config.naming import cluster_tags, with_name
 from gpucluster.config.storage import BucketSpec
 
 TOKEN = "gpucluster:index:DataBucket"
@@ -91,7 +91,7 @@ class DataBucket(pulumi.ComponentResource):
         protect, cluster_name = args.get("protect", True), args["cluster_name"]
         child = pulumi.ResourceOptions(parent=self)
         keep = pulumi.ResourceOptions(parent=self, protect=protect, retain_on_delete=protect)
-        tags = with_name(args.get("tags", {}), f"{cluster_name}-data")
+        tags = with_name(cluster_tags(cluster_name, args.get("tags", {})), f"{cluster_name}-data")
         invoke = pulumi.InvokeOutputOptions(parent=self)
         identity = aws.get_caller_identity_output(opts=invoke)
         partition = aws.get_partition_output(opts=invoke)

@@ -26,7 +26,7 @@ from gpucluster.components.storage._setup import SetupHost, setup_host, setup_ne
 from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.checks.storage import check_lustre_settings
 from gpucluster.config.errors import error, raise_for
-from gpucluster.config.naming import with_name
+from gpucluster.config.naming import cluster_tags, with_name
 from gpucluster.config.sizing import size_lustre
 from gpucluster.config.storage import MAX_NO_SQUASH_NIDS, DataRepositorySpec, LustreSpec, WorkloadSpec
 from gpucluster.render.node import LustreMount
@@ -128,7 +128,7 @@ def lustre_from_args(args: LustreStorageArgs, inputs: Inputs) -> tuple[LustreSpe
         admin_host_ips=tuple(admins),
         bucket_name=args.get("bucket_name"),
         protect=args.get("protect", True),
-        tags=dict(args.get("tags", {})),
+        tags=cluster_tags(args["cluster_name"], args.get("tags", {})),
     )
     return resolve_lustre(fs, sizing), wiring
 

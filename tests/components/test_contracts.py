@@ -1,4 +1,8 @@
-"""Contracts every component keeps: type token, documented Args, parents, tags on taggable children."""
+"""Contracts every component keeps, public or internal (discovered under ``components/``, private helpers included):
+its type token, its constructor, documented Args (or parameters), every resource under the root component, the
+root's options reaching every child, the cluster's tags on every taggable AWS resource. The checks on what a
+component builds run over the programs of ``contract_programs.py`` (every shipped stack and the components no
+stack builds), and a test fails when a component is built by none of them."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import inspect
 import itertools
 import pkgutil
 import typing
+from collections.abc import Callable
 
 import pulumi
 import pulumi_aws
@@ -17,18 +22,16 @@ import pytest
 import gpucluster.components
 from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs
 from gpucluster.config.naming import CLUSTER_TAG, MANAGED_BY_TAG
-from gpucluster.facts.catalog import load_catalog
-from gpucluster.load import load_spec
+from tests.components.contract_programs import PROGRAMS, Built, built
 from tests.conftest import group, make_config
 
 
 def component_classes() -> list[type[pulumi.ComponentResource]]:
-    """The public components: classes of the modules of ``gpucluster.components`` and its families whose names do
-    not start with ``_`` (a private helper's classes are not components a program uses)."""
+    """Every ``ComponentResource`` subclass defined under ``components/``: the public components of its modules and
+    families, and the internal ones of its private helpers (``SlurmNodeGroup``, ``EksNodeTemplate``,
+    ``AgentTeardown`` ...), which a stack builds as children and which keep the same contracts."""
     found = []
     for mod in pkgutil.walk_packages(gpucluster.components.__path__, "gpucluster.components."):
-        if mod.ispkg or any(part.startswith("_") for part in mod.name.split(".")[2:]):
-            continue
         module = importlib.import_module(mod.name)
         for _, cls in inspect.getmembers(module, inspect.isclass):
             if issubclass(cls, pulumi.ComponentResource) and cls.__module__ == module.__name__:
@@ -39,18 +42,89 @@ def component_classes() -> list[type[pulumi.ComponentResource]]:
 COMPONENTS = component_classes()
 
 
+def _public(cls: type) -> bool:
+    """A component a program uses: neither its module nor a folder above it is private (``_``)."""
+    return not any(part.startswith("_") for part in cls.__module__.split(".")[2:])
+
+
+def _bases(cls: type) -> list[type]:
+    """The discovered components ``cls`` builds on (``NodeGroupResource`` for the node group variants)."""
+    return [b for b in cls.__mro__[1:] if b in COMPONENTS]
+
+
+BASES = {b for cls in COMPONENTS for b in _bases(cls)}
+"""Components only built through a subclass (checked through them)."""
+PUBLIC = [c for c in COMPONENTS if _public(c) and c not in BASES]
+INTERNAL = [c for c in COMPONENTS if not _public(c) and c not in BASES]
+
+
 def test_there_are_components():
     names = {c.__name__ for c in COMPONENTS}
-    assert {"GpuCluster", "Network", "GpuNodeGroup"} <= names
+    assert {"GpuCluster", "Network", "GpuNodeGroup"} <= {c.__name__ for c in PUBLIC}
+    assert {"SlurmNodeGroup", "EksNodeTemplate", "AgentTeardown"} <= {c.__name__ for c in INTERNAL} <= names
+    assert {b.__name__ for b in BASES} == {"NodeGroupResource"}
 
 
-@pytest.mark.parametrize("cls", COMPONENTS, ids=lambda c: c.__name__)
-def test_token_and_constructor(cls):
-    module = inspect.getmodule(cls)
-    assert module is not None and module.TOKEN == f"gpucluster:index:{cls.__name__}"
+def _expected_token(cls: type) -> str:
+    """``gpucluster:index:<ClassName>`` for a public component. A variant of a public component (a class sharing its
+    base) registers as that component, so a node group's URNs do not depend on which variant built it. Any other
+    internal component: ``gpucluster:<family>:<ClassName>`` (the family folder it lives in)."""
+    if _public(cls):
+        return f"gpucluster:index:{cls.__name__}"
+    for public in PUBLIC:
+        if set(_bases(public)) & set(_bases(cls)):
+            return f"gpucluster:index:{public.__name__}"
+    return f"gpucluster:{cls.__module__.split('.')[2]}:{cls.__name__}"
+
+
+@pytest.fixture(scope="module")
+def runs() -> Callable[[str], Built]:
+    """The contract programs' runs, each built once (module scope: the module's tests share one pytest-xdist
+    worker, tests/conftest.py)."""
+    return built
+
+
+def _constructed(runs: Callable[[str], Built]) -> dict[type, set[str]]:
+    """Each component class any contract program built → the type tokens it registered with."""
+    tokens: dict[type, set[str]] = {}
+    for program in PROGRAMS:
+        for cls, _, token in runs(program).components:
+            tokens.setdefault(cls, set()).add(token)
+    return tokens
+
+
+def test_every_component_is_built_by_a_contract_program(runs):
+    """Otherwise the checks on what a component builds (tokens, parents, tags, options) never see it."""
+    assert set(_constructed(runs)) == set(PUBLIC) | set(INTERNAL)
+
+
+@pytest.mark.parametrize("cls", PUBLIC + INTERNAL, ids=lambda c: c.__name__)
+def test_token(runs, cls):
+    """The token a component registers with, as built in the contract programs (and, for a public component, the
+    ``TOKEN`` of its module that the provider schema publishes)."""
+    assert _constructed(runs).get(cls) == {_expected_token(cls)}
+    if _public(cls):
+        assert inspect.getmodule(cls).TOKEN == _expected_token(cls)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("cls", PUBLIC, ids=lambda c: c.__name__)
+def test_constructor(cls):
     params = list(inspect.signature(cls.__init__).parameters)
     assert params[:4] == ["self", "name", "args", "opts"]
     assert inspect.signature(cls.__init__).parameters["opts"].default is None
+
+
+@pytest.mark.parametrize("cls", INTERNAL, ids=lambda c: c.__name__)
+def test_internal_constructor_takes_a_name_and_a_place_and_documents_its_parameters(cls):
+    """An internal component has no Args class (it takes resolved values): its parameters are documented in its
+    class or ``__init__`` docstring instead (as ``name``), and it takes ``opts`` or ``parent`` (its place in the
+    tree: what reaches its parent reaches its children)."""
+    params = list(inspect.signature(cls.__init__).parameters)
+    assert params[:2] == ["self", "name"]
+    assert "opts" in params or "parent" in params
+    docs = (cls.__doc__ or "") + (cls.__init__.__doc__ or "")
+    undocumented = [p for p in params[2:] if p not in ("opts", "parent") and f"``{p}``" not in docs]
+    assert undocumented == [], f"{cls.__name__}: document {undocumented} in its docstring"
 
 
 def _documented(cls: type) -> set[str]:
@@ -69,7 +143,7 @@ def _documented(cls: type) -> set[str]:
     return documented
 
 
-@pytest.mark.parametrize("cls", COMPONENTS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", PUBLIC, ids=lambda c: c.__name__)
 def test_args_class_fields_are_documented(cls):
     module = inspect.getmodule(cls)
     args_cls = getattr(module, f"{cls.__name__}Args")
@@ -95,6 +169,47 @@ def _tags(inputs: dict) -> dict:
     if isinstance(tags, list):  # Auto Scaling groups take a list of {key, value}
         return {t["key"]: t["value"] for t in tags}
     return tags
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_every_resource_descends_from_the_root_component(runs, program):
+    """Every resource a component creates is its child, or a child of such a child (a namespace's policies go with
+    the namespace): nothing escapes the tree the program's options flow down."""
+    plan = runs(program).plan
+    by_urn = {r.urn: r for r in plan.resources}
+    (root,) = [r for r in plan.resources if r.parent not in by_urn and not r.type.startswith("pulumi:providers:")]
+    assert root.type.startswith("gpucluster:index:")
+    for r in plan.resources:
+        if r is root or r.type.startswith("pulumi:providers:"):
+            continue
+        chain = [r]
+        while chain[-1].parent in by_urn:
+            chain.append(by_urn[chain[-1].parent])
+        assert chain[-1] is root, f"{r.name} is not under {root.name}: {[c.name for c in chain]}"
+        assert not by_urn[r.parent].custom or r.type.startswith("kubernetes:"), f"{r.name} is parented to a resource"
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_options_reach_every_child(runs, program):
+    """``protect`` given to the root component reaches every resource under it (through ``parent``), and so does
+    a provider: every Kubernetes object uses the program's provider."""
+    run = runs(program)
+    resources = [r for r in run.plan.resources if not r.type.startswith("pulumi:providers:")]
+    assert [r.name for r in resources if not r.protect] == []
+    if run.provider is not None:
+        provider = run.plan.by_name(run.provider, "pulumi:providers:kubernetes").urn
+        objects = [r for r in resources if r.custom and r.type.startswith("kubernetes:")]
+        assert objects and [r.name for r in objects if not (r.provider or "").startswith(provider)] == []
+
+
+@pytest.mark.parametrize("program", [p for p in PROGRAMS if p != "kubernetes-on-prem"])
+def test_taggable_children_carry_the_cluster_tags(runs, program):
+    """Each taggable AWS resource carries the cluster tag, the managed-by tag and the program's own tags."""
+    run = runs(program)
+    wanted = {CLUSTER_TAG: run.cluster, MANAGED_BY_TAG: "gpucluster", **run.tags}
+    taggable = [r for r in run.plan.resources if r.custom and _taggable(r.type)]
+    assert len(taggable) > (10 if program.startswith("stack-") else 0)
+    assert [r.name for r in taggable if not _tags(r.inputs).items() >= wanted.items()] == []
 
 
 FULL_CLUSTERS = {
@@ -129,14 +244,6 @@ def test_full_cluster_children_have_parents_and_tags(run_components, config):
     assert untagged == []
     taggable = [r for r in plan.resources if r.custom and _taggable(r.type)]
     assert len(taggable) > 10
-
-
-def test_opts_reach_the_component(run_components):
-    spec = load_spec(make_config(), stack="c").spec
-    plan = run_components(lambda: GpuCluster._from_spec("c", spec, load_catalog(), opts=pulumi.ResourceOptions(protect=True)))
-    cluster = plan.by_name("c")
-    assert cluster.protect
-    assert all(r.protect for r in plan.resources), "protect should flow to children through parent"
 
 
 KEPT_WITH_DATA = (

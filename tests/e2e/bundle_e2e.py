@@ -17,10 +17,9 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
-import time
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,18 +27,23 @@ from gpucluster.load import load_spec
 from gpucluster.render.hybrid.bundle import AwsValues
 from gpucluster.render.hybrid.bundle_slurm import site_of
 from gpucluster_agents.contract import hostlist
-from gpucluster_agents.power.slurm import NodeState, parse_show_nodes
-from tests.agents.moto_env import MotoServer, World, free_port, instances, make_world, node_instances  # noqa: F401
-from tests.e2e.slurm_e2e import (  # noqa: F401  (the test takes these from here)
+from tests.agents.moto_env import MotoServer, World, instances, make_world, node_instances  # noqa: F401
+from tests.e2e.slurm_harness import (  # noqa: F401  (the test takes these from here)
     MARKER_KEY,
-    SBATCH,
     SCONTROL,
     SLURMCTLD,
     SLURMD,
+    LocalSlurm,
     build_uptime_shim,
+    conf_lines,
+    fake_gpus,
+    free_port,
     local_gres_conf,
+    local_keys,
     marked_pids,
-    stop_cluster,
+    node_line,
+    power_programs,
+    script,
 )
 from tests.render.hybrid.bundle_site import files_of, site_settings_lines, stack_config, text
 
@@ -83,22 +87,14 @@ def site_config(run_dir: Path) -> dict[str, Any]:
     return config
 
 
-def script(path: Path, body: str) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("#!/bin/sh\n" + body)
-    path.chmod(0o755)
-    return str(path)
-
-
-def local_cloud_conf(conf: str, ports: dict[str, int], program: Path) -> str:
+def local_cloud_conf(conf: str, ports: dict[str, int], programs: dict[str, str]) -> str:
     """cloud.conf on one machine: one line per node with its own port, this machine's size, short timers,
     and the test's program (which runs the bundle's wrapper) in place of the wrappers' paths."""
     out: list[str] = []
     for line in conf.splitlines():
         key = line.split("=", 1)[0]
-        if key in ("ResumeProgram", "SuspendProgram", "ResumeFailProgram"):
-            command = {"ResumeProgram": "resume", "SuspendProgram": "suspend", "ResumeFailProgram": "resume-fail"}[key]
-            out.append(f"{key}={program}-{command}")
+        if key in programs:
+            out.append(f"{key}={programs[key]}")
         elif key == "NodeName":
             fields = dict(f.split("=", 1) for f in line.split())
             for node in hostlist.expand(fields["NodeName"]):
@@ -118,35 +114,18 @@ def local_cloud_conf(conf: str, ports: dict[str, int], program: Path) -> str:
 def local_conf(run_dir: Path, settings_lines: list[str], ctld_port: int, ports: dict[str, int], task_prolog: Path) -> str:
     """The site's own slurm.conf, run as root in ``run_dir``, with slurm.conf.site merged and cloud.conf last; the
     bundle's TaskProlog installed at ``task_prolog`` (INSTALL.md's path needs root on the test machine)."""
-    d = run_dir
-    base = [
-        "ClusterName=site",
-        "SlurmctldHost=localhost",
-        "SlurmUser=root",
-        "SlurmdUser=root",
-        "AuthType=auth/none",
-        "CredType=cred/none",
-        f"SlurmctldPort={ctld_port}",
-        f"SlurmdPort={ctld_port + 1}",
-        f"StateSaveLocation={d / 'state'}",
-        f"SlurmdSpoolDir={d / 'spool' / '%n'}",
-        f"SlurmctldPidFile={d / 'slurmctld.pid'}",
-        f"SlurmdPidFile={d / 'pids' / 'slurmd-daemon-%n.pid'}",
-        f"SlurmctldLogFile={d / 'log' / 'slurmctld.log'}",
-        f"SlurmdLogFile={d / 'log' / 'slurmd-%n.log'}",
-        "SlurmctldDebug=debug",
-        "ProctrackType=proctrack/pgid",
-        "TaskPlugin=task/none",
-        "JobAcctGatherType=jobacct_gather/none",
-        "SelectType=select/cons_tres",
-        "SelectTypeParameters=CR_Core",
-        "AccountingStorageType=accounting_storage/none",
-        "MailProg=/bin/true",
-        "ReturnToService=2",
-        "AuthInfo=cred_expire=10",
-        "SchedulerParameters=sched_interval=2,bf_interval=2",
-    ]
-    base += [f"NodeName={n} NodeAddr=127.0.0.1 Port={ports[n]} CPUs=1 RealMemory=512 State=UNKNOWN" for n in SITE]
+    keys = {
+        "ClusterName": "site",
+        **local_keys(run_dir, ctld_port, ctld_port + 1),
+        "SlurmctldDebug": "debug",
+        "SelectType": "select/cons_tres",
+        "SelectTypeParameters": "CR_Core",
+        "AccountingStorageType": "accounting_storage/none",
+        "ReturnToService": "2",
+        "AuthInfo": "cred_expire=10",
+        "SchedulerParameters": "sched_interval=2,bf_interval=2",
+    }
+    base = conf_lines(keys) + [node_line(n, ports[n], State="UNKNOWN") for n in SITE]
     base.append(f"PartitionName=gpu Nodes={hostlist.compress(SITE)} Default=YES MaxTime=INFINITE State=UP")
     merged = [f"{line},power_save_interval=1" if line.startswith("SlurmctldParameters=") else line for line in settings_lines]
     merged = [line for line in merged if not line.startswith(("TCPTimeout=", "TaskProlog="))] + ["TCPTimeout=2"]
@@ -155,13 +134,10 @@ def local_conf(run_dir: Path, settings_lines: list[str], ctld_port: int, ports: 
     return "\n".join([*base, *merged, "Include cloud.conf"]) + "\n"
 
 
-class HybridSite:
+class HybridSite(LocalSlurm):
     def __init__(self, run_dir: Path, world: World, moto_url: str, shim: Path) -> None:
-        self.dir = run_dir
+        super().__init__(run_dir, subdirs=("state", "spool", "log", "pids", "dev", "etc", "site"))
         self.moto_url = moto_url
-        self.marker = f"{run_dir}:{os.getpid()}"
-        for sub in ("state", "spool", "log", "pids", "dev", "etc", "site"):
-            (run_dir / sub).mkdir(parents=True, exist_ok=True)
         site = site_of(load_spec(site_config(run_dir), stack=CLUSTER).spec)
         self.site = site
         groups = {"p5": {"launchTemplateId": world.launch_templates["p5"], "subnetIds": [world.subnet_ids[0]]}}
@@ -182,7 +158,6 @@ class HybridSite:
         for name in ("resume", "suspend"):
             script(run_dir / "site" / f"site-{name}", f'echo "$1" >> {run_dir / "site" / f"site-{name}.calls"}\n')
 
-        self.conf_path = run_dir / "etc" / "slurm.conf"
         self.settings = {
             "python": sys.executable,
             "bin_dir": site.bin_dir,
@@ -199,12 +174,7 @@ class HybridSite:
         }
         settings_path = run_dir / "etc" / "programs.json"
         settings_path.write_text(json.dumps(self.settings))
-        program = run_dir / "site" / "program"
-        for command in ("resume", "suspend", "resume-fail"):
-            script(
-                Path(f"{program}-{command}"),
-                f'exec "{sys.executable}" "{HERE / "bundle_programs.py"}" "{settings_path}" {command} "$1"\n',
-            )
+        programs = power_programs(run_dir / "site" / "program-", HERE / "bundle_programs.py", settings_path)
         cloud_nodes = [f"p5-{i}" for i in range(1, CLOUD_NODES + 1)]
         ports = {n: free_port() for n in [*SITE, *cloud_nodes]}
         self.ctld_port = free_port()
@@ -215,15 +185,13 @@ class HybridSite:
         etc.joinpath("slurm.conf").write_text(
             local_conf(run_dir, site_settings_lines(self.files), self.ctld_port, ports, task_prolog)
         )
-        etc.joinpath("cloud.conf").write_text(local_cloud_conf(text(self.files, "cloud.conf"), ports, program))
+        etc.joinpath("cloud.conf").write_text(local_cloud_conf(text(self.files, "cloud.conf"), ports, programs))
         etc.joinpath("gres.conf").write_text("AutoDetect=off\nInclude cloud_gres.conf\n")
         etc.joinpath("cloud_gres.conf").write_text(local_gres_conf(text(self.files, "cloud_gres.conf"), run_dir / "dev", 2))
         etc.joinpath("topology.conf").write_text(
             f"SwitchName=site-leaf Nodes={hostlist.compress(SITE)}\n" + text(self.files, "cloud_topology.conf")
         )
-        for i in range(2):
-            (run_dir / "dev" / f"nvidia{i}").touch()
-        self.ctld: subprocess.Popen[bytes] | None = None
+        fake_gpus(run_dir / "dev", 2)
 
     def install(self) -> None:
         """What install.sh does, into this run's folders: the package from the bundle's zip, the wrappers, the
@@ -250,85 +218,13 @@ class HybridSite:
         (etc / "aws-config").write_bytes(self.files["aws-config"].content)  # unchanged
 
     # ------------------------------------------------------------------ processes
-    @property
-    def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "AWS_"))}
-        env["SLURM_CONF"] = str(self.conf_path)
-        env[MARKER_KEY] = self.marker
-        return env
-
     def start(self) -> None:
-        with open(self.dir / "log" / "slurmctld.out", "ab") as out:
-            self.ctld = subprocess.Popen(
-                [SLURMCTLD, "-D", "-i"],
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.ctld.poll() is not None:
-                raise RuntimeError(f"slurmctld exited: {(self.dir / 'log' / 'slurmctld.out').read_text()[-3000:]}")
-            if "is UP" in self.scontrol("ping", check=False):
-                break
-            time.sleep(0.2)
-        else:
-            raise RuntimeError("slurmctld did not come up in 30 s")
+        self.start_ctld()
         for node in SITE:  # the site's own nodes run their slurmd all the time
-            with open(self.dir / "log" / f"slurmd-{node}.out", "ab") as out:
-                subprocess.Popen(
-                    [SLURMD, "-D", "-N", node],
-                    env=self.env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
+            self.start_slurmd(node)
 
-    def scontrol(self, *args: str, check: bool = True) -> str:
-        proc = subprocess.run([SCONTROL, *args], env=self.env, capture_output=True, text=True, check=False)
-        if check and proc.returncode != 0:
-            raise RuntimeError(f"scontrol {' '.join(args)}: {proc.stderr}")
-        return proc.stdout
-
-    def nodes(self) -> dict[str, NodeState]:
-        return parse_show_nodes(self.scontrol("-o", "show", "nodes"))
-
-    def sbatch(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [SBATCH, "--parsable", f"--chdir={self.dir}", *args], env=self.env, capture_output=True, text=True, check=False
-        )
-
-    def job(self, job_id: int) -> dict[str, str]:
-        line = self.scontrol("-o", "show", "job", str(job_id), check=False)
-        return dict(m.groups() for m in re.finditer(r"(\w+)=(\S*)", line))
-
-    def wait(self, what: str, condition: Any, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{what} not within {timeout}s\n{self.debug()}")
-            time.sleep(0.5)
-
-    def wait_job(self, job_id: int, timeout: float) -> dict[str, str]:
-        done = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
-        self.wait(f"job {job_id}", lambda: self.job(job_id).get("JobState") in done, timeout)
-        return self.job(job_id)
-
-    def log(self, name: str) -> str:
-        path = self.dir / "log" / name
-        return path.read_text() if path.exists() else ""
-
-    def debug(self) -> str:
-        parts = [self.scontrol("-o", "show", "nodes", check=False)]
-        for name in ("programs.log", "agent.log", "agent.out", "slurmctld.log"):
-            parts.append(f"--- {name}\n" + "\n".join(self.log(name).splitlines()[-40:]))
-        return "\n".join(parts)
-
-    def stop(self) -> None:
-        stop_cluster(self.ctld, self.marker)
+    def debug(self, logs: Sequence[str] = ("programs.log", "agent.log", "agent.out", "slurmctld.log"), lines: int = 40) -> str:
+        return super().debug(logs, lines)
 
     def cleanup(self) -> None:
         if not os.environ.get("GPUCLUSTER_E2E_KEEP"):

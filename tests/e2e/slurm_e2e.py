@@ -16,26 +16,32 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import signal
 import subprocess
 import sys
-import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpucluster_agents.contract import hostlist
-from gpucluster_agents.power.slurm import NodeState, parse_show_nodes
-from tests.agents.moto_env import free_port
+from tests.e2e.slurm_harness import (  # noqa: F401  (the tests take the harness's names from here too)
+    MARKER_KEY,
+    SBATCH,
+    SCONTROL,
+    SLURMCTLD,
+    SLURMD,
+    LocalSlurm,
+    build_uptime_shim,
+    fake_gpus,
+    free_port,
+    local_gres_conf,
+    local_keys,
+    marked_pids,
+    power_programs,
+)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-SLURMCTLD = "/usr/sbin/slurmctld"
-SLURMD = "/usr/sbin/slurmd"
-SCONTROL = "/usr/bin/scontrol"
-SBATCH = "/usr/bin/sbatch"
-MARKER_KEY = "GPUCLUSTER_E2E_RUN"
 LOCAL_SLURM = "22.05"
 """The version of Debian bookworm's Slurm that these tests run: files are rendered for it."""
 
@@ -154,25 +160,9 @@ def local_overrides(conf: str, local: Local) -> str:
     """Patch a rendered slurm.conf to run on this machine as root, in ``local.run_dir``."""
     d = local.run_dir
     set_keys: dict[str, str] = {
-        "SlurmctldHost": "localhost",
-        "SlurmUser": "root",
-        "SlurmdUser": "root",
-        "AuthType": "auth/none",
-        "CredType": "cred/none",
-        "SlurmctldPort": str(local.ctld_port),
-        "SlurmdPort": str(local.slurmd_port or free_port()),  # OS-assigned: never a port another run took
-        "StateSaveLocation": str(d / "state"),
-        "SlurmdSpoolDir": str(d / "spool" / "%n"),
-        "SlurmctldPidFile": str(d / "slurmctld.pid"),
-        "SlurmdPidFile": str(d / "pids" / "slurmd-daemon-%n.pid"),
-        "SlurmctldLogFile": str(d / "log" / "slurmctld.log"),
-        "SlurmdLogFile": str(d / "log" / "slurmd-%n.log"),
-        "ProctrackType": "proctrack/pgid",
-        "TaskPlugin": "task/none",
-        "JobAcctGatherType": "jobacct_gather/none",
+        **local_keys(d, local.ctld_port, local.slurmd_port),
         "TaskProlog": local.task_prolog,
         "SelectTypeParameters": "CR_Core",
-        "MailProg": "/bin/true",
         "SlurmctldDebug": "debug",
         **local.programs,
         **(local.timers or LOCAL_TIMERS),
@@ -223,31 +213,13 @@ def local_overrides(conf: str, local: Local) -> str:
     return "\n".join(out[:nodes_at] + extra + out[nodes_at:]) + "\n"
 
 
-def local_gres_conf(gres: str, dev_dir: Path, gpus: int) -> str:
-    return re.sub(r"File=/dev/nvidia(\[0-\d+\]|\d+)", f"File={dev_dir}/nvidia[0-{gpus - 1}]", gres)
-
-
 def local_agent_config(rendered: dict[str, Any], local: dict[str, Any]) -> dict[str, Any]:
     """The rendered agent config with this machine's paths, the moto endpoint and test timings."""
     return {**rendered, **local}
 
 
 # ---------------------------------------------------------------------------- the running cluster
-def build_uptime_shim(out_dir: Path) -> Path:
-    """LD_PRELOAD library making sysinfo() report uptime 0, so a slurmd started after the resume
-    request looks freshly booted to slurmctld."""
-    so = out_dir / "uptime_shim.so"
-    if not so.exists():
-        gcc = shutil.which("gcc") or "/usr/bin/gcc"
-        subprocess.run(
-            [gcc, "-shared", "-fPIC", "-O2", "-o", str(so), str(HERE / "uptime_shim.c"), "-ldl"],
-            check=True,
-            capture_output=True,
-        )
-    return so
-
-
-class SlurmCluster:
+class SlurmCluster(LocalSlurm):
     def __init__(
         self,
         run_dir: Path,
@@ -260,15 +232,11 @@ class SlurmCluster:
     ) -> None:
         """``rendered``: the project's files for this cluster; ``local_agent``: the agent settings of
         this machine (moto endpoint, paths, retries) laid over the rendered agent config."""
-        self.dir = run_dir
+        super().__init__(run_dir, subdirs=("state", "spool", "log", "pids", "dev", "bin", "etc"))
         self.cluster = cluster
         self.groups = groups
         self.moto_url = moto_url
         self.rendered = rendered
-        self.marker = f"{run_dir}:{os.getpid()}"
-        for sub in ("state", "spool", "log", "pids", "dev", "bin", "etc"):
-            (run_dir / sub).mkdir(parents=True, exist_ok=True)
-        self.conf_path = run_dir / "etc" / "slurm.conf"
         nodes = [f"{g.name}-{i}" for g in groups for i in range(1, g.nodes + 1)]
 
         # the agent's config: the rendered one, with real scontrol and topology.conf next to slurm.conf
@@ -297,14 +265,7 @@ class SlurmCluster:
         }
         settings_path = run_dir / "etc" / "programs.json"
         settings_path.write_text(json.dumps(self.settings, indent=1))
-        programs: dict[str, str] = {}
-        for key, command in (("ResumeProgram", "resume"), ("SuspendProgram", "suspend"), ("ResumeFailProgram", "resume-fail")):
-            script = run_dir / "bin" / f"slurm-{command}"
-            script.write_text(
-                f'#!/bin/sh\nexec "{sys.executable}" "{HERE / "slurm_programs.py"}" "{settings_path}" {command} "$1"\n'
-            )
-            script.chmod(0o755)
-            programs[key] = str(script)
+        programs = power_programs(run_dir / "bin" / "slurm-", HERE / "slurm_programs.py", settings_path)
         # the rendered TaskProlog, reading this run's copy of the node's NCCL environment
         nccl_env = run_dir / "etc" / "nccl.env"
         nccl_env.write_text(rendered.nccl_env)
@@ -320,57 +281,17 @@ class SlurmCluster:
             programs=programs,
             task_prolog=str(prolog),
         )
-        for i in range(local.gpus):
-            dev = run_dir / "dev" / f"nvidia{i}"
-            if not dev.exists():
-                try:
-                    os.mknod(dev, 0o600 | 0o020000, os.makedev(195, i))  # char device 195:i like /dev/nvidiaN
-                except PermissionError:
-                    dev.touch()  # no CAP_MKNOD: slurmd accepts a plain file too (with log noise)
+        fake_gpus(run_dir / "dev", local.gpus)
         self.conf_path.write_text(local_overrides(rendered.slurm_conf, local))
         (run_dir / "etc" / "gres.conf").write_text(local_gres_conf(rendered.gres_conf, run_dir / "dev", local.gpus))
         (run_dir / "etc" / "cgroup.conf").write_text(rendered.cgroup_conf)
         (run_dir / "etc" / "topology.conf").write_text(rendered.topology_conf)
-        self.ctld: subprocess.Popen[bytes] | None = None
 
     # ------------------------------------------------------------------ process control
-    @property
-    def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "AWS_"))}
-        env["SLURM_CONF"] = str(self.conf_path)
-        env[MARKER_KEY] = self.marker
-        return env
-
-    def check_config(self) -> None:
-        """``slurmctld -D -c`` keeps running on a valid config and exits on a bad one (FACTS.md)."""
-        proc = subprocess.run(["timeout", "4", SLURMCTLD, "-D", "-c"], env=self.env, capture_output=True, text=True, check=False)
-        assert proc.returncode == 124, proc.stdout + proc.stderr
-
     def start(self) -> None:
-        out = open(self.dir / "log" / "slurmctld.out", "ab")
-        self.ctld = subprocess.Popen(
-            [SLURMCTLD, "-D", "-i"],
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        out.close()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.ctld.poll() is not None:
-                raise RuntimeError(f"slurmctld exited: {(self.dir / 'log' / 'slurmctld.out').read_text()[-3000:]}")
-            if self.scontrol("ping", check=False).find("is UP") >= 0:
-                return
-            time.sleep(0.2)
-        raise RuntimeError("slurmctld did not come up in 30 s")
-
-    def scontrol(self, *args: str, check: bool = True) -> str:
-        proc = subprocess.run([SCONTROL, *args], env=self.env, capture_output=True, text=True, check=False)
-        if check and proc.returncode != 0:
-            raise RuntimeError(f"scontrol {' '.join(args)}: {proc.stderr}")
-        return proc.stdout
+        """slurmctld; exits (and this raises) on an invalid slurm.conf. slurmctld starts each node's slurmd through
+        the ResumeProgram (``slurm_programs.py``)."""
+        self.start_ctld()
 
     def run_agent(self, command: str) -> int:
         """Run the agent as the head node's systemd timer does (``maintain``), with this run's settings."""
@@ -385,76 +306,9 @@ class SlurmCluster:
             check=False,
         ).returncode
 
-    def nodes(self) -> dict[str, NodeState]:
-        return parse_show_nodes(self.scontrol("-o", "show", "nodes"))
-
-    def sbatch(self, *args: str) -> int:
-        out = subprocess.run(
-            [SBATCH, "--parsable", f"--chdir={self.dir}", *args], env=self.env, capture_output=True, text=True, check=True
-        ).stdout
-        return int(out.strip().split(";")[0])
-
-    def job(self, job_id: int) -> dict[str, str]:
-        line = self.scontrol("-o", "show", "job", str(job_id), check=False)
-        return dict(m.groups() for m in re.finditer(r"(\w+)=(\S*)", line))
-
-    def wait_job(self, job_id: int, timeout: float) -> dict[str, str]:
-        deadline = time.monotonic() + timeout
-        while True:
-            job = self.job(job_id)
-            if job.get("JobState") in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"):
-                return job
-            if time.monotonic() > deadline:
-                raise AssertionError(f"job {job_id} not done in {timeout}s: {job}\n{self.debug()}")
-            time.sleep(1)
-
-    def debug(self) -> str:
-        parts = [self.scontrol("-o", "show", "nodes", check=False)]
-        for name in ("programs.log", "slurmctld.log"):
-            p = self.dir / "log" / name
-            if p.exists():
-                parts.append(f"--- {name}\n" + "\n".join(p.read_text().splitlines()[-60:]))
+    def debug(self, logs: Sequence[str] = ("programs.log", "slurmctld.log"), lines: int = 60) -> str:
+        parts = [super().debug(logs, lines)]
         agent_log = Path(self.agent_config["log_file"])
         if agent_log.exists():
-            parts.append("--- agent.log\n" + "\n".join(agent_log.read_text().splitlines()[-60:]))
+            parts.append("--- agent.log\n" + "\n".join(agent_log.read_text().splitlines()[-lines:]))
         return "\n".join(parts)
-
-    def stop(self) -> None:
-        stop_cluster(self.ctld, self.marker)
-
-
-def stop_cluster(ctld: subprocess.Popen | None, marker: str) -> None:
-    """Stop slurmctld and every process a test cluster started (slurmd, slurmstepd, jobs), by pid: they all
-    carry the run's ``marker`` in their environment."""
-    if ctld is not None and ctld.poll() is None:
-        ctld.send_signal(signal.SIGTERM)
-        try:
-            ctld.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            ctld.kill()
-            ctld.wait(timeout=10)
-    for _ in range(3):
-        pids = marked_pids(marker)
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        time.sleep(0.3)
-
-
-def marked_pids(marker: str) -> list[int]:
-    needle = f"{MARKER_KEY}={marker}".encode()
-    found: list[int] = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as fh:
-                if needle in fh.read().split(b"\0"):
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found

@@ -15,13 +15,13 @@ Set GPUCLUSTER_E2E_KEEP=1 to keep the run directory (/tmp/gchy-*)."""
 from __future__ import annotations
 
 import re
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import require_tool
+from tests.e2e import slurm_harness
 from tests.e2e.bundle_e2e import (
     CLUSTER,
     SCONTROL,
@@ -32,7 +32,6 @@ from tests.e2e.bundle_e2e import (
     build_uptime_shim,
     instances,
     make_world,
-    marked_pids,
     node_instances,
 )
 
@@ -55,14 +54,14 @@ def site(moto_server: MotoServer, tmp_path_factory: pytest.TempPathFactory) -> I
     moto_server.reset()
     shim = build_uptime_shim(tmp_path_factory.mktemp("shim"))
     world = make_world(moto_server.url, {"p5": "p5.48xlarge"})
-    run_dir = Path(tempfile.mkdtemp(prefix="gchy-", dir="/tmp"))  # slurmd's socket path stays short
+    run_dir = slurm_harness.run_dir("gchy-")
     s = HybridSite(run_dir, world, moto_server.url, shim)
     try:
         s.start()
         yield s
     finally:
         s.stop()
-        leftover = marked_pids(s.marker)
+        leftover = s.leftover()
         s.cleanup()
         assert leftover == [], f"processes left running: {leftover}"
 
@@ -72,7 +71,7 @@ def test_burst_to_aws_and_back(site: HybridSite, moto_server: MotoServer) -> Non
     # 1. the site's own partition: its own nodes, no program, no instance
     site.wait("site nodes idle", lambda: all(site.nodes()[n].has("IDLE") for n in ("onprem-1", "onprem-2")), 60)
     fabric = "echo ran-on-$SLURMD_NODENAME net=$NCCL_NET fi=$FI_PROVIDER"  # what the bundle's TaskProlog set
-    sub = site.sbatch("-p", "gpu", "-N", "2", "--output=job-%j.out", "--wrap", fabric)
+    sub = site.submit("-p", "gpu", "-N", "2", "--output=job-%j.out", "--wrap", fabric)
     assert sub.returncode == 0, sub.stderr
     job = int(sub.stdout.strip())
     info = site.wait_job(job, 60)
@@ -81,11 +80,11 @@ def test_burst_to_aws_and_back(site: HybridSite, moto_server: MotoServer) -> Non
     assert site.log("programs.log") == "" and instances(url, CLUSTER) == []
 
     # 2. more nodes than either side has (2 + 2): refused, never spread over the two sites
-    sub = site.sbatch("-p", "gpu,aws-p5", "-N", "3", "--wrap", "true")
+    sub = site.submit("-p", "gpu,aws-p5", "-N", "3", "--wrap", "true")
     assert sub.returncode != 0 and "Requested node configuration is not available" in sub.stderr, sub.stdout + sub.stderr
 
     # 3. the cloud partition: the bundle's agent launches in moto with the helper's session
-    sub = site.sbatch("-p", "aws-p5", "-N", "1", "--gres=gpu:h100:1", "--output=job-%j.out", "--wrap", fabric)
+    sub = site.submit("-p", "aws-p5", "-N", "1", "--gres=gpu:h100:1", "--output=job-%j.out", "--wrap", fabric)
     assert sub.returncode == 0, sub.stderr
     job = int(sub.stdout.strip())
     info = site.wait_job(job, 120)

@@ -19,7 +19,8 @@ import pytest
 from gpucluster_agents.health.config import to_json
 from tests.agents.health.fakes import node, p5_config, scenario
 from tests.conftest import IN_CI
-from tests.e2e.slurm_local import SCONTROL, SLURMCTLD, SLURMD, LocalSlurm, wrapper
+from tests.e2e import slurm_harness
+from tests.e2e.slurm_local import SCONTROL, SLURMCTLD, SLURMD, HealthSlurm, wrapper
 
 pytestmark = pytest.mark.slow
 
@@ -34,10 +35,8 @@ def slurm_here() -> None:
 
 
 @pytest.fixture
-def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import tempfile
-
-    return Path(tempfile.mkdtemp(prefix="gchealth-", dir="/tmp"))  # short: slurmd's socket path limit
+def run_dir() -> Path:
+    return slurm_harness.run_dir("gchealth-")
 
 
 def fake_gpu_node(d: Path) -> tuple[Path, Path]:
@@ -50,7 +49,7 @@ def fake_gpu_node(d: Path) -> tuple[Path, Path]:
 
 
 @pytest.fixture
-def cluster(run_dir: Path, request: pytest.FixtureRequest) -> Iterator[tuple[LocalSlurm, Path]]:
+def cluster(run_dir: Path, request: pytest.FixtureRequest) -> Iterator[tuple[HealthSlurm, Path]]:
     config, scenario_file = fake_gpu_node(run_dir)
     settings: dict[str, str] = {}
     if request.param == "sweep":
@@ -61,7 +60,7 @@ def cluster(run_dir: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Loc
         settings["HealthCheckNodeState"] = "ANY"
     else:
         settings["Prolog"] = wrapper(run_dir / "bin" / "health-prolog", "prolog", config, scenario_file, run_dir / "slurm.conf")
-    slurm = LocalSlurm(run_dir, settings)
+    slurm = HealthSlurm(run_dir, settings)
     slurm.start()
     try:
         yield slurm, scenario_file
@@ -71,12 +70,12 @@ def cluster(run_dir: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Loc
 
 
 @pytest.mark.parametrize("cluster", ["sweep"], indirect=True)
-def test_failing_sweep_drains_the_node_with_the_gpucluster_reason(cluster: tuple[LocalSlurm, Path]):
+def test_failing_sweep_drains_the_node_with_the_gpucluster_reason(cluster: tuple[HealthSlurm, Path]):
     slurm, scenario_file = cluster
-    slurm.wait(lambda: slurm.node().get("State", "").startswith("IDLE"), 60, "idle with a healthy GPU")
+    slurm.wait("idle with a healthy GPU", lambda: slurm.node().get("State", "").startswith("IDLE"), 60)
     assert slurm.node().get("Reason", "") in ("", "(null)")
     scenario_file.write_text(json.dumps(scenario({3: {"remapped_rows": [0, 2, 1, 0]}})))
-    slurm.wait(lambda: "DRAIN" in slurm.node().get("State", ""), 60, "drained by the sweep")
+    slurm.wait("drained by the sweep", lambda: "DRAIN" in slurm.node().get("State", ""), 60)
     info = slurm.node()
     assert info["Reason"].startswith("gpucluster: row_remap gpu3 row remap pending"), info
     log = (slurm.dir / "health.jsonl").read_text().splitlines()
@@ -84,17 +83,17 @@ def test_failing_sweep_drains_the_node_with_the_gpucluster_reason(cluster: tuple
 
 
 @pytest.mark.parametrize("cluster", ["prolog"], indirect=True)
-def test_failing_prolog_requeues_the_job_and_drains_the_node(cluster: tuple[LocalSlurm, Path]):
+def test_failing_prolog_requeues_the_job_and_drains_the_node(cluster: tuple[HealthSlurm, Path]):
     slurm, scenario_file = cluster
-    slurm.wait(lambda: slurm.node().get("State", "").startswith("IDLE"), 60, "idle")
+    slurm.wait("idle", lambda: slurm.node().get("State", "").startswith("IDLE"), 60)
     good = slurm.sbatch("--wrap", "true")
-    slurm.wait(lambda: slurm.job(good).get("JobState") == "COMPLETED", 60, f"job {good} done on a healthy node")
+    slurm.wait(f"job {good} done on a healthy node", lambda: slurm.job(good).get("JobState") == "COMPLETED", 60)
 
     scenario_file.write_text(json.dumps(scenario({4: {"clock_events": 0x80}})))
     job = slurm.sbatch("--wrap", "true")
-    slurm.wait(lambda: "DRAIN" in slurm.node().get("State", ""), 60, "drained by the prolog")
+    slurm.wait("drained by the prolog", lambda: "DRAIN" in slurm.node().get("State", ""), 60)
     assert slurm.node()["Reason"].startswith("gpucluster: clock_events gpu4 HwPowerBrakeSlowdown"), slurm.node()
-    slurm.wait(lambda: int(slurm.job(job).get("Restarts", "0")) >= 1, 60, f"job {job} requeued")
+    slurm.wait(f"job {job} requeued", lambda: int(slurm.job(job).get("Restarts", "0")) >= 1, 60)
     info = slurm.job(job)
     assert info["JobState"] == "PENDING", info  # requeued (and held: SchedulerParameters lacks nohold_on_prolog_fail)
 
@@ -161,10 +160,10 @@ def test_a_failed_boot_check_keeps_the_node_drained_from_slurmds_start(run_dir: 
         "HealthCheckInterval": "3",
         "HealthCheckNodeState": "ANY",
     }
-    slurm = LocalSlurm(run_dir, settings)
+    slurm = HealthSlurm(run_dir, settings)
     slurm.start()
     try:
-        slurm.wait(lambda: "DRAIN" in slurm.node().get("State", ""), 60, "drained by the boot check's reason")
+        slurm.wait("drained by the boot check's reason", lambda: "DRAIN" in slurm.node().get("State", ""), 60)
         assert slurm.node()["Reason"].startswith(reason), slurm.node()  # Slurm adds [user@time]
         job = slurm.sbatch("--wrap", "true")
         time.sleep(4)  # a health check interval and more: the node stays drained, the job waits

@@ -26,7 +26,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,7 +38,19 @@ from gpucluster.render.slurm.guard import imds_guard_bootcmd
 from gpucluster.render.slurm.names import SLURMCTLD_PORT, SLURMD_PORT
 from gpucluster.tools.plan.run.engine import run_plan
 from tests.conftest import IN_CI, require_tool
-from tests.e2e.slurm_e2e import MARKER_KEY, SBATCH, SCONTROL, SLURMCTLD, SLURMD, marked_pids
+from tests.e2e.slurm_harness import (
+    MARKER_KEY,
+    SBATCH,
+    SCONTROL,
+    SLURMCTLD,
+    SLURMD,
+    LocalSlurm,
+    conf_lines,
+    kill_marked,
+    local_keys,
+    node_line,
+)
+from tests.e2e.slurm_harness import run_dir as run_dir_for
 
 pytestmark = pytest.mark.slow
 
@@ -148,25 +159,9 @@ def netns() -> Iterator[Namespace]:
         node.imds = imds
         yield node
     finally:
-        stop_marked(marker)
+        kill_marked(marker, (signal.SIGTERM, signal.SIGKILL, signal.SIGKILL), grace=1)
         for ns in (node, imds):
             subprocess.run([ip, "netns", "del", ns.name], check=False, capture_output=True)
-
-
-def stop_marked(marker: str) -> None:
-    """Stop every process this test started (they carry its marker in their environment), by pid."""
-    for sig in (signal.SIGTERM, signal.SIGKILL, signal.SIGKILL):
-        pids = marked_pids(marker)
-        if not pids:
-            return
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except OSError:
-                pass
-        deadline = time.monotonic() + 1  # up to a second to go, looked at every 0.1 s
-        while marked_pids(marker) and time.monotonic() < deadline:
-            time.sleep(0.1)
 
 
 def apply_guard_at_boot(ns: Namespace, boot_script: str, run_dir: Path) -> subprocess.CompletedProcess[str]:
@@ -177,55 +172,36 @@ def apply_guard_at_boot(ns: Namespace, boot_script: str, run_dir: Path) -> subpr
     return ns.run(require_tool("unshare"), "--mount", "--propagation", "private", "sh", "-c", mount, check=False)
 
 
-class OneNodeSlurm:
+class OneNodeSlurm(LocalSlurm):
     """slurmctld and one slurmd (node-1) in the namespace, as root, no munge (auth/none)."""
 
     def __init__(self, ns: Namespace, run_dir: Path) -> None:
-        self.ns, self.dir = ns, run_dir
-        for sub in ("state", "spool", "log", "out"):
-            (run_dir / sub).mkdir(parents=True, exist_ok=True)
+        super().__init__(run_dir, run_dir / "slurm.conf", marker=ns.marker, wrap=ns.cmd, subdirs=("state", "spool", "log", "out"))
         run_dir.chmod(0o755)
         (run_dir / "out").chmod(0o1777)  # the jobs of nobody write their output here
-        self.conf = run_dir / "slurm.conf"
-        d = run_dir
-        self.conf.write_text(
-            "ClusterName=imdsguard\nSlurmctldHost=localhost\nSlurmUser=root\nSlurmdUser=root\n"
-            "AuthType=auth/none\nCredType=cred/none\n"
+        keys = {
+            "ClusterName": "imdsguard",
             # the namespace has ports of its own: the project's ports
-            f"SlurmctldPort={SLURMCTLD_PORT}\nSlurmdPort={SLURMD_PORT}\n"
-            f"StateSaveLocation={d}/state\nSlurmdSpoolDir={d}/spool\n"
-            f"SlurmctldPidFile={d}/slurmctld.pid\nSlurmdPidFile={d}/slurmd.pid\n"
-            f"SlurmctldLogFile={d}/log/slurmctld.log\nSlurmdLogFile={d}/log/slurmd.log\n"
-            "ProctrackType=proctrack/pgid\nTaskPlugin=task/none\nJobAcctGatherType=jobacct_gather/none\n"
-            "MailProg=/bin/true\nReturnToService=2\nSchedulerParameters=sched_interval=2\n"
-            "NodeName=node-1 NodeAddr=127.0.0.1 CPUs=1 RealMemory=100 State=UNKNOWN\n"
-            "PartitionName=debug Nodes=node-1 Default=YES MaxTime=INFINITE State=UP\n"
+            **local_keys(run_dir, SLURMCTLD_PORT, SLURMD_PORT),
+            "ReturnToService": "2",
+            "SchedulerParameters": "sched_interval=2",
+        }
+        self.write_conf(
+            [
+                *conf_lines(keys),
+                node_line("node-1", None, memory_mb=100, State="UNKNOWN"),
+                "PartitionName=debug Nodes=node-1 Default=YES MaxTime=INFINITE State=UP",
+            ]
         )
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "AWS_"))}
-        self.env.update(SLURM_CONF=str(self.conf), **{MARKER_KEY: ns.marker})
 
     def start(self) -> None:
-        for argv in ((SLURMCTLD, "-D", "-i"), (SLURMD, "-D", "-N", "node-1")):
-            log = open(self.dir / "log" / f"{Path(argv[0]).name}.out", "ab")
-            subprocess.Popen(
-                self.ns.cmd(*argv),
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-            log.close()
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            out = self.ns.run(SCONTROL, "-o", "show", "node", "node-1", env=self.env, check=False).stdout
-            if "State=IDLE" in out:
-                return
-            time.sleep(0.5)
-        raise AssertionError(f"node-1 not idle in 60 s:\n{self.logs()}")
+        """slurmctld and slurmd side by side; up when the node is idle."""
+        self.ctld = self.spawn([SLURMCTLD, "-D", "-i"], "slurmctld.out")
+        self.start_slurmd("node-1")
+        self.wait("node-1 idle", lambda: "State=IDLE" in self.scontrol("-o", "show", "node", "node-1", check=False), 60)
 
-    def submit(self, user: str, group: str, script: Path) -> int:
-        out = self.ns.run(
+    def submit_as(self, user: str, group: str, script: Path) -> int:
+        out = self.run(
             SBATCH,
             "--parsable",
             f"--uid={user}",
@@ -233,21 +209,15 @@ class OneNodeSlurm:
             f"--chdir={self.dir / 'out'}",
             f"--output={self.dir / 'out'}/%j.out",
             str(script),
-            env=self.env,
+            check=True,
         ).stdout
         return int(out.strip().split(";")[0])
 
-    def wait(self, job: int, timeout: float = 120) -> str:
+    def output_of(self, job: int, timeout: float = 120) -> str:
         """The job's output once it has ended (its state must be COMPLETED)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.ns.run(SCONTROL, "-o", "show", "job", str(job), env=self.env, check=False).stdout
-            state = next((f.split("=", 1)[1] for f in line.split() if f.startswith("JobState=")), "")
-            if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"):
-                assert state == "COMPLETED", f"job {job}: {line}\n{self.logs()}"
-                return (self.dir / "out" / f"{job}.out").read_text()
-            time.sleep(0.5)
-        raise AssertionError(f"job {job} did not end in {timeout} s\n{self.logs()}")
+        info = self.wait_job(job, timeout)
+        assert info.get("JobState") == "COMPLETED", f"job {job}: {info}\n{self.logs()}"
+        return (self.dir / "out" / f"{job}.out").read_text()
 
     def logs(self) -> str:
         return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted((self.dir / "log").glob("*")))
@@ -267,7 +237,7 @@ def results(output: str) -> dict[str, str]:
 
 @pytest.fixture
 def run_dir() -> Iterator[Path]:
-    d = Path(tempfile.mkdtemp(prefix="gcimds-", dir="/tmp"))  # short: slurmd's socket path limit
+    d = run_dir_for("gcimds-")
     yield d
     shutil.rmtree(d, ignore_errors=True)
 
@@ -343,7 +313,7 @@ def test_unprivileged_job_cannot_reach_imds_but_root_can(netns, run_dir):
     slurm.start()
 
     requests_before = imds_log.read_text()
-    user = slurm.wait(slurm.submit("nobody", "nogroup", job))
+    user = slurm.output_of(slurm.submit_as("nobody", "nogroup", job))
     assert "uid=65534" in user, user
     got = results(user)
     assert set(got) == {f"{b} {w}" for b in IMDS for w in ("token", "credentials")}, user
@@ -353,7 +323,7 @@ def test_unprivileged_job_cannot_reach_imds_but_root_can(netns, run_dir):
     assert SECRET not in user
     assert imds_log.read_text() == requests_before, "a request of nobody's job reached IMDS"
 
-    root = slurm.wait(slurm.submit("root", "root", job))
+    root = slurm.output_of(slurm.submit_as("root", "root", job))
     assert "uid=0" in root, root
     got = results(root)
     for base in IMDS:

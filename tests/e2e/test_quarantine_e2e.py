@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -69,12 +68,8 @@ def impatient_cluster(
     yield from start_cluster(E2E_GROUPS, moto, proxy, shim)
 
 
-def wait_for(what: str, cond: object, c: SlurmCluster, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached in {timeout}s\n{c.debug()}")
-        time.sleep(1)
+def wait_for(what: str, cond: Callable[[], object], c: SlurmCluster, timeout: float = 60) -> None:
+    c.wait(what, cond, timeout, interval=1)
 
 
 def test_health_drain_is_replaced_and_the_node_returns_on_new_hardware(quiet_cluster: SlurmCluster, moto: MotoServer) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,7 +31,8 @@ from gpucluster_agents.power.topology import HEADER
 from tests.agents.conftest import CLUSTER, base_config, require_tool
 from tests.agents.ec2_fault_proxy import FaultProxy
 from tests.agents.moto_env import MotoServer, ec2_client, instances, make_world, node_instances
-from tests.e2e.slurm_e2e import SCONTROL, SLURMCTLD, SLURMD, GroupSpec, SlurmCluster, build_uptime_shim, marked_pids, render
+from tests.e2e import slurm_harness
+from tests.e2e.slurm_e2e import SCONTROL, SLURMCTLD, SLURMD, GroupSpec, SlurmCluster, build_uptime_shim, render
 from tests.e2e.slurm_programs import agent_env, start_slurmd, stop_slurmds
 
 pytestmark = pytest.mark.slow
@@ -55,7 +55,7 @@ def shim(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def start_cluster(groups: list[GroupSpec], moto: MotoServer, proxy: FaultProxy, shim: Path) -> Iterator[SlurmCluster]:
     # a short run dir: slurmd's unix socket path must stay under 108 characters
-    run_dir = Path(tempfile.mkdtemp(prefix="gce2e-", dir="/tmp"))
+    run_dir = slurm_harness.run_dir("gce2e-")
     world = make_world(moto.url, {g.name: g.instance_type for g in groups})
     base: dict[str, Any] = base_config(run_dir, proxy.url, world, Path("/usr/bin"))
     rendered = render(CLUSTER, groups, world.launch_templates, world.subnet_ids)
@@ -66,7 +66,7 @@ def start_cluster(groups: list[GroupSpec], moto: MotoServer, proxy: FaultProxy, 
         yield c
     finally:
         c.stop()
-        leftover = marked_pids(c.marker)
+        leftover = c.leftover()
         if not os.environ.get("GPUCLUSTER_E2E_KEEP"):
             shutil.rmtree(run_dir, ignore_errors=True)
         assert leftover == [], f"processes left running: {leftover}"

@@ -27,8 +27,8 @@ from gpucluster.load import load_spec
 from gpucluster.render.slurm.conf import slurm_conf
 from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.render.slurm.privacy import JOB_TMP_BASE, job_container_conf, merge_comma_keys
-from tests.agents.moto_env import free_port
 from tests.conftest import IN_CI, group, make_config, require_tool
+from tests.e2e.slurm_harness import MARKER_KEY, LocalSlurm, conf_lines, free_port, local_keys, node_line
 
 CATALOG = load_catalog()
 CONFIG = make_config(
@@ -85,52 +85,41 @@ def cluster(tmp_path: Path):
         if IN_CI:
             pytest.fail("the job_container test needs root (slurmd makes mount namespaces); run CI as root")
         pytest.skip("needs root (slurmd makes mount namespaces)")
-    slurmctld, slurmd = require_tool("slurmctld"), require_tool("slurmd")
+    for tool in ("slurmctld", "slurmd"):
+        require_tool(tool)
     base = Path("/var/tmp") / f"gpucluster-jc-{os.getpid()}-{tmp_path.name}"  # slurmd refuses a BasePath in /tmp
     rendered = slurm_conf(ctx(), CATALOG).splitlines()
     keep = ("JobContainerType=", "PrologFlags=", "PrivateData=")
-    lines = [
-        "ClusterName=privacy",
-        "SlurmctldHost=localhost",
-        "SlurmUser=root",
-        "SlurmdUser=root",
-        "AuthType=auth/none",
-        "CredType=cred/none",
-        f"SlurmctldPort={free_port()}",
-        f"SlurmdPort={free_port()}",
-        f"StateSaveLocation={tmp_path}/state",
-        f"SlurmdSpoolDir={base}/spool",  # a short path: slurmd's domain socket lives there
-        f"SlurmctldPidFile={tmp_path}/slurmctld.pid",
-        f"SlurmdPidFile={tmp_path}/slurmd.pid",
-        f"SlurmctldLogFile={tmp_path}/slurmctld.log",
-        f"SlurmdLogFile={tmp_path}/slurmd.log",
-        "SlurmdDebug=debug",
-        "ProctrackType=proctrack/pgid",
-        "TaskPlugin=task/none",
-        "MpiDefault=none",
-        "MailProg=/bin/true",
-        *[line for line in rendered if line.startswith(keep)],
-        f"NodeName=a100-1 NodeAddr=127.0.0.1 CPUs={os.cpu_count()} RealMemory=100",
-        "PartitionName=a100 Nodes=a100-1 Default=YES",
-    ]
-    (tmp_path / "state").mkdir()
+    keys = {
+        "ClusterName": "privacy",
+        **local_keys(tmp_path, free_port()),
+        "SlurmdSpoolDir": f"{base}/spool",  # a short path: slurmd's domain socket lives there
+        "SlurmctldLogFile": f"{tmp_path}/slurmctld.log",
+        "SlurmdLogFile": f"{tmp_path}/slurmd.log",
+        "SlurmdDebug": "debug",
+        "MpiDefault": "none",
+    }
     etc = base / "etc"  # readable by nobody (squeue as nobody reads slurm.conf; the test's tmp_path is 0700)
-    etc.mkdir(parents=True)
+    slurm = LocalSlurm(tmp_path, etc / "slurm.conf")
     base.chmod(0o755)
-    (etc / "slurm.conf").write_text("\n".join(lines) + "\n")
+    slurm.write_conf(
+        [
+            *conf_lines(keys),
+            *[line for line in rendered if line.startswith(keep)],
+            node_line("a100-1", None, cpus=os.cpu_count() or 1, memory_mb=100),
+            "PartitionName=a100 Nodes=a100-1 Default=YES",
+        ]
+    )
     jc = job_container_conf(ctx(), CATALOG).replace(JOB_TMP_BASE, f"{base}/default").replace("/scratch/", f"{base}/scratch/")
     (etc / "job_container.conf").write_text(jc)
-    env = {"SLURM_CONF": str(etc / "slurm.conf"), "PATH": "/usr/sbin:/usr/bin:/bin"}
-    subprocess.run([slurmctld, "-i"], env=env, check=True, stdin=subprocess.DEVNULL, timeout=30)
-    subprocess.run([slurmd, "-N", "a100-1"], env=env, check=True, stdin=subprocess.DEVNULL, timeout=30)
+    # the commands' environment: only the config, the system's tools and the run's marker
+    env = {"SLURM_CONF": str(etc / "slurm.conf"), "PATH": "/usr/sbin:/usr/bin:/bin", MARKER_KEY: slurm.marker}
     try:
+        slurm.start_ctld()
+        slurm.start_slurmd("a100-1")
         yield tmp_path, env, base
     finally:
-        for pid_file in ("slurmd.pid", "slurmctld.pid"):
-            pid = tmp_path / pid_file
-            if pid.exists():
-                subprocess.run(["kill", pid.read_text().strip()], check=False)
-        time.sleep(1)
+        slurm.stop()
         shutil.rmtree(base, ignore_errors=True)
 
 

@@ -1,0 +1,150 @@
+"""The programs the contract tests build (tests/components/test_contracts.py): every shipped stack as a program in
+any language would build it (``GpuCluster`` from its Args, the stack's keys), and the components no stack builds
+(``KubernetesPlatform`` on-prem, with its ``NetworkOperator``) from their own Args. Each runs once under the plan's
+mocks with ``protect`` and, where it has one, a provider in its options; every component constructed on the way
+is recorded with the type token it registered."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs
+from gpucluster.components.kubernetes.kubernetes_platform import KubernetesPlatform, KubernetesPlatformArgs
+from gpucluster.facts.catalog import load_catalog
+from gpucluster.tools.plan.run.engine import Plan, execute
+from gpucluster.tools.plan.run.mocks import PlanMocks
+from tests.components.kubernetes.test_gpu_operator import ON_PREM_KUBECONFIG
+from tests.components.kubernetes.test_manifests import LUSTRE
+from tests.conftest import ROOT, eks_spec
+
+STACKS = sorted(p.name.split(".")[1] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+
+
+@dataclasses.dataclass
+class Built:
+    """One program's plan, the components it constructed (class, name, token), and what its options asked for."""
+
+    plan: Plan
+    components: list[tuple[type, str, str]]
+    tags: dict[str, str]
+    """The tags the program gave its cluster (every taggable AWS resource must carry them)."""
+    cluster: str | None = None
+    """The cluster name the program gave (the cluster tag's value); None: the program creates no AWS resource."""
+    provider: str | None = None
+    """The name of the provider the program passed in the root component's options."""
+
+
+def _stack_args(stack: str) -> tuple[dict[str, Any], str]:
+    config = yaml.safe_load(Path(ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
+    args = {key.split(":")[1]: value for key, value in config.items() if key.startswith("gpucluster:")}
+    args.update(name=stack, region=config["aws:region"])
+    return args, config["aws:region"]
+
+
+def _record(program: Callable[[], object], region: str = "us-east-1") -> tuple[Plan, list[tuple[type, str, str]]]:
+    """Run ``program`` and record each ``ComponentResource`` constructed: its class, name and type token."""
+    built: list[tuple[type, str, str]] = []
+    original = pulumi.ComponentResource.__init__
+
+    def recording(self: pulumi.ComponentResource, t: str, name: str, *args: Any, **kwargs: Any) -> None:
+        built.append((type(self), name, t))
+        original(self, t, name, *args, **kwargs)
+
+    pulumi.ComponentResource.__init__ = recording  # type: ignore[method-assign]
+    try:
+        plan = execute(program, config={"aws:region": region}, mocks=PlanMocks(region=region, catalog=load_catalog()))
+    finally:
+        pulumi.ComponentResource.__init__ = original  # type: ignore[method-assign]
+    assert plan.error is None, plan.error
+    return plan, [b for b in built if b[0] is not pulumi.runtime.stack.Stack]
+
+
+def _stack(stack: str) -> Built:
+    args, region = _stack_args(stack)
+    plan, components = _record(lambda: GpuCluster(stack, GpuClusterArgs(**args), pulumi.ResourceOptions(protect=True)), region)
+    return Built(plan, components, tags=dict(args.get("tags") or {}), cluster=stack)
+
+
+def _on_prem_platform() -> Built:
+    spec = eks_spec(teams=[{"name": "vision", "gpuQuota": {"h100": 8}, "groups": ["vision"]}])
+
+    def program() -> None:
+        provider = k8s.Provider("dc1", kubeconfig=ON_PREM_KUBECONFIG)
+        KubernetesPlatform(
+            "dc1",
+            KubernetesPlatformArgs(
+                **spec.kubernetes.model_dump(exclude_none=True),
+                cluster_name="dc1",
+                node_groups=[
+                    g.model_dump(exclude_none=True, exclude={"image_ssm_parameter"}) for g in spec.groups_for("kubernetes")
+                ],
+                platform="on-prem",
+                shared_storage=[LUSTRE],
+                rdma_interfaces=["ens1f0np0"],
+            ),
+            opts=pulumi.ResourceOptions(provider=provider, protect=True),
+        )
+
+    plan, components = _record(program)
+    return Built(plan, components, tags={}, provider="dc1")
+
+
+def _alone(build: Callable[[pulumi.ResourceOptions], object], tags: dict[str, str]) -> Callable[[], Built]:
+    """A public component used on its own in a user's program (its Args as the component's tests write them, cluster
+    ``c``), with ``protect`` in its options: the paths only a component alone takes (a node group creating its own
+    role, a Slurm cluster in a given VPC) are checked too."""
+
+    def run() -> Built:
+        plan, components = _record(lambda: build(pulumi.ResourceOptions(protect=True)))
+        return Built(plan, components, tags=tags, cluster="c")
+
+    return run
+
+
+def _alone_programs() -> dict[str, Callable[[], Built]]:
+    from gpucluster.components.compute.gpu_node_group import GpuNodeGroup
+    from gpucluster.components.network.network import Network
+    from gpucluster.components.slurm.slurm_cluster import SlurmCluster
+    from gpucluster.components.storage.data_bucket import DataBucket
+    from gpucluster.components.storage.lustre_storage import LustreStorage
+    from tests.components.compute.test_gpu_node_group import args as node_group_args
+    from tests.components.slurm.test_slurm_cluster_args import minimal as slurm_args
+    from tests.components.storage.test_lustre_args import WIRING
+
+    team = {"team": "ml"}
+    return {
+        "alone-GpuNodeGroup": _alone(lambda opts: GpuNodeGroup("c-gpu", node_group_args(), opts), team),
+        "alone-Network": _alone(
+            lambda opts: Network(
+                "n", {"cluster_name": "c", "region": "us-east-1", "availability_zones": ["us-east-1a"], "tags": team}, opts
+            ),
+            team,
+        ),
+        "alone-DataBucket": _alone(lambda opts: DataBucket("d", {"cluster_name": "c", "tags": team}, opts), team),
+        "alone-LustreStorage": _alone(
+            lambda opts: LustreStorage("l", {**WIRING, "storage_capacity_gib": 1200, "throughput_per_unit_storage": 125}, opts),
+            {},
+        ),
+        "alone-SlurmCluster": _alone(lambda opts: SlurmCluster("c-slurm", {**slurm_args(), "cluster_name": "c"}, opts), {}),
+    }
+
+
+PROGRAMS: dict[str, Callable[[], Built]] = {
+    **{f"stack-{s}": (lambda s=s: _stack(s)) for s in STACKS},
+    "kubernetes-on-prem": _on_prem_platform,
+    **_alone_programs(),
+}
+
+
+@cache
+def built(program: str) -> Built:
+    """``program``'s run (once per test process)."""
+    return PROGRAMS[program]()
