@@ -132,7 +132,7 @@ def test_full_cluster_children_have_parents_and_tags(run_components, config):
 
 
 def test_opts_reach_the_component(run_components):
-    spec = load_spec(make_config(), stack="c").spec
+    spec = load_spec(make_config(), stack="c").cluster
     plan = run_components(lambda: GpuCluster._from_spec("c", spec, load_catalog(), opts=pulumi.ResourceOptions(protect=True)))
     cluster = plan.by_name("c")
     assert cluster.protect
