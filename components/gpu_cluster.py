@@ -25,13 +25,11 @@ from gpucluster.components.storage.data_bucket import DataBucket, DataBucketArgs
 from gpucluster.components.storage.lustre_storage import LustreStorage
 from gpucluster.components.storage.lustre_storage import _Wiring as _LustreWiring
 from gpucluster.components.storage.shared_storage import SharedStorage
-from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.effective import effective_protect_data
 from gpucluster.config.errors import ConfigError, error
 from gpucluster.config.kubernetes import KubernetesSpec
 from gpucluster.config.naming import cluster_tags
 from gpucluster.config.node_group import NodeGroupSpec
-from gpucluster.config.slurm import SlurmSpec
 from gpucluster.config.storage import NVME_MOUNT_OPTIONS
 from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.load import load_args
@@ -41,10 +39,11 @@ from gpucluster.render.core import (
 )
 from gpucluster.render.node import LustreMount, node_cloud_config, user_data_title
 from gpucluster.render.user_data import lustre_stand_in, scheduler_part, user_data_findings
+from gpucluster.resolve.cluster import ResolvedCluster, ResolvedSlurm
 from gpucluster.resolve.cost import Estimate, estimate
 from gpucluster.resolve.kubernetes import resolve_kubernetes
-from gpucluster.resolve.node_group import resolve_node_group
-from gpucluster.resolve.team_storage import lustre_admins
+from gpucluster.resolve.node_group import ResolvedNodeGroup
+from gpucluster.resolve.team_storage import lustre_admins_of
 
 TOKEN = "gpucluster:index:GpuCluster"
 
@@ -88,39 +87,40 @@ class GpuCluster(pulumi.ComponentResource):
                 source="GpuCluster args",
             )
         loaded = load_args(plain, catalog=catalog, source="GpuCluster args")
-        too_large = user_data_findings(loaded.spec, catalog, prefix="args.")
+        too_large = user_data_findings(loaded.cluster, prefix="args.")
         if too_large:
             raise ConfigError(too_large, source="GpuCluster args")
         for finding in loaded.findings:
             pulumi.log.warn(finding.render())
-        self._build(name, loaded.spec, catalog, opts)
+        self._build(name, loaded.cluster, catalog, opts)
 
     @classmethod
     def _from_spec(
-        cls, name: str, spec: ClusterSpec, catalog: Catalog, opts: pulumi.ResourceOptions | None = None
+        cls, name: str, resolved: ResolvedCluster, catalog: Catalog, opts: pulumi.ResourceOptions | None = None
     ) -> "GpuCluster":
-        """The stack program's path: ``spec`` is already loaded, checked and resolved (``load_spec``)."""
+        """The stack program's path: ``resolved`` is already loaded, checked and resolved (``load_spec``)."""
         cluster = cls.__new__(cls)
-        cluster._build(name, spec, catalog, opts)
+        cluster._build(name, resolved, catalog, opts)
         return cluster
 
-    def _build(self, name: str, spec: ClusterSpec, catalog: Catalog, opts: pulumi.ResourceOptions | None) -> None:
-        """Every resource of the cluster from the resolved ``spec``: the one builder of both paths."""
+    def _build(self, name: str, resolved: ResolvedCluster, catalog: Catalog, opts: pulumi.ResourceOptions | None) -> None:
+        """Every resource of the cluster from the resolved cluster: the one builder of both paths."""
         super().__init__(TOKEN, name, None, opts)
+        spec = resolved.spec
         tags = cluster_tags(spec.name, spec.tags)
         child = pulumi.ResourceOptions(parent=self)
         self.estimate: Estimate = estimate(spec, catalog)
 
-        self.spec, self.catalog = spec, catalog
+        self.spec, self.resolved, self.catalog = spec, resolved, catalog
         # Render everything that can fail before the first resource is registered (with stand-ins
         # for values only AWS knows, such as the file system's DNS name): cloud-init text per node group.
         self.user_data: dict[str, str] = {
             g.name: render_cloud_config(
-                user_data_title(spec, g),
-                node_cloud_config(spec, g, catalog, lustre_stand_in(spec)) + scheduler_part(spec, g, catalog),
+                user_data_title(spec.name, g),
+                node_cloud_config(spec.name, g, lustre_stand_in(spec)) + scheduler_part(resolved, g),
                 gzipped=g.scheduler != "kubernetes",
             )
-            for g in spec.node_groups
+            for g in resolved.node_groups
         }
 
         self.network = Network(
@@ -140,13 +140,13 @@ class GpuCluster(pulumi.ComponentResource):
         self.node_groups: dict[str, GpuNodeGroup] = {}
         # Groups a scheduler runs (slurm, kubernetes) are built by that scheduler's component; the
         # rest are plain Auto Scaling groups.
-        for g in spec.groups_for("none"):
+        for g in resolved.groups_for("none"):
             self.node_groups[g.name] = GpuNodeGroup._resolved(
                 f"{name}-{g.name}",
-                resolve_node_group(g, catalog, spec),
+                g,
                 NodeWiring(
                     cluster_name=spec.name,
-                    subnet_ids=self.subnets_for(g),
+                    subnet_ids=self.subnets_for(g.spec),
                     security_group_ids=self.security_group_ids,
                     user_data=self.node_user_data(g),
                     tags=tags,
@@ -154,8 +154,8 @@ class GpuCluster(pulumi.ComponentResource):
                 opts=child,
             )
         self.slurm: SlurmCluster | None = None
-        if spec.slurm is not None:
-            self._create_slurm(name, spec.slurm, tags, child)
+        if resolved.slurm is not None:
+            self._create_slurm(name, resolved.slurm, tags, child)
         if self._head_address is not None:
             self._head_address.check_resolved()
         self.hybrid: HybridParts | None = None
@@ -194,8 +194,7 @@ class GpuCluster(pulumi.ComponentResource):
             zone = fs.availability_zone or self.spec.zones[0]
             subnet = next((s.id for s in self.spec.network.subnets if s.availability_zone == zone), None)
             subnet_id = subnet or self.network.private_subnet_ids[zone]
-            admins = lustre_admins(self.spec)
-            assert admins is not None  # the stack has a Lustre file system
+            admins = lustre_admins_of(self.spec, fs)
             # Its no-squash clients: the head node (its address comes once SlurmCluster made it) or a setup host.
             self._head_address = HeadNodeAddress() if admins.head_node else None
             wiring = _LustreWiring(
@@ -218,7 +217,7 @@ class GpuCluster(pulumi.ComponentResource):
             scratch = storage.nvme_scratch
             self.shared_storage.append(SharedStorage("scratch", "nvme", scratch.mount_point, NVME_MOUNT_OPTIONS))
 
-    def node_user_data(self, group: NodeGroupSpec, extra: CloudConfig | None = None) -> pulumi.Output[str]:
+    def node_user_data(self, group: ResolvedNodeGroup, extra: CloudConfig | None = None) -> pulumi.Output[str]:
         """cloud-init user data for ``group``'s nodes: node facts, NCCL/EFA, storage mounts, then
         ``extra`` (a scheduler's own part). Resolved once the file system's DNS name is known."""
         stand_in = lustre_stand_in(self.spec)
@@ -229,33 +228,32 @@ class GpuCluster(pulumi.ComponentResource):
                 mount = LustreMount(
                     **{**stand_in.__dict__, "dns_name": values[0], "mount_name": values[1], "file_system": values[2]}
                 )
-            config = node_cloud_config(self.spec, group, self.catalog, mount)
+            config = node_cloud_config(self.spec.name, group, mount)
             return render_cloud_config(
-                user_data_title(self.spec, group), config + (extra or CloudConfig()), gzipped=group.scheduler != "kubernetes"
+                user_data_title(self.spec.name, group), config + (extra or CloudConfig()), gzipped=group.scheduler != "kubernetes"
             )
 
         if self.lustre is None:
             return pulumi.Output.from_input(render([]))
         return pulumi.Output.all(self.lustre.dns_name, self.lustre.mount_name, self.lustre.file_system_id).apply(render)
 
-    def _create_slurm(self, name: str, spec: SlurmSpec, tags: dict[str, str], child: pulumi.ResourceOptions) -> None:
+    def _create_slurm(self, name: str, slurm: ResolvedSlurm, tags: dict[str, str], child: pulumi.ResourceOptions) -> None:
         """The Slurm head node and the ``scheduler: slurm`` groups' launch templates (and Auto Scaling
         groups for static ones); compute user data is the node's own plus the slurmd part."""
-        groups = self.spec.groups_for("slurm")
+        spec, groups = slurm.spec, slurm.node_groups
         head = spec.head_node
-        assert head.availability_zone is not None  # resolved
         self.slurm = SlurmCluster._resolved(
             f"{name}-slurm",
             SlurmBuild(
                 cluster_name=self.spec.name,
                 region=self.spec.region,
                 slurm=spec,
-                node_groups=tuple(groups),
+                node_groups=groups,
                 vpc_id=self.network.vpc_id,
-                head_subnet_id=head.subnet_id or self.network.private_subnet_ids[head.availability_zone],
-                node_group_subnet_ids={g.name: self.subnets_for(g) for g in groups},
+                head_subnet_id=head.subnet_id or self.network.private_subnet_ids[slurm.head_zone],
+                node_group_subnet_ids={g.name: self.subnets_for(g.spec) for g in groups},
                 security_group_ids=self.security_group_ids,
-                user_data={g.name: self.node_user_data(g, extra=scheduler_part(self.spec, g, self.catalog)) for g in groups},
+                user_data={g.name: self.node_user_data(g, extra=scheduler_part(self.resolved, g)) for g in groups},
                 shared_storage=self.shared_storage,
                 tags=tags,
                 hybrid=self.spec.hybrid if self.spec.hybrid is not None and self.spec.hybrid.controller is not None else None,
@@ -268,11 +266,11 @@ class GpuCluster(pulumi.ComponentResource):
 
     def _create_kubernetes(self, name: str, spec: KubernetesSpec, tags: dict[str, str], child: pulumi.ResourceOptions) -> None:
         """EKS for the ``scheduler: kubernetes`` groups, then the GPU platform on it through its provider."""
-        groups = self.spec.groups_for("kubernetes")
+        groups = list(self.resolved.groups_for("kubernetes"))
         storage = self.spec.storage
         resolved = resolve_kubernetes(
             spec,
-            groups,
+            [g.spec for g in groups],
             self.catalog,
             cluster_name=self.spec.name,
             lustre=any(s.fs_type == "lustre" for s in self.shared_storage),
@@ -287,7 +285,7 @@ class GpuCluster(pulumi.ComponentResource):
                 "cluster_name": self.spec.name,
                 "region": self.spec.region,
                 "cluster_subnet_ids": cluster_subnets,
-                "node_group_subnet_ids": {g.name: self.subnets_for(g) for g in groups},
+                "node_group_subnet_ids": {g.name: self.subnets_for(g.spec) for g in groups},
                 "security_group_ids": security_groups,
                 "user_data": {g.name: self.node_user_data(g) for g in groups},
                 "shared_storage": self.shared_storage,

@@ -19,9 +19,9 @@ from gpucluster.components.hybrid.onprem_credentials import CredentialsWiring, O
 from gpucluster.components.network.network import Network
 from gpucluster.components.slurm.slurm_cluster import SlurmCluster
 from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.effective import partition_of
 from gpucluster.config.hybrid import HybridSpec
 from gpucluster.config.node_group import NodeGroupSpec
-from gpucluster.render.slurm.names import partition_name
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,8 @@ def create_hybrid(
 ) -> HybridParts:
     """The link (every hybrid cluster) and the site agent's credentials (a Slurm site)."""
     hybrid = spec.hybrid
-    assert hybrid is not None
+    if hybrid is None:
+        raise ValueError("the cluster has no hybrid section")
     child = pulumi.ResourceOptions(parent=parent)
     link = HybridLink(
         f"{name}-link",
@@ -69,7 +70,8 @@ def create_hybrid(
     groups = burst_groups(spec, hybrid)
     credentials = None
     if hybrid.controller is not None and slurm is not None and spec.slurm is not None:
-        assert slurm.munge_key_arn is not None  # hybrid mode: the site's munge secret has a key of its own
+        if slurm.munge_key_arn is None:
+            raise ValueError("a site's munge secret has a KMS key of its own (hybrid mode)")
         slurm_spec = spec.slurm
         dynamic = tuple(g for g in groups if slurm_spec.settings(g).mode == "dynamic")
         credentials = OnPremCredentials(
@@ -112,7 +114,8 @@ def hybrid_outputs(
     its controller is rendered from (credentials, munge secret, burst groups' templates and subnets) and the
     cloud nodes' Slurm security group. The secrets are outputs of their own (:func:`hybrid_secrets`)."""
     hybrid = spec.hybrid
-    assert hybrid is not None
+    if hybrid is None:
+        raise ValueError("the cluster has no hybrid section")
     link = parts.link
     out: dict[str, Any] = {
         "site": hybrid.site,
@@ -148,7 +151,7 @@ def hybrid_outputs(
             "nodeRoleArn": slurm.node_role_arn,
             "burstNodeGroups": {
                 g: {
-                    "partition": partition_name(spec.node_group(g), slurm_spec.settings(g)),
+                    "partition": partition_of(slurm_spec.settings(g)),
                     "mode": slurm_spec.settings(g).mode,
                     "instanceType": spec.node_group(g).instance_type,
                     "launchTemplateId": slurm.node_groups[g].launch_template_id,

@@ -51,13 +51,12 @@ _WIRING = tuple(k for k in NetworkArgs.__annotations__ if k not in NetworkConfig
 def network_from_args(args: NetworkArgs, inputs: Inputs) -> tuple[NetworkSpec, _Wiring]:
     """``args`` validated, checked and resolved as the stack does (zones listed, flow logs protected by
     default); errors name ``args.<field>`` and come before any resource."""
-    region = args.get("region") or pulumi.Config("aws").get("region")
+    region = args.get("region") or pulumi.Config("aws").get("region") or ""
     findings = []
     for key, value in (("clusterName", args.get("cluster_name")), ("region", region)):
         if not value:
             findings.append(error(f"args.{key}", "is required", "pass it (region: or set aws:region)"))
     raise_for(findings, "Network args")
-    assert region is not None
     config = {k: v for k, v in args.items() if k not in _WIRING}
     net = validate(NetworkSpec, inputs.prepare(config, NetworkConfig), "Network args")
     zones: list[str] = list(dict.fromkeys([*net.availability_zones, *args.get("zones", [])]))
@@ -117,7 +116,8 @@ class Network(pulumi.ComponentResource):
         if spec.create_vpc:
             self._create_vpc(spec)
         else:
-            assert spec.vpc_id is not None
+            if spec.vpc_id is None:
+                raise ValueError("your own VPC needs network.vpcId")
             self.vpc_id = pulumi.Output.from_input(inputs.real(spec.vpc_id))
             self.vpc_cidr = aws.ec2.get_vpc_output(id=self.vpc_id, opts=pulumi.InvokeOutputOptions(parent=self)).cidr_block
             for subnet in spec.subnets:

@@ -233,7 +233,7 @@ class SlurmCluster(pulumi.ComponentResource):
             static = slurm.settings(g.name).mode == "static"
             self.node_groups[g.name] = SlurmNodeGroup(
                 f"{name}-{g.name}",
-                checked_group(g, catalog),
+                checked_group(g.spec, catalog),
                 NodeWiring(
                     cluster_name=cluster,
                     subnet_ids=args.node_group_subnet_ids[g.name],
@@ -248,7 +248,7 @@ class SlurmCluster(pulumi.ComponentResource):
             )
         self.node_security_group_ids: pulumi.Input[Sequence[pulumi.Input[str]]] = security_group_ids
         """The compute nodes' security groups (their launch templates'): the only ones the agent may launch into."""
-        self._specs, self._subnets = {g.name: g for g in args.node_groups}, args.node_group_subnet_ids
+        self._specs, self._subnets = {g.name: g.spec for g in args.node_groups}, args.node_group_subnet_ids
 
         # The agent launches dynamic groups only (static ones belong to their Auto Scaling groups).
         dynamic = [g.name for g in args.node_groups if slurm.settings(g.name).mode == "dynamic"]
@@ -259,7 +259,8 @@ class SlurmCluster(pulumi.ComponentResource):
             head_ip = self._head(name, args, catalog, ctx, secret.arn, artifact, dynamic, partition, account, protect)
         else:
             # The site's own slurmctld: cloud nodes fetch their configuration from it (``slurmd --conf-server``).
-            assert hybrid.controller is not None
+            if hybrid.controller is None:
+                raise ValueError("a site without hybrid.controller has no slurmctld for the cloud nodes to join")
             self.controller_address = hybrid.controller.address
 
         # --- deleting the cluster terminates the agent's instances first -------------------------------

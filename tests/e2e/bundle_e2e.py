@@ -138,7 +138,7 @@ class HybridSite(LocalSlurm):
     def __init__(self, run_dir: Path, world: World, moto_url: str, shim: Path) -> None:
         super().__init__(run_dir, subdirs=("state", "spool", "log", "pids", "dev", "etc", "site"))
         self.moto_url = moto_url
-        site = site_of(load_spec(site_config(run_dir), stack=CLUSTER).spec)
+        site = site_of(load_spec(site_config(run_dir), stack=CLUSTER).cluster)
         self.site = site
         groups = {"p5": {"launchTemplateId": world.launch_templates["p5"], "subnetIds": [world.subnet_ids[0]]}}
         self.files = files_of(site, AwsValues.from_output({"slurm": {"burstNodeGroups": groups}, "credentials": ARNS}))

@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 
 from gpucluster.config.errors import ConfigError
-from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
 from gpucluster.render.slurm.conf import slurm_conf
 from gpucluster.render.slurm.names import SlurmContext
@@ -30,7 +29,6 @@ from gpucluster.render.slurm.privacy import JOB_TMP_BASE, job_container_conf, me
 from tests.conftest import IN_CI, group, make_config, require_tool
 from tests.e2e.slurm_harness import MARKER_KEY, LocalSlurm, conf_lines, free_port, local_keys, node_line
 
-CATALOG = load_catalog()
 CONFIG = make_config(
     group(name="a100", instanceType="p4d.24xlarge", maxSize=2),
     group(name="dev", instanceType="g6e.xlarge", maxSize=1, enableEfaSupport=False),
@@ -40,11 +38,11 @@ CONFIG = make_config(
 
 
 def ctx(version: str = "22.05") -> SlurmContext:
-    return SlurmContext.of(load_spec(CONFIG, stack="privacy").spec, slurm_version=version)
+    return SlurmContext.of(load_spec(CONFIG, stack="privacy").cluster, slurm_version=version)
 
 
 def test_job_container_conf_puts_each_groups_tmp_on_its_scratch():
-    assert job_container_conf(ctx(), CATALOG).splitlines()[2:] == [
+    assert job_container_conf(ctx()).splitlines()[2:] == [
         f"BasePath={JOB_TMP_BASE} AutoBasePath=true",
         "NodeName=a100-[1-2] BasePath=/scratch/slurm-job-tmp AutoBasePath=true",
     ]
@@ -52,7 +50,7 @@ def test_job_container_conf_puts_each_groups_tmp_on_its_scratch():
 
 @pytest.mark.parametrize("version", ["22.05", "23.11", "24.11"])
 def test_slurm_conf_keys(version):
-    lines = slurm_conf(ctx(version), CATALOG).splitlines()
+    lines = slurm_conf(ctx(version)).splitlines()
     assert "JobContainerType=job_container/tmpfs" in lines
     private = [line for line in lines if line.startswith("PrivateData=")]
     expected = "PrivateData=cloud,accounts,jobs,usage,users" if version == "22.05" else "PrivateData=accounts,jobs,usage,users"
@@ -88,7 +86,7 @@ def cluster(tmp_path: Path):
     for tool in ("slurmctld", "slurmd"):
         require_tool(tool)
     base = Path("/var/tmp") / f"gpucluster-jc-{os.getpid()}-{tmp_path.name}"  # slurmd refuses a BasePath in /tmp
-    rendered = slurm_conf(ctx(), CATALOG).splitlines()
+    rendered = slurm_conf(ctx()).splitlines()
     keep = ("JobContainerType=", "PrologFlags=", "PrivateData=")
     keys = {
         "ClusterName": "privacy",
@@ -110,7 +108,7 @@ def cluster(tmp_path: Path):
             "PartitionName=a100 Nodes=a100-1 Default=YES",
         ]
     )
-    jc = job_container_conf(ctx(), CATALOG).replace(JOB_TMP_BASE, f"{base}/default").replace("/scratch/", f"{base}/scratch/")
+    jc = job_container_conf(ctx()).replace(JOB_TMP_BASE, f"{base}/default").replace("/scratch/", f"{base}/scratch/")
     (etc / "job_container.conf").write_text(jc)
     # the commands' environment: only the config, the system's tools and the run's marker
     env = {"SLURM_CONF": str(etc / "slurm.conf"), "PATH": "/usr/sbin:/usr/bin:/bin", MARKER_KEY: slurm.marker}

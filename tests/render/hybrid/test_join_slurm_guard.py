@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster.facts.catalog import load_catalog
 from gpucluster.render.core import env_file
 from gpucluster.render.hybrid.fabric import cloud_nccl_environment, hybrid_task_prolog
 from gpucluster.render.node import NCCL_ENV_PATH
@@ -30,9 +29,9 @@ class MiniCluster(LocalSlurm):
         super().__init__(tmp, tmp / "etc" / "slurm.conf", subdirs=("state", "spool", "log", "pids", "etc", "out"))
         spec = hybrid_spec()
         nccl_env = tmp / "etc" / "nccl.env"
-        nccl_env.write_text(env_file(cloud_nccl_environment(p5(spec), load_catalog()[p5(spec).instance_type])))
+        nccl_env.write_text(env_file(cloud_nccl_environment(p5(spec))))
         prolog = tmp / "etc" / "task-prolog"
-        prolog.write_text(hybrid_task_prolog(spec, load_catalog()).replace(NCCL_ENV_PATH, str(nccl_env)))
+        prolog.write_text(hybrid_task_prolog(spec).replace(NCCL_ENV_PATH, str(nccl_env)))
         prolog.chmod(0o755)
         keys = {
             "ClusterName": "hybridguard",
