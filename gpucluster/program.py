@@ -10,7 +10,8 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from gpucluster.components.gpu_cluster import GpuCluster, user_data_findings
+from gpucluster.components._shared.build import part
+from gpucluster.components.gpu_cluster import TOKEN, ClusterParts, build_gpu_cluster, user_data_findings
 from gpucluster.components.hybrid._parts import hybrid_outputs, hybrid_secrets
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import ConfigError, Finding, error, errors_in
@@ -18,7 +19,7 @@ from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.load import load_spec
 
 
-def _setup_host(cluster: GpuCluster, fs_type: str) -> dict[str, object]:
+def _setup_host(cluster: ClusterParts, fs_type: str) -> dict[str, object]:
     """The Lustre file system's storage setup host (its admin host where no head node is): start the instance to
     run the setup again (docs/security.md, "Shared storage")."""
     host = cluster.storage_setup
@@ -79,7 +80,7 @@ def verify_against_ec2(spec: ClusterSpec, catalog: Catalog) -> list[Finding]:
     return findings
 
 
-def main() -> GpuCluster:
+def main() -> ClusterParts:
     catalog = load_catalog()
     try:
         loaded = load_spec(read_config(), stack=pulumi.get_stack(), catalog=catalog)
@@ -96,7 +97,7 @@ def main() -> GpuCluster:
     for finding in findings:
         pulumi.log.warn(finding.render())
     spec = loaded.spec
-    cluster = GpuCluster._from_spec(spec.name, spec, catalog)  # already loaded, checked and resolved
+    cluster = build_gpu_cluster(part(TOKEN, spec.name), spec.name, spec, catalog)  # already loaded, checked and resolved
     pulumi.export("clusterName", spec.name)
     pulumi.export("region", spec.region)
     pulumi.export("vpcId", cluster.network.vpc_id)

@@ -6,13 +6,14 @@ Scaling group. The launch template is the shared core in ``compute/_launch_templ
 groups and Slurm's node groups are their own thin variants over it, so this component has no mode flags.
 """
 
-from typing import NoReturn, Required
+from typing import Required
 
 import pulumi
 import pulumi_aws as aws
 
 from gpucluster.components._shared.config_types import NodeGroupConfig
-from gpucluster.components._shared.inputs import Inputs, validate
+from gpucluster.components._shared.edge import at_edge, config_part, required, validate
+from gpucluster.components._shared.inputs import Inputs
 from gpucluster.components.compute._launch_template import (
     ASG,
     TOKEN,
@@ -20,7 +21,7 @@ from gpucluster.components.compute._launch_template import (
     NodeWiring,
 )
 from gpucluster.config.checks.cluster import validate_node_group
-from gpucluster.config.errors import ConfigError, Finding, error, errors_in
+from gpucluster.config.errors import ConfigError, error, raise_for
 from gpucluster.config.naming import cluster_tags
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import Catalog, load_catalog
@@ -28,8 +29,7 @@ from gpucluster.resolve.node_group import ResolvedNodeGroup, resolve_node_group
 
 __all__ = ["TOKEN", "GpuNodeGroup", "GpuNodeGroupArgs"]
 
-# The fields below are wiring: what the group takes from other resources, beside its config.
-_WIRING = ("cluster_name", "security_group_ids", "user_data", "instance_profile_arn")
+SOURCE = "GpuNodeGroup args"
 
 
 class GpuNodeGroupArgs(NodeGroupConfig, total=False):
@@ -74,40 +74,26 @@ class GpuNodeGroup(NodeGroupResource):
     """The AMI the nodes boot: ``imageId`` as given, or the one the group's SSM image parameter names."""
 
     def __init__(self, name: str, args: GpuNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        group, wiring = _from_args(args, load_catalog())  # every error before any resource
+        with at_edge("GpuNodeGroup"):
+            group, wiring = _from_args(args, load_catalog())  # every error before any resource
         super().__init__(TOKEN, name, None, opts)
         self._build(name, group, wiring, ASG, auto_scaling=True)
-
-    @classmethod
-    def _resolved(
-        cls, name: str, group: ResolvedNodeGroup, wiring: NodeWiring, opts: pulumi.ResourceOptions | None = None
-    ) -> "GpuNodeGroup":
-        """The stack's path (GpuCluster): a group already validated and resolved with its cluster."""
-        self = cls.__new__(cls)
-        pulumi.ComponentResource.__init__(self, TOKEN, name, None, opts)
-        self._build(name, group, wiring, ASG, auto_scaling=True)
-        return self
 
 
 def _from_args(args: GpuNodeGroupArgs, catalog: Catalog) -> tuple[ResolvedNodeGroup, NodeWiring]:
     """``args`` validated with the stack's model and checks and resolved as the stack resolves a group."""
     region = aws.config.region or "us-east-1"
     inputs = Inputs("GpuNodeGroup", region)
-    config = {k: v for k, v in args.items() if k not in _WIRING}
-    findings: list[Finding] = []
-    if "cluster_name" not in args:
-        findings.append(error("args.clusterName", "is required", "name the cluster the group belongs to"))
-    if "security_group_ids" not in args:
-        findings.append(error("args.securityGroupIds", "is required", "pass the security groups of the nodes' interfaces"))
-    if not config.get("subnet_ids"):
+    findings = required(args, {"cluster_name": "clusterName", "security_group_ids": "securityGroupIds"})
+    if not args.get("subnet_ids"):
         findings.append(error("args.subnetIds", "is required", "pass the subnets to launch in (one zone when EFA is on)"))
     try:
-        spec: NodeGroupSpec = validate(NodeGroupSpec, inputs.prepare(config, NodeGroupConfig), "GpuNodeGroup args")
+        spec: NodeGroupSpec = validate(
+            NodeGroupSpec, inputs.prepare(config_part(args, GpuNodeGroupArgs, NodeGroupConfig), NodeGroupConfig), SOURCE
+        )
     except ConfigError as exc:
-        _raise([*findings, *exc.findings])
-    findings += errors_in(validate_node_group(spec, catalog, path="args"))
-    if findings:
-        _raise(findings)
+        raise ConfigError([*findings, *exc.findings], SOURCE) from None
+    raise_for([*findings, *validate_node_group(spec, catalog, path="args")], SOURCE)
     wiring = NodeWiring(
         cluster_name=args["cluster_name"],
         subnet_ids=inputs.real_list(spec.subnet_ids),
@@ -118,10 +104,3 @@ def _from_args(args: GpuNodeGroupArgs, catalog: Catalog) -> tuple[ResolvedNodeGr
         inputs=inputs,
     )
     return resolve_node_group(spec, catalog), wiring
-
-
-def _raise(findings: list[Finding]) -> NoReturn:
-    raise pulumi.InputPropertiesError(
-        "GpuNodeGroup args are invalid: " + "; ".join(f.render() for f in findings),
-        [{"property_path": f.path, "reason": f"{f.message}. {f.fix}"} for f in findings],
-    )

@@ -36,6 +36,7 @@ import pulumi
 import pulumi_aws as aws
 
 from gpucluster.components._shared.agent_iam import LaunchRights
+from gpucluster.components._shared.build import adopt
 from gpucluster.components._shared.config_types import NodeGroupConfig, SlurmConfig, SubnetConfig
 from gpucluster.components._shared.roles import ec2_ssm_role
 from gpucluster.components.compute._launch_template import NodeWiring, checked_group
@@ -130,29 +131,43 @@ class SlurmCluster(pulumi.ComponentResource):
         region = args.get("region") or pulumi.Config("aws").get("region") or "us-east-1"
         build = build_from_args(args, region, catalog)
         super().__init__(TOKEN, name, None, opts)
-        self._create(name, build, catalog)
+        self._parts = build_slurm_cluster(self, name, build, catalog)
+        adopt(self, self._parts)
 
-    @classmethod
-    def _resolved(
-        cls, name: str, build: SlurmBuild, catalog: Catalog, opts: pulumi.ResourceOptions | None = None
-    ) -> "SlurmCluster":
-        """The stack's path: a spec the stack already loaded, checked and resolved (same builder)."""
-        self = cls.__new__(cls)
-        pulumi.ComponentResource.__init__(self, TOKEN, name, None, opts)
-        self._create(name, build, catalog)
-        return self
+    def launch_rights(self, groups: Sequence[str]) -> LaunchRights:
+        """What the node agent may launch for ``groups`` (:meth:`SlurmParts.launch_rights`)."""
+        return self._parts.launch_rights(groups)
+
+
+def build_slurm_cluster(parent: pulumi.ComponentResource, name: str, build: SlurmBuild, catalog: Catalog) -> "SlurmParts":
+    """The Slurm cluster of ``build`` (resolved), children of ``parent``; registers ``parent``'s outputs."""
+    parts = SlurmParts(parent)
+    parts._create(name, build, catalog)
+    return parts
+
+
+class SlurmParts:
+    """What :func:`build_slurm_cluster` made: a ``SlurmCluster``'s outputs and its node groups."""
+
+    controller_address: str
+    munge_secret_arn: pulumi.Output[str]
+    node_role_arn: pulumi.Output[str]
+    launch_template_ids: pulumi.Output[dict[str, str]]
+
+    def __init__(self, parent: pulumi.ComponentResource) -> None:
+        self._parent = parent
 
     def _create(self, name: str, args: SlurmBuild, catalog: Catalog) -> None:
         slurm = args.slurm
         ctx = SlurmContext(args.cluster_name, args.region, slurm, tuple(args.node_groups))
         cluster = args.cluster_name
-        child = pulumi.ResourceOptions(parent=self)
+        child = pulumi.ResourceOptions(parent=self._parent)
         protect = bool(slurm.protect_data if slurm.protect_data is not None else True)
-        keep = pulumi.ResourceOptions(parent=self, protect=protect, retain_on_delete=protect)
+        keep = pulumi.ResourceOptions(parent=self._parent, protect=protect, retain_on_delete=protect)
         tags = dict(args.tags)
         # --- the agent package, in a private bucket the head node (and compute nodes) read ------------
         artifact = agent_artifact(name, cluster, tags, child)
-        invoke = pulumi.InvokeOutputOptions(parent=self)
+        invoke = pulumi.InvokeOutputOptions(parent=self._parent)
         partition = aws.get_partition_output(opts=invoke).partition
         account = aws.get_caller_identity_output(opts=invoke).account_id
 
@@ -269,7 +284,7 @@ class SlurmCluster(pulumi.ComponentResource):
             region=args.region,
             after=[*self.node_groups.values(), node_profile],
             network={"securityGroupIds": args.security_group_ids, "subnetIds": args.node_group_subnet_ids},
-            parent=self,
+            parent=self._parent,
         )
         if head_ip is not None:
             self._controller_record(name, args, head_ip)
@@ -277,7 +292,7 @@ class SlurmCluster(pulumi.ComponentResource):
         self.launch_template_ids = pulumi.Output.all(*[g.launch_template_id for g in self.node_groups.values()]).apply(
             lambda ids: dict(zip(groups, ids, strict=True))
         )
-        self.register_outputs(
+        self._parent.register_outputs(
             {
                 "headInstanceId": self.head_instance_id,
                 "headPrivateIp": self.head_private_ip,
@@ -306,7 +321,7 @@ class SlurmCluster(pulumi.ComponentResource):
         protect: bool,
     ) -> pulumi.Output[str]:
         """The head node (slurmctld, the agent); its private address."""
-        tags, child = dict(args.tags), pulumi.ResourceOptions(parent=self)
+        tags, child = dict(args.tags), pulumi.ResourceOptions(parent=self._parent)
         # --- the head node: its identity, its own interface and data volume, then the instance ---------
         head_role, head_profile = head_identity(
             name,
@@ -334,7 +349,7 @@ class SlurmCluster(pulumi.ComponentResource):
             node_groups=self.node_groups,
             node_group_subnet_ids=args.node_group_subnet_ids,
             shared_storage=args.shared_storage,
-            parent=self,
+            parent=self._parent,
         )
         self.data_volume_id = head.data_volume_id
         self.head_user_data = head.user_data
@@ -357,7 +372,7 @@ class SlurmCluster(pulumi.ComponentResource):
 
     def _controller_record(self, name: str, args: SlurmBuild, head_ip: pulumi.Output[str]) -> None:
         """Where compute nodes find slurmctld: a private zone of the cluster's VPC."""
-        cluster, tags, child = args.cluster_name, dict(args.tags), pulumi.ResourceOptions(parent=self)
+        cluster, tags, child = args.cluster_name, dict(args.tags), pulumi.ResourceOptions(parent=self._parent)
         zone_record = aws.route53.Zone(
             f"{name}-dns",
             name=dns_zone(cluster),

@@ -15,7 +15,9 @@ import pulumi_aws
 import pytest
 
 import gpucluster.components
-from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs
+from gpucluster.components._shared.build import part
+from gpucluster.components.gpu_cluster import TOKEN as CLUSTER_TOKEN
+from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs, build_gpu_cluster
 from gpucluster.config.naming import CLUSTER_TAG, MANAGED_BY_TAG
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
@@ -133,7 +135,9 @@ def test_full_cluster_children_have_parents_and_tags(run_components, config):
 
 def test_opts_reach_the_component(run_components):
     spec = load_spec(make_config(), stack="c").spec
-    plan = run_components(lambda: GpuCluster._from_spec("c", spec, load_catalog(), opts=pulumi.ResourceOptions(protect=True)))
+    plan = run_components(
+        lambda: build_gpu_cluster(part(CLUSTER_TOKEN, "c", None, pulumi.ResourceOptions(protect=True)), "c", spec, load_catalog())
+    )
     cluster = plan.by_name("c")
     assert cluster.protect
     assert all(r.protect for r in plan.resources), "protect should flow to children through parent"
