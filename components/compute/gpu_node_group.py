@@ -14,12 +14,14 @@ import pulumi_aws as aws
 from gpucluster.components._shared.config_types import NodeGroupConfig
 from gpucluster.components._shared.edge import at_edge, config_part, required, validate
 from gpucluster.components._shared.inputs import Inputs
+from gpucluster.components.compute._bootstrap import check_bootstrap, check_storage, node_bootstrap
 from gpucluster.components.compute._launch_template import (
     ASG,
     TOKEN,
     NodeGroupResource,
     NodeWiring,
 )
+from gpucluster.components.storage.shared_storage import SharedStorage, as_shared_storage
 from gpucluster.config.checks.cluster import validate_node_group
 from gpucluster.config.errors import ConfigError, error, raise_for
 from gpucluster.config.naming import cluster_tags
@@ -43,9 +45,16 @@ class GpuNodeGroupArgs(NodeGroupConfig, total=False):
     """Cluster name: prefix of resource names and value of the cluster tag. Required."""
     security_group_ids: Required[pulumi.Input[list[pulumi.Input[str]]]]
     """Security groups for every interface (for EFA, one that allows all traffic within itself). Required."""
+    shared_storage: list[SharedStorage]
+    """File systems the nodes mount, in the shape storage components emit: ``[lustre.shared_storage]`` of a
+    ``LustreStorage`` (one Lustre file system; its mount point and options obey the stack's rules, and the mount
+    gets ``nosuid,nodev``). Default: none."""
     user_data: pulumi.Input[str]
-    """cloud-init user data, plain text; gzip-compressed and base64-encoded here (cloud-init unpacks it,
-    so EC2's 16 KB limit applies to the compressed size). Default: none."""
+    """cloud-init user data, plain text, in place of the node bootstrap; gzip-compressed and base64-encoded here
+    (cloud-init unpacks it, so EC2's 16 KB limit applies to the compressed size). Default: the node bootstrap a
+    GpuCluster's node gets (node facts, the NCCL/EFA environment and the EFA check, the health program's
+    thresholds in ``/etc/gpucluster/health.json`` for NVIDIA GPUs, and the ``sharedStorage`` mounts). Give it only
+    for nodes whose whole boot you write (e.g. ``SlurmCluster.compute_user_data[group]``); not with ``sharedStorage``."""
     instance_profile_arn: pulumi.Input[str]
     """Instance profile for the nodes. Default: a role with only SSM Session Manager access is created."""
 
@@ -93,14 +102,28 @@ def _from_args(args: GpuNodeGroupArgs, catalog: Catalog) -> tuple[ResolvedNodeGr
         )
     except ConfigError as exc:
         raise ConfigError([*findings, *exc.findings], SOURCE) from None
+    storage = as_shared_storage(args.get("shared_storage", []))
+    findings += check_storage(storage)
+    if storage and args.get("user_data") is not None:
+        findings.append(error("args.userData", "replaces the node bootstrap, so sharedStorage would not be mounted",
+                              "pass sharedStorage or userData, not both (userData is the nodes' whole boot)"))  # fmt: skip
     raise_for([*findings, *validate_node_group(spec, catalog, path="args")], SOURCE)
+    group = resolve_node_group(spec, catalog)
+    user_data = args.get("user_data")
+    if user_data is None:  # the node bootstrap, rendered with stand-ins first: any problem before any resource
+        facts = catalog[spec.instance_type]
+        try:
+            check_bootstrap(args["cluster_name"], group.spec, facts, storage, region)
+        except ValueError as exc:
+            raise_for([error("args", str(exc), "mount less, or shorten the group's ncclEnv values and labels")], SOURCE)
+        user_data = node_bootstrap(args["cluster_name"], group.spec, facts, storage)
     wiring = NodeWiring(
         cluster_name=args["cluster_name"],
         subnet_ids=inputs.real_list(spec.subnet_ids),
         security_group_ids=args["security_group_ids"],
-        user_data=args.get("user_data"),
+        user_data=user_data,
         instance_profile_arn=args.get("instance_profile_arn"),
         tags=cluster_tags(args["cluster_name"]),
         inputs=inputs,
     )
-    return resolve_node_group(spec, catalog), wiring
+    return group, wiring

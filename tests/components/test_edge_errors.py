@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from gpucluster.components.network.network import Network
 from gpucluster.components.slurm.slurm_cluster import SlurmCluster
 from gpucluster.components.storage.data_bucket import DataBucket
 from gpucluster.components.storage.lustre_storage import LustreStorage
+from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.tools.cli import main
 
 SUBNETS = ["subnet-0aaa1111", "subnet-0bbb2222"]
@@ -72,6 +73,9 @@ CREDENTIALS = {
 }
 
 
+FSX = SharedStorage("lustre", "lustre", "/fsx", "noatime,flock", server="fs-0123.fsx.us-east-1.amazonaws.com", mount_name="abcd")
+
+
 def _node_group(**extra: Any) -> dict[str, Any]:
     return {**NODE_GROUP, "cluster_name": "c", "subnet_ids": SUBNETS[:1], "security_group_ids": SG, **extra}
 
@@ -108,6 +112,21 @@ ROWS: dict[str, Row] = {
         lambda: _node_group(instance_type=pulumi.Output.from_input("p5.48xlarge")),
         "args.instanceType",
         "must be known when the program runs",
+    ),
+    "node-group-storage-and-user-data": Row(
+        GpuNodeGroup, lambda: _node_group(shared_storage=[FSX], user_data="#cloud-config\n"), "args.userData", "not both"
+    ),
+    "node-group-storage-suid": Row(
+        GpuNodeGroup,
+        lambda: _node_group(shared_storage=[replace(FSX, mount_options="noatime,suid")]),
+        "args.sharedStorage[0].mountOptions",
+        "'suid'",
+    ),
+    "node-group-node-local-storage": Row(
+        GpuNodeGroup,
+        lambda: _node_group(shared_storage=[SharedStorage("scratch", "nvme", "/scratch", "noatime")]),
+        "args.sharedStorage[0]",
+        "without a server",
     ),
     # network
     "network-cidr": Row(Network, lambda: {"cluster_name": "c", "vpc_cidr": "10.0.0.0/33"}, "args.vpcCidr", ""),

@@ -262,7 +262,7 @@ def test_same_defaults_as_the_stack(run_components):
 def test_the_public_args_have_no_mode_flag():
     """Variants are components of their own; the public Args are the group's config and its wiring."""
     wiring = set(GpuNodeGroupArgs.__annotations__) - set(NodeGroupConfig.__annotations__)
-    assert wiring == {"cluster_name", "security_group_ids", "user_data", "instance_profile_arn"}
+    assert wiring == {"cluster_name", "security_group_ids", "user_data", "instance_profile_arn", "shared_storage"}
     assert all(GpuNodeGroupArgs.__annotations__[k] is not bool for k in wiring)
     old_flags = {"gzip_user_data", "create_auto_scaling_group", "include_subnet_in_interfaces", "expose_tags_in_metadata"}
     assert not old_flags & set(GpuNodeGroupArgs.__annotations__)
