@@ -31,7 +31,6 @@ from gpucluster.components.storage.data_bucket import DataBucket, DataBucketArgs
 from gpucluster.components.storage.lustre_storage import TOKEN as LUSTRE
 from gpucluster.components.storage.lustre_storage import LustreParts, LustreWiring, build_lustre
 from gpucluster.components.storage.shared_storage import SharedStorage
-from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.effective import effective_protect_data
 from gpucluster.config.errors import ConfigError, error
 from gpucluster.config.kubernetes import KubernetesSpec
@@ -47,9 +46,10 @@ from gpucluster.render.core import (
 )
 from gpucluster.render.node import LustreMount, node_cloud_config, user_data_title
 from gpucluster.render.user_data import lustre_stand_in, scheduler_part, user_data_findings
+from gpucluster.resolve.cluster import ResolvedCluster
 from gpucluster.resolve.cost import Estimate, estimate
 from gpucluster.resolve.kubernetes import resolve_kubernetes
-from gpucluster.resolve.node_group import resolve_node_group
+from gpucluster.resolve.node_group import ResolvedNodeGroup
 from gpucluster.resolve.team_storage import lustre_admins
 
 TOKEN = "gpucluster:index:GpuCluster"
@@ -82,7 +82,7 @@ class GpuCluster(pulumi.ComponentResource):
         adopt(self, build_gpu_cluster(self, name, spec, catalog))
 
 
-def cluster_from_args(args: GpuClusterArgs, catalog: Catalog) -> ClusterSpec:
+def cluster_from_args(args: GpuClusterArgs, catalog: Catalog) -> ResolvedCluster:
     """``args`` loaded, checked and resolved as a stack file is (``load_args``); warnings logged."""
     inputs = Inputs("GpuCluster", str(args.get("region") or "us-east-1"))
     plain = inputs.prepare(args, ClusterConfig)
@@ -97,19 +97,19 @@ def cluster_from_args(args: GpuClusterArgs, catalog: Catalog) -> ClusterSpec:
             source="GpuCluster args",
         )
     loaded = load_args(plain, catalog=catalog, source="GpuCluster args")
-    too_large = user_data_findings(loaded.spec, catalog, prefix="args.")
+    too_large = user_data_findings(loaded.cluster, prefix="args.")
     if too_large:
         raise ConfigError(too_large, source="GpuCluster args")
     for finding in loaded.findings:
         pulumi.log.warn(finding.render())
-    return loaded.spec
+    return loaded.cluster
 
 
-def build_gpu_cluster(parent: pulumi.ComponentResource, name: str, spec: ClusterSpec, catalog: Catalog) -> "ClusterParts":
-    """Every resource of the cluster from the resolved ``spec``, children of ``parent`` (a ``GpuCluster``, or the
+def build_gpu_cluster(parent: pulumi.ComponentResource, name: str, resolved: ResolvedCluster, catalog: Catalog) -> "ClusterParts":
+    """Every resource of the cluster from the ``resolved`` cluster, children of ``parent`` (a ``GpuCluster``, or the
     stack program's part of that type); registers ``parent``'s outputs. The stack program's path: ``spec`` is
     already loaded, checked and resolved (``load_spec``)."""
-    parts = ClusterParts(parent, spec, catalog)
+    parts = ClusterParts(parent, resolved, catalog)
     parts._build(name)
     return parts
 
@@ -121,12 +121,12 @@ class ClusterParts:
     launch_template_ids: pulumi.Output[dict[str, str]]
     slurm_controller: pulumi.Output[str | None]
 
-    def __init__(self, parent: pulumi.ComponentResource, spec: ClusterSpec, catalog: Catalog) -> None:
+    def __init__(self, parent: pulumi.ComponentResource, resolved: ResolvedCluster, catalog: Catalog) -> None:
         self._parent = parent
-        self.spec, self.catalog = spec, catalog
+        self.spec, self.resolved, self.catalog = resolved.spec, resolved, catalog
 
     def _build(self, name: str) -> None:
-        spec, catalog, parent = self.spec, self.catalog, self._parent
+        spec, resolved, catalog, parent = self.spec, self.resolved, self.catalog, self._parent
         tags = cluster_tags(spec.name, spec.tags)
         child = pulumi.ResourceOptions(parent=parent)
         self.estimate: Estimate = estimate(spec, catalog)
@@ -134,11 +134,11 @@ class ClusterParts:
         # for values only AWS knows, such as the file system's DNS name): cloud-init text per node group.
         self.user_data: dict[str, str] = {
             g.name: render_cloud_config(
-                user_data_title(spec, g),
-                node_cloud_config(spec, g, catalog, lustre_stand_in(spec)) + scheduler_part(spec, g, catalog),
+                user_data_title(spec.name, g),
+                node_cloud_config(spec.name, g, lustre_stand_in(spec)) + scheduler_part(resolved, g),
                 gzipped=g.scheduler != "kubernetes",
             )
-            for g in spec.node_groups
+            for g in resolved.node_groups
         }
 
         # A hybrid link adds routes to the private route tables: no inline routes there.
@@ -154,14 +154,14 @@ class ClusterParts:
         self.node_groups: dict[str, NodeGroupParts] = {}
         # Groups a scheduler runs (slurm, kubernetes) are built by that scheduler's component; the
         # rest are plain Auto Scaling groups.
-        for g in spec.groups_for("none"):
+        for g in resolved.groups_for("none"):
             self.node_groups[g.name] = build_node_group(
                 part(NODE_GROUP, f"{name}-{g.name}", parent),
                 f"{name}-{g.name}",
-                resolve_node_group(g, catalog, spec),
+                g,
                 NodeWiring(
                     cluster_name=spec.name,
-                    subnet_ids=self.subnets_for(g),
+                    subnet_ids=self.subnets_for(g.spec),
                     security_group_ids=self.security_group_ids,
                     user_data=self.node_user_data(g),
                     tags=tags,
@@ -234,7 +234,7 @@ class ClusterParts:
             scratch = storage.nvme_scratch
             self.shared_storage.append(SharedStorage("scratch", "nvme", scratch.mount_point, NVME_MOUNT_OPTIONS))
 
-    def node_user_data(self, group: NodeGroupSpec, extra: CloudConfig | None = None) -> pulumi.Output[str]:
+    def node_user_data(self, group: ResolvedNodeGroup, extra: CloudConfig | None = None) -> pulumi.Output[str]:
         """cloud-init user data for ``group``'s nodes: node facts, NCCL/EFA, storage mounts, then
         ``extra`` (a scheduler's own part). Resolved once the file system's DNS name is known."""
         stand_in = lustre_stand_in(self.spec)
@@ -245,9 +245,9 @@ class ClusterParts:
                 mount = LustreMount(
                     **{**stand_in.__dict__, "dns_name": values[0], "mount_name": values[1], "file_system": values[2]}
                 )
-            config = node_cloud_config(self.spec, group, self.catalog, mount)
+            config = node_cloud_config(self.spec.name, group, mount)
             return render_cloud_config(
-                user_data_title(self.spec, group), config + (extra or CloudConfig()), gzipped=group.scheduler != "kubernetes"
+                user_data_title(self.spec.name, group), config + (extra or CloudConfig()), gzipped=group.scheduler != "kubernetes"
             )
 
         if self.lustre is None:
@@ -257,7 +257,8 @@ class ClusterParts:
     def _create_slurm(self, name: str, spec: SlurmSpec, tags: dict[str, str], child: pulumi.ResourceOptions) -> None:
         """The Slurm head node and the ``scheduler: slurm`` groups' launch templates (and Auto Scaling
         groups for static ones); compute user data is the node's own plus the slurmd part."""
-        groups = self.spec.groups_for("slurm")
+        assert self.resolved.slurm is not None
+        groups = self.resolved.slurm.node_groups
         head = spec.head_node
         assert head.availability_zone is not None  # resolved
         self.slurm = build_slurm_cluster(
@@ -267,12 +268,12 @@ class ClusterParts:
                 cluster_name=self.spec.name,
                 region=self.spec.region,
                 slurm=spec,
-                node_groups=tuple(groups),
+                node_groups=groups,
                 vpc_id=self.network.vpc_id,
                 head_subnet_id=head.subnet_id or self.network.private_subnet_ids[head.availability_zone],
-                node_group_subnet_ids={g.name: self.subnets_for(g) for g in groups},
+                node_group_subnet_ids={g.name: self.subnets_for(g.spec) for g in groups},
                 security_group_ids=self.security_group_ids,
-                user_data={g.name: self.node_user_data(g, extra=scheduler_part(self.spec, g, self.catalog)) for g in groups},
+                user_data={g.name: self.node_user_data(g, extra=scheduler_part(self.resolved, g)) for g in groups},
                 shared_storage=self.shared_storage,
                 tags=tags,
                 hybrid=self.spec.hybrid if self.spec.hybrid is not None and self.spec.hybrid.controller is not None else None,
@@ -284,11 +285,11 @@ class ClusterParts:
 
     def _create_kubernetes(self, name: str, spec: KubernetesSpec, tags: dict[str, str], child: pulumi.ResourceOptions) -> None:
         """EKS for the ``scheduler: kubernetes`` groups, then the GPU platform on it through its provider."""
-        groups = self.spec.groups_for("kubernetes")
+        groups = list(self.resolved.groups_for("kubernetes"))
         storage = self.spec.storage
         resolved = resolve_kubernetes(
             spec,
-            groups,
+            [g.spec for g in groups],
             self.catalog,
             cluster_name=self.spec.name,
             lustre=any(s.fs_type == "lustre" for s in self.shared_storage),
@@ -301,7 +302,7 @@ class ClusterParts:
         wiring = EksWiring(
             region=self.spec.region,
             cluster_subnet_ids=cluster_subnets,
-            node_group_subnet_ids=node_group_subnets(resolved, inputs, {g.name: self.subnets_for(g) for g in groups}),
+            node_group_subnet_ids=node_group_subnets(resolved, inputs, {g.name: self.subnets_for(g.spec) for g in groups}),
             security_group_ids=security_groups,
             user_data={g.name: self.node_user_data(g) for g in groups},
             protect_data=effective_protect_data(self.spec),

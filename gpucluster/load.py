@@ -29,17 +29,22 @@ from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.pydantic_errors import NAMESPACE, REGION_KEY, pydantic_findings, render_path
 from gpucluster.config.sizing import Sizing
 from gpucluster.facts.catalog import Catalog, load_catalog
-from gpucluster.resolve.cluster import resolve
+from gpucluster.resolve.cluster import ResolvedCluster, resolve
 
 
 @dataclass(frozen=True)
 class LoadResult:
-    spec: ClusterSpec
-    """The resolved spec: every default chosen."""
+    cluster: ResolvedCluster
+    """The resolved cluster: every default chosen, what renderers and components are built from."""
     findings: tuple[Finding, ...]
     """Warnings and notes (errors would have raised)."""
     sizing: Sizing | None = None
     """The storage sizing with every tier considered (before resolution fixed the chosen one)."""
+
+    @property
+    def spec(self) -> ClusterSpec:
+        """The resolved spec: every default chosen."""
+        return self.cluster.spec
 
 
 def config_keys() -> dict[str, str]:
@@ -117,7 +122,7 @@ def load_args(args: Mapping[str, Any], *, catalog: Catalog, source: str, path: s
         result = _load(raw, [], catalog, source)
     except ConfigError as exc:
         raise ConfigError([_args_path(f, path) for f in exc.findings], source) from None
-    return LoadResult(result.spec, tuple(_args_path(f, path) for f in result.findings), result.sizing)
+    return LoadResult(result.cluster, tuple(_args_path(f, path) for f in result.findings), result.sizing)
 
 
 def _args_path(finding: Finding, path: str) -> Finding:

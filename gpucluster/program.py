@@ -84,7 +84,7 @@ def main() -> ClusterParts:
     catalog = load_catalog()
     try:
         loaded = load_spec(read_config(), stack=pulumi.get_stack(), catalog=catalog)
-        too_large = user_data_findings(loaded.spec, catalog)
+        too_large = user_data_findings(loaded.cluster)
         if too_large:
             raise ConfigError(list(loaded.findings) + too_large, f"stack {pulumi.get_stack()!r}")
         live = verify_against_ec2(loaded.spec, catalog)
@@ -97,7 +97,7 @@ def main() -> ClusterParts:
     for finding in findings:
         pulumi.log.warn(finding.render())
     spec = loaded.spec
-    cluster = build_gpu_cluster(part(TOKEN, spec.name), spec.name, spec, catalog)  # already loaded, checked and resolved
+    cluster = build_gpu_cluster(part(TOKEN, spec.name), spec.name, loaded.cluster, catalog)  # loaded, checked, resolved
     pulumi.export("clusterName", spec.name)
     pulumi.export("region", spec.region)
     pulumi.export("vpcId", cluster.network.vpc_id)

@@ -20,13 +20,12 @@ from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.base import FIX_MARK
 from gpucluster.config.errors import Finding, error
 from gpucluster.config.mounts import check_mount_options, check_mount_point
-from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.slurm_health import nvidia_gpus
-from gpucluster.facts.catalog import InstanceFacts
 from gpucluster.render.core import CloudConfig, WriteFile, render_cloud_config
 from gpucluster.render.health import health_config
-from gpucluster.render.node import LustreMount, base_bootstrap, lustre_part
+from gpucluster.render.node import LustreMount, base_bootstrap, lustre_part, user_data_title
 from gpucluster.render.slurm.health import HEALTH_CONFIG
+from gpucluster.resolve.node_group import ResolvedNodeGroup
 from gpucluster_agents.health.config import to_json
 
 STAND_IN_FS = "fs-00000000000000000"
@@ -59,19 +58,13 @@ def check_storage(storage: Sequence[SharedStorage], path: str = "args.sharedStor
     return findings
 
 
-def _config(
-    cluster: str, group: NodeGroupSpec, facts: InstanceFacts, lustre: SharedStorage | None, names: Sequence[str]
-) -> CloudConfig:
+def _config(cluster: str, group: ResolvedNodeGroup, lustre: SharedStorage | None, names: Sequence[str]) -> CloudConfig:
     """The node's parts: the bootstrap, the health thresholds (NVIDIA GPUs) and the Lustre mount (``names``: the file
     system's DNS name, mount name and id, real or stand-ins)."""
-    efa = bool(group.enable_efa_support)
-    config = base_bootstrap(cluster, group, facts)
-    if nvidia_gpus(facts):
+    config = base_bootstrap(cluster, group)
+    if nvidia_gpus(group.facts):
         thresholds = health_config(
-            facts,
-            efa_enabled=efa,
-            efa_layout=group.efa_layout,
-            shared_fs_mount=lustre.mount_point if lustre is not None else None,
+            group.facts, efa_count=group.efa_interfaces, shared_fs_mount=lustre.mount_point if lustre is not None else None
         )
         config += CloudConfig(
             write_files=(WriteFile.compressed(HEALTH_CONFIG, to_json(thresholds)),), sections=("health config",)
@@ -85,31 +78,23 @@ def _config(
             mount_options=lustre.mount_options,
             efa=lustre.efa_enabled,
         )
-        config += lustre_part(mount, group, facts)
+        config += lustre_part(mount, group)
     return config
 
 
-def _title(cluster: str, group: NodeGroupSpec) -> str:
-    return f"gpucluster {cluster} / node group {group.name} ({group.instance_type})"
-
-
-def check_bootstrap(
-    cluster: str, group: NodeGroupSpec, facts: InstanceFacts, storage: Sequence[SharedStorage], region: str
-) -> None:
+def check_bootstrap(cluster: str, group: ResolvedNodeGroup, storage: Sequence[SharedStorage], region: str) -> None:
     """Render the user data with stand-ins as long as the real names: raises ``ValueError`` when EC2 would refuse it."""
     lustre = storage[0] if storage else None
     names = (f"{STAND_IN_FS}.fsx.{region}.amazonaws.com", "xxxxxxxx", STAND_IN_FS)
-    render_cloud_config(_title(cluster, group), _config(cluster, group, facts, lustre, names), gzipped=True)
+    render_cloud_config(user_data_title(cluster, group), _config(cluster, group, lustre, names), gzipped=True)
 
 
-def node_bootstrap(
-    cluster: str, group: NodeGroupSpec, facts: InstanceFacts, storage: Sequence[SharedStorage]
-) -> pulumi.Output[str]:
+def node_bootstrap(cluster: str, group: ResolvedNodeGroup, storage: Sequence[SharedStorage]) -> pulumi.Output[str]:
     """The group's user data (plain cloud-config; the launch template gzips it), once the file system's names are known."""
     lustre = storage[0] if storage else None
 
     def text(names: list[str]) -> str:
-        return render_cloud_config(_title(cluster, group), _config(cluster, group, facts, lustre, names), gzipped=True)
+        return render_cloud_config(user_data_title(cluster, group), _config(cluster, group, lustre, names), gzipped=True)
 
     if lustre is None:
         return pulumi.Output.from_input(text(["", "", ""]))

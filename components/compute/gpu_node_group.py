@@ -111,12 +111,11 @@ def _from_args(args: GpuNodeGroupArgs, catalog: Catalog) -> tuple[ResolvedNodeGr
     group = resolve_node_group(spec, catalog)
     user_data = args.get("user_data")
     if user_data is None:  # the node bootstrap, rendered with stand-ins first: any problem before any resource
-        facts = catalog[spec.instance_type]
         try:
-            check_bootstrap(args["cluster_name"], group.spec, facts, storage, region)
+            check_bootstrap(args["cluster_name"], group, storage, region)
         except ValueError as exc:
             raise_for([error("args", str(exc), "mount less, or shorten the group's ncclEnv values and labels")], SOURCE)
-        user_data = node_bootstrap(args["cluster_name"], group.spec, facts, storage)
+        user_data = node_bootstrap(args["cluster_name"], group, storage)
     wiring = NodeWiring(
         cluster_name=args["cluster_name"],
         subnet_ids=inputs.real_list(spec.subnet_ids),

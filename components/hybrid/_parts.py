@@ -22,9 +22,9 @@ from gpucluster.components.hybrid.onprem_credentials import CredentialsParts, Cr
 from gpucluster.components.network.network import NetworkParts
 from gpucluster.components.slurm.slurm_cluster import SlurmParts
 from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.effective import partition_of
 from gpucluster.config.hybrid import HybridSpec
 from gpucluster.config.node_group import NodeGroupSpec
-from gpucluster.render.slurm.names import partition_name
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ def hybrid_outputs(
             "nodeRoleArn": slurm.node_role_arn,
             "burstNodeGroups": {
                 g: {
-                    "partition": partition_name(spec.node_group(g), slurm_spec.settings(g)),
+                    "partition": partition_of(slurm_spec.settings(g)),
                     "mode": slurm_spec.settings(g).mode,
                     "instanceType": spec.node_group(g).instance_type,
                     "launchTemplateId": slurm.node_groups[g].launch_template_id,

@@ -155,7 +155,7 @@ def gpu_node_group(
         ),
         update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
         node_repair_config=aws.eks.NodeGroupNodeRepairConfigArgs(**repair) if repair else None,
-        labels=node_labels(group, facts),
+        labels=node_labels(resolved.node),
         taints=[aws.eks.NodeGroupTaintArgs(key=t["key"], value=t["value"], effect="NO_SCHEDULE") for t in node_taints(facts)],
         tags=with_name({**tags, **group.tags, NODE_GROUP_TAG: group.name}, f"{cluster_name}-{group.name}"),
         opts=pulumi.ResourceOptions(parent=parent, depends_on=list(deps)),

@@ -88,8 +88,7 @@ def example_job(resolved: ResolvedKubernetes, team: TeamSpec, storage: Sequence[
         name=EXAMPLE_JOB_NAME,
         namespace=resolved.team_namespaces[team.name],
         queue=team.name,
-        group=job.node_group.group,
-        facts=job.node_group.facts,
+        group=job.node_group.node,
         nodes=job.nodes,
         image=job.image,
         preferred_topology=job.preferred_topology,
@@ -187,7 +186,7 @@ def build_kubernetes_platform(
     if spec.health.sweep and any(g.facts.gpus for g in resolved.node_groups):
         # After the operator: its RuntimeClass ``nvidia`` gives the sweep the GPUs.
         configs = {
-            g.group.name: to_json(health_config(g.facts, efa_enabled=g.efa, efa_layout=g.group.efa_layout))
+            g.group.name: to_json(health_config(g.facts, efa_count=g.node.efa_interfaces))
             for g in resolved.node_groups
             if nvidia_gpus(g.facts)
         }

@@ -24,6 +24,7 @@ from gpucluster.facts.catalog import load_catalog
 from gpucluster.render.hybrid.eks_nodes import site_flavor, site_queues, site_resource_flavor
 from gpucluster.render.kubernetes import TOPOLOGY_NAME, kueue_values
 from gpucluster.render.kubernetes_objects import Flavor, cluster_queue, local_queue, resource_flavor, topology
+from gpucluster.resolve.node_group import resolve_node_group
 
 TOKEN = "gpucluster:index:Kueue"
 
@@ -72,7 +73,7 @@ class Kueue(pulumi.ComponentResource):
             helm_release(f"{name}-jobset", "jobset", JOBSET_CHART, "jobset-system", self)
         after_release = pulumi.ResourceOptions(parent=self, depends_on=[release])
 
-        flavors = Flavor.of([(g, catalog[g.instance_type]) for g in args.node_groups])
+        flavors = Flavor.of([resolve_node_group(g, catalog) for g in args.node_groups])
         levels = list(args.kueue.topology_levels)
         cluster_scoped = [topology(levels)] if levels else []
         cluster_scoped += [resource_flavor(f, TOPOLOGY_NAME if levels else None) for f in flavors]

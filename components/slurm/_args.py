@@ -35,10 +35,12 @@ from gpucluster.config.slurm import SlurmSpec
 from gpucluster.config.storage import LustreSpec
 from gpucluster.facts.catalog import Catalog
 from gpucluster.render.core import render_cloud_config
-from gpucluster.render.node import LustreMount, SharedFs, lustre_part, node_cloud_config, shared_fs_of, user_data_title
+from gpucluster.render.node import LustreMount, lustre_part, node_cloud_config, user_data_title
 from gpucluster.render.slurm.compute import node_slurm_part
 from gpucluster.render.slurm.names import SlurmContext
-from gpucluster.resolve.cluster import resolve
+from gpucluster.resolve.cluster import ResolvedCluster, resolve
+from gpucluster.resolve.node_group import SlurmGroup
+from gpucluster.resolve.storage import SharedFs
 
 SOURCE = "SlurmCluster args"
 # Stack config path → Args path (first match wins): the Args flatten the Slurm section and the network.
@@ -67,7 +69,7 @@ class SlurmBuild:
     region: str
     slurm: SlurmSpec
     """The resolved Slurm section (one entry per group, head node zone and subnet chosen, protection)."""
-    node_groups: tuple[NodeGroupSpec, ...]
+    node_groups: tuple[SlurmGroup, ...]
     """The resolved ``scheduler: slurm`` groups, config order."""
     vpc_id: pulumi.Input[str]
     head_subnet_id: pulumi.Input[str]
@@ -141,20 +143,23 @@ def _build_from_args(args: Mapping[str, Any], region: str, catalog: Catalog) -> 
         raise ConfigError(errors_in(findings), SOURCE)
     for finding in findings:
         pulumi.log.warn(finding.render())
-    resolved = resolve(spec, catalog)
+    cluster = resolve(spec, catalog)
+    resolved = cluster.spec
     slurm = resolved.slurm
     assert slurm is not None and slurm.head_node.subnet_id is not None  # resolved: own VPC, zone checked
-    ctx = SlurmContext.of(resolved)
+    assert cluster.slurm is not None
+    ctx = SlurmContext.of(cluster)
     lustre = _lustre(args.get("lustre"), inputs)
-    user_data = {g.name: compute_user_data(resolved, g, catalog, ctx, lustre, inputs) for g in resolved.node_groups}
+    groups = cluster.slurm.node_groups
+    user_data = {g.name: compute_user_data(cluster, g, ctx, lustre, inputs) for g in groups}
     return SlurmBuild(
         cluster_name=resolved.name,
         region=region,
         slurm=slurm,
-        node_groups=tuple(resolved.node_groups),
+        node_groups=groups,
         vpc_id=inputs.real(str(resolved.network.vpc_id)),
         head_subnet_id=inputs.real(slurm.head_node.subnet_id),
-        node_group_subnet_ids={g.name: _group_subnets(resolved, g, inputs) for g in resolved.node_groups},
+        node_group_subnet_ids={g.name: _group_subnets(resolved, g.spec, inputs) for g in groups},
         security_group_ids=args["security_group_ids"],
         user_data=user_data,
         shared_storage=[lustre[0]] if lustre is not None else [],
@@ -218,26 +223,24 @@ def _lustre(given: Mapping[str, Any] | None, inputs: Inputs) -> tuple[SharedStor
 
 
 def compute_user_data(
-    spec: ClusterSpec,
-    group: NodeGroupSpec,
-    catalog: Catalog,
+    cluster: ResolvedCluster,
+    group: SlurmGroup,
     ctx: SlurmContext,
     lustre: tuple[SharedStorage, LustreMount] | None,
     inputs: Inputs,
 ) -> pulumi.Output[str]:
     """A Slurm compute node's user data, as the stack renders it: the node's own part, the Lustre mount
     (once the file system's names are known), then the slurmd part."""
-    facts = catalog[group.instance_type]
 
     def render(values: list[Any]) -> str:
-        config = node_cloud_config(spec, group, catalog, None)
+        config = node_cloud_config(cluster.name, group, None)
         if lustre is not None:
             mount = dataclasses.replace(lustre[1], dns_name=str(values[0]), mount_name=str(values[1]), file_system=str(values[2]))
-            config += lustre_part(mount, group, facts)
+            config += lustre_part(mount, group)
         # the Lustre file system of these args is mounted on every compute node
-        shared_fs = SharedFs(lustre[1].mount_point, "lustre") if lustre is not None else shared_fs_of(spec, group)
-        config += node_slurm_part(ctx, group, catalog, shared_fs)
-        return render_cloud_config(user_data_title(spec, group), config, gzipped=True)
+        shared_fs = SharedFs(lustre[1].mount_point, "lustre") if lustre is not None else group.shared_fs
+        config += node_slurm_part(ctx, group, shared_fs)
+        return render_cloud_config(user_data_title(cluster.name, group), config, gzipped=True)
 
     if lustre is None:
         text: pulumi.Output[str] = pulumi.Output.from_input(render([]))

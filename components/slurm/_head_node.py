@@ -189,10 +189,10 @@ def head_node(
         inputs = HeadInputs(
             data_volume_id=str(volume_id),
             agent=artifact.bundle(str(bucket_name)),
-            agent_config=agent_config(ctx, catalog, launch, str(bucket_name)),
+            agent_config=agent_config(ctx, launch, str(bucket_name)),
             lustre=mounted,
         )
-        return render_cloud_config(head_title(ctx), head_cloud_config(ctx, catalog, inputs), gzipped=True)
+        return render_cloud_config(head_title(ctx), head_cloud_config(ctx, inputs), gzipped=True)
 
     # Outputs the program gave (a reservation id in the agent's config) replace their stand-ins.
     user_data = pulumi.Output.all(volume.id, artifact.bucket.bucket, targets, lustre_values).apply(render).apply(inputs.real_text)

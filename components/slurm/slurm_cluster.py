@@ -248,7 +248,7 @@ class SlurmParts:
             static = slurm.settings(g.name).mode == "static"
             self.node_groups[g.name] = SlurmNodeGroup(
                 f"{name}-{g.name}",
-                checked_group(g, catalog),
+                checked_group(g.spec, catalog),
                 NodeWiring(
                     cluster_name=cluster,
                     subnet_ids=args.node_group_subnet_ids[g.name],
@@ -263,7 +263,7 @@ class SlurmParts:
             )
         self.node_security_group_ids: pulumi.Input[Sequence[pulumi.Input[str]]] = security_group_ids
         """The compute nodes' security groups (their launch templates'): the only ones the agent may launch into."""
-        self._specs, self._subnets = {g.name: g for g in args.node_groups}, args.node_group_subnet_ids
+        self._specs, self._subnets = {g.name: g.spec for g in args.node_groups}, args.node_group_subnet_ids
 
         # The agent launches dynamic groups only (static ones belong to their Auto Scaling groups).
         dynamic = [g.name for g in args.node_groups if slurm.settings(g.name).mode == "dynamic"]

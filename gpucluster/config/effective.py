@@ -96,6 +96,8 @@ def slurm_groups(spec: ClusterSpec, catalog: Catalog) -> list[tuple[int, NodeGro
 
 
 def partition_of(entry: SlurmNodeGroupSpec) -> str:
+    """A Slurm node group's partition: the one its Slurm settings name, else the group's own name. The one rule:
+    the checks, resolution (``SlurmGroup.partition``), the renderers and the stack's outputs all come through it."""
     return entry.partition or entry.name
 
 

@@ -1,7 +1,7 @@
 """The node health program's config (``/etc/gpucluster/health.json``), from the instance facts.
 
 The schema lives in the node package (:mod:`gpucluster_agents.health.config`), which reads the file;
-this module only fills it in: GPU count and model from the catalog, link and benchmark thresholds from
+this module only fills it in: GPU count and model from the instance facts, link and benchmark thresholds from
 :mod:`gpucluster.facts.gpu_health`, the EFA device count from the launch template's interface layout
 (the devices the node will actually have, not the type's maximum), and the shared file system's mount.
 """
@@ -9,7 +9,6 @@ this module only fills it in: GPU count and model from the catalog, link and ben
 from __future__ import annotations
 
 from gpucluster.facts.catalog import InstanceFacts
-from gpucluster.facts.efa import EfaLayout, efa_interface_count, interface_layout
 from gpucluster.facts.gpu_health import gpu_health_facts
 from gpucluster_agents.health.config import HealthConfig
 
@@ -17,17 +16,16 @@ from gpucluster_agents.health.config import HealthConfig
 def health_config(
     facts: InstanceFacts,
     *,
-    efa_enabled: bool,
+    efa_count: int,
     shared_fs_mount: str | None = None,
     shared_fs_type: str = "lustre",
-    efa_layout: EfaLayout = "current",
     node_name: str | None = None,
 ) -> HealthConfig:
     """The thresholds of one node group's instances. NVLink is only expected with more than one GPU:
-    a single GPU has no peer (a one-GPU VM answers NotSupported)."""
+    a single GPU has no peer (a one-GPU VM answers NotSupported). ``efa_count``: the EFA devices the group's
+    launch template gives a node (``ResolvedNodeGroup.efa_interfaces``)."""
     gpu = facts.gpus[0] if facts.gpus else None
     known = gpu_health_facts(gpu.model if gpu else None)
-    slots = interface_layout(facts, efa_enabled, efa_layout)
     return HealthConfig(
         instance_type=facts.instance_type,
         gpu_count=facts.gpu_count,
@@ -36,7 +34,7 @@ def health_config(
         pcie_width=known.pcie_width if known else 0,
         pcie_idle_downshift=known.pcie_idle_downshift if known else False,
         nvlink_links=known.nvlink_links_per_gpu if known and facts.gpu_count > 1 else 0,
-        efa_count=efa_interface_count(slots),
+        efa_count=efa_count,
         temperature_max_c=known.temperature_max_c if known else HealthConfig.temperature_max_c,
         hbm_copy_gbps=known.hbm_copy_baseline_gbps if known else None,
         gemm_tflops=known.gemm_baseline_tflops if known else None,

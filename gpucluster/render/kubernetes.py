@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from gpucluster.config.kubernetes import MigStrategy, flavor_name
-from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import InstanceFacts
 from gpucluster.render.core import USER_DATA_LIMIT, render, to_yaml
+from gpucluster.resolve.node_group import ResolvedNodeGroup
 
 Platform = Literal["eks", "on-prem"]
 
@@ -52,14 +52,15 @@ MELLANOX_VENDOR = "15b3"
 # --- node groups --------------------------------------------------------------------------------------
 
 
-def node_labels(group: NodeGroupSpec, facts: InstanceFacts) -> dict[str, str]:
+def node_labels(group: ResolvedNodeGroup) -> dict[str, str]:
     """Kubernetes labels of a GPU node group's nodes: the group, its GPU flavor, EFA; then the user's."""
+    facts = group.facts
     labels = {LABEL_NODE_GROUP: group.name}
     if facts.gpu_count:
         labels[LABEL_GPU] = flavor_name(facts)
-    if group.enable_efa_support and facts.efa_supported:
+    if group.uses_efa:
         labels[LABEL_EFA] = "true"
-    return {**labels, **group.labels}
+    return {**labels, **group.spec.labels}
 
 
 def node_taints(facts: InstanceFacts) -> list[dict[str, str]]:

@@ -14,9 +14,6 @@ from fractions import Fraction
 from typing import Any
 
 from gpucluster.config.kubernetes import flavor_name
-from gpucluster.config.node_group import NodeGroupSpec
-from gpucluster.facts.catalog import InstanceFacts
-from gpucluster.facts.efa import efa_interface_count, interface_layout
 from gpucluster.render.kubernetes import (
     EFA_RESOURCE,
     GPU_RESOURCE,
@@ -29,6 +26,7 @@ from gpucluster.render.kubernetes import (
     NIC_CLUSTER_POLICY_API,
     TOPOLOGY_NAME,
 )
+from gpucluster.resolve.node_group import ResolvedNodeGroup
 
 
 @dataclass(frozen=True)
@@ -44,14 +42,15 @@ class Flavor:
     efa_per_gpu: Fraction
 
     @classmethod
-    def of(cls, groups: Sequence[tuple[NodeGroupSpec, InstanceFacts]]) -> list[Flavor]:
+    def of(cls, groups: Sequence[ResolvedNodeGroup]) -> list[Flavor]:
         """One flavor per GPU model of ``groups``, in first-seen order; the largest share where several
         instance types have the model."""
         out: dict[str, Flavor] = {}
-        for group, facts in groups:
+        for group in groups:
+            facts = group.facts
             if not facts.gpu_count:
                 continue
-            efa = efa_interface_count(interface_layout(facts, bool(group.enable_efa_support), group.efa_layout))
+            efa = group.efa_interfaces
             gpus = facts.gpu_count
             mine = cls(
                 flavor_name(facts),

@@ -8,15 +8,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.mounts import client_mount_options
-from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.storage import NVME_MOUNT_OPTIONS, NvmeScratchSpec
-from gpucluster.facts.catalog import Catalog, InstanceFacts
+from gpucluster.facts.catalog import InstanceFacts
 from gpucluster.facts.downloads import FSX_UBUNTU_KEY_FINGERPRINT, FSX_UBUNTU_KEY_URL
-from gpucluster.facts.efa import efa_interface_count, interface_layout
-from gpucluster.facts.nccl import library_dirs, nccl_environment
+from gpucluster.facts.nccl import library_dirs
 from gpucluster.render.core import CloudConfig, WriteFile, env_file, render
+from gpucluster.resolve.node_group import ResolvedNodeGroup
 
 NODE_FACTS_PATH = "/etc/gpucluster/node.json"
 NCCL_PROFILE_PATH = "/etc/profile.d/gpucluster-nccl.sh"
@@ -24,24 +22,23 @@ NCCL_ENV_PATH = "/etc/gpucluster/nccl.env"
 EFA_CHECK_PATH = "/usr/local/sbin/gpucluster-efa-check"
 
 
-def node_facts(cluster: str, group: NodeGroupSpec, facts: InstanceFacts) -> dict[str, object]:
-    slots = interface_layout(facts, bool(group.enable_efa_support), group.efa_layout)
+def node_facts(cluster: str, group: ResolvedNodeGroup) -> dict[str, object]:
+    facts = group.facts
     return {
         "cluster": cluster,
         "nodeGroup": group.name,
         "instanceType": group.instance_type,
         "accelerator": facts.accelerator_model,
         "acceleratorCount": facts.accelerator_count,
-        "efaInterfaces": efa_interface_count(slots),
-        "efaLayout": group.efa_layout if group.enable_efa_support else None,
-        "labels": dict(sorted(group.labels.items())),
+        "efaInterfaces": group.efa_interfaces,
+        "efaLayout": group.spec.efa_layout if group.efa else None,
+        "labels": dict(sorted(group.spec.labels.items())),
     }
 
 
-def base_bootstrap(cluster: str, group: NodeGroupSpec, facts: InstanceFacts) -> CloudConfig:
-    efa = bool(group.enable_efa_support)
-    env = nccl_environment(facts, efa, group.nccl_env)
-    efa_count = efa_interface_count(interface_layout(facts, efa, group.efa_layout))
+def base_bootstrap(cluster: str, group: ResolvedNodeGroup) -> CloudConfig:
+    env = dict(group.nccl_env)
+    efa_count = group.efa_interfaces
     profile = render(
         "node/nccl-env.sh.j2",
         instance_type=group.instance_type,
@@ -49,10 +46,10 @@ def base_bootstrap(cluster: str, group: NodeGroupSpec, facts: InstanceFacts) -> 
         node_group=group.name,
         efa_interfaces=efa_count,
         env=env,
-        library_dirs=list(library_dirs(facts, efa)),
+        library_dirs=list(library_dirs(group.facts, group.efa)),
     )
     files = [
-        WriteFile(NODE_FACTS_PATH, json.dumps(node_facts(cluster, group, facts), indent=2, sort_keys=True) + "\n"),
+        WriteFile(NODE_FACTS_PATH, json.dumps(node_facts(cluster, group), indent=2, sort_keys=True) + "\n"),
         WriteFile(NCCL_PROFILE_PATH, profile),
         WriteFile(NCCL_ENV_PATH, env_file(env)),
     ]
@@ -123,10 +120,10 @@ def lustre_mount_script(mount: LustreMount, *, efa: bool, gds: bool) -> str:
     )
 
 
-def lustre_part(mount: LustreMount, group: NodeGroupSpec, facts: InstanceFacts) -> CloudConfig:
+def lustre_part(mount: LustreMount, group: ResolvedNodeGroup) -> CloudConfig:
     """Install the Lustre client, set up EFA/GDS where both sides support it, mount, add to fstab."""
-    efa = mount.efa and bool(group.enable_efa_support) and facts.efa_supported
-    gds = efa and mount.gds and facts.gds_supported
+    efa = mount.efa and group.uses_efa
+    gds = efa and mount.gds and group.facts.gds_supported
     script = lustre_mount_script(mount, efa=efa, gds=gds)
     return CloudConfig(
         write_files=(WriteFile(LUSTRE_MOUNT_SCRIPT, script, "0755"),),
@@ -152,36 +149,16 @@ def nvme_scratch_part(scratch: NvmeScratchSpec, facts: InstanceFacts) -> CloudCo
     )
 
 
-@dataclass(frozen=True)
-class SharedFs:
-    """The file system a node's health checks expect mounted (``shared_fs`` check): mount point and type."""
-
-    mount_point: str
-    fstype: str
-
-
-def shared_fs_of(spec: ClusterSpec, group: NodeGroupSpec) -> SharedFs | None:
-    """What :func:`node_cloud_config` mounts on ``group``'s nodes: the Lustre file system where the group
-    mounts it, else the NVMe RAID volume, else nothing. ``spec`` is resolved (node group lists filled in)."""
-    storage = spec.storage
-    if storage and storage.lustre and group.name in (storage.lustre.node_groups or ()):
-        return SharedFs(storage.lustre.mount_point, "lustre")
-    if storage and storage.nvme_scratch and group.name in (storage.nvme_scratch.node_groups or ()):
-        return SharedFs(storage.nvme_scratch.mount_point, storage.nvme_scratch.filesystem)
-    return None
-
-
-def node_cloud_config(spec: ClusterSpec, group: NodeGroupSpec, catalog: Catalog, lustre: LustreMount | None) -> CloudConfig:
-    """Everything a node of ``group`` runs at boot, storage included (schedulers add their parts)."""
-    facts = catalog[group.instance_type]
-    config = base_bootstrap(spec.name, group, facts)
-    storage = spec.storage
-    if storage and storage.nvme_scratch and group.name in (storage.nvme_scratch.node_groups or ()):
-        config += nvme_scratch_part(storage.nvme_scratch, facts)
-    if storage and storage.lustre and lustre is not None and group.name in (storage.lustre.node_groups or ()):
-        config += lustre_part(lustre, group, facts)
+def node_cloud_config(cluster: str, group: ResolvedNodeGroup, lustre: LustreMount | None) -> CloudConfig:
+    """Everything a node of ``group`` runs at boot, storage included (schedulers add their parts): the NVMe volume
+    and the Lustre mount where resolution gave them to the group (``lustre``: the mount's values, once known)."""
+    config = base_bootstrap(cluster, group)
+    if group.nvme_scratch is not None:
+        config += nvme_scratch_part(group.nvme_scratch, group.facts)
+    if group.mounts_lustre and lustre is not None:
+        config += lustre_part(lustre, group)
     return config
 
 
-def user_data_title(spec: ClusterSpec, group: NodeGroupSpec) -> str:
-    return f"gpucluster {spec.name} / node group {group.name} ({group.instance_type})"
+def user_data_title(cluster: str, group: ResolvedNodeGroup) -> str:
+    return f"gpucluster {cluster} / node group {group.name} ({group.instance_type})"

@@ -8,11 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.team_posix import TeamPosix
-from gpucluster.facts.catalog import InstanceFacts
-from gpucluster.facts.efa import efa_interface_count, interface_layout
-from gpucluster.facts.nccl import nccl_environment
 from gpucluster.render.core import render
 from gpucluster.render.kubernetes import (
     EFA_RESOURCE,
@@ -23,6 +19,7 @@ from gpucluster.render.kubernetes import (
     PREFERRED_TOPOLOGY,
     QUEUE_LABEL,
 )
+from gpucluster.resolve.node_group import ResolvedNodeGroup
 
 
 @dataclass(frozen=True)
@@ -38,8 +35,7 @@ def training_job(
     name: str,
     namespace: str,
     queue: str,
-    group: NodeGroupSpec,
-    facts: InstanceFacts,
+    group: ResolvedNodeGroup,
     nodes: int,
     image: str,
     preferred_topology: str | None,
@@ -55,8 +51,8 @@ def training_job(
     runtime's default seccomp profile. GPUs and EFA interfaces are device-plugin resources, which
     ``restricted`` allows; EFA memory registration needs a large locked-memory limit, not a capability
     (docs/security.md). ``HOME`` points at ``/tmp``: the user has no home in the image."""
-    efa = bool(group.enable_efa_support) and facts.efa_supported
-    efa_count = efa_interface_count(interface_layout(facts, efa, group.efa_layout))
+    facts = group.facts
+    efa_count = group.efa_interfaces
     gpus = facts.gpu_count
     limits: dict[str, int | str] = {
         "cpu": facts.vcpus * 3 // 4,
@@ -71,7 +67,7 @@ def training_job(
         f"torchrun --nnodes={nodes} --nproc-per-node={gpus} --node-rank=${{JOB_COMPLETION_INDEX}} "
         f"--master-addr={rendezvous} --master-port=29500 {script}"
     )
-    env = [{"name": k, "value": v} for k, v in nccl_environment(facts, efa, group.nccl_env).items()]
+    env = [{"name": k, "value": v} for k, v in group.nccl_env.items()]
     env.append({"name": "HOME", "value": "/tmp"})
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
     volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]

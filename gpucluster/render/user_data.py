@@ -4,15 +4,15 @@ program and GpuCluster before anything is created)."""
 
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import Finding, error
-from gpucluster.config.node_group import NodeGroupSpec
-from gpucluster.facts.catalog import Catalog
 from gpucluster.render.core import USER_DATA_LIMIT, CloudConfig, cloud_config_text, largest_parts, user_data_size
 from gpucluster.render.hybrid.compute import hybrid_join_part, munge_secret_stand_in
 from gpucluster.render.hybrid.fabric import burst_groups
 from gpucluster.render.kubernetes import node_config, nodeadm_text
-from gpucluster.render.node import LustreMount, node_cloud_config, shared_fs_of, user_data_title
+from gpucluster.render.node import LustreMount, node_cloud_config, user_data_title
 from gpucluster.render.slurm.compute import node_slurm_part
 from gpucluster.render.slurm.names import SlurmContext
+from gpucluster.resolve.cluster import ResolvedCluster
+from gpucluster.resolve.node_group import ResolvedNodeGroup
 
 
 def lustre_stand_in(spec: ClusterSpec) -> LustreMount | None:
@@ -33,30 +33,36 @@ def lustre_stand_in(spec: ClusterSpec) -> LustreMount | None:
     )
 
 
-def scheduler_part(spec: ClusterSpec, group: NodeGroupSpec, catalog: Catalog) -> CloudConfig:
+def scheduler_part(cluster: ResolvedCluster, group: ResolvedNodeGroup) -> CloudConfig:
     """The user-data part a node's scheduler adds (Slurm: slurmd joining the head node, or a hybrid site's
     controller for the groups it bursts into; EKS wraps the user data itself). A site's burst nodes name the munge
     secret by a stand-in that SlurmCluster replaces once the secret exists."""
-    if group.scheduler == "slurm" and spec.slurm is not None:
-        if spec.hybrid is not None and spec.hybrid.controller is not None and group.name in {g.name for g in burst_groups(spec)}:
-            return hybrid_join_part(spec, group, munge_secret_stand_in(spec.region), catalog)
-        return node_slurm_part(SlurmContext.of(spec), group, catalog, shared_fs_of(spec, group))
+    spec = cluster.spec
+    if group.scheduler == "slurm" and cluster.slurm is not None:
+        if (
+            spec.hybrid is not None
+            and spec.hybrid.controller is not None
+            and group.name in {g.name for g in burst_groups(cluster)}
+        ):
+            return hybrid_join_part(cluster, group, munge_secret_stand_in(spec.region))
+        return node_slurm_part(SlurmContext.of(cluster), group, group.shared_fs)
     return CloudConfig()
 
 
-def user_data_findings(spec: ClusterSpec, catalog: Catalog, prefix: str = "gpucluster:") -> list[Finding]:
+def user_data_findings(cluster: ResolvedCluster, prefix: str = "gpucluster:") -> list[Finding]:
     """An error for each node group whose user data EC2 would refuse (over 16 KB), naming what to move.
 
     Slurm and plain groups send it gzipped, so the compressed size counts; EKS groups send MIME
     multi-part text for nodeadm (EKS merges its own part into it and takes nothing else), so the text
-    counts. ``spec`` is resolved. Run before any resource exists."""
+    counts. Run before any resource exists."""
+    spec = cluster.spec
     out: list[Finding] = []
-    for i, g in enumerate(spec.node_groups):
-        config = node_cloud_config(spec, g, catalog, lustre_stand_in(spec)) + scheduler_part(spec, g, catalog)
-        text = cloud_config_text(user_data_title(spec, g), config)
+    for i, g in enumerate(cluster.node_groups):
+        config = node_cloud_config(cluster.name, g, lustre_stand_in(spec)) + scheduler_part(cluster, g)
+        text = cloud_config_text(user_data_title(cluster.name, g), config)
         eks = g.scheduler == "kubernetes"
         if eks:
-            facts = catalog[g.instance_type]
+            facts = g.facts
             nvme_for_pods = spec.storage is None or spec.storage.nvme_scratch is None
             gate = spec.kubernetes is not None and spec.kubernetes.health.sweep
             text = nodeadm_text(text, node_config(facts, nvme_for_pods, gate))

@@ -1,64 +1,101 @@
-"""Resolve a validated spec: fill every "let gpucluster choose" field with the value it stands for.
+"""Resolve a validated spec into a :class:`ResolvedCluster`: every "let gpucluster choose" field decided once.
 
-After this the spec is fully defaulted — components read plain values and never decide policy.
+:func:`resolve` is the one place the instance catalog is read after the config checks: renderers and components
+take the :class:`ResolvedCluster` (its node groups carry their facts, interface layout, NCCL environment and
+mounts; its Slurm section its groups' partitions) and never the catalog.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
+
 from gpucluster.config.cluster import ClusterSpec
-from gpucluster.config.effective import (
-    effective_desired,
-    effective_efa,
-    effective_flow_log_protect,
-    effective_placement_group,
-    effective_scheduler,
-)
-from gpucluster.config.node_group import NodeGroupSpec
-from gpucluster.config.slurm import UBUNTU_RELEASE
+from gpucluster.config.effective import effective_flow_log_protect
+from gpucluster.config.network import NetworkSpec
+from gpucluster.config.slurm import SLURM_VERSION, SlurmSpec
+from gpucluster.config.storage import StorageSpec
 from gpucluster.facts.catalog import Catalog
-from gpucluster.facts.images import DEFAULT_RELEASE, default_image_parameter
-from gpucluster.facts.slurm_releases import cloud_ubuntu_for
+from gpucluster.resolve.node_group import (
+    ResolvedNodeGroup,
+    SlurmGroup,
+    as_slurm_group,
+    resolve_group,
+    resolve_node_group,
+    slurm_release,
+)
 from gpucluster.resolve.slurm import resolve_slurm
 from gpucluster.resolve.storage import resolve_storage
 
 
-def resolve_group(group: NodeGroupSpec, catalog: Catalog, spec: ClusterSpec | None = None) -> NodeGroupSpec:
-    """``group`` with every choice made. Without ``spec`` (a group used on its own) the scheduler is ``none``."""
-    facts = catalog[group.instance_type]
-    scheduler = effective_scheduler(group, spec) if spec is not None else (group.scheduler or "none")
-    already = (
-        group.enable_efa_support is not None
-        and group.desired_size is not None
-        and group.create_placement_group is not None
-        and bool(group.image_id or group.image_ssm_parameter)
-        and group.scheduler == scheduler
-    )
-    if already:
-        return group
-    update: dict[str, object] = {
-        "scheduler": scheduler,
-        "desired_size": effective_desired(group),
-        "enable_efa_support": effective_efa(group, facts),
-        "create_placement_group": effective_placement_group(group, facts),
-    }
-    if group.image_id is None and group.image_ssm_parameter is None:
-        release = slurm_release(spec, group) if scheduler == "slurm" and spec is not None else DEFAULT_RELEASE
-        update["image_ssm_parameter"] = default_image_parameter(facts, release)
-    return group.model_copy(update=update)
+@dataclass(frozen=True)
+class ResolvedSlurm:
+    """The Slurm section resolved: its node groups with their partitions (exactly one default), the head node's
+    zone (and subnet with your own VPC), protection."""
+
+    spec: SlurmSpec
+    """The resolved section (head node, accounting, health, power saving … as the renderers read them)."""
+    node_groups: tuple[SlurmGroup, ...]
+    """Every Slurm node group of the cluster, config order."""
+    protect: bool
+    version: str = SLURM_VERSION
+    """The Slurm version of the head node's release."""
+
+    @property
+    def partitions(self) -> dict[str, str]:
+        """Partition → node group, config order."""
+        return {g.partition: g.name for g in self.node_groups}
+
+    @property
+    def default_partition(self) -> str | None:
+        return next((g.partition for g in self.node_groups if g.entry.default), None)
 
 
-def slurm_release(spec: ClusterSpec, group: NodeGroupSpec) -> str:
-    """The Ubuntu release of a Slurm node group's default image. Slurm nodes run the head node's release, so slurmd
-    and slurmctld are one Slurm version; a hybrid site's burst nodes run the release whose archive slurmd the
-    site's controller accepts (a controller none fits is refused at load: checks.hybrid_slurm)."""
-    hybrid = spec.hybrid
-    if hybrid is not None and hybrid.controller is not None:
-        if not hybrid.burst_node_groups or group.name in hybrid.burst_node_groups:
-            return cloud_ubuntu_for(hybrid.controller.slurm_version) or UBUNTU_RELEASE
-    return UBUNTU_RELEASE
+@dataclass(frozen=True)
+class ResolvedCluster:
+    """A cluster after resolution: the resolved spec's sections plus the typed decisions the renderers read."""
+
+    spec: ClusterSpec
+    """The resolved spec (every default filled), for the sections not stated as types yet."""
+    node_groups: tuple[ResolvedNodeGroup, ...]
+    """Every node group, config order; the Slurm ones are :class:`SlurmGroup`."""
+    slurm: ResolvedSlurm | None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def region(self) -> str:
+        return self.spec.region
+
+    @property
+    def zones(self) -> tuple[str, ...]:
+        return tuple(self.spec.zones)
+
+    @property
+    def tags(self) -> dict[str, str]:
+        return dict(self.spec.tags)
+
+    @property
+    def network(self) -> NetworkSpec:
+        return self.spec.network
+
+    @property
+    def storage(self) -> StorageSpec | None:
+        return self.spec.storage
+
+    def node_group(self, name: str) -> ResolvedNodeGroup:
+        for g in self.node_groups:
+            if g.name == name:
+                return g
+        raise KeyError(f"cluster {self.name!r} has no node group {name!r}")
+
+    def groups_for(self, scheduler: str) -> Iterator[ResolvedNodeGroup]:
+        return (g for g in self.node_groups if g.scheduler == scheduler)
 
 
-def resolve(spec: ClusterSpec, catalog: Catalog) -> ClusterSpec:
+def resolve_spec(spec: ClusterSpec, catalog: Catalog) -> ClusterSpec:
     """``spec`` with node-group choices made and the network's zones listed. ``spec`` must be valid."""
     groups = tuple(resolve_group(g, catalog, spec) for g in spec.node_groups)
     flow_logs = spec.network.flow_logs.model_copy(update={"protect": effective_flow_log_protect(spec)})
@@ -66,3 +103,23 @@ def resolve(spec: ClusterSpec, catalog: Catalog) -> ClusterSpec:
     resolved = spec.model_copy(update={"node_groups": groups, "network": network})
     resolved = resolved.model_copy(update={"storage": resolve_storage(resolved, catalog)})
     return resolved.model_copy(update={"slurm": resolve_slurm(resolved, catalog)})
+
+
+def resolve(spec: ClusterSpec, catalog: Catalog) -> ResolvedCluster:
+    """``spec`` resolved (:func:`resolve_spec`) and stated as a :class:`ResolvedCluster`. ``spec`` must be valid."""
+    spec = resolve_spec(spec, catalog)
+    slurm = spec.slurm
+    groups: list[ResolvedNodeGroup] = []
+    for g in spec.node_groups:
+        group = resolve_node_group(g, catalog, spec)
+        if slurm is not None and group.scheduler == "slurm":
+            group = as_slurm_group(group, slurm.settings(g.name))
+        groups.append(group)
+    resolved_slurm = None
+    if slurm is not None:
+        slurm_groups = tuple(g for g in groups if isinstance(g, SlurmGroup))
+        resolved_slurm = ResolvedSlurm(slurm, slurm_groups, bool(slurm.protect_data))
+    return ResolvedCluster(spec, tuple(groups), resolved_slurm)
+
+
+__all__ = ["ResolvedCluster", "ResolvedSlurm", "resolve", "resolve_group", "resolve_spec", "slurm_release"]

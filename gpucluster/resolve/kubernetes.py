@@ -16,6 +16,7 @@ from gpucluster.config.effective import effective_desired
 from gpucluster.config.kubernetes import KubernetesSpec, eks_ami_type
 from gpucluster.config.node_group import CapacitySpec, NodeGroupSpec
 from gpucluster.facts.catalog import Catalog, InstanceFacts
+from gpucluster.resolve.node_group import ResolvedNodeGroup, resolve_node_group
 
 # EKS managed node groups' capacity types, by how gpucluster buys the instances.
 CAPACITY_TYPES = {
@@ -53,6 +54,8 @@ class ResolvedEksNodeGroup:
     desired_size: int
     efa: bool
     """The group uses EFA (asked for and the instance type has it)."""
+    node: ResolvedNodeGroup
+    """The group as every node group is resolved: its interface layout, EFA devices, NCCL environment."""
 
 
 @dataclass(frozen=True)
@@ -91,8 +94,9 @@ class ResolvedKubernetes:
     within its namespace (the private ranges are always left out of its internet egress)."""
 
 
-def resolve_eks_group(group: NodeGroupSpec, facts: InstanceFacts) -> ResolvedEksNodeGroup:
+def resolve_eks_group(group: NodeGroupSpec, catalog: Catalog) -> ResolvedEksNodeGroup:
     """``group`` (already resolved as a node group) as an EKS managed node group."""
+    facts = catalog[group.instance_type]
     spot = group.capacity.type == "spot"
     return ResolvedEksNodeGroup(
         group=group,
@@ -102,6 +106,7 @@ def resolve_eks_group(group: NodeGroupSpec, facts: InstanceFacts) -> ResolvedEks
         capacity_type=CAPACITY_TYPES[group.capacity.type],
         desired_size=effective_desired(group),
         efa=bool(group.enable_efa_support) and facts.efa_supported,
+        node=resolve_node_group(group, catalog),
     )
 
 
@@ -119,7 +124,7 @@ def resolve_kubernetes(
     cluster has an FSx for Lustre file system (the FSx CSI driver add-on is installed);
     ``cluster_networks``: the VPC's and a site's CIDRs."""
     system = spec.system_node_group
-    eks_groups = tuple(resolve_eks_group(g, catalog[g.instance_type]) for g in groups)
+    eks_groups = tuple(resolve_eks_group(g, catalog) for g in groups)
     return ResolvedKubernetes(
         spec=spec,
         cluster_name=cluster_name,

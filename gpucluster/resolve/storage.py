@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.effective import lustre_groups, lustre_zone, storage_sizing
 from gpucluster.config.sizing import Sizing
 from gpucluster.config.storage import LustreSpec, StorageSpec
 from gpucluster.facts.catalog import Catalog
+
+
+@dataclass(frozen=True)
+class SharedFs:
+    """The file system a node's health checks expect mounted (``shared_fs`` check): mount point and type."""
+
+    mount_point: str
+    fstype: str
 
 
 def resolve_storage(spec: ClusterSpec, catalog: Catalog) -> StorageSpec | None:

@@ -54,7 +54,6 @@ def _target(out: Path, names: set[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpucluster.facts.catalog import load_catalog
     from gpucluster.load import load_spec
     from gpucluster.render.hybrid.bundle import PLACEHOLDER_RE, bundle_files
     from gpucluster.render.hybrid.bundle_slurm import BundleError, site_of
@@ -63,13 +62,13 @@ def run(args: argparse.Namespace) -> int:
 
     project, config, _ = load_stack_config(args.stack, Path(args.project_dir))
     config.update(as_config(project, overrides(args))[0])
-    spec = load_spec(config, stack=args.stack).spec
+    cluster = load_spec(config, stack=args.stack).cluster
     aws = _aws_values(args.outputs)
     try:
-        site = site_of(spec)
+        site = site_of(cluster)
     except BundleError as exc:
         raise CliError(str(exc), EXIT_CONFIG) from None
-    files = bundle_files(site, load_catalog(), aws)
+    files = bundle_files(site, aws)
     out = Path(args.out)
     _target(out, {f.path for f in files})
     for f in files:

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from gpucluster.components._shared.agent_iam import LaunchScope, slurm_agent_policy
-from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
 from gpucluster.policy.iam_eval import DENY, IMPLICIT_DENY, Request, evaluate
 from gpucluster.render.hybrid.bundle import AwsValues, agent_json
@@ -67,8 +66,8 @@ class Agent:
 
 def _config(plan: Plan, stack: str) -> AgentConfig:
     if stack == "hybrid-slurm":
-        site = site_of(load_spec(stack_config(stack), stack=stack).spec)
-        return parse(json.loads(agent_json(site, load_catalog(), AwsValues.from_output(plan.outputs["hybrid"]))))
+        site = site_of(load_spec(stack_config(stack), stack=stack).cluster)
+        return parse(json.loads(agent_json(site, AwsValues.from_output(plan.outputs["hybrid"]))))
     return parse(json.loads(plan.files[f"{stack}-slurm-head/etc/gpucluster/agent.json"]))
 
 

@@ -134,7 +134,7 @@ def test_full_cluster_children_have_parents_and_tags(run_components, config):
 
 
 def test_opts_reach_the_component(run_components):
-    spec = load_spec(make_config(), stack="c").spec
+    spec = load_spec(make_config(), stack="c").cluster
     plan = run_components(
         lambda: build_gpu_cluster(part(CLUSTER_TOKEN, "c", None, pulumi.ResourceOptions(protect=True)), "c", spec, load_catalog())
     )

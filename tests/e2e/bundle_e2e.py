@@ -162,7 +162,7 @@ class HybridSite:
         self.marker = f"{run_dir}:{os.getpid()}"
         for sub in ("state", "spool", "log", "pids", "dev", "etc", "site"):
             (run_dir / sub).mkdir(parents=True, exist_ok=True)
-        site = site_of(load_spec(site_config(run_dir), stack=CLUSTER).spec)
+        site = site_of(load_spec(site_config(run_dir), stack=CLUSTER).cluster)
         self.site = site
         groups = {"p5": {"launchTemplateId": world.launch_templates["p5"], "subnetIds": [world.subnet_ids[0]]}}
         self.files = files_of(site, AwsValues.from_output({"slurm": {"burstNodeGroups": groups}, "credentials": ARNS}))

@@ -68,17 +68,14 @@ class Rendered:
 
 def render(cluster: str, groups: list[GroupSpec], launch_templates: dict[str, str], subnet_ids: list[str]) -> Rendered:
     """Load a stack config for ``groups`` with the project's loader and render every file from it."""
-    from gpucluster.facts.catalog import load_catalog
-    from gpucluster.facts.nccl import nccl_environment
     from gpucluster.load import load_spec
     from gpucluster.render.core import env_file
     from gpucluster.render.slurm.agent import LaunchTarget, agent_config
     from gpucluster.render.slurm.compute import task_prolog
     from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, slurm_conf, topology_conf
-    from gpucluster.render.slurm.names import SlurmContext, slurm_groups
+    from gpucluster.render.slurm.names import SlurmContext
     from gpucluster_agents.contract import to_dict
 
-    catalog = load_catalog()
     config: dict[str, Any] = {
         "aws:region": "us-east-1",
         "gpucluster:nodeGroups": [
@@ -96,17 +93,17 @@ def render(cluster: str, groups: list[GroupSpec], launch_templates: dict[str, st
         },
     }
     # Rendered for the Slurm that runs here (Debian's 22.05), which needs the pre-23.11 cloud keys.
-    ctx = SlurmContext.of(load_spec(config, stack=cluster).spec, slurm_version=LOCAL_SLURM)
+    ctx = SlurmContext.of(load_spec(config, stack=cluster).cluster, slurm_version=LOCAL_SLURM)
     targets = {g.name: LaunchTarget(launch_templates[g.name], (subnet_ids[0],)) for g in groups}
-    first = slurm_groups(ctx, catalog)[0]
+    first = ctx.node_groups[0]
     return Rendered(
-        slurm_conf=slurm_conf(ctx, catalog),
-        gres_conf=gres_conf(ctx, catalog),
+        slurm_conf=slurm_conf(ctx),
+        gres_conf=gres_conf(ctx),
         cgroup_conf=cgroup_conf(ctx),
-        topology_conf=topology_conf(ctx, catalog),
-        task_prolog=task_prolog(first.group, first.facts),
-        nccl_env=env_file(nccl_environment(first.facts, bool(first.group.enable_efa_support))),
-        agent_config=to_dict(agent_config(ctx, catalog, targets)),  # the JSON document, to patch locally
+        topology_conf=topology_conf(ctx),
+        task_prolog=task_prolog(first),
+        nccl_env=env_file(dict(first.nccl_env)),
+        agent_config=to_dict(agent_config(ctx, targets)),  # the JSON document, to patch locally
     )
 
 

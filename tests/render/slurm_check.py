@@ -174,15 +174,15 @@ def _problems(log: str) -> list[str]:
     ]
 
 
-def conf_files(ctx, catalog) -> dict[str, str]:
+def conf_files(ctx) -> dict[str, str]:
     """The files slurmctld reads and serves (configless), rendered for ``ctx`` (its target Slurm version)."""
     from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, slurm_conf, topology_conf
     from gpucluster.render.slurm.privacy import job_container_conf
 
     return {
-        "slurm.conf": slurm_conf(ctx, catalog),
-        "gres.conf": gres_conf(ctx, catalog),
+        "slurm.conf": slurm_conf(ctx),
+        "gres.conf": gres_conf(ctx),
         "cgroup.conf": cgroup_conf(ctx),
-        "topology.conf": topology_conf(ctx, catalog),
-        "job_container.conf": job_container_conf(ctx, catalog),
+        "topology.conf": topology_conf(ctx),
+        "job_container.conf": job_container_conf(ctx),
     }

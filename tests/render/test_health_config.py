@@ -10,22 +10,37 @@ from pathlib import Path
 
 import yaml
 
+from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.facts.gpu_health import GPU_HEALTH_FILE, gpu_health_facts
 from gpucluster.load import load_spec
 from gpucluster.render.health import health_config
-from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT, SharedFs, shared_fs_of
+from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT
 from gpucluster.render.slurm.compute import node_slurm_part
 from gpucluster.render.slurm.health import HEALTH_CONFIG
 from gpucluster.render.slurm.names import SlurmContext
+from gpucluster.resolve.node_group import ResolvedNodeGroup, resolve_node_group
+from gpucluster.resolve.storage import SharedFs
 from gpucluster.tools.plan.run.engine import run_plan
 from gpucluster_agents.health.config import HealthConfig, parse, to_json
 from gpucluster_agents.health.host_checks import check_shared_fs
 from tests.conftest import group, make_config
 
 
+def resolved(itype: str, efa: bool) -> ResolvedNodeGroup:
+    """A node group of ``itype`` resolved as the stack resolves one (its launch template's interface layout)."""
+    spec = NodeGroupSpec(name="g", instance_type=itype, availability_zones=("us-east-1a",), max_size=1, enable_efa_support=efa)
+    return resolve_node_group(spec, load_catalog())
+
+
+def config_of(itype: str, efa: bool = True, **fs: str) -> HealthConfig:
+    """The health config of a resolved group of ``itype``: the EFA devices its launch template gives a node."""
+    g = resolved(itype, efa)
+    return health_config(g.facts, efa_count=g.efa_interfaces, **fs)
+
+
 def test_p5_48xlarge_carries_its_hardware():
-    cfg = health_config(load_catalog()["p5.48xlarge"], efa_enabled=True, shared_fs_mount="/fsx")
+    cfg = config_of("p5.48xlarge", shared_fs_mount="/fsx")
     assert (cfg.gpu_count, cfg.gpu_model) == (8, "H100")
     assert (cfg.pcie_generation, cfg.pcie_width, cfg.nvlink_links, cfg.efa_count) == (5, 16, 18, 32)
     assert (cfg.hbm_copy_gbps, cfg.gemm_tflops, cfg.shared_fs_mount) == (3020, 748, "/fsx")
@@ -33,22 +48,20 @@ def test_p5_48xlarge_carries_its_hardware():
 
 
 def test_efa_count_is_what_the_launch_template_attaches():
-    catalog = load_catalog()
-    assert health_config(catalog["p5en.48xlarge"], efa_enabled=True).efa_count == 16
-    assert health_config(catalog["p5.48xlarge"], efa_enabled=False).efa_count == 0
-    assert health_config(catalog["p6-b300.48xlarge"], efa_enabled=True).efa_count == 16  # card 0 is ENA-only
+    assert config_of("p5en.48xlarge").efa_count == 16
+    assert config_of("p5.48xlarge", efa=False).efa_count == 0
+    assert config_of("p6-b300.48xlarge").efa_count == 16  # card 0 is ENA-only
 
 
 def test_one_gpu_expects_no_nvlink_and_unknown_models_compare_with_nvml_only():
-    catalog = load_catalog()
-    single = health_config(catalog["p5.4xlarge"], efa_enabled=True)
+    single = config_of("p5.4xlarge")
     assert (single.gpu_count, single.nvlink_links, single.hbm_copy_gbps) == (1, 0, 3020)
-    b200 = health_config(catalog["p6-b200.48xlarge"], efa_enabled=True)
+    b200 = config_of("p6-b200.48xlarge")
     assert (b200.pcie_generation, b200.nvlink_links, b200.hbm_copy_gbps) == (0, 18, None)
-    l40s = health_config(catalog["g6e.48xlarge"], efa_enabled=True)
+    l40s = config_of("g6e.48xlarge")
     assert (l40s.pcie_generation, l40s.pcie_idle_downshift, l40s.nvlink_links, l40s.efa_count) == (4, True, 0, 4)
-    assert health_config(catalog["p5.48xlarge"], efa_enabled=True).pcie_idle_downshift is False
-    cpu = health_config(catalog["m7i.xlarge"], efa_enabled=False)
+    assert config_of("p5.48xlarge").pcie_idle_downshift is False
+    cpu = config_of("m7i.xlarge", efa=False)
     assert (cpu.gpu_count, cpu.gpu_model, cpu.efa_count) == (0, "", 0)
 
 
@@ -109,13 +122,12 @@ def test_slurm_groups_without_lustre_check_their_nvme_raid_or_nothing():
         },
         slurm={"nodeGroups": [{"name": "p5"}, {"name": "p4d"}, {"name": "cpu"}]},
     )
-    spec = load_spec(config, stack="fs").spec
+    cluster = load_spec(config, stack="fs").cluster
     want = {"p5": SharedFs("/lustre", "lustre"), "p4d": SharedFs("/scratch", "ext4"), "cpu": None}
-    assert {g.name: shared_fs_of(spec, g) for g in spec.node_groups} == want
-    ctx = SlurmContext.of(spec)
-    catalog = load_catalog()
-    for g in spec.node_groups[:2]:
-        files = {f.path: f for f in node_slurm_part(ctx, g, catalog, shared_fs_of(spec, g)).write_files}
+    assert {g.name: g.shared_fs for g in cluster.node_groups} == want
+    ctx = SlurmContext.of(cluster)
+    for g in ctx.node_groups[:2]:
+        files = {f.path: f for f in node_slurm_part(ctx, g, g.shared_fs).write_files}
         cfg = parse(json.loads(files[HEALTH_CONFIG].text()))
         fs = want[g.name]
         assert fs is not None and (cfg.shared_fs_mount, cfg.shared_fs_type) == (fs.mount_point, fs.fstype)

@@ -44,11 +44,11 @@ CPU = {"name": "cpu", "instanceType": "m7i.xlarge", "availabilityZones": ["us-ea
 
 def context(*groups, **health) -> SlurmContext:
     slurm = {"health": health} if health else {}
-    return SlurmContext.of(load_spec(make_config(*groups, slurm=slurm), stack="health").spec)
+    return SlurmContext.of(load_spec(make_config(*groups, slurm=slurm), stack="health").cluster)
 
 
 def conf_keys(ctx: SlurmContext) -> dict[str, str]:
-    return dict(line.split("=", 1) for line in health_conf_lines(ctx, CATALOG))
+    return dict(line.split("=", 1) for line in health_conf_lines(ctx))
 
 
 # --- slurm.conf ---------------------------------------------------------------------------------------------
@@ -64,7 +64,7 @@ def test_defaults_sweep_and_prolog_on_gpu_clusters():
         "PrologEpilogTimeout": "90",  # the prolog's 60 s budget + 30: the wrapper ends first
         "SchedulerParameters": "nohold_on_prolog_fail",
     }
-    assert "HealthCheckProgram=/etc/gpucluster/slurm/health-check\n" in slurm_conf(context(P5), CATALOG)
+    assert "HealthCheckProgram=/etc/gpucluster/slurm/health-check\n" in slurm_conf(context(P5))
 
 
 def test_knobs_reach_slurm_conf():
@@ -77,7 +77,7 @@ def test_knobs_reach_slurm_conf():
 def test_nothing_without_gpus_or_when_switched_off():
     assert conf_keys(context(CPU)) == {}
     assert conf_keys(context(P5, enabled=False)) == {}
-    assert "HealthCheck" not in slurm_conf(context(P5, enabled=False), CATALOG)
+    assert "HealthCheck" not in slurm_conf(context(P5, enabled=False))
 
 
 HEALTH_VARIANTS = {
@@ -92,7 +92,7 @@ HEALTH_VARIANTS = {
 def test_health_keys_accepted_by_slurmctld_22_05(health, tmp_path):
     require_tool(SLURMCTLD)
     ctx = context(P5, CPU, **health)
-    files = conf_files(ctx, CATALOG)
+    files = conf_files(ctx)
     rc, problems = check_slurmctld(files, tmp_path)
     assert rc == 124 and problems == [], problems
 
@@ -102,9 +102,9 @@ def test_slurmctld_refuses_a_bad_health_key(tmp_path):
     which is why the model does not offer it)."""
     require_tool(SLURMCTLD)
     ctx = context(P5)
-    conf = slurm_conf(ctx, CATALOG).replace("HealthCheckNodeState=ANY,CYCLE", "HealthCheckNodeState=NONDRAINED_IDLE")
-    files = {"slurm.conf": conf, "gres.conf": gres_conf(ctx, CATALOG), "cgroup.conf": cgroup_conf(ctx)}
-    files["topology.conf"] = topology_conf(ctx, CATALOG)
+    conf = slurm_conf(ctx).replace("HealthCheckNodeState=ANY,CYCLE", "HealthCheckNodeState=NONDRAINED_IDLE")
+    files = {"slurm.conf": conf, "gres.conf": gres_conf(ctx), "cgroup.conf": cgroup_conf(ctx)}
+    files["topology.conf"] = topology_conf(ctx)
     _rc, problems = check_slurmctld(files, tmp_path)
     assert any("Invalid HealthCheckNodeState" in p for p in problems), problems
 
@@ -145,7 +145,7 @@ def test_warnings_name_field_value_and_fix():
 
 def part_files(ctx: SlurmContext, name: str) -> dict[str, str]:
     g = next(g for g in ctx.node_groups if g.name == name)
-    return {f.path: f.text() for f in node_slurm_part(ctx, g, CATALOG, None).write_files}
+    return {f.path: f.text() for f in node_slurm_part(ctx, g, None).write_files}
 
 
 def test_compute_nodes_get_the_wrappers_and_the_package_before_slurmd():
@@ -383,7 +383,7 @@ def test_health_files_follow_the_switches():
     ctx = context(P5, prolog=False)
     g = ctx.node_groups[0]
     unit = f"/etc/systemd/system/{HEALTH_BOOT_UNIT}"
-    assert [f.path for f in health_files(ctx, CATALOG[g.instance_type], g.name)] == [HEALTH_CHECK, unit, HEALTH_CONFIG]
+    assert [f.path for f in health_files(ctx, g)] == [HEALTH_CHECK, unit, HEALTH_CONFIG]
 
 
 # --- the boot check: before slurmd, its fault drains the node -----------------------------------------------------

@@ -40,11 +40,11 @@ CONFIG = make_config(
 
 
 def ctx(version: str = "22.05") -> SlurmContext:
-    return SlurmContext.of(load_spec(CONFIG, stack="privacy").spec, slurm_version=version)
+    return SlurmContext.of(load_spec(CONFIG, stack="privacy").cluster, slurm_version=version)
 
 
 def test_job_container_conf_puts_each_groups_tmp_on_its_scratch():
-    assert job_container_conf(ctx(), CATALOG).splitlines()[2:] == [
+    assert job_container_conf(ctx()).splitlines()[2:] == [
         f"BasePath={JOB_TMP_BASE} AutoBasePath=true",
         "NodeName=a100-[1-2] BasePath=/scratch/slurm-job-tmp AutoBasePath=true",
     ]
@@ -52,7 +52,7 @@ def test_job_container_conf_puts_each_groups_tmp_on_its_scratch():
 
 @pytest.mark.parametrize("version", ["22.05", "23.11", "24.11"])
 def test_slurm_conf_keys(version):
-    lines = slurm_conf(ctx(version), CATALOG).splitlines()
+    lines = slurm_conf(ctx(version)).splitlines()
     assert "JobContainerType=job_container/tmpfs" in lines
     private = [line for line in lines if line.startswith("PrivateData=")]
     expected = "PrivateData=cloud,accounts,jobs,usage,users" if version == "22.05" else "PrivateData=accounts,jobs,usage,users"
@@ -87,7 +87,7 @@ def cluster(tmp_path: Path):
         pytest.skip("needs root (slurmd makes mount namespaces)")
     slurmctld, slurmd = require_tool("slurmctld"), require_tool("slurmd")
     base = Path("/var/tmp") / f"gpucluster-jc-{os.getpid()}-{tmp_path.name}"  # slurmd refuses a BasePath in /tmp
-    rendered = slurm_conf(ctx(), CATALOG).splitlines()
+    rendered = slurm_conf(ctx()).splitlines()
     keep = ("JobContainerType=", "PrologFlags=", "PrivateData=")
     lines = [
         "ClusterName=privacy",
@@ -118,7 +118,7 @@ def cluster(tmp_path: Path):
     etc.mkdir(parents=True)
     base.chmod(0o755)
     (etc / "slurm.conf").write_text("\n".join(lines) + "\n")
-    jc = job_container_conf(ctx(), CATALOG).replace(JOB_TMP_BASE, f"{base}/default").replace("/scratch/", f"{base}/scratch/")
+    jc = job_container_conf(ctx()).replace(JOB_TMP_BASE, f"{base}/default").replace("/scratch/", f"{base}/scratch/")
     (etc / "job_container.conf").write_text(jc)
     env = {"SLURM_CONF": str(etc / "slurm.conf"), "PATH": "/usr/sbin:/usr/bin:/bin"}
     subprocess.run([slurmctld, "-i"], env=env, check=True, stdin=subprocess.DEVNULL, timeout=30)

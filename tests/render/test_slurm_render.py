@@ -24,7 +24,7 @@ from gpucluster.render.slurm.agent import LaunchTarget, agent_bundle, agent_conf
 from gpucluster.render.slurm.compute import NODE_PACKAGES, task_prolog
 from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, gres_line, node_line, partition_line, slurm_conf, topology_conf
 from gpucluster.render.slurm.guard import IMDS_GUARD, imds_guard_bootcmd, imds_guard_script, imds_guard_unit
-from gpucluster.render.slurm.names import SlurmContext, munge_secret_name, slurm_groups
+from gpucluster.render.slurm.names import SlurmContext, munge_secret_name
 from gpucluster.tools.plan.run.engine import run_plan
 from gpucluster.tools.plan.run.stackfile import stack_names
 from gpucluster_agents import contract
@@ -37,7 +37,7 @@ SLURM_FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf", "slurm
 
 
 def context(*groups, **slurm) -> SlurmContext:
-    return SlurmContext.of(load_spec(make_config(*groups, slurm=slurm), stack="lines").spec)
+    return SlurmContext.of(load_spec(make_config(*groups, slurm=slurm), stack="lines").cluster)
 
 
 P5 = group(name="p5", maxSize=16)
@@ -50,7 +50,7 @@ TRN = group(name="trn-a", instanceType="trn1.32xlarge", maxSize=1)
 
 def test_node_lines_come_from_the_catalog():
     ctx = context(P5, DEV, TRN, nodeGroups=[{"name": "dev", "mode": "static", "features": ["interactive"], "weight": 5}])
-    lines = [node_line(g.group, g.facts, g.entry) for g in slurm_groups(ctx, CATALOG)]
+    lines = [node_line(g) for g in list(ctx.node_groups)]
     assert lines == [
         # 192 vCPUs, 95 % of 2,097,152 MiB, 8 H100, EFA, the zone
         "NodeName=p5-[1-16] State=CLOUD CPUs=192 RealMemory=1992294 Gres=gpu:h100:8 Features=dynamic,p5.48xlarge,h100,efa,us-east-1a",
@@ -63,7 +63,7 @@ def test_node_lines_come_from_the_catalog():
 
 def test_partition_lines_default_tier_and_memory_per_cpu():
     ctx = context(P5, DEV, nodeGroups=[{"name": "dev", "mode": "static", "default": True}, {"name": "p5", "priorityTier": 10}])
-    lines = [partition_line(g.group, g.facts, g.entry) for g in slurm_groups(ctx, CATALOG)]
+    lines = [partition_line(g) for g in list(ctx.node_groups)]
     assert lines == [
         "PartitionName=p5 Nodes=p5-[1-16] Default=NO MaxTime=INFINITE State=UP DefMemPerCPU=10376 PriorityTier=10",
         "PartitionName=dev Nodes=dev-[1-2] Default=YES MaxTime=INFINITE State=UP DefMemPerCPU=7782",
@@ -74,20 +74,20 @@ def test_gres_lines_name_device_files():
     ctx = context(
         P5, DEV, TRN, group(name="cpu", instanceType="m7i.xlarge", maxSize=2), nodeGroups=[{"name": "dev", "mode": "static"}]
     )
-    lines = [gres_line(g.group, g.facts) for g in slurm_groups(ctx, CATALOG)]
+    lines = [gres_line(g) for g in list(ctx.node_groups)]
     assert lines == [
         "NodeName=p5-[1-16] Name=gpu Type=h100 File=/dev/nvidia[0-7]",
         "NodeName=dev-[1-2] Name=gpu Type=l40s File=/dev/nvidia0",
         "NodeName=trn-a-1 Name=neuron File=/dev/neuron[0-15]",
         None,  # no accelerator, no GRES
     ]
-    conf = slurm_conf(ctx, CATALOG)
+    conf = slurm_conf(ctx)
     assert "GresTypes=gpu,neuron\n" in conf
     assert "SuspendExcParts=dev\n" in conf  # static partitions are never powered down
 
 
 def test_slurm_conf_keys_for_cloud_nodes_efa_and_configless():
-    conf = slurm_conf(context(P5, accounting={}, powerSaving={"suspendTimeSeconds": 900}), CATALOG).splitlines()
+    conf = slurm_conf(context(P5, accounting={}, powerSaving={"suspendTimeSeconds": 900})).splitlines()
     for line in (
         "SlurmctldHost=lines-head(slurmctld.lines.gpucluster.internal)",
         "SuspendTime=900",
@@ -112,7 +112,7 @@ def test_agent_config_round_trips_through_the_agent_and_names_every_group():
         "p5": LaunchTarget("lt-0aaa", ("subnet-0aaa",), "pg-1"),
         "dev": LaunchTarget("lt-0bbb", ("subnet-0bbb",)),
     }
-    built = agent_config(ctx, CATALOG, targets)
+    built = agent_config(ctx, targets)
     cfg = parse_config(json.loads(contract.to_json(built)))  # render -> JSON -> the agent's own parser
     assert cfg == built
     p5, dev = cfg.node_groups
@@ -130,9 +130,9 @@ def test_agent_config_round_trips_through_the_agent_and_names_every_group():
 
 def test_the_repair_brake_reaches_the_agent_config_and_its_defaults_write_nothing():
     targets = {"p5": LaunchTarget("lt-0aaa", ("subnet-0aaa",))}
-    default = contract.to_dict(agent_config(context(P5), CATALOG, targets))
+    default = contract.to_dict(agent_config(context(P5), targets))
     assert "repair" not in default  # the rendered agent.json only grows when a stack sets one
-    built = agent_config(context(P5, agent={"repairBrakePercent": 35, "repairBrakeWindowSeconds": 900}), CATALOG, targets)
+    built = agent_config(context(P5, agent={"repairBrakePercent": 35, "repairBrakeWindowSeconds": 900}), targets)
     cfg = parse_config(json.loads(contract.to_json(built)))
     assert (cfg.repair.brake_percent, cfg.repair.brake_window_seconds) == (35, 900)
     assert cfg.repair.max_share_percent == 10  # the rest keep the agent's defaults
@@ -148,7 +148,7 @@ def test_the_operator_command_runs_the_agent_as_slurm(tmp_path, uid):
     script = agent_command()
     subprocess.run(["/bin/sh", "-n"], input=script, text=True, check=True)
     config = tmp_path / "agent.json"
-    rendered = contract.to_dict(agent_config(context(P5), CATALOG, {"p5": LaunchTarget("lt-0aaa", ("subnet-0aaa",))}))
+    rendered = contract.to_dict(agent_config(context(P5), {"p5": LaunchTarget("lt-0aaa", ("subnet-0aaa",))}))
     config.write_text(json.dumps({**rendered, "state_dir": str(tmp_path / "state"), "log_file": str(tmp_path / "a.log")}))
     local = (
         script.replace("/usr/bin/python3", sys.executable).replace(AGENT_LIB, str(ROOT)).replace(AGENT_CONFIG_PATH, str(config))
@@ -265,8 +265,8 @@ VARIANTS = {
 @pytest.mark.parametrize("config", VARIANTS.values(), ids=VARIANTS.keys())
 def test_variants_accepted_by_slurmctld(config, tmp_path):
     require_tool(SLURMCTLD)
-    ctx = SlurmContext.of(load_spec(config, stack="variant").spec)
-    files = conf_files(ctx, CATALOG)
+    ctx = SlurmContext.of(load_spec(config, stack="variant").cluster)
+    files = conf_files(ctx)
     rc, problems = check_slurmctld(files, tmp_path)
     assert rc == 124 and problems == [], problems
 
@@ -276,10 +276,10 @@ def test_the_check_can_fail(tmp_path):
     require_tool(SLURMCTLD)
     ctx = context(P5)
     files = {
-        "slurm.conf": slurm_conf(ctx, CATALOG),
-        "gres.conf": gres_conf(ctx, CATALOG) + "Bogus=1\n",
+        "slurm.conf": slurm_conf(ctx),
+        "gres.conf": gres_conf(ctx) + "Bogus=1\n",
         "cgroup.conf": cgroup_conf(ctx),
-        "topology.conf": topology_conf(ctx, CATALOG),
+        "topology.conf": topology_conf(ctx),
     }
     rc, problems = check_slurmctld(files, tmp_path)
     assert rc == 1 and any("Bogus" in p for p in problems), problems
@@ -296,9 +296,9 @@ def test_golden_dir_has_no_stale_files():
 
 def test_task_prolog_exports_the_node_environment_but_not_over_the_jobs(tmp_path):
     ctx = context(P5)
-    g = slurm_groups(ctx, CATALOG)[0]
+    g = ctx.node_groups[0]
     script = tmp_path / "task-prolog"
-    script.write_text(task_prolog(g.group, g.facts))
+    script.write_text(task_prolog(g))
     script.chmod(0o755)
     env_file = tmp_path / "nccl.env"
     env_file.write_text("FI_PROVIDER=efa\nNCCL_DEBUG=WARN\nNCCL_SOCKET_IFNAME=^docker,lo,veth\n")
@@ -321,9 +321,9 @@ def test_task_prolog_never_runs_what_the_env_file_holds(tmp_path):
     """Defence in depth (audit D3): even a hand-edited nccl.env with shell code in it is never evaluated;
     lines whose name is not a variable name are skipped, values are passed on literally."""
     ctx = context(P5)
-    g = slurm_groups(ctx, CATALOG)[0]
+    g = ctx.node_groups[0]
     script = tmp_path / "task-prolog"
-    script.write_text(task_prolog(g.group, g.facts))
+    script.write_text(task_prolog(g))
     marker = tmp_path / "ran"
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

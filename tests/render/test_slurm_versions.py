@@ -28,8 +28,8 @@ DEFUNCT = ("defunct", "unrecognized", "Parsing error")
 
 
 def files_for(stack: str, version: str) -> dict[str, str]:
-    spec = load_spec(read_stack_file(stack)["config"], stack=stack).spec
-    return conf_files(SlurmContext.of(spec, slurm_version=version), CATALOG)
+    cluster = load_spec(read_stack_file(stack)["config"], stack=stack).cluster
+    return conf_files(SlurmContext.of(cluster, slurm_version=version))
 
 
 STACKS = [s for s, _ in STACK_FILES]

@@ -17,7 +17,7 @@ from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.storage import NvmeScratchSpec
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.render.node import LustreMount, lustre_part, nvme_scratch_part
-from gpucluster.resolve.cluster import resolve_group
+from gpucluster.resolve.node_group import resolve_node_group
 from tests.conftest import require_tool
 
 CATALOG = load_catalog()
@@ -97,9 +97,9 @@ def test_nvme_without_disks_does_nothing(tmp_path):
 
 
 def lustre_script(efa: bool, gds: bool = False, itype: str = "p5.48xlarge") -> str:
-    g = resolve_group(NodeGroupSpec(name="g", instance_type=itype, availability_zones=("us-east-1a",), max_size=1), CATALOG)
+    g = resolve_node_group(NodeGroupSpec(name="g", instance_type=itype, availability_zones=("us-east-1a",), max_size=1), CATALOG)
     mount = LustreMount("fs-0abc", "fs-0abc.fsx.us-east-1.amazonaws.com", "abcdefgh", "/fsx", "noatime,flock", efa=efa, gds=gds)
-    return lustre_part(mount, g, CATALOG[itype]).write_files[0].content
+    return lustre_part(mount, g).write_files[0].content
 
 
 LUSTRE_STUBS = {"mount.lustre": "", "mount": "", "modprobe": "", "lnetctl": "", "sleep": ""}

@@ -358,7 +358,7 @@ def test_gpu_cluster_from_camel_case_is_the_stacks_cluster(run_components):
     provider = ComponentProvider([GpuCluster], NAME, version=package_version())
     from_args = run_components(lambda: provider.construct("tc", f"{NAME}:index:GpuCluster", dict(args), None))
     config = {f"gpucluster:{k}": v for k, v in args.items() if k != "region"} | {"aws:region": args["region"]}
-    spec = load_spec(config, stack="tc").spec
+    spec = load_spec(config, stack="tc").cluster
     from_stack = run_components(lambda: build_gpu_cluster(part(CLUSTER_TOKEN, "tc"), "tc", spec, load_catalog()))
 
     def shape(plan: Any) -> list[tuple[str, str, str]]:

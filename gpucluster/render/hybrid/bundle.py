@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.downloads import site_requirements
 from gpucluster.render.core import render
 from gpucluster.render.hybrid.bundle_slurm import (
@@ -103,12 +102,12 @@ def profile_name(site: Site) -> str:
     return f"gpucluster-{site.ctx.cluster}"
 
 
-def agent_json(site: Site, catalog: Catalog, aws: AwsValues) -> str:
+def agent_json(site: Site, aws: AwsValues) -> str:
     """The agent's config on the site's controller: the burst groups' launch targets, its session from the
     profile, the site's previous programs, and no topology.conf of its own (the site's file is the site's)."""
-    targets = {g.name: aws.target(g.name) for g in site.groups(catalog)}
+    targets = {g.name: aws.target(g.name) for g in site.groups}
     cfg = replace(
-        agent_config(site.ctx, catalog, targets),
+        agent_config(site.ctx, targets),
         log_file=AGENT_LOG,
         state_dir=STATE_DIR,
         topology_conf=None,
@@ -189,20 +188,20 @@ class BundleFile:
     mode: int = 0o644
 
 
-def bundle_files(site: Site, catalog: Catalog, aws: AwsValues | None = None) -> list[BundleFile]:
+def bundle_files(site: Site, aws: AwsValues | None = None) -> list[BundleFile]:
     """Every file of the bundle, in a fixed order."""
     aws = aws or AwsValues()
     shell = _shell_context(site)
     package = agent_bundle()
     texts: list[tuple[str, str, int]] = [
-        ("cloud.conf", cloud_conf(site, catalog), 0o644),
-        ("cloud_gres.conf", cloud_gres_conf(site, catalog), 0o644),
-        ("cloud_topology.conf", cloud_topology_conf(site, catalog), 0o644),
-        ("slurm.conf.site", slurm_conf_site(site, catalog), 0o644),
-        ("agent.json", agent_json(site, catalog, aws), 0o644),
+        ("cloud.conf", cloud_conf(site), 0o644),
+        ("cloud_gres.conf", cloud_gres_conf(site), 0o644),
+        ("cloud_topology.conf", cloud_topology_conf(site), 0o644),
+        ("slurm.conf.site", slurm_conf_site(site), 0o644),
+        ("agent.json", agent_json(site, aws), 0o644),
         ("aws-config", aws_config(site, aws), 0o644),
         ("firewall.json", json.dumps(firewall_rules(site), indent=2, ensure_ascii=False) + "\n", 0o644),
-        ("task-prolog", hybrid_task_prolog(site.spec, catalog), 0o755),
+        ("task-prolog", hybrid_task_prolog(site.cluster), 0o755),
         ("requirements.txt", site_requirements(), 0o644),
     ]
     for name, command in shell["programs"]:
@@ -211,7 +210,7 @@ def bundle_files(site: Site, catalog: Catalog, aws: AwsValues | None = None) -> 
         ("systemd/gpucluster-agent-maintain.service", render("hybrid/bundle/maintain.service.j2", **shell), 0o644),
         ("systemd/gpucluster-agent-maintain.timer", render("hybrid/bundle/maintain.timer.j2", **shell), 0o644),
         ("install.sh", render("hybrid/bundle/install.sh.j2", **shell), 0o755),
-        ("INSTALL.md", install_md(site, catalog, aws), 0o644),
+        ("INSTALL.md", install_md(site, aws), 0o644),
     ]
     files = [BundleFile(path, text.encode(), mode) for path, text, mode in texts]
     files.append(BundleFile("gpucluster_agents.zip", package))
@@ -219,16 +218,16 @@ def bundle_files(site: Site, catalog: Catalog, aws: AwsValues | None = None) -> 
     return files
 
 
-def install_md(site: Site, catalog: Catalog, aws: AwsValues) -> str:
-    groups = site.groups(catalog)
-    missing = sorted({m for f in (agent_json(site, catalog, aws), aws_config(site, aws)) for m in PLACEHOLDER_RE.findall(f)})
+def install_md(site: Site, aws: AwsValues) -> str:
+    groups = site.groups
+    missing = sorted({m for f in (agent_json(site, aws), aws_config(site, aws)) for m in PLACEHOLDER_RE.findall(f)})
     return render(
         "hybrid/bundle/INSTALL.md.j2",
         site=site.hybrid.site,
         controller=site.controller,
         slurm_version=site.ctx.slurm_version,
-        partitions=[(g.partition, g.node_names[0], g.group.instance_type, g.group.max_size) for g in groups],
-        settings=site_settings(site, catalog),
+        partitions=[(g.partition, g.node_names[0], g.instance_type, g.max_size) for g in groups],
+        settings=site_settings(site),
         firewall=firewall_rules(site),
         missing=missing,
         profile=profile_name(site),

@@ -4,7 +4,7 @@ node groups as ``State=CLOUD`` nodes and their partitions, each with its own ``S
 slurm.conf must carry: comma-list keys such as ``SlurmctldParameters`` belong to the site and are merged by hand,
 never overridden from an ``Include``).
 
-Node, partition and GRES lines come from :mod:`gpucluster.render.slurm.conf` (the instance catalog), and the
+Node, partition and GRES lines come from :mod:`gpucluster.render.slurm.conf` (the resolved node groups' facts), and the
 version-dependent keys from :mod:`gpucluster.render.slurm.versions`, so a cloud node of a site is described
 exactly like a cloud node of a gpucluster head node."""
 
@@ -14,12 +14,13 @@ from dataclasses import dataclass, replace
 
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.hybrid import ControllerSpec, HybridSpec
-from gpucluster.facts.catalog import Catalog
 from gpucluster.render.core import render
 from gpucluster.render.hybrid.fabric import HYBRID_TASK_PROLOG
 from gpucluster.render.slurm.conf import gres_line, gres_name, node_line, partition_line
-from gpucluster.render.slurm.names import PROGRAMS, SlurmContext, SlurmGroup, slurm_groups
+from gpucluster.render.slurm.names import PROGRAMS, SlurmContext
 from gpucluster.render.slurm.versions import version_lines
+from gpucluster.resolve.cluster import ResolvedCluster
+from gpucluster.resolve.node_group import SlurmGroup
 from gpucluster_agents.contract import hostrange
 
 
@@ -32,7 +33,7 @@ class Site:
     """What every file of the bundle is rendered from: the cluster (its burst groups only, for the site
     controller's Slurm version) and the hybrid section."""
 
-    spec: ClusterSpec
+    cluster: ResolvedCluster
     ctx: SlurmContext
     hybrid: HybridSpec
     controller: ControllerSpec
@@ -45,12 +46,19 @@ class Site:
     def etc_dir(self) -> str:
         return f"{self.controller.install_dir}/etc"
 
-    def groups(self, catalog: Catalog) -> list[SlurmGroup]:
-        return slurm_groups(self.ctx, catalog)
+    @property
+    def spec(self) -> ClusterSpec:
+        return self.cluster.spec
+
+    @property
+    def groups(self) -> tuple[SlurmGroup, ...]:
+        """The burst node groups, resolved, config order."""
+        return self.ctx.node_groups
 
 
-def site_of(spec: ClusterSpec) -> Site:
+def site_of(cluster: ResolvedCluster) -> Site:
     """The bundle's view of a stack; refuses one that has no site controller, with the fix."""
+    spec = cluster.spec
     hybrid = spec.hybrid
     if hybrid is None or hybrid.controller is None:
         raise BundleError(
@@ -64,7 +72,7 @@ def site_of(spec: ClusterSpec) -> Site:
         )
     if spec.slurm is None:
         raise BundleError(f"stack {spec.name!r} has no gpucluster:slurm section: the cloud partitions come from it; add one")
-    ctx = SlurmContext.of(spec, slurm_version=hybrid.controller.slurm_version)
+    ctx = SlurmContext.of(cluster, slurm_version=hybrid.controller.slurm_version)
     wanted = set(hybrid.burst_node_groups) or {g.name for g in ctx.node_groups}
     missing = sorted(wanted - {g.name for g in ctx.node_groups})
     if missing:
@@ -73,10 +81,10 @@ def site_of(spec: ClusterSpec) -> Site:
             "list node groups that gpucluster:slurm.nodeGroups has"
         )
     ctx = replace(ctx, node_groups=tuple(g for g in ctx.node_groups if g.name in wanted))
-    return Site(spec, ctx, hybrid, hybrid.controller)
+    return Site(cluster, ctx, hybrid, hybrid.controller)
 
 
-def cloud_conf(site: Site, catalog: Catalog) -> str:
+def cloud_conf(site: Site) -> str:
     """``cloud.conf``: included at the end of the site's slurm.conf. The power-saving timers are the cloud
     partitions' own; the global ``SuspendTime`` stays the site's."""
     ps = site.ctx.slurm.power_saving
@@ -84,24 +92,22 @@ def cloud_conf(site: Site, catalog: Catalog) -> str:
         f"SuspendTime={ps.suspend_time_seconds} SuspendTimeout={ps.suspend_timeout_seconds} "
         f"ResumeTimeout={ps.resume_timeout_seconds}"
     )
-    groups = site.groups(catalog)
+    groups = site.groups
     return render(
         "hybrid/bundle/cloud.conf.j2",
         cluster=site.ctx.cluster,
         site=site.hybrid.site,
         slurm_version=site.ctx.slurm_version,
         programs={key: f"{site.bin_dir}/{name}" for key, name, _ in PROGRAMS},
-        node_lines=[node_line(g.group, g.facts, g.entry) for g in groups],
+        node_lines=[node_line(g) for g in groups],
         # never the site's default partition: a job goes to the cloud only when it asks for it
-        partition_lines=[
-            f"{partition_line(g.group, g.facts, g.entry.model_copy(update={'default': False}))} {timers}" for g in groups
-        ],
+        partition_lines=[f"{partition_line(g, default=False)} {timers}" for g in groups],
         static=[g.partition for g in groups if g.static],
     )
 
 
-def cloud_gres_conf(site: Site, catalog: Catalog) -> str:
-    lines = [line for g in site.groups(catalog) if (line := gres_line(g.group, g.facts))]
+def cloud_gres_conf(site: Site) -> str:
+    lines = [line for g in site.groups if (line := gres_line(g))]
     return render("hybrid/bundle/cloud_gres.conf.j2", cluster=site.ctx.cluster, lines=lines)
 
 
@@ -110,17 +116,17 @@ def cloud_switch(site: Site) -> str:
     return f"{site.ctx.cluster}-cloud"
 
 
-def cloud_topology_conf(site: Site, catalog: Catalog) -> str:
+def cloud_topology_conf(site: Site) -> str:
     """The cloud switch tree, appended to the site's topology.conf: one leaf per node group under one top switch
     that is the cloud's alone."""
-    leaves = [(f"{cloud_switch(site)}-{g.name}", hostrange(g.name, g.group.max_size)) for g in site.groups(catalog)]
+    leaves = [(f"{cloud_switch(site)}-{g.name}", hostrange(g.name, g.max_size)) for g in site.groups]
     return render("hybrid/bundle/cloud_topology.conf.j2", cluster=site.ctx.cluster, top=cloud_switch(site), leaves=leaves)
 
 
-def site_settings(site: Site, catalog: Catalog) -> list[tuple[str, str, str]]:
+def site_settings(site: Site) -> list[tuple[str, str, str]]:
     """``(key, value, why)`` the site's slurm.conf needs for the cloud nodes, for its Slurm version. A key the
     site already sets with a comma list takes these values added to its own."""
-    groups = site.groups(catalog)
+    groups = site.groups
     versioned = version_lines(site.ctx.slurm_version)
     why = f"keys that differ by Slurm version, here for {site.ctx.slurm_version} (gpucluster/render/slurm/versions.py)"
     out = [(line.split("=", 1)[0], line.split("=", 1)[1], "" if i else why) for i, line in enumerate(versioned)]
@@ -147,10 +153,10 @@ def site_settings(site: Site, catalog: Catalog) -> list[tuple[str, str, str]]:
     return out
 
 
-def slurm_conf_site(site: Site, catalog: Catalog) -> str:
+def slurm_conf_site(site: Site) -> str:
     return render(
         "hybrid/bundle/slurm.conf.site.j2",
         cluster=site.ctx.cluster,
         slurm_version=site.ctx.slurm_version,
-        settings=site_settings(site, catalog),
+        settings=site_settings(site),
     )

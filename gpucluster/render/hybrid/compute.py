@@ -25,18 +25,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.hybrid import ControllerSpec
 from gpucluster.config.node_group import NodeGroupSpec
-from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.facts.slurm_releases import MAJORS, UBUNTU_SLURM, cloud_ubuntu_for, compatible
 from gpucluster.render.core import CloudConfig, WriteFile, render, render_cloud_config
-from gpucluster.render.hybrid.fabric import HYBRID_TASK_PROLOG, burst_groups, hybrid_of, hybrid_task_prolog
+from gpucluster.render.hybrid.fabric import HYBRID_TASK_PROLOG, burst_groups, hybrid_of, hybrid_task_prolog, site_controller
 from gpucluster.render.node import LustreMount, node_cloud_config
 from gpucluster.render.slurm.agent import aws_helper
 from gpucluster.render.slurm.compute import slurmd_drop_in
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit
 from gpucluster.render.slurm.names import AGENT_PACKAGE_PATH, AWS_HELPER, AWS_HELPER_CONFIG
+from gpucluster.resolve.cluster import ResolvedCluster
+from gpucluster.resolve.node_group import ResolvedNodeGroup
 from gpucluster_agents import contract
 from gpucluster_agents.boot import helper as boot
 
@@ -132,14 +132,13 @@ def with_munge_secret(user_data: str, region: str, arn: str) -> str:
     return user_data.replace(munge_secret_stand_in(region), check_secret_arn(arn, region))
 
 
-def hybrid_join_part(spec: ClusterSpec, group: NodeGroupSpec, munge_secret_arn: str, catalog: Catalog) -> CloudConfig:
+def hybrid_join_part(cluster: ResolvedCluster, group: ResolvedNodeGroup, munge_secret_arn: str) -> CloudConfig:
     """The join part of a burst node's user data (see the module docstring)."""
-    hybrid = hybrid_of(spec)
-    controller = hybrid.controller
-    assert controller is not None  # _hybrid checked it
-    if group.name not in {g.name for g in burst_groups(spec)}:
+    spec = cluster.spec
+    hybrid, controller = hybrid_of(spec), site_controller(spec)
+    if group.name not in {g.name for g in burst_groups(cluster)}:
         raise HybridJoinError(f"node group {group.name!r} is not one the site bursts into (hybrid.burstNodeGroups)")
-    slurm = cloud_slurm(controller, group)
+    slurm = cloud_slurm(controller, group.spec)
     address = f"{controller.address}:{controller.port}"
     domain = hybrid.dns.on_prem_domain if hybrid.dns else None
     resolved_by_dns = domain is not None and controller.host.lower().endswith("." + domain)
@@ -181,7 +180,7 @@ def hybrid_join_part(spec: ClusterSpec, group: NodeGroupSpec, munge_secret_arn: 
             WriteFile.compressed(AWS_HELPER, aws_helper(), "0755"),
             WriteFile(AWS_HELPER_CONFIG, helper_config.to_json()),
             WriteFile(CHRONY_SOURCES, chrony),
-            WriteFile(HYBRID_TASK_PROLOG, hybrid_task_prolog(spec, catalog), "0755"),
+            WriteFile(HYBRID_TASK_PROLOG, hybrid_task_prolog(cluster), "0755"),
             WriteFile(f"/etc/systemd/system/{IMDS_GUARD_UNIT}", imds_guard_unit(head=False)),
             WriteFile("/etc/systemd/system/slurmd.service.d/gpucluster.conf", slurmd_drop_in(boot_check=False)),
             WriteFile.compressed(JOIN_SETUP, setup, "0755"),
@@ -193,11 +192,10 @@ def hybrid_join_part(spec: ClusterSpec, group: NodeGroupSpec, munge_secret_arn: 
 
 
 def render_hybrid_compute_user_data(
-    spec: ClusterSpec,
-    group: NodeGroupSpec,
+    cluster: ResolvedCluster,
+    group: ResolvedNodeGroup,
     munge_secret_arn: str,
     *,
-    catalog: Catalog | None = None,
     lustre: LustreMount | None = None,
 ) -> str:
     """The ``#cloud-config`` user data of an instance of burst node group ``group`` that joins the site's slurmctld.
@@ -207,15 +205,12 @@ def render_hybrid_compute_user_data(
     :class:`HybridJoinError` when no slurmd fits the controller's window; ``ValueError`` above EC2's 16 KB limit,
     which applies to the gzipped text: pass it gzipped (``render.core.gzip_b64`` as ``user_data_base64``), as every
     Slurm node group's user data is."""
-    catalog = catalog or load_catalog()
-    config = node_cloud_config(spec, group, catalog, lustre) + hybrid_join_part(spec, group, munge_secret_arn, catalog)
-    title = f"gpucluster {spec.name} / burst node group {group.name} ({group.instance_type}) of site {hybrid_of(spec).site}"
+    config = node_cloud_config(cluster.name, group, lustre) + hybrid_join_part(cluster, group, munge_secret_arn)
+    title = f"gpucluster {cluster.name} / burst node group {group.name} ({group.instance_type}) of site {hybrid_of(cluster.spec).site}"
     return render_cloud_config(title, config, gzipped=True)
 
 
-def cloud_ubuntu_release(spec: ClusterSpec, group: NodeGroupSpec) -> str | None:
+def cloud_ubuntu_release(cluster: ResolvedCluster, group: ResolvedNodeGroup) -> str | None:
     """The Ubuntu release of ``group``'s default image (``facts.images.default_image_parameter(facts, release)``), or
     None when the group brings its own image."""
-    controller = hybrid_of(spec).controller
-    assert controller is not None
-    return cloud_slurm(controller, group).ubuntu
+    return cloud_slurm(site_controller(cluster.spec), group.spec).ubuntu

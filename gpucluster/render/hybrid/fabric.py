@@ -18,12 +18,12 @@ the two sides, enforced twice:
 from __future__ import annotations
 
 from gpucluster.config.cluster import ClusterSpec
-from gpucluster.config.hybrid import HybridSpec
-from gpucluster.config.node_group import NodeGroupSpec
-from gpucluster.facts.catalog import Catalog, InstanceFacts
-from gpucluster.facts.nccl import EFA_LIB_DIRS, nccl_environment
+from gpucluster.config.hybrid import ControllerSpec, HybridSpec
+from gpucluster.facts.nccl import EFA_LIB_DIRS
 from gpucluster.render.core import env_file, render
 from gpucluster.render.node import NCCL_ENV_PATH
+from gpucluster.resolve.cluster import ResolvedCluster
+from gpucluster.resolve.node_group import ResolvedNodeGroup
 
 HYBRID_TASK_PROLOG = "/etc/gpucluster/slurm/hybrid-task-prolog"
 """Where both sides keep the TaskProlog: the cloud nodes' user data writes it, the site installs it on its nodes."""
@@ -56,16 +56,16 @@ def onprem_nccl_environment(fabric: str) -> dict[str, str]:
     return dict(sorted(env.items()))
 
 
-def cloud_nccl_environment(group: NodeGroupSpec, facts: InstanceFacts) -> dict[str, str]:
+def cloud_nccl_environment(group: ResolvedNodeGroup) -> dict[str, str]:
     """The NCCL/EFA environment of a cloud node of ``group``: the same as a head-node cluster's node gets
-    (:func:`gpucluster.facts.nccl.nccl_environment`, the group's ``ncclEnv`` winning)."""
-    return nccl_environment(facts, bool(group.enable_efa_support), group.nccl_env)
+    (:func:`gpucluster.facts.nccl.nccl_environment`, the group's ``ncclEnv`` winning), as resolved."""
+    return dict(group.nccl_env)
 
 
-def burst_groups(spec: ClusterSpec) -> tuple[NodeGroupSpec, ...]:
+def burst_groups(cluster: ResolvedCluster) -> tuple[ResolvedNodeGroup, ...]:
     """The node groups the site bursts into: ``hybrid.burstNodeGroups``, or every Slurm node group."""
-    hybrid = hybrid_of(spec)
-    slurm_groups = tuple(spec.groups_for("slurm"))
+    hybrid = hybrid_of(cluster.spec)
+    slurm_groups = tuple(cluster.groups_for("slurm"))
     if not hybrid.burst_node_groups:
         return slurm_groups
     by_name = {g.name: g for g in slurm_groups}
@@ -78,17 +78,17 @@ def burst_groups(spec: ClusterSpec) -> tuple[NodeGroupSpec, ...]:
     return tuple(by_name[name] for name in hybrid.burst_node_groups)
 
 
-def cloud_node_patterns(groups: tuple[NodeGroupSpec, ...]) -> list[str]:
+def cloud_node_patterns(groups: tuple[ResolvedNodeGroup, ...]) -> list[str]:
     """The node-name prefixes of the cloud nodes: the agent names them ``<group>-<n>``
     (:func:`gpucluster_agents.contract.node_names`)."""
     return [f"{g.name}-" for g in groups]
 
 
-def hybrid_task_prolog(spec: ClusterSpec, catalog: Catalog) -> str:
+def hybrid_task_prolog(cluster: ResolvedCluster) -> str:
     """The TaskProlog both sides run (see the module's docstring): the bundle ships it, the cloud user data writes it."""
-    hybrid = hybrid_of(spec)
-    groups = burst_groups(spec)
-    efa = any(bool(g.enable_efa_support) and catalog[g.instance_type].efa_supported for g in groups)
+    hybrid = hybrid_of(cluster.spec)
+    groups = burst_groups(cluster)
+    efa = any(g.uses_efa for g in groups)
     return render(
         "hybrid/compute/task-prolog.sh.j2",
         site=hybrid.site,
@@ -104,3 +104,11 @@ def hybrid_of(spec: ClusterSpec) -> HybridSpec:
     if spec.hybrid is None or spec.hybrid.controller is None:
         raise ValueError(f"cluster {spec.name!r} has no hybrid.controller: there is no site controller to join")
     return spec.hybrid
+
+
+def site_controller(spec: ClusterSpec) -> ControllerSpec:
+    """The site's own slurmctld the cloud nodes join (``hybrid.controller``); a ValueError when there is none."""
+    controller = hybrid_of(spec).controller
+    if controller is None:
+        raise ValueError(f"cluster {spec.name!r} has no hybrid.controller: there is no site controller to join")
+    return controller

@@ -3,7 +3,7 @@
 agent's config and bundle, the boot helper), :mod:`.guard` (the IMDS guard), :mod:`.head` (the head
 node's files and user data) and :mod:`.compute` (a compute node's Slurm part).
 
-Slurm's node, partition and GRES lines are computed from the spec and the instance catalog; templates
+Slurm's node, partition and GRES lines are computed from the resolved node groups' facts; templates
 in ``templates/slurm/`` only place them. Pure (no Pulumi): values that only AWS knows (launch template
 ids, the data volume id, the agent bundle's bucket) come in as plain arguments.
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import gpucluster_agents
-from gpucluster.facts.catalog import Catalog
 from gpucluster.render.core import WriteFile
 from gpucluster.render.pysource import without_docs
 from gpucluster.render.slurm.names import (
@@ -27,7 +26,6 @@ from gpucluster.render.slurm.names import (
     TOPOLOGY_DIR,
     SlurmContext,
     munge_secret_name,
-    slurm_groups,
 )
 from gpucluster_agents import contract
 from gpucluster_agents.boot import helper as boot
@@ -51,25 +49,25 @@ class LaunchTarget:
 
 
 def agent_config(
-    ctx: SlurmContext, catalog: Catalog, targets: Mapping[str, LaunchTarget], artifact_bucket: str | None = None
+    ctx: SlurmContext, targets: Mapping[str, LaunchTarget], artifact_bucket: str | None = None
 ) -> contract.AgentConfig:
     """``/etc/gpucluster/agent.json`` (schema: :mod:`gpucluster_agents.contract`), from the stack's outputs. With the
     artifact bucket, launches publish their node names there (``node_map``: no CreateTags per node on a resume)."""
     groups: list[contract.NodeGroup] = []
-    for g in slurm_groups(ctx, catalog):
+    for g in ctx.node_groups:
         t = targets[g.name]
-        cap = g.group.capacity
+        cap = g.spec.capacity
         groups.append(
             contract.NodeGroup(
                 name=g.name,
                 node_prefix=g.name,
                 mode=g.entry.mode,
-                max_nodes=g.group.max_size,
-                instance_type=g.group.instance_type,
+                max_nodes=g.max_size,
+                instance_type=g.instance_type,
                 launch_template_id=t.launch_template_id,
                 launch_template_version=t.launch_template_version,
                 subnet_ids=tuple(t.subnet_ids),
-                efa_enabled=bool(g.group.enable_efa_support),
+                efa_enabled=g.efa,
                 placement_group=t.placement_group,
                 capacity=contract.Capacity(cap.type, cap.reservation_id or None, cap.resource_group_arn or None),
             )

@@ -7,16 +7,16 @@ slurmctld (configless)."""
 
 from __future__ import annotations
 
-from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.slurm_health import nvidia_gpus
-from gpucluster.facts.catalog import Catalog, InstanceFacts
 from gpucluster.facts.nccl import library_dirs
 from gpucluster.render.core import CloudConfig, WriteFile, render
-from gpucluster.render.node import NCCL_ENV_PATH, SharedFs
+from gpucluster.render.node import NCCL_ENV_PATH
 from gpucluster.render.slurm.agent import boot_files, node_package_file
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit
 from gpucluster.render.slurm.health import HEALTH_BOOT_UNIT, health_enabled, health_files
 from gpucluster.render.slurm.names import AWS_HELPER, NODE_SETUP, SLURMCTLD_PORT, TASK_PROLOG, SlurmContext, controller_address
+from gpucluster.resolve.node_group import ResolvedNodeGroup
+from gpucluster.resolve.storage import SharedFs
 from gpucluster_agents import contract
 
 # Ubuntu 24.04 (noble) packages. python3-boto3 runs the boot helper.
@@ -40,20 +40,19 @@ def slurmd_drop_in(boot_check: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def task_prolog(group: NodeGroupSpec, facts: InstanceFacts) -> str:
+def task_prolog(group: ResolvedNodeGroup) -> str:
     return render(
         "slurm/task-prolog.sh.j2",
         nccl_env=NCCL_ENV_PATH,
-        library_dirs=list(library_dirs(facts, bool(group.enable_efa_support))),
+        library_dirs=list(library_dirs(group.facts, group.efa)),
     )
 
 
-def node_slurm_part(ctx: SlurmContext, group: NodeGroupSpec, catalog: Catalog, shared_fs: SharedFs | None) -> CloudConfig:
+def node_slurm_part(ctx: SlurmContext, group: ResolvedNodeGroup, shared_fs: SharedFs | None) -> CloudConfig:
     """The Slurm part of a compute node's user data (plain: nothing here waits for AWS). ``shared_fs``: what the
-    node's storage part mounts (:func:`gpucluster.render.node.shared_fs_of`), which the health checks expect."""
-    facts = catalog[group.instance_type]
-    health = health_enabled(ctx, catalog)
-    boot_check = health and ctx.slurm.health.enabled and nvidia_gpus(facts)
+    node's storage part mounts (the group's ``shared_fs`` in the stack), which the health checks expect."""
+    health = health_enabled(ctx)
+    boot_check = health and ctx.slurm.health.enabled and nvidia_gpus(group.facts)
     setup = render(
         "slurm/node-setup.sh.j2",
         cluster=ctx.cluster,
@@ -70,12 +69,12 @@ def node_slurm_part(ctx: SlurmContext, group: NodeGroupSpec, catalog: Catalog, s
             *(
                 (
                     node_package_file(),
-                    *health_files(ctx, facts, group.name, efa_enabled=bool(group.enable_efa_support), shared_fs=shared_fs),
+                    *health_files(ctx, group, shared_fs=shared_fs),
                 )
                 if health
                 else ()
             ),
-            WriteFile(TASK_PROLOG, task_prolog(group, facts), "0755"),
+            WriteFile(TASK_PROLOG, task_prolog(group), "0755"),
             WriteFile(f"/etc/systemd/system/{IMDS_GUARD_UNIT}", imds_guard_unit(head=False)),
             WriteFile("/etc/systemd/system/slurmd.service.d/gpucluster.conf", slurmd_drop_in(boot_check)),
             WriteFile.compressed(NODE_SETUP, setup, "0755"),

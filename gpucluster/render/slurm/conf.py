@@ -1,14 +1,13 @@
 """Slurm's own files on the head node: ``slurm.conf`` (node, partition and GRES lines computed from the
-spec and the instance catalog), ``gres.conf``, ``cgroup.conf``, the first ``topology.conf`` and
+resolved node groups' facts), ``gres.conf``, ``cgroup.conf``, the first ``topology.conf`` and
 ``slurmdbd.conf``. Compute nodes get them from slurmctld (configless)."""
 
 from __future__ import annotations
 
 import re
 
-from gpucluster.config.node_group import NodeGroupSpec
-from gpucluster.config.slurm import SLURM_VERSION, UBUNTU_RELEASE, SlurmNodeGroupSpec
-from gpucluster.facts.catalog import Catalog, InstanceFacts
+from gpucluster.config.slurm import SLURM_VERSION, UBUNTU_RELEASE
+from gpucluster.facts.catalog import InstanceFacts
 from gpucluster.render.core import render
 from gpucluster.render.slurm.health import health_conf_lines
 from gpucluster.render.slurm.names import (
@@ -22,11 +21,10 @@ from gpucluster.render.slurm.names import (
     SlurmContext,
     controller_address,
     head_hostname,
-    partition_name,
-    slurm_groups,
 )
 from gpucluster.render.slurm.privacy import merge_comma_keys, privacy_lines
 from gpucluster.render.slurm.versions import version_lines
+from gpucluster.resolve.node_group import SlurmGroup
 from gpucluster_agents.contract import hostrange
 
 # RealMemory is 95 % of what EC2 lists (the kernel and the OS keep the rest): slurmd must report at
@@ -69,21 +67,23 @@ def device_files(facts: InstanceFacts) -> str:
     return f"{base}0" if n == 1 else f"{base}[0-{n - 1}]"
 
 
-def node_features(group: NodeGroupSpec, facts: InstanceFacts, entry: SlurmNodeGroupSpec) -> list[str]:
+def node_features(g: SlurmGroup) -> list[str]:
     """What ``--constraint`` can select: dynamic/static, instance type, accelerator model, efa, zones."""
-    features = [entry.mode, group.instance_type]
+    facts, entry = g.facts, g.entry
+    features = [entry.mode, g.instance_type]
     if facts.accelerator_model:
         features.append(gres_type(facts) or facts.accelerator_model.lower())
-    if group.enable_efa_support:
+    if g.efa:
         features.append("efa")
-    features += list(group.availability_zones)
+    features += list(g.spec.availability_zones)
     features += [f for f in entry.features if f not in features]
     return features
 
 
-def node_line(group: NodeGroupSpec, facts: InstanceFacts, entry: SlurmNodeGroupSpec) -> str:
+def node_line(g: SlurmGroup) -> str:
+    facts, entry = g.facts, g.entry
     parts = [
-        f"NodeName={hostrange(group.name, group.max_size)}",
+        f"NodeName={hostrange(g.name, g.max_size)}",
         "State=CLOUD",
         f"CPUs={facts.vcpus}",
         f"RealMemory={real_memory_mib(facts)}",
@@ -91,17 +91,20 @@ def node_line(group: NodeGroupSpec, facts: InstanceFacts, entry: SlurmNodeGroupS
     gres = node_gres(facts)
     if gres:
         parts.append(f"Gres={gres}")
-    parts.append(f"Features={','.join(node_features(group, facts, entry))}")
+    parts.append(f"Features={','.join(node_features(g))}")
     if entry.weight is not None:
         parts.append(f"Weight={entry.weight}")
     return " ".join(parts)
 
 
-def partition_line(group: NodeGroupSpec, facts: InstanceFacts, entry: SlurmNodeGroupSpec) -> str:
+def partition_line(g: SlurmGroup, *, default: bool | None = None) -> str:
+    """The group's partition line; ``default`` overrides the group's own ``Default=`` (a site's cloud partitions)."""
+    facts, entry = g.facts, g.entry
+    is_default = entry.default if default is None else default
     parts = [
-        f"PartitionName={partition_name(group, entry)}",
-        f"Nodes={hostrange(group.name, group.max_size)}",
-        f"Default={'YES' if entry.default else 'NO'}",
+        f"PartitionName={g.partition}",
+        f"Nodes={hostrange(g.name, g.max_size)}",
+        f"Default={'YES' if is_default else 'NO'}",
         "MaxTime=INFINITE",
         "State=UP",
         # Memory is scheduled (CR_Core_Memory): a job that asks for none gets its cores' share.
@@ -112,24 +115,23 @@ def partition_line(group: NodeGroupSpec, facts: InstanceFacts, entry: SlurmNodeG
     return " ".join(parts)
 
 
-def gres_line(group: NodeGroupSpec, facts: InstanceFacts) -> str | None:
+def gres_line(g: SlurmGroup) -> str | None:
+    facts = g.facts
     name = gres_name(facts)
     if name is None:
         return None
     typed = f" Type={gres_type(facts)}" if name == "gpu" else ""
-    return f"NodeName={hostrange(group.name, group.max_size)} Name={name}{typed} File={device_files(facts)}"
+    return f"NodeName={hostrange(g.name, g.max_size)} Name={name}{typed} File={device_files(facts)}"
 
 
 # --- the files ----------------------------------------------------------------------------------------------
 
 
-def slurm_conf(ctx: SlurmContext, catalog: Catalog) -> str:
+def slurm_conf(ctx: SlurmContext) -> str:
     slurm = ctx.slurm
-    groups = slurm_groups(ctx, catalog)
+    groups = ctx.node_groups
     ps = slurm.power_saving
-    versioned, privacy, health = merge_comma_keys(
-        version_lines(ctx.slurm_version), privacy_lines(), health_conf_lines(ctx, catalog)
-    )
+    versioned, privacy, health = merge_comma_keys(version_lines(ctx.slurm_version), privacy_lines(), health_conf_lines(ctx))
     return render(
         "slurm/slurm.conf.j2",
         cluster=ctx.cluster,
@@ -151,13 +153,13 @@ def slurm_conf(ctx: SlurmContext, catalog: Catalog) -> str:
         suspend_timeout=ps.suspend_timeout_seconds,
         suspend_exc_parts=[g.partition for g in groups if g.static],
         health_lines=health,
-        node_lines=[node_line(g.group, g.facts, g.entry) for g in groups],
-        partition_lines=[partition_line(g.group, g.facts, g.entry) for g in groups],
+        node_lines=[node_line(g) for g in groups],
+        partition_lines=[partition_line(g) for g in groups],
     )
 
 
-def gres_conf(ctx: SlurmContext, catalog: Catalog) -> str:
-    lines = [line for g in slurm_groups(ctx, catalog) if (line := gres_line(g.group, g.facts))]
+def gres_conf(ctx: SlurmContext) -> str:
+    lines = [line for g in ctx.node_groups if (line := gres_line(g))]
     return render("slurm/gres.conf.j2", cluster=ctx.cluster, lines=lines)
 
 
@@ -165,12 +167,12 @@ def cgroup_conf(ctx: SlurmContext) -> str:
     return render("slurm/cgroup.conf.j2", cluster=ctx.cluster)
 
 
-def topology_conf(ctx: SlurmContext, catalog: Catalog) -> str:
+def topology_conf(ctx: SlurmContext) -> str:
     """The topology.conf before any node runs: what the agent itself writes with nothing placed (one
     switch per node group, joined under ``root``). The agent rewrites it from DescribeInstanceTopology."""
     from gpucluster_agents.power.topology import render_topology
 
-    lines = render_topology({}, [(g.name, g.node_names) for g in slurm_groups(ctx, catalog)])
+    lines = render_topology({}, [(g.name, g.node_names) for g in ctx.node_groups])
     return "\n".join(lines) + "\n"
 
 

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpucluster.config.slurm import SLURM_VERSION
-from gpucluster.facts.catalog import Catalog
 from gpucluster.render.core import CloudConfig, WriteFile, render
 from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT, LustreMount, lustre_mount_script
 from gpucluster.render.slurm.agent import AgentBundle, boot_files, package_file
@@ -60,16 +59,16 @@ def agent_command() -> str:
     )
 
 
-def head_files(ctx: SlurmContext, catalog: Catalog, inputs: HeadInputs) -> tuple[WriteFile, ...]:
+def head_files(ctx: SlurmContext, inputs: HeadInputs) -> tuple[WriteFile, ...]:
     """Every file the head node's cloud-init writes, Slurm's own configs first."""
     slurm = ctx.slurm
     accounting = slurm.accounting is not None
     files = [
-        WriteFile(f"{SLURM_ETC}/slurm.conf", slurm_conf(ctx, catalog)),
-        WriteFile(f"{SLURM_ETC}/gres.conf", gres_conf(ctx, catalog)),
+        WriteFile(f"{SLURM_ETC}/slurm.conf", slurm_conf(ctx)),
+        WriteFile(f"{SLURM_ETC}/gres.conf", gres_conf(ctx)),
         WriteFile(f"{SLURM_ETC}/cgroup.conf", cgroup_conf(ctx)),
-        WriteFile(f"{SLURM_ETC}/job_container.conf", job_container_conf(ctx, catalog)),
-        WriteFile(f"{TOPOLOGY_DIR}/topology.conf", topology_conf(ctx, catalog)),
+        WriteFile(f"{SLURM_ETC}/job_container.conf", job_container_conf(ctx)),
+        WriteFile(f"{TOPOLOGY_DIR}/topology.conf", topology_conf(ctx)),
     ]
     if accounting:
         files.append(WriteFile(f"{SLURM_ETC}/slurmdbd.conf", slurmdbd_conf(ctx), "0600"))
@@ -150,10 +149,10 @@ def head_files(ctx: SlurmContext, catalog: Catalog, inputs: HeadInputs) -> tuple
     return tuple(files)
 
 
-def head_cloud_config(ctx: SlurmContext, catalog: Catalog, inputs: HeadInputs) -> CloudConfig:
+def head_cloud_config(ctx: SlurmContext, inputs: HeadInputs) -> CloudConfig:
     """The head node's user data: its files, then (with a shared file system) the Lustre mount, then
     the setup script."""
-    files = list(head_files(ctx, catalog, inputs))
+    files = list(head_files(ctx, inputs))
     runcmd: list[tuple[str, ...]] = []
     sections = ["slurm head node"]
     if inputs.lustre is not None:

@@ -19,10 +19,10 @@ from __future__ import annotations
 import shlex
 
 from gpucluster.config.slurm_health import nvidia_gpus
-from gpucluster.facts.catalog import Catalog, InstanceFacts
 from gpucluster.render.core import WriteFile, render
-from gpucluster.render.node import SharedFs
-from gpucluster.render.slurm.names import AGENT_LIB, AWS_HELPER, SlurmContext, slurm_groups
+from gpucluster.render.slurm.names import AGENT_LIB, AWS_HELPER, SlurmContext
+from gpucluster.resolve.node_group import ResolvedNodeGroup
+from gpucluster.resolve.storage import SharedFs
 from gpucluster_agents.boot.helper import HEALTH_BOOT_FAULT, HEALTH_BOOT_TIMEOUT, HEALTH_MAIN
 
 HEALTH_CHECK = "/etc/gpucluster/slurm/health-check"
@@ -73,14 +73,14 @@ TimeoutStartSec={HEALTH_BOOT_TIMEOUT + 30}
 """
 
 
-def health_enabled(ctx: SlurmContext, catalog: Catalog) -> bool:
+def health_enabled(ctx: SlurmContext) -> bool:
     """Whether slurm.conf names the health programs: switched on and some Slurm group has NVIDIA GPUs."""
-    return ctx.slurm.health.enabled and any(nvidia_gpus(g.facts) for g in slurm_groups(ctx, catalog))
+    return ctx.slurm.health.enabled and any(nvidia_gpus(g.facts) for g in ctx.node_groups)
 
 
-def health_conf_lines(ctx: SlurmContext, catalog: Catalog) -> list[str]:
+def health_conf_lines(ctx: SlurmContext) -> list[str]:
     """slurm.conf's health lines (none when the checks are off)."""
-    if not health_enabled(ctx, catalog):
+    if not health_enabled(ctx):
         return []
     health = ctx.slurm.health
     lines = [
@@ -101,21 +101,19 @@ def health_conf_lines(ctx: SlurmContext, catalog: Catalog) -> list[str]:
     return lines
 
 
-def health_files(
-    ctx: SlurmContext, facts: InstanceFacts, group: str, *, efa_enabled: bool = False, shared_fs: SharedFs | None = None
-) -> tuple[WriteFile, ...]:
+def health_files(ctx: SlurmContext, group: ResolvedNodeGroup, *, shared_fs: SharedFs | None = None) -> tuple[WriteFile, ...]:
     """A compute node's wrappers: the sweep and (with the prolog on) the prolog, and the program's thresholds
     (``/etc/gpucluster/health.json``, from the instance facts: :func:`gpucluster.render.health.health_config`),
-    with the file system the node mounts (``shared_fs``: :func:`gpucluster.render.node.shared_fs_of`) for
+    with the file system the node mounts (``shared_fs``: the group's ``shared_fs`` as resolved) for
     the ``shared_fs`` check. Groups without NVIDIA GPUs get wrappers that exit 0, since slurm.conf names the same programs for every
     node."""
     from gpucluster.render.health import health_config
     from gpucluster_agents.health.config import to_json
 
-    health = ctx.slurm.health
+    health, facts = ctx.slurm.health, group.facts
     common = {
         "cluster": ctx.cluster,
-        "group": group,
+        "group": group.name,
         "checks": health.enabled and nvidia_gpus(facts),
         **wrapper_values(),
         "log_file": HEALTH_LOG,
@@ -142,7 +140,7 @@ def health_files(
         files.append(WriteFile(f"/etc/systemd/system/{HEALTH_BOOT_UNIT}", health_boot_unit()))
         config = health_config(
             facts,
-            efa_enabled=efa_enabled,
+            efa_count=group.efa_interfaces,
             shared_fs_mount=shared_fs.mount_point if shared_fs else None,
             shared_fs_type=shared_fs.fstype if shared_fs else "lustre",
         )

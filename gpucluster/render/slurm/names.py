@@ -1,18 +1,19 @@
 """Names of a Slurm cluster's things: hosts, the DNS zone, the munge secret, node groups with their node
 names and partitions, and the ports and paths every other Slurm module places files at.
 
-Also the cluster's view the files are rendered from (:class:`SlurmContext`, :class:`SlurmGroup`): each
-renderer module takes it, so it lives at the bottom with the names."""
+Also the cluster's view the files are rendered from (:class:`SlurmContext`, its node groups the resolved
+:class:`~gpucluster.resolve.node_group.SlurmGroup`): each renderer module takes it, so it lives at the bottom
+with the names."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpucluster.config.cluster import ClusterSpec
-from gpucluster.config.node_group import NodeGroupSpec
-from gpucluster.config.slurm import SLURM_VERSION, SlurmNodeGroupSpec, SlurmSpec
-from gpucluster.facts.catalog import Catalog, InstanceFacts
-from gpucluster_agents.contract import node_names
+from gpucluster.config.slurm import SLURM_VERSION, SlurmSpec
+from gpucluster.resolve.cluster import ResolvedCluster
+from gpucluster.resolve.node_group import SlurmGroup
+
+__all__ = ["SlurmContext", "SlurmGroup"]
 
 # Ports and paths (Ubuntu's slurm-wlm packaging: /etc/slurm, /var/log/slurm, SlurmUser slurm).
 SLURMCTLD_PORT = 6817
@@ -61,11 +62,6 @@ def munge_secret_name(cluster: str) -> str:
     return f"gpucluster/{cluster}/munge-key"
 
 
-def partition_name(group: NodeGroupSpec, entry: SlurmNodeGroupSpec) -> str:
-    """The group's partition: the one its Slurm settings name, else the group's own name."""
-    return entry.partition or group.name
-
-
 @dataclass(frozen=True)
 class SlurmContext:
     """What the Slurm files are rendered from: the cluster's name and region, its resolved Slurm section
@@ -74,7 +70,7 @@ class SlurmContext:
     cluster: str
     region: str
     slurm: SlurmSpec
-    node_groups: tuple[NodeGroupSpec, ...]
+    node_groups: tuple[SlurmGroup, ...]
     slurm_version: str = SLURM_VERSION
     """The Slurm version the files are rendered for (:mod:`gpucluster.render.slurm.versions`): the head node's
     unless a site's own controller reads them."""
@@ -82,40 +78,9 @@ class SlurmContext:
     """``(node group, NVMe scratch mount point)`` of the groups with local scratch: jobs' private /tmp goes there."""
 
     @classmethod
-    def of(cls, spec: ClusterSpec, *, slurm_version: str = SLURM_VERSION) -> SlurmContext:
-        if spec.slurm is None:
-            raise ValueError(f"cluster {spec.name!r} has no Slurm section")
-        groups = tuple(spec.groups_for("slurm"))
-        nvme = spec.storage.nvme_scratch if spec.storage else None
-        scratch = tuple((g.name, nvme.mount_point) for g in groups if nvme and g.name in (nvme.node_groups or ()))
-        return cls(spec.name, spec.region, spec.slurm, groups, slurm_version, scratch)
-
-
-@dataclass(frozen=True)
-class SlurmGroup:
-    """A Slurm node group with its facts and resolved settings."""
-
-    group: NodeGroupSpec
-    facts: InstanceFacts
-    entry: SlurmNodeGroupSpec
-
-    @property
-    def name(self) -> str:
-        return self.group.name
-
-    @property
-    def static(self) -> bool:
-        return self.entry.mode == "static"
-
-    @property
-    def partition(self) -> str:
-        return partition_name(self.group, self.entry)
-
-    @property
-    def node_names(self) -> list[str]:
-        return node_names(self.name, self.group.max_size)
-
-
-def slurm_groups(ctx: SlurmContext, catalog: Catalog) -> list[SlurmGroup]:
-    """The Slurm node groups with their facts and settings, in config order."""
-    return [SlurmGroup(g, catalog[g.instance_type], ctx.slurm.settings(g.name)) for g in ctx.node_groups]
+    def of(cls, cluster: ResolvedCluster, *, slurm_version: str = SLURM_VERSION) -> SlurmContext:
+        if cluster.slurm is None:
+            raise ValueError(f"cluster {cluster.name!r} has no Slurm section")
+        groups = cluster.slurm.node_groups
+        scratch = tuple((g.name, g.nvme_scratch.mount_point) for g in groups if g.nvme_scratch is not None)
+        return cls(cluster.name, cluster.region, cluster.slurm.spec, groups, slurm_version, scratch)

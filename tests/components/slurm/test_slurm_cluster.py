@@ -41,19 +41,19 @@ def spec_of(*groups, storage=None, **slurm):
     keys = {"slurm": slurm}
     if storage is not None:
         keys["storage"] = storage
-    return load_spec(make_config(*(groups or (group(name="p5", maxSize=16),)), **keys), stack="s").spec
+    return load_spec(make_config(*(groups or (group(name="p5", maxSize=16),)), **keys), stack="s").cluster
 
 
 def build(spec, shared_storage=(LUSTRE,)):
-    groups = spec.groups_for("slurm")
+    groups = spec.slurm.node_groups
     return build_slurm_cluster(
         part(SLURM_TOKEN, "s-slurm"),
         "s-slurm",
         SlurmBuild(
             cluster_name=spec.name,
             region=spec.region,
-            slurm=spec.slurm,
-            node_groups=tuple(groups),
+            slurm=spec.slurm.spec,
+            node_groups=groups,
             vpc_id="vpc-0abc12345",
             head_subnet_id=SUBNETS[0],
             node_group_subnet_ids={g.name: SUBNETS for g in groups},
@@ -406,7 +406,7 @@ def test_munge_key_lives_only_in_an_empty_protected_secret(run_components, two_g
 
 def test_compute_nodes_name_the_artifact_bucket_once_it_exists(run_components, two_groups):
     """Compute user data is rendered before the bucket exists; the launch templates get its real name."""
-    groups = two_groups.groups_for("slurm")
+    groups = two_groups.slurm.node_groups
     spec_data = {g.name: f"#cloud-config\n# {g.name} {ARTIFACT_BUCKET_STAND_IN}\n" for g in groups}
     plan = run_components(
         lambda: build_slurm_cluster(
@@ -421,12 +421,12 @@ def test_compute_nodes_name_the_artifact_bucket_once_it_exists(run_components, t
 
 
 def _with_user_data(spec, user_data):
-    groups = spec.groups_for("slurm")
+    groups = spec.slurm.node_groups
     return SlurmBuild(
         cluster_name=spec.name,
         region=spec.region,
-        slurm=spec.slurm,
-        node_groups=tuple(groups),
+        slurm=spec.slurm.spec,
+        node_groups=groups,
         vpc_id="vpc-0abc12345",
         head_subnet_id=SUBNETS[0],
         node_group_subnet_ids={g.name: SUBNETS for g in groups},

@@ -148,8 +148,8 @@ def test_cluster_mounts_storage_on_its_nodes(run_components):
             "nvmeScratch": {"nodeGroups": ["gpu"]},
         },
     )
-    spec = load_spec(config, stack="c").spec
-    plan = run_components(lambda: build_gpu_cluster(part(CLUSTER_TOKEN, "c"), "c", spec, load_catalog()))
+    cluster = load_spec(config, stack="c").cluster
+    plan = run_components(lambda: build_gpu_cluster(part(CLUSTER_TOKEN, "c"), "c", cluster, load_catalog()))
     fs = plan.of_type(FS)[0]
     gpu_ud, cpu_ud = plan.files["c-gpu-lt/user-data"], plan.files["c-cpu-lt/user-data"]
     assert f"dns={fs.id}.fsx.us-east-1.amazonaws.com" in gpu_ud  # the real DNS name, not the stand-in

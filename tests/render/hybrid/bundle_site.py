@@ -8,7 +8,6 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
 from gpucluster.render.hybrid.bundle import AwsValues, BundleFile, bundle_files
 from gpucluster.render.hybrid.bundle_slurm import Site, site_of
@@ -36,11 +35,11 @@ def site_for(
     hybrid["controller"].update(controller)
     hybrid["credentials"].update(credentials or {})
     config["gpucluster:hybrid"] = hybrid
-    return site_of(load_spec(config, stack=stack).spec)
+    return site_of(load_spec(config, stack=stack).cluster)
 
 
 def files_of(site: Site, aws: AwsValues | None = None) -> dict[str, BundleFile]:
-    return {f.path: f for f in bundle_files(site, load_catalog(), aws)}
+    return {f.path: f for f in bundle_files(site, aws)}
 
 
 def text(files: dict[str, BundleFile], path: str) -> str:

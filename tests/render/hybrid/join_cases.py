@@ -9,9 +9,10 @@ from typing import Any
 
 import yaml
 
-from gpucluster.config.cluster import ClusterSpec
 from gpucluster.load import load_spec
 from gpucluster.render.core import WriteFile
+from gpucluster.resolve.cluster import ResolvedCluster
+from gpucluster.resolve.node_group import ResolvedNodeGroup
 
 ROOT = Path(__file__).resolve().parents[3]
 SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:gpucluster/hybrid-slurm/munge-key-AbCdEf"
@@ -22,7 +23,9 @@ def stack_config() -> dict[str, Any]:
     return yaml.safe_load((ROOT / "stacks" / "Pulumi.hybrid-slurm.yaml").read_text())["config"]
 
 
-def hybrid_spec(*, controller: dict[str, Any] | None = None, groups: dict[str, Any] | None = None, **hybrid: Any) -> ClusterSpec:
+def hybrid_spec(
+    *, controller: dict[str, Any] | None = None, groups: dict[str, Any] | None = None, **hybrid: Any
+) -> ResolvedCluster:
     """The hybrid-slurm stack, loaded like the program loads it, with ``controller`` keys, ``hybrid`` keys and the
     p5 group's keys changed (``None`` removes a key)."""
     config = copy.deepcopy(stack_config())
@@ -33,7 +36,7 @@ def hybrid_spec(*, controller: dict[str, Any] | None = None, groups: dict[str, A
         _set(section, key, value)
     for key, value in (groups or {}).items():
         _set(config["gpucluster:nodeGroups"][0], key, value)
-    return load_spec(config, stack="hybrid-slurm").spec
+    return load_spec(config, stack="hybrid-slurm").cluster
 
 
 def _set(target: dict[str, Any], key: str, value: Any) -> None:
@@ -43,8 +46,8 @@ def _set(target: dict[str, Any], key: str, value: Any) -> None:
         target[key] = value
 
 
-def p5(spec: ClusterSpec):
-    return next(g for g in spec.node_groups if g.name == "p5")
+def p5(cluster: ResolvedCluster) -> ResolvedNodeGroup:
+    return cluster.node_group("p5")
 
 
 def files(user_data: str) -> dict[str, WriteFile]:

@@ -147,7 +147,7 @@ def test_a_stack_without_a_controller_is_refused_with_the_fix():
         from gpucluster.load import load_spec
         from gpucluster.render.hybrid.bundle_slurm import site_of
 
-        site_of(load_spec(stack_config("hybrid-eks"), stack="hybrid-eks").spec)
+        site_of(load_spec(stack_config("hybrid-eks"), stack="hybrid-eks").cluster)
 
 
 def test_slurm_22_05_reads_the_site_conf_with_the_bundle_included(config: dict, tmp_path: Path):

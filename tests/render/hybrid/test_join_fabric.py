@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster.facts.catalog import load_catalog
 from gpucluster.render.core import env_file
 from gpucluster.render.hybrid.fabric import (
     burst_groups,
@@ -35,8 +34,7 @@ def test_onprem_environment_per_fabric():
 
 def test_cloud_environment_is_efa():
     spec = hybrid_spec()
-    facts = load_catalog()[p5(spec).instance_type]
-    env = cloud_nccl_environment(p5(spec), facts)
+    env = cloud_nccl_environment(p5(spec))
     assert env["FI_PROVIDER"] == "efa" and env["FI_EFA_USE_DEVICE_RDMA"] == "1" and "NCCL_NET" not in env
 
 
@@ -53,15 +51,14 @@ class Prolog:
     def __init__(self, tmp: Path, fabric: str = "roce"):
         spec = hybrid_spec(fabric=fabric)
         self.script = tmp / "task-prolog"
-        self.script.write_text(hybrid_task_prolog(spec, load_catalog()))
+        self.script.write_text(hybrid_task_prolog(spec))
         self.bin = tmp / "bin"
         self.bin.mkdir()
         scontrol = self.bin / "scontrol"
         scontrol.write_text('#!/bin/sh\n[ "$1 $2" = "show hostnames" ] || exit 1\nfor h in $FAKE_HOSTS; do echo "$h"; done\n')
         scontrol.chmod(0o755)
         self.env_file = tmp / "nccl.env"
-        facts = load_catalog()[p5(spec).instance_type]
-        self.env_file.write_text(env_file(cloud_nccl_environment(p5(spec), facts)))
+        self.env_file.write_text(env_file(cloud_nccl_environment(p5(spec))))
 
     def run(self, node: str, hosts: str, **env: str) -> subprocess.CompletedProcess[str]:
         full = {
@@ -137,4 +134,4 @@ def test_cloud_node_without_env_file(tmp_path):
 
 
 def test_default_env_path_is_the_one_the_node_writes():
-    assert f"env_file=${{GPUCLUSTER_NCCL_ENV:-{NCCL_ENV_PATH}}}" in hybrid_task_prolog(hybrid_spec(), load_catalog())
+    assert f"env_file=${{GPUCLUSTER_NCCL_ENV:-{NCCL_ENV_PATH}}}" in hybrid_task_prolog(hybrid_spec())

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster.facts.catalog import load_catalog
 from gpucluster.render.core import env_file
 from gpucluster.render.hybrid.fabric import cloud_nccl_environment, hybrid_task_prolog
 from gpucluster.render.node import NCCL_ENV_PATH
@@ -38,9 +37,9 @@ class MiniCluster:
             (tmp / sub).mkdir()
         spec = hybrid_spec()
         nccl_env = tmp / "etc" / "nccl.env"
-        nccl_env.write_text(env_file(cloud_nccl_environment(p5(spec), load_catalog()[p5(spec).instance_type])))
+        nccl_env.write_text(env_file(cloud_nccl_environment(p5(spec))))
         prolog = tmp / "etc" / "task-prolog"
-        prolog.write_text(hybrid_task_prolog(spec, load_catalog()).replace(NCCL_ENV_PATH, str(nccl_env)))
+        prolog.write_text(hybrid_task_prolog(spec).replace(NCCL_ENV_PATH, str(nccl_env)))
         prolog.chmod(0o755)
         ctld = free_port()
         ports = {n: free_port() for n in NODES}

@@ -3,6 +3,7 @@ and the shells, the slurmd chosen by the controller's window (25.05 refused), no
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import os
 import re
@@ -14,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import ConfigError
+from gpucluster.facts.catalog import load_catalog
 from gpucluster.render.core import USER_DATA_LIMIT
 from gpucluster.render.hybrid.compute import (
     CHRONY_SOURCES,
@@ -26,6 +27,7 @@ from gpucluster.render.hybrid.compute import (
 )
 from gpucluster.render.hybrid.fabric import HYBRID_TASK_PROLOG
 from gpucluster.render.slurm.names import AWS_HELPER, AWS_HELPER_CONFIG
+from gpucluster.resolve.cluster import ResolvedCluster, resolve
 from tests.conftest import GOLDEN, check_golden, require_tool
 from tests.render.hybrid.join_cases import SECRET_ARN, files, hybrid_spec, p5
 
@@ -87,14 +89,15 @@ def test_controller_release_picks_ubuntu_and_slurmd(version):
     assert slurmd in window and version in window and len(window) == 3
 
 
-def unchecked(controller: dict[str, Any], groups: dict[str, Any] | None = None) -> ClusterSpec:
+def unchecked(controller: dict[str, Any], groups: dict[str, Any] | None = None) -> ResolvedCluster:
     """The hybrid-slurm spec with ``controller``/p5 fields changed after loading: what the load checks refuse, so
     the renderer's own refusal (its defence when called from another program) is what answers."""
-    spec = hybrid_spec()
+    spec = hybrid_spec().spec
     assert spec.hybrid is not None and spec.hybrid.controller is not None
     ctl = spec.hybrid.controller.model_copy(update=controller)
     groups_ = tuple(g.model_copy(update=groups or {}) if g.name == "p5" else g for g in spec.node_groups)
-    return spec.model_copy(update={"hybrid": spec.hybrid.model_copy(update={"controller": ctl}), "node_groups": groups_})
+    changed = spec.model_copy(update={"hybrid": spec.hybrid.model_copy(update={"controller": ctl}), "node_groups": groups_})
+    return resolve(changed, load_catalog())
 
 
 def test_slurm_25_05_controller_is_refused():
@@ -154,7 +157,7 @@ def test_bad_secret_arn_is_refused(arn, fragment):
 
 def test_group_outside_burst_node_groups_is_refused():
     spec = hybrid_spec(burstNodeGroups=["p5"])
-    other = p5(spec).model_copy(update={"name": "cpu"})
+    other = dataclasses.replace(p5(spec), spec=p5(spec).spec.model_copy(update={"name": "cpu"}))
     with pytest.raises(HybridJoinError, match="not one the site bursts into"):
         render_hybrid_compute_user_data(spec, other, SECRET_ARN)
 

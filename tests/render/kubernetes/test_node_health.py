@@ -136,7 +136,7 @@ def test_dcgm_config_fits_the_cluster_policy_and_the_chart_documents_it():
 # --- the sweep DaemonSet ----------------------------------------------------------------------------------------
 
 
-P5_CONFIG = to_json(health_config(load_catalog()["p5.48xlarge"], efa_enabled=True))
+P5_CONFIG = to_json(health_config(load_catalog()["p5.48xlarge"], efa_count=32))  # p5's 32 EFA devices
 
 
 @pytest.fixture(scope="module")
