@@ -184,41 +184,54 @@ class NetworkParts:
         aws.ec2.DefaultSecurityGroup(
             f"{name}-default-sg", vpc_id=vpc.id, ingress=[], egress=[], tags=self._tags("default-closed"), opts=opts
         )
-        private_tables: list[aws.ec2.RouteTable] = []
+        nat_ids = self._public_side(spec, vpc, zones, cidrs) if spec.enable_nat_gateway else {}
+        private_tables = self._private_side(vpc, zones, cidrs, nat_ids)
+        self._endpoints(spec, vpc, private_tables)
+
+    def _public_side(
+        self, spec: NetworkSpec, vpc: aws.ec2.Vpc, zones: list[str], cidrs: dict[str, tuple[str, str]]
+    ) -> dict[str, pulumi.Output[str]]:
+        """The internet gateway, a public subnet per zone and the NAT gateways (one, or one per zone): their ids by zone."""
+        name, opts = self._name, self._child
         nat_ids: dict[str, pulumi.Output[str]] = {}
-        if spec.enable_nat_gateway:
-            igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags=self._tags("igw"), opts=opts)
-            public_rt = aws.ec2.RouteTable(
-                f"{name}-public-rt",
+        igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags=self._tags("igw"), opts=opts)
+        public_rt = aws.ec2.RouteTable(
+            f"{name}-public-rt",
+            vpc_id=vpc.id,
+            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)],
+            tags=self._tags("public"),
+            opts=opts,
+        )
+        nat_zones = zones if spec.one_nat_gateway_per_az else zones[:1]
+        for zone in zones:
+            public = aws.ec2.Subnet(
+                f"{name}-public-{zone}",
                 vpc_id=vpc.id,
-                routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)],
-                tags=self._tags("public"),
+                cidr_block=cidrs[zone][1],
+                availability_zone=zone,
+                map_public_ip_on_launch=False,
+                tags=self._tags(f"public-{zone}"),
                 opts=opts,
             )
-            nat_zones = zones if spec.one_nat_gateway_per_az else zones[:1]
-            for zone in zones:
-                public = aws.ec2.Subnet(
-                    f"{name}-public-{zone}",
-                    vpc_id=vpc.id,
-                    cidr_block=cidrs[zone][1],
-                    availability_zone=zone,
-                    map_public_ip_on_launch=False,
-                    tags=self._tags(f"public-{zone}"),
-                    opts=opts,
+            aws.ec2.RouteTableAssociation(f"{name}-public-{zone}", subnet_id=public.id, route_table_id=public_rt.id, opts=opts)
+            if zone in nat_zones:
+                eip = aws.ec2.Eip(f"{name}-nat-{zone}", domain="vpc", tags=self._tags(f"nat-{zone}"), opts=opts)
+                nat = aws.ec2.NatGateway(
+                    f"{name}-nat-{zone}",
+                    allocation_id=eip.id,
+                    subnet_id=public.id,
+                    tags=self._tags(f"nat-{zone}"),
+                    opts=pulumi.ResourceOptions(parent=self._parent, depends_on=[igw]),
                 )
-                aws.ec2.RouteTableAssociation(
-                    f"{name}-public-{zone}", subnet_id=public.id, route_table_id=public_rt.id, opts=opts
-                )
-                if zone in nat_zones:
-                    eip = aws.ec2.Eip(f"{name}-nat-{zone}", domain="vpc", tags=self._tags(f"nat-{zone}"), opts=opts)
-                    nat = aws.ec2.NatGateway(
-                        f"{name}-nat-{zone}",
-                        allocation_id=eip.id,
-                        subnet_id=public.id,
-                        tags=self._tags(f"nat-{zone}"),
-                        opts=pulumi.ResourceOptions(parent=self._parent, depends_on=[igw]),
-                    )
-                    nat_ids[zone] = nat.id
+                nat_ids[zone] = nat.id
+        return nat_ids
+
+    def _private_side(
+        self, vpc: aws.ec2.Vpc, zones: list[str], cidrs: dict[str, tuple[str, str]], nat_ids: dict[str, pulumi.Output[str]]
+    ) -> list[aws.ec2.RouteTable]:
+        """A private subnet and route table per zone, out through a NAT gateway: the route tables."""
+        name, opts = self._name, self._child
+        private_tables: list[aws.ec2.RouteTable] = []
         for zone in zones:
             private = aws.ec2.Subnet(
                 f"{name}-private-{zone}",
@@ -252,6 +265,11 @@ class NetworkParts:
             aws.ec2.RouteTableAssociation(f"{name}-private-{zone}", subnet_id=private.id, route_table_id=table.id, opts=opts)
             private_tables.append(table)
             self.private_subnet_ids[zone] = private.id
+        return private_tables
+
+    def _endpoints(self, spec: NetworkSpec, vpc: aws.ec2.Vpc, private_tables: list[aws.ec2.RouteTable]) -> None:
+        """The S3 gateway endpoint on the private route tables, and the interface endpoints with their security group."""
+        name, opts = self._name, self._child
         if spec.enable_s3_gateway_endpoint:
             aws.ec2.VpcEndpoint(
                 f"{name}-s3",

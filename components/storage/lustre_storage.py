@@ -205,9 +205,6 @@ def build_lustre(
     parts = LustreParts()
     inputs = inputs or Inputs("LustreStorage")
     child = pulumi.ResourceOptions(parent=parent)
-    keep = pulumi.ResourceOptions(parent=parent, protect=wiring.protect, retain_on_delete=wiring.protect)
-    prefix = f"{wiring.cluster_name}-lustre"
-    tags = with_name(wiring.tags, prefix)
     setup_net = None
     if wiring.setup_directories is not None:  # before the file system: its address is a no-squash client
         assert wiring.subnet_id is not None  # the stack gives the file system's subnet
@@ -221,79 +218,8 @@ def build_lustre(
         existing = aws.fsx.LustreFileSystem.get(f"{name}-fs", inputs.real(fs.file_system_id), opts=child)
         parts.file_system_id, parts.dns_name, parts.mount_name = existing.id, existing.dns_name, existing.mount_name
     else:
-        sg = _security_group(name, wiring, admin_sg, tags, child)
-        parts.security_group_id = sg.id
-        kms_key_id: pulumi.Input[str] | None = inputs.real_optional(fs.kms_key_id)
-        persistent = fs.deployment_type.startswith("PERSISTENT")
-        if kms_key_id is None and persistent:
-            key = aws.kms.Key(
-                f"{name}-key",
-                description=f"Encryption at rest of the {wiring.cluster_name} Lustre file system",
-                enable_key_rotation=True,
-                deletion_window_in_days=30,
-                tags=tags,
-                opts=keep,
-            )
-            aws.kms.Alias(f"{name}-key", name=f"alias/{prefix}", target_key_id=key.key_id, opts=child)
-            kms_key_id = key.arn
-        parts.kms_key_arn = pulumi.Output.from_input(kms_key_id) if kms_key_id else None
-        groups: list[pulumi.Input[str]] = [sg.id]
-        if fs.enable_efa and wiring.efa_security_group_id is not None:
-            groups.append(wiring.efa_security_group_id)
-        metadata = None
-        if fs.deployment_type == "PERSISTENT_2" and fs.metadata_configuration:
-            metadata = aws.fsx.LustreFileSystemMetadataConfigurationArgs(
-                mode="USER_PROVISIONED" if fs.metadata_iops else "AUTOMATIC", iops=fs.metadata_iops
-            )
-        filesystem = aws.fsx.LustreFileSystem(
-            f"{name}-fs",
-            deployment_type=fs.deployment_type,
-            storage_type="SSD",
-            storage_capacity=fs.storage_capacity_gib,
-            per_unit_storage_throughput=fs.throughput_per_unit_storage if persistent else None,
-            subnet_ids=wiring.subnet_id,  # one subnet: pulumi-aws 7 takes it as a string
-            security_group_ids=groups,
-            file_system_type_version=LUSTRE_VERSION,
-            data_compression_type=fs.data_compression,
-            kms_key_id=kms_key_id if persistent else None,
-            automatic_backup_retention_days=fs.automatic_backup_retention_days if persistent else None,
-            daily_automatic_backup_start_time="05:00" if persistent and fs.automatic_backup_retention_days else None,
-            copy_tags_to_backups=persistent or None,
-            skip_final_backup=False if persistent else None,
-            metadata_configuration=metadata,
-            root_squash_configuration=root_squash_configuration(fs, wiring.admin_host_ips),
-            efa_enabled=fs.enable_efa or None,
-            weekly_maintenance_start_time="7:06:00",
-            tags=tags,
-            opts=keep,
-        )
-        parts.file_system_id, parts.dns_name, parts.mount_name = filesystem.id, filesystem.dns_name, filesystem.mount_name
-        for repo in fs.data_repositories:
-            # Named by its path, never its position: inserting a repository must not re-target the others.
-            dras.append(
-                aws.fsx.DataRepositoryAssociation(
-                    f"{name}-dra{repo.file_system_path.rstrip('/')}",
-                    file_system_id=filesystem.id,
-                    file_system_path=repo.file_system_path,
-                    data_repository_path=repository_path(repo, wiring.bucket_name),
-                    batch_import_meta_data_on_create=repo.batch_import_metadata_on_create,
-                    delete_data_in_filesystem=False,
-                    s3=aws.fsx.DataRepositoryAssociationS3Args(
-                        auto_import_policy=aws.fsx.DataRepositoryAssociationS3AutoImportPolicyArgs(
-                            events=list(repo.import_events)
-                        )
-                        if repo.import_events
-                        else None,
-                        auto_export_policy=aws.fsx.DataRepositoryAssociationS3AutoExportPolicyArgs(
-                            events=list(repo.export_events)
-                        )
-                        if repo.export_events
-                        else None,
-                    ),
-                    tags=with_name(wiring.tags, f"{prefix}{repo.file_system_path}"),
-                    opts=keep,
-                )
-            )
+        filesystem = _new_file_system(parts, parent, name, fs, wiring, admin_sg, inputs)
+        dras = _data_repositories(parent, name, fs, wiring, filesystem)
     if setup_net is not None and wiring.setup_directories is not None:
         mount = LustreMount("", "", "", fs.mount_point, fs.mount_options)  # names filled in once AWS has them
         parts.setup_host = setup_host(f"{name}-setup", cluster=wiring.cluster_name, net=setup_net,
@@ -322,6 +248,102 @@ def build_lustre(
         }
     )
     return parts
+
+
+def _new_file_system(
+    parts: LustreParts,
+    parent: pulumi.ComponentResource,
+    name: str,
+    fs: LustreSpec,
+    wiring: LustreWiring,
+    admin_sg: pulumi.Input[str] | None,
+    inputs: Inputs,
+) -> aws.fsx.LustreFileSystem:
+    """A new file system: its security group, its key (persistent types, unless ``kmsKeyId``), the file system."""
+    child = pulumi.ResourceOptions(parent=parent)
+    keep = pulumi.ResourceOptions(parent=parent, protect=wiring.protect, retain_on_delete=wiring.protect)
+    prefix = f"{wiring.cluster_name}-lustre"
+    tags = with_name(wiring.tags, prefix)
+    sg = _security_group(name, wiring, admin_sg, tags, child)
+    parts.security_group_id = sg.id
+    kms_key_id: pulumi.Input[str] | None = inputs.real_optional(fs.kms_key_id)
+    persistent = fs.deployment_type.startswith("PERSISTENT")
+    if kms_key_id is None and persistent:
+        key = aws.kms.Key(
+            f"{name}-key",
+            description=f"Encryption at rest of the {wiring.cluster_name} Lustre file system",
+            enable_key_rotation=True,
+            deletion_window_in_days=30,
+            tags=tags,
+            opts=keep,
+        )
+        aws.kms.Alias(f"{name}-key", name=f"alias/{prefix}", target_key_id=key.key_id, opts=child)
+        kms_key_id = key.arn
+    parts.kms_key_arn = pulumi.Output.from_input(kms_key_id) if kms_key_id else None
+    groups: list[pulumi.Input[str]] = [sg.id]
+    if fs.enable_efa and wiring.efa_security_group_id is not None:
+        groups.append(wiring.efa_security_group_id)
+    metadata = None
+    if fs.deployment_type == "PERSISTENT_2" and fs.metadata_configuration:
+        metadata = aws.fsx.LustreFileSystemMetadataConfigurationArgs(
+            mode="USER_PROVISIONED" if fs.metadata_iops else "AUTOMATIC", iops=fs.metadata_iops
+        )
+    filesystem = aws.fsx.LustreFileSystem(
+        f"{name}-fs",
+        deployment_type=fs.deployment_type,
+        storage_type="SSD",
+        storage_capacity=fs.storage_capacity_gib,
+        per_unit_storage_throughput=fs.throughput_per_unit_storage if persistent else None,
+        subnet_ids=wiring.subnet_id,  # one subnet: pulumi-aws 7 takes it as a string
+        security_group_ids=groups,
+        file_system_type_version=LUSTRE_VERSION,
+        data_compression_type=fs.data_compression,
+        kms_key_id=kms_key_id if persistent else None,
+        automatic_backup_retention_days=fs.automatic_backup_retention_days if persistent else None,
+        daily_automatic_backup_start_time="05:00" if persistent and fs.automatic_backup_retention_days else None,
+        copy_tags_to_backups=persistent or None,
+        skip_final_backup=False if persistent else None,
+        metadata_configuration=metadata,
+        root_squash_configuration=root_squash_configuration(fs, wiring.admin_host_ips),
+        efa_enabled=fs.enable_efa or None,
+        weekly_maintenance_start_time="7:06:00",
+        tags=tags,
+        opts=keep,
+    )
+    parts.file_system_id, parts.dns_name, parts.mount_name = filesystem.id, filesystem.dns_name, filesystem.mount_name
+    return filesystem
+
+
+def _data_repositories(
+    parent: pulumi.ComponentResource, name: str, fs: LustreSpec, wiring: LustreWiring, filesystem: aws.fsx.LustreFileSystem
+) -> list[aws.fsx.DataRepositoryAssociation]:
+    """The S3 data repository associations, automatic import and export as asked; protected like the file system."""
+    keep = pulumi.ResourceOptions(parent=parent, protect=wiring.protect, retain_on_delete=wiring.protect)
+    prefix = f"{wiring.cluster_name}-lustre"
+    dras: list[aws.fsx.DataRepositoryAssociation] = []
+    for repo in fs.data_repositories:
+        # Named by its path, never its position: inserting a repository must not re-target the others.
+        dras.append(
+            aws.fsx.DataRepositoryAssociation(
+                f"{name}-dra{repo.file_system_path.rstrip('/')}",
+                file_system_id=filesystem.id,
+                file_system_path=repo.file_system_path,
+                data_repository_path=repository_path(repo, wiring.bucket_name),
+                batch_import_meta_data_on_create=repo.batch_import_metadata_on_create,
+                delete_data_in_filesystem=False,
+                s3=aws.fsx.DataRepositoryAssociationS3Args(
+                    auto_import_policy=aws.fsx.DataRepositoryAssociationS3AutoImportPolicyArgs(events=list(repo.import_events))
+                    if repo.import_events
+                    else None,
+                    auto_export_policy=aws.fsx.DataRepositoryAssociationS3AutoExportPolicyArgs(events=list(repo.export_events))
+                    if repo.export_events
+                    else None,
+                ),
+                tags=with_name(wiring.tags, f"{prefix}{repo.file_system_path}"),
+                opts=keep,
+            )
+        )
+    return dras
 
 
 def _security_group(
