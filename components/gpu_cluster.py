@@ -36,7 +36,6 @@ from gpucluster.config.errors import ConfigError, error
 from gpucluster.config.kubernetes import KubernetesSpec
 from gpucluster.config.naming import cluster_tags
 from gpucluster.config.node_group import NodeGroupSpec
-from gpucluster.config.slurm import SlurmSpec
 from gpucluster.config.storage import NVME_MOUNT_OPTIONS
 from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.load import load_args
@@ -46,11 +45,11 @@ from gpucluster.render.core import (
 )
 from gpucluster.render.node import LustreMount, node_cloud_config, user_data_title
 from gpucluster.render.user_data import lustre_stand_in, scheduler_part, user_data_findings
-from gpucluster.resolve.cluster import ResolvedCluster
+from gpucluster.resolve.cluster import ResolvedCluster, ResolvedSlurm
 from gpucluster.resolve.cost import Estimate, estimate
 from gpucluster.resolve.kubernetes import resolve_kubernetes
 from gpucluster.resolve.node_group import ResolvedNodeGroup
-from gpucluster.resolve.team_storage import lustre_admins
+from gpucluster.resolve.team_storage import lustre_admins_of
 
 TOKEN = "gpucluster:index:GpuCluster"
 
@@ -170,8 +169,8 @@ class ClusterParts:
                 auto_scaling=True,
             )
         self.slurm: SlurmParts | None = None
-        if spec.slurm is not None:
-            self._create_slurm(name, spec.slurm, tags, child)
+        if resolved.slurm is not None:
+            self._create_slurm(name, resolved.slurm, tags, child)
         if self._head_address is not None:
             self._head_address.check_resolved()
         self.hybrid: HybridParts | None = None
@@ -210,8 +209,7 @@ class ClusterParts:
             zone = fs.availability_zone or self.spec.zones[0]
             subnet = next((s.id for s in self.spec.network.subnets if s.availability_zone == zone), None)
             subnet_id = subnet or self.network.private_subnet_ids[zone]
-            admins = lustre_admins(self.spec)
-            assert admins is not None  # the stack has a Lustre file system
+            admins = lustre_admins_of(self.spec, fs)
             # Its no-squash clients: the head node (its address comes once SlurmCluster made it) or a setup host.
             self._head_address = HeadNodeAddress() if admins.head_node else None
             wiring = LustreWiring(
@@ -254,13 +252,11 @@ class ClusterParts:
             return pulumi.Output.from_input(render([]))
         return pulumi.Output.all(self.lustre.dns_name, self.lustre.mount_name, self.lustre.file_system_id).apply(render)
 
-    def _create_slurm(self, name: str, spec: SlurmSpec, tags: dict[str, str], child: pulumi.ResourceOptions) -> None:
+    def _create_slurm(self, name: str, slurm: ResolvedSlurm, tags: dict[str, str], child: pulumi.ResourceOptions) -> None:
         """The Slurm head node and the ``scheduler: slurm`` groups' launch templates (and Auto Scaling
         groups for static ones); compute user data is the node's own plus the slurmd part."""
-        assert self.resolved.slurm is not None
-        groups = self.resolved.slurm.node_groups
+        spec, groups = slurm.spec, slurm.node_groups
         head = spec.head_node
-        assert head.availability_zone is not None  # resolved
         self.slurm = build_slurm_cluster(
             part(SLURM, f"{name}-slurm", self._parent),
             f"{name}-slurm",
@@ -270,7 +266,7 @@ class ClusterParts:
                 slurm=spec,
                 node_groups=groups,
                 vpc_id=self.network.vpc_id,
-                head_subnet_id=head.subnet_id or self.network.private_subnet_ids[head.availability_zone],
+                head_subnet_id=head.subnet_id or self.network.private_subnet_ids[slurm.head_zone],
                 node_group_subnet_ids={g.name: self.subnets_for(g.spec) for g in groups},
                 security_group_ids=self.security_group_ids,
                 user_data={g.name: self.node_user_data(g, extra=scheduler_part(self.resolved, g)) for g in groups},

@@ -138,7 +138,7 @@ def main() -> ClusterParts:
         )
     if cluster.bucket is not None:
         pulumi.export("dataBucket", cluster.bucket.bucket_name)
-    if cluster.slurm is not None and spec.slurm is not None:
+    if cluster.slurm is not None and loaded.cluster.slurm is not None:
         slurm = cluster.slurm
         pulumi.export(
             "slurm",
@@ -149,14 +149,14 @@ def main() -> ClusterParts:
                 "headDataVolumeId": slurm.data_volume_id,
                 "mungeKeySecretArn": slurm.munge_secret_arn,
                 "partitions": {
-                    e.partition or e.name: {
-                        "nodeGroup": e.name,
-                        "mode": e.mode,
-                        "default": bool(e.default),
-                        "launchTemplateId": slurm.node_groups[e.name].launch_template_id,
-                        "autoScalingGroupName": slurm.node_groups[e.name].auto_scaling_group_name,
+                    g.partition: {
+                        "nodeGroup": g.name,
+                        "mode": g.entry.mode,
+                        "default": bool(g.entry.default),
+                        "launchTemplateId": slurm.node_groups[g.name].launch_template_id,
+                        "autoScalingGroupName": slurm.node_groups[g.name].auto_scaling_group_name,
                     }
-                    for e in spec.slurm.node_groups
+                    for g in loaded.cluster.slurm.node_groups
                 },
                 "connect": slurm.head_instance_id.apply(lambda i: f"aws ssm start-session --target {i} --region {spec.region}")
                 if slurm.head_instance_id is not None

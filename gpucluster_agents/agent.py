@@ -157,7 +157,8 @@ class Agent:
             now = self.clock()
             for gname in sorted(by_group):
                 group = self.cfg.group(gname)
-                assert group is not None
+                if group is None:
+                    raise ValueError("the node names a node group of the config")
                 gnodes = by_group[gname]
                 if group.static:
                     # Slurm wants a static node: its instance, if the Auto Scaling group runs one, is

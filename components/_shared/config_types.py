@@ -130,8 +130,6 @@ class CapacityConfig(TypedDict, total=False):
     """Target every reservation in this resource group instead of one id (``capacity-reservation`` only). Default: none. May be an Output of another resource."""
     instance_count: int
     """How many instances the reservation or block holds. Optional; when given, the plan checks ``maxSize`` against it (``gpucluster preflight`` reads the real count from EC2)."""
-    fallback_to_on_demand: bool
-    """``capacity-reservation`` only: when the reservation is full, launch On-Demand instead of failing (preference ``open`` instead of ``capacity-reservations-only``). Default false."""
     spot_max_price: float
     """``spot`` only: the most to pay per instance-hour, USD. Default: none (cap at On-Demand)."""
     start_time: str

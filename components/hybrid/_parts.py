@@ -51,7 +51,8 @@ def create_hybrid(
 ) -> HybridParts:
     """The link (every hybrid cluster) and the site agent's credentials (a Slurm site)."""
     hybrid = spec.hybrid
-    assert hybrid is not None
+    if hybrid is None:
+        raise ValueError("the cluster has no hybrid section")
     wiring = LinkWiring(
         cluster_name=spec.name,
         vpc_id=network.vpc_id,
@@ -65,7 +66,8 @@ def create_hybrid(
     groups = burst_groups(spec, hybrid)
     credentials = None
     if hybrid.controller is not None and slurm is not None and spec.slurm is not None:
-        assert slurm.munge_key_arn is not None  # hybrid mode: the site's munge secret has a key of its own
+        if slurm.munge_key_arn is None:
+            raise ValueError("a site's munge secret has a KMS key of its own (hybrid mode)")
         slurm_spec = spec.slurm
         dynamic = tuple(g for g in groups if slurm_spec.settings(g).mode == "dynamic")
         credentials = build_onprem_credentials(
@@ -105,7 +107,8 @@ def hybrid_outputs(
     its controller is rendered from (credentials, munge secret, burst groups' templates and subnets) and the
     cloud nodes' Slurm security group. The secrets are outputs of their own (:func:`hybrid_secrets`)."""
     hybrid = spec.hybrid
-    assert hybrid is not None
+    if hybrid is None:
+        raise ValueError("the cluster has no hybrid section")
     link = parts.link
     out: dict[str, Any] = {
         "site": hybrid.site,

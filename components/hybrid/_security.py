@@ -38,7 +38,8 @@ def hybrid_node_security_group(
 ) -> aws.ec2.SecurityGroup:
     """``<name>-onprem``: the Slurm rules between the cloud nodes and ``spec``'s site (which has a controller)."""
     controller = spec.controller
-    assert controller is not None, "the Slurm rules are for a site with a controller"
+    if controller is None:
+        raise ValueError("the Slurm rules are for a site with a controller (hybrid.controller)")
     sg = aws.ec2.SecurityGroup(
         f"{name}-onprem",
         vpc_id=vpc_id,

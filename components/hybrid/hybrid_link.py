@@ -226,7 +226,8 @@ class LinkParts:
             self.gateway_id = pulumi.Output.from_input(c.transit_gateway_id)
             self._routes(c.transit_gateway_id, self._attach(c.transit_gateway_id))
         else:  # direct-connect over a private VIF to an existing virtual private gateway
-            assert c.vpn_gateway_id is not None  # the model requires one of the two
+            if c.vpn_gateway_id is None:
+                raise ValueError("direct-connect over a private VIF needs connectivity.vpnGatewayId (or transitGatewayId)")
             attached = aws.ec2.VpnGatewayAttachment(
                 f"{self._name}-vgw-attachment", vpc_id=self._wiring.vpc_id, vpn_gateway_id=c.vpn_gateway_id, opts=self._child
             )
@@ -250,7 +251,8 @@ class LinkParts:
         self, *, vpn_gateway_id: pulumi.Input[str] | None = None, transit_gateway_id: pulumi.Input[str] | None = None
     ) -> aws.ec2.VpnConnection:
         c = self._spec.connectivity
-        assert c.customer_gateway_ip is not None  # the VPN types require it
+        if c.customer_gateway_ip is None:
+            raise ValueError("a VPN needs connectivity.customerGatewayIp")
         static = c.bgp_asn is None
         cgw = aws.ec2.CustomerGateway(
             f"{self._name}-cgw",
@@ -320,7 +322,8 @@ class LinkParts:
     # --- names across the sites ----------------------------------------------------------------------
     def _dns(self) -> None:
         dns = self._spec.dns
-        assert dns is not None
+        if dns is None:
+            raise ValueError("the DNS resolvers are made only for a site with a dns section")
         name, child, w = self._name, self._child, self._wiring
         sg = aws.ec2.SecurityGroup(
             f"{name}-resolver",

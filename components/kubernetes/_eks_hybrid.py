@@ -121,7 +121,8 @@ def hybrid_nodes(
     """Everything the cluster needs for the site's nodes to join. ``trust_anchor_arn``: the site's Roles Anywhere
     trust anchor when another component made it; default: one made here from the credentials section's CA.
     ``prefix``: the cluster's name, for the Name tags."""
-    assert hybrid.kubernetes is not None
+    if hybrid.kubernetes is None:
+        raise ValueError("the hybrid section has no kubernetes part: no EKS Hybrid Nodes to join")
     child = pulumi.ResourceOptions(parent=parent)
     creds = hybrid.credentials
     invoke = pulumi.InvokeOutputOptions(parent=parent)

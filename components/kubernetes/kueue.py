@@ -100,7 +100,8 @@ class Kueue(pulumi.ComponentResource):
 
     def _site(self, name: str, args: KueueArgs, cloud: list[Flavor], release: pulumi.Resource) -> str:
         """The hybrid site's flavor, its quota-holding ClusterQueue, and each team's queue to it."""
-        assert args.hybrid is not None
+        if args.hybrid is None:
+            raise ValueError("the site queues are made only for a hybrid site")
         flavor = site_flavor(args.hybrid, cloud)
         after_release = pulumi.ResourceOptions(parent=self, depends_on=[release])
         self.objects.append(site_resource_flavor(args.hybrid))

@@ -50,13 +50,12 @@ class NetworkWiring:
 def network_from_args(args: NetworkArgs, inputs: Inputs) -> tuple[NetworkSpec, NetworkWiring]:
     """``args`` validated, checked and resolved as the stack does (zones listed, flow logs protected by
     default); errors name ``args.<field>`` and come before any resource."""
-    region = args.get("region") or pulumi.Config("aws").get("region")
+    region = args.get("region") or pulumi.Config("aws").get("region") or ""
     findings = []
     for key, value in (("clusterName", args.get("cluster_name")), ("region", region)):
         if not value:
             findings.append(error(f"args.{key}", "is required", "pass it (region: or set aws:region)"))
     raise_for(findings, "Network args")
-    assert region is not None
     config = config_part(args, NetworkArgs, NetworkConfig)
     net = validate(NetworkSpec, inputs.prepare(config, NetworkConfig), "Network args")
     zones: list[str] = list(dict.fromkeys([*net.availability_zones, *args.get("zones", [])]))
@@ -112,7 +111,8 @@ def build_network(
     if spec.create_vpc:
         parts._create_vpc(spec)
     else:
-        assert spec.vpc_id is not None
+        if spec.vpc_id is None:
+            raise ValueError("your own VPC needs network.vpcId")
         parts.vpc_id = pulumi.Output.from_input(inputs.real(spec.vpc_id))
         parts.vpc_cidr = aws.ec2.get_vpc_output(id=parts.vpc_id, opts=pulumi.InvokeOutputOptions(parent=parent)).cidr_block
         for subnet in spec.subnets:

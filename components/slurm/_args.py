@@ -145,12 +145,15 @@ def _build_from_args(args: Mapping[str, Any], region: str, catalog: Catalog) -> 
         pulumi.log.warn(finding.render())
     cluster = resolve(spec, catalog)
     resolved = cluster.spec
-    slurm = resolved.slurm
-    assert slurm is not None and slurm.head_node.subnet_id is not None  # resolved: own VPC, zone checked
-    assert cluster.slurm is not None
+    resolved_slurm = cluster.slurm
+    if resolved_slurm is None:
+        raise ValueError("a SlurmCluster's spec has a Slurm section")
+    slurm, groups = resolved_slurm.spec, resolved_slurm.node_groups
+    head_subnet = slurm.head_node.subnet_id
+    if head_subnet is None:  # resolution chose your own VPC's subnet in the head node's zone (the zone is checked)
+        raise ValueError("the resolved Slurm section names the head node's subnet (your own VPC's, in its zone)")
     ctx = SlurmContext.of(cluster)
     lustre = _lustre(args.get("lustre"), inputs)
-    groups = cluster.slurm.node_groups
     user_data = {g.name: compute_user_data(cluster, g, ctx, lustre, inputs) for g in groups}
     return SlurmBuild(
         cluster_name=resolved.name,
@@ -158,7 +161,7 @@ def _build_from_args(args: Mapping[str, Any], region: str, catalog: Catalog) -> 
         slurm=slurm,
         node_groups=groups,
         vpc_id=inputs.real(str(resolved.network.vpc_id)),
-        head_subnet_id=inputs.real(slurm.head_node.subnet_id),
+        head_subnet_id=inputs.real(head_subnet),
         node_group_subnet_ids={g.name: _group_subnets(resolved, g.spec, inputs) for g in groups},
         security_group_ids=args["security_group_ids"],
         user_data=user_data,

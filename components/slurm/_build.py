@@ -86,7 +86,8 @@ class SlurmParts:
             head_ip = self._head(name, args, catalog, ctx, secret.arn, artifact, dynamic, partition, account, protect)
         else:
             # The site's own slurmctld: cloud nodes fetch their configuration from it (``slurmd --conf-server``).
-            assert hybrid.controller is not None
+            if hybrid.controller is None:
+                raise ValueError("a site without hybrid.controller has no slurmctld for the cloud nodes to join")
             self.controller_address = hybrid.controller.address
 
         # --- deleting the cluster terminates the agent's instances first -------------------------------

@@ -207,7 +207,8 @@ def build_lustre(
     child = pulumi.ResourceOptions(parent=parent)
     setup_net = None
     if wiring.setup_directories is not None:  # before the file system: its address is a no-squash client
-        assert wiring.subnet_id is not None  # the stack gives the file system's subnet
+        if wiring.subnet_id is None:
+            raise ValueError("the storage setup host needs the file system's subnet")
         extra = wiring.node_security_group_ids if fs.file_system_id else ()
         setup_net = setup_network(f"{name}-setup", cluster=wiring.cluster_name, vpc_id=wiring.vpc_id,
                                   subnet_id=wiring.subnet_id, extra_security_group_ids=extra, tags=wiring.tags, parent=parent)  # fmt: skip
@@ -356,7 +357,8 @@ def _security_group(
         tags=tags,
         opts=child,
     )
-    assert wiring.client_security_group_id is not None  # checked with the Args
+    if wiring.client_security_group_id is None:
+        raise ValueError("the file system needs its clients' security group")
     peers: list[tuple[str, pulumi.Input[str]]] = [("self", sg.id), ("clients", wiring.client_security_group_id)]
     if admin_sg is not None:  # the storage setup host
         peers.append(("admin", admin_sg))

@@ -33,10 +33,6 @@ class CapacitySpec(SpecModel):
     """How many instances the reservation or block holds. Optional; when given, the plan checks
     ``maxSize`` against it (``gpucluster preflight`` reads the real count from EC2)."""
 
-    fallback_to_on_demand: bool = False
-    """``capacity-reservation`` only: when the reservation is full, launch On-Demand instead of
-    failing (preference ``open`` instead of ``capacity-reservations-only``). Default false."""
-
     spot_max_price: float | None = Field(default=None, gt=0)
     """``spot`` only: the most to pay per instance-hour, USD. Default: none (cap at On-Demand)."""
 
@@ -64,8 +60,6 @@ class CapacitySpec(SpecModel):
             )
         if self.spot_max_price is not None and t != "spot":
             raise ValueError("spotMaxPrice is only for type spot")
-        if self.fallback_to_on_demand and t != "capacity-reservation":
-            raise ValueError("fallbackToOnDemand is only for type capacity-reservation")
         return self
 
     @property

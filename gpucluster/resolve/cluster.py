@@ -38,6 +38,8 @@ class ResolvedSlurm:
     node_groups: tuple[SlurmGroup, ...]
     """Every Slurm node group of the cluster, config order."""
     protect: bool
+    head_zone: str
+    """The head node's zone (``slurm.headNode.availabilityZone``, else the first Slurm group's)."""
     version: str = SLURM_VERSION
     """The Slurm version of the head node's release."""
 
@@ -118,7 +120,12 @@ def resolve(spec: ClusterSpec, catalog: Catalog) -> ResolvedCluster:
     resolved_slurm = None
     if slurm is not None:
         slurm_groups = tuple(g for g in groups if isinstance(g, SlurmGroup))
-        resolved_slurm = ResolvedSlurm(slurm, slurm_groups, bool(slurm.protect_data))
+        zone = slurm.head_node.availability_zone
+        if zone is None:  # resolve_slurm chose one: a valid spec has a zone
+            raise ValueError(
+                f"cluster {spec.name!r}: no availability zone for the Slurm head node; set slurm.headNode.availabilityZone"
+            )
+        resolved_slurm = ResolvedSlurm(slurm, slurm_groups, bool(slurm.protect_data), zone)
     return ResolvedCluster(spec, tuple(groups), resolved_slurm)
 
 

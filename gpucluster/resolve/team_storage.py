@@ -87,7 +87,12 @@ def lustre_admins(spec: ClusterSpec) -> LustreAdmins | None:
     storage = spec.storage
     if storage is None or storage.lustre is None:
         return None
+    return lustre_admins_of(spec, storage.lustre)
+
+
+def lustre_admins_of(spec: ClusterSpec, lustre: LustreSpec) -> LustreAdmins:
+    """The admin hosts of ``lustre``, the Lustre file system of ``spec`` (resolved)."""
     head = head_node_mounts_lustre(spec)
     teams = spec.kubernetes.teams if spec.kubernetes is not None else ()
-    directories = setup_directories(storage.lustre, teams)
+    directories = setup_directories(lustre, teams)
     return LustreAdmins(head, bool(directories), directories)

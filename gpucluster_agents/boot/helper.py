@@ -257,7 +257,8 @@ def name_from_map(s3: Any, maps: str, token: str, instance_id: str) -> str | Non
     from botocore.exceptions import ClientError
 
     m = NODE_MAPS_RE.match(maps)
-    assert m is not None  # parse_config checked it
+    if m is None:
+        raise ValueError("node_maps is not s3://bucket/prefix (parse_config checks it)")
     try:
         body = s3.get_object(Bucket=m.group(1), Key=f"{m.group(2)}{token}.json")["Body"].read()
     except ClientError as exc:

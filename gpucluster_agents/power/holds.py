@@ -204,7 +204,8 @@ def fail_nodes(
     _set_down(slurm, holds, by_reason, "down")
     for gname, (code, _reason) in sorted(ice_groups.items()):
         g = cfg.group(gname)
-        assert g is not None
+        if g is None:
+            raise ValueError("the hold names a node group of the config")
         hold = cfg.insufficient_capacity_hold_seconds
         reason = f"gpucluster: {code} {g.instance_type}: node group {gname} held {hold}s"
         holds["groups"][gname] = new_hold(now, hold, code, reason, applied=states is not None)

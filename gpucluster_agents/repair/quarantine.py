@@ -325,7 +325,8 @@ class Quarantine:
             node, group.name, group.mode, todo, iid or "-", verdict,
         )  # fmt: skip
         if todo == "reboot":
-            assert iid is not None
+            if iid is None:
+                raise ValueError("a reboot needs the instance id")
             if not self.api.reboot(iid):
                 return None
             return self._mark_rebooted(node, iid, verdict)

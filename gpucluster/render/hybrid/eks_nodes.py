@@ -181,14 +181,19 @@ def node_name_prefix(hybrid: HybridSpec) -> str:
     return f"{hybrid.credentials.certificate_cn}-"
 
 
+def site_nodes(hybrid: HybridSpec) -> HybridNodesSpec:
+    """The site's EKS Hybrid Nodes (``hybrid.kubernetes``); a ValueError for a site without them."""
+    if hybrid.kubernetes is None:
+        raise ValueError("the hybrid section has no kubernetes part: no EKS Hybrid Nodes to render")
+    return hybrid.kubernetes
+
+
 def render_hybrid_nodes_bundle(
     hybrid: HybridSpec, *, cluster_name: str, region: str, kubernetes_version: str, identity: HybridNodeIdentity
 ) -> dict[str, str]:
     """The files an administrator copies to each site node: ``nodeConfig.yaml`` and ``install.sh`` (nodeadm
     install for the site's OS and credential provider, then ``nodeadm init``)."""
-    nodes = hybrid.kubernetes
-    if nodes is None:
-        raise ValueError("the hybrid section has no kubernetes part: no EKS Hybrid Nodes to render")
+    nodes = site_nodes(hybrid)
     if not KUBERNETES_VERSION_RE.match(kubernetes_version):
         raise ValueError(f"Kubernetes version {kubernetes_version!r} is not MAJOR.MINOR")
     config = node_config(hybrid, cluster_name=cluster_name, region=region, identity=identity)
@@ -217,15 +222,15 @@ def render_hybrid_nodes_bundle(
 
 def site_flavor_name(hybrid: HybridSpec) -> str:
     """``<site>-<gpuType>``: a Kubernetes object name, so ``gpuType`` is refused unless it makes one."""
-    assert hybrid.kubernetes is not None
-    name = f"{hybrid.site}-{hybrid.kubernetes.gpu_type}"
+    nodes = site_nodes(hybrid)
+    name = f"{hybrid.site}-{nodes.gpu_type}"
     if not FLAVOR_NAME_RE.match(name) or len(name) > 63:
         finding = Finding(
             Level.ERROR,
             "gpucluster:hybrid.kubernetes.gpuType",
             f"makes the site's Kueue flavor {name!r}, which is not a Kubernetes name",
             fix="use lowercase letters, digits and -, e.g. gpuType: h100",
-            value=hybrid.kubernetes.gpu_type,
+            value=nodes.gpu_type,
             code="hybrid-gpu-type-name",
         )
         raise ConfigError([finding])
@@ -234,8 +239,8 @@ def site_flavor_name(hybrid: HybridSpec) -> str:
 
 def site_flavor(hybrid: HybridSpec, cloud: Sequence[Flavor]) -> Flavor:
     """The site's flavor; CPU and memory per GPU follow a cloud flavor of the same GPU model when there is one."""
-    assert hybrid.kubernetes is not None
-    same = next((f for f in cloud if f.name == hybrid.kubernetes.gpu_type), None)
+    gpu_type = site_nodes(hybrid).gpu_type
+    same = next((f for f in cloud if f.name == gpu_type), None)
     cpu = same.cpu_per_gpu if same else DEFAULT_CPU_PER_GPU
     memory = same.memory_gib_per_gpu if same else DEFAULT_MEMORY_GIB_PER_GPU
     return Flavor(site_flavor_name(hybrid), cpu, memory, Fraction(0))
@@ -284,9 +289,8 @@ def site_queues(hybrid: HybridSpec, flavor: Flavor, teams: Sequence[TeamSpec], c
     per team: the site flavor only, no quota of its own, borrowing the site's from the cohort; its LocalQueue is
     ``<site>`` in the team's namespace. A workload sent to ``<site>`` runs on the site's nodes, one sent to the
     team's cloud queue on cloud nodes: never both."""
-    assert hybrid.kubernetes is not None
     site = hybrid.site
-    objects = [_site_queue(site, flavor, hybrid.kubernetes.gpus, cohort, None)]
+    objects = [_site_queue(site, flavor, site_nodes(hybrid).gpus, cohort, None)]
     for team in teams:
         objects.append(_site_queue(f"{team.name}-{site}", flavor, 0, cohort, team.effective_namespace))
         objects.append(local_queue(site, team.effective_namespace, f"{team.name}-{site}"))

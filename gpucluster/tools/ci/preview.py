@@ -121,8 +121,7 @@ def plans(sc: Scope, base: Path, head: Path, out: Path, base_gpucluster: str | N
                 doc = empty_plan(stack)
             elif side == "head":
                 doc = head_docs[stack]
-            elif sc.code_changed:
-                assert base_gpucluster is not None
+            elif sc.code_changed and base_gpucluster:  # (checked above: code changed means a base installation)
                 doc = _plan_with(base_gpucluster, stack, checkout, out / side)
             else:
                 doc = json.loads((out / "base" / f"{stack}.json").read_text())

@@ -129,8 +129,7 @@ def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> Comparison:
     steps: list[Step] = []
     for key in sorted(before.keys() | after.keys()):
         a, b = before.get(key), after.get(key)
-        r = b or a
-        assert r is not None
+        r = b or before[key]  # the key is in one side at least
         step = Step(
             op="same",
             key=key,
