@@ -13,10 +13,14 @@ import pulumi_aws as aws
 from gpucluster.components._shared.build import part
 from gpucluster.components.gpu_cluster import TOKEN, ClusterParts, build_gpu_cluster, user_data_findings
 from gpucluster.components.hybrid._parts import hybrid_outputs, hybrid_secrets
+from gpucluster.components.kubernetes.eks_cluster import EksParts
+from gpucluster.components.slurm.slurm_cluster import SlurmParts
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import ConfigError, Finding, error, errors_in
+from gpucluster.config.kubernetes import KubernetesSpec
 from gpucluster.facts.catalog import Catalog, load_catalog
-from gpucluster.load import load_spec
+from gpucluster.load import LoadResult, load_spec
+from gpucluster.resolve.cluster import ResolvedSlurm
 
 
 def _setup_host(cluster: ClusterParts, fs_type: str) -> dict[str, object]:
@@ -80,8 +84,9 @@ def verify_against_ec2(spec: ClusterSpec, catalog: Catalog) -> list[Finding]:
     return findings
 
 
-def main() -> ClusterParts:
-    catalog = load_catalog()
+def load_checked(catalog: Catalog) -> tuple[LoadResult, list[Finding]]:
+    """The stack's config loaded, checked, resolved, its user data sized and the catalog checked against EC2; every
+    error a :class:`pulumi.RunError` (Pulumi prints the message alone, without a traceback)."""
     try:
         loaded = load_spec(read_config(), stack=pulumi.get_stack(), catalog=catalog)
         too_large = user_data_findings(loaded.cluster)
@@ -91,9 +96,13 @@ def main() -> ClusterParts:
         if errors_in(live):
             raise ConfigError(list(loaded.findings) + live, f"stack {pulumi.get_stack()!r}")
     except ConfigError as exc:
-        # RunError: Pulumi prints the message alone, without a traceback.
         raise pulumi.RunError(str(exc)) from exc
-    findings = list(loaded.findings) + live
+    return loaded, list(loaded.findings) + live
+
+
+def main() -> ClusterParts:
+    catalog = load_catalog()
+    loaded, findings = load_checked(catalog)
     for finding in findings:
         pulumi.log.warn(finding.render())
     spec = loaded.spec
@@ -101,85 +110,22 @@ def main() -> ClusterParts:
     pulumi.export("clusterName", spec.name)
     pulumi.export("region", spec.region)
     pulumi.export("vpcId", cluster.network.vpc_id)
-    pulumi.export(
-        "nodeGroups",
-        {
-            name: {
-                "instanceType": spec.node_group(name).instance_type,
-                "launchTemplateId": ng.launch_template_id,
-                "launchTemplateVersion": ng.launch_template_version,
-                "autoScalingGroupName": ng.auto_scaling_group_name,
-                "placementGroupName": ng.placement_group_name,
-                "efaInterfaces": sum(s.is_efa for s in ng.interfaces),
-            }
-            for name, ng in cluster.node_groups.items()
-        },
-    )
+    pulumi.export("nodeGroups", node_group_outputs(cluster))
     pulumi.export("estimate", cluster.estimate.as_dict())
     if loaded.sizing is not None:
         pulumi.export("storageSizing", loaded.sizing.as_dict())
     if cluster.shared_storage:
-        pulumi.export(
-            "storage",
-            [
-                {
-                    "name": s.name,
-                    "type": s.fs_type,
-                    "mountPoint": s.mount_point,
-                    "server": s.server,
-                    "mountName": s.mount_name,
-                    "fileSystemId": s.file_system_id,
-                    "capacityGiB": s.capacity_gib,
-                    "efa": s.efa_enabled,
-                    **_setup_host(cluster, s.fs_type),
-                }
-                for s in cluster.shared_storage
-            ],
-        )
+        pulumi.export("storage", storage_outputs(cluster))
     if cluster.bucket is not None:
         pulumi.export("dataBucket", cluster.bucket.bucket_name)
     if cluster.slurm is not None and loaded.cluster.slurm is not None:
-        slurm = cluster.slurm
-        pulumi.export(
-            "slurm",
-            {
-                "controller": slurm.controller_address,
-                "headInstanceId": slurm.head_instance_id,
-                "headPrivateIp": slurm.head_private_ip,
-                "headDataVolumeId": slurm.data_volume_id,
-                "mungeKeySecretArn": slurm.munge_secret_arn,
-                "partitions": {
-                    g.partition: {
-                        "nodeGroup": g.name,
-                        "mode": g.entry.mode,
-                        "default": bool(g.entry.default),
-                        "launchTemplateId": slurm.node_groups[g.name].launch_template_id,
-                        "autoScalingGroupName": slurm.node_groups[g.name].auto_scaling_group_name,
-                    }
-                    for g in loaded.cluster.slurm.node_groups
-                },
-                "connect": slurm.head_instance_id.apply(lambda i: f"aws ssm start-session --target {i} --region {spec.region}")
-                if slurm.head_instance_id is not None
-                else None,
-            },
-        )
+        pulumi.export("slurm", slurm_outputs(cluster.slurm, loaded.cluster.slurm, spec.region))
     if cluster.hybrid is not None and spec.hybrid is not None:
         pulumi.export("hybrid", hybrid_outputs(cluster.hybrid, cluster.slurm, spec, cluster.subnets_for))
         for key, secret in hybrid_secrets(cluster.hybrid).items():
             pulumi.export(key, secret)
     if cluster.eks is not None and cluster.kubernetes is not None and spec.kubernetes is not None:
-        pulumi.export(
-            "kubernetes",
-            {
-                "clusterName": cluster.eks.cluster_name,
-                "version": spec.kubernetes.version,
-                "endpoint": cluster.eks.endpoint,
-                "oidcIssuer": cluster.eks.oidc_issuer,
-                "nodeGroups": {n: ng.node_group_name for n, ng in cluster.eks.managed_node_groups.items()},
-                "teams": {t.name: {"namespace": t.effective_namespace, "queue": t.name} for t in spec.kubernetes.teams},
-                "updateKubeconfig": f"aws eks update-kubeconfig --name {spec.name} --region {spec.region}",
-            },
-        )
+        pulumi.export("kubernetes", kubernetes_outputs(cluster.eks, spec, spec.kubernetes))
     if cluster.eks is not None and cluster.eks.hybrid_nodes is not None:
         # EKS Hybrid Nodes: what the site's servers install (nodeConfig.yaml, install.sh) and the ARNs in it.
         nodes = cluster.eks.hybrid_nodes
@@ -187,3 +133,73 @@ def main() -> ClusterParts:
         pulumi.export("hybridNodes", {"roleArn": nodes.role.arn, "profileArn": profile, "files": nodes.bundle})
     pulumi.export("findings", [f.as_dict() for f in findings])
     return cluster
+
+
+def node_group_outputs(cluster: ClusterParts) -> dict[str, dict[str, Any]]:
+    """The ``nodeGroups`` output: the plain (``scheduler: none``) groups' launch templates and Auto Scaling groups."""
+    return {
+        name: {
+            "instanceType": cluster.spec.node_group(name).instance_type,
+            "launchTemplateId": ng.launch_template_id,
+            "launchTemplateVersion": ng.launch_template_version,
+            "autoScalingGroupName": ng.auto_scaling_group_name,
+            "placementGroupName": ng.placement_group_name,
+            "efaInterfaces": sum(s.is_efa for s in ng.interfaces),
+        }
+        for name, ng in cluster.node_groups.items()
+    }
+
+
+def storage_outputs(cluster: ClusterParts) -> list[dict[str, Any]]:
+    """The ``storage`` output: each file system the nodes mount, in the shape Slurm and Kubernetes share."""
+    return [
+        {
+            "name": s.name,
+            "type": s.fs_type,
+            "mountPoint": s.mount_point,
+            "server": s.server,
+            "mountName": s.mount_name,
+            "fileSystemId": s.file_system_id,
+            "capacityGiB": s.capacity_gib,
+            "efa": s.efa_enabled,
+            **_setup_host(cluster, s.fs_type),
+        }
+        for s in cluster.shared_storage
+    ]
+
+
+def slurm_outputs(slurm: SlurmParts, resolved: ResolvedSlurm, region: str) -> dict[str, Any]:
+    """The ``slurm`` output: the controller, the head node, and each partition with its node group's launch target."""
+    return {
+        "controller": slurm.controller_address,
+        "headInstanceId": slurm.head_instance_id,
+        "headPrivateIp": slurm.head_private_ip,
+        "headDataVolumeId": slurm.data_volume_id,
+        "mungeKeySecretArn": slurm.munge_secret_arn,
+        "partitions": {
+            g.partition: {
+                "nodeGroup": g.name,
+                "mode": g.entry.mode,
+                "default": bool(g.entry.default),
+                "launchTemplateId": slurm.node_groups[g.name].launch_template_id,
+                "autoScalingGroupName": slurm.node_groups[g.name].auto_scaling_group_name,
+            }
+            for g in resolved.node_groups
+        },
+        "connect": slurm.head_instance_id.apply(lambda i: f"aws ssm start-session --target {i} --region {region}")
+        if slurm.head_instance_id is not None
+        else None,
+    }
+
+
+def kubernetes_outputs(eks: EksParts, spec: ClusterSpec, kubernetes: KubernetesSpec) -> dict[str, Any]:
+    """The ``kubernetes`` output: the EKS cluster, its managed node groups, the teams' namespaces and queues."""
+    return {
+        "clusterName": eks.cluster_name,
+        "version": kubernetes.version,
+        "endpoint": eks.endpoint,
+        "oidcIssuer": eks.oidc_issuer,
+        "nodeGroups": {n: ng.node_group_name for n, ng in eks.managed_node_groups.items()},
+        "teams": {t.name: {"namespace": t.effective_namespace, "queue": t.name} for t in kubernetes.teams},
+        "updateKubeconfig": f"aws eks update-kubeconfig --name {spec.name} --region {spec.region}",
+    }

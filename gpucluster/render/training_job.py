@@ -52,56 +52,7 @@ def training_job(
     ``restricted`` allows; EFA memory registration needs a large locked-memory limit, not a capability
     (docs/security.md). ``HOME`` points at ``/tmp``: the user has no home in the image."""
     facts = group.facts
-    efa_count = group.efa_interfaces
-    gpus = facts.gpu_count
-    limits: dict[str, int | str] = {
-        "cpu": facts.vcpus * 3 // 4,
-        "memory": f"{facts.memory_mib * 3 // 4 // 1024}Gi",
-        GPU_RESOURCE: gpus,
-    }
-    if efa_count:
-        limits[EFA_RESOURCE] = efa_count
-    script = f"{claim.mount_point}/train.py" if claim else "/workspace/train.py"
-    rendezvous = f"{name}-workers-0-0.{name}"
-    torchrun = (
-        f"torchrun --nnodes={nodes} --nproc-per-node={gpus} --node-rank=${{JOB_COMPLETION_INDEX}} "
-        f"--master-addr={rendezvous} --master-port=29500 {script}"
-    )
-    env = [{"name": k, "value": v} for k, v in group.nccl_env.items()]
-    env.append({"name": "HOME", "value": "/tmp"})
-    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
-    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
-    if claim:
-        mounts.insert(0, {"name": "shared", "mountPath": claim.mount_point})
-        volumes.insert(0, {"name": "shared", "persistentVolumeClaim": {"claimName": claim.claim}})
-    pod_spec: dict[str, Any] = {
-        "restartPolicy": "Never",
-        # Training talks to no Kubernetes API: no token in the pod.
-        "automountServiceAccountToken": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": posix.uid_first,
-            "runAsGroup": posix.gid,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-        "nodeSelector": {LABEL_NODE_GROUP: group.name},
-        "tolerations": [dict(GPU_TOLERATION)] if gpus else [],
-        "containers": [
-            {
-                "name": "trainer",
-                "image": image,
-                # A tag moved between two pods' starts would give one job two images; Always makes every
-                # node resolve the tag (a cached copy is reused when the digest has not changed).
-                "imagePullPolicy": "Always",
-                "command": ["bash", "-c", torchrun],
-                "env": env,
-                "resources": {"requests": dict(limits), "limits": dict(limits)},
-                "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-                "volumeMounts": mounts,
-            }
-        ],
-        "volumes": volumes,
-    }
+    pod_spec = trainer_pod(name=name, group=group, nodes=nodes, image=image, claim=claim, posix=posix)
     pod: dict[str, Any] = {"spec": pod_spec}
     if preferred_topology:
         pod = {"metadata": {"annotations": {PREFERRED_TOPOLOGY: preferred_topology}}, **pod}
@@ -136,6 +87,68 @@ def training_job(
         namespace=namespace,
         nodes=nodes,
         instance_type=facts.instance_type,
-        efa_interfaces=efa_count,
+        efa_interfaces=group.efa_interfaces,
         posix=posix,
     )
+
+
+def trainer_limits(group: ResolvedNodeGroup) -> dict[str, int | str]:
+    """A trainer's requests and limits: three quarters of the node's CPUs and memory, every GPU and EFA device."""
+    facts = group.facts
+    limits: dict[str, int | str] = {
+        "cpu": facts.vcpus * 3 // 4,
+        "memory": f"{facts.memory_mib * 3 // 4 // 1024}Gi",
+        GPU_RESOURCE: facts.gpu_count,
+    }
+    if group.efa_interfaces:
+        limits[EFA_RESOURCE] = group.efa_interfaces
+    return limits
+
+
+def trainer_pod(
+    *, name: str, group: ResolvedNodeGroup, nodes: int, image: str, claim: SharedClaim | None, posix: TeamPosix
+) -> dict[str, Any]:
+    """The pod spec of one worker: ``torchrun`` on every GPU of a node of ``group``, as the team's user."""
+    gpus = group.facts.gpu_count
+    limits = trainer_limits(group)
+    script = f"{claim.mount_point}/train.py" if claim else "/workspace/train.py"
+    rendezvous = f"{name}-workers-0-0.{name}"
+    torchrun = (
+        f"torchrun --nnodes={nodes} --nproc-per-node={gpus} --node-rank=${{JOB_COMPLETION_INDEX}} "
+        f"--master-addr={rendezvous} --master-port=29500 {script}"
+    )
+    env = [{"name": k, "value": v} for k, v in group.nccl_env.items()]
+    env.append({"name": "HOME", "value": "/tmp"})
+    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+    if claim:
+        mounts.insert(0, {"name": "shared", "mountPath": claim.mount_point})
+        volumes.insert(0, {"name": "shared", "persistentVolumeClaim": {"claimName": claim.claim}})
+    return {
+        "restartPolicy": "Never",
+        # Training talks to no Kubernetes API: no token in the pod.
+        "automountServiceAccountToken": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": posix.uid_first,
+            "runAsGroup": posix.gid,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "nodeSelector": {LABEL_NODE_GROUP: group.name},
+        "tolerations": [dict(GPU_TOLERATION)] if gpus else [],
+        "containers": [
+            {
+                "name": "trainer",
+                "image": image,
+                # A tag moved between two pods' starts would give one job two images; Always makes every
+                # node resolve the tag (a cached copy is reused when the digest has not changed).
+                "imagePullPolicy": "Always",
+                "command": ["bash", "-c", torchrun],
+                "env": env,
+                "resources": {"requests": dict(limits), "limits": dict(limits)},
+                "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                "volumeMounts": mounts,
+            }
+        ],
+        "volumes": volumes,
+    }

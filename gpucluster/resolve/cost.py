@@ -260,13 +260,21 @@ def estimate(spec: ClusterSpec, catalog: Catalog, prices: PriceBook | None = Non
 
 def fixed_costs(spec: ClusterSpec, catalog: Catalog, prices: PriceBook | None = None) -> list[LineItem]:
     """NAT gateways, interface endpoints, the Lustre file system, EKS's control plane and system nodes."""
-    from gpucluster.config.sizing import USD_PER_GB_MONTH
-
     book = prices if prices is not None else load_prices()
-    region = spec.region
+    items = network_costs(spec)
+    if spec.hybrid is not None:
+        for name, usd, what, key in hybrid_link_parts(spec.hybrid):
+            items.append(LineItem(name, usd, 0.0, _us_east_1(spec.region, what), key))
+    items += lustre_costs(spec)
+    items += slurm_head_costs(spec, catalog, book)
+    items += eks_costs(spec, catalog, book)
+    return items
+
+
+def network_costs(spec: ClusterSpec) -> list[LineItem]:
+    """A new VPC's NAT gateways and interface endpoints."""
+    region, net, zones = spec.region, spec.network, len(spec.zones)
     items: list[LineItem] = []
-    net = spec.network
-    zones = len(spec.zones)
     if net.create_vpc and net.enable_nat_gateway:
         count = zones if net.one_nat_gateway_per_az else 1
         items.append(
@@ -289,67 +297,77 @@ def fixed_costs(spec: ClusterSpec, catalog: Catalog, prices: PriceBook | None = 
                 "interface-endpoints",
             )
         )
-    if spec.hybrid is not None:
-        for name, usd, what, key in hybrid_link_parts(spec.hybrid):
-            items.append(LineItem(name, usd, 0.0, _us_east_1(region, what), key))
+    return items
+
+
+def lustre_costs(spec: ClusterSpec) -> list[LineItem]:
+    """A new Lustre file system, per hour (its GB-month price over 730 hours)."""
+    from gpucluster.config.sizing import USD_PER_GB_MONTH
+
     storage = spec.storage
-    if storage is not None and storage.lustre is not None and not storage.lustre.file_system_id:
-        fs = storage.lustre
-        price = USD_PER_GB_MONTH.get(fs.deployment_type, {}).get(fs.throughput_per_unit_storage or 0)
-        usd = (
-            None
-            if price is None or fs.storage_capacity_gib is None
-            else round(fs.storage_capacity_gib * price / HOURS_PER_MONTH, 2)
+    if storage is None or storage.lustre is None or storage.lustre.file_system_id:
+        return []
+    fs = storage.lustre
+    price = USD_PER_GB_MONTH.get(fs.deployment_type, {}).get(fs.throughput_per_unit_storage or 0)
+    usd = (
+        None if price is None or fs.storage_capacity_gib is None else round(fs.storage_capacity_gib * price / HOURS_PER_MONTH, 2)
+    )
+    return [
+        LineItem(
+            f"FSx for Lustre {fs.storage_capacity_gib or '?'} GiB",
+            usd,
+            0.0,
+            _us_east_1(spec.region, "FSx pricing, per GB-month / 730"),
+            "fsx-lustre",
         )
-        items.append(
-            LineItem(
-                f"FSx for Lustre {fs.storage_capacity_gib or '?'} GiB",
-                usd,
-                0.0,
-                _us_east_1(region, "FSx pricing, per GB-month / 730"),
-                "fsx-lustre",
-            )
-        )
+    ]
+
+
+def slurm_head_costs(spec: ClusterSpec, catalog: Catalog, book: PriceBook) -> list[LineItem]:
+    """The Slurm head node (none where a site's own slurmctld is the controller)."""
     slurm = getattr(spec, "slurm", None)
     hybrid = getattr(spec, "hybrid", None)
-    if slurm is not None and (hybrid is None or hybrid.controller is None):  # a site's own slurmctld: no head node
-        head = slurm.head_node
-        facts = catalog.get(head.instance_type)
-        quote = book.quote(head.instance_type, region)
-        items.append(
-            LineItem(
-                f"Slurm head node {head.instance_type}",
-                quote.usd_per_hour,
-                round(facts.estimated_power_kw or 0.0, 2) if facts else 0.0,
-                f"{quote.source}; its EBS volumes are extra",
-                "slurm-head-node",
-                quote.date,
-            )
+    if slurm is None or (hybrid is not None and hybrid.controller is not None):
+        return []
+    head = slurm.head_node
+    facts = catalog.get(head.instance_type)
+    quote = book.quote(head.instance_type, spec.region)
+    return [
+        LineItem(
+            f"Slurm head node {head.instance_type}",
+            quote.usd_per_hour,
+            round(facts.estimated_power_kw or 0.0, 2) if facts else 0.0,
+            f"{quote.source}; its EBS volumes are extra",
+            "slurm-head-node",
+            quote.date,
         )
+    ]
+
+
+def eks_costs(spec: ClusterSpec, catalog: Catalog, book: PriceBook) -> list[LineItem]:
+    """EKS's control plane and its system node group."""
     kubernetes = getattr(spec, "kubernetes", None)
-    if kubernetes is not None:
-        items.append(
-            LineItem(
-                "EKS control plane",
-                EKS_CONTROL_PLANE_USD_PER_HOUR,
-                0.0,
-                _us_east_1(region, "EKS pricing, standard support"),
-                "eks-control-plane",
-            )
-        )
-        system = kubernetes.system_node_group
-        facts = catalog.get(system.instance_type)
-        nodes = system.effective_desired_size
-        quote = book.quote(system.instance_type, region)
-        price = quote.usd_per_hour
-        items.append(
-            LineItem(
-                f"EKS system nodes {nodes} × {system.instance_type}",
-                None if price is None else round(price * nodes, 3),
-                round((facts.estimated_power_kw or 0.0) * nodes, 2) if facts else 0.0,
-                quote.source,
-                "eks-system-nodes",
-                quote.date,
-            )
-        )
-    return items
+    if kubernetes is None:
+        return []
+    system = kubernetes.system_node_group
+    facts = catalog.get(system.instance_type)
+    nodes = system.effective_desired_size
+    quote = book.quote(system.instance_type, spec.region)
+    price = quote.usd_per_hour
+    return [
+        LineItem(
+            "EKS control plane",
+            EKS_CONTROL_PLANE_USD_PER_HOUR,
+            0.0,
+            _us_east_1(spec.region, "EKS pricing, standard support"),
+            "eks-control-plane",
+        ),
+        LineItem(
+            f"EKS system nodes {nodes} × {system.instance_type}",
+            None if price is None else round(price * nodes, 3),
+            round((facts.estimated_power_kw or 0.0) * nodes, 2) if facts else 0.0,
+            quote.source,
+            "eks-system-nodes",
+            quote.date,
+        ),
+    ]

@@ -79,6 +79,26 @@ def _check_lustre(
                 name,
                 "unknown-node-group",
             )
+    yield from _lustre_zone(spec, fs)
+    yield from check_lustre_settings(fs, storage.workload, has_bucket=storage.bucket is not None)
+    yield from check_admin_host(spec, fs, LUSTRE)
+    net = spec.network
+    subnet_zones = sorted({s.availability_zone for s in net.subnets}) if net.vpc_id else list(spec.zones)
+    if fs.availability_zone and fs.availability_zone not in subnet_zones:
+        yield error(
+            f"{LUSTRE}.availabilityZone",
+            f"zone {fs.availability_zone!r} has no subnet of the cluster to put the file system in",
+            f"use one of {', '.join(subnet_zones)}, or add the zone to network.availabilityZones"
+            + (" and network.subnets" if net.vpc_id else ""),
+            fs.availability_zone,
+            "file-system-zone",
+        )
+    yield from _lustre_clients(spec, catalog, fs, names)
+    yield from _lustre_sizing(spec, catalog)
+
+
+def _lustre_zone(spec: ClusterSpec, fs: LustreSpec) -> Iterator[Finding]:
+    """The file system's zone has a subnet to put it in."""
     if fs.availability_zone:
         byo = bool(spec.network.vpc_id)
         zones = list(dict.fromkeys(s.availability_zone for s in spec.network.subnets)) if byo else spec.zones
@@ -93,20 +113,11 @@ def _check_lustre(
                 fs.availability_zone,
                 "zone-without-subnet",
             )
-    yield from check_lustre_settings(fs, storage.workload, has_bucket=storage.bucket is not None)
-    yield from check_admin_host(spec, fs, LUSTRE)
+
+
+def _lustre_clients(spec: ClusterSpec, catalog: Catalog, fs: LustreSpec, names: list[str]) -> Iterator[Finding]:
+    """The node groups that mount the file system: GPUDirect Storage clients, EFA groups in its zone."""
     zone = lustre_zone(spec, fs)
-    net = spec.network
-    subnet_zones = sorted({s.availability_zone for s in net.subnets}) if net.vpc_id else list(spec.zones)
-    if fs.availability_zone and fs.availability_zone not in subnet_zones:
-        yield error(
-            f"{LUSTRE}.availabilityZone",
-            f"zone {fs.availability_zone!r} has no subnet of the cluster to put the file system in",
-            f"use one of {', '.join(subnet_zones)}, or add the zone to network.availabilityZones"
-            + (" and network.subnets" if net.vpc_id else ""),
-            fs.availability_zone,
-            "file-system-zone",
-        )
     for g in spec.node_groups:
         if g.name not in names:
             continue
@@ -129,6 +140,10 @@ def _check_lustre(
                 zone,
                 "file-system-zone",
             )
+
+
+def _lustre_sizing(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    """The workload's sizing: a file system that falls short of it, clients that cannot take their share."""
     sizing = storage_sizing(spec, catalog)
     if sizing is not None:
         if not sizing.chosen.meets:
@@ -172,101 +187,11 @@ def check_lustre_settings(
     naming fields its own way (``path``)."""
     yield from check_root_squash(fs, path)
     if fs.file_system_id:
-        fixed = [
-            k for k in ("storage_capacity_gib", "throughput_per_unit_storage", "metadata_iops") if getattr(fs, k) is not None
-        ]
-        if fs.enable_efa:
-            fixed.append("enable_efa")
-        if fixed:
-            yield error(
-                f"{path}.fileSystemId",
-                f"fileSystemId attaches the existing file system {fs.file_system_id}; its "
-                f"{', '.join(fixed)} cannot be set from here",
-                "remove those fields, or remove fileSystemId to create a new file system",
-                fs.file_system_id,
-                "existing-file-system-settings",
-            )
+        yield from _existing_file_system(fs, path)
     else:
-        tiers = TIERS[fs.deployment_type]
-        tier = fs.throughput_per_unit_storage
-        if tier is not None and tier not in tiers:
-            yield error(
-                f"{path}.throughputPerUnitStorage",
-                f"{tier} MB/s/TiB is not a {fs.deployment_type} throughput tier",
-                f"use one of {', '.join(map(str, tiers))}"
-                + (" (or deploymentType PERSISTENT_2 for 125-1000)" if fs.deployment_type != "PERSISTENT_2" else ""),
-                tier,
-                "invalid-tier",
-            )
-        if fs.enable_efa and fs.deployment_type != "PERSISTENT_2":
-            yield error(
-                f"{path}.enableEfa",
-                f"EFA-enabled file systems must be PERSISTENT_2, not {fs.deployment_type}",
-                "set deploymentType: PERSISTENT_2, or enableEfa: false",
-                True,
-                "efa-needs-persistent-2",
-            )
-        if fs.enable_efa and fs.deployment_type == "PERSISTENT_2" and not fs.metadata_configuration:
-            yield error(
-                f"{path}.metadataConfiguration",
-                "EFA-enabled file systems need a metadata configuration",
-                "set metadataConfiguration: true (automatic), or give metadataIops",
-                False,
-                "efa-needs-metadata",
-            )
-        cap = fs.storage_capacity_gib
-        if cap is not None and not valid_capacity(cap, tier, fs.enable_efa):
-            below, above = nearest_capacities(cap, tier, fs.enable_efa)
-            rule = (
-                f"multiples of {EFA_STEP_GIB[tier]} GiB for an EFA-enabled {tier} MB/s/TiB file system"
-                if fs.enable_efa and tier in EFA_STEP_GIB
-                else "1200 GiB, then multiples of 2400 GiB"
-            )
-            yield error(
-                f"{path}.storageCapacityGib",
-                f"{cap} GiB is not a valid capacity ({rule})",
-                f"use {above}" + (f" or {below}" if below else "") + " GiB",
-                cap,
-                "invalid-capacity",
-            )
-        if workload is None and (cap is None or (tier is None and fs.deployment_type != "SCRATCH_2")):
-            yield error(
-                f"{path}",
-                "a new file system needs a size: give storage.workload to size it from, or "
-                "storageCapacityGib and throughputPerUnitStorage",
-                "add storage.workload (datasetSizeTib, readMbPerSecondPerGpu, checkpointSizeGib, checkpointWriteSeconds)",
-                None,
-                "unsized",
-            )
-        if fs.metadata_iops is not None:
-            if fs.deployment_type != "PERSISTENT_2":
-                yield error(
-                    f"{path}.metadataIops",
-                    f"metadata IOPS are only provisioned for PERSISTENT_2, not {fs.deployment_type}",
-                    "remove metadataIops",
-                    fs.metadata_iops,
-                    "metadata-iops-type",
-                )
-            elif fs.metadata_iops not in METADATA_IOPS:
-                ok = metadata_iops_for(fs.metadata_iops)
-                yield error(
-                    f"{path}.metadataIops",
-                    f"{fs.metadata_iops} is not a valid metadata IOPS setting "
-                    "(1500, 3000, 6000, 12000, then multiples of 12000 up to 192000)",
-                    f"use {ok}" if ok else "use 192000 at most",
-                    fs.metadata_iops,
-                    "invalid-metadata-iops",
-                )
-        if workload and workload.metadata_operations_per_second and fs.metadata_iops is None:
-            if metadata_iops_for(workload.metadata_operations_per_second) is None:
-                yield error(
-                    f"{workload_path}.metadataOperationsPerSecond",
-                    f"{workload.metadata_operations_per_second} metadata operations per second is above "
-                    "what one file system provides (192000 IOPS)",
-                    "split the data over several file systems",
-                    workload.metadata_operations_per_second,
-                    "metadata-too-high",
-                )
+        yield from _new_tier_and_efa(fs, path)
+        yield from _new_capacity(fs, workload, path)
+        yield from _new_metadata(fs, workload, path, workload_path)
         if fs.deployment_type == "SCRATCH_2" and fs.automatic_backup_retention_days:
             yield error(
                 f"{path}.automaticBackupRetentionDays",
@@ -275,6 +200,127 @@ def check_lustre_settings(
                 fs.automatic_backup_retention_days,
                 "scratch-backups",
             )
+    yield from _data_repositories(fs, has_bucket, path)
+    if fs.enable_gpudirect_storage and not fs.enable_efa:
+        yield error(
+            f"{path}.enableGpudirectStorage",
+            "GPUDirect Storage runs over EFA: the file system must be EFA-enabled",
+            "set enableEfa: true (PERSISTENT_2)",
+            True,
+            "gds-needs-efa",
+        )
+
+
+def _existing_file_system(fs: LustreSpec, path: str) -> Iterator[Finding]:
+    """An existing file system (``fileSystemId``): nothing that shapes a new one may be set."""
+    fixed = [k for k in ("storage_capacity_gib", "throughput_per_unit_storage", "metadata_iops") if getattr(fs, k) is not None]
+    if fs.enable_efa:
+        fixed.append("enable_efa")
+    if fixed:
+        yield error(
+            f"{path}.fileSystemId",
+            f"fileSystemId attaches the existing file system {fs.file_system_id}; its {', '.join(fixed)} cannot be set from here",
+            "remove those fields, or remove fileSystemId to create a new file system",
+            fs.file_system_id,
+            "existing-file-system-settings",
+        )
+
+
+def _new_tier_and_efa(fs: LustreSpec, path: str) -> Iterator[Finding]:
+    """A new file system's throughput tier and what EFA asks of it."""
+    tiers = TIERS[fs.deployment_type]
+    tier = fs.throughput_per_unit_storage
+    if tier is not None and tier not in tiers:
+        yield error(
+            f"{path}.throughputPerUnitStorage",
+            f"{tier} MB/s/TiB is not a {fs.deployment_type} throughput tier",
+            f"use one of {', '.join(map(str, tiers))}"
+            + (" (or deploymentType PERSISTENT_2 for 125-1000)" if fs.deployment_type != "PERSISTENT_2" else ""),
+            tier,
+            "invalid-tier",
+        )
+    if fs.enable_efa and fs.deployment_type != "PERSISTENT_2":
+        yield error(
+            f"{path}.enableEfa",
+            f"EFA-enabled file systems must be PERSISTENT_2, not {fs.deployment_type}",
+            "set deploymentType: PERSISTENT_2, or enableEfa: false",
+            True,
+            "efa-needs-persistent-2",
+        )
+    if fs.enable_efa and fs.deployment_type == "PERSISTENT_2" and not fs.metadata_configuration:
+        yield error(
+            f"{path}.metadataConfiguration",
+            "EFA-enabled file systems need a metadata configuration",
+            "set metadataConfiguration: true (automatic), or give metadataIops",
+            False,
+            "efa-needs-metadata",
+        )
+
+
+def _new_capacity(fs: LustreSpec, workload: WorkloadSpec | None, path: str) -> Iterator[Finding]:
+    """A new file system's capacity: a valid step, or a workload to size it from."""
+    tier = fs.throughput_per_unit_storage
+    cap = fs.storage_capacity_gib
+    if cap is not None and not valid_capacity(cap, tier, fs.enable_efa):
+        below, above = nearest_capacities(cap, tier, fs.enable_efa)
+        rule = (
+            f"multiples of {EFA_STEP_GIB[tier]} GiB for an EFA-enabled {tier} MB/s/TiB file system"
+            if fs.enable_efa and tier in EFA_STEP_GIB
+            else "1200 GiB, then multiples of 2400 GiB"
+        )
+        yield error(
+            f"{path}.storageCapacityGib",
+            f"{cap} GiB is not a valid capacity ({rule})",
+            f"use {above}" + (f" or {below}" if below else "") + " GiB",
+            cap,
+            "invalid-capacity",
+        )
+    if workload is None and (cap is None or (tier is None and fs.deployment_type != "SCRATCH_2")):
+        yield error(
+            f"{path}",
+            "a new file system needs a size: give storage.workload to size it from, or "
+            "storageCapacityGib and throughputPerUnitStorage",
+            "add storage.workload (datasetSizeTib, readMbPerSecondPerGpu, checkpointSizeGib, checkpointWriteSeconds)",
+            None,
+            "unsized",
+        )
+
+
+def _new_metadata(fs: LustreSpec, workload: WorkloadSpec | None, path: str, workload_path: str) -> Iterator[Finding]:
+    """A new file system's metadata IOPS, given or asked by the workload."""
+    if fs.metadata_iops is not None:
+        if fs.deployment_type != "PERSISTENT_2":
+            yield error(
+                f"{path}.metadataIops",
+                f"metadata IOPS are only provisioned for PERSISTENT_2, not {fs.deployment_type}",
+                "remove metadataIops",
+                fs.metadata_iops,
+                "metadata-iops-type",
+            )
+        elif fs.metadata_iops not in METADATA_IOPS:
+            ok = metadata_iops_for(fs.metadata_iops)
+            yield error(
+                f"{path}.metadataIops",
+                f"{fs.metadata_iops} is not a valid metadata IOPS setting "
+                "(1500, 3000, 6000, 12000, then multiples of 12000 up to 192000)",
+                f"use {ok}" if ok else "use 192000 at most",
+                fs.metadata_iops,
+                "invalid-metadata-iops",
+            )
+    if workload and workload.metadata_operations_per_second and fs.metadata_iops is None:
+        if metadata_iops_for(workload.metadata_operations_per_second) is None:
+            yield error(
+                f"{workload_path}.metadataOperationsPerSecond",
+                f"{workload.metadata_operations_per_second} metadata operations per second is above "
+                "what one file system provides (192000 IOPS)",
+                "split the data over several file systems",
+                workload.metadata_operations_per_second,
+                "metadata-too-high",
+            )
+
+
+def _data_repositories(fs: LustreSpec, has_bucket: bool, path: str) -> Iterator[Finding]:
+    """The data repository associations: how many, and a bucket prefix only with the cluster's bucket."""
     if len(fs.data_repositories) > MAX_DATA_REPOSITORIES:
         yield error(
             f"{path}.dataRepositories",
@@ -292,11 +338,3 @@ def check_lustre_settings(
                 repo.bucket_prefix,
                 "no-bucket",
             )
-    if fs.enable_gpudirect_storage and not fs.enable_efa:
-        yield error(
-            f"{path}.enableGpudirectStorage",
-            "GPUDirect Storage runs over EFA: the file system must be EFA-enabled",
-            "set enableEfa: true (PERSISTENT_2)",
-            True,
-            "gds-needs-efa",
-        )

@@ -61,8 +61,21 @@ def agent_command() -> str:
 
 def head_files(ctx: SlurmContext, inputs: HeadInputs) -> tuple[WriteFile, ...]:
     """Every file the head node's cloud-init writes, Slurm's own configs first."""
-    slurm = ctx.slurm
-    accounting = slurm.accounting is not None
+    accounting = ctx.slurm.accounting is not None
+    files = [*slurm_files(ctx), *agent_files(ctx, inputs), *system_files(ctx)]
+    if accounting:
+        files.append(
+            WriteFile(
+                "/etc/systemd/system/slurmdbd.service.d/gpucluster.conf",
+                f"# gpucluster: the accounting database lives on the data volume.\n[Unit]\nRequiresMountsFor={DATA_DIR} /var/lib/mysql\n",
+            )
+        )
+    files.append(WriteFile(HEAD_SETUP, head_setup(ctx, inputs), "0755"))
+    return tuple(files)
+
+
+def slurm_files(ctx: SlurmContext) -> list[WriteFile]:
+    """Slurm's own configs (and slurmdbd's with accounting)."""
     files = [
         WriteFile(f"{SLURM_ETC}/slurm.conf", slurm_conf(ctx)),
         WriteFile(f"{SLURM_ETC}/gres.conf", gres_conf(ctx)),
@@ -70,10 +83,15 @@ def head_files(ctx: SlurmContext, inputs: HeadInputs) -> tuple[WriteFile, ...]:
         WriteFile(f"{SLURM_ETC}/job_container.conf", job_container_conf(ctx)),
         WriteFile(f"{TOPOLOGY_DIR}/topology.conf", topology_conf(ctx)),
     ]
-    if accounting:
+    if ctx.slurm.accounting is not None:
         files.append(WriteFile(f"{SLURM_ETC}/slurmdbd.conf", slurmdbd_conf(ctx), "0600"))
-    files.append(WriteFile(AGENT_CONFIG_PATH, contract.to_json(inputs.agent_config)))
-    files.append(package_file(inputs.agent))
+    return files
+
+
+def agent_files(ctx: SlurmContext, inputs: HeadInputs) -> list[WriteFile]:
+    """The node agent: its config and package, the wrappers slurm.conf names, the operator's command, the maintain
+    service and its timer."""
+    files = [WriteFile(AGENT_CONFIG_PATH, contract.to_json(inputs.agent_config)), package_file(inputs.agent)]
     for key, name, command in PROGRAMS:
         wrapper = (
             f"#!/bin/sh\n# {key} of {ctx.cluster}: slurmctld runs it as SlurmUser with a hostlist and no PATH.\n"
@@ -97,10 +115,18 @@ def head_files(ctx: SlurmContext, inputs: HeadInputs) -> tuple[WriteFile, ...]:
             "/etc/systemd/system/gpucluster-agent-maintain.timer",
             systemd_unit(
                 "Run the gpucluster node agent's maintain regularly",
-                f"\n[Timer]\nOnBootSec=2min\nOnUnitActiveSec={slurm.agent.maintain_interval_seconds}s\nAccuracySec=5s\n",
+                f"\n[Timer]\nOnBootSec=2min\nOnUnitActiveSec={ctx.slurm.agent.maintain_interval_seconds}s\nAccuracySec=5s\n",
                 "WantedBy=timers.target",
             ),
         ),
+    ]
+    return files
+
+
+def system_files(ctx: SlurmContext) -> list[WriteFile]:
+    """The host's own: the IMDS guard, the service that rewrites the files from the user data, slurmctld's drop-in,
+    the kept host name, the boot helper."""
+    return [
         WriteFile(f"/etc/systemd/system/{IMDS_GUARD_UNIT}", imds_guard_unit(head=True)),
         WriteFile(IMDS_GUARD, imds_guard_script(head=True), "0755"),
         WriteFile(
@@ -124,14 +150,12 @@ def head_files(ctx: SlurmContext, inputs: HeadInputs) -> tuple[WriteFile, ...]:
         ),
         *boot_files(ctx),
     ]
-    if accounting:
-        files.append(
-            WriteFile(
-                "/etc/systemd/system/slurmdbd.service.d/gpucluster.conf",
-                f"# gpucluster: the accounting database lives on the data volume.\n[Unit]\nRequiresMountsFor={DATA_DIR} /var/lib/mysql\n",
-            )
-        )
-    setup = render(
+
+
+def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
+    """The head node's setup script: the data volume, the packages, slurmctld (and slurmdbd)."""
+    accounting = ctx.slurm.accounting is not None
+    return render(
         "slurm/head-setup.sh.j2",
         cluster=ctx.cluster,
         hostname=head_hostname(ctx.cluster),
@@ -145,8 +169,6 @@ def head_files(ctx: SlurmContext, inputs: HeadInputs) -> tuple[WriteFile, ...]:
         agent_state_dir=AGENT_STATE_DIR,
         topology_dir=TOPOLOGY_DIR,
     )
-    files.append(WriteFile(HEAD_SETUP, setup, "0755"))
-    return tuple(files)
 
 
 def head_cloud_config(ctx: SlurmContext, inputs: HeadInputs) -> CloudConfig:

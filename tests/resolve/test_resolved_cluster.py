@@ -1,0 +1,128 @@
+"""The resolved cluster: every decision a renderer or component needs is a value of :class:`ResolvedCluster`, made
+once by :func:`resolve` (the only reader of the instance catalog after the checks), and the layers above it hold
+to that (no catalog, no EFA or interface layout re-decided, no ``assert x is not None`` outside the tests)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from gpucluster.facts.catalog import load_catalog
+from gpucluster.facts.efa import efa_interface_count, interface_layout
+from gpucluster.facts.nccl import nccl_environment
+from gpucluster.load import load_spec
+from gpucluster.resolve.cluster import ResolvedCluster, resolve
+from gpucluster.resolve.node_group import SlurmGroup
+from gpucluster.resolve.storage import SharedFs
+from tests.conftest import group, make_config
+
+ROOT = Path(__file__).resolve().parents[2]
+CATALOG = load_catalog()
+
+
+def cluster(*groups, **keys) -> ResolvedCluster:
+    return load_spec(make_config(*groups, **keys), stack="r").cluster
+
+
+def test_node_groups_carry_their_decisions():
+    c = cluster(
+        group(name="p5", maxSize=4, ncclEnv={"NCCL_DEBUG": "INFO"}),
+        group(name="cpu", instanceType="m7i.xlarge", maxSize=2, enableEfaSupport=False),
+    )
+    p5, cpu = c.node_group("p5"), c.node_group("cpu")
+    facts = CATALOG["p5.48xlarge"]
+    assert (p5.facts, p5.efa, p5.uses_efa, p5.scheduler) == (facts, True, True, "none")
+    assert p5.interfaces == interface_layout(facts, True, "current") and p5.efa_interfaces == 32
+    assert dict(p5.nccl_env) == nccl_environment(facts, True, {"NCCL_DEBUG": "INFO"}) and p5.nccl_env["NCCL_DEBUG"] == "INFO"
+    assert p5.image.source == "ssm-parameter" and p5.image.value == p5.spec.image_ssm_parameter
+    assert (cpu.efa, cpu.efa_interfaces, cpu.create_placement_group) == (False, 0, False)
+    assert efa_interface_count(cpu.interfaces) == 0 and "FI_PROVIDER" not in cpu.nccl_env
+    assert [g.name for g in c.groups_for("none")] == ["p5", "cpu"]
+
+
+def test_slurm_groups_carry_their_partition_from_the_one_rule():
+    c = cluster(
+        group(name="p5", maxSize=4),
+        group(name="dev", instanceType="g6e.2xlarge", maxSize=2, enableEfaSupport=False),
+        slurm={"nodeGroups": [{"name": "p5", "partition": "gpu"}, {"name": "dev", "mode": "static", "default": True}]},
+    )
+    assert c.slurm is not None
+    p5, dev = c.slurm.node_groups
+    assert isinstance(p5, SlurmGroup) and c.node_group("p5") is p5  # one type: the cluster's group is the Slurm group
+    assert (p5.partition, dev.partition) == ("gpu", "dev")  # named, else the group's own name
+    assert (p5.static, dev.static, p5.entry.default, dev.entry.default) == (False, True, False, True)
+    assert c.slurm.partitions == {"gpu": "p5", "dev": "dev"} and c.slurm.default_partition == "dev"
+    assert p5.node_names == [f"p5-{i}" for i in range(1, 5)]
+    assert c.slurm.head_zone == "us-east-1a" and c.slurm.protect is True
+
+
+def test_storage_is_resolved_per_group():
+    c = cluster(
+        group(name="p5", maxSize=2),
+        group(name="p4d", instanceType="p4d.24xlarge", maxSize=2),
+        group(name="cpu", instanceType="m7i.xlarge", maxSize=2, enableEfaSupport=False),
+        storage={
+            "lustre": {
+                "storageCapacityGib": 1200,
+                "throughputPerUnitStorage": 250,
+                "mountPoint": "/lustre",
+                "nodeGroups": ["p5"],
+            },
+            "nvmeScratch": {"mountPoint": "/scratch", "filesystem": "ext4", "nodeGroups": ["p5", "p4d"]},
+        },
+    )
+    p5, p4d, cpu = (c.node_group(n) for n in ("p5", "p4d", "cpu"))
+    assert (p5.mounts_lustre, p4d.mounts_lustre, cpu.mounts_lustre) == (True, False, False)
+    assert (
+        p5.shared_fs == SharedFs("/lustre", "lustre") and p4d.shared_fs == SharedFs("/scratch", "ext4") and cpu.shared_fs is None
+    )
+    assert p5.nvme_scratch is not None and p5.nvme_scratch.mount_point == "/scratch" and cpu.nvme_scratch is None
+
+
+def test_resolve_is_what_load_returns():
+    config = make_config(group(maxSize=4), slurm={})
+    loaded = load_spec(config, stack="r")
+    again = resolve(loaded.spec, CATALOG)
+    assert loaded.spec is loaded.cluster.spec
+    assert [dataclasses.astuple(g) for g in again.node_groups] == [dataclasses.astuple(g) for g in loaded.cluster.node_groups]
+
+
+# --- the layers above resolution hold to it ----------------------------------------------------------------------
+
+
+def python_files(*tops: str) -> list[Path]:
+    return sorted(p for top in tops for p in (ROOT / top).rglob("*.py"))
+
+
+@pytest.mark.parametrize(
+    "pattern, why",
+    [
+        (r"\bcatalog\s*:", "a renderer takes no catalog parameter"),
+        (r"\bload_catalog\(", "a renderer loads no catalog"),
+        (r"\binterface_layout\(", "the interface layout is resolved (ResolvedNodeGroup.interfaces)"),
+        (r"\benable_efa_support\b", "EFA is resolved (ResolvedNodeGroup.efa, .uses_efa)"),
+    ],
+)
+def test_renderers_read_resolved_values_only(pattern, why):
+    hits = [
+        f"{p.relative_to(ROOT)}:{i}"
+        for p in python_files("gpucluster/render")
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if re.search(pattern, line)
+    ]
+    assert not hits, f"{why}: {hits}"
+
+
+def test_no_assert_is_not_none_outside_the_tests():
+    found = []
+    for p in python_files("gpucluster", "components", "gpucluster_agents"):
+        if "gpucluster/components/" in p.as_posix() or "gpucluster/templates/" in p.as_posix():
+            continue  # the links: components/ is walked from the top
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.Assert) and "is not None" in ast.unparse(node.test):
+                found.append(f"{p.relative_to(ROOT)}:{node.lineno}")
+    assert not found, f"say it with the type, or handle the case (raise with a message): {found}"
