@@ -15,7 +15,7 @@ from typing import Any
 import pulumi
 
 from gpucluster.components._shared.config_types import KubernetesConfig, NodeGroupConfig
-from gpucluster.components._shared.edge import ArgsError, Renames, renamed, validate
+from gpucluster.components._shared.edge import ArgsError, Renames, config_part, renamed, validate
 from gpucluster.components._shared.inputs import Inputs
 from gpucluster.config.checks.cluster import validate_node_group
 from gpucluster.config.checks.kubernetes import check_kubernetes
@@ -33,16 +33,12 @@ from gpucluster.resolve.kubernetes import ResolvedKubernetes, resolve_kubernetes
 RENAMES: Renames = ((re.compile(r"^gpucluster:kubernetes"), "args"), (re.compile(r"^gpucluster:nodeGroups"), "args.nodeGroups"))
 
 
-def config_part(args: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields of ``args`` that are the ``gpucluster:kubernetes`` section (the rest is wiring)."""
-    return {k: v for k, v in args.items() if k in KubernetesConfig.__annotations__}
-
-
 def resolve_args(
     component: str,
     args: Mapping[str, Any],
     catalog: Catalog,
     *,
+    args_type: type,
     region: str,
     lustre: bool,
     instance_store_for_pods: bool = True,
@@ -50,7 +46,8 @@ def resolve_args(
     """``args`` validated, checked and resolved like the stack's; the :class:`Inputs` gives Outputs back."""
     inputs = Inputs(component, region)
     try:
-        plain = inputs.prepare(config_part(args), KubernetesConfig)
+        # The Kubernetes section's fields and any key neither declares (the model names a typo); not the wiring.
+        plain = inputs.prepare(config_part(args, args_type, KubernetesConfig), KubernetesConfig)
         groups_in: Sequence[Mapping[str, Any]] = args.get("node_groups", [])
         plain_groups = [inputs.prepare(g, NodeGroupConfig, f"args.nodeGroups[{i}]") for i, g in enumerate(groups_in)]
         spec: KubernetesSpec = validate(KubernetesSpec, plain, f"{component} args")

@@ -113,6 +113,7 @@ class EksCluster(pulumi.ComponentResource):
                 "EksCluster",
                 args,
                 catalog,
+                args_type=EksClusterArgs,
                 region=region,
                 lustre=lustre,
                 instance_store_for_pods=args.get("instance_store_for_pods", True),

@@ -118,7 +118,9 @@ class KubernetesPlatform(pulumi.ComponentResource):
             raise_for(required(args, {"cluster_name": "clusterName"}), "KubernetesPlatform args")
             lustre = any(s.fs_type == "lustre" for s in storage)
             region = args.get("region", "us-east-1")
-            resolved, _ = resolve_args("KubernetesPlatform", args, load_catalog(), region=region, lustre=lustre)
+            resolved, _ = resolve_args(
+                "KubernetesPlatform", args, load_catalog(), args_type=KubernetesPlatformArgs, region=region, lustre=lustre
+            )
         if "provider" in args:
             opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=[args["provider"]]))
         super().__init__(TOKEN, name, None, opts)

@@ -248,6 +248,10 @@ ROWS: dict[str, Row] = {
         "args.nodeGroups[0].maxSize",
         "whole number",
     ),
+    "eks-key-typo": Row(EksCluster, lambda: {**EKS, "versoin": "1.33"}, "args.versoin", ""),
+    "platform-key-typo": Row(
+        KubernetesPlatform, lambda: {"cluster_name": "tc", "kueue": {}, "gpu_operatr": {}}, "args.gpuOperatr", ""
+    ),
     "eks-no-subnets": Row(EksCluster, lambda: _without(EKS, "cluster_subnet_ids"), "args.clusterSubnetIds", "is required"),
     "platform-unknown": Row(
         KubernetesPlatform, lambda: {"cluster_name": "tc", "platform": "gke"}, "args.platform", "eks or on-prem"

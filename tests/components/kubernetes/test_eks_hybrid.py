@@ -15,7 +15,7 @@ import yaml
 
 from gpucluster.components._shared.build import part as component_part
 from gpucluster.components.kubernetes._args import resolve_args
-from gpucluster.components.kubernetes.eks_cluster import TOKEN, EksWiring, build_eks_cluster
+from gpucluster.components.kubernetes.eks_cluster import TOKEN, EksClusterArgs, EksWiring, build_eks_cluster
 from gpucluster.config.errors import ConfigError
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.policy.iam_eval import Request, evaluate
@@ -238,7 +238,9 @@ def test_node_files_carry_the_arns_the_stack_creates(run_components):
     def program():
         # The stack's path: the hybrid section is GpuCluster's, so the builder gets it (EksClusterArgs has none).
         args = args_of(spec)
-        resolved, inputs = resolve_args("EksCluster", args, load_catalog(), region="us-east-1", lustre=False)
+        resolved, inputs = resolve_args(
+            "EksCluster", args, load_catalog(), args_type=EksClusterArgs, region="us-east-1", lustre=False
+        )
         wiring = EksWiring(
             region="us-east-1",
             cluster_subnet_ids=args["cluster_subnet_ids"],
