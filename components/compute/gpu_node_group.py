@@ -4,6 +4,11 @@ from the instance's network cards, a cluster placement group and the node IAM ro
 The resources do not grow with the node count: 2 or 512 nodes are one launch template and one Auto
 Scaling group. The launch template is the shared core in ``compute/_launch_template.py``; EKS managed node
 groups and Slurm's node groups are their own thin variants over it, so this component has no mode flags.
+
+Used on its own (not under GpuCluster), its nodes boot as a GpuCluster's plain group's do: without a ``userData``
+of yours the launch template carries the node bootstrap (node facts, the NCCL/EFA environment, the EFA check, the
+health thresholds) and the mount of the ``sharedStorage`` you pass (``[lustre.shared_storage]``):
+``compute/_bootstrap.py``, docs/components.md.
 """
 
 from typing import Required
