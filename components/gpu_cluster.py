@@ -9,21 +9,27 @@ from collections.abc import Mapping
 import pulumi
 from pydantic.alias_generators import to_camel
 
+from gpucluster.components._shared.build import adopt, part
 from gpucluster.components._shared.config_types import ClusterConfig
+from gpucluster.components._shared.edge import at_edge
 from gpucluster.components._shared.inputs import Inputs, is_output
-from gpucluster.components.compute._launch_template import NodeWiring
-from gpucluster.components.compute.gpu_node_group import GpuNodeGroup
+from gpucluster.components.compute._launch_template import ASG, NodeGroupParts, NodeWiring, build_node_group
+from gpucluster.components.compute._launch_template import TOKEN as NODE_GROUP
 from gpucluster.components.hybrid._parts import HybridParts, create_hybrid
-from gpucluster.components.kubernetes.eks_cluster import EksCluster
-from gpucluster.components.kubernetes.kubernetes_platform import KubernetesPlatform
-from gpucluster.components.network.network import Network
-from gpucluster.components.network.network import _Wiring as _NetworkWiring
+from gpucluster.components.kubernetes._args import node_group_subnets
+from gpucluster.components.kubernetes.eks_cluster import TOKEN as EKS
+from gpucluster.components.kubernetes.eks_cluster import EksParts, EksWiring, build_eks_cluster
+from gpucluster.components.kubernetes.kubernetes_platform import TOKEN as PLATFORM
+from gpucluster.components.kubernetes.kubernetes_platform import PlatformParts, PlatformWiring, build_kubernetes_platform
+from gpucluster.components.network.network import TOKEN as NETWORK
+from gpucluster.components.network.network import NetworkWiring, build_network
 from gpucluster.components.slurm._args import SlurmBuild
-from gpucluster.components.slurm.slurm_cluster import SlurmCluster
+from gpucluster.components.slurm.slurm_cluster import TOKEN as SLURM
+from gpucluster.components.slurm.slurm_cluster import SlurmParts, build_slurm_cluster
 from gpucluster.components.storage._setup import HeadNodeAddress, SetupHost
 from gpucluster.components.storage.data_bucket import DataBucket, DataBucketArgs
-from gpucluster.components.storage.lustre_storage import LustreStorage
-from gpucluster.components.storage.lustre_storage import _Wiring as _LustreWiring
+from gpucluster.components.storage.lustre_storage import TOKEN as LUSTRE
+from gpucluster.components.storage.lustre_storage import LustreParts, LustreWiring, build_lustre
 from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.effective import effective_protect_data
 from gpucluster.config.errors import ConfigError, error
@@ -67,51 +73,62 @@ class GpuCluster(pulumi.ComponentResource):
     slurm_controller: pulumi.Output[str | None]
     """The Slurm controller's address (``slurmctld`` host) when the cluster has a ``slurm`` section; else none."""
 
-    def __init__(
-        self,
-        name: str,
-        args: GpuClusterArgs,
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: GpuClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         catalog = load_catalog()
-        inputs = Inputs("GpuCluster", str(args.get("region") or "us-east-1"))
-        plain = inputs.prepare(args, ClusterConfig)
-        if inputs.deferred:
-            # The parts get the resolved spec, not the Outputs behind its stand-ins, so a stand-in would
-            # reach AWS: the whole cluster takes plain ids (its parts take Outputs themselves).
-            raise ConfigError(
-                [
-                    error(p, "is an Output; GpuCluster needs the plain id", "pass the id, or build the cluster from its parts")
-                    for p in _output_paths(args, "args")
-                ],
-                source="GpuCluster args",
-            )
-        loaded = load_args(plain, catalog=catalog, source="GpuCluster args")
-        too_large = user_data_findings(loaded.cluster, prefix="args.")
-        if too_large:
-            raise ConfigError(too_large, source="GpuCluster args")
-        for finding in loaded.findings:
-            pulumi.log.warn(finding.render())
-        self._build(name, loaded.cluster, catalog, opts)
-
-    @classmethod
-    def _from_spec(
-        cls, name: str, resolved: ResolvedCluster, catalog: Catalog, opts: pulumi.ResourceOptions | None = None
-    ) -> "GpuCluster":
-        """The stack program's path: ``resolved`` is already loaded, checked and resolved (``load_spec``)."""
-        cluster = cls.__new__(cls)
-        cluster._build(name, resolved, catalog, opts)
-        return cluster
-
-    def _build(self, name: str, resolved: ResolvedCluster, catalog: Catalog, opts: pulumi.ResourceOptions | None) -> None:
-        """Every resource of the cluster from the resolved cluster: the one builder of both paths."""
+        with at_edge("GpuCluster"):
+            spec = cluster_from_args(args, catalog)  # every error before any resource
         super().__init__(TOKEN, name, None, opts)
-        spec = resolved.spec
-        tags = cluster_tags(spec.name, spec.tags)
-        child = pulumi.ResourceOptions(parent=self)
-        self.estimate: Estimate = estimate(spec, catalog)
+        adopt(self, build_gpu_cluster(self, name, spec, catalog))
 
-        self.spec, self.resolved, self.catalog = spec, resolved, catalog
+
+def cluster_from_args(args: GpuClusterArgs, catalog: Catalog) -> ResolvedCluster:
+    """``args`` loaded, checked and resolved as a stack file is (``load_args``); warnings logged."""
+    inputs = Inputs("GpuCluster", str(args.get("region") or "us-east-1"))
+    plain = inputs.prepare(args, ClusterConfig)
+    if inputs.deferred:
+        # The parts get the resolved spec, not the Outputs behind its stand-ins, so a stand-in would
+        # reach AWS: the whole cluster takes plain ids (its parts take Outputs themselves).
+        raise ConfigError(
+            [
+                error(p, "is an Output; GpuCluster needs the plain id", "pass the id, or build the cluster from its parts")
+                for p in _output_paths(args, "args")
+            ],
+            source="GpuCluster args",
+        )
+    loaded = load_args(plain, catalog=catalog, source="GpuCluster args")
+    too_large = user_data_findings(loaded.cluster, prefix="args.")
+    if too_large:
+        raise ConfigError(too_large, source="GpuCluster args")
+    for finding in loaded.findings:
+        pulumi.log.warn(finding.render())
+    return loaded.cluster
+
+
+def build_gpu_cluster(parent: pulumi.ComponentResource, name: str, resolved: ResolvedCluster, catalog: Catalog) -> "ClusterParts":
+    """Every resource of the cluster from the ``resolved`` cluster, children of ``parent`` (a ``GpuCluster``, or the
+    stack program's part of that type); registers ``parent``'s outputs. The stack program's path: ``spec`` is
+    already loaded, checked and resolved (``load_spec``)."""
+    parts = ClusterParts(parent, resolved, catalog)
+    parts._build(name)
+    return parts
+
+
+class ClusterParts:
+    """What :func:`build_gpu_cluster` made: each family's parts, the user data and the estimate."""
+
+    vpc_id: pulumi.Output[str]
+    launch_template_ids: pulumi.Output[dict[str, str]]
+    slurm_controller: pulumi.Output[str | None]
+
+    def __init__(self, parent: pulumi.ComponentResource, resolved: ResolvedCluster, catalog: Catalog) -> None:
+        self._parent = parent
+        self.spec, self.resolved, self.catalog = resolved.spec, resolved, catalog
+
+    def _build(self, name: str) -> None:
+        spec, resolved, catalog, parent = self.spec, self.resolved, self.catalog, self._parent
+        tags = cluster_tags(spec.name, spec.tags)
+        child = pulumi.ResourceOptions(parent=parent)
+        self.estimate: Estimate = estimate(spec, catalog)
         # Render everything that can fail before the first resource is registered (with stand-ins
         # for values only AWS knows, such as the file system's DNS name): cloud-init text per node group.
         self.user_data: dict[str, str] = {
@@ -123,25 +140,22 @@ class GpuCluster(pulumi.ComponentResource):
             for g in resolved.node_groups
         }
 
-        self.network = Network(
-            f"{name}-network",
-            {"cluster_name": spec.name},
-            opts=child,
-            # A hybrid link adds routes to the private route tables: no inline routes there.
-            _resolved=(spec.network, _NetworkWiring(spec.name, spec.region, tags, route_resources=spec.hybrid is not None)),
-        )
+        # A hybrid link adds routes to the private route tables: no inline routes there.
+        net_wiring = NetworkWiring(spec.name, spec.region, tags, route_resources=spec.hybrid is not None)
+        self.network = build_network(part(NETWORK, f"{name}-network", parent), f"{name}-network", spec.network, net_wiring)
         self.security_group_ids = [self.network.efa_security_group_id, self.network.node_security_group_id]
         self.shared_storage: list[SharedStorage] = []  # what nodes mount, in the shape Slurm and Kubernetes share
         self.bucket: DataBucket | None = None
-        self.lustre: LustreStorage | None = None
+        self.lustre: LustreParts | None = None
         self._head_address: HeadNodeAddress | None = None
         self.storage_setup: SetupHost | None = None  # the file system's admin host where no head node is
         self._create_storage(name, tags, child)
-        self.node_groups: dict[str, GpuNodeGroup] = {}
+        self.node_groups: dict[str, NodeGroupParts] = {}
         # Groups a scheduler runs (slurm, kubernetes) are built by that scheduler's component; the
         # rest are plain Auto Scaling groups.
         for g in resolved.groups_for("none"):
-            self.node_groups[g.name] = GpuNodeGroup._resolved(
+            self.node_groups[g.name] = build_node_group(
+                part(NODE_GROUP, f"{name}-{g.name}", parent),
                 f"{name}-{g.name}",
                 g,
                 NodeWiring(
@@ -151,18 +165,19 @@ class GpuCluster(pulumi.ComponentResource):
                     user_data=self.node_user_data(g),
                     tags=tags,
                 ),
-                opts=child,
+                ASG,
+                auto_scaling=True,
             )
-        self.slurm: SlurmCluster | None = None
+        self.slurm: SlurmParts | None = None
         if resolved.slurm is not None:
             self._create_slurm(name, resolved.slurm, tags, child)
         if self._head_address is not None:
             self._head_address.check_resolved()
         self.hybrid: HybridParts | None = None
         if spec.hybrid is not None:
-            self.hybrid = create_hybrid(name, spec, self.network, self.slurm, tags, self)
-        self.eks: EksCluster | None = None
-        self.kubernetes: KubernetesPlatform | None = None
+            self.hybrid = create_hybrid(name, spec, self.network, self.slurm, tags, parent)
+        self.eks: EksParts | None = None
+        self.kubernetes: PlatformParts | None = None
         if spec.kubernetes is not None:
             self._create_kubernetes(name, spec.kubernetes, tags, child)
         self.vpc_id = self.network.vpc_id
@@ -170,7 +185,7 @@ class GpuCluster(pulumi.ComponentResource):
             lambda ids: dict(zip(self.node_groups, ids, strict=True))
         )
         self.slurm_controller = pulumi.Output.from_input(self.slurm.controller_address if self.slurm is not None else None)
-        self.register_outputs(
+        parent.register_outputs(
             {"vpcId": self.vpc_id, "launchTemplateIds": self.launch_template_ids, "slurmController": self.slurm_controller}
         )
 
@@ -197,7 +212,7 @@ class GpuCluster(pulumi.ComponentResource):
             admins = lustre_admins_of(self.spec, fs)
             # Its no-squash clients: the head node (its address comes once SlurmCluster made it) or a setup host.
             self._head_address = HeadNodeAddress() if admins.head_node else None
-            wiring = _LustreWiring(
+            wiring = LustreWiring(
                 cluster_name=self.spec.name,
                 vpc_id=self.network.vpc_id,
                 subnet_id=subnet_id,
@@ -210,7 +225,7 @@ class GpuCluster(pulumi.ComponentResource):
                 protect=storage.protect_data,
                 tags=tags,
             )
-            self.lustre = LustreStorage(f"{name}-lustre", {}, opts=child, _resolved=(fs, wiring))  # type: ignore[typeddict-item]
+            self.lustre = build_lustre(part(LUSTRE, f"{name}-lustre", self._parent), f"{name}-lustre", fs, wiring)
             self.shared_storage.append(self.lustre.shared_storage)
             self.storage_setup = self.lustre.setup_host
         if storage.nvme_scratch is not None:
@@ -242,7 +257,8 @@ class GpuCluster(pulumi.ComponentResource):
         groups for static ones); compute user data is the node's own plus the slurmd part."""
         spec, groups = slurm.spec, slurm.node_groups
         head = spec.head_node
-        self.slurm = SlurmCluster._resolved(
+        self.slurm = build_slurm_cluster(
+            part(SLURM, f"{name}-slurm", self._parent),
             f"{name}-slurm",
             SlurmBuild(
                 cluster_name=self.spec.name,
@@ -259,7 +275,6 @@ class GpuCluster(pulumi.ComponentResource):
                 hybrid=self.spec.hybrid if self.spec.hybrid is not None and self.spec.hybrid.controller is not None else None,
             ),
             self.catalog,
-            opts=child,
         )
         if self._head_address is not None:
             self._head_address.resolve(self.slurm.head_private_ip)
@@ -279,29 +294,21 @@ class GpuCluster(pulumi.ComponentResource):
         )
         cluster_subnets: list[pulumi.Input[str]] = [*self.network.private_subnet_ids.values()]
         security_groups: list[pulumi.Input[str]] = [*self.security_group_ids]
-        self.eks = EksCluster(
-            f"{name}-eks",
-            {
-                "cluster_name": self.spec.name,
-                "region": self.spec.region,
-                "cluster_subnet_ids": cluster_subnets,
-                "node_group_subnet_ids": {g.name: self.subnets_for(g.spec) for g in groups},
-                "security_group_ids": security_groups,
-                "user_data": {g.name: self.node_user_data(g) for g in groups},
-                "shared_storage": self.shared_storage,
-                "protect_data": effective_protect_data(self.spec),
-                "tags": tags,
-            },
-            opts=child,
-            _resolved=resolved,
-            _hybrid=self.spec.hybrid,
+        inputs = Inputs("EksCluster", self.spec.region)
+        wiring = EksWiring(
+            region=self.spec.region,
+            cluster_subnet_ids=cluster_subnets,
+            node_group_subnet_ids=node_group_subnets(resolved, inputs, {g.name: self.subnets_for(g.spec) for g in groups}),
+            security_group_ids=security_groups,
+            user_data={g.name: self.node_user_data(g) for g in groups},
+            protect_data=effective_protect_data(self.spec),
+            tags=tags,
         )
-        self.kubernetes = KubernetesPlatform(
-            f"{name}-k8s",
-            {"cluster_name": self.spec.name, "region": self.spec.region, "shared_storage": self.shared_storage},
-            opts=pulumi.ResourceOptions(parent=self, provider=self.eks.provider),
-            _resolved=resolved,
-            _hybrid=self.spec.hybrid,
+        eks = part(EKS, f"{name}-eks", self._parent)
+        self.eks = build_eks_cluster(eks, f"{name}-eks", resolved, wiring, inputs, self.catalog, self.spec.hybrid)
+        platform = part(PLATFORM, f"{name}-k8s", self._parent, pulumi.ResourceOptions(provider=self.eks.provider))
+        self.kubernetes = build_kubernetes_platform(
+            platform, f"{name}-k8s", resolved, PlatformWiring(shared_storage=tuple(self.shared_storage), hybrid=self.spec.hybrid)
         )
 
     def _cluster_networks(self) -> list[str]:

@@ -10,10 +10,11 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from gpucluster.components.gpu_cluster import GpuCluster, user_data_findings
+from gpucluster.components._shared.build import part
+from gpucluster.components.gpu_cluster import TOKEN, ClusterParts, build_gpu_cluster, user_data_findings
 from gpucluster.components.hybrid._parts import hybrid_outputs, hybrid_secrets
-from gpucluster.components.kubernetes.eks_cluster import EksCluster
-from gpucluster.components.slurm.slurm_cluster import SlurmCluster
+from gpucluster.components.kubernetes.eks_cluster import EksParts
+from gpucluster.components.slurm.slurm_cluster import SlurmParts
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import ConfigError, Finding, error, errors_in
 from gpucluster.config.kubernetes import KubernetesSpec
@@ -22,7 +23,7 @@ from gpucluster.load import LoadResult, load_spec
 from gpucluster.resolve.cluster import ResolvedSlurm
 
 
-def _setup_host(cluster: GpuCluster, fs_type: str) -> dict[str, object]:
+def _setup_host(cluster: ClusterParts, fs_type: str) -> dict[str, object]:
     """The Lustre file system's storage setup host (its admin host where no head node is): start the instance to
     run the setup again (docs/security.md, "Shared storage")."""
     host = cluster.storage_setup
@@ -99,13 +100,13 @@ def load_checked(catalog: Catalog) -> tuple[LoadResult, list[Finding]]:
     return loaded, list(loaded.findings) + live
 
 
-def main() -> GpuCluster:
+def main() -> ClusterParts:
     catalog = load_catalog()
     loaded, findings = load_checked(catalog)
     for finding in findings:
         pulumi.log.warn(finding.render())
     spec = loaded.spec
-    cluster = GpuCluster._from_spec(spec.name, loaded.cluster, catalog)  # already loaded, checked and resolved
+    cluster = build_gpu_cluster(part(TOKEN, spec.name), spec.name, loaded.cluster, catalog)  # loaded, checked, resolved
     pulumi.export("clusterName", spec.name)
     pulumi.export("region", spec.region)
     pulumi.export("vpcId", cluster.network.vpc_id)
@@ -134,7 +135,7 @@ def main() -> GpuCluster:
     return cluster
 
 
-def node_group_outputs(cluster: GpuCluster) -> dict[str, dict[str, Any]]:
+def node_group_outputs(cluster: ClusterParts) -> dict[str, dict[str, Any]]:
     """The ``nodeGroups`` output: the plain (``scheduler: none``) groups' launch templates and Auto Scaling groups."""
     return {
         name: {
@@ -149,7 +150,7 @@ def node_group_outputs(cluster: GpuCluster) -> dict[str, dict[str, Any]]:
     }
 
 
-def storage_outputs(cluster: GpuCluster) -> list[dict[str, Any]]:
+def storage_outputs(cluster: ClusterParts) -> list[dict[str, Any]]:
     """The ``storage`` output: each file system the nodes mount, in the shape Slurm and Kubernetes share."""
     return [
         {
@@ -167,7 +168,7 @@ def storage_outputs(cluster: GpuCluster) -> list[dict[str, Any]]:
     ]
 
 
-def slurm_outputs(slurm: SlurmCluster, resolved: ResolvedSlurm, region: str) -> dict[str, Any]:
+def slurm_outputs(slurm: SlurmParts, resolved: ResolvedSlurm, region: str) -> dict[str, Any]:
     """The ``slurm`` output: the controller, the head node, and each partition with its node group's launch target."""
     return {
         "controller": slurm.controller_address,
@@ -191,7 +192,7 @@ def slurm_outputs(slurm: SlurmCluster, resolved: ResolvedSlurm, region: str) -> 
     }
 
 
-def kubernetes_outputs(eks: EksCluster, spec: ClusterSpec, kubernetes: KubernetesSpec) -> dict[str, Any]:
+def kubernetes_outputs(eks: EksParts, spec: ClusterSpec, kubernetes: KubernetesSpec) -> dict[str, Any]:
     """The ``kubernetes`` output: the EKS cluster, its managed node groups, the teams' namespaces and queues."""
     return {
         "clusterName": eks.cluster_name,

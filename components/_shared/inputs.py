@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel  # the config model's own alias rule
 
 from gpucluster.components._shared.config_types import REFERENCES
@@ -227,15 +226,3 @@ def _checked(value: Any, kind: str, path: str) -> Any:
                 f"{path}: {v!r} is not a {spec.what}; pass the {spec.what} (e.g. {spec.example}) of the resource it names"
             )
     return value
-
-
-def validate(model: type[BaseModel], plain: Mapping[str, Any], source: str, path: str = "args") -> Any:
-    """``model`` validated from ``plain`` (snake_case keys), a :class:`ConfigError` naming each bad field."""
-    try:
-        return model.model_validate(plain)
-    except ValidationError as exc:
-        findings = []
-        for err in exc.errors():
-            loc = ".".join(to_camel(str(p)) if isinstance(p, str) else f"[{p}]" for p in err["loc"]).replace(".[", "[")
-            findings.append(error(f"{path}.{loc}" if loc else path, err["msg"], "see the field's description", err.get("input")))
-        raise ConfigError(findings, source=source) from None

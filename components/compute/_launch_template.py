@@ -264,6 +264,61 @@ def build_auto_scaling_group(
     )
 
 
+@dataclass(frozen=True)
+class NodeGroupParts:
+    """What :func:`build_node_group` made: the launch template and what it names."""
+
+    group: ResolvedNodeGroup
+    """The resolved group the template was laid out from."""
+    interfaces: tuple[InterfaceSlot, ...]
+    """The template's network interfaces, one slot per card/device index."""
+    launch_template_id: pulumi.Output[str]
+    launch_template_version: pulumi.Output[int]
+    placement_group_name: pulumi.Output[str] | None
+    auto_scaling_group_name: pulumi.Output[str] | None
+    role_arn: pulumi.Output[str] | None
+    role_name: pulumi.Output[str] | None
+    instance_profile_arn: pulumi.Output[str] | None
+    image_id: pulumi.Output[str] | None
+
+
+def build_node_group(
+    parent: pulumi.ComponentResource,
+    name: str,
+    group: ResolvedNodeGroup,
+    wiring: NodeWiring,
+    settings: TemplateSettings,
+    *,
+    auto_scaling: bool,
+) -> NodeGroupParts:
+    """``group``'s launch template (and Auto Scaling group), children of ``parent``; registers ``parent``'s outputs."""
+    template = build_node_template(parent, name, group, wiring, settings)
+    asg = build_auto_scaling_group(parent, name, group, wiring, template).name if auto_scaling else None
+    parts = NodeGroupParts(
+        group=group,
+        interfaces=group.interfaces,
+        launch_template_id=template.launch_template.id,
+        launch_template_version=template.launch_template.latest_version,
+        placement_group_name=template.placement_group_name,
+        auto_scaling_group_name=asg,
+        role_arn=template.role.arn if template.role is not None else None,
+        role_name=template.role.name if template.role is not None else None,
+        instance_profile_arn=template.instance_profile_arn,
+        image_id=template.image_id,
+    )
+    parent.register_outputs(
+        {
+            "launchTemplateId": parts.launch_template_id,
+            "launchTemplateVersion": parts.launch_template_version,
+            "placementGroupName": parts.placement_group_name,
+            "autoScalingGroupName": parts.auto_scaling_group_name,
+            "instanceProfileArn": parts.instance_profile_arn,
+            "imageId": parts.image_id,
+        }
+    )
+    return parts
+
+
 class NodeGroupResource(pulumi.ComponentResource):
     """What every variant exposes: the launch template and what it names. Registers as GpuNodeGroup."""
 
@@ -279,29 +334,15 @@ class NodeGroupResource(pulumi.ComponentResource):
     def _build(
         self, name: str, group: ResolvedNodeGroup, wiring: NodeWiring, settings: TemplateSettings, *, auto_scaling: bool
     ) -> None:
-        template = build_node_template(self, name, group, wiring, settings)
+        parts = build_node_group(self, name, group, wiring, settings, auto_scaling=auto_scaling)
         # Not class annotations: the schema analyzer would take them for outputs of the public GpuNodeGroup.
-        self.group: ResolvedNodeGroup = group
+        self.group: ResolvedNodeGroup = parts.group
         """The resolved group the template was laid out from."""
-        self.interfaces: tuple[InterfaceSlot, ...] = group.interfaces
+        self.interfaces: tuple[InterfaceSlot, ...] = parts.interfaces
         """The template's network interfaces, one slot per card/device index."""
-        self.launch_template_id = template.launch_template.id
-        self.launch_template_version = template.launch_template.latest_version
-        self.placement_group_name = template.placement_group_name
-        self.role_arn = template.role.arn if template.role is not None else None
-        self.role_name = template.role.name if template.role is not None else None
-        self.instance_profile_arn = template.instance_profile_arn
-        self.image_id = template.image_id
-        self.auto_scaling_group_name = None
-        if auto_scaling:
-            self.auto_scaling_group_name = build_auto_scaling_group(self, name, group, wiring, template).name
-        self.register_outputs(
-            {
-                "launchTemplateId": self.launch_template_id,
-                "launchTemplateVersion": self.launch_template_version,
-                "placementGroupName": self.placement_group_name,
-                "autoScalingGroupName": self.auto_scaling_group_name,
-                "instanceProfileArn": self.instance_profile_arn,
-                "imageId": self.image_id,
-            }
-        )
+        self.launch_template_id = parts.launch_template_id
+        self.launch_template_version = parts.launch_template_version
+        self.placement_group_name = parts.placement_group_name
+        self.auto_scaling_group_name = parts.auto_scaling_group_name
+        self.role_arn, self.role_name = parts.role_arn, parts.role_name
+        self.instance_profile_arn, self.image_id = parts.instance_profile_arn, parts.image_id

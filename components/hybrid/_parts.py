@@ -14,10 +14,13 @@ from typing import Any
 
 import pulumi
 
-from gpucluster.components.hybrid.hybrid_link import HybridLink, LinkWiring
-from gpucluster.components.hybrid.onprem_credentials import CredentialsWiring, OnPremCredentials
-from gpucluster.components.network.network import Network
-from gpucluster.components.slurm.slurm_cluster import SlurmCluster
+from gpucluster.components._shared.build import part
+from gpucluster.components.hybrid.hybrid_link import TOKEN as LINK
+from gpucluster.components.hybrid.hybrid_link import LinkParts, LinkWiring, build_hybrid_link, check_link
+from gpucluster.components.hybrid.onprem_credentials import TOKEN as CREDENTIALS
+from gpucluster.components.hybrid.onprem_credentials import CredentialsParts, CredentialsWiring, build_onprem_credentials
+from gpucluster.components.network.network import NetworkParts
+from gpucluster.components.slurm.slurm_cluster import SlurmParts
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.effective import partition_of
 from gpucluster.config.hybrid import HybridSpec
@@ -26,8 +29,8 @@ from gpucluster.config.node_group import NodeGroupSpec
 
 @dataclass(frozen=True)
 class HybridParts:
-    link: HybridLink
-    credentials: OnPremCredentials | None
+    link: LinkParts
+    credentials: CredentialsParts | None
     """The site agent's credentials; none for a site without a controller (EKS Hybrid Nodes only)."""
     burst_node_groups: tuple[str, ...]
     """The Slurm node groups the site bursts into (``burstNodeGroups``, else every Slurm group)."""
@@ -41,32 +44,25 @@ def burst_groups(spec: ClusterSpec, hybrid: HybridSpec) -> tuple[str, ...]:
 def create_hybrid(
     name: str,
     spec: ClusterSpec,
-    network: Network,
-    slurm: SlurmCluster | None,
+    network: NetworkParts,
+    slurm: SlurmParts | None,
     tags: dict[str, str],
-    parent: pulumi.Resource,
+    parent: pulumi.ComponentResource,
 ) -> HybridParts:
     """The link (every hybrid cluster) and the site agent's credentials (a Slurm site)."""
     hybrid = spec.hybrid
     if hybrid is None:
         raise ValueError("the cluster has no hybrid section")
-    child = pulumi.ResourceOptions(parent=parent)
-    link = HybridLink(
-        f"{name}-link",
-        {},  # type: ignore[typeddict-item]
-        opts=child,
-        _resolved=(
-            hybrid,
-            LinkWiring(
-                cluster_name=spec.name,
-                vpc_id=network.vpc_id,
-                vpc_cidr=network.vpc_cidr,
-                private_subnet_ids=list(network.private_subnet_ids.values()),
-                private_route_table_ids=dict(network.private_route_table_ids),
-                tags=tags,
-            ),
-        ),
+    wiring = LinkWiring(
+        cluster_name=spec.name,
+        vpc_id=network.vpc_id,
+        vpc_cidr=network.vpc_cidr,
+        private_subnet_ids=list(network.private_subnet_ids.values()),
+        private_route_table_ids=dict(network.private_route_table_ids),
+        tags=tags,
     )
+    check_link(hybrid, wiring)
+    link = build_hybrid_link(part(LINK, f"{name}-link", parent), f"{name}-link", hybrid, wiring)
     groups = burst_groups(spec, hybrid)
     credentials = None
     if hybrid.controller is not None and slurm is not None and spec.slurm is not None:
@@ -74,20 +70,17 @@ def create_hybrid(
             raise ValueError("a site's munge secret has a KMS key of its own (hybrid mode)")
         slurm_spec = spec.slurm
         dynamic = tuple(g for g in groups if slurm_spec.settings(g).mode == "dynamic")
-        credentials = OnPremCredentials(
+        credentials = build_onprem_credentials(
+            part(CREDENTIALS, f"{name}-{hybrid.site}-agent", parent),
             f"{name}-{hybrid.site}-agent",
-            {},  # type: ignore[typeddict-item]
-            opts=child,
-            _resolved=(
-                hybrid,
-                CredentialsWiring(
-                    cluster_name=spec.name,
-                    region=spec.region,
-                    munge_secret_arn=slurm.munge_secret_arn,
-                    munge_key_arn=slurm.munge_key_arn,
-                    rights=slurm.launch_rights(dynamic),
-                    tags=tags,
-                ),
+            hybrid,
+            CredentialsWiring(
+                cluster_name=spec.name,
+                region=spec.region,
+                munge_secret_arn=slurm.munge_secret_arn,
+                munge_key_arn=slurm.munge_key_arn,
+                rights=slurm.launch_rights(dynamic),
+                tags=tags,
             ),
         )
     return HybridParts(link, credentials, groups)
@@ -106,7 +99,7 @@ def hybrid_secrets(parts: HybridParts) -> dict[str, pulumi.Output[Any]]:
 
 def hybrid_outputs(
     parts: HybridParts,
-    slurm: SlurmCluster | None,
+    slurm: SlurmParts | None,
     spec: ClusterSpec,
     subnets_for: Callable[[NodeGroupSpec], Sequence[pulumi.Input[str]]],
 ) -> dict[str, Any]:

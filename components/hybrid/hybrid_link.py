@@ -32,15 +32,18 @@ from typing import Required, TypedDict
 import pulumi
 import pulumi_aws as aws
 
+from gpucluster.components._shared.build import adopt
 from gpucluster.components._shared.config_types import HybridConfig
-from gpucluster.components._shared.inputs import Inputs, validate
+from gpucluster.components._shared.edge import at_edge, required, validate
+from gpucluster.components._shared.inputs import Inputs
 from gpucluster.components._shared.security import allow
 from gpucluster.components.hybrid._security import cidr_key
-from gpucluster.config.errors import ConfigError, error
+from gpucluster.config.errors import ConfigError, error, raise_for
 from gpucluster.config.hybrid import HybridSpec
 from gpucluster.config.naming import with_name
 
 TOKEN = "gpucluster:index:HybridLink"
+SOURCE = "HybridLink args"
 
 
 class HybridLinkArgs(TypedDict, total=False):
@@ -98,60 +101,82 @@ class HybridLink(pulumi.ComponentResource):
     outbound_resolver_endpoint_id: pulumi.Output[str] | None
     """The outbound Resolver endpoint's id (with ``dns``)."""
 
-    def __init__(
-        self,
-        name: str,
-        args: HybridLinkArgs,
-        opts: pulumi.ResourceOptions | None = None,
-        *,
-        _resolved: tuple[HybridSpec, LinkWiring] | None = None,
-    ) -> None:
-        if _resolved is None:
-            inputs = Inputs("HybridLink")
-            spec = validate(HybridSpec, inputs.prepare(dict(args.get("hybrid") or {}), HybridConfig, "args.hybrid"),
-                            "HybridLink args", "args.hybrid")  # fmt: skip
-            wiring = LinkWiring(
-                cluster_name=args["cluster_name"],
-                vpc_id=args["vpc_id"],
-                vpc_cidr=args["vpc_cidr"],
-                private_subnet_ids=list(args["private_subnet_ids"]),
-                private_route_table_ids=dict(args.get("private_route_table_ids", {})),
-                tags=dict(args.get("tags", {})),
-            )
-        else:
-            spec, wiring = _resolved
-        if spec.dns is not None and len(wiring.private_subnet_ids) < 2:
-            raise ConfigError(
-                [
-                    error(
-                        "args.privateSubnetIds",
-                        "Route 53 Resolver endpoints need subnets in two zones; one was given",
-                        "give a private subnet in a second zone (network.availabilityZones)",
-                    )
-                ],
-                source="HybridLink args",
-            )
+    def __init__(self, name: str, args: HybridLinkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        with at_edge("HybridLink"):
+            spec, wiring = link_from_args(args)  # every error before any resource
         super().__init__(TOKEN, name, None, opts)
-        self._name, self._spec, self._wiring = name, spec, wiring
-        self._child = pulumi.ResourceOptions(parent=self)
-        self.customer_gateway_id = self.vpn_connection_id = self.transit_gateway_attachment_id = None
-        self.tunnel_addresses = self.tunnel_preshared_keys = None
-        self.inbound_resolver_ips = self.outbound_resolver_endpoint_id = None
-        self._link()
-        if spec.dns is not None:
-            self._dns()
-        self.register_outputs(
-            {
-                "gatewayId": self.gateway_id,
-                "customerGatewayId": self.customer_gateway_id,
-                "vpnConnectionId": self.vpn_connection_id,
-                "transitGatewayAttachmentId": self.transit_gateway_attachment_id,
-                "tunnelAddresses": self.tunnel_addresses,
-                "tunnelPresharedKeys": self.tunnel_preshared_keys,
-                "inboundResolverIps": self.inbound_resolver_ips,
-                "outboundResolverEndpointId": self.outbound_resolver_endpoint_id,
-            }
+        adopt(self, build_hybrid_link(self, name, spec, wiring))
+
+
+def link_from_args(args: HybridLinkArgs) -> tuple[HybridSpec, LinkWiring]:
+    """``args`` validated with the stack's ``hybrid`` model; errors name ``args.<field>``."""
+    fields = {"cluster_name": "clusterName", "hybrid": "hybrid", "vpc_id": "vpcId", "vpc_cidr": "vpcCidr"}
+    raise_for(required(args, {**fields, "private_subnet_ids": "privateSubnetIds"}), SOURCE)
+    inputs = Inputs("HybridLink")
+    spec = validate(HybridSpec, inputs.prepare(dict(args["hybrid"]), HybridConfig, "args.hybrid"), SOURCE, "args.hybrid")
+    wiring = LinkWiring(
+        cluster_name=args["cluster_name"],
+        vpc_id=args["vpc_id"],
+        vpc_cidr=args["vpc_cidr"],
+        private_subnet_ids=list(args["private_subnet_ids"]),
+        private_route_table_ids=dict(args.get("private_route_table_ids", {})),
+        tags=dict(args.get("tags", {})),
+    )
+    check_link(spec, wiring)
+    return spec, wiring
+
+
+def check_link(spec: HybridSpec, wiring: LinkWiring) -> None:
+    """What the link needs of its wiring: two subnets for the Resolver endpoints."""
+    if spec.dns is not None and len(wiring.private_subnet_ids) < 2:
+        raise ConfigError(
+            [
+                error(
+                    "args.privateSubnetIds",
+                    "Route 53 Resolver endpoints need subnets in two zones; one was given",
+                    "give a private subnet in a second zone (network.availabilityZones)",
+                )
+            ],
+            source=SOURCE,
         )
+
+
+def build_hybrid_link(parent: pulumi.ComponentResource, name: str, spec: HybridSpec, wiring: LinkWiring) -> "LinkParts":
+    """The link and DNS of ``spec`` (resolved), children of ``parent``; registers ``parent``'s outputs."""
+    parts = LinkParts(parent, name, spec, wiring)
+    parts._link()
+    if spec.dns is not None:
+        parts._dns()
+    parent.register_outputs(
+        {
+            "gatewayId": parts.gateway_id,
+            "customerGatewayId": parts.customer_gateway_id,
+            "vpnConnectionId": parts.vpn_connection_id,
+            "transitGatewayAttachmentId": parts.transit_gateway_attachment_id,
+            "tunnelAddresses": parts.tunnel_addresses,
+            "tunnelPresharedKeys": parts.tunnel_preshared_keys,
+            "inboundResolverIps": parts.inbound_resolver_ips,
+            "outboundResolverEndpointId": parts.outbound_resolver_endpoint_id,
+        }
+    )
+    return parts
+
+
+class LinkParts:
+    """What :func:`build_hybrid_link` made: a ``HybridLink``'s outputs."""
+
+    gateway_id: pulumi.Output[str]
+
+    def __init__(self, parent: pulumi.ComponentResource, name: str, spec: HybridSpec, wiring: LinkWiring) -> None:
+        self._parent, self._name, self._spec, self._wiring = parent, name, spec, wiring
+        self._child = pulumi.ResourceOptions(parent=parent)
+        self.customer_gateway_id: pulumi.Output[str] | None = None
+        self.vpn_connection_id: pulumi.Output[str] | None = None
+        self.transit_gateway_attachment_id: pulumi.Output[str] | None = None
+        self.tunnel_addresses: pulumi.Output[list[str]] | None = None
+        self.tunnel_preshared_keys: pulumi.Output[list[str]] | None = None
+        self.inbound_resolver_ips: pulumi.Output[list[str]] | None = None
+        self.outbound_resolver_endpoint_id: pulumi.Output[str] | None = None
 
     def _tags(self, suffix: str) -> dict[str, str]:
         return with_name(self._wiring.tags, f"{self._wiring.cluster_name}-{suffix}")
@@ -265,7 +290,7 @@ class HybridLink(pulumi.ComponentResource):
 
     def _routes(self, tgw_id: pulumi.Input[str], attachment: aws.ec2transitgateway.VpcAttachment) -> None:
         """A route to every ``onPremCidrs`` entry in every private route table, once the VPC is attached."""
-        after = pulumi.ResourceOptions(parent=self, depends_on=[attachment])
+        after = pulumi.ResourceOptions(parent=self._parent, depends_on=[attachment])
         for zone, table in self._wiring.private_route_table_ids.items():
             for cidr in self._spec.on_prem_cidrs:
                 aws.ec2.Route(
@@ -279,7 +304,7 @@ class HybridLink(pulumi.ComponentResource):
 
     def _propagate(self, vgw_id: pulumi.Input[str], after: pulumi.Resource) -> None:
         """Route propagation from the virtual private gateway into every private route table."""
-        opts = pulumi.ResourceOptions(parent=self, depends_on=[after])
+        opts = pulumi.ResourceOptions(parent=self._parent, depends_on=[after])
         for zone, table in self._wiring.private_route_table_ids.items():
             aws.ec2.VpnGatewayRoutePropagation(
                 f"{self._name}-propagation-{zone}", vpn_gateway_id=vgw_id, route_table_id=table, opts=opts
@@ -291,7 +316,7 @@ class HybridLink(pulumi.ComponentResource):
             pulumi.log.warn(
                 f"hybrid: the VPC's route tables are yours: route {', '.join(self._spec.on_prem_cidrs)} to the link's "
                 "gateway (output hybrid.link.gatewayId) in every route table of the node subnets",
-                resource=self,
+                resource=self._parent,
             )
 
     # --- names across the sites ----------------------------------------------------------------------

@@ -24,9 +24,12 @@ import pulumi
 import pulumi_aws as aws
 
 from gpucluster.components._shared.agent_iam import LaunchRights, agent_policy_json
+from gpucluster.components._shared.build import adopt
 from gpucluster.components._shared.config_types import HybridConfig
-from gpucluster.components._shared.inputs import Inputs, validate
+from gpucluster.components._shared.edge import at_edge, required, validate
+from gpucluster.components._shared.inputs import Inputs
 from gpucluster.components._shared.roles import session_manager_access
+from gpucluster.config.errors import raise_for
 from gpucluster.config.hybrid import HybridSpec
 from gpucluster.config.naming import with_name
 from gpucluster.render.iam import (
@@ -37,6 +40,7 @@ from gpucluster.render.iam import (
 )
 
 TOKEN = "gpucluster:index:OnPremCredentials"
+SOURCE = "OnPremCredentials args"
 
 
 class OnPremCredentialsArgs(TypedDict, total=False):
@@ -100,122 +104,175 @@ class OnPremCredentials(pulumi.ComponentResource):
     activation_code: pulumi.Output[str] | None
     """The SSM hybrid activation's code, as a secret (``ssm``)."""
 
-    def __init__(
-        self,
-        name: str,
-        args: OnPremCredentialsArgs,
-        opts: pulumi.ResourceOptions | None = None,
-        *,
-        _resolved: tuple[HybridSpec, CredentialsWiring] | None = None,
-    ) -> None:
-        if _resolved is None:
-            plain = Inputs("OnPremCredentials").prepare(dict(args.get("hybrid") or {}), HybridConfig, "args.hybrid")
-            spec = validate(HybridSpec, plain, "OnPremCredentials args", "args.hybrid")
-            wiring = CredentialsWiring(
-                cluster_name=args["cluster_name"],
-                region=args["region"],
-                munge_secret_arn=args["munge_secret_arn"],
-                munge_key_arn=args["munge_key_arn"],
-                rights=LaunchRights(
-                    groups=tuple(args["burst_node_groups"]),
-                    instance_types=tuple(args["instance_types"]),
-                    launch_template_ids=tuple(args["launch_template_ids"]),
-                    subnet_ids=tuple(args["subnet_ids"]),
-                    security_group_ids=args["security_group_ids"],
-                    node_role_arn=args["node_role_arn"],
-                    node_profile_arn=args["node_instance_profile_arn"],
-                ),
-                tags=dict(args.get("tags", {})),
-            )
-        else:
-            spec, wiring = _resolved
+    def __init__(self, name: str, args: OnPremCredentialsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        with at_edge("OnPremCredentials"):
+            spec, wiring = credentials_from_args(args)  # every error before any resource
         super().__init__(TOKEN, name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        invoke = pulumi.InvokeOutputOptions(parent=self)
-        partition = aws.get_partition_output(opts=invoke).partition
-        account = aws.get_caller_identity_output(opts=invoke).account_id
-        creds, cluster, site = spec.credentials, wiring.cluster_name, spec.site
-        tags = with_name(wiring.tags, f"{cluster}-{site}-agent")
-        self.trust_anchor_arn = self.profile_arn = self.activation_id = self.activation_code = None
-        if creds.type == "rolesanywhere":
-            source = (
-                aws.rolesanywhere.TrustAnchorSourceArgs(
-                    source_type="AWS_ACM_PCA",
-                    source_data=aws.rolesanywhere.TrustAnchorSourceSourceDataArgs(acm_pca_arn=creds.acm_pca_arn),
-                )
-                if creds.acm_pca_arn is not None
-                else aws.rolesanywhere.TrustAnchorSourceArgs(
-                    source_type="CERTIFICATE_BUNDLE",
-                    source_data=aws.rolesanywhere.TrustAnchorSourceSourceDataArgs(x509_certificate_data=creds.ca_certificate_pem),
-                )
-            )
-            anchor = aws.rolesanywhere.TrustAnchor(
-                f"{name}-anchor", name=f"{cluster}-{site}", enabled=True, source=source, tags=tags, opts=child
-            )
-            role = aws.iam.Role(
-                f"{name}-role",
-                description=f"Node agent on site {site}'s controller (IAM Roles Anywhere, CN {creds.certificate_cn})",
-                assume_role_policy=anchor.arn.apply(
-                    lambda arn: roles_anywhere_trust_policy(trust_anchor_arn=arn, certificate_cn=creds.certificate_cn)
-                ),
-                max_session_duration=max(3600, creds.duration_seconds),
-                tags=tags,
-                opts=child,
-            )
-            profile = aws.rolesanywhere.Profile(
-                f"{name}-profile",
-                name=f"{cluster}-{site}",
-                enabled=True,
-                role_arns=[role.arn],
-                duration_seconds=creds.duration_seconds,
-                tags=tags,
-                opts=child,
-            )
-            self.trust_anchor_arn, self.profile_arn = anchor.arn, profile.arn
-        else:
-            role = aws.iam.Role(
-                f"{name}-role",
-                description=f"Node agent on site {site}'s controller (SSM hybrid activation)",
-                assume_role_policy=pulumi.Output.all(partition, account).apply(
-                    lambda v: ssm_hybrid_trust_policy(partition=v[0], region=wiring.region, account=v[1])
-                ),
-                tags=tags,
-                opts=child,
-            )
-            session_manager_access(f"{name}-ssm", role, child)
-            activation = aws.ssm.Activation(
-                f"{name}-activation",
-                name=f"{cluster}-{site}",
-                description=f"Registers site {site}'s Slurm controller for the {cluster} node agent",
-                iam_role=role.name,
-                registration_limit=1,
-                tags=tags,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[role]),
-            )
-            self.activation_id = activation.id
-            # Whoever holds the code can register a machine as this role: a secret, never plain.
-            self.activation_code = pulumi.Output.secret(activation.activation_code)
-        aws.iam.RolePolicy(
-            f"{name}-agent",
-            role=role.id,
-            policy=agent_policy_json(wiring.rights, cluster=cluster, region=wiring.region, partition=partition, account=account),
-            opts=child,
+        adopt(self, build_onprem_credentials(self, name, spec, wiring))
+
+
+_REQUIRED = {
+    "cluster_name": "clusterName",
+    "region": "region",
+    "hybrid": "hybrid",
+    "munge_secret_arn": "mungeSecretArn",
+    "munge_key_arn": "mungeKeyArn",
+    "burst_node_groups": "burstNodeGroups",
+    "launch_template_ids": "launchTemplateIds",
+    "instance_types": "instanceTypes",
+    "subnet_ids": "subnetIds",
+    "security_group_ids": "securityGroupIds",
+    "node_role_arn": "nodeRoleArn",
+    "node_instance_profile_arn": "nodeInstanceProfileArn",
+}
+
+
+def credentials_from_args(args: OnPremCredentialsArgs) -> tuple[HybridSpec, CredentialsWiring]:
+    """``args`` validated with the stack's ``hybrid`` model; errors name ``args.<field>``."""
+    raise_for(required(args, _REQUIRED), SOURCE)
+    plain = Inputs("OnPremCredentials").prepare(dict(args["hybrid"]), HybridConfig, "args.hybrid")
+    spec = validate(HybridSpec, plain, SOURCE, "args.hybrid")
+    wiring = CredentialsWiring(
+        cluster_name=args["cluster_name"],
+        region=args["region"],
+        munge_secret_arn=args["munge_secret_arn"],
+        munge_key_arn=args["munge_key_arn"],
+        rights=LaunchRights(
+            groups=tuple(args["burst_node_groups"]),
+            instance_types=tuple(args["instance_types"]),
+            launch_template_ids=tuple(args["launch_template_ids"]),
+            subnet_ids=tuple(args["subnet_ids"]),
+            security_group_ids=args["security_group_ids"],
+            node_role_arn=args["node_role_arn"],
+            node_profile_arn=args["node_instance_profile_arn"],
+        ),
+        tags=dict(args.get("tags", {})),
+    )
+    return spec, wiring
+
+
+@dataclass
+class CredentialsParts:
+    """What :func:`build_onprem_credentials` made: an ``OnPremCredentials``' outputs."""
+
+    role_arn: pulumi.Output[str]
+    trust_anchor_arn: pulumi.Output[str] | None = None
+    profile_arn: pulumi.Output[str] | None = None
+    activation_id: pulumi.Output[str] | None = None
+    activation_code: pulumi.Output[str] | None = None
+
+
+def build_onprem_credentials(
+    parent: pulumi.ComponentResource, name: str, spec: HybridSpec, wiring: CredentialsWiring
+) -> CredentialsParts:
+    """The site agent's role and credentials of ``spec`` (resolved), children of ``parent``; registers its outputs."""
+    invoke = pulumi.InvokeOutputOptions(parent=parent)
+    partition = aws.get_partition_output(opts=invoke).partition
+    account = aws.get_caller_identity_output(opts=invoke).account_id
+    cluster, site = wiring.cluster_name, spec.site
+    tags = with_name(wiring.tags, f"{cluster}-{site}-agent")
+    if spec.credentials.type == "rolesanywhere":
+        role, parts = _roles_anywhere(parent, name, spec, cluster, tags)
+    else:
+        role, parts = _ssm_activation(parent, name, spec, wiring, tags, partition, account)
+    child = pulumi.ResourceOptions(parent=parent)
+    aws.iam.RolePolicy(
+        f"{name}-agent",
+        role=role.id,
+        policy=agent_policy_json(wiring.rights, cluster=cluster, region=wiring.region, partition=partition, account=account),
+        opts=child,
+    )
+    aws.iam.RolePolicy(
+        f"{name}-munge",
+        role=role.id,
+        policy=pulumi.Output.all(wiring.munge_secret_arn, wiring.munge_key_arn).apply(
+            lambda v: policy_json(site_munge_policy(secret_arn=v[0], kms_key_arn=v[1], region=wiring.region))
+        ),
+        opts=child,
+    )
+    parent.register_outputs(
+        {
+            "roleArn": parts.role_arn,
+            "trustAnchorArn": parts.trust_anchor_arn,
+            "profileArn": parts.profile_arn,
+            "activationId": parts.activation_id,
+            "activationCode": parts.activation_code,
+        }
+    )
+    return parts
+
+
+def _roles_anywhere(
+    parent: pulumi.ComponentResource, name: str, spec: HybridSpec, cluster: str, tags: dict[str, str]
+) -> tuple[aws.iam.Role, CredentialsParts]:
+    """A Roles Anywhere trust anchor (the site's CA), the agent's role trusting it, and the profile."""
+    creds, site, child = spec.credentials, spec.site, pulumi.ResourceOptions(parent=parent)
+    source = (
+        aws.rolesanywhere.TrustAnchorSourceArgs(
+            source_type="AWS_ACM_PCA",
+            source_data=aws.rolesanywhere.TrustAnchorSourceSourceDataArgs(acm_pca_arn=creds.acm_pca_arn),
         )
-        aws.iam.RolePolicy(
-            f"{name}-munge",
-            role=role.id,
-            policy=pulumi.Output.all(wiring.munge_secret_arn, wiring.munge_key_arn).apply(
-                lambda v: policy_json(site_munge_policy(secret_arn=v[0], kms_key_arn=v[1], region=wiring.region))
-            ),
-            opts=child,
+        if creds.acm_pca_arn is not None
+        else aws.rolesanywhere.TrustAnchorSourceArgs(
+            source_type="CERTIFICATE_BUNDLE",
+            source_data=aws.rolesanywhere.TrustAnchorSourceSourceDataArgs(x509_certificate_data=creds.ca_certificate_pem),
         )
-        self.role_arn = role.arn
-        self.register_outputs(
-            {
-                "roleArn": self.role_arn,
-                "trustAnchorArn": self.trust_anchor_arn,
-                "profileArn": self.profile_arn,
-                "activationId": self.activation_id,
-                "activationCode": self.activation_code,
-            }
-        )
+    )
+    anchor = aws.rolesanywhere.TrustAnchor(
+        f"{name}-anchor", name=f"{cluster}-{site}", enabled=True, source=source, tags=tags, opts=child
+    )
+    role = aws.iam.Role(
+        f"{name}-role",
+        description=f"Node agent on site {site}'s controller (IAM Roles Anywhere, CN {creds.certificate_cn})",
+        assume_role_policy=anchor.arn.apply(
+            lambda arn: roles_anywhere_trust_policy(trust_anchor_arn=arn, certificate_cn=creds.certificate_cn)
+        ),
+        max_session_duration=max(3600, creds.duration_seconds),
+        tags=tags,
+        opts=child,
+    )
+    profile = aws.rolesanywhere.Profile(
+        f"{name}-profile",
+        name=f"{cluster}-{site}",
+        enabled=True,
+        role_arns=[role.arn],
+        duration_seconds=creds.duration_seconds,
+        tags=tags,
+        opts=child,
+    )
+    return role, CredentialsParts(role_arn=role.arn, trust_anchor_arn=anchor.arn, profile_arn=profile.arn)
+
+
+def _ssm_activation(
+    parent: pulumi.ComponentResource,
+    name: str,
+    spec: HybridSpec,
+    wiring: CredentialsWiring,
+    tags: dict[str, str],
+    partition: pulumi.Output[str],
+    account: pulumi.Output[str],
+) -> tuple[aws.iam.Role, CredentialsParts]:
+    """The agent's role for an SSM hybrid activation, and the activation (its code a secret)."""
+    cluster, site, child = wiring.cluster_name, spec.site, pulumi.ResourceOptions(parent=parent)
+    role = aws.iam.Role(
+        f"{name}-role",
+        description=f"Node agent on site {site}'s controller (SSM hybrid activation)",
+        assume_role_policy=pulumi.Output.all(partition, account).apply(
+            lambda v: ssm_hybrid_trust_policy(partition=v[0], region=wiring.region, account=v[1])
+        ),
+        tags=tags,
+        opts=child,
+    )
+    session_manager_access(f"{name}-ssm", role, child)
+    activation = aws.ssm.Activation(
+        f"{name}-activation",
+        name=f"{cluster}-{site}",
+        description=f"Registers site {site}'s Slurm controller for the {cluster} node agent",
+        iam_role=role.name,
+        registration_limit=1,
+        tags=tags,
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[role]),
+    )
+    # Whoever holds the code can register a machine as this role: a secret, never plain.
+    code = pulumi.Output.secret(activation.activation_code)
+    return role, CredentialsParts(role_arn=role.arn, activation_id=activation.id, activation_code=code)

@@ -2,24 +2,25 @@
 Outputs in reference fields stand in, the Kubernetes section and the node groups are validated with the
 stack's models, run through the stack's checks and resolved by the stack's resolution, so a component
 used on its own gets exactly the stack's defaults. Every problem is raised before any resource, as one
-``pulumi.InputPropertiesError`` naming ``args.<field>``. Also the wiring helpers both paths share:
+``ArgsError`` (``components/_shared/edge.py``) naming ``args.<field>``. Also the wiring helpers both paths share:
 lists of ids that may be one Output, and each node group's subnets.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 import pulumi
 
 from gpucluster.components._shared.config_types import KubernetesConfig, NodeGroupConfig
-from gpucluster.components._shared.inputs import Inputs, validate
+from gpucluster.components._shared.edge import ArgsError, Renames, config_part, renamed, validate
+from gpucluster.components._shared.inputs import Inputs
 from gpucluster.config.checks.cluster import validate_node_group
 from gpucluster.config.checks.kubernetes import check_kubernetes
 from gpucluster.config.cluster import ClusterSpec
-from gpucluster.config.errors import ConfigError, Finding, errors_in
+from gpucluster.config.errors import ConfigError, Finding, error, errors_in
 from gpucluster.config.kubernetes import KubernetesSpec
 from gpucluster.config.network import NetworkSpec
 from gpucluster.config.node_group import NodeGroupSpec
@@ -29,12 +30,7 @@ from gpucluster.resolve.kubernetes import ResolvedKubernetes, resolve_kubernetes
 
 # --- wiring: ids lists and node-group subnets -------------------------------------------------------
 
-STACK_PATHS = (("gpucluster:kubernetes", "args"), ("gpucluster:nodeGroups", "args.nodeGroups"))
-
-
-def config_part(args: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields of ``args`` that are the ``gpucluster:kubernetes`` section (the rest is wiring)."""
-    return {k: v for k, v in args.items() if k in KubernetesConfig.__annotations__}
+RENAMES: Renames = ((re.compile(r"^gpucluster:kubernetes"), "args"), (re.compile(r"^gpucluster:nodeGroups"), "args.nodeGroups"))
 
 
 def resolve_args(
@@ -42,6 +38,7 @@ def resolve_args(
     args: Mapping[str, Any],
     catalog: Catalog,
     *,
+    args_type: type,
     region: str,
     lustre: bool,
     instance_store_for_pods: bool = True,
@@ -49,7 +46,8 @@ def resolve_args(
     """``args`` validated, checked and resolved like the stack's; the :class:`Inputs` gives Outputs back."""
     inputs = Inputs(component, region)
     try:
-        plain = inputs.prepare(config_part(args), KubernetesConfig)
+        # The Kubernetes section's fields and any key neither declares (the model names a typo); not the wiring.
+        plain = inputs.prepare(config_part(args, args_type, KubernetesConfig), KubernetesConfig)
         groups_in: Sequence[Mapping[str, Any]] = args.get("node_groups", [])
         plain_groups = [inputs.prepare(g, NodeGroupConfig, f"args.nodeGroups[{i}]") for i, g in enumerate(groups_in)]
         spec: KubernetesSpec = validate(KubernetesSpec, plain, f"{component} args")
@@ -66,7 +64,7 @@ def resolve_args(
         name=args["cluster_name"], region=region, network=NetworkSpec(), node_groups=tuple(groups), kubernetes=spec, tags={}
     )
     # The network is the caller's (subnets come as wiring): checks of the stack's own network do not apply.
-    findings.extend(f for f in map(_args_path, check_kubernetes(context, catalog)) if f.path.startswith("args"))
+    findings.extend(f for f in renamed(check_kubernetes(context, catalog), RENAMES) if f.path.startswith("args"))
     problems = errors_in(findings)
     if problems:
         raise _input_error(component, problems)
@@ -81,18 +79,8 @@ def resolve_args(
     return resolved, inputs
 
 
-def _args_path(finding: Finding) -> Finding:
-    for stack, arg in STACK_PATHS:
-        if finding.path.startswith(stack):
-            return replace(finding, path=arg + finding.path[len(stack) :])
-    return finding
-
-
-def _input_error(component: str, problems: Sequence[Finding]) -> pulumi.InputPropertiesError:
-    return pulumi.InputPropertiesError(
-        f"{component} args are invalid: " + "; ".join(f.render() for f in problems),
-        [{"property_path": f.path, "reason": f"{f.message}. {f.fix}"} for f in problems],
-    )
+def _input_error(component: str, problems: Sequence[Finding]) -> ArgsError:
+    return ArgsError(component, problems)
 
 
 def as_list(ids: pulumi.Input[Sequence[pulumi.Input[str]]]) -> pulumi.Input[Sequence[pulumi.Input[str]]]:
@@ -123,13 +111,14 @@ def node_group_subnets(
         else:
             missing.append((i, group.name))
     if missing:
-        raise pulumi.InputPropertiesError(
-            "EksCluster args: node groups without subnets: " + ", ".join(n for _, n in missing),
+        raise ArgsError(
+            "EksCluster",
             [
-                {
-                    "property_path": f"args.nodeGroupSubnetIds.{n}",
-                    "reason": f"give node group {n!r} subnets here or in nodeGroups[{i}].subnetIds",
-                }
+                error(
+                    f"args.nodeGroupSubnetIds.{n}",
+                    "is missing",
+                    f"give node group {n!r} subnets here or in nodeGroups[{i}].subnetIds",
+                )
                 for i, n in missing
             ],
         )

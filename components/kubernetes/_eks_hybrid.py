@@ -129,43 +129,8 @@ def hybrid_nodes(
     partition = aws.get_partition_output(opts=invoke).partition
     account = aws.get_caller_identity_output(opts=invoke).account_id
 
-    for i, cidr in enumerate((*hybrid.kubernetes.remote_node_cidrs, *hybrid.kubernetes.remote_pod_cidrs)):
-        kind = "node" if i < len(hybrid.kubernetes.remote_node_cidrs) else "pod"
-        allow(
-            f"{name}-hybrid-api-{cidr.replace('/', '-')}",
-            "in",
-            cluster_security_group_id,
-            description=f"Kubernetes API from the {hybrid.site} site's {kind} network {cidr} (EKS Hybrid Nodes)",
-            tags=tags,
-            opts=child,
-            cidr=cidr,
-            protocol="tcp",
-            ports=(API_PORT, API_PORT),
-        )
-
-    anchor: pulumi.Output[str] | None = None
-    if creds.type == "rolesanywhere":
-        if trust_anchor_arn is None:
-            source = aws.rolesanywhere.TrustAnchorSourceArgs(
-                source_type="AWS_ACM_PCA" if creds.acm_pca_arn else "CERTIFICATE_BUNDLE",
-                source_data=aws.rolesanywhere.TrustAnchorSourceSourceDataArgs(
-                    acm_pca_arn=creds.acm_pca_arn, x509_certificate_data=creds.ca_certificate_pem
-                ),
-            )
-            trust_anchor_arn = aws.rolesanywhere.TrustAnchor(
-                f"{name}-hybrid-anchor",
-                source=source,
-                enabled=True,
-                tags=with_name(tags, f"{prefix}-{hybrid.site}-ca"),
-                opts=child,
-            ).arn
-        anchor = pulumi.Output.from_input(trust_anchor_arn)
-        trust = anchor.apply(lambda a: json.dumps(roles_anywhere_trust(a, creds.certificate_cn), indent=2))
-    else:
-        trust = pulumi.Output.all(partition, account).apply(
-            lambda v: ssm_hybrid_trust_policy(partition=v[0], region=region, account=v[1])
-        )
-
+    _api_access(name, hybrid, cluster_security_group_id, tags, child)
+    anchor, trust = _trust(name, hybrid, prefix, tags, child, trust_anchor_arn, partition, account, region)
     role = aws.iam.Role(
         f"{name}-hybrid-node-role",
         assume_role_policy=trust,
@@ -216,3 +181,67 @@ def hybrid_nodes(
 
     files = pulumi.Output.all(cluster.name, role.arn, anchor or "", profile.arn if profile else "").apply(bundle)
     return HybridNodes(role=role, access_entry=access, trust_anchor_arn=anchor, profile=profile, bundle=files)
+
+
+def _api_access(
+    name: str,
+    hybrid: HybridSpec,
+    cluster_security_group_id: pulumi.Output[str],
+    tags: dict[str, str],
+    child: pulumi.ResourceOptions,
+) -> None:
+    """The Kubernetes API port open on the cluster security group to the site's node and pod networks."""
+    if hybrid.kubernetes is None:
+        return
+    for i, cidr in enumerate((*hybrid.kubernetes.remote_node_cidrs, *hybrid.kubernetes.remote_pod_cidrs)):
+        kind = "node" if i < len(hybrid.kubernetes.remote_node_cidrs) else "pod"
+        allow(
+            f"{name}-hybrid-api-{cidr.replace('/', '-')}",
+            "in",
+            cluster_security_group_id,
+            description=f"Kubernetes API from the {hybrid.site} site's {kind} network {cidr} (EKS Hybrid Nodes)",
+            tags=tags,
+            opts=child,
+            cidr=cidr,
+            protocol="tcp",
+            ports=(API_PORT, API_PORT),
+        )
+
+
+def _trust(
+    name: str,
+    hybrid: HybridSpec,
+    prefix: str,
+    tags: dict[str, str],
+    child: pulumi.ResourceOptions,
+    trust_anchor_arn: pulumi.Input[str] | None,
+    partition: pulumi.Output[str],
+    account: pulumi.Output[str],
+    region: str,
+) -> tuple[pulumi.Output[str] | None, pulumi.Output[str]]:
+    """Who may assume the hybrid node role: a Roles Anywhere trust anchor (given, or one made from the CA) or SSM's
+    hybrid activations. The anchor's ARN (Roles Anywhere) and the trust policy."""
+    creds = hybrid.credentials
+    anchor: pulumi.Output[str] | None = None
+    if creds.type == "rolesanywhere":
+        if trust_anchor_arn is None:
+            source = aws.rolesanywhere.TrustAnchorSourceArgs(
+                source_type="AWS_ACM_PCA" if creds.acm_pca_arn else "CERTIFICATE_BUNDLE",
+                source_data=aws.rolesanywhere.TrustAnchorSourceSourceDataArgs(
+                    acm_pca_arn=creds.acm_pca_arn, x509_certificate_data=creds.ca_certificate_pem
+                ),
+            )
+            trust_anchor_arn = aws.rolesanywhere.TrustAnchor(
+                f"{name}-hybrid-anchor",
+                source=source,
+                enabled=True,
+                tags=with_name(tags, f"{prefix}-{hybrid.site}-ca"),
+                opts=child,
+            ).arn
+        anchor = pulumi.Output.from_input(trust_anchor_arn)
+        trust = anchor.apply(lambda a: json.dumps(roles_anywhere_trust(a, creds.certificate_cn), indent=2))
+    else:
+        trust = pulumi.Output.all(partition, account).apply(
+            lambda v: ssm_hybrid_trust_policy(partition=v[0], region=region, account=v[1])
+        )
+    return anchor, trust

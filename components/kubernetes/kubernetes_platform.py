@@ -8,12 +8,15 @@ an on-prem cluster's kubeconfig — and never makes one.
 """
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Required
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from gpucluster.components._shared.build import adopt
 from gpucluster.components._shared.config_types import KubernetesConfig, NodeGroupConfig
+from gpucluster.components._shared.edge import ArgsError, at_edge, required
 from gpucluster.components.kubernetes._args import resolve_args
 from gpucluster.components.kubernetes._helm import helm_release
 from gpucluster.components.kubernetes._objects import place_objects
@@ -23,13 +26,14 @@ from gpucluster.components.kubernetes.kueue import Kueue, KueueArgs
 from gpucluster.components.kubernetes.network_operator import NetworkOperator, NetworkOperatorArgs
 from gpucluster.components.kubernetes.team_namespace import TeamNamespace, TeamNamespaceArgs, claim_name
 from gpucluster.components.storage.shared_storage import SharedStorage, as_shared_storage
-from gpucluster.config.errors import ConfigError, Finding, Level
+from gpucluster.config.errors import error, raise_for
 from gpucluster.config.hybrid import HybridSpec
 from gpucluster.config.kubernetes import TeamSpec
 from gpucluster.config.slurm_health import nvidia_gpus
-from gpucluster.facts.catalog import Catalog, load_catalog
+from gpucluster.facts.catalog import load_catalog
 from gpucluster.render.health import health_config
 from gpucluster.render.hybrid.eks_nodes import CNI_NAMESPACE, cni_chart, cni_values
+from gpucluster.render.kubernetes import Platform
 from gpucluster.render.kubernetes_health import sweep_objects
 from gpucluster.render.kubernetes_tenancy import TeamTenancy, psa_version, team_pod_policy, team_pod_policy_binding
 from gpucluster.render.slurm.agent import agent_bundle
@@ -102,118 +106,155 @@ class KubernetesPlatform(pulumi.ComponentResource):
     # analyzer reads every class annotation as an output): gpu_operator, efa_device_plugin,
     # network_operator, teams, kueue.
 
-    def __init__(
-        self,
-        name: str,
-        args: KubernetesPlatformArgs,
-        opts: pulumi.ResourceOptions | None = None,
-        *,
-        _resolved: ResolvedKubernetes | None = None,
-        _catalog: Catalog | None = None,
-        _hybrid: HybridSpec | None = None,
-    ) -> None:
-        """``_resolved``: GpuCluster's path, the stack's own resolved section (``args``' config fields
-        are then not read); otherwise ``args`` is validated, checked and resolved here, before any resource.
-        ``_hybrid``: the stack's hybrid section; with ``kubernetes`` set on EKS, the CNI of the hybrid nodes and the
-        site's Kueue flavor and queues."""
+    def __init__(self, name: str, args: KubernetesPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        """``args`` validated, checked and resolved here as the stack's Kubernetes section is, before any resource."""
         storage = as_shared_storage(args.get("shared_storage", []))
         platform = args.get("platform", "eks")
-        if platform not in PLATFORMS:
-            raise ConfigError(
-                [Finding(Level.ERROR, "args.platform", f"is {platform!r}", fix=" or ".join(PLATFORMS), value=platform)],
-                source="KubernetesPlatform args",
-            )
-        if _resolved is None:
+        with at_edge("KubernetesPlatform"):
+            if platform not in PLATFORMS:
+                raise ArgsError(
+                    "KubernetesPlatform", [error("args.platform", f"is {platform!r}", " or ".join(PLATFORMS), platform)]
+                )
+            raise_for(required(args, {"cluster_name": "clusterName"}), "KubernetesPlatform args")
             lustre = any(s.fs_type == "lustre" for s in storage)
             region = args.get("region", "us-east-1")
-            _resolved, _ = resolve_args("KubernetesPlatform", args, _catalog or load_catalog(), region=region, lustre=lustre)
-        resolved = _resolved
+            resolved, _ = resolve_args(
+                "KubernetesPlatform", args, load_catalog(), args_type=KubernetesPlatformArgs, region=region, lustre=lustre
+            )
         if "provider" in args:
             opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=[args["provider"]]))
         super().__init__(TOKEN, name, None, opts)
-        spec = resolved.spec
-        child = pulumi.ResourceOptions(parent=self)
-        op = spec.gpu_operator
-        self.gpu_operator: GpuOperator = GpuOperator(
-            f"{name}-gpu-operator",
-            GpuOperatorArgs(
-                platform=platform,
-                mig_strategy=op.mig_strategy,
-                enable_dcgm_exporter=op.enable_dcgm_exporter,
-                dcgm_health_counters=spec.health.dcgm_health_counters,
-                driver_version=args.get("driver_version"),
-            ),
-            opts=child,
-        )
-        if spec.health.sweep and any(g.facts.gpus for g in resolved.node_groups):
-            # After the operator: its RuntimeClass ``nvidia`` gives the sweep the GPUs.
-            configs = {
-                g.group.name: to_json(health_config(g.facts, efa_count=g.node.efa_interfaces))
-                for g in resolved.node_groups
-                if nvidia_gpus(g.facts)
-            }
-            objects = sweep_objects(spec.health, agent_bundle(), configs)
-            place_objects(f"{name}-health", objects, self, depends_on=[self.gpu_operator])
-        hybrid = _hybrid if _hybrid is not None and _hybrid.kubernetes is not None and platform == "eks" else None
-        if hybrid is not None and hybrid.kubernetes is not None:
-            # The VPC CNI keeps off hybrid nodes (its own anti-affinity); this one runs on them only.
-            nodes = hybrid.kubernetes
-            helm_release(f"{name}-hybrid-cni", nodes.cni, cni_chart(nodes), CNI_NAMESPACE[nodes.cni], self, cni_values(nodes))
-        self.efa_device_plugin: EfaDevicePlugin | None = None
-        self.network_operator: NetworkOperator | None = None
-        if platform == "eks" and resolved.efa:
-            self.efa_device_plugin = EfaDevicePlugin(f"{name}-efa", EfaDevicePluginArgs(), opts=child)
-        if platform == "on-prem":
-            self.network_operator = NetworkOperator(
-                f"{name}-network-operator",
-                NetworkOperatorArgs(rdma_interfaces=list(args.get("rdma_interfaces", []))),
-                opts=child,
-            )
-
-        self.teams: dict[str, TeamNamespace] = self._teams(name, resolved, storage, platform)
-        self.kueue: Kueue = Kueue(
-            f"{name}-kueue",
-            KueueArgs(
-                cohort=resolved.cohort,
-                kueue=spec.kueue,
-                node_groups=[g.group for g in resolved.node_groups],
-                teams=list(spec.teams),
-                team_namespaces={n: t.namespace for n, t in self.teams.items()},
-                hybrid=hybrid,
-            ),
-            opts=child,
-        )
-        names = list(self.teams)
-        self.team_namespaces = pulumi.Output.all(*[t.namespace for t in self.teams.values()]).apply(
-            lambda spaces: dict(zip(names, spaces, strict=True))
-        )
-        self.register_outputs({"teams": {n: t.namespace for n, t in self.teams.items()}, "teamNamespaces": self.team_namespaces})
-
-    def _teams(
-        self, name: str, resolved: ResolvedKubernetes, storage: Sequence[SharedStorage], platform: str
-    ) -> dict[str, TeamNamespace]:
-        """A TeamNamespace per team, and one admission policy for every team namespace: its pods run as the
-        team's users and group and mount only the team's claims."""
-        spec = resolved.spec
-        teams = {
-            team.name: TeamNamespace(
-                f"{name}-team-{team.name}",
-                TeamNamespaceArgs(
-                    team=team,
-                    shared_storage=storage,
-                    example_job=example_job(resolved, team, storage),
-                    labels={"gpucluster/cluster": resolved.cluster_name},
-                    pod_security_version=psa_version(spec.version if platform == "eks" else None),
-                    cluster_networks=list(resolved.cluster_networks),
+        adopt(
+            self,
+            build_kubernetes_platform(
+                self,
+                name,
+                resolved,
+                PlatformWiring(
+                    platform="on-prem" if platform == "on-prem" else "eks",
+                    shared_storage=tuple(storage),
+                    driver_version=args.get("driver_version"),
+                    rdma_interfaces=tuple(args.get("rdma_interfaces", [])),
                 ),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-            for team in spec.teams
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class PlatformWiring:
+    """What the platform runs on and with: the platform, the cluster's file systems, the on-prem details."""
+
+    platform: Platform = "eks"
+    shared_storage: tuple[SharedStorage, ...] = ()
+    driver_version: str | None = None
+    rdma_interfaces: tuple[str, ...] = ()
+    hybrid: HybridSpec | None = None
+    """The stack's hybrid section; with ``kubernetes`` set on EKS, the CNI of the hybrid nodes and the site's Kueue
+    flavor and queues (the stack's path only)."""
+
+
+class PlatformParts:
+    """What :func:`build_kubernetes_platform` made: the child components and the teams' namespaces."""
+
+    gpu_operator: GpuOperator
+    efa_device_plugin: EfaDevicePlugin | None
+    network_operator: NetworkOperator | None
+    teams: dict[str, TeamNamespace]
+    kueue: Kueue
+    team_namespaces: pulumi.Output[dict[str, str]]
+
+
+def build_kubernetes_platform(
+    parent: pulumi.ComponentResource, name: str, resolved: ResolvedKubernetes, wiring: PlatformWiring
+) -> PlatformParts:
+    """The GPU platform of ``resolved``, children of ``parent`` (its Kubernetes provider comes through ``parent``'s
+    options); registers ``parent``'s outputs."""
+    parts = PlatformParts()
+    platform, storage = wiring.platform, list(wiring.shared_storage)
+    spec = resolved.spec
+    child = pulumi.ResourceOptions(parent=parent)
+    op = spec.gpu_operator
+    parts.gpu_operator = GpuOperator(
+        f"{name}-gpu-operator",
+        GpuOperatorArgs(
+            platform=platform,
+            mig_strategy=op.mig_strategy,
+            enable_dcgm_exporter=op.enable_dcgm_exporter,
+            dcgm_health_counters=spec.health.dcgm_health_counters,
+            driver_version=wiring.driver_version,
+        ),
+        opts=child,
+    )
+    if spec.health.sweep and any(g.facts.gpus for g in resolved.node_groups):
+        # After the operator: its RuntimeClass ``nvidia`` gives the sweep the GPUs.
+        configs = {
+            g.group.name: to_json(health_config(g.facts, efa_count=g.node.efa_interfaces))
+            for g in resolved.node_groups
+            if nvidia_gpus(g.facts)
         }
-        if teams:
-            tenancy = [
-                TeamTenancy(t.effective_namespace, t.effective_posix, tuple(teams[t.name].claims.values())) for t in spec.teams
-            ]
-            objects = [team_pod_policy(tenancy), team_pod_policy_binding([t.namespace for t in tenancy])]
-            place_objects(f"{name}-tenancy", objects, self)
-        return teams
+        objects = sweep_objects(spec.health, agent_bundle(), configs)
+        place_objects(f"{name}-health", objects, parent, depends_on=[parts.gpu_operator])
+    hybrid = wiring.hybrid if wiring.hybrid is not None and wiring.hybrid.kubernetes is not None and platform == "eks" else None
+    if hybrid is not None and hybrid.kubernetes is not None:
+        # The VPC CNI keeps off hybrid nodes (its own anti-affinity); this one runs on them only.
+        nodes = hybrid.kubernetes
+        helm_release(f"{name}-hybrid-cni", nodes.cni, cni_chart(nodes), CNI_NAMESPACE[nodes.cni], parent, cni_values(nodes))
+    parts.efa_device_plugin = parts.network_operator = None
+    if platform == "eks" and resolved.efa:
+        parts.efa_device_plugin = EfaDevicePlugin(f"{name}-efa", EfaDevicePluginArgs(), opts=child)
+    if platform == "on-prem":
+        parts.network_operator = NetworkOperator(
+            f"{name}-network-operator",
+            NetworkOperatorArgs(rdma_interfaces=list(wiring.rdma_interfaces)),
+            opts=child,
+        )
+
+    parts.teams = _teams(parent, name, resolved, storage, platform)
+    parts.kueue = Kueue(
+        f"{name}-kueue",
+        KueueArgs(
+            cohort=resolved.cohort,
+            kueue=spec.kueue,
+            node_groups=[g.group for g in resolved.node_groups],
+            teams=list(spec.teams),
+            team_namespaces={n: t.namespace for n, t in parts.teams.items()},
+            hybrid=hybrid,
+        ),
+        opts=child,
+    )
+    names = list(parts.teams)
+    parts.team_namespaces = pulumi.Output.all(*[t.namespace for t in parts.teams.values()]).apply(
+        lambda spaces: dict(zip(names, spaces, strict=True))
+    )
+    parent.register_outputs({"teams": {n: t.namespace for n, t in parts.teams.items()}, "teamNamespaces": parts.team_namespaces})
+    return parts
+
+
+def _teams(
+    parent: pulumi.ComponentResource, name: str, resolved: ResolvedKubernetes, storage: Sequence[SharedStorage], platform: str
+) -> dict[str, TeamNamespace]:
+    """A TeamNamespace per team, and one admission policy for every team namespace: its pods run as the
+    team's users and group and mount only the team's claims."""
+    spec = resolved.spec
+    teams = {
+        team.name: TeamNamespace(
+            f"{name}-team-{team.name}",
+            TeamNamespaceArgs(
+                team=team,
+                shared_storage=storage,
+                example_job=example_job(resolved, team, storage),
+                labels={"gpucluster/cluster": resolved.cluster_name},
+                pod_security_version=psa_version(spec.version if platform == "eks" else None),
+                cluster_networks=list(resolved.cluster_networks),
+            ),
+            opts=pulumi.ResourceOptions(parent=parent),
+        )
+        for team in spec.teams
+    }
+    if teams:
+        tenancy = [
+            TeamTenancy(t.effective_namespace, t.effective_posix, tuple(teams[t.name].claims.values())) for t in spec.teams
+        ]
+        objects = [team_pod_policy(tenancy), team_pod_policy_binding([t.namespace for t in tenancy])]
+        place_objects(f"{name}-tenancy", objects, parent)
+    return teams

@@ -123,37 +123,8 @@ def create_flow_log(
         "tags": tags("flow-log"),
     }
     if flow.destination == "cloudwatch":
-        group = aws.cloudwatch.LogGroup(
-            f"{name}-flow-logs",
-            name=flow_log_group_name(cluster_name),
-            retention_in_days=flow.retention_days,
-            tags=tags("flow-logs"),
-            opts=keep,
-        )
-        role = aws.iam.Role(
-            f"{name}-flow-logs",
-            assume_role_policy=pulumi.Output.all(partition, account).apply(
-                lambda v: json.dumps(flow_log_trust_policy(partition=v[0], region=region, account=v[1]))
-            ),
-            description=f"VPC Flow Logs of {cluster_name}: write to its log group",
-            tags=tags("flow-logs"),
-            opts=child,
-        )
-        aws.iam.RolePolicy(
-            f"{name}-flow-logs",
-            role=role.id,
-            policy=group.arn.apply(lambda arn: json.dumps(flow_log_role_policy(arn))),
-            opts=child,
-        )
-        log = aws.ec2.FlowLog(
-            f"{name}-flow-log",
-            log_destination_type="cloud-watch-logs",
-            log_destination=group.arn,
-            iam_role_arn=role.arn,
-            opts=child,
-            **common,
-        )
-        return log.id
+        return _to_cloudwatch(name, flow, common, cluster_name=cluster_name, region=region, tags=tags,
+                              partition=partition, account=account, keep=keep, child=child)  # fmt: skip
 
     def delivery(bucket_arn: str) -> pulumi.Output[list[dict[str, Any]]]:
         return pulumi.Output.all(partition, account).apply(
@@ -189,6 +160,53 @@ def create_flow_log(
         f"{name}-flow-log",
         log_destination_type="s3",
         log_destination=bucket.arn,
+        opts=child,
+        **common,
+    )
+    return log.id
+
+
+def _to_cloudwatch(
+    name: str,
+    flow: FlowLogsSpec,
+    common: dict[str, Any],
+    *,
+    cluster_name: str,
+    region: str,
+    tags: Callable[[str], dict[str, str]],
+    partition: pulumi.Output[str],
+    account: pulumi.Output[str],
+    keep: pulumi.ResourceOptions,
+    child: pulumi.ResourceOptions,
+) -> pulumi.Output[str]:
+    """The flow log to a CloudWatch log group with a retention, written through a role of its own: its id."""
+    group = aws.cloudwatch.LogGroup(
+        f"{name}-flow-logs",
+        name=flow_log_group_name(cluster_name),
+        retention_in_days=flow.retention_days,
+        tags=tags("flow-logs"),
+        opts=keep,
+    )
+    role = aws.iam.Role(
+        f"{name}-flow-logs",
+        assume_role_policy=pulumi.Output.all(partition, account).apply(
+            lambda v: json.dumps(flow_log_trust_policy(partition=v[0], region=region, account=v[1]))
+        ),
+        description=f"VPC Flow Logs of {cluster_name}: write to its log group",
+        tags=tags("flow-logs"),
+        opts=child,
+    )
+    aws.iam.RolePolicy(
+        f"{name}-flow-logs",
+        role=role.id,
+        policy=group.arn.apply(lambda arn: json.dumps(flow_log_role_policy(arn))),
+        opts=child,
+    )
+    log = aws.ec2.FlowLog(
+        f"{name}-flow-log",
+        log_destination_type="cloud-watch-logs",
+        log_destination=group.arn,
+        iam_role_arn=role.arn,
         opts=child,
         **common,
     )

@@ -8,8 +8,10 @@ from typing import Required
 import pulumi
 import pulumi_aws as aws
 
+from gpucluster.components._shared.build import adopt
 from gpucluster.components._shared.config_types import NetworkConfig
-from gpucluster.components._shared.inputs import Inputs, validate
+from gpucluster.components._shared.edge import at_edge, config_part, validate
+from gpucluster.components._shared.inputs import Inputs
 from gpucluster.components._shared.security import BOTH_WAYS, allow
 from gpucluster.components.network._flow_logs import create_flow_log
 from gpucluster.config.checks.network import check_flow_logs_section, check_network_section
@@ -34,7 +36,7 @@ class NetworkArgs(NetworkConfig, total=False):
 
 
 @dataclass(frozen=True)
-class _Wiring:
+class NetworkWiring:
     cluster_name: str
     region: str
     tags: dict[str, str] = field(default_factory=dict)
@@ -45,10 +47,7 @@ class _Wiring:
     duplicate): import it first, ``pulumi import aws:ec2/route:Route <name>-private-<zone>-nat <rtb-id>_0.0.0.0/0``."""
 
 
-_WIRING = tuple(k for k in NetworkArgs.__annotations__ if k not in NetworkConfig.__annotations__)
-
-
-def network_from_args(args: NetworkArgs, inputs: Inputs) -> tuple[NetworkSpec, _Wiring]:
+def network_from_args(args: NetworkArgs, inputs: Inputs) -> tuple[NetworkSpec, NetworkWiring]:
     """``args`` validated, checked and resolved as the stack does (zones listed, flow logs protected by
     default); errors name ``args.<field>`` and come before any resource."""
     region = args.get("region") or pulumi.Config("aws").get("region") or ""
@@ -57,7 +56,7 @@ def network_from_args(args: NetworkArgs, inputs: Inputs) -> tuple[NetworkSpec, _
         if not value:
             findings.append(error(f"args.{key}", "is required", "pass it (region: or set aws:region)"))
     raise_for(findings, "Network args")
-    config = {k: v for k, v in args.items() if k not in _WIRING}
+    config = config_part(args, NetworkArgs, NetworkConfig)
     net = validate(NetworkSpec, inputs.prepare(config, NetworkConfig), "Network args")
     zones: list[str] = list(dict.fromkeys([*net.availability_zones, *args.get("zones", [])]))
     for finding in raise_for([*check_network_section(net, region, zones, "args"), *check_flow_logs_section(net, "args")],
@@ -65,7 +64,7 @@ def network_from_args(args: NetworkArgs, inputs: Inputs) -> tuple[NetworkSpec, _
         pulumi.log.info(finding.render()) if finding.level.value == "info" else pulumi.log.warn(finding.render())
     flow_logs = net.flow_logs.model_copy(update={"protect": True if net.flow_logs.protect is None else net.flow_logs.protect})
     resolved = net.model_copy(update={"availability_zones": tuple(zones), "flow_logs": flow_logs})
-    return resolved, _Wiring(args["cluster_name"], region, cluster_tags(args["cluster_name"], args.get("tags", {})))
+    return resolved, NetworkWiring(args["cluster_name"], region, cluster_tags(args["cluster_name"], args.get("tags", {})))
 
 
 class Network(pulumi.ComponentResource):
@@ -94,58 +93,74 @@ class Network(pulumi.ComponentResource):
     flow_log_id: pulumi.Output[str] | None
     """The VPC flow log's id; absent when ``flowLogs.enabled`` is false."""
 
-    def __init__(
-        self,
-        name: str,
-        args: NetworkArgs,
-        opts: pulumi.ResourceOptions | None = None,
-        *,
-        _resolved: tuple[NetworkSpec, _Wiring] | None = None,
-    ) -> None:
-        # The stack passes its resolved network (``_resolved``; ``args`` is then ignored).
+    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         inputs = Inputs("Network", pulumi.Config("aws").get("region") or "us-east-1")
-        spec, wiring = _resolved if _resolved is not None else network_from_args(args, inputs)
+        with at_edge("Network"):
+            spec, wiring = network_from_args(args, inputs)  # every error before any resource
         super().__init__(TOKEN, name, None, opts)
-        self._name = name
-        self._args = wiring
-        self._child = pulumi.ResourceOptions(parent=self)
+        adopt(self, build_network(self, name, spec, wiring, inputs))
+
+
+def build_network(
+    parent: pulumi.ComponentResource, name: str, spec: NetworkSpec, wiring: NetworkWiring, inputs: Inputs | None = None
+) -> "NetworkParts":
+    """The network of ``spec`` (resolved), children of ``parent`` (a ``Network`` or GpuCluster's part of that type);
+    registers ``parent``'s outputs. ``inputs`` maps stand-ins back to the Outputs a program gave (none in the stack)."""
+    parts = NetworkParts(parent, name, wiring)
+    inputs = inputs or Inputs("Network", wiring.region)
+    if spec.create_vpc:
+        parts._create_vpc(spec)
+    else:
+        if spec.vpc_id is None:
+            raise ValueError("your own VPC needs network.vpcId")
+        parts.vpc_id = pulumi.Output.from_input(inputs.real(spec.vpc_id))
+        parts.vpc_cidr = aws.ec2.get_vpc_output(id=parts.vpc_id, opts=pulumi.InvokeOutputOptions(parent=parent)).cidr_block
+        for subnet in spec.subnets:
+            # The first subnet listed for a zone is the zone's default; node groups may pick others.
+            parts.private_subnet_ids.setdefault(subnet.availability_zone, pulumi.Output.from_input(inputs.real(subnet.id)))
+    parts._create_security_groups()
+    parts.private_subnet_ids_by_zone = pulumi.Output.all(**parts.private_subnet_ids).apply(dict)
+    parts.flow_log_id = None
+    if spec.flow_logs.enabled:
+        parts.flow_log_id = create_flow_log(
+            parent,
+            name,
+            spec.flow_logs,
+            vpc_id=parts.vpc_id,
+            cluster_name=wiring.cluster_name,
+            region=wiring.region,
+            tags=parts._tags,
+        )
+    parent.register_outputs(
+        {
+            "vpcId": parts.vpc_id,
+            "vpcCidr": parts.vpc_cidr,
+            "privateSubnetIdsByZone": parts.private_subnet_ids_by_zone,
+            "efaSecurityGroupId": parts.efa_security_group_id,
+            "nodeSecurityGroupId": parts.node_security_group_id,
+            "flowLogId": parts.flow_log_id,
+        }
+    )
+    return parts
+
+
+class NetworkParts:
+    """What :func:`build_network` made: a ``Network``'s outputs, and the per-zone ids the stack's parts index."""
+
+    vpc_id: pulumi.Output[str]
+    vpc_cidr: pulumi.Output[str]
+    private_subnet_ids_by_zone: pulumi.Output[dict[str, str]]
+    efa_security_group_id: pulumi.Output[str]
+    node_security_group_id: pulumi.Output[str]
+    flow_log_id: pulumi.Output[str] | None
+
+    def __init__(self, parent: pulumi.ComponentResource, name: str, wiring: NetworkWiring) -> None:
+        self._parent, self._name, self._args = parent, name, wiring
+        self._child = pulumi.ResourceOptions(parent=parent)
         self.private_subnet_ids: dict[str, pulumi.Output[str]] = {}
         """Private subnet id per Availability Zone, each its own Output (what the stack's node groups index)."""
         self.private_route_table_ids: dict[str, pulumi.Output[str]] = {}
         """The private route table per zone of a new VPC (none for your own VPC: its route tables are yours)."""
-        if spec.create_vpc:
-            self._create_vpc(spec)
-        else:
-            if spec.vpc_id is None:
-                raise ValueError("your own VPC needs network.vpcId")
-            self.vpc_id = pulumi.Output.from_input(inputs.real(spec.vpc_id))
-            self.vpc_cidr = aws.ec2.get_vpc_output(id=self.vpc_id, opts=pulumi.InvokeOutputOptions(parent=self)).cidr_block
-            for subnet in spec.subnets:
-                # The first subnet listed for a zone is the zone's default; node groups may pick others.
-                self.private_subnet_ids.setdefault(subnet.availability_zone, pulumi.Output.from_input(inputs.real(subnet.id)))
-        self._create_security_groups()
-        self.private_subnet_ids_by_zone = pulumi.Output.all(**self.private_subnet_ids).apply(dict)
-        self.flow_log_id = None
-        if spec.flow_logs.enabled:
-            self.flow_log_id = create_flow_log(
-                self,
-                name,
-                spec.flow_logs,
-                vpc_id=self.vpc_id,
-                cluster_name=wiring.cluster_name,
-                region=wiring.region,
-                tags=self._tags,
-            )
-        self.register_outputs(
-            {
-                "vpcId": self.vpc_id,
-                "vpcCidr": self.vpc_cidr,
-                "privateSubnetIdsByZone": self.private_subnet_ids_by_zone,
-                "efaSecurityGroupId": self.efa_security_group_id,
-                "nodeSecurityGroupId": self.node_security_group_id,
-                "flowLogId": self.flow_log_id,
-            }
-        )
 
     def _tags(self, suffix: str) -> dict[str, str]:
         return with_name(self._args.tags, f"{self._args.cluster_name}-{suffix}")
@@ -169,41 +184,54 @@ class Network(pulumi.ComponentResource):
         aws.ec2.DefaultSecurityGroup(
             f"{name}-default-sg", vpc_id=vpc.id, ingress=[], egress=[], tags=self._tags("default-closed"), opts=opts
         )
-        private_tables: list[aws.ec2.RouteTable] = []
+        nat_ids = self._public_side(spec, vpc, zones, cidrs) if spec.enable_nat_gateway else {}
+        private_tables = self._private_side(vpc, zones, cidrs, nat_ids)
+        self._endpoints(spec, vpc, private_tables)
+
+    def _public_side(
+        self, spec: NetworkSpec, vpc: aws.ec2.Vpc, zones: list[str], cidrs: dict[str, tuple[str, str]]
+    ) -> dict[str, pulumi.Output[str]]:
+        """The internet gateway, a public subnet per zone and the NAT gateways (one, or one per zone): their ids by zone."""
+        name, opts = self._name, self._child
         nat_ids: dict[str, pulumi.Output[str]] = {}
-        if spec.enable_nat_gateway:
-            igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags=self._tags("igw"), opts=opts)
-            public_rt = aws.ec2.RouteTable(
-                f"{name}-public-rt",
+        igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags=self._tags("igw"), opts=opts)
+        public_rt = aws.ec2.RouteTable(
+            f"{name}-public-rt",
+            vpc_id=vpc.id,
+            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)],
+            tags=self._tags("public"),
+            opts=opts,
+        )
+        nat_zones = zones if spec.one_nat_gateway_per_az else zones[:1]
+        for zone in zones:
+            public = aws.ec2.Subnet(
+                f"{name}-public-{zone}",
                 vpc_id=vpc.id,
-                routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)],
-                tags=self._tags("public"),
+                cidr_block=cidrs[zone][1],
+                availability_zone=zone,
+                map_public_ip_on_launch=False,
+                tags=self._tags(f"public-{zone}"),
                 opts=opts,
             )
-            nat_zones = zones if spec.one_nat_gateway_per_az else zones[:1]
-            for zone in zones:
-                public = aws.ec2.Subnet(
-                    f"{name}-public-{zone}",
-                    vpc_id=vpc.id,
-                    cidr_block=cidrs[zone][1],
-                    availability_zone=zone,
-                    map_public_ip_on_launch=False,
-                    tags=self._tags(f"public-{zone}"),
-                    opts=opts,
+            aws.ec2.RouteTableAssociation(f"{name}-public-{zone}", subnet_id=public.id, route_table_id=public_rt.id, opts=opts)
+            if zone in nat_zones:
+                eip = aws.ec2.Eip(f"{name}-nat-{zone}", domain="vpc", tags=self._tags(f"nat-{zone}"), opts=opts)
+                nat = aws.ec2.NatGateway(
+                    f"{name}-nat-{zone}",
+                    allocation_id=eip.id,
+                    subnet_id=public.id,
+                    tags=self._tags(f"nat-{zone}"),
+                    opts=pulumi.ResourceOptions(parent=self._parent, depends_on=[igw]),
                 )
-                aws.ec2.RouteTableAssociation(
-                    f"{name}-public-{zone}", subnet_id=public.id, route_table_id=public_rt.id, opts=opts
-                )
-                if zone in nat_zones:
-                    eip = aws.ec2.Eip(f"{name}-nat-{zone}", domain="vpc", tags=self._tags(f"nat-{zone}"), opts=opts)
-                    nat = aws.ec2.NatGateway(
-                        f"{name}-nat-{zone}",
-                        allocation_id=eip.id,
-                        subnet_id=public.id,
-                        tags=self._tags(f"nat-{zone}"),
-                        opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]),
-                    )
-                    nat_ids[zone] = nat.id
+                nat_ids[zone] = nat.id
+        return nat_ids
+
+    def _private_side(
+        self, vpc: aws.ec2.Vpc, zones: list[str], cidrs: dict[str, tuple[str, str]], nat_ids: dict[str, pulumi.Output[str]]
+    ) -> list[aws.ec2.RouteTable]:
+        """A private subnet and route table per zone, out through a NAT gateway: the route tables."""
+        name, opts = self._name, self._child
+        private_tables: list[aws.ec2.RouteTable] = []
         for zone in zones:
             private = aws.ec2.Subnet(
                 f"{name}-private-{zone}",
@@ -237,6 +265,11 @@ class Network(pulumi.ComponentResource):
             aws.ec2.RouteTableAssociation(f"{name}-private-{zone}", subnet_id=private.id, route_table_id=table.id, opts=opts)
             private_tables.append(table)
             self.private_subnet_ids[zone] = private.id
+        return private_tables
+
+    def _endpoints(self, spec: NetworkSpec, vpc: aws.ec2.Vpc, private_tables: list[aws.ec2.RouteTable]) -> None:
+        """The S3 gateway endpoint on the private route tables, and the interface endpoints with their security group."""
+        name, opts = self._name, self._child
         if spec.enable_s3_gateway_endpoint:
             aws.ec2.VpcEndpoint(
                 f"{name}-s3",

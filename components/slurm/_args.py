@@ -21,7 +21,8 @@ from typing import Any
 import pulumi
 
 from gpucluster.components._shared.config_types import NetworkConfig, NodeGroupConfig, SlurmConfig
-from gpucluster.components._shared.inputs import Inputs, validate
+from gpucluster.components._shared.edge import Renames, at_edge, renamed, validate
+from gpucluster.components._shared.inputs import Inputs
 from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.base import FIX_MARK
 from gpucluster.config.checks.cluster import validate_cluster
@@ -44,7 +45,7 @@ from gpucluster.resolve.storage import SharedFs
 
 SOURCE = "SlurmCluster args"
 # Stack config path → Args path (first match wins): the Args flatten the Slurm section and the network.
-_RENAMES: tuple[tuple[re.Pattern[str], str], ...] = (
+RENAMES: Renames = (
     (re.compile(r"^gpucluster:slurm\.?"), "args."),
     (re.compile(r"^gpucluster:nodeGroups"), "args.computeNodeGroups"),
     (re.compile(r"^gpucluster:network\."), "args."),
@@ -57,16 +58,8 @@ _RENAMES: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
-def args_path(path: str) -> str:
-    """The Args field a stack-config (or model) path is about."""
-    for pattern, replacement in _RENAMES:
-        if pattern.match(path):
-            return pattern.sub(replacement, path, count=1).rstrip(".") or "args"
-    return path
-
-
 def _renamed(findings: Sequence[Finding]) -> list[Finding]:
-    return [dataclasses.replace(f, path=args_path(f.path)) for f in findings]
+    return renamed(findings, RENAMES)
 
 
 @dataclass(frozen=True)
@@ -99,8 +92,13 @@ def _split(args: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:
 
 
 def build_from_args(args: Mapping[str, Any], region: str, catalog: Catalog) -> SlurmBuild:
-    """Validate, check and resolve ``args`` as the stack would; a :class:`ConfigError` naming
-    ``args.<field>`` before any resource when something is wrong."""
+    """Validate, check and resolve ``args`` as the stack would; an :class:`~gpucluster.components._shared.edge.ArgsError`
+    naming ``args.<field>`` before any resource when something is wrong."""
+    with at_edge("SlurmCluster"):  # paths renamed inside (RENAMES)
+        return _build_from_args(args, region, catalog)
+
+
+def _build_from_args(args: Mapping[str, Any], region: str, catalog: Catalog) -> SlurmBuild:
     inputs = Inputs("SlurmCluster", region)
     slurm_plain = inputs.prepare(_split(args, list(SlurmConfig.__annotations__)), SlurmConfig)
     network_plain = inputs.prepare(_split(args, ["vpc_id", "subnets"]), NetworkConfig)

@@ -25,7 +25,7 @@ from gpucluster.components.compute._launch_template import NodeGroupResource
 from gpucluster.components.slurm._artifact import AgentArtifact
 from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.naming import with_name
-from gpucluster.config.slurm import UBUNTU_RELEASE
+from gpucluster.config.slurm import UBUNTU_RELEASE, HeadNodeSpec
 from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.images import default_image_parameter
 from gpucluster.render.core import gzip_b64, render_cloud_config
@@ -153,6 +153,31 @@ def head_node(
             name=default_image_parameter(facts, UBUNTU_RELEASE), opts=pulumi.InvokeOutputOptions(parent=parent)
         ).value
 
+    user_data = _user_data(ctx, inputs, volume.id, artifact, node_groups, node_group_subnet_ids, shared_storage)
+    instance = _instance(name, head, image, profile, eni, user_data, head_tags, inputs, artifact, parent)
+    aws.ec2.VolumeAttachment(
+        f"{name}-head-data",
+        device_name=DATA_DEVICE,
+        volume_id=volume.id,
+        instance_id=instance.id,
+        stop_instance_before_detaching=True,
+        opts=child,
+    )
+    return HeadNode(instance_id=instance.id, private_ip=eni.private_ip, data_volume_id=volume.id, user_data=user_data)
+
+
+def _user_data(
+    ctx: SlurmContext,
+    inputs: Inputs,
+    volume_id: pulumi.Output[str],
+    artifact: AgentArtifact,
+    node_groups: Mapping[str, NodeGroupResource],
+    node_group_subnet_ids: Mapping[str, pulumi.Input[Sequence[pulumi.Input[str]]]],
+    shared_storage: Sequence[SharedStorage],
+) -> pulumi.Output[str]:
+    """The head node's cloud-config, once the data volume, the agent's bucket, every node group's launch template,
+    subnets and placement group, and the file system's names are known."""
+    head = ctx.slurm.head_node
     targets = pulumi.Output.all(
         *[
             pulumi.Output.all(
@@ -195,8 +220,23 @@ def head_node(
         return render_cloud_config(head_title(ctx), head_cloud_config(ctx, inputs), gzipped=True)
 
     # Outputs the program gave (a reservation id in the agent's config) replace their stand-ins.
-    user_data = pulumi.Output.all(volume.id, artifact.bucket.bucket, targets, lustre_values).apply(render).apply(inputs.real_text)
-    instance = aws.ec2.Instance(
+    return pulumi.Output.all(volume_id, artifact.bucket.bucket, targets, lustre_values).apply(render).apply(inputs.real_text)
+
+
+def _instance(
+    name: str,
+    head: HeadNodeSpec,
+    image: pulumi.Input[str],
+    profile: aws.iam.InstanceProfile,
+    eni: aws.ec2.NetworkInterface,
+    user_data: pulumi.Output[str],
+    head_tags: dict[str, str],
+    inputs: Inputs,
+    artifact: AgentArtifact,
+    parent: pulumi.Resource,
+) -> aws.ec2.Instance:
+    """The head node's instance on its own interface: IMDSv2, an encrypted root volume, termination protection."""
+    return aws.ec2.Instance(
         f"{name}-head",
         ami=image,
         instance_type=head.instance_type,
@@ -225,12 +265,3 @@ def head_node(
             ignore_changes=["ami"],
         ),
     )
-    aws.ec2.VolumeAttachment(
-        f"{name}-head-data",
-        device_name=DATA_DEVICE,
-        volume_id=volume.id,
-        instance_id=instance.id,
-        stop_instance_before_detaching=True,
-        opts=child,
-    )
-    return HeadNode(instance_id=instance.id, private_ip=eni.private_ip, data_volume_id=volume.id, user_data=user_data)

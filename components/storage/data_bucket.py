@@ -13,8 +13,9 @@ import pulumi_aws as aws
 
 from gpucluster.components._shared.buckets import private_bucket
 from gpucluster.components._shared.config_types import BucketConfig
-from gpucluster.components._shared.inputs import Inputs, validate
-from gpucluster.config.errors import ConfigError, error
+from gpucluster.components._shared.edge import at_edge, config_part, required, validate
+from gpucluster.components._shared.inputs import Inputs
+from gpucluster.config.errors import raise_for
 from gpucluster.config.naming import cluster_tags, with_name
 from gpucluster.config.storage import BucketSpec
 
@@ -32,15 +33,15 @@ class DataBucketArgs(BucketConfig, total=False):
     """Tags on every taggable child. Default: none."""
 
 
-_WIRING = ("cluster_name", "protect", "tags")
-
-
 def bucket_from_args(args: DataBucketArgs) -> BucketSpec:
     """The bucket settings of ``args``, validated with the stack's model; errors name ``args.<field>``."""
-    if not args.get("cluster_name"):
-        raise ConfigError([error("args.clusterName", "is required", "pass the cluster's name")], "DataBucket args")
-    config = {k: v for k, v in args.items() if k not in _WIRING}
-    return validate(BucketSpec, Inputs("DataBucket").prepare(config, BucketConfig), "DataBucket args")
+    with at_edge("DataBucket"):
+        raise_for(required(args, {"cluster_name": "clusterName"}, "pass the cluster's name"), "DataBucket args")
+        return validate(
+            BucketSpec,
+            Inputs("DataBucket").prepare(config_part(args, DataBucketArgs, BucketConfig), BucketConfig),
+            "DataBucket args",
+        )
 
 
 def key_policy(account: str, partition: str) -> str:

@@ -19,8 +19,10 @@ from typing import Required
 import pulumi
 import pulumi_aws as aws
 
+from gpucluster.components._shared.build import adopt
 from gpucluster.components._shared.config_types import LustreConfig, WorkloadConfig
-from gpucluster.components._shared.inputs import Inputs, validate
+from gpucluster.components._shared.edge import at_edge, config_part, validate
+from gpucluster.components._shared.inputs import Inputs
 from gpucluster.components._shared.security import BOTH_WAYS, allow
 from gpucluster.components.storage._setup import SetupHost, setup_host, setup_network
 from gpucluster.components.storage.shared_storage import SharedStorage
@@ -69,7 +71,7 @@ class LustreStorageArgs(LustreConfig, total=False):
 
 
 @dataclass(frozen=True)
-class _Wiring:
+class LustreWiring:
     """What a file system connects to, checked: the stack's path builds it from its own resources."""
 
     cluster_name: str
@@ -88,12 +90,9 @@ class _Wiring:
     tags: dict[str, str] = field(default_factory=dict)
 
 
-_WIRING = tuple(k for k in LustreStorageArgs.__annotations__ if k not in LustreConfig.__annotations__)
-
-
-def lustre_from_args(args: LustreStorageArgs, inputs: Inputs) -> tuple[LustreSpec, _Wiring]:
+def lustre_from_args(args: LustreStorageArgs, inputs: Inputs) -> tuple[LustreSpec, LustreWiring]:
     """``args`` validated with the stack's model, checks and defaults; errors name ``args.<field>``."""
-    config = {k: v for k, v in args.items() if k not in _WIRING}
+    config = config_part(args, LustreStorageArgs, LustreConfig)
     fs = validate(LustreSpec, inputs.prepare(config, LustreConfig), "LustreStorage args")
     workload = None
     if "workload" in args:
@@ -119,7 +118,7 @@ def lustre_from_args(args: LustreStorageArgs, inputs: Inputs) -> tuple[LustreSpe
     for finding in raise_for(findings, "LustreStorage args"):
         pulumi.log.warn(finding.render())
     sizing = size_lustre(workload, fs, []) if workload is not None and not fs.file_system_id else None
-    wiring = _Wiring(
+    wiring = LustreWiring(
         cluster_name=args["cluster_name"],
         vpc_id=args["vpc_id"],
         subnet_id=args.get("subnet_id"),
@@ -176,160 +175,196 @@ class LustreStorage(pulumi.ComponentResource):
     """The key that encrypts the file system at rest, created here unless ``kmsKeyId`` names one; absent for an
     attached or scratch file system."""
 
-    def __init__(
-        self,
-        name: str,
-        args: LustreStorageArgs,
-        opts: pulumi.ResourceOptions | None = None,
-        *,
-        _resolved: tuple[LustreSpec, _Wiring] | None = None,
-    ) -> None:
-        # The stack passes its resolved spec (``_resolved``; ``args`` is then ignored); a program passes Args,
-        # validated, checked and resolved here the same way before the first resource.
+    def __init__(self, name: str, args: LustreStorageArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         inputs = Inputs("LustreStorage", pulumi.Config("aws").get("region") or "us-east-1")
-        fs, wiring = _resolved if _resolved is not None else lustre_from_args(args, inputs)
+        with at_edge("LustreStorage"):
+            fs, wiring = lustre_from_args(args, inputs)  # every error before any resource
         super().__init__(TOKEN, name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        keep = pulumi.ResourceOptions(parent=self, protect=wiring.protect, retain_on_delete=wiring.protect)
-        prefix = f"{wiring.cluster_name}-lustre"
-        tags = with_name(wiring.tags, prefix)
-        self.security_group_id = None
-        self.kms_key_arn = None
-        self.setup_host: SetupHost | None = None  # the file system's admin host (not in the schema: annotated here)
-        setup_net = None
-        if wiring.setup_directories is not None:  # before the file system: its address is a no-squash client
-            if wiring.subnet_id is None:
-                raise ValueError("the storage setup host needs the file system's subnet")
-            extra = wiring.node_security_group_ids if fs.file_system_id else ()
-            setup_net = setup_network(f"{name}-setup", cluster=wiring.cluster_name, vpc_id=wiring.vpc_id,
-                                      subnet_id=wiring.subnet_id, extra_security_group_ids=extra, tags=wiring.tags, parent=self)  # fmt: skip
-            wiring = replace(wiring, admin_host_ips=(*wiring.admin_host_ips, setup_net.private_ip))
-        admin_sg = setup_net.security_group_id if setup_net is not None else None
-        dras: list[aws.fsx.DataRepositoryAssociation] = []
-        if fs.file_system_id:
-            existing = aws.fsx.LustreFileSystem.get(f"{name}-fs", inputs.real(fs.file_system_id), opts=child)
-            self.file_system_id, self.dns_name, self.mount_name = existing.id, existing.dns_name, existing.mount_name
-        else:
-            sg = self._security_group(name, wiring, admin_sg, tags, child)
-            self.security_group_id = sg.id
-            kms_key_id: pulumi.Input[str] | None = inputs.real_optional(fs.kms_key_id)
-            persistent = fs.deployment_type.startswith("PERSISTENT")
-            if kms_key_id is None and persistent:
-                key = aws.kms.Key(
-                    f"{name}-key",
-                    description=f"Encryption at rest of the {wiring.cluster_name} Lustre file system",
-                    enable_key_rotation=True,
-                    deletion_window_in_days=30,
-                    tags=tags,
-                    opts=keep,
-                )
-                aws.kms.Alias(f"{name}-key", name=f"alias/{prefix}", target_key_id=key.key_id, opts=child)
-                kms_key_id = key.arn
-            self.kms_key_arn = pulumi.Output.from_input(kms_key_id) if kms_key_id else None
-            groups: list[pulumi.Input[str]] = [sg.id]
-            if fs.enable_efa and wiring.efa_security_group_id is not None:
-                groups.append(wiring.efa_security_group_id)
-            metadata = None
-            if fs.deployment_type == "PERSISTENT_2" and fs.metadata_configuration:
-                metadata = aws.fsx.LustreFileSystemMetadataConfigurationArgs(
-                    mode="USER_PROVISIONED" if fs.metadata_iops else "AUTOMATIC", iops=fs.metadata_iops
-                )
-            filesystem = aws.fsx.LustreFileSystem(
-                f"{name}-fs",
-                deployment_type=fs.deployment_type,
-                storage_type="SSD",
-                storage_capacity=fs.storage_capacity_gib,
-                per_unit_storage_throughput=fs.throughput_per_unit_storage if persistent else None,
-                subnet_ids=wiring.subnet_id,  # one subnet: pulumi-aws 7 takes it as a string
-                security_group_ids=groups,
-                file_system_type_version=LUSTRE_VERSION,
-                data_compression_type=fs.data_compression,
-                kms_key_id=kms_key_id if persistent else None,
-                automatic_backup_retention_days=fs.automatic_backup_retention_days if persistent else None,
-                daily_automatic_backup_start_time="05:00" if persistent and fs.automatic_backup_retention_days else None,
-                copy_tags_to_backups=persistent or None,
-                skip_final_backup=False if persistent else None,
-                metadata_configuration=metadata,
-                root_squash_configuration=root_squash_configuration(fs, wiring.admin_host_ips),
-                efa_enabled=fs.enable_efa or None,
-                weekly_maintenance_start_time="7:06:00",
-                tags=tags,
+        adopt(self, build_lustre(self, name, fs, wiring, inputs))
+
+
+class LustreParts:
+    """What :func:`build_lustre` made: a ``LustreStorage``'s outputs, its setup host and its shared-storage shape."""
+
+    file_system_id: pulumi.Output[str]
+    dns_name: pulumi.Output[str]
+    mount_name: pulumi.Output[str]
+    shared_storage: SharedStorage
+    """What nodes mount (``GpuNodeGroupArgs.shared_storage``, Slurm, Kubernetes)."""
+
+    def __init__(self) -> None:
+        self.security_group_id: pulumi.Output[str] | None = None
+        self.kms_key_arn: pulumi.Output[str] | None = None
+        self.setup_host: SetupHost | None = None  # the file system's admin host
+
+
+def build_lustre(
+    parent: pulumi.ComponentResource, name: str, fs: LustreSpec, wiring: LustreWiring, inputs: Inputs | None = None
+) -> LustreParts:
+    """The file system of ``fs`` (resolved), children of ``parent``; registers ``parent``'s outputs."""
+    parts = LustreParts()
+    inputs = inputs or Inputs("LustreStorage")
+    child = pulumi.ResourceOptions(parent=parent)
+    setup_net = None
+    if wiring.setup_directories is not None:  # before the file system: its address is a no-squash client
+        if wiring.subnet_id is None:
+            raise ValueError("the storage setup host needs the file system's subnet")
+        extra = wiring.node_security_group_ids if fs.file_system_id else ()
+        setup_net = setup_network(f"{name}-setup", cluster=wiring.cluster_name, vpc_id=wiring.vpc_id,
+                                  subnet_id=wiring.subnet_id, extra_security_group_ids=extra, tags=wiring.tags, parent=parent)  # fmt: skip
+        wiring = replace(wiring, admin_host_ips=(*wiring.admin_host_ips, setup_net.private_ip))
+    admin_sg = setup_net.security_group_id if setup_net is not None else None
+    dras: list[aws.fsx.DataRepositoryAssociation] = []
+    if fs.file_system_id:
+        existing = aws.fsx.LustreFileSystem.get(f"{name}-fs", inputs.real(fs.file_system_id), opts=child)
+        parts.file_system_id, parts.dns_name, parts.mount_name = existing.id, existing.dns_name, existing.mount_name
+    else:
+        filesystem = _new_file_system(parts, parent, name, fs, wiring, admin_sg, inputs)
+        dras = _data_repositories(parent, name, fs, wiring, filesystem)
+    if setup_net is not None and wiring.setup_directories is not None:
+        mount = LustreMount("", "", "", fs.mount_point, fs.mount_options)  # names filled in once AWS has them
+        parts.setup_host = setup_host(f"{name}-setup", cluster=wiring.cluster_name, net=setup_net,
+                                     file_system_security_group_id=parts.security_group_id, mount=mount,
+                                     lustre_values=pulumi.Output.all(parts.dns_name, parts.mount_name, parts.file_system_id),
+                                     directories=wiring.setup_directories, tags=wiring.tags, parent=parent,
+                                     depends_on=dras)  # fmt: skip
+    parts.shared_storage = SharedStorage(
+        name="lustre",
+        fs_type="lustre",
+        mount_point=fs.mount_point,
+        mount_options=fs.mount_options,
+        server=parts.dns_name,
+        mount_name=parts.mount_name,
+        file_system_id=parts.file_system_id,
+        capacity_gib=fs.storage_capacity_gib,
+        efa_enabled=fs.enable_efa,
+    )
+    parent.register_outputs(
+        {
+            "fileSystemId": parts.file_system_id,
+            "dnsName": parts.dns_name,
+            "mountName": parts.mount_name,
+            "securityGroupId": parts.security_group_id,
+            "kmsKeyArn": parts.kms_key_arn,
+        }
+    )
+    return parts
+
+
+def _new_file_system(
+    parts: LustreParts,
+    parent: pulumi.ComponentResource,
+    name: str,
+    fs: LustreSpec,
+    wiring: LustreWiring,
+    admin_sg: pulumi.Input[str] | None,
+    inputs: Inputs,
+) -> aws.fsx.LustreFileSystem:
+    """A new file system: its security group, its key (persistent types, unless ``kmsKeyId``), the file system."""
+    child = pulumi.ResourceOptions(parent=parent)
+    keep = pulumi.ResourceOptions(parent=parent, protect=wiring.protect, retain_on_delete=wiring.protect)
+    prefix = f"{wiring.cluster_name}-lustre"
+    tags = with_name(wiring.tags, prefix)
+    sg = _security_group(name, wiring, admin_sg, tags, child)
+    parts.security_group_id = sg.id
+    kms_key_id: pulumi.Input[str] | None = inputs.real_optional(fs.kms_key_id)
+    persistent = fs.deployment_type.startswith("PERSISTENT")
+    if kms_key_id is None and persistent:
+        key = aws.kms.Key(
+            f"{name}-key",
+            description=f"Encryption at rest of the {wiring.cluster_name} Lustre file system",
+            enable_key_rotation=True,
+            deletion_window_in_days=30,
+            tags=tags,
+            opts=keep,
+        )
+        aws.kms.Alias(f"{name}-key", name=f"alias/{prefix}", target_key_id=key.key_id, opts=child)
+        kms_key_id = key.arn
+    parts.kms_key_arn = pulumi.Output.from_input(kms_key_id) if kms_key_id else None
+    groups: list[pulumi.Input[str]] = [sg.id]
+    if fs.enable_efa and wiring.efa_security_group_id is not None:
+        groups.append(wiring.efa_security_group_id)
+    metadata = None
+    if fs.deployment_type == "PERSISTENT_2" and fs.metadata_configuration:
+        metadata = aws.fsx.LustreFileSystemMetadataConfigurationArgs(
+            mode="USER_PROVISIONED" if fs.metadata_iops else "AUTOMATIC", iops=fs.metadata_iops
+        )
+    filesystem = aws.fsx.LustreFileSystem(
+        f"{name}-fs",
+        deployment_type=fs.deployment_type,
+        storage_type="SSD",
+        storage_capacity=fs.storage_capacity_gib,
+        per_unit_storage_throughput=fs.throughput_per_unit_storage if persistent else None,
+        subnet_ids=wiring.subnet_id,  # one subnet: pulumi-aws 7 takes it as a string
+        security_group_ids=groups,
+        file_system_type_version=LUSTRE_VERSION,
+        data_compression_type=fs.data_compression,
+        kms_key_id=kms_key_id if persistent else None,
+        automatic_backup_retention_days=fs.automatic_backup_retention_days if persistent else None,
+        daily_automatic_backup_start_time="05:00" if persistent and fs.automatic_backup_retention_days else None,
+        copy_tags_to_backups=persistent or None,
+        skip_final_backup=False if persistent else None,
+        metadata_configuration=metadata,
+        root_squash_configuration=root_squash_configuration(fs, wiring.admin_host_ips),
+        efa_enabled=fs.enable_efa or None,
+        weekly_maintenance_start_time="7:06:00",
+        tags=tags,
+        opts=keep,
+    )
+    parts.file_system_id, parts.dns_name, parts.mount_name = filesystem.id, filesystem.dns_name, filesystem.mount_name
+    return filesystem
+
+
+def _data_repositories(
+    parent: pulumi.ComponentResource, name: str, fs: LustreSpec, wiring: LustreWiring, filesystem: aws.fsx.LustreFileSystem
+) -> list[aws.fsx.DataRepositoryAssociation]:
+    """The S3 data repository associations, automatic import and export as asked; protected like the file system."""
+    keep = pulumi.ResourceOptions(parent=parent, protect=wiring.protect, retain_on_delete=wiring.protect)
+    prefix = f"{wiring.cluster_name}-lustre"
+    dras: list[aws.fsx.DataRepositoryAssociation] = []
+    for repo in fs.data_repositories:
+        # Named by its path, never its position: inserting a repository must not re-target the others.
+        dras.append(
+            aws.fsx.DataRepositoryAssociation(
+                f"{name}-dra{repo.file_system_path.rstrip('/')}",
+                file_system_id=filesystem.id,
+                file_system_path=repo.file_system_path,
+                data_repository_path=repository_path(repo, wiring.bucket_name),
+                batch_import_meta_data_on_create=repo.batch_import_metadata_on_create,
+                delete_data_in_filesystem=False,
+                s3=aws.fsx.DataRepositoryAssociationS3Args(
+                    auto_import_policy=aws.fsx.DataRepositoryAssociationS3AutoImportPolicyArgs(events=list(repo.import_events))
+                    if repo.import_events
+                    else None,
+                    auto_export_policy=aws.fsx.DataRepositoryAssociationS3AutoExportPolicyArgs(events=list(repo.export_events))
+                    if repo.export_events
+                    else None,
+                ),
+                tags=with_name(wiring.tags, f"{prefix}{repo.file_system_path}"),
                 opts=keep,
             )
-            self.file_system_id, self.dns_name, self.mount_name = filesystem.id, filesystem.dns_name, filesystem.mount_name
-            for repo in fs.data_repositories:
-                # Named by its path, never its position: inserting a repository must not re-target the others.
-                dras.append(
-                    aws.fsx.DataRepositoryAssociation(
-                        f"{name}-dra{repo.file_system_path.rstrip('/')}",
-                        file_system_id=filesystem.id,
-                        file_system_path=repo.file_system_path,
-                        data_repository_path=repository_path(repo, wiring.bucket_name),
-                        batch_import_meta_data_on_create=repo.batch_import_metadata_on_create,
-                        delete_data_in_filesystem=False,
-                        s3=aws.fsx.DataRepositoryAssociationS3Args(
-                            auto_import_policy=aws.fsx.DataRepositoryAssociationS3AutoImportPolicyArgs(
-                                events=list(repo.import_events)
-                            )
-                            if repo.import_events
-                            else None,
-                            auto_export_policy=aws.fsx.DataRepositoryAssociationS3AutoExportPolicyArgs(
-                                events=list(repo.export_events)
-                            )
-                            if repo.export_events
-                            else None,
-                        ),
-                        tags=with_name(wiring.tags, f"{prefix}{repo.file_system_path}"),
-                        opts=keep,
-                    )
-                )
-        if setup_net is not None and wiring.setup_directories is not None:
-            mount = LustreMount("", "", "", fs.mount_point, fs.mount_options)  # names filled in once AWS has them
-            self.setup_host = setup_host(f"{name}-setup", cluster=wiring.cluster_name, net=setup_net,
-                                         file_system_security_group_id=self.security_group_id, mount=mount,
-                                         lustre_values=pulumi.Output.all(self.dns_name, self.mount_name, self.file_system_id),
-                                         directories=wiring.setup_directories, tags=wiring.tags, parent=self,
-                                         depends_on=dras)  # fmt: skip
-        self.shared_storage: SharedStorage = SharedStorage(
-            name="lustre",
-            fs_type="lustre",
-            mount_point=fs.mount_point,
-            mount_options=fs.mount_options,
-            server=self.dns_name,
-            mount_name=self.mount_name,
-            file_system_id=self.file_system_id,
-            capacity_gib=fs.storage_capacity_gib,
-            efa_enabled=fs.enable_efa,
         )
-        self.register_outputs(
-            {
-                "fileSystemId": self.file_system_id,
-                "dnsName": self.dns_name,
-                "mountName": self.mount_name,
-                "securityGroupId": self.security_group_id,
-                "kmsKeyArn": self.kms_key_arn,
-            }
-        )
+    return dras
 
-    @staticmethod
-    def _security_group(
-        name: str, wiring: _Wiring, admin_sg: pulumi.Input[str] | None, tags: dict[str, str], child: pulumi.ResourceOptions
-    ) -> aws.ec2.SecurityGroup:
-        sg = aws.ec2.SecurityGroup(
-            f"{name}-sg",
-            vpc_id=wiring.vpc_id,
-            description=f"FSx for Lustre of {wiring.cluster_name}: Lustre ports from cluster nodes",
-            tags=tags,
-            opts=child,
-        )
-        if wiring.client_security_group_id is None:
-            raise ValueError("the file system needs its clients' security group")
-        peers: list[tuple[str, pulumi.Input[str]]] = [("self", sg.id), ("clients", wiring.client_security_group_id)]
-        if admin_sg is not None:  # the storage setup host
-            peers.append(("admin", admin_sg))
-        for who, peer in peers:
-            for low, high in LUSTRE_PORTS:
-                for direction, word in BOTH_WAYS:
-                    allow(f"{name}-{direction}-{who}-{low}", direction, sg.id, peer_security_group_id=peer, protocol="tcp",
-                          ports=(low, high), description=f"Lustre {low}-{high} {word} {who}", tags=tags, opts=child)  # fmt: skip
-        return sg
+
+def _security_group(
+    name: str, wiring: LustreWiring, admin_sg: pulumi.Input[str] | None, tags: dict[str, str], child: pulumi.ResourceOptions
+) -> aws.ec2.SecurityGroup:
+    sg = aws.ec2.SecurityGroup(
+        f"{name}-sg",
+        vpc_id=wiring.vpc_id,
+        description=f"FSx for Lustre of {wiring.cluster_name}: Lustre ports from cluster nodes",
+        tags=tags,
+        opts=child,
+    )
+    if wiring.client_security_group_id is None:
+        raise ValueError("the file system needs its clients' security group")
+    peers: list[tuple[str, pulumi.Input[str]]] = [("self", sg.id), ("clients", wiring.client_security_group_id)]
+    if admin_sg is not None:  # the storage setup host
+        peers.append(("admin", admin_sg))
+    for who, peer in peers:
+        for low, high in LUSTRE_PORTS:
+            for direction, word in BOTH_WAYS:
+                allow(f"{name}-{direction}-{who}-{low}", direction, sg.id, peer_security_group_id=peer, protocol="tcp",
+                      ports=(low, high), description=f"Lustre {low}-{high} {word} {who}", tags=tags, opts=child)  # fmt: skip
+    return sg

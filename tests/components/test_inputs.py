@@ -10,7 +10,8 @@ import pulumi_aws as aws
 import pytest
 
 from gpucluster.components._shared.config_types import CapacityConfig, NodeGroupConfig
-from gpucluster.components._shared.inputs import KINDS, Inputs, validate
+from gpucluster.components._shared.edge import validate
+from gpucluster.components._shared.inputs import KINDS, Inputs
 from gpucluster.config.errors import ConfigError
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.tools.config_types import REFERENCES
@@ -74,7 +75,8 @@ def test_an_output_in_a_field_that_decides_what_is_created_is_refused(run_compon
 WRONG_VALUE_PROGRAM = """
 import pulumi, pulumi_aws as aws
 from gpucluster.components._shared.config_types import NodeGroupConfig
-from gpucluster.components._shared.inputs import Inputs, validate
+from gpucluster.components._shared.edge import validate
+from gpucluster.components._shared.inputs import Inputs
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.tools.plan.run.engine import execute
 

@@ -27,6 +27,9 @@ def all_user_data() -> list[tuple[str, str, str]]:
         for path, text in sorted(plan.files.items()):
             if path.endswith("/user-data"):
                 out.append((stack, path.split("/")[0], text))
+    # A program of your own: a GpuNodeGroup used alone boots as a GpuCluster's node and mounts its LustreStorage.
+    own = run_plan("test", Path(__file__).parents[1] / "tools" / "plan" / "own_program")
+    out += [("own-program", p.split("/")[0], t) for p, t in sorted(own.files.items()) if p.endswith("/user-data")]
     return out
 
 
@@ -46,7 +49,7 @@ def cloud_config_part(text: str) -> str:
 
 
 def test_every_stack_renders_user_data():
-    assert {s for s, _, _ in USER_DATA} == set(stack_names())
+    assert {s for s, _, _ in USER_DATA} == {*stack_names(), "own-program"}
 
 
 @pytest.mark.parametrize(("stack", "resource", "text"), USER_DATA, ids=[f"{s}:{r}" for s, r, _ in USER_DATA])

@@ -14,8 +14,10 @@ import pulumi
 import pulumi_aws as aws
 import pytest
 
+from gpucluster.components._shared.build import part
 from gpucluster.components._shared.config_types import NodeGroupConfig
-from gpucluster.components.compute._launch_template import NodeWiring
+from gpucluster.components.compute._launch_template import ASG as ASG_SETTINGS
+from gpucluster.components.compute._launch_template import TOKEN, NodeWiring, build_node_group
 from gpucluster.components.compute.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from gpucluster.components.kubernetes._eks_node_groups import EksNodeTemplate
 from gpucluster.components.slurm._node_group import SlurmNodeGroup
@@ -257,38 +259,10 @@ def test_same_defaults_as_the_stack(run_components):
     assert expected.image.source == "ssm-parameter" and "deeplearning" in expected.image.value
 
 
-def test_invalid_args_raise_naming_the_fields_before_any_resource(run_components):
-    bad = args(instance_type="g6e.xlarge", min_size=3, enable_efa_support=True)
-    with pytest.raises(pulumi.InputPropertiesError) as info:
-        GpuNodeGroup("c-gpu", bad)
-    paths = {e["property_path"] for e in info.value.errors or []}
-    assert paths == {"args.enableEfaSupport", "args.minSize"}
-
-
-def test_wrong_types_and_missing_wiring_are_named():
-    bad = typing.cast(GpuNodeGroupArgs, {**args(max_size="many"), "subnet_ids": []})
-    del bad["security_group_ids"]
-    with pytest.raises(pulumi.InputPropertiesError) as info:
-        GpuNodeGroup("c-gpu", bad)
-    paths = {e["property_path"] for e in info.value.errors or []}
-    assert {"args.maxSize", "args.securityGroupIds", "args.subnetIds"} <= paths
-
-
-def test_an_output_in_a_field_that_decides_what_gets_created_is_refused(run_components):
-    def program():
-        vpc = aws.ec2.Vpc("vpc", cidr_block="10.0.0.0/16")
-        with pytest.raises(pulumi.InputPropertiesError) as info:
-            build(args(instance_type=vpc.id))
-        assert "args.instanceType" in str(info.value) and "must be known when the program runs" in str(info.value)
-
-    plan = run_components(program)
-    assert [r.type for r in plan.resources] == ["aws:ec2/vpc:Vpc"]  # nothing of the node group
-
-
 def test_the_public_args_have_no_mode_flag():
     """Variants are components of their own; the public Args are the group's config and its wiring."""
     wiring = set(GpuNodeGroupArgs.__annotations__) - set(NodeGroupConfig.__annotations__)
-    assert wiring == {"cluster_name", "security_group_ids", "user_data", "instance_profile_arn"}
+    assert wiring == {"cluster_name", "security_group_ids", "user_data", "instance_profile_arn", "shared_storage"}
     assert all(GpuNodeGroupArgs.__annotations__[k] is not bool for k in wiring)
     old_flags = {"gzip_user_data", "create_auto_scaling_group", "include_subnet_in_interfaces", "expose_tags_in_metadata"}
     assert not old_flags & set(GpuNodeGroupArgs.__annotations__)
@@ -306,7 +280,7 @@ def test_asg_eks_and_slurm_variants_share_one_launch_template_core(run_component
         return NodeWiring(cluster_name="c", subnet_ids=SUBNETS, security_group_ids=SG, user_data="#cloud-config\n")
 
     def program():
-        GpuNodeGroup._resolved("asg", resolved, wiring())
+        build_node_group(part(TOKEN, "asg"), "asg", resolved, wiring(), ASG_SETTINGS, auto_scaling=True)
         EksNodeTemplate("eks", resolved, wiring())
         SlurmNodeGroup("slurm", resolved, wiring(), static=False)
 

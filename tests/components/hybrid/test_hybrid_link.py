@@ -3,10 +3,7 @@ routes without BGP, DNS, and a VPC whose route tables are not ours."""
 
 from __future__ import annotations
 
-import pytest
-
 from gpucluster.components.hybrid.hybrid_link import HybridLink, HybridLinkArgs
-from gpucluster.config.errors import ConfigError
 
 TABLES = {"us-east-1a": "rtb-0aaaaaaaaaaaaaaaa", "us-east-1b": "rtb-0bbbbbbbbbbbbbbbb"}
 SUBNETS = ["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"]
@@ -97,23 +94,7 @@ def test_route_tables_not_given_means_no_routes_and_a_warning(run_components):
     assert any("route 10.20.0.0/16, 10.96.0.0/16 to the link's gateway" in line for line in plan.logs)
 
 
-def test_dns_endpoints_need_two_subnets():
-    with pytest.raises(ConfigError) as err:
-        link(
-            {"type": "existing-tgw", "transit_gateway_id": "tgw-0123456789abcdef0"},
-            subnets=SUBNETS[:1],
-            dns={"on_prem_domain": "lab.example.internal", "on_prem_resolvers": ["10.20.0.2"]},
-        )
-    assert err.value.findings[0].path == "args.privateSubnetIds"
-
-
 def test_no_inbound_endpoint_when_not_asked(run_components):
     dns = {"on_prem_domain": "lab.example.internal", "on_prem_resolvers": ["10.20.0.2"], "inbound": False}
     plan = run_components(lambda: link({"type": "existing-tgw", "transit_gateway_id": "tgw-0123456789abcdef0"}, dns=dns))
     assert [r.inputs["direction"] for r in plan.of_type("aws:route53/resolverEndpoint:ResolverEndpoint")] == ["OUTBOUND"]
-
-
-def test_bad_hybrid_args_name_the_field():
-    with pytest.raises(ConfigError) as err:
-        link({"type": "vpn-vgw"})  # no customer gateway address
-    assert err.value.findings[0].path.startswith("args.hybrid.connectivity")

@@ -3,11 +3,8 @@ the stack's defaults, and errors naming the field before any resource."""
 
 from __future__ import annotations
 
-import pulumi
-import pytest
-
 from gpucluster.components.kubernetes._args import resolve_args
-from gpucluster.components.kubernetes.eks_cluster import EksCluster
+from gpucluster.components.kubernetes.eks_cluster import EksClusterArgs
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.resolve.kubernetes import resolve_kubernetes
 from tests.components.kubernetes import typed_usage_kubernetes as usage
@@ -61,7 +58,7 @@ def stack_and_args(**kubernetes):
     raw_groups = [{"name": "gpu", "instance_type": "p5.48xlarge", "availability_zones": ["us-east-1a"], "max_size": 4}]
     raw_kubernetes = spec.kubernetes.model_dump(exclude_defaults=True)
     args = {**raw_kubernetes, "cluster_name": "k", "region": "us-east-1", "node_groups": raw_groups}
-    from_args, _ = resolve_args("EksCluster", args, catalog, region="us-east-1", lustre=False)
+    from_args, _ = resolve_args("EksCluster", args, catalog, args_type=EksClusterArgs, region="us-east-1", lustre=False)
     return stack, from_args
 
 
@@ -71,79 +68,3 @@ def test_the_same_defaults_as_the_stack():
     assert from_args.node_groups[0].group.enable_efa_support is True
     assert from_args.cohort == "k" and from_args.team_namespaces == {"research": "research"}
     assert from_args.example_job is not None and from_args.example_job.node_group.group.name == "gpu"
-
-
-def test_a_bad_value_names_the_field_before_any_resource(run_components):
-    def program():
-        with pytest.raises(pulumi.InputPropertiesError) as info:
-            EksCluster(
-                "bad",
-                {
-                    "cluster_name": "bad",
-                    "region": "us-east-1",
-                    "cluster_subnet_ids": usage.SUBNETS,
-                    "version": "1.9",
-                    "node_groups": [
-                        {"name": "gpu", "instance_type": "p5.48xlarge", "availability_zones": ["us-east-1a"], "max_size": 0}
-                    ],
-                },
-            )
-        paths = {e["property_path"] for e in info.value.errors or []}
-        assert "args.version" in paths or "args.nodeGroups[0].maxSize" in paths, paths
-
-    plan = run_components(program)
-    assert plan.resources == [] or all(not r.custom for r in plan.resources)
-    assert not [r for r in plan.resources if r.type == "gpucluster:index:EksCluster"]
-
-
-def test_a_checked_problem_names_the_field(run_components):
-    def program():
-        with pytest.raises(pulumi.InputPropertiesError) as info:
-            EksCluster(
-                "bad",
-                {
-                    "cluster_name": "bad",
-                    "region": "us-east-1",
-                    "cluster_subnet_ids": usage.SUBNETS,
-                    "version": "1.28",
-                },
-            )
-        assert {e["property_path"] for e in info.value.errors or []} == {"args.version"}
-
-    run_components(program)
-
-
-def test_an_output_where_a_plain_value_is_needed_is_refused(run_components):
-    def program():
-        with pytest.raises(pulumi.InputPropertiesError) as info:
-            EksCluster(
-                "bad",
-                {
-                    "cluster_name": "bad",
-                    "region": "us-east-1",
-                    "cluster_subnet_ids": usage.SUBNETS,
-                    "version": pulumi.Output.from_input("1.33"),  # type: ignore[typeddict-item]
-                },
-            )
-        assert {e["property_path"] for e in info.value.errors or []} == {"args.version"}
-
-    run_components(program)
-
-
-def test_a_node_group_without_subnets_is_refused(run_components):
-    def program():
-        with pytest.raises(pulumi.InputPropertiesError) as info:
-            EksCluster(
-                "bad",
-                {
-                    "cluster_name": "bad",
-                    "region": "us-east-1",
-                    "cluster_subnet_ids": usage.SUBNETS,
-                    "node_groups": [
-                        {"name": "gpu", "instance_type": "p5.48xlarge", "availability_zones": ["us-east-1a"], "max_size": 2}
-                    ],
-                },
-            )
-        assert {e["property_path"] for e in info.value.errors or []} == {"args.nodeGroupSubnetIds.gpu"}
-
-    run_components(program)

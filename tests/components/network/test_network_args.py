@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import pulumi_aws as aws
-import pytest
 
 from gpucluster.components._shared.inputs import Inputs
 from gpucluster.components.network.network import Network, network_from_args
-from gpucluster.config.errors import ConfigError
 from gpucluster.load import load_spec
 from tests.conftest import make_config
 
@@ -49,25 +47,3 @@ def test_standalone_defaults_are_the_stacks():
     ours, _ = network_from_args({"cluster_name": "c", "zones": list(spec.zones), "region": "us-east-1"}, Inputs("Network"))
     assert ours == spec.network
     assert ours.flow_logs.protect is True
-
-
-@pytest.mark.parametrize(
-    ("args", "path"),
-    [
-        ({"vpc_cidr": "10.0.0.0/33"}, "args.vpcCidr"),
-        ({"flow_logs": {"retention_days": 13}}, "args.flowLogs.retentionDays"),
-        ({"availability_zones": ["eu-west-1a"]}, "args.availabilityZones"),
-        ({"interface_endpoints": ["nope"]}, "args.interfaceEndpoints[0]"),
-    ],
-)
-def test_bad_value_names_the_field_before_any_resource(run_components, args, path):
-    raised = []
-
-    def program():
-        with pytest.raises(ConfigError) as e:
-            Network("n", {"cluster_name": "c", **args})  # type: ignore[typeddict-item] - bad values on purpose
-        raised.append(e.value)
-
-    plan = run_components(program)
-    assert path in [f.path for f in raised[0].errors], [f.path for f in raised[0].errors]
-    assert plan.resources == []

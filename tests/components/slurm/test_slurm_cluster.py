@@ -7,13 +7,15 @@ import base64
 import gzip
 import json
 
-import pulumi
 import pytest
 
 from gpucluster.components._shared.agent_iam import LaunchScope, slurm_agent_policy
-from gpucluster.components.gpu_cluster import GpuCluster
+from gpucluster.components._shared.build import part
+from gpucluster.components.gpu_cluster import TOKEN as CLUSTER_TOKEN
+from gpucluster.components.gpu_cluster import build_gpu_cluster
 from gpucluster.components.slurm._args import SlurmBuild
-from gpucluster.components.slurm.slurm_cluster import SlurmCluster
+from gpucluster.components.slurm.slurm_cluster import TOKEN as SLURM_TOKEN
+from gpucluster.components.slurm.slurm_cluster import build_slurm_cluster
 from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.naming import CLUSTER_TAG
 from gpucluster.facts.catalog import load_catalog
@@ -44,7 +46,8 @@ def spec_of(*groups, storage=None, **slurm):
 
 def build(spec, shared_storage=(LUSTRE,)):
     groups = spec.slurm.node_groups
-    return SlurmCluster._resolved(
+    return build_slurm_cluster(
+        part(SLURM_TOKEN, "s-slurm"),
         "s-slurm",
         SlurmBuild(
             cluster_name=spec.name,
@@ -405,7 +408,11 @@ def test_compute_nodes_name_the_artifact_bucket_once_it_exists(run_components, t
     """Compute user data is rendered before the bucket exists; the launch templates get its real name."""
     groups = two_groups.slurm.node_groups
     spec_data = {g.name: f"#cloud-config\n# {g.name} {ARTIFACT_BUCKET_STAND_IN}\n" for g in groups}
-    plan = run_components(lambda: SlurmCluster._resolved("s-slurm", _with_user_data(two_groups, spec_data), load_catalog()))
+    plan = run_components(
+        lambda: build_slurm_cluster(
+            part(SLURM_TOKEN, "s-slurm"), "s-slurm", _with_user_data(two_groups, spec_data), load_catalog()
+        )
+    )
     bucket = plan.by_name("s-slurm-artifacts").state["bucket"]
     for lt in plan.of_type(LT):
         raw = base64.b64decode(lt.inputs["userData"])
@@ -540,7 +547,7 @@ def test_gpu_cluster_wires_slurm_like_eks(run_components):
         nodeGroups=[{"name": "dev", "mode": "static"}],
         storage={"lustre": {"storageCapacityGib": 2400, "throughputPerUnitStorage": 250}},
     )
-    plan = run_components(lambda: GpuCluster._from_spec("s", spec, load_catalog(), opts=pulumi.ResourceOptions()))
+    plan = run_components(lambda: build_gpu_cluster(part(CLUSTER_TOKEN, "s"), "s", spec, load_catalog()))
     slurm = plan.by_name("s-slurm")
     assert {r.name for r in plan.children(slurm.urn) if not r.custom} == {"s-slurm-p5", "s-slurm-dev", "s-slurm-agent-teardown"}
     # compute user data: the node's own parts (NCCL, the Lustre mount) and then slurmd, pointed at the controller

@@ -10,10 +10,8 @@ import subprocess
 import sys
 
 import pulumi_aws as aws
-import pytest
 
 from gpucluster.components.slurm.slurm_cluster import SlurmCluster, SlurmClusterArgs
-from gpucluster.config.errors import ConfigError
 from gpucluster.load import load_spec
 from gpucluster_agents.contract import parse as parse_config
 from tests.conftest import ROOT, group, make_config
@@ -77,58 +75,6 @@ def test_an_output_reservation_reaches_the_agent_config_and_the_template(run_com
     lt = plan.by_name("s-slurm-p5-lt").inputs
     assert lt["capacityReservationSpecification"]["capacityReservationTarget"]["capacityReservationId"] == cr_id
     assert "0eeee" not in plan.by_name("s-slurm-head").inputs["userDataBase64"]
-
-
-def test_a_bad_value_names_the_field_before_any_resource(run_components):
-    def program():
-        with pytest.raises(ConfigError) as info:
-            SlurmCluster("s-slurm", minimal(head_node={"data_volume_size_gib": 1}, agent={"failure_hold_seconds": -1}))
-        text = str(info.value)
-        assert "args.headNode.dataVolumeSizeGib" in text and "args.agent.failureHoldSeconds" in text
-
-    plan = run_components(program)
-    assert plan.resources == [] or all(r.type != INSTANCE for r in plan.resources)
-
-
-def test_missing_wiring_is_named(run_components):
-    def program():
-        args = minimal()
-        del args["security_group_ids"]
-        with pytest.raises(ConfigError) as info:
-            SlurmCluster("s-slurm", args)
-        assert "args.securityGroupIds: is required" in str(info.value)
-
-    run_components(program)
-
-
-def test_a_check_finding_names_the_args_field(run_components):
-    def program():
-        with pytest.raises(ConfigError) as info:
-            SlurmCluster("s-slurm", minimal(node_groups=[{"name": "nope"}]))
-        assert "args.nodeGroups[0].name" in str(info.value)
-
-    run_components(program)
-
-
-@pytest.mark.parametrize(
-    ("given", "path", "fragment"),
-    [
-        ({"mount_point": "/fsx/../usr/local/sbin"}, "args.lustre.mountPoint", "is not a plain absolute path"),
-        ({"mount_point": "/etc"}, "args.lustre.mountPoint", "'/etc' is a directory nodes run or keep their own files in"),
-        ({"mount_options": "noatime,suid"}, "args.lustre.mountOptions", "mount option 'suid' in 'noatime,suid' is refused"),
-    ],
-)
-def test_lustre_args_obey_the_stacks_mount_rules(run_components, given, path, fragment):
-    """A program's Lustre mount gets the stack's mount-point and mount-option rules (gpucluster.config.mounts)."""
-
-    def program():
-        lustre = {"dns_name": "fs-0123.fsx.us-east-1.amazonaws.com", "mount_name": "abcd", **given}
-        with pytest.raises(ConfigError) as info:
-            SlurmCluster("s-slurm", minimal(lustre=lustre))
-        (finding,) = info.value.findings
-        assert finding.path == path and fragment in finding.message and finding.fix
-
-    run_components(program)
 
 
 def test_compute_user_data_is_what_the_launch_template_carries(run_components):

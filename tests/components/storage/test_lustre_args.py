@@ -8,7 +8,6 @@ import pytest
 
 from gpucluster.components._shared.inputs import Inputs
 from gpucluster.components.storage.lustre_storage import LustreStorage, LustreStorageArgs, lustre_from_args
-from gpucluster.config.errors import ConfigError
 from gpucluster.load import load_spec
 from tests.conftest import make_config
 
@@ -126,51 +125,6 @@ def test_existing_file_system_id_as_an_output(run_components):
     assert seen["dns"] == "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"
 
 
-@pytest.mark.parametrize(
-    ("args", "path"),
-    [
-        ({"storage_capacity_gib": 1300, "throughput_per_unit_storage": 125}, "args.storageCapacityGib"),
-        ({"storage_capacity_gib": 1200, "throughput_per_unit_storage": 7}, "args.throughputPerUnitStorage"),
-        (
-            {"deployment_type": "SCRATCH_2", "automatic_backup_retention_days": 3, "storage_capacity_gib": 1200},
-            "args.automaticBackupRetentionDays",
-        ),
-        ({"deployment_type": "PERSISTENT_3"}, "args.deploymentType"),
-        (
-            {
-                "data_repositories": [{"file_system_path": "/d", "bucket_prefix": "d/"}],
-                "storage_capacity_gib": 1200,
-                "throughput_per_unit_storage": 125,
-            },
-            "args.dataRepositories[0].bucketPrefix",
-        ),
-        (
-            {
-                "workload": {
-                    "dataset_size_tib": 1,
-                    "read_mb_per_second_per_gpu": 1,
-                    "checkpoint_size_gib": 1,
-                    "checkpoint_write_seconds": 1,
-                }
-            },
-            "args.workload.gpuCount",
-        ),
-        ({"subnet_id": None, "storage_capacity_gib": 1200, "throughput_per_unit_storage": 125}, "args.subnetId"),
-    ],
-)
-def test_bad_value_names_the_field_before_any_resource(run_components, args, path):
-    made = []
-
-    def program():
-        with pytest.raises(ConfigError) as raised:
-            LustreStorage("l", {**WIRING, **args})
-        made.append(raised.value)
-
-    plan = run_components(program)
-    assert path in [f.path for f in made[0].errors]
-    assert plan.resources == []  # not even the component
-
-
 SIZED: LustreStorageArgs = {"storage_capacity_gib": 1200, "throughput_per_unit_storage": 125}
 
 
@@ -211,25 +165,3 @@ def test_the_loud_opt_out_turns_root_squash_off_explicitly(run_components):
     assert plan.of_type(FS)[0].inputs["rootSquashConfiguration"] == {"rootSquash": "0:0", "noSquashNids": []}
     found = [v for v in evaluate(from_plan(to_json(plan))) if v.rule == "lustre-root-squash"]
     assert [v.property for v in found] == ["rootSquashConfiguration.rootSquash"] and "'0:0'" in found[0].message
-
-
-def test_more_no_squash_clients_than_fsx_takes_is_refused_before_any_resource(run_components):
-    made = []
-
-    def program():
-        with pytest.raises(ConfigError) as raised:
-            LustreStorage(
-                "l",
-                {
-                    **WIRING,
-                    **SIZED,
-                    "no_squash_clients": [f"10.0.1.{i}@tcp" for i in range(60)],
-                    "admin_host_ips": [f"10.0.2.{i}" for i in range(5)],
-                },
-            )
-        made.append(raised.value)
-
-    plan = run_components(program)
-    (finding,) = [f for f in made[0].errors if f.path == "args.adminHostIps"]
-    assert "5 admin hosts and 60 noSquashClients are more than the 64 no-squash clients FSx takes" in finding.message
-    assert plan.resources == []

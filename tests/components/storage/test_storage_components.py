@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 
+from gpucluster.components._shared.build import part
 from gpucluster.components._shared.config_types import LustreConfig
-from gpucluster.components.gpu_cluster import GpuCluster
+from gpucluster.components.gpu_cluster import TOKEN as CLUSTER_TOKEN
+from gpucluster.components.gpu_cluster import build_gpu_cluster
 from gpucluster.components.storage.data_bucket import DataBucket
 from gpucluster.components.storage.lustre_storage import LustreStorage, LustreStorageArgs
 from gpucluster.facts.catalog import load_catalog
@@ -147,7 +149,7 @@ def test_cluster_mounts_storage_on_its_nodes(run_components):
         },
     )
     cluster = load_spec(config, stack="c").cluster
-    plan = run_components(lambda: GpuCluster._from_spec("c", cluster, load_catalog()))
+    plan = run_components(lambda: build_gpu_cluster(part(CLUSTER_TOKEN, "c"), "c", cluster, load_catalog()))
     fs = plan.of_type(FS)[0]
     gpu_ud, cpu_ud = plan.files["c-gpu-lt/user-data"], plan.files["c-cpu-lt/user-data"]
     assert f"dns={fs.id}.fsx.us-east-1.amazonaws.com" in gpu_ud  # the real DNS name, not the stand-in

@@ -93,9 +93,38 @@ def test_a_gpu_node_group_and_lustre_in_an_existing_vpc_plan_with_nodes_and_cost
     assert "unknown" not in rows["cost"] and "20.4 kW" in rows["cost"]
     assert "  p5              2 × p5.48xlarge " in result.stdout  # the estimate section, per group
     assert "subnets (the subnet in us-east-1a get_subnets finds)" in result.stdout
-    # Pending for the components' change of issue #20 (GpuNodeGroup alone gets the node bootstrap and mounts the
-    # shared storage LustreStorage emits): assert here that the JSON plan's launch template p5-lt carries the
-    # bootstrap (the EFA check, the NCCL environment, the health config) and the Lustre mount of lustre-fs.
+
+
+def test_the_node_group_of_your_own_program_boots_as_a_clusters_and_mounts_its_lustre():
+    """The done-when of issue #20, its last part: the launch template of the user's GpuNodeGroup carries the node
+    bootstrap (the EFA check, the NCCL environment, the health thresholds) and the Lustre mount of the program's
+    LustreStorage (its mount point, DNS name and mount name, with nosuid,nodev whatever the options say)."""
+    import base64
+    import gzip
+    import json
+
+    import yaml
+
+    plan = run_plan("test", OWN_PROGRAM)
+    assert plan.ok, plan.error
+    (lt,) = [r for r in plan.resources if r.type == "aws:ec2/launchTemplate:LaunchTemplate"]
+    assert lt.name == "p5-lt"
+    text = gzip.decompress(base64.b64decode(lt.inputs["userData"])).decode()
+    assert text.startswith("#cloud-config") and "gpucluster mine / node group p5 (p5.48xlarge)" in text
+    files = {f["path"]: f for f in yaml.safe_load(text)["write_files"]}
+    # the bootstrap: 32 EFA interfaces checked, the NCCL environment over EFA, the node facts, the health thresholds
+    assert "/usr/local/sbin/gpucluster-efa-check" in files and "32" in files["/usr/local/sbin/gpucluster-efa-check"]["content"]
+    assert "FI_PROVIDER=efa" in files["/etc/gpucluster/nccl.env"]["content"]
+    assert json.loads(files["/etc/gpucluster/node.json"]["content"])["efaInterfaces"] == 32
+    health = json.loads(gzip.decompress(base64.b64decode(files["/etc/gpucluster/health.json"]["content"])))
+    assert (health["gpu_count"], health["efa_count"], health["shared_fs_mount"]) == (8, 32, "/fsx")
+    # the Lustre mount: the file system's real names (not stand-ins), its mount point, nosuid,nodev
+    (fs,) = [r for r in plan.resources if r.type == "aws:fsx/lustreFileSystem:LustreFileSystem"]
+    mount = files["/usr/local/sbin/gpucluster-mount-lustre"]["content"]
+    fstab = f"{fs.state['dnsName']}@tcp:/{fs.state['mountName']} /fsx lustre "
+    assert fstab in mount and "nosuid,nodev" in mount.split(fstab)[1].splitlines()[0]
+    assert "fs-00000000000000000" not in text and "xxxxxxxx" not in text
+    assert ["/usr/local/sbin/gpucluster-mount-lustre"] in yaml.safe_load(text)["runcmd"]
 
 
 def test_the_cost_of_a_change_to_your_own_program(tmp_path: Path):

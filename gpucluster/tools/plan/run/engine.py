@@ -138,6 +138,12 @@ def execute(
         cause = exc.__cause__
         if isinstance(cause, ConfigError):
             plan.findings = [f.as_dict() for f in cause.findings]
+    except pulumi.InputPropertiesError as exc:  # a component's bad Args (components/_shared/edge.py): invalid config
+        plan.error = str(exc)
+        plan.findings = [f.as_dict() for f in getattr(exc, "findings", [])] or [
+            {"level": "error", "code": "", "path": e["property_path"], "message": e["reason"], "fix": "", "value": None}
+            for e in exc.errors or []
+        ]
     except Exception:
         if not mocks.unanswered:
             raise

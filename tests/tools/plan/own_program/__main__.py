@@ -52,11 +52,10 @@ gpus = GpuNodeGroup(
         "max_size": 2,
         "desired_size": 2,
         "security_group_ids": [nodes.id],
+        # The nodes boot as a GpuCluster's do (EFA check, NCCL environment, health thresholds) and mount the file system.
+        "shared_storage": [lustre.shared_storage],
     },
 )
-# Pending (a later change of issue #20, the components): a GpuNodeGroup used alone gets the node bootstrap (EFA
-# check, NCCL environment, health config) and takes the shared-storage shape LustreStorage emits, so this program
-# passes `lustre` (e.g. "shared_storage": [lustre.shared_storage]) and its launch template mounts it.
 
 pulumi.export("launchTemplateId", gpus.launch_template_id)
 pulumi.export("fileSystemId", lustre.file_system_id)

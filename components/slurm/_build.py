@@ -1,0 +1,302 @@
+"""The builder of :class:`~gpucluster.components.slurm.slurm_cluster.SlurmCluster`: the agent package, the munge
+secret, the compute nodes' identity and launch templates, the head node and the controller's name, from a resolved
+:class:`~gpucluster.components.slurm._args.SlurmBuild`, under the parent it is given (the ``SlurmCluster`` itself,
+or ``GpuCluster``'s part of that type)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pulumi
+import pulumi_aws as aws
+
+from gpucluster.components._shared.agent_iam import LaunchRights
+from gpucluster.components._shared.roles import ec2_ssm_role
+from gpucluster.components.compute._launch_template import NodeWiring, checked_group
+from gpucluster.components.hybrid._security import hybrid_node_security_group
+from gpucluster.components.slurm._args import SlurmBuild
+from gpucluster.components.slurm._artifact import AgentArtifact, agent_artifact
+from gpucluster.components.slurm._head_node import head_identity, head_node
+from gpucluster.components.slurm._hybrid import site_munge_key
+from gpucluster.components.slurm._node_group import SlurmNodeGroup
+from gpucluster.components.slurm._teardown import AgentTeardown
+from gpucluster.config.naming import with_name
+from gpucluster.facts.catalog import Catalog
+from gpucluster.render.hybrid.compute import with_munge_secret
+from gpucluster.render.iam import policy_json, slurm_node_policy
+from gpucluster.render.slurm.agent import NODE_MAPS_PREFIX, with_artifact_bucket
+from gpucluster.render.slurm.names import SlurmContext, controller_address, dns_zone, munge_secret_name
+
+
+def build_slurm_cluster(parent: pulumi.ComponentResource, name: str, build: SlurmBuild, catalog: Catalog) -> SlurmParts:
+    """The Slurm cluster of ``build`` (resolved), children of ``parent``; registers ``parent``'s outputs."""
+    parts = SlurmParts(parent)
+    parts._create(name, build, catalog)
+    return parts
+
+
+class SlurmParts:
+    """What :func:`build_slurm_cluster` made: a ``SlurmCluster``'s outputs and its node groups."""
+
+    controller_address: str
+    munge_secret_arn: pulumi.Output[str]
+    node_role_arn: pulumi.Output[str]
+    launch_template_ids: pulumi.Output[dict[str, str]]
+
+    def __init__(self, parent: pulumi.ComponentResource) -> None:
+        self._parent = parent
+
+    def _create(self, name: str, args: SlurmBuild, catalog: Catalog) -> None:
+        slurm = args.slurm
+        ctx = SlurmContext(args.cluster_name, args.region, slurm, tuple(args.node_groups))
+        cluster = args.cluster_name
+        child = pulumi.ResourceOptions(parent=self._parent)
+        protect = bool(slurm.protect_data if slurm.protect_data is not None else True)
+        tags = dict(args.tags)
+        # --- the agent package, in a private bucket the head node (and compute nodes) read ------------
+        artifact = agent_artifact(name, cluster, tags, child)
+        invoke = pulumi.InvokeOutputOptions(parent=self._parent)
+        partition = aws.get_partition_output(opts=invoke).partition
+        account = aws.get_caller_identity_output(opts=invoke).account_id
+
+        secret = self._munge_secret(name, args, protect)
+        hybrid = args.hybrid
+        self.munge_secret_arn = secret.arn
+        # Compute nodes were rendered before the bucket and the munge secret existed: their names take the
+        # stand-ins' places.
+        self.compute_user_data: dict[str, pulumi.Output[str]] = {
+            n: pulumi.Output.all(u, artifact.bucket.bucket, secret.arn).apply(
+                lambda v: with_munge_secret(with_artifact_bucket(str(v[0]), str(v[1])), args.region, str(v[2]))
+            )
+            for n, u in args.user_data.items()
+        }
+        """User data per Slurm node group (node setup, storage mount, slurmd joining this cluster), gzip-ready
+        cloud-config text. The launch templates carry it; a program that builds its own ``GpuNodeGroup`` for a
+        static group (an Auto Scaling group of its own) passes ``compute_user_data[group]`` as its user data and
+        tags its instances with this cluster's and the group's tags, and the agent names them."""
+
+        node_profile = self._compute_nodes(name, args, catalog, secret, artifact)
+
+        # The agent launches dynamic groups only (static ones belong to their Auto Scaling groups).
+        dynamic = [g.name for g in args.node_groups if slurm.settings(g.name).mode == "dynamic"]
+        self.head_instance_id = self.head_private_ip = self.head_role_arn = None
+        self.data_volume_id = self.head_user_data = None
+        head_ip: pulumi.Output[str] | None = None
+        if hybrid is None:
+            head_ip = self._head(name, args, catalog, ctx, secret.arn, artifact, dynamic, partition, account, protect)
+        else:
+            # The site's own slurmctld: cloud nodes fetch their configuration from it (``slurmd --conf-server``).
+            if hybrid.controller is None:
+                raise ValueError("a site without hybrid.controller has no slurmctld for the cloud nodes to join")
+            self.controller_address = hybrid.controller.address
+
+        # --- deleting the cluster terminates the agent's instances first -------------------------------
+        self._teardown = AgentTeardown(
+            name,
+            cluster=cluster,
+            region=args.region,
+            after=[*self.node_groups.values(), node_profile],
+            network={"securityGroupIds": args.security_group_ids, "subnetIds": args.node_group_subnet_ids},
+            parent=self._parent,
+        )
+        if head_ip is not None:
+            self._controller_record(name, args, head_ip)
+        groups = list(self.node_groups)
+        self.launch_template_ids = pulumi.Output.all(*[g.launch_template_id for g in self.node_groups.values()]).apply(
+            lambda ids: dict(zip(groups, ids, strict=True))
+        )
+        self._register()
+
+    def _munge_secret(self, name: str, args: SlurmBuild, protect: bool) -> aws.secretsmanager.Secret:
+        """The munge key's secret: empty; the head node (or a hybrid site, with a key of its own) writes the key."""
+        cluster, tags, hybrid = args.cluster_name, dict(args.tags), args.hybrid
+        child = pulumi.ResourceOptions(parent=self._parent)
+        keep = pulumi.ResourceOptions(parent=self._parent, protect=protect, retain_on_delete=protect)
+        self.munge_key_arn: pulumi.Output[str] | None = None
+        """The KMS key of a hybrid site's munge secret (hybrid mode); none otherwise (Secrets Manager's own key)."""
+        if hybrid is not None:
+            site_key = site_munge_key(name, cluster=cluster, site=hybrid, tags=tags, keep=keep, child=child)
+            secret, self.munge_key_arn = site_key.secret, site_key.key.arn
+        else:
+            secret = aws.secretsmanager.Secret(
+                f"{name}-munge-key",
+                name=munge_secret_name(cluster),
+                description=f"munge key of Slurm cluster {cluster}: made by its head node, read by every node",
+                recovery_window_in_days=30 if protect else 0,
+                tags=with_name(tags, f"{cluster}-munge-key"),
+                opts=keep,
+            )
+        return secret
+
+    def _compute_nodes(
+        self, name: str, args: SlurmBuild, catalog: Catalog, secret: aws.secretsmanager.Secret, artifact: AgentArtifact
+    ) -> aws.iam.InstanceProfile:
+        """The compute nodes' role (Session Manager, the munge key, the agent package), instance profile, security
+        groups (a hybrid site's Slurm rules added) and launch templates; the instance profile."""
+        slurm, cluster, tags, hybrid = args.slurm, args.cluster_name, dict(args.tags), args.hybrid
+        child = pulumi.ResourceOptions(parent=self._parent)
+        node_role = ec2_ssm_role(
+            f"{name}-node",
+            description=f"Slurm compute nodes of {cluster}",
+            tags=with_name(tags, f"{cluster}-slurm-node"),
+            opts=child,
+        )
+        aws.iam.RolePolicy(
+            f"{name}-node-munge",
+            role=node_role.id,
+            policy=pulumi.Output.all(secret.arn, artifact.bucket.arn, self.munge_key_arn).apply(
+                lambda v: policy_json(
+                    slurm_node_policy(
+                        secret_arn=v[0],
+                        bundle_arn=f"{v[1]}/{artifact.key}",
+                        node_maps_arn=f"{v[1]}/{NODE_MAPS_PREFIX}*",
+                        kms_key_arn=v[2],
+                        region=args.region,
+                    )
+                )
+            ),
+            opts=child,
+        )
+        node_profile = aws.iam.InstanceProfile(
+            f"{name}-node-profile", role=node_role.name, tags=with_name(tags, f"{cluster}-slurm-node"), opts=child
+        )
+        self.node_role_arn = node_role.arn
+        self.node_profile_arn: pulumi.Output[str] = node_profile.arn
+        """The compute nodes' instance profile: the only one the node agent may launch with."""
+        self.node_groups: dict[str, SlurmNodeGroup] = {}
+        """The compute nodes' launch template (and, for static groups, Auto Scaling group) per node group."""
+        security_group_ids = args.security_group_ids
+        self.hybrid_security_group_id: pulumi.Output[str] | None = None
+        """The Slurm rules between the cloud nodes and a hybrid site (hybrid mode); none otherwise."""
+        if hybrid is not None:
+            site_sg = hybrid_node_security_group(name, hybrid, vpc_id=args.vpc_id, cluster=cluster, tags=tags, opts=child)
+            self.hybrid_security_group_id = site_sg.id
+            given = args.security_group_ids
+            security_group_ids = (
+                [*given, site_sg.id]
+                if isinstance(given, (list, tuple))
+                else pulumi.Output.from_input(given).apply(lambda ids: [*ids, site_sg.id])
+            )
+        for g in args.node_groups:
+            static = slurm.settings(g.name).mode == "static"
+            self.node_groups[g.name] = SlurmNodeGroup(
+                f"{name}-{g.name}",
+                checked_group(g.spec, catalog),
+                NodeWiring(
+                    cluster_name=cluster,
+                    subnet_ids=args.node_group_subnet_ids[g.name],
+                    security_group_ids=security_group_ids,
+                    user_data=self.compute_user_data.get(g.name),
+                    instance_profile_arn=node_profile.arn,
+                    tags=tags,
+                    inputs=args.inputs,
+                ),
+                static=static,
+                opts=child,
+            )
+        self.node_security_group_ids: pulumi.Input[Sequence[pulumi.Input[str]]] = security_group_ids
+        """The compute nodes' security groups (their launch templates'): the only ones the agent may launch into."""
+        self._specs, self._subnets = {g.name: g.spec for g in args.node_groups}, args.node_group_subnet_ids
+        return node_profile
+
+    def _register(self) -> None:
+        self._parent.register_outputs(
+            {
+                "headInstanceId": self.head_instance_id,
+                "headPrivateIp": self.head_private_ip,
+                "controllerAddress": self.controller_address,
+                "mungeSecretArn": self.munge_secret_arn,
+                "headRoleArn": self.head_role_arn,
+                "nodeRoleArn": self.node_role_arn,
+                "dataVolumeId": self.data_volume_id,
+                "nodeGroups": {n: ng.launch_template_id for n, ng in self.node_groups.items()},
+                "headUserData": self.head_user_data,
+                "launchTemplateIds": self.launch_template_ids,
+            }
+        )
+
+    def _head(
+        self,
+        name: str,
+        args: SlurmBuild,
+        catalog: Catalog,
+        ctx: SlurmContext,
+        secret_arn: pulumi.Output[str],
+        artifact: AgentArtifact,
+        dynamic: list[str],
+        partition: pulumi.Output[str],
+        account: pulumi.Output[str],
+        protect: bool,
+    ) -> pulumi.Output[str]:
+        """The head node (slurmctld, the agent); its private address."""
+        tags, child = dict(args.tags), pulumi.ResourceOptions(parent=self._parent)
+        # --- the head node: its identity, its own interface and data volume, then the instance ---------
+        head_role, head_profile = head_identity(
+            name,
+            ctx=ctx,
+            tags=tags,
+            partition=partition,
+            account=account,
+            secret_arn=secret_arn,
+            artifact=artifact,
+            rights=self.launch_rights(dynamic),
+            child=child,
+        )
+        self.head_role_arn = head_role.arn
+        head = head_node(
+            name,
+            ctx=ctx,
+            catalog=catalog,
+            inputs=args.inputs,
+            tags=tags,
+            protect=protect,
+            subnet_id=args.head_subnet_id,
+            security_group_ids=args.security_group_ids,
+            profile=head_profile,
+            artifact=artifact,
+            node_groups=self.node_groups,
+            node_group_subnet_ids=args.node_group_subnet_ids,
+            shared_storage=args.shared_storage,
+            parent=self._parent,
+        )
+        self.data_volume_id = head.data_volume_id
+        self.head_user_data = head.user_data
+        self.head_instance_id = head.instance_id
+        self.head_private_ip = head.private_ip
+        return head.private_ip
+
+    def launch_rights(self, groups: Sequence[str]) -> LaunchRights:
+        """What the node agent may launch for ``groups`` (this cluster's dynamic groups): their templates, instance
+        types and subnets, the compute nodes' security groups, role and instance profile."""
+        return LaunchRights(
+            groups=tuple(groups),
+            instance_types=tuple(self._specs[g].instance_type for g in groups),
+            launch_template_ids=tuple(self.node_groups[g].launch_template_id for g in groups),
+            subnet_ids=tuple(self._subnets[g] for g in groups),
+            security_group_ids=self.node_security_group_ids,
+            node_role_arn=self.node_role_arn,
+            node_profile_arn=self.node_profile_arn,
+        )
+
+    def _controller_record(self, name: str, args: SlurmBuild, head_ip: pulumi.Output[str]) -> None:
+        """Where compute nodes find slurmctld: a private zone of the cluster's VPC."""
+        cluster, tags, child = args.cluster_name, dict(args.tags), pulumi.ResourceOptions(parent=self._parent)
+        zone_record = aws.route53.Zone(
+            f"{name}-dns",
+            name=dns_zone(cluster),
+            comment=f"Private names of Slurm cluster {cluster}",
+            vpcs=[aws.route53.ZoneVpcArgs(vpc_id=args.vpc_id)],
+            force_destroy=True,
+            tags=with_name(tags, dns_zone(cluster)),
+            opts=child,
+        )
+        self.controller_address = controller_address(cluster)
+        aws.route53.Record(
+            f"{name}-slurmctld",
+            zone_id=zone_record.zone_id,
+            name=self.controller_address,
+            type="A",
+            ttl=60,
+            records=[head_ip],
+            opts=child,
+        )
