@@ -20,9 +20,7 @@ import pulumi_aws
 import pytest
 
 import gpucluster.components
-from gpucluster.components._shared.build import part
-from gpucluster.components.gpu_cluster import TOKEN as CLUSTER_TOKEN
-from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs, build_gpu_cluster
+from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs
 from gpucluster.config.naming import CLUSTER_TAG, MANAGED_BY_TAG
 from tests.components.contract_programs import PROGRAMS, Built, built
 from tests.conftest import group, make_config
