@@ -129,6 +129,97 @@ def report(
     return float(m[2]) if m else None
 
 
+def write_config(tmp: Path, url: str, world, groups: list[str], sizes: list[int], concurrency: int, bin_dir: Path) -> Path:
+    """The agent's config for the benchmark's groups, every AWS call through the fault proxy at ``url``."""
+    config = tmp / "agent.json"
+    config.write_text(
+        json.dumps(
+            {
+                "cluster_name": CLUSTER,
+                "region": "us-east-1",
+                "endpoint_url": url,
+                "log_file": str(tmp / "agent.log"),
+                "state_dir": str(tmp / "state"),
+                "slurm_bin_dir": str(bin_dir),
+                "topology_conf": str(tmp / "topology.conf"),
+                "api_concurrency": concurrency,
+                "node_map": {"bucket": BUCKET, "endpoint_url": url},
+                "node_groups": [
+                    {
+                        "name": g,
+                        "max_nodes": n,
+                        "instance_type": TYPES[g],
+                        "launch_template_id": world.launch_templates[g],
+                        "subnet_ids": [world.subnet_ids[0]],
+                        "efa_enabled": True,
+                    }
+                    for g, n in zip(groups, sizes, strict=True)
+                ],
+            }
+        )
+    )
+    return config
+
+
+def check_resume(own: float | None, api: Counter, fleets: list, groups: list[str], sizes: list[int], nodes: int) -> bool:
+    """The first resume's figures against their limits: the agent's own time, calls per action, CreateFleet per group."""
+    ok = True
+    own_limit = OWN_LIMIT * nodes / 1024
+    own_ok = own is not None and own <= own_limit
+    ok = ok and own_ok
+    print(
+        f"\nagent's own time: {own if own is not None else float('nan'):.2f} s, limit {own_limit:.2f} s: {'OK' if own_ok else 'OVER'}"
+    )
+    batches = len(fleets)
+    limit = PER_BATCH * batches + FIXED
+    print(f"calls per action (limit {PER_BATCH} per CreateFleet batch + {FIXED} = {limit} for {batches} batches):")
+    for action, n in sorted(api.items()):
+        good = n <= limit
+        ok = ok and good
+        print(f"  {action:28s} {n:6d} {'OK' if good else 'PER-NODE?'}")
+    per_group = Counter(r["TagSpecification.1.Tag.2.Value"] for r in fleets)
+    print("\nCreateFleet per group (limit: one call per 500 nodes per group):")
+    for g, n in zip(groups, sizes, strict=True):
+        limit = math.ceil(n / 500)
+        good = per_group[g] <= limit
+        ok = ok and good
+        print(f"  {g:6s} nodes={n:5d} CreateFleet={per_group[g]} limit={limit} {'OK' if good else 'TOO MANY'}")
+    print(f"  batch sizes: {[int(r['TargetCapacitySpecification.TotalTargetCapacity']) for r in fleets]}")
+    return ok
+
+
+def check_after(
+    moto_url: str, tmp: Path, config: Path, proxy, calls_path: Path, expr: str, nodes: list[str], maps: int, suspend: bool
+) -> bool:
+    """What follows the first resume: the same resume again launches nothing, two maintenance passes tag one instance
+    per node, and the suspend leaves none."""
+    live = node_instances(moto_url, CLUSTER)
+    untagged = live.get("", [])
+    print(f"instances: {len(untagged)} launched, node names in {maps} node map(s), not tagged yet")
+    # the same resume again (Slurm never does this, a retry might): nothing is launched twice
+    wall, api, secs, sc, rc = run("resume", expr, config, proxy, calls_path)
+    report("resume again (idempotency)", wall, api, secs, sc, tmp / "agent.log", "resume")
+    again = node_instances(moto_url, CLUSTER)
+    ok = rc == 0 and api["CreateFleet"] == 0 and again == live
+    print(f"CreateFleet calls: {api['CreateFleet']}; instances unchanged: {again == live}")
+    # the maintenance pass names the instances by tag, off the resume path (at most 1000 a pass)
+    for n in range(1, 3):
+        wall, api, secs, sc, rc = run("maintain", "", config, proxy, calls_path)
+        report(f"maintain #{n} (tags what the node maps named)", wall, api, secs, sc, tmp / "agent.log", "maintain")
+        ok = ok and rc == 0
+    owned = node_instances(moto_url, CLUSTER)
+    one_each = sorted(owned) == sorted(nodes) and all(len(v) == 1 for v in owned.values())
+    ok = ok and one_each and sorted(i for v in owned.values() for i in v) == sorted(untagged)
+    print(f"instances: {sum(len(v) for v in owned.values())} for {len(nodes)} nodes, one per node: {one_each}")
+    if suspend:
+        wall, api, secs, sc, rc = run("suspend", expr, config, proxy, calls_path)
+        report("suspend", wall, api, secs, sc, tmp / "agent.log", "suspend")
+        left = node_instances(moto_url, CLUSTER)
+        print(f"instances left after suspend: {sum(len(v) for v in left.values())}")
+        ok = ok and rc == 0 and not left
+    return ok
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, nargs="+", default=[512, 512], help="nodes per group (up to 4 groups)")
@@ -150,85 +241,15 @@ def main() -> int:
             s3.create_bucket(Bucket=BUCKET)
             nodes = [f"{g}-{i}" for g, n in zip(groups, args.nodes, strict=True) for i in range(1, n + 1)]
             bin_dir, calls_path = stub_scontrol(tmp, nodes)
-            config = tmp / "agent.json"
-            config.write_text(
-                json.dumps(
-                    {
-                        "cluster_name": CLUSTER,
-                        "region": "us-east-1",
-                        "endpoint_url": proxy.url,
-                        "log_file": str(tmp / "agent.log"),
-                        "state_dir": str(tmp / "state"),
-                        "slurm_bin_dir": str(bin_dir),
-                        "topology_conf": str(tmp / "topology.conf"),
-                        "api_concurrency": args.concurrency,
-                        "node_map": {"bucket": BUCKET, "endpoint_url": proxy.url},
-                        "node_groups": [
-                            {
-                                "name": g,
-                                "max_nodes": n,
-                                "instance_type": TYPES[g],
-                                "launch_template_id": world.launch_templates[g],
-                                "subnet_ids": [world.subnet_ids[0]],
-                                "efa_enabled": True,
-                            }
-                            for g, n in zip(groups, args.nodes, strict=True)
-                        ],
-                    }
-                )
-            )
+            config = write_config(tmp, proxy.url, world, groups, args.nodes, args.concurrency, bin_dir)
             expr = hostlist.compress(nodes)
             print(f"resume {len(nodes)} nodes in {len(groups)} groups: {expr}")
             wall, api, secs, sc, rc = run("resume", expr, config, proxy, calls_path, args.profile)
             own = report("resume", wall, api, secs, sc, tmp / "agent.log", "resume")
             fleets = proxy.requests("CreateFleet")  # cleared by the next run: read now
-            per_group = Counter(r["TagSpecification.1.Tag.2.Value"] for r in fleets)
-            sizes = [int(r["TargetCapacitySpecification.TotalTargetCapacity"]) for r in fleets]
-            ok = rc == 0
-            own_limit = OWN_LIMIT * len(nodes) / 1024
-            own_ok = own is not None and own <= own_limit
-            ok = ok and own_ok
-            print(
-                f"\nagent's own time: {own if own is not None else float('nan'):.2f} s, limit {own_limit:.2f} s: {'OK' if own_ok else 'OVER'}"
-            )
-            batches = len(fleets)
-            limit = PER_BATCH * batches + FIXED
-            print(f"calls per action (limit {PER_BATCH} per CreateFleet batch + {FIXED} = {limit} for {batches} batches):")
-            for action, n in sorted(api.items()):
-                good = n <= limit
-                ok = ok and good
-                print(f"  {action:28s} {n:6d} {'OK' if good else 'PER-NODE?'}")
-            print("\nCreateFleet per group (limit: one call per 500 nodes per group):")
-            for g, n in zip(groups, args.nodes, strict=True):
-                limit = math.ceil(n / 500)
-                good = per_group[g] <= limit
-                ok = ok and good
-                print(f"  {g:6s} nodes={n:5d} CreateFleet={per_group[g]} limit={limit} {'OK' if good else 'TOO MANY'}")
-            print(f"  batch sizes: {sizes}")
-            live = node_instances(moto.url, CLUSTER)
-            untagged = live.get("", [])
-            print(f"instances: {len(untagged)} launched, node names in {api['S3.PutObject']} node map(s), not tagged yet")
-            # the same resume again (Slurm never does this, a retry might): nothing is launched twice
-            wall, api, secs, sc, rc = run("resume", expr, config, proxy, calls_path)
-            report("resume again (idempotency)", wall, api, secs, sc, tmp / "agent.log", "resume")
-            again = node_instances(moto.url, CLUSTER)
-            ok = ok and rc == 0 and api["CreateFleet"] == 0 and again == live
-            print(f"CreateFleet calls: {api['CreateFleet']}; instances unchanged: {again == live}")
-            # the maintenance pass names the instances by tag, off the resume path (at most 1000 a pass)
-            for n in range(1, 3):
-                wall, api, secs, sc, rc = run("maintain", "", config, proxy, calls_path)
-                report(f"maintain #{n} (tags what the node maps named)", wall, api, secs, sc, tmp / "agent.log", "maintain")
-                ok = ok and rc == 0
-            owned = node_instances(moto.url, CLUSTER)
-            one_each = sorted(owned) == sorted(nodes) and all(len(v) == 1 for v in owned.values())
-            ok = ok and one_each and sorted(i for v in owned.values() for i in v) == sorted(untagged)
-            print(f"instances: {sum(len(v) for v in owned.values())} for {len(nodes)} nodes, one per node: {one_each}")
-            if not args.no_suspend:
-                wall, api, secs, sc, rc = run("suspend", expr, config, proxy, calls_path)
-                report("suspend", wall, api, secs, sc, tmp / "agent.log", "suspend")
-                left = node_instances(moto.url, CLUSTER)
-                print(f"instances left after suspend: {sum(len(v) for v in left.values())}")
-                ok = ok and rc == 0 and not left
+            ok = check_resume(own, api, fleets, groups, args.nodes, len(nodes)) and rc == 0
+            maps = api["S3.PutObject"]
+            ok = check_after(moto.url, tmp, config, proxy, calls_path, expr, nodes, maps, not args.no_suspend) and ok
             print(f"\nresult: {'OK' if ok else 'FAILED'}")
             return 0 if ok else 1
         finally:
