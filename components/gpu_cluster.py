@@ -265,6 +265,7 @@ class ClusterParts:
                 region=self.spec.region,
                 slurm=spec,
                 node_groups=groups,
+                head_image_parameter=slurm.head_image_parameter,
                 vpc_id=self.network.vpc_id,
                 head_subnet_id=head.subnet_id or self.network.private_subnet_ids[slurm.head_zone],
                 node_group_subnet_ids={g.name: self.subnets_for(g.spec) for g in groups},
@@ -274,7 +275,6 @@ class ClusterParts:
                 tags=tags,
                 hybrid=self.spec.hybrid if self.spec.hybrid is not None and self.spec.hybrid.controller is not None else None,
             ),
-            self.catalog,
         )
         if self._head_address is not None:
             self._head_address.resolve(self.slurm.head_private_ip)
@@ -305,7 +305,7 @@ class ClusterParts:
             tags=tags,
         )
         eks = part(EKS, f"{name}-eks", self._parent)
-        self.eks = build_eks_cluster(eks, f"{name}-eks", resolved, wiring, inputs, self.catalog, self.spec.hybrid)
+        self.eks = build_eks_cluster(eks, f"{name}-eks", resolved, wiring, inputs, self.spec.hybrid)
         platform = part(PLATFORM, f"{name}-k8s", self._parent, pulumi.ResourceOptions(provider=self.eks.provider))
         self.kubernetes = build_kubernetes_platform(
             platform, f"{name}-k8s", resolved, PlatformWiring(shared_storage=tuple(self.shared_storage), hybrid=self.spec.hybrid)

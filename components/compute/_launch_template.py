@@ -18,14 +18,10 @@ import pulumi_aws as aws
 
 from gpucluster.components._shared.inputs import Inputs
 from gpucluster.components._shared.roles import ec2_ssm_role
-from gpucluster.config.checks.cluster import validate_node_group
-from gpucluster.config.errors import errors_in
 from gpucluster.config.naming import NODE_GROUP_TAG, with_name
-from gpucluster.config.node_group import NodeGroupSpec
-from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.efa import InterfaceSlot
 from gpucluster.render.core import b64, gzip_b64
-from gpucluster.resolve.node_group import ResolvedNodeGroup, resolve_node_group
+from gpucluster.resolve.node_group import ResolvedNodeGroup
 
 # Every variant registers as GpuNodeGroup: the stack's resources (and their URNs) stay what they were.
 TOKEN = "gpucluster:index:GpuNodeGroup"
@@ -83,18 +79,6 @@ class NodeTemplate:
     image_id: pulumi.Output[str] | None
     tags: dict[str, str]
     prefix: str
-
-
-def checked_group(group: NodeGroupSpec, catalog: Catalog, path: str = "node_group") -> ResolvedNodeGroup:
-    """``group`` run through the stand-alone node-group checks and resolved (a no-op for a group the
-    stack resolved). The schedulers' components take groups from their callers, which may not be the stack."""
-    problems = errors_in(validate_node_group(group, catalog, path))
-    if problems:
-        raise pulumi.InputPropertiesError(
-            f"node group {group.name!r} is invalid: " + "; ".join(f.render() for f in problems),
-            [{"property_path": f.path, "reason": f"{f.message}. {f.fix}"} for f in problems],
-        )
-    return resolve_node_group(group, catalog)
 
 
 def group_tags(group: ResolvedNodeGroup, wiring: NodeWiring) -> dict[str, str]:

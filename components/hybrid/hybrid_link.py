@@ -40,7 +40,7 @@ from gpucluster.components._shared.security import allow
 from gpucluster.components.hybrid._security import cidr_key
 from gpucluster.config.errors import ConfigError, error, raise_for
 from gpucluster.config.hybrid import HybridSpec
-from gpucluster.config.naming import with_name
+from gpucluster.config.naming import cluster_tags, with_name
 
 TOKEN = "gpucluster:index:HybridLink"
 SOURCE = "HybridLink args"
@@ -120,7 +120,7 @@ def link_from_args(args: HybridLinkArgs) -> tuple[HybridSpec, LinkWiring]:
         vpc_cidr=args["vpc_cidr"],
         private_subnet_ids=list(args["private_subnet_ids"]),
         private_route_table_ids=dict(args.get("private_route_table_ids", {})),
-        tags=dict(args.get("tags", {})),
+        tags=cluster_tags(args["cluster_name"], args.get("tags", {})),
     )
     check_link(spec, wiring)
     return spec, wiring

@@ -31,7 +31,7 @@ from gpucluster.components._shared.inputs import Inputs
 from gpucluster.components._shared.roles import session_manager_access
 from gpucluster.config.errors import raise_for
 from gpucluster.config.hybrid import HybridSpec
-from gpucluster.config.naming import with_name
+from gpucluster.config.naming import cluster_tags, with_name
 from gpucluster.render.iam import (
     policy_json,
     roles_anywhere_trust_policy,
@@ -146,7 +146,7 @@ def credentials_from_args(args: OnPremCredentialsArgs) -> tuple[HybridSpec, Cred
             node_role_arn=args["node_role_arn"],
             node_profile_arn=args["node_instance_profile_arn"],
         ),
-        tags=dict(args.get("tags", {})),
+        tags=cluster_tags(args["cluster_name"], args.get("tags", {})),
     )
     return spec, wiring
 

@@ -22,7 +22,6 @@ from gpucluster.components.kubernetes._eks_node_groups import EksNodeTemplate, g
 from gpucluster.config.hybrid import HybridSpec
 from gpucluster.config.kubernetes import FSX_CSI_ADDON
 from gpucluster.config.naming import with_name
-from gpucluster.facts.catalog import Catalog
 from gpucluster.render.iam import assume_role_policy
 from gpucluster.render.kubernetes import fsx_csi_addon_configuration, vpc_cni_addon_configuration
 from gpucluster.render.kubernetes_health import node_repair_config
@@ -102,7 +101,6 @@ def build_eks_cluster(
     resolved: ResolvedKubernetes,
     wiring: EksWiring,
     inputs: Inputs,
-    catalog: Catalog,
     hybrid: HybridSpec | None = None,
 ) -> EksParts:
     """EKS for ``resolved`` (the Kubernetes section and its node groups), children of ``parent``; registers
@@ -127,7 +125,7 @@ def build_eks_cluster(
             tags=tags,
         )
     node_role, node_policies = _node_role(parent, name, prefix, plane.managed_policy, tags)
-    managed, gpu = _node_groups(parent, name, resolved, wiring, catalog, plane, node_role, node_policies, cluster_sg)
+    managed, gpu = _node_groups(parent, name, resolved, wiring, plane, node_role, node_policies, cluster_sg)
     ca_data = cluster.certificate_authority.apply(lambda ca: ca.data or "")
     config = pulumi.Output.all(cluster.name, cluster.endpoint, ca_data).apply(
         lambda v: kubeconfig(v[0], v[1], v[2], wiring.region)
@@ -258,7 +256,6 @@ def _node_groups(
     name: str,
     resolved: ResolvedKubernetes,
     wiring: EksWiring,
-    catalog: Catalog,
     plane: _Plane,
     node_role: aws.iam.Role,
     node_policies: list[pulumi.Resource],
@@ -298,7 +295,6 @@ def _node_groups(
             instance_store_for_pods=resolved.instance_store_for_pods,
             tags=tags,
             deps=node_deps,
-            catalog=catalog,
             repair=node_repair_config(resolved.spec.health) if group.facts.gpus else None,
             boot_gate=resolved.spec.health.sweep,
         )

@@ -19,10 +19,8 @@ from gpucluster.components.compute._launch_template import (
     TOKEN,
     NodeGroupResource,
     NodeWiring,
-    checked_group,
 )
 from gpucluster.config.naming import NODE_GROUP_TAG, with_name
-from gpucluster.facts.catalog import Catalog
 from gpucluster.render.kubernetes import node_config, node_labels, node_taints, nodeadm_user_data
 from gpucluster.resolve.kubernetes import ResolvedEksNodeGroup, ResolvedSystemNodeGroup
 from gpucluster.resolve.node_group import ResolvedNodeGroup
@@ -116,7 +114,6 @@ def gpu_node_group(
     instance_store_for_pods: bool,
     tags: dict[str, str],
     deps: Sequence[pulumi.Resource],
-    catalog: Catalog,
     repair: dict[str, Any] | None = None,
     boot_gate: bool = False,
 ) -> tuple[EksNodeTemplate, aws.eks.NodeGroup]:
@@ -131,7 +128,7 @@ def gpu_node_group(
     subnets = list(subnet_ids) if isinstance(subnet_ids, (list, tuple)) else subnet_ids
     ng = EksNodeTemplate(
         f"{name}-{group.name}",
-        checked_group(resolved.template_group, catalog),
+        resolved.template,
         NodeWiring(
             cluster_name=cluster_name,
             subnet_ids=subnets,

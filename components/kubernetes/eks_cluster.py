@@ -26,6 +26,7 @@ from gpucluster.components.kubernetes._args import node_group_subnets, resolve_a
 from gpucluster.components.kubernetes._eks_build import NODE_POLICIES, EksParts, EksWiring, build_eks_cluster, kubeconfig
 from gpucluster.components.storage.shared_storage import SharedStorage, as_shared_storage
 from gpucluster.config.errors import raise_for
+from gpucluster.config.naming import cluster_tags
 from gpucluster.facts.catalog import load_catalog
 
 __all__ = ["NODE_POLICIES", "TOKEN", "EksCluster", "EksClusterArgs", "EksParts", "EksWiring", "build_eks_cluster", "kubeconfig"]
@@ -125,7 +126,7 @@ class EksCluster(pulumi.ComponentResource):
                 security_group_ids=args.get("security_group_ids", []),
                 user_data=args.get("user_data", {}),
                 protect_data=args.get("protect_data", True),
-                tags=dict(args.get("tags", {})),
+                tags=cluster_tags(args["cluster_name"], args.get("tags", {})),
             )
         super().__init__(TOKEN, name, None, opts)
-        adopt(self, build_eks_cluster(self, name, resolved, wiring, inputs, catalog))
+        adopt(self, build_eks_cluster(self, name, resolved, wiring, inputs))

@@ -72,6 +72,8 @@ class SlurmBuild:
     """The resolved Slurm section (one entry per group, head node zone and subnet chosen, protection)."""
     node_groups: tuple[SlurmGroup, ...]
     """The resolved ``scheduler: slurm`` groups, config order."""
+    head_image_parameter: str
+    """The SSM parameter of the head node's default image (:attr:`ResolvedSlurm.head_image_parameter`)."""
     vpc_id: pulumi.Input[str]
     head_subnet_id: pulumi.Input[str]
     node_group_subnet_ids: Mapping[str, pulumi.Input[Sequence[pulumi.Input[str]]]]
@@ -161,6 +163,7 @@ def _build_from_args(args: Mapping[str, Any], region: str, catalog: Catalog) -> 
         region=region,
         slurm=slurm,
         node_groups=groups,
+        head_image_parameter=resolved_slurm.head_image_parameter,
         vpc_id=inputs.real(str(resolved.network.vpc_id)),
         head_subnet_id=inputs.real(head_subnet),
         node_group_subnet_ids={g.name: _group_subnets(resolved, g.spec, inputs) for g in groups},

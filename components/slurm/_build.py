@@ -12,7 +12,7 @@ import pulumi_aws as aws
 
 from gpucluster.components._shared.agent_iam import LaunchRights
 from gpucluster.components._shared.roles import ec2_ssm_role
-from gpucluster.components.compute._launch_template import NodeWiring, checked_group
+from gpucluster.components.compute._launch_template import NodeWiring
 from gpucluster.components.hybrid._security import hybrid_node_security_group
 from gpucluster.components.slurm._args import SlurmBuild
 from gpucluster.components.slurm._artifact import AgentArtifact, agent_artifact
@@ -21,17 +21,16 @@ from gpucluster.components.slurm._hybrid import site_munge_key
 from gpucluster.components.slurm._node_group import SlurmNodeGroup
 from gpucluster.components.slurm._teardown import AgentTeardown
 from gpucluster.config.naming import with_name
-from gpucluster.facts.catalog import Catalog
 from gpucluster.render.hybrid.compute import with_munge_secret
 from gpucluster.render.iam import policy_json, slurm_node_policy
 from gpucluster.render.slurm.agent import NODE_MAPS_PREFIX, with_artifact_bucket
 from gpucluster.render.slurm.names import SlurmContext, controller_address, dns_zone, munge_secret_name
 
 
-def build_slurm_cluster(parent: pulumi.ComponentResource, name: str, build: SlurmBuild, catalog: Catalog) -> SlurmParts:
+def build_slurm_cluster(parent: pulumi.ComponentResource, name: str, build: SlurmBuild) -> SlurmParts:
     """The Slurm cluster of ``build`` (resolved), children of ``parent``; registers ``parent``'s outputs."""
     parts = SlurmParts(parent)
-    parts._create(name, build, catalog)
+    parts._create(name, build)
     return parts
 
 
@@ -46,7 +45,7 @@ class SlurmParts:
     def __init__(self, parent: pulumi.ComponentResource) -> None:
         self._parent = parent
 
-    def _create(self, name: str, args: SlurmBuild, catalog: Catalog) -> None:
+    def _create(self, name: str, args: SlurmBuild) -> None:
         slurm = args.slurm
         ctx = SlurmContext(args.cluster_name, args.region, slurm, tuple(args.node_groups))
         cluster = args.cluster_name
@@ -75,7 +74,7 @@ class SlurmParts:
         static group (an Auto Scaling group of its own) passes ``compute_user_data[group]`` as its user data and
         tags its instances with this cluster's and the group's tags, and the agent names them."""
 
-        node_profile = self._compute_nodes(name, args, catalog, secret, artifact)
+        node_profile = self._compute_nodes(name, args, secret, artifact)
 
         # The agent launches dynamic groups only (static ones belong to their Auto Scaling groups).
         dynamic = [g.name for g in args.node_groups if slurm.settings(g.name).mode == "dynamic"]
@@ -83,7 +82,7 @@ class SlurmParts:
         self.data_volume_id = self.head_user_data = None
         head_ip: pulumi.Output[str] | None = None
         if hybrid is None:
-            head_ip = self._head(name, args, catalog, ctx, secret.arn, artifact, dynamic, partition, account, protect)
+            head_ip = self._head(name, args, ctx, secret.arn, artifact, dynamic, partition, account, protect)
         else:
             # The site's own slurmctld: cloud nodes fetch their configuration from it (``slurmd --conf-server``).
             if hybrid.controller is None:
@@ -129,7 +128,7 @@ class SlurmParts:
         return secret
 
     def _compute_nodes(
-        self, name: str, args: SlurmBuild, catalog: Catalog, secret: aws.secretsmanager.Secret, artifact: AgentArtifact
+        self, name: str, args: SlurmBuild, secret: aws.secretsmanager.Secret, artifact: AgentArtifact
     ) -> aws.iam.InstanceProfile:
         """The compute nodes' role (Session Manager, the munge key, the agent package), instance profile, security
         groups (a hybrid site's Slurm rules added) and launch templates; the instance profile."""
@@ -181,7 +180,7 @@ class SlurmParts:
             static = slurm.settings(g.name).mode == "static"
             self.node_groups[g.name] = SlurmNodeGroup(
                 f"{name}-{g.name}",
-                checked_group(g.spec, catalog),
+                g,
                 NodeWiring(
                     cluster_name=cluster,
                     subnet_ids=args.node_group_subnet_ids[g.name],
@@ -219,7 +218,6 @@ class SlurmParts:
         self,
         name: str,
         args: SlurmBuild,
-        catalog: Catalog,
         ctx: SlurmContext,
         secret_arn: pulumi.Output[str],
         artifact: AgentArtifact,
@@ -246,7 +244,7 @@ class SlurmParts:
         head = head_node(
             name,
             ctx=ctx,
-            catalog=catalog,
+            image_parameter=args.head_image_parameter,
             inputs=args.inputs,
             tags=tags,
             protect=protect,

@@ -25,9 +25,7 @@ from gpucluster.components.compute._launch_template import NodeGroupResource
 from gpucluster.components.slurm._artifact import AgentArtifact
 from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.naming import with_name
-from gpucluster.config.slurm import UBUNTU_RELEASE, HeadNodeSpec
-from gpucluster.facts.catalog import Catalog
-from gpucluster.facts.images import default_image_parameter
+from gpucluster.config.slurm import HeadNodeSpec
 from gpucluster.render.core import gzip_b64, render_cloud_config
 from gpucluster.render.iam import policy_json, slurm_head_policy
 from gpucluster.render.node import LustreMount
@@ -102,7 +100,7 @@ def head_node(
     name: str,
     *,
     ctx: SlurmContext,
-    catalog: Catalog,
+    image_parameter: str,
     inputs: Inputs,
     tags: dict[str, str],
     protect: bool,
@@ -148,10 +146,7 @@ def head_node(
     if head.image_id:
         image: pulumi.Input[str] = inputs.real(head.image_id)
     else:
-        facts = catalog[head.instance_type]
-        image = aws.ssm.get_parameter_output(
-            name=default_image_parameter(facts, UBUNTU_RELEASE), opts=pulumi.InvokeOutputOptions(parent=parent)
-        ).value
+        image = aws.ssm.get_parameter_output(name=image_parameter, opts=pulumi.InvokeOutputOptions(parent=parent)).value
 
     user_data = _user_data(ctx, inputs, volume.id, artifact, node_groups, node_group_subnet_ids, shared_storage)
     instance = _instance(name, head, image, profile, eni, user_data, head_tags, inputs, artifact, parent)

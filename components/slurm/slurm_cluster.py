@@ -118,7 +118,7 @@ class SlurmCluster(pulumi.ComponentResource):
         region = args.get("region") or pulumi.Config("aws").get("region") or "us-east-1"
         build = build_from_args(args, region, catalog)
         super().__init__(TOKEN, name, None, opts)
-        self._parts = build_slurm_cluster(self, name, build, catalog)
+        self._parts = build_slurm_cluster(self, name, build)
         adopt(self, self._parts)
 
     def launch_rights(self, groups: Sequence[str]) -> LaunchRights:

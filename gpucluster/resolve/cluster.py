@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.effective import effective_flow_log_protect
 from gpucluster.config.network import NetworkSpec
-from gpucluster.config.slurm import SLURM_VERSION, SlurmSpec
+from gpucluster.config.slurm import SLURM_VERSION, UBUNTU_RELEASE, SlurmSpec
 from gpucluster.config.storage import StorageSpec
 from gpucluster.facts.catalog import Catalog
+from gpucluster.facts.images import default_image_parameter
 from gpucluster.resolve.node_group import (
     ResolvedNodeGroup,
     SlurmGroup,
@@ -40,6 +41,9 @@ class ResolvedSlurm:
     protect: bool
     head_zone: str
     """The head node's zone (``slurm.headNode.availabilityZone``, else the first Slurm group's)."""
+    head_image_parameter: str
+    """The SSM parameter of the head node's default image (Ubuntu for its instance type's architecture), used
+    unless ``slurm.headNode.imageId`` is set."""
     version: str = SLURM_VERSION
     """The Slurm version of the head node's release."""
 
@@ -125,7 +129,8 @@ def resolve(spec: ClusterSpec, catalog: Catalog) -> ResolvedCluster:
             raise ValueError(
                 f"cluster {spec.name!r}: no availability zone for the Slurm head node; set slurm.headNode.availabilityZone"
             )
-        resolved_slurm = ResolvedSlurm(slurm, slurm_groups, bool(slurm.protect_data), zone)
+        image = default_image_parameter(catalog[slurm.head_node.instance_type], UBUNTU_RELEASE)
+        resolved_slurm = ResolvedSlurm(slurm, slurm_groups, bool(slurm.protect_data), zone, image)
     return ResolvedCluster(spec, tuple(groups), resolved_slurm)
 
 

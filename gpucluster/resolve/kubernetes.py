@@ -56,6 +56,8 @@ class ResolvedEksNodeGroup:
     """The group uses EFA (asked for and the instance type has it)."""
     node: ResolvedNodeGroup
     """The group as every node group is resolved: its interface layout, EFA devices, NCCL environment."""
+    template: ResolvedNodeGroup
+    """``template_group`` resolved: what the group's launch template is built from (``node`` but for Spot)."""
 
 
 @dataclass(frozen=True)
@@ -98,15 +100,18 @@ def resolve_eks_group(group: NodeGroupSpec, catalog: Catalog) -> ResolvedEksNode
     """``group`` (already resolved as a node group) as an EKS managed node group."""
     facts = catalog[group.instance_type]
     spot = group.capacity.type == "spot"
+    node = resolve_node_group(group, catalog)
+    template_group = group.model_copy(update={"capacity": CapacitySpec()}) if spot else group
     return ResolvedEksNodeGroup(
         group=group,
         facts=facts,
-        template_group=group.model_copy(update={"capacity": CapacitySpec()}) if spot else group,
+        template_group=template_group,
         ami_type=eks_ami_type(facts),
         capacity_type=CAPACITY_TYPES[group.capacity.type],
         desired_size=effective_desired(group),
         efa=bool(group.enable_efa_support) and facts.efa_supported,
-        node=resolve_node_group(group, catalog),
+        node=node,
+        template=resolve_node_group(template_group, catalog) if spot else node,
     )
 
 

@@ -97,25 +97,31 @@ def _on_prem_platform() -> Built:
     return Built(plan, components, tags={}, provider="dc1")
 
 
-def _alone(build: Callable[[pulumi.ResourceOptions], object], tags: dict[str, str]) -> Callable[[], Built]:
+def _alone(build: Callable[[pulumi.ResourceOptions], object], tags: dict[str, str], cluster: str = "c") -> Callable[[], Built]:
     """A public component used on its own in a user's program (its Args as the component's tests write them, cluster
     ``c``), with ``protect`` in its options: the paths only a component alone takes (a node group creating its own
     role, a Slurm cluster in a given VPC) are checked too."""
 
     def run() -> Built:
         plan, components = _record(lambda: build(pulumi.ResourceOptions(protect=True)))
-        return Built(plan, components, tags=tags, cluster="c")
+        return Built(plan, components, tags=tags, cluster=cluster)
 
     return run
 
 
 def _alone_programs() -> dict[str, Callable[[], Built]]:
     from gpucluster.components.compute.gpu_node_group import GpuNodeGroup
+    from gpucluster.components.hybrid.hybrid_link import HybridLink
+    from gpucluster.components.hybrid.onprem_credentials import OnPremCredentials
+    from gpucluster.components.kubernetes.eks_cluster import EksCluster
     from gpucluster.components.network.network import Network
     from gpucluster.components.slurm.slurm_cluster import SlurmCluster
     from gpucluster.components.storage.data_bucket import DataBucket
     from gpucluster.components.storage.lustre_storage import LustreStorage
     from tests.components.compute.test_gpu_node_group import args as node_group_args
+    from tests.components.hybrid.test_hybrid_link import link_args
+    from tests.components.hybrid.test_onprem_credentials import credentials_args
+    from tests.components.kubernetes.test_eks_cluster import args_of as eks_args
     from tests.components.slurm.test_slurm_cluster_args import minimal as slurm_args
     from tests.components.storage.test_lustre_args import WIRING
 
@@ -134,6 +140,15 @@ def _alone_programs() -> dict[str, Callable[[], Built]]:
             {},
         ),
         "alone-SlurmCluster": _alone(lambda opts: SlurmCluster("c-slurm", {**slurm_args(), "cluster_name": "c"}, opts), {}),
+        "alone-EksCluster": _alone(
+            lambda opts: EksCluster("k-eks", eks_args(eks_spec(teams=[{"name": "research", "groups": ["research"]}])), opts),
+            team,
+            cluster="k",
+        ),
+        "alone-HybridLink": _alone(
+            lambda opts: HybridLink("l", link_args({"type": "vpn-tgw", "customer_gateway_ip": "198.51.100.7"}), opts), team
+        ),
+        "alone-OnPremCredentials": _alone(lambda opts: OnPremCredentials("site", credentials_args({"type": "ssm"}), opts), team),
     }
 
 

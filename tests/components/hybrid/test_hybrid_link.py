@@ -11,6 +11,12 @@ CIDRS = ["10.20.0.0/16", "10.96.0.0/16"]
 
 
 def link(connectivity: dict, *, tables: dict | None = None, subnets: list | None = None, dns: dict | None = None) -> HybridLink:
+    return HybridLink("l", link_args(connectivity, tables=tables, subnets=subnets, dns=dns))
+
+
+def link_args(
+    connectivity: dict, *, tables: dict | None = None, subnets: list | None = None, dns: dict | None = None
+) -> HybridLinkArgs:
     hybrid: dict = {
         "site": "lab",
         "on_prem_cidrs": CIDRS,
@@ -29,7 +35,7 @@ def link(connectivity: dict, *, tables: dict | None = None, subnets: list | None
         "private_route_table_ids": TABLES if tables is None else tables,
         "tags": {"team": "ml"},
     }
-    return HybridLink("l", args)
+    return args
 
 
 def test_vpn_on_a_virtual_private_gateway_with_static_routes(run_components):

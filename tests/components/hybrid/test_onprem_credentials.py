@@ -25,6 +25,10 @@ NODE_PROFILE = "arn:aws:iam::123456789012:instance-profile/c-node"
 
 
 def credentials(creds: dict) -> OnPremCredentials:
+    return OnPremCredentials("site", credentials_args(creds))
+
+
+def credentials_args(creds: dict) -> OnPremCredentialsArgs:
     args: OnPremCredentialsArgs = {
         "cluster_name": "c",
         "region": "us-east-1",
@@ -46,7 +50,7 @@ def credentials(creds: dict) -> OnPremCredentials:
         "node_instance_profile_arn": NODE_PROFILE,
         "tags": {"team": "ml"},
     }
-    return OnPremCredentials("site", args)
+    return args
 
 
 def policies(plan: Plan, role_name: str) -> dict[str, dict[str, Any]]:

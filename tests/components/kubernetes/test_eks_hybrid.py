@@ -250,7 +250,7 @@ def test_node_files_carry_the_arns_the_stack_creates(run_components):
             protect_data=True,
             tags=args["tags"],
         )
-        eks = build_eks_cluster(component_part(TOKEN, "k-eks"), "k-eks", resolved, wiring, inputs, load_catalog(), spec.hybrid)
+        eks = build_eks_cluster(component_part(TOKEN, "k-eks"), "k-eks", resolved, wiring, inputs, spec.hybrid)
         assert eks.hybrid_nodes is not None and eks.hybrid_nodes.profile is not None
         pulumi.Output.all(eks.hybrid_nodes.bundle, eks.hybrid_nodes.role.arn, eks.hybrid_nodes.profile.arn).apply(
             lambda v: seen.update(bundle=v[0], role=v[1], profile=v[2])

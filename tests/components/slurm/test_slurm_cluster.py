@@ -54,6 +54,7 @@ def build(spec, shared_storage=(LUSTRE,)):
             region=spec.region,
             slurm=spec.slurm.spec,
             node_groups=groups,
+            head_image_parameter=spec.slurm.head_image_parameter,
             vpc_id="vpc-0abc12345",
             head_subnet_id=SUBNETS[0],
             node_group_subnet_ids={g.name: SUBNETS for g in groups},
@@ -62,7 +63,6 @@ def build(spec, shared_storage=(LUSTRE,)):
             shared_storage=shared_storage,
             tags={CLUSTER_TAG: "s", "team": "ml"},
         ),
-        load_catalog(),
     )
 
 
@@ -409,9 +409,7 @@ def test_compute_nodes_name_the_artifact_bucket_once_it_exists(run_components, t
     groups = two_groups.slurm.node_groups
     spec_data = {g.name: f"#cloud-config\n# {g.name} {ARTIFACT_BUCKET_STAND_IN}\n" for g in groups}
     plan = run_components(
-        lambda: build_slurm_cluster(
-            part(SLURM_TOKEN, "s-slurm"), "s-slurm", _with_user_data(two_groups, spec_data), load_catalog()
-        )
+        lambda: build_slurm_cluster(part(SLURM_TOKEN, "s-slurm"), "s-slurm", _with_user_data(two_groups, spec_data))
     )
     bucket = plan.by_name("s-slurm-artifacts").state["bucket"]
     for lt in plan.of_type(LT):
@@ -427,6 +425,7 @@ def _with_user_data(spec, user_data):
         region=spec.region,
         slurm=spec.slurm.spec,
         node_groups=groups,
+        head_image_parameter=spec.slurm.head_image_parameter,
         vpc_id="vpc-0abc12345",
         head_subnet_id=SUBNETS[0],
         node_group_subnet_ids={g.name: SUBNETS for g in groups},
