@@ -139,6 +139,19 @@ def group(**fields: Any) -> dict[str, Any]:
     return out
 
 
+# Three groups, Lustre on p5 only and NVMe scratch (ext4) on p5 and p4d, cpu with neither: what each group mounts is
+# decided per group (resolution, the health config of each group's user data).
+MIXED_STORAGE_GROUPS = (
+    group(name="p5", maxSize=2),
+    group(name="p4d", instanceType="p4d.24xlarge", maxSize=2),
+    group(name="cpu", instanceType="m7i.xlarge", maxSize=2, enableEfaSupport=False),
+)
+MIXED_STORAGE = {
+    "lustre": {"storageCapacityGib": 1200, "throughputPerUnitStorage": 250, "mountPoint": "/lustre", "nodeGroups": ["p5"]},
+    "nvmeScratch": {"mountPoint": "/scratch", "filesystem": "ext4", "nodeGroups": ["p5", "p4d"]},
+}
+
+
 # Resolved specs with a Kubernetes section, shared by the Kubernetes tests of every layer (resolve, render, components).
 TWO_ZONES = {"availabilityZones": ["us-east-1a", "us-east-1b"]}
 

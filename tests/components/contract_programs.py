@@ -13,16 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
 import yaml
 
 from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs
-from gpucluster.components.kubernetes.kubernetes_platform import KubernetesPlatform, KubernetesPlatformArgs
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.tools.plan.run.engine import Plan, execute
 from gpucluster.tools.plan.run.mocks import PlanMocks
-from tests.components.kubernetes.test_gpu_operator import ON_PREM_KUBECONFIG
-from tests.components.kubernetes.test_manifests import LUSTRE
+from tests.components.kubernetes.test_manifests import on_prem_program
 from tests.conftest import ROOT, eks_spec
 
 STACKS = sorted(p.name.split(".")[1] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
@@ -74,26 +71,7 @@ def _stack(stack: str) -> Built:
 
 
 def _on_prem_platform() -> Built:
-    spec = eks_spec(teams=[{"name": "vision", "gpuQuota": {"h100": 8}, "groups": ["vision"]}])
-
-    def program() -> None:
-        provider = k8s.Provider("dc1", kubeconfig=ON_PREM_KUBECONFIG)
-        KubernetesPlatform(
-            "dc1",
-            KubernetesPlatformArgs(
-                **spec.kubernetes.model_dump(exclude_none=True),
-                cluster_name="dc1",
-                node_groups=[
-                    g.model_dump(exclude_none=True, exclude={"image_ssm_parameter"}) for g in spec.groups_for("kubernetes")
-                ],
-                platform="on-prem",
-                shared_storage=[LUSTRE],
-                rdma_interfaces=["ens1f0np0"],
-            ),
-            opts=pulumi.ResourceOptions(provider=provider, protect=True),
-        )
-
-    plan, components = _record(program)
+    plan, components = _record(on_prem_program(protect=True))
     return Built(plan, components, tags={}, provider="dc1")
 
 

@@ -24,7 +24,7 @@ from gpucluster.resolve.storage import SharedFs
 from gpucluster.tools.plan.run.engine import run_plan
 from gpucluster_agents.health.config import HealthConfig, parse, to_json
 from gpucluster_agents.health.host_checks import check_shared_fs
-from tests.conftest import group, make_config
+from tests.conftest import MIXED_STORAGE, MIXED_STORAGE_GROUPS, make_config
 
 
 def resolved(itype: str, efa: bool) -> ResolvedNodeGroup:
@@ -108,18 +108,8 @@ def test_slurm_groups_without_lustre_check_their_nvme_raid_or_nothing():
     """Lustre on one group only; NVMe scratch (ext4) on the others: each group's health.json names what its
     own user data mounts; a group with neither has no shared_fs check configured."""
     config = make_config(
-        group(name="p5", maxSize=2),
-        group(name="p4d", instanceType="p4d.24xlarge", maxSize=2),
-        group(name="cpu", instanceType="m7i.xlarge", maxSize=2, enableEfaSupport=False),
-        storage={
-            "lustre": {
-                "storageCapacityGib": 1200,
-                "throughputPerUnitStorage": 250,
-                "mountPoint": "/lustre",
-                "nodeGroups": ["p5"],
-            },
-            "nvmeScratch": {"mountPoint": "/scratch", "filesystem": "ext4", "nodeGroups": ["p5", "p4d"]},
-        },
+        *MIXED_STORAGE_GROUPS,
+        storage=MIXED_STORAGE,
         slurm={"nodeGroups": [{"name": "p5"}, {"name": "p4d"}, {"name": "cpu"}]},
     )
     cluster = load_spec(config, stack="fs").cluster

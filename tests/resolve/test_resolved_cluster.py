@@ -18,7 +18,7 @@ from gpucluster.load import load_spec
 from gpucluster.resolve.cluster import ResolvedCluster, resolve
 from gpucluster.resolve.node_group import SlurmGroup
 from gpucluster.resolve.storage import SharedFs
-from tests.conftest import group, make_config
+from tests.conftest import MIXED_STORAGE, MIXED_STORAGE_GROUPS, group, make_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOG = load_catalog()
@@ -62,18 +62,8 @@ def test_slurm_groups_carry_their_partition_from_the_one_rule():
 
 def test_storage_is_resolved_per_group():
     c = cluster(
-        group(name="p5", maxSize=2),
-        group(name="p4d", instanceType="p4d.24xlarge", maxSize=2),
-        group(name="cpu", instanceType="m7i.xlarge", maxSize=2, enableEfaSupport=False),
-        storage={
-            "lustre": {
-                "storageCapacityGib": 1200,
-                "throughputPerUnitStorage": 250,
-                "mountPoint": "/lustre",
-                "nodeGroups": ["p5"],
-            },
-            "nvmeScratch": {"mountPoint": "/scratch", "filesystem": "ext4", "nodeGroups": ["p5", "p4d"]},
-        },
+        *MIXED_STORAGE_GROUPS,
+        storage=MIXED_STORAGE,
     )
     p5, p4d, cpu = (c.node_group(n) for n in ("p5", "p4d", "cpu"))
     assert (p5.mounts_lustre, p4d.mounts_lustre, cpu.mounts_lustre) == (True, False, False)

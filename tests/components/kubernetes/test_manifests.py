@@ -3,6 +3,8 @@ and the example training job pinned by a golden file."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jsonschema
 import kubernetes_validate
 import pulumi
@@ -31,10 +33,12 @@ def eks_plan():
     return plan
 
 
-def on_prem_plan(run_components):
+def on_prem_program(protect: bool = False) -> Callable[[], None]:
+    """A program of KubernetesPlatform on a cluster of your own (team vision, Lustre, one RDMA interface) through
+    its own provider; ``protect`` in its options when asked."""
     spec = eks_spec(teams=[{"name": "vision", "gpuQuota": {"h100": 8}, "groups": ["vision"]}])
 
-    def program():
+    def program() -> None:
         provider = k8s.Provider("dc1", kubeconfig=ON_PREM_KUBECONFIG)
         KubernetesPlatform(
             "dc1",
@@ -48,10 +52,16 @@ def on_prem_plan(run_components):
                 shared_storage=[LUSTRE],
                 rdma_interfaces=["ens1f0np0"],
             ),
-            opts=pulumi.ResourceOptions(provider=provider),
+            opts=pulumi.ResourceOptions(provider=provider, protect=True)
+            if protect
+            else pulumi.ResourceOptions(provider=provider),
         )
 
-    return run_components(program)
+    return program
+
+
+def on_prem_plan(run_components):
+    return run_components(on_prem_program())
 
 
 def test_every_object_of_the_eks_stack_is_valid(eks_plan):
