@@ -10,6 +10,7 @@ from typing import Any
 from gpucluster.policy import iam_rules as iam
 from gpucluster.policy import kubernetes_rules as k
 from gpucluster.policy import rules as r
+from gpucluster.policy import session_rules as sessions
 from gpucluster.policy import stack_rules as s
 from gpucluster.policy.model import Resource, Violation
 
@@ -83,6 +84,14 @@ RULES: tuple[Rule, ...] = (
         s.LUSTRE_VOLUMES_DISTINCT,
         "No two FSx for Lustre PersistentVolumes share a volume handle or a mount path (one directory per team).",
         s.lustre_volumes_distinct,
+        stack=True,
+    ),
+    Rule(
+        sessions.NO_ROOT_SESSIONS,
+        "Nobody becomes root by opening a session: Session documents run as the person (Run As, no root, no "
+        "runAsElevated), StartSession grants check the document and name only the stack's, and head, login and "
+        "compute nodes lock ssm-user's sudo in bootcmd with no sudoers grant but the admin group's.",
+        sessions.no_root_sessions,
         stack=True,
     ),
 )

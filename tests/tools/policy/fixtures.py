@@ -506,3 +506,8 @@ FIXTURES: dict[str, tuple[dict[str, Any], set[tuple[str, str, str]]]] = {
         },
     ),
 }
+
+# no-root-sessions: its resources live beside its table tests (they use this module's helpers, hence the late import).
+from tests.tools.policy.session_fixtures import fixture_plan as _session_fixture  # noqa: E402
+
+FIXTURES["no-root-sessions"] = (plan(*_session_fixture()[0]), _session_fixture()[1])
