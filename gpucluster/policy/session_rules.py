@@ -274,7 +274,9 @@ def _node_violations(r: Resource) -> list[Violation]:
 
 
 def _locked_down(texts: list[tuple[str, str]]) -> bool:
-    return any(", bootcmd[" in where and LOCKDOWN_FILE in text and LOCKDOWN_TEXT in text for where, text in texts)
+    """A bootcmd entry that names the file (its directory and its name, which a script may join) and its comment."""
+    directory, name = LOCKDOWN_FILE.rsplit("/", 1)
+    return any(", bootcmd[" in where and directory in text and name in text and LOCKDOWN_TEXT in text for where, text in texts)
 
 
 def _foreign_grants(texts: list[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -10,11 +10,13 @@ from typing import Any
 from tests.tools.policy.fixtures import ACCOUNT, b64, lt, res
 
 DOCUMENT = "aws:ssm/document:Document"
+# As gpucluster.render.slurm.identity.session_lockdown_bootcmd writes it: the directory and the name apart.
 LOCKDOWN = [
     "sh",
     "-c",
-    "umask 0337 && printf '%s\\n' '#User rules for ssm-user' > /etc/sudoers.d/ssm-agent-users.new && "
-    "mv -f /etc/sudoers.d/ssm-agent-users.new /etc/sudoers.d/ssm-agent-users",
+    'set -e\nd="$r/etc/sudoers.d"\nput() { printf \'%s\' "$2" >"$d/.$1.new"; mv -f "$d/.$1.new" "$d/$1"; }\n'
+    "put ssm-agent-users '#User rules for ssm-user\n'\n",
+    "gpucluster-session-lockdown",
 ]
 ADMINS = {
     "path": "/etc/sudoers.d/60-gpucluster-admins",
