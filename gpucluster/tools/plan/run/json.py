@@ -10,9 +10,16 @@ import json
 from typing import Any
 
 from gpucluster.tools.plan.run.engine import Plan
+from gpucluster.tools.plan.show.people import people
 
 
 def to_json(plan: Plan) -> dict[str, Any]:
+    doc = _document(plan)
+    found = people(doc)  # a Slurm cluster's people, only where it has some (older plans keep their shape)
+    return {**doc, "people": found} if found is not None else doc
+
+
+def _document(plan: Plan) -> dict[str, Any]:
     return {
         "project": plan.project,
         "stack": plan.stack,
