@@ -16,6 +16,9 @@ class Clients:
     quotas: Any
     acm_pca: Any = None
     rolesanywhere: Any = None
+    secretsmanager: Any = None
+    kms: Any = None
+    iam: Any = None
 
     @classmethod
     def create(cls, region: str, endpoint_url: str | None = None) -> Clients:
@@ -30,4 +33,7 @@ class Clients:
             quotas=make("service-quotas"),
             acm_pca=make("acm-pca"),
             rolesanywhere=make("rolesanywhere"),
+            secretsmanager=make("secretsmanager"),
+            kms=make("kms"),
+            iam=make("iam"),
         )

@@ -16,6 +16,7 @@ from gpucluster.tools.preflight.cluster import (
     check_subnets,
 )
 from gpucluster.tools.preflight.hybrid import HYBRID_CHECKED
+from gpucluster.tools.preflight.identity import IDENTITY_CHECKED
 from gpucluster.tools.preflight.routes import ROUTES_CHECKED
 
 CHECKS: tuple[Check, ...] = (
@@ -26,6 +27,7 @@ CHECKS: tuple[Check, ...] = (
     check_quotas,
     *HYBRID_CHECKED,
     *ROUTES_CHECKED,
+    *IDENTITY_CHECKED,
 )
 
 # What each check looks at, and the config it is about: named in "could not check …" findings.
@@ -37,6 +39,7 @@ CHECKED: dict[Check, tuple[str, str]] = {
     check_quotas: ("vCPU quotas", "gpucluster:nodeGroups"),
     **HYBRID_CHECKED,
     **ROUTES_CHECKED,
+    **IDENTITY_CHECKED,
 }
 
 
