@@ -13,7 +13,7 @@ Three clauses, each over the resources of the stack:
    and it runs sessions as ``ssm-user``), and every document it names is a Session document of this stack — no
    ``*``, no wildcard document, no ``SSM-SessionManagerRunShell`` (AWS Systems Manager user guide,
    "Enforce a session document permission check for the AWS CLI").
-3. Launch templates and instances tagged ``gpucluster:role`` = head, login or compute: their decoded user data
+3. Launch templates and instances tagged ``gpucluster:role`` = head (or ``slurm-head``), login or compute: their decoded user data
    carries, in ``bootcmd``, the comment-only ``/etc/sudoers.d/ssm-agent-users`` write (``#User rules for
    ssm-user``: the agent adds no sudo grant where that file exists, design F6/F7) and no sudoers grant other than
    the admin group's ``%<group>`` line in ``/etc/sudoers.d/60-gpucluster-admins``.
@@ -39,7 +39,7 @@ from gpucluster.policy.userdata import decode
 NO_ROOT_SESSIONS = "no-root-sessions"
 DOCUMENT = "aws:ssm/document:Document"
 TAG_ROLE = "gpucluster:role"  # = gpucluster_agents.contract.TAG_ROLE (the policy imports no node package)
-NODE_ROLES = ("head", "login", "compute")
+NODE_ROLES = ("head", "slurm-head", "login", "compute")  # the head instance has carried "slurm-head" since #20
 ROOT_USERS = ("root", "ubuntu", "ssm-user", "ec2-user", "admin")
 LOCKDOWN_FILE = "/etc/sudoers.d/ssm-agent-users"
 LOCKDOWN_TEXT = "#User rules for ssm-user"

@@ -150,7 +150,7 @@ def test_start_session_condition_aliases():
 # --- 3. the nodes' lockdown ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("role", ["head", "login", "compute"])
+@pytest.mark.parametrize("role", ["head", "slurm-head", "login", "compute"])
 def test_a_node_with_the_lockdown_and_only_the_admin_grant_passes(role: str):
     assert found(node_lt(role, role, GOOD_USER_DATA), node_lt(f"{role}-tags", role, GOOD_USER_DATA, where="tags")) == set()
 
@@ -182,7 +182,8 @@ def test_a_node_without_the_lockdown_or_with_another_grant_fails(ud: Any, why: s
 def test_an_instance_tagged_head_is_read_too():
     bare = "#cloud-config\nbootcmd: []\n"
     head = instance("head", userData=bare, tags={"gpucluster:role": "head"})
-    assert found(head) == {("head", "userData")}
+    slurm_head = instance("slurm-head", userData=bare, tags={"gpucluster:role": "slurm-head"})
+    assert found(head, slurm_head) == {("head", "userData"), ("slurm-head", "userData")}
 
 
 def test_nodes_that_are_not_the_clusters_or_not_known_yet_are_not_this_rules():
