@@ -77,7 +77,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         r.NO_PRIVILEGE_MOUNTS,
-        "Lustre client mounts (fstab and mount commands in user data, FSx CSI PersistentVolumes) are nosuid,nodev.",
+        "Lustre and NFS (/home) client mounts (fstab and mount commands in user data, FSx CSI PersistentVolumes) are nosuid,nodev.",
         r.lustre_mounts_nosuid_nodev,
     ),
     Rule(

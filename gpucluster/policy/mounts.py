@@ -1,4 +1,4 @@
-"""Lustre client mounts as a node will make them: the /etc/fstab entries and ``mount -t lustre`` commands in user
+"""Lustre (and NFS: the shared ``/home``) client mounts as a node will make them: the /etc/fstab entries and ``mount -t lustre`` commands in user
 data (every text :func:`gpucluster.policy.userdata.decode` unwraps), and their options.
 
 A mount without ``nosuid`` runs a setuid file on the file system with its owner's rights; one without ``nodev`` opens
@@ -12,9 +12,13 @@ import re
 import shlex
 from dataclasses import dataclass
 
-# fstab: "<server>@tcp[N]:/<name>[/<dir>] <mount point> lustre <options> …" (also inside a shell variable's quotes).
+# fstab: "<server>@tcp[N]:/<name>[/<dir>] <mount point> lustre <options> …" (also inside a shell variable's quotes), and
+# the shared home's "<server>:/<path> <mount point> nfs4 <options> …" (issue #21: /home on FSx for OpenZFS).
 _FSTAB = re.compile(r"(?P<source>[^\s'\"=]+@tcp[0-9]*:/\S*)\s+(?P<target>\S+)\s+lustre\s+(?P<options>[^\s'\"]+)")
-_MOUNT = re.compile(r"(?:^|[\s;&|(`])mount\s+(?P<args>[^;&|\n`)]*?(?:-t\s*lustre|--types[\s=]lustre)[^;&|\n`)]*)")
+_NFS_FSTAB = re.compile(r"(?P<source>[A-Za-z0-9][^\s'\"=@]*:/\S*)\s+(?P<target>/\S*)\s+nfs4?\s+(?P<options>[^\s'\"]+)")
+_MOUNT = re.compile(
+    r"(?:^|[\s;&|(`])mount\s+(?P<args>[^;&|\n`)]*?(?:-t\s*(?P<t1>lustre|nfs4?)\b|--types[\s=](?P<t2>lustre|nfs4?)\b)[^;&|\n`)]*)"
+)
 
 NO_PRIVILEGE = (("nosuid", ("suid",)), ("nodev", ("dev",)))
 
@@ -25,6 +29,7 @@ class LustreMountLine:
     line: int
     target: str
     options: tuple[str, ...]
+    fs_type: str = "lustre"  # or "nfs"/"nfs4" (the home)
 
     def missing(self) -> list[str]:
         """The privilege-dropping options that do not hold at the end of the option list."""
@@ -48,7 +53,7 @@ def missing_no_privilege(options: tuple[str, ...] | list[str]) -> list[str]:
 
 
 def lustre_mounts(texts: list[tuple[str, str]]) -> list[LustreMountLine]:
-    """Every Lustre mount in ``texts`` (``(where, text)`` pairs), fstab entries and mount commands alike."""
+    """Every Lustre and NFS mount in ``texts`` (``(where, text)`` pairs), fstab entries and mount commands alike."""
     found: list[LustreMountLine] = []
     for where, text in texts:
         for number, line in enumerate(text.splitlines(), start=1):
@@ -56,12 +61,15 @@ def lustre_mounts(texts: list[tuple[str, str]]) -> list[LustreMountLine]:
                 continue
             for m in _FSTAB.finditer(line):
                 found.append(LustreMountLine(where, number, m["target"], tuple(m["options"].split(","))))
+            for m in _NFS_FSTAB.finditer(line):
+                fs_type = line[m.end("target") : m.start("options")].strip()
+                found.append(LustreMountLine(where, number, m["target"], tuple(m["options"].split(",")), fs_type))
             for m in _MOUNT.finditer(line):
-                found.append(_mount_command(where, number, m["args"]))
+                found.append(_mount_command(where, number, m["args"], m["t1"] or m["t2"]))
     return found
 
 
-def _mount_command(where: str, number: int, args: str) -> LustreMountLine:
+def _mount_command(where: str, number: int, args: str, fs_type: str = "lustre") -> LustreMountLine:
     try:
         words = shlex.split(args, comments=True)
     except ValueError:
@@ -84,4 +92,4 @@ def _mount_command(where: str, number: int, args: str) -> LustreMountLine:
         elif not word.startswith("-"):
             positional.append(word)
         i += 1
-    return LustreMountLine(where, number, positional[-1] if positional else "?", tuple(options))
+    return LustreMountLine(where, number, positional[-1] if positional else "?", tuple(options), fs_type)

@@ -254,7 +254,7 @@ def lustre_root_squash(r: Resource) -> list[Violation]:
 
 def lustre_mounts_nosuid_nodev(r: Resource) -> list[Violation]:
     """Every Lustre client mount carries ``nosuid,nodev``: the fstab entries and ``mount -t lustre`` commands in user
-    data, and the FSx CSI driver's PersistentVolumes. A setuid root file on shared storage is otherwise root on every
+    data, and the FSx CSI driver's PersistentVolumes; NFS mounts (the shared ``/home``, ``nfs``/``nfs4``) too. A setuid root file on shared storage is otherwise root on every
     node that mounts it."""
     fix = "mount it with nosuid,nodev (gpucluster adds them to every Lustre mount and refuses suid, dev and defaults)"
     if r.type == "kubernetes:core/v1:PersistentVolume":
@@ -274,7 +274,8 @@ def lustre_mounts_nosuid_nodev(r: Resource) -> list[Violation]:
         for mount in lustre_mounts(decode(value, base64_encoded=encoded)):
             missing = mount.missing()
             if missing:  # the same mount is read in the whole user data and in the file that holds it: once
-                what = f"mounts Lustre at {mount.target} without {','.join(missing)} ({mount.where}, line {mount.line})"
+                kind = "Lustre" if mount.fs_type == "lustre" else "NFS"
+                what = f"mounts {kind} at {mount.target} without {','.join(missing)} ({mount.where}, line {mount.line})"
                 out[(prop, mount.target, mount.options)] = violation(NO_PRIVILEGE_MOUNTS, r, prop, what, fix)
     return list(out.values())
 

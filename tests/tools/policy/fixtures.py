@@ -126,6 +126,9 @@ def fsx_pv(name: str, mountname: str, handle: str, options: list[str] | None = N
     return res(PV, name, {"spec": {"csi": csi, "mountOptions": options or ["noatime", "nosuid", "nodev"]}})
 
 
+HOME_GOOD = "#!/bin/bash\nentry='fs-2.fsx.us-east-1.amazonaws.com:/fsx/home /home nfs4 nfsvers=4.1,nosuid,nodev,_netdev 0 0'\n"
+
+
 def _lustre_mount_fixture() -> dict[str, Any]:
     """The Lustre mounts a node makes, as gpucluster's mount script carries them (gzip + base64, a ``write_files``
     file holding the fstab entry in a shell variable) and as hand-written user data would."""
@@ -144,6 +147,15 @@ def _lustre_mount_fixture() -> dict[str, Any]:
         fsx_pv("pv-plain", "abc/teams/a", "fs-1/teams/a", ["noatime", "flock"]),
         fsx_pv("pv-good", "abc/teams/b", "fs-1/teams/b"),
         res(PV, "nfs", {"spec": {"nfs": {"server": "x", "path": "/"}, "mountOptions": ["noatime"]}}),  # not Lustre
+        # The shared /home (issue #21): an NFS fstab entry and a mount command, kept and broken.
+        lt(
+            "home-good",
+            userData=b64(cloud_config([{"path": "/usr/local/sbin/gpucluster-mount-home", "content": HOME_GOOD}]).encode()),
+        ),
+        instance(
+            "home-suid",
+            userData=cloud_config([], ["mount -t nfs4 -o nfsvers=4.1,nodev fs-2.fsx.us-east-1.amazonaws.com:/fsx/home /home"]),
+        ),
     )
 
 
@@ -448,6 +460,7 @@ FIXTURES: dict[str, tuple[dict[str, Any], set[tuple[str, str, str]]]] = {
             ("lustre-mounts-nosuid-nodev", "hand-mount", "userData"),
             ("lustre-mounts-nosuid-nodev", "undone", "userData"),
             ("lustre-mounts-nosuid-nodev", "pv-plain", "spec.mountOptions"),
+            ("lustre-mounts-nosuid-nodev", "home-suid", "userData"),
         },
     ),
     "lustre-volumes-distinct": (

@@ -78,3 +78,9 @@ def test_unknown_values_are_never_a_violation_nor_a_crash(path):
         found = evaluate(resources)
         # A bucket whose forceDestroy is unknown is held to the protection rule; nothing else may fire.
         assert {(v.rule, v.type) for v in found} <= {(PROTECTED, "aws:s3/bucket:Bucket")}
+
+
+def test_an_nfs_home_mount_without_nosuid_is_named_as_nfs():
+    doc, _ = FIXTURES["lustre-mounts-nosuid-nodev"]
+    (home,) = [v for v in evaluate(from_plan(doc)) if v.name == "home-suid"]
+    assert "mounts NFS at /home without nosuid" in home.message
