@@ -208,3 +208,20 @@ def test_prolog_flags_contain_whenever_the_compute_stack_renders():
         flags = re.search(r"^PrologFlags=(\S+)$", slurm_conf(ctx), re.M)
         assert flags is not None and "Contain" in flags.group(1).split(","), flags
         assert not re.search(r"^UsePAM", slurm_conf(ctx), re.M | re.I)
+
+
+def test_srun_port_range_only_with_login_nodes(tmp_path):
+    """SrunPortRange=60001-63000 when login nodes exist (srun listens there), read cleanly by slurmctld 22.05; absent
+    otherwise. (LaunchParameters=ulimit_pam_adopt is not rendered: slurmctld 22.05 and 24.11 accept any value of that
+    key, a made-up one included, so reading it proves nothing about the nodes' support.)"""
+    from tests.render.slurm_check import check_slurmctld, conf_files
+
+    ctx = context(DECLARED)
+    assert "SrunPortRange" not in slurm_conf(ctx)
+    with_login = dataclasses.replace(ctx, srun_ports=(60001, 63000))
+    text = slurm_conf(with_login)
+    assert re.search(r"^SrunPortRange=60001-63000$", text, re.M)
+    require_tool("slurmctld")
+    files = {**conf_files(with_login), "slurm.conf": text}
+    rc, problems = check_slurmctld(files, tmp_path)
+    assert rc == 124 and problems == [], problems
