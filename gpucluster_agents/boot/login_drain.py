@@ -32,30 +32,29 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import http.client
 import json
 import os
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 from typing import Any, Callable
 
 CONFIG = "/etc/gpucluster/login-drain.json"
 LOG = "/var/log/gpucluster/login-drain.log"
-IMDS = os.environ.get("GPUCLUSTER_IMDS", "http://169.254.169.254")
+IMDS = "http://169.254.169.254"
 NOLOGIN = "/run/nologin"
 STATE_ITEM = "meta-data/autoscaling/target-lifecycle-state"
 TERMINATED = "Terminated"
-IMDS_TIMEOUT = 2.0  # s per request: the metadata service answers in milliseconds or not at all
-UID_MIN, SYSTEM_BAND, ID_MAX = 1000, (60000, 65535), 4294967294  # login.defs UID_MIN; Debian's allocated band
+# seconds per request: the metadata service answers in milliseconds or not at all
+IMDS_TIMEOUT = 2.0
 
-_INTS = {"grace_seconds": (30, 7200), "poll_seconds": (1, 300)}  # the hook's heartbeat bounds (PutLifecycleHook)
+# the hook's heartbeat bounds (PutLifecycleHook)
+_INTS = {"grace_seconds": (30, 7200), "poll_seconds": (1, 300)}
 _STRINGS = ("region", "asg_name", "hook_name")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass
 class DrainConfig:
     """The login group's values, as the user data writes them to :data:`CONFIG`."""
 
@@ -66,36 +65,32 @@ class DrainConfig:
     poll_seconds: int
 
 
-class DrainConfigError(ValueError):
-    """The config is not what :class:`DrainConfig` describes; the message lists every problem."""
-
-
 def parse_config(doc: Any) -> DrainConfig:
-    """A :class:`DrainConfig` from a decoded JSON document; a missing, unknown or mistyped key is an error, all
-    reported at once (a drain that silently used a default would cut users off or never complete)."""
+    """A :class:`DrainConfig` from a decoded JSON document; a missing, unknown or mistyped key is a ValueError naming
+    it, all reported at once (a drain that silently used a default would cut users off or never complete)."""
     if not isinstance(doc, dict):
-        raise DrainConfigError(f"must be a JSON object, got {type(doc).__name__}")
-    allowed = (*_STRINGS, *_INTS)
-    errors = [f"{k}: unknown key (allowed: {', '.join(sorted(allowed))})" for k in sorted(set(doc) - set(allowed))]
-    errors += [f"{k}: required key is missing" for k in allowed if k not in doc]
-    for key in _STRINGS:
-        if key in doc and (not isinstance(doc[key], str) or not doc[key].strip()):
-            errors.append(f"{key}: must be a non-empty string, got {doc[key]!r}")
-    for key, (low, high) in _INTS.items():
-        value = doc.get(key)
-        if key in doc and (isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high):
-            errors.append(f"{key}: must be a whole number of seconds from {low} to {high}, got {value!r}")
+        raise ValueError("not a JSON object")
+    errors = [f"{k}: unknown key" for k in sorted(set(doc) - set(_STRINGS) - set(_INTS))]
+    for key in (*_STRINGS, *_INTS):
+        value, bounds = doc.get(key), _INTS.get(key)
+        if key not in doc:
+            errors.append(f"{key}: required key is missing")
+        elif bounds is None and not (isinstance(value, str) and value.strip()):
+            errors.append(f"{key}: must be a non-empty string")
+        elif bounds and not (type(value) is int and bounds[0] <= value <= bounds[1]):
+            errors.append(f"{key}: must be seconds from {bounds[0]} to {bounds[1]}, got {value!r}")
     if errors:
-        raise DrainConfigError("; ".join(errors))
-    return DrainConfig(doc["region"], doc["asg_name"], doc["hook_name"], doc["grace_seconds"], doc["poll_seconds"])
+        raise ValueError("; ".join(errors))
+    return DrainConfig(**doc)
 
 
 def load_config(path: str) -> DrainConfig:
     try:
         with open(path) as fh:
             return parse_config(json.load(fh))
-    except (OSError, ValueError) as exc:  # DrainConfigError and JSONDecodeError are ValueErrors
-        sys.exit(f"gpucluster-login-drain: bad config {path}: {exc}")
+    # JSONDecodeError is a ValueError too
+    except (OSError, ValueError) as exc:
+        sys.exit(f"bad config {path}: {exc}")
 
 
 def run_wall(message: str) -> None:
@@ -105,26 +100,25 @@ def run_wall(message: str) -> None:
 def _autoscaling(region: str) -> Any:
     import boto3
 
-    return boto3.client("autoscaling", region_name=region, endpoint_url=os.environ.get("GPUCLUSTER_AUTOSCALING_ENDPOINT"))
+    return boto3.client("autoscaling", region_name=region)
 
 
-class FileLog:
-    """Timestamped lines appended to a file (made 0640 with its directory where missing) and echoed to stdout."""
+def file_log(path: str) -> Callable[[str], None]:
+    """Timestamped lines echoed to stdout (the journal) and appended to ``path`` (made 0640, its directory where
+    missing; never through a link)."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def __call__(self, message: str) -> None:
+    def log(message: str) -> None:
         line = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} gpucluster-login-drain: {message}\n"
-        sys.stdout.write(line)
-        sys.stdout.flush()
+        print(line, end="", flush=True)
         try:
-            os.makedirs(os.path.dirname(self.path) or ".", mode=0o755, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o640)
-            with os.fdopen(fd, "a") as fh:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o640), "a") as fh:
                 fh.write(line)
-        except OSError as exc:
-            sys.stderr.write(f"gpucluster-login-drain: cannot write {self.path}: {exc}\n")
+        except OSError:
+            # the journal has the line
+            pass
+
+    return log
 
 
 @dataclasses.dataclass
@@ -137,77 +131,63 @@ class Node:
     nologin: str = NOLOGIN
     wall: Callable[[str], None] = run_wall
     clock: Callable[[], float] = time.monotonic
-    now: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
     autoscaling: Callable[[str], Any] = _autoscaling
     log: Callable[[str], None] = print
-    pid: int = dataclasses.field(default_factory=os.getpid)
+    pid: int = os.getpid()
 
 
-def imds_get(base: str, item: str) -> str | None:
-    """``/latest/<item>`` through IMDSv2 (a token first); None when the service has no such item (404). Network
-    errors and other answers raise."""
+def imds_get(base: str, item: str) -> str:
+    """``/latest/<item>`` through IMDSv2 (a token first). An item that is not there (404: an instance outside an Auto
+    Scaling group has no lifecycle state), a network error or another answer raises: the caller polls again."""
     ttl = {"X-aws-ec2-metadata-token-ttl-seconds": "60"}
     put = urllib.request.Request(base + "/latest/api/token", method="PUT", headers=ttl)
     with urllib.request.urlopen(put, timeout=IMDS_TIMEOUT) as r:
         token = r.read().decode()
     get = urllib.request.Request(base + "/latest/" + item, headers={"X-aws-ec2-metadata-token": token})
-    try:
-        with urllib.request.urlopen(get, timeout=IMDS_TIMEOUT) as r:
-            return r.read().decode().strip()
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return None
-        raise
+    with urllib.request.urlopen(get, timeout=IMDS_TIMEOUT) as r:
+        return r.read().decode().strip()
 
 
 def is_person(uid: int) -> bool:
-    """A uid a person has (declared users 1000–59999 or 65536+, a directory's mapped ids); not a system account."""
-    return UID_MIN <= uid <= ID_MAX and not SYSTEM_BAND[0] <= uid <= SYSTEM_BAND[1]
+    """A uid a person has: 1000 (login.defs UID_MIN) to 59999, or 65536 and above (a directory's mapped ids) —
+    not a system account, nor Debian's allocated band 60000–65535 (slurm's 64030, nobody's 65534)."""
+    return 1000 <= uid < 60000 or 65535 < uid < 4294967295
 
 
-def user_processes(proc: str, own_pid: int) -> list[tuple[int, int]]:
-    """``(pid, real uid)`` of every process of a person in ``proc``, the drain itself aside. A process that ends
-    while it is read is skipped."""
-    found: list[tuple[int, int]] = []
+def user_processes(proc: str, own_pid: int) -> list[int]:
+    """The real uid of every process of a person in ``proc``, the drain itself aside. A process that ends while it is
+    read is skipped."""
+    found: list[int] = []
     for entry in os.listdir(proc):
-        if not entry.isdigit() or int(entry) == own_pid:
-            continue
         try:
             with open(os.path.join(proc, entry, "status")) as fh:
-                uid_line = next((line for line in fh if line.startswith("Uid:")), "")
-        except OSError:
+                uid = int(next(line for line in fh if line.startswith("Uid:")).split()[1])
+        except (OSError, StopIteration, ValueError, IndexError):
+            # not a process (self, sys, …) or one that just ended
             continue
-        fields = uid_line.split()
-        if len(fields) >= 2 and fields[1].isdigit() and is_person(int(fields[1])):
-            found.append((int(entry), int(fields[1])))
+        if entry != str(own_pid) and is_person(uid):
+            found.append(uid)
     return found
 
 
-def wall_message(cfg: DrainConfig, stop_at: float) -> str:
-    when = time.strftime("%H:%M UTC", time.gmtime(stop_at))
-    minutes = max(1, round(cfg.grace_seconds / 60))
+def wall_message(cfg: DrainConfig) -> str:
     return (
-        f"This login node is being removed from {cfg.asg_name} (the cluster's login nodes are scaling in).\n"
-        f"It stops at {when} (in {minutes} minutes), or earlier once nobody is logged in.\n"
-        "Save your work and log out; log in again to reach another login node.\n"
-        "Your Slurm jobs keep running on the compute nodes, and your files in /home stay.\n"
+        f"This login node stops in {cfg.grace_seconds // 60} minutes ({cfg.asg_name} scales in), sooner once nobody is"
+        " logged in.\nSave your work; log in again to reach another login node. Jobs keep running; /home stays.\n"
     )
 
 
 def announce(node: Node, cfg: DrainConfig) -> None:
     """Tell the users (``wall``) and refuse new SSH logins (``/run/nologin``); neither failing stops the drain."""
     try:
-        node.wall(wall_message(cfg, node.now() + cfg.grace_seconds))
+        node.wall(wall_message(cfg))
     except (OSError, subprocess.SubprocessError) as exc:
         node.log(f"wall failed: {exc}")
     try:
         with open(node.nologin, "w") as fh:
-            fh.write("This login node is shutting down (Auto Scaling scale-in). Log in again to reach another one.\n")
-        node.log(
-            f"wrote {node.nologin}: new SSH logins are refused (pam_nologin; root excepted). Session Manager "
-            "sessions do not pass PAM and still open until the instance stops."
-        )
+            fh.write("Shutting down: log in again to reach another login node.\n")
+        node.log(f"wrote {node.nologin}: no new SSH logins; Session Manager sessions (no PAM) still open")
     except OSError as exc:
         node.log(f"cannot write {node.nologin}: {exc}")
 
@@ -222,14 +202,16 @@ def complete(node: Node, cfg: DrainConfig, instance_id: str, client: Any) -> boo
             LifecycleActionResult="CONTINUE",
             InstanceId=instance_id,
         )
-    except Exception as exc:  # botocore's ClientError and connection errors alike: sorted by their code
+    # botocore's ClientError and connection errors alike: sorted by their code
+    except Exception as exc:
         code = getattr(exc, "response", {}).get("Error", {}).get("Code")
-        if code == "ValidationError":  # "No active Lifecycle Action found": the hook's own timeout came first
-            node.log(f"the lifecycle action of {instance_id} had already ended ({exc}); its default result is CONTINUE")
+        # "No active Lifecycle Action found": the hook's own timeout came first
+        if code == "ValidationError":
+            node.log(f"the lifecycle action had already ended: {exc}")
             return True
-        node.log(f"CompleteLifecycleAction failed, trying again at the next poll: {exc!r}")
+        node.log(f"CompleteLifecycleAction failed, retrying: {exc!r}")
         return False
-    node.log(f"completed {cfg.hook_name} for {instance_id} with CONTINUE: the instance terminates now")
+    node.log("completed the lifecycle action (CONTINUE)")
     return True
 
 
@@ -240,17 +222,13 @@ def drain(node: Node, cfg: DrainConfig, instance_id: str) -> int:
     client = None
     while True:
         users = user_processes(node.proc, node.pid)
-        over = node.clock() >= deadline
-        if not users or over:
-            why = "the grace period is over" if users else "no user process is left"
-            if client is None:
-                client = node.autoscaling(cfg.region)
-            node.log(f"{why} ({len(users)} user processes); completing the lifecycle action")
+        if not users or node.clock() >= deadline:
+            node.log("grace over" if users else "no user process left")
+            client = client or node.autoscaling(cfg.region)
             if complete(node, cfg, instance_id, client):
                 return 0
         else:
-            uids = sorted({uid for _, uid in users})
-            node.log(f"waiting: {len(users)} processes of uids {uids}; {deadline - node.clock():.0f} s of grace left")
+            node.log(f"waiting for uids {sorted(set(users))}")
         node.sleep(cfg.poll_seconds)
 
 
@@ -263,30 +241,26 @@ def watch(node: Node, cfg: DrainConfig, polls: int | None = None) -> int | None:
         try:
             state = imds_get(node.imds, STATE_ITEM)
             instance_id = imds_get(node.imds, "meta-data/instance-id") if state == TERMINATED else None
-        except (OSError, ValueError, http.client.HTTPException) as exc:  # URLError, timeouts, torn answers
-            node.log(f"instance metadata not readable ({exc}); polling again in {cfg.poll_seconds} s")
+        # URLError, timeouts, torn answers: whatever it is, the state is not known (never taken for Terminated)
+        except Exception as exc:
+            node.log(f"IMDS not readable: {exc}")
             state = instance_id = None
         if state == TERMINATED and instance_id:
-            node.log(f"{instance_id}: target lifecycle state {state}; draining ({cfg.grace_seconds} s of grace)")
+            node.log(f"{instance_id} is terminating: draining")
             return drain(node, cfg, instance_id)
         node.sleep(cfg.poll_seconds)
     return None
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(
-        prog="gpucluster-login-drain",
-        description="Drain this login node when its Auto Scaling group terminates it: warn the users, refuse new SSH "
-        "logins, complete the lifecycle action once no user process is left or the grace is over.",
-    )
-    p.add_argument("--config", default=CONFIG, help=f"the drain's JSON config (default {CONFIG})")
-    p.add_argument("--log", default=LOG, help=f"append the drain's log here (default {LOG})")
+    p = argparse.ArgumentParser("gpucluster-login-drain", description="Drain a login node on scale-in.")
+    p.add_argument("config", nargs="?", default=CONFIG)
+    p.add_argument("--log", default=LOG)
     args = p.parse_args(argv)
     cfg = load_config(args.config)
-    node = Node(log=FileLog(args.log))
-    node.log(f"watching {cfg.asg_name} (hook {cfg.hook_name}, grace {cfg.grace_seconds} s, poll {cfg.poll_seconds} s)")
-    status = watch(node, cfg)
-    return 0 if status is None else status
+    node = Node(log=file_log(args.log))
+    node.log(f"watching {cfg.asg_name}")
+    return watch(node, cfg) or 0
 
 
 if __name__ == "__main__":

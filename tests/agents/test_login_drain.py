@@ -25,7 +25,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 
 from gpucluster_agents.boot import login_drain as drain
-from gpucluster_agents.boot.login_drain import DrainConfig, DrainConfigError, Node, parse_config
+from gpucluster_agents.boot.login_drain import DrainConfig, Node, parse_config
 from tests.agents.test_boot import THIRD_PARTY, _imported_modules
 
 SOURCE = Path(drain.__file__)
@@ -138,7 +138,6 @@ def world(tmp_path: Path) -> Iterator[dict[str, Any]]:
         nologin=str(tmp_path / "nologin"),
         wall=walls.append,
         clock=lambda: clock.now,
-        now=lambda: 1_800_000_000.0 + clock.now,
         sleep=clock.sleep,
         autoscaling=asg,
         log=logs.append,
@@ -181,10 +180,10 @@ def test_terminated_with_a_user_process_waits_and_completes_at_the_grace_end(wor
     assert params == EXPECTED_CALL
     assert when == CFG.grace_seconds  # not one poll earlier: the user had the whole grace
     [message] = world["walls"]
-    assert "demo-login" in message and "Save your work" in message and "jobs keep running" in message
-    assert "at 08:10 UTC (in 10 minutes)" in message  # now + grace = 1_800_000_600 s = 2027-01-15 08:10 UTC
-    assert (world["tmp"] / "nologin").read_text().startswith("This login node is shutting down")
-    assert any("Session Manager" in line and "not pass PAM" in line for line in world["logs"])
+    assert "demo-login" in message and "Save your work" in message and "Jobs keep running" in message and "/home stays" in message
+    assert "stops in 10 minutes" in message
+    assert (world["tmp"] / "nologin").read_text().startswith("Shutting down: log in again")
+    assert any("Session Manager sessions (no PAM) still open" in line for line in world["logs"])
     assert any("uids [10001]" in line for line in world["logs"])
 
 
@@ -216,7 +215,7 @@ def test_metadata_service_down_keeps_polling_and_never_completes(world: dict[str
         world["node"].imds = f"http://127.0.0.1:{s.getsockname()[1]}"
     assert drain.watch(world["node"], CFG, polls=5) is None
     assert world["asg"].calls == [] and world["walls"] == [] and world["clock"].sleeps == 5
-    assert sum("instance metadata not readable" in line for line in world["logs"]) == 5
+    assert sum("IMDS not readable" in line for line in world["logs"]) == 5
 
 
 def test_metadata_errors_are_not_taken_for_terminated(world: dict[str, Any]):
@@ -273,22 +272,22 @@ def test_the_config_parses():
     ("bad", "message"),
     [
         (doc(hook_name=...), "hook_name: required key is missing"),
-        (doc(extra=1), "extra: unknown key (allowed: asg_name, grace_seconds, hook_name, poll_seconds, region)"),
+        (doc(extra=1), "extra: unknown key"),
         (doc(region=""), "region: must be a non-empty string"),
-        (doc(grace_seconds=20), "grace_seconds: must be a whole number of seconds from 30 to 7200, got 20"),
-        (doc(grace_seconds="600"), "grace_seconds: must be a whole number"),
-        (doc(poll_seconds=True), "poll_seconds: must be a whole number of seconds from 1 to 300, got True"),
-        (doc(poll_seconds=0), "poll_seconds: must be a whole number"),
+        (doc(grace_seconds=20), "grace_seconds: must be seconds from 30 to 7200, got 20"),
+        (doc(grace_seconds="600"), "grace_seconds: must be seconds"),
+        (doc(poll_seconds=True), "poll_seconds: must be seconds from 1 to 300, got True"),
+        (doc(poll_seconds=0), "poll_seconds: must be seconds"),
     ],
 )
 def test_a_bad_config_is_refused_with_the_key_named(bad: dict[str, object], message: str):
-    with pytest.raises(DrainConfigError) as exc:
+    with pytest.raises(ValueError) as exc:
         parse_config(bad)
     assert message in str(exc.value)
 
 
 def test_every_config_problem_is_reported_at_once():
-    with pytest.raises(DrainConfigError) as exc:
+    with pytest.raises(ValueError) as exc:
         parse_config(doc(region=..., poll_seconds=-1, x=1))
     text = str(exc.value)
     assert "region: required" in text and "poll_seconds: must be" in text and "x: unknown key" in text
@@ -298,16 +297,16 @@ def test_the_program_runs_as_a_file_with_help_and_stops_on_a_bad_config(tmp_path
     program = tmp_path / "gpucluster-login-drain"
     program.write_text(SOURCE.read_text())
     helped = subprocess.run([sys.executable, str(program), "--help"], capture_output=True, text=True, timeout=60)
-    assert helped.returncode == 0 and "--config" in helped.stdout and "lifecycle action" in helped.stdout
+    assert helped.returncode == 0 and "config" in helped.stdout and "Drain a login node on scale-in" in helped.stdout
     config = tmp_path / "login-drain.json"
     config.write_text(json.dumps(doc(grace_seconds=...)))
-    run = [sys.executable, str(program), "--config", str(config), "--log", str(tmp_path / "log")]
+    run = [sys.executable, str(program), str(config), "--log", str(tmp_path / "log")]
     bad = subprocess.run(run, capture_output=True, text=True, timeout=60, check=False)
     assert bad.returncode == 1 and f"bad config {config}" in bad.stderr and "grace_seconds: required" in bad.stderr
 
 
 def test_the_file_log_appends_timestamped_lines(tmp_path: Path):
-    log = drain.FileLog(str(tmp_path / "var/log/gpucluster/login-drain.log"))
+    log = drain.file_log(str(tmp_path / "var/log/gpucluster/login-drain.log"))
     log("one")
     log("two")
     lines = (tmp_path / "var/log/gpucluster/login-drain.log").read_text().splitlines()

@@ -114,7 +114,9 @@ def test_drain_config_is_the_contract():
         "grace_seconds": 600,
         "poll_seconds": 5,
     }
-    assert login_program_files() == ()  # the stacks part ships the program
+    assert [f.path for f in login_program_files()] == [
+        "/usr/local/sbin/gpucluster-login-drain"
+    ]  # tests/render/test_login_drain_shipped.py
 
 
 def test_fits_ec2_user_data_with_a_real_sized_ca():

@@ -9,18 +9,19 @@ short ``/etc/profile.d`` note, and the drain program's unit and config (``/etc/g
 §13: ``{region, asg_name, hook_name, grace_seconds, poll_seconds}``); ``runcmd`` — the lockdown again, then
 ``/usr/local/sbin/gpucluster-slurm-login``.
 
-The drain program itself (``gpucluster_agents/boot/login_drain.py``) and the file that ships it are the stacks part's:
-:func:`login_program_files` is where it goes. What only AWS knows comes in :class:`LoginInputs` (the components part
-calls :func:`login_cloud_config`).
+The drain program itself (``gpucluster_agents/boot/login_drain.py``) is written by :func:`login_program_files`. What
+only AWS knows comes in :class:`LoginInputs` (the components part calls :func:`login_cloud_config`).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from gpucluster.render.core import CloudConfig, WriteFile, render
 from gpucluster.render.home import HOME_MOUNT_SCRIPT, HomeMount, home_files
+from gpucluster.render.pysource import without_docs
 from gpucluster.render.slurm.agent import boot_files, node_package_file
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit, systemd_unit
 from gpucluster.render.slurm.identity import (
@@ -33,6 +34,7 @@ from gpucluster.render.slurm.identity import (
 from gpucluster.render.slurm.names import AWS_HELPER, SLURMCTLD_PORT, SlurmContext, controller_address
 from gpucluster.render.slurm.pam import LOGIN_PAM, SSHD_DROP_IN, login_pam_sshd, sshd_drop_in
 from gpucluster.render.slurm.sssd import SSSD_PACKAGES, directory_files, directory_of, directory_setup
+from gpucluster_agents.boot import login_drain
 
 LOGIN_SETUP = "/usr/local/sbin/gpucluster-slurm-login"
 SACKD_UNIT = "gpucluster-sackd.service"
@@ -62,10 +64,9 @@ class LoginInputs:
 
 
 def login_program_files() -> tuple[WriteFile, ...]:
-    """The drain program's file (``/usr/local/sbin/gpucluster-login-drain``): the stacks part adds the one
-    ``WriteFile`` that ships ``gpucluster_agents/boot/login_drain.py`` through ``render/pysource.py`` here. Until then
-    nothing: the unit below names a program that is not there yet, and scale-in falls back to the hook's timeout."""
-    return ()
+    """The drain program (``/usr/local/sbin/gpucluster-login-drain``, 0755): ``gpucluster_agents/boot/login_drain.py``
+    without its docs (:func:`~gpucluster.render.pysource.without_docs`), plain text in the gzipped user data."""
+    return (WriteFile(DRAIN_PROGRAM, without_docs(Path(login_drain.__file__).read_text()), "0755"),)
 
 
 def drain_config(inputs: LoginInputs) -> str:
