@@ -23,6 +23,7 @@ import pulumi
 from gpucluster.components._shared.config_types import NetworkConfig, NodeGroupConfig, SlurmConfig
 from gpucluster.components._shared.edge import Renames, at_edge, renamed, validate
 from gpucluster.components._shared.inputs import Inputs
+from gpucluster.components.slurm._people import People
 from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.base import FIX_MARK
 from gpucluster.config.checks.cluster import validate_cluster
@@ -84,6 +85,8 @@ class SlurmBuild:
     tags: dict[str, str]
     inputs: Inputs = field(default_factory=lambda: Inputs("SlurmCluster"))
     """Maps the stand-ins in the resolved specs back to the Outputs they replaced (none in the stack)."""
+    people: People = field(default_factory=People)
+    """Who logs in, where, and their ``/home`` (issue #21): nothing by default."""
     hybrid: HybridSpec | None = None
     """A site whose own slurmctld is the controller (``hybrid.controller`` set): no head node; the site writes
     the munge key (:mod:`gpucluster.components.slurm._hybrid`). The stack's path only."""

@@ -71,6 +71,9 @@ class LoginWiring:
     bind_secret_arn: str | None = None
     """A directory's bind password secret (read at boot by root)."""
     bind_kms_key_arn: str | None = None
+    groups: LoginGroups | None = None
+    """The security groups of the matrix when the cluster made them already (to attach their head and compute
+    sides to its nodes); default: made here."""
 
 
 @dataclass
@@ -155,7 +158,9 @@ def build_login_nodes(parent: pulumi.Resource, name: str, resolved: ResolvedLogi
     """The login nodes of ``resolved`` under ``parent`` (the module's list)."""
     cluster, tags = wiring.cluster, wiring.tags
     opts = pulumi.ResourceOptions(parent=parent)
-    groups = login_groups(name, cluster=cluster, vpc_id=wiring.vpc_id, srun_ports=resolved.srun_ports, tags=tags, opts=opts)
+    groups = wiring.groups or login_groups(
+        name, cluster=cluster, vpc_id=wiring.vpc_id, srun_ports=resolved.srun_ports, tags=tags, opts=opts
+    )
     host_keys = balancer = None
     if resolved.ssh is not None:
         keep = pulumi.ResourceOptions(parent=parent, protect=wiring.protect, retain_on_delete=wiring.protect)

@@ -153,3 +153,8 @@ def host_key_writer_statement(secret_arn: str) -> dict[str, Any]:
         "Action": ["secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue", "secretsmanager:DescribeSecret"],
         "Resource": secret_arn,
     }
+
+
+def statements_policy(statements: list[dict[str, Any]]) -> dict[str, Any]:
+    """``statements`` as one permission policy document (a role's extra inline policy)."""
+    return {"Version": "2012-10-17", "Statement": statements}

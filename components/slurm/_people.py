@@ -1,0 +1,147 @@
+"""The people of a Slurm cluster, wired into its builder (issue #21, design §6 "Wiring"): the Session documents and
+policies, the security groups between login, head and compute nodes, the shared ``/home``, the login nodes, and
+the IAM rights every node role gets for them (the directory's bind password; the head node's host keys).
+
+All of it is made only when the resolved Slurm part says so (``identity``, ``login``, ``home``; ``None`` = not
+configured): a cluster without people is what it was. Values are resolved (design §4); nothing here decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from gpucluster.components.slurm._login_network import LoginGroups, login_groups
+from gpucluster.components.slurm._sessions import SessionParts, SessionWiring, session_access
+from gpucluster.components.slurm.login_nodes import LoginParts, LoginWiring, build_login_nodes
+from gpucluster.components.storage.home_storage import HomeParts, HomeWiring, build_home_storage
+from gpucluster.render.iam import policy_json
+from gpucluster.render.iam_sessions import bind_secret_statements, host_key_writer_statement, statements_policy
+from gpucluster.resolve.identity import DirectoryIdentity, ResolvedHome, ResolvedIdentity, ResolvedLogin
+
+SRUN_PORTS = (60001, 63000)
+
+
+@dataclass(frozen=True)
+class People:
+    """The resolved people part of a Slurm cluster and where its pieces go (``SlurmBuild.people``)."""
+
+    identity: ResolvedIdentity | None = None
+    login: ResolvedLogin | None = None
+    home: ResolvedHome | None = None
+    vpc_cidr: pulumi.Input[str] | None = None
+    """The VPC's CIDR (the home file system's exports)."""
+    login_subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]] | None = None
+    login_lb_subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]] | None = None
+    home_subnet_id: pulumi.Input[str] | None = None
+    login_user_data: pulumi.Input[str] | None = None
+    """The login nodes' cloud-config (render's), with the munge secret's and bucket's stand-ins like compute's."""
+    bind_kms_key_arn: str | None = None
+    """The bind secret's customer managed key, when it has one (kms:Decrypt through Secrets Manager)."""
+
+    @property
+    def bind_secret_arn(self) -> str | None:
+        source = self.identity.source if self.identity is not None else None
+        return source.bind_password_secret_arn if isinstance(source, DirectoryIdentity) else None
+
+
+@dataclass
+class PeopleParts:
+    """What :func:`people_groups` and :func:`build_people` made (SlurmCluster's outputs)."""
+
+    groups: LoginGroups | None = None
+    sessions: SessionParts | None = None
+    home: HomeParts | None = None
+    login: LoginParts | None = None
+
+
+def people_groups(
+    name: str, people: People, *, cluster: str, vpc_id: pulumi.Input[str], tags: dict[str, str], opts: pulumi.ResourceOptions
+) -> LoginGroups | None:
+    """The security groups of design §6.4, made before the head node and compute nodes so they carry their sides:
+    with login nodes or a home (the home file system admits NFS from these groups only, never from the cluster's
+    shared groups, which EKS nodes may carry)."""
+    if people.login is None and people.home is None:
+        return None
+    ports = people.login.srun_ports if people.login is not None else SRUN_PORTS
+    return login_groups(name, cluster=cluster, vpc_id=vpc_id, srun_ports=ports, tags=tags, opts=opts)
+
+
+def role_statements(people: People, region: str) -> list[dict]:
+    """What every node role (head, compute, login) gets beyond its own needs: the directory's bind password."""
+    arn = people.bind_secret_arn
+    return bind_secret_statements(secret_arn=arn, kms_key_arn=people.bind_kms_key_arn, region=region) if arn else []
+
+
+def attach_role_statements(name: str, role: aws.iam.Role, statements: list[dict], opts: pulumi.ResourceOptions) -> None:
+    """``statements`` as the inline policy ``<name>`` of ``role`` (none when there are none)."""
+    if statements:
+        aws.iam.RolePolicy(name, role=role.id, policy=policy_json(statements_policy(statements)), opts=opts)
+
+
+@dataclass(frozen=True)
+class PeopleWiring:
+    """What the builder knows by the time the people's parts are made."""
+
+    cluster: str
+    region: str
+    partition: pulumi.Input[str]
+    account: pulumi.Input[str]
+    vpc_id: pulumi.Input[str]
+    munge_secret_arn: pulumi.Input[str]
+    tags: dict[str, str]
+    protect: bool
+    opts: pulumi.ResourceOptions
+
+
+def build_people(parent: pulumi.Resource, name: str, people: People, groups: LoginGroups | None, w: PeopleWiring) -> PeopleParts:
+    """Sessions (with an identity), the home file system, then the login nodes."""
+    parts = PeopleParts(groups=groups)
+    if people.identity is not None:
+        sessions = SessionWiring(w.cluster, w.region, w.partition, w.account, w.tags, w.opts)
+        parts.sessions = session_access(name, people.identity, sessions)
+    if people.home is not None:
+        if groups is None or people.vpc_cidr is None or people.home_subnet_id is None:
+            raise ValueError("a home file system needs the people's security groups, the VPC's CIDR and its subnet")
+        clients = {"head": groups.head_side.id, "compute": groups.compute_side.id, "login": groups.login.id}
+        parts.home = build_home_storage(
+            parent,
+            f"{name}-home",
+            people.home,
+            HomeWiring(w.cluster, w.vpc_id, people.vpc_cidr, people.home_subnet_id, clients, w.tags),
+        )
+    if people.login is not None:
+        if people.login_user_data is None or people.login_subnet_ids is None:
+            raise ValueError("login nodes need their user data (render's login_cloud_config) and their subnets")
+        parts.login = build_login_nodes(
+            parent,
+            name,
+            people.login,
+            LoginWiring(
+                cluster=w.cluster,
+                region=w.region,
+                partition=w.partition,
+                account=w.account,
+                vpc_id=w.vpc_id,
+                subnet_ids=people.login_subnet_ids,
+                user_data=people.login_user_data,
+                munge_secret_arn=w.munge_secret_arn,
+                tags=w.tags,
+                protect=w.protect,
+                lb_subnet_ids=people.login_lb_subnet_ids,
+                bind_secret_arn=people.bind_secret_arn,
+                bind_kms_key_arn=people.bind_kms_key_arn,
+                groups=groups,
+            ),
+        )
+    return parts
+
+
+def head_host_key_statement(parts: PeopleParts) -> pulumi.Output[list[dict]] | None:
+    """The head node's right to fill the login nodes' host keys (SSH enabled), once the secret's ARN is known."""
+    if parts.login is None or parts.login.host_key_secret_arn is None:
+        return None
+    return parts.login.host_key_secret_arn.apply(lambda arn: [host_key_writer_statement(arn)])
