@@ -20,6 +20,7 @@ on for instance targets, still lets the targets reference the balancer's group â
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -139,8 +140,9 @@ def login_balancer(
     check_balancer_name(lb_name)
     sg = _group(f"{name}-login-lb", vpc_id, f"SSH to the login nodes from {', '.join(ssh.allowed_cidrs)}", tags, opts)
     port = (ssh.port, ssh.port)
-    for i, cidr in enumerate(ssh.allowed_cidrs):
-        allow(f"{name}-login-lb-in-{i}", "in", sg.id, cidr=cidr, protocol="tcp", ports=port,
+    for cidr in ssh.allowed_cidrs:  # named by the CIDR: adding one renames no other rule
+        key = re.sub(r"[^0-9a-fA-F]+", "-", cidr)
+        allow(f"{name}-login-lb-in-{key}", "in", sg.id, cidr=cidr, protocol="tcp", ports=port,
               description=f"SSH from {cidr}", tags=tags, opts=opts)  # fmt: skip
     allow(f"{name}-login-lb-out", "out", sg.id, peer_security_group_id=login_group.id, protocol="tcp", ports=port,
           description="SSH and health checks to the login nodes", tags=tags, opts=opts)  # fmt: skip
