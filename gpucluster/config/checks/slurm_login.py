@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import Finding, error, warning
 from gpucluster.config.slurm import SlurmSpec
-from gpucluster.config.slurm_home import THROUGHPUTS
+from gpucluster.config.slurm_home import THROUGHPUTS, HomeSpec
 from gpucluster.config.slurm_login import LoginNodesSpec, LoginSshSpec
 from gpucluster.facts.catalog import Catalog
 
@@ -112,11 +112,11 @@ def _ssh(ssh: LoginSshSpec, spec: ClusterSpec) -> Iterator[Finding]:
 
 
 def check_home(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
-    home = slurm.home
-    if home is None or (spec.hybrid is not None and spec.hybrid.controller is not None):
+    if spec.hybrid is not None and spec.hybrid.controller is not None:
         return
+    home = slurm.home if slurm.home is not None else HomeSpec()
     identity = slurm.identity
-    if identity is None and home.enabled:
+    if identity is None and slurm.home is not None and home.enabled:
         yield warning(spath("home"), "home is set but slurm.identity is not: no shared /home is made without users",
                       "add slurm.identity, or remove home", None, "home-without-identity")  # fmt: skip
     valid = THROUGHPUTS[home.deployment_type]
