@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import Finding, error, warning
 from gpucluster.config.slurm import SlurmSpec
-from gpucluster.config.slurm_identity import DirectorySpec, SlurmIdentitySpec, UserSpec, parse_principal
+from gpucluster.config.slurm_identity import DirectoryServiceSpec, PosixUserSpec, SlurmIdentitySpec, parse_principal
 from gpucluster.config.team_posix import LOWEST_ID, UNUSABLE_IDS
 from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.regions import partition_of
@@ -150,7 +150,7 @@ def _declared(identity: SlurmIdentitySpec, spec: ClusterSpec) -> Iterator[Findin
     yield from _team_band(identity, spec)
 
 
-def _user(j: int, user: UserSpec, groups: dict[str, int]) -> Iterator[Finding]:
+def _user(j: int, user: PosixUserSpec, groups: dict[str, int]) -> Iterator[Finding]:
     at = f"users[{j}]"
     problem = name_problem(user.name)
     if problem:
@@ -278,7 +278,7 @@ def _team_band(identity: SlurmIdentitySpec, spec: ClusterSpec) -> Iterator[Findi
                               "uid-in-team-band")  # fmt: skip
 
 
-def _directory(d: DirectorySpec, spec: ClusterSpec) -> Iterator[Finding]:
+def _directory(d: DirectoryServiceSpec, spec: ClusterSpec) -> Iterator[Finding]:
     at = "directory"
     for k, uri in enumerate(d.uris):
         match = URI_RE.match(uri)
@@ -314,7 +314,7 @@ def _directory(d: DirectorySpec, spec: ClusterSpec) -> Iterator[Finding]:
                     "idmap-not-ad")  # fmt: skip
 
 
-def _directory_strings(d: DirectorySpec) -> Iterator[Finding]:
+def _directory_strings(d: DirectoryServiceSpec) -> Iterator[Finding]:
     """DNs that look like DNs and an attribute name that is one (control characters: the load's own check)."""
     dns = {"searchBase": d.search_base, "userSearchBase": d.user_search_base, "groupSearchBase": d.group_search_base,
            "bindDn": d.bind_dn}  # fmt: skip
