@@ -157,7 +157,7 @@ class Principal(NamedTuple):
 
 def parse_principal(arn: str) -> Principal | None:
     """The parts of an IAM role or user ARN, or ``None`` when ``arn`` is not one."""
-    match = PRINCIPAL_RE.match(arn)
+    match = PRINCIPAL_RE.fullmatch(arn)
     if match is None:
         return None
     kind: Literal["role", "user"] = "role" if match["kind"] == "role" else "user"

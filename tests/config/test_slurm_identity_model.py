@@ -151,3 +151,12 @@ def test_any_identity_loads_and_resolves_or_fails_with_config_error(identity: An
     assert resolved is not None
     assert (resolved.identity is None) == (identity is None)
     assert (resolved.login is None) == (login is None)
+
+
+def test_a_trailing_newline_never_passes_a_pattern():
+    """The load refuses control characters anywhere; the checks do not lean on it (a ``$`` would match before one)."""
+    from gpucluster.config.checks.slurm_identity import key_problem, name_problem
+
+    assert name_problem("alice\n") is not None
+    assert key_problem(TEST_SSH_KEY + "\nssh-rsa AAAA") is not None
+    assert parse_principal("arn:aws:iam::123456789012:role/alice\n") is None
