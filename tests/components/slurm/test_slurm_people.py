@@ -143,3 +143,35 @@ def test_declared_identity_no_bind_statement(run_components, spec) -> None:
 def test_login_without_user_data_refused(run_components, spec) -> None:
     with pytest.raises(ValueError, match="login_cloud_config"):
         _build(run_components, spec, dataclasses.replace(FULL, login_user_data=None))
+
+
+def test_gpu_cluster_passes_the_resolved_people(run_components) -> None:
+    from gpucluster.components.gpu_cluster import TOKEN as CLUSTER_TOKEN
+    from gpucluster.components.gpu_cluster import build_gpu_cluster
+    from gpucluster.facts.catalog import load_catalog
+    from gpucluster.load import load_spec
+    from tests.conftest import IDENTITY_DECLARED, identity_config
+
+    spec = load_spec(identity_config(IDENTITY_DECLARED), stack="people").cluster
+    plan = run_components(lambda: build_gpu_cluster(part(CLUSTER_TOKEN, "people"), "people", spec, load_catalog()))
+    cluster = spec.spec.name
+    docs = sorted(r.inputs["name"] for r in plan.of_type("aws:ssm/document:Document"))
+    assert docs == [f"{cluster}-session", f"{cluster}-session-alice"]  # alice has a principal, bob and carol none
+    (vol,) = plan.of_type("aws:fsx/openZfsVolume:OpenZfsVolume")
+    assert {q["id"] for q in vol.inputs["userAndGroupQuotas"]} == {10001, 10002, 10003}
+    (fs,) = plan.of_type("aws:fsx/openZfsFileSystem:OpenZfsFileSystem")
+    vpc = plan.of_type("aws:ec2/vpc:Vpc")[0]
+    assert fs.inputs["rootVolumeConfiguration"]["nfsExports"]["clientConfigurations"][0]["clients"] == vpc.inputs["cidrBlock"]
+    assert not plan.of_type("aws:autoscaling/group:Group")  # no login nodes configured
+
+
+def test_gpu_cluster_login_nodes_wait_for_their_user_data(run_components) -> None:
+    from gpucluster.components.gpu_cluster import TOKEN as CLUSTER_TOKEN
+    from gpucluster.components.gpu_cluster import build_gpu_cluster
+    from gpucluster.facts.catalog import load_catalog
+    from gpucluster.load import load_spec
+    from tests.conftest import identity_declared_config
+
+    spec = load_spec(identity_declared_config(), stack="people").cluster
+    with pytest.raises(ValueError, match="login_cloud_config"):
+        run_components(lambda: build_gpu_cluster(part(CLUSTER_TOKEN, "people"), "people", spec, load_catalog()))
