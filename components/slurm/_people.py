@@ -33,7 +33,7 @@ class People:
     login: ResolvedLogin | None = None
     home: ResolvedHome | None = None
     vpc_cidr: pulumi.Input[str] | None = None
-    """The VPC's CIDR (the home file system's exports)."""
+    """The VPC's CIDR (the home file system's exports); default: looked up from the VPC."""
     login_subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]] | None = None
     login_lb_subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]] | None = None
     home_subnet_id: pulumi.Input[str] | None = None
@@ -104,14 +104,17 @@ def build_people(parent: pulumi.Resource, name: str, people: People, groups: Log
         sessions = SessionWiring(w.cluster, w.region, w.partition, w.account, w.tags, w.opts)
         parts.sessions = session_access(name, people.identity, sessions)
     if people.home is not None:
-        if groups is None or people.vpc_cidr is None or people.home_subnet_id is None:
-            raise ValueError("a home file system needs the people's security groups, the VPC's CIDR and its subnet")
+        if groups is None or people.home_subnet_id is None:
+            raise ValueError("a home file system needs the people's security groups and its subnet")
+        cidr = people.vpc_cidr
+        if cidr is None:  # your own VPC given to a SlurmCluster: its CIDR, as Network reads it
+            cidr = aws.ec2.get_vpc_output(id=w.vpc_id, opts=pulumi.InvokeOutputOptions(parent=parent)).cidr_block
         clients = {"head": groups.head_side.id, "compute": groups.compute_side.id, "login": groups.login.id}
         parts.home = build_home_storage(
             parent,
             f"{name}-home",
             people.home,
-            HomeWiring(w.cluster, w.vpc_id, people.vpc_cidr, people.home_subnet_id, clients, w.tags),
+            HomeWiring(w.cluster, w.vpc_id, cidr, people.home_subnet_id, clients, w.tags),
         )
     if people.login is not None:
         if people.login_user_data is None or people.login_subnet_ids is None:

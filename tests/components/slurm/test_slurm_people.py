@@ -175,3 +175,22 @@ def test_gpu_cluster_login_nodes_wait_for_their_user_data(run_components) -> Non
     spec = load_spec(identity_declared_config(), stack="people").cluster
     with pytest.raises(ValueError, match="login_cloud_config"):
         run_components(lambda: build_gpu_cluster(part(CLUSTER_TOKEN, "people"), "people", spec, load_catalog()))
+
+
+def test_slurm_cluster_args_people_reach_the_builder(run_components) -> None:
+    from gpucluster.components.slurm.slurm_cluster import SlurmCluster
+    from tests.components.slurm.test_slurm_cluster_args import minimal
+
+    identity = {
+        "admin_group": "hpc-admins",
+        "groups": [{"name": "hpc-admins", "gid": 5000}],
+        "users": [
+            {"name": "alice", "uid": 10001, "groups": ["hpc-admins"], "session_principal": "arn:aws:iam::123456789012:role/alice"}
+        ],
+    }
+    plan = run_components(lambda: SlurmCluster("s-slurm", minimal(identity=identity)))
+    assert sorted(r.inputs["name"] for r in plan.of_type("aws:ssm/document:Document")) == ["s-session", "s-session-alice"]
+    (fs,) = plan.of_type("aws:fsx/openZfsFileSystem:OpenZfsFileSystem")
+    assert fs.inputs["subnetIds"] == ["subnet-0aaa1111"]
+    clients = fs.inputs["rootVolumeConfiguration"]["nfsExports"]["clientConfigurations"][0]["clients"]
+    assert clients and clients != "0.0.0.0/0"  # the VPC's CIDR, looked up
