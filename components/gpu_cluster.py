@@ -304,6 +304,7 @@ class ClusterParts:
             login_subnet_ids=login_subnets,
             login_lb_subnet_ids=lb_subnets,
             home_subnet_id=(home.subnet or private[home.zone]) if home is not None else None,
+            lustre_security_group_id=self.lustre.security_group_id if self.lustre is not None else None,
         )
 
     def _create_kubernetes(self, name: str, spec: KubernetesSpec, tags: dict[str, str], child: pulumi.ResourceOptions) -> None:

@@ -14,10 +14,12 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from gpucluster.components._shared.security import BOTH_WAYS, allow
 from gpucluster.components.slurm._login_network import LoginGroups, login_groups
 from gpucluster.components.slurm._sessions import SessionParts, SessionWiring, session_access
 from gpucluster.components.slurm.login_nodes import LoginParts, LoginWiring, build_login_nodes
 from gpucluster.components.storage.home_storage import HomeParts, HomeWiring, build_home_storage
+from gpucluster.components.storage.lustre_storage import LUSTRE_PORTS
 from gpucluster.render.iam import policy_json
 from gpucluster.render.iam_sessions import bind_secret_statements, host_key_writer_statement, statements_policy
 from gpucluster.resolve.identity import DirectoryIdentity, ResolvedHome, ResolvedIdentity, ResolvedLogin
@@ -39,6 +41,8 @@ class People:
     home_subnet_id: pulumi.Input[str] | None = None
     login_user_data: pulumi.Input[str] | None = None
     """The login nodes' cloud-config (render's), with the munge secret's and bucket's stand-ins like compute's."""
+    lustre_security_group_id: pulumi.Input[str] | None = None
+    """The cluster's Lustre file system's group: login nodes get its client rules (they mount ``/fsx`` too)."""
     bind_kms_key_arn: str | None = None
     """The bind secret's customer managed key, when it has one (kms:Decrypt through Secrets Manager)."""
 
@@ -140,7 +144,19 @@ def build_people(parent: pulumi.Resource, name: str, people: People, groups: Log
                 groups=groups,
             ),
         )
+        if people.lustre_security_group_id is not None:
+            _lustre_client(name, parts.login.security_groups.login, people.lustre_security_group_id, w)
     return parts
+
+
+def _lustre_client(name: str, login: aws.ec2.SecurityGroup, lustre: pulumi.Input[str], w: PeopleWiring) -> None:
+    """The Lustre client rules for the login group, both ways as the file system's own rules are (LNet)."""
+    for low, high in LUSTRE_PORTS:
+        for side, sg, peer in (("fs", lustre, login.id), ("login", login.id, lustre)):
+            for direction, word in BOTH_WAYS:
+                allow(f"{name}-lustre-{side}-{direction}-{low}", direction, sg, peer_security_group_id=peer,
+                      protocol="tcp", ports=(low, high), description=f"Lustre {low}-{high} {word} login nodes"
+                      if side == "fs" else f"Lustre {low}-{high} {word} the file system", tags=w.tags, opts=w.opts)  # fmt: skip
 
 
 def head_host_key_statement(parts: PeopleParts) -> pulumi.Output[list[dict]] | None:

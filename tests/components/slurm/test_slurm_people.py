@@ -194,3 +194,20 @@ def test_slurm_cluster_args_people_reach_the_builder(run_components) -> None:
     assert fs.inputs["subnetIds"] == ["subnet-0aaa1111"]
     clients = fs.inputs["rootVolumeConfiguration"]["nfsExports"]["clientConfigurations"][0]["clients"]
     assert clients and clients != "0.0.0.0/0"  # the VPC's CIDR, looked up
+
+
+def test_login_nodes_get_the_lustre_client_rules(run_components, spec) -> None:
+    lustre = "sg-0lustre000000001"
+    plan, _ = _build(run_components, spec, dataclasses.replace(FULL, lustre_security_group_id=lustre))
+    login = plan.by_name("s-slurm-login", "aws:ec2/securityGroup:SecurityGroup").state["id"]
+    rules = set()
+    for token, direction in (
+        ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "in"),
+        ("aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule", "out"),
+    ):
+        for r in plan.of_type(token):
+            i = r.inputs
+            if {i["securityGroupId"], i.get("referencedSecurityGroupId")} == {login, lustre}:
+                rules.add((direction, i["securityGroupId"] == lustre, i["fromPort"], i["toPort"]))
+    ports = [(988, 988), (1018, 1023)]
+    assert rules == {(d, on_fs, lo, hi) for d in ("in", "out") for on_fs in (True, False) for lo, hi in ports}
