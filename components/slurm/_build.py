@@ -29,6 +29,7 @@ from gpucluster.components.slurm._people import (
     role_statements,
 )
 from gpucluster.components.slurm._teardown import AgentTeardown
+from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.naming import with_name
 from gpucluster.render.hybrid.compute import with_munge_secret
 from gpucluster.render.iam import policy_json, slurm_node_policy
@@ -51,6 +52,15 @@ class SlurmParts:
     munge_secret_arn: pulumi.Output[str]
     node_role_arn: pulumi.Output[str]
     launch_template_ids: pulumi.Output[dict[str, str]]
+    session_documents: dict[str, str]
+    """Session document per declared user with a principal, the shared one under ``"*"`` (issue #21)."""
+    session_policy_arns: dict[str, pulumi.Output[str]]
+    session_commands: dict[str, str]
+    """``aws ssm start-session …`` per document key: a login node found by its tags when run."""
+    login_asg_name: str | None
+    ssh_endpoint: pulumi.Output[str] | None
+    home_storage: SharedStorage | None
+    """The shared ``/home``'s mount shape (server, ``/fsx/home`` on ``/home``, nfs4), for the nodes' user data."""
 
     def __init__(self, parent: pulumi.ComponentResource) -> None:
         self._parent = parent
@@ -237,21 +247,30 @@ class SlurmParts:
         )
 
     def _people_outputs(self) -> dict[str, object]:
-        """The people's outputs (issue #21), present when configured."""
+        """The people's outputs (issue #21), present when configured; kept as attributes for the stack's outputs."""
         people, out = self._people, {}
-        if people.sessions is not None:
-            out["sessionDocuments"] = people.sessions.documents
-            out["sessionPolicyArns"] = people.sessions.policy_arns
-            out["sessionCommands"] = people.sessions.commands
-        if people.login is not None:
-            out["loginAsgName"] = people.login.asg_name
-            out["loginSecurityGroupId"] = people.login.security_groups.login.id
-            out["loginRoleArn"] = people.login.role_arn
-            out["sshEndpoint"] = people.login.ssh_endpoint
-        if people.home is not None:
-            out["homeFileSystemId"] = people.home.file_system_id
-        self.session_commands = people.sessions.commands if people.sessions is not None else {}
-        self.home_storage = people.home.storage if people.home is not None else None
+        sessions, login, home = people.sessions, people.login, people.home
+        self.session_documents = sessions.documents if sessions is not None else {}
+        self.session_policy_arns = sessions.policy_arns if sessions is not None else {}
+        self.session_commands = sessions.commands if sessions is not None else {}
+        self.login_asg_name = login.asg_name if login is not None else None
+        self.ssh_endpoint = login.ssh_endpoint if login is not None else None
+        self.home_storage = home.storage if home is not None else None
+        if sessions is not None:
+            out.update(
+                sessionDocuments=self.session_documents,
+                sessionPolicyArns=self.session_policy_arns,
+                sessionCommands=self.session_commands,
+            )
+        if login is not None:
+            out.update(
+                loginAsgName=login.asg_name,
+                loginSecurityGroupId=login.security_groups.login.id,
+                loginRoleArn=login.role_arn,
+                sshEndpoint=login.ssh_endpoint,
+            )
+        if home is not None:
+            out["homeFileSystemId"] = home.file_system_id
         return out
 
     def _head(

@@ -150,11 +150,23 @@ def test_gpu_cluster_passes_the_resolved_people(run_components) -> None:
     from gpucluster.components.gpu_cluster import build_gpu_cluster
     from gpucluster.facts.catalog import load_catalog
     from gpucluster.load import load_spec
+    from gpucluster.program import slurm_outputs
     from tests.conftest import IDENTITY_DECLARED, identity_config
 
     spec = load_spec(identity_config(IDENTITY_DECLARED), stack="people").cluster
-    plan = run_components(lambda: build_gpu_cluster(part(CLUSTER_TOKEN, "people"), "people", spec, load_catalog()))
+    outputs = {}
+
+    def program() -> None:
+        parts = build_gpu_cluster(part(CLUSTER_TOKEN, "people"), "people", spec, load_catalog())
+        assert parts.slurm is not None and spec.slurm is not None
+        outputs.update(slurm_outputs(parts.slurm, spec.slurm, "us-east-1"))
+
+    plan = run_components(program)
     cluster = spec.spec.name
+    assert outputs["sessionDocuments"] == {"*": f"{cluster}-session", "alice": f"{cluster}-session-alice"}
+    assert set(outputs["sessionPolicyArns"]) == {"login", "admin", "alice"}
+    assert outputs["sessionCommands"]["alice"].startswith(f"aws ssm start-session --document-name {cluster}-session-alice ")
+    assert "loginAsgName" not in outputs
     docs = sorted(r.inputs["name"] for r in plan.of_type("aws:ssm/document:Document"))
     assert docs == [f"{cluster}-session", f"{cluster}-session-alice"]  # alice has a principal, bob and carol none
     (vol,) = plan.of_type("aws:fsx/openZfsVolume:OpenZfsVolume")
