@@ -1,0 +1,75 @@
+"""The shared /home mount: the fstab line exact, nosuid,nodev required, the script idempotent and failing closed (run
+with stand-ins for mount and mountpoint: there is no NFS server here)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpucluster.render.home import HomeMount, home_mount_script, requires_home
+
+HOME = HomeMount("fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com")
+
+
+def test_fstab_entry():
+    assert HOME.fstab_entry() == (
+        "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com:/fsx/home /home nfs4 nfsvers=4.1,nosuid,nodev,_netdev 0 0"
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "fragment"),
+    [
+        ("options", "nfsvers=4.1,_netdev", "lack nosuid,nodev"),
+        ("server", "a b", "cannot hold"),
+        ("path", "/x\n/y", "cannot hold"),
+    ],
+)
+def test_bad_values_are_refused(field, value, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        HomeMount(**{"server": HOME.server, field: value}).fstab_entry()
+
+
+def run(tmp_path: Path, mount_rc: int) -> subprocess.CompletedProcess[str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, body in (
+        ("mount", f"echo mount $* >>{tmp_path}/calls; exit {mount_rc}"),
+        ("mountpoint", "exit 1"),
+        ("sleep", "exit 0"),
+        ("mkdir", '[ "$2" = /home ] && exit 0; exec /bin/mkdir "$@"'),
+    ):
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    script = tmp_path / "mount-home"
+    script.write_text(home_mount_script(HOME))
+    env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "GPUCLUSTER_FSTAB": str(tmp_path / "fstab"),
+        "GPUCLUSTER_LOG": str(tmp_path / "log"),
+    }
+    return subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, check=False)
+
+
+def test_script_adds_one_fstab_line_and_mounts(tmp_path):
+    (tmp_path / "fstab").write_text("LABEL=root / ext4 defaults 0 1\n")
+    for _ in range(2):
+        assert run(tmp_path, 0).returncode == 0
+    assert (tmp_path / "fstab").read_text().splitlines() == ["LABEL=root / ext4 defaults 0 1", HOME.fstab_entry()]
+    assert (tmp_path / "calls").read_text().splitlines() == ["mount /home", "mount /home"]
+
+
+def test_script_fails_closed(tmp_path):
+    (tmp_path / "fstab").write_text("")
+    result = run(tmp_path, 32)
+    assert result.returncode == 1
+    assert len((tmp_path / "calls").read_text().splitlines()) == 30  # every try, then the failure
+
+
+def test_slurm_daemons_require_home():
+    drop_in = requires_home("sackd.service", HOME)
+    assert drop_in.path == "/etc/systemd/system/sackd.service.d/gpucluster-home.conf"
+    assert "RequiresMountsFor=/home" in drop_in.text()
