@@ -24,7 +24,9 @@ from gpucluster.components.slurm._people import (
     PeopleWiring,
     attach_role_statements,
     build_people,
+    expose_people,
     head_host_key_statement,
+    login_renderer,
     people_groups,
     role_statements,
 )
@@ -67,7 +69,15 @@ class SlurmParts:
 
     def _create(self, name: str, args: SlurmBuild) -> None:
         slurm = args.slurm
-        ctx = SlurmContext(args.cluster_name, args.region, slurm, tuple(args.node_groups))
+        login = args.people.login
+        ctx = SlurmContext(
+            args.cluster_name,
+            args.region,
+            slurm,
+            tuple(args.node_groups),
+            identity=args.people.identity,
+            srun_ports=login.srun_ports if login is not None else None,
+        )
         cluster = args.cluster_name
         child = pulumi.ResourceOptions(parent=self._parent)
         protect = bool(slurm.protect_data if slurm.protect_data is not None else True)
@@ -101,7 +111,18 @@ class SlurmParts:
             name,
             args.people,
             self._groups,
-            PeopleWiring(cluster, args.region, partition, account, args.vpc_id, secret.arn, tags, protect, child),
+            PeopleWiring(
+                cluster,
+                args.region,
+                partition,
+                account,
+                args.vpc_id,
+                secret.arn,
+                tags,
+                protect,
+                child,
+                render_login=login_renderer(ctx, args.people, artifact.bucket.bucket, secret.arn),
+            ),
         )
 
         # The agent launches dynamic groups only (static ones belong to their Auto Scaling groups).
@@ -248,30 +269,7 @@ class SlurmParts:
 
     def _people_outputs(self) -> dict[str, object]:
         """The people's outputs (issue #21), present when configured; kept as attributes for the stack's outputs."""
-        people, out = self._people, {}
-        sessions, login, home = people.sessions, people.login, people.home
-        self.session_documents = sessions.documents if sessions is not None else {}
-        self.session_policy_arns = sessions.policy_arns if sessions is not None else {}
-        self.session_commands = sessions.commands if sessions is not None else {}
-        self.login_asg_name = login.asg_name if login is not None else None
-        self.ssh_endpoint = login.ssh_endpoint if login is not None else None
-        self.home_storage = home.storage if home is not None else None
-        if sessions is not None:
-            out.update(
-                sessionDocuments=self.session_documents,
-                sessionPolicyArns=self.session_policy_arns,
-                sessionCommands=self.session_commands,
-            )
-        if login is not None:
-            out.update(
-                loginAsgName=login.asg_name,
-                loginSecurityGroupId=login.security_groups.login.id,
-                loginRoleArn=login.role_arn,
-                sshEndpoint=login.ssh_endpoint,
-            )
-        if home is not None:
-            out["homeFileSystemId"] = home.file_system_id
-        return out
+        return expose_people(self, self._people)
 
     def _head(
         self,

@@ -8,8 +8,9 @@ configured): a cluster without people is what it was. Values are resolved (desig
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -17,14 +18,22 @@ import pulumi_aws as aws
 from gpucluster.components._shared.security import BOTH_WAYS, allow
 from gpucluster.components.slurm._login_network import LoginGroups, login_groups
 from gpucluster.components.slurm._sessions import SessionParts, SessionWiring, session_access
-from gpucluster.components.slurm.login_nodes import LoginParts, LoginWiring, build_login_nodes
+from gpucluster.components.slurm.login_nodes import LoginParts, LoginWiring, build_login_nodes, lifecycle_hook_name
 from gpucluster.components.storage.home_storage import HomeParts, HomeWiring, build_home_storage
 from gpucluster.components.storage.lustre_storage import LUSTRE_PORTS
+from gpucluster.render.core import render_cloud_config
+from gpucluster.render.home import HomeMount
+from gpucluster.render.hybrid.compute import with_munge_secret
 from gpucluster.render.iam import policy_json
 from gpucluster.render.iam_sessions import bind_secret_statements, host_key_writer_statement, statements_policy
+from gpucluster.render.slurm.agent import with_artifact_bucket
+from gpucluster.render.slurm.login import LoginInputs, login_cloud_config, login_title
+from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.resolve.identity import DirectoryIdentity, ResolvedHome, ResolvedIdentity, ResolvedLogin
 
 SRUN_PORTS = (60001, 63000)
+LoginRenderer = Callable[[pulumi.Output[str] | None, pulumi.Output[str] | None], pulumi.Output[str]]
+"""``(home server, host keys' secret ARN) -> login user data``; either may be ``None`` (no home, no SSH)."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +108,8 @@ class PeopleWiring:
     tags: dict[str, str]
     protect: bool
     opts: pulumi.ResourceOptions
+    render_login: LoginRenderer | None = None
+    """Renders the login nodes' user data once the home's server and the host keys' secret are known."""
 
 
 def build_people(parent: pulumi.Resource, name: str, people: People, groups: LoginGroups | None, w: PeopleWiring) -> PeopleParts:
@@ -121,7 +132,8 @@ def build_people(parent: pulumi.Resource, name: str, people: People, groups: Log
             HomeWiring(w.cluster, w.vpc_id, cidr, people.home_subnet_id, clients, w.tags),
         )
     if people.login is not None:
-        if people.login_user_data is None or people.login_subnet_ids is None:
+        user_data = _login_user_data(people, parts, w)
+        if user_data is None or people.login_subnet_ids is None:
             raise ValueError("login nodes need their user data (render's login_cloud_config) and their subnets")
         parts.login = build_login_nodes(
             parent,
@@ -134,7 +146,7 @@ def build_people(parent: pulumi.Resource, name: str, people: People, groups: Log
                 account=w.account,
                 vpc_id=w.vpc_id,
                 subnet_ids=people.login_subnet_ids,
-                user_data=people.login_user_data,
+                user_data=user_data,
                 munge_secret_arn=w.munge_secret_arn,
                 tags=w.tags,
                 protect=w.protect,
@@ -147,6 +159,20 @@ def build_people(parent: pulumi.Resource, name: str, people: People, groups: Log
         if people.lustre_security_group_id is not None:
             _lustre_client(name, parts.login.security_groups.login, people.lustre_security_group_id, w)
     return parts
+
+
+def _login_user_data(
+    people: People, parts: PeopleParts, w: PeopleWiring
+) -> pulumi.Input[str] | Callable[[pulumi.Output[str] | None], pulumi.Input[str]] | None:
+    if people.login_user_data is not None:
+        return people.login_user_data
+    render = w.render_login
+    if render is None:
+        return None
+    server = None
+    if parts.home is not None and parts.home.storage.server is not None:
+        server = pulumi.Output.from_input(parts.home.storage.server).apply(str)
+    return lambda host_keys: render(server, host_keys)
 
 
 def _lustre_client(name: str, login: aws.ec2.SecurityGroup, lustre: pulumi.Input[str], w: PeopleWiring) -> None:
@@ -164,3 +190,54 @@ def head_host_key_statement(parts: PeopleParts) -> pulumi.Output[list[dict]] | N
     if parts.login is None or parts.login.host_key_secret_arn is None:
         return None
     return parts.login.host_key_secret_arn.apply(lambda arn: [host_key_writer_statement(arn)])
+
+
+def login_renderer(
+    ctx: SlurmContext, people: People, bucket: pulumi.Output[str], munge_secret_arn: pulumi.Output[str]
+) -> LoginRenderer | None:
+    """Render's ``login_cloud_config`` for ``people.login``, with the bucket's and munge secret's stand-ins replaced
+    as in compute nodes' user data."""
+    login = people.login
+    if login is None:
+        return None
+
+    def render(server: pulumi.Output[str] | None, host_keys: pulumi.Output[str] | None) -> pulumi.Output[str]:
+        def text(v: list[Any]) -> str:
+            inputs = LoginInputs(
+                region=ctx.region,
+                asg_name=login.asg_name,
+                hook_name=lifecycle_hook_name(ctx.cluster),
+                grace_seconds=login.grace_seconds,
+                home=HomeMount(str(v[0])) if v[0] else None,
+                host_key_secret_arn=str(v[1]) if v[1] else None,
+            )
+            doc = render_cloud_config(login_title(ctx), login_cloud_config(ctx, inputs), gzipped=True)
+            return with_munge_secret(with_artifact_bucket(doc, str(v[2])), ctx.region, str(v[3]))
+
+        return pulumi.Output.all(server, host_keys, bucket, munge_secret_arn).apply(text)
+
+    return render
+
+
+def expose_people(target: Any, parts: PeopleParts) -> dict[str, object]:
+    """Set the people's attributes on ``target`` (``SlurmParts``) and return the component's outputs of them."""
+    sessions, login, home = parts.sessions, parts.login, parts.home
+    target.session_documents = sessions.documents if sessions is not None else {}
+    target.session_policy_arns = sessions.policy_arns if sessions is not None else {}
+    target.session_commands = sessions.commands if sessions is not None else {}
+    target.login_asg_name = login.asg_name if login is not None else None
+    target.ssh_endpoint = login.ssh_endpoint if login is not None else None
+    target.home_storage = home.storage if home is not None else None
+    out: dict[str, object] = {}
+    if sessions is not None:
+        out.update(sessionDocuments=sessions.documents, sessionPolicyArns=sessions.policy_arns, sessionCommands=sessions.commands)
+    if login is not None:
+        out.update(
+            loginAsgName=login.asg_name,
+            loginSecurityGroupId=login.security_groups.login.id,
+            loginRoleArn=login.role_arn,
+            sshEndpoint=login.ssh_endpoint,
+        )
+    if home is not None:
+        out["homeFileSystemId"] = home.file_system_id
+    return out

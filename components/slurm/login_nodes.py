@@ -21,7 +21,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -60,8 +60,9 @@ class LoginWiring:
     vpc_id: pulumi.Input[str]
     subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]]
     """The login nodes' private subnets."""
-    user_data: pulumi.Input[str]
-    """The login nodes' cloud-config text (render's ``login_cloud_config``); gzipped here."""
+    user_data: pulumi.Input[str] | Callable[[pulumi.Output[str] | None], pulumi.Input[str]]
+    """The login nodes' cloud-config text (render's ``login_cloud_config``), gzipped here; or a function of the host
+    keys' secret ARN (``None`` without SSH) that renders it once that secret exists."""
     munge_secret_arn: pulumi.Input[str]
     tags: dict[str, str]
     protect: bool
@@ -123,7 +124,13 @@ def _identity(
 
 
 def _launch_template(
-    name: str, resolved: ResolvedLogin, wiring: LoginWiring, profile: aws.iam.InstanceProfile, sg_id, parent
+    name: str,
+    resolved: ResolvedLogin,
+    wiring: LoginWiring,
+    user_data: pulumi.Input[str],
+    profile: aws.iam.InstanceProfile,
+    sg_id: pulumi.Input[str],
+    parent: pulumi.Resource,
 ) -> aws.ec2.LaunchTemplate:
     tags = with_name({**wiring.tags, ROLE_TAG: "login"}, resolved.asg_name)
     return aws.ec2.LaunchTemplate(
@@ -143,7 +150,7 @@ def _launch_template(
                 ),
             )
         ],
-        user_data=pulumi.Output.from_input(wiring.user_data).apply(gzip_b64),
+        user_data=pulumi.Output.from_input(user_data).apply(gzip_b64),
         update_default_version=True,
         tag_specifications=[
             aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=tags)
@@ -184,7 +191,8 @@ def build_login_nodes(parent: pulumi.Resource, name: str, resolved: ResolvedLogi
         )
     host_key_arn = host_keys.arn if host_keys is not None else None
     role, profile = _identity(name, resolved, wiring, host_key_arn, opts)
-    template = _launch_template(name, resolved, wiring, profile, groups.login.id, parent)
+    user_data = wiring.user_data(host_key_arn) if callable(wiring.user_data) else wiring.user_data
+    template = _launch_template(name, resolved, wiring, user_data, profile, groups.login.id, parent)
     aws.autoscaling.Group(
         f"{name}-login-asg",
         name=resolved.asg_name,

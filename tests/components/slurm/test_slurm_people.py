@@ -140,9 +140,21 @@ def test_declared_identity_no_bind_statement(run_components, spec) -> None:
     assert {r.inputs["name"] for r in plan.of_type("aws:iam/policy:Policy")} >= {"s-session-alice", "s-login-sessions"}
 
 
-def test_login_without_user_data_refused(run_components, spec) -> None:
-    with pytest.raises(ValueError, match="login_cloud_config"):
-        _build(run_components, spec, dataclasses.replace(FULL, login_user_data=None))
+def test_login_user_data_rendered_by_the_builder(run_components, spec) -> None:
+    import base64
+    import gzip
+
+    from gpucluster.render.slurm.agent import ARTIFACT_BUCKET_STAND_IN
+
+    plan, _ = _build(run_components, spec, dataclasses.replace(FULL, login_user_data=None))
+    lt = plan.by_name("s-slurm-login-lt")
+    text = gzip.decompress(base64.b64decode(lt.inputs["userData"])).decode()
+    fs = plan.of_type("aws:fsx/openZfsFileSystem:OpenZfsFileSystem")[0]
+    host_keys = plan.by_name("s-slurm-login-host-keys").state["arn"]
+    assert "sackd" in text and '"asg_name": "s-login"' in text and '"hook_name": "s-login-grace"' in text
+    assert fs.state["dnsName"] in text  # the home mount
+    assert host_keys in text  # the shared host keys (SSH)
+    assert ARTIFACT_BUCKET_STAND_IN not in text and "000000000000" not in text  # stand-ins replaced
 
 
 def test_gpu_cluster_passes_the_resolved_people(run_components) -> None:
@@ -177,7 +189,7 @@ def test_gpu_cluster_passes_the_resolved_people(run_components) -> None:
     assert not plan.of_type("aws:autoscaling/group:Group")  # no login nodes configured
 
 
-def test_gpu_cluster_login_nodes_wait_for_their_user_data(run_components) -> None:
+def test_gpu_cluster_plans_login_nodes(run_components) -> None:
     from gpucluster.components.gpu_cluster import TOKEN as CLUSTER_TOKEN
     from gpucluster.components.gpu_cluster import build_gpu_cluster
     from gpucluster.facts.catalog import load_catalog
@@ -185,8 +197,11 @@ def test_gpu_cluster_login_nodes_wait_for_their_user_data(run_components) -> Non
     from tests.conftest import identity_declared_config
 
     spec = load_spec(identity_declared_config(), stack="people").cluster
-    with pytest.raises(ValueError, match="login_cloud_config"):
-        run_components(lambda: build_gpu_cluster(part(CLUSTER_TOKEN, "people"), "people", spec, load_catalog()))
+    plan = run_components(lambda: build_gpu_cluster(part(CLUSTER_TOKEN, "people"), "people", spec, load_catalog()))
+    (asg,) = [r for r in plan.of_type("aws:autoscaling/group:Group") if r.inputs.get("name") == f"{spec.spec.name}-login"]
+    assert asg.inputs["desiredCapacity"] == 2
+    subnets = {r.state["id"] for r in plan.of_type("aws:ec2/subnet:Subnet") if not r.inputs.get("mapPublicIpOnLaunch")}
+    assert set(asg.inputs["vpcZoneIdentifiers"]) <= subnets  # private subnets of the new VPC
 
 
 def test_slurm_cluster_args_people_reach_the_builder(run_components) -> None:
