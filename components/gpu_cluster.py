@@ -24,6 +24,7 @@ from gpucluster.components.kubernetes.kubernetes_platform import PlatformParts, 
 from gpucluster.components.network.network import TOKEN as NETWORK
 from gpucluster.components.network.network import NetworkWiring, build_network
 from gpucluster.components.slurm._args import SlurmBuild
+from gpucluster.components.slurm._people import People
 from gpucluster.components.slurm.slurm_cluster import TOKEN as SLURM
 from gpucluster.components.slurm.slurm_cluster import SlurmParts, build_slurm_cluster
 from gpucluster.components.storage._setup import HeadNodeAddress, SetupHost
@@ -273,11 +274,38 @@ class ClusterParts:
                 user_data={g.name: self.node_user_data(g, extra=scheduler_part(self.resolved, g)) for g in groups},
                 shared_storage=self.shared_storage,
                 tags=tags,
+                people=self._people(slurm),
                 hybrid=self.spec.hybrid if self.spec.hybrid is not None and self.spec.hybrid.controller is not None else None,
             ),
         )
         if self._head_address is not None:
             self._head_address.resolve(self.slurm.head_private_ip)
+
+    def _people(self, slurm: ResolvedSlurm) -> People:
+        """The people part of the Slurm cluster (issue #21), with the network's subnets where the resolution left a
+        new VPC's to pick (empty subnet ids: that VPC's private subnet of each zone)."""
+        login, home = slurm.login, slurm.home
+        private = self.network.private_subnet_ids
+        login_subnets = lb_subnets = None
+        if login is not None:
+            login_subnets = list(login.subnets) or [private[z] for z in login.zones]
+            if login.ssh is not None:
+                if not login.ssh.subnets and login.ssh.scheme == "internet-facing":
+                    raise ValueError(
+                        "an internet-facing SSH load balancer in a new VPC needs its public subnets, which the Network "
+                        "does not expose yet: use your own VPC (network.vpcId) with loginNodes.ssh.publicSubnetIds"
+                    )
+                lb_subnets = list(login.ssh.subnets) or login_subnets
+        return People(
+            identity=slurm.identity,
+            login=login,
+            home=home,
+            vpc_cidr=self.network.vpc_cidr,
+            login_subnet_ids=login_subnets,
+            login_lb_subnet_ids=lb_subnets,
+            home_subnet_id=(home.subnet or private[home.zone]) if home is not None else None,
+            lustre_security_group_id=self.lustre.security_group_id if self.lustre is not None else None,
+        )
 
     def _create_kubernetes(self, name: str, spec: KubernetesSpec, tags: dict[str, str], child: pulumi.ResourceOptions) -> None:
         """EKS for the ``scheduler: kubernetes`` groups, then the GPU platform on it through its provider."""

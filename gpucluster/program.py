@@ -189,7 +189,22 @@ def slurm_outputs(slurm: SlurmParts, resolved: ResolvedSlurm, region: str) -> di
         "connect": slurm.head_instance_id.apply(lambda i: f"aws ssm start-session --target {i} --region {region}")
         if slurm.head_instance_id is not None
         else None,
+        **_people_outputs(slurm),
     }
+
+
+def _people_outputs(slurm: SlurmParts) -> dict[str, Any]:
+    """Sessions, login nodes and home (issue #21), only where configured: a cluster without people keeps its outputs."""
+    out: dict[str, Any] = {}
+    if slurm.session_documents:
+        out.update(
+            sessionDocuments=slurm.session_documents,
+            sessionPolicyArns=slurm.session_policy_arns,
+            sessionCommands=slurm.session_commands,
+        )
+    if slurm.login_asg_name is not None:
+        out.update(loginAsgName=slurm.login_asg_name, sshEndpoint=slurm.ssh_endpoint)
+    return out
 
 
 def kubernetes_outputs(eks: EksParts, spec: ClusterSpec, kubernetes: KubernetesSpec) -> dict[str, Any]:

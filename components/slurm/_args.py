@@ -23,6 +23,7 @@ import pulumi
 from gpucluster.components._shared.config_types import NetworkConfig, NodeGroupConfig, SlurmConfig
 from gpucluster.components._shared.edge import Renames, at_edge, renamed, validate
 from gpucluster.components._shared.inputs import Inputs
+from gpucluster.components.slurm._people import People
 from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.base import FIX_MARK
 from gpucluster.config.checks.cluster import validate_cluster
@@ -39,7 +40,7 @@ from gpucluster.render.core import render_cloud_config
 from gpucluster.render.node import LustreMount, lustre_part, node_cloud_config, user_data_title
 from gpucluster.render.slurm.compute import node_slurm_part
 from gpucluster.render.slurm.names import SlurmContext
-from gpucluster.resolve.cluster import ResolvedCluster, resolve
+from gpucluster.resolve.cluster import ResolvedCluster, ResolvedSlurm, resolve
 from gpucluster.resolve.node_group import SlurmGroup
 from gpucluster.resolve.storage import SharedFs
 
@@ -84,6 +85,8 @@ class SlurmBuild:
     tags: dict[str, str]
     inputs: Inputs = field(default_factory=lambda: Inputs("SlurmCluster"))
     """Maps the stand-ins in the resolved specs back to the Outputs they replaced (none in the stack)."""
+    people: People = field(default_factory=People)
+    """Who logs in, where, and their ``/home`` (issue #21): nothing by default."""
     hybrid: HybridSpec | None = None
     """A site whose own slurmctld is the controller (``hybrid.controller`` set): no head node; the site writes
     the munge key (:mod:`gpucluster.components.slurm._hybrid`). The stack's path only."""
@@ -172,6 +175,23 @@ def _build_from_args(args: Mapping[str, Any], region: str, catalog: Catalog) -> 
         shared_storage=[lustre[0]] if lustre is not None else [],
         tags=cluster_tags(resolved.name, resolved.tags),
         inputs=inputs,
+        people=_people(resolved_slurm, inputs),
+    )
+
+
+def _people(slurm: ResolvedSlurm, inputs: Inputs) -> People:
+    """The people part with your own VPC's subnets (a SlurmCluster's network is always the program's); the VPC's
+    CIDR is looked up by the builder."""
+    login, home = slurm.login, slurm.home
+    login_subnets = inputs.real_list(list(login.subnets)) if login is not None else None
+    lb_subnets = inputs.real_list(list(login.ssh.subnets)) if login is not None and login.ssh is not None else None
+    return People(
+        identity=slurm.identity,
+        login=login,
+        home=home,
+        login_subnet_ids=login_subnets,
+        login_lb_subnet_ids=lb_subnets,
+        home_subnet_id=inputs.real_optional(home.subnet) if home is not None else None,
     )
 
 

@@ -19,10 +19,23 @@ from gpucluster.components.slurm._artifact import AgentArtifact, agent_artifact
 from gpucluster.components.slurm._head_node import head_identity, head_node
 from gpucluster.components.slurm._hybrid import site_munge_key
 from gpucluster.components.slurm._node_group import SlurmNodeGroup
+from gpucluster.components.slurm._people import (
+    PeopleParts,
+    PeopleWiring,
+    attach_role_statements,
+    build_people,
+    expose_people,
+    head_host_key_statement,
+    login_renderer,
+    people_groups,
+    role_statements,
+)
 from gpucluster.components.slurm._teardown import AgentTeardown
+from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.naming import with_name
 from gpucluster.render.hybrid.compute import with_munge_secret
 from gpucluster.render.iam import policy_json, slurm_node_policy
+from gpucluster.render.iam_sessions import ROLE_TAG, statements_policy
 from gpucluster.render.slurm.agent import NODE_MAPS_PREFIX, with_artifact_bucket
 from gpucluster.render.slurm.names import SlurmContext, controller_address, dns_zone, munge_secret_name
 
@@ -41,13 +54,30 @@ class SlurmParts:
     munge_secret_arn: pulumi.Output[str]
     node_role_arn: pulumi.Output[str]
     launch_template_ids: pulumi.Output[dict[str, str]]
+    session_documents: dict[str, str]
+    """Session document per declared user with a principal, the shared one under ``"*"`` (issue #21)."""
+    session_policy_arns: dict[str, pulumi.Output[str]]
+    session_commands: dict[str, str]
+    """``aws ssm start-session …`` per document key: a login node found by its tags when run."""
+    login_asg_name: str | None
+    ssh_endpoint: pulumi.Output[str] | None
+    home_storage: SharedStorage | None
+    """The shared ``/home``'s mount shape (server, ``/fsx/home`` on ``/home``, nfs4), for the nodes' user data."""
 
     def __init__(self, parent: pulumi.ComponentResource) -> None:
         self._parent = parent
 
     def _create(self, name: str, args: SlurmBuild) -> None:
         slurm = args.slurm
-        ctx = SlurmContext(args.cluster_name, args.region, slurm, tuple(args.node_groups))
+        login = args.people.login
+        ctx = SlurmContext(
+            args.cluster_name,
+            args.region,
+            slurm,
+            tuple(args.node_groups),
+            identity=args.people.identity,
+            srun_ports=login.srun_ports if login is not None else None,
+        )
         cluster = args.cluster_name
         child = pulumi.ResourceOptions(parent=self._parent)
         protect = bool(slurm.protect_data if slurm.protect_data is not None else True)
@@ -74,7 +104,26 @@ class SlurmParts:
         static group (an Auto Scaling group of its own) passes ``compute_user_data[group]`` as its user data and
         tags its instances with this cluster's and the group's tags, and the agent names them."""
 
+        self._groups = people_groups(name, args.people, cluster=cluster, vpc_id=args.vpc_id, tags=tags, opts=child)
         node_profile = self._compute_nodes(name, args, secret, artifact)
+        self._people: PeopleParts = build_people(
+            self._parent,
+            name,
+            args.people,
+            self._groups,
+            PeopleWiring(
+                cluster,
+                args.region,
+                partition,
+                account,
+                args.vpc_id,
+                secret.arn,
+                tags,
+                protect,
+                child,
+                render_login=login_renderer(ctx, args.people, artifact.bucket.bucket, secret.arn),
+            ),
+        )
 
         # The agent launches dynamic groups only (static ones belong to their Auto Scaling groups).
         dynamic = [g.name for g in args.node_groups if slurm.settings(g.name).mode == "dynamic"]
@@ -156,6 +205,7 @@ class SlurmParts:
             ),
             opts=child,
         )
+        attach_role_statements(f"{name}-node-people", node_role, role_statements(args.people, args.region), child)
         node_profile = aws.iam.InstanceProfile(
             f"{name}-node-profile", role=node_role.name, tags=with_name(tags, f"{cluster}-slurm-node"), opts=child
         )
@@ -176,6 +226,8 @@ class SlurmParts:
                 if isinstance(given, (list, tuple))
                 else pulumi.Output.from_input(given).apply(lambda ids: [*ids, site_sg.id])
             )
+        if self._groups is not None:
+            security_group_ids = _with_group(security_group_ids, self._groups.compute_side.id)
         for g in args.node_groups:
             static = slurm.settings(g.name).mode == "static"
             self.node_groups[g.name] = SlurmNodeGroup(
@@ -187,7 +239,7 @@ class SlurmParts:
                     security_group_ids=security_group_ids,
                     user_data=self.compute_user_data.get(g.name),
                     instance_profile_arn=node_profile.arn,
-                    tags=tags,
+                    tags={**tags, ROLE_TAG: "compute"},
                     inputs=args.inputs,
                 ),
                 static=static,
@@ -211,8 +263,13 @@ class SlurmParts:
                 "nodeGroups": {n: ng.launch_template_id for n, ng in self.node_groups.items()},
                 "headUserData": self.head_user_data,
                 "launchTemplateIds": self.launch_template_ids,
+                **self._people_outputs(),
             }
         )
+
+    def _people_outputs(self) -> dict[str, object]:
+        """The people's outputs (issue #21), present when configured; kept as attributes for the stack's outputs."""
+        return expose_people(self, self._people)
 
     def _head(
         self,
@@ -241,6 +298,18 @@ class SlurmParts:
             child=child,
         )
         self.head_role_arn = head_role.arn
+        attach_role_statements(f"{name}-head-people", head_role, role_statements(args.people, args.region), child)
+        host_keys = head_host_key_statement(self._people)
+        if host_keys is not None:
+            aws.iam.RolePolicy(
+                f"{name}-head-host-keys",
+                role=head_role.id,
+                policy=host_keys.apply(lambda st: policy_json(statements_policy(st))),
+                opts=child,
+            )
+        head_groups = args.security_group_ids
+        if self._groups is not None:
+            head_groups = _with_group(head_groups, self._groups.head_side.id)
         head = head_node(
             name,
             ctx=ctx,
@@ -249,7 +318,7 @@ class SlurmParts:
             tags=tags,
             protect=protect,
             subnet_id=args.head_subnet_id,
-            security_group_ids=args.security_group_ids,
+            security_group_ids=head_groups,
             profile=head_profile,
             artifact=artifact,
             node_groups=self.node_groups,
@@ -298,3 +367,12 @@ class SlurmParts:
             records=[head_ip],
             opts=child,
         )
+
+
+def _with_group(
+    ids: pulumi.Input[Sequence[pulumi.Input[str]]], extra: pulumi.Output[str]
+) -> pulumi.Input[Sequence[pulumi.Input[str]]]:
+    """``ids`` (a list, or an Output of one) and ``extra``."""
+    if isinstance(ids, (list, tuple)):
+        return [*ids, extra]
+    return pulumi.Output.from_input(ids).apply(lambda given: [*given, extra])

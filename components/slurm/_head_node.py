@@ -121,7 +121,7 @@ def head_node(
     head = ctx.slurm.head_node
     child = pulumi.ResourceOptions(parent=parent)
     keep = pulumi.ResourceOptions(parent=parent, protect=protect, retain_on_delete=protect)
-    head_tags = with_name({**tags, HEAD_TAG: "slurm-head"}, head_hostname(cluster))
+    head_tags = with_name({**tags, HEAD_TAG: "head"}, head_hostname(cluster))
     eni = aws.ec2.NetworkInterface(
         f"{name}-head-eni",
         subnet_id=subnet_id,

@@ -64,7 +64,7 @@ def _group(step: Step) -> None:
         )
 
 
-HEAD_ROLE = ("gpucluster:role", "slurm-head")
+HEAD_ROLE = ("gpucluster:role", "head")
 """The tag the Slurm head node carries (components/slurm/_head_node.py): other instances are not the controller."""
 
 

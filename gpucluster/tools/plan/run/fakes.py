@@ -45,6 +45,8 @@ EC2_IDS: dict[str, tuple[str, str | None]] = {
     "aws:ec2/keyPair:KeyPair": ("key-", "key-pair/{name}"),
     "aws:fsx/lustreFileSystem:LustreFileSystem": ("fs-", None),
     "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": ("dra-", None),
+    "aws:fsx/openZfsFileSystem:OpenZfsFileSystem": ("fs-", None),
+    "aws:fsx/openZfsVolume:OpenZfsVolume": ("fsvol-", None),
     # A hybrid site's link.
     "aws:ec2/customerGateway:CustomerGateway": ("cgw-", "customer-gateway/{id}"),
     "aws:ec2/vpnGateway:VpnGateway": ("vgw-", "vpn-gateway/{id}"),

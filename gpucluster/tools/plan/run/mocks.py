@@ -119,6 +119,17 @@ class PlanMocks(Mocks):
                     "ownerId": account,
                 }
             )
+        if token == "aws:fsx/openZfsFileSystem:OpenZfsFileSystem":
+            state.update(
+                {
+                    "arn": f"arn:aws:fsx:{region}:{account}:file-system/{rid}",
+                    "dnsName": f"{rid}.fsx.{region}.amazonaws.com",
+                    "rootVolumeId": f"fsvol-{digest(rid, 'root')}",
+                    "ownerId": account,
+                }
+            )
+        if token == "aws:fsx/openZfsVolume:OpenZfsVolume":
+            state["arn"] = f"arn:aws:fsx:{region}:{account}:volume/{rid}"
         if token == "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation":
             state.update({"associationId": rid, "arn": f"arn:aws:fsx:{region}:{account}:association/{rid}"})
         if token == "aws:kms/key:Key":

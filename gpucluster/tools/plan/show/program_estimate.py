@@ -45,7 +45,7 @@ EKS_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 NODE_GROUP_TAG = "gpucluster:node-group"
 SYSTEM_GROUP = "system"
 """The EKS system node group's tag value (components/kubernetes/_eks_node_groups.py): a fixed item, not a GPU group."""
-HEAD_ROLE = ("gpucluster:role", "slurm-head")
+HEAD_ROLE = ("gpucluster:role", "head")
 
 
 def plan_estimate(doc: Mapping[str, Any], catalog: Catalog | None = None, prices: PriceBook | None = None) -> dict[str, Any]:

@@ -1,0 +1,215 @@
+"""Session documents, policies and attachments of a Slurm cluster's people, under mocks (design D7, §6)."""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pytest
+
+from gpucluster.components._shared.build import part
+from gpucluster.components.slurm._sessions import (
+    SHARED,
+    SHARED_RUN_AS,
+    SHELL_PROFILE,
+    SessionWiring,
+    session_access,
+    session_document_content,
+)
+from gpucluster.resolve.identity import (
+    DeclaredIdentity,
+    DirectoryIdentity,
+    PosixGroup,
+    PosixUser,
+    ResolvedIdentity,
+    SessionGrant,
+)
+
+DOCUMENT = "aws:ssm/document:Document"
+POLICY = "aws:iam/policy:Policy"
+ROLE_ATTACH = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+USER_ATTACH = "aws:iam/userPolicyAttachment:UserPolicyAttachment"
+ACCOUNT = "123456789012"
+
+
+def _user(name: str, uid: int, *, admin: bool = False, session: SessionGrant | None = None) -> PosixUser:
+    return PosixUser(
+        name=name,
+        uid=uid,
+        gid=uid,
+        primary_group=name,
+        groups=("hpc-admins",) if admin else (),
+        shell="/bin/bash",
+        home=f"/home/{name}",
+        ssh_public_keys=(),
+        admin=admin,
+        home_quota_gib=50,
+        session=session,
+    )
+
+
+def _grant(kind: str, name: str, attach: bool = True) -> SessionGrant:
+    return SessionGrant(
+        principal_arn=f"arn:aws:iam::{ACCOUNT}:{kind}/{name}",
+        principal_kind=kind,  # type: ignore[arg-type]
+        principal_name=name,
+        principal_path="/",
+        attach=attach,
+    )
+
+
+DECLARED = ResolvedIdentity(
+    source=DeclaredIdentity(
+        users=(
+            _user("alice", 10001, admin=True, session=_grant("role", "alice")),
+            _user("bob", 10002, session=_grant("user", "bob")),
+            _user("carol", 10003, session=_grant("role", "carol-sso", attach=False)),
+            _user("dave", 10004),
+        ),
+        groups=(PosixGroup("hpc-admins", 5000, ("alice",)),),
+    ),
+    admin_group="hpc-admins",
+)
+DIRECTORY = ResolvedIdentity(
+    source=DirectoryIdentity(
+        domain="directory",
+        uris=("ldaps://ad.corp.example.com",),
+        search_base="dc=corp,dc=example,dc=com",
+        user_search_base="dc=corp,dc=example,dc=com",
+        group_search_base="dc=corp,dc=example,dc=com",
+        schema="ad",
+        bind_dn="cn=ro,dc=corp,dc=example,dc=com",
+        bind_password_secret_arn=f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:bind-AbCdEf",
+        ca_certificate_pem="-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n",
+        tls_reqcert="demand",
+        start_tls=False,
+        access_filter="(memberOf=cn=hpc-users,dc=corp,dc=example,dc=com)",
+        id_mapping=True,
+        idmap_range=(200000, 2000200000, 200000),
+        ssh_public_key_attribute=None,
+    ),
+    admin_group=None,
+)
+
+
+def _run(run_components, identity: ResolvedIdentity):
+    out = {}
+
+    def program() -> None:
+        parent = part("gpucluster:index:SlurmCluster", "p5-slurm")
+        wiring = SessionWiring(
+            cluster="p5",
+            region="us-east-1",
+            partition="aws",
+            account=ACCOUNT,
+            tags={"gpucluster:cluster": "p5"},
+            opts=pulumi.ResourceOptions(parent=parent),
+        )
+        out["parts"] = session_access("p5-slurm", identity, wiring)
+
+    plan = run_components(program)
+    return plan, out["parts"]
+
+
+def _content(plan, name: str) -> dict:
+    return json.loads(plan.by_name(name, DOCUMENT).inputs["content"])
+
+
+def test_documents_run_as_the_user_never_elevated(run_components) -> None:
+    plan, parts = _run(run_components, DECLARED)
+    docs = {r.inputs["name"]: r for r in plan.of_type(DOCUMENT)}
+    assert set(docs) == {"p5-session", "p5-session-alice", "p5-session-bob", "p5-session-carol"}  # dave: no principal
+    for doc in docs.values():
+        assert doc.inputs["documentType"] == "Session"
+        assert doc.inputs["documentFormat"] == "JSON"
+        assert doc.inputs["tags"]["gpucluster:cluster"] == "p5"
+        assert isinstance(doc.inputs["content"], str)  # plain text in the plan: the policy rule reads it
+    for user in ("alice", "bob", "carol"):
+        content = _content(plan, f"p5-slurm-session-{user}")
+        assert content["sessionType"] == "Standard_Stream"
+        assert content["inputs"]["runAsEnabled"] is True
+        assert content["inputs"]["runAsDefaultUser"] == user
+        assert "runAsElevated" not in json.dumps(content)
+    assert _content(plan, "p5-slurm-session")["inputs"]["runAsDefaultUser"] == SHARED_RUN_AS
+    assert parts.documents == {
+        SHARED: "p5-session",
+        "alice": "p5-session-alice",
+        "bob": "p5-session-bob",
+        "carol": "p5-session-carol",
+    }
+
+
+def test_document_content_exact() -> None:
+    assert session_document_content(cluster="p5", run_as="bob") == {
+        "schemaVersion": "1.0",
+        "description": "Shell on Slurm cluster p5 as yourself (Run As); never as ssm-user or root",
+        "sessionType": "Standard_Stream",
+        "inputs": {
+            "runAsEnabled": True,
+            "runAsDefaultUser": "bob",
+            "s3EncryptionEnabled": True,
+            "cloudWatchEncryptionEnabled": True,
+            "idleSessionTimeout": "20",
+            "shellProfile": {"linux": SHELL_PROFILE, "windows": ""},
+        },
+    }
+    assert "sudo" not in SHELL_PROFILE and "su " not in SHELL_PROFILE
+
+
+def _policy(plan, name: str) -> dict:
+    text = plan.by_name(name, POLICY).inputs["policy"]
+    assert isinstance(text, str)
+    return json.loads(text)
+
+
+def test_policies_name_their_document_and_check_it_on_every_start(run_components) -> None:
+    plan, parts = _run(run_components, DECLARED)
+    names = {r.inputs["name"] for r in plan.of_type(POLICY)}
+    assert names == {"p5-login-sessions", "p5-admin-sessions", "p5-session-alice", "p5-session-bob", "p5-session-carol"}
+    expect = {
+        "p5-slurm-session-alice": ("p5-session-alice", ["head", "login", "compute"]),
+        "p5-slurm-session-bob": ("p5-session-bob", "login"),
+        "p5-slurm-login-sessions": ("p5-session", "login"),
+        "p5-slurm-admin-sessions": ("p5-session", ["head", "login", "compute"]),
+    }
+    for resource, (document, roles) in expect.items():
+        statements = _policy(plan, resource)["Statement"]
+        starts = [s for s in statements if s["Action"] == "ssm:StartSession"]
+        assert len(starts) == 2
+        for s in starts:
+            assert s["Condition"]["BoolIfExists"] == {"ssm:SessionDocumentAccessCheck": "true"}
+        assert starts[0]["Condition"]["StringEquals"] == {
+            "ssm:resourceTag/gpucluster:cluster": "p5",
+            "ssm:resourceTag/gpucluster:role": roles,
+        }
+        assert starts[1]["Resource"] == [f"arn:aws:ssm:us-east-1:{ACCOUNT}:document/{document}"]
+    assert set(parts.policy_arns) == {"login", "admin", "alice", "bob", "carol"}
+
+
+def test_attachments_only_where_attach(run_components) -> None:
+    plan, _ = _run(run_components, DECLARED)
+    roles = {(r.inputs["role"], r.name) for r in plan.of_type(ROLE_ATTACH)}
+    users = {(r.inputs["user"], r.name) for r in plan.of_type(USER_ATTACH)}
+    assert roles == {("alice", "p5-slurm-session-alice-attach")}  # carol: attach false (exported only)
+    assert users == {("bob", "p5-slurm-session-bob-attach")}
+    alice_policy = plan.by_name("p5-slurm-session-alice", POLICY).state["arn"]
+    assert plan.by_name("p5-slurm-session-alice-attach").inputs["policyArn"] == alice_policy
+
+
+def test_directory_identity_shared_document_and_login_policy_only(run_components) -> None:
+    plan, parts = _run(run_components, DIRECTORY)
+    assert [r.inputs["name"] for r in plan.of_type(DOCUMENT)] == ["p5-session"]
+    assert [r.inputs["name"] for r in plan.of_type(POLICY)] == ["p5-login-sessions"]  # no admin group: no admin policy
+    assert not plan.of_type(ROLE_ATTACH) and not plan.of_type(USER_ATTACH)
+    assert parts.commands == {
+        SHARED: "aws ssm start-session --document-name p5-session --target $(aws ec2 describe-instances --filters "
+        "Name=tag:gpucluster:cluster,Values=p5 Name=tag:gpucluster:role,Values=login "
+        "Name=instance-state-name,Values=running --query 'Reservations[0].Instances[0].InstanceId' --output text)"
+    }
+
+
+@pytest.mark.parametrize("identity", [DECLARED, DIRECTORY])
+def test_every_child_tagged(run_components, identity) -> None:
+    plan, _ = _run(run_components, identity)
+    for r in [*plan.of_type(DOCUMENT), *plan.of_type(POLICY)]:
+        assert r.inputs["tags"]["gpucluster:cluster"] == "p5", r.name
