@@ -145,6 +145,8 @@ _ASSIGNED = re.compile(
     r"access_?key|private_?key|client_?secret|auth_?key))[\"']?"
     r"(?P<sep>\s*[:=]\s*|\s+)(?P<quote>[\"']?)(?P<value>[^\s\"'$`{}()<>\[\],;#|&\\]{8,})(?P=quote)(?=\s|$|[,;}\]])"
 )
+# An ARN names a secret, it is none: `…:secret:gpucluster/ad-bind-AbCdEf` must not read as `secret: <value>`.
+_ARN = re.compile(r"\barn:aws[a-z-]*:[a-z0-9-]+:[^\s\"'`]*")
 _NOT_A_SECRET = re.compile(r"(?i)^(?:true|false|null|none|required|optional|enabled|disabled|\*+|x+|<.*>|/.*)$")
 # The munge key written from a literal: `echo <base64> | base64 -d > /etc/munge/munge.key` or
 # `printf '…' > …/munge.key`. Reading it from Secrets Manager at boot is the way.
@@ -182,7 +184,7 @@ def _line_secret(line: str, where: str) -> tuple[str, str] | None:
         return "a munge key", m.group(0)
     if where.endswith("munge.key") and line.strip():
         return "a munge key (a file written with it)", line.strip()
-    for m in _ASSIGNED.finditer(line):
+    for m in _ASSIGNED.finditer(_ARN.sub("<arn>", line)):
         value = m.group("value")
         if not m.group("sep").strip() and not m.group("flag"):
             continue  # "secret generated at boot" is prose; only `--password value` takes a space

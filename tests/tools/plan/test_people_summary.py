@@ -77,12 +77,12 @@ def test_declared_users_login_without_ssh_and_home():
     ]
     assert found["directory"] is None and found["noRootSessions"] == []
     assert found["home"]["quotas"] == [{"uid": 10001, "gib": 200}, {"uid": 10002, "gib": 50}]
-    text = dict((label or f"_{n}", line) for n, (label, line) in enumerate(rows(found)))
-    assert text["login"] == "demo-login: 2 × m7i.2xlarge · Session Manager only"
-    assert text["users"] == "alice (uid 10001, groups hpc-admins, vision) · admin (sudo)"
-    assert "bob (uid 10002, groups none)" in text.values()
-    assert text["home"] == "/home on FSx for OpenZFS SINGLE_AZ_1, 128 GiB, 64 MB/s · uid 10001: 200 GiB, uid 10002: 50 GiB"
-    assert text["sessions"] == "no-root-sessions: pass"
+    text = dict(rows(found))
+    assert list(text) == ["login", "users"]
+    assert text["login"] == "demo-login: 2 × m7i.2xlarge · Session Manager only · no-root-sessions: pass"
+    assert text["users"] == (
+        "alice (10001, admin), bob (10002) · /home on FSx for OpenZFS SINGLE_AZ_1 128 GiB, 64 MB/s, quotas 50 GiB, 200 GiB"
+    )
 
 
 def test_a_directory_with_ssh_and_a_broken_rule():
@@ -98,9 +98,12 @@ def test_a_directory_with_ssh_and_a_broken_rule():
     }
     assert len(found["noRootSessions"]) == 1 and "runAsDefaultUser" in found["noRootSessions"][0]
     text = dict(rows(found))
-    assert text["login"] == "demo-login: 2 × m7i.2xlarge · SSH through internal NLB demo-login from 10.20.0.0/16"
+    assert text["login"] == (
+        "demo-login: 2 × m7i.2xlarge · SSH through internal NLB demo-login from 10.20.0.0/16 · "
+        "no-root-sessions: 1 violations (see policy)"
+    )
     assert text["directory"].startswith("ldaps://ad.corp.example.com, ldaps://ad2.corp.example.com · who may log in: (memberOf=")
-    assert text["sessions"] == "no-root-sessions: 1 violations (see policy)"
+    assert text["directory"].endswith("ids from AD SIDs · no shared /home")
     json.dumps(found)  # plain JSON, as the plan document holds it
 
 

@@ -46,6 +46,15 @@ from tests.tools.policy.fixtures import AWS_KEY_ID, FIXTURES, PEM, b64, cloud_co
         ("password: required", None),
         ("/usr/local/sbin/gpucluster-aws munge-key --create", None),
         ('headers = {"X-aws-ec2-metadata-token": r.read().decode()}', None),
+        # a Secrets Manager ARN names a secret (the directory's bind password), it is none (issue #21)
+        (
+            "gpucluster-identity sssd-conf --secret-arn arn:aws:secretsmanager:us-east-1:123456789012:secret:gpucluster/ad-bind-AbCdEf --",
+            None,
+        ),
+        (
+            "bind=arn:aws-us-gov:secretsmanager:us-gov-west-1:123456789012:secret:x/y-AbCdEf password=hunter2hunter2",
+            "a secret assigned to password",
+        ),
     ],
 )
 def test_what_counts_as_a_secret(line: str, kind: str | None):

@@ -1,7 +1,8 @@
 """The stack's outputs in the text plan, as ``pulumi up`` will export them: one line per value, nested
 keys joined with dots, a map of plain values or a record on one line, a list or map of records one line
 per record, secrets as ``[secret]``, a multi-line text (a rendered file) as its size, the
-values of a map that only AWS will know (ids, ARNs) on one line as ``key.{a,b}  assigned at create``.
+values of a map that only AWS will know (ids, ARNs; a map of them counts as one) on one line as ``key.{a,b}  assigned
+at create``.
 
 The estimate, findings and storage sizing are outputs too, but the plan shows them in sections of their own."""
 
@@ -49,7 +50,8 @@ def _walk(key: str, value: Any, out: list[tuple[str, str]], rewrite: Callable[[s
         out.append((key, _inline(value)))  # a map of plain values (node group → name): one line
     elif isinstance(value, dict) and value:
         # values only AWS will know (ids, ARNs of resources the tree lists) share one line: {a,b} like the tree
-        pending = sorted(k for k, v in value.items() if not isinstance(v, dict) and _pending(v, rewrite))
+        # (a map whose every value is such, e.g. the policy ARNs per user, counts as one of them)
+        pending = sorted(k for k, v in value.items() if _pending(list(v.values()) if isinstance(v, dict) else v, rewrite))
         if len(pending) > 1:
             out.append((f"{key}.{{{','.join(pending)}}}", "assigned at create"))
         for k, v in sorted(value.items()):

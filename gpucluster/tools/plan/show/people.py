@@ -164,25 +164,27 @@ def _login_text(lg: Mapping[str, Any]) -> str:
     return f"{lg['asgName']}: {lg['count']} × {lg['instanceType']} · {reach}"
 
 
+def _home_text(h: Mapping[str, Any] | None) -> str:
+    if not h:
+        return "no shared /home"
+    quotas = sorted({q["gib"] for q in h["quotas"]}, key=lambda g: (not isinstance(g, int), g if isinstance(g, int) else 0))
+    limit = f"quotas {', '.join(f'{g} GiB' for g in quotas)}" if quotas else "no per-user quota"
+    return f"/home on FSx for OpenZFS {h['deploymentType']} {h['storageGib']} GiB, {h['throughputMBps']} MB/s, {limit}"
+
+
 def rows(p: Mapping[str, Any] | None) -> Iterator[tuple[str, str]]:
-    """The summary's rows for :func:`people` (nothing without it)."""
+    """The summary's rows for :func:`people` (nothing without it): the login group with the ``no-root-sessions``
+    verdict, then the users or the directory with the home — two rows, so the text plan keeps to two screens."""
     if p is None:
         return
-    if p["login"]:
-        yield "login", _login_text(p["login"])
-    for n, u in enumerate(p["users"]):
-        admin = " · admin (sudo)" if u["admin"] else ""
-        yield ("users" if n == 0 else "", f"{u['name']} (uid {u['uid']}, groups {', '.join(u['groups']) or 'none'}){admin}")
+    broken = p["noRootSessions"]
+    verdict = f"{NO_ROOT_SESSIONS}: " + ("pass" if not broken else f"{len(broken)} violations (see policy)")
+    yield "login", (_login_text(p["login"]) if p["login"] else "no login nodes") + f" · {verdict}"
+    home = _home_text(p["home"])
     d = p["directory"]
     if d:
         mapping = "ids from AD SIDs" if d["idMapping"] else "POSIX ids from the directory"
-        yield "directory", f"{', '.join(d['uris'])} · who may log in: {d['accessFilter']} · {mapping}"
-    h = p["home"]
-    if h:
-        quotas = ", ".join(f"uid {q['uid']}: {q['gib']} GiB" for q in h["quotas"]) or "no per-user quota"
-        yield (
-            "home",
-            f"/home on FSx for OpenZFS {h['deploymentType']}, {h['storageGib']} GiB, {h['throughputMBps']} MB/s · {quotas}",
-        )
-    broken = p["noRootSessions"]
-    yield "sessions", f"{NO_ROOT_SESSIONS}: " + ("pass" if not broken else f"{len(broken)} violations (see policy)")
+        yield "directory", f"{', '.join(d['uris'])} · who may log in: {d['accessFilter']} · {mapping} · {home}"
+    else:
+        people = ", ".join(f"{u['name']} ({u['uid']}{', admin' if u['admin'] else ''})" for u in p["users"])
+        yield "users", f"{people or 'none'} · {home}"
