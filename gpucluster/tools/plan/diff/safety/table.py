@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpucluster.tools.plan.diff.safety.hybrid import HYBRID_TABLE
+from gpucluster.tools.plan.diff.safety.people import PEOPLE_TABLE
 from gpucluster.tools.plan.diff.safety.types import TF, Safety
 
 __all__ = ["TABLE", "TF", "Safety", "replace_reasons", "safety_of"]
@@ -295,7 +296,7 @@ _BASE: Mapping[str, Safety] = {
     "kubernetes:kueue.x-k8s.io/v1beta2:Topology": _k8s("https://kueue.sigs.k8s.io/docs/reference/kueue.v1beta2/"),
 }
 
-TABLE: Mapping[str, Safety] = {**_BASE, **HYBRID_TABLE}
+TABLE: Mapping[str, Safety] = {**_BASE, **HYBRID_TABLE, **PEOPLE_TABLE}
 
 
 def safety_of(token: str) -> Safety | None:
