@@ -104,7 +104,7 @@ def test_the_setup_host_is_sealed_small_and_replaced_when_its_work_changes(stack
     fs = plan.of_type(FS)
     if stack in ("eks-p5", "p5-training", "hybrid-slurm"):  # teams' or declared directories, no head node
         assert host is not None
-    if not fs or (stack == "slurm-p5"):
+    if not fs or has_head:  # slurm-p5, slurm-directory
         assert host is None, f"{stack}: nothing to create, or the head node is the admin host"
         return
     assert host is not None and not has_head

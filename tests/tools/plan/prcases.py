@@ -80,6 +80,13 @@ def nccl_debug_on_p5(c: Config) -> None:
     c["gpucluster:nodeGroups"][0]["ncclEnv"] = {"NCCL_DEBUG": "INFO"}
 
 
+def without_people(c: Config) -> None:
+    """slurm-p5 without its people (login nodes, users, /home): every item of its estimate has a price (the price data
+    has none for FSx for OpenZFS), so cost deltas are figures."""
+    for key in ("identity", "loginNodes", "home"):
+        c["gpucluster:slurm"].pop(key, None)
+
+
 def grow_slurm_p5(c: Config) -> None:
     """slurm-p5's p5 partition up to 24 nodes, its reservation with it (a bigger dataset: test_costdiff.py)."""
     c["gpucluster:nodeGroups"][0]["maxSize"] = 24

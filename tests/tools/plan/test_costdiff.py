@@ -32,7 +32,9 @@ def _slurm_p5(max_size: int, dataset_tib: int) -> dict[str, Any]:
         "workload": {**WORKLOAD, "datasetSizeTib": dataset_tib},
         "lustre": {"throughputPerUnitStorage": 250},
     }
-    plan = run_plan("slurm-p5", config_overrides={"gpucluster:nodeGroups": groups, "gpucluster:storage": storage})
+    slurm = {k: v for k, v in config["gpucluster:slurm"].items() if k not in ("identity", "loginNodes", "home")}
+    overrides = {"gpucluster:nodeGroups": groups, "gpucluster:storage": storage, "gpucluster:slurm": slurm}
+    plan = run_plan("slurm-p5", config_overrides=overrides)  # without its people: every cost priced (no OpenZFS)
     assert plan.ok, plan.error
     return json.loads(dumps(plan))
 

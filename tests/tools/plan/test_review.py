@@ -15,8 +15,8 @@ def _money(v: float) -> str:
 
 
 def test_a_bigger_group_shows_its_cost_in_every_format():
-    old = prcases.plan_json("slurm-p5")
-    new = prcases.plan_json("slurm-p5", prcases.grow_slurm_p5)
+    old = prcases.plan_json("slurm-p5", prcases.without_people)  # every cost priced (no OpenZFS /home)
+    new = prcases.plan_json("slurm-p5", lambda c: (prcases.without_people(c), prcases.grow_slurm_p5(c)))
     r = review(old, new)
     before, after = old["outputs"]["estimate"], new["outputs"]["estimate"]
     per_hour = round(after["usdPerHourAtMax"] - before["usdPerHourAtMax"], 2)

@@ -38,6 +38,7 @@ from gpucluster.resolve.cost import (
     group_price,
 )
 from gpucluster.resolve.cost_hybrid import RESOLVER_ENI_USD_PER_HOUR, TGW_ATTACHMENT_USD_PER_HOUR, VPN_CONNECTION_USD_PER_HOUR
+from gpucluster.resolve.cost_people import NLB_UNKNOWN, OPENZFS_UNKNOWN
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 ASG = "aws:autoscaling/group:Group"
@@ -117,6 +118,8 @@ def _groups(doc: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         for r in _of_type(doc, "aws:ec2/capacityReservation:CapacityReservation")
     }
     for r in [*_of_type(doc, ASG), *_of_type(doc, EKS_NODE_GROUP)]:
+        if _tags(r).get(HEAD_ROLE[0]) == "login":
+            continue  # a Slurm cluster's login nodes: a fixed item (:func:`_people`)
         inputs = r.get("inputs") or {}
         lt = templates.get(str((inputs.get("launchTemplate") or {}).get("id")), {})
         name = str(_tags(r).get(NODE_GROUP_TAG) or _tags(lt).get(NODE_GROUP_TAG) or r.get("name"))
@@ -235,7 +238,37 @@ def _fixed(doc: Mapping[str, Any], catalog: Catalog, book: PriceBook, region: st
                 "slurm-head-node",
                 quote.date,
             )
+    yield from _people(doc, catalog, book, region)
     yield from _eks(doc, catalog, book, region)
+
+
+def _people(doc: Mapping[str, Any], catalog: Catalog, book: PriceBook, region: str) -> Iterator[LineItem]:
+    """A Slurm cluster's login nodes, their SSH load balancer and the OpenZFS home, as
+    :mod:`gpucluster.resolve.cost_people` prices them (the last two: unknown, no price data)."""
+    templates = {str(r.get("id")): r for r in _of_type(doc, LT)}
+    for asg in _of_type(doc, ASG):
+        if _tags(asg).get(HEAD_ROLE[0]) != "login":
+            continue
+        inputs = asg.get("inputs") or {}
+        lt = templates.get(str((inputs.get("launchTemplate") or {}).get("id")), {})
+        instance_type, count = str((lt.get("inputs") or {}).get("instanceType")), int(inputs.get("desiredCapacity") or 0)
+        facts, quote = catalog.get(instance_type), book.quote(instance_type, region)
+        yield LineItem(
+            f"Slurm login nodes {count} × {instance_type}",
+            None if quote.usd_per_hour is None else round(quote.usd_per_hour * count, 3),
+            round((facts.estimated_power_kw or 0.0) * count, 2) if facts else 0.0,
+            f"{quote.source}; their EBS volumes are extra",
+            "slurm-login-nodes",
+            quote.date,
+        )
+    for nlb in _of_type(doc, "aws:lb/loadBalancer:LoadBalancer"):
+        inputs = nlb.get("inputs") or {}
+        if inputs.get("loadBalancerType") == "network" and str(inputs.get("name", "")).endswith("-login"):
+            scheme = "internal" if inputs.get("internal") is True else "internet-facing"
+            yield LineItem(f"SSH load balancer ({scheme})", None, 0.0, NLB_UNKNOWN, "slurm-login-nlb")
+    for fs in _of_type(doc, "aws:fsx/openZfsFileSystem:OpenZfsFileSystem"):
+        size = (fs.get("inputs") or {}).get("storageCapacity")
+        yield LineItem(f"FSx for OpenZFS /home {size} GiB", None, 0.0, OPENZFS_UNKNOWN, "slurm-home-openzfs")
 
 
 def _hybrid(doc: Mapping[str, Any], region: str) -> Iterator[LineItem]:
