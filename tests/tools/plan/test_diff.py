@@ -115,7 +115,13 @@ def test_zone_move_of_slurm_p5_replaces_the_head_node_with_its_interface():
     record = step(c, "aws:route53/record:Record")  # slurmctld's name follows the new interface's address
     assert record.op == "update" and list(record.carried) == ["records[0]"]
     # What loses data is still the file system and the data volume, not the instance that carries them.
-    assert [s.name for s in c.data_loss] == ["slurm-p5-lustre-fs", "slurm-p5-slurm-head-data"]
+    # and /home (FSx for OpenZFS in the head node's zone) moves with it: its files are lost too
+    assert [s.name for s in c.data_loss] == [
+        "slurm-p5-lustre-fs",
+        "slurm-p5-slurm-head-data",
+        "slurm-p5-slurm-home-fs",
+        "slurm-p5-slurm-home-volume",
+    ]
     text = render(c)
     assert (
         "  ± aws:ec2:Instance slurm-p5-slurm-head: networkInterfaces (slurm-p5-slurm-head-eni is replaced) forces a new one"
