@@ -17,6 +17,7 @@ from gpucluster.config.slurm import SLURM_VERSION, UBUNTU_RELEASE, SlurmSpec
 from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.images import default_image_parameter
 from gpucluster.resolve.cost import Estimate, estimate
+from gpucluster.resolve.identity import ResolvedHome, ResolvedIdentity, ResolvedLogin
 from gpucluster.resolve.kubernetes import ResolvedKubernetes, resolve_kubernetes
 from gpucluster.resolve.node_group import (
     ResolvedNodeGroup,
@@ -26,6 +27,7 @@ from gpucluster.resolve.node_group import (
     resolve_node_group,
     slurm_release,
 )
+from gpucluster.resolve.people import resolve_people
 from gpucluster.resolve.slurm import resolve_slurm
 from gpucluster.resolve.storage import ResolvedStorage, resolve_storage, resolved_storage
 
@@ -48,6 +50,12 @@ class ResolvedSlurm:
     version: str = SLURM_VERSION
     """The Slurm version the cluster's files are rendered for: the head node's release's (Ubuntu 24.04's 23.11), or a
     hybrid site's own controller's (``hybrid.controller.slurmVersion``), which then reads them."""
+    identity: ResolvedIdentity | None = None
+    """Who the people are (``slurm.identity``); ``None`` = decided: no users (admins only, through IAM)."""
+    login: ResolvedLogin | None = None
+    """Login nodes (``slurm.loginNodes``); ``None`` = decided: none."""
+    home: ResolvedHome | None = None
+    """The shared ``/home`` (``slurm.home``, present when ``identity`` is); ``None`` = decided: none."""
 
     @property
     def partitions(self) -> dict[str, str]:
@@ -149,7 +157,10 @@ def resolve(spec: ClusterSpec, catalog: Catalog) -> ResolvedCluster:
         image = default_image_parameter(catalog[slurm.head_node.instance_type], UBUNTU_RELEASE)
         site = spec.hybrid.controller if spec.hybrid is not None else None
         version = site.slurm_version if site is not None else SLURM_VERSION
-        resolved_slurm = ResolvedSlurm(slurm, slurm_groups, bool(slurm.protect_data), zone, image, version)
+        identity, login, home = resolve_people(spec, slurm, catalog, zone)
+        resolved_slurm = ResolvedSlurm(
+            slurm, slurm_groups, bool(slurm.protect_data), zone, image, version, identity=identity, login=login, home=home
+        )
     return ResolvedCluster(
         spec,
         tuple(groups),
