@@ -69,18 +69,10 @@ class SlurmParts:
 
     def _create(self, name: str, args: SlurmBuild) -> None:
         slurm = args.slurm
-        login = args.people.login
-        ctx = SlurmContext(
-            args.cluster_name,
-            args.region,
-            slurm,
-            tuple(args.node_groups),
-            identity=args.people.identity,
-            srun_ports=login.srun_ports if login is not None else None,
-        )
+        ctx = SlurmContext.of(args.cluster)
         cluster = args.cluster_name
         child = pulumi.ResourceOptions(parent=self._parent)
-        protect = bool(slurm.protect_data if slurm.protect_data is not None else True)
+        protect = args.resolved.protect
         tags = dict(args.tags)
         # --- the agent package, in a private bucket the head node (and compute nodes) read ------------
         artifact = agent_artifact(name, cluster, tags, child)
@@ -313,7 +305,7 @@ class SlurmParts:
         head = head_node(
             name,
             ctx=ctx,
-            image_parameter=args.head_image_parameter,
+            image_parameter=args.resolved.head_image_parameter,
             inputs=args.inputs,
             tags=tags,
             protect=protect,
