@@ -5,6 +5,7 @@ or ``GpuCluster``'s part of that type)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import pulumi
@@ -69,7 +70,12 @@ class SlurmParts:
 
     def _create(self, name: str, args: SlurmBuild) -> None:
         slurm = args.slurm
-        ctx = SlurmContext.of(args.cluster)
+        login = args.people.login  # the people part is what this builder wires (SlurmBuild.people)
+        ctx = dataclasses.replace(
+            SlurmContext.of(args.cluster),
+            identity=args.people.identity,
+            srun_ports=login.srun_ports if login is not None else None,
+        )
         cluster = args.cluster_name
         child = pulumi.ResourceOptions(parent=self._parent)
         protect = args.resolved.protect
