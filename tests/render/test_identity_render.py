@@ -59,7 +59,7 @@ def head_doc(identity: ResolvedIdentity | None) -> dict:
 
 def compute_doc(identity: ResolvedIdentity | None) -> dict:
     ctx = context(identity)
-    return yaml.safe_load(render_cloud_config("compute", node_slurm_part(ctx, ctx.node_groups[0], None), gzipped=True))
+    return yaml.safe_load(render_cloud_config("compute", node_slurm_part(ctx, ctx.node_groups[0]), gzipped=True))
 
 
 def files_of(doc: dict) -> dict[str, dict]:
@@ -228,14 +228,15 @@ def test_head_and_compute_lock_sessions_down_in_bootcmd(identity):
 
 
 def test_every_stack_slurm_node_locks_sessions_down():
-    """The shipped stacks' head and compute user data (plans): the lockdown in bootcmd, no sudoers file written."""
+    """The shipped stacks' head and compute user data (plans): the lockdown in bootcmd, and no sudoers file written but
+    the admin group's (slurm-p5 declares hpc-admins)."""
     files = run_plan("slurm-p5").files
     docs = {p: yaml.safe_load(t) for p, t in files.items() if p.endswith("/user-data") and "slurm" in p}
     assert any("head" in p for p in docs) and len(docs) >= 3, sorted(docs)
     for path, doc in docs.items():
         assert list(session_lockdown_bootcmd()) in doc["bootcmd"], path
         assert list(session_lockdown_runcmd()) in doc["runcmd"], path
-        assert sudoers_writes(doc) == [], path
+        assert sudoers_writes(doc) == ["/etc/sudoers.d/60-gpucluster-admins"], path
 
 
 def test_hybrid_cloud_node_locks_sessions_down():
