@@ -73,3 +73,35 @@ def test_slurm_daemons_require_home():
     drop_in = requires_home("sackd.service", HOME)
     assert drop_in.path == "/etc/systemd/system/sackd.service.d/gpucluster-home.conf"
     assert "RequiresMountsFor=/home" in drop_in.text()
+
+
+def test_head_and_compute_mount_home_before_users_and_slurm():
+    import dataclasses
+
+    from gpucluster.render.slurm.compute import node_slurm_part
+    from gpucluster.render.slurm.head import head_cloud_config
+    from gpucluster.render.slurm.identity import USERS_UNIT
+    from tests.render.identity_cases import DECLARED
+    from tests.render.test_identity_render import context, head_doc
+
+    ctx = context(DECLARED)
+    compute = {f.path: f.text() for f in node_slurm_part(ctx, ctx.node_groups[0], None, HOME).write_files}
+    setup = compute["/usr/local/sbin/gpucluster-slurm-node"]
+    order = [setup.index(s) for s in ("gpucluster-mount-home", f"enable --now {USERS_UNIT}", "enable --now slurmd")]
+    assert order == sorted(order)
+    assert "RequiresMountsFor=/home" in compute["/etc/systemd/system/slurmd.service.d/gpucluster-home.conf"]
+    assert "/usr/local/sbin/gpucluster-mount-home" not in {
+        f.path for f in node_slurm_part(ctx, ctx.node_groups[0], None).write_files
+    }
+
+    doc_files = {f["path"] for f in head_doc(DECLARED)["write_files"]}
+    assert "/usr/local/sbin/gpucluster-mount-home" not in doc_files  # no home given: none
+    from gpucluster.render.slurm.agent import AgentBundle, LaunchTarget, agent_config
+    from gpucluster.render.slurm.head import HeadInputs
+
+    targets = {g.name: LaunchTarget("lt-0123456789abcdef0", ("subnet-0",)) for g in ctx.node_groups}
+    given = HeadInputs("vol-0", AgentBundle("b", "k", "0" * 64), agent_config(ctx, targets), home=HOME)
+    head = {f.path: f.text() for f in head_cloud_config(dataclasses.replace(ctx), given).write_files}
+    setup = head["/usr/local/sbin/gpucluster-slurm-head"]
+    assert setup.index("gpucluster-mount-home") < setup.index("enable --now slurmctld")
+    assert "RequiresMountsFor=/home" in head["/etc/systemd/system/slurmctld.service.d/gpucluster-home.conf"]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from gpucluster.config.slurm import SLURM_VERSION
 from gpucluster.render.core import CloudConfig, WriteFile, render
+from gpucluster.render.home import HOME_MOUNT_SCRIPT, HomeMount, home_files
 from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT, LustreMount, lustre_mount_script
 from gpucluster.render.slurm.agent import AgentBundle, boot_files, package_file
 from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, slurm_conf, slurmdbd_conf, topology_conf
@@ -53,6 +54,8 @@ class HeadInputs:
     agent: AgentBundle
     agent_config: contract.AgentConfig
     lustre: LustreMount | None = None
+    home: HomeMount | None = None
+    """The shared ``/home`` (``slurm.home``): mounted before the users and slurmctld, which requires it."""
 
 
 def agent_command() -> str:
@@ -76,6 +79,7 @@ def head_files(ctx: SlurmContext, inputs: HeadInputs) -> tuple[WriteFile, ...]:
         *system_files(ctx),
         *identity_files(ctx.identity),
         *directory_files(ctx.cluster, ctx.identity),
+        *home_files(inputs.home, ("slurmctld.service",)),
     ]
     if accounting:
         files.append(
@@ -187,6 +191,7 @@ def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
         agent_state_dir=AGENT_STATE_DIR,
         topology_dir=TOPOLOGY_DIR,
         users_unit=USERS_UNIT if has_users_program(ctx.identity) else None,
+        home_mount=HOME_MOUNT_SCRIPT if inputs.home is not None else None,
     )
 
 
