@@ -45,7 +45,7 @@ def scheduler_part(cluster: ResolvedCluster, group: ResolvedNodeGroup) -> CloudC
             and group.name in {g.name for g in burst_groups(cluster)}
         ):
             return hybrid_join_part(cluster, group, munge_secret_stand_in(spec.region))
-        return node_slurm_part(SlurmContext.of(cluster), group, group.shared_fs)
+        return node_slurm_part(SlurmContext.of(cluster), group)
     return CloudConfig()
 
 
@@ -62,10 +62,10 @@ def user_data_findings(cluster: ResolvedCluster, prefix: str = "gpucluster:") ->
         text = cloud_config_text(user_data_title(cluster.name, g), config)
         eks = g.scheduler == "kubernetes"
         if eks:
-            facts = g.facts
-            nvme_for_pods = spec.storage is None or spec.storage.nvme_scratch is None
-            gate = spec.kubernetes is not None and spec.kubernetes.health.sweep
-            text = nodeadm_text(text, node_config(facts, nvme_for_pods, gate))
+            k8s = cluster.kubernetes
+            nvme_for_pods = k8s.instance_store_for_pods if k8s is not None else True
+            gate = k8s is not None and k8s.spec.health.sweep
+            text = nodeadm_text(text, node_config(g.facts, nvme_for_pods, gate))
         size = user_data_size(text, gzipped=not eks)
         if size <= USER_DATA_LIMIT:
             continue

@@ -85,13 +85,13 @@ def test_head_and_compute_mount_home_before_users_and_slurm():
     from tests.render.test_identity_render import context, head_doc
 
     ctx = context(DECLARED)
-    compute = {f.path: f.text() for f in node_slurm_part(ctx, ctx.node_groups[0], None, HOME).write_files}
+    compute = {f.path: f.text() for f in node_slurm_part(ctx, ctx.node_groups[0], HOME).write_files}
     setup = compute["/usr/local/sbin/gpucluster-slurm-node"]
     order = [setup.index(s) for s in ("gpucluster-mount-home", f"enable --now {USERS_UNIT}", "enable --now slurmd")]
     assert order == sorted(order)
     assert "RequiresMountsFor=/home" in compute["/etc/systemd/system/slurmd.service.d/gpucluster-home.conf"]
     assert "/usr/local/sbin/gpucluster-mount-home" not in {
-        f.path for f in node_slurm_part(ctx, ctx.node_groups[0], None).write_files
+        f.path for f in node_slurm_part(ctx, ctx.node_groups[0]).write_files
     }
 
     doc_files = {f["path"] for f in head_doc(DECLARED)["write_files"]}

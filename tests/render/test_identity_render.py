@@ -59,7 +59,7 @@ def head_doc(identity: ResolvedIdentity | None) -> dict:
 
 def compute_doc(identity: ResolvedIdentity | None) -> dict:
     ctx = context(identity)
-    return yaml.safe_load(render_cloud_config("compute", node_slurm_part(ctx, ctx.node_groups[0], None), gzipped=True))
+    return yaml.safe_load(render_cloud_config("compute", node_slurm_part(ctx, ctx.node_groups[0]), gzipped=True))
 
 
 def files_of(doc: dict) -> dict[str, dict]:

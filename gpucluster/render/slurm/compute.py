@@ -26,7 +26,6 @@ from gpucluster.render.slurm.names import AWS_HELPER, NODE_SETUP, SLURMCTLD_PORT
 from gpucluster.render.slurm.pam import COMPUTE_PAM_PACKAGES, COMPUTE_PAM_TEMPLATE, NODENAME_PLACEHOLDER, compute_pam_files
 from gpucluster.render.slurm.sssd import SSSD_PACKAGES, directory_files, directory_of, directory_setup
 from gpucluster.resolve.node_group import ResolvedNodeGroup
-from gpucluster.resolve.storage import SharedFs
 from gpucluster_agents import contract
 
 # Ubuntu 24.04 (noble) packages. python3-boto3 runs the boot helper.
@@ -58,12 +57,10 @@ def task_prolog(group: ResolvedNodeGroup) -> str:
     )
 
 
-def node_slurm_part(
-    ctx: SlurmContext, group: ResolvedNodeGroup, shared_fs: SharedFs | None, home: HomeMount | None = None
-) -> CloudConfig:
-    """The Slurm part of a compute node's user data (plain: nothing here waits for AWS). ``shared_fs``: what the
-    node's storage part mounts (the group's ``shared_fs`` in the stack), which the health checks expect. ``home``: the
-    shared ``/home`` (``slurm.home``), mounted before the users and slurmd, which requires it."""
+def node_slurm_part(ctx: SlurmContext, group: ResolvedNodeGroup, home: HomeMount | None = None) -> CloudConfig:
+    """The Slurm part of a compute node's user data (plain: nothing here waits for AWS); the health checks expect
+    what the group's ``shared_fs`` names (:func:`~gpucluster.resolve.node_group.with_shared_fs`). ``home``: the shared
+    ``/home`` (``slurm.home``), mounted before the users and slurmd, which requires it."""
     health = health_enabled(ctx)
     boot_check = health and ctx.slurm.health.enabled and nvidia_gpus(group.facts)
     setup = render(
@@ -91,7 +88,7 @@ def node_slurm_part(
             *(
                 (
                     node_package_file(),
-                    *health_files(ctx, group, shared_fs=shared_fs),
+                    *health_files(ctx, group),
                 )
                 if health
                 else (node_package_file(),)
