@@ -133,3 +133,20 @@ def test_login_nodes_need_an_identity():
 
 def test_role_tag():
     assert contract.TAG_ROLE == "gpucluster:role" and contract.ROLES == ("head", "login", "compute")
+
+
+def test_head_makes_the_login_host_keys_once_with_ssh():
+    from gpucluster.render.slurm.agent import AgentBundle, LaunchTarget, agent_config
+    from gpucluster.render.slurm.head import HeadInputs, head_cloud_config
+
+    ctx = context(DECLARED)
+    targets = {g.name: LaunchTarget("lt-0123456789abcdef0", ("subnet-0",)) for g in ctx.node_groups}
+    base = HeadInputs("vol-0", AgentBundle("b", "k", "0" * 64), agent_config(ctx, targets))
+    for given, expect in ((base, False), (dataclasses.replace(base, login_host_key_secret_arn=HOST_KEYS), True)):
+        files = {f.path: f.text() for f in head_cloud_config(ctx, given).write_files}
+        setup = files["/usr/local/sbin/gpucluster-slurm-head"]
+        command = f"gpucluster-identity ssh-host-keys --create --secret-arn {HOST_KEYS}"
+        assert (command in setup) == expect
+        assert ("/usr/local/sbin/gpucluster-identity" in files) == expect
+        if expect:
+            assert setup.index("install-agent") < setup.index(command)  # the helper comes with the package
