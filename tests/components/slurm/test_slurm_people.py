@@ -238,3 +238,23 @@ def test_login_nodes_get_the_lustre_client_rules(run_components, spec) -> None:
                 rules.add((direction, i["securityGroupId"] == lustre, i["fromPort"], i["toPort"]))
     ports = [(988, 988), (1018, 1023)]
     assert rules == {(d, on_fs, lo, hi) for d in ("in", "out") for on_fs in (True, False) for lo, hi in ports}
+
+
+def test_gpu_cluster_directory_with_internal_ssh(run_components) -> None:
+    from gpucluster.components.gpu_cluster import TOKEN as CLUSTER_TOKEN
+    from gpucluster.components.gpu_cluster import build_gpu_cluster
+    from gpucluster.facts.catalog import load_catalog
+    from gpucluster.load import load_spec
+    from tests.conftest import identity_directory_config
+
+    spec = load_spec(identity_directory_config(), stack="people-ad").cluster
+    name = spec.spec.name
+    plan = run_components(lambda: build_gpu_cluster(part(CLUSTER_TOKEN, "ad"), "ad", spec, load_catalog()))
+    (lb,) = plan.of_type("aws:lb/loadBalancer:LoadBalancer")
+    assert (lb.inputs["name"], lb.inputs["internal"]) == (f"{name}-login", True)
+    assert [r.inputs["name"] for r in plan.of_type("aws:ssm/document:Document")] == [f"{name}-session"]
+    assert {r.inputs["name"] for r in plan.of_type("aws:iam/policy:Policy")} == {
+        f"{name}-login-sessions",
+        f"{name}-admin-sessions",
+    }
+    assert not plan.of_type("aws:fsx/openZfsVolume:OpenZfsVolume")[0].inputs.get("userAndGroupQuotas")  # uids unknown
