@@ -27,6 +27,7 @@ from gpucluster.components.slurm._people import (
     expose_people,
     head_host_key_statement,
     login_renderer,
+    people_context,
     people_groups,
     role_statements,
 )
@@ -69,15 +70,7 @@ class SlurmParts:
 
     def _create(self, name: str, args: SlurmBuild) -> None:
         slurm = args.slurm
-        login = args.people.login
-        ctx = SlurmContext(
-            args.cluster_name,
-            args.region,
-            slurm,
-            tuple(args.node_groups),
-            identity=args.people.identity,
-            srun_ports=login.srun_ports if login is not None else None,
-        )
+        ctx = people_context(args.cluster_name, args.region, slurm, tuple(args.node_groups), args.people)
         cluster = args.cluster_name
         child = pulumi.ResourceOptions(parent=self._parent)
         protect = bool(slurm.protect_data if slurm.protect_data is not None else True)
@@ -106,24 +99,11 @@ class SlurmParts:
 
         self._groups = people_groups(name, args.people, cluster=cluster, vpc_id=args.vpc_id, tags=tags, opts=child)
         node_profile = self._compute_nodes(name, args, secret, artifact)
-        self._people: PeopleParts = build_people(
-            self._parent,
-            name,
-            args.people,
-            self._groups,
-            PeopleWiring(
-                cluster,
-                args.region,
-                partition,
-                account,
-                args.vpc_id,
-                secret.arn,
-                tags,
-                protect,
-                child,
-                render_login=login_renderer(ctx, args.people, artifact.bucket.bucket, secret.arn),
-            ),
+        render_login = login_renderer(ctx, args.people, artifact.bucket.bucket, secret.arn)
+        wiring = PeopleWiring(
+            cluster, args.region, partition, account, args.vpc_id, secret.arn, tags, protect, child, render_login
         )
+        self._people: PeopleParts = build_people(self._parent, name, args.people, self._groups, wiring)
 
         # The agent launches dynamic groups only (static ones belong to their Auto Scaling groups).
         dynamic = [g.name for g in args.node_groups if slurm.settings(g.name).mode == "dynamic"]
