@@ -8,6 +8,7 @@ configured): a cluster without people is what it was. Values are resolved (desig
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,6 @@ from gpucluster.components.slurm._sessions import SessionParts, SessionWiring, s
 from gpucluster.components.slurm.login_nodes import LoginParts, LoginWiring, build_login_nodes, lifecycle_hook_name
 from gpucluster.components.storage.home_storage import HomeParts, HomeWiring, build_home_storage
 from gpucluster.components.storage.lustre_storage import LUSTRE_PORTS
-from gpucluster.config.slurm import SlurmSpec
 from gpucluster.render.core import render_cloud_config
 from gpucluster.render.home import HomeMount
 from gpucluster.render.hybrid.compute import with_munge_secret
@@ -31,7 +31,6 @@ from gpucluster.render.slurm.agent import with_artifact_bucket
 from gpucluster.render.slurm.login import LoginInputs, login_cloud_config, login_title
 from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.resolve.identity import DirectoryIdentity, ResolvedHome, ResolvedIdentity, ResolvedLogin
-from gpucluster.resolve.node_group import SlurmGroup
 
 SRUN_PORTS = (60001, 63000)
 LoginRenderer = Callable[[pulumi.Output[str] | None, pulumi.Output[str] | None], pulumi.Output[str]]
@@ -194,10 +193,10 @@ def head_host_key_statement(parts: PeopleParts) -> pulumi.Output[list[dict]] | N
     return parts.login.host_key_secret_arn.apply(lambda arn: [host_key_writer_statement(arn)])
 
 
-def people_context(cluster: str, region: str, slurm: SlurmSpec, groups: tuple[SlurmGroup, ...], people: People) -> SlurmContext:
-    """The Slurm files' context with the people in it: the identity (sudoers, users) and srun's ports (login nodes)."""
+def people_context(base: SlurmContext, people: People) -> SlurmContext:
+    """The Slurm files' context with ``people`` in it: the identity (sudoers, users) and srun's ports (login nodes)."""
     srun = people.login.srun_ports if people.login is not None else None
-    return SlurmContext(cluster, region, slurm, groups, identity=people.identity, srun_ports=srun)
+    return dataclasses.replace(base, identity=people.identity, srun_ports=srun)
 
 
 def login_renderer(

@@ -60,3 +60,17 @@ def home_files(home: HomeMount | None, units: tuple[str, ...]) -> tuple[WriteFil
     if home is None:
         return ()
     return (WriteFile(HOME_MOUNT_SCRIPT, home_mount_script(home), "0755"), *(requires_home(u, home) for u in units))
+
+
+def home_stand_in(region: str) -> HomeMount:
+    """The home mount of a compute node's user data until the file system exists: node user data is rendered before
+    any resource (and sized with this stand-in, of the real name's length); SlurmCluster puts the file system's DNS
+    name in its place (:func:`with_home_server`)."""
+    return HomeMount(f"fs-00000000000000000.fsx.{region}.amazonaws.com")
+
+
+def with_home_server(user_data: str, region: str, dns_name: str) -> str:
+    """A compute node's user data with the home file system's DNS name in place of its stand-in."""
+    if not _SAFE.match(dns_name):
+        raise ValueError(f"home file system DNS name {dns_name!r} has characters an fstab line cannot hold")
+    return user_data.replace(home_stand_in(region).server, dns_name)

@@ -73,3 +73,55 @@ def test_slurm_daemons_require_home():
     drop_in = requires_home("sackd.service", HOME)
     assert drop_in.path == "/etc/systemd/system/sackd.service.d/gpucluster-home.conf"
     assert "RequiresMountsFor=/home" in drop_in.text()
+
+
+def test_head_and_compute_mount_home_before_users_and_slurm():
+    import dataclasses
+
+    from gpucluster.render.slurm.compute import node_slurm_part
+    from gpucluster.render.slurm.head import head_cloud_config
+    from gpucluster.render.slurm.identity import USERS_UNIT
+    from tests.render.identity_cases import DECLARED
+    from tests.render.test_identity_render import context, head_doc
+
+    ctx = context(DECLARED)
+    compute = {f.path: f.text() for f in node_slurm_part(ctx, ctx.node_groups[0], HOME).write_files}
+    setup = compute["/usr/local/sbin/gpucluster-slurm-node"]
+    order = [setup.index(s) for s in ("gpucluster-mount-home", f"enable --now {USERS_UNIT}", "enable --now slurmd")]
+    assert order == sorted(order)
+    assert "RequiresMountsFor=/home" in compute["/etc/systemd/system/slurmd.service.d/gpucluster-home.conf"]
+    assert "/usr/local/sbin/gpucluster-mount-home" not in {f.path for f in node_slurm_part(ctx, ctx.node_groups[0]).write_files}
+
+    doc_files = {f["path"] for f in head_doc(DECLARED)["write_files"]}
+    assert "/usr/local/sbin/gpucluster-mount-home" not in doc_files  # no home given: none
+    from gpucluster.render.slurm.agent import AgentBundle, LaunchTarget, agent_config
+    from gpucluster.render.slurm.head import HeadInputs
+
+    targets = {g.name: LaunchTarget("lt-0123456789abcdef0", ("subnet-0",)) for g in ctx.node_groups}
+    given = HeadInputs("vol-0", AgentBundle("b", "k", "0" * 64), agent_config(ctx, targets), home=HOME)
+    head = {f.path: f.text() for f in head_cloud_config(dataclasses.replace(ctx), given).write_files}
+    setup = head["/usr/local/sbin/gpucluster-slurm-head"]
+    assert setup.index("gpucluster-mount-home") < setup.index("enable --now slurmctld")
+    assert "RequiresMountsFor=/home" in head["/etc/systemd/system/slurmctld.service.d/gpucluster-home.conf"]
+
+
+def test_compute_user_data_sizes_and_names_home_by_a_stand_in():
+    """With slurm.home, the compute user data (and so the 16 KB check) carries the home mount with a stand-in DNS name
+    of the real one's length; SlurmCluster swaps the real name in."""
+    from gpucluster.load import load_spec
+    from gpucluster.render.home import home_stand_in, with_home_server
+    from gpucluster.render.user_data import scheduler_part, user_data_findings
+    from tests.conftest import group, make_config
+
+    people = {"groups": [{"name": "llm", "gid": 5002}], "users": [{"name": "bob", "uid": 10002, "groups": ["llm"]}]}
+    cluster = load_spec(make_config(group(name="p5", maxSize=2), slurm={"identity": people}), stack="home").cluster
+    assert cluster.slurm is not None and cluster.slurm.home is not None
+    files = {f.path: f.text() for f in scheduler_part(cluster, cluster.node_groups[0]).write_files}
+    stand_in = home_stand_in(cluster.region).server
+    assert stand_in in files["/usr/local/sbin/gpucluster-mount-home"]
+    assert len(stand_in) == len(HOME.server)
+    assert user_data_findings(cluster) == []
+    real = with_home_server(files["/usr/local/sbin/gpucluster-mount-home"], cluster.region, HOME.server)
+    assert HOME.fstab_entry() in real and stand_in not in real
+    with pytest.raises(ValueError, match="cannot hold"):
+        with_home_server("", cluster.region, "fs-1 x")

@@ -101,7 +101,8 @@ def test_directory_with_ssh_installs_host_keys_and_sssd():
     assert f"ssh-host-keys --secret-arn {HOST_KEYS}" in setup and "--create" not in setup
     assert f"sssd-conf --secret-arn {BIND_SECRET}" in setup
     assert "HostKey /etc/ssh/gpucluster/ssh_host_ed25519_key" in files["/etc/ssh/sshd_config.d/60-gpucluster.conf"]
-    assert "pam_oddjob_mkhomedir.so umask=0077" in files["/etc/pam.d/sshd"]
+    assert "session    optional     pam_oddjob_mkhomedir.so" in files["/etc/pam.d/sshd"].splitlines()
+    assert "HOME_MODE 0700" in setup
 
 
 def test_drain_config_is_the_contract():
@@ -133,3 +134,20 @@ def test_login_nodes_need_an_identity():
 
 def test_role_tag():
     assert contract.TAG_ROLE == "gpucluster:role" and contract.ROLES == ("head", "login", "compute")
+
+
+def test_head_makes_the_login_host_keys_once_with_ssh():
+    from gpucluster.render.slurm.agent import AgentBundle, LaunchTarget, agent_config
+    from gpucluster.render.slurm.head import HeadInputs, head_cloud_config
+
+    ctx = context(DECLARED)
+    targets = {g.name: LaunchTarget("lt-0123456789abcdef0", ("subnet-0",)) for g in ctx.node_groups}
+    base = HeadInputs("vol-0", AgentBundle("b", "k", "0" * 64), agent_config(ctx, targets))
+    for given, expect in ((base, False), (dataclasses.replace(base, login_host_key_secret_arn=HOST_KEYS), True)):
+        files = {f.path: f.text() for f in head_cloud_config(ctx, given).write_files}
+        setup = files["/usr/local/sbin/gpucluster-slurm-head"]
+        command = f"gpucluster-identity ssh-host-keys --create --secret-arn {HOST_KEYS}"
+        assert (command in setup) == expect
+        assert ("/usr/local/sbin/gpucluster-identity" in files) == expect
+        if expect:
+            assert setup.index("install-agent") < setup.index(command)  # the helper comes with the package

@@ -39,11 +39,7 @@ def _build(run_components, spec, people: People):
             part(SLURM_TOKEN, "s-slurm"),
             "s-slurm",
             SlurmBuild(
-                cluster_name=spec.name,
-                region=spec.region,
-                slurm=spec.slurm.spec,
-                node_groups=groups,
-                head_image_parameter=spec.slurm.head_image_parameter,
+                cluster=spec,
                 vpc_id="vpc-0abc12345",
                 head_subnet_id=SUBNETS[0],
                 node_group_subnet_ids={g.name: SUBNETS for g in groups},
@@ -160,7 +156,6 @@ def test_login_user_data_rendered_by_the_builder(run_components, spec) -> None:
 def test_gpu_cluster_passes_the_resolved_people(run_components) -> None:
     from gpucluster.components.gpu_cluster import TOKEN as CLUSTER_TOKEN
     from gpucluster.components.gpu_cluster import build_gpu_cluster
-    from gpucluster.facts.catalog import load_catalog
     from gpucluster.load import load_spec
     from gpucluster.program import slurm_outputs
     from tests.conftest import IDENTITY_DECLARED, identity_config
@@ -169,7 +164,7 @@ def test_gpu_cluster_passes_the_resolved_people(run_components) -> None:
     outputs = {}
 
     def program() -> None:
-        parts = build_gpu_cluster(part(CLUSTER_TOKEN, "people"), "people", spec, load_catalog())
+        parts = build_gpu_cluster(part(CLUSTER_TOKEN, "people"), "people", spec)
         assert parts.slurm is not None and spec.slurm is not None
         outputs.update(slurm_outputs(parts.slurm, spec.slurm, "us-east-1"))
 
@@ -192,12 +187,11 @@ def test_gpu_cluster_passes_the_resolved_people(run_components) -> None:
 def test_gpu_cluster_plans_login_nodes(run_components) -> None:
     from gpucluster.components.gpu_cluster import TOKEN as CLUSTER_TOKEN
     from gpucluster.components.gpu_cluster import build_gpu_cluster
-    from gpucluster.facts.catalog import load_catalog
     from gpucluster.load import load_spec
     from tests.conftest import identity_declared_config
 
     spec = load_spec(identity_declared_config(), stack="people").cluster
-    plan = run_components(lambda: build_gpu_cluster(part(CLUSTER_TOKEN, "people"), "people", spec, load_catalog()))
+    plan = run_components(lambda: build_gpu_cluster(part(CLUSTER_TOKEN, "people"), "people", spec))
     (asg,) = [r for r in plan.of_type("aws:autoscaling/group:Group") if r.inputs.get("name") == f"{spec.spec.name}-login"]
     assert asg.inputs["desiredCapacity"] == 2
     subnets = {r.state["id"] for r in plan.of_type("aws:ec2/subnet:Subnet") if not r.inputs.get("mapPublicIpOnLaunch")}
@@ -243,13 +237,12 @@ def test_login_nodes_get_the_lustre_client_rules(run_components, spec) -> None:
 def test_gpu_cluster_directory_with_internal_ssh(run_components) -> None:
     from gpucluster.components.gpu_cluster import TOKEN as CLUSTER_TOKEN
     from gpucluster.components.gpu_cluster import build_gpu_cluster
-    from gpucluster.facts.catalog import load_catalog
     from gpucluster.load import load_spec
     from tests.conftest import identity_directory_config
 
     spec = load_spec(identity_directory_config(), stack="people-ad").cluster
     name = spec.spec.name
-    plan = run_components(lambda: build_gpu_cluster(part(CLUSTER_TOKEN, "ad"), "ad", spec, load_catalog()))
+    plan = run_components(lambda: build_gpu_cluster(part(CLUSTER_TOKEN, "ad"), "ad", spec))
     (lb,) = plan.of_type("aws:lb/loadBalancer:LoadBalancer")
     assert (lb.inputs["name"], lb.inputs["internal"]) == (f"{name}-login", True)
     assert [r.inputs["name"] for r in plan.of_type("aws:ssm/document:Document")] == [f"{name}-session"]
