@@ -196,6 +196,16 @@ def test_gpu_cluster_plans_login_nodes(run_components) -> None:
     assert asg.inputs["desiredCapacity"] == 2
     subnets = {r.state["id"] for r in plan.of_type("aws:ec2/subnet:Subnet") if not r.inputs.get("mapPublicIpOnLaunch")}
     assert set(asg.inputs["vpcZoneIdentifiers"]) <= subnets  # private subnets of the new VPC
+    # every node mounts the real home file system: render's stand-in DNS name replaced
+    import base64
+    import gzip
+
+    dns = plan.of_type("aws:fsx/openZfsFileSystem:OpenZfsFileSystem")[0].state["dnsName"]
+    for lt in plan.of_type("aws:ec2/launchTemplate:LaunchTemplate"):
+        text = gzip.decompress(base64.b64decode(lt.inputs["userData"])).decode()
+        assert dns in text and "fs-00000000000000000" not in text, lt.name
+    head = next(r for r in plan.of_type("aws:ec2/instance:Instance") if r.name.endswith("-slurm-head"))
+    assert dns in gzip.decompress(base64.b64decode(head.inputs["userDataBase64"])).decode()
 
 
 def test_slurm_cluster_args_people_reach_the_builder(run_components) -> None:
