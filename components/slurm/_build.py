@@ -5,7 +5,6 @@ or ``GpuCluster``'s part of that type)."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 import pulumi
@@ -27,9 +26,12 @@ from gpucluster.components.slurm._people import (
     build_people,
     expose_people,
     head_host_key_statement,
+    home_server_of,
     login_renderer,
+    people_context,
     people_groups,
     role_statements,
+    with_home,
 )
 from gpucluster.components.slurm._teardown import AgentTeardown
 from gpucluster.components.storage.shared_storage import SharedStorage
@@ -70,12 +72,7 @@ class SlurmParts:
 
     def _create(self, name: str, args: SlurmBuild) -> None:
         slurm = args.slurm
-        login = args.people.login  # the people part is what this builder wires (SlurmBuild.people)
-        ctx = dataclasses.replace(
-            SlurmContext.of(args.cluster),
-            identity=args.people.identity,
-            srun_ports=login.srun_ports if login is not None else None,
-        )
+        ctx = people_context(SlurmContext.of(args.cluster), args.people)
         cluster = args.cluster_name
         child = pulumi.ResourceOptions(parent=self._parent)
         protect = args.resolved.protect
@@ -89,11 +86,20 @@ class SlurmParts:
         secret = self._munge_secret(name, args, protect)
         hybrid = args.hybrid
         self.munge_secret_arn = secret.arn
-        # Compute nodes were rendered before the bucket and the munge secret existed: their names take the
-        # stand-ins' places.
+        self._groups = people_groups(name, args.people, cluster=cluster, vpc_id=args.vpc_id, tags=tags, opts=child)
+        render_login = login_renderer(ctx, args.people, artifact.bucket.bucket, secret.arn)
+        wiring = PeopleWiring(
+            cluster, args.region, partition, account, args.vpc_id, secret.arn, tags, protect, child, render_login
+        )
+        self._people: PeopleParts = build_people(self._parent, name, args.people, self._groups, wiring)
+        home_server = home_server_of(self._people)
+        # Compute nodes were rendered before the bucket, the munge secret and the home file system existed: their
+        # names take the stand-ins' places.
         self.compute_user_data: dict[str, pulumi.Output[str]] = {
-            n: pulumi.Output.all(u, artifact.bucket.bucket, secret.arn).apply(
-                lambda v: with_munge_secret(with_artifact_bucket(str(v[0]), str(v[1])), args.region, str(v[2]))
+            n: pulumi.Output.all(u, artifact.bucket.bucket, secret.arn, home_server).apply(
+                lambda v: with_home(
+                    with_munge_secret(with_artifact_bucket(str(v[0]), str(v[1])), args.region, str(v[2])), args.region, v[3]
+                )
             )
             for n, u in args.user_data.items()
         }
@@ -102,26 +108,7 @@ class SlurmParts:
         static group (an Auto Scaling group of its own) passes ``compute_user_data[group]`` as its user data and
         tags its instances with this cluster's and the group's tags, and the agent names them."""
 
-        self._groups = people_groups(name, args.people, cluster=cluster, vpc_id=args.vpc_id, tags=tags, opts=child)
         node_profile = self._compute_nodes(name, args, secret, artifact)
-        self._people: PeopleParts = build_people(
-            self._parent,
-            name,
-            args.people,
-            self._groups,
-            PeopleWiring(
-                cluster,
-                args.region,
-                partition,
-                account,
-                args.vpc_id,
-                secret.arn,
-                tags,
-                protect,
-                child,
-                render_login=login_renderer(ctx, args.people, artifact.bucket.bucket, secret.arn),
-            ),
-        )
 
         # The agent launches dynamic groups only (static ones belong to their Auto Scaling groups).
         dynamic = [g.name for g in args.node_groups if slurm.settings(g.name).mode == "dynamic"]
@@ -323,6 +310,8 @@ class SlurmParts:
             node_group_subnet_ids=args.node_group_subnet_ids,
             shared_storage=args.shared_storage,
             parent=self._parent,
+            home_server=home_server_of(self._people),
+            host_key_secret_arn=self._people.login.host_key_secret_arn if self._people.login is not None else None,
         )
         self.data_volume_id = head.data_volume_id
         self.head_user_data = head.user_data

@@ -27,6 +27,7 @@ from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.naming import with_name
 from gpucluster.config.slurm import HeadNodeSpec
 from gpucluster.render.core import gzip_b64, render_cloud_config
+from gpucluster.render.home import HomeMount
 from gpucluster.render.iam import policy_json, slurm_head_policy
 from gpucluster.render.node import LustreMount
 from gpucluster.render.slurm.agent import NODE_MAPS_PREFIX, LaunchTarget, agent_config
@@ -112,6 +113,8 @@ def head_node(
     node_group_subnet_ids: Mapping[str, pulumi.Input[Sequence[pulumi.Input[str]]]],
     shared_storage: Sequence[SharedStorage],
     parent: pulumi.Resource,
+    home_server: pulumi.Output[str] | None = None,
+    host_key_secret_arn: pulumi.Output[str] | None = None,
 ) -> HeadNode:
     """The interface, the data volume (protected and retained when ``protect``), the instance and the
     volume's attachment, as children of ``parent``. The user data carries the agent's config, built from
@@ -148,7 +151,9 @@ def head_node(
     else:
         image = aws.ssm.get_parameter_output(name=image_parameter, opts=pulumi.InvokeOutputOptions(parent=parent)).value
 
-    user_data = _user_data(ctx, inputs, volume.id, artifact, node_groups, node_group_subnet_ids, shared_storage)
+    user_data = _user_data(
+        ctx, inputs, volume.id, artifact, node_groups, node_group_subnet_ids, shared_storage, (home_server, host_key_secret_arn)
+    )
     instance = _instance(name, head, image, profile, eni, user_data, head_tags, inputs, artifact, parent)
     aws.ec2.VolumeAttachment(
         f"{name}-head-data",
@@ -169,6 +174,7 @@ def _user_data(
     node_groups: Mapping[str, NodeGroupResource],
     node_group_subnet_ids: Mapping[str, pulumi.Input[Sequence[pulumi.Input[str]]]],
     shared_storage: Sequence[SharedStorage],
+    people: tuple[pulumi.Output[str] | None, pulumi.Output[str] | None] = (None, None),
 ) -> pulumi.Output[str]:
     """The head node's cloud-config, once the data volume, the agent's bucket, every node group's launch template,
     subnets and placement group, and the file system's names are known."""
@@ -192,7 +198,7 @@ def _user_data(
     group_names = list(node_groups)
 
     def render(values: list[Any]) -> str:
-        volume_id, bucket_name, resolved, mount = values
+        volume_id, bucket_name, resolved, mount, (home, host_keys) = values
         launch = {
             n: LaunchTarget(str(t[0]), tuple(str(s) for s in t[1]), str(t[2]) if t[2] else None)
             for n, t in zip(group_names, resolved, strict=True)
@@ -211,11 +217,16 @@ def _user_data(
             agent=artifact.bundle(str(bucket_name)),
             agent_config=agent_config(ctx, launch, str(bucket_name)),
             lustre=mounted,
+            home=HomeMount(str(home)) if home else None,
+            login_host_key_secret_arn=str(host_keys) if host_keys else None,
         )
         return render_cloud_config(head_title(ctx), head_cloud_config(ctx, inputs), gzipped=True)
 
     # Outputs the program gave (a reservation id in the agent's config) replace their stand-ins.
-    return pulumi.Output.all(volume_id, artifact.bucket.bucket, targets, lustre_values).apply(render).apply(inputs.real_text)
+    extra = pulumi.Output.all(*people)
+    return (
+        pulumi.Output.all(volume_id, artifact.bucket.bucket, targets, lustre_values, extra).apply(render).apply(inputs.real_text)
+    )
 
 
 def _instance(

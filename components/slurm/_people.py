@@ -8,6 +8,7 @@ configured): a cluster without people is what it was. Values are resolved (desig
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,7 @@ from gpucluster.components.slurm.login_nodes import LoginParts, LoginWiring, bui
 from gpucluster.components.storage.home_storage import HomeParts, HomeWiring, build_home_storage
 from gpucluster.components.storage.lustre_storage import LUSTRE_PORTS
 from gpucluster.render.core import render_cloud_config
-from gpucluster.render.home import HomeMount
+from gpucluster.render.home import HomeMount, with_home_server
 from gpucluster.render.hybrid.compute import with_munge_secret
 from gpucluster.render.iam import policy_json
 from gpucluster.render.iam_sessions import bind_secret_statements, host_key_writer_statement, statements_policy
@@ -169,9 +170,7 @@ def _login_user_data(
     render = w.render_login
     if render is None:
         return None
-    server = None
-    if parts.home is not None and parts.home.storage.server is not None:
-        server = pulumi.Output.from_input(parts.home.storage.server).apply(str)
+    server = home_server_of(parts)
     return lambda host_keys: render(server, host_keys)
 
 
@@ -190,6 +189,12 @@ def head_host_key_statement(parts: PeopleParts) -> pulumi.Output[list[dict]] | N
     if parts.login is None or parts.login.host_key_secret_arn is None:
         return None
     return parts.login.host_key_secret_arn.apply(lambda arn: [host_key_writer_statement(arn)])
+
+
+def people_context(base: SlurmContext, people: People) -> SlurmContext:
+    """The Slurm files' context with ``people`` in it: the identity (sudoers, users) and srun's ports (login nodes)."""
+    srun = people.login.srun_ports if people.login is not None else None
+    return dataclasses.replace(base, identity=people.identity, srun_ports=srun)
 
 
 def login_renderer(
@@ -241,3 +246,15 @@ def expose_people(target: Any, parts: PeopleParts) -> dict[str, object]:
     if home is not None:
         out["homeFileSystemId"] = home.file_system_id
     return out
+
+
+def home_server_of(parts: PeopleParts) -> pulumi.Output[str] | None:
+    """The home file system's DNS name (what the nodes' user data mounts), when there is one."""
+    if parts.home is None or parts.home.storage.server is None:
+        return None
+    return pulumi.Output.from_input(parts.home.storage.server).apply(str)
+
+
+def with_home(user_data: str, region: str, server: object) -> str:
+    """``user_data`` with the home file system's DNS name in place of render's stand-in (unchanged without a home)."""
+    return with_home_server(user_data, region, str(server)) if server else user_data

@@ -118,6 +118,10 @@ def _alone_programs() -> dict[str, Callable[[], Built]]:
             {},
         ),
         "alone-SlurmCluster": _alone(lambda opts: SlurmCluster("c-slurm", {**slurm_args(), "cluster_name": "c"}, opts), {}),
+        # with people (issue #21): sessions, login nodes behind an internal SSH load balancer, the OpenZFS /home
+        "alone-SlurmCluster-people": _alone(
+            lambda opts: SlurmCluster("c-slurm", {**slurm_args(), "cluster_name": "c", **PEOPLE_ARGS}, opts), {}
+        ),
         "alone-EksCluster": _alone(
             lambda opts: EksCluster("k-eks", eks_args(eks_spec(teams=[{"name": "research", "groups": ["research"]}])), opts),
             team,
@@ -128,6 +132,24 @@ def _alone_programs() -> dict[str, Callable[[], Built]]:
         ),
         "alone-OnPremCredentials": _alone(lambda opts: OnPremCredentials("site", credentials_args({"type": "ssm"}), opts), team),
     }
+
+
+PEOPLE_ARGS: dict[str, Any] = {
+    "identity": {
+        "admin_group": "hpc-admins",
+        "groups": [{"name": "hpc-admins", "gid": 5000}],
+        "users": [
+            {
+                "name": "alice",
+                "uid": 10001,
+                "groups": ["hpc-admins"],
+                "session_principal": "arn:aws:iam::123456789012:role/alice",
+            },
+            {"name": "bob", "uid": 10002, "session_principal": "arn:aws:iam::123456789012:user/bob"},
+        ],
+    },
+    "login_nodes": {"count": 1, "ssh": {"allowed_cidrs": ["10.20.0.0/16"]}},
+}
 
 
 PROGRAMS: dict[str, Callable[[], Built]] = {

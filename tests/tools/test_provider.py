@@ -23,7 +23,6 @@ from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 from gpucluster.components._shared.build import part
 from gpucluster.components.gpu_cluster import TOKEN as CLUSTER_TOKEN
 from gpucluster.components.gpu_cluster import GpuCluster, build_gpu_cluster
-from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
 from gpucluster.tools.provider import NAME, PUBLIC_COMPONENTS, ComponentProvider, package_version
 from gpucluster.tools.provider.docstrings import InheritingAnalyzer, install, typed_dict_bases
@@ -359,7 +358,7 @@ def test_gpu_cluster_from_camel_case_is_the_stacks_cluster(run_components):
     from_args = run_components(lambda: provider.construct("tc", f"{NAME}:index:GpuCluster", dict(args), None))
     config = {f"gpucluster:{k}": v for k, v in args.items() if k != "region"} | {"aws:region": args["region"]}
     spec = load_spec(config, stack="tc").cluster
-    from_stack = run_components(lambda: build_gpu_cluster(part(CLUSTER_TOKEN, "tc"), "tc", spec, load_catalog()))
+    from_stack = run_components(lambda: build_gpu_cluster(part(CLUSTER_TOKEN, "tc"), "tc", spec))
 
     def shape(plan: Any) -> list[tuple[str, str, str]]:
         return sorted((r.type, r.name, json.dumps(r.inputs, sort_keys=True, default=str)) for r in plan.resources)

@@ -196,6 +196,16 @@ def test_gpu_cluster_plans_login_nodes(run_components) -> None:
     assert asg.inputs["desiredCapacity"] == 2
     subnets = {r.state["id"] for r in plan.of_type("aws:ec2/subnet:Subnet") if not r.inputs.get("mapPublicIpOnLaunch")}
     assert set(asg.inputs["vpcZoneIdentifiers"]) <= subnets  # private subnets of the new VPC
+    # every node mounts the real home file system: render's stand-in DNS name replaced
+    import base64
+    import gzip
+
+    dns = plan.of_type("aws:fsx/openZfsFileSystem:OpenZfsFileSystem")[0].state["dnsName"]
+    for lt in plan.of_type("aws:ec2/launchTemplate:LaunchTemplate"):
+        text = gzip.decompress(base64.b64decode(lt.inputs["userData"])).decode()
+        assert dns in text and "fs-00000000000000000" not in text, lt.name
+    head = next(r for r in plan.of_type("aws:ec2/instance:Instance") if r.name.endswith("-slurm-head"))
+    assert dns in gzip.decompress(base64.b64decode(head.inputs["userDataBase64"])).decode()
 
 
 def test_slurm_cluster_args_people_reach_the_builder(run_components) -> None:
@@ -232,3 +242,22 @@ def test_login_nodes_get_the_lustre_client_rules(run_components, spec) -> None:
                 rules.add((direction, i["securityGroupId"] == lustre, i["fromPort"], i["toPort"]))
     ports = [(988, 988), (1018, 1023)]
     assert rules == {(d, on_fs, lo, hi) for d in ("in", "out") for on_fs in (True, False) for lo, hi in ports}
+
+
+def test_gpu_cluster_directory_with_internal_ssh(run_components) -> None:
+    from gpucluster.components.gpu_cluster import TOKEN as CLUSTER_TOKEN
+    from gpucluster.components.gpu_cluster import build_gpu_cluster
+    from gpucluster.load import load_spec
+    from tests.conftest import identity_directory_config
+
+    spec = load_spec(identity_directory_config(), stack="people-ad").cluster
+    name = spec.spec.name
+    plan = run_components(lambda: build_gpu_cluster(part(CLUSTER_TOKEN, "ad"), "ad", spec))
+    (lb,) = plan.of_type("aws:lb/loadBalancer:LoadBalancer")
+    assert (lb.inputs["name"], lb.inputs["internal"]) == (f"{name}-login", True)
+    assert [r.inputs["name"] for r in plan.of_type("aws:ssm/document:Document")] == [f"{name}-session"]
+    assert {r.inputs["name"] for r in plan.of_type("aws:iam/policy:Policy")} == {
+        f"{name}-login-sessions",
+        f"{name}-admin-sessions",
+    }
+    assert not plan.of_type("aws:fsx/openZfsVolume:OpenZfsVolume")[0].inputs.get("userAndGroupQuotas")  # uids unknown

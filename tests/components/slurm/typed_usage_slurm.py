@@ -34,6 +34,13 @@ def program() -> SlurmCluster:
             "head_node": {"instance_type": "m7i.2xlarge"},
             "accounting": {},
             "lustre": {"dns_name": "fs-0123.fsx.us-east-1.amazonaws.com", "mount_name": "abcdefgh"},
+            "identity": {
+                "admin_group": "hpc-admins",
+                "groups": [{"name": "hpc-admins", "gid": 5000}],
+                "users": [{"name": "alice", "uid": 10001, "groups": ["hpc-admins"], "home_quota_gib": 100}],
+            },
+            "login_nodes": {"count": 2, "ssh": {"allowed_cidrs": ["10.20.0.0/16"], "scheme": "internal"}},
+            "home": {"storage_capacity_gib": 256, "throughput_capacity": 128},
             "tags": {"team": "ml"},
         },
     )
