@@ -39,7 +39,7 @@ def _bind_script(binds: Mapping[Path, Path]) -> str:
             raise ValueError(f"bind source {source} does not exist")
         if target.is_dir() != source.is_dir():
             raise ValueError(f"bind {source} over {target}: one is a directory, the other not")
-        lines.append(f"mount --bind {shlex.quote(str(source))} {shlex.quote(str(target))}")
+        lines.append(f"mount --rbind {shlex.quote(str(source))} {shlex.quote(str(target))}")
     return "\n".join(lines)
 
 

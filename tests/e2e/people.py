@@ -1,0 +1,176 @@
+"""A node for the people tests (issue #21): declared users, a PAM configuration and a real Slurm cluster, all inside a
+private mount namespace (``namespace.py``) so the host's own files are never changed.
+
+:class:`PeopleNode` is one node of the shared real-Slurm harness (``slurm_harness.LocalSlurm``): Slurm 22.05 of this
+machine, or Slurm 24.11 of the trixie root (``tests/render/slurm_versions.py``) entered with ``chroot`` inside the
+namespace. What the namespace shows over the node's own files (the root's, for 24.11):
+
+- ``/etc/passwd``, ``/etc/group``, ``/etc/shadow``, ``/etc/gshadow``: copies of the node's, with the users the
+  users script made (run with ``GPUCLUSTER_ROOT=<temp root>``: render's contract, ``useradd --prefix``);
+- ``/etc/pam.d``, ``/etc/security``: copies with the services and files a test gives (the compute sshd stack);
+- ``/etc/slurm``: the test cluster's slurm.conf (pam_slurm_adopt reads ``/etc/slurm/slurm.conf``);
+- on this machine only, ``/lib/x86_64-linux-gnu/security``: a copy with bookworm's ``pam_slurm_adopt.so`` added —
+  Debian 12 installs it in ``/lib/security``, a directory libpam does not search for a module named without a path
+  (trixie and Ubuntu install it in the multiarch directory libpam searches).
+
+PAM modules log through syslog(3) and a test machine has no ``/dev/log``: ``syslog_shim.c`` (LD_PRELOAD) writes
+their lines into a file of the run, so a test reads the module's own words.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from tests.e2e.namespace import MountNamespace
+from tests.e2e.slurm_harness import HERE, SBATCH, LocalSlurm, conf_lines, free_port, local_keys, node_line, run_dir
+
+PEOPLE = HERE / "people"
+"""Hand-written stand-ins for rendered files, in this test directory (see each file's first comment)."""
+IDENTITY_FILES = ("passwd", "group", "shadow", "gshadow")
+HOST_PAM_MODULES = Path("/lib/x86_64-linux-gnu/security")
+BOOKWORM_PAM_SLURM_ADOPT = Path("/lib/security/pam_slurm_adopt.so")
+NODE = "n-1"
+PAMTESTER = "/usr/bin/pamtester"
+RUNUSER = "/usr/sbin/runuser"
+
+
+def declared_etc(work: Path, users_script: Path, base: Path = Path("/")) -> Path:
+    """``work/root/etc`` with copies of ``base``'s passwd/group/shadow/gshadow, then the users script run on that root
+    (``GPUCLUSTER_ROOT``): the etc directory."""
+    etc = work / "root" / "etc"
+    etc.mkdir(parents=True)
+    for name in IDENTITY_FILES:
+        shutil.copy2(base / "etc" / name, etc / name)
+    proc = subprocess.run(
+        ["bash", str(users_script)],
+        env={"GPUCLUSTER_ROOT": str(work / "root"), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, f"users script failed: {proc.stdout}{proc.stderr}"
+    return etc
+
+
+def copy_dir(source: Path, dest: Path, files: Mapping[str, str]) -> Path:
+    """A copy of ``source`` (symlinks kept) with ``files`` written over it."""
+    shutil.copytree(source, dest, symlinks=True)
+    for name, text in files.items():
+        (dest / name).write_text(text)
+    return dest
+
+
+def build_syslog_shim(out_dir: Path) -> Path:
+    so = out_dir / "syslog_shim.so"
+    gcc = shutil.which("gcc") or "/usr/bin/gcc"
+    subprocess.run([gcc, "-shared", "-fPIC", "-O2", "-o", str(so), str(HERE / "syslog_shim.c")], check=True, capture_output=True)
+    return so
+
+
+class PeopleNode:
+    """One Slurm node (``n-1``) with declared users and a PAM configuration, in a private mount namespace.
+
+    ``root``: the trixie root for Slurm 24.11, ``None`` for this machine's 22.05. ``pam``: services written into the
+    copy of ``/etc/pam.d``; ``security``: files written into the copy of ``/etc/security``; ``conf``: slurm.conf
+    keys added to (or replacing) the harness's."""
+
+    def __init__(
+        self,
+        users_script: Path,
+        *,
+        root: Path | None = None,
+        pam: Mapping[str, str] | None = None,
+        security: Mapping[str, str] | None = None,
+        conf: Mapping[str, str] | None = None,
+        extra_binds: Mapping[Path, Path] | None = None,
+    ) -> None:
+        self.root = root
+        base = root or Path("/")
+        self.dir = run_dir("gcpeople-") if root is None else Path(tempfile.mkdtemp(prefix="gcpeople-", dir=root / "tmp"))
+        self.inner = self.dir if root is None else Path("/") / self.dir.relative_to(root)
+        self.etc = declared_etc(self.dir, users_script, base)
+        slurm_etc = copy_dir(base / "etc" / "slurm", self.dir / "etc-slurm", {})
+        conf_path = slurm_etc / "slurm.conf"
+        binds: dict[Path, Path] = {base / "etc" / name: self.etc / name for name in IDENTITY_FILES}
+        binds[base / "etc" / "pam.d"] = copy_dir(base / "etc" / "pam.d", self.dir / "pam.d", pam or {})
+        binds[base / "etc" / "security"] = copy_dir(base / "etc" / "security", self.dir / "security", security or {})
+        binds[base / "etc" / "slurm"] = slurm_etc
+        if root is None:
+            modules = copy_dir(HOST_PAM_MODULES, self.dir / "pam-modules", {})
+            shutil.copy2(BOOKWORM_PAM_SLURM_ADOPT, modules / BOOKWORM_PAM_SLURM_ADOPT.name)
+            binds[HOST_PAM_MODULES] = modules
+        else:
+            binds[root / "proc"] = Path("/proc")  # this namespace's own: the shared mount of slurm_versions.py untouched
+            binds[root / "sys"] = Path("/sys")  # 24.11's slurmd loads its cgroup plugin whatever ProctrackType says
+        binds.update(extra_binds or {})
+        self.ns = MountNamespace(binds)
+        self.syslog = self.dir / "syslog"
+        self.shim = build_syslog_shim(self.dir)
+        self.dir.chmod(0o755)
+        wrap = self._wrap
+        self.slurm = LocalSlurm(self.dir, conf_path, wrap=wrap)
+        keys = {"ClusterName": "people", **local_keys(self.inner, free_port()), "PrologFlags": "Contain"}
+        if root is not None:  # debootstrap makes no /etc/hosts: the controller's address is given, not looked up
+            keys["SlurmctldHost"] = "localhost(127.0.0.1)"
+        keys.update(conf or {})
+        self.slurm.write_conf(
+            [
+                *conf_lines(keys),
+                node_line(NODE, free_port(), memory_mb=256, State="UNKNOWN"),
+                f"PartitionName=p Nodes={NODE} Default=YES MaxTime=INFINITE State=UP",
+            ]
+        )
+        self.conf_inner = Path("/etc/slurm/slurm.conf")
+
+    def _wrap(self, *argv: str) -> list[str]:
+        if self.root is None:
+            return self.ns.argv(*argv)
+        return self.ns.argv("chroot", str(self.root), "env", f"SLURM_CONF={self.conf_inner}", *argv)
+
+    def inside(self, path: Path) -> Path:
+        """``path`` (under the run dir) as the node's processes see it."""
+        return self.inner / path.relative_to(self.dir)
+
+    def start(self) -> None:
+        self.slurm.start_ctld()
+        self.slurm.start_slurmd(NODE)
+        self.slurm.wait("node idle", lambda: "IDLE" in self.slurm.node(NODE).get("State", ""), 60)
+
+    def as_user(self, user: str, *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """``argv`` run as ``user`` (``runuser``) on the node, with the harness's environment (its marker)."""
+        return self.slurm.run(RUNUSER, "-u", user, "--", *argv, timeout=timeout)
+
+    def sbatch_as(self, user: str, *args: str) -> int:
+        proc = self.as_user(user, SBATCH, "--parsable", "--chdir=/tmp", *args)
+        assert proc.returncode == 0, proc.stderr
+        return int(proc.stdout.strip().split(";")[0])
+
+    def pamtester(self, service: str, user: str, *ops: str) -> tuple[int, subprocess.CompletedProcess[str], str]:
+        """``pamtester service user ops`` as root, as sshd would call PAM: no SLURM_CONF in its environment (the
+        module reads /etc/slurm/slurm.conf). Returns pamtester's pid, its result and the syslog lines it wrote."""
+        self.syslog.write_text("")
+        env = {k: v for k, v in self.slurm.env.items() if k != "SLURM_CONF"}
+        shim = [f"LD_PRELOAD={self.inside(self.shim)}", f"GPUCLUSTER_SYSLOG_FILE={self.inside(self.syslog)}"]
+        argv = ["env", *shim, PAMTESTER, "-v", service, user, *ops]
+        if self.root is not None:
+            argv = ["chroot", str(self.root), *argv]
+        with subprocess.Popen(
+            self.ns.argv(*argv), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        ) as proc:  # nsenter and env exec: the pid is pamtester's
+            out, err = proc.communicate(timeout=60)
+        result = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+        return proc.pid, result, self.syslog.read_text()
+
+    def stop(self) -> None:
+        try:
+            self.slurm.stop()
+        finally:
+            self.ns.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def leftover(self) -> Sequence[int]:
+        return self.slurm.leftover()

@@ -1,0 +1,87 @@
+"""pam_slurm_adopt on a compute node (issue #21, D11): sshd's account stack admits a user only while they have a job
+on that node, admins (the admin group, through pam_access) and root always.
+
+Real programs: the shared Slurm harness's slurmctld + slurmd (Debian 12's 22.05 here) with ``PrologFlags=Contain``,
+``pam_slurm_adopt`` and ``pam_access`` called by ``pamtester`` as sshd would call them (service ``sshd``, account
+phase), all in a private mount namespace (``people.py``): the declared users made by the users script on a temp root,
+the compute sshd PAM stack bound as ``/etc/pam.d/sshd`` with ``@NODENAME@`` replaced by the harness's node name, the
+test's slurm.conf as ``/etc/slurm/slurm.conf`` — pam_slurm_adopt reads that default path; pamtester runs without
+``SLURM_CONF`` as sshd does. A refusal is pamtester's PAM error plus the module's own syslog line.
+
+Cgroups: the harness keeps ``proctrack/pgid`` (``task/none``): several test clusters run side by side on one machine
+and Slurm's cgroup v1 paths (``slurm/uid_<uid>/job_<id>``) do not name the cluster, so two clusters' job 1 would share
+a cgroup. The adoption is asserted by the module's own line naming pamtester's pid and the job (the extern step took
+the pid: ``stepd_add_extern_pid`` answered), not by a cgroup's member list.
+
+Files under test: hand-written stand-ins in ``tests/e2e/people/`` until i21-render's rendered users script, compute
+PAM stack and pam_access file land (then they are read from the renderer).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests.conftest import IN_CI, require_tool
+from tests.e2e.people import NODE, PAMTESTER, PEOPLE, PeopleNode
+from tests.e2e.slurm_harness import SBATCH, SCONTROL, SLURMCTLD, SLURMD
+
+pytestmark = pytest.mark.slow
+
+NO_JOB = "Access denied by pam_slurm_adopt: you have no active jobs on this node"
+
+
+def compute_pam() -> dict[str, str]:
+    return {"sshd": (PEOPLE / "pam-sshd-compute").read_text().replace("@NODENAME@", NODE)}
+
+
+def compute_security() -> dict[str, str]:
+    return {"access-gpucluster-admins.conf": (PEOPLE / "access-gpucluster-admins.conf").read_text()}
+
+
+@pytest.fixture(scope="module")
+def node() -> Iterator[PeopleNode]:
+    for tool in (SLURMCTLD, SLURMD, SCONTROL, SBATCH, PAMTESTER, "unshare", "nsenter", "gcc"):
+        require_tool(tool)
+    if os.geteuid() != 0:
+        (pytest.fail if IN_CI else pytest.skip)("slurmd and bind mounts need root here")
+    n = PeopleNode(PEOPLE / "users.sh", pam=compute_pam(), security=compute_security())
+    try:
+        n.start()
+        yield n
+    finally:
+        n.stop()
+    assert n.leftover() == []
+
+
+def test_without_a_job_a_user_is_refused_by_pam_slurm_adopt_and_admins_and_root_are_admitted(node: PeopleNode):
+    _, bob, log = node.pamtester("sshd", "bob", "acct_mgmt")
+    assert bob.returncode == 1 and "Permission denied" in bob.stderr, bob
+    assert NO_JOB in log, log
+    _, alice, log = node.pamtester("sshd", "alice", "acct_mgmt")  # hpc-admins: pam_access is sufficient
+    assert alice.returncode == 0 and "account management done" in alice.stdout, alice
+    assert "pam_slurm_adopt" not in log and "access denied" not in log, log
+    _, root, log = node.pamtester("sshd", "root", "acct_mgmt")
+    assert root.returncode == 0, root
+    assert "Ignoring root user" in log, log  # pam_slurm_adopt's own rule, not pam_access (which refused root)
+
+
+def test_a_running_job_admits_its_owner_only_and_adopts_the_login(node: PeopleNode):
+    job = node.sbatch_as("bob", "--output=/dev/null", "--wrap", "sleep 300")
+    node.slurm.wait("bob's job running", lambda: node.slurm.job(job).get("JobState") == "RUNNING", 60)
+    assert node.slurm.job(job)["UserId"] == "bob(10002)"  # the declared uid, resolved through the bound passwd
+    try:
+        pid, bob, log = node.pamtester("sshd", "bob", "acct_mgmt")
+        assert bob.returncode == 0 and "account management done" in bob.stdout, (bob, log)
+        assert f"Connection by user bob: user has only one job {job}" in log, log
+        assert f"Process {pid} adopted into job {job}" in log, log
+        _, carol, log = node.pamtester("sshd", "carol", "acct_mgmt")
+        assert carol.returncode == 1 and "Permission denied" in carol.stderr, carol
+        assert NO_JOB in log, log
+    finally:
+        node.slurm.run("scancel", str(job))
+    node.slurm.wait_job(job, 60)
+    _, after, log = node.pamtester("sshd", "bob", "acct_mgmt")
+    assert after.returncode == 1 and NO_JOB in log, (after, log)
