@@ -19,14 +19,19 @@ their lines into a file of the run, so a test reads the module's own words.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import pytest
+
+from tests.conftest import IN_CI
 from tests.e2e.namespace import MountNamespace
 from tests.e2e.slurm_harness import HERE, SBATCH, LocalSlurm, conf_lines, free_port, local_keys, node_line, run_dir
+from tests.render.slurm_versions import TRIXIE_ROOT
 
 PEOPLE = HERE / "people"
 """Hand-written stand-ins for rendered files, in this test directory (see each file's first comment)."""
@@ -36,6 +41,30 @@ BOOKWORM_PAM_SLURM_ADOPT = Path("/lib/security/pam_slurm_adopt.so")
 NODE = "n-1"
 PAMTESTER = "/usr/bin/pamtester"
 RUNUSER = "/usr/sbin/runuser"
+
+
+TRIXIE_TOOLS = (
+    "usr/sbin/slurmctld",
+    "usr/sbin/slurmd",
+    "usr/sbin/sackd",
+    "usr/sbin/munged",
+    "usr/bin/sbatch",
+    "usr/bin/pamtester",
+    "usr/lib/x86_64-linux-gnu/security/pam_slurm_adopt.so",
+)
+"""What the people tests need in the trixie root (``.ci/run``'s debootstrap ``--include``)."""
+
+
+def trixie_root_or_skip() -> Path:
+    """The Slurm 24.11 root with what the people tests run; missing: fails in CI, skips here with the command."""
+    missing = [tool for tool in TRIXIE_TOOLS if not (TRIXIE_ROOT / tool).exists()]
+    if missing:
+        message = (
+            f"the Slurm 24.11 root {TRIXIE_ROOT} lacks {', '.join(missing)}: chroot {TRIXIE_ROOT} apt-get install "
+            "sackd slurm-client libpam-slurm-adopt pamtester (.ci/run's debootstrap --include)"
+        )
+        (pytest.fail if IN_CI else pytest.skip)(message)
+    return TRIXIE_ROOT
 
 
 def declared_etc(work: Path, users_script: Path, base: Path = Path("/")) -> Path:
@@ -116,6 +145,7 @@ class PeopleNode:
         keys = {"ClusterName": "people", **local_keys(self.inner, free_port()), "PrologFlags": "Contain"}
         if root is not None:  # debootstrap makes no /etc/hosts: the controller's address is given, not looked up
             keys["SlurmctldHost"] = "localhost(127.0.0.1)"
+            keys.update(self._munge_keys())
         keys.update(conf or {})
         self.slurm.write_conf(
             [
@@ -135,7 +165,27 @@ class PeopleNode:
         """``path`` (under the run dir) as the node's processes see it."""
         return self.inner / path.relative_to(self.dir)
 
+    def _munge_keys(self) -> dict[str, str]:
+        """24.11: munge instead of auth/none. Its cred/none plugin cannot be loaded by pam_slurm_adopt (pamtester dies
+        with "cred_none.so: undefined symbol: get_log_level", measured): a munged of the run's own (key, socket)."""
+        (self.dir / "munge").mkdir(mode=0o755)
+        key = self.dir / "munge" / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o400)
+        self.munge_socket = self.inside(self.dir / "munge" / "munge.sock")
+        return {"AuthType": "auth/munge", "CredType": "cred/munge", "AuthInfo": f"socket={self.munge_socket}"}
+
+    def _start_munge(self) -> None:
+        m = self.inside(self.dir / "munge")
+        argv = ["/usr/sbin/munged", "--foreground", "--force", f"--socket={self.munge_socket}", f"--key-file={m}/munge.key"]
+        argv += [f"--pid-file={m}/munged.pid", f"--log-file={m}/munged.log", f"--seed-file={m}/munged.seed"]
+        self.slurm.spawn(argv, "munged.out")
+        socket_path = self.dir / "munge" / "munge.sock"
+        self.slurm.wait("munged's socket", socket_path.exists, 20, 0.1)
+
     def start(self) -> None:
+        if self.root is not None:
+            self._start_munge()
         self.slurm.start_ctld()
         self.slurm.start_slurmd(NODE)
         self.slurm.wait("node idle", lambda: "IDLE" in self.slurm.node(NODE).get("State", ""), 60)

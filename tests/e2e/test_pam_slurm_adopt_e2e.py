@@ -1,7 +1,9 @@
 """pam_slurm_adopt on a compute node (issue #21, D11): sshd's account stack admits a user only while they have a job
 on that node, admins (the admin group, through pam_access) and root always.
 
-Real programs: the shared Slurm harness's slurmctld + slurmd (Debian 12's 22.05 here) with ``PrologFlags=Contain``,
+Real programs: the shared Slurm harness's slurmctld + slurmd (Debian 12's 22.05 here, and Debian trixie's 24.11 in
+its debootstrap root under ``chroot``, with munge: 24.11's cred/none cannot be loaded by the module) with
+``PrologFlags=Contain``,
 ``pam_slurm_adopt`` and ``pam_access`` called by ``pamtester`` as sshd would call them (service ``sshd``, account
 phase), all in a private mount namespace (``people.py``): the declared users made by the users script on a temp root,
 the compute sshd PAM stack bound as ``/etc/pam.d/sshd`` with ``@NODENAME@`` replaced by the harness's node name, the
@@ -25,7 +27,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.conftest import IN_CI, require_tool
-from tests.e2e.people import NODE, PAMTESTER, PEOPLE, PeopleNode
+from tests.e2e.people import NODE, PAMTESTER, PEOPLE, PeopleNode, trixie_root_or_skip
 from tests.e2e.slurm_harness import SBATCH, SCONTROL, SLURMCTLD, SLURMD
 
 pytestmark = pytest.mark.slow
@@ -41,13 +43,14 @@ def compute_security() -> dict[str, str]:
     return {"access-gpucluster-admins.conf": (PEOPLE / "access-gpucluster-admins.conf").read_text()}
 
 
-@pytest.fixture(scope="module")
-def node() -> Iterator[PeopleNode]:
+@pytest.fixture(scope="module", params=["22.05", "24.11"])
+def node(request: pytest.FixtureRequest) -> Iterator[PeopleNode]:
     for tool in (SLURMCTLD, SLURMD, SCONTROL, SBATCH, PAMTESTER, "unshare", "nsenter", "gcc"):
         require_tool(tool)
     if os.geteuid() != 0:
         (pytest.fail if IN_CI else pytest.skip)("slurmd and bind mounts need root here")
-    n = PeopleNode(PEOPLE / "users.sh", pam=compute_pam(), security=compute_security())
+    root = trixie_root_or_skip() if request.param == "24.11" else None
+    n = PeopleNode(PEOPLE / "users.sh", root=root, pam=compute_pam(), security=compute_security())
     try:
         n.start()
         yield n
