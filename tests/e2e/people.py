@@ -136,7 +136,9 @@ class PeopleNode:
             binds[root / "proc"] = Path("/proc")  # this namespace's own: the shared mount of slurm_versions.py untouched
             binds[root / "sys"] = Path("/sys")  # 24.11's slurmd loads its cgroup plugin whatever ProctrackType says
         binds.update(extra_binds or {})
+        self.binds = binds
         self.ns = MountNamespace(binds)
+        self.login_namespaces: list[MountNamespace] = []
         self.syslog = self.dir / "syslog"
         self.shim = build_syslog_shim(self.dir)
         self.dir.chmod(0o755)
@@ -215,10 +217,45 @@ class PeopleNode:
         result = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
         return proc.pid, result, self.syslog.read_text()
 
+    def login_namespace(self) -> MountNamespace:
+        """A login node of the same people: a namespace of its own with the same identity and PAM files, no
+        slurm.conf of its own (``/etc/slurm`` as the package leaves it) and, for 24.11, its own ``/run`` (sackd's
+        configless cache, ``/run/slurm/conf``). Ended with the node."""
+        base = self.root or Path("/")
+        binds = dict(self.binds)
+        binds[base / "etc" / "slurm"] = copy_dir(
+            base / "etc" / "slurm", self.dir / f"login-etc-slurm-{len(self.login_namespaces)}", {}
+        )
+        if self.root is not None:
+            run = self.dir / f"login-run-{len(self.login_namespaces)}"
+            (run / "slurm").mkdir(
+                mode=0o755, parents=True
+            )  # sackd makes /run/slurm/conf, not its parent (systemd's RuntimeDirectory)
+            (run / "munge").mkdir(mode=0o755)  # before it has a slurm.conf (AuthInfo), sackd asks munge's default socket
+            (run / "munge" / "munge.socket.2").symlink_to(self.munge_socket)
+            binds[self.root / "run"] = run
+        ns = MountNamespace(binds)
+        self.login_namespaces.append(ns)
+        return ns
+
+    def spawn_in(self, ns: MountNamespace, argv: Sequence[str], log: str) -> subprocess.Popen[bytes]:
+        """A daemon of another namespace (a login node's sackd), with the run's marker: the harness's stop ends it."""
+        env = {k: v for k, v in self.slurm.env.items() if k != "SLURM_CONF"}
+        chroot = ["chroot", str(self.root)] if self.root is not None else []
+        with open(self.dir / "log" / log, "ab") as out:
+            proc = subprocess.Popen(
+                ns.argv(*chroot, *argv), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+        self.slurm.procs.append(proc)
+        return proc
+
     def stop(self) -> None:
         try:
             self.slurm.stop()
         finally:
+            for ns in self.login_namespaces:
+                ns.close()
             self.ns.close()
             shutil.rmtree(self.dir, ignore_errors=True)
 
