@@ -17,6 +17,7 @@ from gpucluster.config.slurm import SLURM_VERSION, UBUNTU_RELEASE, SlurmSpec
 from gpucluster.config.storage import StorageSpec
 from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.images import default_image_parameter
+from gpucluster.resolve.identity import ResolvedHome, ResolvedIdentity, ResolvedLogin
 from gpucluster.resolve.node_group import (
     ResolvedNodeGroup,
     SlurmGroup,
@@ -46,6 +47,12 @@ class ResolvedSlurm:
     unless ``slurm.headNode.imageId`` is set."""
     version: str = SLURM_VERSION
     """The Slurm version of the head node's release."""
+    identity: ResolvedIdentity | None = None
+    """Who the people are (``slurm.identity``); ``None`` = decided: no users (admins only, through IAM)."""
+    login: ResolvedLogin | None = None
+    """Login nodes (``slurm.loginNodes``); ``None`` = decided: none."""
+    home: ResolvedHome | None = None
+    """The shared ``/home`` (``slurm.home``, present when ``identity`` is); ``None`` = decided: none."""
 
     @property
     def partitions(self) -> dict[str, str]:

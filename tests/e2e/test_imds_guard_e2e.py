@@ -35,6 +35,7 @@ import pytest
 import yaml
 
 from gpucluster.render.slurm.guard import imds_guard_bootcmd
+from gpucluster.render.slurm.identity import session_lockdown_bootcmd
 from gpucluster.render.slurm.names import SLURMCTLD_PORT, SLURMD_PORT
 from gpucluster.tools.plan.run.engine import run_plan
 from tests.conftest import IN_CI, require_tool
@@ -245,7 +246,7 @@ def run_dir() -> Iterator[Path]:
 def test_guard_fails_closed_without_iptables(netns, run_dir):
     """A node whose guard cannot run iptables gets no rules and a failed guard (so slurmd, which
     requires the unit, never starts): the script stops at the first missing command."""
-    (command,) = [c for c in rendered_compute_bootcmd() if c[:2] == ["sh", "-c"]]
+    command = rendered_compute_bootcmd()[0]  # the guard's
     script = run_dir / "guard"
     script.write_text(command[-1])
     empty = run_dir / "bin"
@@ -258,7 +259,9 @@ def test_guard_fails_closed_without_iptables(netns, run_dir):
 def test_unprivileged_job_cannot_reach_imds_but_root_can(netns, run_dir):
     bootcmd = rendered_compute_bootcmd()
     assert bootcmd[0] == list(imds_guard_bootcmd())  # the guard is the node's first boot command
-    boot_script = cloud_init_boot_script(bootcmd)
+    # only the guard's: the next one (the session lockdown, tests/render/test_identity_render.py) writes /etc/sudoers.d
+    assert bootcmd[1] == list(session_lockdown_bootcmd())
+    boot_script = cloud_init_boot_script(bootcmd[:1])
 
     imds_log = run_dir / "imds.log"
     imds_log.touch()

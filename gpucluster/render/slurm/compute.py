@@ -14,6 +14,7 @@ from gpucluster.render.node import NCCL_ENV_PATH
 from gpucluster.render.slurm.agent import boot_files, node_package_file
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit
 from gpucluster.render.slurm.health import HEALTH_BOOT_UNIT, health_enabled, health_files
+from gpucluster.render.slurm.identity import USERS_UNIT, has_users_program, identity_files, session_lockdown_bootcmd
 from gpucluster.render.slurm.names import AWS_HELPER, NODE_SETUP, SLURMCTLD_PORT, TASK_PROLOG, SlurmContext, controller_address
 from gpucluster.resolve.node_group import ResolvedNodeGroup
 from gpucluster.resolve.storage import SharedFs
@@ -62,6 +63,7 @@ def node_slurm_part(ctx: SlurmContext, group: ResolvedNodeGroup, shared_fs: Shar
         node_name_tag=contract.TAG_NODE_NAME,
         imds_guard_unit=IMDS_GUARD_UNIT,
         install_package=health,
+        users_unit=USERS_UNIT if has_users_program(ctx.identity) else None,
     )
     return CloudConfig(
         write_files=(
@@ -77,9 +79,12 @@ def node_slurm_part(ctx: SlurmContext, group: ResolvedNodeGroup, shared_fs: Shar
             WriteFile(TASK_PROLOG, task_prolog(group), "0755"),
             WriteFile(f"/etc/systemd/system/{IMDS_GUARD_UNIT}", imds_guard_unit(head=False)),
             WriteFile("/etc/systemd/system/slurmd.service.d/gpucluster.conf", slurmd_drop_in(boot_check)),
+            *identity_files(ctx.identity),
             WriteFile.compressed(NODE_SETUP, setup, "0755"),
         ),
-        bootcmd=(imds_guard_bootcmd(),),
+        # the guard first (the e2e test runs it alone), then the session lockdown: both before write_files
+        bootcmd=(imds_guard_bootcmd(), session_lockdown_bootcmd()),
         runcmd=((NODE_SETUP,),),
         sections=("slurmd (configless)",),
+        no_default_user=True,
     )

@@ -13,6 +13,7 @@ from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT, LustreMount, lustre_moun
 from gpucluster.render.slurm.agent import AgentBundle, boot_files, package_file
 from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, slurm_conf, slurmdbd_conf, topology_conf
 from gpucluster.render.slurm.guard import IMDS_GUARD, IMDS_GUARD_UNIT, imds_guard_script, imds_guard_unit, systemd_unit
+from gpucluster.render.slurm.identity import USERS_UNIT, has_users_program, identity_files, session_lockdown_bootcmd
 from gpucluster.render.slurm.names import (
     AGENT_BIN,
     AGENT_COMMAND,
@@ -62,7 +63,7 @@ def agent_command() -> str:
 def head_files(ctx: SlurmContext, inputs: HeadInputs) -> tuple[WriteFile, ...]:
     """Every file the head node's cloud-init writes, Slurm's own configs first."""
     accounting = ctx.slurm.accounting is not None
-    files = [*slurm_files(ctx), *agent_files(ctx, inputs), *system_files(ctx)]
+    files = [*slurm_files(ctx), *agent_files(ctx, inputs), *system_files(ctx), *identity_files(ctx.identity)]
     if accounting:
         files.append(
             WriteFile(
@@ -168,12 +169,13 @@ def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
         state_save_location=STATE_SAVE_LOCATION,
         agent_state_dir=AGENT_STATE_DIR,
         topology_dir=TOPOLOGY_DIR,
+        users_unit=USERS_UNIT if has_users_program(ctx.identity) else None,
     )
 
 
 def head_cloud_config(ctx: SlurmContext, inputs: HeadInputs) -> CloudConfig:
-    """The head node's user data: its files, then (with a shared file system) the Lustre mount, then
-    the setup script."""
+    """The head node's user data: the session lockdown (bootcmd), its files, then (with a shared file system) the
+    Lustre mount, then the setup script."""
     files = list(head_files(ctx, inputs))
     runcmd: list[tuple[str, ...]] = []
     sections = ["slurm head node"]
@@ -186,7 +188,14 @@ def head_cloud_config(ctx: SlurmContext, inputs: HeadInputs) -> CloudConfig:
     # The files stay plain text: the whole document is gzipped for EC2 (see SlurmCluster), whose 16 KB
     # then hold many node groups' worth of configuration.
     plain = tuple(WriteFile(f.path, f.text(), f.permissions) for f in files)
-    return CloudConfig(write_files=plain, runcmd=tuple(runcmd), sections=tuple(sections))
+    # Before anything else at every boot: no sudo for ssm-user or the image's default user (identity.py).
+    return CloudConfig(
+        write_files=plain,
+        bootcmd=(session_lockdown_bootcmd(),),
+        runcmd=tuple(runcmd),
+        sections=tuple(sections),
+        no_default_user=True,
+    )
 
 
 def head_title(ctx: SlurmContext) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from gpucluster.config.slurm import SLURM_VERSION, SlurmSpec
 from gpucluster.resolve.cluster import ResolvedCluster
+from gpucluster.resolve.identity import ResolvedIdentity
 from gpucluster.resolve.node_group import SlurmGroup
 
 __all__ = ["SlurmContext", "SlurmGroup"]
@@ -76,6 +77,8 @@ class SlurmContext:
     unless a site's own controller reads them."""
     scratch: tuple[tuple[str, str], ...] = ()
     """``(node group, NVMe scratch mount point)`` of the groups with local scratch: jobs' private /tmp goes there."""
+    identity: ResolvedIdentity | None = None
+    """Who the people are (the resolved ``slurm.identity``): the admin group's sudo rule and the declared users."""
 
     @classmethod
     def of(cls, cluster: ResolvedCluster, *, slurm_version: str = SLURM_VERSION) -> SlurmContext:
@@ -83,4 +86,4 @@ class SlurmContext:
             raise ValueError(f"cluster {cluster.name!r} has no Slurm section")
         groups = cluster.slurm.node_groups
         scratch = tuple((g.name, g.nvme_scratch.mount_point) for g in groups if g.nvme_scratch is not None)
-        return cls(cluster.name, cluster.region, cluster.slurm.spec, groups, slurm_version, scratch)
+        return cls(cluster.name, cluster.region, cluster.slurm.spec, groups, slurm_version, scratch, cluster.slurm.identity)
