@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from gpucluster.render.slurm.identity import users_script
+from gpucluster.resolve.identity import DeclaredIdentity, PosixGroup, PosixUser
 from tests.conftest import IN_CI
 from tests.e2e.namespace import MountNamespace
 from tests.e2e.slurm_harness import HERE, SBATCH, LocalSlurm, conf_lines, free_port, local_keys, node_line, run_dir
@@ -67,6 +69,41 @@ def trixie_root_or_skip() -> Path:
     return TRIXIE_ROOT
 
 
+def _user(name: str, uid: int, groups: tuple[str, ...], admin: bool = False) -> PosixUser:
+    return PosixUser(
+        name=name, uid=uid, gid=uid, primary_group=name, groups=groups, shell="/bin/bash", home=f"/home/{name}",
+        ssh_public_keys=(), admin=admin, home_quota_gib=50, session=None,
+    )  # fmt: skip
+
+
+SLURM_P5_PEOPLE = DeclaredIdentity(
+    users=(
+        _user("alice", 10001, ("hpc-admins", "vision"), admin=True),
+        _user("bob", 10002, ("llm",)),
+        _user("carol", 10003, ("llm",)),
+    ),
+    groups=(
+        PosixGroup("hpc-admins", 5000, ("alice",)),
+        PosixGroup("vision", 5001, ("alice",)),
+        PosixGroup("llm", 5002, ("bob", "carol")),
+        PosixGroup("alice", 10001, ()),
+        PosixGroup("bob", 10002, ()),
+        PosixGroup("carol", 10003, ()),
+    ),
+)
+"""The declared people of design section 7's slurm-p5 stack (admin group hpc-admins), as resolution decides them
+(built from the resolved types until i21-config's loader lands)."""
+ADMIN_GROUP = "hpc-admins"
+
+
+def rendered_users_script(work: Path, people: DeclaredIdentity = SLURM_P5_PEOPLE) -> Path:
+    """The rendered ``gpucluster-users`` (``render/slurm/identity.py: users_script``) for ``people``."""
+    path = work / "gpucluster-users"
+    path.write_text(users_script(people))
+    path.chmod(0o755)
+    return path
+
+
 def declared_etc(work: Path, users_script: Path, base: Path = Path("/")) -> Path:
     """``work/root/etc`` with copies of ``base``'s passwd/group/shadow/gshadow, then the users script run on that root
     (``GPUCLUSTER_ROOT``): the etc directory."""
@@ -103,6 +140,7 @@ def build_syslog_shim(out_dir: Path) -> Path:
 class PeopleNode:
     """One Slurm node (``n-1``) with declared users and a PAM configuration, in a private mount namespace.
 
+    ``users_script``: the rendered users program to run on the node's temp root (:func:`rendered_users_script`).
     ``root``: the trixie root for Slurm 24.11, ``None`` for this machine's 22.05. ``pam``: services written into the
     copy of ``/etc/pam.d``; ``security``: files written into the copy of ``/etc/security``; ``conf``: slurm.conf
     keys added to (or replacing) the harness's."""

@@ -31,7 +31,7 @@ import pytest
 
 from tests.conftest import IN_CI, require_tool
 from tests.e2e.namespace import MountNamespace
-from tests.e2e.people import PEOPLE, RUNUSER, PeopleNode, trixie_root_or_skip
+from tests.e2e.people import RUNUSER, PeopleNode, rendered_users_script, trixie_root_or_skip
 from tests.e2e.slurm_harness import SBATCH, SCONTROL, SLURMCTLD, SLURMD, marked_pids
 
 pytestmark = pytest.mark.slow
@@ -45,7 +45,9 @@ def port_range() -> tuple[int, int]:
 
 
 @pytest.fixture(scope="module", params=["22.05", "24.11"])
-def cluster(request: pytest.FixtureRequest) -> Iterator[tuple[PeopleNode, MountNamespace, Path | None, tuple[int, int]]]:
+def cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[PeopleNode, MountNamespace, Path | None, tuple[int, int]]]:
     for tool in (SLURMCTLD, SLURMD, SCONTROL, SBATCH, "srun", "unshare", "nsenter", "ss"):
         require_tool(tool)
     if os.geteuid() != 0:
@@ -53,7 +55,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[tuple[PeopleNode, MountN
     root = trixie_root_or_skip() if request.param == "24.11" else None
     ports = port_range()
     conf = {"SrunPortRange": f"{ports[0]}-{ports[1]}", "SlurmctldParameters": "enable_configless"}
-    node = PeopleNode(PEOPLE / "users.sh", root=root, conf=conf)
+    node = PeopleNode(rendered_users_script(tmp_path_factory.mktemp("users")), root=root, conf=conf)
     try:
         node.start()
         login = node.login_namespace()

@@ -15,8 +15,9 @@ and Slurm's cgroup v1 paths (``slurm/uid_<uid>/job_<id>``) do not name the clust
 a cgroup. The adoption is asserted by the module's own line naming pamtester's pid and the job (the extern step took
 the pid: ``stepd_add_extern_pid`` answered), not by a cgroup's member list.
 
-Files under test: hand-written stand-ins in ``tests/e2e/people/`` until i21-render's rendered users script, compute
-PAM stack and pam_access file land (then they are read from the renderer).
+Files under test: the rendered users program (``render/slurm/identity.py: users_script``, slurm-p5's people); the
+compute PAM stack and the pam_access file are hand-written stand-ins in ``tests/e2e/people/`` until i21-render's
+``pam-sshd-compute`` lands (then they are read from the renderer).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.conftest import IN_CI, require_tool
-from tests.e2e.people import NODE, PAMTESTER, PEOPLE, PeopleNode, trixie_root_or_skip
+from tests.e2e.people import NODE, PAMTESTER, PEOPLE, PeopleNode, rendered_users_script, trixie_root_or_skip
 from tests.e2e.slurm_harness import SBATCH, SCONTROL, SLURMCTLD, SLURMD
 
 pytestmark = pytest.mark.slow
@@ -44,13 +45,15 @@ def compute_security() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module", params=["22.05", "24.11"])
-def node(request: pytest.FixtureRequest) -> Iterator[PeopleNode]:
+def node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeopleNode]:
     for tool in (SLURMCTLD, SLURMD, SCONTROL, SBATCH, PAMTESTER, "unshare", "nsenter", "gcc"):
         require_tool(tool)
     if os.geteuid() != 0:
         (pytest.fail if IN_CI else pytest.skip)("slurmd and bind mounts need root here")
     root = trixie_root_or_skip() if request.param == "24.11" else None
-    n = PeopleNode(PEOPLE / "users.sh", root=root, pam=compute_pam(), security=compute_security())
+    n = PeopleNode(
+        rendered_users_script(tmp_path_factory.mktemp("users")), root=root, pam=compute_pam(), security=compute_security()
+    )
     try:
         n.start()
         yield n
