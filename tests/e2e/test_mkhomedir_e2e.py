@@ -1,0 +1,156 @@
+"""Homes at first login on the Session Manager path (issue #21, D10): Run As starts the user's shell without PAM (F4),
+so the session document's shell profile asks oddjob over D-Bus (``mkmyhomedir``) and oddjobd's root helper makes
+``/home/<user>`` 0700 owned by the caller.
+
+Real programs, in a private mount namespace (``namespace.py``): a private ``dbus-daemon`` (Debian's system-bus policy
+and the packages' policies, on a socket of the run: ``DBUS_SYSTEM_BUS_ADDRESS`` for oddjobd and the client),
+``oddjobd -n`` with the node's ``oddjobd-mkhomedir.conf`` bound in ``/etc/oddjobd.conf.d``, a temp ``/home``, and a
+passwd/group copy with the directory user ``insider`` (uid/gid 20001, as sssd would give it). The shell profile's
+home step runs as ``insider`` (``runuser``), with ``HOME=/home/insider`` as the agent sets it.
+
+The package's own ``oddjobd-mkhomedir.conf`` lets nobody call ``mkmyhomedir`` ("no acl entries -> not allowed for
+anyone"): the second test pins that, so the node's file must grant it (``<allow min_uid="1000"/>``) and set the
+helper's umask (``-u 0077``).
+
+Files under test: the node's oddjob file and the shell profile's home step are stand-ins (``tests/e2e/people/``, the
+design's profile text) until i21-render's oddjob file and i21-components' session document land.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import IN_CI, require_tool
+from tests.e2e.namespace import MountNamespace
+from tests.e2e.people import PEOPLE, RUNUSER
+from tests.e2e.slurm_harness import run_dir
+
+pytestmark = pytest.mark.slow
+
+DBUS_DAEMON = "/usr/bin/dbus-daemon"
+ODDJOBD = "/usr/sbin/oddjobd"
+PACKAGE_CONF = Path("/etc/oddjobd.conf.d/oddjobd-mkhomedir.conf")
+PROFILE_HOME_STEP = (
+    '[ -d "$HOME" ] || dbus-send --system --print-reply --dest=com.redhat.oddjob_mkhomedir / '
+    'com.redhat.oddjob_mkhomedir.mkmyhomedir; cd "$HOME" && pwd'
+)
+"""The session document's shell profile up to its ``exec bash -l`` (design section 6), output kept."""
+INSIDER = 20001
+
+
+class OddjobNode:
+    def __init__(self, d: Path, oddjob_conf: str) -> None:
+        self.dir = d
+        etc = d / "etc"
+        etc.mkdir()
+        d.chmod(0o755)  # the bus socket and the user's view of the run
+        for name, line in (("passwd", f"insider:x:{INSIDER}:{INSIDER}:insider:/home/insider:/bin/bash\n"),
+                           ("group", f"insider:x:{INSIDER}:\n")):  # fmt: skip
+            (etc / name).write_text(Path(f"/etc/{name}").read_text() + line)
+        confd = d / "oddjobd.conf.d"
+        shutil.copytree("/etc/oddjobd.conf.d", confd)
+        (confd / PACKAGE_CONF.name).write_text(oddjob_conf)
+        self.home = d / "home"
+        self.home.mkdir(mode=0o755)
+        socket = d / "system_bus_socket"
+        (d / "bus.conf").write_text((PEOPLE / "system-bus.conf").read_text().replace("@SOCKET@", str(socket)))
+        self.env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DBUS_SYSTEM_BUS_ADDRESS": f"unix:path={socket}"}
+        self.ns = MountNamespace(
+            {Path("/etc/passwd"): etc / "passwd", Path("/etc/group"): etc / "group",
+             Path("/etc/oddjobd.conf.d"): confd, Path("/home"): self.home}
+        )  # fmt: skip
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self._spawn([DBUS_DAEMON, "--nofork", "--nopidfile", f"--config-file={d / 'bus.conf'}"], "dbus.out")
+        self._wait(socket.exists, "the bus socket")
+        self._spawn([ODDJOBD, "-n", "-p", str(d / "oddjobd.pid")], "oddjobd.out")
+        self._wait(self._oddjob_named, "oddjobd on the bus")
+
+    def _spawn(self, argv: list[str], log: str) -> None:
+        with open(self.dir / log, "ab") as out:
+            proc = subprocess.Popen(
+                self.ns.argv(*argv), env=self.env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+        self.procs.append(proc)
+
+    def _oddjob_named(self) -> bool:
+        names = self.ns.run(
+            ["dbus-send", "--system", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
+             "org.freedesktop.DBus.ListNames"], env=self.env,
+        )  # fmt: skip
+        return "com.redhat.oddjob_mkhomedir" in names.stdout
+
+    def _wait(self, condition, what: str, timeout: float = 20) -> None:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + timeout
+        while not condition():
+            for proc in self.procs:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{proc.args} exited: {self.logs()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{what} not within {timeout} s: {self.logs()}")
+            time.sleep(0.1)
+
+    def logs(self) -> str:
+        return "".join(p.read_text(errors="replace")[-1500:] for p in sorted(self.dir.glob("*.out")))
+
+    def profile_as_insider(self) -> subprocess.CompletedProcess[str]:
+        env = {**self.env, "HOME": "/home/insider"}
+        return self.ns.run([RUNUSER, "-u", "insider", "--", "sh", "-c", PROFILE_HOME_STEP], env=env)
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(timeout=10)
+        self.ns.close()
+
+
+@pytest.fixture
+def oddjob() -> Iterator[type[OddjobNode]]:
+    for tool in (DBUS_DAEMON, ODDJOBD, "dbus-send", "/usr/libexec/oddjob/mkhomedir", "unshare", "nsenter"):
+        require_tool(tool)
+    if os.geteuid() != 0:
+        (pytest.fail if IN_CI else pytest.skip)("bind mounts in a mount namespace need root")
+    started: list[OddjobNode] = []
+
+    def make(conf: str) -> OddjobNode:  # type: ignore[no-redef]
+        node = OddjobNode(run_dir("gcoddjob-"), conf)  # under /tmp: insider must reach the bus socket
+        started.append(node)
+        return node
+
+    try:
+        yield make  # type: ignore[misc]
+    finally:
+        for node in started:
+            node.stop()
+            shutil.rmtree(node.dir, ignore_errors=True)
+
+
+def test_the_profile_makes_the_callers_home_0700_owned_by_them(oddjob):  # type: ignore[no-untyped-def]
+    node = oddjob((PEOPLE / "oddjobd-mkhomedir.conf").read_text())
+    got = node.profile_as_insider()
+    assert got.returncode == 0, (got, node.logs())
+    assert got.stdout.strip().splitlines()[-1] == "/home/insider"  # the shell ends in its new home
+    st = (node.home / "insider").stat()
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (INSIDER, INSIDER, 0o700)
+    again = node.profile_as_insider()  # the next session: the home is there, no call
+    assert again.returncode == 0 and "method return" not in again.stdout
+
+
+def test_the_packages_own_oddjob_file_lets_nobody_call_mkmyhomedir(oddjob):  # type: ignore[no-untyped-def]
+    node = oddjob(PACKAGE_CONF.read_text())
+    got = node.profile_as_insider()
+    assert got.returncode != 0, got
+    assert "com.redhat.oddjob.Error.ACL: ACL does not allow access" in got.stderr, got  # oddjobd's own refusal
+    assert not (node.home / "insider").exists()
