@@ -22,6 +22,7 @@ import os
 import shlex
 import signal
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -63,6 +64,34 @@ class MountNamespace:
             self.holder.wait(timeout=10)
             err = self.holder.stderr.read().decode() if self.holder.stderr else ""
             raise RuntimeError(f"mount namespace not made: {err.strip()}")
+        self.id = os.readlink(f"/proc/{self.holder.pid}/ns/mnt")
+
+    def members(self) -> list[int]:
+        """Every process in this namespace but its holder (found by the namespace's id: a daemon that cleared its
+        environment, like 24.11's slurmstepd, is found too)."""
+        found = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == self.holder.pid:
+                continue
+            try:
+                if os.readlink(f"/proc/{entry}/ns/mnt") == self.id:
+                    found.append(int(entry))
+            except OSError:
+                continue
+        return found
+
+    def kill_members(self, rounds: int = 5) -> None:
+        """SIGKILL every process in the namespace, by pid, until none is left."""
+        for _ in range(rounds):
+            pids = self.members()
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.2)
 
     @property
     def pid(self) -> int:

@@ -19,7 +19,9 @@ their lines into a file of the run, so a test reads the module's own words.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -40,7 +42,8 @@ PEOPLE = HERE / "people"
 IDENTITY_FILES = ("passwd", "group", "shadow", "gshadow")
 HOST_PAM_MODULES = Path("/lib/x86_64-linux-gnu/security")
 BOOKWORM_PAM_SLURM_ADOPT = Path("/lib/security/pam_slurm_adopt.so")
-NODE = "n-1"
+CGROUP_V1_FREEZER = Path("/sys/fs/cgroup/freezer")
+"""Where cgroup v1's freezer hierarchy is mounted when the machine offers it (proctrack/cgroup's, on v1)."""
 PAMTESTER = "/usr/bin/pamtester"
 RUNUSER = "/usr/sbin/runuser"
 
@@ -154,8 +157,13 @@ class PeopleNode:
         security: Mapping[str, str] | None = None,
         conf: Mapping[str, str] | None = None,
         extra_binds: Mapping[Path, Path] | None = None,
+        cgroups: bool = False,
     ) -> None:
         self.root = root
+        # a node name of this run: Slurm's cgroup v1 paths are slurm_<node>/uid_<uid>/job_<id>, so two runs'
+        # "n-1" job 1 would share a cgroup; "@NODENAME@" in a PAM service is replaced by it, as node setup does
+        self.node = f"p{os.getpid()}-{secrets.token_hex(3)}"
+        self.cgroups = cgroups
         base = root or Path("/")
         self.dir = run_dir("gcpeople-") if root is None else Path(tempfile.mkdtemp(prefix="gcpeople-", dir=root / "tmp"))
         self.inner = self.dir if root is None else Path("/") / self.dir.relative_to(root)
@@ -163,7 +171,8 @@ class PeopleNode:
         slurm_etc = copy_dir(base / "etc" / "slurm", self.dir / "etc-slurm", {})
         conf_path = slurm_etc / "slurm.conf"
         binds: dict[Path, Path] = {base / "etc" / name: self.etc / name for name in IDENTITY_FILES}
-        binds[base / "etc" / "pam.d"] = copy_dir(base / "etc" / "pam.d", self.dir / "pam.d", pam or {})
+        services = {name: text.replace("@NODENAME@", self.node) for name, text in (pam or {}).items()}
+        binds[base / "etc" / "pam.d"] = copy_dir(base / "etc" / "pam.d", self.dir / "pam.d", services)
         binds[base / "etc" / "security"] = copy_dir(base / "etc" / "security", self.dir / "security", security or {})
         binds[base / "etc" / "slurm"] = slurm_etc
         if root is None:
@@ -186,12 +195,15 @@ class PeopleNode:
         if root is not None:  # debootstrap makes no /etc/hosts: the controller's address is given, not looked up
             keys["SlurmctldHost"] = "localhost(127.0.0.1)"
             keys.update(self._munge_keys())
+        if cgroups:  # cgroup v1 (measured here: 22.05 and 24.11 both run it; autodetect picks v1)
+            keys.update(ProctrackType="proctrack/cgroup", TaskPlugin="task/cgroup")
+            (slurm_etc / "cgroup.conf").write_text("CgroupPlugin=cgroup/v1\nConstrainCores=no\nConstrainRAMSpace=no\n")
         keys.update(conf or {})
         self.slurm.write_conf(
             [
                 *conf_lines(keys),
-                node_line(NODE, free_port(), memory_mb=256, State="UNKNOWN"),
-                f"PartitionName=p Nodes={NODE} Default=YES MaxTime=INFINITE State=UP",
+                node_line(self.node, free_port(), memory_mb=256, State="UNKNOWN"),
+                f"PartitionName=p Nodes={self.node} Default=YES MaxTime=INFINITE State=UP",
             ]
         )
         self.conf_inner = Path("/etc/slurm/slurm.conf")
@@ -227,8 +239,8 @@ class PeopleNode:
         if self.root is not None:
             self._start_munge()
         self.slurm.start_ctld()
-        self.slurm.start_slurmd(NODE)
-        self.slurm.wait("node idle", lambda: "IDLE" in self.slurm.node(NODE).get("State", ""), 60)
+        self.slurm.start_slurmd(self.node)
+        self.slurm.wait("node idle", lambda: "IDLE" in self.slurm.node(self.node).get("State", ""), 60)
 
     def as_user(self, user: str, *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         """``argv`` run as ``user`` (``runuser``) on the node, with the harness's environment (its marker)."""
@@ -239,21 +251,28 @@ class PeopleNode:
         assert proc.returncode == 0, proc.stderr
         return int(proc.stdout.strip().split(";")[0])
 
-    def pamtester(self, service: str, user: str, *ops: str) -> tuple[int, subprocess.CompletedProcess[str], str]:
-        """``pamtester service user ops`` as root, as sshd would call PAM: no SLURM_CONF in its environment (the
-        module reads /etc/slurm/slurm.conf). Returns pamtester's pid, its result and the syslog lines it wrote."""
+    def _pamtester_argv(self, service: str, user: str, *ops: str) -> tuple[list[str], dict[str, str]]:
         self.syslog.write_text("")
         env = {k: v for k, v in self.slurm.env.items() if k != "SLURM_CONF"}
         shim = [f"LD_PRELOAD={self.inside(self.shim)}", f"GPUCLUSTER_SYSLOG_FILE={self.inside(self.syslog)}"]
         argv = ["env", *shim, PAMTESTER, "-v", service, user, *ops]
         if self.root is not None:
             argv = ["chroot", str(self.root), *argv]
-        with subprocess.Popen(
-            self.ns.argv(*argv), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        ) as proc:  # nsenter and env exec: the pid is pamtester's
+        return self.ns.argv(*argv), env  # nsenter, chroot and env exec: the process's pid is pamtester's
+
+    def pamtester(self, service: str, user: str, *ops: str) -> tuple[int, subprocess.CompletedProcess[str], str]:
+        """``pamtester service user ops`` as root, as sshd would call PAM: no SLURM_CONF in its environment (the
+        module reads /etc/slurm/slurm.conf). Returns pamtester's pid, its result and the syslog lines it wrote."""
+        argv, env = self._pamtester_argv(service, user, *ops)
+        with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
             out, err = proc.communicate(timeout=60)
-        result = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-        return proc.pid, result, self.syslog.read_text()
+        return proc.pid, subprocess.CompletedProcess(proc.args, proc.returncode, out, err), self.syslog.read_text()
+
+    def held_pamtester(self, service: str, user: str) -> subprocess.Popen[str]:
+        """``pamtester service user acct_mgmt authenticate``: after the account phase (adoption) it waits at the
+        password prompt on its stdin, alive like an sshd session, until the caller closes that."""
+        argv, env = self._pamtester_argv(service, user, "acct_mgmt", "authenticate")
+        return subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def login_namespace(self) -> MountNamespace:
         """A login node of the same people: a namespace of its own with the same identity and PAM files, no
@@ -288,14 +307,34 @@ class PeopleNode:
         self.slurm.procs.append(proc)
         return proc
 
+    def extern_cgroup_procs(self, job: int, uid: int) -> list[int]:
+        """The pids in the job's extern step's freezer cgroup (cgroup v1, proctrack/cgroup)."""
+        path = CGROUP_V1_FREEZER / f"slurm_{self.node}" / f"uid_{uid}" / f"job_{job}" / "step_extern" / "cgroup.procs"
+        return [int(x) for x in path.read_text().split()] if path.exists() else []
+
     def stop(self) -> None:
+        """The harness's daemons (by marker), then every process left in the node's namespaces (by pid: 24.11's
+        slurmstepd clears its environment, so the marker misses it), then this node's cgroups, then the files."""
         try:
             self.slurm.stop()
         finally:
-            for ns in self.login_namespaces:
+            for ns in (*self.login_namespaces, self.ns):
+                ns.kill_members()
                 ns.close()
-            self.ns.close()
+            self._remove_cgroups()
             shutil.rmtree(self.dir, ignore_errors=True)
 
-    def leftover(self) -> Sequence[int]:
-        return self.slurm.leftover()
+    def _remove_cgroups(self) -> None:
+        for top in Path("/sys/fs/cgroup").glob(f"*/slurm_{self.node}"):
+            for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+                with contextlib.suppress(OSError):
+                    d.rmdir()
+            with contextlib.suppress(OSError):
+                top.rmdir()
+
+    def leftover(self) -> list[int]:
+        """Processes of the run still alive: by marker, and in any of its namespaces."""
+        return sorted({*self.slurm.leftover(), *(pid for ns in (*self.login_namespaces, self.ns) for pid in ns.members())})
+
+    def leftover_cgroups(self) -> list[Path]:
+        return list(Path("/sys/fs/cgroup").glob(f"*/slurm_{self.node}"))

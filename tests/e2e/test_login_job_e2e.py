@@ -34,7 +34,7 @@ from tests.e2e.namespace import MountNamespace
 from tests.e2e.people import RUNUSER, PeopleNode, rendered_users_script, trixie_root_or_skip
 from tests.e2e.slurm_harness import SBATCH, SCONTROL, SLURMCTLD, SLURMD, marked_pids
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("people-login-job")]  # one worker builds each version's cluster once
 
 ALICE_UID = ALICE_GID = 10001
 
@@ -75,7 +75,7 @@ def cluster(
         yield node, login, client_conf, ports
     finally:
         node.stop()
-    assert node.leftover() == []
+    assert node.leftover() == [] and node.leftover_cgroups() == []
 
 
 def on_login(node: PeopleNode, login: MountNamespace, conf: Path | None, *argv: str) -> list[str]:

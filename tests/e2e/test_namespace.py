@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -64,3 +66,19 @@ def test_close_ends_the_holder_by_its_pid(tmp_path: Path):
     assert os.readlink(f"/proc/{pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt")  # a namespace of its own
     ns.close()
     assert not Path(f"/proc/{pid}").exists()
+
+
+def test_kill_members_ends_every_process_that_entered_by_its_pid():
+    ns = MountNamespace({})
+    try:
+        sleeper = subprocess.Popen(ns.argv("sleep", "300"), start_new_session=True)
+        deadline = time.monotonic() + 10
+        while sleeper.pid not in ns.members() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sleeper.pid in ns.members()
+        assert os.getpid() not in ns.members()
+        ns.kill_members()
+        assert sleeper.wait(timeout=10) == -9
+        assert ns.members() == []
+    finally:
+        ns.close()

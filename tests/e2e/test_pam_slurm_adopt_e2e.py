@@ -28,16 +28,16 @@ from collections.abc import Iterator
 import pytest
 
 from tests.conftest import IN_CI, require_tool
-from tests.e2e.people import NODE, PAMTESTER, PEOPLE, PeopleNode, rendered_users_script, trixie_root_or_skip
+from tests.e2e.people import CGROUP_V1_FREEZER, PAMTESTER, PEOPLE, PeopleNode, rendered_users_script, trixie_root_or_skip
 from tests.e2e.slurm_harness import SBATCH, SCONTROL, SLURMCTLD, SLURMD
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("people-pam-slurm-adopt")]  # one worker builds each version's node once
 
 NO_JOB = "Access denied by pam_slurm_adopt: you have no active jobs on this node"
 
 
 def compute_pam() -> dict[str, str]:
-    return {"sshd": (PEOPLE / "pam-sshd-compute").read_text().replace("@NODENAME@", NODE)}
+    return {"sshd": (PEOPLE / "pam-sshd-compute").read_text()}  # @NODENAME@: PeopleNode puts its node name
 
 
 def compute_security() -> dict[str, str]:
@@ -52,14 +52,15 @@ def node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         (pytest.fail if IN_CI else pytest.skip)("slurmd and bind mounts need root here")
     root = trixie_root_or_skip() if request.param == "24.11" else None
     n = PeopleNode(
-        rendered_users_script(tmp_path_factory.mktemp("users")), root=root, pam=compute_pam(), security=compute_security()
-    )
+        rendered_users_script(tmp_path_factory.mktemp("users")), root=root, pam=compute_pam(),
+        security=compute_security(), cgroups=CGROUP_V1_FREEZER.is_dir(),
+    )  # fmt: skip
     try:
         n.start()
         yield n
     finally:
         n.stop()
-    assert n.leftover() == []
+    assert n.leftover() == [] and n.leftover_cgroups() == []
 
 
 def test_without_a_job_a_user_is_refused_by_pam_slurm_adopt_and_admins_and_root_are_admitted(node: PeopleNode):
@@ -87,6 +88,22 @@ def test_a_running_job_admits_its_owner_only_and_adopts_the_login(node: PeopleNo
         assert carol.returncode == 1 and "Permission denied" in carol.stderr, carol
         assert NO_JOB in log, log
     finally:
+        node.slurm.run("scancel", str(job))
+    node.slurm.wait_job(job, 60)
+
+
+def test_an_adopted_login_lives_in_the_jobs_extern_cgroup(node: PeopleNode):
+    if not node.cgroups:
+        pytest.skip("no cgroup v1 freezer hierarchy on this machine: the harness runs proctrack/pgid (see the module)")
+    job = node.sbatch_as("bob", "--output=/dev/null", "--wrap", "sleep 300")
+    node.slurm.wait("bob's job running", lambda: node.slurm.job(job).get("JobState") == "RUNNING", 60)
+    held = node.held_pamtester("sshd", "bob")
+    try:
+        node.slurm.wait("pamtester adopted", lambda: held.pid in node.extern_cgroup_procs(job, 10002), 20, 0.1)
+        assert held.poll() is None  # alive at its password prompt, inside the job's extern step
+        assert f"Process {held.pid} adopted into job {job}" in node.syslog.read_text()
+    finally:
+        held.communicate(input="", timeout=30)
         node.slurm.run("scancel", str(job))
     node.slurm.wait_job(job, 60)
     _, after, log = node.pamtester("sshd", "bob", "acct_mgmt")
