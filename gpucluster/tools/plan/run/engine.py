@@ -22,7 +22,7 @@ import pulumi
 from pulumi.runtime import settings as pulumi_settings
 from pulumi.runtime.config import set_all_config
 from pulumi.runtime.mocks import set_mocks
-from pulumi.runtime.stack import run_in_stack
+from pulumi.runtime.stack import run_in_stack, wait_for_rpcs
 from pulumi.runtime.sync_await import _sync_await
 
 from gpucluster.config.errors import ConfigError
@@ -126,7 +126,11 @@ def execute(
     logger.handlers = [_ListHandler(plan.logs)]
     set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor, logger=logger)
     set_all_config(config, list(secrets or []))
-    pulumi_settings.ROOT.set(None)  # set_mocks made a throwaway stack; run our own
+    # set_mocks registered a throwaway stack of the same URN, whose empty outputs land asynchronously: let them
+    # land now and forget them, or they may overwrite our stack's exports (one plan in five lost its outputs)
+    _sync_await(wait_for_rpcs())
+    monitor.forget()
+    pulumi_settings.ROOT.set(None)  # run our own stack
     try:
 
         def body() -> None:
@@ -192,6 +196,12 @@ def _stop_worker_threads() -> None:
     otherwise is only collected at interpreter exit, noisily."""
     loop = asyncio.get_event_loop()
     if not loop.is_running():
+        # A program stopped by an unanswered invoke leaves the runtime's RPC tasks pending: cancel and await them
+        # here, or the collector prints "Task was destroyed but it is pending!" after our one-line error.
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         loop.run_until_complete(loop.shutdown_default_executor())
         loop.close()
 

@@ -76,6 +76,12 @@ class RecordingMonitor(MockMonitor):
         self.registrations: list[Registration] = []
         self.outputs: dict[str, dict[str, Any]] = {}
 
+    def forget(self) -> None:
+        """Drop what was recorded so far (the throwaway stack ``set_mocks`` registers)."""
+        self.registrations.clear()
+        self.outputs.clear()
+        self.resources.clear()
+
     @_closing_thread_loop
     def Invoke(self, request: Any) -> Any:
         return super().Invoke(request)
