@@ -288,3 +288,83 @@ def assert_finding(findings, level, path: str, expected_message: str, code: str)
     f = match[0]
     assert (f.level, f.message) == (level, expected_message)
     assert f.fix, "every finding says how to fix it"
+
+
+# --- issue #21: people on Slurm (identity, login nodes, home) -------------------------------------------------------
+# Canonical configs for every layer's tests (resolve, render, components, stacks): the slurm-p5-like declared one
+# and the Active-Directory-like one. The CA below was made once with openssl for these tests (public, key discarded);
+# the SSH key is a well-formed ed25519 public key line of no real key pair.
+
+TEST_CA_PEM = """-----BEGIN CERTIFICATE-----
+MIIBkTCCATegAwIBAgIUB+ehAvArNz8gAF/bMlTRBshKkw8wCgYIKoZIzj0EAwIw
+HTEbMBkGA1UEAwwSZ3B1Y2x1c3Rlci10ZXN0LWNhMCAXDTI2MTEyNjE3NDgxMFoY
+DzIxMjYxMTAyMTc0ODEwWjAdMRswGQYDVQQDDBJncHVjbHVzdGVyLXRlc3QtY2Ew
+WTATBgcqhkjOPQIBBggqhkjOPQMBBwNCAARWX1COZkw3ZXyHHb2i0jI0RMwqH8D6
+JN8fvaU+iF2QTAoqmm8qzYt3lJzq22uIce+Uv5k5lr7Y7lLmso/OEJBEo1MwUTAd
+BgNVHQ4EFgQUr+5kUZc/tY28MU1Zl24SJpXcUC4wHwYDVR0jBBgwFoAUr+5kUZc/
+tY28MU1Zl24SJpXcUC4wDwYDVR0TAQH/BAUwAwEB/zAKBggqhkjOPQQDAgNIADBF
+AiBffLACKaBIxiVT3JLqTlQQjPDCTR8my7vsmfh+Hl1N4wIhALwJDW9jrKCEH4dV
+Xp0kyU0AwGDxY8l6SA6rd1TdrXJ0
+-----END CERTIFICATE-----
+"""
+TEST_SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEwm2QdMJ9ie3lknDArBS3HgcbFSOVGfdUdLLzumNIH1 carol@example"
+TEST_ACCOUNT = "123456789012"
+
+IDENTITY_DECLARED = {
+    "adminGroup": "hpc-admins",
+    "groups": [{"name": "hpc-admins", "gid": 5000}, {"name": "vision", "gid": 5001}, {"name": "llm", "gid": 5002}],
+    "users": [
+        {
+            "name": "alice",
+            "uid": 10001,
+            "groups": ["hpc-admins", "vision"],
+            "sessionPrincipal": f"arn:aws:iam::{TEST_ACCOUNT}:role/alice",
+        },
+        {"name": "bob", "uid": 10002, "groups": ["llm"], "homeQuotaGib": 100},
+        {"name": "carol", "uid": 10003, "groups": ["llm"], "sshPublicKeys": [TEST_SSH_KEY]},
+    ],
+}
+IDENTITY_DIRECTORY = {
+    "adminGroup": "hpc-admins",
+    "directory": {
+        "uris": ["ldaps://ad.corp.example.com"],
+        "schema": "ad",
+        "searchBase": "dc=corp,dc=example,dc=com",
+        "bindDn": "cn=gpucluster-ro,ou=Service,dc=corp,dc=example,dc=com",
+        "bindPasswordSecret": f"arn:aws:secretsmanager:us-east-1:{TEST_ACCOUNT}:secret:gpucluster/ad-bind-AbCdEf",
+        "caCertificate": TEST_CA_PEM,
+        "accessFilter": "(memberOf=cn=hpc-users,ou=Groups,dc=corp,dc=example,dc=com)",
+        "sshPublicKeyAttribute": "sshPublicKey",
+    },
+}
+
+
+def identity_config(identity: dict[str, Any], **slurm: Any) -> dict[str, Any]:
+    """A one-group Slurm cluster config with ``slurm.identity = identity`` and other ``slurm`` keys."""
+    return make_config(group(), slurm={"identity": copy.deepcopy(identity), **copy.deepcopy(slurm)})
+
+
+def identity_declared_config() -> dict[str, Any]:
+    """slurm-p5-like: declared users and groups, two login nodes (sessions only), the default home."""
+    return identity_config(IDENTITY_DECLARED, loginNodes={"count": 2, "instanceType": "m7i.2xlarge"})
+
+
+def identity_directory_config() -> dict[str, Any]:
+    """slurm-directory-like: Active Directory over ldaps, login nodes with internal SSH from 10.20.0.0/16."""
+    return identity_config(IDENTITY_DIRECTORY, loginNodes={"ssh": {"allowedCidrs": ["10.20.0.0/16"], "scheme": "internal"}})
+
+
+@pytest.fixture
+def identity_declared_spec():
+    """The declared-users cluster loaded, checked and resolved: a ``ResolvedCluster`` (``.slurm.identity`` …)."""
+    from gpucluster.load import load_spec
+
+    return load_spec(identity_declared_config(), stack="people").cluster
+
+
+@pytest.fixture
+def identity_directory_spec():
+    """The directory cluster loaded, checked and resolved: a ``ResolvedCluster``."""
+    from gpucluster.load import load_spec
+
+    return load_spec(identity_directory_config(), stack="people-ad").cluster

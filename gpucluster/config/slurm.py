@@ -20,6 +20,9 @@ from pydantic import Field, field_validator
 
 from gpucluster.config.base import SpecModel
 from gpucluster.config.slurm_health import SlurmHealthSpec
+from gpucluster.config.slurm_home import HomeSpec
+from gpucluster.config.slurm_identity import SlurmIdentitySpec
+from gpucluster.config.slurm_login import LoginNodesSpec
 
 SLURM_VERSION = "23.11"
 UBUNTU_RELEASE = "24.04"
@@ -195,6 +198,18 @@ class SlurmSpec(SpecModel):
     """Protect the head node's data volume and the munge key secret: ``pulumi destroy`` refuses and
     deleting the stack leaves them. Default: ``storage.protectData`` (true when there is no storage
     section)."""
+
+    identity: SlurmIdentitySpec | None = None
+    """Who the people are: declared users and groups, or a directory (LDAP/AD through SSSD). Default: none
+    (only administrators, through IAM)."""
+
+    login_nodes: LoginNodesSpec | None = None
+    """Login nodes people log in to (Session Manager as themselves, optional SSH). Default: none; needs
+    ``identity``."""
+
+    home: HomeSpec | None = None
+    """The shared ``/home`` (FSx for OpenZFS), made when ``identity`` is set. Default (with ``identity``): 128 GiB
+    ``SINGLE_AZ_1``, 64 MB/s, 50 GiB per declared user."""
 
     def settings(self, group: str) -> SlurmNodeGroupSpec:
         """The entry for ``group`` (defaults when the section does not list it)."""

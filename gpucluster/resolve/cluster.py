@@ -26,6 +26,7 @@ from gpucluster.resolve.node_group import (
     resolve_node_group,
     slurm_release,
 )
+from gpucluster.resolve.people import resolve_people
 from gpucluster.resolve.slurm import resolve_slurm
 from gpucluster.resolve.storage import resolve_storage
 
@@ -137,7 +138,10 @@ def resolve(spec: ClusterSpec, catalog: Catalog) -> ResolvedCluster:
                 f"cluster {spec.name!r}: no availability zone for the Slurm head node; set slurm.headNode.availabilityZone"
             )
         image = default_image_parameter(catalog[slurm.head_node.instance_type], UBUNTU_RELEASE)
-        resolved_slurm = ResolvedSlurm(slurm, slurm_groups, bool(slurm.protect_data), zone, image)
+        identity, login, home = resolve_people(spec, slurm, catalog, zone)
+        resolved_slurm = ResolvedSlurm(
+            slurm, slurm_groups, bool(slurm.protect_data), zone, image, identity=identity, login=login, home=home
+        )
     return ResolvedCluster(spec, tuple(groups), resolved_slurm)
 
 

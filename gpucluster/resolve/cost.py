@@ -19,6 +19,7 @@ from gpucluster.config.cluster import ClusterSpec
 from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.prices import REFERENCE_REGION, PriceBook, Quote, load_prices
 from gpucluster.resolve.cost_hybrid import hybrid_link_parts
+from gpucluster.resolve.cost_people import slurm_people_parts
 
 
 @dataclass(frozen=True)
@@ -267,6 +268,7 @@ def fixed_costs(spec: ClusterSpec, catalog: Catalog, prices: PriceBook | None = 
             items.append(LineItem(name, usd, 0.0, _us_east_1(spec.region, what), key))
     items += lustre_costs(spec)
     items += slurm_head_costs(spec, catalog, book)
+    items += [LineItem(*part) for part in slurm_people_parts(spec, catalog, book)]
     items += eks_costs(spec, catalog, book)
     return items
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from gpucluster.config.slurm_home import HomeSpec
+from gpucluster.config.slurm_identity import DirectorySpec, SlurmIdentitySpec, UserSpec, parse_principal
 from gpucluster.facts.catalog import InstanceFacts
 from gpucluster.resolve.node_group import ResolvedImage
 
@@ -186,6 +188,75 @@ class ResolvedHome:
     mount_options: str = "nfsvers=4.1,nosuid,nodev,_netdev"
 
 
+IDMAP_RANGE = (200_000, 2_000_200_000, 200_000)
+"""sssd-ad/sssd-ldap's ``ldap_idmap_range_min/max/size`` defaults (sssd-ldap(5)), stated so every node agrees."""
+SRUN_PORTS = (60001, 63000)
+DEFAULT_DOMAIN = "directory"
+
+
+def resolve_identity(identity: SlurmIdentitySpec, home: HomeSpec | None) -> ResolvedIdentity:
+    """``identity`` (valid) decided; ``home`` is the shared home when one is made (quotas come from it), else None."""
+    if identity.directory is not None:
+        return ResolvedIdentity(resolve_directory(identity.directory), identity.admin_group)
+    return ResolvedIdentity(resolve_declared(identity, home), identity.admin_group)
+
+
+def resolve_declared(identity: SlurmIdentitySpec, home: HomeSpec | None) -> DeclaredIdentity:
+    """Users with private groups (gid = uid, named like the user) unless ``gid`` names a declared group; each
+    group's members from the users' ``groups``; sorted by uid and gid."""
+    by_gid = {g.gid: g.name for g in reversed(identity.groups)}
+    users: list[PosixUser] = []
+    private: list[PosixGroup] = []
+    for u in identity.users:
+        gid, primary = (u.uid, u.name) if u.gid is None else (u.gid, by_gid[u.gid])
+        if u.gid is None:
+            private.append(PosixGroup(u.name, u.uid, ()))
+        groups = tuple(sorted(set(u.groups) - {primary}))
+        quota = u.home_quota_gib if u.home_quota_gib is not None else (home.default_user_quota_gib if home else None)
+        admin = identity.admin_group is not None and identity.admin_group in (primary, *groups)
+        keys = tuple(u.ssh_public_keys)
+        quota = quota if home is not None else None
+        users.append(
+            PosixUser(u.name, u.uid, gid, primary, groups, u.shell, f"/home/{u.name}", keys, admin, quota, session_grant(u))
+        )
+    declared = [PosixGroup(g.name, g.gid, tuple(sorted(x.name for x in users if g.name in x.groups))) for g in identity.groups]
+    return DeclaredIdentity(
+        tuple(sorted(users, key=lambda x: (x.uid, x.name))),
+        tuple(sorted(declared + private, key=lambda g: (g.gid, g.name))),
+    )
+
+
+def session_grant(user: UserSpec) -> SessionGrant | None:
+    """The user's ``sessionPrincipal`` taken apart (a valid spec's ARN parses)."""
+    if user.session_principal is None:
+        return None
+    p = parse_principal(user.session_principal)
+    if p is None:
+        raise ValueError(f"user {user.name!r}: sessionPrincipal {user.session_principal!r} is not an IAM role or user ARN")
+    return SessionGrant(user.session_principal, p.kind, p.name, p.path, user.attach_session_policy)
+
+
+def resolve_directory(d: DirectorySpec) -> DirectoryIdentity:
+    """The directory with its defaults: domain ``directory``, search bases ``searchBase``, id mapping for AD."""
+    return DirectoryIdentity(
+        domain=d.domain_name or DEFAULT_DOMAIN,
+        uris=tuple(d.uris),
+        search_base=d.search_base,
+        user_search_base=d.user_search_base or d.search_base,
+        group_search_base=d.group_search_base or d.search_base,
+        schema=d.schema_,
+        bind_dn=d.bind_dn,
+        bind_password_secret_arn=d.bind_password_secret,
+        ca_certificate_pem=d.ca_certificate or "",
+        tls_reqcert=d.tls_reqcert,
+        start_tls=d.start_tls,
+        access_filter=d.access_filter,
+        id_mapping=d.id_mapping if d.id_mapping is not None else d.schema_ == "ad",
+        idmap_range=IDMAP_RANGE,
+        ssh_public_key_attribute=d.ssh_public_key_attribute,
+    )
+
+
 __all__ = [
     "DeclaredIdentity",
     "DirectoryIdentity",
@@ -197,4 +268,8 @@ __all__ = [
     "ResolvedLogin",
     "ResolvedLoginSsh",
     "SessionGrant",
+    "resolve_declared",
+    "resolve_directory",
+    "resolve_identity",
+    "session_grant",
 ]

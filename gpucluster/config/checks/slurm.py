@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 
 from gpucluster.config.checks.slurm_health import check_health
+from gpucluster.config.checks.slurm_identity import check_identity
+from gpucluster.config.checks.slurm_login import check_home, check_login, check_people_hybrid
 from gpucluster.config.cluster import ClusterSpec, known_region
 from gpucluster.config.effective import effective_desired, head_zone, partition_of, slurm_groups
 from gpucluster.config.errors import Finding, error, warning
@@ -294,6 +296,10 @@ SLURM_CHECKS: tuple[SlurmCheck, ...] = (
     check_network,
     check_power_saving,
     check_health,
+    check_people_hybrid,
+    check_identity,
+    check_login,
+    check_home,
 )
 
 
