@@ -31,8 +31,8 @@ from pathlib import Path
 import pytest
 
 from gpucluster.render.slurm.identity import users_script
-from gpucluster.resolve.identity import DeclaredIdentity, PosixGroup, PosixUser
-from tests.conftest import IN_CI
+from gpucluster.resolve.identity import DeclaredIdentity, ResolvedIdentity
+from tests.conftest import IN_CI, identity_declared_config
 from tests.e2e.namespace import MountNamespace
 from tests.e2e.slurm_harness import HERE, SBATCH, LocalSlurm, conf_lines, free_port, local_keys, node_line, run_dir
 from tests.render.slurm_versions import TRIXIE_ROOT
@@ -72,37 +72,24 @@ def trixie_root_or_skip() -> Path:
     return TRIXIE_ROOT
 
 
-def _user(name: str, uid: int, groups: tuple[str, ...], admin: bool = False) -> PosixUser:
-    return PosixUser(
-        name=name, uid=uid, gid=uid, primary_group=name, groups=groups, shell="/bin/bash", home=f"/home/{name}",
-        ssh_public_keys=(), admin=admin, home_quota_gib=50, session=None,
-    )  # fmt: skip
+def declared_people() -> ResolvedIdentity:
+    """The slurm-p5-like people of the config tests (``tests/conftest.py: identity_declared_config``: alice 10001 in
+    hpc-admins and vision, bob 10002 and carol 10003 in llm, admin group hpc-admins) loaded, checked and resolved."""
+    from gpucluster.load import load_spec
+
+    slurm = load_spec(identity_declared_config(), stack="people").cluster.slurm
+    assert slurm is not None and slurm.identity is not None and isinstance(slurm.identity.source, DeclaredIdentity)
+    identity = slurm.identity
+    return identity
 
 
-SLURM_P5_PEOPLE = DeclaredIdentity(
-    users=(
-        _user("alice", 10001, ("hpc-admins", "vision"), admin=True),
-        _user("bob", 10002, ("llm",)),
-        _user("carol", 10003, ("llm",)),
-    ),
-    groups=(
-        PosixGroup("hpc-admins", 5000, ("alice",)),
-        PosixGroup("vision", 5001, ("alice",)),
-        PosixGroup("llm", 5002, ("bob", "carol")),
-        PosixGroup("alice", 10001, ()),
-        PosixGroup("bob", 10002, ()),
-        PosixGroup("carol", 10003, ()),
-    ),
-)
-"""The declared people of design section 7's slurm-p5 stack (admin group hpc-admins), as resolution decides them
-(built from the resolved types until i21-config's loader lands)."""
-ADMIN_GROUP = "hpc-admins"
-
-
-def rendered_users_script(work: Path, people: DeclaredIdentity = SLURM_P5_PEOPLE) -> Path:
-    """The rendered ``gpucluster-users`` (``render/slurm/identity.py: users_script``) for ``people``."""
+def rendered_users_script(work: Path, people: ResolvedIdentity | None = None) -> Path:
+    """The rendered ``gpucluster-users`` (``render/slurm/identity.py: users_script``) for ``people`` (default:
+    :func:`declared_people`)."""
+    source = (people or declared_people()).source
+    assert isinstance(source, DeclaredIdentity)
     path = work / "gpucluster-users"
-    path.write_text(users_script(people))
+    path.write_text(users_script(source))
     path.chmod(0o755)
     return path
 

@@ -99,7 +99,7 @@ def test_an_adopted_login_lives_in_the_jobs_extern_cgroup(node: PeopleNode):
     node.slurm.wait("bob's job running", lambda: node.slurm.job(job).get("JobState") == "RUNNING", 60)
     held = node.held_pamtester("sshd", "bob")
     try:
-        node.slurm.wait("pamtester adopted", lambda: held.pid in node.extern_cgroup_procs(job, 10002), 20, 0.1)
+        node.slurm.wait("pamtester adopted", lambda: held.pid in node.extern_cgroup_procs(job, 10002), 45, 0.1)
         assert held.poll() is None  # alive at its password prompt, inside the job's extern step
         assert f"Process {held.pid} adopted into job {job}" in node.syslog.read_text()
     finally:
