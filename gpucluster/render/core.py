@@ -123,9 +123,6 @@ class CloudConfig:
     packages: tuple[str, ...] = ()
     mounts: tuple[tuple[str, ...], ...] = ()
     sections: tuple[str, ...] = field(default=())  # names of the parts merged in, for the header
-    no_default_user: bool = False
-    """``users: []``: cloud-init makes no default user (``ubuntu``) and so gives it no sudo rule (Slurm nodes:
-    :mod:`gpucluster.render.slurm.identity`)."""
 
     def __add__(self, other: CloudConfig) -> CloudConfig:
         paths = {f.path for f in self.write_files}
@@ -140,7 +137,6 @@ class CloudConfig:
             packages=tuple(dict.fromkeys(self.packages + other.packages)),
             mounts=self.mounts + other.mounts,
             sections=self.sections + other.sections,
-            no_default_user=self.no_default_user or other.no_default_user,
         )
 
 
@@ -155,7 +151,6 @@ def cloud_config_text(title: str, config: CloudConfig) -> str:
         runcmd=[list(c) for c in config.runcmd],
         packages=list(config.packages),
         mounts=[list(m) for m in config.mounts],
-        no_default_user=config.no_default_user,
     )
 
 

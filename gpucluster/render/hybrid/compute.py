@@ -34,7 +34,7 @@ from gpucluster.render.node import LustreMount, node_cloud_config
 from gpucluster.render.slurm.agent import aws_helper
 from gpucluster.render.slurm.compute import slurmd_drop_in
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit
-from gpucluster.render.slurm.identity import session_lockdown_bootcmd
+from gpucluster.render.slurm.identity import session_lockdown_bootcmd, session_lockdown_runcmd
 from gpucluster.render.slurm.names import AGENT_PACKAGE_PATH, AWS_HELPER, AWS_HELPER_CONFIG
 from gpucluster.resolve.cluster import ResolvedCluster
 from gpucluster.resolve.node_group import ResolvedNodeGroup
@@ -187,8 +187,7 @@ def hybrid_join_part(cluster: ResolvedCluster, group: ResolvedNodeGroup, munge_s
             WriteFile.compressed(JOIN_SETUP, setup, "0755"),
         ),
         bootcmd=(imds_guard_bootcmd(), session_lockdown_bootcmd()),  # no sudo for ssm-user (render.slurm.identity)
-        runcmd=((JOIN_SETUP,),),
-        no_default_user=True,
+        runcmd=(session_lockdown_runcmd(), (JOIN_SETUP,)),
         sections=(f"slurmd joins {hybrid.site}'s slurmctld {controller.host} ({controller.slurm_version})",),
     )
 

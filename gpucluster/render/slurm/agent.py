@@ -190,8 +190,9 @@ def boot_config(ctx: SlurmContext, compute: bool = False) -> boot.BootConfig:
 
 
 def boot_files(ctx: SlurmContext, compute: bool = False) -> tuple[WriteFile, WriteFile]:
-    """The boot helper and its config, as every Slurm node's user data writes them."""
+    """The boot helper and its config, as every Slurm node's user data writes them. Plain text: the whole document is
+    gzipped for EC2, and source compresses better there than gzip's base64 would (about 1.4 KB less)."""
     return (
-        WriteFile.compressed(AWS_HELPER, aws_helper(), "0755"),
+        WriteFile(AWS_HELPER, aws_helper(), "0755"),
         WriteFile(AWS_HELPER_CONFIG, boot_config(ctx, compute).to_json()),
     )

@@ -14,8 +14,16 @@ from gpucluster.render.node import NCCL_ENV_PATH
 from gpucluster.render.slurm.agent import boot_files, node_package_file
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit
 from gpucluster.render.slurm.health import HEALTH_BOOT_UNIT, health_enabled, health_files
-from gpucluster.render.slurm.identity import USERS_UNIT, has_users_program, identity_files, session_lockdown_bootcmd
+from gpucluster.render.slurm.identity import (
+    USERS_UNIT,
+    has_users_program,
+    identity_files,
+    session_lockdown_bootcmd,
+    session_lockdown_runcmd,
+)
 from gpucluster.render.slurm.names import AWS_HELPER, NODE_SETUP, SLURMCTLD_PORT, TASK_PROLOG, SlurmContext, controller_address
+from gpucluster.render.slurm.pam import COMPUTE_PAM_PACKAGES, COMPUTE_PAM_TEMPLATE, NODENAME_PLACEHOLDER, compute_pam_files
+from gpucluster.render.slurm.sssd import SSSD_PACKAGES, directory_files, directory_of, directory_setup
 from gpucluster.resolve.node_group import ResolvedNodeGroup
 from gpucluster.resolve.storage import SharedFs
 from gpucluster_agents import contract
@@ -58,12 +66,19 @@ def node_slurm_part(ctx: SlurmContext, group: ResolvedNodeGroup, shared_fs: Shar
         "slurm/node-setup.sh.j2",
         cluster=ctx.cluster,
         controller=f"{controller_address(ctx.cluster)}:{SLURMCTLD_PORT}",
-        packages=NODE_PACKAGES,
+        packages=NODE_PACKAGES
+        + (COMPUTE_PAM_PACKAGES if ctx.identity is not None else ())
+        + (SSSD_PACKAGES if directory_of(ctx.identity) else ()),
+        region=ctx.region,
+        **directory_setup(ctx.identity),
         aws_helper=AWS_HELPER,
         node_name_tag=contract.TAG_NODE_NAME,
         imds_guard_unit=IMDS_GUARD_UNIT,
-        install_package=health,
+        install_package=health or directory_of(ctx.identity) is not None,  # the identity helper is in the package
         users_unit=USERS_UNIT if has_users_program(ctx.identity) else None,
+        pam=ctx.identity is not None,
+        pam_template=COMPUTE_PAM_TEMPLATE,
+        nodename_placeholder=NODENAME_PLACEHOLDER,
     )
     return CloudConfig(
         write_files=(
@@ -74,17 +89,20 @@ def node_slurm_part(ctx: SlurmContext, group: ResolvedNodeGroup, shared_fs: Shar
                     *health_files(ctx, group, shared_fs=shared_fs),
                 )
                 if health
+                else (node_package_file(),)
+                if directory_of(ctx.identity)
                 else ()
             ),
             WriteFile(TASK_PROLOG, task_prolog(group), "0755"),
             WriteFile(f"/etc/systemd/system/{IMDS_GUARD_UNIT}", imds_guard_unit(head=False)),
             WriteFile("/etc/systemd/system/slurmd.service.d/gpucluster.conf", slurmd_drop_in(boot_check)),
             *identity_files(ctx.identity),
-            WriteFile.compressed(NODE_SETUP, setup, "0755"),
+            *compute_pam_files(ctx.cluster, ctx.identity),
+            *directory_files(ctx.cluster, ctx.identity),
+            WriteFile(NODE_SETUP, setup, "0755"),  # plain: the document is gzipped (see boot_files)
         ),
         # the guard first (the e2e test runs it alone), then the session lockdown: both before write_files
         bootcmd=(imds_guard_bootcmd(), session_lockdown_bootcmd()),
-        runcmd=((NODE_SETUP,),),
+        runcmd=(session_lockdown_runcmd(), (NODE_SETUP,)),
         sections=("slurmd (configless)",),
-        no_default_user=True,
     )

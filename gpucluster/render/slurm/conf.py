@@ -143,6 +143,7 @@ def slurm_conf(ctx: SlurmContext) -> str:
         controller_address=controller_address(ctx.cluster),
         slurmctld_port=SLURMCTLD_PORT,
         slurmd_port=SLURMD_PORT,
+        srun_ports=ctx.srun_ports,
         state_save_location=STATE_SAVE_LOCATION,
         gres_types=sorted({n for g in groups if (n := gres_name(g.facts))}),
         task_prolog=TASK_PROLOG,

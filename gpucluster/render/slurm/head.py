@@ -13,7 +13,13 @@ from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT, LustreMount, lustre_moun
 from gpucluster.render.slurm.agent import AgentBundle, boot_files, package_file
 from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, slurm_conf, slurmdbd_conf, topology_conf
 from gpucluster.render.slurm.guard import IMDS_GUARD, IMDS_GUARD_UNIT, imds_guard_script, imds_guard_unit, systemd_unit
-from gpucluster.render.slurm.identity import USERS_UNIT, has_users_program, identity_files, session_lockdown_bootcmd
+from gpucluster.render.slurm.identity import (
+    USERS_UNIT,
+    has_users_program,
+    identity_files,
+    session_lockdown_bootcmd,
+    session_lockdown_runcmd,
+)
 from gpucluster.render.slurm.names import (
     AGENT_BIN,
     AGENT_COMMAND,
@@ -31,6 +37,7 @@ from gpucluster.render.slurm.names import (
     head_hostname,
 )
 from gpucluster.render.slurm.privacy import job_container_conf
+from gpucluster.render.slurm.sssd import SSSD_PACKAGES, directory_files, directory_of, directory_setup
 from gpucluster_agents import contract
 
 # Ubuntu 24.04 (noble) packages. python3-boto3 runs the agent and the boot helper.
@@ -63,7 +70,13 @@ def agent_command() -> str:
 def head_files(ctx: SlurmContext, inputs: HeadInputs) -> tuple[WriteFile, ...]:
     """Every file the head node's cloud-init writes, Slurm's own configs first."""
     accounting = ctx.slurm.accounting is not None
-    files = [*slurm_files(ctx), *agent_files(ctx, inputs), *system_files(ctx), *identity_files(ctx.identity)]
+    files = [
+        *slurm_files(ctx),
+        *agent_files(ctx, inputs),
+        *system_files(ctx),
+        *identity_files(ctx.identity),
+        *directory_files(ctx.cluster, ctx.identity),
+    ]
     if accounting:
         files.append(
             WriteFile(
@@ -164,7 +177,11 @@ def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
         accounting=accounting,
         data_volume_id=inputs.data_volume_id,
         data_dir=DATA_DIR,
-        packages=HEAD_PACKAGES + (ACCOUNTING_PACKAGES if accounting else ()),
+        packages=HEAD_PACKAGES
+        + (ACCOUNTING_PACKAGES if accounting else ())
+        + (SSSD_PACKAGES if directory_of(ctx.identity) else ()),
+        region=ctx.region,
+        **directory_setup(ctx.identity),
         aws_helper=AWS_HELPER,
         state_save_location=STATE_SAVE_LOCATION,
         agent_state_dir=AGENT_STATE_DIR,
@@ -177,7 +194,7 @@ def head_cloud_config(ctx: SlurmContext, inputs: HeadInputs) -> CloudConfig:
     """The head node's user data: the session lockdown (bootcmd), its files, then (with a shared file system) the
     Lustre mount, then the setup script."""
     files = list(head_files(ctx, inputs))
-    runcmd: list[tuple[str, ...]] = []
+    runcmd: list[tuple[str, ...]] = [session_lockdown_runcmd()]
     sections = ["slurm head node"]
     if inputs.lustre is not None:
         script = lustre_mount_script(inputs.lustre, efa=False, gds=False)  # the head node mounts over TCP
@@ -194,7 +211,6 @@ def head_cloud_config(ctx: SlurmContext, inputs: HeadInputs) -> CloudConfig:
         bootcmd=(session_lockdown_bootcmd(),),
         runcmd=tuple(runcmd),
         sections=tuple(sections),
-        no_default_user=True,
     )
 
 

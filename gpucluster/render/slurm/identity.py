@@ -7,14 +7,42 @@ nodes). Session Manager's agent makes ``ssm-user`` at its first session and gran
 ``createSudoersFileIfNotPresent``), and AWS documents a file holding only ``#User rules for ssm-user`` as the way to
 take the grant away. Ubuntu's cloud-init gives the image's default user (``ubuntu``) the same grant in
 ``/etc/sudoers.d/90-cloud-init-users``. So at every boot, as cloud-init's ``bootcmd`` (before ``write_files``, before
-users are made and before a session can be opened), :func:`session_lockdown_bootcmd` writes the comment-only file,
-empties the cloud-init one (both 0440 root:root, each through a temporary name sudo ignores — it skips names with a
-dot — then a rename), and locks and expires the default user if it exists. The node's cloud-config also says
-``users: []`` (:attr:`CloudConfig.no_default_user`): cloud-init's ``users_groups`` runs *after* ``bootcmd`` and would
-otherwise make ``ubuntu`` and its grant on the first boot. The one sudo rule left is the admin group's
-(``/etc/sudoers.d/60-gpucluster-admins``), only when ``identity.adminGroup`` is set.
+users are made and before a session can be opened), :func:`session_lockdown_bootcmd`:
 
-**Declared users** (:func:`users_script`): ``/usr/local/sbin/gpucluster-users``, see ``templates/slurm/users.sh.j2``.
+- writes the comment-only ``ssm-agent-users`` and empties ``90-cloud-init-users``;
+- writes ``zz-gpucluster-no-session-sudo``: ``ssm-user`` and ``ubuntu`` may run nothing (``!ALL``). sudo reads
+  ``/etc/sudoers.d`` in name order and the last matching rule wins, so this file outranks both grants: on the first
+  boot cloud-init's ``users_groups`` module runs *after* ``bootcmd``, makes ``ubuntu`` and appends its grant to
+  ``90-cloud-init-users`` again (cloud-config's ``users: []``, which would stop it, is refused by cloud-init's own
+  schema: "too short"); this file denies it anyway;
+- locks and expires ``ubuntu`` if it exists (a key pair's SSH login then fails PAM's account check). On the first boot
+  the user does not exist yet at ``bootcmd``: the script, which the boot command leaves at
+  ``/usr/local/sbin/gpucluster-session-lockdown``, runs again as a ``runcmd`` before the node's setup.
+
+Each file is 0440 root:root, written through a temporary name sudo ignores (it skips names with a dot), then renamed.
+The one sudo grant left is the admin group's (``/etc/sudoers.d/60-gpucluster-admins``), only when
+``identity.adminGroup`` is set.
+
+**Declared users** (:func:`users_script`): ``/usr/local/sbin/gpucluster-users [--homes]``
+(``templates/slurm/users.sh.j2``), run by ``gpucluster-users.service`` at every boot after the shared file systems and
+before Slurm's daemons, makes the declared groups and users local accounts with the same uids and gids on every node
+(Slurm, sshd, pam_slurm_adopt and Run As all look users up outside any job):
+
+- a group is made (``groupadd -g``) when absent; one of that name with another gid, or another group holding the gid,
+  is refused and no user is made;
+- a user is made (``useradd -u -g -G -M -c gpucluster-managed``) when absent, brought to the declared groups, shell and
+  home (``usermod``) when present; an account of that name with another uid, or another account holding the uid, is
+  refused with a log line and the program exits non-zero at the end: files are never re-numbered silently;
+- accounts with the ``gpucluster-managed`` comment that are no longer declared are locked and expired
+  (``usermod --lock --expiredate 1``: no SSH, no Run As session — the agent's ``id`` lookup still finds them but PAM's
+  account check and sshd refuse) and their keys removed; their files keep their owner;
+- each user's SSH public keys go to ``/etc/gpucluster/ssh/authorized_keys/<user>`` (0644 root: sshd's
+  ``AuthorizedKeysFile``, which users cannot edit);
+- with ``--homes`` (login nodes, after ``/home`` is mounted) ``/home/<user>`` is made 0700 when absent.
+
+Every command takes ``--prefix "$GPUCLUSTER_ROOT"`` when that is set, so tests run the script for real on a temporary
+root. ``usermod -g`` runs only when the primary group changes (shadow 4.13's ``usermod --prefix`` looks a new primary
+group up in the host's files).
 """
 
 from __future__ import annotations
@@ -27,24 +55,33 @@ from gpucluster.render.core import WriteFile, render
 from gpucluster.resolve.identity import DeclaredIdentity, ResolvedIdentity
 
 SSM_SUDOERS = "/etc/sudoers.d/ssm-agent-users"
+DENY_SUDOERS = "/etc/sudoers.d/zz-gpucluster-no-session-sudo"
+DEFAULT_IMAGE_USER = "ubuntu"  # Ubuntu's cloud images (the head and login nodes', the DLAMIs')
 SSM_SUDOERS_TEXT = "#User rules for ssm-user\n"
 CLOUD_INIT_SUDOERS = "/etc/sudoers.d/90-cloud-init-users"
 ADMIN_SUDOERS = "/etc/sudoers.d/60-gpucluster-admins"
-DEFAULT_IMAGE_USER = "ubuntu"  # Ubuntu's cloud images (the head and login nodes', the DLAMIs')
 USERS_PROGRAM = "/usr/local/sbin/gpucluster-users"
+LOCKDOWN_PROGRAM = "/usr/local/sbin/gpucluster-session-lockdown"
 AUTHORIZED_KEYS_DIR = "/etc/gpucluster/ssh/authorized_keys"
 MANAGED_COMMENT = "gpucluster-managed"  # the GECOS field of every account the users script makes
+DENY_SUDOERS_TEXT = (
+    "# gpucluster: no sudo for Session Manager's ssm-user or the image's default user (read last: the last match wins)\n"
+    f"ssm-user ALL=(ALL:ALL) !ALL\n{DEFAULT_IMAGE_USER} ALL=(ALL:ALL) !ALL\n"
+)
 _GROUP_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 
 # The lockdown, run as cloud-init runs a bootcmd list (sh -c '<script>' gpucluster-session-lockdown). It honours
 # GPUCLUSTER_ROOT (unset at boot) so tests run it on a temporary root.
-_LOCKDOWN = f"""set -e
+_LOCKDOWN = f"""#!/bin/sh
+# gpucluster: no sudo for ssm-user or the default user, at every boot (bootcmd) and once after cloud-init's users.
+set -e
 r="${{GPUCLUSTER_ROOT:-}}"
 d="$r/etc/sudoers.d"
 mkdir -p "$d"
 put() {{ printf '%s' "$2" >"$d/.$1.new"; chmod 0440 "$d/.$1.new"; chown 0:0 "$d/.$1.new"; mv -f "$d/.$1.new" "$d/$1"; }}
-put {SSM_SUDOERS.rsplit("/", 1)[1]} '{SSM_SUDOERS_TEXT}'
+put {SSM_SUDOERS.rsplit("/", 1)[1]} {shlex.quote(SSM_SUDOERS_TEXT)}
 put {CLOUD_INIT_SUDOERS.rsplit("/", 1)[1]} ''
+put {DENY_SUDOERS.rsplit("/", 1)[1]} {shlex.quote(DENY_SUDOERS_TEXT)}
 if grep -q '^{DEFAULT_IMAGE_USER}:' "$r/etc/passwd" 2>/dev/null; then
   usermod ${{r:+--prefix "$r"}} --lock --expiredate 1 {DEFAULT_IMAGE_USER} || echo "gpucluster: could not lock {DEFAULT_IMAGE_USER}" >&2
 fi
@@ -56,10 +93,24 @@ def session_lockdown_script() -> str:
     return _LOCKDOWN
 
 
+# bootcmd: "$1" is the lockdown; it is written where the first runcmd finds it, then run (like the IMDS guard's).
+_LOCKDOWN_INSTALL = (
+    f'f="${{GPUCLUSTER_ROOT:-}}{LOCKDOWN_PROGRAM}"; mkdir -p "${{f%/*}}" && printf %s "$1" >"$f.new" && chmod 0755 "$f.new" '
+    '&& mv -f "$f.new" "$f" && exec sh "$f"'
+)
+
+
 def session_lockdown_bootcmd() -> tuple[str, ...]:
-    """The boot command that takes sudo from ``ssm-user`` and the image's default user (see the module). A missing
-    default user is no failure; a sudoers file that cannot be written is (cloud-init logs it)."""
-    return ("sh", "-c", _LOCKDOWN, "gpucluster-session-lockdown")
+    """The boot command that takes sudo from ``ssm-user`` and the image's default user (see the module): installs the
+    lockdown as ``/usr/local/sbin/gpucluster-session-lockdown`` and runs it. A missing default user is no failure; a
+    sudoers file that cannot be written is (cloud-init logs it)."""
+    return ("sh", "-c", _LOCKDOWN_INSTALL, "gpucluster-session-lockdown", _LOCKDOWN)
+
+
+def session_lockdown_runcmd() -> tuple[str, ...]:
+    """The same lockdown as a ``runcmd`` (before the node's setup): on the first boot cloud-init makes the default
+    user after ``bootcmd``."""
+    return (LOCKDOWN_PROGRAM,)
 
 
 def admin_sudoers(group: str) -> str:
@@ -92,8 +143,7 @@ def users_script(declared: DeclaredIdentity) -> str:
         comment=MANAGED_COMMENT,
         keys_dir=AUTHORIZED_KEYS_DIR,
         groups=[
-            {"name": g.name, "gid": g.gid, "q": _words(g.name)}
-            for g in sorted(declared.groups, key=lambda g: (g.gid, g.name))
+            {"name": g.name, "gid": g.gid, "q": _words(g.name)} for g in sorted(declared.groups, key=lambda g: (g.gid, g.name))
         ],
         users=[
             {
@@ -132,7 +182,7 @@ def users_files(identity: ResolvedIdentity | None, *, homes: bool = False) -> tu
     if identity is None or not isinstance(identity.source, DeclaredIdentity):
         return ()
     return (
-        WriteFile.compressed(USERS_PROGRAM, users_script(identity.source), "0755"),
+        WriteFile(USERS_PROGRAM, users_script(identity.source), "0755"),
         WriteFile(f"/etc/systemd/system/{USERS_UNIT}", users_unit(homes=homes)),
     )
 

@@ -79,6 +79,8 @@ class SlurmContext:
     """``(node group, NVMe scratch mount point)`` of the groups with local scratch: jobs' private /tmp goes there."""
     identity: ResolvedIdentity | None = None
     """Who the people are (the resolved ``slurm.identity``): the admin group's sudo rule and the declared users."""
+    srun_ports: tuple[int, int] | None = None
+    """``SrunPortRange`` (first, last) when the cluster has login nodes (srun runs there); None: not rendered."""
 
     @classmethod
     def of(cls, cluster: ResolvedCluster, *, slurm_version: str = SLURM_VERSION) -> SlurmContext:
@@ -86,4 +88,14 @@ class SlurmContext:
             raise ValueError(f"cluster {cluster.name!r} has no Slurm section")
         groups = cluster.slurm.node_groups
         scratch = tuple((g.name, g.nvme_scratch.mount_point) for g in groups if g.nvme_scratch is not None)
-        return cls(cluster.name, cluster.region, cluster.slurm.spec, groups, slurm_version, scratch, cluster.slurm.identity)
+        login = cluster.slurm.login
+        return cls(
+            cluster.name,
+            cluster.region,
+            cluster.slurm.spec,
+            groups,
+            slurm_version,
+            scratch,
+            cluster.slurm.identity,
+            login.srun_ports if login is not None else None,
+        )

@@ -1,0 +1,227 @@
+"""sshd on Slurm nodes: the compute PAM stack (pam_slurm_adopt last, options exact, no pam_systemd), the login stack, the
+sshd drop-in (checked by ``sshd -t``), and the real PAM library loading the compute stack (``pamtester``) in a private
+mount namespace. Admission while a job runs is the e2e tests' (tests/e2e, with slurmd)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpucluster.load import load_spec
+from gpucluster.render.core import WriteFile, render_cloud_config
+from gpucluster.render.slurm.compute import node_slurm_part
+from gpucluster.render.slurm.conf import slurm_conf
+from gpucluster.render.slurm.names import SlurmContext
+from gpucluster.render.slurm.pam import (
+    ADMIN_ACCESS_FILE,
+    COMPUTE_PAM_TEMPLATE,
+    SSHD_DROP_IN,
+    admin_access,
+    compute_pam_sshd,
+    login_pam_sshd,
+    sshd_drop_in,
+)
+from gpucluster.resolve.identity import ResolvedIdentity
+from tests.conftest import GOLDEN, check_golden, group, make_config, require_tool
+from tests.render.identity_cases import DECLARED, DECLARED_NO_ADMIN, DIRECTORY
+
+GOLDEN_DIR = GOLDEN / "slurm" / "identity"
+MODULE_DIRS = (Path("/lib/x86_64-linux-gnu/security"), Path("/lib/security"), Path("/usr/lib/x86_64-linux-gnu/security"))
+
+
+def context(identity: ResolvedIdentity | None) -> SlurmContext:
+    ctx = SlurmContext.of(load_spec(make_config(group(name="p5", maxSize=2), slurm={}), stack="pam").cluster)
+    return dataclasses.replace(ctx, identity=identity)
+
+
+def account_lines(stack: str) -> list[str]:
+    return [line for line in stack.splitlines() if re.match(r"^-?account\b", line) or line == "@include common-account"]
+
+
+@pytest.mark.parametrize(
+    ("name", "identity"), [("pam-sshd-compute", DECLARED), ("pam-sshd-compute-directory", DIRECTORY)], ids=["declared", "dir"]
+)
+def test_compute_stack_golden_and_shape(name, identity, update_golden):
+    stack = compute_pam_sshd("c1", identity)
+    check_golden(GOLDEN_DIR / name, stack, update_golden)
+    account = account_lines(stack)
+    assert account[-1] == (
+        "account    required     pam_slurm_adopt.so action_no_jobs=deny action_unknown=newest "
+        "action_adopt_failure=deny action_generic_failure=deny nodename=@NODENAME@"
+    )
+    assert account[-2] == f"account    sufficient   pam_access.so accessfile={ADMIN_ACCESS_FILE}"
+    rules = "\n".join(line for line in stack.splitlines() if not line.startswith("#"))
+    assert "pam_systemd" not in rules and "common-session" not in rules  # Ubuntu's common-session holds pam_systemd
+    assert not any(line.startswith("-") for line in stack.splitlines())  # a missing module fails closed
+    assert ("pam_sss.so" in stack) == (identity is DIRECTORY)
+
+
+def test_compute_stack_without_admins_has_no_access_rule():
+    stack = compute_pam_sshd("c1", DECLARED_NO_ADMIN)
+    assert "pam_access" not in stack
+    assert account_lines(stack)[-1].startswith("account    required     pam_slurm_adopt.so ")
+
+
+def test_admin_access_file_golden(update_golden):
+    text = admin_access("hpc-admins")
+    check_golden(GOLDEN_DIR / "access-gpucluster-admins.conf", text, update_golden)
+    assert text.splitlines()[1:] == ["+:(hpc-admins):ALL", "-:ALL:ALL"]
+
+
+def test_login_stack_golden(update_golden):
+    stack = login_pam_sshd("c1", DIRECTORY)
+    check_golden(GOLDEN_DIR / "pam-sshd-login-directory", stack, update_golden)
+    assert "session    optional     pam_oddjob_mkhomedir.so umask=0077" in stack
+    assert "@include common-session" in stack  # Ubuntu's own: pam_systemd on login nodes is fine
+    assert "pam_oddjob_mkhomedir" not in login_pam_sshd("c1", DECLARED)  # declared homes come from the users program
+
+
+def modules(stack: str) -> set[str]:
+    return {m for m in re.findall(r"\b(pam_\w+\.so)\b", stack)}
+
+
+@pytest.mark.parametrize("identity", [DECLARED, DIRECTORY], ids=["declared", "dir"])
+def test_every_module_of_the_stacks_exists(identity):
+    """Each module the stacks name is one the packages install (here: libpam-modules, libpam-sss,
+    libpam-slurm-adopt, oddjob-mkhomedir); pam_selinux is module_unknown=ignore on Ubuntu."""
+    require_tool("pamtester")
+    names = modules(compute_pam_sshd("c1", identity)) | modules(login_pam_sshd("c1", identity))
+    missing = sorted(n for n in names - {"pam_selinux.so"} if not any((d / n).exists() for d in MODULE_DIRS))
+    assert missing == [], "not installed: " + ", ".join(missing)
+
+
+def pamtester(tmp_path: Path, stack: str, user: str) -> subprocess.CompletedProcess[str]:
+    """``pamtester sshd <user> acct_mgmt`` with ``stack`` as sshd's PAM file: a copy of /etc/pam.d bind-mounted over
+    it in a private mount namespace (the host's PAM configuration is not touched)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (a private mount namespace)")
+    tool, unshare = require_tool("pamtester"), require_tool("unshare")
+    pam_d = tmp_path / "pam.d"
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cp", "-a", "/etc/pam.d", str(pam_d)], check=True)
+    (pam_d / "sshd").write_text(stack)
+    script = f'mount --bind "$1" /etc/pam.d && exec {tool} -v sshd {user} acct_mgmt'
+    return subprocess.run(
+        [unshare, "--mount", "--propagation", "private", "sh", "-c", script, "pam-check", str(pam_d)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+
+def test_the_real_pam_library_runs_the_compute_stack(tmp_path):
+    """The rendered stack through the real libpam (the access file moved to a temporary path): ``nobody``, with no job
+    here and no slurmd to ask, is refused by pam_slurm_adopt itself (its own message: the module loaded and decided);
+    a member of the admin group (here the group ``root``, of which root is a member) is admitted by pam_access before
+    pam_slurm_adopt is asked; the same stack naming a module that is not installed admits no one (fails closed)."""
+    require_tool("pamtester")
+    access = tmp_path / "access.conf"
+    access.write_text(admin_access("root"))
+    identity = dataclasses.replace(DECLARED, admin_group="root")
+    stack = compute_pam_sshd("c1", identity).replace("@NODENAME@", "p5-1").replace(ADMIN_ACCESS_FILE, str(access))
+    nobody = pamtester(tmp_path / "nobody", stack, "nobody")
+    assert nobody.returncode != 0 and "pam_slurm_adopt" in nobody.stderr, nobody.stdout + nobody.stderr
+    admin = pamtester(tmp_path / "admin", stack, "root")
+    assert admin.returncode == 0, admin.stdout + admin.stderr
+    no_admin = pamtester(tmp_path / "no-admin", stack.replace(str(access), str(tmp_path / "none.conf")), "root")
+    assert no_admin.returncode != 0  # without the admin rule root too is left to pam_slurm_adopt: refused here
+    broken = stack.replace("pam_access.so", "pam_access_missing.so")
+    assert pamtester(tmp_path / "broken", broken, "root").returncode != 0
+
+
+@pytest.mark.parametrize(
+    ("name", "identity", "host_keys"),
+    [("sshd-gpucluster.conf", DECLARED, ()), ("sshd-gpucluster-directory.conf", DIRECTORY, ("ed25519", "rsa"))],
+    ids=["declared", "dir-host-keys"],
+)
+def test_sshd_drop_in_golden_and_accepted_by_sshd(name, identity, host_keys, tmp_path, update_golden):
+    sshd, keygen = require_tool("sshd"), require_tool("ssh-keygen")
+    paths = []
+    for kind in host_keys or ("ed25519",):
+        key = tmp_path / f"ssh_host_{kind}_key"
+        subprocess.run([keygen, "-q", "-t", kind, "-N", "", "-f", str(key)], check=True)
+        paths.append(str(key))
+    rendered = sshd_drop_in(identity, tuple(f"/etc/ssh/gpucluster/ssh_host_{k}_key" for k in host_keys))
+    check_golden(GOLDEN_DIR / name, rendered, update_golden)
+    assert "PasswordAuthentication no" in rendered and "PermitRootLogin no" in rendered
+    assert "KbdInteractiveAuthentication no" in rendered
+    text = rendered
+    for kind, path in zip(host_keys, paths, strict=False):
+        text = text.replace(f"/etc/ssh/gpucluster/ssh_host_{kind}_key", path)
+    conf = tmp_path / "sshd_config"
+    conf.write_text(text)
+    Path("/run/sshd").mkdir(exist_ok=True)  # sshd -t wants its privilege separation directory
+    extra = [] if host_keys else ["-o", f"HostKey={paths[0]}"]
+    result = subprocess.run([sshd, "-t", "-f", str(conf), *extra], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    conf.write_text(text + "PermitRootLogin maybe\n")  # the check can fail
+    assert subprocess.run([sshd, "-t", "-f", str(conf), *extra], capture_output=True, text=True).returncode != 0
+
+
+def test_declared_keys_come_from_roots_files_and_directory_keys_from_sssd():
+    assert "AuthorizedKeysFile /etc/gpucluster/ssh/authorized_keys/%u .ssh/authorized_keys" in sshd_drop_in(DECLARED)
+    directory = sshd_drop_in(DIRECTORY)
+    assert "AuthorizedKeysCommand /usr/bin/sss_ssh_authorizedkeys %u" in directory
+    assert "AuthorizedKeysCommandUser nobody" in directory
+
+
+def compute_doc(identity: ResolvedIdentity | None) -> dict:
+    ctx = context(identity)
+    return yaml.safe_load(render_cloud_config("compute", node_slurm_part(ctx, ctx.node_groups[0], None), gzipped=True))
+
+
+def setup_text(doc: dict) -> str:
+    entry = next(f for f in doc["write_files"] if f["path"] == "/usr/local/sbin/gpucluster-slurm-node")
+    return WriteFile(entry["path"], entry["content"], encoding=entry.get("encoding")).text()
+
+
+def test_compute_user_data_installs_the_stack_with_the_node_name_before_slurmd(tmp_path):
+    doc = compute_doc(DECLARED)
+    paths = {f["path"] for f in doc["write_files"]}
+    assert {COMPUTE_PAM_TEMPLATE, SSHD_DROP_IN, ADMIN_ACCESS_FILE} <= paths
+    setup = setup_text(doc)
+    assert "libpam-slurm-adopt" in setup
+    substitute = f's/@NODENAME@/$node/g" {COMPUTE_PAM_TEMPLATE} >/etc/pam.d/.sshd.new'
+    assert setup.index("node=$(") < setup.index(substitute) < setup.index("systemctl enable --now slurmd")
+    script = tmp_path / "setup.sh"
+    script.write_text(setup)
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    # no identity: no SSH stack of ours, no extra package
+    plain = compute_doc(None)
+    assert COMPUTE_PAM_TEMPLATE not in {f["path"] for f in plain["write_files"]}
+    assert "libpam-slurm-adopt" not in setup_text(plain)
+
+
+def test_prolog_flags_contain_whenever_the_compute_stack_renders():
+    """pam_slurm_adopt adopts into the job's extern step, which only PrologFlags=Contain makes (privacy.py renders it
+    for every version): a later change there must not silently break adoption."""
+    for identity in (DECLARED, DIRECTORY):
+        ctx = context(identity)
+        assert compute_pam_sshd(ctx.cluster, identity)
+        flags = re.search(r"^PrologFlags=(\S+)$", slurm_conf(ctx), re.M)
+        assert flags is not None and "Contain" in flags.group(1).split(","), flags
+        assert not re.search(r"^UsePAM", slurm_conf(ctx), re.M | re.I)
+
+
+def test_srun_port_range_only_with_login_nodes(tmp_path):
+    """SrunPortRange=60001-63000 when login nodes exist (srun listens there), read cleanly by slurmctld 22.05; absent
+    otherwise. (LaunchParameters=ulimit_pam_adopt is not rendered: slurmctld 22.05 and 24.11 accept any value of that
+    key, a made-up one included, so reading it proves nothing about the nodes' support.)"""
+    from tests.render.slurm_check import check_slurmctld, conf_files
+
+    ctx = context(DECLARED)
+    assert "SrunPortRange" not in slurm_conf(ctx)
+    with_login = dataclasses.replace(ctx, srun_ports=(60001, 63000))
+    text = slurm_conf(with_login)
+    assert re.search(r"^SrunPortRange=60001-63000$", text, re.M)
+    require_tool("slurmctld")
+    files = {**conf_files(with_login), "slurm.conf": text}
+    rc, problems = check_slurmctld(files, tmp_path)
+    assert rc == 124 and problems == [], problems
