@@ -4,17 +4,18 @@ on that node, and admins (the admin group, through pam_access) always; root pass
 
 Real programs: the shared Slurm harness's slurmctld + slurmd (Debian 12's 22.05 here, and Debian trixie's 24.11 in
 its debootstrap root under ``chroot``, with munge: 24.11's cred/none cannot be loaded by the module) with
-``PrologFlags=Contain``,
-``pam_slurm_adopt`` and ``pam_access`` called by ``pamtester`` as sshd would call them (service ``sshd``, account
+``PrologFlags=Contain``, ``pam_slurm_adopt`` and ``pam_access`` called by ``pamtester`` as sshd would call them (service ``sshd``, account
 phase), all in a private mount namespace (``people.py``): the declared users made by the users script on a temp root,
 the compute sshd PAM stack bound as ``/etc/pam.d/sshd`` with ``@NODENAME@`` replaced by the harness's node name, the
 test's slurm.conf as ``/etc/slurm/slurm.conf`` — pam_slurm_adopt reads that default path; pamtester runs without
 ``SLURM_CONF`` as sshd does. A refusal is pamtester's PAM error plus the module's own syslog line.
 
-Cgroups: the harness keeps ``proctrack/pgid`` (``task/none``): several test clusters run side by side on one machine
-and Slurm's cgroup v1 paths (``slurm/uid_<uid>/job_<id>``) do not name the cluster, so two clusters' job 1 would share
-a cgroup. The adoption is asserted by the module's own line naming pamtester's pid and the job (the extern step took
-the pid: ``stepd_add_extern_pid`` answered), not by a cgroup's member list.
+Cgroups: where this machine mounts cgroup v1 (the freezer hierarchy; measured here: 22.05 and 24.11 both run
+``proctrack/cgroup`` + ``task/cgroup`` in the harness), the node runs them, with a node name of its own (Slurm's v1
+paths are ``slurm_<node>/uid_<uid>/job_<id>``), and a login held open at pamtester's password prompt is asserted in
+the job's ``step_extern`` cgroup. Without cgroup v1 (a cgroup v2 machine: 22.05's cgroup/v2 needs systemd's dbus
+here) the node keeps ``proctrack/pgid``, that test skips with that reason, and adoption is asserted by the module's
+own line naming pamtester's pid and the job (``stepd_add_extern_pid`` answered).
 
 Files under test, all rendered: the users program (``render/slurm/identity.py: users_script``), the compute sshd
 stack and the admin group's pam_access file (``render/slurm/pam.py``), for the config tests' declared people
