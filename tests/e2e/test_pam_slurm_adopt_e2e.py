@@ -26,6 +26,7 @@ because the namespace's PAM module directory holds bookworm's ``/lib/security/pa
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -114,12 +115,21 @@ def test_a_running_job_admits_its_owner_only_and_adopts_the_login(node: PeopleNo
 def test_an_adopted_login_lives_in_the_jobs_extern_cgroup(node: PeopleNode):
     if not node.cgroups:
         pytest.skip("no cgroup v1 freezer hierarchy on this machine: the harness runs proctrack/pgid (see the module)")
+    # bob's earlier job's steps gone first (no process left in his cgroups; 24.11 keeps the empty directories): with two of his jobs on the node, action_unknown=newest may pick either
+    # when both started within the same second
+    bob_cgroups = CGROUP_V1_FREEZER / f"slurm_{node.node}" / "uid_10002"
+    node.slurm.wait(
+        "bob's earlier steps gone", lambda: not any(p.read_text().split() for p in bob_cgroups.rglob("cgroup.procs")), 60
+    )
     job = node.sbatch_as("bob", "--output=/dev/null", "--wrap", "sleep 300")
     node.slurm.wait("bob's job running", lambda: node.slurm.job(job).get("JobState") == "RUNNING", 60)
     held = node.held_pamtester("sshd", "bob")
     try:
-        node.slurm.wait("pamtester adopted", lambda: held.pid in node.extern_cgroup_procs(job, 10002), 45, 0.1)
-        assert held.poll() is None  # alive at its password prompt, inside the job's extern step
+        deadline = time.monotonic() + 45
+        while held.pid not in node.extern_cgroup_procs(job, 10002) and held.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert held.poll() is None, (held.communicate(timeout=10), node.syslog.read_text())  # alive at its prompt
+        assert held.pid in node.extern_cgroup_procs(job, 10002), (node.syslog.read_text(), node.slurm.debug())
         assert f"Process {held.pid} adopted into job {job}" in node.syslog.read_text()
     finally:
         held.communicate(input="", timeout=30)
