@@ -31,9 +31,7 @@ from gpucluster.components.storage.data_bucket import DataBucket, DataBucketArgs
 from gpucluster.components.storage.lustre_storage import TOKEN as LUSTRE
 from gpucluster.components.storage.lustre_storage import LustreParts, LustreWiring, build_lustre
 from gpucluster.components.storage.shared_storage import SharedStorage
-from gpucluster.config.effective import effective_protect_data
 from gpucluster.config.errors import ConfigError, error
-from gpucluster.config.kubernetes import KubernetesSpec
 from gpucluster.config.naming import cluster_tags
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.storage import NVME_MOUNT_OPTIONS
@@ -46,10 +44,9 @@ from gpucluster.render.core import (
 from gpucluster.render.node import LustreMount, node_cloud_config, user_data_title
 from gpucluster.render.user_data import lustre_stand_in, scheduler_part, user_data_findings
 from gpucluster.resolve.cluster import ResolvedCluster, ResolvedSlurm
-from gpucluster.resolve.cost import Estimate, estimate
-from gpucluster.resolve.kubernetes import resolve_kubernetes
+from gpucluster.resolve.cost import Estimate
+from gpucluster.resolve.kubernetes import ResolvedKubernetes
 from gpucluster.resolve.node_group import ResolvedNodeGroup
-from gpucluster.resolve.team_storage import lustre_admins_of
 
 TOKEN = "gpucluster:index:GpuCluster"
 
@@ -74,11 +71,10 @@ class GpuCluster(pulumi.ComponentResource):
     """The Slurm controller's address (``slurmctld`` host) when the cluster has a ``slurm`` section; else none."""
 
     def __init__(self, name: str, args: GpuClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        catalog = load_catalog()
         with at_edge("GpuCluster"):
-            spec = cluster_from_args(args, catalog)  # every error before any resource
+            spec = cluster_from_args(args, load_catalog())  # every error before any resource
         super().__init__(TOKEN, name, None, opts)
-        adopt(self, build_gpu_cluster(self, name, spec, catalog))
+        adopt(self, build_gpu_cluster(self, name, spec))
 
 
 def cluster_from_args(args: GpuClusterArgs, catalog: Catalog) -> ResolvedCluster:
@@ -104,11 +100,11 @@ def cluster_from_args(args: GpuClusterArgs, catalog: Catalog) -> ResolvedCluster
     return loaded.cluster
 
 
-def build_gpu_cluster(parent: pulumi.ComponentResource, name: str, resolved: ResolvedCluster, catalog: Catalog) -> "ClusterParts":
+def build_gpu_cluster(parent: pulumi.ComponentResource, name: str, resolved: ResolvedCluster) -> "ClusterParts":
     """Every resource of the cluster from the ``resolved`` cluster, children of ``parent`` (a ``GpuCluster``, or the
     stack program's part of that type); registers ``parent``'s outputs. The stack program's path: ``spec`` is
     already loaded, checked and resolved (``load_spec``)."""
-    parts = ClusterParts(parent, resolved, catalog)
+    parts = ClusterParts(parent, resolved)
     parts._build(name)
     return parts
 
@@ -120,15 +116,15 @@ class ClusterParts:
     launch_template_ids: pulumi.Output[dict[str, str]]
     slurm_controller: pulumi.Output[str | None]
 
-    def __init__(self, parent: pulumi.ComponentResource, resolved: ResolvedCluster, catalog: Catalog) -> None:
+    def __init__(self, parent: pulumi.ComponentResource, resolved: ResolvedCluster) -> None:
         self._parent = parent
-        self.spec, self.resolved, self.catalog = resolved.spec, resolved, catalog
+        self.spec, self.resolved = resolved.spec, resolved
 
     def _build(self, name: str) -> None:
-        spec, resolved, catalog, parent = self.spec, self.resolved, self.catalog, self._parent
+        spec, resolved, parent = self.spec, self.resolved, self._parent
         tags = cluster_tags(spec.name, spec.tags)
         child = pulumi.ResourceOptions(parent=parent)
-        self.estimate: Estimate = estimate(spec, catalog)
+        self.estimate: Estimate = resolved.estimate
         # Render everything that can fail before the first resource is registered (with stand-ins
         # for values only AWS knows, such as the file system's DNS name): cloud-init text per node group.
         self.user_data: dict[str, str] = {
@@ -178,8 +174,8 @@ class ClusterParts:
             self.hybrid = create_hybrid(name, spec, self.network, self.slurm, tags, parent)
         self.eks: EksParts | None = None
         self.kubernetes: PlatformParts | None = None
-        if spec.kubernetes is not None:
-            self._create_kubernetes(name, spec.kubernetes, tags, child)
+        if resolved.kubernetes is not None:
+            self._create_kubernetes(name, resolved.kubernetes, tags, child)
         self.vpc_id = self.network.vpc_id
         self.launch_template_ids = pulumi.Output.all(*[ng.launch_template_id for ng in self.node_groups.values()]).apply(
             lambda ids: dict(zip(self.node_groups, ids, strict=True))
@@ -190,26 +186,23 @@ class ClusterParts:
         )
 
     def _create_storage(self, name: str, tags: dict[str, str], child: pulumi.ResourceOptions) -> None:
-        storage = self.spec.storage
+        storage = self.resolved.storage
         if storage is None:
             return
-        if storage.bucket is not None:
+        if storage.spec.bucket is not None:
             self.bucket = DataBucket(
                 f"{name}-data",
                 DataBucketArgs(
-                    **storage.bucket.model_dump(exclude_none=True),
+                    **storage.spec.bucket.model_dump(exclude_none=True),
                     cluster_name=self.spec.name,
-                    protect=storage.protect_data,
+                    protect=storage.protect,
                     tags=tags,
                 ),
                 opts=child,
             )
         if storage.lustre is not None:
-            fs = storage.lustre
-            zone = fs.availability_zone or self.spec.zones[0]
-            subnet = next((s.id for s in self.spec.network.subnets if s.availability_zone == zone), None)
-            subnet_id = subnet or self.network.private_subnet_ids[zone]
-            admins = lustre_admins_of(self.spec, fs)
+            fs, admins = storage.lustre.spec, storage.lustre.admins
+            subnet_id = storage.lustre.subnet_id or self.network.private_subnet_ids[storage.lustre.zone]
             # Its no-squash clients: the head node (its address comes once SlurmCluster made it) or a setup host.
             self._head_address = HeadNodeAddress() if admins.head_node else None
             wiring = LustreWiring(
@@ -222,14 +215,14 @@ class ClusterParts:
                 setup_directories=admins.directories if admins.setup_host else None,
                 node_security_group_ids=self.security_group_ids,
                 bucket_name=self.bucket.bucket_name if self.bucket else None,
-                protect=storage.protect_data,
+                protect=storage.protect,
                 tags=tags,
             )
             self.lustre = build_lustre(part(LUSTRE, f"{name}-lustre", self._parent), f"{name}-lustre", fs, wiring)
             self.shared_storage.append(self.lustre.shared_storage)
             self.storage_setup = self.lustre.setup_host
-        if storage.nvme_scratch is not None:
-            scratch = storage.nvme_scratch
+        if storage.spec.nvme_scratch is not None:
+            scratch = storage.spec.nvme_scratch
             self.shared_storage.append(SharedStorage("scratch", "nvme", scratch.mount_point, NVME_MOUNT_OPTIONS))
 
     def node_user_data(self, group: ResolvedNodeGroup, extra: CloudConfig | None = None) -> pulumi.Output[str]:
@@ -261,11 +254,7 @@ class ClusterParts:
             part(SLURM, f"{name}-slurm", self._parent),
             f"{name}-slurm",
             SlurmBuild(
-                cluster_name=self.spec.name,
-                region=self.spec.region,
-                slurm=spec,
-                node_groups=groups,
-                head_image_parameter=slurm.head_image_parameter,
+                cluster=self.resolved,
                 vpc_id=self.network.vpc_id,
                 head_subnet_id=head.subnet_id or self.network.private_subnet_ids[slurm.head_zone],
                 node_group_subnet_ids={g.name: self.subnets_for(g.spec) for g in groups},
@@ -279,19 +268,12 @@ class ClusterParts:
         if self._head_address is not None:
             self._head_address.resolve(self.slurm.head_private_ip)
 
-    def _create_kubernetes(self, name: str, spec: KubernetesSpec, tags: dict[str, str], child: pulumi.ResourceOptions) -> None:
-        """EKS for the ``scheduler: kubernetes`` groups, then the GPU platform on it through its provider."""
+    def _create_kubernetes(
+        self, name: str, resolved: ResolvedKubernetes, tags: dict[str, str], child: pulumi.ResourceOptions
+    ) -> None:
+        """EKS for the ``scheduler: kubernetes`` groups (``resolved``), then the GPU platform on it through its
+        provider."""
         groups = list(self.resolved.groups_for("kubernetes"))
-        storage = self.spec.storage
-        resolved = resolve_kubernetes(
-            spec,
-            [g.spec for g in groups],
-            self.catalog,
-            cluster_name=self.spec.name,
-            lustre=any(s.fs_type == "lustre" for s in self.shared_storage),
-            instance_store_for_pods=storage is None or storage.nvme_scratch is None,
-            cluster_networks=self._cluster_networks(),
-        )
         cluster_subnets: list[pulumi.Input[str]] = [*self.network.private_subnet_ids.values()]
         security_groups: list[pulumi.Input[str]] = [*self.security_group_ids]
         inputs = Inputs("EksCluster", self.spec.region)
@@ -301,7 +283,7 @@ class ClusterParts:
             node_group_subnet_ids=node_group_subnets(resolved, inputs, {g.name: self.subnets_for(g.spec) for g in groups}),
             security_group_ids=security_groups,
             user_data={g.name: self.node_user_data(g) for g in groups},
-            protect_data=effective_protect_data(self.spec),
+            protect_data=self.resolved.protect_data,
             tags=tags,
         )
         eks = part(EKS, f"{name}-eks", self._parent)
@@ -310,14 +292,6 @@ class ClusterParts:
         self.kubernetes = build_kubernetes_platform(
             platform, f"{name}-k8s", resolved, PlatformWiring(shared_storage=tuple(self.shared_storage), hybrid=self.spec.hybrid)
         )
-
-    def _cluster_networks(self) -> list[str]:
-        """The VPC's CIDR and a site's networks: what team pods reach only within their namespace."""
-        hybrid = self.spec.hybrid
-        site = list(hybrid.on_prem_cidrs) if hybrid else []
-        if hybrid and hybrid.kubernetes:
-            site += [*hybrid.kubernetes.remote_node_cidrs, *hybrid.kubernetes.remote_pod_cidrs]
-        return [self.spec.network.vpc_cidr, *site]
 
     def subnets_for(self, group: NodeGroupSpec) -> list[pulumi.Input[str]]:
         """The subnets a node group launches in: its own (BYO VPC) or the private subnet of each zone."""

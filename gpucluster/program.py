@@ -106,7 +106,7 @@ def main() -> ClusterParts:
     for finding in findings:
         pulumi.log.warn(finding.render())
     spec = loaded.spec
-    cluster = build_gpu_cluster(part(TOKEN, spec.name), spec.name, loaded.cluster, catalog)  # loaded, checked, resolved
+    cluster = build_gpu_cluster(part(TOKEN, spec.name), spec.name, loaded.cluster)  # loaded, checked, resolved
     pulumi.export("clusterName", spec.name)
     pulumi.export("region", spec.region)
     pulumi.export("vpcId", cluster.network.vpc_id)

@@ -21,25 +21,32 @@ __all__ = [
     "CredentialsConfig",
     "DataRepositoryConfig",
     "DirectoryConfig",
+    "DirectoryServiceConfig",
     "DnsConfig",
     "EndpointConfig",
     "ExampleJobConfig",
     "FlowLogsConfig",
     "GpuOperatorConfig",
     "HeadNodeConfig",
+    "HomeConfig",
     "HybridConfig",
     "HybridNodesConfig",
     "KubernetesConfig",
     "KubernetesHealthConfig",
     "KueueConfig",
+    "LoginNodesConfig",
+    "LoginSshConfig",
     "LustreConfig",
     "NetworkConfig",
     "NodeGroupConfig",
     "NodeadmConfig",
     "NvmeScratchConfig",
+    "PosixGroupConfig",
+    "PosixUserConfig",
     "PowerSavingConfig",
     "SlurmConfig",
     "SlurmHealthConfig",
+    "SlurmIdentityConfig",
     "SlurmNodeGroupConfig",
     "StorageConfig",
     "SubnetConfig",
@@ -422,6 +429,135 @@ class SlurmHealthConfig(TypedDict, total=False):
     """The prolog's budget, spent before every job starts: it is killed after this and the node is drained. ``PrologEpilogTimeout`` is set 30 s above it. Default 60; at most 300 (DCGM level 2, about two minutes, belongs in the ``deep`` check of a maintenance reservation, not in a prolog)."""
 
 
+class PosixGroupConfig(TypedDict, total=False):
+    """A group made on every node."""
+
+    name: Required[str]
+    """Group name: lower-case letters, digits, ``_`` and ``-``, starting with a letter or ``_``, at most 32 characters. Required."""
+    gid: Required[int]
+    """Group id: 1000–59999 or 65536–2147483647 (below 1000 is the system's, 60000–65535 Debian's and nobody's). Required."""
+
+
+class PosixUserConfig(TypedDict, total=False):
+    """A person: a local account (same uid on every node) with a home under ``/home``."""
+
+    name: Required[str]
+    """User name: lower-case letters, digits, ``_`` and ``-``, starting with a letter or ``_``, at most 32 characters. Required."""
+    uid: Required[int]
+    """User id, the same on every node: 1000–59999 or 65536–2147483647. Required."""
+    gid: int
+    """Primary group id: the gid of a declared group. Default: a private group named like the user with gid = uid."""
+    groups: list[str]
+    """Supplementary groups (names of ``identity.groups``; the admin group gives sudo). Default: none."""
+    ssh_public_keys: list[str]
+    """OpenSSH public keys (one ``.pub`` line each: ``<type> <base64> [comment]``) accepted for this user on the login nodes' SSH. Default: none (Session Manager only)."""
+    session_principal: str
+    """IAM role or user ARN (``arn:aws:iam::<account>:role/<name>`` or ``…:user/<name>``) allowed to open Session Manager sessions on the login nodes as this user. Default: none."""
+    attach_session_policy: bool
+    """Attach the generated session policy to ``sessionPrincipal``. False: only export it (for principals managed elsewhere, such as IAM Identity Center's roles). Default true."""
+    home_quota_gib: int
+    """The user's quota on ``/home``, GiB. Default: ``home.defaultUserQuotaGib``."""
+    shell: str
+    """Login shell. Default ``/bin/bash``. One of: ``/bin/bash``, ``/bin/sh``, ``/usr/bin/zsh``."""
+
+
+class DirectoryServiceConfig(TypedDict, total=False):
+    """An LDAP or Active Directory every node reads users and groups from (SSSD), over TLS, with a read-only bind account whose password is in Secrets Manager (read by root at boot; never in user data or state)."""
+
+    uris: Required[list[str]]
+    """Directory servers, ``ldaps://host[:port]`` (or ``ldap://host[:port]`` with ``startTls``), tried in order. Required."""
+    search_base: Required[str]
+    """Base DN of the searches, e.g. ``dc=example,dc=com``. Required."""
+    user_search_base: str
+    """Base DN for users. Default: ``searchBase``."""
+    group_search_base: str
+    """Base DN for groups. Default: ``searchBase``."""
+    schema_: str
+    """Directory schema: ``rfc2307``, ``rfc2307bis`` or ``ad`` (Active Directory). Default ``rfc2307bis``. One of: ``rfc2307``, ``rfc2307bis``, ``ad``."""
+    bind_dn: Required[str]
+    """DN of the read-only account SSSD binds as. Required."""
+    bind_password_secret: Required[str]
+    """Secrets Manager secret ARN (the cluster's region) whose secret string is the bind password. Required."""
+    ca_certificate: str
+    """PEM of the CA that signed the directory's certificate (public: it goes in user data). Required when the directory is reached over TLS (always)."""
+    tls_reqcert: str
+    """SSSD ``ldap_tls_reqcert``: the server's certificate must verify. Default ``demand``. One of: ``demand``, ``hard``."""
+    start_tls: bool
+    """Use StartTLS on ``ldap://`` URIs. Default false (use ``ldaps://``)."""
+    access_filter: str
+    """LDAP filter of the accounts that may log in, e.g. ``(memberOf=cn=hpc-users,ou=Groups,dc=example,dc=com)``. Required."""
+    id_mapping: bool
+    """Derive uids and gids from Active Directory SIDs (the same on every node). Default: true for ``schema: ad``, false otherwise."""
+    ssh_public_key_attribute: str
+    """Directory attribute holding users' SSH public keys, e.g. ``sshPublicKey``. Default: none (keys not read from the directory)."""
+    domain_name: str
+    """Name of the SSSD domain. Default ``directory``."""
+
+
+class SlurmIdentityConfig(TypedDict, total=False):
+    """The cluster's people: declared ``users``/``groups``, or a ``directory``."""
+
+    admin_group: str
+    """Group whose members get root with sudo on every node. Default: none (nobody gets sudo; root only through IAM). With declared users it must be one of ``groups``."""
+    groups: list[PosixGroupConfig]
+    """Declared groups. Default: none."""
+    users: list[PosixUserConfig]
+    """Declared users. Default: none."""
+    directory: DirectoryServiceConfig
+    """LDAP or Active Directory through SSSD; not with ``users``/``groups``. Default: none."""
+
+
+class LoginSshConfig(TypedDict, total=False):
+    """SSH to the login nodes through a network load balancer whose security group admits only ``allowedCidrs``."""
+
+    allowed_cidrs: list[str]
+    """Client networks allowed to reach port 22 (IPv4 or IPv6 CIDRs; not ``0.0.0.0/0``). Required: at least one."""
+    scheme: str
+    """``internal`` (reached from the VPC and networks routed to it) or ``internet-facing``. Default ``internal``. One of: ``internal``, ``internet-facing``."""
+    public_subnet_ids: list[str]
+    """With your own VPC and ``internet-facing``: the public subnets of the load balancer, one per login node zone. Default: none (a new VPC's public subnets)."""
+
+
+class LoginNodesConfig(TypedDict, total=False):
+    """Nodes people log in to, edit, build and submit jobs from (Slurm client, ``sackd``, the shared file systems)."""
+
+    count: int
+    """How many login nodes. Default 1."""
+    instance_type: str
+    """EC2 instance type. Default ``m7i.2xlarge`` (8 vCPU, 32 GiB: editors, builds, ``pip install``; no GPU)."""
+    subnet_ids: list[str]
+    """With your own VPC: private subnets listed in ``network.subnets``. Default: the head node's subnet."""
+    image_id: str
+    """AMI; it must be Ubuntu 24.04 (the head node's Slurm). Default: Canonical's latest Ubuntu 24.04 image, read from its public SSM parameter at deploy time, like the head node's."""
+    root_volume_size_gib: int
+    """Root volume (encrypted gp3), GiB. Default 100."""
+    grace_period_minutes: int
+    """On scale-in, how long a login node waits for its users (they are warned, new logins refused) before it terminates. Default 10."""
+    ssh: LoginSshConfig
+    """SSH through a load balancer. Default: none (Session Manager only)."""
+
+
+class HomeConfig(TypedDict, total=False):
+    """``/home`` on FSx for OpenZFS, shared by every Slurm node; made when ``identity`` is set."""
+
+    enabled: bool
+    """Make the shared ``/home`` (with ``identity``). False: each node's own ``/home``. Default true."""
+    deployment_type: str
+    """FSx for OpenZFS deployment type (one zone: the head node's). Default ``SINGLE_AZ_1``. One of: ``SINGLE_AZ_1``, ``SINGLE_AZ_2``, ``SINGLE_AZ_HA_1``, ``SINGLE_AZ_HA_2``."""
+    storage_capacity_gib: int
+    """File system size, GiB. Default 128."""
+    throughput_capacity: int
+    """Throughput, MB/s: 64–4096 (``SINGLE_AZ_1``/``SINGLE_AZ_HA_1``) or 160–10240 (``…_2``) in the steps FSx accepts. Default 64."""
+    default_user_quota_gib: int
+    """Each declared user's quota on ``/home``, GiB (a user's ``homeQuotaGib`` wins). None: no quota. Default 50."""
+    automatic_backup_retention_days: int
+    """Days FSx keeps daily backups (0: none). Default 7."""
+    kms_key_id: str
+    """KMS key ARN for encryption at rest. Default: the account's ``aws/fsx`` key. Always encrypted."""
+    protect: bool
+    """Protect the file system: ``pulumi destroy`` refuses and deleting the stack leaves it. Default: the ``slurm.protectData`` rule (``storage.protectData``, true without a storage section)."""
+
+
 class SlurmConfig(TypedDict, total=False):
     """A Slurm cluster on EC2: a head node running slurmctld and the node agent, and a partition per ``scheduler: slurm`` node group."""
 
@@ -439,6 +575,12 @@ class SlurmConfig(TypedDict, total=False):
     """Node health checks (Slurm ``HealthCheckProgram`` and ``Prolog``) on NVIDIA GPU nodes. Default: on, a sweep every 5 min and a 60 s check before every job."""
     protect_data: bool
     """Protect the head node's data volume and the munge key secret: ``pulumi destroy`` refuses and deleting the stack leaves them. Default: ``storage.protectData`` (true when there is no storage section)."""
+    identity: SlurmIdentityConfig
+    """Who the people are: declared users and groups, or a directory (LDAP/AD through SSSD). Default: none (only administrators, through IAM)."""
+    login_nodes: LoginNodesConfig
+    """Login nodes people log in to (Session Manager as themselves, optional SSH). Default: none; needs ``identity``."""
+    home: HomeConfig
+    """The shared ``/home`` (FSx for OpenZFS), made when ``identity`` is set. Default (with ``identity``): 128 GiB ``SINGLE_AZ_1``, 64 MB/s, 50 GiB per declared user."""
 
 
 class EndpointConfig(TypedDict, total=False):

@@ -3,7 +3,7 @@ the shared storage the program passes (``sharedStorage: [lustre.shared_storage]`
 
 The bootstrap is the stack's own parts (:mod:`gpucluster.render.node`): the node facts, the NCCL/EFA environment and
 the EFA check; for a group with NVIDIA GPUs the health program's thresholds (``/etc/gpucluster/health.json``,
-:func:`gpucluster.render.health.health_config`, with the Lustre mount for its ``shared_fs`` check), so an operator runs
+:func:`gpucluster.resolve.health.health_config`, with the Lustre mount for its ``shared_fs`` check), so an operator runs
 ``python -m gpucluster_agents.health`` on a node as on a Slurm node. A Lustre file system is mounted by the stack's
 mount script and fstab entry (``nosuid,nodev`` whatever the options say). Everything is rendered first with stand-ins
 of the file system's names (as long as real ones), so a bad mount or user data over EC2's 16 KB fails at the edge,
@@ -20,12 +20,11 @@ from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.base import FIX_MARK
 from gpucluster.config.errors import Finding, error
 from gpucluster.config.mounts import check_mount_options, check_mount_point
-from gpucluster.config.slurm_health import nvidia_gpus
 from gpucluster.render.core import CloudConfig, WriteFile, render_cloud_config
-from gpucluster.render.health import health_config
 from gpucluster.render.node import LustreMount, base_bootstrap, lustre_part, user_data_title
 from gpucluster.render.slurm.health import HEALTH_CONFIG
-from gpucluster.resolve.node_group import ResolvedNodeGroup
+from gpucluster.resolve.node_group import ResolvedNodeGroup, with_shared_fs
+from gpucluster.resolve.storage import SharedFs
 from gpucluster_agents.health.config import to_json
 
 STAND_IN_FS = "fs-00000000000000000"
@@ -62,12 +61,11 @@ def _config(cluster: str, group: ResolvedNodeGroup, lustre: SharedStorage | None
     """The node's parts: the bootstrap, the health thresholds (NVIDIA GPUs) and the Lustre mount (``names``: the file
     system's DNS name, mount name and id, real or stand-ins)."""
     config = base_bootstrap(cluster, group)
-    if nvidia_gpus(group.facts):
-        thresholds = health_config(
-            group.facts, efa_count=group.efa_interfaces, shared_fs_mount=lustre.mount_point if lustre is not None else None
-        )
+    # the health checks expect the Lustre file system passed in (a group of your own mounts nothing else)
+    group = with_shared_fs(group, SharedFs(lustre.mount_point, "lustre") if lustre is not None else None)
+    if group.health is not None:
         config += CloudConfig(
-            write_files=(WriteFile.compressed(HEALTH_CONFIG, to_json(thresholds)),), sections=("health config",)
+            write_files=(WriteFile.compressed(HEALTH_CONFIG, to_json(group.health)),), sections=("health config",)
         )
     if lustre is not None:
         mount = LustreMount(

@@ -8,7 +8,7 @@ an on-prem cluster's kubeconfig — and never makes one.
 """
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Required
 
 import pulumi
@@ -29,9 +29,7 @@ from gpucluster.components.storage.shared_storage import SharedStorage, as_share
 from gpucluster.config.errors import error, raise_for
 from gpucluster.config.hybrid import HybridSpec
 from gpucluster.config.kubernetes import TeamSpec
-from gpucluster.config.slurm_health import nvidia_gpus
 from gpucluster.facts.catalog import load_catalog
-from gpucluster.render.health import health_config
 from gpucluster.render.hybrid.eks_nodes import CNI_NAMESPACE, cni_chart, cni_values
 from gpucluster.render.kubernetes import Platform
 from gpucluster.render.kubernetes_health import sweep_objects
@@ -187,10 +185,11 @@ def build_kubernetes_platform(
     )
     if spec.health.sweep and any(g.facts.gpus for g in resolved.node_groups):
         # After the operator: its RuntimeClass ``nvidia`` gives the sweep the GPUs.
+        # the sweep runs in a pod, which does not see the node's mounts: no shared_fs check
         configs = {
-            g.group.name: to_json(health_config(g.facts, efa_count=g.node.efa_interfaces))
+            g.group.name: to_json(replace(g.node.health, shared_fs_mount=None, shared_fs_type="lustre"))
             for g in resolved.node_groups
-            if nvidia_gpus(g.facts)
+            if g.node.health is not None
         }
         objects = sweep_objects(spec.health, agent_bundle(), configs)
         place_objects(f"{name}-health", objects, parent, depends_on=[parts.gpu_operator])
@@ -215,7 +214,7 @@ def build_kubernetes_platform(
         KueueArgs(
             cohort=resolved.cohort,
             kueue=spec.kueue,
-            node_groups=[g.group for g in resolved.node_groups],
+            node_groups=[g.node for g in resolved.node_groups],
             teams=list(spec.teams),
             team_namespaces={n: t.namespace for n, t in parts.teams.items()},
             hybrid=hybrid,

@@ -24,7 +24,7 @@ from gpucluster.facts.catalog import load_catalog
 from gpucluster.render.hybrid.eks_nodes import site_flavor, site_queues, site_resource_flavor
 from gpucluster.render.kubernetes import TOPOLOGY_NAME, kueue_values
 from gpucluster.render.kubernetes_objects import Flavor, cluster_queue, local_queue, resource_flavor, topology
-from gpucluster.resolve.node_group import resolve_node_group
+from gpucluster.resolve.node_group import ResolvedNodeGroup, resolve_node_group
 
 TOKEN = "gpucluster:index:Kueue"
 
@@ -39,8 +39,9 @@ class KueueArgs:
     kueue: KueueSpec = field(default_factory=KueueSpec)
     """Topology levels and admission settings. Default: TAS over EKS's network labels, waitForPodsReady."""
 
-    node_groups: Sequence[NodeGroupSpec] = ()
-    """The GPU node groups: one ResourceFlavor per GPU type. Default: none."""
+    node_groups: Sequence[ResolvedNodeGroup | NodeGroupSpec] = ()
+    """The GPU node groups: one ResourceFlavor per GPU type. Resolved groups (``KubernetesPlatform`` passes its
+    own), or specs, which are resolved here as the stack would. Default: none."""
 
     teams: Sequence[TeamSpec] = ()
     """Teams: a ClusterQueue and a LocalQueue each. Default: none."""
@@ -65,15 +66,15 @@ class Kueue(pulumi.ComponentResource):
     values: dict
 
     def __init__(self, name: str, args: KueueArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        groups = [g if isinstance(g, ResolvedNodeGroup) else resolve_node_group(g, load_catalog()) for g in args.node_groups]
         super().__init__(TOKEN, name, None, opts)
-        catalog = load_catalog()
         self.values = kueue_values(args.kueue.wait_for_pods_ready, args.kueue.pods_ready_timeout)
         release = helm_release(f"{name}-release", "kueue", KUEUE_CHART, "kueue-system", self, self.values)
         if args.install_jobset:
             helm_release(f"{name}-jobset", "jobset", JOBSET_CHART, "jobset-system", self)
         after_release = pulumi.ResourceOptions(parent=self, depends_on=[release])
 
-        flavors = Flavor.of([resolve_node_group(g, catalog) for g in args.node_groups])
+        flavors = Flavor.of(groups)
         levels = list(args.kueue.topology_levels)
         cluster_scoped = [topology(levels)] if levels else []
         cluster_scoped += [resource_flavor(f, TOPOLOGY_NAME if levels else None) for f in flavors]

@@ -39,8 +39,8 @@ from gpucluster.render.core import render_cloud_config
 from gpucluster.render.node import LustreMount, lustre_part, node_cloud_config, user_data_title
 from gpucluster.render.slurm.compute import node_slurm_part
 from gpucluster.render.slurm.names import SlurmContext
-from gpucluster.resolve.cluster import ResolvedCluster, resolve
-from gpucluster.resolve.node_group import SlurmGroup
+from gpucluster.resolve.cluster import ResolvedCluster, ResolvedSlurm, resolve, with_groups
+from gpucluster.resolve.node_group import SlurmGroup, with_shared_fs
 from gpucluster.resolve.storage import SharedFs
 
 SOURCE = "SlurmCluster args"
@@ -66,14 +66,9 @@ def _renamed(findings: Sequence[Finding]) -> list[Finding]:
 class SlurmBuild:
     """Everything the builder places, resolved: the stack builds it from its spec, a program from Args."""
 
-    cluster_name: str
-    region: str
-    slurm: SlurmSpec
-    """The resolved Slurm section (one entry per group, head node zone and subnet chosen, protection)."""
-    node_groups: tuple[SlurmGroup, ...]
-    """The resolved ``scheduler: slurm`` groups, config order."""
-    head_image_parameter: str
-    """The SSM parameter of the head node's default image (:attr:`ResolvedSlurm.head_image_parameter`)."""
+    cluster: ResolvedCluster
+    """The resolved cluster (its Slurm section: one entry per group, head node zone and subnet, protection,
+    the Slurm version the files are rendered for)."""
     vpc_id: pulumi.Input[str]
     head_subnet_id: pulumi.Input[str]
     node_group_subnet_ids: Mapping[str, pulumi.Input[Sequence[pulumi.Input[str]]]]
@@ -87,6 +82,30 @@ class SlurmBuild:
     hybrid: HybridSpec | None = None
     """A site whose own slurmctld is the controller (``hybrid.controller`` set): no head node; the site writes
     the munge key (:mod:`gpucluster.components.slurm._hybrid`). The stack's path only."""
+
+    @property
+    def resolved(self) -> ResolvedSlurm:
+        if self.cluster.slurm is None:
+            raise ValueError(f"cluster {self.cluster.name!r} has no Slurm section")
+        return self.cluster.slurm
+
+    @property
+    def cluster_name(self) -> str:
+        return self.cluster.name
+
+    @property
+    def region(self) -> str:
+        return self.cluster.region
+
+    @property
+    def slurm(self) -> SlurmSpec:
+        """The resolved Slurm section."""
+        return self.resolved.spec
+
+    @property
+    def node_groups(self) -> tuple[SlurmGroup, ...]:
+        """The resolved ``scheduler: slurm`` groups, config order."""
+        return self.resolved.node_groups
 
 
 def _split(args: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:
@@ -155,15 +174,14 @@ def _build_from_args(args: Mapping[str, Any], region: str, catalog: Catalog) -> 
     head_subnet = slurm.head_node.subnet_id
     if head_subnet is None:  # resolution chose your own VPC's subnet in the head node's zone (the zone is checked)
         raise ValueError("the resolved Slurm section names the head node's subnet (your own VPC's, in its zone)")
-    ctx = SlurmContext.of(cluster)
     lustre = _lustre(args.get("lustre"), inputs)
+    if lustre is not None:  # the Args' file system is mounted on every compute node: their health checks expect it
+        cluster = with_groups(cluster, lambda g: with_shared_fs(g, SharedFs(lustre[1].mount_point, "lustre")))
+        groups = cluster.slurm.node_groups if cluster.slurm is not None else groups
+    ctx = SlurmContext.of(cluster)
     user_data = {g.name: compute_user_data(cluster, g, ctx, lustre, inputs) for g in groups}
     return SlurmBuild(
-        cluster_name=resolved.name,
-        region=region,
-        slurm=slurm,
-        node_groups=groups,
-        head_image_parameter=resolved_slurm.head_image_parameter,
+        cluster=cluster,
         vpc_id=inputs.real(str(resolved.network.vpc_id)),
         head_subnet_id=inputs.real(head_subnet),
         node_group_subnet_ids={g.name: _group_subnets(resolved, g.spec, inputs) for g in groups},
@@ -244,9 +262,7 @@ def compute_user_data(
         if lustre is not None:
             mount = dataclasses.replace(lustre[1], dns_name=str(values[0]), mount_name=str(values[1]), file_system=str(values[2]))
             config += lustre_part(mount, group)
-        # the Lustre file system of these args is mounted on every compute node
-        shared_fs = SharedFs(lustre[1].mount_point, "lustre") if lustre is not None else group.shared_fs
-        config += node_slurm_part(ctx, group, shared_fs)
+        config += node_slurm_part(ctx, group)
         return render_cloud_config(user_data_title(cluster.name, group), config, gzipped=True)
 
     if lustre is None:

@@ -47,10 +47,10 @@ class SlurmParts:
 
     def _create(self, name: str, args: SlurmBuild) -> None:
         slurm = args.slurm
-        ctx = SlurmContext(args.cluster_name, args.region, slurm, tuple(args.node_groups))
+        ctx = SlurmContext.of(args.cluster)
         cluster = args.cluster_name
         child = pulumi.ResourceOptions(parent=self._parent)
-        protect = bool(slurm.protect_data if slurm.protect_data is not None else True)
+        protect = args.resolved.protect
         tags = dict(args.tags)
         # --- the agent package, in a private bucket the head node (and compute nodes) read ------------
         artifact = agent_artifact(name, cluster, tags, child)
@@ -244,7 +244,7 @@ class SlurmParts:
         head = head_node(
             name,
             ctx=ctx,
-            image_parameter=args.head_image_parameter,
+            image_parameter=args.resolved.head_image_parameter,
             inputs=args.inputs,
             tags=tags,
             protect=protect,

@@ -21,7 +21,7 @@ Shell = Literal["/bin/bash", "/bin/sh", "/usr/bin/zsh"]
 DirectorySchema = Literal["rfc2307", "rfc2307bis", "ad"]
 
 
-class GroupSpec(SpecModel):
+class PosixGroupSpec(SpecModel):
     """A group made on every node."""
 
     name: str
@@ -33,7 +33,7 @@ class GroupSpec(SpecModel):
     nobody's). Required."""
 
 
-class UserSpec(SpecModel):
+class PosixUserSpec(SpecModel):
     """A person: a local account (same uid on every node) with a home under ``/home``."""
 
     name: str
@@ -69,7 +69,7 @@ class UserSpec(SpecModel):
     """Login shell. Default ``/bin/bash``."""
 
 
-class DirectorySpec(SpecModel):
+class DirectoryServiceSpec(SpecModel):
     """An LDAP or Active Directory every node reads users and groups from (SSSD), over TLS, with a read-only
     bind account whose password is in Secrets Manager (read by root at boot; never in user data or state)."""
 
@@ -105,7 +105,7 @@ class DirectorySpec(SpecModel):
     start_tls: bool = False
     """Use StartTLS on ``ldap://`` URIs. Default false (use ``ldaps://``)."""
 
-    access_filter: str = ""
+    access_filter: str | None = None
     """LDAP filter of the accounts that may log in, e.g.
     ``(memberOf=cn=hpc-users,ou=Groups,dc=example,dc=com)``. Required."""
 
@@ -128,13 +128,13 @@ class SlurmIdentitySpec(SpecModel):
     """Group whose members get root with sudo on every node. Default: none (nobody gets sudo; root only
     through IAM). With declared users it must be one of ``groups``."""
 
-    groups: tuple[GroupSpec, ...] = ()
+    groups: tuple[PosixGroupSpec, ...] = ()
     """Declared groups. Default: none."""
 
-    users: tuple[UserSpec, ...] = ()
+    users: tuple[PosixUserSpec, ...] = ()
     """Declared users. Default: none."""
 
-    directory: DirectorySpec | None = None
+    directory: DirectoryServiceSpec | None = None
     """LDAP or Active Directory through SSSD; not with ``users``/``groups``. Default: none."""
 
 
@@ -157,7 +157,7 @@ class Principal(NamedTuple):
 
 def parse_principal(arn: str) -> Principal | None:
     """The parts of an IAM role or user ARN, or ``None`` when ``arn`` is not one."""
-    match = PRINCIPAL_RE.match(arn)
+    match = PRINCIPAL_RE.fullmatch(arn)
     if match is None:
         return None
     kind: Literal["role", "user"] = "role" if match["kind"] == "role" else "user"

@@ -5,6 +5,7 @@ program and GpuCluster before anything is created)."""
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import Finding, error
 from gpucluster.render.core import USER_DATA_LIMIT, CloudConfig, cloud_config_text, largest_parts, user_data_size
+from gpucluster.render.home import home_stand_in
 from gpucluster.render.hybrid.compute import hybrid_join_part, munge_secret_stand_in
 from gpucluster.render.hybrid.fabric import burst_groups
 from gpucluster.render.kubernetes import node_config, nodeadm_text
@@ -36,7 +37,8 @@ def lustre_stand_in(spec: ClusterSpec) -> LustreMount | None:
 def scheduler_part(cluster: ResolvedCluster, group: ResolvedNodeGroup) -> CloudConfig:
     """The user-data part a node's scheduler adds (Slurm: slurmd joining the head node, or a hybrid site's
     controller for the groups it bursts into; EKS wraps the user data itself). A site's burst nodes name the munge
-    secret by a stand-in that SlurmCluster replaces once the secret exists."""
+    secret by a stand-in that SlurmCluster replaces once the secret exists; with ``slurm.home`` the home file system's
+    DNS name is a stand-in too (:func:`gpucluster.render.home.with_home_server`)."""
     spec = cluster.spec
     if group.scheduler == "slurm" and cluster.slurm is not None:
         if (
@@ -45,7 +47,8 @@ def scheduler_part(cluster: ResolvedCluster, group: ResolvedNodeGroup) -> CloudC
             and group.name in {g.name for g in burst_groups(cluster)}
         ):
             return hybrid_join_part(cluster, group, munge_secret_stand_in(spec.region))
-        return node_slurm_part(SlurmContext.of(cluster), group, group.shared_fs)
+        home = home_stand_in(spec.region) if cluster.slurm.home is not None else None
+        return node_slurm_part(SlurmContext.of(cluster), group, home)
     return CloudConfig()
 
 
@@ -62,10 +65,10 @@ def user_data_findings(cluster: ResolvedCluster, prefix: str = "gpucluster:") ->
         text = cloud_config_text(user_data_title(cluster.name, g), config)
         eks = g.scheduler == "kubernetes"
         if eks:
-            facts = g.facts
-            nvme_for_pods = spec.storage is None or spec.storage.nvme_scratch is None
-            gate = spec.kubernetes is not None and spec.kubernetes.health.sweep
-            text = nodeadm_text(text, node_config(facts, nvme_for_pods, gate))
+            k8s = cluster.kubernetes
+            nvme_for_pods = k8s.instance_store_for_pods if k8s is not None else True
+            gate = k8s is not None and k8s.spec.health.sweep
+            text = nodeadm_text(text, node_config(g.facts, nvme_for_pods, gate))
         size = user_data_size(text, gzipped=not eks)
         if size <= USER_DATA_LIMIT:
             continue

@@ -7,17 +7,18 @@ mounts; its Slurm section its groups' partitions) and never the catalog.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 
 from gpucluster.config.cluster import ClusterSpec
-from gpucluster.config.effective import effective_flow_log_protect
+from gpucluster.config.effective import effective_flow_log_protect, effective_protect_data
 from gpucluster.config.network import NetworkSpec
 from gpucluster.config.slurm import SLURM_VERSION, UBUNTU_RELEASE, SlurmSpec
-from gpucluster.config.storage import StorageSpec
 from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.images import default_image_parameter
+from gpucluster.resolve.cost import Estimate, estimate
 from gpucluster.resolve.identity import ResolvedHome, ResolvedIdentity, ResolvedLogin
+from gpucluster.resolve.kubernetes import ResolvedKubernetes, resolve_kubernetes
 from gpucluster.resolve.node_group import (
     ResolvedNodeGroup,
     SlurmGroup,
@@ -28,7 +29,7 @@ from gpucluster.resolve.node_group import (
 )
 from gpucluster.resolve.people import resolve_people
 from gpucluster.resolve.slurm import resolve_slurm
-from gpucluster.resolve.storage import resolve_storage
+from gpucluster.resolve.storage import ResolvedStorage, resolve_storage, resolved_storage
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,8 @@ class ResolvedSlurm:
     """The SSM parameter of the head node's default image (Ubuntu for its instance type's architecture), used
     unless ``slurm.headNode.imageId`` is set."""
     version: str = SLURM_VERSION
-    """The Slurm version of the head node's release."""
+    """The Slurm version the cluster's files are rendered for: the head node's release's (Ubuntu 24.04's 23.11), or a
+    hybrid site's own controller's (``hybrid.controller.slurmVersion``), which then reads them."""
     identity: ResolvedIdentity | None = None
     """Who the people are (``slurm.identity``); ``None`` = decided: no users (admins only, through IAM)."""
     login: ResolvedLogin | None = None
@@ -74,6 +76,16 @@ class ResolvedCluster:
     node_groups: tuple[ResolvedNodeGroup, ...]
     """Every node group, config order; the Slurm ones are :class:`SlurmGroup`."""
     slurm: ResolvedSlurm | None
+    kubernetes: ResolvedKubernetes | None
+    """The Kubernetes section resolved for the ``scheduler: kubernetes`` groups (add-on versions, the system node
+    group, each GPU group as EKS runs it, teams, the example job), or ``None`` without one."""
+    estimate: Estimate
+    """What the cluster costs (and draws) per hour and month, from the catalog's and the price data's figures."""
+    storage: ResolvedStorage | None
+    """The storage section with the file system's zone, subnet and admin hosts decided, or ``None`` without one."""
+    protect_data: bool
+    """The cluster's data, keys and logs are protected and retained on delete (``storage.protectData``, on unless
+    turned off)."""
 
     @property
     def name(self) -> str:
@@ -95,10 +107,6 @@ class ResolvedCluster:
     def network(self) -> NetworkSpec:
         return self.spec.network
 
-    @property
-    def storage(self) -> StorageSpec | None:
-        return self.spec.storage
-
     def node_group(self, name: str) -> ResolvedNodeGroup:
         for g in self.node_groups:
             if g.name == name:
@@ -107,6 +115,15 @@ class ResolvedCluster:
 
     def groups_for(self, scheduler: str) -> Iterator[ResolvedNodeGroup]:
         return (g for g in self.node_groups if g.scheduler == scheduler)
+
+
+def with_groups(cluster: ResolvedCluster, change: Callable[[ResolvedNodeGroup], ResolvedNodeGroup]) -> ResolvedCluster:
+    """``cluster`` with ``change`` applied to each node group (its Slurm section's groups the same objects)."""
+    groups = tuple(change(g) for g in cluster.node_groups)
+    slurm = cluster.slurm
+    if slurm is not None:
+        slurm = replace(slurm, node_groups=tuple(g for g in groups if isinstance(g, SlurmGroup)))
+    return replace(cluster, node_groups=groups, slurm=slurm)
 
 
 def resolve_spec(spec: ClusterSpec, catalog: Catalog) -> ClusterSpec:
@@ -138,11 +155,42 @@ def resolve(spec: ClusterSpec, catalog: Catalog) -> ResolvedCluster:
                 f"cluster {spec.name!r}: no availability zone for the Slurm head node; set slurm.headNode.availabilityZone"
             )
         image = default_image_parameter(catalog[slurm.head_node.instance_type], UBUNTU_RELEASE)
+        site = spec.hybrid.controller if spec.hybrid is not None else None
+        version = site.slurm_version if site is not None else SLURM_VERSION
         identity, login, home = resolve_people(spec, slurm, catalog, zone)
         resolved_slurm = ResolvedSlurm(
-            slurm, slurm_groups, bool(slurm.protect_data), zone, image, identity=identity, login=login, home=home
+            slurm, slurm_groups, bool(slurm.protect_data), zone, image, version, identity=identity, login=login, home=home
         )
-    return ResolvedCluster(spec, tuple(groups), resolved_slurm)
+    return ResolvedCluster(
+        spec,
+        tuple(groups),
+        resolved_slurm,
+        _kubernetes(spec, groups, catalog),
+        estimate(spec, catalog),
+        resolved_storage(spec),
+        effective_protect_data(spec),
+    )
 
 
-__all__ = ["ResolvedCluster", "ResolvedSlurm", "resolve", "resolve_group", "resolve_spec", "slurm_release"]
+def _kubernetes(spec: ClusterSpec, groups: list[ResolvedNodeGroup], catalog: Catalog) -> ResolvedKubernetes | None:
+    """The Kubernetes section of resolved ``spec`` for its ``scheduler: kubernetes`` groups: the FSx CSI driver with
+    Lustre, pods on the instance store unless NVMe scratch takes it, team pods kept inside the VPC's and a site's
+    networks."""
+    if spec.kubernetes is None:
+        return None
+    storage, hybrid = spec.storage, spec.hybrid
+    site = list(hybrid.on_prem_cidrs) if hybrid else []
+    if hybrid and hybrid.kubernetes:
+        site += [*hybrid.kubernetes.remote_node_cidrs, *hybrid.kubernetes.remote_pod_cidrs]
+    return resolve_kubernetes(
+        spec.kubernetes,
+        [g.spec for g in groups if g.scheduler == "kubernetes"],
+        catalog,
+        cluster_name=spec.name,
+        lustre=storage is not None and storage.lustre is not None,
+        instance_store_for_pods=storage is None or storage.nvme_scratch is None,
+        cluster_networks=[spec.network.vpc_cidr, *site],
+    )
+
+
+__all__ = ["ResolvedCluster", "ResolvedSlurm", "resolve", "resolve_group", "resolve_spec", "slurm_release", "with_groups"]

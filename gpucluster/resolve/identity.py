@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpucluster.config.slurm_home import HomeSpec
-from gpucluster.config.slurm_identity import DirectorySpec, SlurmIdentitySpec, UserSpec, parse_principal
+from gpucluster.config.slurm_identity import DirectoryServiceSpec, PosixUserSpec, SlurmIdentitySpec, parse_principal
 from gpucluster.facts.catalog import InstanceFacts
 from gpucluster.resolve.node_group import ResolvedImage
 
@@ -226,7 +226,7 @@ def resolve_declared(identity: SlurmIdentitySpec, home: HomeSpec | None) -> Decl
     )
 
 
-def session_grant(user: UserSpec) -> SessionGrant | None:
+def session_grant(user: PosixUserSpec) -> SessionGrant | None:
     """The user's ``sessionPrincipal`` taken apart (a valid spec's ARN parses)."""
     if user.session_principal is None:
         return None
@@ -236,7 +236,7 @@ def session_grant(user: UserSpec) -> SessionGrant | None:
     return SessionGrant(user.session_principal, p.kind, p.name, p.path, user.attach_session_policy)
 
 
-def resolve_directory(d: DirectorySpec) -> DirectoryIdentity:
+def resolve_directory(d: DirectoryServiceSpec) -> DirectoryIdentity:
     """The directory with its defaults: domain ``directory``, search bases ``searchBase``, id mapping for AD."""
     return DirectoryIdentity(
         domain=d.domain_name or DEFAULT_DOMAIN,
@@ -250,7 +250,7 @@ def resolve_directory(d: DirectorySpec) -> DirectoryIdentity:
         ca_certificate_pem=d.ca_certificate or "",
         tls_reqcert=d.tls_reqcert,
         start_tls=d.start_tls,
-        access_filter=d.access_filter,
+        access_filter=d.access_filter or "",
         id_mapping=d.id_mapping if d.id_mapping is not None else d.schema_ == "ad",
         idmap_range=IDMAP_RANGE,
         ssh_public_key_attribute=d.ssh_public_key_attribute,

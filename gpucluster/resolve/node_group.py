@@ -10,8 +10,8 @@ renderers and components read values instead of re-deciding them. A Slurm node g
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import Literal
+from dataclasses import dataclass, fields, replace
+from typing import Literal, TypeVar
 
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.effective import (
@@ -23,14 +23,17 @@ from gpucluster.config.effective import (
 )
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.slurm import UBUNTU_RELEASE, SlurmNodeGroupSpec
+from gpucluster.config.slurm_health import nvidia_gpus
 from gpucluster.config.storage import NvmeScratchSpec
 from gpucluster.facts.catalog import Catalog, InstanceFacts
 from gpucluster.facts.efa import InterfaceSlot, efa_interface_count, interface_layout
 from gpucluster.facts.images import DEFAULT_RELEASE, default_image_parameter
 from gpucluster.facts.nccl import nccl_environment
 from gpucluster.facts.slurm_releases import cloud_ubuntu_for
+from gpucluster.resolve.health import health_config
 from gpucluster.resolve.storage import SharedFs
 from gpucluster_agents.contract import node_names
+from gpucluster_agents.health.config import HealthConfig
 
 Scheduler = Literal["slurm", "kubernetes", "none"]
 
@@ -66,6 +69,10 @@ class ResolvedNodeGroup:
     """The NVMe RAID volume the group's nodes build, where the cluster gives it to the group."""
     mounts_lustre: bool = False
     """The group mounts the cluster's Lustre file system."""
+    health: HealthConfig | None = None
+    """The health program's thresholds for the group's nodes (``/etc/gpucluster/health.json``: GPU count and model,
+    PCIe, NVLink, EFA devices of the interface layout, baselines, the ``shared_fs`` mount); ``None`` without NVIDIA
+    GPUs, which the health program does not check."""
 
     @property
     def name(self) -> str:
@@ -180,10 +187,19 @@ def resolve_node_group(group: NodeGroupSpec, catalog: Catalog, spec: ClusterSpec
     facts = catalog[group.instance_type]
     efa = bool(group.enable_efa_support)
     shared_fs, nvme_scratch, mounts_lustre = _storage_of(spec, group.name)
+    interfaces = interface_layout(facts, efa, group.efa_layout)
+    health = None
+    if nvidia_gpus(facts):
+        health = health_config(
+            facts,
+            efa_count=efa_interface_count(interfaces),
+            shared_fs_mount=shared_fs.mount_point if shared_fs else None,
+            shared_fs_type=shared_fs.fstype if shared_fs else "lustre",
+        )
     return ResolvedNodeGroup(
         spec=group,
         facts=facts,
-        interfaces=interface_layout(facts, efa, group.efa_layout),
+        interfaces=interfaces,
         scheduler=_scheduler(group.scheduler),
         desired_size=effective_desired(group),
         efa=efa,
@@ -193,7 +209,21 @@ def resolve_node_group(group: NodeGroupSpec, catalog: Catalog, spec: ClusterSpec
         shared_fs=shared_fs,
         nvme_scratch=nvme_scratch,
         mounts_lustre=mounts_lustre,
+        health=health,
     )
+
+
+G = TypeVar("G", bound=ResolvedNodeGroup)
+
+
+def with_shared_fs(group: G, shared_fs: SharedFs | None) -> G:
+    """``group`` whose nodes mount ``shared_fs`` (a file system a program passes a component, not the cluster's
+    storage): its ``shared_fs`` and its health thresholds' ``shared_fs`` check both name it."""
+    health = group.health
+    if health is not None:
+        mount, fstype = (shared_fs.mount_point, shared_fs.fstype) if shared_fs else (None, "lustre")
+        health = replace(health, shared_fs_mount=mount, shared_fs_type=fstype)
+    return replace(group, shared_fs=shared_fs, health=health)
 
 
 def as_slurm_group(group: ResolvedNodeGroup, entry: SlurmNodeGroupSpec) -> SlurmGroup:
@@ -211,4 +241,5 @@ __all__ = [
     "resolve_group",
     "resolve_node_group",
     "slurm_release",
+    "with_shared_fs",
 ]

@@ -1,14 +1,16 @@
-"""Resolution of the storage section: the file system's node groups and zone, backups, the sizing applied."""
+"""Resolution of the storage section: the file system's node groups, zone and subnet, its admin hosts, backups,
+the sizing applied, protection — stated as a :class:`ResolvedStorage` the components place."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from gpucluster.config.cluster import ClusterSpec
-from gpucluster.config.effective import lustre_groups, lustre_zone, storage_sizing
+from gpucluster.config.effective import effective_protect_data, lustre_groups, lustre_zone, storage_sizing
 from gpucluster.config.sizing import Sizing
 from gpucluster.config.storage import LustreSpec, StorageSpec
 from gpucluster.facts.catalog import Catalog
+from gpucluster.resolve.team_storage import LustreAdmins, lustre_admins_of
 
 
 @dataclass(frozen=True)
@@ -17,6 +19,48 @@ class SharedFs:
 
     mount_point: str
     fstype: str
+
+
+@dataclass(frozen=True)
+class ResolvedLustre:
+    """The stack's FSx for Lustre file system with its placement decided."""
+
+    spec: LustreSpec
+    """The resolved file system (sizing, tier, backups, the node groups that mount it)."""
+    zone: str
+    """The zone it lives in (``storage.lustre.availabilityZone``, else the first zone of the groups that mount it)."""
+    subnet_id: str | None
+    """Your own VPC's first listed subnet in ``zone``; ``None`` when the stack creates the VPC (its private subnet
+    there)."""
+    admins: LustreAdmins
+    """Its no-squash clients besides ``noSquashClients``: the Slurm head node, or a setup host for team directories."""
+
+
+@dataclass(frozen=True)
+class ResolvedStorage:
+    """The storage section resolved: what the components create, and whether they keep it on delete."""
+
+    spec: StorageSpec
+    """The resolved section (the bucket and NVMe scratch as the components read them)."""
+    lustre: ResolvedLustre | None
+    protect: bool
+    """Protected and retained on delete (``storage.protectData``, on by default)."""
+
+
+def resolved_storage(spec: ClusterSpec) -> ResolvedStorage | None:
+    """The storage of resolved ``spec`` (:func:`resolve_storage` applied) stated as a :class:`ResolvedStorage`."""
+    storage = spec.storage
+    if storage is None:
+        return None
+    lustre = None
+    if storage.lustre is not None:
+        fs = storage.lustre
+        zone = fs.availability_zone
+        if zone is None:  # resolve_storage chose one: a valid spec has a zone
+            raise ValueError(f"cluster {spec.name!r}: no zone for the Lustre file system; set storage.lustre.availabilityZone")
+        subnet = next((s.id for s in spec.network.subnets if s.availability_zone == zone), None)
+        lustre = ResolvedLustre(fs, zone, subnet, lustre_admins_of(spec, fs))
+    return ResolvedStorage(storage, lustre, effective_protect_data(spec))
 
 
 def resolve_storage(spec: ClusterSpec, catalog: Catalog) -> StorageSpec | None:

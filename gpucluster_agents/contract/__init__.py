@@ -45,6 +45,8 @@ TAG_NODE_GROUP = "gpucluster:node-group"
 TAG_NODE_NAME = "gpucluster:node-name"  # read by the node from instance metadata: slurmd -N <node>
 TAG_LAUNCH_TOKEN = "gpucluster:launch-token"  # CreateFleet idempotency, finds a launch after a crash
 TAG_MANAGED_BY = "managed-by"
+TAG_ROLE = "gpucluster:role"  # head, login or compute: who may open sessions on an instance (Session Manager policies)
+ROLES = ("head", "login", "compute")
 MANAGED_BY = "gpucluster"
 RESERVED_TAG_PREFIXES = ("aws:", "gpucluster:")
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from gpucluster.config.errors import ConfigError
 from gpucluster.config.slurm import SlurmSpec
 from gpucluster.config.slurm_home import HomeSpec
-from gpucluster.config.slurm_identity import DirectorySpec, UserSpec, parse_principal
+from gpucluster.config.slurm_identity import DirectoryServiceSpec, PosixUserSpec, parse_principal
 from gpucluster.config.slurm_login import LoginNodesSpec
 from gpucluster.load import load_spec
 from tests.conftest import IDENTITY_DECLARED, IDENTITY_DIRECTORY, TEST_SSH_KEY, group, identity_config, make_config
@@ -45,7 +45,7 @@ def test_login_and_home_defaults():
 
 
 def test_user_defaults_and_camel_case_keys():
-    user = UserSpec.model_validate(
+    user = PosixUserSpec.model_validate(
         {"name": "carol", "uid": 10003, "sshPublicKeys": [TEST_SSH_KEY], "attachSessionPolicy": False, "homeQuotaGib": 5}
     )
     assert (user.gid, user.groups, user.session_principal, user.shell) == (None, (), None, "/bin/bash")
@@ -53,7 +53,7 @@ def test_user_defaults_and_camel_case_keys():
 
 
 def test_directory_defaults_and_schema_key():
-    d = DirectorySpec.model_validate(IDENTITY_DIRECTORY["directory"])
+    d = DirectoryServiceSpec.model_validate(IDENTITY_DIRECTORY["directory"])
     assert d.schema_ == "ad"
     assert (d.tls_reqcert, d.start_tls, d.id_mapping, d.domain_name) == ("demand", False, None, None)
     assert (d.user_search_base, d.group_search_base) == (None, None)
@@ -151,3 +151,12 @@ def test_any_identity_loads_and_resolves_or_fails_with_config_error(identity: An
     assert resolved is not None
     assert (resolved.identity is None) == (identity is None)
     assert (resolved.login is None) == (login is None)
+
+
+def test_a_trailing_newline_never_passes_a_pattern():
+    """The load refuses control characters anywhere; the checks do not lean on it (a ``$`` would match before one)."""
+    from gpucluster.config.checks.slurm_identity import key_problem, name_problem
+
+    assert name_problem("alice\n") is not None
+    assert key_problem(TEST_SSH_KEY + "\nssh-rsa AAAA") is not None
+    assert parse_principal("arn:aws:iam::123456789012:role/alice\n") is None

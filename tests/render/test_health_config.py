@@ -14,11 +14,11 @@ from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.facts.gpu_health import GPU_HEALTH_FILE, gpu_health_facts
 from gpucluster.load import load_spec
-from gpucluster.render.health import health_config
 from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT
 from gpucluster.render.slurm.compute import node_slurm_part
 from gpucluster.render.slurm.health import HEALTH_CONFIG
 from gpucluster.render.slurm.names import SlurmContext
+from gpucluster.resolve.health import health_config
 from gpucluster.resolve.node_group import ResolvedNodeGroup, resolve_node_group
 from gpucluster.resolve.storage import SharedFs
 from gpucluster.tools.plan.run.engine import run_plan
@@ -117,7 +117,7 @@ def test_slurm_groups_without_lustre_check_their_nvme_raid_or_nothing():
     assert {g.name: g.shared_fs for g in cluster.node_groups} == want
     ctx = SlurmContext.of(cluster)
     for g in ctx.node_groups[:2]:
-        files = {f.path: f for f in node_slurm_part(ctx, g, g.shared_fs).write_files}
+        files = {f.path: f for f in node_slurm_part(ctx, g).write_files}
         cfg = parse(json.loads(files[HEALTH_CONFIG].text()))
         fs = want[g.name]
         assert fs is not None and (cfg.shared_fs_mount, cfg.shared_fs_type) == (fs.mount_point, fs.fstype)

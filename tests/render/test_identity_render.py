@@ -59,7 +59,7 @@ def head_doc(identity: ResolvedIdentity | None) -> dict:
 
 def compute_doc(identity: ResolvedIdentity | None) -> dict:
     ctx = context(identity)
-    return yaml.safe_load(render_cloud_config("compute", node_slurm_part(ctx, ctx.node_groups[0], None), gzipped=True))
+    return yaml.safe_load(render_cloud_config("compute", node_slurm_part(ctx, ctx.node_groups[0]), gzipped=True))
 
 
 def files_of(doc: dict) -> dict[str, dict]:
@@ -403,3 +403,26 @@ def test_a_clashing_group_stops_before_any_user(tmp_path):
     assert result.returncode != 0
     assert "refused: group llm has gid 7000 on this node, declared 5002" in result.stderr
     assert not any(p.startswith("bob:") for p in lines(root, "passwd"))
+
+
+def test_from_the_config_to_the_nodes_files():
+    """slurm.identity in the config reaches every node's files through resolution (no fixture in between), and the
+    slurm-p5-shaped node groups' user data stays under EC2's limit with it (user_data_findings: no finding)."""
+    from gpucluster.render.user_data import user_data_findings
+
+    people = {
+        "adminGroup": "hpc-admins",
+        "groups": [{"name": "hpc-admins", "gid": 5000}, {"name": "llm", "gid": 5002}],
+        "users": [
+            {"name": "alice", "uid": 10001, "groups": ["hpc-admins"]},
+            {"name": "carol", "uid": 10003, "groups": ["llm"], "sshPublicKeys": [CAROL_KEY]},
+        ],
+    }
+    cluster = load_spec(make_config(group(name="p5", maxSize=2), slurm={"identity": people}), stack="people").cluster
+    ctx = SlurmContext.of(cluster)
+    files = files_of(yaml.safe_load(render_cloud_config("compute", node_slurm_part(ctx, ctx.node_groups[0]), gzipped=True)))
+    assert "%hpc-admins ALL=(ALL:ALL) NOPASSWD: ALL" in files[ADMIN_SUDOERS]["content"]
+    script = files[USERS_PROGRAM]["content"]
+    assert "user alice 10001 10001 hpc-admins /bin/bash /home/alice" in script
+    assert "user carol 10003 10003 llm /bin/bash /home/carol" in script
+    assert user_data_findings(cluster) == []

@@ -174,7 +174,7 @@ def test_declared_keys_come_from_roots_files_and_directory_keys_from_sssd():
 
 def compute_doc(identity: ResolvedIdentity | None) -> dict:
     ctx = context(identity)
-    return yaml.safe_load(render_cloud_config("compute", node_slurm_part(ctx, ctx.node_groups[0], None), gzipped=True))
+    return yaml.safe_load(render_cloud_config("compute", node_slurm_part(ctx, ctx.node_groups[0]), gzipped=True))
 
 
 def setup_text(doc: dict) -> str:

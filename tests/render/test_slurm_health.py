@@ -145,7 +145,7 @@ def test_warnings_name_field_value_and_fix():
 
 def part_files(ctx: SlurmContext, name: str) -> dict[str, str]:
     g = next(g for g in ctx.node_groups if g.name == name)
-    return {f.path: f.text() for f in node_slurm_part(ctx, g, None).write_files}
+    return {f.path: f.text() for f in node_slurm_part(ctx, g).write_files}
 
 
 def test_compute_nodes_get_the_wrappers_and_the_package_before_slurmd():

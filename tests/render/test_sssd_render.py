@@ -52,7 +52,7 @@ def test_a_line_break_in_a_value_is_refused():
 def test_compute_user_data_carries_the_template_not_the_password():
     ctx = SlurmContext.of(load_spec(make_config(group(name="p5", maxSize=2), slurm={}), stack="sssd").cluster)
     ctx = dataclasses.replace(ctx, identity=DIRECTORY)
-    text = render_cloud_config("compute", node_slurm_part(ctx, ctx.node_groups[0], None), gzipped=True)
+    text = render_cloud_config("compute", node_slurm_part(ctx, ctx.node_groups[0]), gzipped=True)
     files = {f["path"]: f for f in yaml.safe_load(text)["write_files"]}
     assert files[SSSD_TEMPLATE]["permissions"] == "0600" and files[DIRECTORY_CA]["permissions"] == "0644"
     assert "python3 -I /opt/gpucluster/lib/gpucluster_agents/boot/identity.py" in files[IDENTITY_HELPER]["content"]

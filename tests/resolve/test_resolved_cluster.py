@@ -73,6 +73,52 @@ def test_storage_is_resolved_per_group():
     assert p5.nvme_scratch is not None and p5.nvme_scratch.mount_point == "/scratch" and cpu.nvme_scratch is None
 
 
+def test_health_thresholds_are_a_decision_of_the_group():
+    c = cluster(*MIXED_STORAGE_GROUPS, storage=MIXED_STORAGE)
+    p5, p4d, cpu = (c.node_group(n) for n in ("p5", "p4d", "cpu"))
+    assert p5.health is not None and p4d.health is not None and cpu.health is None  # no NVIDIA GPU, no thresholds
+    assert (p5.health.gpu_count, p5.health.efa_count, p5.health.nvlink_links) == (8, 32, 18)
+    assert (p5.health.shared_fs_mount, p5.health.shared_fs_type) == ("/lustre", "lustre")  # what the group mounts
+    assert (p4d.health.shared_fs_mount, p4d.health.shared_fs_type) == ("/scratch", "ext4")
+    assert p4d.health.efa_count == p4d.efa_interfaces == 4  # the layout's devices, not the p5's 32
+
+
+def test_storage_kubernetes_and_the_estimate_are_resolved_once():
+    c = cluster(*MIXED_STORAGE_GROUPS, storage={**MIXED_STORAGE, "protectData": False})
+    assert c.storage is not None and c.storage.lustre is not None and c.protect_data is False
+    assert (c.storage.lustre.zone, c.storage.lustre.subnet_id, c.storage.protect) == ("us-east-1a", None, False)
+    assert c.storage.lustre.admins.head_node is False and c.storage.lustre.spec.storage_capacity_gib == 1200
+    assert c.kubernetes is None and c.estimate.as_dict()["nodeGroups"]
+    byo = cluster(
+        group(name="p5", maxSize=2, availabilityZones=["us-east-1b"]),
+        network={
+            "vpcId": "vpc-0123456789abcdef0",
+            "subnets": [
+                {"id": "subnet-0aaaaaaaaaaaaaaa1", "availabilityZone": "us-east-1a"},
+                {"id": "subnet-0bbbbbbbbbbbbbbb1", "availabilityZone": "us-east-1b"},
+            ],
+        },
+        storage={"lustre": {"storageCapacityGib": 1200, "throughputPerUnitStorage": 250}},
+        slurm={},
+    )
+    assert byo.storage is not None and byo.storage.lustre is not None
+    assert (byo.storage.lustre.zone, byo.storage.lustre.subnet_id) == ("us-east-1b", "subnet-0bbbbbbbbbbbbbbb1")
+    assert byo.storage.lustre.admins.head_node is True and byo.protect_data is True
+    eks = cluster(
+        group(name="p5", maxSize=2, scheduler="kubernetes"),
+        storage={"lustre": {"storageCapacityGib": 1200, "throughputPerUnitStorage": 250}},
+        network={"availabilityZones": ["us-east-1a", "us-east-1b"]},
+        kubernetes={},
+    )
+    assert eks.kubernetes is not None and [g.group.name for g in eks.kubernetes.node_groups] == ["p5"]
+    assert "aws-fsx-csi-driver" in eks.kubernetes.addon_versions  # the cluster has Lustre
+    assert eks.kubernetes.cluster_networks == (eks.network.vpc_cidr,)
+
+
+def test_the_slurm_version_is_decided_once():
+    assert cluster(group(maxSize=2), slurm={}).slurm.version == "23.11"  # type: ignore[union-attr]
+
+
 def test_resolve_is_what_load_returns():
     config = make_config(group(maxSize=4), slurm={})
     loaded = load_spec(config, stack="r")
@@ -101,6 +147,37 @@ def test_renderers_read_resolved_values_only(pattern, why):
     hits = [
         f"{p.relative_to(ROOT)}:{i}"
         for p in python_files("gpucluster/render")
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if re.search(pattern, line)
+    ]
+    assert not hits, f"{why}: {hits}"
+
+
+# The components' edges (an Args → resolved adapter) may load the catalog; builders and the parts they place may not.
+EDGES = {
+    "components/gpu_cluster.py",  # GpuCluster(args) → cluster_from_args
+    "components/compute/gpu_node_group.py",  # GpuNodeGroup(args) → _from_args
+    "components/slurm/slurm_cluster.py",  # SlurmCluster(args) → build_from_args
+    "components/slurm/_args.py",
+    "components/kubernetes/_args.py",
+    "components/kubernetes/eks_cluster.py",  # EksCluster(args) → resolve_args
+    "components/kubernetes/kubernetes_platform.py",  # KubernetesPlatform(args) → resolve_args
+    "components/kubernetes/kueue.py",  # Kueue(args) with node group specs
+}
+
+
+@pytest.mark.parametrize(
+    "pattern, why",
+    [
+        (r"\bload_catalog\(|\bcatalog\[", "a builder reads resolved values (the catalog is read at the edge only)"),
+        (r"\bresolve_kubernetes\(|\bestimate\(|\bhealth_config\(", "decided in resolution (ResolvedCluster, ResolvedNodeGroup)"),
+    ],
+)
+def test_components_take_resolved_values(pattern, why):
+    hits = [
+        f"{p.relative_to(ROOT)}:{i}"
+        for p in python_files("components")
+        if p.relative_to(ROOT).as_posix() not in EDGES
         for i, line in enumerate(p.read_text().splitlines(), 1)
         if re.search(pattern, line)
     ]

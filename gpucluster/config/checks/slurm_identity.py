@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import Finding, error, warning
 from gpucluster.config.slurm import SlurmSpec
-from gpucluster.config.slurm_identity import DirectorySpec, SlurmIdentitySpec, UserSpec, parse_principal
+from gpucluster.config.slurm_identity import DirectoryServiceSpec, PosixUserSpec, SlurmIdentitySpec, parse_principal
 from gpucluster.config.team_posix import LOWEST_ID, UNUSABLE_IDS
 from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.regions import partition_of
@@ -73,7 +73,7 @@ def ipath(field: str = "") -> str:
 
 def name_problem(name: str) -> tuple[str, str, str] | None:
     """``(code, why, fix)`` when ``name`` cannot be a declared user's or group's name."""
-    if not NAME_RE.match(name):
+    if not NAME_RE.fullmatch(name):
         return (
             "name-invalid",
             f"{name!r} is not a user or group name: lower-case letters, digits, '_' and '-', starting with a letter "
@@ -124,7 +124,7 @@ def check_identity(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Ite
         yield from _declared(identity, spec)
     else:
         yield from _directory(identity.directory, spec)
-        if identity.admin_group is not None and not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$", identity.admin_group):
+        if identity.admin_group is not None and not re.fullmatch(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$", identity.admin_group):
             yield error(ipath("adminGroup"), f"{identity.admin_group!r} cannot be named in sudoers as it is written",
                         "use the directory group's name without spaces or special characters (e.g. hpc-admins)",
                         identity.admin_group, "group-invalid")  # fmt: skip
@@ -150,7 +150,7 @@ def _declared(identity: SlurmIdentitySpec, spec: ClusterSpec) -> Iterator[Findin
     yield from _team_band(identity, spec)
 
 
-def _user(j: int, user: UserSpec, groups: dict[str, int]) -> Iterator[Finding]:
+def _user(j: int, user: PosixUserSpec, groups: dict[str, int]) -> Iterator[Finding]:
     at = f"users[{j}]"
     problem = name_problem(user.name)
     if problem:
@@ -182,7 +182,7 @@ def key_problem(key: str) -> tuple[str, str] | None:
     private key)."""
     if "PRIVATE KEY" in key:
         return "this is a PRIVATE key: it would be in user data and the stack's state", "give the public key (.pub) line"
-    match = KEY_RE.match(key)
+    match = KEY_RE.fullmatch(key)
     fix = f"give one line '<type> <base64> [comment]' of a {', '.join(KEY_TYPES)} key (the .pub file)"
     if match is None:
         return "is not an OpenSSH public key line", fix
@@ -278,10 +278,10 @@ def _team_band(identity: SlurmIdentitySpec, spec: ClusterSpec) -> Iterator[Findi
                               "uid-in-team-band")  # fmt: skip
 
 
-def _directory(d: DirectorySpec, spec: ClusterSpec) -> Iterator[Finding]:
+def _directory(d: DirectoryServiceSpec, spec: ClusterSpec) -> Iterator[Finding]:
     at = "directory"
     for k, uri in enumerate(d.uris):
-        match = URI_RE.match(uri)
+        match = URI_RE.fullmatch(uri)
         if match is None or (match.group(3) is not None and not 1 <= int(match.group(3)) <= 65535):
             yield error(ipath(f"{at}.uris[{k}]"), f"{uri!r} is not an LDAP server URI",
                         "write ldaps://host[:port], e.g. ldaps://ad.corp.example.com", uri, "uri-invalid")  # fmt: skip
@@ -314,7 +314,7 @@ def _directory(d: DirectorySpec, spec: ClusterSpec) -> Iterator[Finding]:
                     "idmap-not-ad")  # fmt: skip
 
 
-def _directory_strings(d: DirectorySpec) -> Iterator[Finding]:
+def _directory_strings(d: DirectoryServiceSpec) -> Iterator[Finding]:
     """DNs that look like DNs and an attribute name that is one (control characters: the load's own check)."""
     dns = {"searchBase": d.search_base, "userSearchBase": d.user_search_base, "groupSearchBase": d.group_search_base,
            "bindDn": d.bind_dn}  # fmt: skip
@@ -324,13 +324,13 @@ def _directory_strings(d: DirectorySpec) -> Iterator[Finding]:
                         "write it as attr=value pairs, e.g. dc=example,dc=com", value,
                         "directory-value-invalid")  # fmt: skip
     attr = d.ssh_public_key_attribute
-    if attr is not None and not re.match(r"^[A-Za-z][A-Za-z0-9-]{0,63}$", attr):
+    if attr is not None and not re.fullmatch(r"^[A-Za-z][A-Za-z0-9-]{0,63}$", attr):
         yield error(ipath("directory.sshPublicKeyAttribute"), f"{attr!r} is not an LDAP attribute name",
                     "use the attribute's name, e.g. sshPublicKey", attr, "directory-value-invalid")  # fmt: skip
 
 
 def _secret(arn: str, spec: ClusterSpec) -> Iterator[Finding]:
-    match = SECRET_RE.match(arn)
+    match = SECRET_RE.fullmatch(arn)
     partition = partition_of(spec.region) or "aws"
     if match is None or match.group(1) != partition or match.group(2) != spec.region:
         yield error(ipath("directory.bindPasswordSecret"), f"{arn!r} is not a Secrets Manager secret ARN of "

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import Finding, error, warning
-from gpucluster.config.slurm import SlurmSpec
+from gpucluster.config.slurm import SLURM_VERSION, UBUNTU_RELEASE, SlurmSpec
 from gpucluster.config.slurm_home import THROUGHPUTS, HomeSpec
 from gpucluster.config.slurm_login import LoginNodesSpec, LoginSshSpec
 from gpucluster.facts.catalog import Catalog
@@ -54,6 +54,16 @@ def check_login(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Iterat
         yield error(spath("loginNodes.instanceType"), f"instance type {login.instance_type!r} is not in the instance "
                     "catalog", (f"did you mean {', '.join(close)}? " if close else "") + "e.g. m7i.2xlarge",
                     login.instance_type, "unknown-instance-type")  # fmt: skip
+    elif facts.accelerator_count:
+        yield warning(spath("loginNodes.instanceType"), f"login nodes run editors, builds and job submission, but "
+                      f"{login.instance_type} has {facts.accelerator_count} {facts.accelerator_model} accelerators "
+                      "billed while idle", "use a CPU type such as m7i.2xlarge; run GPU work as jobs",
+                      login.instance_type, "login-accelerated")  # fmt: skip
+    if login.image_id:
+        yield warning(spath("loginNodes.imageId"), f"gpucluster cannot tell which Slurm the custom image "
+                      f"{login.image_id} installs; login nodes must be Ubuntu {UBUNTU_RELEASE} (Slurm "
+                      f"{SLURM_VERSION}) like the head node", f"leave imageId unset for Canonical's Ubuntu "
+                      f"{UBUNTU_RELEASE} image", login.image_id, "slurm-custom-image")  # fmt: skip
     yield from _login_subnets(login, spec)
     if login.ssh is not None:
         yield from _ssh(login.ssh, spec)

@@ -72,7 +72,7 @@ def site_of(cluster: ResolvedCluster) -> Site:
         )
     if spec.slurm is None:
         raise BundleError(f"stack {spec.name!r} has no gpucluster:slurm section: the cloud partitions come from it; add one")
-    ctx = SlurmContext.of(cluster, slurm_version=hybrid.controller.slurm_version)
+    ctx = SlurmContext.of(cluster)  # rendered for the site's controller's version (resolved)
     wanted = set(hybrid.burst_node_groups) or {g.name for g in ctx.node_groups}
     missing = sorted(wanted - {g.name for g in ctx.node_groups})
     if missing:

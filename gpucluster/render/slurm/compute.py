@@ -10,6 +10,7 @@ from __future__ import annotations
 from gpucluster.config.slurm_health import nvidia_gpus
 from gpucluster.facts.nccl import library_dirs
 from gpucluster.render.core import CloudConfig, WriteFile, render
+from gpucluster.render.home import HOME_MOUNT_SCRIPT, HomeMount, home_files
 from gpucluster.render.node import NCCL_ENV_PATH
 from gpucluster.render.slurm.agent import boot_files, node_package_file
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit
@@ -25,7 +26,6 @@ from gpucluster.render.slurm.names import AWS_HELPER, NODE_SETUP, SLURMCTLD_PORT
 from gpucluster.render.slurm.pam import COMPUTE_PAM_PACKAGES, COMPUTE_PAM_TEMPLATE, NODENAME_PLACEHOLDER, compute_pam_files
 from gpucluster.render.slurm.sssd import SSSD_PACKAGES, directory_files, directory_of, directory_setup
 from gpucluster.resolve.node_group import ResolvedNodeGroup
-from gpucluster.resolve.storage import SharedFs
 from gpucluster_agents import contract
 
 # Ubuntu 24.04 (noble) packages. python3-boto3 runs the boot helper.
@@ -57,9 +57,10 @@ def task_prolog(group: ResolvedNodeGroup) -> str:
     )
 
 
-def node_slurm_part(ctx: SlurmContext, group: ResolvedNodeGroup, shared_fs: SharedFs | None) -> CloudConfig:
-    """The Slurm part of a compute node's user data (plain: nothing here waits for AWS). ``shared_fs``: what the
-    node's storage part mounts (the group's ``shared_fs`` in the stack), which the health checks expect."""
+def node_slurm_part(ctx: SlurmContext, group: ResolvedNodeGroup, home: HomeMount | None = None) -> CloudConfig:
+    """The Slurm part of a compute node's user data (plain: nothing here waits for AWS); the health checks expect
+    what the group's ``shared_fs`` names (:func:`~gpucluster.resolve.node_group.with_shared_fs`). ``home``: the shared
+    ``/home`` (``slurm.home``), mounted before the users and slurmd, which requires it."""
     health = health_enabled(ctx)
     boot_check = health and ctx.slurm.health.enabled and nvidia_gpus(group.facts)
     setup = render(
@@ -76,6 +77,7 @@ def node_slurm_part(ctx: SlurmContext, group: ResolvedNodeGroup, shared_fs: Shar
         imds_guard_unit=IMDS_GUARD_UNIT,
         install_package=health or directory_of(ctx.identity) is not None,  # the identity helper is in the package
         users_unit=USERS_UNIT if has_users_program(ctx.identity) else None,
+        home_mount=HOME_MOUNT_SCRIPT if home is not None else None,
         pam=ctx.identity is not None,
         pam_template=COMPUTE_PAM_TEMPLATE,
         nodename_placeholder=NODENAME_PLACEHOLDER,
@@ -86,7 +88,7 @@ def node_slurm_part(ctx: SlurmContext, group: ResolvedNodeGroup, shared_fs: Shar
             *(
                 (
                     node_package_file(),
-                    *health_files(ctx, group, shared_fs=shared_fs),
+                    *health_files(ctx, group),
                 )
                 if health
                 else (node_package_file(),)
@@ -99,6 +101,7 @@ def node_slurm_part(ctx: SlurmContext, group: ResolvedNodeGroup, shared_fs: Shar
             *identity_files(ctx.identity),
             *compute_pam_files(ctx.cluster, ctx.identity),
             *directory_files(ctx.cluster, ctx.identity),
+            *home_files(home, ("slurmd.service",)),
             WriteFile(NODE_SETUP, setup, "0755"),  # plain: the document is gzipped (see boot_files)
         ),
         # the guard first (the e2e test runs it alone), then the session lockdown: both before write_files

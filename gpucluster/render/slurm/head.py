@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from gpucluster.config.slurm import SLURM_VERSION
 from gpucluster.render.core import CloudConfig, WriteFile, render
+from gpucluster.render.home import HOME_MOUNT_SCRIPT, HomeMount, home_files
 from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT, LustreMount, lustre_mount_script
 from gpucluster.render.slurm.agent import AgentBundle, boot_files, package_file
 from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, slurm_conf, slurmdbd_conf, topology_conf
@@ -37,7 +38,7 @@ from gpucluster.render.slurm.names import (
     head_hostname,
 )
 from gpucluster.render.slurm.privacy import job_container_conf
-from gpucluster.render.slurm.sssd import SSSD_PACKAGES, directory_files, directory_of, directory_setup
+from gpucluster.render.slurm.sssd import SSSD_PACKAGES, directory_files, directory_of, directory_setup, identity_helper_file
 from gpucluster_agents import contract
 
 # Ubuntu 24.04 (noble) packages. python3-boto3 runs the agent and the boot helper.
@@ -53,6 +54,11 @@ class HeadInputs:
     agent: AgentBundle
     agent_config: contract.AgentConfig
     lustre: LustreMount | None = None
+    home: HomeMount | None = None
+    """The shared ``/home`` (``slurm.home``): mounted before the users and slurmctld, which requires it."""
+    login_host_key_secret_arn: str | None = None
+    """With SSH to the login nodes: the secret the head node fills once with their shared host keys
+    (``gpucluster-identity ssh-host-keys --create``)."""
 
 
 def agent_command() -> str:
@@ -76,7 +82,10 @@ def head_files(ctx: SlurmContext, inputs: HeadInputs) -> tuple[WriteFile, ...]:
         *system_files(ctx),
         *identity_files(ctx.identity),
         *directory_files(ctx.cluster, ctx.identity),
+        *home_files(inputs.home, ("slurmctld.service",)),
     ]
+    if inputs.login_host_key_secret_arn is not None and directory_of(ctx.identity) is None:
+        files.append(identity_helper_file())  # with a directory, directory_files brought it
     if accounting:
         files.append(
             WriteFile(
@@ -187,6 +196,8 @@ def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
         agent_state_dir=AGENT_STATE_DIR,
         topology_dir=TOPOLOGY_DIR,
         users_unit=USERS_UNIT if has_users_program(ctx.identity) else None,
+        home_mount=HOME_MOUNT_SCRIPT if inputs.home is not None else None,
+        host_key_secret=inputs.login_host_key_secret_arn,
     )
 
 

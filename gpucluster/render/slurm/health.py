@@ -22,7 +22,6 @@ from gpucluster.config.slurm_health import nvidia_gpus
 from gpucluster.render.core import WriteFile, render
 from gpucluster.render.slurm.names import AGENT_LIB, AWS_HELPER, SlurmContext
 from gpucluster.resolve.node_group import ResolvedNodeGroup
-from gpucluster.resolve.storage import SharedFs
 from gpucluster_agents.boot.helper import HEALTH_BOOT_FAULT, HEALTH_BOOT_TIMEOUT, HEALTH_MAIN
 
 HEALTH_CHECK = "/etc/gpucluster/slurm/health-check"
@@ -101,13 +100,10 @@ def health_conf_lines(ctx: SlurmContext) -> list[str]:
     return lines
 
 
-def health_files(ctx: SlurmContext, group: ResolvedNodeGroup, *, shared_fs: SharedFs | None = None) -> tuple[WriteFile, ...]:
+def health_files(ctx: SlurmContext, group: ResolvedNodeGroup) -> tuple[WriteFile, ...]:
     """A compute node's wrappers: the sweep and (with the prolog on) the prolog, and the program's thresholds
-    (``/etc/gpucluster/health.json``, from the instance facts: :func:`gpucluster.render.health.health_config`),
-    with the file system the node mounts (``shared_fs``: the group's ``shared_fs`` as resolved) for
-    the ``shared_fs`` check. Groups without NVIDIA GPUs get wrappers that exit 0, since slurm.conf names the same programs for every
+    (``/etc/gpucluster/health.json``: the group's resolved ``health``, its ``shared_fs`` check included). Groups without NVIDIA GPUs get wrappers that exit 0, since slurm.conf names the same programs for every
     node."""
-    from gpucluster.render.health import health_config
     from gpucluster_agents.health.config import to_json
 
     health, facts = ctx.slurm.health, group.facts
@@ -136,13 +132,7 @@ def health_files(ctx: SlurmContext, group: ResolvedNodeGroup, *, shared_fs: Shar
             **common,
         )
         files.append(WriteFile(PROLOG, text, "0755"))
-    if common["checks"]:
+    if common["checks"] and group.health is not None:
         files.append(WriteFile(f"/etc/systemd/system/{HEALTH_BOOT_UNIT}", health_boot_unit()))
-        config = health_config(
-            facts,
-            efa_count=group.efa_interfaces,
-            shared_fs_mount=shared_fs.mount_point if shared_fs else None,
-            shared_fs_type=shared_fs.fstype if shared_fs else "lustre",
-        )
-        files.append(WriteFile.compressed(HEALTH_CONFIG, to_json(config), "0644"))
+        files.append(WriteFile.compressed(HEALTH_CONFIG, to_json(group.health), "0644"))
     return tuple(files)

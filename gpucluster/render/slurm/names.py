@@ -83,7 +83,9 @@ class SlurmContext:
     """``SrunPortRange`` (first, last) when the cluster has login nodes (srun runs there); None: not rendered."""
 
     @classmethod
-    def of(cls, cluster: ResolvedCluster, *, slurm_version: str = SLURM_VERSION) -> SlurmContext:
+    def of(cls, cluster: ResolvedCluster, *, slurm_version: str | None = None) -> SlurmContext:
+        """The context of ``cluster``'s Slurm files, for its resolved Slurm version unless ``slurm_version`` (the
+        version tests render for) is given."""
         if cluster.slurm is None:
             raise ValueError(f"cluster {cluster.name!r} has no Slurm section")
         groups = cluster.slurm.node_groups
@@ -94,7 +96,7 @@ class SlurmContext:
             cluster.region,
             cluster.slurm.spec,
             groups,
-            slurm_version,
+            slurm_version or cluster.slurm.version,
             scratch,
             cluster.slurm.identity,
             login.srun_ports if login is not None else None,

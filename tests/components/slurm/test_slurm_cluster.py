@@ -18,7 +18,6 @@ from gpucluster.components.slurm.slurm_cluster import TOKEN as SLURM_TOKEN
 from gpucluster.components.slurm.slurm_cluster import build_slurm_cluster
 from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.naming import CLUSTER_TAG
-from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
 from gpucluster.render.iam import session_manager_policy
 from gpucluster.render.slurm.agent import ARTIFACT_BUCKET_STAND_IN
@@ -50,11 +49,7 @@ def build(spec, shared_storage=(LUSTRE,)):
         part(SLURM_TOKEN, "s-slurm"),
         "s-slurm",
         SlurmBuild(
-            cluster_name=spec.name,
-            region=spec.region,
-            slurm=spec.slurm.spec,
-            node_groups=groups,
-            head_image_parameter=spec.slurm.head_image_parameter,
+            cluster=spec,
             vpc_id="vpc-0abc12345",
             head_subnet_id=SUBNETS[0],
             node_group_subnet_ids={g.name: SUBNETS for g in groups},
@@ -421,11 +416,7 @@ def test_compute_nodes_name_the_artifact_bucket_once_it_exists(run_components, t
 def _with_user_data(spec, user_data):
     groups = spec.slurm.node_groups
     return SlurmBuild(
-        cluster_name=spec.name,
-        region=spec.region,
-        slurm=spec.slurm.spec,
-        node_groups=groups,
-        head_image_parameter=spec.slurm.head_image_parameter,
+        cluster=spec,
         vpc_id="vpc-0abc12345",
         head_subnet_id=SUBNETS[0],
         node_group_subnet_ids={g.name: SUBNETS for g in groups},
@@ -546,7 +537,7 @@ def test_gpu_cluster_wires_slurm_like_eks(run_components):
         nodeGroups=[{"name": "dev", "mode": "static"}],
         storage={"lustre": {"storageCapacityGib": 2400, "throughputPerUnitStorage": 250}},
     )
-    plan = run_components(lambda: build_gpu_cluster(part(CLUSTER_TOKEN, "s"), "s", spec, load_catalog()))
+    plan = run_components(lambda: build_gpu_cluster(part(CLUSTER_TOKEN, "s"), "s", spec))
     slurm = plan.by_name("s-slurm")
     assert {r.name for r in plan.children(slurm.urn) if not r.custom} == {"s-slurm-p5", "s-slurm-dev", "s-slurm-agent-teardown"}
     # compute user data: the node's own parts (NCCL, the Lustre mount) and then slurmd, pointed at the controller
@@ -572,3 +563,19 @@ def test_the_slurm_side_writes_no_iam_document_of_its_own():
             assert marker not in source, f"{path.name} writes an IAM document ({marker}): put it in gpucluster/render/iam.py"
     iam = (ROOT / "gpucluster" / "render" / "iam.py").read_text() + (ROOT / "components" / "_shared" / "agent_iam.py").read_text()
     assert all(f"def slurm_{kind}_policy(" in iam for kind in ("agent", "head", "node"))
+
+
+def test_the_head_node_serves_the_job_container_conf_of_the_groups_with_scratch(run_components):
+    """Compute nodes fetch job_container.conf from slurmctld (configless): the head node's copy must put each NVMe
+    scratch group's private /tmp on its scratch. The builder once made its own Slurm context without the scratch
+    groups, so the head node served the /tmp default to every node; it now renders from the resolved cluster."""
+    spec = spec_of(
+        group(name="p5", maxSize=2),
+        DEV,
+        nodeGroups=[{"name": "dev", "mode": "static"}],
+        storage={"nvmeScratch": {"mountPoint": "/scratch", "nodeGroups": ["p5"]}},
+    )
+    plan = run_components(lambda: build_gpu_cluster(part(CLUSTER_TOKEN, "s"), "s", spec))
+    conf = next(text for path, text in head_files(plan).items() if path.endswith("/job_container.conf"))
+    assert "NodeName=p5-[1-2] BasePath=/scratch/slurm-job-tmp AutoBasePath=true" in conf.splitlines()
+    assert not [line for line in conf.splitlines() if line.startswith("NodeName=dev")]

@@ -10,7 +10,6 @@ from gpucluster.components.gpu_cluster import TOKEN as CLUSTER_TOKEN
 from gpucluster.components.gpu_cluster import build_gpu_cluster
 from gpucluster.components.storage.data_bucket import DataBucket
 from gpucluster.components.storage.lustre_storage import LustreStorage, LustreStorageArgs
-from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
 from tests.conftest import group, make_config
 
@@ -149,7 +148,7 @@ def test_cluster_mounts_storage_on_its_nodes(run_components):
         },
     )
     cluster = load_spec(config, stack="c").cluster
-    plan = run_components(lambda: build_gpu_cluster(part(CLUSTER_TOKEN, "c"), "c", cluster, load_catalog()))
+    plan = run_components(lambda: build_gpu_cluster(part(CLUSTER_TOKEN, "c"), "c", cluster))
     fs = plan.of_type(FS)[0]
     gpu_ud, cpu_ud = plan.files["c-gpu-lt/user-data"], plan.files["c-cpu-lt/user-data"]
     assert f"dns={fs.id}.fsx.us-east-1.amazonaws.com" in gpu_ud  # the real DNS name, not the stand-in

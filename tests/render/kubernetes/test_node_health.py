@@ -25,7 +25,6 @@ import yaml
 from gpucluster.config.errors import ConfigError
 from gpucluster.config.kubernetes_health import KubernetesHealthSpec
 from gpucluster.facts.catalog import load_catalog
-from gpucluster.render.health import health_config
 from gpucluster.render.kubernetes_health import (
     CONDITION,
     DCGM_CSV_KEY,
@@ -44,6 +43,7 @@ from gpucluster.render.kubernetes_health import (
     sweep_settings,
 )
 from gpucluster.render.slurm.agent import agent_bundle
+from gpucluster.resolve.health import health_config
 from gpucluster_agents.boot.helper import HEALTH_MAIN
 from gpucluster_agents.health import k8s_sweep
 from gpucluster_agents.health.config import parse, to_json

@@ -1,0 +1,174 @@
+"""A login node's user data: people log in here (Session Manager as themselves, SSH behind the load balancer) and
+submit with sbatch/srun; no slurmd, no jobs.
+
+What it gets, in order: ``bootcmd`` — the IMDS guard of a compute node (only root reaches the instance role) and the
+session lockdown (:mod:`.identity`); files — the boot helper, the guard's unit, the admin rule, the users program (run
+with ``--homes``), the sshd drop-in, Ubuntu's sshd PAM stack (+ oddjob-mkhomedir with a directory), SSSD's template
+and CA with a directory, the home mount, ``gpucluster-sackd.service`` (``sackd --conf-server``: configless, F12), a
+short ``/etc/profile.d`` note, and the drain program's unit and config (``/etc/gpucluster/login-drain.json``, design
+§13: ``{region, asg_name, hook_name, grace_seconds, poll_seconds}``); ``runcmd`` — the lockdown again, then
+``/usr/local/sbin/gpucluster-slurm-login``.
+
+The drain program itself (``gpucluster_agents/boot/login_drain.py``) and the file that ships it are the stacks part's:
+:func:`login_program_files` is where it goes. What only AWS knows comes in :class:`LoginInputs` (the components part
+calls :func:`login_cloud_config`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from gpucluster.render.core import CloudConfig, WriteFile, render
+from gpucluster.render.home import HOME_MOUNT_SCRIPT, HomeMount, home_files
+from gpucluster.render.slurm.agent import boot_files, node_package_file
+from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit, systemd_unit
+from gpucluster.render.slurm.identity import (
+    USERS_UNIT,
+    has_users_program,
+    identity_files,
+    session_lockdown_bootcmd,
+    session_lockdown_runcmd,
+)
+from gpucluster.render.slurm.names import AWS_HELPER, SLURMCTLD_PORT, SlurmContext, controller_address
+from gpucluster.render.slurm.pam import LOGIN_PAM, SSHD_DROP_IN, login_pam_sshd, sshd_drop_in
+from gpucluster.render.slurm.sssd import SSSD_PACKAGES, directory_files, directory_of, directory_setup
+
+LOGIN_SETUP = "/usr/local/sbin/gpucluster-slurm-login"
+SACKD_UNIT = "gpucluster-sackd.service"
+DRAIN_PROGRAM = "/usr/local/sbin/gpucluster-login-drain"
+DRAIN_UNIT = "gpucluster-login-drain.service"
+DRAIN_CONFIG = "/etc/gpucluster/login-drain.json"
+DRAIN_POLL_SECONDS = 5
+HOST_KEY_DIR = "/etc/ssh/gpucluster"
+HOST_KEY_TYPES = ("ed25519", "ecdsa", "rsa")
+PROFILE = "/etc/profile.d/gpucluster-login.sh"
+# Ubuntu 24.04 (noble): Slurm's clients and sackd 23.11, munge, the boot helper's boto3, the guard's iptables.
+LOGIN_PACKAGES = ("slurm-client", "sackd", "munge", "python3-boto3", "iptables", "openssh-server")
+
+
+@dataclass(frozen=True)
+class LoginInputs:
+    """What a login node's user data needs from AWS, resolved by the components part."""
+
+    region: str
+    asg_name: str
+    hook_name: str
+    """The terminating lifecycle hook (``<cluster>-login-grace``) the drain program completes."""
+    grace_seconds: int
+    home: HomeMount | None = None
+    host_key_secret_arn: str | None = None
+    """The shared SSH host keys' secret when SSH is on (the head node fills it once)."""
+
+
+def login_program_files() -> tuple[WriteFile, ...]:
+    """The drain program's file (``/usr/local/sbin/gpucluster-login-drain``): the stacks part adds the one
+    ``WriteFile`` that ships ``gpucluster_agents/boot/login_drain.py`` through ``render/pysource.py`` here. Until then
+    nothing: the unit below names a program that is not there yet, and scale-in falls back to the hook's timeout."""
+    return ()
+
+
+def drain_config(inputs: LoginInputs) -> str:
+    doc = {
+        "region": inputs.region,
+        "asg_name": inputs.asg_name,
+        "hook_name": inputs.hook_name,
+        "grace_seconds": inputs.grace_seconds,
+        "poll_seconds": DRAIN_POLL_SECONDS,
+    }
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+def sackd_unit(controller: str, home: bool) -> str:
+    return systemd_unit(
+        "gpucluster: sackd, Slurm's configuration and authentication for the client commands (configless)",
+        f"Wants=network-online.target\nAfter=network-online.target munge.service {IMDS_GUARD_UNIT} {USERS_UNIT}\n"
+        f"Requires=munge.service {IMDS_GUARD_UNIT}\n" + ("RequiresMountsFor=/home\n" if home else "") + "\n"
+        f"[Service]\nType=simple\nExecStart=/usr/sbin/sackd -D --conf-server {controller}\nRestart=on-failure\n",
+        "WantedBy=multi-user.target",
+    )
+
+
+def drain_unit() -> str:
+    return systemd_unit(
+        "gpucluster: on scale-in, warn the users and wait for them (the lifecycle hook's grace)",
+        f"Wants=network-online.target\nAfter=network-online.target\nConditionPathExists={DRAIN_PROGRAM}\n\n"
+        f"[Service]\nType=simple\nExecStart={DRAIN_PROGRAM} {DRAIN_CONFIG}\nRestart=on-failure\n",
+        "WantedBy=multi-user.target",
+    )
+
+
+def profile(ctx: SlurmContext) -> str:
+    parts = ", ".join(g.partition for g in ctx.node_groups)
+    return (
+        f"# gpucluster: a note for people on a login node of {ctx.cluster}.\n"
+        'case "$-" in *i*) ;; *) return 0 2>/dev/null || exit 0 ;; esac\n'
+        f"echo 'Slurm cluster {ctx.cluster}. Partitions: {parts}. Your home: /home/'\"$USER\"'.'\n"
+        "echo 'Submit with: sbatch job.sh   (or srun --pty bash); see your jobs: squeue --me'\n"
+    )
+
+
+def login_files(ctx: SlurmContext, inputs: LoginInputs) -> list[WriteFile]:
+    identity = ctx.identity
+    if identity is None:
+        raise ValueError(f"cluster {ctx.cluster!r}: login nodes need slurm.identity (nobody could log in)")
+    ssh = inputs.host_key_secret_arn is not None
+    host_keys = tuple(f"{HOST_KEY_DIR}/ssh_host_{k}_key" for k in HOST_KEY_TYPES) if ssh else ()
+    files = [
+        *boot_files(ctx),
+        WriteFile(f"/etc/systemd/system/{IMDS_GUARD_UNIT}", imds_guard_unit(head=False)),
+        *identity_files(identity, homes=True),
+        *directory_files(ctx.cluster, identity),
+        WriteFile(SSHD_DROP_IN, sshd_drop_in(identity, host_keys)),
+        WriteFile(LOGIN_PAM, login_pam_sshd(ctx.cluster, identity)),
+        *home_files(inputs.home, (SACKD_UNIT,)),
+        WriteFile(
+            f"/etc/systemd/system/{SACKD_UNIT}",
+            sackd_unit(f"{controller_address(ctx.cluster)}:{SLURMCTLD_PORT}", inputs.home is not None),
+        ),
+        WriteFile(PROFILE, profile(ctx)),
+        WriteFile(DRAIN_CONFIG, drain_config(inputs)),
+        WriteFile(f"/etc/systemd/system/{DRAIN_UNIT}", drain_unit()),
+        *login_program_files(),
+    ]
+    if directory_of(identity) is not None:
+        files.append(node_package_file())  # the identity helper's package (the bucket: a stand-in, as on compute nodes)
+    return files
+
+
+def login_setup(ctx: SlurmContext, inputs: LoginInputs) -> str:
+    directory = directory_of(ctx.identity) is not None
+    packages = LOGIN_PACKAGES + ((*SSSD_PACKAGES, "oddjob-mkhomedir") if directory else ())
+    return render(
+        "slurm/login-setup.sh.j2",
+        cluster=ctx.cluster,
+        controller=f"{controller_address(ctx.cluster)}:{SLURMCTLD_PORT}",
+        packages=packages,
+        imds_guard_unit=IMDS_GUARD_UNIT,
+        aws_helper=AWS_HELPER,
+        region=inputs.region,
+        home=inputs.home is not None,
+        home_mount=HOME_MOUNT_SCRIPT,
+        users_unit=USERS_UNIT if has_users_program(ctx.identity) else None,
+        ssh=inputs.host_key_secret_arn is not None,
+        host_key_secret=inputs.host_key_secret_arn or "",
+        sackd_unit=SACKD_UNIT,
+        drain_unit=DRAIN_UNIT,
+        **directory_setup(ctx.identity),
+    )
+
+
+def login_cloud_config(ctx: SlurmContext, inputs: LoginInputs) -> CloudConfig:
+    """A login node's user data (see the module); ``ctx`` must carry the cluster's identity."""
+    files = login_files(ctx, inputs)
+    files.append(WriteFile(LOGIN_SETUP, login_setup(ctx, inputs), "0755"))
+    return CloudConfig(
+        write_files=tuple(files),
+        bootcmd=(imds_guard_bootcmd(), session_lockdown_bootcmd()),
+        runcmd=(session_lockdown_runcmd(), (LOGIN_SETUP,)),
+        sections=("slurm login node",),
+    )
+
+
+def login_title(ctx: SlurmContext) -> str:
+    return f"gpucluster {ctx.cluster} / Slurm login node"
