@@ -6,7 +6,7 @@ and group on a temp root): the compute node (slurmctld + slurmd) and a login nod
 
 - 22.05 (this machine): the client reads a copy of the cluster's slurm.conf through ``SLURM_CONF``, as a login node
   without sackd would;
-- 24.11 (trixie root): ``sackd --conf-server 127.0.0.1:<port>`` fetches the configuration from the test slurmctld
+- 24.11 (trixie root): the rendered login unit's ``sackd -D --conf-server <controller>`` (pointed at 127.0.0.1:<port>) fetches the configuration from the test slurmctld
   (``SlurmctldParameters=enable_configless``) into the login namespace's own ``/run/slurm/conf``, and the client,
   with no ``SLURM_CONF`` and no ``/etc/slurm/slurm.conf``, reads it from there (configless login nodes, F12).
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import shlex
 import subprocess
 import time
 from collections.abc import Iterator
@@ -29,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+from gpucluster.render.slurm.login import sackd_unit
 from tests.conftest import IN_CI, require_tool
 from tests.e2e.namespace import MountNamespace
 from tests.e2e.people import RUNUSER, PeopleNode, rendered_users_script, trixie_root_or_skip
@@ -66,7 +68,7 @@ def cluster(
         else:
             port = re.search(r"^SlurmctldPort=(\d+)$", node.slurm.conf_path.read_text(), re.M)
             assert port
-            node.spawn_in(login, ["/usr/sbin/sackd", "--conf-server", f"127.0.0.1:{port.group(1)}"], "sackd.out")
+            node.spawn_in(login, rendered_sackd_command(f"127.0.0.1:{port.group(1)}"), "sackd.out")
             fetched = node.dir / "login-run-0" / "slurm" / "conf" / "slurm.conf"
             try:
                 node.slurm.wait("sackd configless slurm.conf", fetched.exists, 30, 0.2)
@@ -76,6 +78,18 @@ def cluster(
     finally:
         node.stop()
     assert node.leftover() == [] and node.leftover_cgroups() == []
+
+
+def rendered_sackd_command(controller: str) -> list[str]:
+    """The ExecStart of the rendered login unit (``render/slurm/login.py: sackd_unit``), for this controller.
+
+    ``/run/slurm`` is made by the test (``PeopleNode.login_namespace``): sackd makes only ``/run/slurm/conf``, and on
+    a node systemd's ``RuntimeDirectory=slurm`` (the packaged sackd.service has it) makes the parent."""
+    unit = sackd_unit(controller, home=False)
+    line = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
+    argv = shlex.split(line.removeprefix("ExecStart="))
+    assert argv[0] == "/usr/sbin/sackd" and "-D" in argv, argv  # foreground: the harness keeps its pid
+    return argv
 
 
 def on_login(node: PeopleNode, login: MountNamespace, conf: Path | None, *argv: str) -> list[str]:
