@@ -12,8 +12,14 @@ The package's own ``oddjobd-mkhomedir.conf`` lets nobody call ``mkmyhomedir`` ("
 anyone"): the second test pins that, so the node's file must grant it (``<allow min_uid="1000"/>``) and set the
 helper's umask (``-u 0077``).
 
-Files under test: the node's oddjob file and the shell profile's home step are stand-ins (``tests/e2e/people/``, the
-design's profile text) until i21-render's oddjob file and i21-components' session document land.
+The SSH path (the rendered login sshd PAM stack, ``render/slurm/pam.py: login_pam_sshd`` for the config tests'
+directory cluster, ``pam_oddjob_mkhomedir``) is run with ``pamtester sshd insider open_session`` as root: the home's
+mode comes from the oddjob file's helper ``-u 0077`` — with the package's file it is 0755 (measured), whatever the PAM
+line's ``umask=0077`` says.
+
+Files under test: the rendered login PAM stack; the node's oddjob file and the shell profile's home step are stand-ins
+(``tests/e2e/people/oddjobd-mkhomedir.conf``, the design's profile text) — i21-render renders no oddjob file yet and
+the session document is i21-components'.
 """
 
 from __future__ import annotations
@@ -27,9 +33,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import IN_CI, require_tool
+from gpucluster.render.slurm.pam import login_pam_sshd
+from tests.conftest import IN_CI, identity_directory_config, require_tool
 from tests.e2e.namespace import MountNamespace
-from tests.e2e.people import PEOPLE, RUNUSER
+from tests.e2e.people import PAMTESTER, PEOPLE, RUNUSER
 from tests.e2e.slurm_harness import run_dir
 
 pytestmark = pytest.mark.slow
@@ -43,6 +50,15 @@ PROFILE_HOME_STEP = (
 )
 """The session document's shell profile up to its ``exec bash -l`` (design section 6), output kept."""
 INSIDER = 20001
+
+
+def directory_people():  # type: ignore[no-untyped-def]
+    """The config tests' directory cluster (``identity_directory_config``), loaded and resolved."""
+    from gpucluster.load import load_spec
+
+    slurm = load_spec(identity_directory_config(), stack="people-directory").cluster.slurm
+    assert slurm is not None and slurm.identity is not None
+    return slurm.identity
 
 
 class OddjobNode:
@@ -62,9 +78,12 @@ class OddjobNode:
         socket = d / "system_bus_socket"
         (d / "bus.conf").write_text((PEOPLE / "system-bus.conf").read_text().replace("@SOCKET@", str(socket)))
         self.env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DBUS_SYSTEM_BUS_ADDRESS": f"unix:path={socket}"}
+        pam = d / "pam.d"
+        shutil.copytree("/etc/pam.d", pam, symlinks=True)
+        (pam / "sshd").write_text(login_pam_sshd("people", directory_people()))
         self.ns = MountNamespace(
             {Path("/etc/passwd"): etc / "passwd", Path("/etc/group"): etc / "group",
-             Path("/etc/oddjobd.conf.d"): confd, Path("/home"): self.home}
+             Path("/etc/oddjobd.conf.d"): confd, Path("/home"): self.home, Path("/etc/pam.d"): pam}
         )  # fmt: skip
         self.procs: list[subprocess.Popen[bytes]] = []
         self._spawn([DBUS_DAEMON, "--nofork", "--nopidfile", f"--config-file={d / 'bus.conf'}"], "dbus.out")
@@ -103,6 +122,10 @@ class OddjobNode:
     def profile_as_insider(self) -> subprocess.CompletedProcess[str]:
         env = {**self.env, "HOME": "/home/insider"}
         return self.ns.run([RUNUSER, "-u", "insider", "--", "sh", "-c", PROFILE_HOME_STEP], env=env)
+
+    def open_session_as_sshd(self) -> subprocess.CompletedProcess[str]:
+        """The rendered login sshd stack's session phase for insider, as sshd (root) runs it."""
+        return self.ns.run([PAMTESTER, "-v", "sshd", "insider", "open_session", "close_session"], env=self.env)
 
     def stop(self) -> None:
         for proc in reversed(self.procs):
@@ -154,3 +177,15 @@ def test_the_packages_own_oddjob_file_lets_nobody_call_mkmyhomedir(oddjob):  # t
     assert got.returncode != 0, got
     assert "com.redhat.oddjob.Error.ACL: ACL does not allow access" in got.stderr, got  # oddjobd's own refusal
     assert not (node.home / "insider").exists()
+
+
+def test_the_ssh_path_makes_the_home_0700_with_the_nodes_oddjob_file(oddjob):  # type: ignore[no-untyped-def]
+    """SSH to a login node: the rendered login sshd stack's ``pam_oddjob_mkhomedir.so`` asks oddjobd as root
+    (``mkhomedirfor``). The mode comes from the helper's ``-u`` in the node's oddjob file: measured, with the
+    package's own file the home is made 0755 although the PAM line says ``umask=0077`` (the helper takes its umask
+    from login.defs, not from the PAM module)."""
+    node = oddjob((PEOPLE / "oddjobd-mkhomedir.conf").read_text())
+    got = node.open_session_as_sshd()
+    assert got.returncode == 0, (got, node.logs())
+    st = (node.home / "insider").stat()
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (INSIDER, INSIDER, 0o700)
