@@ -101,7 +101,8 @@ def test_directory_with_ssh_installs_host_keys_and_sssd():
     assert f"ssh-host-keys --secret-arn {HOST_KEYS}" in setup and "--create" not in setup
     assert f"sssd-conf --secret-arn {BIND_SECRET}" in setup
     assert "HostKey /etc/ssh/gpucluster/ssh_host_ed25519_key" in files["/etc/ssh/sshd_config.d/60-gpucluster.conf"]
-    assert "pam_oddjob_mkhomedir.so umask=0077" in files["/etc/pam.d/sshd"]
+    assert "session    optional     pam_oddjob_mkhomedir.so" in files["/etc/pam.d/sshd"].splitlines()
+    assert "HOME_MODE 0700" in setup
 
 
 def test_drain_config_is_the_contract():

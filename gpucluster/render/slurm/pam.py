@@ -11,8 +11,12 @@ if it were missing the stack fails (no one but root gets in) instead of skipping
 ``PrologFlags=Contain`` (rendered for every version by :mod:`.privacy`); ``UsePAM`` in slurm.conf is unrelated and
 never rendered. Session Manager does not pass PAM, so on compute nodes sessions are for admins only (IAM).
 
-**Login nodes** (``templates/slurm/pam-sshd-login.j2``): Ubuntu's own sshd stack, plus ``pam_oddjob_mkhomedir.so
-umask=0077`` with a directory (a directory user's home is made, 0700, at first login).
+**Login nodes** (``templates/slurm/pam-sshd-login.j2``): Ubuntu's own sshd stack, plus ``pam_oddjob_mkhomedir.so``
+with a directory (a directory user's home is made at first SSH login). The module "takes no options" and oddjob's
+``mkhomedir`` helper has no umask flag (oddjob-mkhomedir 0.34.7, pam_oddjob_mkhomedir(8)): the mode comes from
+``HOME_MODE`` in ``/etc/login.defs``, which the login setup sets to 0700. Its D-Bus configuration lets root call
+``mkhomedirfor`` (what the module does inside sshd) but gives ``mkmyhomedir`` no ACL ("not allowed for anyone"): a
+Session Manager shell calling it as the user is refused unless that file is changed.
 
 **sshd** (``templates/slurm/sshd-gpucluster.conf.j2``, ``/etc/ssh/sshd_config.d/60-gpucluster.conf``): keys only (no
 password, no keyboard-interactive), no root login; declared users' keys from ``/etc/gpucluster/ssh/authorized_keys/%u``
