@@ -9,17 +9,18 @@ passwd/group copy with the directory user ``insider`` (uid/gid 20001, as sssd wo
 home step runs as ``insider`` (``runuser``), with ``HOME=/home/insider`` as the agent sets it.
 
 The package's own ``oddjobd-mkhomedir.conf`` lets nobody call ``mkmyhomedir`` ("no acl entries -> not allowed for
-anyone"): the second test pins that, so the node's file must grant it (``<allow min_uid="1000"/>``) and set the
-helper's umask (``-u 0077``).
+anyone"): the second test pins that, so a login node needs a file that grants it (``<allow min_uid="1000"/>``; the
+stand-in also gives the helper ``-u 0077``, which login.defs' HOME_MODE 0700 would make redundant).
 
 The SSH path (the rendered login sshd PAM stack, ``render/slurm/pam.py: login_pam_sshd`` for the config tests'
-directory cluster, ``pam_oddjob_mkhomedir``) is run with ``pamtester sshd insider open_session`` as root: the home's
-mode comes from the oddjob file's helper ``-u 0077`` — with the package's file it is 0755 (measured), whatever the PAM
-line's ``umask=0077`` says.
+directory cluster, ``pam_oddjob_mkhomedir``) is run with ``pamtester sshd insider open_session`` as root, with the
+package's own oddjob file and the login setup's ``HOME_MODE 0700`` step applied to the namespace's login.defs: the
+helper takes the home's mode from there (measured: 0755 with Debian's login.defs as shipped).
 
-Files under test: the rendered login PAM stack; the node's oddjob file and the shell profile's home step are stand-ins
-(``tests/e2e/people/oddjobd-mkhomedir.conf``, the design's profile text) — i21-render renders no oddjob file yet and
-the session document is i21-components'.
+Files under test: the rendered login PAM stack and the login setup's HOME_MODE step; for the Session Manager path the
+node's oddjob file and the shell profile's home step are stand-ins (``tests/e2e/people/oddjobd-mkhomedir.conf``, the
+design's profile text): i21-render ships no oddjob file (its note: the package's file gives mkmyhomedir no ACL) and the
+session document is i21-components'.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ pytestmark = pytest.mark.slow
 DBUS_DAEMON = "/usr/bin/dbus-daemon"
 ODDJOBD = "/usr/sbin/oddjobd"
 PACKAGE_CONF = Path("/etc/oddjobd.conf.d/oddjobd-mkhomedir.conf")
+LOGIN_SETUP = Path(__file__).resolve().parents[2] / "templates" / "slurm" / "login-setup.sh.j2"
 PROFILE_HOME_STEP = (
     '[ -d "$HOME" ] || dbus-send --system --print-reply --dest=com.redhat.oddjob_mkhomedir / '
     'com.redhat.oddjob_mkhomedir.mkmyhomedir; cd "$HOME" && pwd'
@@ -62,7 +64,7 @@ def directory_people():  # type: ignore[no-untyped-def]
 
 
 class OddjobNode:
-    def __init__(self, d: Path, oddjob_conf: str) -> None:
+    def __init__(self, d: Path, oddjob_conf: str, login_defs: str | None = None) -> None:
         self.dir = d
         etc = d / "etc"
         etc.mkdir()
@@ -78,12 +80,16 @@ class OddjobNode:
         socket = d / "system_bus_socket"
         (d / "bus.conf").write_text((PEOPLE / "system-bus.conf").read_text().replace("@SOCKET@", str(socket)))
         self.env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DBUS_SYSTEM_BUS_ADDRESS": f"unix:path={socket}"}
+        binds_defs = {}
+        if login_defs is not None:
+            (etc / "login.defs").write_text(login_defs)
+            binds_defs[Path("/etc/login.defs")] = etc / "login.defs"
         pam = d / "pam.d"
         shutil.copytree("/etc/pam.d", pam, symlinks=True)
         (pam / "sshd").write_text(login_pam_sshd("people", directory_people()))
         self.ns = MountNamespace(
             {Path("/etc/passwd"): etc / "passwd", Path("/etc/group"): etc / "group",
-             Path("/etc/oddjobd.conf.d"): confd, Path("/home"): self.home, Path("/etc/pam.d"): pam}
+             Path("/etc/oddjobd.conf.d"): confd, Path("/home"): self.home, Path("/etc/pam.d"): pam, **binds_defs}
         )  # fmt: skip
         self.procs: list[subprocess.Popen[bytes]] = []
         self._spawn([DBUS_DAEMON, "--nofork", "--nopidfile", f"--config-file={d / 'bus.conf'}"], "dbus.out")
@@ -147,8 +153,8 @@ def oddjob() -> Iterator[type[OddjobNode]]:
         (pytest.fail if IN_CI else pytest.skip)("bind mounts in a mount namespace need root")
     started: list[OddjobNode] = []
 
-    def make(conf: str) -> OddjobNode:  # type: ignore[no-redef]
-        node = OddjobNode(run_dir("gcoddjob-"), conf)  # under /tmp: insider must reach the bus socket
+    def make(conf: str, login_defs: str | None = None) -> OddjobNode:  # type: ignore[no-redef]
+        node = OddjobNode(run_dir("gcoddjob-"), conf, login_defs)  # under /tmp: insider must reach the bus socket
         started.append(node)
         return node
 
@@ -179,13 +185,23 @@ def test_the_packages_own_oddjob_file_lets_nobody_call_mkmyhomedir(oddjob):  # t
     assert not (node.home / "insider").exists()
 
 
-def test_the_ssh_path_makes_the_home_0700_with_the_nodes_oddjob_file(oddjob):  # type: ignore[no-untyped-def]
-    """SSH to a login node: the rendered login sshd stack's ``pam_oddjob_mkhomedir.so`` asks oddjobd as root
-    (``mkhomedirfor``). The mode comes from the helper's ``-u`` in the node's oddjob file: measured, with the
-    package's own file the home is made 0755 although the PAM line says ``umask=0077`` (the helper takes its umask
-    from login.defs, not from the PAM module)."""
-    node = oddjob((PEOPLE / "oddjobd-mkhomedir.conf").read_text())
+def login_setup_home_mode_step() -> str:
+    """The login setup's HOME_MODE step (``templates/slurm/login-setup.sh.j2``: static text, no template values)."""
+    lines = [line for line in LOGIN_SETUP.read_text().splitlines() if "HOME_MODE" in line and not line.startswith("#")]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_the_ssh_path_makes_the_home_0700_with_the_packages_oddjob_file_and_the_login_setup(oddjob):  # type: ignore[no-untyped-def]
+    """SSH to a login node: the rendered login sshd stack's ``pam_oddjob_mkhomedir`` asks oddjobd as root
+    (``mkhomedirfor``, which the package's own file allows root); the helper takes the mode from login.defs'
+    ``HOME_MODE``, which the login setup's step sets (run here on the namespace's copy of login.defs). Measured: with
+    Debian's login.defs as shipped (``UMASK 022``, no HOME_MODE) the home is 0755."""
+    node = oddjob(PACKAGE_CONF.read_text(), Path("/etc/login.defs").read_text())
+    step = node.ns.run(["sh", "-c", login_setup_home_mode_step()])
+    assert step.returncode == 0, step
     got = node.open_session_as_sshd()
     assert got.returncode == 0, (got, node.logs())
+    assert "Creating home directory for insider" in got.stdout
     st = (node.home / "insider").stat()
     assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (INSIDER, INSIDER, 0o700)
