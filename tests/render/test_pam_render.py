@@ -136,8 +136,9 @@ def test_the_real_pam_library_runs_the_compute_stack(tmp_path):
     assert no_admin.returncode == 0, no_admin.stdout + no_admin.stderr
     still = pamtester(tmp_path / "still", stack.replace(str(access), str(tmp_path / "none.conf")), "nobody")
     assert still.returncode != 0 and "pam_slurm_adopt" in still.stderr  # pam_permit admits nobody else
-    broken = stack.replace("pam_access.so", "pam_access_missing.so")
-    assert pamtester(tmp_path / "broken", broken, "root").returncode != 0
+    # a stack whose pam_slurm_adopt is missing admits no one (not: skips it and lets pam_permit's yes stand)
+    broken = stack.replace("pam_slurm_adopt.so", "pam_slurm_adopt_missing.so")
+    assert pamtester(tmp_path / "broken", broken, "nobody").returncode != 0
 
 
 @pytest.mark.parametrize(
