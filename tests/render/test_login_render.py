@@ -19,6 +19,8 @@ from gpucluster.render.slurm.identity import USERS_PROGRAM, session_lockdown_boo
 from gpucluster.render.slurm.login import (
     DRAIN_CONFIG,
     LOGIN_SETUP,
+    ODDJOB_CONFIG,
+    ODDJOB_CONFIG_IN,
     LoginInputs,
     login_cloud_config,
     login_program_files,
@@ -103,6 +105,31 @@ def test_directory_with_ssh_installs_host_keys_and_sssd():
     assert "HostKey /etc/ssh/gpucluster/ssh_host_ed25519_key" in files["/etc/ssh/sshd_config.d/60-gpucluster.conf"]
     assert "session    optional     pam_oddjob_mkhomedir.so" in files["/etc/pam.d/sshd"].splitlines()
     assert "HOME_MODE 0700" in setup
+
+
+def test_a_directory_login_node_lets_people_make_their_own_home(update_golden):
+    """oddjobd's mkhomedir service as the node runs it: the package allows ``mkmyhomedir`` (a Session Manager
+    session's own call: no PAM there) to nobody; ours allows it from uid 1000, umask 0077 for both methods. The
+    e2e test (tests/e2e/test_mkhomedir_e2e.py) runs the real oddjobd with this file."""
+    import xml.etree.ElementTree as ET
+
+    files = {f.path: f.text() for f in login_cloud_config(context(DIRECTORY_AD), inputs()).write_files}
+    text = files[ODDJOB_CONFIG_IN]
+    check_golden(GOLDEN_DIR / "oddjobd-mkhomedir.conf", text, update_golden)
+    methods = {m.get("name"): m for m in ET.fromstring(text).iter("method")}
+    assert [a.attrib for a in methods["mkmyhomedir"].iter("allow")] == [{"min_uid": "1000"}]
+    assert [a.attrib for a in methods["mkhomedirfor"].iter("allow")] == [{"user": "root"}]
+    assert all(m.find("helper").get("exec") == "/usr/libexec/oddjob/mkhomedir -u 0077" for m in methods.values())
+    assert f"install -m 0644 -o root -g root {ODDJOB_CONFIG_IN} {ODDJOB_CONFIG}" in files[LOGIN_SETUP]
+    declared = {f.path for f in login_cloud_config(context(DECLARED), inputs()).write_files}
+    assert ODDJOB_CONFIG_IN not in declared  # declared users' homes are made by the users program
+
+
+def test_sackd_makes_its_runtime_directory():
+    """sackd creates /run/slurm/conf but not /run/slurm: without RuntimeDirectory it stops at once."""
+    files = {f.path: f.text() for f in login_cloud_config(context(DECLARED), inputs()).write_files}
+    unit = files["/etc/systemd/system/gpucluster-sackd.service"]
+    assert "RuntimeDirectory=slurm" in unit.splitlines()
 
 
 def test_drain_config_is_the_contract():

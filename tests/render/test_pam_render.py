@@ -120,7 +120,7 @@ def test_the_real_pam_library_runs_the_compute_stack(tmp_path):
     """The rendered stack through the real libpam (the access file moved to a temporary path): ``nobody``, with no job
     here and no slurmd to ask, is refused by pam_slurm_adopt itself (its own message: the module loaded and decided);
     a member of the admin group (here the group ``root``, of which root is a member) is admitted by pam_access before
-    pam_slurm_adopt is asked; the same stack naming a module that is not installed admits no one (fails closed)."""
+    pam_slurm_adopt is asked; root without the admin rule is admitted (pam_slurm_adopt ignores root); the same stack naming a module that is not installed admits no one (fails closed)."""
     require_tool("pamtester")
     access = tmp_path / "access.conf"
     access.write_text(admin_access("root"))
@@ -130,10 +130,15 @@ def test_the_real_pam_library_runs_the_compute_stack(tmp_path):
     assert nobody.returncode != 0 and "pam_slurm_adopt" in nobody.stderr, nobody.stdout + nobody.stderr
     admin = pamtester(tmp_path / "admin", stack, "root")
     assert admin.returncode == 0, admin.stdout + admin.stderr
+    # Without the admin rule root is left to pam_slurm_adopt, which ignores root (design F10: root is always admitted;
+    # sshd's PermitRootLogin no keeps it off SSH): the stack's own success (pam_permit) stands, as Ubuntu's does.
     no_admin = pamtester(tmp_path / "no-admin", stack.replace(str(access), str(tmp_path / "none.conf")), "root")
-    assert no_admin.returncode != 0  # without the admin rule root too is left to pam_slurm_adopt: refused here
-    broken = stack.replace("pam_access.so", "pam_access_missing.so")
-    assert pamtester(tmp_path / "broken", broken, "root").returncode != 0
+    assert no_admin.returncode == 0, no_admin.stdout + no_admin.stderr
+    still = pamtester(tmp_path / "still", stack.replace(str(access), str(tmp_path / "none.conf")), "nobody")
+    assert still.returncode != 0 and "pam_slurm_adopt" in still.stderr  # pam_permit admits nobody else
+    # a stack whose pam_slurm_adopt is missing admits no one (not: skips it and lets pam_permit's yes stand)
+    broken = stack.replace("pam_slurm_adopt.so", "pam_slurm_adopt_missing.so")
+    assert pamtester(tmp_path / "broken", broken, "nobody").returncode != 0
 
 
 @pytest.mark.parametrize(

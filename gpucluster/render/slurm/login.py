@@ -85,7 +85,9 @@ def sackd_unit(controller: str, home: bool) -> str:
         "gpucluster: sackd, Slurm's configuration and authentication for the client commands (configless)",
         f"Wants=network-online.target\nAfter=network-online.target munge.service {IMDS_GUARD_UNIT} {USERS_UNIT}\n"
         f"Requires=munge.service {IMDS_GUARD_UNIT}\n" + ("RequiresMountsFor=/home\n" if home else "") + "\n"
-        f"[Service]\nType=simple\nExecStart=/usr/sbin/sackd -D --conf-server {controller}\nRestart=on-failure\n",
+        # sackd makes /run/slurm/conf but not /run/slurm ("failed to create a clean cache dir", measured with 24.11)
+        f"[Service]\nType=simple\nRuntimeDirectory=slurm\nExecStart=/usr/sbin/sackd -D --conf-server {controller}\n"
+        "Restart=on-failure\n",
         "WantedBy=multi-user.target",
     )
 
@@ -107,6 +109,18 @@ def profile(ctx: SlurmContext) -> str:
         f"echo 'Slurm cluster {ctx.cluster}. Partitions: {parts}. Your home: /home/'\"$USER\"'.'\n"
         "echo 'Submit with: sbatch job.sh   (or srun --pty bash); see your jobs: squeue --me'\n"
     )
+
+
+ODDJOB_CONFIG_IN = "/etc/gpucluster/oddjobd-mkhomedir.conf"
+ODDJOB_CONFIG = "/etc/oddjobd.conf.d/oddjobd-mkhomedir.conf"
+HOME_UID_MIN = 1000
+"""The lowest uid oddjobd makes a home for on its own call (``mkmyhomedir``): people, not system accounts."""
+
+
+def oddjob_mkhomedir_conf(cluster: str) -> str:
+    """oddjobd's mkhomedir service on a directory's login node: ``mkmyhomedir`` allowed to people (the package
+    allows it to nobody, so a Session Manager session could not make its home), both methods with umask 0077."""
+    return render("slurm/oddjobd-mkhomedir.conf.j2", cluster=cluster, min_uid=HOME_UID_MIN)
 
 
 def login_files(ctx: SlurmContext, inputs: LoginInputs) -> list[WriteFile]:
@@ -133,6 +147,7 @@ def login_files(ctx: SlurmContext, inputs: LoginInputs) -> list[WriteFile]:
         *login_program_files(),
     ]
     if directory_of(identity) is not None:
+        files.append(WriteFile(ODDJOB_CONFIG_IN, oddjob_mkhomedir_conf(ctx.cluster)))
         files.append(node_package_file())  # the identity helper's package (the bucket: a stand-in, as on compute nodes)
     return files
 
@@ -155,6 +170,8 @@ def login_setup(ctx: SlurmContext, inputs: LoginInputs) -> str:
         host_key_secret=inputs.host_key_secret_arn or "",
         sackd_unit=SACKD_UNIT,
         drain_unit=DRAIN_UNIT,
+        oddjob_config_in=ODDJOB_CONFIG_IN,
+        oddjob_config=ODDJOB_CONFIG,
         **directory_setup(ctx.identity),
     )
 
