@@ -9,18 +9,17 @@ passwd/group copy with the directory user ``insider`` (uid/gid 20001, as sssd wo
 home step runs as ``insider`` (``runuser``), with ``HOME=/home/insider`` as the agent sets it.
 
 The package's own ``oddjobd-mkhomedir.conf`` lets nobody call ``mkmyhomedir`` ("no acl entries -> not allowed for
-anyone"): the second test pins that, so a login node needs a file that grants it (``<allow min_uid="1000"/>``; the
-stand-in also gives the helper ``-u 0077``, which login.defs' HOME_MODE 0700 would make redundant).
+anyone"): the second test pins that, so a login node installs one that grants it (``<allow min_uid="1000"/>``, the
+helper with ``-u 0077``).
 
 The SSH path (the rendered login sshd PAM stack, ``render/slurm/pam.py: login_pam_sshd`` for the config tests'
 directory cluster, ``pam_oddjob_mkhomedir``) is run with ``pamtester sshd insider open_session`` as root, with the
 package's own oddjob file and the login setup's ``HOME_MODE 0700`` step applied to the namespace's login.defs: the
 helper takes the home's mode from there (measured: 0755 with Debian's login.defs as shipped).
 
-Files under test: the rendered login PAM stack and the login setup's HOME_MODE step; for the Session Manager path the
-node's oddjob file and the shell profile's home step are stand-ins (``tests/e2e/people/oddjobd-mkhomedir.conf``, the
-design's profile text): i21-render ships no oddjob file (its note: the package's file gives mkmyhomedir no ACL) and the
-session document is i21-components'.
+Files under test: the rendered login PAM stack, the login setup's HOME_MODE step and the rendered oddjob file
+(``render/slurm/login.py: oddjob_mkhomedir_conf``, installed on a directory's login nodes over the package's). The
+shell profile's home step is the design's text (the session document's profile).
 """
 
 from __future__ import annotations
@@ -34,6 +33,7 @@ from pathlib import Path
 
 import pytest
 
+from gpucluster.render.slurm.login import oddjob_mkhomedir_conf
 from gpucluster.render.slurm.pam import login_pam_sshd
 from tests.conftest import IN_CI, identity_directory_config, require_tool
 from tests.e2e.namespace import MountNamespace
@@ -167,7 +167,7 @@ def oddjob() -> Iterator[type[OddjobNode]]:
 
 
 def test_the_profile_makes_the_callers_home_0700_owned_by_them(oddjob):  # type: ignore[no-untyped-def]
-    node = oddjob((PEOPLE / "oddjobd-mkhomedir.conf").read_text())
+    node = oddjob(oddjob_mkhomedir_conf("c1"))  # the file a directory's login node installs
     got = node.profile_as_insider()
     assert got.returncode == 0, (got, node.logs())
     assert got.stdout.strip().splitlines()[-1] == "/home/insider"  # the shell ends in its new home

@@ -1,6 +1,6 @@
 """pam_slurm_adopt on a compute node (issue #21, D11): sshd's account stack admits a user only while they have a job
 on that node, and admins (the admin group, through pam_access) always; root passes pam_slurm_adopt's own rule (see
-:func:`test_root_passes_pam_slurm_adopts_own_rule` for the stack's answer).
+:func:`test_root_is_admitted_past_pam_slurm_adopts_own_rule`).
 
 Real programs: the shared Slurm harness's slurmctld + slurmd (Debian 12's 22.05 here, and Debian trixie's 24.11 in
 its debootstrap root under ``chroot``, with munge: 24.11's cred/none cannot be loaded by the module) with
@@ -82,16 +82,14 @@ def test_without_a_job_a_user_is_refused_by_pam_slurm_adopt_and_an_admin_is_admi
     assert "pam_slurm_adopt" not in log and "access denied" not in log, log
 
 
-def test_root_passes_pam_slurm_adopts_own_rule(node: PeopleNode):
-    """pam_slurm_adopt lets root through ("Ignoring root user": PAM_IGNORE). The rendered stack's final answer for
-    root is *denied* (measured, 22.05 and 24.11): pam_unix's ``[success=1 …]`` jump leaves no positive result
-    (Linux-PAM counts a jump as success only in a cached chain), pam_access refuses root and pam_slurm_adopt ignores
-    it, so nothing in the stack said yes. Ubuntu's common-account ends with ``account required pam_permit.so`` for
-    that reason. sshd refuses root before PAM anyway (``PermitRootLogin no`` in the rendered drop-in), so no one is
-    locked out who was meant to get in; whether the stack should admit root (design F10) is for the renderer to
-    decide — reported, not asserted here."""
+def test_root_is_admitted_past_pam_slurm_adopts_own_rule(node: PeopleNode):
+    """pam_slurm_adopt lets root through ("Ignoring root user": PAM_IGNORE), and the rendered stack admits root
+    (design F10): pam_unix's ``[success=1 …]`` jump lands on ``pam_permit``, the stack's own yes, as Ubuntu's
+    common-account does (without it nothing said yes and root was refused: measured on 22.05 and 24.11 before the
+    fix). sshd still refuses root before PAM (``PermitRootLogin no`` in the rendered drop-in)."""
     _, root, log = node.pamtester("sshd", "root", "acct_mgmt")
     assert "Ignoring root user" in log, (root, log)  # the module's own rule, not pam_access (which refused root)
+    assert root.returncode == 0 and "account management done" in root.stdout, (root, log)
     assert NO_JOB not in log
 
 
