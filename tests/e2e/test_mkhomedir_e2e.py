@@ -19,7 +19,7 @@ helper takes the home's mode from there (measured: 0755 with Debian's login.defs
 
 Files under test: the rendered login PAM stack, the login setup's HOME_MODE step and the rendered oddjob file
 (``render/slurm/login.py: oddjob_mkhomedir_conf``, installed on a directory's login nodes over the package's). The
-shell profile's home step is the design's text (the session document's profile).
+shell profile is the Session documents' own (``components/slurm/_sessions.py: SHELL_PROFILE``).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pytest
 
+from gpucluster.components.slurm._sessions import SHELL_PROFILE
 from gpucluster.render.slurm.login import oddjob_mkhomedir_conf
 from gpucluster.render.slurm.pam import login_pam_sshd
 from tests.conftest import IN_CI, identity_directory_config, require_tool
@@ -46,11 +47,10 @@ DBUS_DAEMON = "/usr/bin/dbus-daemon"
 ODDJOBD = "/usr/sbin/oddjobd"
 PACKAGE_CONF = Path("/etc/oddjobd.conf.d/oddjobd-mkhomedir.conf")
 LOGIN_SETUP = Path(__file__).resolve().parents[2] / "templates" / "slurm" / "login-setup.sh.j2"
-PROFILE_HOME_STEP = (
-    '[ -d "$HOME" ] || dbus-send --system --print-reply --dest=com.redhat.oddjob_mkhomedir / '
-    'com.redhat.oddjob_mkhomedir.mkmyhomedir; cd "$HOME" && pwd'
-)
-"""The session document's shell profile up to its ``exec bash -l`` (design section 6), output kept."""
+PROFILE_HOME_STEP = SHELL_PROFILE.replace(" >/dev/null 2>&1", "").replace("exec bash -l", "pwd")
+"""The Session documents' shell profile (``components/slurm/_sessions.py``) with its output kept and ``pwd`` in place
+of the login shell, so the test reads the D-Bus reply, oddjob's refusal and where the shell ends."""
+assert PROFILE_HOME_STEP.endswith('cd "$HOME"; pwd') and "mkmyhomedir;" in PROFILE_HOME_STEP
 INSIDER = 20001
 
 
@@ -180,8 +180,8 @@ def test_the_profile_makes_the_callers_home_0700_owned_by_them(oddjob):  # type:
 def test_the_packages_own_oddjob_file_lets_nobody_call_mkmyhomedir(oddjob):  # type: ignore[no-untyped-def]
     node = oddjob(PACKAGE_CONF.read_text())
     got = node.profile_as_insider()
-    assert got.returncode != 0, got
     assert "com.redhat.oddjob.Error.ACL: ACL does not allow access" in got.stderr, got  # oddjobd's own refusal
+    assert got.stdout.strip().splitlines()[-1] != "/home/insider" and "can't cd to /home/insider" in got.stderr, got
     assert not (node.home / "insider").exists()
 
 
