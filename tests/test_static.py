@@ -53,7 +53,9 @@ def test_shared_shell_is_written_once():
     assert users == [
         "hybrid/compute/join-setup.sh.j2",
         "slurm/head-setup.sh.j2",
+        "slurm/login-setup.sh.j2",
         "slurm/node-setup.sh.j2",
+        "storage/mount-home.sh.j2",
         "storage/mount-lustre.sh.j2",
         "storage/nvme-raid.sh.j2",
         "storage/storage-setup.sh.j2",

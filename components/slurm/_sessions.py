@@ -133,7 +133,8 @@ def session_access(name: str, identity: ResolvedIdentity, wiring: SessionWiring)
 
 def _user_access(name: str, user: PosixUser, wiring: SessionWiring, parts: SessionParts) -> None:
     grant = user.session
-    assert grant is not None
+    if grant is None:  # the caller passes users with a session principal only
+        raise ValueError(f"user {user.name!r} has no session principal: no Session document of their own")
     document = _document(name, wiring, user.name, user.name)
     policy = _policy(
         f"{name}-session-{user.name}",
