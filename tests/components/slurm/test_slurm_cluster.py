@@ -43,7 +43,8 @@ def spec_of(*groups, storage=None, **slurm):
     return load_spec(make_config(*(groups or (group(name="p5", maxSize=16),)), **keys), stack="s").cluster
 
 
-def build(spec, shared_storage=(LUSTRE,)):
+def build(spec, shared_storage=(LUSTRE,), **extra):
+    """``build_slurm_cluster`` of ``spec`` with stand-in wiring; ``extra``: more SlurmBuild fields (``people``)."""
     groups = spec.slurm.node_groups
     return build_slurm_cluster(
         part(SLURM_TOKEN, "s-slurm"),
@@ -57,6 +58,7 @@ def build(spec, shared_storage=(LUSTRE,)):
             user_data={g.name: f"#cloud-config\n# {g.name}\n" for g in groups},
             shared_storage=shared_storage,
             tags={CLUSTER_TAG: "s", "team": "ml"},
+            **extra,
         ),
     )
 

@@ -10,14 +10,10 @@ import json
 import pytest
 
 from gpucluster.components._shared.build import part
-from gpucluster.components.slurm._args import SlurmBuild
 from gpucluster.components.slurm._people import People
-from gpucluster.components.slurm.slurm_cluster import TOKEN as SLURM_TOKEN
-from gpucluster.components.slurm.slurm_cluster import build_slurm_cluster
-from gpucluster.config.naming import CLUSTER_TAG
 from tests.components.slurm.test_login_nodes import SSH, resolved
 from tests.components.slurm.test_sessions import DECLARED, DIRECTORY
-from tests.components.slurm.test_slurm_cluster import LUSTRE, SG, SUBNETS, spec_of
+from tests.components.slurm.test_slurm_cluster import SG, SUBNETS, build, spec_of
 from tests.components.storage.test_home_storage import HOME
 
 BIND = DIRECTORY.source.bind_password_secret_arn  # type: ignore[union-attr]
@@ -34,22 +30,7 @@ def _build(run_components, spec, people: People):
     out = {}
 
     def program() -> None:
-        groups = spec.slurm.node_groups
-        out["parts"] = build_slurm_cluster(
-            part(SLURM_TOKEN, "s-slurm"),
-            "s-slurm",
-            SlurmBuild(
-                cluster=spec,
-                vpc_id="vpc-0abc12345",
-                head_subnet_id=SUBNETS[0],
-                node_group_subnet_ids={g.name: SUBNETS for g in groups},
-                security_group_ids=SG,
-                user_data={g.name: f"#cloud-config\n# {g.name}\n" for g in groups},
-                shared_storage=(LUSTRE,),
-                tags={CLUSTER_TAG: "s"},
-                people=people,
-            ),
-        )
+        out["parts"] = build(spec, people=people)
 
     return run_components(program), out["parts"]
 
