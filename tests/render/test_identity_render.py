@@ -36,7 +36,7 @@ from gpucluster.render.slurm.identity import (
 from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.resolve.identity import DeclaredIdentity, ResolvedIdentity
 from gpucluster.tools.plan.run.engine import run_plan
-from tests.conftest import GOLDEN, check_golden, group, make_config, require_tool
+from tests.conftest import GOLDEN, IN_CI, check_golden, group, make_config, require_tool
 from tests.render.hybrid.join_cases import SECRET_ARN, hybrid_spec, p5
 from tests.render.identity_cases import ALICE, BOB, CAROL, CAROL_KEY, DECLARED, DECLARED_NO_ADMIN, DIRECTORY, GROUPS
 
@@ -155,7 +155,7 @@ def sudo_allows(sudoers_d: Path, user: str) -> bool:
     """``sudo -l -U <user> /bin/true`` (root asks sudo whether ``user`` may) with ``sudoers_d`` bind-mounted over
     /etc/sudoers.d in a private mount namespace: the host's sudo configuration is not touched."""
     if os.geteuid() != 0:
-        pytest.skip("needs root (a private mount namespace)")
+        (pytest.fail if IN_CI else pytest.skip)("needs root (a private mount namespace); CI runs as root")
     sudo, unshare = require_tool("sudo"), require_tool("unshare")
     check = f'mount --bind "$1" /etc/sudoers.d && exec {sudo} -n -l -U {user} /bin/true'
     result = subprocess.run(

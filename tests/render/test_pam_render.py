@@ -28,7 +28,7 @@ from gpucluster.render.slurm.pam import (
     sshd_drop_in,
 )
 from gpucluster.resolve.identity import ResolvedIdentity
-from tests.conftest import GOLDEN, check_golden, group, make_config, require_tool
+from tests.conftest import GOLDEN, IN_CI, check_golden, group, make_config, require_tool
 from tests.render.identity_cases import DECLARED, DECLARED_NO_ADMIN, DIRECTORY
 
 GOLDEN_DIR = GOLDEN / "slurm" / "identity"
@@ -100,7 +100,7 @@ def pamtester(tmp_path: Path, stack: str, user: str) -> subprocess.CompletedProc
     """``pamtester sshd <user> acct_mgmt`` with ``stack`` as sshd's PAM file: a copy of /etc/pam.d bind-mounted over
     it in a private mount namespace (the host's PAM configuration is not touched)."""
     if os.geteuid() != 0:
-        pytest.skip("needs root (a private mount namespace)")
+        (pytest.fail if IN_CI else pytest.skip)("needs root (a private mount namespace); CI runs as root")
     tool, unshare = require_tool("pamtester"), require_tool("unshare")
     pam_d = tmp_path / "pam.d"
     tmp_path.mkdir(parents=True, exist_ok=True)
