@@ -17,6 +17,7 @@ import pytest
 
 from gpucluster.render.slurm.sssd import sssd_conf
 from gpucluster_agents.boot import identity as helper_module
+from tests.agents.moto_env import AWS_ENV
 from tests.conftest import require_tool
 from tests.render.identity_cases import LDAP
 
@@ -39,11 +40,7 @@ def program() -> Path:
 def run(program: Path, moto: str, root: Path, *args: str, wait: str = "2") -> subprocess.CompletedProcess[str]:
     env = {
         "PATH": os.environ["PATH"],
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_CONFIG_FILE": "/dev/null",
-        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
-        "AWS_EC2_METADATA_DISABLED": "true",
+        **AWS_ENV,  # moto's credentials, no config file, no instance metadata
         "GPUCLUSTER_SM_ENDPOINT": moto,
         "GPUCLUSTER_ROOT": str(root),
         "GPUCLUSTER_IDENTITY_WAIT": wait,
