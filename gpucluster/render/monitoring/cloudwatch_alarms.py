@@ -64,7 +64,7 @@ def fsx_alarms(
     free_floor = storage_capacity_gib * GIB * t.free_fraction
     return {
         "fsx-throughput": {
-            "alarm_name": f"{cluster_name}-fsx-throughput-near-tier",
+            "name": f"{cluster_name}-fsx-throughput-near-tier",
             "alarm_description": (
                 f"FSx for Lustre client throughput above {t.throughput_fraction:.0%} of its "
                 f"{limit / 1e6:.0f} MB/s for {t.throughput_periods * PERIOD // 60} min. Runbook: jobs will wait on I/O; "
@@ -82,7 +82,7 @@ def fsx_alarms(
             ],
         },
         "fsx-capacity": {
-            "alarm_name": f"{cluster_name}-fsx-capacity-near-full",
+            "name": f"{cluster_name}-fsx-capacity-near-full",
             "alarm_description": (
                 f"FSx for Lustre has less than {t.free_fraction:.0%} of its {storage_capacity_gib} GiB free. "
                 "Runbook: writes fail when it is full (checkpoints first): delete or release old checkpoints "
