@@ -68,8 +68,8 @@ GPU_HEALTH = Dashboard(
         Panel(
             "Time throttled (share of each second)",
             (
-                (f"rate({s.THERMAL_VIOLATION}[5m]) / 1e6", f"thermal {GPU}"),
-                (f"rate({s.POWER_VIOLATION}[5m]) / 1e6", f"power {GPU}"),
+                (f"rate({s.THERMAL_VIOLATION}[5m]) / 1e9", f"thermal {GPU}"),
+                (f"rate({s.POWER_VIOLATION}[5m]) / 1e9", f"power {GPU}"),
             ),
             unit="percentunit",
         ),

@@ -103,7 +103,7 @@ def gpu_rules(t: AlertThresholds) -> list[Rule]:
         ),
         Rule(
             "GpuPowerThrottling",
-            f"rate({s.POWER_VIOLATION}[15m]) / 1e6 > {t.power_throttle_fraction}",
+            f"rate({s.POWER_VIOLATION}[15m]) / 1e9 > {t.power_throttle_fraction}",
             "15m",
             "warning",
             f"{where} was power-capped more than {t.power_throttle_fraction:.0%} of the last 15 min",

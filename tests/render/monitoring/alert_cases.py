@@ -41,14 +41,14 @@ CASES: list[Case] = [
         [(L0, "GPU 0 on n1 was slowed down for temperature in the last 5 min")],
     ),
     Case("GpuThermalThrottling", {f"DCGM_FI_DEV_THERMAL_VIOLATION{{{G0}}}": "5000x10"}, "6m"),  # old, not rising
-    # 40 s of every minute power-capped (microseconds), then 20 s
+    # 40 s of every minute power-capped (the counter is in ns), then 20 s
     Case(
         "GpuPowerThrottling",
-        {f"DCGM_FI_DEV_POWER_VIOLATION{{{G0}}}": "0+40000000x40"},
+        {f"DCGM_FI_DEV_POWER_VIOLATION{{{G0}}}": "0+40000000000x40"},
         "35m",
         [(L0, "GPU 0 on n1 was power-capped more than 50% of the last 15 min")],
     ),
-    Case("GpuPowerThrottling", {f"DCGM_FI_DEV_POWER_VIOLATION{{{G0}}}": "0+20000000x40"}, "35m"),
+    Case("GpuPowerThrottling", {f"DCGM_FI_DEV_POWER_VIOLATION{{{G0}}}": "0+20000000000x40"}, "35m"),
     Case(
         "GpuHardwareSlowdown",
         {f"DCGM_FI_DEV_CLOCKS_EVENT_REASONS{{{G0}}}": "129x10"},
