@@ -114,6 +114,11 @@ CASES: list[Case] = [
     ),
     Case("GpuAllocatedIdleKubernetes", {f"DCGM_FI_DEV_GPU_UTIL{{{G0}}}": "0x40"}, "35m"),  # nobody holds it
     Case(
+        "GpuAllocatedIdleKubernetes",  # nobody holds it; the scrape named the exporter's own pod
+        {f'DCGM_FI_DEV_GPU_UTIL{{{G0},pod="nvidia-dcgm-exporter-x7k2p"}}': "0x40"},
+        "35m",
+    ),
+    Case(
         "GpuAllocatedIdleKubernetes",  # busy again after 20 idle minutes
         {f'DCGM_FI_DEV_GPU_UTIL{{{G0},pod="train-0",namespace="team-a"}}': "0x20 90x20"},
         "35m",
