@@ -6,12 +6,14 @@ tree → a webhook; then every dashboard query against that Prometheus.
   throttling, its violation counter rising at every read; GPU 4: power brake; GPU 5: XID 79 in the kernel's own
   records) and as the head node (fixed sinfo/squeue output, the agent's state files: a protected node group,
   health-check drains, a tripped repair brake);
-- a real ``prometheus-node-exporter`` (meminfo, filesystem, loadavg collectors) for the host series;
+- a real ``prometheus-node-exporter`` (meminfo, filesystem, loadavg collectors) reading a fixture procfs: a
+  head node with 5 % of its memory available;
 - Prometheus scrapes both every second and evaluates the rendered rules every second, with their real ``for:``
   durations. What fires here is what fires at once (``for: 0m``) on these readings: uncorrected ECC, XID of the
   replace class, the pending row remap, thermal throttling, health drains, protected mode, failed launches, the
-  repair brake. The alerts with longer ``for:`` (temperature, hardware slowdown, idle GPUs, the head node) are
-  proved by ``promtool test rules`` in tests/render/monitoring/test_rules.py, never by shortening them here;
+  repair brake. The alerts with longer ``for:`` (temperature, hardware slowdown, the head node's memory) are
+  seen *pending* here and never delivered; that they fire once ``for:`` has passed is proved by ``promtool test
+  rules`` in tests/render/monitoring/test_rules.py, never by shortening them here;
 - Alertmanager runs AMP's ``alertmanager_config`` as rendered, with two test-only changes: the SNS receiver
   becomes a webhook receiver of the same name (nothing here speaks SNS), and ``group_wait``/``group_interval`` are
   1 s instead of 30 s / 5 min (timings only: the tree, grouping and inhibition are the rendered ones).
@@ -23,6 +25,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -66,6 +69,20 @@ def _alertmanager_config(webhook_url: str) -> tuple[str, str]:
     config["route"].update(group_wait="1s", group_interval="1s")
     (template,) = doc["template_files"].values()
     return yaml.safe_dump(config), template
+
+
+def _host_fixture(root: Path) -> list[str]:
+    """A head node short on memory (5 % available), as the node exporter's procfs: never this machine's own."""
+    (root / "proc" / "1").mkdir(parents=True)
+    (root / "sys").mkdir()
+    (root / "rootfs").mkdir()
+    (root / "proc" / "meminfo").write_text(
+        "MemTotal:       16000000 kB\nMemFree:         1000000 kB\nMemAvailable:     800000 kB\n"
+        "Buffers:           10000 kB\nCached:           200000 kB\n"
+    )
+    (root / "proc" / "loadavg").write_text("0.50 0.40 0.30 1/200 12345\n")
+    (root / "proc" / "1" / "mounts").write_text("/dev/root / ext4 rw,relatime 0 0\n")
+    return [f"--path.procfs={root / 'proc'}", f"--path.sysfs={root / 'sys'}", f"--path.rootfs={root / 'rootfs'}"]
 
 
 def _prometheus_config(exporter: int, node: int, am: int) -> dict[str, Any]:
@@ -113,6 +130,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                 "--collector.meminfo",
                 "--collector.filesystem",
                 "--collector.loadavg",
+                *_host_fixture(tmp / "host"),
             ],
         )
         config, template = _alertmanager_config(webhook.url)
@@ -207,3 +225,20 @@ def test_every_dashboard_query_runs(stack: Stack) -> None:
                 with_data += 1
     assert not failures, "\n".join(failures)
     assert with_data >= 20, f"only {with_data} queries returned data from the exporters"  # the scrape reached the panels
+
+
+def test_alerts_with_a_for_duration_wait_pending(stack: Stack) -> None:
+    """GPU 3 at 89 °C with hardware slowdown bits, GPU 4's power brake and the head node's low memory match their
+    rules at once, but stay pending for their ``for:`` and reach nobody."""
+    wanted = {"GpuTemperatureHigh", "GpuTemperatureCritical", "GpuHardwareSlowdown", "HeadNodeMemoryLow"}
+
+    def pending() -> dict[str, set[str]] | None:
+        got: dict[str, set[str]] = {}
+        for alert in get_json(f"{stack.prom}/api/v1/alerts")["data"]["alerts"]:
+            if alert["state"] == "pending":
+                got.setdefault(alert["labels"]["alertname"], set()).add(alert["labels"].get("gpu", ""))
+        return got if wanted <= set(got) else None
+
+    got = wait_for("the pending alerts", pending, 15, stack.daemons, "prometheus")
+    assert got["GpuHardwareSlowdown"] == {"3", "4"} and got["GpuTemperatureCritical"] == {"3"}
+    assert not wanted & {a["labels"]["alertname"] for a in stack.webhook.alerts()}
