@@ -168,7 +168,11 @@ class AccountingSlurm(LocalSlurm):
             with open(self.dir / "log" / "mariadb-install.log", "wb") as out:
                 subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, check=True, env=self.env, timeout=timeout)
         argv = [MARIADBD, "--no-defaults", "--user=root", f"--datadir={data}", f"--socket={self.mysql_socket}"]
-        argv += ["--skip-networking", f"--pid-file={self.dir / 'mariadbd.pid'}", f"--log-error={self.dir / 'log' / 'mariadbd.err'}"]
+        argv += [
+            "--skip-networking",
+            f"--pid-file={self.dir / 'mariadbd.pid'}",
+            f"--log-error={self.dir / 'log' / 'mariadbd.err'}",
+        ]
         argv += ["--innodb-buffer-pool-size=64M", "--innodb-flush-log-at-trx-commit=0", "--skip-log-bin"]
         argv += ["--innodb-lock-wait-timeout=900"]  # slurmdbd's recommended value (it logs an error below it)
         self.mariadbd = self.spawn(argv, "mariadbd.out")
@@ -189,7 +193,13 @@ class AccountingSlurm(LocalSlurm):
         """slurmdbd, up when sacctmgr gets an answer from it (it creates its tables at the first start)."""
         env = {**self.env, "MYSQL_UNIX_PORT": str(self.mysql_socket)}
         self.dbd = self.spawn([SLURMDBD, "-D"], "slurmdbd.out", env)
-        self._wait_up("slurmdbd", self.dbd, lambda: self.sacctmgr("-nP", "show", "qos", "format=name").returncode == 0, timeout, "slurmdbd.out")
+        self._wait_up(
+            "slurmdbd",
+            self.dbd,
+            lambda: self.sacctmgr("-nP", "show", "qos", "format=name").returncode == 0,
+            timeout,
+            "slurmdbd.out",
+        )
 
     def stop_dbd(self, timeout: float = 30) -> None:
         """slurmdbd stopped (SIGTERM, waited for): what the reconcile sees when the database is unreachable."""
@@ -232,7 +242,7 @@ class AccountingSlurm(LocalSlurm):
         proc = self.sacctmgr("-nP", "show", entity, *where, "format=" + ",".join(fields))
         if proc.returncode != 0:
             raise RuntimeError(f"sacctmgr show {entity}: {proc.stderr}")
-        return [dict(zip(fields, line.split("|"))) for line in proc.stdout.splitlines() if line]
+        return [dict(zip(fields, line.split("|"), strict=True)) for line in proc.stdout.splitlines() if line]
 
     def squeue(self, *args: str) -> str:
         return self.run(SQUEUE, *args).stdout
