@@ -60,7 +60,7 @@ def _tres_changes(name: str, want: dict[str, int], have: dict[str, int], what: s
     for key in sorted(set(want) | set(have)):
         old, new = have.get(key), want.get(key)
         if old != new:
-            label = "GPUs" if key == "gres/gpu" else key
+            label = "GPUs" if key == "gres/gpu" else f"{key[9:]} GPUs" if key.startswith("gres/gpu:") else key
             out.append(f"{name}: {'none' if old is None else old} → {'none' if new is None else new} {what} {label}")
     return out
 
@@ -174,7 +174,7 @@ def _load_text(cluster: str, new: list[Account], adds: dict[str, list[str]], def
         for a in new:
             settings = [f'Description="{a.description}"', f"Fairshare={a.fairshare}"]
             if a.grp_tres:
-                settings.append(f"GrpTRES={tres_arg(a.grp_tres, {})}")
+                settings.append(f"GrpTRES='{tres_arg(a.grp_tres, {})}'")  # quoted: a typed TRES holds ':'
             if a.max_wall_minutes is not None:
                 settings.append(f"MaxWall={a.max_wall_minutes}")
             if a.qos:

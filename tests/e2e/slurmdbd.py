@@ -123,7 +123,8 @@ def accounting_keys(d: Path, ctld_port: int, dbd_port: int, munge_socket: Path) 
 class AccountingSlurm(LocalSlurm):
     """MariaDB + munged + slurmdbd + slurmctld in ``run_dir``. ``slurm_conf``: the cluster's slurm.conf without the
     local keys (they are set over it: :func:`accounting_keys`); default a one-node cluster named ``cluster``.
-    ``slurmdbd_conf``: the head node's slurmdbd.conf (patched by :func:`local_slurmdbd_conf`)."""
+    ``slurmdbd_conf``: the head node's slurmdbd.conf (patched by :func:`local_slurmdbd_conf`); ``files``: more files
+    for slurm.conf's directory (``topology.conf``)."""
 
     def __init__(
         self,
@@ -133,6 +134,7 @@ class AccountingSlurm(LocalSlurm):
         slurm_conf: str | None = None,
         slurmdbd_conf: str = SLURMDBD_CONF,
         extra_keys: Mapping[str, str] | None = None,
+        files: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(run, run / "etc" / "slurm.conf", subdirs=("state", "spool", "log", "pids", "munge"))
         (run / "munge").chmod(0o755)  # munge refuses a socket dir others may write; clients need to reach it
@@ -145,6 +147,8 @@ class AccountingSlurm(LocalSlurm):
         keys.update(extra_keys or {})
         base = slurm_conf if slurm_conf is not None else default_slurm_conf()
         self.conf_path.write_text(set_keys(base, keys))
+        for name, text in (files or {}).items():  # files slurm.conf's directory holds (topology.conf)
+            (run / "etc" / name).write_text(text)
         dbd = run / "etc" / "slurmdbd.conf"  # slurmdbd reads slurmdbd.conf next to SLURM_CONF
         dbd.write_text(local_slurmdbd_conf(slurmdbd_conf, run, self.dbd_port, self.munge_socket))
         dbd.chmod(0o600)  # slurmdbd refuses a slurmdbd.conf others can read
