@@ -28,7 +28,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from tests.e2e.slurm_harness import LocalSlurm, conf_lines, free_port, local_keys, run_dir
+from tests.e2e.slurm_harness import LocalSlurm, conf_lines, free_port, kill_marked, local_keys, run_dir
 
 __all__ = [
     "SACCTMGR",
@@ -135,6 +135,7 @@ class AccountingSlurm(LocalSlurm):
         slurmdbd_conf: str = SLURMDBD_CONF,
         extra_keys: Mapping[str, str] | None = None,
         files: Mapping[str, str] | None = None,
+        install_db: bool = True,
     ) -> None:
         super().__init__(run, run / "etc" / "slurm.conf", subdirs=("state", "spool", "log", "pids", "munge"))
         (run / "munge").chmod(0o755)  # munge refuses a socket dir others may write; clients need to reach it
@@ -152,6 +153,7 @@ class AccountingSlurm(LocalSlurm):
         dbd = run / "etc" / "slurmdbd.conf"  # slurmdbd reads slurmdbd.conf next to SLURM_CONF
         dbd.write_text(local_slurmdbd_conf(slurmdbd_conf, run, self.dbd_port, self.munge_socket))
         dbd.chmod(0o600)  # slurmdbd refuses a slurmdbd.conf others can read
+        self.install_db = install_db
         self.mariadbd: subprocess.Popen[bytes] | None = None
         self.dbd: subprocess.Popen[bytes] | None = None
 
@@ -165,13 +167,21 @@ class AccountingSlurm(LocalSlurm):
             self.start_ctld()
 
     def start_mariadb(self, timeout: float = 60) -> None:
+        """MariaDB on its socket, its system tables from ``mariadb-install-db`` (root through socket authentication,
+        as the head node's slurm user). ``install_db=False`` skips that (5 s) and runs with ``--skip-grant-tables``
+        on an empty data dir instead — measured: slurmdbd then stores every MaxWall as 0, so the teams' tests keep
+        the install."""
         data = self.dir / "mysql"
-        if not data.exists():
+        grants: list[str] = []
+        if not self.install_db:
+            data.mkdir(exist_ok=True)
+            grants = ["--skip-grant-tables"]
+        elif not data.exists():
             argv = [INSTALL_DB, "--no-defaults", f"--datadir={data}", "--user=root", "--skip-test-db"]
             argv.append("--auth-root-authentication-method=socket")
             with open(self.dir / "log" / "mariadb-install.log", "wb") as out:
                 subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, check=True, env=self.env, timeout=timeout)
-        argv = [MARIADBD, "--no-defaults", "--user=root", f"--datadir={data}", f"--socket={self.mysql_socket}"]
+        argv = [MARIADBD, "--no-defaults", "--user=root", f"--datadir={data}", f"--socket={self.mysql_socket}", *grants]
         argv += [
             "--skip-networking",
             f"--pid-file={self.dir / 'mariadbd.pid'}",
@@ -222,8 +232,12 @@ class AccountingSlurm(LocalSlurm):
             time.sleep(0.1)
 
     def stop(self) -> None:
-        """Every process of the run (slurmctld, slurmdbd, munged, mariadbd, jobs), by pid."""
-        super().stop()
+        """Every process of the run (slurmctld, slurmdbd, munged, mariadbd, jobs), by pid, with SIGKILL: the run's
+        state and database are thrown away, so nothing needs a clean shutdown (seconds less per module)."""
+        for proc in [p for p in (self.ctld, *self.procs) if p is not None and p.poll() is None]:
+            proc.kill()
+            proc.wait(timeout=10)
+        kill_marked(self.marker)
 
     def cleanup(self) -> None:
         """Stop everything, then remove the run dir."""

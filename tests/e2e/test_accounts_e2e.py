@@ -10,16 +10,17 @@ to have) and submits it held (``sbatch --hold``: it pends, no slurmd needed).
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
 
-from gpucluster_agents.accounts.reconcile import EX_TEMPFAIL, reconcile
-from gpucluster_agents.accounts.slurmdb import Result, SlurmDb, parse_tres, parse_wall
+from gpucluster_agents.accounts.reconcile import EX_TEMPFAIL, Outcome, reconcile
+from gpucluster_agents.accounts.slurmdb import Result, Runner, SlurmDb, parse_tres, parse_wall
 from gpucluster_agents.contract.accounts import parse, stored_description
 from tests.conftest import IN_CI, ROOT
 from tests.e2e.slurmdbd import AccountingSlurm, missing_tools, run_dir
@@ -66,6 +67,31 @@ def agent(c: AccountingSlurm, contract: dict[str, Any], *args: str) -> subproces
     env = {**c.env, "PYTHONPATH": str(ROOT)}
     argv = [sys.executable, "-m", "gpucluster_agents", "accounts", "reconcile", "--file", str(path), *args]
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
+
+
+def reconcile_in(c: AccountingSlurm, contract: dict[str, Any], dry_run: bool = False) -> tuple[Outcome, str]:
+    """The same pass in this process (no interpreter start): its outcome and its log."""
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger("gpucluster_agents.accounts")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        out = reconcile(parse(contract), SlurmDb(env_runner(c)), lambda g: None, dry_run=dry_run)
+    finally:
+        logger.removeHandler(handler)
+    return out, "\n".join(lines)
+
+
+def env_runner(c: AccountingSlurm, before: Callable[[Sequence[str]], None] | None = None) -> Runner:
+    def run(argv: Sequence[str], stdin: str | None = None) -> Result:
+        if before is not None:
+            before(argv)
+        p = subprocess.run(list(argv), input=stdin, capture_output=True, text=True, env=c.env, check=False)
+        return Result(p.returncode, p.stdout, p.stderr)
+
+    return run
 
 
 def snapshot(c: AccountingSlurm) -> dict[str, list[dict[str, str]]]:
@@ -133,15 +159,13 @@ def test_a_changed_guarantee_is_applied_and_said_as_such(cluster: AccountingSlur
     research = next(a for a in contract["accounts"] if a["name"] == "research")
     ((tres, old),) = research["grp_tres"].items()
     research["grp_tres"] = {tres: old + 8}
-    dry = agent(cluster, contract, "--dry-run")
-    assert dry.returncode == 0 and f"research: {old} → {old + 8} guaranteed" in dry.stdout, dry.stdout + dry.stderr
-    assert_matches(cluster, files.contract)  # a dry run changes nothing
-    proc = agent(cluster, contract)
-    assert proc.returncode == 0, proc.stderr
-    assert f"changed: research: {old} → {old + 8} guaranteed" in proc.stderr, proc.stderr
+    dry, _ = reconcile_in(cluster, contract, dry_run=True)
+    assert dry.status == 0 and any(f"research: {old} → {old + 8} guaranteed" in line for line in dry.changes), dry
+    assert parse_tres(cluster.show("assoc", ["grptres"], "account=research", "user=")[0]["grptres"]) == {tres: old}
+    out, log = reconcile_in(cluster, contract)
+    assert out.status == 0 and f"changed: research: {old} → {old + 8} guaranteed" in log, log
     assert_matches(cluster, contract)
-    assert agent(cluster, files.contract).returncode == 0  # back as rendered
-    assert_matches(cluster, files.contract)
+    assert reconcile_in(cluster, files.contract)[0].status == 0  # back as rendered (the next tests start from it)
 
 
 def with_root_in(contract: dict[str, Any], team: str) -> dict[str, Any]:
@@ -161,7 +185,7 @@ def accounts_of(c: AccountingSlurm) -> set[str]:
 
 
 def test_a_team_removed_while_it_has_a_pending_job_is_kept_and_the_reason_said(cluster: AccountingSlurm, files: TeamsFiles):
-    assert agent(cluster, with_root_in(files.contract, "applied")).returncode == 0
+    assert reconcile_in(cluster, with_root_in(files.contract, "applied"))[0].status == 0
     job = cluster.sbatch("--hold", "-A", "applied", "-p", "p5", "--qos", "borrow", "--wrap", "true")
     proc = agent(cluster, without(with_root_in(files.contract, "applied"), "applied"))
     assert proc.returncode == 0, proc.stderr
@@ -169,11 +193,10 @@ def test_a_team_removed_while_it_has_a_pending_job_is_kept_and_the_reason_said(c
     assert "applied" in accounts_of(cluster)
     cluster.run("/usr/bin/scancel", str(job), check=True)
     cluster.wait("the job to leave the queue", lambda: str(job) not in cluster.squeue("-h", "-o", "%i"), 30)
-    proc = agent(cluster, without(files.contract, "applied"))
-    assert proc.returncode == 0, proc.stderr
-    assert "changed: applied: team removed" in proc.stderr, proc.stderr
-    assert "applied" not in accounts_of(cluster)
+    out, log = reconcile_in(cluster, without(files.contract, "applied"))
+    assert out.status == 0 and "changed: applied: team removed" in log, log
     assert_matches(cluster, without(files.contract, "applied"))
+    assert "applied" not in accounts_of(cluster)
 
 
 def test_slurmdbd_stopped_mid_reconcile_exits_75_removes_nothing_and_the_next_run_completes(
@@ -183,22 +206,19 @@ def test_slurmdbd_stopped_mid_reconcile_exits_75_removes_nothing_and_the_next_ru
     target = without(files.contract, "research")
     stopped: list[str] = []
 
-    def runner(argv: Sequence[str], stdin: str | None = None) -> Result:
+    def stop_before_load(argv: Sequence[str]) -> None:
         if "load" in argv and not stopped:  # the first change after the QOS: slurmdbd goes away under the reconcile
             cluster.stop_dbd()
             stopped.append(" ".join(argv))
-        p = subprocess.run(list(argv), input=stdin, capture_output=True, text=True, env=cluster.env, check=False)
-        return Result(p.returncode, p.stdout, p.stderr)
 
-    out = reconcile(parse(target), SlurmDb(runner), lambda g: None)
-    assert stopped and out.status == EX_TEMPFAIL, (out, stopped)
+    out = reconcile(parse(target), SlurmDb(env_runner(cluster, stop_before_load)), lambda g: None)
+    assert stopped and out.status == EX_TEMPFAIL and not out.changes, (out, stopped)
     down = agent(cluster, target)  # the unit's next try, slurmdbd still down
-    assert down.returncode == EX_TEMPFAIL, down.stderr
+    assert down.returncode == EX_TEMPFAIL and "slurmdbd unreachable" in down.stderr, down.stderr
     cluster.start_dbd()
-    assert {"research"} <= accounts_of(cluster) and "applied" not in accounts_of(cluster)  # nothing removed
-    proc = agent(cluster, target)
-    assert proc.returncode == 0, proc.stderr
-    assert "changed: research: team removed" in proc.stderr and "changed: applied: team added" in proc.stderr
+    assert "research" in accounts_of(cluster) and "applied" not in accounts_of(cluster)  # nothing removed
+    out, log = reconcile_in(cluster, target)
+    assert out.status == 0 and "changed: research: team removed" in log and "changed: applied: team added" in log, log
     assert_matches(cluster, target)
-    again = agent(cluster, target)
-    assert "accounts: 0 changes" in again.stderr, again.stderr
+    again, log = reconcile_in(cluster, target)
+    assert again.status == 0 and not again.changes, log
