@@ -134,8 +134,9 @@ def reconcile(contract: AccountsContract, db: SlurmDb, members: Members, dry_run
                 continue
             why = _blocked(step, jobs)
             if why:
-                log.info("kept: %s", why)
-                out.kept.append(why)
+                if why not in out.kept:  # a team's steps (its users, then itself) share one reason
+                    log.info("kept: %s", why)
+                    out.kept.append(why)
                 continue
         if dry_run:
             for line in step.changes:
