@@ -103,8 +103,9 @@ def snapshot(c: AccountingSlurm) -> dict[str, list[dict[str, str]]]:
     }
 
 
-def assert_matches(c: AccountingSlurm, contract: dict[str, Any]) -> None:
-    """slurmdbd's rows say what the contract says (the teams' settings and members, the QOS, default accounts)."""
+def assert_matches(c: AccountingSlurm, contract: dict[str, Any]) -> dict[str, list[dict[str, str]]]:
+    """slurmdbd's rows say what the contract says (the teams' settings and members, the QOS, default accounts);
+    returns them."""
     snap = snapshot(c)
     rows = {(r["account"], r["user"]): r for r in snap["assoc"]}
     descr = {r["account"]: r["descr"] for r in snap["account"]}
@@ -136,36 +137,30 @@ def assert_matches(c: AccountingSlurm, contract: dict[str, Any]) -> None:
             assert row["description"] == stored_description(q["description"])
             assert parse_tres(row["grptres"]) == q["grp_tres"]
             assert parse_wall(row["maxwall"]) == q["max_wall_minutes"]
+    return snap
 
 
-def test_the_reconcile_creates_the_teams_accounts_users_qos_and_limits(cluster: AccountingSlurm, files: TeamsFiles):
+@pytest.fixture(scope="module")
+def memo() -> dict[str, Any]:
+    return {}
+
+
+def test_the_reconcile_creates_the_teams_accounts_users_qos_and_limits(
+    cluster: AccountingSlurm, files: TeamsFiles, memo: dict[str, Any]
+):
     proc = agent(cluster, files.contract)
     assert proc.returncode == 0, proc.stderr + cluster.debug()
-    assert_matches(cluster, files.contract)
+    memo["created"] = assert_matches(cluster, files.contract)
     assert "accounts: 0 changes" not in proc.stderr
 
 
-def test_a_second_reconcile_changes_nothing(cluster: AccountingSlurm, files: TeamsFiles):
-    before = snapshot(cluster)
+def test_a_second_reconcile_changes_nothing(cluster: AccountingSlurm, files: TeamsFiles, memo: dict[str, Any]):
+    before = memo["created"]
     proc = agent(cluster, files.contract)
     assert proc.returncode == 0, proc.stderr
     assert "accounts: 0 changes" in proc.stderr, proc.stderr
     assert "changed:" not in proc.stderr, proc.stderr
     assert snapshot(cluster) == before
-
-
-def test_a_changed_guarantee_is_applied_and_said_as_such(cluster: AccountingSlurm, files: TeamsFiles):
-    contract = copy.deepcopy(files.contract)
-    research = next(a for a in contract["accounts"] if a["name"] == "research")
-    ((tres, old),) = research["grp_tres"].items()
-    research["grp_tres"] = {tres: old + 8}
-    dry, _ = reconcile_in(cluster, contract, dry_run=True)
-    assert dry.status == 0 and any(f"research: {old} → {old + 8} guaranteed" in line for line in dry.changes), dry
-    assert parse_tres(cluster.show("assoc", ["grptres"], "account=research", "user=")[0]["grptres"]) == {tres: old}
-    out, log = reconcile_in(cluster, contract)
-    assert out.status == 0 and f"changed: research: {old} → {old + 8} guaranteed" in log, log
-    assert_matches(cluster, contract)
-    assert reconcile_in(cluster, files.contract)[0].status == 0  # back as rendered (the next tests start from it)
 
 
 def with_root_in(contract: dict[str, Any], team: str) -> dict[str, Any]:
@@ -222,3 +217,16 @@ def test_slurmdbd_stopped_mid_reconcile_exits_75_removes_nothing_and_the_next_ru
     assert_matches(cluster, target)
     again, log = reconcile_in(cluster, target)
     assert again.status == 0 and not again.changes, log
+
+
+def test_a_changed_guarantee_is_applied_and_said_as_such(cluster: AccountingSlurm, files: TeamsFiles):
+    contract = without(files.contract, "research")  # the state the test before left
+    team = contract["accounts"][0]
+    ((tres, old),) = team["grp_tres"].items()
+    team["grp_tres"] = {tres: old + 8}
+    dry, _ = reconcile_in(cluster, contract, dry_run=True)
+    assert dry.status == 0 and any(f"applied: {old} → {old + 8} guaranteed" in line for line in dry.changes), dry
+    assert parse_tres(cluster.show("assoc", ["grptres"], "account=applied", "user=")[0]["grptres"]) == {tres: old}
+    out, log = reconcile_in(cluster, contract)
+    assert out.status == 0 and f"changed: applied: {old} → {old + 8} guaranteed" in log, log
+    assert_matches(cluster, contract)
