@@ -4,8 +4,8 @@
 
 What makes it run here, and nothing else (the ``local_*`` functions patch the rendered files):
 
-- MariaDB: ``mariadb-install-db`` into the run dir (root authenticates through the unix socket, as the head node's
-  slurm user does), ``mariadbd --skip-networking`` on a socket in the run dir. slurmdbd.conf has no socket key:
+- MariaDB: ``mariadbd --skip-networking`` on a socket in the run dir, its system tables loaded into an empty data
+  dir with grants skipped (or ``install_db=True``: ``mariadb-install-db``, root through socket authentication). slurmdbd.conf has no socket key:
   the client library takes it from ``MYSQL_UNIX_PORT`` in slurmdbd's environment.
 - munge: a munged of the run (own key and socket). slurmctld and the commands name its socket in ``AuthInfo``;
   the connections to slurmdbd (slurmctld's, sacctmgr's) take it from ``AccountingStoragePass`` (measured: without
@@ -42,11 +42,14 @@ __all__ = [
 
 MARIADBD = "/usr/sbin/mariadbd"
 INSTALL_DB = "/usr/bin/mariadb-install-db"
+MARIADB = "/usr/bin/mariadb"
+SYSTEM_TABLES = "/usr/share/mysql/mysql_system_tables.sql"
+"""MariaDB's system tables, as mariadb-install-db creates them (Debian's mariadb-server ships the file)."""
 MUNGED = "/usr/sbin/munged"
 SLURMDBD = "/usr/sbin/slurmdbd"
 SACCTMGR = "/usr/bin/sacctmgr"
 SQUEUE = "/usr/bin/squeue"
-TOOLS = (MARIADBD, INSTALL_DB, MUNGED, SLURMDBD, SACCTMGR, SQUEUE, "/usr/sbin/slurmctld")
+TOOLS = (MARIADBD, INSTALL_DB, MARIADB, SYSTEM_TABLES, MUNGED, SLURMDBD, SACCTMGR, SQUEUE, "/usr/sbin/slurmctld")
 
 SLURMDBD_CONF = """\
 AuthType=auth/munge
@@ -65,7 +68,7 @@ StorageLoc=slurm_acct_db
 
 def missing_tools() -> list[str]:
     """The programs this fixture needs that this machine lacks (a test skips locally, fails in CI)."""
-    return [tool for tool in TOOLS if not os.access(tool, os.X_OK)]
+    return [tool for tool in TOOLS if not os.access(tool, os.R_OK if tool.endswith(".sql") else os.X_OK)]
 
 
 def set_keys(text: str, keys: Mapping[str, str]) -> str:
@@ -135,7 +138,7 @@ class AccountingSlurm(LocalSlurm):
         slurmdbd_conf: str = SLURMDBD_CONF,
         extra_keys: Mapping[str, str] | None = None,
         files: Mapping[str, str] | None = None,
-        install_db: bool = True,
+        install_db: bool = False,
     ) -> None:
         super().__init__(run, run / "etc" / "slurm.conf", subdirs=("state", "spool", "log", "pids", "munge"))
         (run / "munge").chmod(0o755)  # munge refuses a socket dir others may write; clients need to reach it
@@ -167,10 +170,12 @@ class AccountingSlurm(LocalSlurm):
             self.start_ctld()
 
     def start_mariadb(self, timeout: float = 60) -> None:
-        """MariaDB on its socket, its system tables from ``mariadb-install-db`` (root through socket authentication,
-        as the head node's slurm user). ``install_db=False`` skips that (5 s) and runs with ``--skip-grant-tables``
-        on an empty data dir instead — measured: slurmdbd then stores every MaxWall as 0, so the teams' tests keep
-        the install."""
+        """MariaDB on its socket. ``install_db``: its system tables from ``mariadb-install-db`` (root through socket
+        authentication, as the head node's slurm user; 5-6 s here). Otherwise (the tests' default) an empty data
+        dir, ``--skip-grant-tables`` and the same system tables loaded through the running server (under 2 s): the
+        database is private anyway (no networking, its socket in the 0700 run dir). The system tables are needed:
+        without ``mysql.proc`` slurmdbd's stored functions are missing and every association's MaxWall reads 0
+        (measured)."""
         data = self.dir / "mysql"
         grants: list[str] = []
         if not self.install_db:
@@ -191,6 +196,10 @@ class AccountingSlurm(LocalSlurm):
         argv += ["--innodb-lock-wait-timeout=900"]  # slurmdbd's recommended value (it logs an error below it)
         self.mariadbd = self.spawn(argv, "mariadbd.out")
         self._wait_up("mariadbd's socket", self.mariadbd, self.mysql_socket.exists, timeout, "mariadbd.err")
+        if not self.install_db:
+            sql = "CREATE DATABASE IF NOT EXISTS mysql; USE mysql;\n" + Path(SYSTEM_TABLES).read_text()
+            argv = [MARIADB, "--no-defaults", f"--socket={self.mysql_socket}", "--user=root"]
+            subprocess.run(argv, input=sql.encode(), capture_output=True, check=True, env=self.env, timeout=timeout)
 
     def start_munge(self, timeout: float = 20) -> None:
         key = self.dir / "munge" / "munge.key"
