@@ -11,7 +11,9 @@ the account rows' limits are compared.
 from __future__ import annotations
 
 import subprocess
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -164,9 +166,11 @@ class SlurmDb:
         self.squeue_path = f"{bin_dir}/squeue"
         self.trace = trace
         self.calls = 0
+        self._lock = threading.Lock()
 
     def _run(self, argv: Sequence[str], stdin: str | None = None) -> Result:
-        self.calls += 1
+        with self._lock:
+            self.calls += 1
         if self.trace is not None:
             self.trace(" ".join(argv))
         try:
@@ -202,19 +206,29 @@ class SlurmDb:
         return rows
 
     def read(self, cluster: str) -> DbState:
-        """Every row the reconcile compares, for ``cluster``. Raises on any failed read (nothing is decided then)."""
-        clusters = {row[0] for row in self.show("cluster", ["cluster"])}
-        state = DbState(cluster_exists=cluster in clusters)
-        for name, descr in self.show("account", ["account", "descr"]):
+        """Every row the reconcile compares, for ``cluster``: the five ``show`` calls side by side (each is mostly a
+        round trip to slurmdbd: 0.2-0.4 s apiece here). Raises on any failed read (nothing is decided then)."""
+        reads = {
+            "cluster": ("cluster", ["cluster"], ()),
+            "account": ("account", ["account", "descr"], ()),
+            "qos": ("qos", list(QOS_FIELDS), ()),
+            "user": ("user", ["user", "defaultaccount"], ()),
+            "assoc": ("assoc", list(ASSOC_FIELDS), (f"cluster={cluster}",)),
+        }
+        with ThreadPoolExecutor(max_workers=len(reads)) as pool:
+            futures = {k: pool.submit(self.show, entity, fields, *where) for k, (entity, fields, where) in reads.items()}
+            rows = {k: f.result() for k, f in futures.items()}  # the first failure raises here
+        state = DbState(cluster_exists=cluster in {row[0] for row in rows["cluster"]})
+        for name, descr in rows["account"]:
             state.accounts[name] = descr
-        for row in self.show("qos", QOS_FIELDS):
+        for row in rows["qos"]:
             name, descr, prio, preempt, mode, tres, wall = row[: len(QOS_FIELDS)]
             priority = int(prio) if prio.strip().isdigit() else 0
             state.qos[name] = QosRow(name, descr, priority, names(preempt), mode.lower(), parse_tres(tres), parse_wall(wall))
-        for user, default in self.show("user", ["user", "defaultaccount"]):
+        for user, default in rows["user"]:
             state.default_account[user] = default
         if state.cluster_exists:
-            for row in self.show("assoc", ASSOC_FIELDS, f"cluster={cluster}"):
+            for row in rows["assoc"]:
                 account, user, partition, parent, share, tres, wall, qos, dqos = row[: len(ASSOC_FIELDS)]
                 if partition:
                     continue  # partition associations are a site's own: never compared, never touched

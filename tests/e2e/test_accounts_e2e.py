@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -94,13 +95,19 @@ def env_runner(c: AccountingSlurm, before: Callable[[Sequence[str]], None] | Non
     return run
 
 
+SNAPSHOT = {
+    "assoc": ["account", "user", "parentname", "fairshare", "grptres", "maxwall", "qos", "defaultqos"],
+    "qos": ["name", "description", "priority", "preempt", "preemptmode", "grptres", "maxwall"],
+    "user": ["user", "defaultaccount"],
+    "account": ["account", "descr"],
+}
+
+
 def snapshot(c: AccountingSlurm) -> dict[str, list[dict[str, str]]]:
-    return {
-        "assoc": c.show("assoc", ["account", "user", "parentname", "fairshare", "grptres", "maxwall", "qos", "defaultqos"]),
-        "qos": c.show("qos", ["name", "description", "priority", "preempt", "preemptmode", "grptres", "maxwall"]),
-        "user": c.show("user", ["user", "defaultaccount"]),
-        "account": c.show("account", ["account", "descr"]),
-    }
+    """slurmdbd's rows (the four shows side by side)."""
+    with ThreadPoolExecutor(len(SNAPSHOT)) as pool:
+        futures = {k: pool.submit(c.show, k, fields) for k, fields in SNAPSHOT.items()}
+        return {k: f.result() for k, f in futures.items()}
 
 
 def assert_matches(c: AccountingSlurm, contract: dict[str, Any]) -> dict[str, list[dict[str, str]]]:
