@@ -124,7 +124,9 @@ DCGM_METRICS: tuple[tuple[str, str, str], ...] = DCGM_UPSTREAM_DEFAULT + DCGM_AD
 
 
 def dcgm_metrics_csv() -> str:
-    lines = [f"# DCGM exporter metrics of gpucluster: dcgm-exporter's default list ({DCGM_UPSTREAM_DEFAULT_COMMIT[:7]}), then ours"]
+    lines = [
+        f"# DCGM exporter metrics of gpucluster: dcgm-exporter's default list ({DCGM_UPSTREAM_DEFAULT_COMMIT[:7]}), then ours"
+    ]
     lines += [f"{field}, {kind}, {text}" for field, kind, text in DCGM_METRICS]
     return "\n".join(lines) + "\n"
 
