@@ -63,7 +63,7 @@ def test_systemd_reads_the_unit_and_the_drop_in(tmp_path: Path):
 def test_the_units_command_runs_the_package_from_its_directory(tmp_path: Path):
     """The unit's interpreter words, run from a package directory as systemd would: the exporter answers."""
     words = _exec_start(metrics_unit(True, python=sys.executable))
-    cmd = words[: words.index("gpucluster_agents.metrics") + 1] + ["print", "--no-gpus", "--sysfs-root", str(tmp_path)]
+    cmd = [*words[: words.index("gpucluster_agents.metrics") + 1], "print", "--no-gpus", "--sysfs-root", str(tmp_path)]
     cmd += ["--lustre-root", str(tmp_path)]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr
