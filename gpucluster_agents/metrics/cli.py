@@ -25,6 +25,10 @@ from .server import DEFAULT_PORT, Exporter, Sources, make_server, private_addres
 
 EXIT_USAGE = 2
 NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
+# Per-CPU series a 192-vCPU node pays for in AMP and no rule or dashboard reads: softnet (3 per CPU), guest
+# time (2 per CPU), frequencies (cpufreq, 3-4 per CPU). node_cpu_seconds_total stays. bench/metrics_cost.py
+# counts the node exporter with these.
+NODE_EXPORTER_FLAGS = ("--no-collector.softnet", "--no-collector.cpu.guest", "--no-collector.cpufreq")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -74,7 +78,7 @@ def node_exporter(argv: Sequence[str]) -> int:
     except OSError as exc:
         sys.stderr.write(f"gpucluster-metrics: no private address to listen on: {exc}\n")
         return EXIT_USAGE
-    os.execv(a.binary, [a.binary, f"--web.listen-address={address}:{a.port}", *extra])
+    os.execv(a.binary, [a.binary, f"--web.listen-address={address}:{a.port}", *NODE_EXPORTER_FLAGS, *extra])
     return EXIT_USAGE  # not reached: execv replaces this process or raises
 
 

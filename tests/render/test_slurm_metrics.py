@@ -82,4 +82,5 @@ def test_node_exporter_runs_on_the_given_address_with_debians_args(monkeypatch: 
     args = words[words.index("node-exporter") :]
     assert args == ["node-exporter", "--port", "9100", "--", "$ARGS"]
     cli.main(["node-exporter", "--port", "9100", "--", "--collector.systemd", "--web.listen-address=:9100"])
-    assert calls == [(cli.NODE_EXPORTER, [cli.NODE_EXPORTER, "--web.listen-address=10.0.3.17:9100", "--collector.systemd"])]
+    argv = [cli.NODE_EXPORTER, "--web.listen-address=10.0.3.17:9100", *cli.NODE_EXPORTER_FLAGS, "--collector.systemd"]
+    assert calls == [(cli.NODE_EXPORTER, argv)]
