@@ -45,10 +45,18 @@ def test_gpu_and_cpu_nodes_get_the_units_and_the_setup_enables_them_after_the_pa
     assert UNIT_PATH not in off and "prometheus-node-exporter" not in off[NODE_SETUP]
 
 
-def test_systemd_reads_the_unit_and_the_drop_in(tmp_path: Path):
+def test_the_head_nodes_exporter_reads_slurm_and_the_agent_as_slurm():
+    unit = metrics_unit(False, head="/data/agent")
+    serve = _exec_start(unit)
+    assert serve[serve.index("--no-gpus") :] == ["--no-gpus", "--slurm-bin-dir", "/usr/bin", "--agent-state", "/data/agent"]
+    assert "User=slurm\nGroup=slurm\n" in unit and "User=" not in metrics_unit(True)
+
+
+@pytest.mark.parametrize("head", [None, "/data/agent"])
+def test_systemd_reads_the_unit_and_the_drop_in(tmp_path: Path, head: str | None):
     analyze = require_tool("systemd-analyze")
     unit = tmp_path / METRICS_UNIT
-    unit.write_text(metrics_unit(True, agent_lib=str(tmp_path), python=sys.executable))
+    unit.write_text(metrics_unit(True, agent_lib=str(tmp_path), python=sys.executable, head=head))
     service = tmp_path / "prometheus-node-exporter.service"  # Debian's unit with our drop-in's lines in place
     debian = "[Unit]\nDescription=x\n[Service]\nUser=daemon\nExecStart=/bin/true $ARGS\n"
     drop_in = node_exporter_drop_in(agent_lib=str(tmp_path), python=sys.executable).split("[Service]\n", 1)[1]

@@ -37,16 +37,21 @@ def _exec(*args: str, python: str = PYTHON) -> str:
     return " ".join([python, "-E", "-s", "-m", "gpucluster_agents.metrics", *args])
 
 
-def metrics_unit(gpus: bool, agent_lib: str = AGENT_LIB, python: str = PYTHON) -> str:
-    """``gpucluster-metrics.service``; ``gpus`` False: a node without NVIDIA GPUs (EFA and Lustre only)."""
+def metrics_unit(gpus: bool, agent_lib: str = AGENT_LIB, python: str = PYTHON, head: str | None = None) -> str:
+    """``gpucluster-metrics.service``; ``gpus`` False: a node without NVIDIA GPUs (EFA and Lustre only). ``head``:
+    the agent's state directory on the head node, whose exporter adds Slurm's and the agent's metrics and runs as
+    the agent's user (slurm): it reads the agent's files and runs sinfo/squeue, nothing of root's."""
     serve = ["serve", "--listen", "auto", "--port", str(METRICS_PORT)] + ([] if gpus else ["--no-gpus"])
+    if head is not None:
+        serve += ["--slurm-bin-dir", "/usr/bin", "--agent-state", head]
+    user = "User=slurm\nGroup=slurm\n" if head is not None else ""
     return f"""[Unit]
 Description=gpucluster node metrics
 After=network-online.target nvidia-persistenced.service remote-fs.target
 Wants=network-online.target
 
 [Service]
-WorkingDirectory={agent_lib}
+{user}WorkingDirectory={agent_lib}
 ExecStart={_exec(*serve, python=python)}
 Restart=always
 RestartSec=10
@@ -71,9 +76,11 @@ ExecStart={run}
 """
 
 
-def metrics_files(group: ResolvedNodeGroup) -> tuple[WriteFile, ...]:
+def metrics_files(group: ResolvedNodeGroup | None, head: str | None = None) -> tuple[WriteFile, ...]:
+    """A compute node's (``group``) or the head node's (``head``: the agent's state directory) two units."""
+    gpus = group is not None and nvidia_gpus(group.facts)
     return (
-        WriteFile(f"/etc/systemd/system/{METRICS_UNIT}", metrics_unit(nvidia_gpus(group.facts))),
+        WriteFile(f"/etc/systemd/system/{METRICS_UNIT}", metrics_unit(gpus, head=head)),
         WriteFile(NODE_EXPORTER_DROP_IN, node_exporter_drop_in()),
     )
 
