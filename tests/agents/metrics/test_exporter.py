@@ -179,6 +179,16 @@ def test_a_gpu_nvml_lost_keeps_its_xid_by_pci_address(tmp_path: Path, node_dir: 
     assert lost == [({"pci_bus_id": "0000:a8:00", "Hostname": "n"}, 79)]
 
 
+def test_a_driver_without_the_v2_memory_call_still_gives_free_and_used(tmp_path: Path, node_dir: Path) -> None:
+    (tmp_path / "nvml.json").write_text(json.dumps(scenario({1: {"memory_v2": "v1 only"}})))
+    src = Sources(hostname="n", fake_nvml=str(tmp_path / "nvml.json"), kernel_log_file=str(node_dir / "kernel-healthy.log"))
+    src.sysfs_root, src.lustre_roots = str(tmp_path), (str(tmp_path),)
+    s = parse(Exporter(src).collect().render())
+    assert by_gpu(s, "DCGM_FI_DEV_FB_USED")["1"] == 4.5 and "1" not in by_gpu(s, "DCGM_FI_DEV_FB_RESERVED")
+    assert by_gpu(s, "DCGM_FI_DEV_FB_RESERVED")["0"] == 539.0625
+    assert by_gpu(s, "gpucluster_gpu_read_errors")["1"] == 0  # NotSupported is not an error
+
+
 def test_nvml_that_cannot_start_is_reported_not_faked(tmp_path: Path) -> None:
     (tmp_path / "nvml.json").write_text(json.dumps(scenario(init_error="DRIVER_NOT_LOADED")))
     src = Sources(hostname="n", fake_nvml=str(tmp_path / "nvml.json"), kernel_log_file=str(tmp_path / "none.log"))
