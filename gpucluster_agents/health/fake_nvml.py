@@ -16,7 +16,8 @@ Readings: name, pci_bus_id, pcie_gen, pcie_width, pcie_max_gen, pcie_max_width, 
 pending], ecc_uncorrected_volatile, remapped_rows [corr, unc, pending, failure], retired_pages_pending,
 clock_events (bitmask), temperature, nvlink (a list of link states, 1 = up); and for the metrics exporter
 (gpucluster_agents.metrics): uuid (default GPU-…<index>), power_mw, energy_mj, clock_sm, clock_mem (MHz),
-utilization [gpu %, memory %], encoder_util, decoder_util (%), memory [total, free, used, reserved] bytes,
+utilization [gpu %, memory %], encoder_util, decoder_util (%), memory [total, free, used, reserved] bytes
+(memory_v2 "v1 only": no v2 call, so no reserved figure),
 ecc {"<type>,<counter>": n} (type 0 corrected / 1 uncorrected, counter 0 volatile / 1 aggregate; the
 uncorrected volatile count is ecc_uncorrected_volatile), violation_power_ns, violation_thermal_ns,
 pcie_replay, nvlink_errors {"<link>": [replay, recovery, crc_flit, crc_data]}. A GPU's ``grow``
@@ -69,6 +70,7 @@ H100_HEALTHY: dict[str, Any] = {
     "encoder_util": 0,
     "decoder_util": 0,
     "memory": [85_520_809_984, 84_950_843_392, 4_718_592, 565_248_000],
+    "memory_v2": "yes",  # "v1 only": the v2 call is NotSupported
     "ecc": {"0,0": 0, "0,1": 0, "1,1": 0},
     "violation_power_ns": 0,
     "violation_thermal_ns": 0,
@@ -248,6 +250,8 @@ class FakeNvml:
 
     def nvmlDeviceGetMemoryInfo(self, h: int, version: int | None = None) -> _Reading:
         total, free, used, reserved = self._reading(h, "memory")
+        if version is not None and self._reading(h, "memory_v2") == "v1 only":
+            raise NVMLError(_ERRORS["NOT_SUPPORTED"])  # a driver without nvmlDeviceGetMemoryInfo_v2
         if version is None:
             return _Reading(total=int(total), free=int(free), used=int(used))
         return _Reading(version=version, total=int(total), free=int(free), used=int(used), reserved=int(reserved))

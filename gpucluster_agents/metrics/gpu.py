@@ -159,7 +159,6 @@ class GpuReader:
         clocks = "nvmlDeviceGetCurrentClocksEventReasons"
         if getattr(n, clocks, None) is None:
             clocks = "nvmlDeviceGetCurrentClocksThrottleReasons"
-        v2 = getattr(n, "nvmlMemory_v2", None)
         ecc = "nvmlDeviceGetTotalEccErrors"
         return {
             "uuid": r("nvmlDeviceGetUUID", handle),
@@ -174,7 +173,7 @@ class GpuReader:
             "utilization": r("nvmlDeviceGetUtilizationRates", handle),
             "encoder": r("nvmlDeviceGetEncoderUtilization", handle),
             "decoder": r("nvmlDeviceGetDecoderUtilization", handle),
-            "memory": r("nvmlDeviceGetMemoryInfo", handle, v2) if v2 is not None else r("nvmlDeviceGetMemoryInfo", handle),
+            "memory": self.memory(handle),
             "ecc_sbe_vol": r(ecc, handle, 0, 0),
             "ecc_dbe_vol": r(ecc, handle, 1, 0),
             "ecc_sbe_agg": r(ecc, handle, 0, 1),
@@ -184,6 +183,12 @@ class GpuReader:
             "viol_thermal": r("nvmlDeviceGetViolationStatus", handle, POLICY_THERMAL),
             "clock_events": r(clocks, handle),
         }
+
+    def memory(self, handle: Any) -> Read:
+        """Frame buffer figures: the v2 call (with ``reserved``) where the driver has it, else v1."""
+        v2 = getattr(self.nvml, "nvmlMemory_v2", None)
+        got = self.reader.read("nvmlDeviceGetMemoryInfo", handle, v2) if v2 is not None else None
+        return got if got is not None and got.ok else self.reader.read("nvmlDeviceGetMemoryInfo", handle)
 
     def nvlink_errors(self, handle: Any) -> tuple[dict[int, float], int]:
         """Sums over the links NVML knows of each error counter; (sums, error count)."""

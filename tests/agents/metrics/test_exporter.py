@@ -179,6 +179,16 @@ def test_a_gpu_nvml_lost_keeps_its_xid_by_pci_address(tmp_path: Path, node_dir: 
     assert lost == [({"pci_bus_id": "0000:a8:00", "Hostname": "n"}, 79)]
 
 
+def test_a_driver_without_the_v2_memory_call_still_gives_free_and_used(tmp_path: Path, node_dir: Path) -> None:
+    (tmp_path / "nvml.json").write_text(json.dumps(scenario({1: {"memory_v2": "v1 only"}})))
+    src = Sources(hostname="n", fake_nvml=str(tmp_path / "nvml.json"), kernel_log_file=str(node_dir / "kernel-healthy.log"))
+    src.sysfs_root, src.lustre_roots = str(tmp_path), (str(tmp_path),)
+    s = parse(Exporter(src).collect().render())
+    assert by_gpu(s, "DCGM_FI_DEV_FB_USED")["1"] == 4.5 and "1" not in by_gpu(s, "DCGM_FI_DEV_FB_RESERVED")
+    assert by_gpu(s, "DCGM_FI_DEV_FB_RESERVED")["0"] == 539.0625
+    assert by_gpu(s, "gpucluster_gpu_read_errors")["1"] == 0  # NotSupported is not an error
+
+
 def test_nvml_that_cannot_start_is_reported_not_faked(tmp_path: Path) -> None:
     (tmp_path / "nvml.json").write_text(json.dumps(scenario(init_error="DRIVER_NOT_LOADED")))
     src = Sources(hostname="n", fake_nvml=str(tmp_path / "nvml.json"), kernel_log_file=str(tmp_path / "none.log"))
@@ -332,6 +342,10 @@ def test_serves_metrics_over_http_on_a_free_port(node_dir: Path) -> None:
 def test_command_line_print_and_its_errors(node_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["print", *nodes.exporter_args(node_dir, "row_remap")]) == 0
     assert "DCGM_FI_DEV_ROW_REMAP_PENDING" in parse(capsys.readouterr().out)
+    from gpucluster_agents.cli import main as agent_main  # gpucluster-agent metrics …: the same command line
+
+    assert agent_main(["metrics", "print", *nodes.exporter_args(node_dir, "xid")]) == 0
+    assert by_gpu(parse(capsys.readouterr().out), "DCGM_FI_DEV_XID_ERRORS")["5"] == 79
     assert main(["serve", "--no-gpus", "--port", "70000"]) == 2
     assert "not a TCP port" in capsys.readouterr().err
     assert main(["serve", "--no-gpus", "--listen", "192.0.2.1", "--port", "0"]) == 2  # not this machine's address
