@@ -48,6 +48,7 @@ __all__ = [
     "SlurmHealthConfig",
     "SlurmIdentityConfig",
     "SlurmNodeGroupConfig",
+    "SlurmTeamConfig",
     "StorageConfig",
     "SubnetConfig",
     "SystemNodeGroupConfig",
@@ -558,6 +559,25 @@ class HomeConfig(TypedDict, total=False):
     """Protect the file system: ``pulumi destroy`` refuses and deleting the stack leaves it. Default: the ``slurm.protectData`` rule (``storage.protectData``, true without a storage section)."""
 
 
+class SlurmTeamConfig(TypedDict, total=False):
+    """A team: a Slurm account (under ``root``) with its people, GPU guarantee, fair share and job time limit."""
+
+    name: Required[str]
+    """Short name, unique in the cluster (``research``): the Slurm account. Same rules as ``kubernetes.teams`` names. Required."""
+    gpu_quota: dict[str, int]
+    """GPUs guaranteed per GPU flavor (the lower-case GPU model of a Slurm node group: ``h100``, ``l40s``), as ``kubernetes.teams[].gpuQuota``: ``{h100: 40}`` sets ``GrpTRES=gres/gpu=40`` on the account, or ``gres/gpu:h100=40`` when the Slurm partitions hold several GPU models. The team's jobs in the ``normal`` QOS never hold more; a flavor some team has a quota of is 0 for the teams without one (they may only borrow it). The quotas of a flavor may not add up to more than the partitions hold. Default: none."""
+    fair_share: int
+    """The account's ``Fairshare`` (its share of the cluster against the other teams'). Default: the team's guaranteed GPUs (all flavors together), at least 1 — so shares follow the guarantees."""
+    max_job_time: str
+    """Longest job of the team (``MaxWall`` on its account): a duration (``90m``, ``12h``, ``7d``, ``1w``) or a Slurm time (``7-0``, ``48:00:00``). Default: none (the partition's limit, ``INFINITE``)."""
+    borrow: bool
+    """May run opportunistic jobs (``sbatch --qos=borrow``) on idle GPUs beyond its guarantee; they are requeued when a guaranteed job needs the GPUs (``PreemptType=preempt/qos``, ``PreemptMode=REQUEUE``). Default false."""
+    users: list[str]
+    """Members: names of ``slurm.identity.users``. A user in several teams belongs to each (``sbatch -A``); the first team listing them is their default account. Default: none."""
+    directory_groups: list[str]
+    """Members: directory groups (``slurm.identity.directory``) whose members, as ``getent group`` lists them on the head node, join the team when the accounts are reconciled. Default: none."""
+
+
 class SlurmConfig(TypedDict, total=False):
     """A Slurm cluster on EC2: a head node running slurmctld and the node agent, and a partition per ``scheduler: slurm`` node group."""
 
@@ -581,6 +601,10 @@ class SlurmConfig(TypedDict, total=False):
     """Login nodes people log in to (Session Manager as themselves, optional SSH). Default: none; needs ``identity``."""
     home: HomeConfig
     """The shared ``/home`` (FSx for OpenZFS), made when ``identity`` is set. Default (with ``identity``): 128 GiB ``SINGLE_AZ_1``, 64 MB/s, 50 GiB per declared user."""
+    teams: list[SlurmTeamConfig]
+    """Teams sharing the GPUs: a Slurm account each, with its members, guaranteed GPUs, fair share, job time limit and whether it may borrow idle GPUs (docs/teams.md). Needs ``accounting``. Default: none (no accounts; jobs run by priority age and size only)."""
+    settings: dict[str, str]
+    """Other slurm.conf keys, merged into the rendered file (``{MaxJobCount: 20000, KillWait: 60}``). Keys gpucluster sets are refused with the section that sets them; values are one line without ``#``. Slurm checks the rest when slurmctld starts: test a key with ``slurmctld -D -c`` first. Default: none."""
 
 
 class EndpointConfig(TypedDict, total=False):

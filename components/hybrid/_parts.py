@@ -69,7 +69,7 @@ def create_hybrid(
         if slurm.munge_key_arn is None:
             raise ValueError("a site's munge secret has a KMS key of its own (hybrid mode)")
         slurm_spec = spec.slurm
-        dynamic = tuple(g for g in groups if slurm_spec.settings(g).mode == "dynamic")
+        dynamic = tuple(g for g in groups if slurm_spec.group_settings(g).mode == "dynamic")
         credentials = build_onprem_credentials(
             part(CREDENTIALS, f"{name}-{hybrid.site}-agent", parent),
             f"{name}-{hybrid.site}-agent",
@@ -144,8 +144,8 @@ def hybrid_outputs(
             "nodeRoleArn": slurm.node_role_arn,
             "burstNodeGroups": {
                 g: {
-                    "partition": partition_of(slurm_spec.settings(g)),
-                    "mode": slurm_spec.settings(g).mode,
+                    "partition": partition_of(slurm_spec.group_settings(g)),
+                    "mode": slurm_spec.group_settings(g).mode,
                     "instanceType": spec.node_group(g).instance_type,
                     "launchTemplateId": slurm.node_groups[g].launch_template_id,
                     "subnetIds": subnets_for(spec.node_group(g)),

@@ -111,7 +111,7 @@ class SlurmParts:
         node_profile = self._compute_nodes(name, args, secret, artifact)
 
         # The agent launches dynamic groups only (static ones belong to their Auto Scaling groups).
-        dynamic = [g.name for g in args.node_groups if slurm.settings(g.name).mode == "dynamic"]
+        dynamic = [g.name for g in args.node_groups if slurm.group_settings(g.name).mode == "dynamic"]
         self.head_instance_id = self.head_private_ip = self.head_role_arn = None
         self.data_volume_id = self.head_user_data = None
         head_ip: pulumi.Output[str] | None = None
@@ -214,7 +214,7 @@ class SlurmParts:
         if self._groups is not None:
             security_group_ids = _with_group(security_group_ids, self._groups.compute_side.id)
         for g in args.node_groups:
-            static = slurm.settings(g.name).mode == "static"
+            static = slurm.group_settings(g.name).mode == "static"
             self.node_groups[g.name] = SlurmNodeGroup(
                 f"{name}-{g.name}",
                 g,

@@ -23,6 +23,8 @@ from gpucluster.config.slurm_health import SlurmHealthSpec
 from gpucluster.config.slurm_home import HomeSpec
 from gpucluster.config.slurm_identity import SlurmIdentitySpec
 from gpucluster.config.slurm_login import LoginNodesSpec
+from gpucluster.config.slurm_settings import settings_text
+from gpucluster.config.slurm_teams import SlurmTeamSpec
 
 SLURM_VERSION = "23.11"
 UBUNTU_RELEASE = "24.04"
@@ -211,7 +213,24 @@ class SlurmSpec(SpecModel):
     """The shared ``/home`` (FSx for OpenZFS), made when ``identity`` is set. Default (with ``identity``): 128 GiB
     ``SINGLE_AZ_1``, 64 MB/s, 50 GiB per declared user."""
 
-    def settings(self, group: str) -> SlurmNodeGroupSpec:
+    teams: tuple[SlurmTeamSpec, ...] = ()
+    """Teams sharing the GPUs: a Slurm account each, with its members, guaranteed GPUs, fair share, job time limit
+    and whether it may borrow idle GPUs (docs/teams.md). Needs ``accounting``. Default: none (no accounts; jobs
+    run by priority age and size only)."""
+
+    settings: dict[str, str] = Field(default_factory=dict)
+    """Other slurm.conf keys, merged into the rendered file (``{MaxJobCount: 20000, KillWait: 60}``). Keys
+    gpucluster sets are refused with the section that sets them; values are one line without ``#``. Slurm
+    checks the rest when slurmctld starts: test a key with ``slurmctld -D -c`` first. Default: none."""
+
+    @field_validator("settings", mode="before")
+    @classmethod
+    def _settings_text(cls, value: object) -> object:
+        if isinstance(value, dict):
+            return {k: settings_text(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
+        return value
+
+    def group_settings(self, group: str) -> SlurmNodeGroupSpec:
         """The entry for ``group`` (defaults when the section does not list it)."""
         for entry in self.node_groups:
             if entry.name == group:

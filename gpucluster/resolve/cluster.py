@@ -29,6 +29,7 @@ from gpucluster.resolve.node_group import (
 )
 from gpucluster.resolve.people import resolve_people
 from gpucluster.resolve.slurm import resolve_slurm
+from gpucluster.resolve.slurm_teams import ResolvedTeams, resolve_teams
 from gpucluster.resolve.storage import ResolvedStorage, resolve_storage, resolved_storage
 
 
@@ -56,6 +57,8 @@ class ResolvedSlurm:
     """Login nodes (``slurm.loginNodes``); ``None`` = decided: none."""
     home: ResolvedHome | None = None
     """The shared ``/home`` (``slurm.home``, present when ``identity`` is); ``None`` = decided: none."""
+    teams: ResolvedTeams | None = None
+    """The teams (``slurm.teams``) with their limits, fair share and QOS decided; ``None`` = decided: no teams."""
 
     @property
     def partitions(self) -> dict[str, str]:
@@ -144,7 +147,7 @@ def resolve(spec: ClusterSpec, catalog: Catalog) -> ResolvedCluster:
     for g in spec.node_groups:
         group = resolve_node_group(g, catalog, spec)
         if slurm is not None and group.scheduler == "slurm":
-            group = as_slurm_group(group, slurm.settings(g.name))
+            group = as_slurm_group(group, slurm.group_settings(g.name))
         groups.append(group)
     resolved_slurm = None
     if slurm is not None:
@@ -159,7 +162,16 @@ def resolve(spec: ClusterSpec, catalog: Catalog) -> ResolvedCluster:
         version = site.slurm_version if site is not None else SLURM_VERSION
         identity, login, home = resolve_people(spec, slurm, catalog, zone)
         resolved_slurm = ResolvedSlurm(
-            slurm, slurm_groups, bool(slurm.protect_data), zone, image, version, identity=identity, login=login, home=home
+            slurm,
+            slurm_groups,
+            bool(slurm.protect_data),
+            zone,
+            image,
+            version,
+            identity=identity,
+            login=login,
+            home=home,
+            teams=resolve_teams(slurm, spec, catalog),
         )
     return ResolvedCluster(
         spec,

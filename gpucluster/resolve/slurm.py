@@ -15,7 +15,7 @@ def resolve_slurm(spec: ClusterSpec, catalog: Catalog) -> SlurmSpec | None:
     if slurm is None:
         return None
     groups = [g for _, g, _ in slurm_groups(spec, catalog)]
-    entries = [slurm.settings(g.name) for g in groups]
+    entries = [slurm.group_settings(g.name) for g in groups]
     explicit = [e.name for e in entries if e.default]
     default = explicit[0] if explicit else (entries[0].name if entries else None)
     entries = [e.model_copy(update={"partition": partition_of(e), "default": e.name == default}) for e in entries]

@@ -103,7 +103,7 @@ def check_partitions(hybrid: HybridSpec, spec: ClusterSpec, catalog: Catalog) ->
         return
     site = {p.lower(): p for p in controller.partitions}
     for _i, name in burst_groups(hybrid, spec):
-        partition = partition_of(slurm.settings(name))
+        partition = partition_of(slurm.group_settings(name))
         if partition.lower() in site:
             j = next((k for k, e in enumerate(slurm.node_groups) if e.name == name), None)
             path = f"gpucluster:slurm.nodeGroups[{j}].partition" if j is not None else "gpucluster:slurm.nodeGroups"

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from gpucluster.config.checks.slurm_health import check_health
 from gpucluster.config.checks.slurm_identity import check_identity
 from gpucluster.config.checks.slurm_login import check_home, check_login, check_people_hybrid
+from gpucluster.config.checks.slurm_teams import check_settings, check_teams
 from gpucluster.config.cluster import ClusterSpec, known_region
 from gpucluster.config.effective import effective_desired, head_zone, partition_of, slurm_groups
 from gpucluster.config.errors import Finding, error, warning
@@ -68,7 +69,7 @@ def check_groups(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Itera
     seen: dict[str, str] = {}
     defaults: list[str] = []
     for _i, g, _facts in groups:
-        entry = slurm.settings(g.name)
+        entry = slurm.group_settings(g.name)
         j = next((k for k, e in enumerate(slurm.node_groups) if e.name == g.name), None)
         field = f"nodeGroups[{j}].partition" if j is not None else "nodeGroups"
         partition = partition_of(entry)
@@ -103,7 +104,7 @@ def check_groups(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Itera
 
 def check_sizes(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     for i, g, _facts in slurm_groups(spec, catalog):
-        mode = slurm.settings(g.name).mode
+        mode = slurm.group_settings(g.name).mode
         if g.max_size == 0:
             yield error(
                 group_path(i, "maxSize"),
@@ -300,6 +301,8 @@ SLURM_CHECKS: tuple[SlurmCheck, ...] = (
     check_identity,
     check_login,
     check_home,
+    check_teams,
+    check_settings,
 )
 
 

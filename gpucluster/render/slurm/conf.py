@@ -4,9 +4,8 @@ resolved node groups' facts), ``gres.conf``, ``cgroup.conf``, the first ``topolo
 
 from __future__ import annotations
 
-import re
-
 from gpucluster.config.slurm import SLURM_VERSION, UBUNTU_RELEASE
+from gpucluster.config.slurm_teams import gpu_type
 from gpucluster.facts.catalog import InstanceFacts
 from gpucluster.render.core import render
 from gpucluster.render.slurm.health import health_conf_lines
@@ -22,6 +21,7 @@ from gpucluster.render.slurm.names import (
     controller_address,
     head_hostname,
 )
+from gpucluster.render.slurm.priority import accounting_lines, billing_part
 from gpucluster.render.slurm.privacy import merge_comma_keys, privacy_lines
 from gpucluster.render.slurm.versions import version_lines
 from gpucluster.resolve.node_group import SlurmGroup
@@ -48,7 +48,7 @@ def gres_name(facts: InstanceFacts) -> str | None:
 
 def gres_type(facts: InstanceFacts) -> str:
     """A GPU's Slurm GRES type: its model in lower case (``H100`` → ``h100``), so ``--gres=gpu:h100:8``."""
-    return re.sub(r"[^a-z0-9]", "", (facts.accelerator_model or "").lower())
+    return gpu_type(facts)
 
 
 def node_gres(facts: InstanceFacts) -> str | None:
@@ -97,8 +97,9 @@ def node_line(g: SlurmGroup) -> str:
     return " ".join(parts)
 
 
-def partition_line(g: SlurmGroup, *, default: bool | None = None) -> str:
-    """The group's partition line; ``default`` overrides the group's own ``Default=`` (a site's cloud partitions)."""
+def partition_line(g: SlurmGroup, *, default: bool | None = None, billing: str | None = None) -> str:
+    """The group's partition line; ``default`` overrides the group's own ``Default=`` (a site's cloud partitions);
+    ``billing``: its ``TRESBillingWeights=…`` (with accounting)."""
     facts, entry = g.facts, g.entry
     is_default = entry.default if default is None else default
     parts = [
@@ -112,6 +113,8 @@ def partition_line(g: SlurmGroup, *, default: bool | None = None) -> str:
     ]
     if entry.priority_tier is not None:
         parts.append(f"PriorityTier={entry.priority_tier}")
+    if billing is not None:
+        parts.append(billing)
     return " ".join(parts)
 
 
@@ -154,8 +157,10 @@ def slurm_conf(ctx: SlurmContext) -> str:
         suspend_timeout=ps.suspend_timeout_seconds,
         suspend_exc_parts=[g.partition for g in groups if g.static],
         health_lines=health,
+        accounting_lines=accounting_lines(ctx, [gres_type(g.facts) for g in groups if gres_name(g.facts) == "gpu"]),
+        settings=[f"{key}={value}" for key, value in slurm.settings.items()],
         node_lines=[node_line(g) for g in groups],
-        partition_lines=[partition_line(g) for g in groups],
+        partition_lines=[partition_line(g, billing=billing_part(ctx)) for g in groups],
     )
 
 

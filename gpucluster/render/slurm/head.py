@@ -11,6 +11,7 @@ from gpucluster.config.slurm import SLURM_VERSION
 from gpucluster.render.core import CloudConfig, WriteFile, render
 from gpucluster.render.home import HOME_MOUNT_SCRIPT, HomeMount, home_files
 from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT, LustreMount, lustre_mount_script
+from gpucluster.render.slurm.accounts import ACCOUNTS_PATH_UNIT, ACCOUNTS_UNIT, accounts_files
 from gpucluster.render.slurm.agent import AgentBundle, boot_files, package_file
 from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, slurm_conf, slurmdbd_conf, topology_conf
 from gpucluster.render.slurm.guard import IMDS_GUARD, IMDS_GUARD_UNIT, imds_guard_script, imds_guard_unit, systemd_unit
@@ -83,6 +84,7 @@ def head_files(ctx: SlurmContext, inputs: HeadInputs) -> tuple[WriteFile, ...]:
         *identity_files(ctx.identity),
         *directory_files(ctx.cluster, ctx.identity),
         *home_files(inputs.home, ("slurmctld.service",)),
+        *accounts_files(ctx, inputs.agent.bucket),
     ]
     if inputs.login_host_key_secret_arn is not None and directory_of(ctx.identity) is None:
         files.append(identity_helper_file())  # with a directory, directory_files brought it
@@ -198,6 +200,7 @@ def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
         users_unit=USERS_UNIT if has_users_program(ctx.identity) else None,
         home_mount=HOME_MOUNT_SCRIPT if inputs.home is not None else None,
         host_key_secret=inputs.login_host_key_secret_arn,
+        accounts_units=(ACCOUNTS_UNIT, ACCOUNTS_PATH_UNIT) if accounting and ctx.teams is not None else None,
     )
 
 

@@ -13,6 +13,7 @@ from gpucluster.config.slurm import SLURM_VERSION, SlurmSpec
 from gpucluster.resolve.cluster import ResolvedCluster
 from gpucluster.resolve.identity import ResolvedIdentity
 from gpucluster.resolve.node_group import SlurmGroup
+from gpucluster.resolve.slurm_teams import ResolvedTeams
 
 __all__ = ["SlurmContext", "SlurmGroup"]
 
@@ -81,6 +82,10 @@ class SlurmContext:
     """Who the people are (the resolved ``slurm.identity``): the admin group's sudo rule and the declared users."""
     srun_ports: tuple[int, int] | None = None
     """``SrunPortRange`` (first, last) when the cluster has login nodes (srun runs there); None: not rendered."""
+    teams: ResolvedTeams | None = None
+    """The resolved ``slurm.teams`` (limits enforced, QOS, preemption), or None without teams."""
+    prices: tuple[tuple[str, float | None], ...] = ()
+    """``(node group, USD per node-hour the plan uses)`` of the Slurm groups: the usage report's GPU prices."""
 
     @classmethod
     def of(cls, cluster: ResolvedCluster, *, slurm_version: str | None = None) -> SlurmContext:
@@ -101,4 +106,6 @@ class SlurmContext:
             scratch,
             cluster.slurm.identity,
             login.srun_ports if login is not None else None,
+            cluster.slurm.teams,
+            tuple((g.node_group, g.usd_per_node_hour) for g in cluster.estimate.groups),
         )

@@ -1,0 +1,165 @@
+"""Checks of ``gpucluster:slurm.teams`` and ``gpucluster:slurm.settings`` (pure: spec and catalog in, findings out).
+
+Teams need the accounting database (their accounts, limits and usage live in slurmdbd); their members must be
+people the cluster knows (declared users, or groups of a directory); a flavor's guarantees may not add up to
+more GPUs than the Slurm partitions of that flavor hold at their ``maxSize``. The settings escape hatch refuses
+the keys gpucluster owns, naming the section to use instead, and values that would break the file's lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.effective import slurm_groups
+from gpucluster.config.errors import Finding, error
+from gpucluster.config.kubernetes import flavor_name
+from gpucluster.config.slurm import SlurmSpec
+from gpucluster.config.slurm_settings import KEY_RE, owned_key, value_problem
+from gpucluster.config.slurm_teams import gpu_type
+from gpucluster.facts.catalog import Catalog
+
+TEAMS = "gpucluster:slurm.teams"
+SETTINGS = "gpucluster:slurm.settings"
+
+
+def slurm_gpu_flavors(spec: ClusterSpec, catalog: Catalog) -> dict[str, tuple[str, int]]:
+    """``{flavor: (Slurm GPU type, GPUs of the Slurm groups of that flavor at maxSize)}``, config order. A flavor is
+    named as ``kubernetes.teams`` names it (``h100``, ``l40s``); its Slurm GRES type is the same model letters."""
+    out: dict[str, tuple[str, int]] = {}
+    for _, g, facts in slurm_groups(spec, catalog):
+        if facts is not None and facts.gpu_count:
+            name = flavor_name(facts)
+            _, before = out.get(name, ("", 0))
+            out[name] = (gpu_type(facts), before + facts.gpu_count * g.max_size)
+    return out
+
+
+def check_teams(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    if not slurm.teams:
+        return
+    if slurm.accounting is None:
+        yield error(
+            TEAMS,
+            "teams are Slurm accounts with limits and fair share, which live in the accounting database (slurmdbd), "
+            "and this cluster has none",
+            "add accounting: {} to gpucluster:slurm (slurmdbd and MariaDB on the head node)",
+            [t.name for t in slurm.teams],
+            "teams-need-accounting",
+        )
+    yield from _names(slurm)
+    yield from _members(slurm)
+    yield from _quotas(slurm, spec, catalog)
+
+
+def _names(slurm: SlurmSpec) -> Iterator[Finding]:
+    seen: set[str] = set()
+    for j, team in enumerate(slurm.teams):
+        if team.name in seen:
+            yield error(
+                f"{TEAMS}[{j}].name",
+                f"two teams are named {team.name!r}; a team is one Slurm account",
+                "give each team its own name, or merge the two entries",
+                team.name,
+                "team-duplicate",
+            )
+        elif team.name == "root":
+            yield error(
+                f"{TEAMS}[{j}].name", "'root' is Slurm's own top account", "choose another team name", team.name, "team-reserved"
+            )
+        seen.add(team.name)
+
+
+def _members(slurm: SlurmSpec) -> Iterator[Finding]:
+    identity = slurm.identity
+    declared = {u.name for u in identity.users} if identity is not None else set()
+    directory = identity is not None and identity.directory is not None
+    for j, team in enumerate(slurm.teams):
+        for user in team.users:
+            if user not in declared:
+                known = ", ".join(sorted(declared)) or "none"
+                yield error(
+                    f"{TEAMS}[{j}].users",
+                    f"team {team.name!r} lists user {user!r}, who is not a declared user of slurm.identity (declared: {known})",
+                    f"declare {user!r} under slurm.identity.users, or remove them from the team"
+                    + (" (directory people join through directoryGroups)" if directory else ""),
+                    user,
+                    "team-unknown-user",
+                )
+        if team.directory_groups and not directory:
+            yield error(
+                f"{TEAMS}[{j}].directoryGroups",
+                f"team {team.name!r} takes its members from directory groups, but slurm.identity has no directory",
+                "set slurm.identity.directory (LDAP or Active Directory), or list declared users in users",
+                list(team.directory_groups),
+                "team-groups-need-directory",
+            )
+        for group in team.directory_groups:
+            if not group or any(c in group for c in ":\n\r\t,'\"#"):
+                yield error(
+                    f"{TEAMS}[{j}].directoryGroups",
+                    f"directory group {group!r} of team {team.name!r} is not a group name",
+                    "use the group's name as getent group prints it (no ':', ',', quotes or line breaks)",
+                    group,
+                    "team-group-name",
+                )
+
+
+def _quotas(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    flavors = slurm_gpu_flavors(spec, catalog)
+    promised: dict[str, list[str]] = {}
+    for j, team in enumerate(slurm.teams):
+        for flavor, gpus in team.gpu_quota.items():
+            if flavor not in flavors:
+                known = ", ".join(flavors) or "none (no Slurm node group has NVIDIA GPUs)"
+                yield error(
+                    f"{TEAMS}[{j}].gpuQuota",
+                    f"team {team.name!r} has a quota of {gpus} {flavor!r} GPUs, but no Slurm node group has {flavor!r} GPUs",
+                    f"use a GPU flavor of the Slurm node groups: {known}",
+                    flavor,
+                    "team-quota-unknown-flavor",
+                )
+                continue
+            promised.setdefault(flavor, []).append(f"{team.name} {gpus}")
+    for flavor, parts in promised.items():
+        total = sum(int(p.rsplit(" ", 1)[1]) for p in parts)
+        capacity = flavors[flavor][1]
+        if total > capacity:
+            yield error(
+                TEAMS,
+                f"teams are guaranteed {total} {flavor} GPUs ({', '.join(parts)}), but the Slurm partitions hold at "
+                f"most {capacity} {flavor} GPUs (maxSize x GPUs per instance): a guarantee that cannot be met",
+                f"lower the {flavor} quotas to {capacity} in total, or raise the {flavor} node groups' maxSize",
+                total,
+                "team-quota-above-capacity",
+            )
+
+
+def check_settings(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    for key, value in slurm.settings.items():
+        path = f"{SETTINGS}.{key}"
+        owned = owned_key(key)
+        if owned is not None:
+            yield error(
+                path,
+                f"slurm.conf key {owned[0]} is set by gpucluster, so it cannot be overridden here",
+                f"use {owned[1]} instead",
+                key,
+                "slurm-setting-owned",
+            )
+        elif not KEY_RE.fullmatch(key):
+            yield error(
+                path,
+                f"{key!r} is not a slurm.conf key: keys are CamelCase letters and digits (MaxJobCount)",
+                "write the key as slurm.conf(5) spells it",
+                key,
+                "slurm-setting-key",
+            )
+        elif problem := value_problem(value):
+            yield error(
+                path,
+                f"the value of {key} cannot go into slurm.conf: {problem}",
+                "give a one-line value without '#' (slurm.conf(5) syntax)",
+                value,
+                "slurm-setting-value",
+            )
