@@ -4,6 +4,7 @@ the agent's own command line) and the head node's right to write the daily file 
 from __future__ import annotations
 
 import configparser
+import json
 import shlex
 import subprocess
 from pathlib import Path
@@ -65,3 +66,20 @@ def test_the_head_node_may_only_put_objects_under_the_usage_prefix() -> None:
     assert usage == [
         {"Sid": "WriteDailyUsageReports", "Effect": "Allow", "Action": "s3:PutObject", "Resource": "arn:aws:s3:::b/usage/*"}
     ]
+
+
+def test_a_head_node_with_teams_gets_the_daily_report_and_its_contract_reads_back() -> None:
+    from gpucluster.render.slurm.accounts import ACCOUNTS_PATH
+    from gpucluster_agents.usage.policy import parse_policy
+    from tests.render.test_slurm_teams_render import APPLIED, RESEARCH, ctx_of, head_of
+
+    files = head_of(ctx_of(RESEARCH, APPLIED))
+    assert f"/etc/systemd/system/{USAGE_SERVICE}" in files and f"/etc/systemd/system/{USAGE_TIMER}" in files
+    assert f"systemctl enable --now {USAGE_TIMER}" in files["setup"].splitlines()
+    # the report reads the rendered contract: the p5 partition's price per GPU-hour and the bucket
+    policy = parse_policy(json.loads(files[ACCOUNTS_PATH]))
+    assert policy.cluster == "teams" and list(policy.prices) == ["p5"] and policy.prices["p5"] > 0
+    assert policy.target is not None and policy.target.key("2026-11-25") == "usage/2026-11-25.json"
+    assert policy.target.bucket == "artifacts-bucket"
+    without = head_of(ctx_of())
+    assert f"/etc/systemd/system/{USAGE_TIMER}" not in without and USAGE_TIMER not in without["setup"]

@@ -12,14 +12,15 @@ accounts contract it reads is the reconcile's file.
 from __future__ import annotations
 
 from gpucluster.render.core import WriteFile
+from gpucluster.render.slurm.accounts import ACCOUNTS_PATH, USAGE_PREFIX
 from gpucluster.render.slurm.guard import systemd_unit
-from gpucluster.render.slurm.names import AGENT_LIB
+from gpucluster.render.slurm.names import AGENT_LIB, SlurmContext
 
-USAGE_PREFIX = "usage/"
-"""Where the daily files go in the cluster's artifact bucket (the contract's ``usage.prefix``; the IAM resource)."""
+__all__ = ["USAGE_PREFIX", "USAGE_SERVICE", "USAGE_TIMER", "has_usage_report", "usage_files", "usage_service", "usage_timer"]
+
 USAGE_SERVICE = "gpucluster-usage.service"
 USAGE_TIMER = "gpucluster-usage.timer"
-ACCOUNTS_FILE = "/etc/gpucluster/accounts.json"
+ACCOUNTS_FILE = ACCOUNTS_PATH
 USAGE_COMMAND = "/usr/bin/python3 -m gpucluster_agents usage --since yesterday --until yesterday --upload"
 
 
@@ -44,6 +45,11 @@ def usage_timer() -> str:
         "\n[Timer]\nOnCalendar=*-*-* 00:20:00 UTC\nRandomizedDelaySec=10min\nPersistent=true\n",
         "WantedBy=timers.target",
     )
+
+
+def has_usage_report(ctx: SlurmContext, bucket: str | None) -> bool:
+    """A daily report where there are teams, accounting and a bucket to write to (the contract then has ``usage``)."""
+    return ctx.teams is not None and ctx.slurm.accounting is not None and bucket is not None
 
 
 def usage_files(region: str, accounts_file: str = ACCOUNTS_FILE) -> list[WriteFile]:
