@@ -1,0 +1,178 @@
+"""Jobs of two teams under the rendered accounting, priority and preemption lines, on the real Slurm 22.05 with
+slurmdbd and MariaDB (``slurmdbd.py``): one slurmd node ``gpu-1`` with 8 fake H100s (gres.conf ``File=`` on fake
+device files), the accounts contract of two teams applied to slurmdbd, jobs submitted as the teams' users.
+
+The teams: ``research`` (6 GPUs guaranteed, fair share 6) and ``applied`` (2 GPUs, fair share 2, may borrow). Their
+declared users (alice, bob) are played by two accounts every Debian machine has (``daemon``, ``bin``): slurmctld needs a
+user to exist, and these make no change to the host.
+
+One module, one cluster, phases in order (each test relies on the one before, like the jobs of a day):
+1. a job above applied's guarantee pends with ``AssocGrpGRES``;
+2. a borrowed job (QOS ``borrow``) runs beyond the guarantee and is requeued when research's guaranteed job needs
+   its GPUs;
+3. fair share: after research used far more than its share and applied little, sshare and sprio put applied's
+   queued job first (usage, not shares, decides: research has three times applied's shares);
+4. ``gpucluster-agent usage`` (the real sacct) and ``sreport`` report the GPU-seconds the jobs ran, as slurmctld
+   timed them.
+
+Only the test's copy of slurm.conf makes the scheduler quick (``sched_interval=1``); the accounting, priority and
+preemption lines are the renderer's own (``render/slurm/priority.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpucluster.render.slurm.accounts import accounts_contract
+from gpucluster.render.slurm.priority import BILLING, accounting_lines
+from tests.conftest import IN_CI
+from tests.e2e.slurm_harness import SBATCH, conf_lines, fake_gpus, free_port, node_line
+from tests.e2e.slurmdbd import AccountingSlurm, missing_tools, run_dir
+from tests.render.test_slurm_teams_render import ctx_of
+
+pytestmark = pytest.mark.slow
+
+RESEARCH = {"name": "research", "gpuQuota": {"h100": 6}, "users": ["alice"]}
+APPLIED = {"name": "applied", "gpuQuota": {"h100": 2}, "users": ["bob"], "borrow": True}
+ON_THIS_MACHINE = {"alice": "daemon", "bob": "bin"}
+NODE = "gpu-1"
+RUNUSER = "/usr/sbin/runuser"
+SACCT = "/usr/bin/sacct"
+SPRIO = "/usr/bin/sprio"
+SSHARE = "/usr/bin/sshare"
+SREPORT = "/usr/bin/sreport"
+
+
+def _contract() -> dict[str, Any]:
+    contract = accounts_contract(ctx_of(RESEARCH, APPLIED), None)
+    assert contract is not None
+    contract["cluster"] = "teams"
+    for account in contract["accounts"]:
+        account["users"] = [ON_THIS_MACHINE[u] for u in account["users"]]
+    return contract
+
+
+def _slurm_conf(dev: Path) -> str:
+    ctx = ctx_of(RESEARCH, APPLIED)
+    keys = {
+        "SelectType": "select/cons_tres",
+        "SelectTypeParameters": "CR_Core",
+        "GresTypes": "gpu",
+        "SchedulerParameters": "sched_interval=1,bf_interval=1",  # the test's copy only: a quick scheduler
+        "SlurmdParameters": "config_overrides",  # 8 CPUs declared on a smaller machine
+        "ReturnToService": "2",
+        "JobRequeue": "1",
+    }
+    lines = [*conf_lines(keys), *accounting_lines(ctx, ["h100"])]
+    lines.append(node_line(NODE, free_port(), cpus=8, memory_mb=8000, Gres="gpu:h100:8", State="UNKNOWN"))
+    lines.append(f"PartitionName=p5 Nodes={NODE} Default=YES MaxTime=INFINITE State=UP {BILLING}")
+    return "\n".join(lines) + "\n"
+
+
+def _apply(slurm: AccountingSlurm, contract: dict[str, Any]) -> None:
+    """The contract into slurmdbd."""
+    file = slurm.dir / "accounts.json"
+    file.write_text(json.dumps(contract))
+    try:
+        from gpucluster_agents.accounts import cli as accounts_cli  # noqa: F401  (the reconcile, once merged)
+    except ImportError:
+        _apply_with_sacctmgr(slurm, contract)
+        return
+    proc = slurm.run(sys.executable, "-m", "gpucluster_agents", "accounts", "reconcile", "--file", str(file))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _apply_with_sacctmgr(slurm: AccountingSlurm, contract: dict[str, Any]) -> None:
+    """The contract's sacctmgr commands (a stand-in while the reconcile is on another branch)."""
+
+    def tres(grp: dict[str, int]) -> str:
+        return ",".join(f"{k}={v}" for k, v in grp.items()) or "-1"
+
+    commands: list[list[str]] = []
+    for q in contract["qos"]:
+        verb = ["modify", "qos", q["name"], "set"] if q["name"] == "normal" else ["add", "qos", q["name"]]
+        grp = [f"GrpTRES={tres(q['grp_tres'])}"] if q["grp_tres"] else []
+        commands.append([*verb, f"Priority={q['priority']}", f"PreemptMode={q['preempt_mode']}", *grp])
+    commands += [
+        ["modify", "qos", q["name"], "set", f"Preempt={','.join(q['preempt'])}"] for q in contract["qos"] if q["preempt"]
+    ]
+    for a in contract["accounts"]:
+        commands.append(
+            ["add", "account", a["name"], f"Cluster={contract['cluster']}", f"Fairshare={a['fairshare']}", f"GrpTRES={tres(a['grp_tres'])}",
+             f"QOS={','.join(a['qos'])}", f"DefaultQOS={a['default_qos']}"]
+        )  # fmt: skip
+        for user in a["users"]:
+            commands.append(["add", "user", user, f"Account={a['name']}", f"Cluster={contract['cluster']}"])
+    for argv in commands:
+        proc = slurm.sacctmgr("-i", *argv)
+        assert proc.returncode == 0, f"sacctmgr {' '.join(argv)}: {proc.stdout}{proc.stderr}"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[AccountingSlurm]:
+    missing = missing_tools() + [t for t in (RUNUSER, SACCT, SPRIO, SSHARE, SREPORT) if not os.access(t, os.X_OK)]
+    if missing or os.geteuid() != 0:
+        reason = f"needs root and {', '.join(missing)}" if missing else "slurmd runs jobs as other users: needs root"
+        (pytest.fail if IN_CI else pytest.skip)(reason)
+    run = run_dir("gcteams-")
+    run.chmod(0o755)  # the teams' users read slurm.conf (their sbatch, sacct)
+    dev = run / "dev"
+    fake_gpus(dev, 8)
+    slurm = AccountingSlurm(run, cluster="teams", slurm_conf=_slurm_conf(dev))
+    (run / "etc").chmod(0o755)
+    (run / "etc" / "gres.conf").write_text(f"Name=gpu Type=h100 File={dev}/nvidia[0-7]\n")
+    try:
+        slurm.start(ctld=False)
+        slurm.add_cluster()
+        slurm.start_ctld()  # it registers the cluster's TRES (gres/gpu) the limits name
+        _apply(slurm, _contract())
+        slurm.start_slurmd(NODE)
+        slurm.wait("gpu-1 idle", lambda: "IDLE" in slurm.node(NODE).get("State", ""), 30, 0.2)
+        yield slurm
+    finally:
+        slurm.cleanup()
+
+
+def submit(slurm: AccountingSlurm, user: str, gpus: int, *extra: str, seconds: int = 300) -> int:
+    """``sbatch`` as ``user`` (one of the teams' machine users): a job holding ``gpus`` GPUs for ``seconds``."""
+    argv = [RUNUSER, "-u", user, "--", SBATCH, "--parsable", "--chdir=/tmp", "-o", "/dev/null", "-e", "/dev/null"]
+    argv += ["-p", "p5", "-N1", "-n1", "-c1", "--mem=10", f"--gres=gpu:{gpus}", *extra, "--wrap", f"sleep {seconds}"]
+    proc = slurm.run(*argv)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return int(proc.stdout.strip().split(";")[0])
+
+
+def state(slurm: AccountingSlurm, job: int) -> tuple[str, str]:
+    fields = slurm.job(job)
+    return fields.get("JobState", ""), fields.get("Reason", "")
+
+
+def wait_state(slurm: AccountingSlurm, job: int, wanted: str, timeout: float = 20) -> dict[str, str]:
+    slurm.wait(f"job {job} {wanted}", lambda: state(slurm, job)[0] == wanted, timeout, 0.2)
+    return slurm.job(job)
+
+
+def cancel(slurm: AccountingSlurm, *jobs: int) -> None:
+    slurm.run("/usr/bin/scancel", *map(str, jobs))
+    for job in jobs:
+        slurm.wait(f"job {job} gone", lambda j=job: state(slurm, j)[0] in ("CANCELLED", "COMPLETED", ""), 20, 0.2)
+
+
+# --- 1. the guarantee ------------------------------------------------------------------------------------------------
+
+
+def test_a_job_above_the_teams_guarantee_pends_with_assoc_grp_gres(cluster: AccountingSlurm) -> None:
+    first = submit(cluster, "bin", 2)  # applied's whole guarantee
+    wait_state(cluster, first, "RUNNING")
+    over = submit(cluster, "bin", 1)
+    cluster.wait(f"job {over} held by the limit", lambda: state(cluster, over) == ("PENDING", "AssocGrpGRES"), 15, 0.2)
+    inside = submit(cluster, "daemon", 1)  # research is within its own: the GPUs are there
+    wait_state(cluster, inside, "RUNNING")
+    cancel(cluster, first, over, inside)
