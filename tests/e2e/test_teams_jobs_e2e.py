@@ -50,6 +50,10 @@ SSHARE = "/usr/bin/sshare"
 SREPORT = "/usr/bin/sreport"
 
 
+ran: dict[str, list[int]] = {}
+"""The jobs each team ran, as the tests go (the usage report's expected figures)."""
+
+
 def _contract() -> dict[str, Any]:
     contract = accounts_contract(ctx_of(RESEARCH, APPLIED), None)
     assert contract is not None
@@ -165,7 +169,47 @@ def cancel(slurm: AccountingSlurm, *jobs: int) -> None:
         slurm.wait(f"job {job} gone", lambda j=job: state(slurm, j)[0] in ("CANCELLED", "COMPLETED", ""), 20, 0.2)
 
 
-# --- 1. the guarantee ------------------------------------------------------------------------------------------------
+# --- 1. fair share --------------------------------------------------------------------------------------------------
+
+
+def sshare(slurm: AccountingSlurm) -> dict[str, dict[str, str]]:
+    """The teams' rows of ``sshare`` (accounts, not users)."""
+    fields = ("Account", "User", "RawShares", "RawUsage", "LevelFS")
+    out = slurm.run(SSHARE, "-n", "-P", "-a", "-o", ",".join(fields)).stdout
+    rows = [dict(zip(fields, (v.strip() for v in line.split("|")), strict=True)) for line in out.splitlines() if line]
+    return {r["Account"]: r for r in rows if not r["User"] and r["Account"] in ("research", "applied")}
+
+
+def sprio(slurm: AccountingSlurm) -> dict[int, tuple[int, int]]:
+    """``{job: (priority, fair-share factor, weighted)}`` of the pending jobs."""
+    out = slurm.run(SPRIO, "-h", "-o", "%i|%Y|%F").stdout
+    return {int(i): (int(p), int(f)) for i, p, f in (line.split("|") for line in out.splitlines() if line)}
+
+
+def test_fair_share_puts_the_team_that_used_less_first(cluster: AccountingSlurm) -> None:
+    used = submit(cluster, "daemon", 6, seconds=3)  # research uses its GPUs; applied uses nothing
+    ran["research"] = [used]
+    wait_state(cluster, used, "COMPLETED", 30)
+    # usage is charged when a job ends; the fair-share tree is recomputed at slurmctld's start (then every
+    # PriorityCalcPeriod): a restart instead of a minute's wait
+    cluster.restart_ctld()
+    cluster.wait("gpu-1 registered again", lambda: cluster.node(NODE).get("State") == "IDLE", 30, 0.2)
+    cluster.scontrol("update", f"nodename={NODE}", "state=drain", "reason=gpucluster-test: queue only")
+    queued = {"research": submit(cluster, "daemon", 1), "applied": submit(cluster, "bin", 1)}
+    shares = sshare(cluster)
+    assert int(shares["research"]["RawShares"]) == 3 * int(shares["applied"]["RawShares"])  # research: 3x the shares
+    assert int(shares["research"]["RawUsage"]) > 0 and int(shares["applied"]["RawUsage"]) == 0
+    assert float(shares["applied"]["LevelFS"]) > float(shares["research"]["LevelFS"]), shares  # share / usage
+    cluster.wait("both queued jobs in sprio", lambda: set(queued.values()) <= set(sprio(cluster)), 10, 0.2)
+    prio = sprio(cluster)
+    applied, research = prio[queued["applied"]], prio[queued["research"]]
+    assert applied[1] > research[1] and applied[0] > research[0], prio  # usage, not shares, decides
+    cancel(cluster, *queued.values())
+    cluster.scontrol("update", f"nodename={NODE}", "state=undrain")
+    cluster.wait("gpu-1 back", lambda: "DRAIN" not in cluster.node(NODE).get("State", ""), 15, 0.2)
+
+
+# --- 2. the guarantee ------------------------------------------------------------------------------------------------
 
 
 def test_a_job_above_the_teams_guarantee_pends_with_assoc_grp_gres(cluster: AccountingSlurm) -> None:
@@ -176,3 +220,21 @@ def test_a_job_above_the_teams_guarantee_pends_with_assoc_grp_gres(cluster: Acco
     inside = submit(cluster, "daemon", 1)  # research is within its own: the GPUs are there
     wait_state(cluster, inside, "RUNNING")
     cancel(cluster, first, over, inside)
+    ran["applied"] = [first]
+    ran["research"].append(inside)
+
+
+# --- 3. borrowing, and the guarantee taking the GPUs back ---------------------------------------------------------
+
+
+def test_a_borrowed_job_runs_beyond_the_guarantee_and_is_requeued_for_a_guaranteed_one(cluster: AccountingSlurm) -> None:
+    borrowed = submit(cluster, "bin", 4, "--qos=borrow")  # twice applied's guarantee: the QOS's limit holds it
+    wait_state(cluster, borrowed, "RUNNING")
+    guaranteed = submit(cluster, "daemon", 6, seconds=2)  # research's guarantee; 4 GPUs are free
+    wait_state(cluster, guaranteed, "RUNNING")
+    cluster.wait(f"job {borrowed} requeued", lambda: cluster.job(borrowed).get("Restarts") == "1", 15, 0.2)
+    assert state(cluster, borrowed)[0] in ("PENDING", "REQUEUED", "REQUEUE_HOLD"), cluster.job(borrowed)
+    cancel(cluster, borrowed)
+    wait_state(cluster, guaranteed, "COMPLETED", 30)
+    ran["applied"].append(borrowed)
+    ran["research"].append(guaranteed)
