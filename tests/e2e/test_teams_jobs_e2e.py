@@ -21,9 +21,13 @@ preemption lines are the renderer's own (``render/slurm/priority.py``).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import re
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +36,7 @@ import pytest
 
 from gpucluster.render.slurm.accounts import accounts_contract
 from gpucluster.render.slurm.priority import BILLING, accounting_lines
-from tests.conftest import IN_CI
+from tests.conftest import IN_CI, ROOT
 from tests.e2e.slurm_harness import SBATCH, conf_lines, fake_gpus, free_port, node_line
 from tests.e2e.slurmdbd import AccountingSlurm, missing_tools, run_dir
 from tests.render.test_slurm_teams_render import ctx_of
@@ -50,6 +54,7 @@ SSHARE = "/usr/bin/sshare"
 SREPORT = "/usr/bin/sreport"
 
 
+started: dict[str, str] = {}
 ran: dict[str, list[int]] = {}
 """The jobs each team ran, as the tests go (the usage report's expected figures)."""
 
@@ -229,7 +234,8 @@ def test_a_job_above_the_teams_guarantee_pends_with_assoc_grp_gres(cluster: Acco
 
 def test_a_borrowed_job_runs_beyond_the_guarantee_and_is_requeued_for_a_guaranteed_one(cluster: AccountingSlurm) -> None:
     borrowed = submit(cluster, "bin", 4, "--qos=borrow")  # twice applied's guarantee: the QOS's limit holds it
-    wait_state(cluster, borrowed, "RUNNING")
+    started["borrowed"] = wait_state(cluster, borrowed, "RUNNING")["StartTime"]
+    time.sleep(2)  # a run preempted within a second of its start can reach slurmdbd without its start time (measured)
     guaranteed = submit(cluster, "daemon", 6, seconds=2)  # research's guarantee; 4 GPUs are free
     wait_state(cluster, guaranteed, "RUNNING")
     cluster.wait(f"job {borrowed} requeued", lambda: cluster.job(borrowed).get("Restarts") == "1", 15, 0.2)
@@ -238,3 +244,46 @@ def test_a_borrowed_job_runs_beyond_the_guarantee_and_is_requeued_for_a_guarante
     wait_state(cluster, guaranteed, "COMPLETED", 30)
     ran["applied"].append(borrowed)
     ran["research"].append(guaranteed)
+
+
+# --- 4. who used the GPUs ------------------------------------------------------------------------------------------
+
+
+def seconds(job: dict[str, str], start: str = "StartTime", end: str = "EndTime") -> int:
+    parse = dt.datetime.fromisoformat
+    return int((parse(job[end]) - parse(job[start])).total_seconds())
+
+
+def test_the_usage_report_counts_the_gpu_seconds_the_jobs_ran(cluster: AccountingSlurm) -> None:
+    """The real sacct, through ``gpucluster-agent usage``, against slurmctld's own times for each job (``scontrol``).
+    Not sreport: it reads slurmdbd's hourly rollup, which holds a job only once its hour is over."""
+    argv = [sys.executable, "-m", "gpucluster_agents", "usage", "--json", "--since", "yesterday"]
+    proc = subprocess.run(
+        [*argv, "--file", str(cluster.dir / "accounts.json")],
+        env={**cluster.env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    teams = {t["account"]: t for t in report["teams"]}
+    gpus = {job: int(re.search(r"gres/gpu=(\d+)", cluster.job(job)["TRES"] or "").group(1)) for js in ran.values() for job in js}
+    # research: every job ran once (slurmctld keeps ended jobs for MinJobAge): exactly its times
+    research = sum(gpus[j] * seconds(cluster.job(j)) for j in ran["research"])
+    assert teams["research"]["gpu_seconds"] == research > 0
+    assert teams["research"]["users"] == [
+        {"user": "daemon", **{k: teams["research"][k] for k in ("gpu_hours", "gpu_seconds", "usd", "jobs")}}
+    ]
+    # applied: its capped job, and the borrowed job's run until the guaranteed job took its GPUs: preempted when the
+    # guaranteed job was submitted (scheduled at once), its GPUs free by the time that job started
+    first, borrowed = ran["applied"]
+    guaranteed = cluster.job(ran["research"][-1])
+    capped = gpus[first] * seconds(cluster.job(first))
+    low = capped + gpus[borrowed] * seconds({"StartTime": started["borrowed"], "EndTime": guaranteed["SubmitTime"]})
+    high = capped + gpus[borrowed] * seconds({"StartTime": started["borrowed"], "EndTime": guaranteed["StartTime"]})
+    assert low <= teams["applied"]["gpu_seconds"] <= high, (teams["applied"], low, high)
+    price = json.loads((cluster.dir / "accounts.json").read_text())["gpu_prices"][0]["usd_per_gpu_hour"]
+    assert teams["research"]["usd"] == round(research / 3600 * price, 2)
+    assert report["total"]["gpu_seconds"] == teams["research"]["gpu_seconds"] + teams["applied"]["gpu_seconds"]
+    assert report["skipped_records"] == [] and report["unpriced_partitions"] == []
