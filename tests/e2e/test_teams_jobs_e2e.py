@@ -54,6 +54,7 @@ SSHARE = "/usr/bin/sshare"
 SREPORT = "/usr/bin/sreport"
 
 
+slurmd: dict[str, subprocess.Popen[bytes]] = {}
 started: dict[str, str] = {}
 ran: dict[str, list[int]] = {}
 """The jobs each team ran, as the tests go (the usage report's expected figures)."""
@@ -142,7 +143,7 @@ def cluster() -> Iterator[AccountingSlurm]:
         slurm.add_cluster()
         slurm.start_ctld()  # it registers the cluster's TRES (gres/gpu) the limits name
         _apply(slurm, _contract())
-        slurm.start_slurmd(NODE)
+        slurmd[NODE] = slurm.start_slurmd(NODE)
         slurm.wait("gpu-1 idle", lambda: "IDLE" in slurm.node(NODE).get("State", ""), 30, 0.2)
         yield slurm
     finally:
@@ -192,14 +193,16 @@ def sprio(slurm: AccountingSlurm) -> dict[int, tuple[int, int]]:
 
 
 def test_fair_share_puts_the_team_that_used_less_first(cluster: AccountingSlurm) -> None:
-    used = submit(cluster, "daemon", 6, seconds=3)  # research uses its GPUs; applied uses nothing
+    used = submit(cluster, "daemon", 6, seconds=1)  # research uses its GPUs; applied uses nothing
     ran["research"] = [used]
     wait_state(cluster, used, "COMPLETED", 30)
     # usage is charged when a job ends; the fair-share tree is recomputed at slurmctld's start (then every
     # PriorityCalcPeriod): a restart instead of a minute's wait
+    slurmd[NODE].terminate()  # a slurmd started after slurmctld registers at once (a running one waits to be asked)
+    slurmd[NODE].wait(timeout=20)
     cluster.restart_ctld()
-    cluster.wait("gpu-1 registered again", lambda: cluster.node(NODE).get("State") == "IDLE", 30, 0.2)
-    cluster.scontrol("update", f"nodename={NODE}", "state=drain", "reason=gpucluster-test: queue only")
+    slurmd[NODE] = cluster.start_slurmd(NODE)
+    cluster.scontrol("update", "partitionname=p5", "state=down")  # jobs queue, none starts
     queued = {"research": submit(cluster, "daemon", 1), "applied": submit(cluster, "bin", 1)}
     shares = sshare(cluster)
     assert int(shares["research"]["RawShares"]) == 3 * int(shares["applied"]["RawShares"])  # research: 3x the shares
@@ -210,8 +213,7 @@ def test_fair_share_puts_the_team_that_used_less_first(cluster: AccountingSlurm)
     applied, research = prio[queued["applied"]], prio[queued["research"]]
     assert applied[1] > research[1] and applied[0] > research[0], prio  # usage, not shares, decides
     cancel(cluster, *queued.values())
-    cluster.scontrol("update", f"nodename={NODE}", "state=undrain")
-    cluster.wait("gpu-1 back", lambda: "DRAIN" not in cluster.node(NODE).get("State", ""), 15, 0.2)
+    cluster.scontrol("update", "partitionname=p5", "state=up")
 
 
 # --- 2. the guarantee ------------------------------------------------------------------------------------------------
@@ -235,8 +237,8 @@ def test_a_job_above_the_teams_guarantee_pends_with_assoc_grp_gres(cluster: Acco
 def test_a_borrowed_job_runs_beyond_the_guarantee_and_is_requeued_for_a_guaranteed_one(cluster: AccountingSlurm) -> None:
     borrowed = submit(cluster, "bin", 4, "--qos=borrow")  # twice applied's guarantee: the QOS's limit holds it
     started["borrowed"] = wait_state(cluster, borrowed, "RUNNING")["StartTime"]
-    time.sleep(2)  # a run preempted within a second of its start can reach slurmdbd without its start time (measured)
-    guaranteed = submit(cluster, "daemon", 6, seconds=2)  # research's guarantee; 4 GPUs are free
+    time.sleep(3)  # a run preempted within a second or two of its start can reach slurmdbd without its start (measured)
+    guaranteed = submit(cluster, "daemon", 6, seconds=1)  # research's guarantee; 4 GPUs are free
     wait_state(cluster, guaranteed, "RUNNING")
     cluster.wait(f"job {borrowed} requeued", lambda: cluster.job(borrowed).get("Restarts") == "1", 15, 0.2)
     assert state(cluster, borrowed)[0] in ("PENDING", "REQUEUED", "REQUEUE_HOLD"), cluster.job(borrowed)

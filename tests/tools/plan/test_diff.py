@@ -347,3 +347,44 @@ def test_the_ignored_section_names_the_path_and_the_values():
     text = render(compare(old, new))
     assert "Ignored (ignore_changes: `pulumi up` keeps the existing value, nothing is replaced)" in text
     assert "= aws:eks:Cluster eks-p5-eks-eks: accessConfig.bootstrapClusterCreatorAdminPermissions: True → False" in text
+
+
+def _teams_plan(change=None) -> dict:
+    """A plan document holding only slurm-p5's accounts contract (rendered from its config after ``change``): the
+    file the real plan carries for the head node (tests/golden/plans/slurm-p5.json pins it there)."""
+    from gpucluster.load import load_spec
+    from gpucluster.render.slurm.accounts import ACCOUNTS_PATH, accounts_contract
+    from gpucluster.render.slurm.names import SlurmContext
+
+    config = prcases.stack_config("slurm-p5")
+    if change:
+        change(config)
+    ctx = SlurmContext.of(load_spec(config, stack="slurm-p5").cluster)
+    text = json.dumps(accounts_contract(ctx, "bucket"), indent=2) + "\n"
+    return {"stack": "slurm-p5", "project": "gpucluster", "resources": [], "files": {f"slurm-p5-slurm-head{ACCOUNTS_PATH}": text}}
+
+
+def test_team_changes_are_said_as_such():
+    """slurm-p5's teams change: the diff says what happened to each team, not only that accounts.json changed."""
+    from gpucluster.tools.plan.diff.teams import team_lines
+
+    def change(c: dict) -> None:
+        teams = c["gpucluster:slurm"]["teams"]
+        teams[0]["gpuQuota"] = {"h100": 93}
+        teams[0]["users"] = ["alice"]
+        teams[1] = {"name": "ops", "users": ["carol"], "maxJobTime": "12h"}
+
+    c = compare(_teams_plan(), _teams_plan(change))
+    validate(to_json(c), "diff.schema.json")
+    assert team_lines(c) == [
+        "research: 85 → 93 guaranteed h100 GPUs",
+        "research: fair share 85 → 93",
+        "research: members -bob",
+        "ops: added — 0 guaranteed h100 GPUs, fair share 1",
+        "applied: removed — its accounts are kept while it has jobs",
+    ]
+    text = render(c)
+    assert "Teams (Slurm accounts; the head node reconciles them)\n  research: 85 → 93 guaranteed h100 GPUs" in text
+    assert "- applied: removed — its accounts are kept while it has jobs" in markdown(c)
+    assert to_json(c)["teams"] == team_lines(c)
+    assert team_lines(compare(_teams_plan(), _teams_plan())) == []

@@ -15,6 +15,7 @@ from typing import Any
 
 from gpucluster.tools.plan.diff.changes import detailed_diff
 from gpucluster.tools.plan.diff.step import Comparison, Step
+from gpucluster.tools.plan.diff.teams import team_lines
 from gpucluster.tools.plan.diff.text import file_diff
 
 STATE_KEYS = ("urn", "type", "custom", "id", "parent", "protect", "retainOnDelete", "inputs")
@@ -51,6 +52,7 @@ def to_json(c: Comparison, *, cost: Any = None) -> dict[str, Any]:
         "newStack": c.new_stack,
         "steps": [step_json(s) for s in c.changes],
         "files": [{"path": f.path, "op": f.op, "diff": "\n".join(file_diff(f, indent=""))} for f in c.files],
+        "teams": team_lines(c),
         "changeSummary": c.counts(),
         "dataLoss": bool(c.data_loss),
         "cost": cost,

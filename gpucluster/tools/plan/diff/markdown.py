@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpucluster.tools.plan.diff.step import Comparison
+from gpucluster.tools.plan.diff.teams import team_lines
 from gpucluster.tools.plan.diff.text import counts_line, file_diff, short_type, step_lines
 from gpucluster.tools.plan.show.mermaid import cluster_mermaid
 
@@ -88,6 +89,9 @@ def render(
     head.append(f"**{counts_line(c)}** ({n['same']} unchanged)" if c.changed else "**No changes.**")
     head.append("")
     head += _warnings(c)
+    teams = team_lines(c)
+    if teams:
+        head += ["### Teams", "", *(f"- {t}" for t in teams), ""]
     if cost_markdown:
         head += ["### Cost", "", cost_markdown.rstrip("\n"), ""]
     if summary_markdown:

@@ -11,6 +11,7 @@ from typing import Any
 
 from gpucluster.tools.plan.diff.changes import compare
 from gpucluster.tools.plan.diff.step import ABSENT, USER_DATA_KEYS, Comparison, FileChange, Step
+from gpucluster.tools.plan.diff.teams import team_lines
 
 SIGN = {"create": "+", "update": "~", "replace": "±", "delete": "-"}
 FILE_BACKED = (*USER_DATA_KEYS, "contentBase64")
@@ -118,6 +119,9 @@ def render(
     warnings = warning_lines(c)
     if warnings:
         out += [*warnings, ""]
+    teams = team_lines(c)
+    if teams:
+        out += ["Teams (Slurm accounts; the head node reconciles them)", *(f"  {t}" for t in teams), ""]
     if cost_lines:
         out += ["Cost", *cost_lines, ""]
     if summary_lines:
