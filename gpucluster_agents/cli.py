@@ -9,6 +9,7 @@
     python -m gpucluster_agents status                   # protected node groups and node repairs
     python -m gpucluster_agents clear-protect <group>    # end a node group's protected mode
     python -m gpucluster_agents release-brake <group>    # repairs of a braked node group resume (repair/brake.py)
+    python -m gpucluster_agents accounts reconcile       # slurmdbd in step with accounts.json (accounts/cli.py)
     python -m gpucluster_agents usage [--since DAY] ...  # GPU-hours and cost per team and user (usage/cli.py)
 
 On a site's own slurmctld (config ``site``, :mod:`.site`) resume and suspend hand the site's own nodes to its
@@ -82,6 +83,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["accounts"]:  # the head node's accounts reconcile: its own command line (accounts/cli.py)
+        from .accounts.cli import main as accounts_main
+
+        return accounts_main(argv[1:])
     if argv[:1] == ["usage"]:  # a report for a person or the daily timer: its own options, no agent config
         from .usage.cli import main as usage_main
 
