@@ -190,12 +190,19 @@ def test_a_bad_window_is_refused_naming_the_option(since: str | None, until: str
     [
         ({"gpu_prices": [{"partition": "p5", "usd_per_gpu_hour": "12"}]}, "gpu_prices[0].usd_per_gpu_hour: must be a number"),
         (
-            {"gpu_prices": [{"partition": "p5", "usd_per_gpu_hour": 1}, {"partition": "p5", "usd_per_gpu_hour": 2}]},
+            {
+                "gpu_prices": [
+                    {"partition": "p5", "gpus_per_node": 8, "usd_per_gpu_hour": 1},
+                    {"partition": "p5", "gpus_per_node": 8, "usd_per_gpu_hour": 2},
+                ]
+            },
             "'p5' is priced twice",
         ),
         ({"usage": {"bucket": "Bad_Bucket", "prefix": "u/"}}, "usage.bucket: 'Bad_Bucket' is not valid"),
-        ({"usage": {"bucket": "ok-bucket", "prefix": "../x/"}}, "usage.prefix: '../x/' is not a key prefix"),
+        ({"usage": {"bucket": "ok-bucket", "prefix": "/x/"}}, "usage.prefix: must be a key prefix"),
+        ({"usage": {"bucket": "ok-bucket", "prefix": "u/", "region": "x"}}, "usage.region: unknown key"),
         ({"cluster": ""}, "cluster: must be a non-empty string"),
+        ({"schema": 2}, "schema: this agent reads schema 1"),
     ],
 )
 def test_a_bad_contract_is_refused_naming_the_key(change: dict[str, object], message: str) -> None:

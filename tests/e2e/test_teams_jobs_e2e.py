@@ -1,6 +1,7 @@
 """Jobs of two teams under the rendered accounting, priority and preemption lines, on the real Slurm 22.05 with
 slurmdbd and MariaDB (``slurmdbd.py``): one slurmd node ``gpu-1`` with 8 fake H100s (gres.conf ``File=`` on fake
-device files), the accounts contract of two teams applied to slurmdbd, jobs submitted as the teams' users.
+device files), the accounts contract of two teams applied by the head node's reconcile (``gpucluster-agent accounts reconcile``),
+jobs submitted as the teams' users.
 
 The teams: ``research`` (6 GPUs guaranteed, fair share 6) and ``applied`` (2 GPUs, fair share 2, may borrow). Their
 declared users (alice, bob) are played by two accounts every Debian machine has (``daemon``, ``bin``): slurmctld needs a
@@ -87,42 +88,13 @@ def _slurm_conf(dev: Path) -> str:
 
 
 def _apply(slurm: AccountingSlurm, contract: dict[str, Any]) -> None:
-    """The contract into slurmdbd."""
+    """The contract into slurmdbd, by the head node's own reconcile (``gpucluster-agent accounts reconcile``)."""
     file = slurm.dir / "accounts.json"
     file.write_text(json.dumps(contract))
-    try:
-        from gpucluster_agents.accounts import cli as accounts_cli  # noqa: F401  (the reconcile, once merged)
-    except ImportError:
-        _apply_with_sacctmgr(slurm, contract)
-        return
-    proc = slurm.run(sys.executable, "-m", "gpucluster_agents", "accounts", "reconcile", "--file", str(file))
+    file.chmod(0o644)
+    argv = [sys.executable, "-m", "gpucluster_agents", "accounts", "reconcile", "--file", str(file)]
+    proc = subprocess.run(argv, env={**slurm.env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-
-
-def _apply_with_sacctmgr(slurm: AccountingSlurm, contract: dict[str, Any]) -> None:
-    """The contract's sacctmgr commands (a stand-in while the reconcile is on another branch)."""
-
-    def tres(grp: dict[str, int]) -> str:
-        return ",".join(f"{k}={v}" for k, v in grp.items()) or "-1"
-
-    commands: list[list[str]] = []
-    for q in contract["qos"]:
-        verb = ["modify", "qos", q["name"], "set"] if q["name"] == "normal" else ["add", "qos", q["name"]]
-        grp = [f"GrpTRES={tres(q['grp_tres'])}"] if q["grp_tres"] else []
-        commands.append([*verb, f"Priority={q['priority']}", f"PreemptMode={q['preempt_mode']}", *grp])
-    commands += [
-        ["modify", "qos", q["name"], "set", f"Preempt={','.join(q['preempt'])}"] for q in contract["qos"] if q["preempt"]
-    ]
-    for a in contract["accounts"]:
-        commands.append(
-            ["add", "account", a["name"], f"Cluster={contract['cluster']}", f"Fairshare={a['fairshare']}", f"GrpTRES={tres(a['grp_tres'])}",
-             f"QOS={','.join(a['qos'])}", f"DefaultQOS={a['default_qos']}"]
-        )  # fmt: skip
-        for user in a["users"]:
-            commands.append(["add", "user", user, f"Account={a['name']}", f"Cluster={contract['cluster']}"])
-    for argv in commands:
-        proc = slurm.sacctmgr("-i", *argv)
-        assert proc.returncode == 0, f"sacctmgr {' '.join(argv)}: {proc.stdout}{proc.stderr}"
 
 
 @pytest.fixture(scope="module")
