@@ -27,12 +27,12 @@ USAGE_COMMAND = "/usr/bin/python3 -m gpucluster_agents usage --since yesterday -
 def usage_service(region: str, accounts_file: str = ACCOUNTS_FILE) -> str:
     """The oneshot service: yesterday's report, uploaded; read-only on the host, retried on failure."""
     return systemd_unit(
-        "gpucluster: yesterday's GPU-hours and cost per team and user, to the cluster's bucket",
-        "Wants=network-online.target\nAfter=network-online.target slurmdbd.service slurmctld.service\n"
+        "gpucluster: daily GPU usage report",
+        "Wants=network-online.target\nAfter=network-online.target slurmdbd.service\n"
         "StartLimitIntervalSec=1d\nStartLimitBurst=6\n\n"
         "[Service]\nType=oneshot\nUser=slurm\nGroup=slurm\n"
         f"Environment=PYTHONPATH={AGENT_LIB} AWS_DEFAULT_REGION={region}\n"
-        f"ExecStart={USAGE_COMMAND} --file {accounts_file}\n"
+        f"ExecStart={USAGE_COMMAND}{'' if accounts_file == ACCOUNTS_FILE else f' --file {accounts_file}'}\n"
         "Restart=on-failure\nRestartSec=15min\n"
         "NoNewPrivileges=yes\nProtectSystem=strict\nProtectHome=yes\nPrivateTmp=yes\n",
     )
@@ -41,7 +41,7 @@ def usage_service(region: str, accounts_file: str = ACCOUNTS_FILE) -> str:
 def usage_timer() -> str:
     """Daily, after midnight UTC (yesterday's jobs have ended or are counted until midnight); a missed run at boot."""
     return systemd_unit(
-        "Run the gpucluster GPU usage report daily",
+        "gpucluster: daily GPU usage report",
         "\n[Timer]\nOnCalendar=*-*-* 00:20:00 UTC\nRandomizedDelaySec=10min\nPersistent=true\n",
         "WantedBy=timers.target",
     )
