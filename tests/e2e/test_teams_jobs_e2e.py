@@ -28,7 +28,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -141,6 +140,11 @@ def wait_state(slurm: AccountingSlurm, job: int, wanted: str, timeout: float = 2
     return slurm.job(job)
 
 
+def recorded_start(slurm: AccountingSlurm, job: int) -> bool:
+    out = slurm.run(SACCT, "-X", "-n", "-P", "-j", str(job), "-o", "Start").stdout.split()
+    return bool(out) and out[0] not in ("Unknown", "None")
+
+
 def cancel(slurm: AccountingSlurm, *jobs: int) -> None:
     slurm.run("/usr/bin/scancel", *map(str, jobs))
     for job in jobs:
@@ -209,7 +213,9 @@ def test_a_job_above_the_teams_guarantee_pends_with_assoc_grp_gres(cluster: Acco
 def test_a_borrowed_job_runs_beyond_the_guarantee_and_is_requeued_for_a_guaranteed_one(cluster: AccountingSlurm) -> None:
     borrowed = submit(cluster, "bin", 4, "--qos=borrow")  # twice applied's guarantee: the QOS's limit holds it
     started["borrowed"] = wait_state(cluster, borrowed, "RUNNING")["StartTime"]
-    time.sleep(3)  # a run preempted within a second or two of its start can reach slurmdbd without its start (measured)
+    # a run preempted before slurmdbd has its start is recorded without one (measured, 22.05): a real job runs for
+    # longer than that; here, wait until the database has it
+    cluster.wait(f"job {borrowed}'s start in slurmdbd", lambda: recorded_start(cluster, borrowed), 15, 0.2)
     guaranteed = submit(cluster, "daemon", 6, seconds=1)  # research's guarantee; 4 GPUs are free
     wait_state(cluster, guaranteed, "RUNNING")
     cluster.wait(f"job {borrowed} requeued", lambda: cluster.job(borrowed).get("Restarts") == "1", 15, 0.2)
