@@ -14,6 +14,7 @@ settings. A user's default account is changed only from one gpucluster manages (
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..contract.accounts import MARK, Account, AccountsContract, Qos, stored_description
@@ -229,7 +230,7 @@ def make_plan(contract: AccountsContract, state: DbState, groups: dict[str, list
                     Step(lines, ("modify", "account", "where", f"name={a.name}", f"cluster={cluster}", "set", *args))
                 )
     _plan_defaults(plan, state, first_team, managed)
-    _plan_removals(plan, contract, state, members, managed)
+    _plan_removals(plan, contract, state, members, first_team)
     _plan_team_removals(plan, contract, state, first_team, managed)
     return plan
 
@@ -250,15 +251,40 @@ def _plan_defaults(plan: Plan, state: DbState, first_team: dict[str, str], manag
         plan.steps.append(Step(lines, ("modify", "user", "where", f"name={','.join(users)}", "set", f"defaultaccount={team}")))
 
 
+def _move_defaults(
+    plan: Plan, team: str, users: Sequence[str], state: DbState, first_team: dict[str, str], leaving: set[str]
+) -> list[str]:
+    """Before ``users`` lose their association with ``team`` (Slurm refuses to remove a user's default account): a
+    user staying in a team gets its first team (:func:`_plan_defaults` already did), one with another association
+    keeps that one as default. Returns the users left without any other association (their removal removes the
+    user)."""
+    repoint: dict[str, list[str]] = {}
+    alone: list[str] = []
+    for u in users:
+        if state.default_account.get(u) != team or u in first_team:
+            continue
+        others = [r.account for r in state.assocs if r.user == u and r.account != team and r.account not in leaving]
+        if others:
+            repoint.setdefault(others[0], []).append(u)
+        else:
+            alone.append(u)
+    for target, moved in repoint.items():
+        lines = [f"user {u}: default account {team} → {target}" for u in moved]
+        args = ("modify", "user", "where", f"name={','.join(moved)}", "set", f"defaultaccount={target}")
+        plan.steps.append(Step(lines, args, removes=(team, tuple(moved))))
+    return alone
+
+
 def _plan_removals(
-    plan: Plan, contract: AccountsContract, state: DbState, members: dict[str, list[str]], managed: set[str]
+    plan: Plan, contract: AccountsContract, state: DbState, members: dict[str, list[str]], first_team: dict[str, str]
 ) -> None:
-    """Users gone from a team, then teams gone from the file, then QOS gone from the file: only what carries the
-    mark; each step checked against the team's jobs by :mod:`.reconcile` before it runs."""
+    """Users gone from a team: only under a team gpucluster manages; checked against their jobs in the team by
+    :mod:`.reconcile` before it runs."""
     cluster = contract.cluster
     for team, wanted in members.items():
-        gone = tuple(u for u in state.users_of(team) if u not in wanted and u != "root")
+        gone = tuple(u for u in state.users_of(team) if u not in wanted)
         if gone and state.account_row(team) is not None:
+            _move_defaults(plan, team, gone, state, first_team, set())
             lines = [f"{team}: - user {u}" for u in gone]
             args = ("delete", "user", "where", f"name={','.join(gone)}", f"account={team}", f"cluster={cluster}")
             plan.steps.append(Step(lines, args, removes=(team, gone)))
@@ -268,27 +294,12 @@ def _plan_team_removals(
     plan: Plan, contract: AccountsContract, state: DbState, first_team: dict[str, str], managed: set[str]
 ) -> None:
     """Teams gone from the file (marked, with an association on this cluster), each after its users' default
-    accounts moved away from it (Slurm refuses to remove a user's default account): a user staying in a team gets
-    its first team (:func:`_plan_defaults`), one with another association that one, one with no other association is
-    removed with the team. Then the QOS gone from the file."""
+    accounts moved away from it; users with no other association go with it. Then the QOS gone from the file."""
     cluster = contract.cluster
     listed = {a.name for a in contract.accounts}
     gone_teams = sorted(t for t in managed - listed if state.account_row(t) is not None)
     for team in gone_teams:
-        repoint: dict[str, list[str]] = {}
-        drop: list[str] = []
-        for u in state.users_of(team):
-            if state.default_account.get(u) != team or u in first_team:
-                continue
-            others = [r.account for r in state.assocs if r.user == u and r.account not in gone_teams]
-            if others:
-                repoint.setdefault(others[0], []).append(u)
-            else:
-                drop.append(u)
-        for target, users in repoint.items():
-            lines = [f"user {u}: default account {team} → {target}" for u in users]
-            args = ("modify", "user", "where", f"name={','.join(users)}", "set", f"defaultaccount={target}")
-            plan.steps.append(Step(lines, args, removes=(team, ())))
+        drop = _move_defaults(plan, team, state.users_of(team), state, first_team, set(gone_teams))
         if drop:
             lines = [f"{team}: - user {u}" for u in drop]
             args = ("delete", "user", "where", f"name={','.join(drop)}", f"account={team}", f"cluster={cluster}")

@@ -159,3 +159,17 @@ def test_a_dry_run_says_the_changes_and_makes_none():
     fake = FakeSlurm(EMPTY)
     out = run(fake, dry=True)
     assert fake.changes == [] and "research: team added" in " ".join(out.changes) and out.status == 0
+
+
+def test_a_user_leaving_the_team_of_its_default_account_keeps_its_other_association_as_default():
+    tables = dict(IN_STEP)
+    tables["account"] += "lab|the lab's own\n"
+    tables["assoc"] += "lab|||root|1||||\nlab|alice|||1||||\n"
+    contract = copy.deepcopy(CONTRACT)
+    contract["accounts"][0]["users"] = ["bob"]  # alice leaves research, her default; she stays in the site's lab
+    fake = FakeSlurm(tables)
+    out = run(fake, contract)
+    assert fake.changes == [
+        ["modify", "user", "where", "name=alice", "set", "defaultaccount=lab"],
+        ["delete", "user", "where", "name=alice", "account=research", "cluster=slurm-p5"],
+    ], out
