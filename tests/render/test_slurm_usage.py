@@ -30,6 +30,7 @@ def test_the_units_pass_systemd_analyze_and_run_yesterdays_report_as_slurm(tmp_p
     assert "AWS_DEFAULT_REGION=eu-west-1" in files[USAGE_SERVICE]
     assert {"slurmdbd.service", "network-online.target"} <= set(service["Unit"]["After"].split())
     assert service["Service"]["ProtectSystem"] == "strict" and service["Service"]["Restart"] == "on-failure"
+    assert service["Service"]["RestartPreventExitStatus"] == str(cli.EXIT_USAGE)  # a bad file is not retried
     assert timer["Timer"]["Persistent"] == "true" and timer["Install"]["WantedBy"] == "timers.target"
     # the command line is one the agent accepts, for the whole of yesterday, uploaded
     argv = shlex.split(service["Service"]["ExecStart"])

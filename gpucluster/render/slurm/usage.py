@@ -33,7 +33,7 @@ def usage_service(region: str, accounts_file: str = ACCOUNTS_FILE) -> str:
         "[Service]\nType=oneshot\nUser=slurm\nGroup=slurm\n"
         f"Environment=PYTHONPATH={AGENT_LIB} AWS_DEFAULT_REGION={region}\n"
         f"ExecStart={USAGE_COMMAND}{'' if accounts_file == ACCOUNTS_FILE else f' --file {accounts_file}'}\n"
-        "Restart=on-failure\nRestartSec=15min\n"
+        "Restart=on-failure\nRestartSec=15min\nRestartPreventExitStatus=2\n"  # 2: a bad file, not retried
         "NoNewPrivileges=yes\nProtectSystem=strict\nProtectHome=yes\nPrivateTmp=yes\n",
     )
 
