@@ -51,7 +51,6 @@ RUNUSER = "/usr/sbin/runuser"
 SACCT = "/usr/bin/sacct"
 SPRIO = "/usr/bin/sprio"
 SSHARE = "/usr/bin/sshare"
-SREPORT = "/usr/bin/sreport"
 
 
 slurmd: dict[str, subprocess.Popen[bytes]] = {}
@@ -98,7 +97,7 @@ def _apply(slurm: AccountingSlurm, contract: dict[str, Any]) -> None:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[AccountingSlurm]:
-    missing = missing_tools() + [t for t in (RUNUSER, SACCT, SPRIO, SSHARE, SREPORT) if not os.access(t, os.X_OK)]
+    missing = missing_tools() + [t for t in (RUNUSER, SACCT, SPRIO, SSHARE) if not os.access(t, os.X_OK)]
     if missing or os.geteuid() != 0:
         reason = f"needs root and {', '.join(missing)}" if missing else "slurmd runs jobs as other users: needs root"
         (pytest.fail if IN_CI else pytest.skip)(reason)
