@@ -8,13 +8,12 @@ declared users (alice, bob) are played by two accounts every Debian machine has 
 user to exist, and these make no change to the host.
 
 One module, one cluster, phases in order (each test relies on the one before, like the jobs of a day):
-1. a job above applied's guarantee pends with ``AssocGrpGRES``;
-2. a borrowed job (QOS ``borrow``) runs beyond the guarantee and is requeued when research's guaranteed job needs
-   its GPUs;
-3. fair share: after research used far more than its share and applied little, sshare and sprio put applied's
-   queued job first (usage, not shares, decides: research has three times applied's shares);
-4. ``gpucluster-agent usage`` (the real sacct) and ``sreport`` report the GPU-seconds the jobs ran, as slurmctld
-   timed them.
+1. fair share: research used its GPUs and applied nothing; sshare and sprio put applied's queued job first (usage,
+   not shares, decides: research has three times applied's shares);
+2. a job above applied's guarantee pends with ``AssocGrpGRES`` while research's runs;
+3. a borrowed job (QOS ``borrow``) runs beyond applied's guarantee (the QOS's limit holds it, not the account's) and
+   is requeued when research's guaranteed job needs its GPUs;
+4. ``gpucluster-agent usage`` (the real sacct) reports the GPU-seconds the jobs ran, as slurmctld timed them.
 
 Only the test's copy of slurm.conf makes the scheduler quick (``sched_interval=1``); the accounting, priority and
 preemption lines are the renderer's own (``render/slurm/priority.py``).
