@@ -11,6 +11,7 @@
     python -m gpucluster_agents release-brake <group>    # repairs of a braked node group resume (repair/brake.py)
     python -m gpucluster_agents accounts reconcile       # slurmdbd in step with accounts.json (accounts/cli.py)
     python -m gpucluster_agents metrics serve|print ...  # the node's Prometheus exporter (metrics/cli.py)
+    python -m gpucluster_agents usage [--since DAY] ...  # GPU-hours and cost per team and user (usage/cli.py)
 
 On a site's own slurmctld (config ``site``, :mod:`.site`) resume and suspend hand the site's own nodes to its
 previous programs (started first, waited for last: side by side with the cloud work) and act on the cloud nodes
@@ -91,6 +92,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .metrics.cli import main as metrics_main
 
         return metrics_main(argv[1:])
+    if argv[:1] == ["usage"]:  # a report for a person or the daily timer: its own options, no agent config
+        from .usage.cli import main as usage_main
+
+        return usage_main(argv[1:])
     args = _parse_args(argv)
     if isinstance(args, int):
         return args

@@ -602,7 +602,7 @@ class SlurmConfig(TypedDict, total=False):
     home: HomeConfig
     """The shared ``/home`` (FSx for OpenZFS), made when ``identity`` is set. Default (with ``identity``): 128 GiB ``SINGLE_AZ_1``, 64 MB/s, 50 GiB per declared user."""
     teams: list[SlurmTeamConfig]
-    """Teams sharing the GPUs: a Slurm account each, with its members, guaranteed GPUs, fair share, job time limit and whether it may borrow idle GPUs (docs/teams.md). Needs ``accounting``. Default: none (no accounts; jobs run by priority age and size only)."""
+    """Teams sharing the GPUs: a Slurm account each, with its members, guaranteed GPUs, fair share, job time limit and whether it may borrow idle GPUs (docs/teams.md). Needs ``accounting``. Default: none (no team accounts or limits)."""
     settings: dict[str, str]
     """Other slurm.conf keys, merged into the rendered file (``{MaxJobCount: 20000, KillWait: 60}``). Keys gpucluster sets are refused with the section that sets them; values are one line without ``#``. Slurm checks the rest when slurmctld starts: test a key with ``slurmctld -D -c`` first. Default: none."""
 

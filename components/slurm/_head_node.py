@@ -33,6 +33,7 @@ from gpucluster.render.node import LustreMount
 from gpucluster.render.slurm.agent import NODE_MAPS_PREFIX, LaunchTarget, agent_config
 from gpucluster.render.slurm.head import HeadInputs, head_cloud_config, head_title
 from gpucluster.render.slurm.names import SlurmContext, head_hostname
+from gpucluster.render.slurm.usage import USAGE_PREFIX, has_usage_report
 
 DATA_DEVICE = "/dev/sdf"
 HEAD_TAG = "gpucluster:role"
@@ -74,7 +75,10 @@ def head_identity(
         policy=pulumi.Output.all(secret_arn, artifact.bucket.arn).apply(
             lambda v: policy_json(
                 slurm_head_policy(
-                    secret_arn=v[0], bundle_arn=f"{v[1]}/{artifact.key}", node_maps_arn=f"{v[1]}/{NODE_MAPS_PREFIX}*"
+                    secret_arn=v[0],
+                    bundle_arn=f"{v[1]}/{artifact.key}",
+                    node_maps_arn=f"{v[1]}/{NODE_MAPS_PREFIX}*",
+                    usage_arn=f"{v[1]}/{USAGE_PREFIX}*" if has_usage_report(ctx, v[1]) else None,
                 )
             )
         ),

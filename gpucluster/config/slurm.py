@@ -215,8 +215,8 @@ class SlurmSpec(SpecModel):
 
     teams: tuple[SlurmTeamSpec, ...] = ()
     """Teams sharing the GPUs: a Slurm account each, with its members, guaranteed GPUs, fair share, job time limit
-    and whether it may borrow idle GPUs (docs/teams.md). Needs ``accounting``. Default: none (no accounts; jobs
-    run by priority age and size only)."""
+    and whether it may borrow idle GPUs (docs/teams.md). Needs ``accounting``. Default: none (no team
+    accounts or limits)."""
 
     settings: dict[str, str] = Field(default_factory=dict)
     """Other slurm.conf keys, merged into the rendered file (``{MaxJobCount: 20000, KillWait: 60}``). Keys

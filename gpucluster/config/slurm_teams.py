@@ -45,8 +45,8 @@ def parse_job_time(text: str) -> int:
 
 def _slurm_minutes(m: re.Match[str]) -> int | None:
     """slurm.conf(5)/sbatch(1) time forms: with days ``d-h[:m[:s]]``, without ``m``, ``m:s``, ``h:m:s``."""
-    a, b, c = (int(x) if x is not None else None for x in (m["a"], m["b"], m["c"]))
-    assert a is not None
+    a = int(m["a"])
+    b, c = (int(x) if x is not None else None for x in (m["b"], m["c"]))
     if m["days"] is not None:
         seconds = int(m["days"]) * 86400 + a * 3600 + (b or 0) * 60 + (c or 0)
     elif b is None:
@@ -124,12 +124,3 @@ class SlurmTeamSpec(SpecModel):
         if value is not None:
             parse_job_time(value)
         return value
-
-    @property
-    def max_wall_minutes(self) -> int | None:
-        return parse_job_time(self.max_job_time) if self.max_job_time is not None else None
-
-    @property
-    def effective_fair_share(self) -> int:
-        """``fairShare``, else the team's guaranteed GPUs (at least 1)."""
-        return self.fair_share if self.fair_share is not None else max(1, sum(self.gpu_quota.values()))

@@ -2,6 +2,8 @@
 values' length, the scheduler's part of the user data, and the size check EC2's 16 KB limit asks for (run by the stack
 program and GpuCluster before anything is created)."""
 
+import hashlib
+
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import Finding, error
 from gpucluster.render.core import USER_DATA_LIMIT, CloudConfig, cloud_config_text, largest_parts, user_data_size
@@ -83,4 +85,50 @@ def user_data_findings(cluster: ResolvedCluster, prefix: str = "gpucluster:") ->
                 "user-data-too-large",
             )
         )
-    return out
+    return out + head_user_data_findings(cluster, prefix)
+
+
+def _hex(seed: str, length: int) -> str:
+    """Hex digits as random as AWS's ids (zeros would gzip smaller than the real user data does)."""
+    return hashlib.sha256(seed.encode()).hexdigest()[:length]
+
+
+def head_user_data_findings(cluster: ResolvedCluster, prefix: str = "gpucluster:") -> list[Finding]:
+    """An error when the Slurm head node's user data would be over 16 KB gzipped: it grows with the cluster's node
+    groups, declared users and teams (the accounts contract), so a large ``slurm.teams`` is caught here, before any
+    resource exists. Sized with stand-ins of the real values' length (ids, the artifact bucket's name, the file
+    systems' DNS names)."""
+    from gpucluster.render.slurm.agent import AgentBundle, LaunchTarget, agent_config
+    from gpucluster.render.slurm.head import HeadInputs, head_cloud_config
+
+    slurm, spec = cluster.slurm, cluster.spec
+    if slurm is None or (spec.hybrid is not None and spec.hybrid.controller is not None):
+        return []
+    ctx = SlurmContext.of(cluster)
+    targets = {
+        g.name: LaunchTarget(f"lt-{_hex('lt' + g.name, 17)}", (f"subnet-{_hex('s' + g.name, 17)}",)) for g in ctx.node_groups
+    }
+    bucket = f"{cluster.name}-slurm-{int(_hex('bucket', 22), 16) % 10**26:026d}"  # bucket_prefix + a 26-digit suffix
+    secret = f"arn:aws:secretsmanager:{spec.region}:{'0' * 12}:secret:{cluster.name}-login-host-keys-{_hex('k', 6)}"
+    inputs = HeadInputs(
+        f"vol-{_hex('vol', 17)}",
+        AgentBundle(bucket, f"agent/gpucluster_agents-{_hex('key', 16)}.zip", _hex("sha", 64)),
+        agent_config(ctx, targets, bucket),
+        lustre_stand_in(spec) if slurm.spec.head_node.mount_shared_storage else None,
+        home_stand_in(spec.region) if slurm.home is not None else None,
+        secret if slurm.login is not None and slurm.login.ssh is not None else None,
+    )
+    config = head_cloud_config(ctx, inputs)
+    size = user_data_size(cloud_config_text("head", config), gzipped=True)
+    if size <= USER_DATA_LIMIT:
+        return []
+    return [
+        error(
+            f"{prefix}slurm",
+            f"the head node's user data would be {size} bytes gzipped; EC2 allows {USER_DATA_LIMIT}",
+            f"make it smaller: its largest files are {', '.join(largest_parts(config))}. Fewer or shorter "
+            "slurm.teams entries (directoryGroups instead of long users lists), or fewer declared users",
+            None,
+            "user-data-too-large",
+        )
+    ]

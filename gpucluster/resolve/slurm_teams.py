@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from gpucluster.config.checks.slurm_teams import slurm_gpu_flavors
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.slurm import SlurmSpec
+from gpucluster.config.slurm_teams import parse_job_time
 from gpucluster.facts.catalog import Catalog
 
 GPU_TRES = "gres/gpu"
@@ -96,12 +97,15 @@ def resolve_teams(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Reso
         for flavor in limited:
             grp[tres(flavor)] = grp.get(tres(flavor), 0) + t.gpu_quota.get(flavor, 0)
         qos = (NORMAL_QOS, BORROW_QOS) if t.borrow else (NORMAL_QOS,)
+        # fairShare's default: the team's guaranteed GPUs (all flavors together), at least 1
+        fairshare = t.fair_share if t.fair_share is not None else max(1, sum(t.gpu_quota.values()))
+        wall = parse_job_time(t.max_job_time) if t.max_job_time is not None else None
         teams.append(
             ResolvedTeam(
                 t.name,
-                t.effective_fair_share,
+                fairshare,
                 grp,
-                t.max_wall_minutes,
+                wall,
                 qos,
                 t.users,
                 t.directory_groups,

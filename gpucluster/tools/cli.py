@@ -14,6 +14,7 @@
     gpucluster docs [--out DIR]               regenerate docs/config-reference.md (a checkout's; installed: --out)
     gpucluster generate [--check]             regenerate every generated file of the checkout (--check: exit 1 if stale)
     gpucluster bundle --stack X --out DIR     the files a hybrid site installs on its own slurmctld host
+    gpucluster usage --stack X [--since DAY]  the commands that print GPU-hours and cost per team and user (head node)
 
 Options that every verb takes, anywhere on the command line:
     --project-dir DIR                         the folder with Pulumi.yaml and __main__.py (default: the nearest folder above the current one with Pulumi.yaml)
@@ -199,6 +200,7 @@ def parser() -> argparse.ArgumentParser:
     from gpucluster.tools.ci.cli import register as register_preview
     from gpucluster.tools.generate import register as register_generate
     from gpucluster.tools.plan.run.stackfile import PROJECT_DIR
+    from gpucluster.tools.usage_cli import register as register_usage
 
     # --project-dir is accepted before or after the verb: each subcommand takes it too, defaulting to
     # "not given" so that a value before the verb survives.
@@ -249,6 +251,7 @@ def parser() -> argparse.ArgumentParser:
     docs.set_defaults(func=_docs)
     register_preview(sub, common)
     register_bundle(sub, common, values)
+    register_usage(sub, common, values)
     register_generate(sub, common)
     return p
 

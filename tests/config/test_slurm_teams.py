@@ -4,9 +4,11 @@ its field, value and fix; good ones resolve to the limits the accounts contract 
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from gpucluster.config.errors import ConfigError, Finding, Level
 from gpucluster.config.slurm_teams import parse_job_time
@@ -65,6 +67,20 @@ ROWS = [
      "line break", "one-line value"),
     ("slurm-setting-value", teams_config(RESEARCH, settings={"KillWait": "60 # one minute"}), f"{S}.settings.KillWait",
      "'#'", "without '#'"),
+]  # fmt: skip
+
+
+def hybrid(key: str, value: Any) -> dict[str, Any]:
+    """The shipped hybrid-slurm stack (a site's own controller) with ``slurm.<key>`` set."""
+    config = yaml.safe_load((Path(__file__).resolve().parents[2] / "stacks" / "Pulumi.hybrid-slurm.yaml").read_text())["config"]
+    config[S] = {**config.get(S, {}), key: value}
+    return config
+
+
+ROWS += [
+    ("teams-hybrid", hybrid("teams", [{"name": "research"}]), T, "its accounts are the site's", "sacctmgr there"),
+    ("settings-hybrid", hybrid("settings", {"MaxJobCount": 5}), f"{S}.settings", "reads its own slurm.conf",
+     "the site's slurm.conf"),
 ]  # fmt: skip
 
 

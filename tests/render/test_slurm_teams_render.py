@@ -169,3 +169,16 @@ def test_head_node_gets_the_contract_and_units_only_with_teams(tmp_path: Path):
     )  # fmt: skip
     complaints = [ln for ln in verify.stderr.splitlines() if "slurmdbd.service" not in ln and "sssd.service" not in ln]
     assert complaints == [], verify.stderr
+
+
+def test_a_head_node_user_data_over_16_kb_is_a_config_error_before_any_resource():
+    """Teams grow the head node's user data (the accounts contract): the size check that guards the node groups' user
+    data (run by the stack program before any resource) sizes the head node's too, with stand-ins as random as AWS's
+    ids (within 1 % of the plan's real size). The shipped stacks pass it: their plans (goldens) run it."""
+    from gpucluster.render.user_data import user_data_findings
+
+    teams = [{"name": f"team-{i:03d}", "users": ["alice", "bob", "carol"], "maxJobTime": "7d"} for i in range(300)]
+    section = {"identity": IDENTITY_DECLARED, "accounting": {}, "teams": teams}
+    (finding,) = user_data_findings(load_spec(make_config(P5, slurm=section), stack="teams").cluster)
+    assert (finding.code, finding.path) == ("user-data-too-large", "gpucluster:slurm")
+    assert "the head node's user data would be" in finding.message and ACCOUNTS_PATH in finding.fix

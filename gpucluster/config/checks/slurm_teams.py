@@ -38,6 +38,15 @@ def slurm_gpu_flavors(spec: ClusterSpec, catalog: Catalog) -> dict[str, tuple[st
 def check_teams(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     if not slurm.teams:
         return
+    if spec.hybrid is not None and spec.hybrid.controller is not None:
+        yield error(
+            TEAMS,
+            "the site's slurmctld and slurmdbd are the controller and the accounting database: its accounts are the site's",
+            "remove slurm.teams and give the cloud partitions' users accounts at the site (sacctmgr there)",
+            [t.name for t in slurm.teams],
+            "teams-hybrid",
+        )
+        return
     if slurm.accounting is None:
         yield error(
             TEAMS,
@@ -136,6 +145,15 @@ def _quotas(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Iterator[F
 
 
 def check_settings(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    if slurm.settings and spec.hybrid is not None and spec.hybrid.controller is not None:
+        yield error(
+            SETTINGS,
+            "the site's slurmctld reads its own slurm.conf; gpucluster renders only the cloud partitions' lines for it",
+            "set the keys in the site's slurm.conf and remove slurm.settings",
+            sorted(slurm.settings),
+            "settings-hybrid",
+        )
+        return
     for key, value in slurm.settings.items():
         path = f"{SETTINGS}.{key}"
         owned = owned_key(key)

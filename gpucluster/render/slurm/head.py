@@ -41,6 +41,7 @@ from gpucluster.render.slurm.names import (
 )
 from gpucluster.render.slurm.privacy import job_container_conf
 from gpucluster.render.slurm.sssd import SSSD_PACKAGES, directory_files, directory_of, directory_setup, identity_helper_file
+from gpucluster.render.slurm.usage import USAGE_TIMER, has_usage_report, usage_files
 from gpucluster_agents import contract
 
 # Ubuntu 24.04 (noble) packages. python3-boto3 runs the agent and the boot helper.
@@ -87,6 +88,7 @@ def head_files(ctx: SlurmContext, inputs: HeadInputs) -> tuple[WriteFile, ...]:
         *home_files(inputs.home, ("slurmctld.service",)),
         *accounts_files(ctx, inputs.agent.bucket),
         *metrics_files(None, head=AGENT_STATE_DIR),
+        *(usage_files(ctx.region) if has_usage_report(ctx, inputs.agent.bucket) else []),
     ]
     if inputs.login_host_key_secret_arn is not None and directory_of(ctx.identity) is None:
         files.append(identity_helper_file())  # with a directory, directory_files brought it
@@ -205,6 +207,7 @@ def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
         home_mount=HOME_MOUNT_SCRIPT if inputs.home is not None else None,
         host_key_secret=inputs.login_host_key_secret_arn,
         accounts_units=(ACCOUNTS_UNIT, ACCOUNTS_PATH_UNIT) if accounting and ctx.teams is not None else None,
+        usage_timer=USAGE_TIMER if has_usage_report(ctx, inputs.agent.bucket) else None,
     )
 
 

@@ -388,3 +388,11 @@ def test_team_changes_are_said_as_such():
     assert "- applied: removed — its accounts are kept while it has jobs" in markdown(c)
     assert to_json(c)["teams"] == team_lines(c)
     assert team_lines(compare(_teams_plan(), _teams_plan())) == []
+    # the plan's summary names them too (tests/golden/plans/slurm-p5.txt pins the row in place)
+    from gpucluster.tools.plan.diff.teams import summary_row
+
+    assert summary_row(_teams_plan(change)["files"]) == (
+        "teams",
+        "research: 93 guaranteed h100 GPUs; ops: 0 guaranteed h100 GPUs (Slurm accounts; docs/teams.md)",
+    )
+    assert summary_row({}) is None

@@ -6,6 +6,7 @@ diff stays in the Files section."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from gpucluster.tools.plan.diff.step import Comparison
@@ -83,3 +84,16 @@ def team_lines(c: Comparison) -> list[str]:
             if name not in after:
                 out.append(f"{name}: removed — its accounts are kept while it has jobs")
     return out
+
+
+def summary_row(files: Mapping[str, str]) -> tuple[str, str] | None:
+    """The plan summary's ``teams`` row of a Slurm cluster (from the head node's accounts contract), or None."""
+    text = next((t for k, t in files.items() if k.endswith(CONTRACT_SUFFIX)), None)
+    accounts = _accounts(text)
+    if not accounts:
+        return None
+    parts = [
+        f"{name}: {_gpus(a.get('grp_tres') or {})}{', may borrow' if 'borrow' in (a.get('qos') or []) else ''}"
+        for name, a in accounts.items()
+    ]
+    return "teams", "; ".join(parts) + " (Slurm accounts; docs/teams.md)"

@@ -13,6 +13,7 @@ from typing import Any
 
 from gpucluster.config.sizing import delivered_mbps
 from gpucluster.facts.catalog import Catalog, load_catalog
+from gpucluster.tools.plan.diff.teams import summary_row
 from gpucluster.tools.plan.show.people import people
 from gpucluster.tools.plan.show.people import rows as people_rows
 from gpucluster.tools.plan.show.program_estimate import plan_estimate
@@ -214,6 +215,9 @@ def _scheduler(doc: dict[str, Any], groups: list[GroupSummary]) -> tuple[str, li
             where = f"site {site}'s own slurmctld, no head node" if site else f"head node {_head_type(doc)}"
             extra.append(("controller", f"{slurm.get('controller')} ({where})"))
         extra += people_rows(people(doc))
+        teams = summary_row(doc.get("files") or {})
+        if teams:
+            extra.append(teams)
         return "Slurm", extra
     if kubernetes or _of_type(doc, "aws:eks/cluster:Cluster"):
         lts, mngs = _by_group(doc, LT), _by_group(doc, EKS_NODE_GROUP)

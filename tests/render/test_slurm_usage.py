@@ -1,0 +1,86 @@
+"""The head node's daily usage report: its units (read by the real systemd-analyze), the command they run (parsed by
+the agent's own command line) and the head node's right to write the daily file (that prefix, PutObject only)."""
+
+from __future__ import annotations
+
+import configparser
+import json
+import shlex
+import subprocess
+from pathlib import Path
+
+from gpucluster.render.iam import slurm_head_policy
+from gpucluster.render.slurm.usage import USAGE_PREFIX, USAGE_SERVICE, USAGE_TIMER, usage_files
+from gpucluster_agents.usage import cli
+from tests.conftest import require_tool
+
+
+def _unit(text: str) -> configparser.ConfigParser:
+    unit = configparser.ConfigParser(strict=True, interpolation=None)
+    unit.optionxform = str  # type: ignore[assignment,method-assign]  # systemd keys are case-sensitive
+    unit.read_string(text)
+    return unit
+
+
+def test_the_units_pass_systemd_analyze_and_run_yesterdays_report_as_slurm(tmp_path: Path) -> None:
+    files = {Path(f.path).name: f.text() for f in usage_files("eu-west-1")}
+    assert set(files) == {USAGE_SERVICE, USAGE_TIMER}
+    service, timer = _unit(files[USAGE_SERVICE]), _unit(files[USAGE_TIMER])
+    assert (service["Service"]["User"], service["Service"]["Type"]) == ("slurm", "oneshot")
+    assert "AWS_DEFAULT_REGION=eu-west-1" in files[USAGE_SERVICE]
+    assert {"slurmdbd.service", "network-online.target"} <= set(service["Unit"]["After"].split())
+    assert service["Service"]["ProtectSystem"] == "strict" and service["Service"]["Restart"] == "on-failure"
+    assert service["Service"]["RestartPreventExitStatus"] == str(cli.EXIT_USAGE)  # a bad file is not retried
+    assert timer["Timer"]["Persistent"] == "true" and timer["Install"]["WantedBy"] == "timers.target"
+    # the command line is one the agent accepts, for the whole of yesterday, uploaded
+    argv = shlex.split(service["Service"]["ExecStart"])
+    assert argv[:3] == ["/usr/bin/python3", "-m", "gpucluster_agents"] and argv[3] == "usage"
+    args = cli._parser().parse_args(argv[4:])
+    assert (args.since, args.until, args.upload, args.file) == ("yesterday", "yesterday", True, "/etc/gpucluster/accounts.json")
+    # systemd reads both without a complaint (the command moved to one that exists here)
+    analyze = require_tool("systemd-analyze")
+    for name, text in files.items():
+        (tmp_path / name).write_text(text.replace("/usr/bin/python3 -m gpucluster_agents", "/bin/true"))
+    verify = subprocess.run(
+        [analyze, "verify", "--man=no", str(tmp_path / USAGE_TIMER), str(tmp_path / USAGE_SERVICE)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (verify.returncode, verify.stderr) == (0, ""), verify.stderr
+    (tmp_path / USAGE_TIMER).write_text(files[USAGE_TIMER].replace("OnCalendar=", "OnCalender="))  # the check can fail
+    bad = subprocess.run([analyze, "verify", "--man=no", str(tmp_path / USAGE_TIMER)], capture_output=True, text=True)
+    assert "Unknown key" in bad.stderr
+
+
+def test_the_head_node_may_only_put_objects_under_the_usage_prefix() -> None:
+    arns = {
+        "secret_arn": "arn:aws:secretsmanager:::s",
+        "bundle_arn": "arn:aws:s3:::b/agent",
+        "node_maps_arn": "arn:aws:s3:::b/node-maps/*",
+    }
+    without = slurm_head_policy(**arns)
+    assert not [s for s in without["Statement"] if "Usage" in s["Sid"]]
+    usage = [
+        s for s in slurm_head_policy(**arns, usage_arn=f"arn:aws:s3:::b/{USAGE_PREFIX}*")["Statement"] if "Usage" in s["Sid"]
+    ]
+    assert usage == [
+        {"Sid": "WriteDailyUsageReports", "Effect": "Allow", "Action": "s3:PutObject", "Resource": "arn:aws:s3:::b/usage/*"}
+    ]
+
+
+def test_a_head_node_with_teams_gets_the_daily_report_and_its_contract_reads_back() -> None:
+    from gpucluster.render.slurm.accounts import ACCOUNTS_PATH
+    from gpucluster_agents.usage.policy import parse_policy
+    from tests.render.test_slurm_teams_render import APPLIED, RESEARCH, ctx_of, head_of
+
+    files = head_of(ctx_of(RESEARCH, APPLIED))
+    assert f"/etc/systemd/system/{USAGE_SERVICE}" in files and f"/etc/systemd/system/{USAGE_TIMER}" in files
+    assert f"systemctl enable --now {USAGE_TIMER}" in files["setup"].splitlines()
+    # the report reads the rendered contract: the p5 partition's price per GPU-hour and the bucket
+    policy = parse_policy(json.loads(files[ACCOUNTS_PATH]))
+    assert policy.cluster == "teams" and list(policy.prices) == ["p5"] and policy.prices["p5"] > 0
+    assert policy.target is not None and policy.target.key("2026-11-25") == "usage/2026-11-25.json"
+    assert policy.target.bucket == "artifacts-bucket"
+    without = head_of(ctx_of())
+    assert f"/etc/systemd/system/{USAGE_TIMER}" not in without and USAGE_TIMER not in without["setup"]
