@@ -81,10 +81,12 @@ def nccl_debug_on_p5(c: Config) -> None:
 
 
 def without_people(c: Config) -> None:
-    """slurm-p5 without its people (login nodes, users, /home): every item of its estimate has a price (the price data
+    """slurm-p5 without its people (login nodes, users, /home, the teams' members): every item of its estimate has a price (the price data
     has none for FSx for OpenZFS), so cost deltas are figures."""
     for key in ("identity", "loginNodes", "home"):
         c["gpucluster:slurm"].pop(key, None)
+    for team in c["gpucluster:slurm"].get("teams", []):
+        team.pop("users", None)  # its members are the people
 
 
 def grow_slurm_p5(c: Config) -> None:

@@ -33,6 +33,7 @@ def _slurm_p5(max_size: int, dataset_tib: int) -> dict[str, Any]:
         "lustre": {"throughputPerUnitStorage": 250},
     }
     slurm = {k: v for k, v in config["gpucluster:slurm"].items() if k not in ("identity", "loginNodes", "home")}
+    slurm["teams"] = [{k: v for k, v in t.items() if k != "users"} for t in slurm.get("teams", [])]  # members are people
     overrides = {"gpucluster:nodeGroups": groups, "gpucluster:storage": storage, "gpucluster:slurm": slurm}
     plan = run_plan("slurm-p5", config_overrides=overrides)  # without its people: every cost priced (no OpenZFS)
     assert plan.ok, plan.error
