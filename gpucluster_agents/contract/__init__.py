@@ -16,8 +16,7 @@ group by the text before the last '-', so group names and prefixes may contain '
 
 ``mode`` ``dynamic`` groups are Slurm cloud nodes the agent launches and terminates; ``static``
 groups belong to an Auto Scaling group and the agent only names their instances (tag
-:data:`TAG_NODE_NAME`). How each capacity type reaches CreateFleet: ``ec2.fleet_request``; the
-rest of the behaviour: README.md.
+:data:`TAG_NODE_NAME`). How each capacity type reaches CreateFleet: ``ec2.fleet_request``; the rest: README.md.
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ from .jsonread import Reader
 from .nodemap import NodeMap, parse_node_map
 from .repair import Repair, parse_repair
 from .site import Site, parse_site
+from .updates import Updates, parse_updates
 
 SCHEMA_VERSION = 1
 MAX_FLEET_BATCH = 500  # CreateFleet type=instant launches at most this many per call (our cap)
@@ -142,6 +142,7 @@ class AgentConfig:
     repair: Repair = field(default_factory=Repair, metadata=_OMIT)  # quarantine and protected mode (repair.py)
     site: Site = field(default_factory=Site, metadata=_OMIT)  # on a site's own slurmctld (site.py)
     node_map: NodeMap | None = field(default=None, metadata=_OMIT)  # where launches publish node names (nodemap.py)
+    updates: Updates = field(default_factory=Updates, metadata=_OMIT)  # rolling onto a new image (updates.py)
 
     @property
     def scontrol(self) -> str:
@@ -165,7 +166,7 @@ def _fields_dict(obj: Any) -> dict[str, Any]:
         default = f.default_factory() if f.default_factory is not MISSING else f.default
         if f.metadata.get("omit") and value == (default if default is not MISSING else None):
             continue
-        out[f.name] = _fields_dict(value) if isinstance(value, (Repair, Site, NodeMap)) else value
+        out[f.name] = _fields_dict(value) if isinstance(value, (Repair, Site, NodeMap, Updates)) else value
     return out
 
 
@@ -218,9 +219,8 @@ def _parse_capacity(r: Reader, raw: Any, path: str) -> Capacity:
         ctype = "on-demand"
     rid_hint = "expected a capacity reservation id like cr-0123456789abcdef0"
     rid = r.string(obj, "reservation_id", path, nullable=True, pattern=_RESERVATION_RE, hint=rid_hint)
-    arn = r.string(
-        obj, "resource_group_arn", path, nullable=True, pattern=_ARN_RE, hint="expected an arn:aws:resource-groups:... ARN"
-    )
+    arn_hint = "expected an arn:aws:resource-groups:... ARN"
+    arn = r.string(obj, "resource_group_arn", path, nullable=True, pattern=_ARN_RE, hint=arn_hint)
     if ctype == "capacity-block" and not rid:
         r.err(f"{path}.reservation_id", "required when type is capacity-block")
     if ctype in ("on-demand", "spot") and (rid or arn):
@@ -350,7 +350,7 @@ def parse(data: Any, path: str | None = None) -> AgentConfig:
     repair = parse_repair(r, obj.get("repair"), "repair")
     site = parse_site(r, obj.get("site"), "site")
     node_map = parse_node_map(r, obj.get("node_map"), "node_map")
-
+    updates = parse_updates(r, obj.get("updates"), "updates")
     groups: list[NodeGroup] = []
     raw_groups = obj.get("node_groups")
     if "node_groups" not in obj:
@@ -396,4 +396,5 @@ def parse(data: Any, path: str | None = None) -> AgentConfig:
         repair=repair,
         site=site,
         node_map=node_map,
+        updates=updates,
     )

@@ -42,6 +42,7 @@ class Instance:
     private_ip: str | None
     instance_type: str
     tags: dict[str, str] = field(default_factory=lambda: {})
+    image_id: str = ""  # the AMI it runs (DescribeInstances ImageId): the rolling update compares it (roll.py)
 
     @property
     def node(self) -> str | None:
@@ -134,6 +135,7 @@ def _instance_from_api(raw: dict[str, Any]) -> Instance:
         private_ip=raw.get("PrivateIpAddress"),
         instance_type=str(raw.get("InstanceType", "")),
         tags=tags,
+        image_id=str(raw.get("ImageId") or ""),
     )
 
 
@@ -322,7 +324,6 @@ class Ec2:
             log.info("api CreateTags instance=%s node=%s", iid, node)
             return iid, None
 
-        failed: dict[str, str] = {}
         items = sorted(assignments.items())
         workers = max(1, min(self.cfg.api_concurrency, len(items)))
         if workers == 1:
@@ -330,10 +331,7 @@ class Ec2:
         else:
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 results = list(pool.map(one, items))
-        for iid, err in results:
-            if err:
-                failed[iid] = err
-        return failed
+        return {iid: err for iid, err in results if err}
 
     def terminate(self, ids: Sequence[str], why: str, fresh: bool = False) -> list[str]:
         """Terminate in batches of 1000; returns ids not terminated. Ids EC2 no longer knows count as

@@ -1,0 +1,207 @@
+"""Rolling replacement in the maintenance pass (``gpucluster_agents/power/roll.py``), against moto (behind the fault
+proxy) and the fake scontrol: nodes on an older launch template version or image are drained a share at a time,
+replaced once idle (dynamic: powered down; static: Unhealthy in their moto Auto Scaling group), handed back once
+current; a node running a job is replaced only after it ends; the roll stops on boot failures of the new version,
+and only drains inside the maintenance window. The real slurmctld runs the same roll in
+``tests/e2e/test_roll_e2e.py``."""
+
+from __future__ import annotations
+
+import calendar
+from typing import Any
+
+import pytest
+
+from gpucluster_agents.contract import ConfigError, hostlist, parse
+from gpucluster_agents.contract.updates import parse_window
+from gpucluster_agents.power.roll import REASON, Target
+from tests.agents.conftest import CLUSTER, Harness
+from tests.agents.moto_env import AMI_ID, REGION, ec2_client, instances
+from tests.agents.test_quarantine import ST, asg_replaces_unhealthy, power_downs, static_named, with_auto_scaling_group
+
+
+@pytest.mark.parametrize(
+    ("window", "weekday", "minute", "inside"),
+    [
+        ("02:00-06:00", 3, 2 * 60, True),
+        ("02:00-06:00", 3, 6 * 60, False),  # the end is not inside
+        ("Sat,Sun 02:00-06:00", 4, 3 * 60, False),  # a Friday
+        ("Sat,Sun 02:00-06:00", 6, 3 * 60, True),
+        ("Fri 22:00-04:00", 4, 23 * 60, True),  # Friday evening
+        ("Fri 22:00-04:00", 5, 3 * 60, True),  # the Saturday morning after
+        ("Fri 22:00-04:00", 3, 3 * 60, False),  # a Thursday morning is Wednesday's night
+        ("Fri 22:00-04:00", 5, 23 * 60, False),
+    ],
+)
+def test_maintenance_window(window: str, weekday: int, minute: int, inside: bool) -> None:
+    assert parse_window(window).contains(weekday, minute) is inside
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("2-6", "is not a maintenance window; write HH:MM-HH:MM in UTC"),
+        ("Sat 25:00-06:00", "'25:00' in 'Sat 25:00-06:00' is not a time of day"),
+        ("Sam 02:00-06:00", "'Sam' in 'Sam 02:00-06:00' is not a day"),
+        ("02:00-02:00", "is an empty window"),
+    ],
+)
+def test_bad_maintenance_window_is_a_config_error_naming_the_key(text: str, message: str) -> None:
+    doc = {"cluster_name": "c", "region": REGION, "updates": {"maintenance_window": text}, "node_groups": []}
+    with pytest.raises(ConfigError) as err:
+        parse(doc)
+    assert any(e.startswith("updates.maintenance_window: ") and message in e for e in err.value.errors), err.value.errors
+
+
+def test_an_instance_is_old_by_its_image_or_its_launch_template_version() -> None:
+    from datetime import datetime, timezone
+
+    from gpucluster_agents.power.ec2 import Instance
+
+    t = Target("3", "ami-new")
+    at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    v = "aws:ec2launchtemplate:version"
+    assert not t.outdated(Instance("i-1", "running", at, None, "p5.48xlarge", {v: "3"}, "ami-new"))
+    assert t.outdated(Instance("i-2", "running", at, None, "p5.48xlarge", {v: "3"}, "ami-old"))
+    assert t.outdated(Instance("i-3", "running", at, None, "p5.48xlarge", {v: "2"}, "ami-new"))  # new user data
+    assert not t.outdated(Instance("i-4", "running", at, None, "p5.48xlarge", {}, ""))  # unknown: never rolled
+
+
+# ---------------------------------------------------------------------------- against moto
+def up(harness: Harness, nodes: str) -> dict[str, str]:
+    assert harness.slurm_resume(nodes) == 0
+    harness.slurm.set(nodes, "IDLE+CLOUD")
+    return {n: ids[0] for n, ids in harness.nodes().items()}
+
+
+def new_version(harness: Harness, group_lt: str) -> str:
+    """A new image in a new launch template version, made the default (what ``pulumi up`` does); its AMI id."""
+    ec2 = ec2_client(harness.moto.url)
+    ami = ec2.copy_image(SourceImageId=AMI_ID, SourceRegion=REGION, Name="gpucluster-test-next")["ImageId"]
+    lt = harness.world.launch_templates[group_lt]
+    v = ec2.create_launch_template_version(LaunchTemplateId=lt, LaunchTemplateData={"ImageId": ami})["LaunchTemplateVersion"]
+    ec2.modify_launch_template(LaunchTemplateId=lt, DefaultVersion=str(v["VersionNumber"]))
+    return ami
+
+
+def drained(harness: Harness) -> list[str]:
+    return sorted(n for n, s in harness.slurm.data()["nodes"].items() if s["reason"] == REASON and "DRAIN" in s["state"])
+
+
+def image_of(harness: Harness) -> dict[str, str]:
+    return {
+        i["tags"]["gpucluster:node-name"]: i["ImageId"]
+        for i in instances(harness.moto.url, CLUSTER)
+        if "gpucluster:node-name" in i["tags"]
+    }
+
+
+@pytest.fixture
+def rolling(harness: Harness) -> Harness:
+    harness.config["updates"] = {"max_drained_percent": 25}  # 4 of p5's 16 nodes
+    for g in harness.config["node_groups"]:
+        g["launch_template_version"] = "$Default"
+    return harness
+
+
+def test_dynamic_nodes_roll_a_share_at_a_time_and_a_busy_node_only_after_its_job(rolling: Harness) -> None:
+    h = rolling
+    before = up(h, "p5-[1-8]")
+    h.slurm.set("p5-1", "MIXED+CLOUD")  # a job runs on p5-1
+    assert h.run("maintain") == 0
+    assert drained(h) == [] and "decision roll-target group=p5 version=1" in h.log_text()  # nothing old yet
+
+    ami = new_version(h, "p5")
+    describe_before = h.proxy.actions()["DescribeInstances"]
+    passes, most = 0, 0
+    while set(image_of(h).values()) != {ami} or drained(h):
+        passes += 1
+        assert passes < 12, h.log_text()
+        assert h.run("maintain") == 0
+        most = max(most, len(drained(h)) + len(power_downs_pending(h)))
+        assert len(drained(h)) + len(power_downs_pending(h)) <= 4  # the share: 25 % of 16
+        if h.slurm.node("p5-1")["state"].startswith("MIXED"):
+            assert "p5-1" not in power_downs(h)  # never while its job runs
+        pending = power_downs_pending(h)
+        if pending:  # slurmctld runs the SuspendProgram, then the next job resumes the nodes
+            assert h.slurm_suspend(hostlist.compress(pending)) == 0
+            assert up(h, hostlist.compress(pending))
+        if passes == 3:
+            h.slurm.set("p5-1", "IDLE+CLOUD+DRAIN", REASON)  # its job ended
+    assert most == 4
+    after = {n: ids[0] for n, ids in h.nodes().items()}
+    assert sorted(after) == sorted(before) and all(after[n] != before[n] for n in before)
+    powered = [n for expr in power_downs(h) for n in hostlist.expand(expr)]
+    assert sorted(powered, key=hostlist.order_key) == [f"p5-{i}" for i in range(1, 9)] and passes >= 4  # each once
+    # one DescribeInstances and one DescribeLaunchTemplateVersions per pass, whatever the number of nodes
+    assert h.proxy.actions()["DescribeLaunchTemplateVersions"] <= 2 * (passes + 1)
+    assert all(h.slurm.node(f"p5-{i}")["state"] == "IDLE+CLOUD" for i in range(1, 9)), h.slurm.data()
+    assert h.proxy.actions()["DescribeInstances"] - describe_before < 4 * passes  # maintain + resumes, never per node
+
+
+def power_downs_pending(h: Harness) -> list[str]:
+    return sorted(n for n, s in h.slurm.data()["nodes"].items() if "POWERING_DOWN" in s["state"])
+
+
+def test_the_roll_stops_on_boot_failures_of_the_new_version_and_hands_its_nodes_back(rolling: Harness, capsys: Any) -> None:
+    h = rolling
+    up(h, "p5-[1-8]")
+    new_version(h, "p5")
+    assert h.run("maintain") == 0
+    first = drained(h)
+    assert len(first) == 4
+    assert h.run("maintain") == 0  # idle and drained: powered down
+    assert power_downs_pending(h) == first
+    for n in first:
+        assert h.slurm_suspend(n) == 0
+    # the new image never boots: two resumes time out
+    for n in first[:2]:
+        assert h.slurm_resume(n) == 0
+        assert h.run("resume-fail", n) == 0
+    assert h.run("maintain") == 0
+    assert "decision roll-stop group=p5: 2 consecutive boot failures since the roll began" in h.log_text()
+    assert h.run("maintain") == 0
+    assert drained(h) == []  # nothing more is drained; the old nodes stay in service
+    old = [f"p5-{i}" for i in range(1, 9) if f"p5-{i}" not in first]
+    assert all(h.slurm.node(n)["state"] == "IDLE+CLOUD" for n in old)
+    capsys.readouterr()
+    assert h.run("status") == 0
+    out = capsys.readouterr().out
+    assert "roll group p5: target 2/ami-" in out and "STOPPED: 2 consecutive boot failures since the roll began" in out, out
+
+
+def test_static_nodes_are_marked_unhealthy_once_drained_and_return_on_the_new_version(rolling: Harness) -> None:
+    h = rolling
+    asg = with_auto_scaling_group(h, size=2)
+    for g in h.config["node_groups"]:
+        g["launch_template_version"] = "$Default"
+    h.config["updates"] = {"max_drained_percent": 34}  # one of st-gpu's 3 nodes
+    assert h.run("maintain") == 0
+    before = static_named(h)
+    h.slurm.set(f"{ST}-[1-2]", "IDLE+CLOUD")  # registered (static nodes are never powered down)
+    ami = new_version(h, "g6e")
+    assert h.run("maintain") == 0
+    assert drained(h) == [f"{ST}-1"]
+    assert h.run("maintain") == 0  # idle and drained: Unhealthy, one at a time
+    assert [r["InstanceId"] for r in h.proxy.requests("SetInstanceHealth")] == [before[f"{ST}-1"]]
+    assert asg_replaces_unhealthy(asg) == [before[f"{ST}-1"]]
+    for _ in range(4):
+        assert h.run("maintain") == 0
+        asg_replaces_unhealthy(asg)
+    after = static_named(h)
+    assert set(after) == {f"{ST}-1", f"{ST}-2"} and not set(after.values()) & set(before.values())
+    assert image_of(h)[f"{ST}-1"] == ami and image_of(h)[f"{ST}-2"] == ami
+    assert h.proxy.actions()["CreateFleet"] == 0 and h.proxy.actions()["TerminateInstances"] == 0
+
+
+def test_outside_the_maintenance_window_nothing_is_drained(rolling: Harness) -> None:
+    h = rolling
+    up(h, "p5-[1-2]")
+    new_version(h, "p5")
+    h.config["updates"]["maintenance_window"] = "Sat 02:00-04:00"
+    h.now = calendar.timegm((2026, 11, 26, 12, 0, 0))  # a Thursday noon
+    assert h.run("maintain") == 0
+    assert drained(h) == [] and "outside the maintenance window" in h.log_text()
+    h.now = calendar.timegm((2026, 11, 28, 3, 0, 0))  # Saturday 03:00
+    assert h.run("maintain") == 0
+    assert drained(h) == ["p5-1", "p5-2"]
