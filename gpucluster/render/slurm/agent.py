@@ -31,6 +31,7 @@ from gpucluster_agents import contract
 from gpucluster_agents.boot import helper as boot
 from gpucluster_agents.contract.nodemap import NodeMap
 from gpucluster_agents.contract.repair import Repair
+from gpucluster_agents.contract.updates import Updates
 
 NODE_MAPS_PREFIX = "node-maps/"  # in the artifact bucket: the head node writes, compute nodes read (IAM: iam.py)
 
@@ -72,7 +73,7 @@ def agent_config(
                 capacity=contract.Capacity(cap.type, cap.reservation_id or None, cap.resource_group_arn or None),
             )
         )
-    agent = ctx.slurm.agent
+    agent, updates = ctx.slurm.agent, ctx.slurm.updates
     return contract.AgentConfig(
         cluster_name=ctx.cluster,
         region=ctx.region,
@@ -86,6 +87,7 @@ def agent_config(
         orphan_grace_seconds=agent.orphan_grace_seconds,
         repair=Repair(brake_percent=agent.repair_brake_percent, brake_window_seconds=agent.repair_brake_window_seconds),
         node_map=NodeMap(artifact_bucket, NODE_MAPS_PREFIX) if artifact_bucket else None,
+        updates=Updates(updates.max_drained_percent, updates.maintenance_window, updates.stop_after_boot_failures),
     )
 
 
