@@ -50,10 +50,11 @@ class LaunchTarget:
 
 
 def agent_config(
-    ctx: SlurmContext, targets: Mapping[str, LaunchTarget], artifact_bucket: str | None = None
+    ctx: SlurmContext, targets: Mapping[str, LaunchTarget], artifact_bucket: str | None = None, spot_queue_url: str | None = None
 ) -> contract.AgentConfig:
     """``/etc/gpucluster/agent.json`` (schema: :mod:`gpucluster_agents.contract`), from the stack's outputs. With the
-    artifact bucket, launches publish their node names there (``node_map``: no CreateTags per node on a resume)."""
+    artifact bucket, launches publish their node names there (``node_map``: no CreateTags per node on a resume); with
+    the spot queue (spot or capacity-block groups), the ``spot-watch`` service reads its warnings."""
     groups: list[contract.NodeGroup] = []
     for g in ctx.node_groups:
         t = targets[g.name]
@@ -88,7 +89,13 @@ def agent_config(
         repair=Repair(brake_percent=agent.repair_brake_percent, brake_window_seconds=agent.repair_brake_window_seconds),
         node_map=NodeMap(artifact_bucket, NODE_MAPS_PREFIX) if artifact_bucket else None,
         updates=Updates(updates.max_drained_percent, updates.maintenance_window, updates.stop_after_boot_failures),
+        spot_queue_url=spot_queue_url,
     )
+
+
+def needs_spot_events(ctx: SlurmContext) -> bool:
+    """Whether a Slurm node group runs on capacity that warns before it goes (spot, capacity blocks)."""
+    return any(g.spec.capacity.type in ("spot", "capacity-block") for g in ctx.node_groups)
 
 
 # --- the agent bundle ------------------------------------------------------------------------------------------
