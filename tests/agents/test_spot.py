@@ -1,7 +1,7 @@
 """Spot and capacity warnings (``gpucluster_agents/power/spot.py``) through moto's SQS and the fake scontrol: events
 shaped like AWS's documented EventBridge events (EventBridge's delivery into the queue is not simulated by moto: the
 test puts the event's JSON in the queue as the rule's target would). An interruption warning powers the node down at once (Slurm
-requeues its jobs: ``tests/e2e/test_spot_e2e.py`` shows it with the real slurmctld), a rebalance recommendation
+requeues its jobs: ``tests/e2e/test_roll_e2e.py`` shows it with the real slurmctld), a rebalance recommendation
 drains it for replacement, a capacity block's end drains every node of the groups in that reservation; events of
 instances that are not the cluster's are dropped; every handled message is deleted."""
 

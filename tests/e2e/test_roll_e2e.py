@@ -5,12 +5,14 @@ timer, run here by hand) drains at most the configured share of each group, repl
 (dynamic: slurmctld's SuspendProgram terminates the instance; static: Unhealthy, the Auto Scaling group replaces
 it), and hands nodes back. A job running on one node is never killed: the node is replaced after the job ends.
 At the end no node is drained, down or left without a way back, no instance is left unowned, and every instance
-runs the new image. (Boot failures stopping the roll: ``tests/agents/test_roll.py``, whose boot failures need no
+runs the new image. First, a spot interruption warning for one node requeues its job (``spot_warning_requeues_the_job``).
+(Boot failures stopping the roll: ``tests/agents/test_roll.py``, whose boot failures need no
 ResumeTimeout to pass.)"""
 
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,12 +20,14 @@ import pytest
 
 from gpucluster_agents.contract import hostlist
 from gpucluster_agents.power.roll import REASON
+from gpucluster_agents.power.spot import SPOT_REASON
 from tests.agents.conftest import CLUSTER
 from tests.agents.ec2_fault_proxy import FaultProxy
 from tests.agents.moto_env import AMI_ID, REGION, MotoServer, ec2_client, instances
 from tests.agents.test_quarantine import asg_replaces_unhealthy
+from tests.agents.test_spot import interruption
 from tests.e2e import slurm_e2e
-from tests.e2e.slurm_e2e import GroupSpec, SlurmCluster
+from tests.e2e.slurm_e2e import REPO, GroupSpec, SlurmCluster
 from tests.e2e.slurm_programs import agent_env, start_slurmd, stop_slurmds
 from tests.e2e.test_slurm_e2e import assert_no_unowned_instance, shim, start_cluster  # noqa: F401
 
@@ -51,10 +55,15 @@ def roll_cluster(
 
 
 def images(moto_url: str) -> dict[str, str]:
-    return {i["tags"]["gpucluster:node-name"]: i["ImageId"] for i in instances(moto_url, CLUSTER)}
+    """node -> image of the named instances (a replacement the Auto Scaling group just launched is named by the next pass)."""
+    return {
+        i["tags"]["gpucluster:node-name"]: i["ImageId"]
+        for i in instances(moto_url, CLUSTER)
+        if "gpucluster:node-name" in i["tags"]
+    }
 
 
-def test_nodes_roll_onto_the_new_version_a_share_at_a_time_without_killing_a_job(
+def test_a_spot_warning_requeues_then_nodes_roll_onto_the_new_version_a_share_at_a_time_without_killing_a_job(
     roll_cluster: SlurmCluster, moto: MotoServer, proxy: FaultProxy
 ) -> None:
     import boto3
@@ -88,8 +97,9 @@ def test_nodes_roll_onto_the_new_version_a_share_at_a_time_without_killing_a_job
     long_job = c.sbatch("-p", "p5", "-w", "p5-1", "--output=job-%j.out", "--wrap", f"while [ ! -e {go} ]; do sleep 0.2; done")
     c.wait("long job running", lambda: c.scontrol("-o", "show", "job", str(long_job)).count("JobState=RUNNING"), 30)
     c.wait("static nodes idle", lambda: all(c.nodes()[n].flags == ("IDLE", "CLOUD") for n in ("g6e-1", "g6e-2")), 30)
+    spot_iid = spot_warning_requeues_the_job(c, moto)  # p5-8 goes first, by its spot warning
     old = {n: ids[0] for n, ids in _owned(moto.url).items()}
-    assert set(images(moto.url).values()) == {AMI_ID} and len(old) == 10
+    assert set(images(moto.url).values()) == {AMI_ID} and len(old) == 9
 
     ec2 = ec2_client(moto.url)
     ami = ec2.copy_image(SourceImageId=AMI_ID, SourceRegion=REGION, Name="gpucluster-test-next")["ImageId"]
@@ -138,9 +148,40 @@ def test_nodes_roll_onto_the_new_version_a_share_at_a_time_without_killing_a_job
     log = Path(c.agent_config["log_file"]).read_text()
     assert "decision roll-replace group=p5 mode=dynamic nodes=p5-1" in log  # p5-1 last, once its job had ended
     gone = {i["InstanceId"] for i in instances(moto.url, CLUSTER, states=("shutting-down", "terminated"))}
-    assert gone == set(old.values())  # the agent terminated the 8 old dynamic ones, the Auto Scaling group the static ones
+    assert gone == set(old.values()) | {spot_iid}  # by the agent (dynamic ones) and the Auto Scaling group (static ones)
     assert proxy.actions()["SetInstanceHealth"] == 2 and proxy.actions()["CreateFleet"] == 1  # the roll launches nothing
     assert_no_unowned_instance(c, moto.url)
+
+
+def spot_warning_requeues_the_job(c: SlurmCluster, moto: MotoServer) -> str:
+    """A spot interruption warning for p5-8 while a requeueable job runs there, shaped like AWS's documented EventBridge
+    event and put in the queue as the rule's target would (moto does not deliver EventBridge events to SQS): the
+    ``spot-watch`` service powers p5-8 down at once, Slurm requeues the job, the agent terminates the instance, the
+    node is back in service and the message is deleted. (In this test to share its cluster: the budget of CI time.)"""
+    import boto3
+
+    sqs = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION).client(
+        "sqs", endpoint_url=moto.url
+    )
+    url = sqs.create_queue(QueueName=f"{CLUSTER}-spot-events")["QueueUrl"]
+    c.agent_config["spot_queue_url"] = url
+    c.agent_config_path.write_text(json.dumps(c.agent_config, indent=1))
+    job = c.sbatch("-p", "p5", "-w", "p5-8", "--requeue", "--output=job-%j.out", "--wrap", "sleep 600")
+    c.wait("spot job running", lambda: "JobState=RUNNING" in c.scontrol("-o", "show", "job", str(job)), 30)
+    (iid,) = _owned(moto.url)["p5-8"]
+    sqs.send_message(QueueUrl=url, MessageBody=interruption(iid))
+    watch = [c.settings["python"], "-m", "gpucluster_agents", "spot-watch", "once"]  # the service, one poll
+    assert subprocess.run(watch, env=agent_env(c.settings), cwd=str(REPO), stdin=subprocess.DEVNULL, check=False).returncode == 0
+    p5_8 = c.nodes()["p5-8"]
+    assert p5_8.reason == SPOT_REASON and any(p5_8.has(f) for f in ("POWER_DOWN", "POWERING_DOWN", "POWERED_DOWN")), c.debug()
+    shown = c.scontrol("-o", "show", "job", str(job))
+    assert "Restarts=1" in shown and "JobState=RUNNING" not in shown, shown  # requeued, not lost with the node
+    c.run("/usr/bin/scancel", str(job), check=True)  # before it could start again (its requeue waits cred_expire)
+    assert sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0, VisibilityTimeout=0).get("Messages", []) == []  # deleted
+    gone = lambda: c.nodes()["p5-8"].powered_down and "p5-8" not in _owned(moto.url)  # noqa: E731
+    c.wait("p5-8 powered down, its instance terminated", gone, 30)
+    assert not c.nodes()["p5-8"].has("DOWN") and not c.nodes()["p5-8"].has("DRAIN"), c.debug()  # back in service
+    return str(iid)
 
 
 def old_ids(old: dict[str, str], node: str) -> list[str]:
