@@ -7,8 +7,9 @@ The nodes are launched by the agent's ``resume`` (one group, launch template ver
 the stub scontrol (the tests' fake, as ``bench/resume_scale.py`` uses it); then the launch template gets a new
 version with a new AMI as its default, as ``pulumi up`` does after an image change. Each maintenance pass is
 ``python -m gpucluster_agents maintain`` as its own process (the head node's timer); between passes this script
-plays slurmctld: nodes the agent powered down run the agent's ``suspend`` and are powered down, and the next
-``resume`` brings them back on the new version (as the next job would).
+plays slurmctld: nodes the agent powered down run the agent's ``suspend`` and are powered down (``idle~``). A node is
+rolled once no instance of the old image runs it: the next job that wants it launches the new version (the resume
+path is ``bench/resume_scale.py``'s subject; relaunching here would only time moto).
 
 Measured per maintenance pass: the EC2 calls by action (through the counting proxy), the agent's own time (its
 log's end line: total less the time waiting on AWS), the nodes drained or powering down for the roll.
@@ -111,11 +112,11 @@ def bench(tmp: Path, moto: MotoServer, proxy: FaultProxy, count: int, percent: i
 
     passes, most_calls, most_own, most_drained, ok = 0, 0, 0.0, 0, True
     print("EC2 calls: all but the lazy CreateTags of the instances the resumes launched (shown by action)")
-    print(f"{'pass':>4} {'EC2 calls':>9} {'own s':>6} {'drained':>7} {'powering down':>13} {'on new image':>12}  calls by action")
+    print(f"{'pass':>4} {'EC2 calls':>9} {'own s':>6} {'drained':>7} {'powering down':>13} {'old left':>8}  calls by action")
     while True:
-        on_new = sum(1 for i in instances(moto.url, CLUSTER) if i["ImageId"] == ami and i["tags"].get("gpucluster:node-name"))
+        on_old = sum(1 for i in instances(moto.url, CLUSTER) if i["ImageId"] != ami)
         st = nodes_state(state)
-        if on_new == count and not any(s["reason"] == REASON for s in st.values()):
+        if on_old == 0 and not any(s["reason"] == REASON for s in st.values()):
             break
         passes += 1
         if passes > 4 * (100 // max(1, percent)) + 10:
@@ -133,18 +134,16 @@ def bench(tmp: Path, moto: MotoServer, proxy: FaultProxy, count: int, percent: i
         most_calls, most_own = max(most_calls, roll_calls), max(most_own, own)
         ok = ok and not per_node and len(drained) + len(down) <= share
         calls = " ".join(f"{a}={n}" for a, n in sorted(api.items()))
-        print(f"{passes:4d} {roll_calls:9d} {own:6.2f} {len(drained):7d} {len(down):13d} {on_new:12d}  {calls}", flush=True)
-        if down:  # slurmctld: SuspendProgram, then the next jobs resume the nodes on the new version
-            down_expr = hostlist.compress(down)
-            ok = ok and run("suspend", down_expr, config, proxy, calls_path)[4] == 0
-            set_state(state, down, "IDLE+CLOUD+POWERING_UP")
-            ok = ok and run("resume", down_expr, config, proxy, calls_path)[4] == 0
-            set_state(state, down, "IDLE+CLOUD")
-    live = [i for i in instances(moto.url, CLUSTER)]
-    one_each = sorted(i["tags"].get("gpucluster:node-name", "") for i in live) == sorted(nodes)
+        print(f"{passes:4d} {roll_calls:9d} {own:6.2f} {len(drained):7d} {len(down):13d} {on_old:8d}  {calls}", flush=True)
+        if down:  # slurmctld: SuspendProgram (the agent terminates the instances), then idle~
+            ok = ok and run("suspend", hostlist.compress(down), config, proxy, calls_path)[4] == 0
+            set_state(state, down, "IDLE+CLOUD+POWERED_DOWN")
+    live = instances(moto.url, CLUSTER)
+    st = nodes_state(state)
+    one_each = not live and all(s["state"] == "IDLE+CLOUD+POWERED_DOWN" and s["reason"] is None for s in st.values())
     own_limit = OWN_LIMIT
     ok = ok and one_each and most_own <= own_limit and most_drained <= share
-    print(f"one instance per node: {one_each}; own time limit {own_limit:.2f} s; share {share}")
+    print(f"every node powered down, none drained, no instance left: {one_each}; own time limit {own_limit:.2f} s; share {share}")
     print(
         f"rolled {count} nodes in {passes} passes, at most {most_calls} EC2 calls and {most_own:.2f} s agent time per pass,"
         f" at most {most_drained} drained at once"
