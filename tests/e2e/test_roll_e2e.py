@@ -90,9 +90,11 @@ def test_a_spot_warning_requeues_then_nodes_roll_onto_the_new_version_a_share_at
     assert c.run_agent("maintain") == 0  # names the static instances
     for n in ("g6e-1", "g6e-2"):
         start_slurmd(c.settings, n, agent_env(c.settings))
-    # all 8 dynamic nodes up on version 1, then a job that runs until the test lets it end
-    job = c.sbatch("-p", "p5", "-N", "8", "--output=job-%j.out", "--wrap", "true")
-    assert c.wait_job(job, timeout=100)["JobState"] == "COMPLETED", c.debug()
+    # all 8 dynamic nodes up on version 1 (the agent's resume), then a job that runs until the test lets it end
+    # (powered up by hand, not by an 8-node job: a job on powering-up nodes waits for slurmctld's 30 s periodic check)
+    c.scontrol("update", "nodename=p5-[1-8]", "state=power_up")
+    up = lambda: all(c.nodes()[n].flags == ("IDLE", "CLOUD") for n in P5)  # noqa: E731
+    c.wait("p5 nodes up", up, 60)
     go = c.dir / "go"
     long_job = c.sbatch("-p", "p5", "-w", "p5-1", "--output=job-%j.out", "--wrap", f"while [ ! -e {go} ]; do sleep 0.2; done")
     c.wait("long job running", lambda: c.scontrol("-o", "show", "job", str(long_job)).count("JobState=RUNNING"), 30)
