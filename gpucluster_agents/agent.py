@@ -65,7 +65,10 @@ from .power.lifecycle import handle_strays, return_vanished, split_strays
 from .power.lifecycle import status_lines as vanished_status
 from .power.names import NameBook, recover_from_maps, tag_lazily
 from .power.nodemap import NodeMapPublisher
+from .power.roll import Roll
+from .power.roll import status_lines as roll_status
 from .power.slurm import NodeState, Slurm
+from .power.spot import watch
 from .power.state import FileLock, StateDir
 from .power.static_groups import STATIC_NO_INSTANCE, reconcile_static
 from .power.sweep import status_lines as sweep_status
@@ -326,9 +329,19 @@ class Agent:
             stray_nodes = frozenset(i.node for i in self.strays if i.live and i.node)
             unsure = frozenset(str(i.group) for i in self.listed if i.id in self.unread)
             return_vanished(self.cfg, self.slurm, inv, states, self.state, self.clock(), skip=stray_nodes, unsure=unsure)
-            Quarantine(self.cfg, RepairApi(self.cfg, self.ec2.client), self.slurm, self.state.path).run(inv, states, self.clock())
+            api = RepairApi(self.cfg, self.ec2.client)
+            quarantine = Quarantine(self.cfg, api, self.slurm, self.state.path)
+            quarantine.run(inv, states, self.clock())
+            roll = Roll(self.cfg, self.slurm, self.state.path, api.set_unhealthy)  # rolling onto a new image (power/roll.py)
+            roll.run(self.ec2.client, inv, states, self.clock(), frozenset(quarantine.changed) | stray_nodes)
             tag_lazily(self.ec2, self.book, [i for i in self.listed if i.id in inv.by_id])
         self.refresh_topology()
+
+    def spot_watch(self, once: bool = False) -> None:
+        """The ``spot-watch`` service: act on spot interruption, rebalance and capacity block warnings (``power/spot.py``)."""
+        from .power.ec2 import make_client
+
+        watch(self.cfg, make_client(self.cfg, "sqs"), self.ec2.client, self.slurm, once=once)
 
     def clear_protect(self, groups: list[str]) -> None:
         """The operator's ``clear-protect <group>``: the group launches again; its nodes are handed back."""
@@ -353,7 +366,7 @@ class Agent:
         crashed launches and orphans waiting, vanished nodes (waiting for a second listing, or stopped by the cap)."""
         now, path = self.clock(), self.state.path
         brakes = brake_status(self.cfg, path, now)
-        own = sweep_status(self.state, now) + vanished_status(path)
+        own = sweep_status(self.state, now) + vanished_status(path) + roll_status(path)
         return (
             protect_status(self.cfg, path) + brakes + holds_status(self.state.load_holds(), now) + quarantine_status(path) + own
         )

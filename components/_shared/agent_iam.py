@@ -294,7 +294,8 @@ def slurm_agent_policy(scope: LaunchScope) -> dict[str, Any]:
         {
             "Sid": "Describe",
             "Effect": "Allow",
-            "Action": ["ec2:DescribeInstances", "ec2:DescribeInstanceTopology"],
+            # DescribeLaunchTemplateVersions: the version and image a group's nodes should run (power/roll.py)
+            "Action": ["ec2:DescribeInstances", "ec2:DescribeInstanceTopology", "ec2:DescribeLaunchTemplateVersions"],
             "Resource": "*",
         },
     ]

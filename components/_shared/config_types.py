@@ -49,6 +49,7 @@ __all__ = [
     "SlurmIdentityConfig",
     "SlurmNodeGroupConfig",
     "SlurmTeamConfig",
+    "SlurmUpdatesConfig",
     "StorageConfig",
     "SubnetConfig",
     "SystemNodeGroupConfig",
@@ -411,6 +412,17 @@ class AgentConfig(TypedDict, total=False):
     """The window the repair brake counts health drains in. Default 3600 (1 h)."""
 
 
+class SlurmUpdatesConfig(TypedDict, total=False):
+    """Rolling replacement: after the compute nodes' launch template changes (a new image, new user data), the node agent drains nodes still running the old version a share at a time and replaces each once its jobs have ended (dynamic nodes are powered down, so the next job launches the new version; static ones are replaced by their Auto Scaling group). No job is killed; a new version whose nodes fail to boot stops the roll."""
+
+    max_drained_percent: int
+    """At most this share of a node group's nodes is drained or being replaced for the roll at once (at least one node). 0 turns rolling off: running nodes keep their version until they are powered down. Default 10."""
+    maintenance_window: str
+    """Drain nodes for the roll only inside this window: ``HH:MM-HH:MM`` in UTC, optionally after days (``Sat,Sun 02:00-06:00``); an end before the start runs past midnight. Nodes already drained are still replaced once idle. Default: none (any time)."""
+    stop_after_boot_failures: int
+    """Consecutive boot failures of a node group (a launched node that never registered) since its roll began that stop the roll; the nodes still on the old version stay in service. Default 2."""
+
+
 class SlurmHealthConfig(TypedDict, total=False):
     """Node health checks in Slurm: a periodic sweep (``HealthCheckProgram``) and a check before every job (``Prolog``) on the nodes of node groups with NVIDIA GPUs; other nodes get wrappers that do nothing. A node found faulty is drained with a reason starting ``gpucluster:``, the mark the node agent acts on."""
 
@@ -591,6 +603,8 @@ class SlurmConfig(TypedDict, total=False):
     """Per node group settings: partition, default partition, dynamic or static, features. Default: every Slurm node group dynamic, in a partition of its own name; the first is the default."""
     agent: AgentConfig
     """Node agent settings. Default: 10 min holds, 5 min orphan grace, maintain every 60 s, repairs braked above 20 % of a group drained within an hour."""
+    updates: SlurmUpdatesConfig
+    """Rolling replacement of running nodes after their launch template changes. Default: 10 % of a node group at a time, at any hour, stopped by 2 boot failures of the new version."""
     health: SlurmHealthConfig
     """Node health checks (Slurm ``HealthCheckProgram`` and ``Prolog``) on NVIDIA GPU nodes. Default: on, a sweep every 5 min and a 60 s check before every job."""
     protect_data: bool

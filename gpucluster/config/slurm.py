@@ -25,6 +25,7 @@ from gpucluster.config.slurm_identity import SlurmIdentitySpec
 from gpucluster.config.slurm_login import LoginNodesSpec
 from gpucluster.config.slurm_settings import settings_text
 from gpucluster.config.slurm_teams import SlurmTeamSpec
+from gpucluster.config.slurm_updates import SlurmUpdatesSpec
 
 SLURM_VERSION = "23.11"
 UBUNTU_RELEASE = "24.04"
@@ -191,6 +192,10 @@ class SlurmSpec(SpecModel):
     agent: AgentSpec = AgentSpec()
     """Node agent settings. Default: 10 min holds, 5 min orphan grace, maintain every 60 s, repairs braked
     above 20 % of a group drained within an hour."""
+
+    updates: SlurmUpdatesSpec = SlurmUpdatesSpec()
+    """Rolling replacement of running nodes after their launch template changes. Default: 10 % of a node group at a
+    time, at any hour, stopped by 2 boot failures of the new version."""
 
     health: SlurmHealthSpec = SlurmHealthSpec()
     """Node health checks (Slurm ``HealthCheckProgram`` and ``Prolog``) on NVIDIA GPU nodes. Default: on,

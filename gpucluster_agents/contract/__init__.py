@@ -1,23 +1,17 @@
 # pyright: strict
 """The node contract: the agent config schema, the tag keys and the node-name rule, defined once.
 
-The Pulumi side (``gpucluster.render.slurm.agent``) builds an :class:`AgentConfig` and writes
-:func:`to_json`; the agent reads the file back with :func:`parse`. Both sides import this module
-(stdlib only, Python 3.9), so the two ends cannot drift apart. :func:`parse` is strict: unknown keys
-are errors, so a typo never silently falls back to a default, and every problem is reported at once
-with its key path.
+The Pulumi side (``gpucluster.render.slurm.agent``) builds an :class:`AgentConfig` and writes :func:`to_json`; the
+agent reads the file back with :func:`parse`. Both sides import this module (stdlib only, Python 3.9), so the two
+ends cannot drift apart. :func:`parse` is strict: unknown keys are errors, so a typo never silently falls back to a
+default, and every problem is reported at once with its key path. Schema version 1 is the dataclasses below: a
+JSON key per field, the field's default when the key is absent, and ``schema_version`` (optional, must be 1) at the
+top. Node names are ``<node_prefix>-<N>``, N = 1..max_nodes (:func:`node_name`); the agent finds a node's group by
+the text before the last '-', so group names and prefixes may contain '-' themselves (``train-a`` owns ``train-a-3``).
 
-Schema version 1 is the dataclasses below: a JSON key per field, the field's default when the key is
-absent, and ``schema_version`` (optional, must be 1) at the top.
-
-Node names are ``<node_prefix>-<N>``, N = 1..max_nodes (:func:`node_name`); the agent finds a node's
-group by the text before the last '-', so group names and prefixes may contain '-' themselves
-(``train-a`` owns ``train-a-3``).
-
-``mode`` ``dynamic`` groups are Slurm cloud nodes the agent launches and terminates; ``static``
-groups belong to an Auto Scaling group and the agent only names their instances (tag
-:data:`TAG_NODE_NAME`). How each capacity type reaches CreateFleet: ``ec2.fleet_request``; the
-rest of the behaviour: README.md.
+``mode`` ``dynamic`` groups are Slurm cloud nodes the agent launches and terminates; ``static`` groups belong to an
+Auto Scaling group and the agent only names their instances (tag :data:`TAG_NODE_NAME`). How each capacity type
+reaches CreateFleet: ``ec2.fleet_request``; the rest: README.md.
 """
 
 from __future__ import annotations
@@ -32,6 +26,9 @@ from .jsonread import Reader
 from .nodemap import NodeMap, parse_node_map
 from .repair import Repair, parse_repair
 from .site import Site, parse_site
+from .tags import RESERVED_TAG_PREFIXES as RESERVED_TAG_PREFIXES
+from .tags import parse_tags
+from .updates import Updates, parse_updates
 
 SCHEMA_VERSION = 1
 MAX_FLEET_BATCH = 500  # CreateFleet type=instant launches at most this many per call (our cap)
@@ -48,7 +45,6 @@ TAG_MANAGED_BY = "managed-by"
 TAG_ROLE = "gpucluster:role"  # head, login or compute: who may open sessions on an instance (Session Manager policies)
 ROLES = ("head", "login", "compute")
 MANAGED_BY = "gpucluster"
-RESERVED_TAG_PREFIXES = ("aws:", "gpucluster:")
 
 
 def node_name(prefix: str, i: int) -> str:
@@ -101,6 +97,10 @@ class NodeGroup:
     capacity: Capacity = field(default_factory=Capacity)
     tags: tuple[tuple[str, str], ...] = field(default=(), metadata=_OMIT)  # on every instance (<= 40)
     mode: str = "dynamic"  # one of MODES
+    # The AMI this group's nodes should run (rolling replacement, issue #24): an instance whose ImageId differs is
+    # on an older image. None: the image of the launch template's `launch_template_version` (the agent asks EC2,
+    # DescribeLaunchTemplateVersions) -- what gpucluster renders, so a new image never changes the head node's config.
+    image_id: str | None = field(default=None, metadata=_OMIT)
 
     @property
     def static(self) -> bool:
@@ -142,6 +142,8 @@ class AgentConfig:
     repair: Repair = field(default_factory=Repair, metadata=_OMIT)  # quarantine and protected mode (repair.py)
     site: Site = field(default_factory=Site, metadata=_OMIT)  # on a site's own slurmctld (site.py)
     node_map: NodeMap | None = field(default=None, metadata=_OMIT)  # where launches publish node names (nodemap.py)
+    updates: Updates = field(default_factory=Updates, metadata=_OMIT)  # rolling onto a new image (updates.py)
+    spot_queue_url: str | None = field(default=None, metadata=_OMIT)  # SQS queue of spot warnings (power/spot.py)
 
     @property
     def scontrol(self) -> str:
@@ -165,7 +167,7 @@ def _fields_dict(obj: Any) -> dict[str, Any]:
         default = f.default_factory() if f.default_factory is not MISSING else f.default
         if f.metadata.get("omit") and value == (default if default is not MISSING else None):
             continue
-        out[f.name] = _fields_dict(value) if isinstance(value, (Repair, Site, NodeMap)) else value
+        out[f.name] = _fields_dict(value) if isinstance(value, (Repair, Site, NodeMap, Updates)) else value
     return out
 
 
@@ -197,8 +199,10 @@ _PREFIX_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
 _REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
 _ITYPE_RE = re.compile(r"^[a-z0-9-]+\.[a-z0-9-]+$")
 _LT_RE = re.compile(r"^lt-[0-9a-f]+$")
+_AMI_RE = re.compile(r"^ami-[0-9a-f]{8,17}$")
 _RESERVATION_RE = re.compile(r"^cr-[0-9a-f]+$")
 _ARN_RE = re.compile(r"^arn:aws[a-z-]*:resource-groups:")
+_URL_RE = re.compile(r"^https?://")
 TOP_KEYS = frozenset({"schema_version", *(f.name for f in fields(AgentConfig))})
 GROUP_KEYS = frozenset(f.name for f in fields(NodeGroup))
 CAPACITY_KEYS = frozenset(f.name for f in fields(Capacity))
@@ -218,35 +222,13 @@ def _parse_capacity(r: Reader, raw: Any, path: str) -> Capacity:
         ctype = "on-demand"
     rid_hint = "expected a capacity reservation id like cr-0123456789abcdef0"
     rid = r.string(obj, "reservation_id", path, nullable=True, pattern=_RESERVATION_RE, hint=rid_hint)
-    arn = r.string(
-        obj, "resource_group_arn", path, nullable=True, pattern=_ARN_RE, hint="expected an arn:aws:resource-groups:... ARN"
-    )
+    arn_hint = "expected an arn:aws:resource-groups:... ARN"
+    arn = r.string(obj, "resource_group_arn", path, nullable=True, pattern=_ARN_RE, hint=arn_hint)
     if ctype == "capacity-block" and not rid:
         r.err(f"{path}.reservation_id", "required when type is capacity-block")
     if ctype in ("on-demand", "spot") and (rid or arn):
         r.err(path, f"reservation_id/resource_group_arn only apply to capacity reservations, not {ctype}")
     return Capacity(type=ctype, reservation_id=rid, resource_group_arn=arn)
-
-
-def _parse_tags(r: Reader, raw: Any, path: str) -> tuple[tuple[str, str], ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, dict):
-        r.err(path, f"must be an object of string to string, got {raw!r}")
-        return ()
-    out: list[tuple[str, str]] = []
-    for key, value in cast("dict[Any, Any]", raw).items():
-        if not isinstance(key, str) or not key or len(key) > 128:
-            r.err(path, f"tag key {key!r} must be a string of 1..128 characters")
-        elif key.lower().startswith(RESERVED_TAG_PREFIXES):
-            r.err(f"{path}.{key}", "keys starting with aws: or gpucluster: are reserved")
-        elif not isinstance(value, str) or len(value) > 256:
-            r.err(f"{path}.{key}", f"tag value must be a string of at most 256 characters, got {value!r}")
-        else:
-            out.append((key, value))
-    if len(out) > 40:
-        r.err(path, f"at most 40 tags (EC2 allows 50 and the agent adds its own), got {len(out)}")
-    return tuple(sorted(out))
 
 
 def _parse_group(r: Reader, raw: Any, path: str) -> NodeGroup | None:
@@ -310,11 +292,14 @@ def _parse_group(r: Reader, raw: Any, path: str) -> NodeGroup | None:
     capacity = _parse_capacity(r, obj.get("capacity"), f"{path}.capacity")
     if pg and capacity.type == "capacity-block":
         r.err(f"{path}.placement_group", "placement groups cannot be used with capacity blocks")
-    tags = _parse_tags(r, obj.get("tags"), f"{path}.tags")
+    image_id = r.string(
+        obj, "image_id", path, nullable=True, pattern=_AMI_RE, hint="expected an AMI id like ami-0123456789abcdef0"
+    )
+    tags = parse_tags(r, obj.get("tags"), f"{path}.tags")
     if len(r.errors) != before:
         return None
     assert name and prefix and itype and lt_id and lt_version
-    return NodeGroup(name, prefix, max_nodes, itype, lt_id, lt_version, subnets, efa, pg, capacity, tags, mode)
+    return NodeGroup(name, prefix, max_nodes, itype, lt_id, lt_version, subnets, efa, pg, capacity, tags, mode, image_id)
 
 
 def parse(data: Any, path: str | None = None) -> AgentConfig:
@@ -329,7 +314,7 @@ def parse(data: Any, path: str | None = None) -> AgentConfig:
         r.err("schema_version", f"this agent reads schema_version {SCHEMA_VERSION}, got {obj['schema_version']!r}")
     cluster = r.string(obj, "cluster_name", "", required=True, pattern=_CLUSTER_NAME_RE, hint="1..64 of [A-Za-z0-9-_]")
     region = r.string(obj, "region", "", required=True, pattern=_REGION_RE, hint="expected a region like us-east-1")
-    endpoint = r.string(obj, "endpoint_url", "", nullable=True, pattern=re.compile(r"^https?://"), hint="expected an http(s) URL")
+    endpoint = r.string(obj, "endpoint_url", "", nullable=True, pattern=_URL_RE, hint="expected an http(s) URL")
     log_file = r.string(obj, "log_file", "", default=AgentConfig.log_file)
     state_dir = r.string(obj, "state_dir", "", default=AgentConfig.state_dir)
     bin_dir = r.string(obj, "slurm_bin_dir", "", default=AgentConfig.slurm_bin_dir)
@@ -350,7 +335,8 @@ def parse(data: Any, path: str | None = None) -> AgentConfig:
     repair = parse_repair(r, obj.get("repair"), "repair")
     site = parse_site(r, obj.get("site"), "site")
     node_map = parse_node_map(r, obj.get("node_map"), "node_map")
-
+    updates = parse_updates(r, obj.get("updates"), "updates")
+    spot_queue = r.string(obj, "spot_queue_url", "", nullable=True, pattern=_URL_RE, hint="expected an SQS queue URL")
     groups: list[NodeGroup] = []
     raw_groups = obj.get("node_groups")
     if "node_groups" not in obj:
@@ -396,4 +382,6 @@ def parse(data: Any, path: str | None = None) -> AgentConfig:
         repair=repair,
         site=site,
         node_map=node_map,
+        updates=updates,
+        spot_queue_url=spot_queue,
     )

@@ -42,6 +42,7 @@ class Instance:
     private_ip: str | None
     instance_type: str
     tags: dict[str, str] = field(default_factory=lambda: {})
+    image_id: str = ""  # the AMI it runs (DescribeInstances ImageId): the rolling update compares it (roll.py)
 
     @property
     def node(self) -> str | None:
@@ -70,7 +71,7 @@ class FleetResult:
     uncertain: bool = False  # the call failed in a way that may still have launched instances
 
 
-def make_client(cfg: AgentConfig) -> Any:
+def make_client(cfg: AgentConfig, service: str = "ec2") -> Any:
     config = Config(
         region_name=cfg.region,
         retries={"mode": cfg.api_retry_mode, "total_max_attempts": cfg.api_max_attempts},
@@ -79,8 +80,8 @@ def make_client(cfg: AgentConfig) -> Any:
         user_agent_extra="gpucluster-agent",
     )
     session = Session(region_name=cfg.region, **session_kwargs(cfg.site))  # a site's controller: its profile only
-    client = cast(Any, session.client("ec2", endpoint_url=cfg.endpoint_url, config=config))  # pyright: ignore[reportUnknownMemberType]
-    client.meta.events.register_first("needs-retry.ec2", _log_attempt)
+    client = cast(Any, session.client(service, endpoint_url=cfg.endpoint_url, config=config))  # pyright: ignore[reportUnknownMemberType]
+    client.meta.events.register_first(f"needs-retry.{service}", _log_attempt)
     return client
 
 
@@ -134,6 +135,7 @@ def _instance_from_api(raw: dict[str, Any]) -> Instance:
         private_ip=raw.get("PrivateIpAddress"),
         instance_type=str(raw.get("InstanceType", "")),
         tags=tags,
+        image_id=str(raw.get("ImageId") or ""),
     )
 
 
@@ -322,7 +324,6 @@ class Ec2:
             log.info("api CreateTags instance=%s node=%s", iid, node)
             return iid, None
 
-        failed: dict[str, str] = {}
         items = sorted(assignments.items())
         workers = max(1, min(self.cfg.api_concurrency, len(items)))
         if workers == 1:
@@ -330,10 +331,7 @@ class Ec2:
         else:
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 results = list(pool.map(one, items))
-        for iid, err in results:
-            if err:
-                failed[iid] = err
-        return failed
+        return {iid: err for iid, err in results if err}
 
     def terminate(self, ids: Sequence[str], why: str, fresh: bool = False) -> list[str]:
         """Terminate in batches of 1000; returns ids not terminated. Ids EC2 no longer knows count as

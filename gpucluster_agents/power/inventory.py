@@ -6,6 +6,7 @@ agent decides from this one view, so a decision never rests on a second, staler 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from ..contract import TAG_NODE_NAME, AgentConfig, hostlist
 from .ec2 import Instance
@@ -52,7 +53,7 @@ class Inventory:
         if inst is not None:
             tags = dict(inst.tags)
             tags[TAG_NODE_NAME] = node
-            self.put(Instance(inst.id, inst.state, inst.launch_time, inst.private_ip, inst.instance_type, tags))
+            self.put(replace(inst, tags=tags))
 
 
 def best_instance(instances: list[Instance]) -> Instance:

@@ -52,6 +52,8 @@ log = logging.getLogger("gpucluster_agents")
 
 PREFIX = "gpucluster:"
 REBOOTED = "gpucluster: rebooted"  # the agent's own reason while a rebooted node settles
+# drains that are not faults: the rolling update's (power/roll.py REASON), a capacity block's end (power/spot.py)
+NOT_FAULTS = ("gpucluster: image update", "gpucluster: capacity block ending")
 _ACTION_RE = re.compile(r"\((reboot|replace)\)")
 _MARKER_RE = re.compile(r"^gpucluster: rebooted (i-[0-9a-f]+) for: (.*)$")
 HISTORY_MAX = 500  # finished repairs kept for status (oldest dropped first)
@@ -62,10 +64,10 @@ Record = dict[str, Any]  # {node, group, instance, action, asked, verdict, since
 
 def drain_action(reason: str | None) -> str | None:
     """The action a drain reason asks for: ``reboot`` or ``replace``; None for a drain that is not the
-    health program's (no ``gpucluster:`` prefix, or the agent's own reboot marker). The last action
+    health program's (no ``gpucluster:`` prefix, the agent's own reboot marker or rolling update). The last action
     named in parentheses wins; none named means replace."""
     text = (reason or "").strip()
-    if not text.startswith(PREFIX) or text.startswith(REBOOTED):
+    if not text.startswith(PREFIX) or text.startswith(REBOOTED) or text in NOT_FAULTS:
         return None
     found = _ACTION_RE.findall(text)
     return str(found[-1]) if found else "replace"

@@ -124,6 +124,18 @@ BAD_SLURM = [
         "60",
     ),
     (
+        "roll-window-not-a-window",
+        slurm(section={"updates": {"maintenanceWindow": "weekends"}}),
+        "gpucluster:slurm.updates.maintenanceWindow",
+        "'weekends' is not a maintenance window; write HH:MM-HH:MM in UTC, optionally after days",
+    ),
+    (
+        "roll-share-above-100-percent",
+        slurm(section={"updates": {"maxDrainedPercent": 101}}),
+        "gpucluster:slurm.updates.maxDrainedPercent",
+        "100",
+    ),
+    (
         "no-group-for-slurm",
         slurm(group(scheduler="none")),
         "gpucluster:slurm",

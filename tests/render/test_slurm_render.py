@@ -138,6 +138,15 @@ def test_the_repair_brake_reaches_the_agent_config_and_its_defaults_write_nothin
     assert cfg.repair.max_share_percent == 10  # the rest keep the agent's defaults
 
 
+def test_rolling_updates_reach_the_agent_config_and_their_defaults_write_nothing():
+    targets = {"p5": LaunchTarget("lt-0aaa", ("subnet-0aaa",))}
+    assert "updates" not in contract.to_dict(agent_config(context(P5), targets))
+    section = {"maxDrainedPercent": 25, "maintenanceWindow": "Sat,Sun 02:00-06:00", "stopAfterBootFailures": 3}
+    cfg = parse_config(json.loads(contract.to_json(agent_config(context(P5, updates=section), targets))))
+    assert (cfg.updates.max_drained_percent, cfg.updates.maintenance_window) == (25, "Sat,Sun 02:00-06:00")
+    assert cfg.updates.stop_after_boot_failures == 3 and cfg.updates.window is not None
+
+
 @pytest.mark.parametrize("uid", ["0", "1000"])
 def test_the_operator_command_runs_the_agent_as_slurm(tmp_path, uid):
     """/usr/local/sbin/gpucluster-agent: dash parses it; run with this checkout's agent (paths swapped), a fake

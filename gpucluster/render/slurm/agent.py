@@ -31,6 +31,7 @@ from gpucluster_agents import contract
 from gpucluster_agents.boot import helper as boot
 from gpucluster_agents.contract.nodemap import NodeMap
 from gpucluster_agents.contract.repair import Repair
+from gpucluster_agents.contract.updates import Updates
 
 NODE_MAPS_PREFIX = "node-maps/"  # in the artifact bucket: the head node writes, compute nodes read (IAM: iam.py)
 
@@ -49,10 +50,11 @@ class LaunchTarget:
 
 
 def agent_config(
-    ctx: SlurmContext, targets: Mapping[str, LaunchTarget], artifact_bucket: str | None = None
+    ctx: SlurmContext, targets: Mapping[str, LaunchTarget], artifact_bucket: str | None = None, spot_queue_url: str | None = None
 ) -> contract.AgentConfig:
     """``/etc/gpucluster/agent.json`` (schema: :mod:`gpucluster_agents.contract`), from the stack's outputs. With the
-    artifact bucket, launches publish their node names there (``node_map``: no CreateTags per node on a resume)."""
+    artifact bucket, launches publish their node names there (``node_map``: no CreateTags per node on a resume); with
+    the spot queue (spot or capacity-block groups), the ``spot-watch`` service reads its warnings."""
     groups: list[contract.NodeGroup] = []
     for g in ctx.node_groups:
         t = targets[g.name]
@@ -72,7 +74,7 @@ def agent_config(
                 capacity=contract.Capacity(cap.type, cap.reservation_id or None, cap.resource_group_arn or None),
             )
         )
-    agent = ctx.slurm.agent
+    agent, updates = ctx.slurm.agent, ctx.slurm.updates
     return contract.AgentConfig(
         cluster_name=ctx.cluster,
         region=ctx.region,
@@ -86,7 +88,14 @@ def agent_config(
         orphan_grace_seconds=agent.orphan_grace_seconds,
         repair=Repair(brake_percent=agent.repair_brake_percent, brake_window_seconds=agent.repair_brake_window_seconds),
         node_map=NodeMap(artifact_bucket, NODE_MAPS_PREFIX) if artifact_bucket else None,
+        updates=Updates(updates.max_drained_percent, updates.maintenance_window, updates.stop_after_boot_failures),
+        spot_queue_url=spot_queue_url,
     )
+
+
+def needs_spot_events(ctx: SlurmContext) -> bool:
+    """Whether a Slurm node group runs on capacity that warns before it goes (spot, capacity blocks)."""
+    return any(g.spec.capacity.type in ("spot", "capacity-block") for g in ctx.node_groups)
 
 
 # --- the agent bundle ------------------------------------------------------------------------------------------

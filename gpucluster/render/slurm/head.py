@@ -140,6 +140,7 @@ def agent_files(ctx: SlurmContext, inputs: HeadInputs) -> list[WriteFile]:
                 + "ExecStart=/usr/bin/python3 -m gpucluster_agents maintain\n",
             ),
         ),
+        *spot_files(inputs, agent_env),
         WriteFile(
             "/etc/systemd/system/gpucluster-agent-maintain.timer",
             systemd_unit(
@@ -150,6 +151,25 @@ def agent_files(ctx: SlurmContext, inputs: HeadInputs) -> list[WriteFile]:
         ),
     ]
     return files
+
+
+SPOT_UNIT = "gpucluster-agent-spot.service"
+
+
+def spot_files(inputs: HeadInputs, agent_env: str) -> list[WriteFile]:
+    """The ``spot-watch`` service (``gpucluster_agents/power/spot.py``): long-polls the spot warnings' queue, always
+    running (restarted if it stops), when the agent config names one."""
+    if not inputs.agent_config.spot_queue_url:
+        return []
+    body = (
+        "After=slurmctld.service\n\n[Service]\nType=simple\nUser=slurm\nGroup=slurm\n"
+        + agent_env
+        + "ExecStart=/usr/bin/python3 -m gpucluster_agents spot-watch\nRestart=always\nRestartSec=10\n"
+    )
+    unit = systemd_unit(
+        "gpucluster node agent: act on spot interruption and capacity block warnings", body, "WantedBy=multi-user.target"
+    )
+    return [WriteFile(f"/etc/systemd/system/{SPOT_UNIT}", unit)]
 
 
 def system_files(ctx: SlurmContext) -> list[WriteFile]:
@@ -208,6 +228,7 @@ def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
         host_key_secret=inputs.login_host_key_secret_arn,
         accounts_units=(ACCOUNTS_UNIT, ACCOUNTS_PATH_UNIT) if accounting and ctx.teams is not None else None,
         usage_timer=USAGE_TIMER if has_usage_report(ctx, inputs.agent.bucket) else None,
+        spot_unit=SPOT_UNIT if inputs.agent_config.spot_queue_url else None,
     )
 
 

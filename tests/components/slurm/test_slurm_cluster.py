@@ -237,7 +237,7 @@ def test_agent_policy_is_least_privilege(run_components, two_groups):
         {
             "Sid": "Describe",
             "Effect": "Allow",
-            "Action": ["ec2:DescribeInstances", "ec2:DescribeInstanceTopology"],
+            "Action": ["ec2:DescribeInstances", "ec2:DescribeInstanceTopology", "ec2:DescribeLaunchTemplateVersions"],
             "Resource": "*",
         },
         {
@@ -330,7 +330,7 @@ def test_a_static_only_cluster_cannot_launch_or_terminate():
         "ec2:CreateTags",
         "ec2:RebootInstances",
         "autoscaling:SetInstanceHealth",
-        ("ec2:DescribeInstances", "ec2:DescribeInstanceTopology"),
+        ("ec2:DescribeInstances", "ec2:DescribeInstanceTopology", "ec2:DescribeLaunchTemplateVersions"),
     }
 
 
