@@ -1,0 +1,245 @@
+"""Re-baselining a new image (``gpucluster_agents/power/baseline.py``) in the maintenance pass, against moto (S3 for
+the figures, EC2 behind the fault proxy), the fake scontrol (reservations, the job's AdminComment) and a fake
+sbatch: the deep job's figures come from the real health program's ``deep`` mode judging fake NVML scenarios,
+handed over by the real job driver (``health/baseline_job.py``) through a stand-in srun. A degraded image stops
+the roll; a good one records its figures and becomes the baseline the next image is compared with."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import sys
+from typing import Any
+
+import boto3
+import pytest
+
+from gpucluster_agents.contract import hostlist
+from gpucluster_agents.health import baseline_job
+from gpucluster_agents.health.config import ModeConfig
+from gpucluster_agents.health.fake_nvml import FakeNvml
+from gpucluster_agents.health.run import run as health_run
+from gpucluster_agents.power.baselines import baseline_verdict, group_figures
+from gpucluster_agents.power.roll import REASON
+from tests.agents.conftest import HERE, Harness
+from tests.agents.health.fakes import p5_config, scenario
+from tests.agents.moto_env import AMI_ID, REGION, ec2_client
+
+BUCKET = "testcl-artifacts"
+THRESHOLDS = {"gemm_tflops": 5.0, "hbm_copy_gbps": 5.0, "nccl_busbw_gbps": 10.0}
+
+
+# ---------------------------------------------------------------------------- the comparison
+@pytest.mark.parametrize(
+    ("new", "ok", "why"),
+    [
+        ({"gemm_tflops": 740.0, "hbm_copy_gbps": 2990.0, "nccl_busbw_gbps": 350.0}, True, "within thresholds: gemm_tflops 740"),
+        ({"gemm_tflops": 700.0, "hbm_copy_gbps": 3000.0, "nccl_busbw_gbps": 360.0}, False, "gemm_tflops 700 is 7.9 % below 760"),
+        (
+            {"gemm_tflops": 760.0, "hbm_copy_gbps": 3000.0, "nccl_busbw_gbps": 330.0},
+            False,
+            "nccl_busbw_gbps 330 is 13.2 % below 380",
+        ),
+        ({"gemm_tflops": 760.0, "nccl_busbw_gbps": 380.0}, False, "hbm_copy_gbps not measured on the new image"),
+    ],
+)
+def test_a_drop_past_its_threshold_or_a_figure_no_longer_measured_fails_the_image(
+    new: dict[str, float], ok: bool, why: str
+) -> None:
+    previous = {"gemm_tflops": 760.0, "hbm_copy_gbps": 3015.0, "nccl_busbw_gbps": 380.0}
+    verdict = baseline_verdict(new, previous, THRESHOLDS)
+    assert verdict.ok is ok and why in verdict.why, verdict.why
+
+
+def test_the_first_image_of_a_group_passes_and_a_faster_one_never_regresses() -> None:
+    assert baseline_verdict({"gemm_tflops": 1.0}, None, THRESHOLDS).ok
+    assert baseline_verdict(
+        {"gemm_tflops": 900.0, "hbm_copy_gbps": 3300.0}, {"gemm_tflops": 760.0, "hbm_copy_gbps": 3015.0}, THRESHOLDS
+    ).ok
+    # a metric the previous image did not measure (no nccl-tests then) is not required now
+    assert baseline_verdict({"gemm_tflops": 760.0}, {"gemm_tflops": 760.0}, THRESHOLDS).ok
+
+
+def test_group_figures_are_medians_over_every_gpu_of_every_node() -> None:
+    per_node = {
+        "p5-1": {"gemm_tflops": {f"gpu{i}": 760.0 for i in range(8)}, "nccl_busbw_gbps": 380.0},
+        "p5-2": {"gemm_tflops": {**{f"gpu{i}": 750.0 for i in range(7)}, "gpu7": 100.0}, "nccl_busbw_gbps": 360.0},
+    }
+    assert group_figures(per_node) == {"gemm_tflops": 755.0, "nccl_busbw_gbps": 370.0}  # one slow GPU moves nothing
+
+
+# ---------------------------------------------------------------------------- the pass, against moto
+def s3() -> Any:
+    return boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION)
+
+
+def stored(h: Harness, key: str) -> dict[str, Any]:
+    client = s3().client("s3", endpoint_url=h.moto.url)
+    return json.loads(client.get_object(Bucket=BUCKET, Key=f"baselines/{key}")["Body"].read())
+
+
+@pytest.fixture
+def rebaselining(harness: Harness) -> Harness:
+    h = harness
+    s3().client("s3", endpoint_url=h.moto.url).create_bucket(Bucket=BUCKET)
+    h.config["updates"] = {
+        "max_drained_percent": 25,  # 4 of p5's 16 nodes
+        "baseline": {"bucket": BUCKET, "endpoint_url": h.moto.url, "nodes": 2, "groups": ["p5"]},
+    }
+    for g in h.config["node_groups"]:
+        g["launch_template_version"] = "$Default"
+    for program in ("sbatch", "scancel"):
+        script = h.slurm.bin_dir / program
+        script.write_text(
+            f'#!/bin/sh\nexec "{sys.executable}" -S "{HERE / "fake_sbatch.py"}" "{h.slurm.state_path}" {program} "$@"\n'
+        )
+        script.chmod(0o755)
+    return h
+
+
+def new_image(h: Harness) -> str:
+    """A new image in a new launch template version, made the default (what ``pulumi up`` does)."""
+    ec2 = ec2_client(h.moto.url)
+    ami = ec2.copy_image(SourceImageId=AMI_ID, SourceRegion=REGION, Name=f"gpucluster-next-{os.urandom(3).hex()}")["ImageId"]
+    lt = h.world.launch_templates["p5"]
+    v = ec2.create_launch_template_version(LaunchTemplateId=lt, LaunchTemplateData={"ImageId": ami})["LaunchTemplateVersion"]
+    ec2.modify_launch_template(LaunchTemplateId=lt, DefaultVersion=str(v["VersionNumber"]))
+    return ami
+
+
+def run_deep_job(h: Harness, monkeypatch: pytest.MonkeyPatch, gemm: float, hbm: float, busbw: float) -> str:
+    """What the submitted job does: the health program's deep mode on each of its nodes (fake NVML scenario with
+    these bench figures, a stand-in all_reduce_perf printing ``busbw``), through the job driver, whose srun is
+    a stand-in printing those verdicts and whose scontrol is the fake one. Returns the job id."""
+    data = h.slurm.data()
+    job = next(j for j, v in data["jobs"].items() if v["state"] == "PENDING")
+    tools = h.tmp / f"job-{job}"
+    tools.mkdir()
+    (tools / "all_reduce_perf").write_text(f"#!/bin/sh\necho '# Avg bus bandwidth    : {busbw} '\n")
+    (tools / "all_reduce_perf").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
+    lines = []
+    for node in hostlist.expand(data["jobs"][job]["nodes"]):
+        cfg = p5_config(tools).with_modes(deep=ModeConfig(("driver", "gpu_count", "hbm_copy", "gemm", "nccl_pair"), 600))
+        nvml = FakeNvml(scenario(bench={"hbm_copy_gbps": hbm, "gemm_tflops": gemm}))
+        lines.append(health_run(cfg, "deep", node, binding=nvml).to_json())
+    (tools / "verdicts").write_text("\n".join(lines) + "\n")
+    (tools / "srun").write_text(f'#!/bin/sh\necho "$@" > {tools}/srun.args\ncat {tools}/verdicts\nexit 1\n')
+    (tools / "srun").chmod(0o755)
+    (tools / "scontrol").symlink_to(h.slurm.bin_dir / "scontrol")
+    monkeypatch.setenv("SLURM_JOB_ID", job)
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", str(len(lines)))
+    assert baseline_job.main(["/opt/gpucluster/lib", str(tools)]) == 0
+    srun = (tools / "srun.args").read_text().split()
+    assert srun[:3] == ["--nodes=2", "--ntasks-per-node=1", "--kill-on-bad-exit=0"] and srun[-3:] == [
+        "/opt/gpucluster/lib",
+        "deep",
+        "--json",
+    ]
+    data = h.slurm.data()
+    data["jobs"][job]["state"] = "COMPLETED"
+    h.slurm.state_path.write_text(json.dumps(data))
+    return job
+
+
+def drained(h: Harness) -> list[str]:
+    return sorted(n for n, s in h.slurm.data()["nodes"].items() if s["reason"] == REASON and "DRAIN" in s["state"])
+
+
+def reservation_calls(h: Harness) -> list[list[str]]:
+    return [c for c in h.slurm.calls() if c[:2] == ["create", "reservation"]]
+
+
+def test_a_degraded_image_stops_the_roll_and_a_good_one_becomes_the_baseline(
+    rebaselining: Harness, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    h = rebaselining
+    assert h.slurm_resume("p5-[1-8]") == 0
+    h.slurm.set("p5-[1-8]", "IDLE+CLOUD")
+    user = pwd.getpwuid(os.getuid()).pw_name
+
+    # the image the group runs today has no figures yet: two of its idle nodes measure it
+    assert h.run("maintain") == 0
+    assert reservation_calls(h) == [
+        ["create", "reservation", "ReservationName=gpucluster-baseline-p5", "Flags=MAINT,IGNORE_JOBS", "Nodes=p5-[1-2]",
+         "StartTime=now", "Duration=120", f"Users={user}"]
+    ]  # fmt: skip
+    sbatch = next(c for c in h.slurm.calls() if c[0] == "sbatch")
+    assert {"--reservation=gpucluster-baseline-p5", "--nodelist=p5-[1-2]", "--nodes=2", "--exclusive", "--time=120"} <= set(
+        sbatch
+    )
+    run_deep_job(h, monkeypatch, gemm=760.0, hbm=3015.0, busbw=380.0)
+    assert h.run("maintain") == 0
+    first = stored(h, f"p5/{AMI_ID}.json")
+    assert first["figures"] == {"gemm_tflops": 760.0, "hbm_copy_gbps": 3015.0, "nccl_busbw_gbps": 380.0}
+    assert first["verdict"]["ok"] and stored(h, "p5/index.json")["baseline"] == AMI_ID
+    assert h.slurm.data()["reservations"] == {}  # deleted once the figures were in
+
+    # a degraded image: its first two nodes (powered down: they boot it) are measured before any old node drains
+    bad = new_image(h)
+    assert h.run("maintain") == 0
+    assert reservation_calls(h)[-1][4] == "Nodes=p5-[9-10]" and drained(h) == []
+    assert h.slurm_resume("p5-[9-10]") == 0  # slurmctld powers the reserved nodes up for the job: the new image
+    run_deep_job(h, monkeypatch, gemm=700.0, hbm=3010.0, busbw=381.0)  # above the node check's floor (673), 7.9 % slower
+    assert h.run("maintain") == 0
+    log = h.log_text()
+    assert f"decision baseline-fail group=p5 image={bad}: gemm_tflops 700 is 7.9 % below 760 (allowed 5 %)" in log
+    assert f"decision roll-stop group=p5: re-baseline of {bad} failed: gemm_tflops 700" in log
+    result = stored(h, f"p5/{bad}.json")
+    assert not result["verdict"]["ok"] and result["previous"]["image_id"] == AMI_ID
+    assert stored(h, "p5/index.json")["baseline"] == AMI_ID  # the failed image never becomes the baseline
+    assert h.run("maintain") == 0
+    assert drained(h) == [] and h.slurm.data()["reservations"] == {}
+    capsys.readouterr()
+    assert h.run("status") == 0
+    out = capsys.readouterr().out
+    assert f"STOPPED: re-baseline of {bad} failed" in out and f"baseline group p5: image {bad} FAILED" in out, out
+
+    # a good image: compared with the last good one (not the failed one), it passes, becomes the baseline, the roll goes on
+    good = new_image(h)
+    assert h.run("maintain") == 0
+    assert reservation_calls(h)[-1][4] == "Nodes=p5-[11-12]" and drained(h) == []
+    run_deep_job(h, monkeypatch, gemm=758.0, hbm=3020.0, busbw=379.0)
+    assert h.run("maintain") == 0
+    assert f"decision baseline-pass group=p5 image={good}: within thresholds" in h.log_text()
+    result = stored(h, f"p5/{good}.json")
+    assert result["verdict"]["ok"] and result["previous"] == {"image_id": AMI_ID, "figures": first["figures"]}
+    index = stored(h, "p5/index.json")
+    assert index["baseline"] == good and [i["image_id"] for i in index["images"]] == [AMI_ID, bad, good]
+    assert len(drained(h)) == 4  # the share (25 % of 16): the roll proceeds
+
+
+def test_a_deep_job_that_ends_without_figures_fails_the_image(rebaselining: Harness) -> None:
+    h = rebaselining
+    assert h.slurm_resume("p5-[1-2]") == 0
+    h.slurm.set("p5-[1-2]", "IDLE+CLOUD")
+    assert h.run("maintain") == 0  # two idle nodes measure the image
+    data = h.slurm.data()
+    (job,) = data["jobs"]
+    data["jobs"][job]["state"] = "NODE_FAIL"
+    h.slurm.state_path.write_text(json.dumps(data))
+    assert h.run("maintain") == 0
+    assert f"the deep job {job} ended NODE_FAIL without figures" in stored(h, f"p5/{AMI_ID}.json")["verdict"]["why"]
+    assert h.slurm.data()["reservations"] == {}
+
+
+def test_a_config_without_a_bucket_or_with_a_bad_threshold_names_the_key() -> None:
+    from gpucluster_agents.contract import ConfigError, parse
+
+    group = {"name": "p5", "max_nodes": 2, "instance_type": "p5.48xlarge", "launch_template_id": "lt-0123456789abcdef0",
+             "subnet_ids": ["subnet-0123456789abcdef0"]}  # fmt: skip
+    doc: dict[str, Any] = {"cluster_name": "c", "region": REGION, "log_file": "/tmp/x.log", "node_groups": [group]}
+    for baseline, message in (
+        ({}, "updates.baseline.bucket: required key is missing"),
+        ({"bucket": BUCKET, "thresholds": {"gemm_tflops": 150}}, "updates.baseline.thresholds.gemm_tflops: must be a percent"),
+        ({"bucket": BUCKET, "thresholds": {"tflops": 5}}, "updates.baseline.thresholds.tflops: unknown metric"),
+    ):
+        with pytest.raises(ConfigError) as err:
+            parse({**doc, "updates": {"baseline": baseline}})
+        assert any(e.startswith(message) for e in err.value.errors), err.value.errors
+    cfg = parse({**doc, "updates": {"baseline": {"bucket": BUCKET, "thresholds": {"gemm_tflops": 3}}}})
+    assert cfg.updates.baseline is not None and dict(cfg.updates.baseline.thresholds)["gemm_tflops"] == 3.0
+    from gpucluster_agents.contract import to_dict
+
+    assert parse(json.loads(json.dumps(to_dict(cfg)))) == cfg  # the renderer's document reads back equal
