@@ -14,6 +14,7 @@
     gpucluster docs [--out DIR]               regenerate docs/config-reference.md (a checkout's; installed: --out)
     gpucluster generate [--check]             regenerate every generated file of the checkout (--check: exit 1 if stale)
     gpucluster bundle --stack X --out DIR     the files a hybrid site installs on its own slurmctld host
+    gpucluster baseline --stack X             each node group's figures per image after image changes (needs credentials)
 
 Options that every verb takes, anywhere on the command line:
     --project-dir DIR                         the folder with Pulumi.yaml and __main__.py (default: the nearest folder above the current one with Pulumi.yaml)
@@ -194,6 +195,7 @@ def package_version() -> str:
 
 
 def parser() -> argparse.ArgumentParser:
+    from gpucluster.tools.baseline_cli import register as register_baseline
     from gpucluster.tools.bundle_cli import register as register_bundle
     from gpucluster.tools.catalog_cli import register as register_catalog
     from gpucluster.tools.ci.cli import register as register_preview
@@ -249,6 +251,7 @@ def parser() -> argparse.ArgumentParser:
     docs.set_defaults(func=_docs)
     register_preview(sub, common)
     register_bundle(sub, common, values)
+    register_baseline(sub, common, values)
     register_generate(sub, common)
     return p
 

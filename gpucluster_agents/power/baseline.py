@@ -1,4 +1,4 @@
-# pyright: strict
+# pyright: strict, reportMissingTypeStubs=false
 """Re-baseline a node group on a new image, in the maintenance pass, before the roll goes past its first nodes.
 
 Per group with ``updates.baseline`` covering it, each pass (``Roll`` calls :meth:`Rebaseline.step` with the
@@ -61,6 +61,10 @@ class Gate:
 GO = Gate("go")
 
 
+def utc_text(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def reservation_name(group: str) -> str:
     return f"gpucluster-baseline-{group}"
 
@@ -90,7 +94,7 @@ class Rebaseline:
         self.path = os.path.join(state_dir, FILE)
         raw = read_json(self.path)
         self.groups: dict[str, dict[str, Any]] = cast("dict[str, dict[str, Any]]", raw) if isinstance(raw, dict) else {}
-        self.now_text = now_text or (lambda t: datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        self.now_text: Callable[[float], str] = now_text or utc_text
 
     def save(self) -> None:
         write_json_atomic(self.path, self.groups)
@@ -256,14 +260,16 @@ def make(cfg: AgentConfig, slurm: Slurm, state_dir: str) -> Rebaseline | None:
     from boto3.session import Session
     from botocore.config import Config
 
-    config = Config(
-        region_name=cfg.region,
-        retries={"mode": cfg.api_retry_mode, "total_max_attempts": cfg.api_max_attempts},
-        connect_timeout=10,
-        read_timeout=60,
-        user_agent_extra="gpucluster-agent",
-    )
-    client = cast(Any, Session(region_name=cfg.region).client("s3", endpoint_url=spec.endpoint_url, config=config))  # pyright: ignore[reportUnknownMemberType]
+    def client() -> Any:
+        config = Config(
+            region_name=cfg.region,
+            retries={"mode": cfg.api_retry_mode, "total_max_attempts": cfg.api_max_attempts},
+            connect_timeout=10,
+            read_timeout=60,
+            user_agent_extra="gpucluster-agent",
+        )
+        return cast(Any, Session(region_name=cfg.region).client("s3", endpoint_url=spec.endpoint_url, config=config))  # pyright: ignore[reportUnknownMemberType]
+
     return Rebaseline(cfg, spec, slurm, state_dir, Store(spec, client))
 
 

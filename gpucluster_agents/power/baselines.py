@@ -99,7 +99,14 @@ class Store:
     """The objects above, through an S3 client (boto3). Errors propagate: callers log and retry next pass."""
 
     def __init__(self, spec: Baseline, client: Any) -> None:
-        self.spec, self.client = spec, client
+        """``client``: an S3 client, or a function making one (called on first use: most passes need none)."""
+        self.spec, self._client = spec, client
+
+    @property
+    def client(self) -> Any:
+        if callable(self._client):
+            self._client = self._client()
+        return self._client
 
     def _get(self, key: str) -> dict[str, Any] | None:
         try:

@@ -6,10 +6,12 @@ the roll; a good one records its figures and becomes the baseline the next image
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pwd
 import sys
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -210,18 +212,74 @@ def test_a_degraded_image_stops_the_roll_and_a_good_one_becomes_the_baseline(
     assert len(drained(h)) == 4  # the share (25 % of 16): the roll proceeds
 
 
-def test_a_deep_job_that_ends_without_figures_fails_the_image(rebaselining: Harness) -> None:
-    h = rebaselining
-    assert h.slurm_resume("p5-[1-2]") == 0
-    h.slurm.set("p5-[1-2]", "IDLE+CLOUD")
-    assert h.run("maintain") == 0  # two idle nodes measure the image
-    data = h.slurm.data()
-    (job,) = data["jobs"]
-    data["jobs"][job]["state"] = "NODE_FAIL"
-    h.slurm.state_path.write_text(json.dumps(data))
-    assert h.run("maintain") == 0
-    assert f"the deep job {job} ended NODE_FAIL without figures" in stored(h, f"p5/{AMI_ID}.json")["verdict"]["why"]
-    assert h.slurm.data()["reservations"] == {}
+class MemoryS3:
+    """The two S3 calls the store makes, in memory (the pass's failure paths need no moto)."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, bytes] = {}
+
+    def get_object(self, Bucket: str, Key: str) -> dict[str, Any]:
+        if Key not in self.objects:
+            from botocore.exceptions import ClientError
+
+            raise ClientError({"Error": {"Code": "NoSuchKey", "Message": "no"}}, "GetObject")
+        return {"Body": io.BytesIO(self.objects[Key])}
+
+    def put_object(self, Bucket: str, Key: str, Body: bytes, ContentType: str) -> None:
+        self.objects[Key] = Body
+
+
+@pytest.mark.parametrize(
+    ("job_state", "minutes", "why"),
+    [
+        ("NODE_FAIL", 5, "the deep job 1000 ended NODE_FAIL without figures"),
+        ("RUNNING", 5, None),  # still running: wait
+        ("RUNNING", 131, "the deep job 1000 did not report in 120 min"),  # past the reservation (+10 min): fail
+        (None, 5, "the deep job 1000 ended and vanished without figures"),  # aged out of slurmctld
+    ],
+)
+def test_a_deep_job_without_figures_fails_the_image(tmp_path: Path, job_state: str | None, minutes: int, why: str | None) -> None:
+    from gpucluster_agents.contract import parse
+    from gpucluster_agents.power.baseline import Rebaseline
+    from gpucluster_agents.power.baselines import Store
+    from gpucluster_agents.power.ec2 import Instance
+    from gpucluster_agents.power.slurm import Slurm
+    from tests.agents.conftest import FakeSlurm
+
+    fake = FakeSlurm(tmp_path / "slurm", ["p5-1", "p5-2"])
+    fake.set("p5-[1-2]", "IDLE+CLOUD")
+    script = fake.bin_dir / "sbatch"
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "{HERE / "fake_sbatch.py"}" "{fake.state_path}" sbatch "$@"\n')
+    script.chmod(0o755)
+    group = {"name": "p5", "max_nodes": 2, "instance_type": "p5.48xlarge", "launch_template_id": "lt-0123456789abcdef0",
+             "subnet_ids": ["subnet-0123456789abcdef0"]}  # fmt: skip
+    cfg = parse({"cluster_name": "c", "region": REGION, "log_file": str(tmp_path / "log"), "slurm_bin_dir": str(fake.bin_dir),
+                 "node_groups": [group], "updates": {"baseline": {"bucket": BUCKET}}})  # fmt: skip
+    assert cfg.updates.baseline is not None
+    s3 = MemoryS3()
+    rb = Rebaseline(cfg, cfg.updates.baseline, Slurm(cfg.scontrol), str(tmp_path), Store(cfg.updates.baseline, s3))
+    at = __import__("datetime").datetime(2026, 1, 1, tzinfo=__import__("datetime").timezone.utc)
+    live = {n: Instance(f"i-{i}", "running", at, None, "p5.48xlarge", {}, AMI_ID) for i, n in enumerate(("p5-1", "p5-2"))}
+    g, nodes = cfg.node_groups[0], ["p5-1", "p5-2"]
+    states = Slurm(cfg.scontrol).show_nodes()
+    assert states is not None
+    assert rb.step(g, AMI_ID, nodes, live, 0, states, 1000.0).status == "wait"
+    assert fake.data()["reservations"]["gpucluster-baseline-p5"]["Nodes"] == "p5-[1-2]"
+    data = fake.data()
+    if job_state is None:
+        del data["jobs"]["1000"]
+    else:
+        data["jobs"]["1000"]["state"] = job_state
+    fake.state_path.write_text(json.dumps(data))
+    gate = Rebaseline(cfg, cfg.updates.baseline, Slurm(cfg.scontrol), str(tmp_path), Store(cfg.updates.baseline, s3)).step(
+        g, AMI_ID, nodes, live, 0, states, 1000.0 + 60 * minutes
+    )
+    if why is None:
+        assert gate.status == "wait" and s3.objects == {} and fake.data()["reservations"]
+        return
+    assert gate.status == "failed" and why in gate.why
+    assert why in json.loads(s3.objects[f"baselines/p5/{AMI_ID}.json"])["verdict"]["why"]
+    assert fake.data()["reservations"] == {}  # deleted
 
 
 def test_a_config_without_a_bucket_or_with_a_bad_threshold_names_the_key() -> None:
