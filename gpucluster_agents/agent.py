@@ -70,6 +70,7 @@ from .power.nodemap import NodeMapPublisher
 from .power.roll import Roll
 from .power.roll import status_lines as roll_status
 from .power.slurm import NodeState, Slurm
+from .power.spot import watch
 from .power.state import FileLock, StateDir
 from .power.static_groups import STATIC_NO_INSTANCE, reconcile_static
 from .power.sweep import status_lines as sweep_status
@@ -338,6 +339,12 @@ class Agent:
             roll.run(self.ec2.client, inv, states, self.clock(), frozenset(quarantine.changed) | stray_nodes)
             tag_lazily(self.ec2, self.book, [i for i in self.listed if i.id in inv.by_id])
         self.refresh_topology()
+
+    def spot_watch(self, once: bool = False) -> None:
+        """The ``spot-watch`` service: act on spot interruption, rebalance and capacity block warnings (``power/spot.py``)."""
+        from .power.ec2 import make_client
+
+        watch(self.cfg, make_client(self.cfg, "sqs"), self.ec2.client, self.slurm, once=once)
 
     def clear_protect(self, groups: list[str]) -> None:
         """The operator's ``clear-protect <group>``: the group launches again; its nodes are handed back."""

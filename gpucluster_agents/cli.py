@@ -9,6 +9,7 @@
     python -m gpucluster_agents status                   # protected node groups and node repairs
     python -m gpucluster_agents clear-protect <group>    # end a node group's protected mode
     python -m gpucluster_agents release-brake <group>    # repairs of a braked node group resume (repair/brake.py)
+    python -m gpucluster_agents spot-watch [once]        # act on spot / capacity warnings (power/spot.py; a service)
 
 On a site's own slurmctld (config ``site``, :mod:`.site`) resume and suspend hand the site's own nodes to its
 previous programs (started first, waited for last: side by side with the cloud work) and act on the cloud nodes
@@ -40,7 +41,7 @@ if TYPE_CHECKING:  # the agent imports boto3: only once the config is known to b
 
 log = logging.getLogger("gpucluster_agents")
 
-COMMANDS = ("resume", "suspend", "resume-fail", "topology", "maintain", "status", "clear-protect", "release-brake")
+COMMANDS = ("resume", "suspend", "resume-fail", "topology", "maintain", "status", "clear-protect", "release-brake", "spot-watch")
 GROUP_COMMANDS = ("clear-protect", "release-brake")  # their argument is node group names, not a hostlist
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -138,7 +139,7 @@ def _run(cfg: AgentConfig, command: str, hostlist: str, site_run: SiteRun | None
         timer = ApiTimer().attach(agent.ec2.client)
         if agent.maps is not None:
             timer.attach(agent.maps.client)
-        nodes = agent.expand(hostlist) if command not in GROUP_COMMANDS else []
+        nodes = agent.expand(hostlist) if command not in (*GROUP_COMMANDS, "spot-watch") else []
         log.info("start %s hostlist=%r nodes=%d", command, hostlist, len(nodes))
         _dispatch(agent, command, hostlist, nodes)
     except LockTimeout as exc:
@@ -168,6 +169,8 @@ def _dispatch(agent: Agent, command: str, hostlist: str, nodes: list[str]) -> No
         sys.stdout.write("".join(line + "\n" for line in agent.status()))
     elif command == "clear-protect":
         agent.clear_protect([g for g in hostlist.split(",") if g])
+    elif command == "spot-watch":
+        agent.spot_watch(once=hostlist == "once")
     elif command == "release-brake":
         sys.stdout.write("".join(line + "\n" for line in agent.release_brake([g for g in hostlist.split(",") if g])))
     else:

@@ -1,22 +1,17 @@
 # pyright: strict
 """The node contract: the agent config schema, the tag keys and the node-name rule, defined once.
 
-The Pulumi side (``gpucluster.render.slurm.agent``) builds an :class:`AgentConfig` and writes
-:func:`to_json`; the agent reads the file back with :func:`parse`. Both sides import this module
-(stdlib only, Python 3.9), so the two ends cannot drift apart. :func:`parse` is strict: unknown keys
-are errors, so a typo never silently falls back to a default, and every problem is reported at once
-with its key path.
+The Pulumi side (``gpucluster.render.slurm.agent``) builds an :class:`AgentConfig` and writes :func:`to_json`; the
+agent reads the file back with :func:`parse`. Both sides import this module (stdlib only, Python 3.9), so the two
+ends cannot drift apart. :func:`parse` is strict: unknown keys are errors, so a typo never silently falls back to a
+default, and every problem is reported at once with its key path. Schema version 1 is the dataclasses below: a
+JSON key per field, the field's default when the key is absent, and ``schema_version`` (optional, must be 1) at the
+top. Node names are ``<node_prefix>-<N>``, N = 1..max_nodes (:func:`node_name`); the agent finds a node's group by
+the text before the last '-', so group names and prefixes may contain '-' themselves (``train-a`` owns ``train-a-3``).
 
-Schema version 1 is the dataclasses below: a JSON key per field, the field's default when the key is
-absent, and ``schema_version`` (optional, must be 1) at the top.
-
-Node names are ``<node_prefix>-<N>``, N = 1..max_nodes (:func:`node_name`); the agent finds a node's
-group by the text before the last '-', so group names and prefixes may contain '-' themselves
-(``train-a`` owns ``train-a-3``).
-
-``mode`` ``dynamic`` groups are Slurm cloud nodes the agent launches and terminates; ``static``
-groups belong to an Auto Scaling group and the agent only names their instances (tag
-:data:`TAG_NODE_NAME`). How each capacity type reaches CreateFleet: ``ec2.fleet_request``; the rest: README.md.
+``mode`` ``dynamic`` groups are Slurm cloud nodes the agent launches and terminates; ``static`` groups belong to an
+Auto Scaling group and the agent only names their instances (tag :data:`TAG_NODE_NAME`). How each capacity type
+reaches CreateFleet: ``ec2.fleet_request``; the rest: README.md.
 """
 
 from __future__ import annotations
@@ -143,6 +138,7 @@ class AgentConfig:
     site: Site = field(default_factory=Site, metadata=_OMIT)  # on a site's own slurmctld (site.py)
     node_map: NodeMap | None = field(default=None, metadata=_OMIT)  # where launches publish node names (nodemap.py)
     updates: Updates = field(default_factory=Updates, metadata=_OMIT)  # rolling onto a new image (updates.py)
+    spot_queue_url: str | None = field(default=None, metadata=_OMIT)  # SQS queue of spot warnings (power/spot.py)
 
     @property
     def scontrol(self) -> str:
@@ -200,6 +196,7 @@ _ITYPE_RE = re.compile(r"^[a-z0-9-]+\.[a-z0-9-]+$")
 _LT_RE = re.compile(r"^lt-[0-9a-f]+$")
 _RESERVATION_RE = re.compile(r"^cr-[0-9a-f]+$")
 _ARN_RE = re.compile(r"^arn:aws[a-z-]*:resource-groups:")
+_URL_RE = re.compile(r"^https?://")
 TOP_KEYS = frozenset({"schema_version", *(f.name for f in fields(AgentConfig))})
 GROUP_KEYS = frozenset(f.name for f in fields(NodeGroup))
 CAPACITY_KEYS = frozenset(f.name for f in fields(Capacity))
@@ -329,7 +326,7 @@ def parse(data: Any, path: str | None = None) -> AgentConfig:
         r.err("schema_version", f"this agent reads schema_version {SCHEMA_VERSION}, got {obj['schema_version']!r}")
     cluster = r.string(obj, "cluster_name", "", required=True, pattern=_CLUSTER_NAME_RE, hint="1..64 of [A-Za-z0-9-_]")
     region = r.string(obj, "region", "", required=True, pattern=_REGION_RE, hint="expected a region like us-east-1")
-    endpoint = r.string(obj, "endpoint_url", "", nullable=True, pattern=re.compile(r"^https?://"), hint="expected an http(s) URL")
+    endpoint = r.string(obj, "endpoint_url", "", nullable=True, pattern=_URL_RE, hint="expected an http(s) URL")
     log_file = r.string(obj, "log_file", "", default=AgentConfig.log_file)
     state_dir = r.string(obj, "state_dir", "", default=AgentConfig.state_dir)
     bin_dir = r.string(obj, "slurm_bin_dir", "", default=AgentConfig.slurm_bin_dir)
@@ -351,6 +348,7 @@ def parse(data: Any, path: str | None = None) -> AgentConfig:
     site = parse_site(r, obj.get("site"), "site")
     node_map = parse_node_map(r, obj.get("node_map"), "node_map")
     updates = parse_updates(r, obj.get("updates"), "updates")
+    spot_queue = r.string(obj, "spot_queue_url", "", nullable=True, pattern=_URL_RE, hint="expected an SQS queue URL")
     groups: list[NodeGroup] = []
     raw_groups = obj.get("node_groups")
     if "node_groups" not in obj:
@@ -397,4 +395,5 @@ def parse(data: Any, path: str | None = None) -> AgentConfig:
         site=site,
         node_map=node_map,
         updates=updates,
+        spot_queue_url=spot_queue,
     )

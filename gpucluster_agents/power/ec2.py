@@ -71,7 +71,7 @@ class FleetResult:
     uncertain: bool = False  # the call failed in a way that may still have launched instances
 
 
-def make_client(cfg: AgentConfig) -> Any:
+def make_client(cfg: AgentConfig, service: str = "ec2") -> Any:
     config = Config(
         region_name=cfg.region,
         retries={"mode": cfg.api_retry_mode, "total_max_attempts": cfg.api_max_attempts},
@@ -80,8 +80,8 @@ def make_client(cfg: AgentConfig) -> Any:
         user_agent_extra="gpucluster-agent",
     )
     session = Session(region_name=cfg.region, **session_kwargs(cfg.site))  # a site's controller: its profile only
-    client = cast(Any, session.client("ec2", endpoint_url=cfg.endpoint_url, config=config))  # pyright: ignore[reportUnknownMemberType]
-    client.meta.events.register_first("needs-retry.ec2", _log_attempt)
+    client = cast(Any, session.client(service, endpoint_url=cfg.endpoint_url, config=config))  # pyright: ignore[reportUnknownMemberType]
+    client.meta.events.register_first(f"needs-retry.{service}", _log_attempt)
     return client
 
 

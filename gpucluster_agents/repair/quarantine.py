@@ -52,7 +52,8 @@ log = logging.getLogger("gpucluster_agents")
 
 PREFIX = "gpucluster:"
 REBOOTED = "gpucluster: rebooted"  # the agent's own reason while a rebooted node settles
-ROLLING = "gpucluster: image update"  # the rolling update's drain (power/roll.py REASON): not a fault
+# drains that are not faults: the rolling update's (power/roll.py REASON), a capacity block's end (power/spot.py)
+NOT_FAULTS = ("gpucluster: image update", "gpucluster: capacity block ending")
 _ACTION_RE = re.compile(r"\((reboot|replace)\)")
 _MARKER_RE = re.compile(r"^gpucluster: rebooted (i-[0-9a-f]+) for: (.*)$")
 HISTORY_MAX = 500  # finished repairs kept for status (oldest dropped first)
@@ -66,7 +67,7 @@ def drain_action(reason: str | None) -> str | None:
     health program's (no ``gpucluster:`` prefix, the agent's own reboot marker or rolling update). The last action
     named in parentheses wins; none named means replace."""
     text = (reason or "").strip()
-    if not text.startswith(PREFIX) or text.startswith(REBOOTED) or text == ROLLING:
+    if not text.startswith(PREFIX) or text.startswith(REBOOTED) or text in NOT_FAULTS:
         return None
     found = _ACTION_RE.findall(text)
     return str(found[-1]) if found else "replace"

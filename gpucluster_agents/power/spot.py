@@ -1,0 +1,158 @@
+# pyright: strict, reportMissingTypeStubs=false
+"""Spot and capacity warnings: the ``spot-watch`` service reads the queue an EventBridge rule fills (the components'
+``_spot_events``) and acts before the instance goes, so jobs are requeued instead of dying with the node.
+
+Why a service of its own and not the maintenance pass: a spot instance gets two minutes' warning, and the timer runs
+``maintain`` every minute at best, after the sweep and the repairs. The service long-polls the queue (20 s, the SQS
+maximum), so an event is acted on within seconds of its arrival; it takes no lock (it only reads instances and
+updates node states) and one bad message never stops it.
+
+What each event does (the rule's detail-types, :data:`DETAIL_TYPES`):
+- ``EC2 Spot Instance Interruption Warning``: the node is set DOWN with :data:`SPOT_REASON`; Slurm requeues its
+  batch jobs (``JobRequeue=1``, Slurm's default: jobs submitted with ``--no-requeue`` end instead). When the
+  instance is gone the maintenance pass powers the node down and hands it back (``lifecycle.return_vanished``).
+- ``EC2 Instance Rebalance Recommendation`` (an earlier, softer signal): the node is drained with
+  :data:`REBALANCE_REASON`; its jobs finish, and the repair pass replaces it once idle like any ``(replace)`` drain.
+- ``Capacity Block Reservation Expiration Warning`` (40 minutes before a capacity block ends, its instances are
+  terminated from 30 minutes before): every node of the groups launched into that reservation is drained with
+  :data:`BLOCK_REASON`, so no new job starts there and running ones can finish or checkpoint; the instances' end then
+  goes the same way as a spot interruption's.
+
+Instances are mapped to nodes by one DescribeInstances per batch of messages (filtered by instance id and the
+cluster tag: events of other instances of the account are not ours and are dropped). A message is deleted once
+handled; when Slurm could not be updated it is left in the queue and comes back after its visibility timeout."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any, Callable, cast
+
+from ..contract import TAG_CLUSTER, TAG_NODE_NAME, AgentConfig
+from .ec2 import AWS_ERRORS, error_code, error_message
+from .inventory import fmt_nodes
+from .slurm import Slurm
+
+log = logging.getLogger("gpucluster_agents")
+
+SPOT_REASON = "gpucluster: spot interruption"
+REBALANCE_REASON = "gpucluster: spot rebalance recommendation (replace)"
+BLOCK_REASON = "gpucluster: capacity block ending"
+INTERRUPTION = "EC2 Spot Instance Interruption Warning"
+REBALANCE = "EC2 Instance Rebalance Recommendation"
+# AWS's page shows both spellings of the capacity block's warning; the rule matches either.
+BLOCK_ENDING = ("Capacity Block Reservation Expiration Warning", "Capacity Block Expiration Warning")
+DETAIL_TYPES = (INTERRUPTION, REBALANCE, *BLOCK_ENDING)
+WAIT_SECONDS = 20  # SQS long polling, its maximum
+
+
+def read_event(body: str) -> tuple[str, str, str] | None:
+    """``(detail-type, "instance" | "reservation", id)`` of an EventBridge event, or None for anything else."""
+    try:
+        raw = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(raw, dict):
+        return None
+    event = cast("dict[str, Any]", raw)
+    kind = str(event.get("detail-type") or event.get("detail_type") or "")
+    detail = cast("dict[str, Any]", event.get("detail") if isinstance(event.get("detail"), dict) else {})
+    if kind in (INTERRUPTION, REBALANCE) and isinstance(detail.get("instance-id"), str):
+        return kind, "instance", str(detail["instance-id"])
+    if kind in BLOCK_ENDING and isinstance(detail.get("capacity-reservation-id"), str):
+        return kind, "reservation", str(detail["capacity-reservation-id"])
+    return None
+
+
+class SpotWatch:
+    """One reader of the queue (``sqs`` and ``ec2``: boto3 clients)."""
+
+    def __init__(self, cfg: AgentConfig, sqs: Any, ec2: Any, slurm: Slurm, queue_url: str) -> None:
+        self.cfg, self.sqs, self.ec2, self.slurm, self.queue_url = cfg, sqs, ec2, slurm, queue_url
+
+    def poll(self, wait: int = WAIT_SECONDS) -> int:
+        """Receive up to 10 messages, act on them, delete the handled ones; returns how many were received."""
+        resp = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=wait)
+        messages = cast("list[dict[str, Any]]", resp.get("Messages") or [])
+        if not messages:
+            return 0
+        events = {str(m["ReceiptHandle"]): read_event(str(m.get("Body") or "")) for m in messages}
+        for handle, ev in events.items():
+            if ev is None:
+                log.warning("spot-watch: message %s is not an event this service acts on; deleting it", handle[:16])
+        ids = sorted({ev[2] for ev in events.values() if ev is not None and ev[1] == "instance"})
+        reservations = {ev[2] for ev in events.values() if ev is not None and ev[1] == "reservation"}
+        nodes = self._nodes(ids, reservations)
+        if nodes is None:
+            return len(messages)  # EC2 unreadable: the messages come back after their visibility timeout
+        done = [h for h, ev in events.items() if ev is None or self._act(ev, nodes)]
+        if done:
+            entries = [{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(done)]
+            self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=entries)
+        return len(messages)
+
+    def _nodes(self, ids: list[str], reservations: set[str]) -> dict[str, list[str]] | None:
+        """instance id or reservation id -> the cluster's nodes on it, from one DescribeInstances (None: it failed)."""
+        groups = {g.name: g.capacity.reservation_id for g in self.cfg.node_groups if g.capacity.reservation_id in reservations}
+        if not ids and not groups:
+            return {}
+        filters: list[dict[str, Any]] = [{"Name": f"tag:{TAG_CLUSTER}", "Values": [self.cfg.cluster_name]}]
+        filters.append({"Name": "instance-state-name", "Values": ["pending", "running"]})
+        if not groups:
+            filters.append({"Name": "instance-id", "Values": ids})
+        out: dict[str, list[str]] = {}
+        try:
+            for page in self.ec2.get_paginator("describe_instances").paginate(Filters=filters):
+                for res in cast("list[dict[str, Any]]", page.get("Reservations") or []):
+                    for inst in cast("list[dict[str, Any]]", res.get("Instances") or []):
+                        tags = {
+                            str(t.get("Key")): str(t.get("Value")) for t in cast("list[dict[str, Any]]", inst.get("Tags") or [])
+                        }
+                        node = tags.get(TAG_NODE_NAME)
+                        group = self.cfg.group_of_node(node) if node else None
+                        if node is None or group is None:
+                            continue
+                        out.setdefault(str(inst["InstanceId"]), []).append(node)
+                        if group.name in groups:
+                            out.setdefault(str(groups[group.name]), []).append(node)
+        except AWS_ERRORS as exc:
+            log.error("spot-watch: api DescribeInstances failed: %s: %s", error_code(exc), error_message(exc))
+            return None
+        return out
+
+    def _act(self, ev: tuple[str, str, str], nodes: dict[str, list[str]]) -> bool:
+        """Act on one event; True when it is done with (Slurm updated, or not one of the cluster's nodes)."""
+        kind, what, ident = ev
+        targets = sorted(set(nodes.get(ident, [])))
+        if not targets:
+            log.info("spot-watch: %s for %s %s: not a node of this cluster", kind, what, ident)
+            return True
+        states = self.slurm.show_nodes() or {}
+        targets = [n for n in targets if not (states.get(n) and states[n].powered_down)]
+        if kind == INTERRUPTION:
+            log.info("decision down nodes=%s reason=%r (%s %s)", fmt_nodes(targets), SPOT_REASON, kind, ident)
+            return self.slurm.set_down(targets, SPOT_REASON)
+        reason = REBALANCE_REASON if kind == REBALANCE else BLOCK_REASON
+        targets = [n for n in targets if not (states.get(n) and (states[n].has("DRAIN") or states[n].has("DOWN")))]
+        log.info("decision drain nodes=%s reason=%r (%s %s)", fmt_nodes(targets), reason, kind, ident)
+        return self.slurm.drain(targets, reason)
+
+
+def watch(
+    cfg: AgentConfig, sqs: Any, ec2: Any, slurm: Slurm, once: bool = False, sleep: Callable[[float], None] = time.sleep
+) -> None:
+    """The service's loop (``once``: a single short poll, for tests and an operator's check)."""
+    if not cfg.spot_queue_url:
+        log.info("spot-watch: the config names no spot_queue_url; nothing to watch")
+        return
+    w = SpotWatch(cfg, sqs, ec2, slurm, cfg.spot_queue_url)
+    while True:
+        try:
+            w.poll(wait=1 if once else WAIT_SECONDS)
+        except AWS_ERRORS as exc:
+            log.error("spot-watch: api ReceiveMessage failed: %s: %s; retrying in 10 s", error_code(exc), error_message(exc))
+            if not once:
+                sleep(10)
+        if once:
+            return

@@ -1,0 +1,107 @@
+"""Spot and capacity warnings (``gpucluster_agents/power/spot.py``) through moto's SQS and the fake scontrol: events
+shaped like AWS's documented EventBridge events (EventBridge's delivery into the queue is not simulated by moto: the
+test puts the event's JSON in the queue as the rule's target would). An interruption warning sets the node DOWN (Slurm
+requeues its jobs: ``tests/e2e/test_spot_e2e.py`` shows it with the real slurmctld), a rebalance recommendation
+drains it for replacement, a capacity block's end drains every node of the groups in that reservation; events of
+instances that are not the cluster's are dropped; every handled message is deleted."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from gpucluster_agents.power.spot import BLOCK_REASON, REBALANCE_REASON, SPOT_REASON, read_event
+from gpucluster_agents.repair.quarantine import drain_action
+from tests.agents.conftest import Harness
+from tests.agents.moto_env import REGION, ec2_client
+
+
+def event(detail_type: str, detail: dict[str, Any]) -> str:
+    """An EventBridge event as AWS documents it (EC2 spot instance interruptions / capacity blocks pages)."""
+    return json.dumps(
+        {
+            "version": "0",
+            "id": "12345678-1234-1234-1234-123456789012",
+            "detail-type": detail_type,
+            "source": "aws.ec2",
+            "account": "123456789012",
+            "time": "2026-11-26T20:00:00Z",
+            "region": REGION,
+            "resources": [],
+            "detail": detail,
+        }
+    )
+
+
+def interruption(iid: str) -> str:
+    return event("EC2 Spot Instance Interruption Warning", {"instance-id": iid, "instance-action": "terminate"})
+
+
+def test_read_event() -> None:
+    assert read_event(interruption("i-0abc")) == ("EC2 Spot Instance Interruption Warning", "instance", "i-0abc")
+    assert read_event(event("EC2 Instance Rebalance Recommendation", {"instance-id": "i-1"}))[2] == "i-1"  # type: ignore[index]
+    block = event("Capacity Block Reservation Expiration Warning", {"capacity-reservation-id": "cr-0123"})
+    assert read_event(block) == ("Capacity Block Reservation Expiration Warning", "reservation", "cr-0123")
+    assert read_event("not json") is None and read_event(event("EC2 Instance State-change Notification", {})) is None
+
+
+def test_a_rebalance_drain_is_replaced_by_the_repair_pass_a_capacity_block_drain_waits_for_the_end() -> None:
+    assert drain_action(REBALANCE_REASON) == "replace" and drain_action(BLOCK_REASON) is None
+
+
+@pytest.fixture
+def queue(harness: Harness) -> tuple[Any, str]:
+    import boto3
+
+    sqs = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION).client(
+        "sqs", endpoint_url=harness.moto.url
+    )
+    url = sqs.create_queue(QueueName="gpucluster-testcl-spot")["QueueUrl"]
+    harness.config["spot_queue_url"] = url
+    return sqs, url
+
+
+def test_warnings_set_down_drain_and_are_deleted(harness: Harness, queue: tuple[Any, str]) -> None:
+    sqs, url = queue
+    h = harness
+    g6e = h.group("g6e")
+    g6e["capacity"] = {"type": "capacity-block", "reservation_id": "cr-0123456789abcdef0"}
+    assert h.slurm_resume("p5-[1-3]") == 0 and h.slurm_resume("g6e-[1-2]") == 0
+    h.slurm.set("p5-[1-3],g6e-[1-2]", "ALLOCATED+CLOUD")
+    ids = {n: v[0] for n, v in h.nodes().items()}
+    stranger = ec2_client(h.moto.url).run_instances(ImageId="ami-0a1b2c3d4e5f60718", MinCount=1, MaxCount=1)["Instances"][0]
+    for body in (
+        interruption(ids["p5-1"]),
+        event("EC2 Instance Rebalance Recommendation", {"instance-id": ids["p5-2"]}),
+        event("Capacity Block Reservation Expiration Warning", {"capacity-reservation-id": "cr-0123456789abcdef0"}),
+        interruption(stranger["InstanceId"]),  # not the cluster's
+        "garbage",
+    ):
+        sqs.send_message(QueueUrl=url, MessageBody=body)
+    h.proxy.clear()
+    assert h.run("spot-watch", "once") == 0
+    assert h.slurm.node("p5-1")["state"].startswith("DOWN") and h.slurm.node("p5-1")["reason"] == SPOT_REASON
+    assert "DRAIN" in h.slurm.node("p5-2")["state"] and h.slurm.node("p5-2")["reason"] == REBALANCE_REASON
+    for n in ("g6e-1", "g6e-2"):
+        assert "DRAIN" in h.slurm.node(n)["state"] and h.slurm.node(n)["reason"] == BLOCK_REASON
+    assert h.slurm.node("p5-3") == {"state": "ALLOCATED+CLOUD", "reason": None, "addr": h.slurm.node("p5-3")["addr"]}
+    assert "not a node of this cluster" in h.log_text()
+    left = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0, WaitTimeSeconds=0).get("Messages", [])
+    assert left == []  # every message handled and deleted
+    assert h.proxy.actions()["DescribeInstances"] == 1  # one for the whole batch of messages, none per node
+
+
+def test_a_message_stays_in_the_queue_when_slurm_cannot_be_updated(harness: Harness, queue: tuple[Any, str]) -> None:
+    sqs, url = queue
+    h = harness
+    assert h.slurm_resume("p5-1") == 0
+    h.slurm.set("p5-1", "ALLOCATED+CLOUD")
+    sqs.send_message(QueueUrl=url, MessageBody=interruption(h.nodes()["p5-1"][0]))
+    h.slurm.set_flag("unreachable", True)
+    assert h.run("spot-watch", "once") == 0
+    h.slurm.set_flag("unreachable", False)
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+    assert sum(int(attrs[a]) for a in names) == 1  # kept: received, not deleted, back after its visibility timeout
