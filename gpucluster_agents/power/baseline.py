@@ -127,11 +127,21 @@ class Rebaseline:
         now: float,
     ) -> Gate:
         rec = self.groups.get(g.name)
+        if rec is not None and rec.get("release"):  # a delete refused earlier (the job was still ending): again
+            self._release(g.name, rec)
         if rec is None or rec.get("image") != image:
+            release = False
             if rec is not None and rec.get("phase") == "running":
                 self._end(g.name, rec, cancel=True)  # the target moved on: the old image's job is moot
-            rec = {"image": image, "phase": "new", "since": now}
+            if rec is not None:
+                release = bool(rec.get("release"))
+            rec = {"image": image, "phase": "new", "since": now, **({"release": True} if release else {})}
             self.groups[g.name] = rec
+        if rec["phase"] == "reserving":  # a crash between saving and submitting: a reservation (and job) may exist
+            rec.update(phase="new", release=True)
+            self._release(g.name, rec)
+        if rec["phase"] == "new" and rec.get("release"):
+            return Gate("wait", "the previous re-baseline's reservation is not deleted yet", 0)
         if rec["phase"] == "new":
             try:
                 done = self.store.result(g.name, image)
@@ -170,7 +180,6 @@ class Rebaseline:
         rec.update(phase="reserving", nodes=hostlist.compress(chosen))
         self.save()
         name, user = reservation_name(g.name), pwd.getpwuid(os.getuid()).pw_name
-        self.slurm.run(["delete", "reservation", name], quiet=True)  # a leftover of a crash between the two
         ok, _ = self.slurm.run(
             ["create", "reservation", f"ReservationName={name}", "Flags=MAINT,IGNORE_JOBS", f"Nodes={rec['nodes']}",
              "StartTime=now", f"Duration={self.spec.duration_minutes}", f"Users={user}"]
@@ -209,7 +218,8 @@ class Rebaseline:
         per_node = decode(fields.get("AdminComment", ""))
         if per_node is None and state not in _ENDED and fields:
             if now - float(rec.get("started") or rec["since"]) > self.spec.duration_minutes * 60 + 600:
-                self._finish(g, rec, now, {}, f"the deep job {rec['job']} did not report in {self.spec.duration_minutes} min")
+                why = f"the deep job {rec['job']} did not report in {self.spec.duration_minutes} min"
+                self._finish(g, rec, now, {}, why, cancel=True)
             return
         if per_node is None:
             self._finish(g, rec, now, {}, f"the deep job {rec['job']} ended {state or 'and vanished'} without figures")
@@ -217,7 +227,9 @@ class Rebaseline:
         faults = [f"{n}: {f.get('reason')}" for n, f in sorted(per_node.items()) if f.get("action", "replace") != "none"]
         self._finish(g, rec, now, per_node, "deep check fault on " + "; ".join(faults) if faults else "")
 
-    def _finish(self, g: NodeGroup, rec: dict[str, Any], now: float, per_node: dict[str, dict[str, Any]], fault: str) -> None:
+    def _finish(
+        self, g: NodeGroup, rec: dict[str, Any], now: float, per_node: dict[str, dict[str, Any]], fault: str, cancel: bool = False
+    ) -> None:
         image = str(rec["image"])
         figures = group_figures(per_node)
         try:
@@ -242,14 +254,26 @@ class Rebaseline:
             log.error("api PutObject baseline group=%s image=%s failed: %s; retrying next pass", g.name, image, exc)
             return
         rec.update(phase="done", ok=verdict.ok, why=verdict.why)
-        self._end(g.name, rec, cancel=False)
+        self._end(g.name, rec, cancel=cancel)
         level = logging.INFO if verdict.ok else logging.ERROR
         log.log(level, "decision baseline-%s group=%s image=%s: %s", "pass" if verdict.ok else "fail", g.name, image, verdict.why)
 
     def _end(self, group: str, rec: dict[str, Any], cancel: bool) -> None:
         if cancel and rec.get("job"):
-            subprocess.run([os.path.join(self.cfg.slurm_bin_dir, "scancel"), str(rec["job"])], capture_output=True, check=False)
-        self.slurm.run(["delete", "reservation", reservation_name(group)])
+            argv = [os.path.join(self.cfg.slurm_bin_dir, "scancel"), str(rec["job"])]
+            try:
+                subprocess.run(argv, capture_output=True, timeout=60, check=False)
+            except (OSError, subprocess.SubprocessError) as exc:
+                log.error("slurm scancel %s failed to run: %s", rec["job"], exc)
+        rec["release"] = True
+        self._release(group, rec)
+
+    def _release(self, group: str, rec: dict[str, Any]) -> None:
+        """Delete the reservation; slurmctld refuses while a job in it has not ended ("Requested reservation is in
+        use", checked with 22.05): then the next pass tries again."""
+        ok, _ = self.slurm.run(["delete", "reservation", reservation_name(group)])
+        if ok:
+            rec.pop("release", None)
 
 
 def make(cfg: AgentConfig, slurm: Slurm, state_dir: str) -> Rebaseline | None:

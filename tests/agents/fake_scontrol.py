@@ -68,8 +68,7 @@ def main(argv: list[str]) -> int:
         if (
             args[:1] in (["create"], ["delete"])
             or args[:3] == ["-o", "show", "job"]
-            or (args[1:2]
-            and args[1].startswith("jobid="))
+            or (args[1:2] and args[1].startswith("jobid="))
         ):
             return _jobs(data, path, args)
         if args and args[0] == "update":
@@ -132,8 +131,11 @@ def _jobs(data: dict[str, Any], path: Path, args: list[str]) -> int:
         reservations[name] = kv
         print(f"Reservation created: {name}")
     elif args[:2] == ["delete", "reservation"]:
+        if any(j["options"].get("reservation") == args[2] and j["state"] in ("PENDING", "RUNNING") for j in jobs.values()):
+            print("delete_reservation reservation: Requested reservation is in use", file=sys.stderr)
+            return 1
         if reservations.pop(args[2], None) is None:
-            print("Error deleting the reservation: Requested reservation is invalid", file=sys.stderr)
+            print("delete_reservation reservation: Requested reservation is invalid", file=sys.stderr)
             return 1
     elif args[:3] == ["-o", "show", "job"]:
         job = jobs.get(args[3])

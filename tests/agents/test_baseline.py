@@ -248,9 +248,12 @@ def test_a_deep_job_without_figures_fails_the_image(tmp_path: Path, job_state: s
 
     fake = FakeSlurm(tmp_path / "slurm", ["p5-1", "p5-2"])
     fake.set("p5-[1-2]", "IDLE+CLOUD")
-    script = fake.bin_dir / "sbatch"
-    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "{HERE / "fake_sbatch.py"}" "{fake.state_path}" sbatch "$@"\n')
-    script.chmod(0o755)
+    for program in ("sbatch", "scancel"):
+        script = fake.bin_dir / program
+        script.write_text(
+            f'#!/bin/sh\nexec "{sys.executable}" -S "{HERE / "fake_sbatch.py"}" "{fake.state_path}" {program} "$@"\n'
+        )
+        script.chmod(0o755)
     group = {"name": "p5", "max_nodes": 2, "instance_type": "p5.48xlarge", "launch_template_id": "lt-0123456789abcdef0",
              "subnet_ids": ["subnet-0123456789abcdef0"]}  # fmt: skip
     cfg = parse({"cluster_name": "c", "region": REGION, "log_file": str(tmp_path / "log"), "slurm_bin_dir": str(fake.bin_dir),
