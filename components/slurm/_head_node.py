@@ -30,7 +30,7 @@ from gpucluster.render.core import gzip_b64, render_cloud_config
 from gpucluster.render.home import HomeMount
 from gpucluster.render.iam import policy_json, slurm_head_policy
 from gpucluster.render.node import LustreMount
-from gpucluster.render.slurm.agent import NODE_MAPS_PREFIX, LaunchTarget, agent_config
+from gpucluster.render.slurm.agent import BASELINES_PREFIX, NODE_MAPS_PREFIX, LaunchTarget, agent_config
 from gpucluster.render.slurm.head import HeadInputs, head_cloud_config, head_title
 from gpucluster.render.slurm.names import SlurmContext, head_hostname
 
@@ -74,7 +74,10 @@ def head_identity(
         policy=pulumi.Output.all(secret_arn, artifact.bucket.arn).apply(
             lambda v: policy_json(
                 slurm_head_policy(
-                    secret_arn=v[0], bundle_arn=f"{v[1]}/{artifact.key}", node_maps_arn=f"{v[1]}/{NODE_MAPS_PREFIX}*"
+                    secret_arn=v[0],
+                    bundle_arn=f"{v[1]}/{artifact.key}",
+                    node_maps_arn=f"{v[1]}/{NODE_MAPS_PREFIX}*",
+                    baselines_arn=f"{v[1]}/{BASELINES_PREFIX}*" if ctx.slurm.updates.rebaseline.nodes else None,
                 )
             )
         ),
