@@ -5,11 +5,17 @@ every node of the job (``srun``, one task per node, each naming its node from ``
 node's verdict (``--json``: one line per node), keeps the figures the comparison needs and hands them to the
 agent in the job's ``AdminComment`` (``scontrol update jobid=<id> admincomment=gpucluster-baseline:<base64
 JSON>``): the head node reads it with ``scontrol show job``, so no shared file system and no bucket access from
-the compute nodes is needed. The job runs as root (the reservation admits root only); root is a Slurm
-operator on every node, so it may set AdminComment, which ordinary users can neither set nor change.
+the compute nodes is needed. The job runs as the agent's user, SlurmUser (the reservation admits only that
+user), which slurmctld treats as an administrator: it may set AdminComment, which ordinary users can neither set
+nor change. The commands were checked by hand with Slurm 22.05 (run as root, whose rights SlurmUser shares):
+``scontrol update jobid=<id> admincomment=<base64>``, then ``scontrol -o show job`` prints ``AdminComment=<it>``.
 
 What a node reports (:func:`node_figures`): the per-GPU HBM copy and GEMM figures, the intra-node all-reduce
 bus bandwidth (nccl_pair), the verdict's action and reason. A check that skipped reports no figure.
+
+The job runs as the agent's user (SlurmUser) with its output discarded (``--output=/dev/null``: SlurmUser may
+not write under /var/log on every image, and a job whose output file cannot be opened fails); what went wrong
+reaches the agent in the AdminComment (the nodes' reasons, or srun's last words).
 """
 
 from __future__ import annotations
@@ -94,7 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stderr.write(proc.stderr)
     figures = collect(proc.stdout)
     if not figures:
-        figures = {"-": {"action": "replace", "reason": f"gpucluster: no deep verdict, srun exit {proc.returncode}"}}
+        said = " ".join(proc.stderr.split())[-200:]
+        figures = {"-": {"action": "replace", "reason": f"gpucluster: no deep verdict, srun exit {proc.returncode}: {said}"}}
     scontrol = os.path.join(bin_dir, "scontrol")
     done = subprocess.run([scontrol, "update", f"jobid={job}", f"admincomment={encode(figures)}"], check=False)
     return 0 if done.returncode == 0 else 1

@@ -198,7 +198,7 @@ class Rebaseline:
         script = f"#!/bin/sh\nexec {self.spec.python} -I -c '{JOB_MAIN}' {self.spec.package_dir} {self.cfg.slurm_bin_dir}\n"
         argv = [os.path.join(self.cfg.slurm_bin_dir, "sbatch"), "--parsable", f"--reservation={reservation_name(g.name)}",
                 f"--nodelist={rec['nodes']}", f"--nodes={count}", "--exclusive", f"--job-name={reservation_name(g.name)}",
-                f"--time={self.spec.duration_minutes}", "--output=/var/log/gpucluster-baseline-%j.out", "--chdir=/"]  # fmt: skip
+                f"--time={self.spec.duration_minutes}", "--output=/dev/null", "--chdir=/"]  # fmt: skip
         try:
             proc = subprocess.run(argv, input=script, capture_output=True, text=True, timeout=60, check=False)
         except (OSError, subprocess.SubprocessError) as exc:
