@@ -18,11 +18,12 @@ import boto3
 import pytest
 
 from gpucluster_agents.contract import hostlist
+from gpucluster_agents.contract.baseline import Baseline
 from gpucluster_agents.health import baseline_job
 from gpucluster_agents.health.config import ModeConfig
 from gpucluster_agents.health.fake_nvml import FakeNvml
 from gpucluster_agents.health.run import run as health_run
-from gpucluster_agents.power.baselines import baseline_verdict, group_figures
+from gpucluster_agents.power.baselines import Store, baseline_verdict, group_figures
 from gpucluster_agents.power.roll import REASON
 from tests.agents.conftest import HERE, Harness
 from tests.agents.health.fakes import p5_config, scenario
@@ -161,27 +162,26 @@ def test_a_degraded_image_stops_the_roll_and_a_good_one_becomes_the_baseline(
     h.slurm.set("p5-[1-8]", "IDLE+CLOUD")
     user = pwd.getpwuid(os.getuid()).pw_name
 
-    # the image the group runs today has no figures yet: two of its idle nodes measure it
+    # the image the group runs today was measured earlier (what an earlier pass stored: see the pass below)
+    first = {"group": "p5", "image_id": AMI_ID, "time": "2026-11-25T03:00:00Z", "nodes": {}, "previous": None,
+             "figures": {"gemm_tflops": 760.0, "hbm_copy_gbps": 3015.0, "nccl_busbw_gbps": 380.0},
+             "verdict": baseline_verdict({}, None, THRESHOLDS).to_dict()}  # fmt: skip
+    Store(Baseline(bucket=BUCKET), s3().client("s3", endpoint_url=h.moto.url)).record("p5", AMI_ID, first)
     assert h.run("maintain") == 0
-    assert reservation_calls(h) == [
-        ["create", "reservation", "ReservationName=gpucluster-baseline-p5", "Flags=MAINT,IGNORE_JOBS", "Nodes=p5-[1-2]",
-         "StartTime=now", "Duration=120", f"Users={user}"]
-    ]  # fmt: skip
-    sbatch = next(c for c in h.slurm.calls() if c[0] == "sbatch")
-    assert {"--reservation=gpucluster-baseline-p5", "--nodelist=p5-[1-2]", "--nodes=2", "--exclusive", "--time=120"} <= set(
-        sbatch
-    )
-    run_deep_job(h, monkeypatch, gemm=760.0, hbm=3015.0, busbw=380.0)
-    assert h.run("maintain") == 0
-    first = stored(h, f"p5/{AMI_ID}.json")
-    assert first["figures"] == {"gemm_tflops": 760.0, "hbm_copy_gbps": 3015.0, "nccl_busbw_gbps": 380.0}
-    assert first["verdict"]["ok"] and stored(h, "p5/index.json")["baseline"] == AMI_ID
-    assert h.slurm.data()["reservations"] == {}  # deleted once the figures were in
+    assert reservation_calls(h) == [] and drained(h) == []  # nothing to measure, nothing to roll
 
     # a degraded image: its first two nodes (powered down: they boot it) are measured before any old node drains
     bad = new_image(h)
     assert h.run("maintain") == 0
-    assert reservation_calls(h)[-1][4] == "Nodes=p5-[9-10]" and drained(h) == []
+    assert reservation_calls(h) == [
+        ["create", "reservation", "ReservationName=gpucluster-baseline-p5", "Flags=MAINT,IGNORE_JOBS", "Nodes=p5-[9-10]",
+         "StartTime=now", "Duration=120", f"Users={user}"]
+    ]  # fmt: skip
+    sbatch = next(c for c in h.slurm.calls() if c[0] == "sbatch")
+    assert {"--reservation=gpucluster-baseline-p5", "--nodelist=p5-[9-10]", "--nodes=2", "--exclusive", "--time=120"} <= set(
+        sbatch
+    )
+    assert drained(h) == []  # the roll waits for the new image's figures
     assert h.slurm_resume("p5-[9-10]") == 0  # slurmctld powers the reserved nodes up for the job: the new image
     run_deep_job(h, monkeypatch, gemm=700.0, hbm=3010.0, busbw=381.0)  # above the node check's floor (673), 7.9 % slower
     assert h.run("maintain") == 0
@@ -241,7 +241,6 @@ class MemoryS3:
 def test_a_deep_job_without_figures_fails_the_image(tmp_path: Path, job_state: str | None, minutes: int, why: str | None) -> None:
     from gpucluster_agents.contract import parse
     from gpucluster_agents.power.baseline import Rebaseline
-    from gpucluster_agents.power.baselines import Store
     from gpucluster_agents.power.ec2 import Instance
     from gpucluster_agents.power.slurm import Slurm
     from tests.agents.conftest import FakeSlurm
