@@ -33,13 +33,14 @@ from gpucluster.components.slurm._people import (
     role_statements,
     with_home,
 )
+from gpucluster.components.slurm._spot_events import reader_policy, spot_events
 from gpucluster.components.slurm._teardown import AgentTeardown
 from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.naming import with_name
 from gpucluster.render.hybrid.compute import with_munge_secret
 from gpucluster.render.iam import policy_json, slurm_node_policy
 from gpucluster.render.iam_sessions import ROLE_TAG, statements_policy
-from gpucluster.render.slurm.agent import NODE_MAPS_PREFIX, with_artifact_bucket
+from gpucluster.render.slurm.agent import NODE_MAPS_PREFIX, needs_spot_events, with_artifact_bucket
 from gpucluster.render.slurm.names import SlurmContext, controller_address, dns_zone, munge_secret_name
 
 
@@ -292,6 +293,10 @@ class SlurmParts:
                 policy=host_keys.apply(lambda st: policy_json(statements_policy(st))),
                 opts=child,
             )
+        spot_queue = spot_events(name, ctx.cluster, tags, child) if needs_spot_events(ctx) else None
+        if spot_queue is not None:  # the spot-watch service's queue: the head node may read and delete, nothing else
+            reader = spot_queue.arn.apply(lambda arn: policy_json(reader_policy(arn)))
+            aws.iam.RolePolicy(f"{name}-head-spot-events", role=head_role.id, policy=reader, opts=child)
         head_groups = args.security_group_ids
         if self._groups is not None:
             head_groups = _with_group(head_groups, self._groups.head_side.id)
@@ -312,6 +317,7 @@ class SlurmParts:
             parent=self._parent,
             home_server=home_server_of(self._people),
             host_key_secret_arn=self._people.login.host_key_secret_arn if self._people.login is not None else None,
+            spot_queue_url=spot_queue.url if spot_queue is not None else None,
         )
         self.data_volume_id = head.data_volume_id
         self.head_user_data = head.user_data

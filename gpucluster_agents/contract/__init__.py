@@ -26,6 +26,8 @@ from .jsonread import Reader
 from .nodemap import NodeMap, parse_node_map
 from .repair import Repair, parse_repair
 from .site import Site, parse_site
+from .tags import RESERVED_TAG_PREFIXES as RESERVED_TAG_PREFIXES
+from .tags import parse_tags
 from .updates import Updates, parse_updates
 
 SCHEMA_VERSION = 1
@@ -43,7 +45,6 @@ TAG_MANAGED_BY = "managed-by"
 TAG_ROLE = "gpucluster:role"  # head, login or compute: who may open sessions on an instance (Session Manager policies)
 ROLES = ("head", "login", "compute")
 MANAGED_BY = "gpucluster"
-RESERVED_TAG_PREFIXES = ("aws:", "gpucluster:")
 
 
 def node_name(prefix: str, i: int) -> str:
@@ -96,6 +97,10 @@ class NodeGroup:
     capacity: Capacity = field(default_factory=Capacity)
     tags: tuple[tuple[str, str], ...] = field(default=(), metadata=_OMIT)  # on every instance (<= 40)
     mode: str = "dynamic"  # one of MODES
+    # The AMI this group's nodes should run (rolling replacement, issue #24): an instance whose ImageId differs is
+    # on an older image. None: the image of the launch template's `launch_template_version` (the agent asks EC2,
+    # DescribeLaunchTemplateVersions) -- what gpucluster renders, so a new image never changes the head node's config.
+    image_id: str | None = field(default=None, metadata=_OMIT)
 
     @property
     def static(self) -> bool:
@@ -194,6 +199,7 @@ _PREFIX_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
 _REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
 _ITYPE_RE = re.compile(r"^[a-z0-9-]+\.[a-z0-9-]+$")
 _LT_RE = re.compile(r"^lt-[0-9a-f]+$")
+_AMI_RE = re.compile(r"^ami-[0-9a-f]{8,17}$")
 _RESERVATION_RE = re.compile(r"^cr-[0-9a-f]+$")
 _ARN_RE = re.compile(r"^arn:aws[a-z-]*:resource-groups:")
 _URL_RE = re.compile(r"^https?://")
@@ -223,27 +229,6 @@ def _parse_capacity(r: Reader, raw: Any, path: str) -> Capacity:
     if ctype in ("on-demand", "spot") and (rid or arn):
         r.err(path, f"reservation_id/resource_group_arn only apply to capacity reservations, not {ctype}")
     return Capacity(type=ctype, reservation_id=rid, resource_group_arn=arn)
-
-
-def _parse_tags(r: Reader, raw: Any, path: str) -> tuple[tuple[str, str], ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, dict):
-        r.err(path, f"must be an object of string to string, got {raw!r}")
-        return ()
-    out: list[tuple[str, str]] = []
-    for key, value in cast("dict[Any, Any]", raw).items():
-        if not isinstance(key, str) or not key or len(key) > 128:
-            r.err(path, f"tag key {key!r} must be a string of 1..128 characters")
-        elif key.lower().startswith(RESERVED_TAG_PREFIXES):
-            r.err(f"{path}.{key}", "keys starting with aws: or gpucluster: are reserved")
-        elif not isinstance(value, str) or len(value) > 256:
-            r.err(f"{path}.{key}", f"tag value must be a string of at most 256 characters, got {value!r}")
-        else:
-            out.append((key, value))
-    if len(out) > 40:
-        r.err(path, f"at most 40 tags (EC2 allows 50 and the agent adds its own), got {len(out)}")
-    return tuple(sorted(out))
 
 
 def _parse_group(r: Reader, raw: Any, path: str) -> NodeGroup | None:
@@ -307,11 +292,14 @@ def _parse_group(r: Reader, raw: Any, path: str) -> NodeGroup | None:
     capacity = _parse_capacity(r, obj.get("capacity"), f"{path}.capacity")
     if pg and capacity.type == "capacity-block":
         r.err(f"{path}.placement_group", "placement groups cannot be used with capacity blocks")
-    tags = _parse_tags(r, obj.get("tags"), f"{path}.tags")
+    image_id = r.string(
+        obj, "image_id", path, nullable=True, pattern=_AMI_RE, hint="expected an AMI id like ami-0123456789abcdef0"
+    )
+    tags = parse_tags(r, obj.get("tags"), f"{path}.tags")
     if len(r.errors) != before:
         return None
     assert name and prefix and itype and lt_id and lt_version
-    return NodeGroup(name, prefix, max_nodes, itype, lt_id, lt_version, subnets, efa, pg, capacity, tags, mode)
+    return NodeGroup(name, prefix, max_nodes, itype, lt_id, lt_version, subnets, efa, pg, capacity, tags, mode, image_id)
 
 
 def parse(data: Any, path: str | None = None) -> AgentConfig:

@@ -69,14 +69,20 @@ class Target:
 
     def outdated(self, inst: Instance) -> bool:
         tagged = inst.tags.get(VERSION_TAG)
-        return bool(self.image_id and inst.image_id and inst.image_id != self.image_id) or bool(tagged and tagged != self.version)
+        if self.image_id and inst.image_id and inst.image_id != self.image_id:
+            return True
+        return bool(self.version and tagged and tagged != self.version)
 
 
 def resolve_targets(client: Any, groups: Iterable[NodeGroup]) -> dict[str, Target]:
-    """One DescribeLaunchTemplateVersions per group (its template and version as the config names them); a group
-    whose call failed is left out (its roll waits for the next pass)."""
+    """One DescribeLaunchTemplateVersions per group (its template and version as the config names them; the same answer
+    as ``power/images.expected_image``, with the version number too), none for a group whose config names its image; a
+    group whose call failed is left out (its roll waits for the next pass)."""
     out: dict[str, Target] = {}
     for g in groups:
+        if g.image_id:  # the config names the image (``NodeGroup.image_id``): no call, the image alone decides
+            out[g.name] = Target("", g.image_id)
+            continue
         try:
             resp = client.describe_launch_template_versions(
                 LaunchTemplateId=g.launch_template_id, Versions=[g.launch_template_version]

@@ -8,9 +8,13 @@ maximum), so an event is acted on within seconds of its arrival; it takes no loc
 updates node states) and one bad message never stops it.
 
 What each event does (the rule's detail-types, :data:`DETAIL_TYPES`):
-- ``EC2 Spot Instance Interruption Warning``: the node is set DOWN with :data:`SPOT_REASON`; Slurm requeues its
-  batch jobs (``JobRequeue=1``, Slurm's default: jobs submitted with ``--no-requeue`` end instead). When the
-  instance is gone the maintenance pass powers the node down and hands it back (``lifecycle.return_vanished``).
+- ``EC2 Spot Instance Interruption Warning``: a dynamic node is powered down at once (``power_down_force`` with
+  :data:`SPOT_REASON`): Slurm requeues its batch jobs (``JobRequeue=1``, Slurm's default: jobs submitted with
+  ``--no-requeue`` end instead), its SuspendProgram terminates the instance two minutes before AWS would, and the
+  node is back in service (``idle~``) for the next launch. Not ``state=DOWN``: measured with slurmctld 22.05 and
+  the rendered ``ReturnToService=2``, a DOWN node whose slurmd still answers re-registers and is IDLE again within a
+  second, so the requeued job could land on it again. A static node is set DOWN and drained (the drain survives
+  its re-registration); its Auto Scaling group replaces the instance once AWS takes it.
 - ``EC2 Instance Rebalance Recommendation`` (an earlier, softer signal): the node is drained with
   :data:`REBALANCE_REASON`; its jobs finish, and the repair pass replaces it once idle like any ``(replace)`` drain.
 - ``Capacity Block Reservation Expiration Warning`` (40 minutes before a capacity block ends, its instances are
@@ -131,8 +135,14 @@ class SpotWatch:
         states = self.slurm.show_nodes() or {}
         targets = [n for n in targets if not (states.get(n) and states[n].powered_down)]
         if kind == INTERRUPTION:
-            log.info("decision down nodes=%s reason=%r (%s %s)", fmt_nodes(targets), SPOT_REASON, kind, ident)
-            return self.slurm.set_down(targets, SPOT_REASON)
+            static = [n for n in targets if (g := self.cfg.group_of_node(n)) is not None and g.static]
+            dynamic = [n for n in targets if n not in static]
+            log.info("decision power_down_force nodes=%s reason=%r (%s %s)", fmt_nodes(dynamic), SPOT_REASON, kind, ident)
+            ok = self.slurm.power_down_force(dynamic, SPOT_REASON)
+            if static:
+                log.info("decision down+drain nodes=%s reason=%r (%s %s)", fmt_nodes(static), SPOT_REASON, kind, ident)
+                ok = self.slurm.set_down(static, SPOT_REASON) and self.slurm.drain(static, SPOT_REASON) and ok
+            return ok
         reason = REBALANCE_REASON if kind == REBALANCE else BLOCK_REASON
         targets = [n for n in targets if not (states.get(n) and (states[n].has("DRAIN") or states[n].has("DOWN")))]
         log.info("decision drain nodes=%s reason=%r (%s %s)", fmt_nodes(targets), reason, kind, ident)

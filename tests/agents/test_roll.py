@@ -65,6 +65,8 @@ def test_an_instance_is_old_by_its_image_or_its_launch_template_version() -> Non
     assert t.outdated(Instance("i-2", "running", at, None, "p5.48xlarge", {v: "3"}, "ami-old"))
     assert t.outdated(Instance("i-3", "running", at, None, "p5.48xlarge", {v: "2"}, "ami-new"))  # new user data
     assert not t.outdated(Instance("i-4", "running", at, None, "p5.48xlarge", {}, ""))  # unknown: never rolled
+    named = Target("", "ami-new")  # the config names the image (NodeGroup.image_id): the image alone decides
+    assert not named.outdated(Instance("i-5", "running", at, None, "p5.48xlarge", {v: "9"}, "ami-new"))
 
 
 # ---------------------------------------------------------------------------- against moto

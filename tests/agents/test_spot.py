@@ -1,6 +1,6 @@
 """Spot and capacity warnings (``gpucluster_agents/power/spot.py``) through moto's SQS and the fake scontrol: events
 shaped like AWS's documented EventBridge events (EventBridge's delivery into the queue is not simulated by moto: the
-test puts the event's JSON in the queue as the rule's target would). An interruption warning sets the node DOWN (Slurm
+test puts the event's JSON in the queue as the rule's target would). An interruption warning powers the node down at once (Slurm
 requeues its jobs: ``tests/e2e/test_spot_e2e.py`` shows it with the real slurmctld), a rebalance recommendation
 drains it for replacement, a capacity block's end drains every node of the groups in that reservation; events of
 instances that are not the cluster's are dropped; every handled message is deleted."""
@@ -82,7 +82,7 @@ def test_warnings_set_down_drain_and_are_deleted(harness: Harness, queue: tuple[
         sqs.send_message(QueueUrl=url, MessageBody=body)
     h.proxy.clear()
     assert h.run("spot-watch", "once") == 0
-    assert h.slurm.node("p5-1")["state"].startswith("DOWN") and h.slurm.node("p5-1")["reason"] == SPOT_REASON
+    assert "POWERING_DOWN" in h.slurm.node("p5-1")["state"] and h.slurm.node("p5-1")["reason"] == SPOT_REASON
     assert "DRAIN" in h.slurm.node("p5-2")["state"] and h.slurm.node("p5-2")["reason"] == REBALANCE_REASON
     for n in ("g6e-1", "g6e-2"):
         assert "DRAIN" in h.slurm.node(n)["state"] and h.slurm.node(n)["reason"] == BLOCK_REASON

@@ -53,10 +53,11 @@ class LaunchTarget:
 
 
 def agent_config(
-    ctx: SlurmContext, targets: Mapping[str, LaunchTarget], artifact_bucket: str | None = None
+    ctx: SlurmContext, targets: Mapping[str, LaunchTarget], artifact_bucket: str | None = None, spot_queue_url: str | None = None
 ) -> contract.AgentConfig:
     """``/etc/gpucluster/agent.json`` (schema: :mod:`gpucluster_agents.contract`), from the stack's outputs. With the
-    artifact bucket, launches publish their node names there (``node_map``: no CreateTags per node on a resume)."""
+    artifact bucket, launches publish their node names there (``node_map``: no CreateTags per node on a resume); with
+    the spot queue (spot or capacity-block groups), the ``spot-watch`` service reads its warnings."""
     groups: list[contract.NodeGroup] = []
     for g in ctx.node_groups:
         t = targets[g.name]
@@ -96,6 +97,7 @@ def agent_config(
             updates.stop_after_boot_failures,
             baseline=_rebaseline(ctx, artifact_bucket),
         ),
+        spot_queue_url=spot_queue_url,
     )
 
 
@@ -119,6 +121,11 @@ def _rebaseline(ctx: SlurmContext, artifact_bucket: str | None) -> Baseline | No
         groups=groups,
         package_dir=AGENT_LIB,
     )
+
+
+def needs_spot_events(ctx: SlurmContext) -> bool:
+    """Whether a Slurm node group runs on capacity that warns before it goes (spot, capacity blocks)."""
+    return any(g.spec.capacity.type in ("spot", "capacity-block") for g in ctx.node_groups)
 
 
 # --- the agent bundle ------------------------------------------------------------------------------------------

@@ -134,6 +134,7 @@ def agent_files(ctx: SlurmContext, inputs: HeadInputs) -> list[WriteFile]:
                 + "ExecStart=/usr/bin/python3 -m gpucluster_agents maintain\n",
             ),
         ),
+        *spot_files(inputs, agent_env),
         WriteFile(
             "/etc/systemd/system/gpucluster-agent-maintain.timer",
             systemd_unit(
@@ -144,6 +145,25 @@ def agent_files(ctx: SlurmContext, inputs: HeadInputs) -> list[WriteFile]:
         ),
     ]
     return files
+
+
+SPOT_UNIT = "gpucluster-agent-spot.service"
+
+
+def spot_files(inputs: HeadInputs, agent_env: str) -> list[WriteFile]:
+    """The ``spot-watch`` service (``gpucluster_agents/power/spot.py``): long-polls the spot warnings' queue, always
+    running (restarted if it stops), when the agent config names one."""
+    if not inputs.agent_config.spot_queue_url:
+        return []
+    body = (
+        "After=slurmctld.service\n\n[Service]\nType=simple\nUser=slurm\nGroup=slurm\n"
+        + agent_env
+        + "ExecStart=/usr/bin/python3 -m gpucluster_agents spot-watch\nRestart=always\nRestartSec=10\n"
+    )
+    unit = systemd_unit(
+        "gpucluster node agent: act on spot interruption and capacity block warnings", body, "WantedBy=multi-user.target"
+    )
+    return [WriteFile(f"/etc/systemd/system/{SPOT_UNIT}", unit)]
 
 
 def system_files(ctx: SlurmContext) -> list[WriteFile]:
@@ -198,6 +218,7 @@ def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
         users_unit=USERS_UNIT if has_users_program(ctx.identity) else None,
         home_mount=HOME_MOUNT_SCRIPT if inputs.home is not None else None,
         host_key_secret=inputs.login_host_key_secret_arn,
+        spot_unit=SPOT_UNIT if inputs.agent_config.spot_queue_url else None,
     )
 
 

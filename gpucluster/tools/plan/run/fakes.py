@@ -73,6 +73,8 @@ AUTONAMED = {
     "aws:eks/nodeGroup:NodeGroup",
     "aws:cloudwatch/logGroup:LogGroup",
     "aws:ssm/parameter:Parameter",
+    "aws:sqs/queue:Queue",
+    "aws:cloudwatch/eventRule:EventRule",
 }
 
 REGION_ZONES = {

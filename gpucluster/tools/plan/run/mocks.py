@@ -138,6 +138,11 @@ class PlanMocks(Mocks):
             state.update({"keyId": uuid, "arn": f"arn:aws:kms:{region}:{account}:key/{uuid}"})
         if token == "aws:cloudwatch/logGroup:LogGroup":
             state["arn"] = f"arn:aws:logs:{region}:{account}:log-group:{name}"
+        if token == "aws:sqs/queue:Queue":  # the queue's id is its URL
+            rid = f"https://sqs.{region}.amazonaws.com/{account}/{name}"
+            state.update({"url": rid, "arn": f"arn:aws:sqs:{region}:{account}:{name}"})
+        if token == "aws:cloudwatch/eventRule:EventRule":
+            rid, state["arn"] = name, f"arn:aws:events:{region}:{account}:rule/{name}"
         if token == "aws:resourcegroups/group:Group":  # e.g. a group of capacity reservations a program makes
             state["arn"] = f"arn:aws:resource-groups:{region}:{account}:group/{name}"
         if token == "aws:kms/alias:Alias":
