@@ -61,6 +61,11 @@ class Gate:
 GO = Gate("go")
 
 
+def agent_user() -> str:
+    """Who submits the deep job, so whom the reservation admits: the agent's own user (SlurmUser on the head node)."""
+    return pwd.getpwuid(os.getuid()).pw_name
+
+
 def utc_text(t: float) -> str:
     return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -179,7 +184,7 @@ class Rebaseline:
         chosen = sorted(ready[:want], key=hostlist.order_key)
         rec.update(phase="reserving", nodes=hostlist.compress(chosen))
         self.save()
-        name, user = reservation_name(g.name), pwd.getpwuid(os.getuid()).pw_name
+        name, user = reservation_name(g.name), agent_user()
         ok, _ = self.slurm.run(
             ["create", "reservation", f"ReservationName={name}", "Flags=MAINT,IGNORE_JOBS", f"Nodes={rec['nodes']}",
              "StartTime=now", f"Duration={self.spec.duration_minutes}", f"Users={user}"]

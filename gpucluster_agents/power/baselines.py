@@ -35,10 +35,9 @@ def group_figures(per_node: Mapping[str, Mapping[str, Any]]) -> Figures:
         values: list[float] = []
         for fig in per_node.values():
             v = fig.get(metric)
-            if isinstance(v, dict):
-                values.extend(float(x) for x in cast("dict[str, Any]", v).values())
-            elif isinstance(v, (int, float)) and not isinstance(v, bool):
-                values.append(float(v))
+            found = list(cast("dict[str, Any]", v).values()) if isinstance(v, dict) else [v]
+            # the job's AdminComment is read as data: anything but a number is left out, never raised on
+            values.extend(float(x) for x in found if isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0)
         if values:
             out[metric] = round(statistics.median(values), 1)
     return out
@@ -77,7 +76,9 @@ def baseline_verdict(new: Mapping[str, float], previous: Mapping[str, float] | N
     """Whether a new image's figures keep up with the previous image's: a metric the previous image measured must
     be measured again (a skipped GEMM on a new image is a broken cuBLAS, not a pass) and may drop by at most its
     threshold, in percent of the previous figure. Higher is better for every metric. No previous: the first
-    baseline, which passes and becomes the reference."""
+    baseline, which passes and becomes the reference, unless it measured nothing at all."""
+    if not new:  # every benchmark skipped (no CUDA, no cuBLAS, no nccl-tests): nothing to trust, nor to compare with later
+        return Verdict(False, "the deep checks measured no figure (HBM copy, GEMM and all-reduce all skipped)")
     if not previous:
         return Verdict(True, "first baseline of this group: nothing to compare with")
     regs: list[Regression] = []

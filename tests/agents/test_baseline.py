@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import pwd
 import sys
 from pathlib import Path
 from typing import Any
@@ -57,6 +56,7 @@ def test_a_drop_past_its_threshold_or_a_figure_no_longer_measured_fails_the_imag
 
 def test_the_first_image_of_a_group_passes_and_a_faster_one_never_regresses() -> None:
     assert baseline_verdict({"gemm_tflops": 1.0}, None, THRESHOLDS).ok
+    assert not baseline_verdict({}, None, THRESHOLDS).ok  # nothing measured never becomes the reference
     assert baseline_verdict(
         {"gemm_tflops": 900.0, "hbm_copy_gbps": 3300.0}, {"gemm_tflops": 760.0, "hbm_copy_gbps": 3015.0}, THRESHOLDS
     ).ok
@@ -70,6 +70,8 @@ def test_group_figures_are_medians_over_every_gpu_of_every_node() -> None:
         "p5-2": {"gemm_tflops": {**{f"gpu{i}": 750.0 for i in range(7)}, "gpu7": 100.0}, "nccl_busbw_gbps": 360.0},
     }
     assert group_figures(per_node) == {"gemm_tflops": 755.0, "nccl_busbw_gbps": 370.0}  # one slow GPU moves nothing
+    junk = {"p5-1": {"gemm_tflops": {"gpu0": "fast", "gpu1": 760.0}, "hbm_copy_gbps": [1], "nccl_busbw_gbps": True}}
+    assert group_figures(junk) == {"gemm_tflops": 760.0}  # what is not a number is left out
 
 
 # ---------------------------------------------------------------------------- the pass, against moto
@@ -160,12 +162,13 @@ def test_a_degraded_image_stops_the_roll_and_a_good_one_becomes_the_baseline(
     h = rebaselining
     assert h.slurm_resume("p5-[1-8]") == 0
     h.slurm.set("p5-[1-8]", "IDLE+CLOUD")
-    user = pwd.getpwuid(os.getuid()).pw_name
+    user = "slurm"  # the agent runs as SlurmUser on a head node; the test's own user is not read
+    monkeypatch.setattr("gpucluster_agents.power.baseline.agent_user", lambda: user)
 
     # the image the group runs today was measured earlier (what an earlier pass stored: see the pass below)
     first = {"group": "p5", "image_id": AMI_ID, "time": "2026-11-25T03:00:00Z", "nodes": {}, "previous": None,
              "figures": {"gemm_tflops": 760.0, "hbm_copy_gbps": 3015.0, "nccl_busbw_gbps": 380.0},
-             "verdict": baseline_verdict({}, None, THRESHOLDS).to_dict()}  # fmt: skip
+             "verdict": baseline_verdict({"gemm_tflops": 760.0}, None, THRESHOLDS).to_dict()}  # fmt: skip
     Store(Baseline(bucket=BUCKET), s3().client("s3", endpoint_url=h.moto.url)).record("p5", AMI_ID, first)
     assert h.run("maintain") == 0
     assert reservation_calls(h) == [] and drained(h) == []  # nothing to measure, nothing to roll
