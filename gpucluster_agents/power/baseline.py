@@ -61,6 +61,11 @@ class Gate:
 GO = Gate("go")
 
 
+def job_fields(text: str) -> dict[str, str]:
+    """``JobState`` and ``AdminComment`` from ``scontrol -o show job`` (one line; AdminComment only once set)."""
+    return dict(_FIELD_RE.findall(text))
+
+
 def agent_user() -> str:
     """Who submits the deep job, so whom the reservation admits: the agent's own user (SlurmUser on the head node)."""
     return pwd.getpwuid(os.getuid()).pw_name
@@ -218,7 +223,7 @@ class Rebaseline:
     # ------------------------------------------------------------------ follow
     def _poll(self, g: NodeGroup, rec: dict[str, Any], now: float) -> None:
         ok, out = self.slurm.run(["-o", "show", "job", str(rec["job"])], quiet=True)
-        fields = dict(_FIELD_RE.findall(out)) if ok else {}
+        fields = job_fields(out) if ok else {}
         state = fields.get("JobState", "")
         per_node = decode(fields.get("AdminComment", ""))
         if per_node is None and state not in _ENDED and fields:

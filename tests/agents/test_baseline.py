@@ -74,6 +74,28 @@ def test_group_figures_are_medians_over_every_gpu_of_every_node() -> None:
     assert group_figures(junk) == {"gemm_tflops": 760.0}  # what is not a number is left out
 
 
+# What Slurm 22.05's `scontrol -o show job` printed for a pending job in the reservation after
+# `scontrol update jobid=1 admincomment=<what the job driver writes>` (recorded by hand against the real slurmctld).
+SHOW_JOB_22_05 = (
+    "JobId=1 JobName=gpucluster-baseline-p5 UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901759 Nice=0 "
+    "Account=(null) QOS=(null) JobState=PENDING Reason=None Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 "
+    "Reboot=0 ExitCode=0:0 RunTime=00:00:00 TimeLimit=02:00:00 TimeMin=N/A ReqNodeList=p5-[1-2] NumNodes=2-2 "
+    "Reservation=gpucluster-baseline-p5 OverSubscribe=NO Contiguous=0 Licenses=(null) Network=(null) Command=(null) "
+    "WorkDir=/ AdminComment=gpucluster-baseline:eyJwNS0xIjp7ImFjdGlvbiI6Im5vbmUiLCJnZW1tX3RmbG9wcyI6eyJncHUwIjo3NjAuMH19fQ==  "
+    "StdErr=/dev/null StdIn=/dev/null StdOut=/dev/null Power= "
+)
+
+
+def test_the_job_state_and_figures_are_read_from_slurms_own_output() -> None:
+    from gpucluster_agents.power.baseline import job_fields
+
+    fields = job_fields(SHOW_JOB_22_05)
+    assert fields["JobState"] == "PENDING"
+    assert baseline_job.decode(fields["AdminComment"]) == {"p5-1": {"action": "none", "gemm_tflops": {"gpu0": 760.0}}}
+    assert baseline_job.decode("gpucluster-baseline:not base64!") is None and baseline_job.decode("a comment") is None
+    assert "AdminComment" not in job_fields(SHOW_JOB_22_05.replace(fields["AdminComment"], "").replace("AdminComment=", ""))
+
+
 # ---------------------------------------------------------------------------- the pass, against moto
 def s3() -> Any:
     return boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION)
