@@ -100,10 +100,10 @@ def run(args: argparse.Namespace) -> int:
     project, config, _ = load_stack_config(args.stack, Path(args.project_dir))
     config.update(as_config(project, overrides(args))[0])
     spec = load_spec(config, stack=args.stack).spec
-    import boto3
+    from boto3.session import Session
 
     try:
-        client = boto3.session.Session(region_name=spec.region).client("s3", endpoint_url=args.endpoint_url)
+        client = Session(region_name=spec.region).client("s3", endpoint_url=args.endpoint_url)
         bucket = args.bucket or find_bucket(client, spec.name)
         groups = collect(Store(Baseline(bucket=bucket), client), args.group)
     except (NoCredentialsError, PartialCredentialsError) as exc:
