@@ -44,6 +44,7 @@ from .state import read_json, write_json_atomic
 log = logging.getLogger("gpucluster_agents")
 
 FILE = "baseline.json"
+UNANSWERED = 3  # passes without an answer about the job before it counts as gone
 _BAD = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "POWERING_DOWN", "POWERING_UP", "COMPLETING", "MAINTENANCE")
 _FIELD_RE = re.compile(r"(?:^|\s)(JobState|AdminComment)=(\S*)")
 _ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED")
@@ -226,8 +227,11 @@ class Rebaseline:
         fields = job_fields(out) if ok else {}
         state = fields.get("JobState", "")
         per_node = decode(fields.get("AdminComment", ""))
-        if per_node is None and state not in _ENDED and fields:
-            if now - float(rec.get("started") or rec["since"]) > self.spec.duration_minutes * 60 + 600:
+        late = now - float(rec.get("started") or rec["since"]) > self.spec.duration_minutes * 60 + 600
+        # no answer: slurmctld restarting, or the job aged out of it (MinJobAge); three passes in a row decide
+        rec["unanswered"] = 0 if fields else int(rec.get("unanswered") or 0) + 1
+        if (per_node is None and state not in _ENDED and fields) or (not fields and rec["unanswered"] < UNANSWERED):
+            if late:
                 why = f"the deep job {rec['job']} did not report in {self.spec.duration_minutes} min"
                 self._finish(g, rec, now, {}, why, cancel=True)
             return
