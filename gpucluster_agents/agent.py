@@ -55,6 +55,8 @@ import time
 from typing import Callable
 
 from .contract import AgentConfig, NodeGroup, hostlist
+from .power.baseline import make as make_rebaseline
+from .power.baseline import status_lines as baseline_status
 from .power.ec2 import Ec2, Instance
 from .power.error_codes import ICE_CODES
 from .power.holds import Holds, fail_nodes, mark_applied, release_holds, resume_timeout_reason
@@ -332,7 +334,8 @@ class Agent:
             api = RepairApi(self.cfg, self.ec2.client)
             quarantine = Quarantine(self.cfg, api, self.slurm, self.state.path)
             quarantine.run(inv, states, self.clock())
-            roll = Roll(self.cfg, self.slurm, self.state.path, api.set_unhealthy)  # rolling onto a new image (power/roll.py)
+            rebaseline = make_rebaseline(self.cfg, self.slurm, self.state.path)  # the new image's figures gate the roll
+            roll = Roll(self.cfg, self.slurm, self.state.path, api.set_unhealthy, rebaseline)  # onto a new image (roll.py)
             roll.run(self.ec2.client, inv, states, self.clock(), frozenset(quarantine.changed) | stray_nodes)
             tag_lazily(self.ec2, self.book, [i for i in self.listed if i.id in inv.by_id])
         self.refresh_topology()
@@ -366,7 +369,7 @@ class Agent:
         crashed launches and orphans waiting, vanished nodes (waiting for a second listing, or stopped by the cap)."""
         now, path = self.clock(), self.state.path
         brakes = brake_status(self.cfg, path, now)
-        own = sweep_status(self.state, now) + vanished_status(path) + roll_status(path)
+        own = sweep_status(self.state, now) + vanished_status(path) + roll_status(path) + baseline_status(path)
         return (
             protect_status(self.cfg, path) + brakes + holds_status(self.state.load_holds(), now) + quarantine_status(path) + own
         )

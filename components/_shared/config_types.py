@@ -44,6 +44,7 @@ __all__ = [
     "PosixGroupConfig",
     "PosixUserConfig",
     "PowerSavingConfig",
+    "RebaselineConfig",
     "SlurmConfig",
     "SlurmHealthConfig",
     "SlurmIdentityConfig",
@@ -412,6 +413,21 @@ class AgentConfig(TypedDict, total=False):
     """The window the repair brake counts health drains in. Default 3600 (1 h)."""
 
 
+class RebaselineConfig(TypedDict, total=False):
+    """Re-baselining after an image change: before the roll goes past its first nodes, ``nodes`` nodes of each NVIDIA GPU group boot the new image in a maintenance reservation and run the health program's ``deep`` mode; their GEMM, HBM copy and all-reduce figures are compared with the last image that passed (the cluster's artifact bucket, ``gpucluster baseline``). A drop past a threshold stops the roll (docs/rebaseline.md)."""
+
+    nodes: int
+    """Nodes of a group measured on each new image. 0 turns re-baselining off. Default 2."""
+    duration_minutes: int
+    """The maintenance reservation's length and the deep job's time limit; an image not measured by then fails. Default 120 (DCGM's level 3 diagnostic alone takes about 15 min)."""
+    gemm_max_drop_percent: float
+    """Largest drop of the GEMM figure (TFLOP/s, median over the GPUs) that passes, in % of the baseline. Default 5."""
+    hbm_max_drop_percent: float
+    """Largest drop of the HBM copy figure (GB/s) that passes, in % of the baseline. Default 5."""
+    busbw_max_drop_percent: float
+    """Largest drop of the all-reduce bus bandwidth (GB/s) that passes, in % of the baseline. Default 10."""
+
+
 class SlurmUpdatesConfig(TypedDict, total=False):
     """Rolling replacement: after the compute nodes' launch template changes (a new image, new user data), the node agent drains nodes still running the old version a share at a time and replaces each once its jobs have ended (dynamic nodes are powered down, so the next job launches the new version; static ones are replaced by their Auto Scaling group). No job is killed; a new version whose nodes fail to boot stops the roll."""
 
@@ -421,6 +437,8 @@ class SlurmUpdatesConfig(TypedDict, total=False):
     """Drain nodes for the roll only inside this window: ``HH:MM-HH:MM`` in UTC, optionally after days (``Sat,Sun 02:00-06:00``); an end before the start runs past midnight. Nodes already drained are still replaced once idle. Default: none (any time)."""
     stop_after_boot_failures: int
     """Consecutive boot failures of a node group (a launched node that never registered) since its roll began that stop the roll; the nodes still on the old version stay in service. Default 2."""
+    rebaseline: RebaselineConfig
+    """Measure each new image on a group's first nodes before the roll goes on. Default: 2 nodes, 120 min, a drop of 5 % (GEMM, HBM) or 10 % (bus bandwidth) stops the roll."""
 
 
 class SlurmHealthConfig(TypedDict, total=False):

@@ -30,7 +30,7 @@ from gpucluster.render.core import gzip_b64, render_cloud_config
 from gpucluster.render.home import HomeMount
 from gpucluster.render.iam import policy_json, slurm_head_policy
 from gpucluster.render.node import LustreMount
-from gpucluster.render.slurm.agent import NODE_MAPS_PREFIX, LaunchTarget, agent_config
+from gpucluster.render.slurm.agent import BASELINES_PREFIX, NODE_MAPS_PREFIX, LaunchTarget, agent_config
 from gpucluster.render.slurm.head import HeadInputs, head_cloud_config, head_title
 from gpucluster.render.slurm.names import SlurmContext, head_hostname
 from gpucluster.render.slurm.usage import USAGE_PREFIX, has_usage_report
@@ -79,6 +79,7 @@ def head_identity(
                     bundle_arn=f"{v[1]}/{artifact.key}",
                     node_maps_arn=f"{v[1]}/{NODE_MAPS_PREFIX}*",
                     usage_arn=f"{v[1]}/{USAGE_PREFIX}*" if has_usage_report(ctx, v[1]) else None,
+                    baselines_arn=f"{v[1]}/{BASELINES_PREFIX}*" if ctx.slurm.updates.rebaseline.nodes else None,
                 )
             )
         ),

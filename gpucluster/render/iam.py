@@ -82,31 +82,44 @@ def managed_policy_arn(partition: str, policy: str) -> str:
     return f"arn:{partition}:iam::aws:policy/{policy}"
 
 
-def slurm_head_policy(*, secret_arn: str, bundle_arn: str, node_maps_arn: str, usage_arn: str | None = None) -> dict[str, Any]:
+def slurm_head_policy(
+    *,
+    secret_arn: str,
+    bundle_arn: str,
+    node_maps_arn: str,
+    usage_arn: str | None = None,
+    baselines_arn: str | None = None,
+) -> dict[str, Any]:
     """The Slurm head node's own needs: make and read the munge key, fetch the agent package, publish the
     launches' node maps (one object per CreateFleet batch, ``gpucluster_agents/power/nodemap.py``) and read them back
     when its own record of the node names is lost (``gpucluster_agents/power/names.py``: an instance a map names is
     never taken for an orphan). No s3:ListBucket: the agent reads a map by its launch token, as a node does.
     With ``usage_arn`` (a cluster with teams): write the daily GPU usage files there (``render/slurm/usage.py``),
-    and nothing else on that prefix: no read, no delete."""
-    usage: list[dict[str, Any]] = []
+    and nothing else on that prefix: no read, no delete. ``baselines_arn``: the images' re-baseline figures
+    (``gpucluster_agents/power/baseline.py``), read by key and written by the agent only."""
+    statements: list[dict[str, Any]] = [
+        {
+            "Sid": "MakeAndReadTheMungeKey",
+            "Effect": "Allow",
+            "Action": ["secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue", "secretsmanager:DescribeSecret"],
+            "Resource": secret_arn,
+        },
+        {"Sid": "FetchTheAgentPackage", "Effect": "Allow", "Action": "s3:GetObject", "Resource": bundle_arn},
+        {"Sid": "PublishNodeMaps", "Effect": "Allow", "Action": "s3:PutObject", "Resource": node_maps_arn},
+        {"Sid": "ReadNodeMapsBack", "Effect": "Allow", "Action": "s3:GetObject", "Resource": node_maps_arn},
+    ]
     if usage_arn is not None:
-        usage.append({"Sid": "WriteDailyUsageReports", "Effect": "Allow", "Action": "s3:PutObject", "Resource": usage_arn})
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
+        statements.append({"Sid": "WriteDailyUsageReports", "Effect": "Allow", "Action": "s3:PutObject", "Resource": usage_arn})
+    if baselines_arn is not None:
+        statements.append(
             {
-                "Sid": "MakeAndReadTheMungeKey",
+                "Sid": "KeepImageBaselines",
                 "Effect": "Allow",
-                "Action": ["secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue", "secretsmanager:DescribeSecret"],
-                "Resource": secret_arn,
-            },
-            {"Sid": "FetchTheAgentPackage", "Effect": "Allow", "Action": "s3:GetObject", "Resource": bundle_arn},
-            {"Sid": "PublishNodeMaps", "Effect": "Allow", "Action": "s3:PutObject", "Resource": node_maps_arn},
-            {"Sid": "ReadNodeMapsBack", "Effect": "Allow", "Action": "s3:GetObject", "Resource": node_maps_arn},
-            *usage,
-        ],
-    }
+                "Action": ["s3:GetObject", "s3:PutObject"],
+                "Resource": baselines_arn,
+            }
+        )
+    return {"Version": "2012-10-17", "Statement": statements}
 
 
 def slurm_node_policy(

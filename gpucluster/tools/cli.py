@@ -15,6 +15,7 @@
     gpucluster generate [--check]             regenerate every generated file of the checkout (--check: exit 1 if stale)
     gpucluster bundle --stack X --out DIR     the files a hybrid site installs on its own slurmctld host
     gpucluster usage --stack X [--since DAY]  the commands that print GPU-hours and cost per team and user (head node)
+    gpucluster baseline --stack X             each node group's figures per image after image changes (needs credentials)
 
 Options that every verb takes, anywhere on the command line:
     --project-dir DIR                         the folder with Pulumi.yaml and __main__.py (default: the nearest folder above the current one with Pulumi.yaml)
@@ -195,6 +196,7 @@ def package_version() -> str:
 
 
 def parser() -> argparse.ArgumentParser:
+    from gpucluster.tools.baseline_cli import register as register_baseline
     from gpucluster.tools.bundle_cli import register as register_bundle
     from gpucluster.tools.catalog_cli import register as register_catalog
     from gpucluster.tools.ci.cli import register as register_preview
@@ -252,6 +254,7 @@ def parser() -> argparse.ArgumentParser:
     register_preview(sub, common)
     register_bundle(sub, common, values)
     register_usage(sub, common, values)
+    register_baseline(sub, common, values)
     register_generate(sub, common)
     return p
 

@@ -159,15 +159,15 @@ class AgentConfig:
 # --------------------------------------------------------------------------- writing
 
 
-def _fields_dict(obj: Any) -> dict[str, Any]:
-    """The fields of one dataclass as JSON values, less the ``omit`` ones that hold their default."""
+def _fields_dict(obj: Any) -> dict[str, Any]:  # the fields as JSON values, less the omit ones at their default
     out: dict[str, Any] = {}
     for f in fields(obj):
         value = getattr(obj, f.name)
         default = f.default_factory() if f.default_factory is not MISSING else f.default
         if f.metadata.get("omit") and value == (default if default is not MISSING else None):
             continue
-        out[f.name] = _fields_dict(value) if isinstance(value, (Repair, Site, NodeMap, Updates)) else value
+        nested = isinstance(value, (Repair, Site, NodeMap, Updates))  # updates.baseline has its own to_dict
+        out[f.name] = _fields_dict(value) if nested else (value.to_dict() if hasattr(value, "to_dict") else value)
     return out
 
 

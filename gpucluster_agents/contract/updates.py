@@ -13,6 +13,8 @@ Every key is optional and the renderer writes none while it holds its default.
 - ``stop_after_boot_failures`` 2: consecutive boot failures of a group (``repair/protect.py`` counts them: a
   launched instance that never registered) since its roll began stop the roll; one failure can be the
   hardware, two in a row on a new image is the image.
+- ``baseline`` none: re-baseline each group's performance on a new image before the roll goes past its first
+  nodes (``baseline.py``); a regression stops the roll.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, cast
 
+from .baseline import Baseline, parse_baseline
 from .jsonread import Reader
 
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -70,13 +73,14 @@ class Updates:
     max_drained_percent: int = 10
     maintenance_window: str | None = None
     stop_after_boot_failures: int = 2
+    baseline: Baseline | None = None  # re-baseline a group's figures on a new image (baseline.py); None: off
 
     @property
     def window(self) -> Window | None:
         return parse_window(self.maintenance_window) if self.maintenance_window else None
 
 
-UPDATES_KEYS = frozenset(("max_drained_percent", "maintenance_window", "stop_after_boot_failures"))
+UPDATES_KEYS = frozenset(("max_drained_percent", "maintenance_window", "stop_after_boot_failures", "baseline"))
 
 
 def parse_updates(r: Reader, raw: Any, path: str) -> Updates:
@@ -99,4 +103,5 @@ def parse_updates(r: Reader, raw: Any, path: str) -> Updates:
         max_drained_percent=r.integer(obj, "max_drained_percent", path, default=10, minimum=0, maximum=100),
         maintenance_window=window,
         stop_after_boot_failures=r.integer(obj, "stop_after_boot_failures", path, default=2, minimum=1, maximum=1000),
+        baseline=parse_baseline(r, obj.get("baseline"), f"{path}.baseline"),
     )

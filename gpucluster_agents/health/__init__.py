@@ -6,5 +6,7 @@ verdict per run with an action (none, reboot, replace). Runs on GPU nodes: stdli
 
 Modules, imported down this list only: ``cli`` (command line, exit codes, drain) → ``run`` (a mode
 within its budget) → ``gpu_checks`` / ``xid`` / ``host_checks`` / ``deep_checks`` (the checks) →
-``nvml`` / ``fake_nvml`` / ``cuda_bench`` (reading the hardware) → ``verdict``, ``config``.
+``nvml`` / ``fake_nvml`` / ``cuda_bench`` (reading the hardware) → ``verdict``, ``config``. Beside them,
+``baseline_job``: the re-baseline job the head node's agent submits (``deep`` on every node of the job, the
+figures handed back in the job's AdminComment; docs/rebaseline.md).
 """

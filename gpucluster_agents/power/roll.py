@@ -13,7 +13,8 @@ Never killing work, never stranding a node (the steps of one pass, per node grou
    Scaling group took it); a drained node of ours that has a current instance, or none (powered down), is
    handed back (``state=resume``).
 2. A failed rollout stops the roll: ``updates.stop_after_boot_failures`` consecutive boot failures of the group
-   (``repair/protect.py`` counts them) since the roll began, or the group in protected mode. The nodes the roll
+   (``repair/protect.py`` counts them) since the roll began, the group in protected mode, or a failed
+   re-baseline of the new image (``baseline.py``; until it passed the roll drains only the nodes it needs). The nodes the roll
    drained and had not replaced yet are handed back: they stay in service on the old image, and no more are
    drained. The log says so at ERROR and ``status`` shows it until the group's target changes again.
 3. Drained nodes of ours that are idle (no job, not completing) are replaced: dynamic ones powered down
@@ -42,6 +43,7 @@ from typing import Any, cast
 
 from ..contract import AgentConfig, NodeGroup, hostlist
 from ..repair.protect import Protection
+from .baseline import GO, Rebaseline
 from .ec2 import AWS_ERRORS, Instance, error_code, error_message
 from .inventory import Inventory, best_instance, fmt_nodes
 from .slurm import NodeState, Slurm
@@ -126,8 +128,11 @@ def in_window(cfg: AgentConfig, now: float) -> bool:
 class Roll:
     """``state_dir/roll.json`` and one pass over every group (see the module docstring)."""
 
-    def __init__(self, cfg: AgentConfig, slurm: Slurm, state_dir: str, set_unhealthy: Any) -> None:
+    def __init__(
+        self, cfg: AgentConfig, slurm: Slurm, state_dir: str, set_unhealthy: Any, baseline: Rebaseline | None = None
+    ) -> None:
         self.cfg, self.slurm = cfg, slurm
+        self.baseline = baseline  # re-baselining the new image gates the roll (baseline.py); None: off
         self.path = os.path.join(state_dir, FILE)
         self.state_dir = state_dir
         self.set_unhealthy = set_unhealthy  # (instance id) -> bool: RepairApi.set_unhealthy
@@ -172,7 +177,9 @@ class Roll:
         old = {n for n, inst in live.items() if target.outdated(inst)}
         back = self._follow(g, nodes, live, old, states, rec, now)
         mine = [n for n in nodes if ours(states[n]) and n not in self.acting and n not in back]
-        why = self._failed(g, rec)
+        holding = len([n for n in mine if n in old]) + sum(1 for a in self.acting.values() if a.get("group") == g.name)
+        gate = self.baseline.step(g, target.image_id, nodes, live, holding, states, now) if self.baseline else GO
+        why = self._failed(g, rec) or (gate.why if gate.status == "failed" else None)
         if why and not rec.get("stopped"):
             rec["stopped"] = {"since": now, "why": why}
             log.error(
@@ -188,6 +195,10 @@ class Roll:
         self._replace(g, idle, live, now)
         held = len([n for n in mine if n in old]) + sum(1 for a in self.acting.values() if a.get("group") == g.name)
         room = share(self.cfg, g) - held
+        if gate.status == "wait":  # the new image is not proven yet: only the nodes its re-baseline needs
+            room = min(room, gate.room)
+            if old and room <= 0:
+                log.info("decision roll-wait group=%s: %d old node(s); %s", g.name, len(old), gate.why)
         waiting = sorted(old - set(mine) - set(self.acting), key=lambda n: (busy(states[n]), hostlist.order_key(n)))
         fresh = [n for n in waiting if _drainable(states[n])][: max(0, room)]
         if fresh and not in_window(self.cfg, now):

@@ -4,7 +4,8 @@ Usage: fake_scontrol.py STATE_JSON <scontrol args...>. It keeps node states in S
 (``{"nodes": {name: {"state": "IDLE+CLOUD+POWERED_DOWN", "reason": null, "addr": null}}}``),
 appends every call to STATE_JSON + ".calls" (one JSON list per line) and understands the
 subset of scontrol the agent uses: show hostnames, -o show nodes, update (nodeaddr / state=down,
-resume, power_down_force, drain), reconfigure. ``"fail_hostnames": true`` in the state makes
+resume, power_down_force, drain), reconfigure, and the re-baseline's reservations and job (create / delete
+reservation, -o show job, update jobid= admincomment=). ``"fail_hostnames": true`` in the state makes
 ``show hostnames`` fail (to exercise the agent's built-in expander). ``"unreachable": true`` makes every
 call but ``show hostnames`` (which needs no controller) fail as scontrol does while slurmctld is away.
 ``"kill_parent_on": TEXT`` SIGKILLs the calling process (the agent) right after an ``update`` whose
@@ -64,6 +65,12 @@ def main(argv: list[str]) -> int:
             return 0
         if args == ["reconfigure"]:
             return 0
+        if (
+            args[:1] in (["create"], ["delete"])
+            or args[:3] == ["-o", "show", "job"]
+            or (args[1:2] and args[1].startswith("jobid="))
+        ):
+            return _jobs(data, path, args)
         if args and args[0] == "update":
             kv = dict(a.split("=", 1) for a in args[1:])
             names = hostlist.expand(kv["nodename"])
@@ -108,6 +115,47 @@ def main(argv: list[str]) -> int:
             return 0
         print(f"fake scontrol: unsupported {args}", file=sys.stderr)
         return 1
+
+
+def _jobs(data: dict[str, Any], path: Path, args: list[str]) -> int:
+    """Reservations (create / delete) and jobs (``-o show job``, ``update jobid= admincomment=``), kept under
+    ``reservations`` and ``jobs`` (fake_sbatch.py adds jobs), with Slurm 22.05's error texts."""
+    reservations: dict[str, Any] = data.setdefault("reservations", {})
+    jobs: dict[str, Any] = data.setdefault("jobs", {})
+    if args[:2] == ["create", "reservation"]:
+        kv = dict(a.split("=", 1) for a in args[2:])
+        name = kv.get("ReservationName", "")
+        if name in reservations:
+            print("Error creating the reservation: Duplicate reservation name", file=sys.stderr)
+            return 1
+        reservations[name] = kv
+        print(f"Reservation created: {name}")
+    elif args[:2] == ["delete", "reservation"]:
+        if any(j["options"].get("reservation") == args[2] and j["state"] in ("PENDING", "RUNNING") for j in jobs.values()):
+            print("delete_reservation reservation: Requested reservation is in use", file=sys.stderr)
+            return 1
+        if reservations.pop(args[2], None) is None:
+            print("delete_reservation reservation: Requested reservation is invalid", file=sys.stderr)
+            return 1
+    elif args[:3] == ["-o", "show", "job"]:
+        job = jobs.get(args[3])
+        if job is None:
+            print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
+            return 1
+        comment = f" AdminComment={job['admin_comment']}" if job.get("admin_comment") else ""
+        print(
+            f"JobId={args[3]} JobName={job['name']} UserId=slurm(64030) JobState={job['state']} Reason=None{comment} NodeList={job['nodes']}"
+        )
+        return 0
+    else:
+        kv = dict(a.split("=", 1) for a in args[1:])
+        job = jobs.get(kv["jobid"])
+        if job is None:
+            print("Invalid job id specified", file=sys.stderr)
+            return 1
+        job["admin_comment"] = kv.get("admincomment", job.get("admin_comment"))
+    path.write_text(json.dumps(data, indent=1))
+    return 0
 
 
 if __name__ == "__main__":

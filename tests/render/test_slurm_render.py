@@ -147,6 +147,21 @@ def test_rolling_updates_reach_the_agent_config_and_their_defaults_write_nothing
     assert cfg.updates.stop_after_boot_failures == 3 and cfg.updates.window is not None
 
 
+def test_rebaselining_reaches_the_agent_config_for_the_gpu_groups_with_the_artifact_bucket():
+    targets = {"p5": LaunchTarget("lt-0aaa", ("subnet-0aaa",))}
+    cfg = parse_config(json.loads(contract.to_json(agent_config(context(P5), targets, artifact_bucket="c-slurm-0a1b"))))
+    spec = cfg.updates.baseline
+    assert spec is not None and (spec.bucket, spec.prefix, spec.groups, spec.nodes) == ("c-slurm-0a1b", "baselines/", ("p5",), 2)
+    assert dict(spec.thresholds) == {"gemm_tflops": 5.0, "hbm_copy_gbps": 5.0, "nccl_busbw_gbps": 10.0}
+    assert spec.package_dir == "/opt/gpucluster/lib"  # where compute nodes unpack the node package
+    section = {"rebaseline": {"nodes": 3, "gemmMaxDropPercent": 2.5}}
+    cfg = parse_config(json.loads(contract.to_json(agent_config(context(P5, updates=section), targets, artifact_bucket="b-1x"))))
+    assert cfg.updates.baseline is not None and cfg.updates.baseline.nodes == 3
+    assert dict(cfg.updates.baseline.thresholds)["gemm_tflops"] == 2.5
+    off = agent_config(context(P5, updates={"rebaseline": {"nodes": 0}}), targets, artifact_bucket="b-1x")
+    assert off.updates.baseline is None
+
+
 @pytest.mark.parametrize("uid", ["0", "1000"])
 def test_the_operator_command_runs_the_agent_as_slurm(tmp_path, uid):
     """/usr/local/sbin/gpucluster-agent: dash parses it; run with this checkout's agent (paths swapped), a fake

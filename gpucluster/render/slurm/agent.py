@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import gpucluster_agents
+from gpucluster.config.slurm_health import nvidia_gpus
 from gpucluster.render.core import WriteFile
 from gpucluster.render.pysource import without_docs
 from gpucluster.render.slurm.names import (
@@ -29,11 +30,13 @@ from gpucluster.render.slurm.names import (
 )
 from gpucluster_agents import contract
 from gpucluster_agents.boot import helper as boot
+from gpucluster_agents.contract.baseline import Baseline
 from gpucluster_agents.contract.nodemap import NodeMap
 from gpucluster_agents.contract.repair import Repair
 from gpucluster_agents.contract.updates import Updates
 
 NODE_MAPS_PREFIX = "node-maps/"  # in the artifact bucket: the head node writes, compute nodes read (IAM: iam.py)
+BASELINES_PREFIX = "baselines/"  # in the artifact bucket: the head node's re-baseline figures (power/baseline.py)
 
 
 @dataclass(frozen=True)
@@ -88,8 +91,35 @@ def agent_config(
         orphan_grace_seconds=agent.orphan_grace_seconds,
         repair=Repair(brake_percent=agent.repair_brake_percent, brake_window_seconds=agent.repair_brake_window_seconds),
         node_map=NodeMap(artifact_bucket, NODE_MAPS_PREFIX) if artifact_bucket else None,
-        updates=Updates(updates.max_drained_percent, updates.maintenance_window, updates.stop_after_boot_failures),
+        updates=Updates(
+            updates.max_drained_percent,
+            updates.maintenance_window,
+            updates.stop_after_boot_failures,
+            baseline=_rebaseline(ctx, artifact_bucket),
+        ),
         spot_queue_url=spot_queue_url,
+    )
+
+
+def _rebaseline(ctx: SlurmContext, artifact_bucket: str | None) -> Baseline | None:
+    """``updates.baseline``: the NVIDIA GPU groups' figures in the artifact bucket (``BASELINES_PREFIX``)."""
+    spec = ctx.slurm.updates.rebaseline
+    groups = tuple(g.name for g in ctx.node_groups if nvidia_gpus(g.facts))
+    if not artifact_bucket or spec.nodes == 0 or not groups or not ctx.slurm.health.enabled:  # deep reads health.json
+        return None
+    thresholds = (
+        ("gemm_tflops", spec.gemm_max_drop_percent),
+        ("hbm_copy_gbps", spec.hbm_max_drop_percent),
+        ("nccl_busbw_gbps", spec.busbw_max_drop_percent),
+    )
+    return Baseline(
+        bucket=artifact_bucket,
+        prefix=BASELINES_PREFIX,
+        nodes=spec.nodes,
+        duration_minutes=spec.duration_minutes,
+        thresholds=thresholds,
+        groups=groups,
+        package_dir=AGENT_LIB,
     )
 
 

@@ -386,6 +386,12 @@ def test_munge_key_lives_only_in_an_empty_protected_secret(run_components, two_g
             "Action": "s3:GetObject",
             "Resource": f"{plan.by_name('s-slurm-artifacts').state['arn']}/node-maps/*",
         },
+        {  # the images' re-baseline figures (gpucluster_agents/power/baseline.py), by key
+            "Sid": "KeepImageBaselines",
+            "Effect": "Allow",
+            "Action": ["s3:GetObject", "s3:PutObject"],
+            "Resource": f"{plan.by_name('s-slurm-artifacts').state['arn']}/baselines/*",
+        },
     ]
     # and that is all the compute role holds besides Session Manager (only root reaches it on a node:
     # the IMDS guard, tests/e2e/test_imds_guard_e2e.py)
