@@ -201,6 +201,16 @@ class SystemNodeGroupSpec(SpecModel):
         return self.min_size if self.desired_size is None else self.desired_size
 
 
+class GpuNodeUpdateSpec(SpecModel):
+    """How EKS replaces a GPU managed node group's nodes on a new AMI or launch template version: the ``MINIMAL``
+    strategy (terminate, then launch: capacity blocks and reservations have no spare instance for the default
+    launch-before-terminate), a share of the group at a time."""
+
+    max_unavailable_percentage: int = Field(default=10, ge=1, le=100)
+    """Percent of a GPU group's nodes replaced at once (EKS: at least one node, at most 100). Default 10: a 16-node
+    group loses at most 2 nodes of training capacity at a time, and a 64-node group rolls in about ten waves."""
+
+
 class GpuOperatorSpec(SpecModel):
     """The NVIDIA GPU Operator (Helm chart v26.7.0). On EKS the AL2023 NVIDIA AMI already carries the
     driver and container toolkit, so the operator runs the device plugin, GPU feature discovery, DCGM
@@ -347,6 +357,9 @@ class KubernetesSpec(SpecModel):
 
     system_node_group: SystemNodeGroupSpec = SystemNodeGroupSpec()
     """CPU nodes for cluster services. Default: 2 × ``m7i.xlarge``."""
+
+    gpu_node_update: GpuNodeUpdateSpec = GpuNodeUpdateSpec()
+    """How GPU managed node groups roll to a new image: strategy ``MINIMAL``, 10 % at a time. Default: that."""
 
     gpu_operator: GpuOperatorSpec = GpuOperatorSpec()
     """NVIDIA GPU Operator options. Default: whole GPUs, DCGM exporter on."""
