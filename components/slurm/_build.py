@@ -41,6 +41,7 @@ from gpucluster.render.hybrid.compute import with_munge_secret
 from gpucluster.render.iam import policy_json, slurm_node_policy
 from gpucluster.render.iam_sessions import ROLE_TAG, statements_policy
 from gpucluster.render.slurm.agent import NODE_MAPS_PREFIX, with_artifact_bucket
+from gpucluster.render.slurm.image import hook_objects
 from gpucluster.render.slurm.names import SlurmContext, controller_address, dns_zone, munge_secret_name
 
 
@@ -192,6 +193,7 @@ class SlurmParts:
                         node_maps_arn=f"{v[1]}/{NODE_MAPS_PREFIX}*",
                         kms_key_arn=v[2],
                         region=args.region,
+                        hook_objects=[uri for g in args.node_groups for uri in hook_objects(g.entry.hooks)],
                     )
                 )
             ),
