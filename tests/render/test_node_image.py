@@ -156,7 +156,9 @@ def _runner(script: str) -> str:
 def test_the_hook_runner_records_a_failure_and_a_timeout(tmp_path: Any) -> None:
     script, _ = _setup_with_hooks({"onNodeStart": {"inline": "true"}, "timeoutSeconds": 10})
     # the configured 10 s, made 1 s to keep the test short
-    runner = _runner(script).replace("timeout --kill-after=10 10 ", "timeout --kill-after=1 1 ").replace("after 10 s", "after 1 s")
+    runner = (
+        _runner(script).replace("timeout --kill-after=10 10 ", "timeout --kill-after=1 1 ").replace("after 10 s", "after 1 s")
+    )
     (tmp_path / "fails.sh").write_text("echo broken >&2; exit 3\n")
     (tmp_path / "hangs.sh").write_text("sleep 30\n")
     (tmp_path / "works.sh").write_text("echo fine\n")
