@@ -104,3 +104,13 @@ class NodeHooksSpec(SpecModel):
 
     timeout_seconds: int = Field(default=DEFAULT_HOOK_TIMEOUT, ge=10, le=3600)
     """Seconds each hook may run before it is killed (and counts as failed). Default 600."""
+
+
+class GpuNodeUpdateSpec(SpecModel):
+    """How EKS replaces a GPU managed node group's nodes on a new AMI or launch template version: the ``MINIMAL``
+    strategy (terminate, then launch: capacity blocks and reservations have no spare instance for the default
+    launch-before-terminate), a share of the group at a time."""
+
+    max_unavailable_percentage: int = Field(default=10, ge=1, le=100)
+    """Percent of a GPU group's nodes replaced at once (EKS: at least one node, at most 100). Default 10: a 16-node
+    group loses at most 2 nodes of training capacity at a time, and a 64-node group rolls in about ten waves."""

@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from gpucluster.config.base import SpecModel, check_image, check_label_key, check_name
+from gpucluster.config.images import GpuNodeUpdateSpec
 from gpucluster.config.kubernetes_health import NODE_MONITORING_AGENT_ADDON, KubernetesHealthSpec
 from gpucluster.config.team_posix import TeamPosix, TeamPosixSpec
 from gpucluster.facts.catalog import InstanceFacts
@@ -199,16 +200,6 @@ class SystemNodeGroupSpec(SpecModel):
     @property
     def effective_desired_size(self) -> int:
         return self.min_size if self.desired_size is None else self.desired_size
-
-
-class GpuNodeUpdateSpec(SpecModel):
-    """How EKS replaces a GPU managed node group's nodes on a new AMI or launch template version: the ``MINIMAL``
-    strategy (terminate, then launch: capacity blocks and reservations have no spare instance for the default
-    launch-before-terminate), a share of the group at a time."""
-
-    max_unavailable_percentage: int = Field(default=10, ge=1, le=100)
-    """Percent of a GPU group's nodes replaced at once (EKS: at least one node, at most 100). Default 10: a 16-node
-    group loses at most 2 nodes of training capacity at a time, and a 64-node group rolls in about ten waves."""
 
 
 class GpuOperatorSpec(SpecModel):
