@@ -139,14 +139,15 @@ def _group_image(
         f"{prefix}-component",
         name=f"{cluster}-{group.name}-node",
         platform="Linux",
-        version=document.apply(semantic_version),
+        # the cluster's name left out: the same config under another stack name is the same version
+        version=document.apply(lambda text: semantic_version(text.replace(cluster, "@cluster@"))),
         data=document,
         description=f"gpucluster {cluster} / {group.name}: the Slurm node's install part",
         tags=tags,
         opts=child,
     )
     base = pulumi.Output.from_input(build.base_images[group.name])
-    recipe_version = pulumi.Output.all(base, component.arn).apply(lambda v: semantic_version(str(v[0]), str(v[1])))
+    recipe_version = pulumi.Output.all(base, component.version).apply(lambda v: semantic_version(str(v[0]), str(v[1])))
     recipe = aws.imagebuilder.ImageRecipe(
         f"{prefix}-recipe",
         name=f"{cluster}-{group.name}-node",

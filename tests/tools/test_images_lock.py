@@ -107,5 +107,6 @@ def test_the_plan_warns_about_an_unpinned_image() -> None:
 
     _, config, _ = load_stack_config("slurm-p5")
     found = unpinned_images(load_spec(config, stack="slurm-p5").spec)
-    assert [f.code for f in found] == ["image-unpinned", "image-unpinned"]
+    assert [(f.code, f.value) for f in found] == [("image-unpinned", ["p5", "dev"])]
+    assert "node groups p5, dev read their SSM image parameter" in found[0].message
     assert "gpucluster images lock" in found[0].fix

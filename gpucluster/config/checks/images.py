@@ -17,26 +17,27 @@ from gpucluster.facts.catalog import Catalog, InstanceFacts
 
 
 def unpinned_images(spec: ClusterSpec) -> list[Finding]:
-    """A warning per group whose launch template names its AMI (Slurm and plain groups; EKS boots its ``amiType``'s)
-    and reads it from an SSM parameter at every deploy: neither ``imageId`` nor an ``imageLock`` pins it. The stack
-    program adds these to the plan's findings (not :func:`validate_cluster`: a config is valid without a lock)."""
-    out: list[Finding] = []
-    for i, g in enumerate(spec.node_groups):
-        if g.image_id is None and g.image_lock is None and effective_scheduler(g, spec) != "kubernetes":
-            out.extend(_unpinned(i, g))
-    return out
-
-
-def _unpinned(i: int, g: NodeGroupSpec) -> Iterator[Finding]:
-    parameter = g.image_ssm_parameter or "its default Deep Learning AMI parameter"
-    yield warning(
-        group_path(i, "imageLock"),
-        f"node group {g.name!r}: the image is unpinned: {parameter} is read again at every deploy, so a later "
-        "deploy can change the image (and the GPU driver) under running training",
-        f"run `gpucluster images lock --stack <stack>` to record today's AMI, or set nodeGroups[{i}].imageId",
-        g.image_ssm_parameter,
-        "image-unpinned",
-    )
+    """One warning naming every group whose launch template names its AMI (Slurm and plain groups; EKS boots its
+    ``amiType``'s) and reads it from an SSM parameter at every deploy: neither ``imageId`` nor an ``imageLock`` pins
+    it. The stack program adds it to the plan's findings (not :func:`validate_cluster`: a config is valid unlocked)."""
+    groups = [
+        g.name
+        for g in spec.node_groups
+        if g.image_id is None and g.image_lock is None and effective_scheduler(g, spec) != "kubernetes"
+    ]
+    if not groups:
+        return []
+    return [
+        warning(
+            "gpucluster:nodeGroups",
+            f"unpinned images: node group{'s' if len(groups) > 1 else ''} {', '.join(groups)} "
+            f"read{'' if len(groups) > 1 else 's'} {'their' if len(groups) > 1 else 'its'} SSM image parameter at every "
+            "deploy, so a later deploy can change the image (and the GPU driver) under running training",
+            "run `gpucluster images lock --stack <stack>` to record today's AMIs, or set nodeGroups[].imageId",
+            groups,
+            "image-unpinned",
+        )
+    ]
 
 
 def check_image_pinned(

@@ -179,7 +179,8 @@ def network_state(token: str, rid: str, h: str, state: dict[str, Any], account: 
 
 def image_builder_state(token: str, h: str, state: dict[str, Any], region: str, account: str) -> dict[str, Any]:
     """What Image Builder fills in: a component's or recipe's ARN names its name and version (as AWS's do), and an
-    image's AMI follows its recipe's ARN, so a new recipe version is a new AMI in the plan (as after a real build)."""
+    image's AMI follows its recipe's version, so a new recipe version is a new AMI in the plan (as after a real build),
+    and the same config planned under another stack name gets the same AMI."""
     kind = token.split(":")[-1]
     arn = f"arn:aws:imagebuilder:{region}:{account}"
     if kind in ("Component", "ImageRecipe"):
@@ -187,10 +188,10 @@ def image_builder_state(token: str, h: str, state: dict[str, Any], region: str, 
         return {"arn": f"{arn}:{path}/{state.get('name')}/{state.get('version')}".lower() + ("/1" if kind == "Component" else "")}
     if kind == "Image":
         recipe = str(state.get("imageRecipeArn", ""))
-        ami = f"ami-{digest(recipe, 'ami')}"
+        ami = f"ami-{digest(recipe.rsplit('/', 1)[-1], 'ami')}"
         return {
             "arn": f"{arn}:image/{recipe.rsplit('/', 2)[-2] if '/' in recipe else h[:8]}/1.0.0/1",
-            "outputResources": [{"amis": [{"image": ami, "region": region, "accountId": account}]}],
+            "outputResources": [{"amis": [{"image": ami}]}],
         }
     return {}
 
