@@ -139,8 +139,15 @@ def _group_image(
         f"{prefix}-component",
         name=f"{cluster}-{group.name}-node",
         platform="Linux",
-        # the cluster's name left out: the same config under another stack name is the same version
-        version=document.apply(lambda text: semantic_version(text.replace(cluster, "@cluster@"))),
+        # the cluster's and its bucket's names left out: the same config under another stack name is the same version
+        version=semantic_version(
+            component_document(
+                build.ctx,
+                group,
+                package_uri=f"s3://@bucket@/{build.package_key}" if build.package_sha256 else None,
+                agent_sha256=build.package_sha256,
+            ).replace(cluster, "@cluster@")
+        ),
         data=document,
         description=f"gpucluster {cluster} / {group.name}: the Slurm node's install part",
         tags=tags,
