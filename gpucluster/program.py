@@ -15,6 +15,7 @@ from gpucluster.components.gpu_cluster import TOKEN, ClusterParts, build_gpu_clu
 from gpucluster.components.hybrid._parts import hybrid_outputs, hybrid_secrets
 from gpucluster.components.kubernetes.eks_cluster import EksParts
 from gpucluster.components.slurm.slurm_cluster import SlurmParts
+from gpucluster.config.checks.images import unpinned_images
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import ConfigError, Finding, error, errors_in
 from gpucluster.config.kubernetes import KubernetesSpec
@@ -97,7 +98,7 @@ def load_checked(catalog: Catalog) -> tuple[LoadResult, list[Finding]]:
             raise ConfigError(list(loaded.findings) + live, f"stack {pulumi.get_stack()!r}")
     except ConfigError as exc:
         raise pulumi.RunError(str(exc)) from exc
-    return loaded, list(loaded.findings) + live
+    return loaded, list(loaded.findings) + unpinned_images(loaded.spec) + live
 
 
 def main() -> ClusterParts:

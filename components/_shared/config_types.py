@@ -26,11 +26,15 @@ __all__ = [
     "EndpointConfig",
     "ExampleJobConfig",
     "FlowLogsConfig",
+    "GpuNodeUpdateConfig",
     "GpuOperatorConfig",
     "HeadNodeConfig",
     "HomeConfig",
+    "HookConfig",
     "HybridConfig",
     "HybridNodesConfig",
+    "ImageLockConfig",
+    "ImagesConfig",
     "KubernetesConfig",
     "KubernetesHealthConfig",
     "KueueConfig",
@@ -39,6 +43,7 @@ __all__ = [
     "LustreConfig",
     "NetworkConfig",
     "NodeGroupConfig",
+    "NodeHooksConfig",
     "NodeadmConfig",
     "NvmeScratchConfig",
     "PosixGroupConfig",
@@ -148,6 +153,17 @@ class CapacityConfig(TypedDict, total=False):
     """``capacity-block`` only, informative: the block's end (ISO 8601), shown in the plan."""
 
 
+class ImageLockConfig(TypedDict, total=False):
+    """A base image resolved once from its SSM parameter and recorded (``gpucluster images lock``): the plan uses ``imageId`` until the lock is made again, whatever the parameter says by then."""
+
+    image_id: Required[str]
+    """The AMI the parameter named when the lock was made. Required."""
+    ssm_parameter: Required[str]
+    """The SSM parameter that was read (the group's ``imageSsmParameter`` or its default). Required."""
+    locked_at: Required[str]
+    """When (UTC date or time) the lock was made. Required; informative."""
+
+
 class NodeGroupConfig(TypedDict, total=False):
     """A group of identical accelerated instances. Any number per cluster, each its own type."""
 
@@ -183,6 +199,8 @@ class NodeGroupConfig(TypedDict, total=False):
     """AMI to boot. Default: the latest AWS Deep Learning Base AMI for the accelerator (read from its public SSM parameter at deploy time). May be an Output of another resource."""
     image_ssm_parameter: str
     """SSM parameter naming the AMI, used when ``imageId`` is not set. Default: chosen by accelerator (NVIDIA: Deep Learning Base OSS Nvidia Driver GPU AMI, Ubuntu 22.04; Neuron: Neuron DLAMI)."""
+    image_lock: ImageLockConfig
+    """The base image resolved once from the SSM parameter and recorded by ``gpucluster images lock``: used instead of re-reading the parameter at every deploy (which would change the image, and the driver, under running training). Default: none (the plan warns that the image is unpinned)."""
     root_volume_size_gib: int
     """Root EBS volume size. Default 200 GiB (container images for training are large)."""
     root_volume_iops: int
@@ -377,6 +395,28 @@ class PowerSavingConfig(TypedDict, total=False):
     """Seconds a node takes to power down before it may be resumed again: ``SuspendTimeout``. Default 120."""
 
 
+class HookConfig(TypedDict, total=False):
+    """A script a node runs as root: from S3 (checked against its sha256) or inline."""
+
+    s3_uri: str
+    """``s3://bucket/key`` of the script; needs ``sha256``. The node's role may read exactly that object."""
+    sha256: str
+    """The script's sha256 (hex): a changed object is refused, the node drained."""
+    inline: str
+    """The script itself (bash, at most 8 KiB, no NUL; checked with ``bash -n`` at plan time)."""
+
+
+class NodeHooksConfig(TypedDict, total=False):
+    """A Slurm node group's hooks (``slurm.nodeGroups[].hooks``), run as root with a timeout. A failed hook drains the node with the reason ``gpucluster: hook <name> failed``."""
+
+    on_node_start: HookConfig
+    """Runs first at every first boot, before the node's setup (its name, munge, mounts). Default: none."""
+    on_node_configured: HookConfig
+    """Runs once the node is set up (mounts, users, munge) and before slurmd takes jobs: slurmd starts only after it succeeded, and comes up drained when it failed. Default: none."""
+    timeout_seconds: int
+    """Seconds each hook may run before it is killed (and counts as failed). Default 600."""
+
+
 class SlurmNodeGroupConfig(TypedDict, total=False):
     """How Slurm runs one node group (settings for a ``scheduler: slurm`` group)."""
 
@@ -394,6 +434,8 @@ class SlurmNodeGroupConfig(TypedDict, total=False):
     """Slurm node ``Weight``: jobs that fit several partitions' nodes go to the lowest weight first. Default: unset (Slurm's 1)."""
     priority_tier: int
     """Partition ``PriorityTier``: jobs submitted to several partitions are placed in the highest tier first (and fail over to the next when that group has no capacity). Default: unset."""
+    hooks: NodeHooksConfig
+    """The site's own scripts at node start (``onNodeStart``) and once the node is configured (``onNodeConfigured``), as root with a timeout; a failure drains the node with a ``gpucluster: hook …`` reason. Default: none."""
 
 
 class AgentConfig(TypedDict, total=False):
@@ -568,6 +610,15 @@ class LoginNodesConfig(TypedDict, total=False):
     """SSH through a load balancer. Default: none (Session Manager only)."""
 
 
+class ImagesConfig(TypedDict, total=False):
+    """How Slurm nodes get their software (``slurm.images``)."""
+
+    bake: bool
+    """Bake the compute nodes' image with EC2 Image Builder: slurmd, munge, the Lustre client, the node package … installed once into an AMI on top of each group's base image, so a booting node installs and downloads nothing and every node of a group runs the same build. ``false``: nodes install their packages at boot (minutes per node, from the internet through NAT, and two nodes may get different builds). Default true."""
+    build_instance_type: str
+    """The instance Image Builder builds and tests the image on (x86_64; no GPU needed: nothing is compiled against the driver). Default ``m7i.xlarge``."""
+
+
 class HomeConfig(TypedDict, total=False):
     """``/home`` on FSx for OpenZFS, shared by every Slurm node; made when ``identity`` is set."""
 
@@ -631,6 +682,8 @@ class SlurmConfig(TypedDict, total=False):
     """Who the people are: declared users and groups, or a directory (LDAP/AD through SSSD). Default: none (only administrators, through IAM)."""
     login_nodes: LoginNodesConfig
     """Login nodes people log in to (Session Manager as themselves, optional SSH). Default: none; needs ``identity``."""
+    images: ImagesConfig
+    """How compute nodes get their software: baked into an image the stack builds (default), or installed at boot (``bake: false``)."""
     home: HomeConfig
     """The shared ``/home`` (FSx for OpenZFS), made when ``identity`` is set. Default (with ``identity``): 128 GiB ``SINGLE_AZ_1``, 64 MB/s, 50 GiB per declared user."""
     teams: list[SlurmTeamConfig]
@@ -676,6 +729,13 @@ class SystemNodeGroupConfig(TypedDict, total=False):
     """Nodes to run now. Default: ``minSize``."""
     disk_size_gib: int
     """Root volume size. Default 50 GiB."""
+
+
+class GpuNodeUpdateConfig(TypedDict, total=False):
+    """How EKS replaces a GPU managed node group's nodes on a new AMI or launch template version: the ``MINIMAL`` strategy (terminate, then launch: capacity blocks and reservations have no spare instance for the default launch-before-terminate), a share of the group at a time."""
+
+    max_unavailable_percentage: int
+    """Percent of a GPU group's nodes replaced at once (EKS: at least one node, at most 100). Default 10: a 16-node group loses at most 2 nodes of training capacity at a time, and a 64-node group rolls in about ten waves."""
 
 
 class GpuOperatorConfig(TypedDict, total=False):
@@ -779,6 +839,8 @@ class KubernetesConfig(TypedDict, total=False):
     """EKS add-on versions overriding gpucluster's pins (``vpc-cni`` v1.20.1-eksbuild.3 for Kubernetes 1.27–1.33, ``coredns`` per Kubernetes version; none yet for 1.34, which gets EKS's defaults), e.g. ``{kube-proxy: v1.33.3-eksbuild.6}``. Add-ons without a version get EKS's default for the cluster version. Default: none."""
     system_node_group: SystemNodeGroupConfig
     """CPU nodes for cluster services. Default: 2 × ``m7i.xlarge``."""
+    gpu_node_update: GpuNodeUpdateConfig
+    """How GPU managed node groups roll to a new image: strategy ``MINIMAL``, 10 % at a time. Default: that."""
     gpu_operator: GpuOperatorConfig
     """NVIDIA GPU Operator options. Default: whole GPUs, DCGM exporter on."""
     teams: list[TeamConfig]

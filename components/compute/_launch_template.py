@@ -66,6 +66,8 @@ class NodeWiring:
     """Tags on every child and every instance, volume and interface, under the group's own."""
     inputs: Inputs = field(default_factory=lambda: Inputs("GpuNodeGroup"))
     """Maps the stand-ins in the resolved spec back to the Outputs they replaced (none in the stack)."""
+    image_id: pulumi.Input[str] | None = None
+    """The AMI the template names instead of the group's own (a Slurm group's baked image, ``components/images``)."""
 
 
 @dataclass(frozen=True)
@@ -167,10 +169,10 @@ def build_node_template(
         profile_arn = pulumi.Output.from_input(wiring.instance_profile_arn)
 
     image_id: pulumi.Output[str] | None = None
-    if settings.name_image and group.image.source == "ami":
-        image_id = pulumi.Output.from_input(real.real(group.image.value))
+    if settings.name_image and wiring.image_id is not None:
+        image_id = pulumi.Output.from_input(wiring.image_id)
     elif settings.name_image:
-        image_id = aws.ssm.get_parameter_output(name=group.image.value, opts=pulumi.InvokeOutputOptions(parent=parent)).value
+        image_id = base_image(parent, group, real)
 
     reservation, market = capacity_options(group, real)
     gzip = settings.gzip_user_data
@@ -219,6 +221,13 @@ def build_node_template(
         opts=child,
     )
     return NodeTemplate(launch_template, placement, role, profile_arn, image_id, tags, prefix)
+
+
+def base_image(parent: pulumi.Resource, group: ResolvedNodeGroup, real: Inputs) -> pulumi.Output[str]:
+    """The group's own AMI: ``imageId`` or its lock as given, else what the SSM parameter names at deploy time."""
+    if group.image.source == "ami":
+        return pulumi.Output.from_input(real.real(group.image.value))
+    return aws.ssm.get_parameter_output(name=group.image.value, opts=pulumi.InvokeOutputOptions(parent=parent)).value
 
 
 def build_auto_scaling_group(

@@ -297,6 +297,7 @@ def _node_groups(
             deps=node_deps,
             repair=node_repair_config(resolved.spec.health) if group.facts.gpus else None,
             boot_gate=resolved.spec.health.sweep,
+            max_unavailable_percentage=resolved.spec.gpu_node_update.max_unavailable_percentage,
         )
     # CoreDNS and the FSx CSI driver become healthy only once nodes run them.
     nodes: list[pulumi.Resource] = list(managed.values())

@@ -116,12 +116,15 @@ def gpu_node_group(
     deps: Sequence[pulumi.Resource],
     repair: dict[str, Any] | None = None,
     boot_gate: bool = False,
+    max_unavailable_percentage: int = 10,
 ) -> tuple[EksNodeTemplate, aws.eks.NodeGroup]:
     """A GPU node group: its :class:`EksNodeTemplate` (launch template, placement group) and the EKS
     managed node group on that template. ``user_data`` is the group's cloud-config, wrapped into
     MIME multi-part nodeadm user data here. ``repair``: EKS node auto repair
     (:func:`gpucluster.render.kubernetes_health.node_repair_config`), None for none. ``boot_gate``: GPU nodes
-    register with the boot taint, which the health sweep's first (``boot``) run takes off."""
+    register with the boot taint, which the health sweep's first (``boot``) run takes off. A new image rolls with
+    EKS's ``MINIMAL`` strategy (terminate, then launch: a capacity block or reservation has no spare instance for the
+    default launch-first) and ``max_unavailable_percentage`` (``kubernetes.gpuNodeUpdate``) of the nodes at once."""
     group, facts = resolved.group, resolved.facts
     config = node_config(facts, instance_store_for_pods, boot_gate)
     node_user_data = pulumi.Output.from_input(user_data).apply(lambda text: nodeadm_user_data(text, config))
@@ -152,7 +155,9 @@ def gpu_node_group(
         scaling_config=aws.eks.NodeGroupScalingConfigArgs(
             min_size=group.min_size, max_size=group.max_size, desired_size=resolved.desired_size
         ),
-        update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+        update_config=aws.eks.NodeGroupUpdateConfigArgs(
+            update_strategy="MINIMAL", max_unavailable_percentage=max_unavailable_percentage
+        ),
         node_repair_config=aws.eks.NodeGroupNodeRepairConfigArgs(**repair) if repair else None,
         labels=node_labels(resolved.node),
         taints=[aws.eks.NodeGroupTaintArgs(key=t["key"], value=t["value"], effect="NO_SCHEDULE") for t in node_taints(facts)],

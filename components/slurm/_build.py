@@ -14,6 +14,7 @@ from gpucluster.components._shared.agent_iam import LaunchRights
 from gpucluster.components._shared.roles import ec2_ssm_role
 from gpucluster.components.compute._launch_template import NodeWiring
 from gpucluster.components.hybrid._security import hybrid_node_security_group
+from gpucluster.components.images.node_images import slurm_node_images
 from gpucluster.components.slurm._args import SlurmBuild
 from gpucluster.components.slurm._artifact import AgentArtifact, agent_artifact
 from gpucluster.components.slurm._head_node import head_identity, head_node
@@ -41,6 +42,7 @@ from gpucluster.render.hybrid.compute import with_munge_secret
 from gpucluster.render.iam import policy_json, slurm_node_policy
 from gpucluster.render.iam_sessions import ROLE_TAG, statements_policy
 from gpucluster.render.slurm.agent import NODE_MAPS_PREFIX, needs_spot_events, with_artifact_bucket
+from gpucluster.render.slurm.image import hook_objects
 from gpucluster.render.slurm.names import SlurmContext, controller_address, dns_zone, munge_secret_name
 
 
@@ -109,7 +111,8 @@ class SlurmParts:
         static group (an Auto Scaling group of its own) passes ``compute_user_data[group]`` as its user data and
         tags its instances with this cluster's and the group's tags, and the agent names them."""
 
-        node_profile = self._compute_nodes(name, args, secret, artifact)
+        images = slurm_node_images(self._parent, name, args, ctx, artifact, partition)
+        node_profile = self._compute_nodes(name, args, secret, artifact, images)
 
         # The agent launches dynamic groups only (static ones belong to their Auto Scaling groups).
         dynamic = [g.name for g in args.node_groups if slurm.group_settings(g.name).mode == "dynamic"]
@@ -163,7 +166,12 @@ class SlurmParts:
         return secret
 
     def _compute_nodes(
-        self, name: str, args: SlurmBuild, secret: aws.secretsmanager.Secret, artifact: AgentArtifact
+        self,
+        name: str,
+        args: SlurmBuild,
+        secret: aws.secretsmanager.Secret,
+        artifact: AgentArtifact,
+        images: dict[str, pulumi.Output[str]],
     ) -> aws.iam.InstanceProfile:
         """The compute nodes' role (Session Manager, the munge key, the agent package), instance profile, security
         groups (a hybrid site's Slurm rules added) and launch templates; the instance profile."""
@@ -186,6 +194,7 @@ class SlurmParts:
                         node_maps_arn=f"{v[1]}/{NODE_MAPS_PREFIX}*",
                         kms_key_arn=v[2],
                         region=args.region,
+                        hook_objects=[uri for g in args.node_groups for uri in hook_objects(g.entry.hooks)],
                     )
                 )
             ),
@@ -227,6 +236,7 @@ class SlurmParts:
                     instance_profile_arn=node_profile.arn,
                     tags={**tags, ROLE_TAG: "compute"},
                     inputs=args.inputs,
+                    image_id=images.get(g.name),  # the baked image (slurm.images), else the group's own
                 ),
                 static=static,
                 opts=child,

@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from gpucluster.config.base import SpecModel, check_image, check_label_key, check_name
+from gpucluster.config.images import GpuNodeUpdateSpec
 from gpucluster.config.kubernetes_health import NODE_MONITORING_AGENT_ADDON, KubernetesHealthSpec
 from gpucluster.config.team_posix import TeamPosix, TeamPosixSpec
 from gpucluster.facts.catalog import InstanceFacts
@@ -347,6 +348,9 @@ class KubernetesSpec(SpecModel):
 
     system_node_group: SystemNodeGroupSpec = SystemNodeGroupSpec()
     """CPU nodes for cluster services. Default: 2 × ``m7i.xlarge``."""
+
+    gpu_node_update: GpuNodeUpdateSpec = GpuNodeUpdateSpec()
+    """How GPU managed node groups roll to a new image: strategy ``MINIMAL``, 10 % at a time. Default: that."""
 
     gpu_operator: GpuOperatorSpec = GpuOperatorSpec()
     """NVIDIA GPU Operator options. Default: whole GPUs, DCGM exporter on."""

@@ -8,6 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from gpucluster.config.base import SpecModel, check_env_names, check_labels, check_name
 from gpucluster.config.fabric_env import check_fabric_env
+from gpucluster.config.images import ImageLockSpec
 
 CapacityType = Literal["on-demand", "spot", "capacity-reservation", "capacity-block"]
 RESERVATION_ID = r"^cr-[0-9a-f]{8,17}$"
@@ -131,6 +132,11 @@ class NodeGroupSpec(SpecModel):
     image_ssm_parameter: str | None = None
     """SSM parameter naming the AMI, used when ``imageId`` is not set. Default: chosen by accelerator
     (NVIDIA: Deep Learning Base OSS Nvidia Driver GPU AMI, Ubuntu 22.04; Neuron: Neuron DLAMI)."""
+
+    image_lock: ImageLockSpec | None = None
+    """The base image resolved once from the SSM parameter and recorded by ``gpucluster images lock``: used instead of
+    re-reading the parameter at every deploy (which would change the image, and the driver, under running training).
+    Default: none (the plan warns that the image is unpinned)."""
 
     root_volume_size_gib: int = Field(default=200, ge=30, le=16384)
     """Root EBS volume size. Default 200 GiB (container images for training are large)."""

@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from gpucluster.config.base import SpecModel
+from gpucluster.config.images import ImagesSpec, NodeHooksSpec
 from gpucluster.config.slurm_health import SlurmHealthSpec
 from gpucluster.config.slurm_home import HomeSpec
 from gpucluster.config.slurm_identity import SlurmIdentitySpec
@@ -135,6 +136,10 @@ class SlurmNodeGroupSpec(SpecModel):
     """Partition ``PriorityTier``: jobs submitted to several partitions are placed in the highest
     tier first (and fail over to the next when that group has no capacity). Default: unset."""
 
+    hooks: NodeHooksSpec | None = None
+    """The site's own scripts at node start (``onNodeStart``) and once the node is configured (``onNodeConfigured``),
+    as root with a timeout; a failure drains the node with a ``gpucluster: hook …`` reason. Default: none."""
+
     @field_validator("features")
     @classmethod
     def _features(cls, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -213,6 +218,10 @@ class SlurmSpec(SpecModel):
     login_nodes: LoginNodesSpec | None = None
     """Login nodes people log in to (Session Manager as themselves, optional SSH). Default: none; needs
     ``identity``."""
+
+    images: ImagesSpec = ImagesSpec()
+    """How compute nodes get their software: baked into an image the stack builds (default), or installed at boot
+    (``bake: false``)."""
 
     home: HomeSpec | None = None
     """The shared ``/home`` (FSx for OpenZFS), made when ``identity`` is set. Default (with ``identity``): 128 GiB

@@ -9,6 +9,7 @@ Pure functions: plain values in, the policy document out; the components resolve
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 # AmazonSSMManagedInstanceCore's actions (its three statements, all on "*"), less ssm:GetParameter and
@@ -123,13 +124,19 @@ def slurm_head_policy(
 
 
 def slurm_node_policy(
-    *, secret_arn: str, bundle_arn: str, node_maps_arn: str, kms_key_arn: str | None = None, region: str = ""
+    *,
+    secret_arn: str,
+    bundle_arn: str,
+    node_maps_arn: str,
+    kms_key_arn: str | None = None,
+    region: str = "",
+    hook_objects: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The Slurm compute nodes' role: read the munge key, fetch the node package (the health program) and read
     node maps by their key; nothing else (plus Session Manager). No s3:ListBucket: a node reads only the map
     whose random launch token its own tags hold (and S3 answers 403, not 404, for a map not written yet). With
     ``kms_key_arn`` (a hybrid site's munge secret is under a key of its own) also decrypt with that key, through
-    Secrets Manager only."""
+    Secrets Manager only. ``hook_objects``: the ``s3://`` scripts of the groups' hooks, each readable alone."""
     statements: list[dict[str, Any]] = [
         {"Sid": "ReadTheMungeKey", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": secret_arn},
         {"Sid": "FetchTheNodePackage", "Effect": "Allow", "Action": "s3:GetObject", "Resource": bundle_arn},
@@ -137,6 +144,10 @@ def slurm_node_policy(
     ]
     if kms_key_arn is not None:
         statements.append(_via_secrets_manager("DecryptTheMungeKey", ["kms:Decrypt"], kms_key_arn, region))
+    if hook_objects:
+        partition = bundle_arn.split(":")[1]
+        arns = sorted({f"arn:{partition}:s3:::{uri.removeprefix('s3://')}" for uri in hook_objects})
+        statements.append({"Sid": "FetchTheHooks", "Effect": "Allow", "Action": "s3:GetObject", "Resource": arns})
     return {"Version": "2012-10-17", "Statement": statements}
 
 

@@ -14,7 +14,7 @@ from gpucluster.facts.catalog import InstanceFacts
 from gpucluster.facts.downloads import FSX_UBUNTU_KEY_FINGERPRINT, FSX_UBUNTU_KEY_URL
 from gpucluster.facts.nccl import library_dirs
 from gpucluster.render.core import CloudConfig, WriteFile, env_file, render
-from gpucluster.resolve.node_group import ResolvedNodeGroup
+from gpucluster.resolve.node_group import ResolvedNodeGroup, SlurmGroup
 
 NODE_FACTS_PATH = "/etc/gpucluster/node.json"
 NCCL_PROFILE_PATH = "/etc/profile.d/gpucluster-nccl.sh"
@@ -103,8 +103,9 @@ def lustre_fstab_entry(mount: LustreMount) -> str:
     return " ".join(fstab_field(f) for f in fields)
 
 
-def lustre_mount_script(mount: LustreMount, *, efa: bool, gds: bool) -> str:
-    """The script that installs the Lustre client, sets up EFA/GDS when asked, mounts and adds to fstab."""
+def lustre_mount_script(mount: LustreMount, *, efa: bool, gds: bool, install: bool = True) -> str:
+    """The script that installs the Lustre client, sets up EFA/GDS when asked, mounts and adds to fstab. ``install``
+    false (a baked image holds the client): it only checks the client is there, and downloads nothing."""
     return render(
         "storage/mount-lustre.sh.j2",
         file_system=mount.file_system,
@@ -115,6 +116,7 @@ def lustre_mount_script(mount: LustreMount, *, efa: bool, gds: bool) -> str:
         fstab_mount_point=fstab_field(mount.mount_point),
         efa=efa,
         gds=gds,
+        install=install,
         key_url=FSX_UBUNTU_KEY_URL,
         key_fingerprint=FSX_UBUNTU_KEY_FINGERPRINT or "",
     )
@@ -124,7 +126,8 @@ def lustre_part(mount: LustreMount, group: ResolvedNodeGroup) -> CloudConfig:
     """Install the Lustre client, set up EFA/GDS where both sides support it, mount, add to fstab."""
     efa = mount.efa and group.uses_efa
     gds = efa and mount.gds and group.facts.gds_supported
-    script = lustre_mount_script(mount, efa=efa, gds=gds)
+    on_image = isinstance(group, SlurmGroup) and group.baked
+    script = lustre_mount_script(mount, efa=efa, gds=gds, install=not on_image)
     return CloudConfig(
         write_files=(WriteFile(LUSTRE_MOUNT_SCRIPT, script, "0755"),),
         runcmd=((LUSTRE_MOUNT_SCRIPT,),),

@@ -23,6 +23,7 @@ from gpucluster.resolve.node_group import (
     ResolvedNodeGroup,
     SlurmGroup,
     as_slurm_group,
+    bakes,
     resolve_group,
     resolve_node_group,
     slurm_release,
@@ -147,7 +148,7 @@ def resolve(spec: ClusterSpec, catalog: Catalog) -> ResolvedCluster:
     for g in spec.node_groups:
         group = resolve_node_group(g, catalog, spec)
         if slurm is not None and group.scheduler == "slurm":
-            group = as_slurm_group(group, slurm.group_settings(g.name))
+            group = as_slurm_group(group, slurm.group_settings(g.name), bakes(spec, g.name))
         groups.append(group)
     resolved_slurm = None
     if slurm is not None:

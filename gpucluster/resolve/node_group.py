@@ -44,6 +44,9 @@ class ResolvedImage:
 
     source: Literal["ami", "ssm-parameter"]
     value: str
+    locked_from: str | None = None
+    """With an ``imageLock``: the SSM parameter the AMI id (``value``) was read from, once, by ``gpucluster images
+    lock``; the parameter is not read again."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,9 @@ class SlurmGroup(ResolvedNodeGroup):
     """The resolved Slurm settings of the group (mode, weights, default partition …)."""
     partition: str
     """The group's partition (:func:`gpucluster.config.effective.partition_of`, the one rule)."""
+    baked: bool = False
+    """The group's nodes boot the image the stack bakes (``slurm.images.bake``; never a hybrid site's burst group,
+    which joins the site's controller): their user data installs and downloads nothing."""
 
     @property
     def static(self) -> bool:
@@ -160,9 +166,11 @@ def _scheduler(value: str | None) -> Scheduler:
 def _image(group: NodeGroupSpec, facts: InstanceFacts) -> ResolvedImage:
     if group.image_id:
         return ResolvedImage("ami", group.image_id)
-    if group.image_ssm_parameter:
-        return ResolvedImage("ssm-parameter", group.image_ssm_parameter)
-    return ResolvedImage("ssm-parameter", default_image_parameter(facts, DEFAULT_RELEASE))
+    parameter = group.image_ssm_parameter or default_image_parameter(facts, DEFAULT_RELEASE)
+    lock = group.image_lock
+    if lock is not None:  # a lock changes only when made again (a changed imageSsmParameter is refused at load)
+        return ResolvedImage("ami", lock.image_id, locked_from=lock.ssm_parameter)
+    return ResolvedImage("ssm-parameter", parameter)
 
 
 def _storage_of(spec: ClusterSpec | None, name: str) -> tuple[SharedFs | None, NvmeScratchSpec | None, bool]:
@@ -226,10 +234,21 @@ def with_shared_fs(group: G, shared_fs: SharedFs | None) -> G:
     return replace(group, shared_fs=shared_fs, health=health)
 
 
-def as_slurm_group(group: ResolvedNodeGroup, entry: SlurmNodeGroupSpec) -> SlurmGroup:
+def as_slurm_group(group: ResolvedNodeGroup, entry: SlurmNodeGroupSpec, baked: bool = False) -> SlurmGroup:
     """``group`` with its Slurm settings (already resolved: partition and default chosen)."""
     values = {f.name: getattr(group, f.name) for f in fields(ResolvedNodeGroup)}
-    return SlurmGroup(**values, entry=entry, partition=partition_of(entry))
+    return SlurmGroup(**values, entry=entry, partition=partition_of(entry), baked=baked)
+
+
+def bakes(spec: ClusterSpec, group: str) -> bool:
+    """Whether Slurm group ``group`` boots a baked image: ``slurm.images.bake``, unless the group bursts into a hybrid
+    site's own controller (its nodes join that site with the site's packages)."""
+    if spec.slurm is None or not spec.slurm.images.bake:
+        return False
+    hybrid = spec.hybrid
+    if hybrid is not None and hybrid.controller is not None:
+        return not (not hybrid.burst_node_groups or group in hybrid.burst_node_groups)
+    return True
 
 
 __all__ = [
@@ -238,6 +257,7 @@ __all__ = [
     "Scheduler",
     "SlurmGroup",
     "as_slurm_group",
+    "bakes",
     "resolve_group",
     "resolve_node_group",
     "slurm_release",

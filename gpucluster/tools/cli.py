@@ -201,6 +201,7 @@ def parser() -> argparse.ArgumentParser:
     from gpucluster.tools.catalog_cli import register as register_catalog
     from gpucluster.tools.ci.cli import register as register_preview
     from gpucluster.tools.generate import register as register_generate
+    from gpucluster.tools.images_cli import register as register_images
     from gpucluster.tools.plan.run.stackfile import PROJECT_DIR
     from gpucluster.tools.usage_cli import register as register_usage
 
@@ -255,6 +256,7 @@ def parser() -> argparse.ArgumentParser:
     register_bundle(sub, common, values)
     register_usage(sub, common, values)
     register_baseline(sub, common, values)
+    register_images(sub, common)
     register_generate(sub, common)
     return p
 
@@ -295,7 +297,10 @@ def _register_plan(sub: Any, common: argparse.ArgumentParser, values: argparse.A
 
 
 def _verb(args: argparse.Namespace) -> str:
-    parts = [args.command, getattr(args, "plan_command", None) or getattr(args, "catalog_command", None)]
+    parts = [
+        args.command,
+        getattr(args, "plan_command", None) or getattr(args, "catalog_command", None) or getattr(args, "images_command", None),
+    ]
     return " ".join(p for p in parts if p)
 
 

@@ -21,9 +21,10 @@ from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
 from gpucluster.render.core import gzip_bytes
 from gpucluster.render.slurm.agent import LaunchTarget, agent_bundle, agent_config, aws_helper, boot_config, sha256
-from gpucluster.render.slurm.compute import NODE_PACKAGES, task_prolog
+from gpucluster.render.slurm.compute import task_prolog
 from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, gres_line, node_line, partition_line, slurm_conf, topology_conf
 from gpucluster.render.slurm.guard import IMDS_GUARD, imds_guard_bootcmd, imds_guard_script, imds_guard_unit
+from gpucluster.render.slurm.image import NODE_PACKAGES
 from gpucluster.render.slurm.names import SlurmContext, munge_secret_name
 from gpucluster.tools.plan.run.engine import run_plan
 from gpucluster.tools.plan.run.stackfile import stack_names
@@ -594,9 +595,9 @@ def test_head_setup_runs_in_the_order_the_daemons_need():
     )
     assert order == sorted(order), order
     node = files["slurm-p5-slurm-p5-lt/usr/local/sbin/gpucluster-slurm-node"]
+    assert "apt-get" not in node  # a baked image (slurm.images) holds the packages: tests/render/test_node_image.py
     order = _order(
         node,
-        "apt-get -o DPkg::Lock::Timeout=600 install",  # python3-boto3, which the boot helper needs
         "gpucluster-aws node-name",  # the name the agent gave the instance (its launch's node map, or its tag)
         "systemctl enable --now gpucluster-imds-guard.service",  # before the key and any Slurm daemon
         "munge-key",

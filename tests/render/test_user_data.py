@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import email
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -195,3 +196,41 @@ def test_compute_user_data_goes_gzipped_and_cloud_init_unpacks_it():
     result = subprocess.run([str(python), "-c", reader], input=raw, capture_output=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr.decode()
     assert result.stdout.decode() == text
+
+
+# What a booting node of a baked image (slurm.images, issue #24) must not run: a package install or a download.
+INSTALLS = re.compile(
+    r"\bapt-get\b|\bapt install\b|\bdpkg -i\b|\bdnf\b|\byum\b|\bsnap install\b|\bpip3? install\b|\bpython3? -m pip\b"
+    r"|\bcurl\b|\bwget\b|\baws s3 (cp|sync)\b|\binstall-agent\b|\blustre-client"
+)
+
+
+def _shell_texts(text: str) -> list[tuple[str, str]]:
+    """The shell a node runs from its user data: every script it writes and its boot and run commands."""
+    doc = yaml.safe_load(cloud_config_part(text))
+    out = [(f["path"], f["content"]) for f in doc.get("write_files", []) if f["content"].startswith(("#!/bin/bash", "#!/bin/sh"))]
+    for key in ("bootcmd", "runcmd"):
+        out += [(key, c if isinstance(c, str) else " ".join(c)) for c in doc.get(key, [])]
+    return out
+
+
+def test_baked_slurm_nodes_install_and_download_nothing():
+    """Every shipped stack's Slurm compute nodes on a baked image: no package install, no download in what they run."""
+    baked = []
+    for stack, resource, text in USER_DATA:
+        scripts = dict(_shell_texts(text))
+        setup = scripts.get("/usr/local/sbin/gpucluster-slurm-node")
+        if setup is None or "1. Packages: none" not in setup:
+            continue
+        baked.append(f"{stack}:{resource}")
+        found = {path: INSTALLS.findall(body) for path, body in scripts.items()}
+        assert not any(found.values()), f"{stack}:{resource} installs or downloads: {found}"
+    assert {"slurm-p5:slurm-p5-slurm-p5-lt", "slurm-p5:slurm-p5-slurm-dev-lt"} <= set(baked)
+    assert any(b.startswith("slurm-directory:") for b in baked)
+
+
+def test_the_install_check_finds_an_install():
+    """The check above can fail: an unbaked node's setup matches it."""
+    assert INSTALLS.search("apt-get -o DPkg::Lock::Timeout=600 install -y -q slurmd")
+    assert INSTALLS.search('curl -fsSL --proto "=https" -o "$key" https://example')
+    assert not INSTALLS.search("/usr/local/sbin/gpucluster-aws node-name")

@@ -28,6 +28,7 @@ from gpucluster.config.checks.deploy import (
     check_workload_read,
 )
 from gpucluster.config.checks.hybrid import check_hybrid
+from gpucluster.config.checks.images import check_hooks, check_image_pinned
 from gpucluster.config.checks.kubernetes import check_kubernetes
 from gpucluster.config.checks.network import check_flow_logs, check_network
 from gpucluster.config.checks.node_group import (
@@ -68,6 +69,7 @@ GROUP_CHECKS: tuple[GroupCheck, ...] = (
     check_group_kms,
     check_group_names,
     check_capacity_block_start,
+    check_image_pinned,
 )
 
 
@@ -83,6 +85,7 @@ CLUSTER_CHECKS: list[ClusterCheck] = [
     check_workload_read,
     check_storage_kms,
     check_slurm,
+    check_hooks,
     check_head_kms,
     check_kubernetes,
     check_secrets_kms,

@@ -22,15 +22,13 @@ from gpucluster.render.slurm.identity import (
     session_lockdown_bootcmd,
     session_lockdown_runcmd,
 )
-from gpucluster.render.slurm.metrics import METRICS_PACKAGES, enable_units, metrics_files
+from gpucluster.render.slurm.image import baked, hook_files, hook_values, node_packages
+from gpucluster.render.slurm.metrics import enable_units, metrics_files
 from gpucluster.render.slurm.names import AWS_HELPER, NODE_SETUP, SLURMCTLD_PORT, TASK_PROLOG, SlurmContext, controller_address
-from gpucluster.render.slurm.pam import COMPUTE_PAM_PACKAGES, COMPUTE_PAM_TEMPLATE, NODENAME_PLACEHOLDER, compute_pam_files
-from gpucluster.render.slurm.sssd import SSSD_PACKAGES, directory_files, directory_of, directory_setup
-from gpucluster.resolve.node_group import ResolvedNodeGroup
+from gpucluster.render.slurm.pam import COMPUTE_PAM_TEMPLATE, NODENAME_PLACEHOLDER, compute_pam_files
+from gpucluster.render.slurm.sssd import directory_files, directory_of, directory_setup
+from gpucluster.resolve.node_group import ResolvedNodeGroup, SlurmGroup
 from gpucluster_agents import contract
-
-# Ubuntu 24.04 (noble) packages. python3-boto3 runs the boot helper.
-NODE_PACKAGES = ("slurmd", "slurm-client", "munge", "python3-boto3", "iptables")
 
 
 def slurmd_drop_in(boot_check: bool) -> str:
@@ -66,23 +64,24 @@ def node_slurm_part(
     ``/home`` (``slurm.home``), mounted before the users and slurmd, which requires it. ``metrics``: the node's
     exporters (gpucluster-metrics and the node exporter, :mod:`gpucluster.render.slurm.metrics`)."""
     health = health_enabled(ctx)
+    on_image = baked(group)
+    hooks = group.entry.hooks if isinstance(group, SlurmGroup) else None
     package = health or directory_of(ctx.identity) is not None or metrics
     boot_check = health and ctx.slurm.health.enabled and nvidia_gpus(group.facts)
     setup = render(
         "slurm/node-setup.sh.j2",
         cluster=ctx.cluster,
         controller=f"{controller_address(ctx.cluster)}:{SLURMCTLD_PORT}",
-        packages=NODE_PACKAGES
-        + (METRICS_PACKAGES if metrics else ())
-        + (COMPUTE_PAM_PACKAGES if ctx.identity is not None else ())
-        + (SSSD_PACKAGES if directory_of(ctx.identity) else ()),
+        packages=() if on_image else node_packages(ctx, metrics=metrics),
         region=ctx.region,
         **directory_setup(ctx.identity),
         aws_helper=AWS_HELPER,
         node_name_tag=contract.TAG_NODE_NAME,
         imds_guard_unit=IMDS_GUARD_UNIT,
-        install_package=package,  # the health program, the identity helper and the metrics exporter are in it
+        # the health program, the identity helper and the metrics exporter are in the package; a baked image holds it
+        install_package=not on_image and package,
         metrics_units=enable_units() if metrics else None,
+        hooks=hook_values(hooks),
         users_unit=USERS_UNIT if has_users_program(ctx.identity) else None,
         home_mount=HOME_MOUNT_SCRIPT if home is not None else None,
         pam=ctx.identity is not None,
@@ -102,6 +101,7 @@ def node_slurm_part(
             *compute_pam_files(ctx.cluster, ctx.identity),
             *directory_files(ctx.cluster, ctx.identity),
             *home_files(home, ("slurmd.service",)),
+            *hook_files(hooks),
             WriteFile(NODE_SETUP, setup, "0755"),  # plain: the document is gzipped (see boot_files)
         ),
         # the guard first (the e2e test runs it alone), then the session lockdown: both before write_files

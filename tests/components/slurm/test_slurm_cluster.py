@@ -465,7 +465,11 @@ def test_head_node_is_private_protected_and_keeps_its_data(run_components, two_g
     assert head_files(plan)["/usr/local/sbin/gpucluster-slurm-head"].count(volume.id) >= 2
     # no ingress from anywhere: the head node is reached with Session Manager
     assert plan.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule") == []
-    assert plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") == []
+    # no managed policy on a node's role; the one attachment is the image build instance's (issue #24, docs/images.md)
+    attachments = plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+    assert [(a.name, a.inputs["policyArn"]) for a in attachments] == [
+        ("s-slurm-build-imagebuilder", "arn:aws:iam::aws:policy/EC2InstanceProfileForImageBuilder")
+    ]
     assert [policy(plan, n) for n in ("s-slurm-head-ssm", "s-slurm-node-ssm")] == [session_manager_policy()] * 2
     (record,) = plan.of_type("aws:route53/record:Record")
     assert record.inputs["name"] == controller_address("s") and record.inputs["records"] == [eni.state["privateIp"]]

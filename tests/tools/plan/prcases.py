@@ -64,6 +64,15 @@ def bigger_head_node(c: Config) -> None:
     c["gpucluster:slurm"]["headNode"] = {"instanceType": "m7i.2xlarge"}
 
 
+LOCKED_AMI = "ami-0123456789abcdef0"
+
+
+def lock_p5_image(c: Config) -> None:
+    """``gpucluster images lock`` recorded the p5 group's base image (issue #24)."""
+    parameter = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id"
+    c["gpucluster:nodeGroups"][0]["imageLock"] = {"imageId": LOCKED_AMI, "ssmParameter": parameter, "lockedAt": "2026-11-01"}
+
+
 def grow_for_bigger_dataset(c: Config) -> None:
     c["gpucluster:nodeGroups"][0]["maxSize"] = 24
     c["gpucluster:nodeGroups"][0]["capacity"]["instanceCount"] = 24  # the reservation grows with it

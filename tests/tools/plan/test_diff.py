@@ -199,9 +199,25 @@ def test_new_launch_template_version_rolls_an_eks_node_group():
     group = next(s for s in c.steps if s.type == "aws:eks/nodeGroup:NodeGroup" and s.name.endswith("-p5-mng"))
     assert group.op == "update" and group.diff_reasons == ["launchTemplate"]
     assert group.disruption == [
-        "rolls node group p5 onto the new version of launch template eks-p5-eks-p5-lt: the 8 instances are replaced, 1 at a time"
+        "rolls node group p5 onto the new version of launch template eks-p5-eks-p5-lt: the 8 instances are replaced, 10 % at a time"
     ]
     assert not c.data_loss and c.counts()["replace"] == 0
+
+
+def test_a_new_image_shows_the_roll():
+    """Locking p5's base image (issue #24) bakes a new image: the plan diff says what changes, and which nodes roll."""
+    _, new, c = case("slurm-p5", prcases.lock_p5_image)
+    recipe = next(r for r in new["resources"] if r["type"].endswith("ImageRecipe") and r["inputs"]["name"] == "slurm-p5-p5-node")
+    assert recipe["inputs"]["parentImage"] == prcases.LOCKED_AMI  # the lock, not the parameter
+    template = next(s for s in c.steps if s.name == "slurm-p5-slurm-p5-lt")
+    before, after = template.value("old", "imageId"), template.value("new", "imageId")
+    assert template.op == "update" and before != after and after.startswith("ami-")
+    assert template.disruption == [
+        f"p5: image {before} → {after}, its running nodes will roll (the node agent replaces them a share at a time)"
+    ]
+    assert f"p5: image {before} → {after}" in render(c)
+    assert next(s for s in c.steps if s.name == "slurm-p5-slurm-dev-lt").op == "same"  # dev's image is unchanged
+    assert not c.data_loss
 
 
 def test_bigger_group_and_dataset_lose_nothing():

@@ -142,7 +142,7 @@ def test_stack_outputs_exported(p5_plan):
     assert out["nodeGroups"]["p5"]["efaInterfaces"] == 32
     assert out["nodeGroups"]["p5"]["launchTemplateId"].startswith("lt-")
     assert out["estimate"]["nodeGroups"][0]["desired"] == 16
-    assert [f["code"] for f in out["findings"]] == ["placement-group-capacity-reservation"]
+    assert [f["code"] for f in out["findings"]] == ["placement-group-capacity-reservation", "image-unpinned"]
 
 
 def test_every_invoke_answered_from_the_catalog(p5_plan):

@@ -94,9 +94,26 @@ def _head(step: Step) -> None:
             )
 
 
+def _image_change(step: Step, consumers: Sequence[Step]) -> None:
+    """A launch template that names a new AMI: said as what it is, with the nodes that will roll onto it (a group's
+    desired size; a Slurm group the agent launches has no size the plan knows: its running nodes)."""
+    before, after = _inputs(step.old).get("imageId"), _inputs(step.new).get("imageId")
+    if step.op != "update" or not before or not after or before == after:
+        return
+    sizes = [n for n in (size(c.new) for c in consumers) if n is not None]
+    group = group_name(step.new)
+    if sizes:
+        count = sum(sizes)
+        nodes = f"{count} running node{'s' if count != 1 else ''} will roll"
+    else:
+        nodes = "its running nodes will roll (the node agent replaces them a share at a time)"
+    step.disruption.append(f"{group}: image {before} → {after}, {nodes}")
+
+
 def _template_rollout(step: Step, consumers: Sequence[Step]) -> None:
     if step.op != "update":
         return
+    _image_change(step, consumers)
     for consumer in consumers:
         if consumer.op == "same":
             consumer.op = "update"
@@ -104,7 +121,12 @@ def _template_rollout(step: Step, consumers: Sequence[Step]) -> None:
             consumer.diff_reasons = ["launchTemplate"]
         name, n = group_name(consumer.new), size(consumer.new)
         if consumer.type == EKS_NODES and consumer.op == "update":
-            at_once = (_inputs(consumer.new).get("updateConfig") or {}).get("maxUnavailable", 1)
+            update = _inputs(consumer.new).get("updateConfig") or {}
+            at_once = (
+                f"{update['maxUnavailablePercentage']} %"
+                if "maxUnavailablePercentage" in update
+                else update.get("maxUnavailable", 1)
+            )
             consumer.disruption.append(
                 f"rolls node group {name} onto the new version of launch template {step.name}: "
                 f"{_nodes(n)} are replaced, {at_once} at a time"

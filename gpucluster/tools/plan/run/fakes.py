@@ -179,6 +179,25 @@ def network_state(token: str, rid: str, h: str, state: dict[str, Any], account: 
     return {}
 
 
+def image_builder_state(token: str, h: str, state: dict[str, Any], region: str, account: str) -> dict[str, Any]:
+    """What Image Builder fills in: a component's or recipe's ARN names its name and version (as AWS's do), and an
+    image's AMI follows its recipe's version, so a new recipe version is a new AMI in the plan (as after a real build),
+    and the same config planned under another stack name gets the same AMI."""
+    kind = token.split(":")[-1]
+    arn = f"arn:aws:imagebuilder:{region}:{account}"
+    if kind in ("Component", "ImageRecipe"):
+        path = "component" if kind == "Component" else "image-recipe"
+        return {"arn": f"{arn}:{path}/{state.get('name')}/{state.get('version')}".lower() + ("/1" if kind == "Component" else "")}
+    if kind == "Image":
+        recipe = str(state.get("imageRecipeArn", ""))
+        ami = f"ami-{digest(recipe.rsplit('/', 1)[-1], 'ami')}"
+        return {
+            "arn": f"{arn}:image/{recipe.rsplit('/', 2)[-2] if '/' in recipe else h[:8]}/1.0.0/1",
+            "outputResources": [{"amis": [{"image": ami}]}],
+        }
+    return {}
+
+
 def helm_release_status(state: dict[str, Any]) -> dict[str, Any]:
     """A Helm release as deployed: revision 1 of the chart at the pinned version."""
     return {

@@ -26,6 +26,7 @@ from gpucluster.tools.plan.run.fakes import (
     eks_state,
     helm_release_status,
     hybrid_state,
+    image_builder_state,
     network_state,
 )
 from gpucluster.tools.plan.run.lookups import Lookups, UnansweredInvoke
@@ -66,6 +67,8 @@ class PlanMocks(Mocks):
             rid = args.resource_id
         rid = self._state(token, rid, h, state, args.name)
         state.update(hybrid_state(token, rid, h, state, self.region, self.account))
+        if token.startswith("aws:imagebuilder/"):
+            state.update(image_builder_state(token, h, state, self.region, self.account))
         rid = state.get("id", rid)
         fake = self.resource_fakes.get(token)
         if fake is not None:

@@ -63,9 +63,12 @@ def _render(plan: Plan, *, files: str, full_tree: bool) -> str:
         cost = f"{_money(monthly)}/month list (≈ {_money(monthly / 730)}/h)" if monthly is not None else "unknown"
         out += ["Storage sizing", *sizing["lines"], f"  cost        FSx for Lustre {cost}", ""]
     findings = plan.findings
-    out.append("Findings" if findings else "Findings: none")
-    for f in findings:
-        out.append(f"  {f['level']:<7} {f['path']}: {f['message']}" + (f" Fix: {f['fix']}" if f.get("fix") else ""))
+    shown = [f"{f['level']:<7} {f['path']}: {f['message']}" + (f" Fix: {f['fix']}" if f.get("fix") else "") for f in findings]
+    if len(shown) == 1:  # one finding on the heading's line: the plan of a shipped stack stays within two screens
+        out.append(f"Findings: {shown[0]}")
+    else:
+        out.append("Findings" if shown else "Findings: none")
+        out += [f"  {line}" for line in shown]
     out.append("")
     out += output_lines(plan.outputs, rewrite)
     out.append("")
