@@ -29,6 +29,7 @@ from gpucluster.config.checks.deploy import (
 )
 from gpucluster.config.checks.hybrid import check_hybrid
 from gpucluster.config.checks.kubernetes import check_kubernetes
+from gpucluster.config.checks.monitoring import check_monitoring
 from gpucluster.config.checks.network import check_flow_logs, check_network
 from gpucluster.config.checks.node_group import (
     GroupCheck,
@@ -87,6 +88,7 @@ CLUSTER_CHECKS: list[ClusterCheck] = [
     check_kubernetes,
     check_secrets_kms,
     check_hybrid,
+    check_monitoring,
 ]
 
 
