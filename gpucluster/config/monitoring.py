@@ -134,4 +134,6 @@ class MonitoringSpec(SpecModel):
     def subscribers(self) -> tuple[SubscriptionSpec, ...]:
         """Every subscriber of the alert topic: ``alarmEmails`` as ``email`` subscriptions, then ``subscriptions``."""
         emails = tuple(SubscriptionSpec(protocol="email", endpoint=a) for a in self.alarm_emails)
-        return emails + tuple(s for s in self.subscriptions if (s.protocol, s.endpoint) not in {("email", a) for a in self.alarm_emails})
+        return emails + tuple(
+            s for s in self.subscriptions if (s.protocol, s.endpoint) not in {("email", a) for a in self.alarm_emails}
+        )

@@ -111,7 +111,9 @@ def monthly_samples(spec: ClusterSpec, resolved: ResolvedMonitoring) -> float:
     return series * per_month
 
 
-def monitoring_parts(spec: ClusterSpec, book: PriceBook, catalog: Catalog) -> list[tuple[str, float | None, float, str, str, str | None]]:
+def monitoring_parts(
+    spec: ClusterSpec, book: PriceBook, catalog: Catalog
+) -> list[tuple[str, float | None, float, str, str, str | None]]:
     """The estimate's monitoring lines ``(name, usd_per_hour, kw, source, key, date)``: AMP (ingestion, storage and
     the EKS scraper), CloudWatch Logs, Grafana's minimum editor. SNS is left out: its first million publishes and
     1,000 e-mails a month are free, far above an alert topic's traffic."""
@@ -146,7 +148,13 @@ def monitoring_parts(spec: ClusterSpec, book: PriceBook, catalog: Catalog) -> li
     if resolved.spec.grafana.enabled:
         editor = prices["GrafanaEditorMonth"]
         parts.append(
-            ("Amazon Managed Grafana (1 editor; viewers $5 a month each)", round(editor["Usd"] / 730, 6), 0.0, editor["Source"] + note,
-             "monitoring-grafana", date)  # fmt: skip
+            (
+                "Amazon Managed Grafana (1 editor; viewers $5 a month each)",
+                round(editor["Usd"] / 730, 6),
+                0.0,
+                editor["Source"] + note,
+                "monitoring-grafana",
+                date,
+            )  # fmt: skip
         )
     return parts

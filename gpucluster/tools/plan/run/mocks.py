@@ -19,6 +19,7 @@ from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs, Mocks
 
 from gpucluster.facts.catalog import Catalog
 from gpucluster.tools.plan.run.fakes import (
+    monitoring_state,
     ACCOUNT,
     AUTONAMED,
     EC2_IDS,
@@ -164,6 +165,8 @@ class PlanMocks(Mocks):
             rid = "Z" + digest(h, "zone", length=20).upper()
             state.update({"zoneId": rid, "arn": f"arn:aws:route53:::hostedzone/{rid}", "nameServers": []})
         state.update(network_state(token, rid, h, state, account))
+        rid, extra = monitoring_state(token, rid, h, state, region, account)
+        state.update(extra)
         return rid
 
     # --- invokes ---------------------------------------------------------------------------------
