@@ -8,7 +8,6 @@ pods (Amazon Managed Service for Prometheus User Guide, "Configuring your Amazon
 
 from __future__ import annotations
 
-
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
@@ -39,7 +38,7 @@ def eks_scraper(parent: pulumi.Resource, name: str, cluster: ResolvedCluster, wi
                 "subnet_ids": list(wiring.eks_subnet_ids),
                 "security_group_ids": list(wiring.eks_security_group_ids),
             }
-        },  # fmt: skip
+        },
         destination={"amp": {"workspace_arn": workspace_arn}},
         scrape_configuration=config,
         tags=tags,
@@ -56,13 +55,25 @@ def eks_scraper(parent: pulumi.Resource, name: str, cluster: ResolvedCluster, wi
     )
     k8s_opts = pulumi.ResourceOptions(parent=parent, provider=wiring.kubernetes_provider)
     role = k8s.rbac.v1.ClusterRole(
-        f"{name}-scraper-role", metadata={"name": CLUSTER_ROLE}, rules=SCRAPER_CLUSTER_ROLE_RULES, opts=k8s_opts
+        f"{name}-scraper-role",
+        metadata={"name": CLUSTER_ROLE},
+        rules=[_rule(r) for r in SCRAPER_CLUSTER_ROLE_RULES],
+        opts=k8s_opts,
     )
     k8s.rbac.v1.ClusterRoleBinding(
         f"{name}-scraper-binding",
         metadata={"name": f"{CLUSTER_ROLE}-binding"},
-        role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": CLUSTER_ROLE},
-        subjects=[{"kind": "User", "name": SCRAPER_USER, "apiGroup": "rbac.authorization.k8s.io"}],
+        role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=CLUSTER_ROLE),
+        subjects=[k8s.rbac.v1.SubjectArgs(kind="User", name=SCRAPER_USER, api_group="rbac.authorization.k8s.io")],
         opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[role])),
     )
     return scraper.role_arn
+
+
+def _rule(rule: dict[str, list[str]]) -> k8s.rbac.v1.PolicyRuleArgs:
+    return k8s.rbac.v1.PolicyRuleArgs(
+        api_groups=rule.get("apiGroups"),
+        resources=rule.get("resources"),
+        non_resource_urls=rule.get("nonResourceURLs"),
+        verbs=rule["verbs"],
+    )

@@ -40,7 +40,7 @@ def grafana_workspace(
                     }
                 ],
             }
-        )  # fmt: skip
+        )
     )
     role = aws.iam.Role(
         f"{name}-grafana-role", assume_role_policy=trust, tags=with_name(tags, f"{cluster.name}-grafana"), opts=child
@@ -63,7 +63,7 @@ def grafana_workspace(
                 "cidr_blocks": [wiring.vpc_cidr],
                 "description": "HTTPS from the cluster's VPC",
             }
-        ],  # fmt: skip
+        ],
         tags=with_name(tags, f"{cluster.name}-grafana-endpoint"),
         opts=child,
     )

@@ -155,6 +155,6 @@ def monitoring_parts(
                 editor["Source"] + note,
                 "monitoring-grafana",
                 date,
-            )  # fmt: skip
+            )
         )
     return parts

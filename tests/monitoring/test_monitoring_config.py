@@ -110,7 +110,7 @@ def test_estimate_has_monitoring_lines_that_follow_interval_and_nodes(catalog):
     assert {"monitoring-amp", "monitoring-logs"} <= set(base)
     assert "monitoring-grafana" not in base
     slower = amp(slurm_cluster(scrapeIntervalSeconds=60))
-    assert slower["monitoring-amp"].usd_per_hour < base["monitoring-amp"].usd_per_hour
+    assert (slower["monitoring-amp"].usd_per_hour or 0) < (base["monitoring-amp"].usd_per_hour or 0)
     with_grafana = amp(slurm_cluster(grafana={"enabled": True}))
     assert with_grafana["monitoring-grafana"].usd_per_month == pytest.approx(9.0, abs=0.01)
     assert "monitoring-amp" not in amp(slurm_cluster(enabled=False))

@@ -50,7 +50,7 @@ def topic_policy(topic_arn: str, workspace_arn: str, account: str) -> dict[str, 
                 "sns:ListSubscriptionsByTopic",
                 "sns:Publish",
                 "sns:DeleteTopic",
-            ],  # fmt: skip
+            ],
             "Resource": topic_arn,
         },
         {
@@ -84,7 +84,7 @@ def monitoring_key_policy(*, partition: str, region: str, account: str, log_grou
             "Principal": {"AWS": f"arn:{partition}:iam::{account}:root"},
             "Action": "kms:*",
             "Resource": "*",
-        },  # fmt: skip
+        },
         {
             "Sid": "CloudWatchLogsEncryptsTheClusterLogGroups",
             "Effect": "Allow",
@@ -113,14 +113,14 @@ def grafana_policy(workspace_arn: str, log_group_arn: str | None) -> dict[str, A
             "Effect": "Allow",
             "Action": ["aps:QueryMetrics", "aps:GetSeries", "aps:GetLabels", "aps:GetMetricMetadata", "aps:DescribeWorkspace"],
             "Resource": workspace_arn,
-        },  # fmt: skip
+        },
         {"Sid": "ListWorkspaces", "Effect": "Allow", "Action": "aps:ListWorkspaces", "Resource": "*"},
         {
             "Sid": "ReadCloudWatchMetrics",
             "Effect": "Allow",
             "Action": ["cloudwatch:GetMetricData", "cloudwatch:ListMetrics", "cloudwatch:DescribeAlarms", "ec2:DescribeRegions"],
             "Resource": "*",
-        },  # fmt: skip
+        },
     ]
     if log_group_arn is not None:
         statements.append(
@@ -129,7 +129,7 @@ def grafana_policy(workspace_arn: str, log_group_arn: str | None) -> dict[str, A
                 "Effect": "Allow",
                 "Action": ["logs:StartQuery", "logs:GetQueryResults", "logs:GetLogEvents", "logs:DescribeLogStreams"],
                 "Resource": [log_group_arn, f"{log_group_arn}:*"],
-            }  # fmt: skip
+            }
         )
     return _doc(*statements)
 
@@ -142,12 +142,12 @@ SCRAPER_CLUSTER_ROLE_RULES: list[dict[str, Any]] = [
         "apiGroups": [""],
         "resources": ["nodes", "nodes/proxy", "nodes/metrics", "services", "endpoints", "pods", "ingresses", "configmaps"],
         "verbs": ["describe", "get", "list", "watch"],
-    },  # fmt: skip
+    },
     {
         "apiGroups": ["extensions", "networking.k8s.io"],
         "resources": ["ingresses/status", "ingresses"],
         "verbs": ["describe", "get", "list", "watch"],
-    },  # fmt: skip
+    },
     {"nonResourceURLs": ["/metrics"], "verbs": ["get"]},
 ]
 

@@ -19,7 +19,6 @@ from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs, Mocks
 
 from gpucluster.facts.catalog import Catalog
 from gpucluster.tools.plan.run.fakes import (
-    monitoring_state,
     ACCOUNT,
     AUTONAMED,
     EC2_IDS,
@@ -27,6 +26,7 @@ from gpucluster.tools.plan.run.fakes import (
     eks_state,
     helm_release_status,
     hybrid_state,
+    monitoring_state,
     network_state,
 )
 from gpucluster.tools.plan.run.lookups import Lookups, UnansweredInvoke
