@@ -114,8 +114,8 @@ def monthly_samples(spec: ClusterSpec, resolved: ResolvedMonitoring) -> float:
 def monitoring_parts(
     spec: ClusterSpec, book: PriceBook, catalog: Catalog
 ) -> list[tuple[str, float | None, float, str, str, str | None]]:
-    """The estimate's monitoring lines ``(name, usd_per_hour, kw, source, key, date)``: AMP (ingestion, storage and
-    the EKS scraper), CloudWatch Logs, Grafana's minimum editor. SNS is left out: its first million publishes and
+    """The estimate's monitoring line ``(name, usd_per_hour, kw, source, key, date)``: AMP (ingestion, storage and
+    the EKS scraper), CloudWatch Logs and Grafana's minimum editor together. SNS is left out: its first million publishes and
     1,000 e-mails a month are free, far above an alert topic's traffic."""
     resolved = resolve_monitoring(spec, catalog)
     if resolved is None:
@@ -134,27 +134,12 @@ def monitoring_parts(
     retained = min(resolved.spec.log_retention_days / 30.4, 120.0)
     logs = log_gb * prices["LogsIngestionGb"]["Usd"] + log_gb * retained * prices["LogsStorageGbMonth"]["Usd"]
     date = ingestion.get("Date")
-    parts = [
-        (f"Amazon Managed Prometheus ({what})", round(amp / 730, 6), 0.0, ingestion["Source"] + note, "monitoring-amp", date),
-        (
-            f"CloudWatch Logs (~{log_gb:.1f} GB a month, kept {resolved.spec.log_retention_days} days)",
-            round(logs / 730, 6),
-            0.0,
-            prices["LogsIngestionGb"]["Source"] + "; volume estimated per node" + note,
-            "monitoring-logs",
-            date,
-        ),
-    ]
+    name = f"Monitoring: AMP {what}; logs ~{log_gb:.1f} GB a month, kept {resolved.spec.log_retention_days} days"
+    usd = amp + logs
+    sources = [f"AMP: {ingestion['Source']}", f"CloudWatch Logs: {prices['LogsIngestionGb']['Source']}, volume estimated per node"]
     if resolved.spec.grafana.enabled:
         editor = prices["GrafanaEditorMonth"]
-        parts.append(
-            (
-                "Amazon Managed Grafana (1 editor; viewers $5 a month each)",
-                round(editor["Usd"] / 730, 6),
-                0.0,
-                editor["Source"] + note,
-                "monitoring-grafana",
-                date,
-            )
-        )
-    return parts
+        usd += editor["Usd"]
+        name += "; Grafana 1 editor (viewers $5 a month each)"
+        sources.append(f"Grafana: {editor['Source']}")
+    return [(name, round(usd / 730, 6), 0.0, " · ".join(sources) + note, "monitoring", date)]

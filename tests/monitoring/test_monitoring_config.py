@@ -106,14 +106,13 @@ def test_estimate_has_monitoring_lines_that_follow_interval_and_nodes(catalog):
         est = load_spec(config, stack="m").cluster.estimate
         return {i.key: i for i in est.fixed}
 
-    base = amp(slurm_cluster())
-    assert {"monitoring-amp", "monitoring-logs"} <= set(base)
-    assert "monitoring-grafana" not in base
-    slower = amp(slurm_cluster(scrapeIntervalSeconds=60))
-    assert (slower["monitoring-amp"].usd_per_hour or 0) < (base["monitoring-amp"].usd_per_hour or 0)
-    with_grafana = amp(slurm_cluster(grafana={"enabled": True}))
-    assert with_grafana["monitoring-grafana"].usd_per_month == pytest.approx(9.0, abs=0.01)
-    assert "monitoring-amp" not in amp(slurm_cluster(enabled=False))
+    base = amp(slurm_cluster())["monitoring"]
+    assert "AMP" in base.name and "kept 180 days" in base.name and "Grafana" not in base.name
+    slower = amp(slurm_cluster(scrapeIntervalSeconds=60))["monitoring"]
+    assert (slower.usd_per_hour or 0) < (base.usd_per_hour or 0)
+    with_grafana = amp(slurm_cluster(grafana={"enabled": True}))["monitoring"]
+    assert (with_grafana.usd_per_month or 0) - (base.usd_per_month or 0) == pytest.approx(9.0, abs=0.01)
+    assert "monitoring" not in amp(slurm_cluster(enabled=False))
     # The budget: AMP for a p5 node at the default interval costs at most 0.1 % of its on-demand price.
     p5 = catalog["p5.48xlarge"]
     samples = series_per_node(p5) * SECONDS_PER_MONTH / 30
