@@ -25,16 +25,17 @@ from gpucluster.facts.prices import REFERENCE_REGION, PriceBook
 
 SECONDS_PER_MONTH = 730 * 3600
 
-# Series one node exports, estimated per part (until the exporter's own measurement replaces it):
-SERIES_PER_GPU = 60
-"""DCGM exporter's default counters (about 40 per GPU) plus the fields gpucluster adds (clock events, violations,
-profiling activities, row remaps: about 20)."""
-SERIES_PER_VCPU = 10
-"""The node exporter's per-CPU series (``node_cpu_seconds_total``'s 8 modes, frequency, throttles)."""
-SERIES_PER_EFA = 25
-"""EFA hardware counters per device and port from sysfs (packets, bytes, RDMA reads/writes, retransmits …)."""
-SERIES_PER_NODE = 400
-"""The rest of the node exporter (memory, disks, filesystems, network), the Lustre client, the exporter's own."""
+# Series one node exports, per part, fitted to the measured p5.48xlarge figure (docs/monitoring.md ``## Metrics``,
+# bench/metrics_cost.py: gpucluster's exporter 1,384 series, the node exporter about 3,100 scaled to 192 vCPUs,
+# 32 network cards and 8 NVMe disks, about 4,500 a node in all):
+SERIES_PER_GPU = 33
+"""The GPU metrics in DCGM's names (8 GPUs: about 260)."""
+SERIES_PER_VCPU = 8
+"""The node exporter's ``node_cpu_seconds_total`` (8 modes; guest time, softnet and cpufreq are dropped)."""
+SERIES_PER_EFA = 75
+"""An EFA network card: its hardware counters (35) and the node exporter's series of its interface."""
+SERIES_PER_NODE = 300
+"""The rest: memory, disks, file systems, the Lustre client, the exporters' own and scrape meta series."""
 
 BYTES_PER_STORED_SAMPLE = 2.0
 """AMP's pricing page: a sample is typically 1 or 2 bytes stored; metadata on top is small next to 150 days."""

@@ -2,13 +2,14 @@
 scraper's configuration on EKS.
 
 Ports (the exporters' own, docs/monitoring.md ``## Metrics``): gpucluster's NVML exporter and NVIDIA's dcgm-exporter
-on 9400, the node exporter on 9100 (the head node's exporter of Slurm's and the agent's figures on 9400 too,
-on the head node itself).
+on 9400, the node exporter on 9100; the head node's exporter of Slurm's and the agent's figures on 9400 too. Every
+exporter listens on its node's private address only (never localhost nor 0.0.0.0).
 
-Slurm's collector discovers the GPU nodes with ``ec2_sd_configs`` (tag ``gpucluster:cluster`` = the cluster, a
-``gpucluster:node-group`` tag, running): dynamic nodes come and go, and discovery follows them with no restart. The
-head node's own exporters are scraped on localhost with ``role="head"`` (the alert rules select the head node by
-it). Every series carries ``cluster``; a node's carry ``node_group`` and ``node`` (its Slurm name).
+Slurm's collector discovers the nodes with ``ec2_sd_configs``: the GPU nodes by tag ``gpucluster:cluster`` = the
+cluster and a ``gpucluster:node-group`` tag, the head node by ``gpucluster:role`` = head, running instances only
+(dynamic nodes come and go, and discovery follows them with no restart). The head node's series carry
+``role="head"`` (the alert rules select the head node by it), the others ``role="compute"``. Every series carries
+``cluster``; a GPU node's carry ``node_group`` and ``node`` (its Slurm name).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpucluster.render.core import to_yaml
-from gpucluster_agents.contract import TAG_CLUSTER, TAG_NODE_GROUP, TAG_NODE_NAME
+from gpucluster_agents.contract import TAG_CLUSTER, TAG_NODE_GROUP, TAG_NODE_NAME, TAG_ROLE
 
 GPU_EXPORTER_PORT = 9400
 NODE_EXPORTER_PORT = 9100
@@ -39,29 +40,25 @@ def remote_write_url(region: str, workspace_id: str) -> str:
     return f"https://aps-workspaces.{region}.amazonaws.com/workspaces/{workspace_id}/api/v1/remote_write"
 
 
-def _ec2_job(name: str, port: int, cluster: str, region: str, interval: str) -> dict[str, Any]:
+def _ec2_job(name: str, ports: tuple[int, ...], cluster: str, region: str, interval: str, *, head: bool) -> dict[str, Any]:
+    """A job of the cluster's running instances on ``ports``: the head node (``head``) or the GPU nodes."""
+    which = {"name": f"tag:{TAG_ROLE}", "values": ["head"]} if head else {"name": "tag-key", "values": [TAG_NODE_GROUP]}
+    filters = [{"name": f"tag:{TAG_CLUSTER}", "values": [cluster]}, which, {"name": "instance-state-name", "values": ["running"]}]
+    # The target's address is its private IP and the discovery's port (ec2_sd_config's default).
+    relabel: list[dict[str, Any]] = [
+        {"source_labels": ["__meta_ec2_instance_id"], "target_label": "instance_id"},
+        {"target_label": "role", "replacement": "head" if head else "compute"},
+    ]
+    if not head:
+        relabel[1:1] = [
+            {"source_labels": [_tag_label(TAG_NODE_GROUP)], "target_label": "node_group"},
+            {"source_labels": [_tag_label(TAG_NODE_NAME)], "target_label": "node"},
+        ]
     return {
         "job_name": name,
         "scrape_interval": interval,
-        "ec2_sd_configs": [
-            {
-                "region": region,
-                "port": port,
-                "refresh_interval": "60s",
-                "filters": [
-                    {"name": f"tag:{TAG_CLUSTER}", "values": [cluster]},
-                    {"name": "tag-key", "values": [TAG_NODE_GROUP]},
-                    {"name": "instance-state-name", "values": ["running"]},
-                ],
-            }
-        ],
-        "relabel_configs": [
-            {"source_labels": ["__meta_ec2_private_ip"], "replacement": f"${{1}}:{port}", "target_label": "__address__"},
-            {"source_labels": [_tag_label(TAG_NODE_GROUP)], "target_label": "node_group"},
-            {"source_labels": [_tag_label(TAG_NODE_NAME)], "target_label": "node"},
-            {"source_labels": ["__meta_ec2_instance_id"], "target_label": "instance_id"},
-            {"target_label": "role", "replacement": "compute"},
-        ],
+        "ec2_sd_configs": [{"region": region, "port": port, "refresh_interval": "60s", "filters": filters} for port in ports],
+        "relabel_configs": relabel,
     }
 
 
@@ -69,13 +66,12 @@ def prometheus_agent_config(cluster: str, region: str, workspace_id: str, interv
     """The head node's ``prometheus.yml`` (Prometheus ``--enable-feature=agent``): the GPU nodes found by tag, the
     head node's own exporters, remote-written to the AMP workspace with SigV4 (the instance role's credentials)."""
     interval = f"{interval_seconds}s"
-    head_targets = [f"localhost:{NODE_EXPORTER_PORT}", f"localhost:{HEAD_EXPORTER_PORT}"]
     doc = {
         "global": {"scrape_interval": interval, "scrape_timeout": "10s", "external_labels": {"cluster": cluster}},
         "scrape_configs": [
-            _ec2_job("gpu", GPU_EXPORTER_PORT, cluster, region, interval),
-            _ec2_job("node", NODE_EXPORTER_PORT, cluster, region, interval),
-            {"job_name": "head", "static_configs": [{"targets": head_targets, "labels": {"role": "head"}}]},
+            _ec2_job("gpu", (GPU_EXPORTER_PORT,), cluster, region, interval, head=False),
+            _ec2_job("node", (NODE_EXPORTER_PORT,), cluster, region, interval, head=False),
+            _ec2_job("head", (HEAD_EXPORTER_PORT, NODE_EXPORTER_PORT), cluster, region, interval, head=True),
         ],
         "remote_write": [
             {

@@ -52,7 +52,10 @@ def test_head_node_agent_config_passes_promtool_and_matches_its_golden(tmp_path:
     assert {jobs[j]["ec2_sd_configs"][0]["port"] for j in ("gpu", "node")} == set(EXPORTER_PORTS)
     filters = {f["name"]: f["values"] for f in jobs["gpu"]["ec2_sd_configs"][0]["filters"]}
     assert filters["tag:gpucluster:cluster"] == ["slurm-p5"] and filters["instance-state-name"] == ["running"]
-    assert jobs["head"]["static_configs"][0]["labels"] == {"role": "head"}  # what the alert rules select
+    head = jobs["head"]
+    assert {c["port"] for c in head["ec2_sd_configs"]} == set(EXPORTER_PORTS)
+    assert {"name": "tag:gpucluster:role", "values": ["head"]} in head["ec2_sd_configs"][0]["filters"]
+    assert {"target_label": "role", "replacement": "head"} in head["relabel_configs"]  # what the alert rules select
     assert doc["global"]["external_labels"] == {"cluster": "slurm-p5"}
 
 
