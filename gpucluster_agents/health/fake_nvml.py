@@ -14,7 +14,14 @@ or degraded GPU — without changing anything on the card. Scenario file::
 
 Readings: name, pci_bus_id, pcie_gen, pcie_width, pcie_max_gen, pcie_max_width, ecc_mode [current,
 pending], ecc_uncorrected_volatile, remapped_rows [corr, unc, pending, failure], retired_pages_pending,
-clock_events (bitmask), temperature, nvlink (a list of link states, 1 = up). Any value may be
+clock_events (bitmask), temperature, nvlink (a list of link states, 1 = up); and for the metrics exporter
+(gpucluster_agents.metrics): uuid (default GPU-…<index>), power_mw, energy_mj, clock_sm, clock_mem (MHz),
+utilization [gpu %, memory %], encoder_util, decoder_util (%), memory [total, free, used, reserved] bytes,
+ecc {"<type>,<counter>": n} (type 0 corrected / 1 uncorrected, counter 0 volatile / 1 aggregate; the
+uncorrected volatile count is ecc_uncorrected_volatile), violation_power_ns, violation_thermal_ns,
+pcie_replay, nvlink_errors {"<link>": [replay, recovery, crc_flit, crc_data]}. A GPU's ``grow``
+{<reading>: step} makes a number reading rise by ``step`` at every read (a counter that moves between
+two scrapes, for rules on its increase). Any value may be
 ``"NotSupported"`` or ``{"error": "<NVML error name>"}`` (e.g. GPU_IS_LOST) to make that call raise.
 """
 
@@ -53,6 +60,20 @@ H100_HEALTHY: dict[str, Any] = {
     "clock_events": 1,
     "temperature": 37,
     "nvlink": [1] * 18,
+    # an idle H100 SXM as NVML reads it (the metrics exporter's readings)
+    "power_mw": 71_532,
+    "energy_mj": 4_620_000_000,
+    "clock_sm": 345,
+    "clock_mem": 2619,
+    "utilization": [0, 0],
+    "encoder_util": 0,
+    "decoder_util": 0,
+    "memory": [85_520_809_984, 84_950_843_392, 4_718_592, 565_248_000],
+    "ecc": {"0,0": 0, "0,1": 0, "1,1": 0},
+    "violation_power_ns": 0,
+    "violation_thermal_ns": 0,
+    "pcie_replay": 0,
+    "nvlink_errors": {},
 }
 
 
@@ -69,6 +90,13 @@ class _Pci:
         self.busId = bus_id
 
 
+class _Reading:
+    """A struct NVML returns (utilisation, memory, violation time): the fields the program reads."""
+
+    def __init__(self, **values: int) -> None:
+        self.__dict__.update(values)
+
+
 class FakeNvml:
     NVMLError = NVMLError
     NVML_ERROR_NOT_SUPPORTED = 3
@@ -78,10 +106,18 @@ class FakeNvml:
     NVML_TEMPERATURE_GPU = 0
     NVML_FEATURE_ENABLED = 1
     NVML_NVLINK_MAX_LINKS = 36
+    NVML_CLOCK_SM = 1
+    NVML_CLOCK_MEM = 2
+    NVML_PERF_POLICY_POWER = 0
+    NVML_PERF_POLICY_THERMAL = 1
+    NVML_MEMORY_ERROR_TYPE_CORRECTED = 0
+    NVML_AGGREGATE_ECC = 1
+    nvmlMemory_v2 = 0x02000028
 
     def __init__(self, scenario: dict[str, Any]) -> None:
         self.scenario = scenario
         self.initialised = False
+        self.reads: dict[tuple[int, str], int] = {}
 
     @classmethod
     def from_file(cls, path: str) -> FakeNvml:
@@ -102,6 +138,11 @@ class FakeNvml:
         per = cast("dict[str, Any]", self.scenario.get("per_gpu", {})).get(str(handle), {})
         base = cast("dict[str, Any]", self.scenario.get("gpu", H100_HEALTHY))
         value = per[key] if key in per else base.get(key, H100_HEALTHY.get(key, "NotSupported"))
+        step = cast("dict[str, Any]", per.get("grow", {})).get(key)
+        if step is not None and isinstance(value, (int, float)):  # a counter that rises by ``step`` per read
+            reads = self.reads.get((handle, key), 0)
+            self.reads[(handle, key)] = reads + 1
+            value = value + step * reads
         return self._raise_for(value)
 
     @property
@@ -154,8 +195,10 @@ class FakeNvml:
         return list(self._reading(h, "ecc_mode"))
 
     def nvmlDeviceGetTotalEccErrors(self, h: int, error_type: int, counter_type: int) -> int:
-        assert (error_type, counter_type) == (1, 0), "the program reads uncorrected volatile errors only"
-        return int(self._reading(h, "ecc_uncorrected_volatile"))
+        if (error_type, counter_type) == (1, 0):
+            return int(self._reading(h, "ecc_uncorrected_volatile"))
+        table = cast("dict[str, Any]", self._reading(h, "ecc"))
+        return int(self._raise_for(table.get(f"{error_type},{counter_type}", "NotSupported")))
 
     def nvmlDeviceGetRemappedRows(self, h: int) -> tuple[int, int, int, int]:
         corr, unc, pending, failure = self._reading(h, "remapped_rows")
@@ -176,3 +219,49 @@ class FakeNvml:
         if link >= len(states):
             raise NVMLError(_ERRORS["INVALID_ARGUMENT"])
         return int(self._raise_for(states[link]))
+
+    # -- what the metrics exporter reads as well
+    def nvmlDeviceGetUUID(self, h: int) -> str:
+        per = cast("dict[str, Any]", self.scenario.get("per_gpu", {})).get(str(h), {})
+        base = cast("dict[str, Any]", self.scenario.get("gpu", {}))
+        value = per.get("uuid", base.get("uuid", f"GPU-00000000-0000-4000-8000-{h:012x}"))
+        return str(self._raise_for(value))
+
+    def nvmlDeviceGetPowerUsage(self, h: int) -> int:
+        return int(self._reading(h, "power_mw"))
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h: int) -> int:
+        return int(self._reading(h, "energy_mj"))
+
+    def nvmlDeviceGetClockInfo(self, h: int, clock: int) -> int:
+        return int(self._reading(h, "clock_sm" if clock == self.NVML_CLOCK_SM else "clock_mem"))
+
+    def nvmlDeviceGetUtilizationRates(self, h: int) -> _Reading:
+        gpu, memory = self._reading(h, "utilization")
+        return _Reading(gpu=int(gpu), memory=int(memory))
+
+    def nvmlDeviceGetEncoderUtilization(self, h: int) -> list[int]:
+        return [int(self._reading(h, "encoder_util")), 167_000]
+
+    def nvmlDeviceGetDecoderUtilization(self, h: int) -> list[int]:
+        return [int(self._reading(h, "decoder_util")), 167_000]
+
+    def nvmlDeviceGetMemoryInfo(self, h: int, version: int | None = None) -> _Reading:
+        total, free, used, reserved = self._reading(h, "memory")
+        if version is None:
+            return _Reading(total=int(total), free=int(free), used=int(used))
+        return _Reading(version=version, total=int(total), free=int(free), used=int(used), reserved=int(reserved))
+
+    def nvmlDeviceGetViolationStatus(self, h: int, policy: int) -> _Reading:
+        key = "violation_power_ns" if policy == self.NVML_PERF_POLICY_POWER else "violation_thermal_ns"
+        return _Reading(referenceTime=1_700_000_000_000_000, violationTime=int(self._reading(h, key)))
+
+    def nvmlDeviceGetPcieReplayCounter(self, h: int) -> int:
+        return int(self._reading(h, "pcie_replay"))
+
+    def nvmlDeviceGetNvLinkErrorCounter(self, h: int, link: int, counter: int) -> int:
+        states = cast("list[Any]", self._reading(h, "nvlink"))
+        if link >= len(states):
+            raise NVMLError(_ERRORS["INVALID_ARGUMENT"])
+        errors = cast("dict[str, Any]", self._reading(h, "nvlink_errors"))
+        return int(self._raise_for(errors.get(str(link), [0, 0, 0, 0])[counter]))

@@ -157,6 +157,9 @@ class _Reader:
         )
 
 
+Reader = _Reader  # the metrics exporter (gpucluster_agents.metrics.gpu) reads more, by the same rules
+
+
 def snapshot(nvml: Any) -> NodeSnapshot:
     """Read every GPU once. Never raises for NVML errors: they become readings."""
     r = _Reader(nvml)

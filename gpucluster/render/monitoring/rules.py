@@ -21,6 +21,9 @@ from gpucluster.resolve.cluster import ResolvedCluster
 from gpucluster_agents.health.xid import XID_CLASSES
 
 SCHEDULERS = ("slurm", "kubernetes")
+# An idle GPU carries no pod label of its own; a scrape that names its target's pod (the exporter's) must not
+# make it look allocated (the collector keeps the exporter's labels: honor_labels, docs/monitoring.md).
+EXPORTER_POD = 'pod!~"nvidia-dcgm-exporter-.*"'
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
 
@@ -103,7 +106,7 @@ def gpu_rules(t: AlertThresholds) -> list[Rule]:
         ),
         Rule(
             "GpuPowerThrottling",
-            f"rate({s.POWER_VIOLATION}[15m]) / 1e6 > {t.power_throttle_fraction}",
+            f"rate({s.POWER_VIOLATION}[15m]) / 1e9 > {t.power_throttle_fraction}",
             "15m",
             "warning",
             f"{where} was power-capped more than {t.power_throttle_fraction:.0%} of the last 15 min",
@@ -204,7 +207,7 @@ def idle_rules(t: AlertThresholds, schedulers: Sequence[str]) -> list[Rule]:
         rules.append(
             Rule(
                 "GpuAllocatedIdleKubernetes",
-                f'{s.GPU_UTIL}{{pod!=""}} < {t.idle_util_percent}',
+                f'{s.GPU_UTIL}{{pod!="",{EXPORTER_POD}}} < {t.idle_util_percent}',
                 span,
                 "warning",
                 f"GPU {{{{ $labels.gpu }}}} on {{{{ $labels.Hostname }}}} given to pod {{{{ $labels.namespace }}}}/"

@@ -41,14 +41,14 @@ CASES: list[Case] = [
         [(L0, "GPU 0 on n1 was slowed down for temperature in the last 5 min")],
     ),
     Case("GpuThermalThrottling", {f"DCGM_FI_DEV_THERMAL_VIOLATION{{{G0}}}": "5000x10"}, "6m"),  # old, not rising
-    # 40 s of every minute power-capped (microseconds), then 20 s
+    # 40 s of every minute power-capped (the counter is in ns), then 20 s
     Case(
         "GpuPowerThrottling",
-        {f"DCGM_FI_DEV_POWER_VIOLATION{{{G0}}}": "0+40000000x40"},
+        {f"DCGM_FI_DEV_POWER_VIOLATION{{{G0}}}": "0+40000000000x40"},
         "35m",
         [(L0, "GPU 0 on n1 was power-capped more than 50% of the last 15 min")],
     ),
-    Case("GpuPowerThrottling", {f"DCGM_FI_DEV_POWER_VIOLATION{{{G0}}}": "0+20000000x40"}, "35m"),
+    Case("GpuPowerThrottling", {f"DCGM_FI_DEV_POWER_VIOLATION{{{G0}}}": "0+20000000000x40"}, "35m"),
     Case(
         "GpuHardwareSlowdown",
         {f"DCGM_FI_DEV_CLOCKS_EVENT_REASONS{{{G0}}}": "129x10"},
@@ -113,6 +113,11 @@ CASES: list[Case] = [
         [({**L0, "pod": "train-0", "namespace": "team-a"}, "GPU 0 on n1 given to pod team-a/train-0 has been idle for 30 min")],
     ),
     Case("GpuAllocatedIdleKubernetes", {f"DCGM_FI_DEV_GPU_UTIL{{{G0}}}": "0x40"}, "35m"),  # nobody holds it
+    Case(
+        "GpuAllocatedIdleKubernetes",  # nobody holds it; the scrape named the exporter's own pod
+        {f'DCGM_FI_DEV_GPU_UTIL{{{G0},pod="nvidia-dcgm-exporter-x7k2p"}}': "0x40"},
+        "35m",
+    ),
     Case(
         "GpuAllocatedIdleKubernetes",  # busy again after 20 idle minutes
         {f'DCGM_FI_DEV_GPU_UTIL{{{G0},pod="train-0",namespace="team-a"}}': "0x20 90x20"},
