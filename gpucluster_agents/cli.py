@@ -9,6 +9,7 @@
     python -m gpucluster_agents status                   # protected node groups and node repairs
     python -m gpucluster_agents clear-protect <group>    # end a node group's protected mode
     python -m gpucluster_agents release-brake <group>    # repairs of a braked node group resume (repair/brake.py)
+    python -m gpucluster_agents metrics serve|print ...  # the node's Prometheus exporter (metrics/cli.py)
 
 On a site's own slurmctld (config ``site``, :mod:`.site`) resume and suspend hand the site's own nodes to its
 previous programs (started first, waited for last: side by side with the cloud work) and act on the cloud nodes
@@ -80,7 +81,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parse_args(list(sys.argv[1:] if argv is None else argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["metrics"]:  # no agent config: the exporter has its own command line
+        from .metrics.cli import main as metrics_main
+
+        return metrics_main(argv[1:])
+    args = _parse_args(argv)
     if isinstance(args, int):
         return args
     try:

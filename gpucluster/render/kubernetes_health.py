@@ -62,43 +62,71 @@ TOKEN_SECONDS = 3600
 # The boot mode's own budget is 120 s (docs/health.md); it gets as long to finish as on the Slurm nodes.
 BOOT_BUDGET_SECONDS = HEALTH_BOOT_TIMEOUT
 
-# (DCGM field, Prometheus type, help). The usual utilisation/clock/power/memory fields, then the error
-# counters this list exists for. Field names: DCGM's dcgm_fields.h.
-DCGM_METRICS: tuple[tuple[str, str, str], ...] = (
+# The fields of dcgm-exporter's default list (NVIDIA/dcgm-exporter@d5e5f510a1b6b393f39a43293ccd9dc985defc79
+# etc/default-counters.csv, the lines not commented out). Our ConfigMap *replaces* that file, so every one
+# of them is kept here (tests/render/kubernetes/test_node_health.py pins the list).
+DCGM_UPSTREAM_DEFAULT_COMMIT = "d5e5f510a1b6b393f39a43293ccd9dc985defc79"
+DCGM_UPSTREAM_DEFAULT: tuple[tuple[str, str, str], ...] = (
     ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock (MHz)."),
     ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock (MHz)."),
-    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (C)."),
     ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "HBM temperature (C)."),
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (C)."),
     ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (W)."),
     ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Energy used since boot (mJ)."),
+    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "PCIe replays."),
     ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilisation (%)."),
     ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilisation (%)."),
+    ("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilisation (%)."),
+    ("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilisation (%)."),
+    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Last XID error of the GPU."),
     ("DCGM_FI_DEV_FB_FREE", "gauge", "Free frame buffer (MiB)."),
     ("DCGM_FI_DEV_FB_USED", "gauge", "Used frame buffer (MiB)."),
-    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "PCIe replays."),
-    # XIDs
-    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Last XID error of the GPU."),
+    ("DCGM_FI_DEV_FB_RESERVED", "gauge", "Reserved frame buffer (MiB)."),
+    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "NVLink traffic (all links)."),
+    ("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "vGPU license status."),
+    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "Rows remapped after uncorrected errors."),
+    ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "Rows remapped after corrected errors."),
+    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "1: a remap failed (replace the GPU)."),
+    ("DCGM_FI_DRIVER_VERSION", "label", "Driver version."),
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active."),
+    ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Ratio of cycles the tensor (HMMA) pipe is active."),
+    ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "Ratio of cycles the device memory interface is active."),
+    ("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge", "PCIe transmit rate (bytes/s)."),
+    ("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", "PCIe receive rate (bytes/s)."),
+)
+
+# What gpucluster adds: the error counters its alerts and health checks need (upstream has them commented
+# out), the throttle counters and clock event reasons, and SM activity. Field names: DCGM's dcgm_fields.h.
+DCGM_ADDED: tuple[tuple[str, str, str], ...] = (
     # ECC
     ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Corrected (single-bit) ECC errors since the last reset."),
     ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Uncorrected (double-bit) ECC errors since the last reset."),
     ("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "counter", "Corrected ECC errors over the GPU's life."),
     ("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "counter", "Uncorrected ECC errors over the GPU's life."),
     # row remapping (A100, H100 and later: they replace page retirement)
-    ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "Rows remapped after corrected errors."),
-    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "Rows remapped after uncorrected errors."),
     ("DCGM_FI_DEV_ROW_REMAP_PENDING", "gauge", "1: a remap waits for the next GPU reset."),
-    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "1: a remap failed (replace the GPU)."),
     # NVLink
     ("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "counter", "NVLink flow-control CRC errors (all links)."),
     ("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "counter", "NVLink data CRC errors (all links)."),
     ("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "counter", "NVLink replays (all links)."),
     ("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "counter", "NVLink recoveries (all links)."),
-    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "NVLink traffic (all links)."),
+    # throttling
+    ("DCGM_FI_DEV_POWER_VIOLATION", "counter", "Throttling duration due to power constraints (ns)."),
+    ("DCGM_FI_DEV_THERMAL_VIOLATION", "counter", "Throttling duration due to thermal constraints (ns)."),
+    ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "gauge", "Current clock event reasons (bitmask)."),
+    # activity
+    ("DCGM_FI_PROF_SM_ACTIVE", "gauge", "Ratio of cycles an SM has at least one warp assigned."),
+    ("DCGM_FI_PROF_SM_OCCUPANCY", "gauge", "Ratio of warps resident on an SM to its maximum."),
 )
+
+# (DCGM field, Prometheus type or "label", help): upstream's default list, then ours.
+DCGM_METRICS: tuple[tuple[str, str, str], ...] = DCGM_UPSTREAM_DEFAULT + DCGM_ADDED
 
 
 def dcgm_metrics_csv() -> str:
-    lines = ["# DCGM exporter metrics of gpucluster: field, Prometheus type, help"]
+    lines = [
+        f"# DCGM exporter metrics of gpucluster: dcgm-exporter's default list ({DCGM_UPSTREAM_DEFAULT_COMMIT[:7]}), then ours"
+    ]
     lines += [f"{field}, {kind}, {text}" for field, kind, text in DCGM_METRICS]
     return "\n".join(lines) + "\n"
 

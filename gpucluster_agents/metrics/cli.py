@@ -3,6 +3,7 @@
 
     serve --listen auto --port 9400        # the node's unit: private address, the DCGM exporter's port
     print                                  # one scrape to stdout (for promtool, a look by hand)
+    node-exporter --port 9100 -- ARGS...   # exec Debian's prometheus-node-exporter on the private address
 
 Sources: ``--no-gpus`` (a head node, a CPU node), ``--slurm-bin-dir DIR`` and ``--agent-state DIR`` (the
 head node's Slurm and agent metrics), ``--fake-nvml SCENARIO`` and ``--kernel-log FILE`` (replayed GPU
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -22,6 +24,11 @@ from ..health.nvml import NvmlUnavailable
 from .server import DEFAULT_PORT, Exporter, Sources, make_server, private_address
 
 EXIT_USAGE = 2
+NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
+# Per-CPU series a 192-vCPU node pays for in AMP and no rule or dashboard reads: softnet (3 per CPU), guest
+# time (2 per CPU), frequencies (cpufreq, 3-4 per CPU). node_cpu_seconds_total stays. bench/metrics_cost.py
+# counts the node exporter with these.
+NODE_EXPORTER_FLAGS = ("--no-collector.softnet", "--no-collector.cpu.guest", "--no-collector.cpufreq")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -56,7 +63,29 @@ def sources(args: argparse.Namespace) -> Sources:
     return s
 
 
+def node_exporter(argv: Sequence[str]) -> int:
+    """Exec the node exporter listening on ``--listen`` (``auto``: the private address) and ``--port``, with the
+    arguments after ``--`` (Debian's ``$ARGS``) except any listen address of theirs."""
+    p = argparse.ArgumentParser(prog="gpucluster-metrics node-exporter")
+    p.add_argument("--listen", default="auto")
+    p.add_argument("--port", type=int, default=9100)
+    p.add_argument("--binary", default=NODE_EXPORTER)
+    p.add_argument("args", nargs=argparse.REMAINDER)
+    a = p.parse_args(argv)
+    extra = [x for x in (a.args[1:] if a.args[:1] == ["--"] else a.args) if not x.startswith("--web.listen-address")]
+    try:
+        address = private_address() if a.listen == "auto" else a.listen
+    except OSError as exc:
+        sys.stderr.write(f"gpucluster-metrics: no private address to listen on: {exc}\n")
+        return EXIT_USAGE
+    os.execv(a.binary, [a.binary, f"--web.listen-address={address}:{a.port}", *NODE_EXPORTER_FLAGS, *extra])
+    return EXIT_USAGE  # not reached: execv replaces this process or raises
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["node-exporter"]:
+        return node_exporter(argv[1:])
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s gpucluster-metrics %(levelname)s %(message)s")
     if not 0 <= args.port <= 65535:

@@ -143,9 +143,9 @@ def test_warnings_name_field_value_and_fix():
 # --- compute nodes: files and the node package -----------------------------------------------------------------
 
 
-def part_files(ctx: SlurmContext, name: str) -> dict[str, str]:
+def part_files(ctx: SlurmContext, name: str, metrics: bool = True) -> dict[str, str]:
     g = next(g for g in ctx.node_groups if g.name == name)
-    return {f.path: f.text() for f in node_slurm_part(ctx, g).write_files}
+    return {f.path: f.text() for f in node_slurm_part(ctx, g, metrics=metrics).write_files}
 
 
 def test_compute_nodes_get_the_wrappers_and_the_package_before_slurmd():
@@ -165,8 +165,11 @@ def test_compute_nodes_get_the_wrappers_and_the_package_before_slurmd():
 
 
 def test_no_health_no_package_on_compute_nodes():
-    files = part_files(context(P5, enabled=False), "p5")
+    files = part_files(context(P5, enabled=False), "p5", metrics=False)
     assert HEALTH_CHECK not in files and AGENT_PACKAGE_PATH not in files and "install-agent" not in files[NODE_SETUP]
+    # the metrics exporter is in the package too: with metrics on (the default) the node installs it
+    files = part_files(context(P5, enabled=False), "p5")
+    assert HEALTH_CHECK not in files and AGENT_PACKAGE_PATH in files and "install-agent" in files[NODE_SETUP]
 
 
 # --- the wrappers, run -------------------------------------------------------------------------------------------

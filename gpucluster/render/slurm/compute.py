@@ -22,6 +22,7 @@ from gpucluster.render.slurm.identity import (
     session_lockdown_bootcmd,
     session_lockdown_runcmd,
 )
+from gpucluster.render.slurm.metrics import METRICS_PACKAGES, enable_units, metrics_files
 from gpucluster.render.slurm.names import AWS_HELPER, NODE_SETUP, SLURMCTLD_PORT, TASK_PROLOG, SlurmContext, controller_address
 from gpucluster.render.slurm.pam import COMPUTE_PAM_PACKAGES, COMPUTE_PAM_TEMPLATE, NODENAME_PLACEHOLDER, compute_pam_files
 from gpucluster.render.slurm.sssd import SSSD_PACKAGES, directory_files, directory_of, directory_setup
@@ -57,17 +58,22 @@ def task_prolog(group: ResolvedNodeGroup) -> str:
     )
 
 
-def node_slurm_part(ctx: SlurmContext, group: ResolvedNodeGroup, home: HomeMount | None = None) -> CloudConfig:
+def node_slurm_part(
+    ctx: SlurmContext, group: ResolvedNodeGroup, home: HomeMount | None = None, metrics: bool = True
+) -> CloudConfig:
     """The Slurm part of a compute node's user data (plain: nothing here waits for AWS); the health checks expect
     what the group's ``shared_fs`` names (:func:`~gpucluster.resolve.node_group.with_shared_fs`). ``home``: the shared
-    ``/home`` (``slurm.home``), mounted before the users and slurmd, which requires it."""
+    ``/home`` (``slurm.home``), mounted before the users and slurmd, which requires it. ``metrics``: the node's
+    exporters (gpucluster-metrics and the node exporter, :mod:`gpucluster.render.slurm.metrics`)."""
     health = health_enabled(ctx)
+    package = health or directory_of(ctx.identity) is not None or metrics
     boot_check = health and ctx.slurm.health.enabled and nvidia_gpus(group.facts)
     setup = render(
         "slurm/node-setup.sh.j2",
         cluster=ctx.cluster,
         controller=f"{controller_address(ctx.cluster)}:{SLURMCTLD_PORT}",
         packages=NODE_PACKAGES
+        + (METRICS_PACKAGES if metrics else ())
         + (COMPUTE_PAM_PACKAGES if ctx.identity is not None else ())
         + (SSSD_PACKAGES if directory_of(ctx.identity) else ()),
         region=ctx.region,
@@ -75,7 +81,8 @@ def node_slurm_part(ctx: SlurmContext, group: ResolvedNodeGroup, home: HomeMount
         aws_helper=AWS_HELPER,
         node_name_tag=contract.TAG_NODE_NAME,
         imds_guard_unit=IMDS_GUARD_UNIT,
-        install_package=health or directory_of(ctx.identity) is not None,  # the identity helper is in the package
+        install_package=package,  # the health program, the identity helper and the metrics exporter are in it
+        metrics_units=enable_units() if metrics else None,
         users_unit=USERS_UNIT if has_users_program(ctx.identity) else None,
         home_mount=HOME_MOUNT_SCRIPT if home is not None else None,
         pam=ctx.identity is not None,
@@ -85,16 +92,9 @@ def node_slurm_part(ctx: SlurmContext, group: ResolvedNodeGroup, home: HomeMount
     return CloudConfig(
         write_files=(
             *boot_files(ctx, compute=True),
-            *(
-                (
-                    node_package_file(),
-                    *health_files(ctx, group),
-                )
-                if health
-                else (node_package_file(),)
-                if directory_of(ctx.identity)
-                else ()
-            ),
+            *((node_package_file(),) if package else ()),
+            *(health_files(ctx, group) if health else ()),
+            *(metrics_files(group) if metrics else ()),
             WriteFile(TASK_PROLOG, task_prolog(group), "0755"),
             WriteFile(f"/etc/systemd/system/{IMDS_GUARD_UNIT}", imds_guard_unit(head=False)),
             WriteFile("/etc/systemd/system/slurmd.service.d/gpucluster.conf", slurmd_drop_in(boot_check)),

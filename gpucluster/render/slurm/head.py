@@ -21,6 +21,7 @@ from gpucluster.render.slurm.identity import (
     session_lockdown_bootcmd,
     session_lockdown_runcmd,
 )
+from gpucluster.render.slurm.metrics import METRICS_PACKAGES, enable_units, metrics_files
 from gpucluster.render.slurm.names import (
     AGENT_BIN,
     AGENT_COMMAND,
@@ -83,6 +84,7 @@ def head_files(ctx: SlurmContext, inputs: HeadInputs) -> tuple[WriteFile, ...]:
         *identity_files(ctx.identity),
         *directory_files(ctx.cluster, ctx.identity),
         *home_files(inputs.home, ("slurmctld.service",)),
+        *metrics_files(None, head=AGENT_STATE_DIR),
     ]
     if inputs.login_host_key_secret_arn is not None and directory_of(ctx.identity) is None:
         files.append(identity_helper_file())  # with a directory, directory_files brought it
@@ -187,6 +189,7 @@ def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
         data_volume_id=inputs.data_volume_id,
         data_dir=DATA_DIR,
         packages=HEAD_PACKAGES
+        + METRICS_PACKAGES
         + (ACCOUNTING_PACKAGES if accounting else ())
         + (SSSD_PACKAGES if directory_of(ctx.identity) else ()),
         region=ctx.region,
@@ -194,6 +197,7 @@ def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
         aws_helper=AWS_HELPER,
         state_save_location=STATE_SAVE_LOCATION,
         agent_state_dir=AGENT_STATE_DIR,
+        metrics_units=enable_units(),
         topology_dir=TOPOLOGY_DIR,
         users_unit=USERS_UNIT if has_users_program(ctx.identity) else None,
         home_mount=HOME_MOUNT_SCRIPT if inputs.home is not None else None,

@@ -332,6 +332,10 @@ def test_serves_metrics_over_http_on_a_free_port(node_dir: Path) -> None:
 def test_command_line_print_and_its_errors(node_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["print", *nodes.exporter_args(node_dir, "row_remap")]) == 0
     assert "DCGM_FI_DEV_ROW_REMAP_PENDING" in parse(capsys.readouterr().out)
+    from gpucluster_agents.cli import main as agent_main  # gpucluster-agent metrics …: the same command line
+
+    assert agent_main(["metrics", "print", *nodes.exporter_args(node_dir, "xid")]) == 0
+    assert by_gpu(parse(capsys.readouterr().out), "DCGM_FI_DEV_XID_ERRORS")["5"] == 79
     assert main(["serve", "--no-gpus", "--port", "70000"]) == 2
     assert "not a TCP port" in capsys.readouterr().err
     assert main(["serve", "--no-gpus", "--listen", "192.0.2.1", "--port", "0"]) == 2  # not this machine's address

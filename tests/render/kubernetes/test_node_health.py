@@ -114,10 +114,74 @@ def test_dcgm_counters_cover_ecc_row_remapping_xid_and_nvlink():
         "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
     ):
         assert needed in fields
-    # the exporter's format: field, counter|gauge, help; no help text with a comma (it would split)
+    # the exporter's format: field, counter|gauge|label, help; no help text with a comma (it would split)
     for line in dcgm_metrics_csv().splitlines()[1:]:
         field, kind, text = (p.strip() for p in line.split(","))
-        assert field.startswith("DCGM_FI_") and kind in ("counter", "gauge") and text
+        assert field.startswith("DCGM_FI_") and kind in ("counter", "gauge", "label") and text
+
+
+# dcgm-exporter's default list: the lines of etc/default-counters.csv not commented out, at
+# NVIDIA/dcgm-exporter@d5e5f510a1b6b393f39a43293ccd9dc985defc79 (a copy of the names and types, pinned here).
+UPSTREAM_DEFAULT_COMMIT = "d5e5f510a1b6b393f39a43293ccd9dc985defc79"
+UPSTREAM_DEFAULT = {
+    "DCGM_FI_DEV_SM_CLOCK": "gauge",
+    "DCGM_FI_DEV_MEM_CLOCK": "gauge",
+    "DCGM_FI_DEV_MEMORY_TEMP": "gauge",
+    "DCGM_FI_DEV_GPU_TEMP": "gauge",
+    "DCGM_FI_DEV_POWER_USAGE": "gauge",
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "counter",
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": "counter",
+    "DCGM_FI_DEV_GPU_UTIL": "gauge",
+    "DCGM_FI_DEV_MEM_COPY_UTIL": "gauge",
+    "DCGM_FI_DEV_ENC_UTIL": "gauge",
+    "DCGM_FI_DEV_DEC_UTIL": "gauge",
+    "DCGM_FI_DEV_XID_ERRORS": "gauge",
+    "DCGM_FI_DEV_FB_FREE": "gauge",
+    "DCGM_FI_DEV_FB_USED": "gauge",
+    "DCGM_FI_DEV_FB_RESERVED": "gauge",
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": "counter",
+    "DCGM_FI_DEV_VGPU_LICENSE_STATUS": "gauge",
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": "counter",
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": "counter",
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": "gauge",
+    "DCGM_FI_DRIVER_VERSION": "label",
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "gauge",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "gauge",
+    "DCGM_FI_PROF_DRAM_ACTIVE": "gauge",
+    "DCGM_FI_PROF_PCIE_TX_BYTES": "gauge",
+    "DCGM_FI_PROF_PCIE_RX_BYTES": "gauge",
+}
+
+
+def test_dcgm_list_keeps_every_field_of_upstreams_default_and_adds_the_throttle_and_activity_fields():
+    """Our ConfigMap replaces dcgm-exporter's default CSV: dropping a default field would lose it on EKS."""
+    from gpucluster.render.kubernetes_health import DCGM_UPSTREAM_DEFAULT_COMMIT
+
+    assert DCGM_UPSTREAM_DEFAULT_COMMIT == UPSTREAM_DEFAULT_COMMIT
+    ours = {f: kind for f, kind, _ in DCGM_METRICS}
+    assert {f: ours.get(f) for f in UPSTREAM_DEFAULT} == UPSTREAM_DEFAULT  # a superset, with upstream's types
+    for added in (
+        "DCGM_FI_DEV_POWER_VIOLATION",
+        "DCGM_FI_DEV_THERMAL_VIOLATION",
+        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+        "DCGM_FI_PROF_SM_ACTIVE",
+        "DCGM_FI_DEV_ROW_REMAP_PENDING",
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+    ):
+        assert added in ours
+    csv_fields = [line.split(",")[0] for line in dcgm_metrics_csv().splitlines() if not line.startswith("#")]
+    assert csv_fields == list(ours)  # the ConfigMap carries all of them
+
+
+def test_our_exporter_writes_the_dcgm_names_it_shares_with_the_eks_list():
+    """Slurm nodes (our NVML exporter) and EKS (dcgm-exporter with this list) feed one set of rules: every
+    DCGM name our exporter writes is one the EKS list turns on, with the same type."""
+    from gpucluster_agents.metrics.gpu import FIELDS, NVLINK_ERRORS, RESERVED, XID_LAST
+
+    ours = {f: kind for f, kind, _ in DCGM_METRICS}
+    exported = {name: kind for name, kind, *_ in FIELDS} | {n: "counter" for n, _, _ in NVLINK_ERRORS}
+    exported |= {RESERVED[0]: RESERVED[1], XID_LAST[0]: XID_LAST[1]}
+    assert {n: ours.get(n) for n in exported} == exported
 
 
 def test_dcgm_config_fits_the_cluster_policy_and_the_chart_documents_it():

@@ -1,0 +1,92 @@
+"""A compute node's metrics (docs/monitoring.md "Metrics"): gpucluster's exporter (GPU metrics from NVML under
+the DCGM exporter's names, EFA, Lustre) as ``gpucluster-metrics.service`` on port 9400, and Debian's
+``prometheus-node-exporter`` (host metrics) on port 9100. Both listen on the node's private address only
+(``--listen auto``; the node exporter through the same lookup, :func:`node_exporter_drop_in`), never on every
+address: the collector on the head node scrapes them, and the cluster's security group admits the two ports
+from itself only.
+
+The exporter is the node package's (``python3 -E -s -m gpucluster_agents.metrics serve …`` from the package's
+root-owned directory: nothing in its environment chooses what it imports). It runs as root — NVML, the
+kernel's own log (``/dev/kmsg``, for XIDs) and Lustre 2.15's debugfs stats are root's — in a read-only view
+of the system (``ProtectSystem=strict``), with no new privileges and no writable home or /tmp.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from gpucluster.config.slurm_health import nvidia_gpus
+from gpucluster.render.core import WriteFile
+from gpucluster.render.slurm.names import AGENT_LIB
+from gpucluster.resolve.node_group import ResolvedNodeGroup
+
+METRICS_UNIT = "gpucluster-metrics.service"
+NODE_EXPORTER_UNIT = "prometheus-node-exporter.service"
+NODE_EXPORTER_DROP_IN = f"/etc/systemd/system/{NODE_EXPORTER_UNIT}.d/gpucluster.conf"
+METRICS_PORT = 9400  # the DCGM exporter's: a node runs one or the other
+NODE_EXPORTER_PORT = 9100
+METRICS_PACKAGES = ("prometheus-node-exporter",)
+PYTHON = "/usr/bin/python3"
+
+
+def _exec(*args: str, python: str = PYTHON) -> str:
+    """An ExecStart command: the package's ``gpucluster_agents.metrics`` run from its directory (the unit's
+    WorkingDirectory, the first entry of ``sys.path`` under ``-m``), ``-E -s``: no ``PYTHON*`` variable and no
+    user site reach its imports. systemd expands ``$NAME`` and ``%x``: none is in these words but the ``$ARGS``
+    the node exporter's drop-in passes on purpose."""
+    return " ".join([python, "-E", "-s", "-m", "gpucluster_agents.metrics", *args])
+
+
+def metrics_unit(gpus: bool, agent_lib: str = AGENT_LIB, python: str = PYTHON, head: str | None = None) -> str:
+    """``gpucluster-metrics.service``; ``gpus`` False: a node without NVIDIA GPUs (EFA and Lustre only). ``head``:
+    the agent's state directory on the head node, whose exporter adds Slurm's and the agent's metrics and runs as
+    the agent's user (slurm): it reads the agent's files and runs sinfo/squeue, nothing of root's."""
+    serve = ["serve", "--listen", "auto", "--port", str(METRICS_PORT)] + ([] if gpus else ["--no-gpus"])
+    if head is not None:
+        serve += ["--slurm-bin-dir", "/usr/bin", "--agent-state", head]
+    user = "User=slurm\nGroup=slurm\n" if head is not None else ""
+    return f"""[Unit]
+Description=gpucluster node metrics
+After=network-online.target nvidia-persistenced.service remote-fs.target
+Wants=network-online.target
+
+[Service]
+{user}WorkingDirectory={agent_lib}
+ExecStart={_exec(*serve, python=python)}
+Restart=always
+RestartSec=10
+NoNewPrivileges=yes
+ProtectSystem=strict
+ProtectHome=yes
+PrivateTmp=yes
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def node_exporter_drop_in(agent_lib: str = AGENT_LIB, python: str = PYTHON) -> str:
+    """Debian's unit runs ``prometheus-node-exporter $ARGS`` on every address; this runs it on the node's private
+    address (``metrics node-exporter`` looks it up, then execs the exporter with Debian's ``$ARGS``)."""
+    run = _exec("node-exporter", "--port", str(NODE_EXPORTER_PORT), "--", "$ARGS", python=python)
+    return f"""[Service]
+WorkingDirectory={agent_lib}
+ExecStart=
+ExecStart={run}
+"""
+
+
+def metrics_files(group: ResolvedNodeGroup | None, head: str | None = None) -> tuple[WriteFile, ...]:
+    """A compute node's (``group``) or the head node's (``head``: the agent's state directory) two units."""
+    gpus = group is not None and nvidia_gpus(group.facts)
+    return (
+        WriteFile(f"/etc/systemd/system/{METRICS_UNIT}", metrics_unit(gpus, head=head)),
+        WriteFile(NODE_EXPORTER_DROP_IN, node_exporter_drop_in()),
+    )
+
+
+def enable_units() -> str:
+    """The setup script's line: both exporters now and at every boot (after the package is installed)."""
+    return "systemctl daemon-reload && systemctl enable --now " + " ".join(
+        shlex.quote(u) for u in (METRICS_UNIT, NODE_EXPORTER_UNIT)
+    )

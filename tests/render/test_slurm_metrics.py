@@ -1,0 +1,94 @@
+"""A compute node's metrics units (gpucluster/render/slurm/metrics.py): read by systemd-analyze, their command
+run as written, the node exporter kept on the private address, and the setup script's order."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpucluster.render.slurm.metrics import (
+    METRICS_PORT,
+    METRICS_UNIT,
+    NODE_EXPORTER_DROP_IN,
+    metrics_unit,
+    node_exporter_drop_in,
+)
+from gpucluster.render.slurm.names import NODE_SETUP
+from gpucluster_agents.metrics import cli
+from tests.conftest import ROOT, require_tool
+from tests.render.test_slurm_health import CPU, P5, context, part_files
+
+UNIT_PATH = f"/etc/systemd/system/{METRICS_UNIT}"
+
+
+def _exec_start(unit: str) -> list[str]:
+    [line] = [ln for ln in unit.splitlines() if ln.startswith("ExecStart=") and ln != "ExecStart="]
+    return shlex.split(line.removeprefix("ExecStart="))
+
+
+def test_gpu_and_cpu_nodes_get_the_units_and_the_setup_enables_them_after_the_package():
+    ctx = context(P5, CPU, enabled=False)
+    gpu, cpu = part_files(ctx, "p5"), part_files(ctx, "cpu")
+    serve = _exec_start(gpu[UNIT_PATH])
+    assert serve[serve.index("serve") :] == ["serve", "--listen", "auto", "--port", str(METRICS_PORT)]
+    assert _exec_start(cpu[UNIT_PATH])[-1] == "--no-gpus"  # no NVML on a CPU node: EFA and Lustre only
+    assert "0.0.0.0" not in gpu[UNIT_PATH] + gpu[NODE_EXPORTER_DROP_IN]
+    setup = gpu[NODE_SETUP]
+    assert "prometheus-node-exporter" in setup.split("install -y")[1].splitlines()[0]
+    enable = f"systemctl enable --now {METRICS_UNIT} prometheus-node-exporter.service"
+    assert setup.index("install-agent") < setup.index(enable) < setup.index("systemctl enable --now slurmd")
+    off = part_files(ctx, "p5", metrics=False)
+    assert UNIT_PATH not in off and "prometheus-node-exporter" not in off[NODE_SETUP]
+
+
+def test_the_head_nodes_exporter_reads_slurm_and_the_agent_as_slurm():
+    unit = metrics_unit(False, head="/data/agent")
+    serve = _exec_start(unit)
+    assert serve[serve.index("--no-gpus") :] == ["--no-gpus", "--slurm-bin-dir", "/usr/bin", "--agent-state", "/data/agent"]
+    assert "User=slurm\nGroup=slurm\n" in unit and "User=" not in metrics_unit(True)
+
+
+@pytest.mark.parametrize("head", [None, "/data/agent"])
+def test_systemd_reads_the_unit_and_the_drop_in(tmp_path: Path, head: str | None):
+    analyze = require_tool("systemd-analyze")
+    unit = tmp_path / METRICS_UNIT
+    unit.write_text(metrics_unit(True, agent_lib=str(tmp_path), python=sys.executable, head=head))
+    service = tmp_path / "prometheus-node-exporter.service"  # Debian's unit with our drop-in's lines in place
+    debian = "[Unit]\nDescription=x\n[Service]\nUser=daemon\nExecStart=/bin/true $ARGS\n"
+    drop_in = node_exporter_drop_in(agent_lib=str(tmp_path), python=sys.executable).split("[Service]\n", 1)[1]
+    service.write_text(debian.replace("ExecStart=/bin/true $ARGS\n", drop_in))
+    for path in (unit, service):
+        verify = subprocess.run([analyze, "verify", "--man=no", str(path)], capture_output=True, text=True, check=False)
+        assert (verify.returncode, verify.stderr) == (0, ""), verify.stderr
+    unit.write_text(unit.read_text().replace("ProtectSystem=", "ProtectSytem="))  # the check can fail
+    assert "Unknown key" in subprocess.run([analyze, "verify", "--man=no", str(unit)], capture_output=True, text=True).stderr
+
+
+def test_the_units_command_runs_the_package_from_its_directory(tmp_path: Path):
+    """The unit's interpreter words, run from a package directory as systemd would: the exporter answers."""
+    words = _exec_start(metrics_unit(True, python=sys.executable))
+    cmd = [*words[: words.index("gpucluster_agents.metrics") + 1], "print", "--no-gpus", "--sysfs-root", str(tmp_path)]
+    cmd += ["--lustre-root", str(tmp_path)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    assert 'gpucluster_metrics_collector_success{collector="efa"} 1' in proc.stdout
+
+
+def test_node_exporter_runs_on_the_given_address_with_debians_args(monkeypatch: pytest.MonkeyPatch):
+    calls: list[tuple[str, list[str]]] = []
+
+    def execv(path: str, argv: list[str]) -> None:
+        calls.append((path, argv))
+
+    monkeypatch.setattr(cli.os, "execv", execv)
+    monkeypatch.setattr(cli, "private_address", lambda: "10.0.3.17")
+    words = _exec_start(node_exporter_drop_in())
+    args = words[words.index("node-exporter") :]
+    assert args == ["node-exporter", "--port", "9100", "--", "$ARGS"]
+    cli.main(["node-exporter", "--port", "9100", "--", "--collector.systemd", "--web.listen-address=:9100"])
+    argv = [cli.NODE_EXPORTER, "--web.listen-address=10.0.3.17:9100", *cli.NODE_EXPORTER_FLAGS, "--collector.systemd"]
+    assert calls == [(cli.NODE_EXPORTER, argv)]
