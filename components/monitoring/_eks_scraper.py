@@ -8,6 +8,8 @@ pods (Amazon Managed Service for Prometheus User Guide, "Configuring your Amazon
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
@@ -16,12 +18,22 @@ from gpucluster.render.monitoring.collection import scraper_config
 from gpucluster.render.monitoring.policies import SCRAPER_CLUSTER_ROLE_RULES, SCRAPER_USER
 from gpucluster.resolve.cluster import ResolvedCluster
 
+if TYPE_CHECKING:
+    from gpucluster.components.monitoring.monitoring import MonitoringWiring
+
 GPU_OPERATOR_NAMESPACE = "gpu-operator"
 KUEUE_NAMESPACE = "kueue-system"
 CLUSTER_ROLE = "aps-collector-role"
 
 
-def eks_scraper(parent: pulumi.Resource, name: str, cluster: ResolvedCluster, wiring, workspace_arn, tags) -> pulumi.Output[str]:  # type: ignore[no-untyped-def]
+def eks_scraper(
+    parent: pulumi.Resource,
+    name: str,
+    cluster: ResolvedCluster,
+    wiring: MonitoringWiring,
+    workspace_arn: pulumi.Input[str],
+    tags: dict[str, str],
+) -> pulumi.Output[str]:
     """The scraper, its access entry and its ClusterRole(Binding); the scraper's role ARN."""
     if wiring.eks_cluster_arn is None or wiring.kubernetes_provider is None:
         raise ValueError("the EKS scraper needs the EKS cluster's ARN and its Kubernetes provider")

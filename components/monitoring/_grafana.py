@@ -9,6 +9,7 @@ API key), so the dashboards ship as JSON files to import (docs/monitoring.md).
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import pulumi
 import pulumi_aws as aws
@@ -18,10 +19,19 @@ from gpucluster.render.iam import policy_json
 from gpucluster.render.monitoring.policies import grafana_policy
 from gpucluster.resolve.cluster import ResolvedCluster
 
+if TYPE_CHECKING:
+    from gpucluster.components.monitoring.monitoring import MonitoringWiring
+
 
 def grafana_workspace(
-    parent, name, cluster: ResolvedCluster, wiring, workspace_arn, log_group_arn, account
-) -> pulumi.Output[str]:  # type: ignore[no-untyped-def]
+    parent: pulumi.Resource,
+    name: str,
+    cluster: ResolvedCluster,
+    wiring: MonitoringWiring,
+    workspace_arn: pulumi.Input[str],
+    log_group_arn: pulumi.Input[str] | None,
+    account: pulumi.Input[str],
+) -> pulumi.Output[str]:
     """The workspace, its role and its VPC endpoint; the workspace's endpoint (a host name)."""
     monitoring = cluster.monitoring
     assert monitoring is not None
@@ -56,13 +66,13 @@ def grafana_workspace(
         vpc_id=wiring.vpc_id,
         description=f"Managed Grafana endpoint of {cluster.name}: HTTPS from the VPC",
         ingress=[
-            {
-                "protocol": "tcp",
-                "from_port": 443,
-                "to_port": 443,
-                "cidr_blocks": [wiring.vpc_cidr],
-                "description": "HTTPS from the cluster's VPC",
-            }
+            aws.ec2.SecurityGroupIngressArgs(
+                protocol="tcp",
+                from_port=443,
+                to_port=443,
+                cidr_blocks=[wiring.vpc_cidr] if wiring.vpc_cidr is not None else [],
+                description="HTTPS from the cluster's VPC",
+            )
         ],
         tags=with_name(tags, f"{cluster.name}-grafana-endpoint"),
         opts=child,

@@ -7,7 +7,7 @@ Nothing here when ``monitoring`` resolved to ``None`` (off, or no scheduler): ``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import pulumi
@@ -158,11 +158,19 @@ def build_monitoring(
     return parts
 
 
-def _slurm_rights(name, wiring, log_group, group, workspace_arn, collector, child):  # type: ignore[no-untyped-def]
+def _slurm_rights(
+    name: str,
+    wiring: MonitoringWiring,
+    log_group: Callable[[str, str], aws.cloudwatch.LogGroup],
+    group: str,
+    workspace_arn: pulumi.Input[str],
+    collector: bool,
+    child: pulumi.ResourceOptions,
+) -> aws.cloudwatch.LogGroup | None:
     """The Slurm nodes' log group and their roles' rights: the head node remote-writes and ships, compute ships."""
     if wiring.head_role_id is None and wiring.node_role_id is None:
         return None
-    nodes_group: aws.cloudwatch.LogGroup = log_group("logs", group)
+    nodes_group = log_group("logs", group)
     ship = nodes_group.arn.apply(lambda arn: policy_json(log_shipping_policy(arn)))
     for who, role in (("head", wiring.head_role_id), ("node", wiring.node_role_id)):
         if role is not None:
