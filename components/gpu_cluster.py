@@ -21,8 +21,9 @@ from gpucluster.components.kubernetes.eks_cluster import TOKEN as EKS
 from gpucluster.components.kubernetes.eks_cluster import EksParts, EksWiring, build_eks_cluster
 from gpucluster.components.kubernetes.kubernetes_platform import TOKEN as PLATFORM
 from gpucluster.components.kubernetes.kubernetes_platform import PlatformParts, PlatformWiring, build_kubernetes_platform
+from gpucluster.components.monitoring._wiring import MonitoringWiring
 from gpucluster.components.monitoring.monitoring import TOKEN as MONITORING
-from gpucluster.components.monitoring.monitoring import MonitoringParts, MonitoringWiring, build_monitoring
+from gpucluster.components.monitoring.monitoring import MonitoringParts, build_monitoring
 from gpucluster.components.network.network import TOKEN as NETWORK
 from gpucluster.components.network.network import NetworkWiring, build_network
 from gpucluster.components.slurm._args import SlurmBuild

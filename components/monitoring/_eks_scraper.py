@@ -8,18 +8,14 @@ pods (Amazon Managed Service for Prometheus User Guide, "Configuring your Amazon
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from gpucluster.components.monitoring._wiring import MonitoringWiring
 from gpucluster.render.monitoring.collection import scraper_config
 from gpucluster.render.monitoring.policies import SCRAPER_CLUSTER_ROLE_RULES, SCRAPER_USER
 from gpucluster.resolve.cluster import ResolvedCluster
-
-if TYPE_CHECKING:
-    from gpucluster.components.monitoring.monitoring import MonitoringWiring
 
 GPU_OPERATOR_NAMESPACE = "gpu-operator"
 KUEUE_NAMESPACE = "kueue-system"

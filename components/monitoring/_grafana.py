@@ -9,18 +9,15 @@ API key), so the dashboards ship as JSON files to import (docs/monitoring.md).
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
 
 import pulumi
 import pulumi_aws as aws
 
+from gpucluster.components.monitoring._wiring import MonitoringWiring
 from gpucluster.config.naming import with_name
 from gpucluster.render.iam import policy_json
 from gpucluster.render.monitoring.policies import grafana_policy
 from gpucluster.resolve.cluster import ResolvedCluster
-
-if TYPE_CHECKING:
-    from gpucluster.components.monitoring.monitoring import MonitoringWiring
 
 
 def grafana_workspace(

@@ -7,12 +7,13 @@ Nothing here when ``monitoring`` resolved to ``None`` (off, or no scheduler): ``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
 
+from gpucluster.components.monitoring._wiring import MonitoringWiring
 from gpucluster.config.naming import with_name
 from gpucluster.render.iam import policy_json
 from gpucluster.render.monitoring.alertmanager import alertmanager_definition
@@ -25,28 +26,10 @@ from gpucluster.render.monitoring.policies import (
 )
 from gpucluster.render.monitoring.rules import cluster_schedulers, rule_groups
 from gpucluster.resolve.cluster import ResolvedCluster
+from gpucluster.resolve.monitoring import subscribers
 
 TOKEN = "gpucluster:index:Monitoring"
 RULES_NAMESPACE = "gpucluster"
-
-
-@dataclass
-class MonitoringWiring:
-    """What the cluster's other parts hand over: the roles of the Slurm nodes, the EKS cluster to scrape."""
-
-    tags: dict[str, str]
-    head_role_id: pulumi.Input[str] | None = None
-    """The Slurm head node's role (its collector remote-writes, its CloudWatch agent ships logs); none without one."""
-    node_role_id: pulumi.Input[str] | None = None
-    """The Slurm compute nodes' role (their CloudWatch agent ships logs)."""
-    eks_cluster_arn: pulumi.Input[str] | None = None
-    eks_subnet_ids: Sequence[pulumi.Input[str]] = field(default_factory=list)
-    eks_security_group_ids: Sequence[pulumi.Input[str]] = field(default_factory=list)
-    eks_cluster_name: pulumi.Input[str] | None = None
-    kubernetes_provider: pulumi.ProviderResource | None = None
-    vpc_id: pulumi.Input[str] | None = None
-    private_subnet_ids: Sequence[pulumi.Input[str]] = field(default_factory=list)
-    vpc_cidr: pulumi.Input[str] | None = None
 
 
 @dataclass
@@ -129,7 +112,7 @@ def build_monitoring(
         policy=pulumi.Output.all(topic.arn, workspace.arn, account).apply(lambda v: policy_json(topic_policy(v[0], v[1], v[2]))),
         opts=child,
     )
-    for i, sub in enumerate(spec.subscribers()):
+    for i, sub in enumerate(subscribers(spec)):
         aws.sns.TopicSubscription(f"{name}-alerts-{i}", topic=topic.arn, protocol=sub.protocol, endpoint=sub.endpoint, opts=child)
     aws.amp.AlertManagerDefinition(
         f"{name}-alertmanager",

@@ -130,10 +130,3 @@ class MonitoringSpec(SpecModel):
             twice = sorted({a for a in value if value.count(a) > 1})
             raise ValueError(f"{', '.join(twice)} listed twice{FIX_MARK}list each address once")
         return value
-
-    def subscribers(self) -> tuple[SubscriptionSpec, ...]:
-        """Every subscriber of the alert topic: ``alarmEmails`` as ``email`` subscriptions, then ``subscriptions``."""
-        emails = tuple(SubscriptionSpec(protocol="email", endpoint=a) for a in self.alarm_emails)
-        return emails + tuple(
-            s for s in self.subscriptions if (s.protocol, s.endpoint) not in {("email", a) for a in self.alarm_emails}
-        )

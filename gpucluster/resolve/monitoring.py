@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpucluster.config.cluster import ClusterSpec
-from gpucluster.config.monitoring import MonitoringSpec
+from gpucluster.config.monitoring import MonitoringSpec, SubscriptionSpec
 from gpucluster.facts.catalog import Catalog, InstanceFacts
 from gpucluster.facts.prices import REFERENCE_REGION, PriceBook
 
@@ -62,6 +62,14 @@ class ResolvedMonitoring:
     @property
     def scrape_interval(self) -> str:
         return f"{self.spec.scrape_interval_seconds}s"
+
+
+def subscribers(spec: MonitoringSpec) -> tuple[SubscriptionSpec, ...]:
+    """Every subscriber of the alert topic: ``alarmEmails`` as ``email`` subscriptions, then ``subscriptions`` (an
+    ``email`` one that repeats an address of ``alarmEmails`` once only)."""
+    emails = tuple(SubscriptionSpec(protocol="email", endpoint=a) for a in spec.alarm_emails)
+    listed = {("email", a) for a in spec.alarm_emails}
+    return emails + tuple(s for s in spec.subscriptions if (s.protocol, s.endpoint) not in listed)
 
 
 def series_per_node(facts: InstanceFacts) -> int:
@@ -137,7 +145,10 @@ def monitoring_parts(
     date = ingestion.get("Date")
     name = f"Monitoring: AMP {what}; logs ~{log_gb:.1f} GB a month, kept {resolved.spec.log_retention_days} days"
     usd = amp + logs
-    sources = [f"AMP: {ingestion['Source']}", f"CloudWatch Logs: {prices['LogsIngestionGb']['Source']}, volume estimated per node"]
+    sources = [
+        f"AMP: {ingestion['Source']}",
+        f"CloudWatch Logs: {prices['LogsIngestionGb']['Source']}, volume estimated per node",
+    ]
     if resolved.spec.grafana.enabled:
         editor = prices["GrafanaEditorMonth"]
         usd += editor["Usd"]

@@ -6,7 +6,7 @@ import pytest
 
 from gpucluster.config.errors import ConfigError
 from gpucluster.load import load_spec
-from gpucluster.resolve.monitoring import SECONDS_PER_MONTH, series_per_node, tiered_usd
+from gpucluster.resolve.monitoring import SECONDS_PER_MONTH, series_per_node, subscribers, tiered_usd
 from tests.conftest import TWO_ZONES, group, make_config
 
 KEY = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
@@ -88,7 +88,7 @@ def test_subscribers_join_emails_and_subscriptions():
         stack="m",
     ).cluster.monitoring
     assert spec is not None
-    assert [(s.protocol, s.endpoint) for s in spec.spec.subscribers()] == [
+    assert [(s.protocol, s.endpoint) for s in subscribers(spec.spec)] == [
         ("email", "oncall@example.com"),
         ("sqs", "arn:aws:sqs:us-east-1:123456789012:alerts"),
     ]
