@@ -5,14 +5,17 @@ from __future__ import annotations
 import copy
 import json
 
-from gpucluster.policy.evaluate import evaluate, from_plan
+from gpucluster.policy.evaluate import RULES, evaluate, from_plan
 from tests.conftest import ROOT
 
 PLAN = ROOT / "tests" / "golden" / "plans" / "slurm-p5.json"
 
 
+RULE = [r for r in RULES if r.name == "log-groups-encrypted-retained"]
+
+
 def _violations(doc):
-    return {(v.rule, v.name, v.property) for v in evaluate(from_plan(doc)) if v.rule == "log-groups-encrypted-retained"}
+    return {(v.rule, v.name, v.property) for v in evaluate(from_plan(doc), RULE)}
 
 
 def test_a_monitoring_log_group_without_its_key_or_retention_is_refused():
