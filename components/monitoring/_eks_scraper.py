@@ -34,7 +34,8 @@ def eks_scraper(
     if wiring.eks_cluster_arn is None or wiring.kubernetes_provider is None:
         raise ValueError("the EKS scraper needs the EKS cluster's ARN and its Kubernetes provider")
     monitoring = cluster.monitoring
-    assert monitoring is not None
+    if monitoring is None:
+        raise ValueError("eks_scraper: the cluster's monitoring is off")
     child = pulumi.ResourceOptions(parent=parent)
     config = scraper_config(cluster.name, monitoring.spec.scrape_interval_seconds, GPU_OPERATOR_NAMESPACE, KUEUE_NAMESPACE)
     scraper = aws.amp.Scraper(

@@ -31,7 +31,8 @@ def grafana_workspace(
 ) -> pulumi.Output[str]:
     """The workspace, its role and its VPC endpoint; the workspace's endpoint (a host name)."""
     monitoring = cluster.monitoring
-    assert monitoring is not None
+    if monitoring is None:
+        raise ValueError("grafana_workspace: the cluster's monitoring is off")
     child = pulumi.ResourceOptions(parent=parent)
     tags, region = dict(wiring.tags), cluster.region
     trust = pulumi.Output.from_input(account).apply(
