@@ -140,7 +140,8 @@ def main() -> ClusterParts:
 
 def monitoring_outputs(parts: MonitoringParts) -> dict[str, Any]:
     """The ``monitoring`` output: the AMP workspace (its id and endpoint, for a Grafana data source or ``awscurl``), the
-    alert topic, the log group, the Grafana endpoint where one is made, and the dashboards to import (package files)."""
+    alert topic, the Grafana endpoint where one is made, and the dashboards to import (package files). The log group is
+    ``/gpucluster/<cluster>`` (docs/monitoring.md)."""
     from gpucluster.render.monitoring.dashboards import dashboards
 
     out: dict[str, Any] = {
@@ -149,8 +150,6 @@ def monitoring_outputs(parts: MonitoringParts) -> dict[str, Any]:
         "alertTopicArn": parts.topic_arn,
         "dashboards": [f"gpucluster/render/monitoring/dashboards/{name}" for name in sorted(dashboards())],
     }
-    if parts.log_group_name is not None:
-        out["logGroup"] = parts.log_group_name
     if parts.grafana_endpoint is not None:
         out["grafanaEndpoint"] = parts.grafana_endpoint
     return out
