@@ -124,34 +124,57 @@ def monitoring_parts(
     spec: ClusterSpec, book: PriceBook, catalog: Catalog
 ) -> list[tuple[str, float | None, float, str, str, str | None]]:
     """The estimate's monitoring line ``(name, usd_per_hour, kw, source, key, date)``: AMP (ingestion, storage and
-    the EKS scraper), CloudWatch Logs and Grafana's minimum editor together. SNS is left out: its first million publishes and
-    1,000 e-mails a month are free, far above an alert topic's traffic."""
+    the EKS scraper), CloudWatch Logs (the Slurm nodes') and Grafana's minimum editor together. SNS is left out: its
+    first million publishes and 1,000 e-mails a month are free, far above an alert topic's traffic."""
     resolved = resolve_monitoring(spec, catalog)
     if resolved is None:
         return []
-    prices, note = monitoring_book(book, spec.region)
-    samples = monthly_samples(spec, resolved)
+    nodes = sum(g.desired_size or 0 for g in spec.node_groups) if spec.slurm is not None else 0  # Slurm nodes ship logs
+    return [
+        monitoring_line(
+            book,
+            spec.region,
+            samples=monthly_samples(spec, resolved),
+            interval_seconds=resolved.spec.scrape_interval_seconds,
+            eks_scraper=resolved.eks_scraper,
+            log_gb=nodes * LOG_GB_PER_NODE_MONTH + (LOG_GB_HEAD_MONTH if resolved.slurm_collector else 0.0),
+            retention_days=resolved.spec.log_retention_days,
+            grafana=resolved.spec.grafana.enabled,
+        )
+    ]
+
+
+def monitoring_line(
+    book: PriceBook,
+    region: str,
+    *,
+    samples: float,
+    interval_seconds: int,
+    eks_scraper: bool,
+    log_gb: float,
+    retention_days: int,
+    grafana: bool,
+) -> tuple[str, float | None, float, str, str, str | None]:
+    """The monitoring line from its quantities (the stack's estimate and the one worked out from a plan's resources
+    share it)."""
+    prices, note = monitoring_book(book, region)
     ingestion = prices["AmpIngestion"]
     amp = tiered_usd(samples, ingestion["Tiers"])
     amp += samples * AMP_RETENTION_MONTHS * BYTES_PER_STORED_SAMPLE / 2**30 * prices["AmpStorageGbMonth"]["Usd"]
-    what = f"{samples / 1e6:,.0f} M samples a month at {resolved.scrape_interval}"
-    if resolved.eks_scraper:
+    name = f"Monitoring: AMP {samples / 1e6:,.0f} M samples a month at {interval_seconds}s"
+    if eks_scraper:
         amp += prices["AmpCollectorHour"]["Usd"] * 730 + samples / 1e7 * prices["AmpCollectedSamples"]["Usd"]
-        what += ", managed scraper"
-    nodes = sum(g.desired_size or 0 for g in spec.node_groups)
-    log_gb = nodes * LOG_GB_PER_NODE_MONTH + (LOG_GB_HEAD_MONTH if resolved.slurm_collector else 0.0)
-    retained = min(resolved.spec.log_retention_days / 30.4, 120.0)
+        name += ", managed scraper"
+    retained = min(retention_days / 30.4, 120.0)
     logs = log_gb * prices["LogsIngestionGb"]["Usd"] + log_gb * retained * prices["LogsStorageGbMonth"]["Usd"]
-    date = ingestion.get("Date")
-    name = f"Monitoring: AMP {what}; logs ~{log_gb:.1f} GB a month, kept {resolved.spec.log_retention_days} days"
+    sources = [f"AMP: {ingestion['Source']}"]
+    if log_gb:
+        name += f"; logs ~{log_gb:.1f} GB a month, kept {retention_days} days"
+        sources.append(f"CloudWatch Logs: {prices['LogsIngestionGb']['Source']}, volume estimated per node")
     usd = amp + logs
-    sources = [
-        f"AMP: {ingestion['Source']}",
-        f"CloudWatch Logs: {prices['LogsIngestionGb']['Source']}, volume estimated per node",
-    ]
-    if resolved.spec.grafana.enabled:
+    if grafana:
         editor = prices["GrafanaEditorMonth"]
         usd += editor["Usd"]
         name += "; Grafana 1 editor (viewers $5 a month each)"
         sources.append(f"Grafana: {editor['Source']}")
-    return [(name, round(usd / 730, 6), 0.0, " · ".join(sources) + note, "monitoring", date)]
+    return (name, round(usd / 730, 6), 0.0, " · ".join(sources) + note, "monitoring", ingestion.get("Date"))
