@@ -21,6 +21,9 @@ from gpucluster.components.kubernetes.eks_cluster import TOKEN as EKS
 from gpucluster.components.kubernetes.eks_cluster import EksParts, EksWiring, build_eks_cluster
 from gpucluster.components.kubernetes.kubernetes_platform import TOKEN as PLATFORM
 from gpucluster.components.kubernetes.kubernetes_platform import PlatformParts, PlatformWiring, build_kubernetes_platform
+from gpucluster.components.monitoring._wiring import MonitoringWiring
+from gpucluster.components.monitoring.monitoring import TOKEN as MONITORING
+from gpucluster.components.monitoring.monitoring import MonitoringParts, build_monitoring
 from gpucluster.components.network.network import TOKEN as NETWORK
 from gpucluster.components.network.network import NetworkWiring, build_network
 from gpucluster.components.slurm._args import SlurmBuild
@@ -177,6 +180,9 @@ class ClusterParts:
         self.kubernetes: PlatformParts | None = None
         if resolved.kubernetes is not None:
             self._create_kubernetes(name, resolved.kubernetes, tags, child)
+        self.monitoring: MonitoringParts | None = None
+        if resolved.monitoring is not None:
+            self._create_monitoring(name, tags)
         self.vpc_id = self.network.vpc_id
         self.launch_template_ids = pulumi.Output.all(*[ng.launch_template_id for ng in self.node_groups.values()]).apply(
             lambda ids: dict(zip(self.node_groups, ids, strict=True))
@@ -319,6 +325,27 @@ class ClusterParts:
         platform = part(PLATFORM, f"{name}-k8s", self._parent, pulumi.ResourceOptions(provider=self.eks.provider))
         self.kubernetes = build_kubernetes_platform(
             platform, f"{name}-k8s", resolved, PlatformWiring(shared_storage=tuple(self.shared_storage), hybrid=self.spec.hybrid)
+        )
+
+    def _create_monitoring(self, name: str, tags: dict[str, str]) -> None:
+        """Metrics, alerts and logs (issue #23): the Slurm nodes' roles get their rights, EKS gets a scraper."""
+        slurm, eks = self.slurm, self.eks
+        private = [*self.network.private_subnet_ids.values()]
+        wiring = MonitoringWiring(
+            tags=tags,
+            head_role_id=slurm._head_role_id if slurm is not None else None,
+            node_role_id=slurm._node_role_id if slurm is not None else None,
+            vpc_id=self.network.vpc_id,
+            vpc_cidr=self.network.vpc_cidr,
+            private_subnet_ids=private,
+        )
+        if eks is not None:
+            wiring.eks_cluster_arn, wiring.eks_cluster_name = eks.cluster_arn, eks.cluster_name
+            wiring.eks_subnet_ids = private
+            wiring.eks_security_group_ids = [self.network.efa_security_group_id, eks.cluster_security_group_id]
+            wiring.kubernetes_provider = eks.provider
+        self.monitoring = build_monitoring(
+            part(MONITORING, f"{name}-monitoring", self._parent), f"{name}-monitoring", self.resolved, wiring
         )
 
     def subnets_for(self, group: NodeGroupSpec) -> list[pulumi.Input[str]]:

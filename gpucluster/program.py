@@ -14,6 +14,7 @@ from gpucluster.components._shared.build import part
 from gpucluster.components.gpu_cluster import TOKEN, ClusterParts, build_gpu_cluster, user_data_findings
 from gpucluster.components.hybrid._parts import hybrid_outputs, hybrid_secrets
 from gpucluster.components.kubernetes.eks_cluster import EksParts
+from gpucluster.components.monitoring.monitoring import MonitoringParts
 from gpucluster.components.slurm.slurm_cluster import SlurmParts
 from gpucluster.config.checks.images import unpinned_images
 from gpucluster.config.cluster import ClusterSpec
@@ -132,8 +133,27 @@ def main() -> ClusterParts:
         nodes = cluster.eks.hybrid_nodes
         profile = nodes.profile.arn if nodes.profile is not None else None
         pulumi.export("hybridNodes", {"roleArn": nodes.role.arn, "profileArn": profile, "files": nodes.bundle})
+    if cluster.monitoring is not None:
+        pulumi.export("monitoring", monitoring_outputs(cluster.monitoring))
     pulumi.export("findings", [f.as_dict() for f in findings])
     return cluster
+
+
+def monitoring_outputs(parts: MonitoringParts) -> dict[str, Any]:
+    """The ``monitoring`` output: the AMP workspace (its id and endpoint, for a Grafana data source or ``awscurl``), the
+    alert topic, the Grafana endpoint where one is made, and the dashboards to import (package files). The log group is
+    ``/gpucluster/<cluster>`` (docs/monitoring.md)."""
+    from gpucluster.render.monitoring.dashboards import dashboards
+
+    out: dict[str, Any] = {
+        "workspaceId": parts.workspace_id,
+        "prometheusEndpoint": parts.prometheus_endpoint,
+        "alertTopicArn": parts.topic_arn,
+        "dashboards": [f"gpucluster/render/monitoring/dashboards/{name}" for name in sorted(dashboards())],
+    }
+    if parts.grafana_endpoint is not None:
+        out["grafanaEndpoint"] = parts.grafana_endpoint
+    return out
 
 
 def node_group_outputs(cluster: ClusterParts) -> dict[str, dict[str, Any]]:

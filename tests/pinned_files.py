@@ -39,6 +39,10 @@ class Pin:
     path: str
     sha256: str
 
+    shared: str = ""
+    """Where else a copy may lie, under ``../shared/schemas`` (``$GPUCLUSTER_SCHEMAS``): files that are not
+    Kubernetes schemas (the CloudWatch agent's config schema) are kept there, checked against the same sha256."""
+
     def url(self, base: str) -> str:
         return f"{base.rstrip('/')}/{self.repository}/{self.commit}/{self.path}"
 
@@ -55,6 +59,15 @@ _KUEUE_CRDS = "config/components/crd/bases"
 PINS: dict[str, Pin] = {
     p.relative: p
     for p in (
+        # The CloudWatch agent's config schema (JSON Schema draft-04; its translator validates against it).
+        Pin(
+            "amazon-cloudwatch-agent/v1.300071.0/schema.json",
+            "aws/amazon-cloudwatch-agent",
+            "7c48fecadbdb49314f123449fa2167361d307c10",
+            "translator/config/schema.json",
+            "2823cf4a6de048e0398f6a2a21a08079f5a3910c9698ccda86c443ad8e208469",
+            shared="cloudwatch-agent/schema.json",
+        ),
         Pin(
             "kueue/v0.19.2/kueue.x-k8s.io_resourceflavors.yaml",
             *_KUEUE,
@@ -180,6 +193,12 @@ def schemas_dir() -> Path | None:
     return Path(value) if value else None
 
 
+def shared_schemas_dir() -> Path:
+    """``$GPUCLUSTER_SCHEMAS``, else ``../shared/schemas`` beside the repository."""
+    value = os.environ.get("GPUCLUSTER_SCHEMAS")
+    return Path(value) if value else Path(__file__).resolve().parents[2] / "shared" / "schemas"
+
+
 def cache_dir() -> Path:
     return Path(os.environ.get("GPUCLUSTER_CACHE") or Path.home() / ".cache" / "gpucluster") / "k8s-schemas"
 
@@ -222,8 +241,11 @@ def pinned_path(relative: str) -> Path:
     pin = PINS.get(relative)
     if pin is None:
         raise PinnedFileError(f"{relative} is not a pinned file; add it to tests/pinned_files.py PINS with its sha256")
+    shared = shared_schemas_dir() / pin.shared if pin.shared else None
+    if shared is not None and shared.is_file():
+        return _checked(pin, shared, str(shared))
     directory = schemas_dir()
-    if directory is not None:
+    if directory is not None and shared is None:
         path = directory / relative
         if not path.is_file():
             raise PinnedFileError(

@@ -138,7 +138,12 @@ def test_every_pin_resolves_in_this_run() -> None:
 
 
 def test_fetch_command_says_what_is_missing_without_a_traceback(tmp_path: Path) -> None:
-    env = {"PATH": "/usr/bin:/bin", "GPUCLUSTER_CACHE": str(tmp_path), "GPUCLUSTER_K8S_SCHEMAS_URL": "http://127.0.0.1:9"}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "GPUCLUSTER_CACHE": str(tmp_path),
+        "GPUCLUSTER_K8S_SCHEMAS_URL": "http://127.0.0.1:9",
+        "GPUCLUSTER_SCHEMAS": str(tmp_path / "no-shared-schemas"),
+    }
     result = subprocess.run(
         [sys.executable, "-m", "tests.pinned_files", "fetch"],
         cwd=ROOT,

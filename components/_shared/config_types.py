@@ -28,6 +28,7 @@ __all__ = [
     "FlowLogsConfig",
     "GpuNodeUpdateConfig",
     "GpuOperatorConfig",
+    "GrafanaConfig",
     "HeadNodeConfig",
     "HomeConfig",
     "HookConfig",
@@ -41,6 +42,7 @@ __all__ = [
     "LoginNodesConfig",
     "LoginSshConfig",
     "LustreConfig",
+    "MonitoringConfig",
     "NetworkConfig",
     "NodeGroupConfig",
     "NodeHooksConfig",
@@ -58,6 +60,7 @@ __all__ = [
     "SlurmUpdatesConfig",
     "StorageConfig",
     "SubnetConfig",
+    "SubscriptionConfig",
     "SystemNodeGroupConfig",
     "TeamConfig",
     "TeamPosixConfig",
@@ -1000,6 +1003,43 @@ class HybridConfig(TypedDict, total=False):
     """EKS Hybrid Nodes for the site's Kubernetes GPU servers. Default: none."""
 
 
+class SubscriptionConfig(TypedDict, total=False):
+    """One subscriber of the alert topic: an SNS protocol and its endpoint."""
+
+    protocol: Required[str]
+    """``email``, ``email-json``, ``https``, ``sms``, ``sqs`` or ``lambda`` (no plain ``http``). Required. One of: ``email``, ``email-json``, ``https``, ``sms``, ``sqs``, ``lambda``."""
+    endpoint: Required[str]
+    """Where SNS delivers: an e-mail address, an https:// URL, an E.164 phone number or an SQS queue / Lambda function ARN, as the protocol needs. Required."""
+
+
+class GrafanaConfig(TypedDict, total=False):
+    """An Amazon Managed Grafana workspace reading the AMP workspace and CloudWatch, with the dashboards."""
+
+    enabled: bool
+    """Create the workspace. Default false: Amazon Managed Grafana needs IAM Identity Center (``AWS_SSO``) or a SAML identity provider in the account; without a workspace the dashboards are shipped as JSON files to import into any Grafana."""
+    authentication: str
+    """How people sign in: ``AWS_SSO`` (IAM Identity Center) or ``SAML``. Default ``AWS_SSO``. One of: ``AWS_SSO``, ``SAML``."""
+
+
+class MonitoringConfig(TypedDict, total=False):
+    """Metrics, logs, alerts and dashboards of the fleet. On by default for a cluster with Slurm or EKS."""
+
+    enabled: bool
+    """Create the monitoring resources. Default true (for a cluster with ``slurm`` or ``kubernetes``; a cluster of plain node groups has no collector). ``false`` creates none of them."""
+    scrape_interval_seconds: int
+    """Seconds between two scrapes of every exporter. Default 30 (HyperPod's observability add-on's figure; the GPU fault counters need no more, and AMP bills per sample); 10 to 300."""
+    log_retention_days: int
+    """Days CloudWatch Logs keeps the nodes' logs. Default 180 (AWS ParallelCluster's default). One of CloudWatch's values: 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653."""
+    alarm_emails: list[str]
+    """E-mail addresses subscribed to the alert topic (each confirms the subscription from the mail SNS sends). Default: none."""
+    subscriptions: list[SubscriptionConfig]
+    """Other subscribers of the alert topic (``protocol`` + ``endpoint``). Default: none."""
+    grafana: GrafanaConfig
+    """An Amazon Managed Grafana workspace. Default: none (dashboards shipped as files)."""
+    kms_key_arn: str
+    """KMS key ARN (``arn:aws:kms:<region>:<account>:key/<id>``, the cluster's region) that encrypts the AMP workspace, the log groups and the alert topic. Its key policy must let ``logs.<region>.amazonaws.com``, ``aps.amazonaws.com`` and ``sns.amazonaws.com`` use it. Default: AWS-owned / AWS-managed keys (the log groups' and AMP's own encryption, SNS's ``alias/aws/sns``)."""
+
+
 class ClusterConfig(TypedDict, total=False):
     """A GPU cluster. Each field is one ``gpucluster:<field>`` key of the stack config, except ``region``, which is ``aws:region``."""
 
@@ -1019,5 +1059,7 @@ class ClusterConfig(TypedDict, total=False):
     """An Amazon EKS cluster for the node groups with ``scheduler: kubernetes``: GPU Operator, EFA device plugin, Kueue and a namespace per team. Default: none (no Kubernetes)."""
     hybrid: HybridConfig
     """An on-premises site that bursts into the Slurm node groups (its own slurmctld stays the controller) or joins the EKS cluster with EKS Hybrid Nodes: the link, the credentials, the bundle for the site. Default: none."""
+    monitoring: MonitoringConfig
+    """Metrics (Amazon Managed Service for Prometheus), logs (CloudWatch Logs), alerts (to an SNS topic) and dashboards of the fleet. Default: on for a cluster with ``slurm`` or ``kubernetes``."""
     tags: dict[str, str]
     """Tags on every taggable resource, merged with the cluster tags gpucluster adds. Default: none."""

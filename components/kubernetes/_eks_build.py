@@ -86,6 +86,8 @@ class EksParts:
     """EKS managed node groups by node group name (``system`` included)."""
     gpu_node_groups: dict[str, EksNodeTemplate]
     """The launch template (and placement group) of each GPU node group."""
+    cluster_arn: pulumi.Output[str] | None = None
+    """The EKS cluster's ARN (what an AMP scraper's source names)."""
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,7 @@ def build_eks_cluster(
         hybrid_nodes=nodes_of_site,
         managed_node_groups=managed,
         gpu_node_groups=gpu,
+        cluster_arn=cluster.arn,
     )
     parent.register_outputs(
         {

@@ -117,6 +117,7 @@ class SlurmParts:
         # The agent launches dynamic groups only (static ones belong to their Auto Scaling groups).
         dynamic = [g.name for g in args.node_groups if slurm.group_settings(g.name).mode == "dynamic"]
         self.head_instance_id = self.head_private_ip = self.head_role_arn = None
+        self._head_role_id: pulumi.Output[str] | None = None
         self.data_volume_id = self.head_user_data = None
         head_ip: pulumi.Output[str] | None = None
         if hybrid is None:
@@ -205,6 +206,7 @@ class SlurmParts:
             f"{name}-node-profile", role=node_role.name, tags=with_name(tags, f"{cluster}-slurm-node"), opts=child
         )
         self.node_role_arn = node_role.arn
+        self._node_role_id: pulumi.Output[str] = node_role.id
         self.node_profile_arn: pulumi.Output[str] = node_profile.arn
         """The compute nodes' instance profile: the only one the node agent may launch with."""
         self.node_groups: dict[str, SlurmNodeGroup] = {}
@@ -294,6 +296,7 @@ class SlurmParts:
             child=child,
         )
         self.head_role_arn = head_role.arn
+        self._head_role_id = head_role.id
         attach_role_statements(f"{name}-head-people", head_role, role_statements(args.people, args.region), child)
         host_keys = head_host_key_statement(self._people)
         if host_keys is not None:

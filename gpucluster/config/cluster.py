@@ -10,6 +10,7 @@ from pydantic import Field, field_validator
 from gpucluster.config.base import FIX_MARK, SpecModel, check_name
 from gpucluster.config.hybrid import HybridSpec
 from gpucluster.config.kubernetes import KubernetesSpec
+from gpucluster.config.monitoring import MonitoringSpec
 from gpucluster.config.network import NetworkSpec
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.slurm import SlurmSpec
@@ -81,6 +82,10 @@ class ClusterSpec(SpecModel):
     """An on-premises site that bursts into the Slurm node groups (its own slurmctld stays the controller) or
     joins the EKS cluster with EKS Hybrid Nodes: the link, the credentials, the bundle for the site. Default:
     none."""
+
+    monitoring: MonitoringSpec = MonitoringSpec()
+    """Metrics (Amazon Managed Service for Prometheus), logs (CloudWatch Logs), alerts (to an SNS topic) and
+    dashboards of the fleet. Default: on for a cluster with ``slurm`` or ``kubernetes``."""
 
     tags: dict[str, str] = Field(default_factory=dict)
     """Tags on every taggable resource, merged with the cluster tags gpucluster adds. Default: none."""

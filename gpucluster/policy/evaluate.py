@@ -9,6 +9,7 @@ from typing import Any
 
 from gpucluster.policy import iam_rules as iam
 from gpucluster.policy import kubernetes_rules as k
+from gpucluster.policy import monitoring_rules as m
 from gpucluster.policy import rules as r
 from gpucluster.policy import session_rules as sessions
 from gpucluster.policy import stack_rules as s
@@ -86,6 +87,13 @@ RULES: tuple[Rule, ...] = (
         s.lustre_volumes_distinct,
         stack=True,
     ),
+    Rule(
+        m.LOG_GROUPS,
+        "Every CloudWatch log group has a retention and a KMS key (a VPC flow log's group: its retention).",
+        m.log_groups_encrypted_retained,
+        stack=True,
+    ),
+    Rule(m.NO_PUBLIC_GRAFANA, "Managed Grafana workspaces restrict network access (networkAccessControl).", m.no_public_grafana),
     Rule(
         sessions.NO_ROOT_SESSIONS,
         "Nobody becomes root by opening a session: Session documents run as the person (Run As, no root, no "

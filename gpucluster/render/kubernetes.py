@@ -170,7 +170,9 @@ def kueue_manager_config(wait_for_pods_ready: bool, pods_ready_timeout: str) -> 
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
         "health": {"healthProbeBindAddress": ":8081"},
-        "metrics": {"bindAddress": ":8443"},
+        # Per-ClusterQueue usage and quota series (kueue_cluster_queue_resource_usage, …_nominal_quota): GPU-hours per
+        # team on the monitoring dashboards (issue #23).
+        "metrics": {"bindAddress": ":8443", "enableClusterQueueResources": True},
         "webhook": {"port": 9443},
         "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
         "controller": {

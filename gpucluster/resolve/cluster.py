@@ -19,6 +19,7 @@ from gpucluster.facts.images import default_image_parameter
 from gpucluster.resolve.cost import Estimate, estimate
 from gpucluster.resolve.identity import ResolvedHome, ResolvedIdentity, ResolvedLogin
 from gpucluster.resolve.kubernetes import ResolvedKubernetes, resolve_kubernetes
+from gpucluster.resolve.monitoring import ResolvedMonitoring, resolve_monitoring
 from gpucluster.resolve.node_group import (
     ResolvedNodeGroup,
     SlurmGroup,
@@ -90,6 +91,8 @@ class ResolvedCluster:
     protect_data: bool
     """The cluster's data, keys and logs are protected and retained on delete (``storage.protectData``, on unless
     turned off)."""
+    monitoring: ResolvedMonitoring | None = None
+    """Metrics, logs and alerts (``monitoring``), or ``None`` when off or with no scheduler to monitor."""
 
     @property
     def name(self) -> str:
@@ -182,6 +185,7 @@ def resolve(spec: ClusterSpec, catalog: Catalog) -> ResolvedCluster:
         estimate(spec, catalog),
         resolved_storage(spec),
         effective_protect_data(spec),
+        resolve_monitoring(spec, catalog),
     )
 
 

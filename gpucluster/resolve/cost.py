@@ -20,6 +20,7 @@ from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.prices import REFERENCE_REGION, PriceBook, Quote, load_prices
 from gpucluster.resolve.cost_hybrid import hybrid_link_parts
 from gpucluster.resolve.cost_people import slurm_people_parts
+from gpucluster.resolve.monitoring import monitoring_parts
 
 
 @dataclass(frozen=True)
@@ -270,6 +271,8 @@ def fixed_costs(spec: ClusterSpec, catalog: Catalog, prices: PriceBook | None = 
     items += slurm_head_costs(spec, catalog, book)
     items += [LineItem(*part) for part in slurm_people_parts(spec, catalog, book)]
     items += eks_costs(spec, catalog, book)
+    if getattr(spec, "monitoring", None) is not None:
+        items += [LineItem(*part) for part in monitoring_parts(spec, book, catalog)]
     return items
 
 

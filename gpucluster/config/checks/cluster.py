@@ -30,6 +30,7 @@ from gpucluster.config.checks.deploy import (
 from gpucluster.config.checks.hybrid import check_hybrid
 from gpucluster.config.checks.images import check_hooks, check_image_pinned
 from gpucluster.config.checks.kubernetes import check_kubernetes
+from gpucluster.config.checks.monitoring import check_monitoring
 from gpucluster.config.checks.network import check_flow_logs, check_network
 from gpucluster.config.checks.node_group import (
     GroupCheck,
@@ -90,6 +91,7 @@ CLUSTER_CHECKS: list[ClusterCheck] = [
     check_kubernetes,
     check_secrets_kms,
     check_hybrid,
+    check_monitoring,
 ]
 
 

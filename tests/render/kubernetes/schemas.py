@@ -125,6 +125,13 @@ def chart_defaults(chart: str) -> Any:
     return yaml.safe_load(schema_file(CHART_VALUES[chart]).read_text())
 
 
+# Keys of Kueue's v1beta2 Configuration that the default file neither sets nor shows commented out, each from the API
+# types (kubernetes-sigs/kueue apis/config/v1beta2/configuration_types.go): ControllerMetrics.EnableClusterQueueResources
+# (`json:"enableClusterQueueResources,omitempty"`, "the cluster queue resource usage and quotas metrics will be
+# reported").
+KUEUE_API_KEYS: dict[str, dict[str, Any]] = {"metrics": {"enableClusterQueueResources": False}}
+
+
 def kueue_config_keys() -> Any:
     """The default Kueue manager Configuration with its commented-out examples (``#waitForPodsReady:``…)
     uncommented: every key an upstream v1beta2 Configuration documents there."""
@@ -134,7 +141,10 @@ def kueue_config_keys() -> Any:
         line = re.sub(r"^(\s*)# (?=\S)", r"\1", line)
         line = re.sub(r"^(\s*)#", r"\1", line)
         lines.append(line.split(" #", 1)[0].rstrip())
-    return yaml.safe_load("\n".join(lines))
+    keys = yaml.safe_load("\n".join(lines))
+    for section, extra in KUEUE_API_KEYS.items():
+        keys.setdefault(section, {}).update(extra)
+    return keys
 
 
 def plan_objects(plan: Any) -> Iterator[tuple[str, dict[str, Any]]]:

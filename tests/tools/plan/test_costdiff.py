@@ -75,7 +75,13 @@ def test_pr_case_max_size_16_to_24_and_dataset_30_to_60_tib(pr_case):
     assert total.delta("usdPerMonth") == pytest.approx((8 * p5 + fsx_hour) * HOURS_PER_MONTH, abs=0.05)
     assert total.delta("usdPerHourAtMax") == pytest.approx(8 * p5 + fsx_hour, abs=0.02)
     assert total.delta("usdPerMonthAtMax") == pytest.approx((8 * p5 + fsx_hour) * HOURS_PER_MONTH, abs=0.05)
-    assert {r.key for r in delta.rows if r.status == "same"} == {"dev", "nat-gateways", "interface-endpoints", "slurm-head-node"}
+    assert {r.key for r in delta.rows if r.status == "same"} == {
+        "dev",
+        "nat-gateways",
+        "interface-endpoints",
+        "slurm-head-node",
+        "monitoring",
+    }
     assert delta.storage["before"]["capacityGiB"] == gib_before and delta.storage["after"]["capacityGiB"] == gib_after
 
     text = "\n".join(text_lines(delta))

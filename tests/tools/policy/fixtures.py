@@ -351,6 +351,41 @@ FIXTURES: dict[str, tuple[dict[str, Any], set[tuple[str, str, str]]]] = {
         ),
         {("vpc-flow-logs", "dark", "flowLog")},
     ),
+    "log-groups-encrypted-retained": (
+        plan(
+            res(
+                "aws:cloudwatch/logGroup:LogGroup",
+                "kept",
+                {"name": "/a", "retentionInDays": 180, "kmsKeyId": "arn:aws:kms:us-east-1:123456789012:key/k"},
+            ),
+            res(
+                "aws:cloudwatch/logGroup:LogGroup",
+                "forever",
+                {"name": "/b", "kmsKeyId": "arn:aws:kms:us-east-1:123456789012:key/k"},
+            ),
+            res("aws:cloudwatch/logGroup:LogGroup", "never-expire", {"name": "/c", "retentionInDays": 0, "kmsKeyId": "k"}),
+            res("aws:cloudwatch/logGroup:LogGroup", "no-key", {"name": "/d", "retentionInDays": 30}),
+            # A flow log's group is held to its retention only.
+            res("aws:cloudwatch/logGroup:LogGroup", "flows", {"name": "/e", "retentionInDays": 365}, id_="/e"),
+            res(t.FLOW_LOG, "flow", {"vpcId": "vpc-1", "logDestination": "arn:aws:logs:us-east-1:123456789012:log-group:/e"}),
+        ),
+        {
+            ("log-groups-encrypted-retained", "forever", "retentionInDays"),
+            ("log-groups-encrypted-retained", "never-expire", "retentionInDays"),
+            ("log-groups-encrypted-retained", "no-key", "kmsKeyId"),
+        },
+    ),
+    "no-public-grafana": (
+        plan(
+            res(
+                "aws:grafana/workspace:Workspace",
+                "private",
+                {"networkAccessControl": {"prefixListIds": [], "vpceIds": ["vpce-1"]}},
+            ),
+            res("aws:grafana/workspace:Workspace", "open", {"permissionType": "SERVICE_MANAGED"}),
+        ),
+        {("no-public-grafana", "open", "networkAccessControl")},
+    ),
     "eks-private-endpoint": (
         plan(
             res(

@@ -242,3 +242,28 @@ def hybrid_state(token: str, rid: str, h: str, state: dict[str, Any], region: st
     if token == "aws:ssm/activation:Activation":
         return {"activationCode": f"fakecode{digest(h, 'code', length=12)}"}
     return {}
+
+
+def monitoring_state(
+    token: str, rid: str, h: str, state: dict[str, Any], region: str, account: str
+) -> tuple[str, dict[str, Any]]:
+    """What AWS fills in on the monitoring resources (issue #23): an SNS topic's ARN (``…:<name>``, its id), an AMP
+    workspace's ``ws-`` id and endpoint, a scraper's role, a Grafana workspace's endpoint. Returns ``(id, state)``."""
+    if token == "aws:sns/topic:Topic":
+        arn = f"arn:aws:sns:{region}:{account}:{state.get('name') or rid}"
+        return arn, {"arn": arn}
+    if token == "aws:amp/workspace:Workspace":
+        ws = "ws-" + "-".join((h[:8], h[8:12], h[12:16], h[16:20], h[20:32]))
+        endpoint = f"https://aps-workspaces.{region}.amazonaws.com/workspaces/{ws}/"
+        return ws, {"arn": f"arn:aws:aps:{region}:{account}:workspace/{ws}", "prometheusEndpoint": endpoint}
+    if token == "aws:amp/scraper:Scraper":
+        sid = "s-" + "-".join((h[:8], h[8:12], h[12:16], h[16:20], h[20:32]))
+        role = f"arn:aws:iam::{account}:role/aws-service-role/scraper.aps.amazonaws.com/AWSServiceRoleForAmazonPrometheusScraper_{h[:15]}"
+        return sid, {"arn": f"arn:aws:aps:{region}:{account}:scraper/{sid}", "roleArn": role}
+    if token == "aws:grafana/workspace:Workspace":
+        gid = "g-" + h[:10]
+        return gid, {
+            "arn": f"arn:aws:grafana:{region}:{account}:/workspaces/{gid}",
+            "endpoint": f"{gid}.grafana-workspace.{region}.amazonaws.com",
+        }
+    return rid, {}

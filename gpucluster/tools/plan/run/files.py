@@ -117,7 +117,20 @@ def _config_map(r: Registration) -> dict[str, str]:
     return {f"{r.name}/{key}": str(text) for key, text in sorted(data.items())}
 
 
+def _text_input(key: str, file_name: str) -> FileExtractor:
+    """A monitoring resource's text input (rules, Alertmanager definition, scraper configuration) as a file."""
+
+    def extract(r: Registration) -> dict[str, str]:
+        text = r.inputs.get(key)
+        return {f"{r.name}/{file_name}": text} if isinstance(text, str) and text else {}
+
+    return extract
+
+
 FILE_EXTRACTORS: dict[str, FileExtractor] = {
+    "aws:amp/ruleGroupNamespace:RuleGroupNamespace": _text_input("data", "rules.yaml"),
+    "aws:amp/alertManagerDefinition:AlertManagerDefinition": _text_input("definition", "alertmanager.yaml"),
+    "aws:amp/scraper:Scraper": _text_input("scrapeConfiguration", "scraper.yaml"),
     "aws:ec2/launchTemplate:LaunchTemplate": _user_data,
     "aws:ec2/instance:Instance": _user_data,
     "aws:s3/bucketObjectv2:BucketObjectv2": _bucket_object,

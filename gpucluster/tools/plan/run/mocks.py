@@ -27,6 +27,7 @@ from gpucluster.tools.plan.run.fakes import (
     helm_release_status,
     hybrid_state,
     image_builder_state,
+    monitoring_state,
     network_state,
 )
 from gpucluster.tools.plan.run.lookups import Lookups, UnansweredInvoke
@@ -172,6 +173,8 @@ class PlanMocks(Mocks):
             rid = "Z" + digest(h, "zone", length=20).upper()
             state.update({"zoneId": rid, "arn": f"arn:aws:route53:::hostedzone/{rid}", "nameServers": []})
         state.update(network_state(token, rid, h, state, account))
+        rid, extra = monitoring_state(token, rid, h, state, region, account)
+        state.update(extra)
         return rid
 
     # --- invokes ---------------------------------------------------------------------------------

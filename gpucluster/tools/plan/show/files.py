@@ -13,6 +13,9 @@ _READERS: tuple[tuple[str, str], ...] = (
     (r"/user-data$", "cloud-init, at first boot"),
     (r"/values\.yaml$", "Helm (helm install -f)"),
     (r"\.zip$", "the head node, which installs the agent from it"),
+    (r"/rules\.yaml$", "Amazon Managed Prometheus (rule groups)"),
+    (r"/alertmanager\.yaml$", "Amazon Managed Prometheus (Alertmanager)"),
+    (r"/scraper\.yaml$", "the AMP managed scraper"),
     (r"\.ya?ml$", "kubectl apply, by a team (from a ConfigMap)"),
 )
 """Who reads each kind of file the program hands over (the files a user data writes are counted, not listed)."""

@@ -69,7 +69,9 @@ def estimate_from_resources(doc: Mapping[str, Any], catalog: Catalog | None = No
     order = {str(g.get("name")): n for n, g in enumerate(_agent_groups(doc))}  # a Slurm cluster's: the config's order
     found = sorted(_groups(doc), key=lambda g: order.get(g["name"], len(order)))
     groups = [_priced(g, catalog, book, region) for g in found]
-    return Estimate(tuple(g for g in groups if g is not None), tuple(_fixed(doc, catalog, book, region)), region)
+    priced = tuple(g for g in groups if g is not None)
+    fixed = (*_fixed(doc, catalog, book, region), *_monitoring(doc, priced, catalog, book, region))
+    return Estimate(priced, fixed, region)
 
 
 # --- node groups ----------------------------------------------------------------------------------------
@@ -332,3 +334,54 @@ def _eks(doc: Mapping[str, Any], catalog: Catalog, book: PriceBook, region: str)
         usd = None if quote.usd_per_hour is None else round(quote.usd_per_hour * nodes, 3)
         kw = round((facts.estimated_power_kw or 0.0) * nodes, 2) if facts else 0.0
         yield LineItem(f"EKS system nodes {nodes} × {instance_type}", usd, kw, quote.source, "eks-system-nodes", quote.date)
+
+
+def _monitoring(
+    doc: Mapping[str, Any], groups: tuple[GroupEstimate, ...], catalog: Catalog, book: PriceBook, region: str
+) -> Iterator[LineItem]:
+    """The monitoring line where the plan has an AMP workspace: samples from the node groups at their desired size
+    (the head node's own where a Slurm head node is), the scrape interval from the EKS scraper's configuration (30 s,
+    the default, where the collector's file is no resource), logs and their retention from the node log group."""
+    import yaml
+
+    from gpucluster.resolve.monitoring import (
+        LOG_GB_HEAD_MONTH,
+        LOG_GB_PER_NODE_MONTH,
+        SECONDS_PER_MONTH,
+        SERIES_PER_NODE,
+        monitoring_line,
+        series_per_node,
+    )
+
+    if not _of_type(doc, "aws:amp/workspace:Workspace"):
+        return
+    scrapers = _of_type(doc, "aws:amp/scraper:Scraper")
+    interval = 30
+    if scrapers:
+        text = str((scrapers[0].get("inputs") or {}).get("scrapeConfiguration") or "")
+        interval = int(str((yaml.safe_load(text) or {}).get("global", {}).get("scrape_interval", "30s")).rstrip("s"))
+    head = any(_tags(r).get("gpucluster:role") == "head" for r in _of_type(doc, "aws:ec2/instance:Instance"))
+    series = sum(series_per_node(catalog[g.instance_type]) * g.desired for g in groups if g.instance_type in catalog)
+    series += SERIES_PER_NODE if head else 0
+    node_groups = [r for r in _of_type(doc, "aws:cloudwatch/logGroup:LogGroup") if _is_node_log_group(r)]
+    retention = int((node_groups[0].get("inputs") or {}).get("retentionInDays") or 0) if node_groups else 0
+    nodes = sum(g.desired for g in groups)
+    log_gb = (nodes * LOG_GB_PER_NODE_MONTH + (LOG_GB_HEAD_MONTH if head else 0.0)) if node_groups else 0.0
+    grafana = bool(_of_type(doc, "aws:grafana/workspace:Workspace"))
+    line = monitoring_line(
+        book,
+        region,
+        samples=series * (SECONDS_PER_MONTH / interval),
+        interval_seconds=interval,
+        eks_scraper=bool(scrapers),
+        log_gb=log_gb,
+        retention_days=retention,
+        grafana=grafana,
+    )
+    yield LineItem(*line)
+
+
+def _is_node_log_group(r: Mapping[str, Any]) -> bool:
+    """The Slurm nodes' log group: ``/gpucluster/<cluster>`` (not its ``/amp`` or ``/vpc-flow-logs`` children)."""
+    name = str((r.get("inputs") or {}).get("name") or "")
+    return name.startswith("/gpucluster/") and name.count("/") == 2

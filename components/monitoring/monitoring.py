@@ -1,0 +1,168 @@
+"""The monitoring part of a cluster: an AMP workspace (its rules and Alertmanager), the SNS alert topic and its
+subscribers, the CloudWatch log groups, the rights of the Slurm nodes that feed them, and on EKS the AMP managed
+scraper; optionally a Managed Grafana workspace (:mod:`._grafana`).
+
+Nothing here when ``monitoring`` resolved to ``None`` (off, or no scheduler): ``enabled: false`` leaves no resource.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from gpucluster.components.monitoring._wiring import MonitoringWiring
+from gpucluster.config.naming import with_name
+from gpucluster.render.iam import policy_json
+from gpucluster.render.monitoring.alertmanager import alertmanager_definition
+from gpucluster.render.monitoring.cloudwatch_agent import log_group_name
+from gpucluster.render.monitoring.policies import (
+    log_shipping_policy,
+    monitoring_key_policy,
+    remote_write_policy,
+    topic_policy,
+)
+from gpucluster.render.monitoring.rules import cluster_schedulers, rule_groups
+from gpucluster.resolve.cluster import ResolvedCluster
+from gpucluster.resolve.monitoring import subscribers
+
+TOKEN = "gpucluster:index:Monitoring"
+RULES_NAMESPACE = "gpucluster"
+
+
+@dataclass
+class MonitoringParts:
+    workspace_id: pulumi.Output[str]
+    workspace_arn: pulumi.Output[str]
+    prometheus_endpoint: pulumi.Output[str]
+    topic_arn: pulumi.Output[str]
+    log_group_name: pulumi.Output[str] | None
+    grafana_endpoint: pulumi.Output[str] | None = None
+    scraper_role_arn: pulumi.Output[str] | None = None
+
+
+def build_monitoring(
+    parent: pulumi.ComponentResource, name: str, cluster: ResolvedCluster, wiring: MonitoringWiring
+) -> MonitoringParts:
+    """Every monitoring resource of ``cluster`` (whose ``monitoring`` is resolved, not ``None``) under ``parent``."""
+    monitoring = cluster.monitoring
+    if monitoring is None:
+        raise ValueError("build_monitoring: the cluster's monitoring is off")
+    spec, region, prefix = monitoring.spec, cluster.region, cluster.name
+    tags, child = dict(wiring.tags), pulumi.ResourceOptions(parent=parent)
+    # Logs and keys are the cluster's data: kept on delete where the cluster protects its data.
+    keep = pulumi.ResourceOptions(parent=parent, protect=cluster.protect_data, retain_on_delete=cluster.protect_data)
+    invoke = pulumi.InvokeOutputOptions(parent=parent)
+    partition = aws.get_partition_output(opts=invoke).partition
+    account = aws.get_caller_identity_output(opts=invoke).account_id
+    group = log_group_name(prefix)
+
+    key_arn: pulumi.Input[str]
+    if spec.kms_key_arn is not None:
+        key_arn = spec.kms_key_arn
+    else:
+        key = aws.kms.Key(
+            f"{name}-key",
+            description=f"gpucluster {prefix}: monitoring log groups and alert topic",
+            enable_key_rotation=True,
+            deletion_window_in_days=30,
+            policy=pulumi.Output.all(partition, account).apply(
+                lambda v: policy_json(monitoring_key_policy(partition=v[0], region=region, account=v[1], log_group_prefix=group))
+            ),
+            tags=with_name(tags, f"{prefix}-monitoring"),
+            opts=keep,
+        )
+        key_arn = key.arn
+
+    def log_group(suffix: str, path: str) -> aws.cloudwatch.LogGroup:
+        return aws.cloudwatch.LogGroup(
+            f"{name}-{suffix}",
+            name=path,
+            retention_in_days=spec.log_retention_days,
+            kms_key_id=key_arn,
+            tags=with_name(tags, path),
+            opts=keep,
+        )
+
+    amp_logs = log_group("amp-logs", f"{group}/amp")
+    workspace = aws.amp.Workspace(
+        f"{name}-workspace",
+        alias=prefix,
+        kms_key_arn=spec.kms_key_arn,
+        logging_configuration={"log_group_arn": amp_logs.arn.apply(lambda a: f"{a}:*")},
+        tags=with_name(tags, f"{prefix}-metrics"),
+        opts=keep,
+    )
+    aws.amp.RuleGroupNamespace(
+        f"{name}-rules",
+        name=RULES_NAMESPACE,
+        workspace_id=workspace.id,
+        data=rule_groups(prefix, cluster_schedulers(cluster)),
+        tags=tags,
+        opts=child,
+    )
+    topic = aws.sns.Topic(
+        f"{name}-alerts", name=f"{prefix}-alerts", kms_master_key_id=key_arn, tags=with_name(tags, f"{prefix}-alerts"), opts=child
+    )
+    aws.sns.TopicPolicy(
+        f"{name}-alerts-policy",
+        arn=topic.arn,
+        policy=pulumi.Output.all(topic.arn, workspace.arn, account).apply(lambda v: policy_json(topic_policy(v[0], v[1], v[2]))),
+        opts=child,
+    )
+    for i, sub in enumerate(subscribers(spec)):
+        aws.sns.TopicSubscription(f"{name}-alerts-{i}", topic=topic.arn, protocol=sub.protocol, endpoint=sub.endpoint, opts=child)
+    aws.amp.AlertManagerDefinition(
+        f"{name}-alertmanager",
+        workspace_id=workspace.id,
+        definition=topic.arn.apply(lambda arn: alertmanager_definition(arn, region)),
+        opts=child,
+    )
+    nodes_group = _slurm_rights(name, wiring, log_group, group, workspace.arn, monitoring.slurm_collector, child)
+    parts = MonitoringParts(
+        workspace_id=workspace.id,
+        workspace_arn=workspace.arn,
+        prometheus_endpoint=workspace.prometheus_endpoint,
+        topic_arn=topic.arn,
+        log_group_name=nodes_group.name if nodes_group is not None else None,
+    )
+    if monitoring.eks_scraper:
+        from gpucluster.components.monitoring._eks_scraper import eks_scraper
+
+        parts.scraper_role_arn = eks_scraper(parent, name, cluster, wiring, workspace.arn, tags)
+    if spec.grafana.enabled:
+        from gpucluster.components.monitoring._grafana import grafana_workspace
+
+        parts.grafana_endpoint = grafana_workspace(
+            parent, name, cluster, wiring, workspace.arn, nodes_group.arn if nodes_group is not None else None, account
+        )
+    return parts
+
+
+def _slurm_rights(
+    name: str,
+    wiring: MonitoringWiring,
+    log_group: Callable[[str, str], aws.cloudwatch.LogGroup],
+    group: str,
+    workspace_arn: pulumi.Input[str],
+    collector: bool,
+    child: pulumi.ResourceOptions,
+) -> aws.cloudwatch.LogGroup | None:
+    """The Slurm nodes' log group and their roles' rights: the head node remote-writes and ships, compute ships."""
+    if wiring.head_role_id is None and wiring.node_role_id is None:
+        return None
+    nodes_group = log_group("logs", group)
+    ship = nodes_group.arn.apply(lambda arn: policy_json(log_shipping_policy(arn)))
+    for who, role in (("head", wiring.head_role_id), ("node", wiring.node_role_id)):
+        if role is not None:
+            aws.iam.RolePolicy(f"{name}-{who}-logs", role=role, policy=ship, opts=child)
+    if collector and wiring.head_role_id is not None:
+        aws.iam.RolePolicy(
+            f"{name}-head-remote-write",
+            role=wiring.head_role_id,
+            policy=pulumi.Output.from_input(workspace_arn).apply(lambda arn: policy_json(remote_write_policy(arn))),
+            opts=child,
+        )
+    return nodes_group

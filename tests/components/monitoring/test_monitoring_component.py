@@ -1,0 +1,87 @@
+"""The Monitoring part through the real stack program (mocked engine): what a Slurm and an EKS cluster get, that
+``enabled: false`` leaves nothing behind, and that a given key replaces the key gpucluster would create."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import TWO_ZONES, group, make_config, plan_config
+
+KEY = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+MONITORING_TYPES = ("aws:amp/", "aws:sns/", "aws:grafana/")
+
+
+def slurm(**monitoring):
+    return make_config(group(desiredSize=1), slurm={"nodeGroups": [{"name": "gpu", "mode": "static"}]}, monitoring=monitoring)
+
+
+def _ok(config):
+    plan = plan_config(config)
+    assert plan.error is None, plan.error
+    return plan
+
+
+@pytest.fixture(scope="module")
+def slurm_plan():
+    return _ok(slurm(alarmEmails=["oncall@example.com"]))
+
+
+def test_slurm_cluster_gets_store_rules_alerts_logs_and_rights(slurm_plan):
+    types = [r.type for r in slurm_plan.resources]
+    for token in (
+        "aws:amp/workspace:Workspace",
+        "aws:amp/ruleGroupNamespace:RuleGroupNamespace",
+        "aws:amp/alertManagerDefinition:AlertManagerDefinition",
+        "aws:sns/topic:Topic",
+        "aws:sns/topicPolicy:TopicPolicy",
+        "aws:sns/topicSubscription:TopicSubscription",
+    ):
+        assert token in types, token
+    assert "aws:amp/scraper:Scraper" not in types and "aws:grafana/workspace:Workspace" not in types
+    groups = {r.inputs["name"]: r.inputs for r in slurm_plan.of_type("aws:cloudwatch/logGroup:LogGroup")}
+    for name in ("/gpucluster/test", "/gpucluster/test/amp"):
+        assert groups[name]["retentionInDays"] == 180 and groups[name]["kmsKeyId"].startswith("arn:aws:kms:")
+    key = next(r for r in slurm_plan.of_type("aws:kms/key:Key") if "monitoring" in r.name)
+    assert key.inputs["enableKeyRotation"] is True
+    topic = slurm_plan.by_name("test-monitoring-alerts", "aws:sns/topic:Topic")
+    assert topic.inputs["kmsMasterKeyId"] == groups["/gpucluster/test"]["kmsKeyId"]
+    policies = {
+        r.name: json.loads(r.inputs["policy"])
+        for r in slurm_plan.of_type("aws:iam/rolePolicy:RolePolicy")
+        if "monitoring" in r.name
+    }
+    assert set(policies) == {"test-monitoring-head-logs", "test-monitoring-node-logs", "test-monitoring-head-remote-write"}
+    write = policies["test-monitoring-head-remote-write"]["Statement"][0]
+    assert write["Action"] == "aps:RemoteWrite" and write["Resource"].startswith("arn:aws:aps:us-east-1:")
+    # The rules and the Alertmanager definition AMP gets are the rendered ones, the topic's ARN filled in.
+    assert any(p.endswith("/rules.yaml") for p in slurm_plan.files)
+    definition = slurm_plan.by_name("test-monitoring-alertmanager").inputs["definition"]
+    assert f"topic_arn: {topic.state['arn']}" in definition
+    assert slurm_plan.by_name("test-monitoring-alerts-policy").inputs["arn"] == topic.state["arn"]
+
+
+def test_enabled_false_leaves_no_monitoring_resource():
+    plan = _ok(slurm(enabled=False))
+    assert [r.name for r in plan.resources if r.type.startswith(MONITORING_TYPES) or "monitoring" in r.name] == []
+    assert not [p for p in plan.files if p.endswith(("/rules.yaml", "/alertmanager.yaml"))]
+
+
+def test_eks_gets_a_scraper_and_grafana_behind_a_vpc_endpoint_with_the_given_key():
+    config = make_config(
+        group(maxSize=2), network=TWO_ZONES, kubernetes={}, monitoring={"kmsKeyArn": KEY, "grafana": {"enabled": True}}
+    )
+    plan = _ok(config)
+    scraper = plan.of_type("aws:amp/scraper:Scraper")
+    assert len(scraper) == 1 and "nvidia-dcgm-exporter" in scraper[0].inputs["scrapeConfiguration"]
+    entry = plan.by_name("test-monitoring-scraper-access")
+    assert entry.inputs["userName"] == "aps-collector-user"
+    binding = plan.by_name("test-monitoring-scraper-binding")
+    assert binding.inputs["subjects"][0]["name"] == "aps-collector-user"
+    assert plan.by_name("test-monitoring-workspace").inputs["kmsKeyArn"] == KEY
+    assert not [r for r in plan.of_type("aws:kms/key:Key") if "monitoring" in r.name], "a given key: none created"
+    grafana = plan.by_name("test-monitoring-grafana", "aws:grafana/workspace:Workspace").inputs
+    assert grafana["permissionType"] == "SERVICE_MANAGED" and grafana["authenticationProviders"] == ["AWS_SSO"]
+    assert grafana["networkAccessControl"]["prefixListIds"] == [] and len(grafana["networkAccessControl"]["vpceIds"]) == 1
+    assert set(grafana["dataSources"]) == {"PROMETHEUS", "CLOUDWATCH"}

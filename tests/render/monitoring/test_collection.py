@@ -1,0 +1,119 @@
+"""What collects and ships: the head node's Prometheus agent config (checked by the real ``promtool check config``,
+pinned by a golden), the EKS scraper's configuration (golden; Debian's promtool is built without Kubernetes service
+discovery, so its structure is asserted), the CloudWatch agent's config (validated against the agent's own pinned
+JSON schema), and the policies each role or topic gets."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from gpucluster.render.monitoring.cloudwatch_agent import cloudwatch_agent_config, log_group_name
+from gpucluster.render.monitoring.collection import (
+    EXPORTER_PORTS,
+    prometheus_agent_config,
+    remote_write_url,
+    scraper_config,
+)
+from gpucluster.render.monitoring.policies import log_shipping_policy, remote_write_policy, topic_policy
+from tests.conftest import GOLDEN, check_golden, require_tool
+from tests.pinned_files import pinned_path
+
+WORKSPACE = "ws-12345678-abcd-ef01-2345-6789abcdef01"
+CW_SCHEMA = "amazon-cloudwatch-agent/v1.300071.0/schema.json"
+
+
+def _promtool(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([require_tool("promtool"), "check", "config", str(path)], capture_output=True, text=True, timeout=60)
+
+
+def test_head_node_agent_config_passes_promtool_and_matches_its_golden(tmp_path: Path, update_golden: bool) -> None:
+    text = prometheus_agent_config("slurm-p5", "us-east-1", WORKSPACE, 30)
+    path = tmp_path / "prometheus.yml"
+    path.write_text(text)
+    result = _promtool(path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    check_golden(GOLDEN / "monitoring" / "slurm-p5.prometheus.yml", text, update_golden)
+    doc = yaml.safe_load(text)
+    assert doc["remote_write"] == [
+        {
+            "url": remote_write_url("us-east-1", WORKSPACE),
+            "sigv4": {"region": "us-east-1"},
+            "queue_config": doc["remote_write"][0]["queue_config"],
+        }
+    ]
+    jobs = {j["job_name"]: j for j in doc["scrape_configs"]}
+    assert {jobs[j]["ec2_sd_configs"][0]["port"] for j in ("gpu", "node")} == set(EXPORTER_PORTS)
+    filters = {f["name"]: f["values"] for f in jobs["gpu"]["ec2_sd_configs"][0]["filters"]}
+    assert filters["tag:gpucluster:cluster"] == ["slurm-p5"] and filters["instance-state-name"] == ["running"]
+    head = jobs["head"]
+    assert {c["port"] for c in head["ec2_sd_configs"]} == set(EXPORTER_PORTS)
+    assert {"name": "tag:gpucluster:role", "values": ["head"]} in head["ec2_sd_configs"][0]["filters"]
+    assert {"target_label": "role", "replacement": "head"} in head["relabel_configs"]  # what the alert rules select
+    assert doc["global"]["external_labels"] == {"cluster": "slurm-p5"}
+
+
+def test_promtool_refuses_a_broken_agent_config(tmp_path: Path) -> None:
+    """The check bites: a remote write without its URL is refused."""
+    doc = yaml.safe_load(prometheus_agent_config("c", "us-east-1", WORKSPACE, 30))
+    del doc["remote_write"][0]["url"]
+    path = tmp_path / "broken.yml"
+    path.write_text(yaml.safe_dump(doc))
+    assert _promtool(path).returncode != 0
+
+
+def test_scraper_config_scrapes_dcgm_node_exporter_and_kueue(update_golden: bool) -> None:
+    text = scraper_config("eks-p5", 30, "gpu-operator", "kueue-system")
+    check_golden(GOLDEN / "monitoring" / "eks-p5.scraper.yaml", text, update_golden)
+    doc = yaml.safe_load(text)
+    assert doc["global"]["scrape_interval"] == "30s"
+    jobs = {j["job_name"]: j for j in doc["scrape_configs"]}
+    assert set(jobs) == {"gpu", "node", "kueue"}
+    keep = {name: [r["regex"] for r in job["relabel_configs"] if r.get("action") == "keep"] for name, job in jobs.items()}
+    assert keep["gpu"] == ["gpu-operator", "nvidia-dcgm-exporter-.*", "9400"]
+    assert keep["kueue"][0] == "kueue-system" and jobs["kueue"]["scheme"] == "https"
+
+
+@pytest.fixture(scope="module")
+def cw_schema() -> dict:
+    return json.loads(pinned_path(CW_SCHEMA).read_text())
+
+
+@pytest.mark.parametrize("role", ["head", "compute"])
+def test_cloudwatch_agent_config_is_valid_for_the_agent(role: str, cw_schema: dict) -> None:
+    doc = json.loads(cloudwatch_agent_config("slurm-p5", role))
+    jsonschema.Draft4Validator(cw_schema).validate(doc)
+    files = {e["log_stream_name"].split("/", 1)[1]: e for e in doc["logs"]["logs_collected"]["files"]["collect_list"]}
+    expected = {"slurmctld", "slurmdbd", "gpucluster-agent"} if role == "head" else {"slurmd", "health"}
+    assert expected | {"cloud-init", "cloud-init-output", "cloudwatch-agent"} <= set(files)
+    assert {e["log_group_name"] for e in files.values()} == {log_group_name("slurm-p5")}
+
+
+def test_schema_refuses_a_broken_cloudwatch_agent_config(cw_schema: dict) -> None:
+    doc = json.loads(cloudwatch_agent_config("c", "compute"))
+    broken = copy.deepcopy(doc)
+    del broken["logs"]["logs_collected"]["files"]["collect_list"][0]["file_path"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft4Validator(cw_schema).validate(broken)
+    broken = copy.deepcopy(doc)
+    broken["logs"]["logs_collected"]["files"]["collect_list"][0]["timezone"] = "PST"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft4Validator(cw_schema).validate(broken)
+
+
+def test_policies_grant_one_resource_each() -> None:
+    ws = f"arn:aws:aps:us-east-1:123456789012:workspace/{WORKSPACE}"
+    write = remote_write_policy(ws)["Statement"]
+    assert write[0] == {"Sid": "RemoteWriteToTheClusterWorkspace", "Effect": "Allow", "Action": "aps:RemoteWrite", "Resource": ws}
+    logs = log_shipping_policy("arn:aws:logs:us-east-1:123456789012:log-group:/gpucluster/c")["Statement"][0]
+    assert "logs:CreateLogGroup" not in logs["Action"] and "logs:PutRetentionPolicy" not in logs["Action"]
+    topic = "arn:aws:sns:us-east-1:123456789012:c-alerts"
+    amp = next(s for s in topic_policy(topic, ws, "123456789012")["Statement"] if s["Sid"] == "AmpAlertmanagerPublishes")
+    assert amp["Principal"] == {"Service": "aps.amazonaws.com"} and amp["Resource"] == topic
+    assert amp["Condition"] == {"ArnEquals": {"aws:SourceArn": ws}, "StringEquals": {"aws:SourceAccount": "123456789012"}}
