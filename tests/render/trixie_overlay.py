@@ -41,7 +41,8 @@ def trixie_with(*paths: str) -> Path:
 class OverlayRoot:
     """``lower`` overlaid with an upper layer in ``work``, in a namespace of its own."""
 
-    def __init__(self, lower: Path, work: Path) -> None:
+    def __init__(self, lower: Path, work: Path, same_path: Sequence[Path] = ()) -> None:
+        """``same_path``: host directories bound into the root at their own path (a run dir both sides name alike)."""
         upper, scratch, self.merged = work / "upper", work / "work", work / "merged"
         for d in (upper, scratch, self.merged):
             d.mkdir(parents=True)
@@ -52,6 +53,9 @@ class OverlayRoot:
             f"mount -t proc proc {m}/proc",  # this namespace's own: the shared root's /proc mount is not touched
             f"mount --rbind /dev {m}/dev",
         ]
+        for d in same_path:
+            inner = shlex.quote(f"{self.merged}{d}")
+            setup += [f"mkdir -p {inner}", f"mount --bind {shlex.quote(str(d))} {inner}"]
         self.ns = MountNamespace({}, setup=setup)
 
     def path(self, inner: str) -> Path:
@@ -86,8 +90,8 @@ class OverlayRoot:
 
 
 @contextmanager
-def overlay_root(work: Path, lower: Path = TRIXIE_ROOT) -> Iterator[OverlayRoot]:
-    root = OverlayRoot(lower, work)
+def overlay_root(work: Path, lower: Path = TRIXIE_ROOT, same_path: Sequence[Path] = ()) -> Iterator[OverlayRoot]:
+    root = OverlayRoot(lower, work, same_path)
     try:
         yield root
     finally:
