@@ -47,10 +47,11 @@ def _bind_script(binds: Mapping[Path, Path]) -> str:
 class MountNamespace:
     """A private mount namespace with ``binds`` made, held open by a sleeping process until :meth:`close`."""
 
-    def __init__(self, binds: Mapping[Path, Path]) -> None:
+    def __init__(self, binds: Mapping[Path, Path], setup: Sequence[str] = ()) -> None:
+        """``setup``: shell lines run in the new namespace before the binds (mounts of its own: an overlay)."""
         if os.geteuid() != 0:
             raise PermissionError("a mount namespace with bind mounts needs root")
-        script = _bind_script(binds) + "\necho ready\nexec sleep 86400\n"
+        script = "\n".join(["set -e", *setup, _bind_script(binds), "echo ready", "exec sleep 86400"]) + "\n"
         self.holder = subprocess.Popen(
             [UNSHARE, "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script],
             stdin=subprocess.DEVNULL,

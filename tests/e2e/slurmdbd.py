@@ -5,8 +5,10 @@
 What makes it run here, and nothing else (the ``local_*`` functions patch the rendered files):
 
 - MariaDB: ``mariadbd --skip-networking`` on a socket in the run dir, its system tables loaded into an empty data
-  dir with grants skipped (or ``install_db=True``: ``mariadb-install-db``, root through socket authentication). slurmdbd.conf has no socket key:
-  the client library takes it from ``MYSQL_UNIX_PORT`` in slurmdbd's environment.
+  dir with grants skipped (or ``install_db=True``: ``mariadb-install-db``, root through socket authentication).
+  slurmdbd.conf has no socket key: the client library takes it from ``MYSQL_UNIX_PORT`` in slurmdbd's environment.
+- ``wrap``: every program run inside another root, which sees the run dir at the same path (the trixie root's
+  Slurm 24.11: ``test_teams_slurm_24_11.py``).
 - munge: a munged of the run (own key and socket). slurmctld and the commands name its socket in ``AuthInfo``;
   the connections to slurmdbd (slurmctld's, sacctmgr's) take it from ``AccountingStoragePass`` (measured: without
   it sacctmgr asks munge's default socket), slurmdbd from its own ``AuthInfo``.
@@ -25,7 +27,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from tests.e2e.slurm_harness import LocalSlurm, conf_lines, free_port, kill_marked, local_keys, run_dir
@@ -139,8 +141,9 @@ class AccountingSlurm(LocalSlurm):
         extra_keys: Mapping[str, str] | None = None,
         files: Mapping[str, str] | None = None,
         install_db: bool = False,
+        wrap: Callable[..., list[str]] | None = None,
     ) -> None:
-        super().__init__(run, run / "etc" / "slurm.conf", subdirs=("state", "spool", "log", "pids", "munge"))
+        super().__init__(run, run / "etc" / "slurm.conf", wrap=wrap, subdirs=("state", "spool", "log", "pids", "munge"))
         (run / "munge").chmod(0o755)  # munge refuses a socket dir others may write; clients need to reach it
         self.cluster = cluster
         self.munge_socket = run / "munge" / "munge.sock"
@@ -185,7 +188,7 @@ class AccountingSlurm(LocalSlurm):
             argv = [INSTALL_DB, "--no-defaults", f"--datadir={data}", "--user=root", "--skip-test-db"]
             argv.append("--auth-root-authentication-method=socket")
             with open(self.dir / "log" / "mariadb-install.log", "wb") as out:
-                subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, check=True, env=self.env, timeout=timeout)
+                subprocess.run(self.wrap(*argv), stdout=out, stderr=subprocess.STDOUT, check=True, env=self.env, timeout=timeout)
         argv = [MARIADBD, "--no-defaults", "--user=root", f"--datadir={data}", f"--socket={self.mysql_socket}", *grants]
         argv += [
             "--skip-networking",
@@ -199,7 +202,8 @@ class AccountingSlurm(LocalSlurm):
         if not self.install_db:
             sql = "CREATE DATABASE IF NOT EXISTS mysql; USE mysql;\n" + Path(SYSTEM_TABLES).read_text()
             argv = [MARIADB, "--no-defaults", f"--socket={self.mysql_socket}", "--user=root"]
-            subprocess.run(argv, input=sql.encode(), capture_output=True, check=True, env=self.env, timeout=timeout)
+            wrapped = self.wrap(*argv)
+            subprocess.run(wrapped, input=sql.encode(), capture_output=True, check=True, env=self.env, timeout=timeout)
 
     def start_munge(self, timeout: float = 20) -> None:
         key = self.dir / "munge" / "munge.key"

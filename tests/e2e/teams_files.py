@@ -33,8 +33,8 @@ class TeamsFiles:
     contract: dict[str, Any]
 
 
-def render_teams(stack: str = "slurm-p5", teams: list[dict[str, Any]] | None = None) -> TeamsFiles:
-    """The files of ``stack`` (its ``gpucluster:slurm.teams`` replaced by ``teams`` when given)."""
+def render_teams(stack: str = "slurm-p5", teams: list[dict[str, Any]] | None = None, version: str = LOCAL_SLURM) -> TeamsFiles:
+    """The files of ``stack`` (its ``gpucluster:slurm.teams`` replaced by ``teams`` when given) for Slurm ``version``."""
     from gpucluster.load import load_spec
     from gpucluster.render.slurm.accounts import accounts_contract
     from gpucluster.render.slurm.conf import slurm_conf, slurmdbd_conf, topology_conf
@@ -44,7 +44,7 @@ def render_teams(stack: str = "slurm-p5", teams: list[dict[str, Any]] | None = N
     config = copy.deepcopy(read_stack_file(stack)["config"])
     if teams is not None:
         config["gpucluster:slurm"]["teams"] = teams
-    ctx = SlurmContext.of(load_spec(config, stack=stack).cluster, slurm_version=LOCAL_SLURM)
+    ctx = SlurmContext.of(load_spec(config, stack=stack).cluster, slurm_version=version)
     contract = accounts_contract(ctx, f"{stack}-artifacts")
     assert contract is not None, f"stack {stack} has no teams"
     return TeamsFiles(ctx.cluster, slurm_conf(ctx), slurmdbd_conf(ctx), topology_conf(ctx), contract)
