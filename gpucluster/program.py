@@ -143,13 +143,11 @@ def monitoring_outputs(parts: MonitoringParts) -> dict[str, Any]:
     """The ``monitoring`` output: the AMP workspace (its id and endpoint, for a Grafana data source or ``awscurl``), the
     alert topic, the Grafana endpoint where one is made, and the dashboards to import (package files). The log group is
     ``/gpucluster/<cluster>`` (docs/monitoring.md)."""
-    from gpucluster.render.monitoring.dashboards import dashboards
-
     out: dict[str, Any] = {
         "workspaceId": parts.workspace_id,
         "prometheusEndpoint": parts.prometheus_endpoint,
         "alertTopicArn": parts.topic_arn,
-        "dashboards": [f"gpucluster/render/monitoring/dashboards/{name}" for name in sorted(dashboards())],
+        "dashboards": list(parts.dashboards),
     }
     if parts.grafana_endpoint is not None:
         out["grafanaEndpoint"] = parts.grafana_endpoint

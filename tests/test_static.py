@@ -54,6 +54,7 @@ def test_shared_shell_is_written_once():
         "hybrid/compute/join-setup.sh.j2",
         "slurm/head-setup.sh.j2",
         "slurm/login-setup.sh.j2",
+        "slurm/node-install.sh.j2",
         "slurm/node-setup.sh.j2",
         "storage/mount-home.sh.j2",
         "storage/mount-lustre.sh.j2",

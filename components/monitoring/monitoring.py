@@ -7,6 +7,7 @@ Nothing here when ``monitoring`` resolved to ``None`` (off, or no scheduler): ``
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ from gpucluster.config.naming import with_name
 from gpucluster.render.iam import policy_json
 from gpucluster.render.monitoring.alertmanager import alertmanager_definition
 from gpucluster.render.monitoring.cloudwatch_agent import log_group_name
+from gpucluster.render.monitoring.dashboards import dashboards
 from gpucluster.render.monitoring.policies import (
     log_shipping_policy,
     monitoring_key_policy,
@@ -41,6 +43,8 @@ class MonitoringParts:
     log_group_name: pulumi.Output[str] | None
     grafana_endpoint: pulumi.Output[str] | None = None
     scraper_role_arn: pulumi.Output[str] | None = None
+    dashboards: tuple[str, ...] = ()
+    """The dashboards to import (package files of :mod:`gpucluster.render.monitoring.dashboards`)."""
 
 
 def build_monitoring(
@@ -112,8 +116,11 @@ def build_monitoring(
         policy=pulumi.Output.all(topic.arn, workspace.arn, account).apply(lambda v: policy_json(topic_policy(v[0], v[1], v[2]))),
         opts=child,
     )
-    for i, sub in enumerate(subscribers(spec)):
-        aws.sns.TopicSubscription(f"{name}-alerts-{i}", topic=topic.arn, protocol=sub.protocol, endpoint=sub.endpoint, opts=child)
+    for sub in subscribers(spec):  # named by what it is, so removing one subscriber never renames the others
+        digest = hashlib.sha256(f"{sub.protocol}:{sub.endpoint}".encode()).hexdigest()[:10]
+        aws.sns.TopicSubscription(
+            f"{name}-alerts-{sub.protocol}-{digest}", topic=topic.arn, protocol=sub.protocol, endpoint=sub.endpoint, opts=child
+        )
     aws.amp.AlertManagerDefinition(
         f"{name}-alertmanager",
         workspace_id=workspace.id,
@@ -127,6 +134,7 @@ def build_monitoring(
         prometheus_endpoint=workspace.prometheus_endpoint,
         topic_arn=topic.arn,
         log_group_name=nodes_group.name if nodes_group is not None else None,
+        dashboards=tuple(f"gpucluster/render/monitoring/dashboards/{n}" for n in sorted(dashboards())),
     )
     if monitoring.eks_scraper:
         from gpucluster.components.monitoring._eks_scraper import eks_scraper

@@ -34,12 +34,12 @@ from gpucluster.components.slurm._people import (
     role_statements,
     with_home,
 )
-from gpucluster.components.slurm._spot_events import reader_policy, spot_events
+from gpucluster.components.slurm._spot_events import spot_events
 from gpucluster.components.slurm._teardown import AgentTeardown
 from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.naming import with_name
 from gpucluster.render.hybrid.compute import with_munge_secret
-from gpucluster.render.iam import policy_json, slurm_node_policy
+from gpucluster.render.iam import policy_json, slurm_node_policy, spot_reader_policy
 from gpucluster.render.iam_sessions import ROLE_TAG, statements_policy
 from gpucluster.render.slurm.agent import NODE_MAPS_PREFIX, needs_spot_events, with_artifact_bucket
 from gpucluster.render.slurm.image import hook_objects
@@ -308,7 +308,7 @@ class SlurmParts:
             )
         spot_queue = spot_events(name, ctx.cluster, tags, child) if needs_spot_events(ctx) else None
         if spot_queue is not None:  # the spot-watch service's queue: the head node may read and delete, nothing else
-            reader = spot_queue.arn.apply(lambda arn: policy_json(reader_policy(arn)))
+            reader = spot_queue.arn.apply(lambda arn: policy_json(spot_reader_policy(arn)))
             aws.iam.RolePolicy(f"{name}-head-spot-events", role=head_role.id, policy=reader, opts=child)
         head_groups = args.security_group_ids
         if self._groups is not None:

@@ -15,6 +15,7 @@ import pulumi
 import pulumi_aws as aws
 
 from gpucluster.config.naming import with_name
+from gpucluster.render.iam import spot_queue_policy
 from gpucluster_agents.power.spot import DETAIL_TYPES, WAIT_SECONDS
 
 RETENTION_SECONDS = 3600
@@ -42,47 +43,7 @@ def spot_events(name: str, cluster: str, tags: dict[str, str], child: pulumi.Res
     aws.sqs.QueuePolicy(
         f"{name}-spot-events",
         queue_url=queue.url,
-        policy=pulumi.Output.all(queue.arn, rule.arn).apply(lambda v: json.dumps(queue_policy(str(v[0]), str(v[1])))),
+        policy=pulumi.Output.all(queue.arn, rule.arn).apply(lambda v: json.dumps(spot_queue_policy(str(v[0]), str(v[1])))),
         opts=child,
     )
     return queue
-
-
-def queue_policy(queue_arn: str, rule_arn: str) -> dict[str, object]:
-    """Only the rule may send (EventBridge, from that rule's ARN); nothing over plain HTTP."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "OnlyTheClustersRule",
-                "Effect": "Allow",
-                "Principal": {"Service": "events.amazonaws.com"},
-                "Action": "sqs:SendMessage",
-                "Resource": queue_arn,
-                "Condition": {"ArnEquals": {"aws:SourceArn": rule_arn}},
-            },
-            {
-                "Sid": "TlsOnly",
-                "Effect": "Deny",
-                "Principal": "*",
-                "Action": "sqs:*",
-                "Resource": queue_arn,
-                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-            },
-        ],
-    }
-
-
-def reader_policy(queue_arn: str) -> dict[str, object]:
-    """The head node's role: receive and delete on this queue only."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "ReadSpotWarnings",
-                "Effect": "Allow",
-                "Action": ["sqs:ReceiveMessage", "sqs:DeleteMessage"],
-                "Resource": queue_arn,
-            }
-        ],
-    }

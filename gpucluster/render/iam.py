@@ -243,3 +243,43 @@ def ssm_hybrid_trust_policy(*, partition: str, region: str, account: str) -> str
             ],
         }
     )
+
+
+def spot_queue_policy(queue_arn: str, rule_arn: str) -> dict[str, Any]:
+    """The spot warnings queue (``components/slurm/_spot_events.py``): only the rule may send (EventBridge, from that rule's ARN); nothing over plain HTTP."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "OnlyTheClustersRule",
+                "Effect": "Allow",
+                "Principal": {"Service": "events.amazonaws.com"},
+                "Action": "sqs:SendMessage",
+                "Resource": queue_arn,
+                "Condition": {"ArnEquals": {"aws:SourceArn": rule_arn}},
+            },
+            {
+                "Sid": "TlsOnly",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "sqs:*",
+                "Resource": queue_arn,
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            },
+        ],
+    }
+
+
+def spot_reader_policy(queue_arn: str) -> dict[str, Any]:
+    """The head node's role on the spot warnings queue: receive and delete on this queue only."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "ReadSpotWarnings",
+                "Effect": "Allow",
+                "Action": ["sqs:ReceiveMessage", "sqs:DeleteMessage"],
+                "Resource": queue_arn,
+            }
+        ],
+    }

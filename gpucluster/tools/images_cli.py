@@ -66,7 +66,8 @@ def edit_stack_text(text: str, locks: list[Lock], today: str) -> str:
             )
         start = starts[0]  # nodeGroups comes before slurm.nodeGroups in a stack file; the reload below checks
         match = pattern.match(lines[start].rstrip("\n"))
-        assert match is not None
+        if match is None:  # starts holds only lines the pattern matched
+            raise CliError(f"stack file line {start + 1} changed while it was read; run the lock again", EXIT_CONFIG)
         indent = match.group(1) + "  "
         end = start + 1
         while end < len(lines) and (not lines[end].strip() or lines[end].startswith(indent)):

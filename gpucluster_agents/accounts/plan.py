@@ -134,7 +134,8 @@ def _account_settings(a: Account) -> list[str]:
 
 def _account_mods(a: Account, state: DbState) -> tuple[list[str], list[str]]:
     row = state.account_row(a.name)
-    assert row is not None
+    if row is None:  # only accounts the database holds are modified
+        raise ValueError(f"account {a.name!r} is not in slurmdbd; it is added, not modified")
     args: list[str] = []
     lines: list[str] = []
     if state.accounts.get(a.name) != stored_description(a.description):

@@ -82,7 +82,8 @@ def _resolve(contract: AccountsContract, members: Members) -> tuple[dict[str, li
 
 def _blocked(step: Step, jobs: dict[str, list[tuple[str, str]]]) -> str | None:
     """Why a removal may not run now (its team's or users' jobs), else None."""
-    assert step.removes is not None
+    if step.removes is None:
+        return None  # not a removal
     account, users = step.removes
     if not account:
         return None

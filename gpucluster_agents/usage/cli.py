@@ -98,7 +98,9 @@ def main(argv: Sequence[str], now: dt.datetime | None = None) -> int:
 
 def _upload(policy: UsagePolicy, report: dict[str, Any], window: Window, region: str | None) -> int:
     target = policy.target
-    assert target is not None
+    if target is None:
+        sys.stderr.write("gpucluster-agent usage: --upload needs a `usage` section (bucket) in the accounts file\n")
+        return EXIT_USAGE
     day = (window.until - dt.timedelta(microseconds=1)).strftime("%Y-%m-%d")
     try:
         url = upload(target, day, dump(report).encode(), region)

@@ -40,7 +40,7 @@ from tests.e2e.slurm_harness import SBATCH, conf_lines, fake_gpus, free_port, no
 from tests.e2e.slurmdbd import AccountingSlurm, missing_tools, run_dir
 from tests.render.test_slurm_teams_render import ctx_of
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("teams-jobs-slurmdbd")]  # the phases share one cluster, in order
 
 RESEARCH = {"name": "research", "gpuQuota": {"h100": 6}, "users": ["alice"]}
 APPLIED = {"name": "applied", "gpuQuota": {"h100": 2}, "users": ["bob"], "borrow": True}

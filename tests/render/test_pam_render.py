@@ -17,6 +17,7 @@ from gpucluster.load import load_spec
 from gpucluster.render.core import WriteFile, render_cloud_config
 from gpucluster.render.slurm.compute import node_slurm_part
 from gpucluster.render.slurm.conf import slurm_conf
+from gpucluster.render.slurm.image import node_packages
 from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.render.slurm.pam import (
     ADMIN_ACCESS_FILE,
@@ -192,7 +193,8 @@ def test_compute_user_data_installs_the_stack_with_the_node_name_before_slurmd(t
     paths = {f["path"] for f in doc["write_files"]}
     assert {COMPUTE_PAM_TEMPLATE, SSHD_DROP_IN, ADMIN_ACCESS_FILE} <= paths
     setup = setup_text(doc)
-    assert "libpam-slurm-adopt" in setup
+    # the package is baked into the image (the install part) or installed at boot with `bake: false`: one list
+    assert "libpam-slurm-adopt" in node_packages(context(DECLARED))
     substitute = f's/@NODENAME@/$node/g" {COMPUTE_PAM_TEMPLATE} >/etc/pam.d/.sshd.new'
     assert setup.index("node=$(") < setup.index(substitute) < setup.index("systemctl enable --now slurmd")
     script = tmp_path / "setup.sh"
@@ -201,7 +203,7 @@ def test_compute_user_data_installs_the_stack_with_the_node_name_before_slurmd(t
     # no identity: no SSH stack of ours, no extra package
     plain = compute_doc(None)
     assert COMPUTE_PAM_TEMPLATE not in {f["path"] for f in plain["write_files"]}
-    assert "libpam-slurm-adopt" not in setup_text(plain)
+    assert "libpam-slurm-adopt" not in setup_text(plain) and "libpam-slurm-adopt" not in node_packages(context(None))
 
 
 def test_prolog_flags_contain_whenever_the_compute_stack_renders():

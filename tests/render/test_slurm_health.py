@@ -43,7 +43,11 @@ CPU = {"name": "cpu", "instanceType": "m7i.xlarge", "availabilityZones": ["us-ea
 
 
 def context(*groups, **health) -> SlurmContext:
-    slurm = {"health": health} if health else {}
+    # the boot-time install path (`images.bake: false`): on a baked image the package and its install are in the
+    # image's install part instead (tests/render/test_node_image.py, test_node_install_root.py)
+    slurm: dict[str, object] = {"images": {"bake": False}}
+    if health:
+        slurm["health"] = health
     return SlurmContext.of(load_spec(make_config(*groups, slurm=slurm), stack="health").cluster)
 
 

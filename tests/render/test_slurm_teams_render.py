@@ -16,7 +16,7 @@ import pytest
 from gpucluster.config.errors import ConfigError
 from gpucluster.config.slurm_settings import OWNED, owned_key
 from gpucluster.load import load_spec
-from gpucluster.render.slurm.accounts import ACCOUNTS_PATH, ACCOUNTS_PATH_UNIT, ACCOUNTS_UNIT, accounts_contract
+from gpucluster.render.slurm.accounts import ACCOUNTS_PATH, ACCOUNTS_PATH_UNIT, ACCOUNTS_TIMER, ACCOUNTS_UNIT, accounts_contract
 from gpucluster.render.slurm.agent import AgentBundle, LaunchTarget, agent_config
 from gpucluster.render.slurm.conf import slurm_conf
 from gpucluster.render.slurm.head import HeadInputs, head_files, head_setup
@@ -155,16 +155,19 @@ def test_head_node_gets_the_contract_and_units_only_with_teams(tmp_path: Path):
     assert "RemainAfterExit" not in service  # the path unit must be able to start it again
     path_unit = files[f"/etc/systemd/system/{ACCOUNTS_PATH_UNIT}"]
     assert f"PathChanged={ACCOUNTS_PATH}" in path_unit and f"Unit={ACCOUNTS_UNIT}" in path_unit
-    assert f"systemctl enable {ACCOUNTS_UNIT} {ACCOUNTS_PATH_UNIT}" in files["setup"]
+    timer = files[f"/etc/systemd/system/{ACCOUNTS_TIMER}"]  # a team kept for its jobs goes within the hour they end
+    assert "OnUnitInactiveSec=1h" in timer.splitlines() and f"Unit={ACCOUNTS_UNIT}" in timer.splitlines()
+    assert f"systemctl enable {ACCOUNTS_UNIT} {ACCOUNTS_PATH_UNIT} {ACCOUNTS_TIMER}" in files["setup"]
+    assert f"systemctl start {ACCOUNTS_PATH_UNIT} {ACCOUNTS_TIMER}" in files["setup"]
     assert f"systemctl start --no-block {ACCOUNTS_UNIT}" in files["setup"]  # a slurmdbd not up yet never fails the setup
     without = head_of(ctx_of())
     assert ACCOUNTS_PATH not in without and ACCOUNTS_UNIT not in without["setup"]
-    # systemd reads both units without a complaint
+    # systemd reads the three units without a complaint
     analyze = require_tool("systemd-analyze")
-    for name, text in ((ACCOUNTS_UNIT, service), (ACCOUNTS_PATH_UNIT, path_unit)):
+    for name, text in ((ACCOUNTS_UNIT, service), (ACCOUNTS_PATH_UNIT, path_unit), (ACCOUNTS_TIMER, timer)):
         (tmp_path / name).write_text(text.replace("/usr/bin/python3", "/bin/true"))
     verify = subprocess.run(
-        [analyze, "verify", "--man=no", str(tmp_path / ACCOUNTS_PATH_UNIT), str(tmp_path / ACCOUNTS_UNIT)],
+        [analyze, "verify", "--man=no", *(str(tmp_path / u) for u in (ACCOUNTS_PATH_UNIT, ACCOUNTS_TIMER, ACCOUNTS_UNIT))],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     complaints = [ln for ln in verify.stderr.splitlines() if "slurmdbd.service" not in ln and "sssd.service" not in ln]

@@ -50,7 +50,9 @@ def test_a_line_break_in_a_value_is_refused():
 
 
 def test_compute_user_data_carries_the_template_not_the_password():
-    ctx = SlurmContext.of(load_spec(make_config(group(name="p5", maxSize=2), slurm={}), stack="sssd").cluster)
+    # the boot-time install (`images.bake: false`) shows the order install → sssd.conf → slurmd in one script
+    slurm = {"images": {"bake": False}}
+    ctx = SlurmContext.of(load_spec(make_config(group(name="p5", maxSize=2), slurm=slurm), stack="sssd").cluster)
     ctx = dataclasses.replace(ctx, identity=DIRECTORY)
     text = render_cloud_config("compute", node_slurm_part(ctx, ctx.node_groups[0]), gzipped=True)
     files = {f["path"]: f for f in yaml.safe_load(text)["write_files"]}

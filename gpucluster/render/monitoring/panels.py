@@ -8,7 +8,7 @@ Lustre) and figures kept outside Prometheus (Slurm's per-team usage file) get a 
 from __future__ import annotations
 
 from gpucluster.render.monitoring import series as s
-from gpucluster.render.monitoring.dashboards import Dashboard, Panel
+from gpucluster.render.monitoring.grafana import Dashboard, Panel
 
 GPU = "{{Hostname}} GPU {{gpu}}"
 NODE = "{{instance}}"

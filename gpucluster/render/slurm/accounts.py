@@ -21,6 +21,8 @@ from gpucluster.resolve.slurm_teams import DESCRIPTION, ResolvedQos, ResolvedTea
 ACCOUNTS_PATH = "/etc/gpucluster/accounts.json"
 ACCOUNTS_UNIT = "gpucluster-accounts.service"
 ACCOUNTS_PATH_UNIT = "gpucluster-accounts.path"
+ACCOUNTS_TIMER = "gpucluster-accounts.timer"
+"""Hourly: a team kept because it still had jobs is removed once they have ended."""
 SCHEMA = 1
 USAGE_PREFIX = "usage/"
 EX_TEMPFAIL = 75
@@ -83,7 +85,8 @@ def accounts_contract(ctx: SlurmContext, bucket: str | None = None) -> dict[str,
 
 
 def accounts_files(ctx: SlurmContext, bucket: str | None = None) -> list[WriteFile]:
-    """The contract (root:root 0644) and its two units; nothing without teams."""
+    """The contract (root:root 0644), its service, the path unit that starts it when the file changes and the hourly
+    timer; nothing without teams."""
     import json
 
     contract = accounts_contract(ctx, bucket)
@@ -105,6 +108,14 @@ def accounts_files(ctx: SlurmContext, bucket: str | None = None) -> list[WriteFi
                 + f"ExecStart=/usr/bin/python3 -m gpucluster_agents accounts reconcile --file {ACCOUNTS_PATH}\n"
                 "Restart=on-failure\nRestartSec=30\nRestartPreventExitStatus=1\n",
                 "WantedBy=multi-user.target",
+            ),
+        ),
+        WriteFile(
+            f"/etc/systemd/system/{ACCOUNTS_TIMER}",
+            systemd_unit(
+                "gpucluster: reconcile the accounts hourly (a team kept for its jobs goes once they end)",
+                f"\n[Timer]\nOnUnitInactiveSec=1h\nUnit={ACCOUNTS_UNIT}\n",
+                "WantedBy=timers.target",
             ),
         ),
         WriteFile(

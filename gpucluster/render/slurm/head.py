@@ -11,7 +11,7 @@ from gpucluster.config.slurm import SLURM_VERSION
 from gpucluster.render.core import CloudConfig, WriteFile, render
 from gpucluster.render.home import HOME_MOUNT_SCRIPT, HomeMount, home_files
 from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT, LustreMount, lustre_mount_script
-from gpucluster.render.slurm.accounts import ACCOUNTS_PATH_UNIT, ACCOUNTS_UNIT, accounts_files
+from gpucluster.render.slurm.accounts import ACCOUNTS_PATH_UNIT, ACCOUNTS_TIMER, ACCOUNTS_UNIT, accounts_files
 from gpucluster.render.slurm.agent import AgentBundle, boot_files, package_file
 from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, slurm_conf, slurmdbd_conf, topology_conf
 from gpucluster.render.slurm.guard import IMDS_GUARD, IMDS_GUARD_UNIT, imds_guard_script, imds_guard_unit, systemd_unit
@@ -226,7 +226,7 @@ def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
         users_unit=USERS_UNIT if has_users_program(ctx.identity) else None,
         home_mount=HOME_MOUNT_SCRIPT if inputs.home is not None else None,
         host_key_secret=inputs.login_host_key_secret_arn,
-        accounts_units=(ACCOUNTS_UNIT, ACCOUNTS_PATH_UNIT) if accounting and ctx.teams is not None else None,
+        accounts_units=(ACCOUNTS_UNIT, ACCOUNTS_PATH_UNIT, ACCOUNTS_TIMER) if accounting and ctx.teams is not None else None,
         usage_timer=USAGE_TIMER if has_usage_report(ctx, inputs.agent.bucket) else None,
         spot_unit=SPOT_UNIT if inputs.agent_config.spot_queue_url else None,
     )

@@ -109,7 +109,8 @@ def test_the_sweep_is_narrowed_pinned_and_fenced(plans, stack):
     assert policy["spec"]["matchConditions"][0]["expression"].endswith(
         "'system:serviceaccount:gpucluster-health:gpucluster-health-sweep'"
     )
-    (role,) = objects(plan, "ClusterRole")
+    # the sweep's role (the monitoring scraper has its own: components/monitoring/_eks_scraper.py)
+    (role,) = [r for r in objects(plan, "ClusterRole") if "health" in r["metadata"]["name"]]
     assert role["rules"] == [
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
         {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},

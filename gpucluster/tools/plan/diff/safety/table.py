@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gpucluster.tools.plan.diff.safety.day2 import DAY2_TABLE
 from gpucluster.tools.plan.diff.safety.hybrid import HYBRID_TABLE
 from gpucluster.tools.plan.diff.safety.people import PEOPLE_TABLE
 from gpucluster.tools.plan.diff.safety.types import TF, Safety
@@ -296,7 +297,7 @@ _BASE: Mapping[str, Safety] = {
     "kubernetes:kueue.x-k8s.io/v1beta2:Topology": _k8s("https://kueue.sigs.k8s.io/docs/reference/kueue.v1beta2/"),
 }
 
-TABLE: Mapping[str, Safety] = {**_BASE, **HYBRID_TABLE, **PEOPLE_TABLE}
+TABLE: Mapping[str, Safety] = {**_BASE, **HYBRID_TABLE, **PEOPLE_TABLE, **DAY2_TABLE}
 
 
 def safety_of(token: str) -> Safety | None:

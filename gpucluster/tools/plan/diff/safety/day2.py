@@ -1,0 +1,98 @@
+"""The update-safety entries of a cluster's day-two parts, merged into :data:`gpucluster.tools.plan.diff.safety.TABLE`:
+monitoring (issue #23: ``components/monitoring/``), baked images (issue #24: ``components/images/``) and the spot
+warnings queue (``components/slurm/_spot_events.py``).
+
+Sources are terraform-provider-aws' force-new schema fields (which pulumi-aws bridges), as for the rest of the table.
+Image Builder components, recipes and images are immutable: a change to what they are is a new one. A new image is a
+new AMI for the launch templates (a ``template`` disruption: the agent rolls nodes onto it, docs/rolling-updates.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gpucluster.tools.plan.diff.safety.types import TF, Safety
+
+
+def _tf(path: str) -> str:
+    return TF + path
+
+
+DAY2_TABLE: Mapping[str, Safety] = {
+    # --- monitoring -----------------------------------------------------------------------------------
+    "aws:amp/workspace:Workspace": Safety(
+        _tf("amp/workspace.go"),
+        replace_on=("kmsKeyArn",),
+        holds_data="the metrics stored in the workspace (a new one starts empty)",
+    ),
+    "aws:amp/ruleGroupNamespace:RuleGroupNamespace": Safety(
+        _tf("amp/rule_group_namespace.go"), replace_on=("name", "workspaceId")
+    ),
+    "aws:amp/alertManagerDefinition:AlertManagerDefinition": Safety(
+        _tf("amp/alert_manager_definition.go"), replace_on=("workspaceId",)
+    ),
+    "aws:amp/scraper:Scraper": Safety(_tf("amp/scraper.go"), replace_on=("source",)),
+    "aws:sns/topic:Topic": Safety(_tf("sns/topic.go"), replace_on=("name", "namePrefix", "fifoTopic")),
+    "aws:sns/topicPolicy:TopicPolicy": Safety(_tf("sns/topic_policy.go"), replace_on=("arn",)),
+    "aws:sns/topicSubscription:TopicSubscription": Safety(
+        _tf("sns/topic_subscription.go"), replace_on=("topic", "protocol", "endpoint")
+    ),
+    # --- baked images ---------------------------------------------------------------------------------
+    "aws:imagebuilder/component:Component": Safety(
+        _tf("imagebuilder/component.go"),
+        replace_on=(
+            "name",
+            "version",
+            "platform",
+            "data",
+            "uri",
+            "kmsKeyId",
+            "description",
+            "changeDescription",
+            "supportedOsVersions",
+        ),
+    ),
+    "aws:imagebuilder/imageRecipe:ImageRecipe": Safety(
+        _tf("imagebuilder/image_recipe.go"),
+        replace_on=(
+            "name",
+            "version",
+            "parentImage",
+            "components",
+            "blockDeviceMappings",
+            "workingDirectory",
+            "description",
+            "systemsManagerAgent",
+            "userDataBase64",
+        ),
+    ),
+    "aws:imagebuilder/image:Image": Safety(
+        _tf("imagebuilder/image.go"),
+        replace_on=(
+            "imageRecipeArn",
+            "infrastructureConfigurationArn",
+            "distributionConfigurationArn",
+            "imageTestsConfiguration",
+            "enhancedImageMetadataEnabled",
+            "containerRecipeArn",
+            "workflows",
+            "executionRole",
+        ),
+        disruption="template",
+    ),
+    "aws:imagebuilder/distributionConfiguration:DistributionConfiguration": Safety(
+        _tf("imagebuilder/distribution_configuration.go"), replace_on=("name",)
+    ),
+    "aws:imagebuilder/infrastructureConfiguration:InfrastructureConfiguration": Safety(
+        _tf("imagebuilder/infrastructure_configuration.go"), replace_on=("name",)
+    ),
+    # --- spot and capacity-block warnings --------------------------------------------------------------
+    "aws:sqs/queue:Queue": Safety(
+        _tf("sqs/queue.go"),
+        replace_on=("name", "namePrefix", "fifoQueue"),
+        holds_data="the warnings waiting in the queue (the agent has not acted on them yet)",
+    ),
+    "aws:sqs/queuePolicy:QueuePolicy": Safety(_tf("sqs/queue_policy.go"), replace_on=("queueUrl",)),
+    "aws:cloudwatch/eventRule:EventRule": Safety(_tf("events/rule.go"), replace_on=("name", "namePrefix", "eventBusName")),
+    "aws:cloudwatch/eventTarget:EventTarget": Safety(_tf("events/target.go"), replace_on=("rule", "targetId", "eventBusName")),
+}
