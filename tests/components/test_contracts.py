@@ -275,5 +275,6 @@ def test_every_key_and_log_is_kept_like_the_data(run_components, protect):
     plan = run_components(lambda: GpuCluster("c", GpuClusterArgs(**args)))
     kept = [r for r in plan.resources if r.type in KEPT_WITH_DATA]
     assert {r.type for r in kept} == set(KEPT_WITH_DATA)
-    assert len([r for r in kept if r.type == "aws:kms/key:Key"]) == 4  # data bucket, Lustre, EKS Secrets, monitoring (logs, alerts)
+    keys = [r for r in kept if r.type == "aws:kms/key:Key"]
+    assert len(keys) == 4  # data bucket, Lustre, EKS Secrets, monitoring (logs, alerts)
     assert [(r.name, r.protect, r.retain_on_delete) for r in kept] == [(r.name, protect, protect) for r in kept]
