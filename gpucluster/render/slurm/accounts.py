@@ -113,7 +113,7 @@ def accounts_files(ctx: SlurmContext, bucket: str | None = None) -> list[WriteFi
         WriteFile(
             f"/etc/systemd/system/{ACCOUNTS_TIMER}",
             systemd_unit(
-                "gpucluster: reconcile the accounts hourly (a team kept for its jobs goes once they end)",
+                "gpucluster: reconcile the accounts hourly",
                 f"\n[Timer]\nOnUnitInactiveSec=1h\nUnit={ACCOUNTS_UNIT}\n",
                 "WantedBy=timers.target",
             ),
