@@ -134,7 +134,7 @@ def build_monitoring(
         prometheus_endpoint=workspace.prometheus_endpoint,
         topic_arn=topic.arn,
         log_group_name=nodes_group.name if nodes_group is not None else None,
-        dashboards=tuple(f"gpucluster/render/monitoring/dashboards/{n}" for n in sorted(dashboards())),
+        dashboards=tuple(f"gpucluster/render/monitoring/dashboards/{board}" for board in sorted(dashboards())),
     )
     if monitoring.eks_scraper:
         from gpucluster.components.monitoring._eks_scraper import eks_scraper

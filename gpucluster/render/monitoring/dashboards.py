@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpucluster.render.monitoring.grafana import DATASOURCE, SCHEMA_VERSION, Dashboard, Panel, grafana_json
+from gpucluster.render.monitoring.grafana import DATASOURCE, SCHEMA_VERSION, WIDTH, Dashboard, Panel, grafana_json
 from gpucluster.render.monitoring.panels import all_dashboards
 
-__all__ = ["DATASOURCE", "SCHEMA_VERSION", "Dashboard", "Panel", "dashboards", "grafana_json", "queries"]
+__all__ = ["DATASOURCE", "SCHEMA_VERSION", "WIDTH", "Dashboard", "Panel", "dashboards", "grafana_json", "queries"]
 
 
 def dashboards(gpu_hour_price_usd: float | None = None) -> dict[str, dict[str, Any]]:
