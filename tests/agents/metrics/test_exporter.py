@@ -170,7 +170,8 @@ def test_xid_comes_from_the_kernels_record_and_never_from_forged_text(node_dir: 
 def test_a_gpu_nvml_lost_keeps_its_xid_by_pci_address(tmp_path: Path, node_dir: Path) -> None:
     doc = scenario({5: {"handle": {"error": "GPU_IS_LOST"}}})
     (tmp_path / "nvml.json").write_text(json.dumps(doc))
-    src = Sources(hostname="n", fake_nvml=str(tmp_path / "nvml.json"), kernel_log_file=str(node_dir / "kernel-xid.log"))
+    _, xid_log = nodes.write_scenario(tmp_path / "xid", "xid")  # the kernel's XID 79 record for GPU 5's address
+    src = Sources(hostname="n", fake_nvml=str(tmp_path / "nvml.json"), kernel_log_file=str(xid_log))
     src.sysfs_root = str(node_dir / "sys")
     s = parse(Exporter(src).collect().render())
     assert "5" not in by_gpu(s, "DCGM_FI_DEV_GPU_TEMP") and len(by_gpu(s, "DCGM_FI_DEV_GPU_TEMP")) == 7
