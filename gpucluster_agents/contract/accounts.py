@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from . import ConfigError
-from .jsonread import Reader
+from .jsonread import BUCKET_RE, Reader
 
 __all__ = ["MARK", "USER_RE", "Account", "AccountsContract", "GpuPrice", "Qos", "Usage", "load", "parse"]
 
@@ -48,7 +48,6 @@ _CLUSTER_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 _TRES_RE = re.compile(r"^(cpu|mem|node|billing|energy|gres/[a-z0-9_]+(:[A-Za-z0-9_.-]+)?|license/[A-Za-z0-9_.-]+)$")
 _DESC_BAD = re.compile(r'[|"=\x00-\x1f\x7f]')
 _PARTITION_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 Tres = dict[str, int]
 
@@ -239,7 +238,7 @@ def _parse_usage(r: Reader, raw: Any) -> Usage | None:
     if obj is None:
         return None
     r.unknown(obj, USAGE_KEYS, "usage")
-    bucket = r.string(obj, "bucket", "usage", required=True, pattern=_BUCKET_RE, hint="an S3 bucket name") or ""
+    bucket = r.string(obj, "bucket", "usage", required=True, pattern=BUCKET_RE, hint="an S3 bucket name") or ""
     prefix = obj.get("prefix", "")
     if not isinstance(prefix, str) or prefix.startswith("/"):
         r.err("usage.prefix", f"must be a key prefix (no leading /), got {prefix!r}")

@@ -27,7 +27,6 @@ from .jsonread import Reader
 
 METRICS = ("gemm_tflops", "hbm_copy_gbps", "nccl_busbw_gbps")
 DEFAULT_THRESHOLDS: tuple[tuple[str, float], ...] = (("gemm_tflops", 5.0), ("hbm_copy_gbps", 5.0), ("nccl_busbw_gbps", 10.0))
-_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _PREFIX_RE = re.compile(r"^(?:[A-Za-z0-9_.-]+/)+$")
 BASELINE_KEYS = frozenset(
     ("bucket", "prefix", "endpoint_url", "nodes", "duration_minutes", "thresholds", "groups", "python", "package_dir")
@@ -85,16 +84,10 @@ def _thresholds(r: Reader, raw: Any, path: str) -> tuple[tuple[str, float], ...]
 
 def parse_baseline(r: Reader, raw: Any, path: str) -> Baseline | None:
     """Read ``updates.baseline`` (absent or null: None); problems go to ``r`` with their key path."""
-    if raw is None:
+    obj = r.section(raw, BASELINE_KEYS, path)
+    if obj is None:
         return None
-    if not isinstance(raw, dict):
-        r.err(path, f"must be an object with a bucket, got {raw!r}")
-        return None
-    obj = cast("dict[str, Any]", raw)
-    r.unknown(obj, BASELINE_KEYS, path)
-    bucket = r.string(
-        obj, "bucket", path, required=True, pattern=_BUCKET_RE, hint="an S3 bucket name: 3..63 of a-z, 0-9, '.', '-'"
-    )
+    bucket = r.bucket(obj, path)
     prefix = r.string(obj, "prefix", path, default="baselines/", pattern=_PREFIX_RE, hint="path segments ending in '/'")
     endpoint = r.string(obj, "endpoint_url", path, nullable=True, pattern=re.compile(r"^https?://"), hint="an http(s) URL")
     groups_raw = obj.get("groups")

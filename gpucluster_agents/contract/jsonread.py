@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
+
+BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+"""An S3 bucket name: 3..63 of a-z, 0-9, '.', '-', starting and ending with a letter or digit."""
 
 
 class Reader:
@@ -26,6 +29,24 @@ class Reader:
         for key in sorted(set(obj) - allowed):
             where = f"{path}.{key}" if path else key
             self.err(where, f"unknown key (allowed: {', '.join(sorted(allowed))})")
+
+    def section(self, raw: Any, allowed: Iterable[str], path: str) -> dict[str, Any] | None:
+        """An optional object with a bucket (absent or null: None; not an object: an error and None), its unknown keys
+        reported."""
+        if raw is None:
+            return None
+        if not isinstance(raw, dict):
+            self.err(path, f"must be an object with a bucket, got {raw!r}")
+            return None
+        obj = cast("dict[str, Any]", raw)
+        self.unknown(obj, allowed, path)
+        return obj
+
+    def bucket(self, obj: Mapping[str, Any], path: str) -> str | None:
+        """The required ``bucket`` key of a section: an S3 bucket name."""
+        return self.string(
+            obj, "bucket", path, required=True, pattern=BUCKET_RE, hint="an S3 bucket name: 3..63 of a-z, 0-9, '.', '-'"
+        )
 
     def string(
         self,

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from .jsonread import Reader
 
 DEFAULT_PREFIX = "node-maps/"
 # S3 bucket naming rules (general purpose buckets): 3..63 of [a-z0-9.-], starting and ending alphanumeric.
-_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _PREFIX_RE = re.compile(r"^(?:[A-Za-z0-9_.-]+/)+$")
 
 
@@ -46,16 +45,10 @@ NODE_MAP_KEYS = frozenset(("bucket", "prefix", "endpoint_url"))
 
 def parse_node_map(r: Reader, raw: Any, path: str) -> NodeMap | None:
     """Read the ``node_map`` object (absent or null: None); problems go to ``r`` with their key path."""
-    if raw is None:
+    obj = r.section(raw, NODE_MAP_KEYS, path)
+    if obj is None:
         return None
-    if not isinstance(raw, dict):
-        r.err(path, f"must be an object with a bucket, got {raw!r}")
-        return None
-    obj = cast("dict[str, Any]", raw)
-    r.unknown(obj, NODE_MAP_KEYS, path)
-    bucket = r.string(
-        obj, "bucket", path, required=True, pattern=_BUCKET_RE, hint="an S3 bucket name: 3..63 of a-z, 0-9, '.', '-'"
-    )
+    bucket = r.bucket(obj, path)
     prefix = r.string(
         obj, "prefix", path, default=DEFAULT_PREFIX, pattern=_PREFIX_RE, hint="path segments of [A-Za-z0-9_.-], ending in '/'"
     )
