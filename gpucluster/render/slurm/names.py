@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from gpucluster.config.slurm import SLURM_VERSION, SlurmSpec
 from gpucluster.resolve.cluster import ResolvedCluster
 from gpucluster.resolve.identity import ResolvedIdentity
+from gpucluster.resolve.monitoring import ResolvedMonitoring
 from gpucluster.resolve.node_group import SlurmGroup
 from gpucluster.resolve.slurm_teams import ResolvedTeams
 
@@ -86,6 +87,8 @@ class SlurmContext:
     """The resolved ``slurm.teams`` (limits enforced, QOS, preemption), or None without teams."""
     prices: tuple[tuple[str, float | None], ...] = ()
     """``(node group, USD per node-hour the plan uses)`` of the Slurm groups: the usage report's GPU prices."""
+    monitoring: ResolvedMonitoring | None = None
+    """The resolved ``monitoring`` (None when off): the head node's collector and every node's log shipping."""
 
     @classmethod
     def of(cls, cluster: ResolvedCluster, *, slurm_version: str | None = None) -> SlurmContext:
@@ -108,4 +111,5 @@ class SlurmContext:
             login.srun_ports if login is not None else None,
             cluster.slurm.teams,
             tuple((g.node_group, g.usd_per_node_hour) for g in cluster.estimate.groups),
+            cluster.monitoring,
         )
