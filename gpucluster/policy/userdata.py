@@ -87,9 +87,12 @@ def _mime_parts(where: str, text: str, out: list[tuple[str, str]], depth: int) -
         _walk(f"{where}, MIME {label}", _text(_unwrap_bytes(raw)), out, depth + 1)
 
 
+_SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _cloud_config_files(where: str, text: str, out: list[tuple[str, str]], depth: int) -> None:
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=_SAFE_LOADER)  # libyaml's safe loader where PyYAML has it
     except yaml.YAMLError:
         return  # not YAML after all: the raw text was scanned already
     if not isinstance(doc, dict):

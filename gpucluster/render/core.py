@@ -27,7 +27,16 @@ TEMPLATES_DIR = Path(os.environ.get("GPUCLUSTER_TEMPLATES") or PACKAGED_TEMPLATE
 USER_DATA_LIMIT = 16 * 1024  # EC2 rejects user data above 16 KB (before base64)
 
 
-class _Dumper(yaml.SafeDumper):
+# libyaml's emitter where PyYAML has it (its wheels do): the same document, some 40 times faster than the
+# pure-Python one, which was a third of a plan's time (the injection and property tests run thousands of plans).
+_SafeDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader where PyYAML has it: what the plan reads its rendered cloud-configs back with."""
+
+
+class _Dumper(_SafeDumper):  # type: ignore[valid-type,misc]
     """Block style for multi-line strings, so rendered files stay readable in the plan and goldens."""
 
 

@@ -157,19 +157,25 @@ def nvml_binding() -> Path:
 def agent_bundle(package: Path = AGENT_PACKAGE) -> bytes:
     """The ``gpucluster_agents`` package (and :func:`nvml_binding`) as a zip: sorted entries, fixed dates, so the
     same sources always give the same bytes (and the same sha256 in the plan)."""
-    buf = io.BytesIO()
     entries = [
         (f"{package.name}/{path.relative_to(package).as_posix()}", path)
         for path in sorted(package.rglob("*"))
         if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".md")
     ]
     entries.append(("pynvml.py", nvml_binding()))
+    # A plan zips the package for every node group: the same files (same size and time) give the same zip.
+    return _zipped(tuple((name, str(path), path.stat().st_mtime_ns, path.stat().st_size) for name, path in entries))
+
+
+@functools.lru_cache(maxsize=8)
+def _zipped(entries: tuple[tuple[str, str, int, int], ...]) -> bytes:
+    buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name, path in entries:
+        for name, path, _, _ in entries:
             info = zipfile.ZipInfo(name, ZIP_DATE)
             info.external_attr = 0o644 << 16
             info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, path.read_bytes())
+            zf.writestr(info, Path(path).read_bytes())
     return buf.getvalue()
 
 

@@ -56,13 +56,13 @@ def cloud_config_text(text: str) -> str | None:
 
 def cloud_config_files(name: str, text: str) -> dict[str, str]:
     """``write_files`` of a cloud-config, decoded (``gz+b64``, ``b64``), keyed ``<name><path>``."""
-    from gpucluster.render.core import WriteFile
+    from gpucluster.render.core import SafeLoader, WriteFile
 
     doc = cloud_config_text(text)
     if doc is None:
         return {}
     try:
-        data = yaml.safe_load(doc)
+        data = yaml.load(doc, Loader=SafeLoader)
     except yaml.YAMLError:
         return {}
     out: dict[str, str] = {}
