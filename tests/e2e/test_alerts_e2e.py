@@ -7,7 +7,13 @@ tree → a webhook; then every dashboard query against that Prometheus.
   records) and as the head node (fixed sinfo/squeue output, the agent's state files: a protected node group,
   health-check drains, a tripped repair brake);
 - a real ``prometheus-node-exporter`` (meminfo, filesystem, loadavg collectors) reading a fixture procfs: a
-  head node with 5 % of its memory available;
+  head node with 5 % of its memory available; with the head node's systemd flags as its drop-in renders them
+  (the collector limited to slurmctld/slurmdbd): the real exporter takes them and runs the collector, pointed
+  at a D-Bus socket that does not exist (never this machine's own units), so the unit-state half of the rules
+  is proved by ``promtool test rules`` only;
+- the GPU target carries ``node="p5-1"`` (the collector's label from the node-name tag); the head fixture's
+  sinfo gives p5-1 8 allocated GPUs and the faulty node keeps 6 of its 8 GPUs idle, so the per-node
+  allocated-but-idle alert waits pending for that node;
 - Prometheus scrapes both every second and evaluates the rendered rules every second, with their real ``for:``
   durations. What fires here is what fires at once (``for: 0m``) on these readings: uncorrected ECC, XID of the
   replace class, the pending row remap, thermal throttling, health drains, protected mode, failed launches, the
@@ -34,6 +40,7 @@ import yaml
 from gpucluster.render.monitoring.alertmanager import alertmanager_definition
 from gpucluster.render.monitoring.dashboards import dashboards, queries
 from gpucluster.render.monitoring.rules import rule_groups
+from gpucluster.render.slurm.metrics import HEAD_NODE_EXPORTER_FLAGS
 from tests.agents.metrics.nodes import env, exporter_args
 from tests.conftest import require_tool
 from tests.e2e.prometheus_stack import HOST, Daemons, Webhook, free_port, get_json, query, wait_for
@@ -92,7 +99,11 @@ def _prometheus_config(exporter: int, node: int, am: int) -> dict[str, Any]:
         "rule_files": ["rules.yaml"],
         "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"{HOST}:{am}"]}]}]},
         "scrape_configs": [
-            {"job_name": "gpu", "honor_labels": True, "static_configs": [{"targets": [f"{HOST}:{exporter}"], "labels": head}]},
+            {
+                "job_name": "gpu",
+                "honor_labels": True,
+                "static_configs": [{"targets": [f"{HOST}:{exporter}"], "labels": {**head, "node": "p5-1"}}],
+            },
             {"job_name": "node", "static_configs": [{"targets": [f"{HOST}:{node}"], "labels": head}]},
         ],
     }
@@ -130,8 +141,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                 "--collector.meminfo",
                 "--collector.filesystem",
                 "--collector.loadavg",
+                *HEAD_NODE_EXPORTER_FLAGS,
                 *_host_fixture(tmp / "host"),
             ],
+            env={"PATH": "/usr/bin:/bin", "DBUS_SYSTEM_BUS_ADDRESS": f"unix:path={tmp / 'no-bus'}"},
         )
         config, template = _alertmanager_config(webhook.url)
         (tmp / "alertmanager.yml").write_text(config)
@@ -214,6 +227,15 @@ def test_critical_on_a_gpu_inhibits_its_warnings(stack: Stack) -> None:
     assert "GpuRowRemapPending" not in {a["labels"]["alertname"] for a in stack.webhook.alerts()}
 
 
+def test_the_head_node_exporter_runs_the_systemd_collector_for_the_slurm_units_only(stack: Stack) -> None:
+    """The rendered flags are taken by the real node exporter: its systemd collector runs (and fails here: no
+    D-Bus), and no other collector of the defaults is back."""
+    status, body = query(stack.prom, 'node_scrape_collector_success{job="node"}')
+    assert status == 200, body
+    collectors = {r["metric"]["collector"]: r["value"][1] for r in body["data"]["result"]}
+    assert collectors == {"meminfo": "1", "filesystem": "1", "loadavg": "1", "systemd": "0"}
+
+
 def test_every_dashboard_query_runs(stack: Stack) -> None:
     failures, with_data = [], 0
     for name, board in dashboards(gpu_hour_price_usd=4.0).items():
@@ -230,15 +252,17 @@ def test_every_dashboard_query_runs(stack: Stack) -> None:
 def test_alerts_with_a_for_duration_wait_pending(stack: Stack) -> None:
     """GPU 3 at 89 °C with hardware slowdown bits, GPU 4's power brake and the head node's low memory match their
     rules at once, but stay pending for their ``for:`` and reach nobody."""
-    wanted = {"GpuTemperatureHigh", "GpuTemperatureCritical", "GpuHardwareSlowdown", "HeadNodeMemoryLow"}
+    wanted = {"GpuTemperatureHigh", "GpuTemperatureCritical", "GpuHardwareSlowdown", "HeadNodeMemoryLow", "GpuAllocatedIdleSlurm"}
 
     def pending() -> dict[str, set[str]] | None:
         got: dict[str, set[str]] = {}
         for alert in get_json(f"{stack.prom}/api/v1/alerts")["data"]["alerts"]:
             if alert["state"] == "pending":
-                got.setdefault(alert["labels"]["alertname"], set()).add(alert["labels"].get("gpu", ""))
+                labels = alert["labels"]
+                got.setdefault(labels["alertname"], set()).add(labels.get("gpu", labels.get("node", "")))
         return got if wanted <= set(got) else None
 
     got = wait_for("the pending alerts", pending, 15, stack.daemons, "prometheus")
     assert got["GpuHardwareSlowdown"] == {"3", "4"} and got["GpuTemperatureCritical"] == {"3"}
+    assert got["GpuAllocatedIdleSlurm"] == {"p5-1"}  # 8 allocated, 2 busy; p5-2's GPUs are not scraped here
     assert not wanted & {a["labels"]["alertname"] for a in stack.webhook.alerts()}
