@@ -20,6 +20,10 @@ tree → a webhook; then every dashboard query against that Prometheus.
   repair brake. The alerts with longer ``for:`` (temperature, hardware slowdown, the head node's memory) are
   seen *pending* here and never delivered; that they fire once ``for:`` has passed is proved by ``promtool test
   rules`` in tests/render/monitoring/test_rules.py, never by shortening them here;
+- the EKS scraper's ``gpu`` job as rendered (its Kubernetes pod discovery swapped for one static target with the
+  labels its relabeling gives: the exporter's own ``pod``, the ``node``; Debian's Prometheus has no Kubernetes
+  discovery) scrapes a fixed dcgm-exporter exposition whose GPU 0 carries its workload's pod/namespace/container:
+  the rendered ``honor_labels`` keeps them (not ``exported_pod``);
 - Alertmanager runs AMP's ``alertmanager_config`` as rendered, with two test-only changes: the SNS receiver
   becomes a webhook receiver of the same name (nothing here speaks SNS), and ``group_wait``/``group_interval`` are
   1 s instead of 30 s / 5 min (timings only: the tree, grouping and inhibition are the rendered ones).
@@ -38,12 +42,13 @@ import pytest
 import yaml
 
 from gpucluster.render.monitoring.alertmanager import alertmanager_definition
+from gpucluster.render.monitoring.collection import scraper_config
 from gpucluster.render.monitoring.dashboards import dashboards, queries
 from gpucluster.render.monitoring.rules import rule_groups
 from gpucluster.render.slurm.metrics import HEAD_NODE_EXPORTER_FLAGS
 from tests.agents.metrics.nodes import env, exporter_args
 from tests.conftest import require_tool
-from tests.e2e.prometheus_stack import HOST, Daemons, Webhook, free_port, get_json, query, wait_for
+from tests.e2e.prometheus_stack import HOST, Daemons, StaticExporter, Webhook, free_port, get_json, query, wait_for
 
 CLUSTER = "e2e"
 ARN = "arn:aws:sns:us-east-1:123456789012:e2e-alerts"
@@ -57,6 +62,27 @@ DELIVERED = {
     "NodeLaunchFailuresRepeated",
     "RepairBrakeTripped",
 }
+
+
+EXPORTER_POD = "nvidia-dcgm-exporter-x7k2p"
+# dcgm-exporter on an EKS node (its Kubernetes pod mapping on): GPU 0 given to a pod, GPU 1 to nobody
+DCGM_EKS = (
+    'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-e0",Hostname="ip-10-0-1-5",pod="train-0",namespace="team-a",container="trainer"} 0\n'
+    'DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-e1",Hostname="ip-10-0-1-5"} 0\n'
+)
+
+
+def _eks_gpu_job(port: int) -> dict[str, Any]:
+    """The rendered EKS scraper's ``gpu`` job, its pod discovery and relabeling replaced by one static target with
+    the labels that relabeling gives it (the exporter's pod, the node)."""
+    (job,) = [
+        j
+        for j in yaml.safe_load(scraper_config(CLUSTER, 30, "gpu-operator", "kueue-system"))["scrape_configs"]
+        if j["job_name"] == "gpu"
+    ]
+    del job["kubernetes_sd_configs"], job["relabel_configs"]
+    labels = {"pod": EXPORTER_POD, "node": "ip-10-0-1-5.ec2.internal"}
+    return job | {"job_name": "eks-gpu", "static_configs": [{"targets": [f"{HOST}:{port}"], "labels": labels}]}
 
 
 @dataclass
@@ -92,7 +118,7 @@ def _host_fixture(root: Path) -> list[str]:
     return [f"--path.procfs={root / 'proc'}", f"--path.sysfs={root / 'sys'}", f"--path.rootfs={root / 'rootfs'}"]
 
 
-def _prometheus_config(exporter: int, node: int, am: int) -> dict[str, Any]:
+def _prometheus_config(exporter: int, node: int, am: int, eks: int) -> dict[str, Any]:
     head = {"role": "head"}
     return {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
@@ -105,6 +131,7 @@ def _prometheus_config(exporter: int, node: int, am: int) -> dict[str, Any]:
                 "static_configs": [{"targets": [f"{HOST}:{exporter}"], "labels": {**head, "node": "p5-1"}}],
             },
             {"job_name": "node", "static_configs": [{"targets": [f"{HOST}:{node}"], "labels": head}]},
+            _eks_gpu_job(eks),
         ],
     }
 
@@ -113,7 +140,7 @@ def _prometheus_config(exporter: int, node: int, am: int) -> dict[str, Any]:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tools = {name: require_tool(name) for name in ("prometheus", "prometheus-alertmanager", "prometheus-node-exporter")}
     tmp = tmp_path_factory.mktemp("alerts-e2e")
-    daemons, webhook = Daemons(tmp), Webhook()
+    daemons, webhook, dcgm = Daemons(tmp), Webhook(), StaticExporter(DCGM_EKS)
     try:
         ports = {name: free_port() for name in ("exporter", "node", "am", "prom")}
         args = exporter_args(tmp / "node", "faulty", head=True)
@@ -160,7 +187,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             ],
         )
         (tmp / "rules.yaml").write_text(rule_groups(CLUSTER, ("slurm",)))
-        (tmp / "prometheus.yml").write_text(yaml.safe_dump(_prometheus_config(ports["exporter"], ports["node"], ports["am"])))
+        (tmp / "prometheus.yml").write_text(
+            yaml.safe_dump(_prometheus_config(ports["exporter"], ports["node"], ports["am"], dcgm.port))
+        )
         daemons.start(
             "prometheus",
             [
@@ -178,11 +207,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     finally:
         daemons.stop()
         webhook.close()
+        dcgm.close()
 
 
 def _targets_up(prom: str) -> bool:
     active = get_json(f"{prom}/api/v1/targets")["data"]["activeTargets"]
-    return len(active) == 2 and all(t["health"] == "up" for t in active)
+    return len(active) == 3 and all(t["health"] == "up" for t in active)
 
 
 def test_alerts_fire_and_reach_the_webhook(stack: Stack) -> None:
@@ -234,6 +264,17 @@ def test_the_head_node_exporter_runs_the_systemd_collector_for_the_slurm_units_o
     assert status == 200, body
     collectors = {r["metric"]["collector"]: r["value"][1] for r in body["data"]["result"]}
     assert collectors == {"meminfo": "1", "filesystem": "1", "loadavg": "1", "systemd": "0"}
+
+
+def test_the_eks_scrape_keeps_the_gpus_workload_labels(stack: Stack) -> None:
+    """honor_labels as rendered: GPU 0's pod/namespace/container are its workload's, not renamed exported_*; GPU 1
+    (no workload) carries the target's pod, the exporter's own, which the idle-allocated rule ignores."""
+    status, body = query(stack.prom, 'DCGM_FI_DEV_GPU_UTIL{job="eks-gpu"}')
+    assert status == 200, body
+    got = {r["metric"]["gpu"]: r["metric"] for r in body["data"]["result"]}
+    assert (got["0"]["pod"], got["0"]["namespace"], got["0"]["container"]) == ("train-0", "team-a", "trainer")
+    assert not [k for k in got["0"] if k.startswith("exported_")]
+    assert got["1"]["pod"] == EXPORTER_POD and "namespace" not in got["1"]
 
 
 def test_every_dashboard_query_runs(stack: Stack) -> None:
