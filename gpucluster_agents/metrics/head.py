@@ -4,8 +4,10 @@
 Slurm: nodes by state (``%T`` as sinfo prints it, flags included: ``idle~`` is powered down, ``down*`` not
 responding), drained/down nodes by the kind of reason (the health program's ``gpucluster: <check> …``
 drains by check and action, anything else ``other``: reasons are free text, never a label), jobs by state
-and pending jobs by Slurm's reason code. No per-job or per-user label: the series count stays bounded
-by the number of states and reason codes.
+and pending jobs by Slurm's reason code, and the GPUs Slurm has allocated on each GPU node (sinfo's
+``GresUsed``: one series per node, labelled ``node`` with its Slurm name, so the idle-allocated alert can
+name the node). No per-job or per-user label: the series count stays bounded by the number of states and
+reason codes, and by the cluster's configured node names.
 
 The agent: read from ``state_dir`` (docs/agent.md), never by instrumenting its calls: launches in flight
 (``journal/*.json``), holds by kind (``holds.json``: insufficient capacity, a failed launch, protected
@@ -31,12 +33,21 @@ _STATE = re.compile(r"[A-Za-z_+~#%*!$@^-]{1,40}\Z")
 _WORD = re.compile(r"[A-Za-z0-9_]{1,40}\Z")
 _CHECK = re.compile(r"gpucluster:\s*([a-z_]{1,32})\b")
 _ACTION = re.compile(r"\((reboot|replace)\)")
+_NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
+# One GRES entry of sinfo's GresUsed: name[:type]:count[(IDX:…)]; the index list may hold commas ("IDX:0,2-3").
+_GPU_USED = re.compile(r"(?:^|,)gpu(?::[^:,()]+)?:(\d{1,6})(?=\(|,|\Z)")
+MAX_NODES = 10000  # the per-node series kept (a cluster's configured node names bound them long before this)
 
 NODES = ("gpucluster_slurm_nodes", "gauge", "Slurm nodes by state as sinfo prints it (idle~: powered down).")
 DRAINS = (
     "gpucluster_slurm_unavailable_nodes",
     "gauge",
     "Down or drained nodes by reason kind: the health check and action, or other.",
+)
+NODE_GPUS = (
+    "gpucluster_slurm_node_gpus_allocated",
+    "gauge",
+    "GPUs Slurm has allocated on each GPU node (sinfo GresUsed), one series per node.",
 )
 JOBS = ("gpucluster_slurm_jobs", "gauge", "Slurm jobs by state.")
 PENDING = ("gpucluster_slurm_pending_jobs", "gauge", "Pending Slurm jobs by Slurm's reason code.")
@@ -90,6 +101,22 @@ def parse_sinfo(text: str) -> tuple[dict[tuple[str, ...], int], dict[tuple[str, 
     return nodes, drains
 
 
+def parse_gres_used(text: str) -> dict[str, int]:
+    """``sinfo -h -N -O NodeHost:|,GresUsed:|`` (Slurm prints ``p5-1|gpu:h100:3(IDX:0-2)|``) → allocated GPUs
+    per node: the counts of every ``gpu`` entry (typed or not) summed; a node with no ``gpu`` GRES (``(null)``)
+    is left out, one listed once per partition counts once, a name that is not a plain host name is dropped."""
+    used: dict[str, int] = {}
+    for line in text.splitlines():
+        name, _, rest = line.strip().partition("|")
+        gres = rest.rstrip("|").strip()
+        if name in used or not _NODE.match(name) or len(used) >= MAX_NODES:
+            continue
+        counts = _GPU_USED.findall(gres)
+        if counts:
+            used[name] = sum(int(c) for c in counts)
+    return used
+
+
 def parse_squeue(text: str) -> tuple[dict[tuple[str, ...], int], dict[tuple[str, ...], int]]:
     """``squeue -h -a -o %T|%r`` → (jobs by state, pending jobs by reason code)."""
     jobs: dict[tuple[str, ...], int] = {}
@@ -107,11 +134,14 @@ def parse_squeue(text: str) -> tuple[dict[tuple[str, ...], int], dict[tuple[str,
 
 def collect_slurm(reg: Registry, bin_dir: str) -> None:
     nodes, drains = parse_sinfo(_run([os.path.join(bin_dir, "sinfo"), "-h", "-N", "-o", "%n|%T|%E"]))
+    gpus = parse_gres_used(_run([os.path.join(bin_dir, "sinfo"), "-h", "-N", "-O", "NodeHost:|,GresUsed:|"]))
     jobs, pending = parse_squeue(_run([os.path.join(bin_dir, "squeue"), "-h", "-a", "-o", "%T|%r"]))
     for (state,), n in sorted(nodes.items()):
         reg.add(*NODES, n, {"state": state})
     for (check, action), n in sorted(drains.items()):
         reg.add(*DRAINS, n, {"check": check, "action": action})
+    for node, n in sorted(gpus.items()):
+        reg.add(*NODE_GPUS, n, {"node": node})
     for (state,), n in sorted(jobs.items()):
         reg.add(*JOBS, n, {"state": state})
     for (reason,), n in sorted(pending.items()):

@@ -3,6 +3,7 @@ run as written, the node exporter kept on the private address, and the setup scr
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from gpucluster.render.slurm.metrics import (
     METRICS_PORT,
     METRICS_UNIT,
     NODE_EXPORTER_DROP_IN,
+    metrics_files,
     metrics_unit,
     node_exporter_drop_in,
 )
@@ -59,7 +61,8 @@ def test_systemd_reads_the_unit_and_the_drop_in(tmp_path: Path, head: str | None
     unit.write_text(metrics_unit(True, agent_lib=str(tmp_path), python=sys.executable, head=head))
     service = tmp_path / "prometheus-node-exporter.service"  # Debian's unit with our drop-in's lines in place
     debian = "[Unit]\nDescription=x\n[Service]\nUser=daemon\nExecStart=/bin/true $ARGS\n"
-    drop_in = node_exporter_drop_in(agent_lib=str(tmp_path), python=sys.executable).split("[Service]\n", 1)[1]
+    drop_in = node_exporter_drop_in(agent_lib=str(tmp_path), python=sys.executable, head=head is not None)
+    drop_in = drop_in.split("[Service]\n", 1)[1]
     service.write_text(debian.replace("ExecStart=/bin/true $ARGS\n", drop_in))
     for path in (unit, service):
         verify = subprocess.run([analyze, "verify", "--man=no", str(path)], capture_output=True, text=True, check=False)
@@ -92,3 +95,23 @@ def test_node_exporter_runs_on_the_given_address_with_debians_args(monkeypatch: 
     cli.main(["node-exporter", "--port", "9100", "--", "--collector.systemd", "--web.listen-address=:9100"])
     argv = [cli.NODE_EXPORTER, "--web.listen-address=10.0.3.17:9100", *cli.NODE_EXPORTER_FLAGS, "--collector.systemd"]
     assert calls == [(cli.NODE_EXPORTER, argv)]
+
+
+def test_only_the_head_nodes_node_exporter_reads_the_slurm_daemons_units(monkeypatch: pytest.MonkeyPatch):
+    """The head node's drop-in (as the head node's files carry it) turns the systemd collector on for slurmctld
+    and slurmdbd only, before Debian's $ARGS; a compute node's is unchanged. The real node exporter takes these
+    flags in tests/e2e/test_alerts_e2e.py."""
+    calls: list[list[str]] = []
+    monkeypatch.setattr(cli.os, "execv", lambda path, argv: calls.append(argv))
+    monkeypatch.setattr(cli, "private_address", lambda: "10.0.0.5")
+    head_files = {f.path: f.content for f in metrics_files(None, head="/data/agent")}
+    gpu_files = part_files(context(P5, CPU, enabled=False), "p5")
+    words = _exec_start(head_files[NODE_EXPORTER_DROP_IN])
+    include = "--collector.systemd.unit-include=(slurmctld|slurmdbd)[.]service"
+    assert words[words.index("--") :] == ["--", "--collector.systemd", include, "$ARGS"]
+    assert _exec_start(gpu_files[NODE_EXPORTER_DROP_IN])[-2:] == ["--", "$ARGS"]
+    assert re.fullmatch(include.split("=", 1)[1], "slurmdbd.service") and not re.fullmatch(
+        include.split("=", 1)[1], "slurmdbdXservice"
+    )
+    cli.main(words[words.index("node-exporter") :][:-1])  # systemd passes Debian's empty $ARGS as no word
+    assert calls[0][-2:] == ["--collector.systemd", include]

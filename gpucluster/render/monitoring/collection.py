@@ -109,7 +109,10 @@ def scraper_config(cluster: str, interval_seconds: int, gpu_operator_namespace: 
     doc = {
         "global": {"scrape_interval": f"{interval_seconds}s", "external_labels": {"cluster": cluster}},
         "scrape_configs": [
-            _pod_job("gpu", gpu_operator_namespace, "nvidia-dcgm-exporter-.*", GPU_EXPORTER_PORT),
+            # honor_labels: dcgm-exporter's pod mapping writes the GPU's workload as pod/namespace/container; the
+            # exporter's labels must win over the target's own "pod" (the exporter's pod), or Prometheus renames
+            # them exported_pod/... and the idle-allocated rule sees no workload (docs/monitoring.md).
+            _pod_job("gpu", gpu_operator_namespace, "nvidia-dcgm-exporter-.*", GPU_EXPORTER_PORT) | {"honor_labels": True},
             _pod_job("node", ".*", ".*node-exporter.*", NODE_EXPORTER_PORT),
             # Kueue serves its metrics over HTTPS with its own certificate (metrics.bindAddress :8443).
             _pod_job("kueue", kueue_namespace, "kueue-controller-manager-.*", KUEUE_METRICS_PORT)

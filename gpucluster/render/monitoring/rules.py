@@ -37,6 +37,7 @@ class AlertThresholds:
     nvlink_replays_per_15m: int = 10
     idle_util_percent: float = 2.0
     idle_minutes: int = 30
+    idle_allocated_fraction: float = 0.75  # Slurm: share of a node's allocated GPUs that must be idle ("nearly all")
     launch_failures: int = 2  # failed launches in a row (the agent's count towards protected mode)
     head_disk_free_fraction: float = 0.10
     head_memory_free_fraction: float = 0.10
@@ -192,11 +193,12 @@ def idle_rules(t: AlertThresholds, schedulers: Sequence[str]) -> list[Rule]:
 
     How "allocated" is known: on EKS, the DCGM exporter's pod mapping sets ``pod``/``namespace`` on a GPU given
     to a pod (the scrape must keep the exporter's labels: ``honor_labels``), so the rule is per GPU. On Slurm the
-    head node's exporter counts nodes per state but has no per-node allocation series (the GPU nodes cannot know
-    theirs either), so the rule is per cluster: some nodes are allocated or mixed, yet the mean utilisation of
-    every GPU the collector sees stays under the threshold. It catches a cluster whose jobs all hold GPUs idle
-    (hung jobs, a wait on data) and misses one idle job beside busy ones: a per-node allocation series (sinfo
-    ``%n %T``) would make it per node."""
+    head node's exporter reads how many GPUs Slurm has allocated on each node (``gpucluster_slurm_node_gpus_allocated``
+    by ``node``, the Slurm name; sinfo's GresUsed), and the collector gives every GPU series of a node the same
+    ``node`` label (its EC2 tag). Which of a node's GPUs a job holds is not known (that is a per-job mapping), but
+    Slurm gives no job a GPU it has not allocated, so ``allocated - busy`` is the fewest allocated GPUs that are
+    idle: the rule fires for a node where that is at least ``idle_allocated_fraction`` of its allocated GPUs
+    (8 allocated, 0 or 1 busy: fires; 4 of 8 busy: quiet) for ``idle_minutes``, naming the node."""
     rules: list[Rule] = []
     span = f"{t.idle_minutes}m"
     cost = (
@@ -216,16 +218,22 @@ def idle_rules(t: AlertThresholds, schedulers: Sequence[str]) -> list[Rule]:
             )
         )
     if "slurm" in schedulers:
-        busy = f'sum({s.SLURM_NODES}{{state=~"(allocated|mixed).*"}}) > 0'
+        allocated = f"max by (node) ({s.SLURM_NODE_GPUS})"
+        # busy GPUs per node; a node whose GPUs all idle has no "busy" series, so it counts 0 (its GPUs' count × 0)
+        busy = (
+            f'(count by (node) ({s.GPU_UTIL}{{node!=""}} >= {t.idle_util_percent}) '
+            f'or count by (node) ({s.GPU_UTIL}{{node!=""}}) * 0)'
+        )
         rules.append(
             Rule(
                 "GpuAllocatedIdleSlurm",
-                f"avg({s.GPU_UTIL}) < {t.idle_util_percent} and on () ({busy})",
+                f"({allocated} - on (node) {busy}) >= on (node) ({t.idle_allocated_fraction:g} * {allocated} > 0)",
                 span,
                 "warning",
-                f"Slurm nodes hold jobs, yet the cluster's GPUs have averaged under {t.idle_util_percent:g} % for "
-                f"{t.idle_minutes} min",
-                cost,
+                f"Slurm node {{{{ $labels.node }}}} has had at least {{{{ $value }}}} allocated GPUs under "
+                f"{t.idle_util_percent:g} % for {t.idle_minutes} min",
+                "Find the job with squeue -w <node> and ask its owner whether it waits on something (data, a hung "
+                "rank, a debugger); a job that holds GPUs without using them blocks others and is billed by the hour.",
             )
         )
     return rules

@@ -38,6 +38,7 @@ CLOCK_EVENT_BITS = {"HW_SLOWDOWN": 0x8, "SW_THERMAL": 0x20, "HW_THERMAL": 0x40, 
 # --- gpucluster's exporter (gpucluster_agents.metrics.head) on the Slurm head node -----------------------
 SLURM_NODES = "gpucluster_slurm_nodes"  # gauge {state}: nodes per state as sinfo %T prints it
 SLURM_UNAVAILABLE = "gpucluster_slurm_unavailable_nodes"  # gauge {check, action}: drained/down; check "other" = not ours
+SLURM_NODE_GPUS = "gpucluster_slurm_node_gpus_allocated"  # gauge {node}: GPUs Slurm allocated on the node (GresUsed)
 SLURM_JOBS = "gpucluster_slurm_jobs"  # gauge {state}
 SLURM_PENDING = "gpucluster_slurm_pending_jobs"  # gauge {reason}
 COLLECTOR_OK = "gpucluster_metrics_collector_success"  # gauge {collector}: 0 when e.g. sinfo got no answer

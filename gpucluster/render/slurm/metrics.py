@@ -27,6 +27,14 @@ METRICS_PORT = 9400  # the DCGM exporter's: a node runs one or the other
 NODE_EXPORTER_PORT = 9100
 METRICS_PACKAGES = ("prometheus-node-exporter",)
 PYTHON = "/usr/bin/python3"
+# The head node's node exporter: the systemd collector (on by default in Debian's build, off upstream: named
+# explicitly) limited to the units the alert rules read (SlurmctldDown, SlurmdbdDown): 5 series a unit, not
+# every unit of the host. The regex has no backslash (systemd would unescape it in ExecStart): "[.]" is a dot.
+HEAD_SYSTEMD_UNITS = ("slurmctld", "slurmdbd")
+HEAD_NODE_EXPORTER_FLAGS = (
+    "--collector.systemd",
+    f"--collector.systemd.unit-include=({'|'.join(HEAD_SYSTEMD_UNITS)})[.]service",
+)
 
 
 def _exec(*args: str, python: str = PYTHON) -> str:
@@ -65,10 +73,12 @@ WantedBy=multi-user.target
 """
 
 
-def node_exporter_drop_in(agent_lib: str = AGENT_LIB, python: str = PYTHON) -> str:
+def node_exporter_drop_in(agent_lib: str = AGENT_LIB, python: str = PYTHON, head: bool = False) -> str:
     """Debian's unit runs ``prometheus-node-exporter $ARGS`` on every address; this runs it on the node's private
-    address (``metrics node-exporter`` looks it up, then execs the exporter with Debian's ``$ARGS``)."""
-    run = _exec("node-exporter", "--port", str(NODE_EXPORTER_PORT), "--", "$ARGS", python=python)
+    address (``metrics node-exporter`` looks it up, then execs the exporter with Debian's ``$ARGS``). ``head``: the
+    head node's, which adds :data:`HEAD_NODE_EXPORTER_FLAGS` (the Slurm daemons' unit states) before ``$ARGS``."""
+    flags = HEAD_NODE_EXPORTER_FLAGS if head else ()
+    run = _exec("node-exporter", "--port", str(NODE_EXPORTER_PORT), "--", *flags, "$ARGS", python=python)
     return f"""[Service]
 WorkingDirectory={agent_lib}
 ExecStart=
@@ -81,7 +91,7 @@ def metrics_files(group: ResolvedNodeGroup | None, head: str | None = None) -> t
     gpus = group is not None and nvidia_gpus(group.facts)
     return (
         WriteFile(f"/etc/systemd/system/{METRICS_UNIT}", metrics_unit(gpus, head=head)),
-        WriteFile(NODE_EXPORTER_DROP_IN, node_exporter_drop_in()),
+        WriteFile(NODE_EXPORTER_DROP_IN, node_exporter_drop_in(head=head is not None)),
     )
 
 

@@ -93,6 +93,19 @@ p5-7|down*|Not responding
 p5-8|drained|maintenance by alice: "swap" \\ PSU
 p5-1|allocated|none
 """
+# sinfo -h -N -O NodeHost:|,GresUsed:| as Debian's Slurm 22.05 prints it (checked against a real slurmctld and
+# slurmd with Gres=gpu:h100:4 and a job holding 3: "gpu-1|gpu:h100:3(IDX:0-2)|"): p5-1 twice (two partitions),
+# p5-2 shares its GPUs between jobs (an index list with a comma), the login node has no GRES at all.
+SINFO_GRES = """p5-1|gpu:h100:8(IDX:0-7)|
+p5-2|gpu:h100:3(IDX:0,2-3)|
+p5-3|gpu:h100:0|
+p5-4|gpu:h100:0(IDX:N/A)|
+p5-5|gpu:h100:0(IDX:N/A)|
+p5-6|gpu:h100:2(IDX:0-1),gpu:a10g:1(IDX:2)|
+login-1|(null)|
+bad name|gpu:h100:8(IDX:0-7)|
+p5-1|gpu:h100:8(IDX:0-7)|
+"""
 SQUEUE = """RUNNING|None
 RUNNING|None
 PENDING|Resources
@@ -137,13 +150,20 @@ def write_lustre(root: Path, fsname: str = "185de874") -> Path:
     return root
 
 
-def write_slurm(bin_dir: Path, sinfo: str = SINFO, squeue: str = SQUEUE) -> Path:
-    """sinfo and squeue that print fixed output (what Slurm prints for the arguments the exporter passes)."""
+def write_slurm(bin_dir: Path, sinfo: str = SINFO, squeue: str = SQUEUE, gres: str = SINFO_GRES) -> Path:
+    """sinfo and squeue that print fixed output (what Slurm prints for the arguments the exporter passes): sinfo
+    asked for ``GresUsed`` prints ``gres`` (its arguments in ``sinfo-gres.args``), else ``sinfo``."""
     bin_dir.mkdir(parents=True, exist_ok=True)
+    (bin_dir / "sinfo-gres.out").write_text(gres)
     for name, text in (("sinfo", sinfo), ("squeue", squeue)):
         (bin_dir / f"{name}.out").write_text(text)
         script = bin_dir / name
-        script.write_text(f'#!/bin/sh\necho "$@" > "{bin_dir}/{name}.args"\nexec cat "{bin_dir}/{name}.out"\n')
+        gres_case = (
+            f'case "$*" in *GresUsed*) echo "$@" > "{bin_dir}/sinfo-gres.args"; exec cat "{bin_dir}/sinfo-gres.out";; esac\n'
+            if name == "sinfo"
+            else ""
+        )
+        script.write_text(f'#!/bin/sh\n{gres_case}echo "$@" > "{bin_dir}/{name}.args"\nexec cat "{bin_dir}/{name}.out"\n')
         script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return bin_dir
 

@@ -280,6 +280,12 @@ def test_slurm_nodes_jobs_and_drains_without_free_text_labels(node_dir: Path) ->
     assert drains == {("xid", "replace"): 1, ("gpu_temperature", "reboot"): 1, ("other", ""): 2}
     assert dict((lb["reason"], v) for lb, v in s["gpucluster_slurm_pending_jobs"]) == {"Resources": 1, "Priority": 2, "other": 1}
     assert dict((lb["state"], v) for lb, v in s["gpucluster_slurm_jobs"]) == {"RUNNING": 2, "PENDING": 4, "COMPLETING": 1}
+    # GPUs allocated per node: one series per GPU node (typed entries summed, an index list's comma is no new
+    # entry), none for a node without GPUs nor for a name that is not a host name
+    assert (node_dir / "bin" / "sinfo-gres.args").read_text().split() == ["-h", "-N", "-O", "NodeHost:|,GresUsed:|"]
+    assert [(lb, v) for lb, v in s["gpucluster_slurm_node_gpus_allocated"]] == [
+        ({"node": n}, v) for n, v in (("p5-1", 8), ("p5-2", 3), ("p5-3", 0), ("p5-4", 0), ("p5-5", 0), ("p5-6", 3))
+    ]
 
 
 def test_slurm_failure_is_a_collector_failure_not_a_lost_scrape(tmp_path: Path, node_dir: Path) -> None:

@@ -24,6 +24,16 @@ L0 = {"gpu": "0", "UUID": "GPU-0", "Hostname": "n1"}
 HEAD = 'role="head",instance="head:9100"'
 HEAD_L = {"role": "head", "instance": "head:9100"}
 
+
+def _node_gpus(node: str, allocated: int, utils: list[str]) -> dict[str, str]:
+    """A Slurm GPU node as the head node's collector sees it: the head exporter's allocated-GPU gauge for
+    ``node`` and one utilisation series per GPU (values ``utils``), each carrying the ``node`` target label."""
+    series = {f'gpucluster_slurm_node_gpus_allocated{{node="{node}",{HEAD}}}': f"{allocated}x40"}
+    for i, values in enumerate(utils):
+        series[f'DCGM_FI_DEV_GPU_UTIL{{gpu="{i}",UUID="GPU-{node}-{i}",Hostname="ip-{node}",node="{node}"}}'] = values
+    return series
+
+
 CASES: list[Case] = [
     Case(
         "GpuTemperatureHigh",
@@ -124,26 +134,21 @@ CASES: list[Case] = [
         "35m",
     ),
     Case(
-        "GpuAllocatedIdleSlurm",
-        {
-            f"DCGM_FI_DEV_GPU_UTIL{{{G0}}}": "0x40",
-            'DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-1",Hostname="n1"}': "1x40",
-            'gpucluster_slurm_nodes{state="allocated"}': "1x40",
-            'gpucluster_slurm_nodes{state="idle~"}': "3x40",
-        },
+        "GpuAllocatedIdleSlurm",  # node p5-1: Slurm allocated its 8 GPUs, all at 0 %; p5-2 beside it is busy
+        {**_node_gpus("p5-1", 8, ["0x40"] * 8), **_node_gpus("p5-2", 8, ["95x40"] * 8)},
         "35m",
-        [({}, "Slurm nodes hold jobs, yet the cluster's GPUs have averaged under 2 % for 30 min")],
+        [({"node": "p5-1"}, "Slurm node p5-1 has had at least 8 allocated GPUs under 2 % for 30 min")],
     ),
     Case(
-        "GpuAllocatedIdleSlurm",  # idle, but nothing is allocated
-        {f"DCGM_FI_DEV_GPU_UTIL{{{G0}}}": "0x40", 'gpucluster_slurm_nodes{state="idle"}': "1x40"},
+        "GpuAllocatedIdleSlurm",  # nearly all: 7 of the 8 allocated GPUs idle, one busy
+        _node_gpus("p5-1", 8, ["0x40"] * 7 + ["80x40"]),
         "35m",
+        [({"node": "p5-1"}, "Slurm node p5-1 has had at least 7 allocated GPUs under 2 % for 30 min")],
     ),
-    Case(
-        "GpuAllocatedIdleSlurm",  # allocated and working
-        {f"DCGM_FI_DEV_GPU_UTIL{{{G0}}}": "95x40", 'gpucluster_slurm_nodes{state="mixed"}': "1x40"},
-        "35m",
-    ),
+    Case("GpuAllocatedIdleSlurm", _node_gpus("p5-1", 0, ["0x40"] * 8), "35m"),  # idle, but nothing is allocated
+    Case("GpuAllocatedIdleSlurm", _node_gpus("p5-1", 8, ["95x40"] * 8), "35m"),  # allocated and busy
+    Case("GpuAllocatedIdleSlurm", _node_gpus("p5-1", 8, ["0x40"] * 4 + ["90x40"] * 4), "35m"),  # half busy: not "nearly all"
+    Case("GpuAllocatedIdleSlurm", _node_gpus("p5-1", 8, ["0x20 90x20"] * 8), "35m"),  # idle 20 min, then busy
     Case(
         "SlurmNodesDrainedByHealthCheck",
         {'gpucluster_slurm_unavailable_nodes{check="gpu_xid",action="replace"}': "2x5"},

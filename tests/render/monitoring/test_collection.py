@@ -78,6 +78,9 @@ def test_scraper_config_scrapes_dcgm_node_exporter_and_kueue(update_golden: bool
     keep = {name: [r["regex"] for r in job["relabel_configs"] if r.get("action") == "keep"] for name, job in jobs.items()}
     assert keep["gpu"] == ["gpu-operator", "nvidia-dcgm-exporter-.*", "9400"]
     assert keep["kueue"][0] == "kueue-system" and jobs["kueue"]["scheme"] == "https"
+    # dcgm-exporter's pod/namespace/container of the GPU's workload win over the target's labels (a real Prometheus
+    # scraping this job's settings keeps them: tests/e2e/test_alerts_e2e.py); the other jobs keep Prometheus's default
+    assert {name: job.get("honor_labels", False) for name, job in jobs.items()} == {"gpu": True, "node": False, "kueue": False}
 
 
 @pytest.fixture(scope="module")
