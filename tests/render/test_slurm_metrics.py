@@ -91,15 +91,15 @@ def test_node_exporter_runs_on_the_given_address_with_debians_args(monkeypatch: 
     monkeypatch.setattr(cli, "private_address", lambda: "10.0.3.17")
     words = _exec_start(node_exporter_drop_in())
     args = words[words.index("node-exporter") :]
-    assert args == ["node-exporter", "--port", "9100", "--", "$ARGS"]
+    assert args[:4] == ["node-exporter", "--port", "9100", "--"] and args[-1] == "$ARGS"
     cli.main(["node-exporter", "--port", "9100", "--", "--collector.systemd", "--web.listen-address=:9100"])
     argv = [cli.NODE_EXPORTER, "--web.listen-address=10.0.3.17:9100", *cli.NODE_EXPORTER_FLAGS, "--collector.systemd"]
     assert calls == [(cli.NODE_EXPORTER, argv)]
 
 
-def test_only_the_head_nodes_node_exporter_reads_the_slurm_daemons_units(monkeypatch: pytest.MonkeyPatch):
-    """The head node's drop-in (as the head node's files carry it) turns the systemd collector on for slurmctld
-    and slurmdbd only, before Debian's $ARGS; a compute node's is unchanged. The real node exporter takes these
+def test_each_nodes_node_exporter_reads_its_slurm_daemons_units_only(monkeypatch: pytest.MonkeyPatch):
+    """The head node's drop-in (as the head node's files carry it) keeps the systemd collector to slurmctld and
+    slurmdbd, before Debian's $ARGS; a compute node's to slurmd (Debian's build reads every unit otherwise). The real node exporter takes these
     flags in tests/e2e/test_alerts_e2e.py."""
     calls: list[list[str]] = []
     monkeypatch.setattr(cli.os, "execv", lambda path, argv: calls.append(argv))
@@ -109,7 +109,13 @@ def test_only_the_head_nodes_node_exporter_reads_the_slurm_daemons_units(monkeyp
     words = _exec_start(head_files[NODE_EXPORTER_DROP_IN])
     include = "--collector.systemd.unit-include=(slurmctld|slurmdbd)[.]service"
     assert words[words.index("--") :] == ["--", "--collector.systemd", include, "$ARGS"]
-    assert _exec_start(gpu_files[NODE_EXPORTER_DROP_IN])[-2:] == ["--", "$ARGS"]
+    compute = _exec_start(gpu_files[NODE_EXPORTER_DROP_IN])
+    assert compute[compute.index("--") :] == [
+        "--",
+        "--collector.systemd",
+        "--collector.systemd.unit-include=(slurmd)[.]service",
+        "$ARGS",
+    ]
     assert re.fullmatch(include.split("=", 1)[1], "slurmdbd.service") and not re.fullmatch(
         include.split("=", 1)[1], "slurmdbdXservice"
     )

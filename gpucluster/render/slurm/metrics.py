@@ -27,14 +27,20 @@ METRICS_PORT = 9400  # the DCGM exporter's: a node runs one or the other
 NODE_EXPORTER_PORT = 9100
 METRICS_PACKAGES = ("prometheus-node-exporter",)
 PYTHON = "/usr/bin/python3"
-# The head node's node exporter: the systemd collector (on by default in Debian's build, off upstream: named
-# explicitly) limited to the units the alert rules read (SlurmctldDown, SlurmdbdDown): 5 series a unit, not
-# every unit of the host. The regex has no backslash (systemd would unescape it in ExecStart): "[.]" is a dot.
+# The node exporter's systemd collector (on by default in Debian's build, off upstream: named explicitly) limited
+# to the units the alert rules read: slurmctld and slurmdbd on the head node (SlurmctldDown, SlurmdbdDown), slurmd on
+# a compute node. Five series a unit, not every unit of the host (some 150 on a GPU image, 750 series a node). The
+# regex has no backslash (systemd would unescape it in ExecStart): "[.]" is a dot.
 HEAD_SYSTEMD_UNITS = ("slurmctld", "slurmdbd")
-HEAD_NODE_EXPORTER_FLAGS = (
-    "--collector.systemd",
-    f"--collector.systemd.unit-include=({'|'.join(HEAD_SYSTEMD_UNITS)})[.]service",
-)
+COMPUTE_SYSTEMD_UNITS = ("slurmd",)
+
+
+def systemd_flags(units: tuple[str, ...]) -> tuple[str, str]:
+    """The node exporter's flags that keep the unit states of ``units`` only."""
+    return ("--collector.systemd", f"--collector.systemd.unit-include=({'|'.join(units)})[.]service")
+
+
+HEAD_NODE_EXPORTER_FLAGS = systemd_flags(HEAD_SYSTEMD_UNITS)
 
 
 def _exec(*args: str, python: str = PYTHON) -> str:
@@ -75,9 +81,9 @@ WantedBy=multi-user.target
 
 def node_exporter_drop_in(agent_lib: str = AGENT_LIB, python: str = PYTHON, head: bool = False) -> str:
     """Debian's unit runs ``prometheus-node-exporter $ARGS`` on every address; this runs it on the node's private
-    address (``metrics node-exporter`` looks it up, then execs the exporter with Debian's ``$ARGS``). ``head``: the
-    head node's, which adds :data:`HEAD_NODE_EXPORTER_FLAGS` (the Slurm daemons' unit states) before ``$ARGS``."""
-    flags = HEAD_NODE_EXPORTER_FLAGS if head else ()
+    address (``metrics node-exporter`` looks it up, then execs the exporter with Debian's ``$ARGS``), the systemd
+    collector limited to the Slurm daemon of the node (``head``: :data:`HEAD_NODE_EXPORTER_FLAGS`) before ``$ARGS``."""
+    flags = HEAD_NODE_EXPORTER_FLAGS if head else systemd_flags(COMPUTE_SYSTEMD_UNITS)
     run = _exec("node-exporter", "--port", str(NODE_EXPORTER_PORT), "--", *flags, "$ARGS", python=python)
     return f"""[Service]
 WorkingDirectory={agent_lib}
