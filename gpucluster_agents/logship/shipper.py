@@ -85,8 +85,10 @@ class Shipper:
     def _scan(self) -> None:
         """Open what every config entry names now; mark the files whose path now names another one as rotated."""
         now = time.monotonic()
+        named = {f.path for f in self.config.files if not f.is_glob}
         for spec in self.config.files:
-            for path in expand(spec.path, spec.is_glob):
+            # a file named on its own (health.log) is not shipped again by a glob that matches it (*.log)
+            for path in (p for p in expand(spec.path, spec.is_glob) if not spec.is_glob or p not in named):
                 opened = self._open(path)
                 if opened is None:
                     continue
