@@ -83,9 +83,11 @@ class Shipper:
         return fd, file_key(st.st_dev, st.st_ino)
 
     def _scan(self) -> None:
-        """Open what every config entry names now; mark the files whose path now names another one as rotated."""
+        """Open what every config entry names now; mark the files whose path now names another one, or nothing, as
+        rotated (finished after the grace, then closed: a deleted log's space is not held)."""
         now = time.monotonic()
         named = {f.path for f in self.config.files if not f.is_glob}
+        seen: set[str] = set()
         for spec in self.config.files:
             # a file named on its own (health.log) is not shipped again by a glob that matches it (*.log)
             for path in (p for p in expand(spec.path, spec.is_glob) if not spec.is_glob or p not in named):
@@ -93,6 +95,7 @@ class Shipper:
                 if opened is None:
                     continue
                 fd, key = opened
+                seen.add(key)
                 if key in self.tracked:
                     os.close(fd)
                 else:
@@ -105,6 +108,10 @@ class Shipper:
                     if other_key != key and t.entry.path == path and t.rotated_at is None:
                         t.rotated_at = now
                         log.info("%s rotated: finishing its previous file, then following the new one", path)
+        for key, t in self.tracked.items():
+            if key not in seen and t.rotated_at is None:
+                t.rotated_at = now
+                log.info("%s is no longer at its path: finishing it", t.entry.path)
 
     def _recover(self) -> None:
         """At start: saved files no longer at their path (rotated while stopped) are found in their directory and

@@ -102,6 +102,15 @@ def test_lines_ship_in_order_and_a_restart_resumes_without_duplicates(tmp_path: 
     assert cli.main(["once", "--config", str(config), "--instance-id", IID]) == 0  # a new process: from the state
     assert events(cw, "slurmd") == ["one", "two ü", "three and four", "five"]
     assert events(cw, "setup/a.log") == ["a1"]
+    s = shipper(config)
+    s.run_pass()
+    append(log / "gpucluster" / "b.log", "b2\n")
+    os.unlink(log / "gpucluster" / "b.log")  # deleted while followed: what it held ships, then it is closed, forgotten
+    s.run_pass()
+    assert events(cw, "setup/b.log") == ["b1", "b2"] and len(s.tracked) == 2
+    state = json.loads((tmp_path / "state" / "state.json").read_text())["files"]
+    assert sorted(e["path"].rsplit("/", 1)[1] for e in state.values()) == ["a.log", "slurmd.log"]
+    s.close()
     streams = {d["logStreamName"] for d in cw.describe_log_streams(logGroupName=GROUP)["logStreams"]}
     assert streams == {f"{IID}/slurmd", f"{IID}/setup/a.log", f"{IID}/setup/b.log"}
 
