@@ -33,7 +33,8 @@ from .sink import Sink
 EXIT_USAGE = 2
 IMDS = "http://169.254.169.254"
 FINAL_FLUSH_SECONDS = 20.0
-"""How long the last flush may retry at shutdown (the unit's TimeoutStopSec is longer)."""
+"""How long the last flush may retry at shutdown. A call already under way may take its timeouts (10 s to connect,
+30 s to read) past it: the unit's TimeoutStopSec (75 s) covers both."""
 log = logging.getLogger("gpucluster_agents.logship")
 
 

@@ -98,6 +98,8 @@ class Shipper:
                 seen.add(key)
                 if key in self.tracked:
                     os.close(fd)
+                    if self.tracked[key].entry.path == path:
+                        self.tracked[key].rotated_at = None  # back at its path (it was unreadable a moment)
                 else:
                     saved = self.state.entries.get(key)
                     offset = saved.offset if saved is not None else 0
