@@ -59,15 +59,6 @@ _KUEUE_CRDS = "config/components/crd/bases"
 PINS: dict[str, Pin] = {
     p.relative: p
     for p in (
-        # The CloudWatch agent's config schema (JSON Schema draft-04; its translator validates against it).
-        Pin(
-            "amazon-cloudwatch-agent/v1.300071.0/schema.json",
-            "aws/amazon-cloudwatch-agent",
-            "7c48fecadbdb49314f123449fa2167361d307c10",
-            "translator/config/schema.json",
-            "2823cf4a6de048e0398f6a2a21a08079f5a3910c9698ccda86c443ad8e208469",
-            shared="cloudwatch-agent/schema.json",
-        ),
         Pin(
             "kueue/v0.19.2/kueue.x-k8s.io_resourceflavors.yaml",
             *_KUEUE,

@@ -18,8 +18,8 @@ from gpucluster.components.monitoring._wiring import MonitoringWiring
 from gpucluster.config.naming import with_name
 from gpucluster.render.iam import policy_json
 from gpucluster.render.monitoring.alertmanager import alertmanager_definition
-from gpucluster.render.monitoring.cloudwatch_agent import log_group_name
 from gpucluster.render.monitoring.dashboards import dashboards
+from gpucluster.render.monitoring.logs import log_group_name
 from gpucluster.render.monitoring.policies import (
     log_shipping_policy,
     monitoring_key_policy,

@@ -5,6 +5,7 @@ carries the program reaches compute nodes; the section's validators."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -169,8 +170,12 @@ def test_compute_nodes_get_the_wrappers_and_the_package_before_slurmd():
 
 
 def test_no_health_no_package_on_compute_nodes():
-    files = part_files(context(P5, enabled=False), "p5", metrics=False)
+    quiet = dataclasses.replace(context(P5, enabled=False), monitoring=None)  # no log shipper either
+    files = part_files(quiet, "p5", metrics=False)
     assert HEALTH_CHECK not in files and AGENT_PACKAGE_PATH not in files and "install-agent" not in files[NODE_SETUP]
+    # the log shipper is in the package too: with the cluster's monitoring on (the default) the node installs it
+    files = part_files(context(P5, enabled=False), "p5", metrics=False)
+    assert AGENT_PACKAGE_PATH in files and "install-agent" in files[NODE_SETUP]
     # the metrics exporter is in the package too: with metrics on (the default) the node installs it
     files = part_files(context(P5, enabled=False), "p5")
     assert HEALTH_CHECK not in files and AGENT_PACKAGE_PATH in files and "install-agent" in files[NODE_SETUP]

@@ -23,7 +23,7 @@ def remote_write_policy(workspace_arn: str) -> dict[str, Any]:
 
 
 def log_shipping_policy(log_group_arn: str) -> dict[str, Any]:
-    """A node's CloudWatch agent: streams and events in the cluster's log group, nothing else (no log group
+    """A node's log shipper (gpucluster-logs): streams and events in the cluster's log group, nothing else (no log group
     creation, no retention change)."""
     return _doc(
         {

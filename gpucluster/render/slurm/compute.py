@@ -11,6 +11,7 @@ from gpucluster.config.slurm_health import nvidia_gpus
 from gpucluster.facts.nccl import library_dirs
 from gpucluster.render.core import CloudConfig, WriteFile, render
 from gpucluster.render.home import HOME_MOUNT_SCRIPT, HomeMount, home_files
+from gpucluster.render.monitoring.logs import LOGS_UNIT, logs_files
 from gpucluster.render.node import NCCL_ENV_PATH
 from gpucluster.render.slurm.agent import boot_files, node_package_file
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit
@@ -62,11 +63,13 @@ def node_slurm_part(
     """The Slurm part of a compute node's user data (plain: nothing here waits for AWS); the health checks expect
     what the group's ``shared_fs`` names (:func:`~gpucluster.resolve.node_group.with_shared_fs`). ``home``: the shared
     ``/home`` (``slurm.home``), mounted before the users and slurmd, which requires it. ``metrics``: the node's
-    exporters (gpucluster-metrics and the node exporter, :mod:`gpucluster.render.slurm.metrics`)."""
+    exporters (gpucluster-metrics and the node exporter, :mod:`gpucluster.render.slurm.metrics`). With the cluster's
+    monitoring on, the log shipper too (:mod:`gpucluster.render.monitoring.logs`), started before slurmd."""
     health = health_enabled(ctx)
     on_image = baked(group)
     hooks = group.entry.hooks if isinstance(group, SlurmGroup) else None
-    package = health or directory_of(ctx.identity) is not None or metrics
+    logs = ctx.monitoring is not None
+    package = health or directory_of(ctx.identity) is not None or metrics or logs
     boot_check = health and ctx.slurm.health.enabled and nvidia_gpus(group.facts)
     setup = render(
         "slurm/node-setup.sh.j2",
@@ -81,6 +84,7 @@ def node_slurm_part(
         # the health program, the identity helper and the metrics exporter are in the package; a baked image holds it
         install_package=not on_image and package,
         metrics_units=enable_units() if metrics else None,
+        logs_unit=LOGS_UNIT if logs else None,
         hooks=hook_values(hooks),
         users_unit=USERS_UNIT if has_users_program(ctx.identity) else None,
         home_mount=HOME_MOUNT_SCRIPT if home is not None else None,
@@ -94,6 +98,7 @@ def node_slurm_part(
             *((node_package_file(),) if package else ()),
             *(health_files(ctx, group) if health else ()),
             *(metrics_files(group) if metrics else ()),
+            *(logs_files(ctx.cluster, ctx.region, "compute") if logs else ()),
             WriteFile(TASK_PROLOG, task_prolog(group), "0755"),
             WriteFile(f"/etc/systemd/system/{IMDS_GUARD_UNIT}", imds_guard_unit(head=False)),
             WriteFile("/etc/systemd/system/slurmd.service.d/gpucluster.conf", slurmd_drop_in(boot_check)),

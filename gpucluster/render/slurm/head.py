@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from gpucluster.config.slurm import SLURM_VERSION
 from gpucluster.render.core import CloudConfig, WriteFile, render
 from gpucluster.render.home import HOME_MOUNT_SCRIPT, HomeMount, home_files
+from gpucluster.render.monitoring.logs import LOGS_UNIT, logs_files
 from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT, LustreMount, lustre_mount_script
 from gpucluster.render.slurm.accounts import ACCOUNTS_PATH_UNIT, ACCOUNTS_TIMER, ACCOUNTS_UNIT, accounts_files
 from gpucluster.render.slurm.agent import AgentBundle, boot_files, package_file
@@ -88,6 +89,7 @@ def head_files(ctx: SlurmContext, inputs: HeadInputs) -> tuple[WriteFile, ...]:
         *home_files(inputs.home, ("slurmctld.service",)),
         *accounts_files(ctx, inputs.agent.bucket),
         *metrics_files(None, head=AGENT_STATE_DIR),
+        *(logs_files(ctx.cluster, ctx.region, "head") if ctx.monitoring is not None else ()),
         *(usage_files(ctx.region) if has_usage_report(ctx, inputs.agent.bucket) else []),
     ]
     if inputs.login_host_key_secret_arn is not None and directory_of(ctx.identity) is None:
@@ -222,6 +224,7 @@ def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
         state_save_location=STATE_SAVE_LOCATION,
         agent_state_dir=AGENT_STATE_DIR,
         metrics_units=enable_units(),
+        logs_unit=LOGS_UNIT if ctx.monitoring is not None else None,
         topology_dir=TOPOLOGY_DIR,
         users_unit=USERS_UNIT if has_users_program(ctx.identity) else None,
         home_mount=HOME_MOUNT_SCRIPT if inputs.home is not None else None,

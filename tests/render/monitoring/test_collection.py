@@ -1,32 +1,28 @@
 """What collects and ships: the head node's Prometheus agent config (checked by the real ``promtool check config``,
 pinned by a golden), the EKS scraper's configuration (golden; Debian's promtool is built without Kubernetes service
-discovery, so its structure is asserted), the CloudWatch agent's config (validated against the agent's own pinned
-JSON schema), and the policies each role or topic gets."""
+discovery, so its structure is asserted), the log shipper's config per role (parsed back by the node package's own
+strict parser, pinned by goldens), and the policies each role or topic gets."""
 
 from __future__ import annotations
 
-import copy
-import json
 import subprocess
 from pathlib import Path
 
-import jsonschema
 import pytest
 import yaml
 
-from gpucluster.render.monitoring.cloudwatch_agent import cloudwatch_agent_config, log_group_name
 from gpucluster.render.monitoring.collection import (
     EXPORTER_PORTS,
     prometheus_agent_config,
     remote_write_url,
     scraper_config,
 )
+from gpucluster.render.monitoring.logs import LOGS_CONFIG_PATH, log_group_name, logs_files
 from gpucluster.render.monitoring.policies import log_shipping_policy, remote_write_policy, topic_policy
+from gpucluster_agents.contract.logs import parse_logs
 from tests.conftest import GOLDEN, check_golden, require_tool
-from tests.pinned_files import pinned_path
 
 WORKSPACE = "ws-12345678-abcd-ef01-2345-6789abcdef01"
-CW_SCHEMA = "amazon-cloudwatch-agent/v1.300071.0/schema.json"
 
 
 def _promtool(path: Path) -> subprocess.CompletedProcess[str]:
@@ -83,31 +79,19 @@ def test_scraper_config_scrapes_dcgm_node_exporter_and_kueue(update_golden: bool
     assert {name: job.get("honor_labels", False) for name, job in jobs.items()} == {"gpu": True, "node": False, "kueue": False}
 
 
-@pytest.fixture(scope="module")
-def cw_schema() -> dict:
-    return json.loads(pinned_path(CW_SCHEMA).read_text())
-
-
 @pytest.mark.parametrize("role", ["head", "compute"])
-def test_cloudwatch_agent_config_is_valid_for_the_agent(role: str, cw_schema: dict) -> None:
-    doc = json.loads(cloudwatch_agent_config("slurm-p5", role))
-    jsonschema.Draft4Validator(cw_schema).validate(doc)
-    files = {e["log_stream_name"].split("/", 1)[1]: e for e in doc["logs"]["logs_collected"]["files"]["collect_list"]}
+def test_the_log_shippers_config_per_role(role: str, update_golden: bool) -> None:
+    """What each role ships, read back by the node package's strict parser (a key it does not know fails here)."""
+    [config] = [f.text() for f in logs_files("slurm-p5", "us-east-1", role) if f.path == LOGS_CONFIG_PATH]
+    check_golden(GOLDEN / "monitoring" / f"slurm-p5.{role}.logs.json", config, update_golden)
+    parsed = parse_logs(config)
+    files = {f.name: f.path for f in parsed.files}
     expected = {"slurmctld", "slurmdbd", "gpucluster-agent"} if role == "head" else {"slurmd", "health"}
-    assert expected | {"cloud-init", "cloud-init-output", "cloudwatch-agent"} <= set(files)
-    assert {e["log_group_name"] for e in files.values()} == {log_group_name("slurm-p5")}
-
-
-def test_schema_refuses_a_broken_cloudwatch_agent_config(cw_schema: dict) -> None:
-    doc = json.loads(cloudwatch_agent_config("c", "compute"))
-    broken = copy.deepcopy(doc)
-    del broken["logs"]["logs_collected"]["files"]["collect_list"][0]["file_path"]
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.Draft4Validator(cw_schema).validate(broken)
-    broken = copy.deepcopy(doc)
-    broken["logs"]["logs_collected"]["files"]["collect_list"][0]["timezone"] = "PST"
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.Draft4Validator(cw_schema).validate(broken)
+    assert set(files) == expected | {"cloud-init", "cloud-init-output", "gpucluster-setup"}
+    assert all(p.startswith("/var/log/") for p in files.values()) and parsed.log_root == "/var/log"
+    assert parsed.log_group == log_group_name("slurm-p5") == "/gpucluster/slurm-p5" and parsed.region == "us-east-1"
+    assert parsed.state_file == "/var/lib/gpucluster-logs/state.json"  # the unit's StateDirectory
+    assert len(config) < 600  # compute nodes carry it in their 16 KB of user data
 
 
 def test_policies_grant_one_resource_each() -> None:
