@@ -94,10 +94,10 @@ def _hex(seed: str, length: int) -> str:
 
 
 def head_user_data_findings(cluster: ResolvedCluster, prefix: str = "gpucluster:") -> list[Finding]:
-    """An error when the Slurm head node's user data would be over 16 KB gzipped: it grows with the cluster's node
-    groups, declared users and teams (the accounts contract), so a large ``slurm.teams`` is caught here, before any
-    resource exists. Sized with stand-ins of the real values' length (ids, the artifact bucket's name, the file
-    systems' DNS names)."""
+    """An error when the Slurm head node's user data would be over 16 KB gzipped, before any resource exists. It holds
+    only what fetches the head node's other files from S3 (``render/slurm/headfiles.py``: the boot helper, its config,
+    the bundle's pointer, the first-boot script), so it no longer grows with node groups, users or teams: past the
+    limit is a gpucluster bug. Sized with stand-ins of the real values' length (ids, the artifact bucket's name)."""
     from gpucluster.render.slurm.agent import AgentBundle, LaunchTarget, agent_config
     from gpucluster.render.slurm.head import HeadInputs, head_cloud_config
 
@@ -126,8 +126,8 @@ def head_user_data_findings(cluster: ResolvedCluster, prefix: str = "gpucluster:
         error(
             f"{prefix}slurm",
             f"the head node's user data would be {size} bytes gzipped; EC2 allows {USER_DATA_LIMIT}",
-            f"make it smaller: its largest files are {', '.join(largest_parts(config))}. Fewer or shorter "
-            "slurm.teams entries (directoryGroups instead of long users lists), or fewer declared users",
+            f"nothing in the config makes it smaller: the head node's other files already ride in S3 and its largest "
+            f"files are {', '.join(largest_parts(config))}, gpucluster's own. Report this as a gpucluster bug",
             None,
             "user-data-too-large",
         )

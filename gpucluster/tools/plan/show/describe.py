@@ -351,5 +351,7 @@ DESCRIBERS: dict[str, Describer] = {
     "aws:route53/record:Record": lambda i: [
         f"{i.get('type')} {i.get('name')} → {', '.join(map(str, i.get('records') or []))} (ttl {i.get('ttl')})"
     ],
-    "aws:s3/bucketObjectv2:BucketObjectv2": lambda i: [f"{i.get('key')} · {i.get('contentType')} · {i.get('contentBase64')}"],
+    "aws:s3/bucketObjectv2:BucketObjectv2": lambda i: [
+        f"{i.get('key')} · {i.get('contentType')} · {i.get('contentBase64') or i.get('content')}"
+    ],
 }
