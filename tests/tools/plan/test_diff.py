@@ -102,7 +102,12 @@ def test_zone_move_of_slurm_p5_replaces_the_head_node_with_its_interface():
     head = next(s for s in c.steps if s.name == "slurm-p5-slurm-head")
     assert (head.op, head.replace_reasons) == ("replace", ["networkInterfaces"])
     assert head.carried["networkInterfaces[0].networkInterfaceId"] == ["slurm-p5-slurm-head-eni"]
-    assert head.carried["userDataBase64"] == ["slurm-p5-lustre-fs", "slurm-p5-slurm-head-data", "slurm-p5-slurm-home-fs"]
+    # the head node's files (its bundle, render/slurm/headfiles.py) carry the new zone's volume and file systems; its
+    # user data points at the new bundle
+    files = next(s for s in c.steps if s.name == "slurm-p5-slurm-head-files")
+    assert files.carried["content"] == ["slurm-p5-lustre-fs", "slurm-p5-slurm-head-data", "slurm-p5-slurm-home-fs"]
+    assert (files.op, files.replace_reasons) == ("replace", ["key"])
+    assert "userDataBase64./etc/gpucluster/head-files.json" in head.changed
     assert head.disruption == [
         "replaces the head node slurm-p5-slurm-head (forced by networkInterfaces (slurm-p5-slurm-head-eni is replaced)): "
         "the Slurm controller is down until the new instance has booted, and running jobs lose their controller"

@@ -17,6 +17,8 @@ import yaml
 from gpucluster.tools.plan.run.monitor import Registration
 
 FileExtractor = Callable[[Registration], dict[str, str]]
+BUNDLE_LISTING = "files-bundle.json"
+"""A files bundle's listing in the plan's files (``<resource>/files-bundle.json``), next to the files it writes."""
 
 
 def _user_data(r: Registration) -> dict[str, str]:
@@ -106,24 +108,22 @@ def _files_bundle(r: Registration) -> dict[str, str]:
     if not isinstance(entries, list):
         return {}
     raw = text.encode() if isinstance(text, str) else b""
-    lines = [f"files bundle, {len(entries)} files, {len(raw)} bytes, sha256 {hashlib.sha256(raw).hexdigest()}"]
-    lines += [f"{len(str(e.get('content', '')).encode()):>8}  {e.get('permissions')}  {e.get('path')}" for e in entries]
-    out = {f"{r.name}/{r.inputs.get('key')}": "\n".join(lines) + "\n"}
+    # No sizes: they follow the cluster's name, and the same config under another stack name compares equal.
+    lines = [f"files bundle, {len(entries)} files, sha256 {hashlib.sha256(raw).hexdigest()}"]
+    lines += [f"{e.get('permissions')}  {e.get('path')}" for e in entries]
+    # The listing's name carries no hash (the key does): the same files under another stack name compare equal.
+    out = {f"{r.name}/{BUNDLE_LISTING}": "\n".join(lines) + "\n"}
     out.update({f"{r.name}{e['path']}": str(e.get("content", "")) for e in entries if isinstance(e.get("path"), str)})
     return out
 
 
 def summarize_binary(inputs: dict[str, Any]) -> dict[str, Any]:
-    """Binary object contents appear in the JSON plan as their size and sha256, not as base64; so does a files
-    bundle's JSON (its files are in the plan's files)."""
+    """Binary object contents appear in the JSON plan as their size and sha256, not as base64. A files bundle's JSON
+    stays: the diff traces the resources whose values flow into it (``carried``), as into a user data."""
     data = inputs.get("contentBase64")
     if isinstance(data, str) and len(data) > 1024:
         raw = base64.b64decode(data)
         return {**inputs, "contentBase64": f"<{len(raw)} bytes, sha256 {hashlib.sha256(raw).hexdigest()}>"}
-    text = inputs.get("content")
-    if inputs.get("contentType") == "application/json" and isinstance(text, str) and len(text) > 1024:
-        raw = text.encode()
-        return {**inputs, "content": f"<{len(raw)} bytes, sha256 {hashlib.sha256(raw).hexdigest()}>"}
     return inputs
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-BUNDLE = r"/head/files-[0-9a-f]{16}\.json$"
+BUNDLE = r"/files-bundle\.json$"
 """The head node's files' bundle (render/slurm/headfiles.py): its files are counted on its line, as a user data's."""
 
 _READERS: tuple[tuple[str, str], ...] = (
@@ -71,8 +71,9 @@ def file_lines(files: dict[str, str], *, full: bool) -> list[str]:
     out = [f"Rendered files: {len(files)} (gpucluster plan --files prints them)"]
     # Every user data is listed (what each instance boots with); the other files too while they fit in a few
     # lines, else one line counts them, so that the default plan stays within two screens.
-    others = [p for p in top if not CARRIER.search(p)]
-    shown = [p for p in top if CARRIER.search(p)]
+    # (A files bundle is one of the others: its files are counted on its line when it is listed.)
+    others = [p for p in top if not p.endswith("/user-data")]
+    shown = [p for p in top if p.endswith("/user-data")]
     shown += others if len(shown) + len(others) <= MAX_LISTED else []
     rest = [p for p in top if p not in shown]
     for path in shown:
