@@ -73,7 +73,13 @@ def head_files(plan, prefix: str = "s-slurm-head") -> dict[str, str]:
     """The head node's files: its user data's and its bundle's (``<prefix>-files``, render/slurm/headfiles.py)."""
     out: dict[str, str] = {}
     for owner in (prefix, prefix + "-files"):
-        out.update({p[len(owner) :]: t for p, t in plan.files.items() if p.startswith(owner + "/") and not p.endswith("/files-bundle.json")})
+        out.update(
+            {
+                p[len(owner) :]: t
+                for p, t in plan.files.items()
+                if p.startswith(owner + "/") and not p.endswith("/files-bundle.json")
+            }
+        )
     return out
 
 
