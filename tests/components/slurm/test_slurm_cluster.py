@@ -587,6 +587,9 @@ def test_head_node_files_ride_in_the_artifact_bucket(run_components, two_groups)
     assert reads == [f"{arn}/head/*"]
     node = [s["Resource"] for s in policy(plan, "s-slurm-node-munge")["Statement"] if "s3:GetObject" in str(s["Action"])]
     assert node and not any(r.startswith(f"{arn}/head/") or r in (f"{arn}/*", "*") for r in node), node
+    # and no other role's policy in the cluster names the bundles (or the whole bucket)
+    grants = [r.name for r in plan.of_type(POLICY) if f"{arn}/head/" in r.inputs["policy"] or f'"{arn}/*"' in r.inputs["policy"]]
+    assert grants == ["s-slurm-head-access"]
 
 
 def test_gpu_cluster_wires_slurm_like_eks(run_components):
