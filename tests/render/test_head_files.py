@@ -8,6 +8,7 @@ import dataclasses
 import hashlib
 import json
 import stat
+import subprocess
 from pathlib import Path
 
 import boto3
@@ -206,3 +207,40 @@ def test_the_head_user_data_is_small_and_valid_yaml(p5):
     text = render_cloud_config("head", p5.config, gzipped=True)
     assert len(gzip_bytes(text)) < 8192  # the helper is most of it; nothing grows with the cluster
     assert yaml.safe_load(text)["bootcmd"]
+
+
+@pytest.mark.parametrize(("failures", "installed"), [(2, True), (5, False)])
+def test_the_first_boot_script_retries_apt_then_hands_over_to_the_helper(tmp_path, failures, installed):
+    """The first-boot script under bash with apt-get, sleep and the helper faked on a PATH of the test's own: a failing
+    apt is retried (an update that fails fails the attempt), and the helper's apply-files runs only once boto3 is in."""
+    from gpucluster.render.slurm.headfiles import first_boot_script
+    from tests.conftest import require_tool
+
+    bash = require_tool("bash")
+    bin_dir, log = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    fakes = {
+        "apt-get": f'echo "apt-get $*" >>{log}\nn=$(grep -c " update" {log})\n'
+        f'case "$*" in *update*) [ "$n" -gt {failures} ] || exit 100;; esac\n',
+        "sleep": f'echo "sleep $*" >>{log}\n',
+        "helper": f'echo "helper $*" >>{log}\n',
+    }
+    for name, body in fakes.items():
+        (bin_dir / name).write_text("#!/bin/sh\n" + body)
+        (bin_dir / name).chmod(0o755)
+    script = tmp_path / "first-boot"
+    script.write_text(first_boot_script().replace("/usr/local/sbin/gpucluster-aws", str(bin_dir / "helper")))
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    run = subprocess.run([bash, str(script)], env=env, capture_output=True, text=True, timeout=30, check=False)
+    calls = log.read_text().splitlines()
+    updates = [c for c in calls if " update" in c]
+    if installed:
+        assert run.returncode == 0, run.stderr
+        assert len(updates) == failures + 1 and calls[-1] == "helper apply-files"
+        assert [c for c in calls if c.startswith("sleep")] == ["sleep 15", "sleep 30"]
+        assert "install -y -q --no-install-recommends python3-boto3" in calls[-2]
+    else:
+        assert run.returncode == 1 and "python3-boto3 not installed after 5 attempts" in run.stderr
+        assert len(updates) == 5 and not any(
+            c.startswith(("helper", "apt-get -o DPkg::Lock::Timeout=600 install")) for c in calls
+        )
