@@ -382,7 +382,12 @@ def _teams_plan(change=None) -> dict:
         change(config)
     ctx = SlurmContext.of(load_spec(config, stack="slurm-p5").cluster)
     text = json.dumps(accounts_contract(ctx, "bucket"), indent=2) + "\n"
-    return {"stack": "slurm-p5", "project": "gpucluster", "resources": [], "files": {f"slurm-p5-slurm-head{ACCOUNTS_PATH}": text}}
+    return {
+        "stack": "slurm-p5",
+        "project": "gpucluster",
+        "resources": [],
+        "files": {f"slurm-p5-slurm-head-files{ACCOUNTS_PATH}": text},
+    }
 
 
 def test_team_changes_are_said_as_such():
