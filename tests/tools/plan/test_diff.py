@@ -372,7 +372,7 @@ def test_the_ignored_section_names_the_path_and_the_values():
 
 def _teams_plan(change=None) -> dict:
     """A plan document holding only slurm-p5's accounts contract (rendered from its config after ``change``): the
-    file the real plan carries for the head node (tests/golden/plans/slurm-p5.json pins it there)."""
+    file the real plan carries in the head node's bundle (tests/golden/plans/slurm-p5.json pins it there)."""
     from gpucluster.load import load_spec
     from gpucluster.render.slurm.accounts import ACCOUNTS_PATH, accounts_contract
     from gpucluster.render.slurm.names import SlurmContext
