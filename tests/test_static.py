@@ -52,6 +52,7 @@ def test_shared_shell_is_written_once():
     )
     assert users == [
         "hybrid/compute/join-setup.sh.j2",
+        "slurm/head-first-boot.sh.j2",
         "slurm/head-setup.sh.j2",
         "slurm/login-setup.sh.j2",
         "slurm/node-install.sh.j2",

@@ -1,5 +1,6 @@
 """The node agent's package: ``gpucluster_agents`` zipped by the renderer, stored in a private bucket of
-the Slurm cluster, fetched and checked by the head node at boot.
+the Slurm cluster, fetched and checked by the head node at boot. The same bucket holds the head node's files' bundles
+(``head/files-<sha16>.json``, made in ``_head_node.py``: render/slurm/headfiles.py says what rides there).
 
 The object key carries the package's hash, so a changed agent is a new object (and a new head node user
 data naming it) rather than an object rewritten under a running head node; the bucket holds only these

@@ -26,12 +26,13 @@ from gpucluster.components.slurm._artifact import AgentArtifact
 from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.naming import with_name
 from gpucluster.config.slurm import HeadNodeSpec
-from gpucluster.render.core import gzip_b64, render_cloud_config
+from gpucluster.render.core import WriteFile, gzip_b64, render_cloud_config
 from gpucluster.render.home import HomeMount
 from gpucluster.render.iam import policy_json, slurm_head_policy
 from gpucluster.render.node import LustreMount
 from gpucluster.render.slurm.agent import BASELINES_PREFIX, NODE_MAPS_PREFIX, LaunchTarget, agent_config
-from gpucluster.render.slurm.head import HeadInputs, head_cloud_config, head_title
+from gpucluster.render.slurm.head import HeadInputs, head_parts, head_title
+from gpucluster.render.slurm.headfiles import HEAD_FILES_PREFIX, HeadFilesRef, bundle_ref, small_cloud_config
 from gpucluster.render.slurm.names import SlurmContext, head_hostname
 from gpucluster.render.slurm.usage import USAGE_PREFIX, has_usage_report
 
@@ -78,6 +79,7 @@ def head_identity(
                     secret_arn=v[0],
                     bundle_arn=f"{v[1]}/{artifact.key}",
                     node_maps_arn=f"{v[1]}/{NODE_MAPS_PREFIX}*",
+                    head_files_arn=f"{v[1]}/{HEAD_FILES_PREFIX}*",
                     usage_arn=f"{v[1]}/{USAGE_PREFIX}*" if has_usage_report(ctx, v[1]) else None,
                     baselines_arn=f"{v[1]}/{BASELINES_PREFIX}*" if ctx.slurm.updates.rebaseline.nodes else None,
                 )
@@ -158,8 +160,9 @@ def head_node(
         image = aws.ssm.get_parameter_output(name=image_parameter, opts=pulumi.InvokeOutputOptions(parent=parent)).value
 
     people = (home_server, host_key_secret_arn, spot_queue_url)
-    user_data = _user_data(ctx, inputs, volume.id, artifact, node_groups, node_group_subnet_ids, shared_storage, people)
-    instance = _instance(name, head, image, profile, eni, user_data, head_tags, inputs, artifact, parent)
+    parts = _head_parts(ctx, inputs, volume.id, artifact, node_groups, node_group_subnet_ids, shared_storage, people)
+    user_data, files = _user_data_and_files(name, ctx, inputs, parts, artifact, tags, child)
+    instance = _instance(name, head, image, profile, eni, user_data, head_tags, inputs, (artifact.package, files), parent)
     aws.ec2.VolumeAttachment(
         f"{name}-head-data",
         device_name=DATA_DEVICE,
@@ -171,7 +174,7 @@ def head_node(
     return HeadNode(instance_id=instance.id, private_ip=eni.private_ip, data_volume_id=volume.id, user_data=user_data)
 
 
-def _user_data(
+def _head_parts(
     ctx: SlurmContext,
     inputs: Inputs,
     volume_id: pulumi.Output[str],
@@ -180,9 +183,10 @@ def _user_data(
     node_group_subnet_ids: Mapping[str, pulumi.Input[Sequence[pulumi.Input[str]]]],
     shared_storage: Sequence[SharedStorage],
     people: tuple[pulumi.Output[str] | None, ...] = (None, None, None),
-) -> pulumi.Output[str]:
-    """The head node's cloud-config, once the data volume, the agent's bucket, every node group's launch template,
-    subnets and placement group, and the file system's names are known."""
+) -> pulumi.Output[tuple[tuple[WriteFile, ...], str, bool]]:
+    """The head node's files, split (``head_parts``: the user data's, the bundle's text with stand-ins, whether it
+    mounts Lustre), once the data volume, the agent's bucket, every node group's launch template, subnets and placement
+    group, and the file system's names are known."""
     head = ctx.slurm.head_node
     targets = pulumi.Output.all(
         *[
@@ -202,7 +206,7 @@ def _user_data(
     )
     group_names = list(node_groups)
 
-    def render(values: list[Any]) -> str:
+    def render(values: list[Any]) -> tuple[tuple[WriteFile, ...], str, bool]:
         volume_id, bucket_name, resolved, mount, (home, host_keys, spot_queue) = values
         launch = {
             n: LaunchTarget(str(t[0]), tuple(str(s) for s in t[1]), str(t[2]) if t[2] else None)
@@ -225,13 +229,42 @@ def _user_data(
             home=HomeMount(str(home)) if home else None,
             login_host_key_secret_arn=str(host_keys) if host_keys else None,
         )
-        return render_cloud_config(head_title(ctx), head_cloud_config(ctx, inputs), gzipped=True)
+        return (*head_parts(ctx, inputs), mounted is not None)
 
-    # Outputs the program gave (a reservation id in the agent's config) replace their stand-ins.
     extra = pulumi.Output.all(*people)
-    return (
-        pulumi.Output.all(volume_id, artifact.bucket.bucket, targets, lustre_values, extra).apply(render).apply(inputs.real_text)
+    return pulumi.Output.all(volume_id, artifact.bucket.bucket, targets, lustre_values, extra).apply(render)
+
+
+def _user_data_and_files(
+    name: str,
+    ctx: SlurmContext,
+    inputs: Inputs,
+    parts: pulumi.Output[tuple[tuple[WriteFile, ...], str, bool]],
+    artifact: AgentArtifact,
+    tags: dict[str, str],
+    child: pulumi.ResourceOptions,
+) -> tuple[pulumi.Output[str], aws.s3.BucketObjectv2]:
+    """The bundle of the head node's files, stored in the artifact bucket under a key that carries its hash
+    (``<name>-head-files``), and the user data that names it. Outputs the program gave (a reservation id in the agent's
+    config) replace their stand-ins before the bundle is hashed."""
+    text: pulumi.Output[str] = parts.apply(lambda p: inputs.real_text(p[1]))
+    ref: pulumi.Output[HeadFilesRef] = pulumi.Output.all(artifact.bucket.bucket, text).apply(lambda v: bundle_ref(v[0], v[1]))
+    files = aws.s3.BucketObjectv2(
+        f"{name}-head-files",
+        bucket=artifact.bucket.id,
+        key=ref.apply(lambda r: r.key),
+        content=text,
+        content_type="application/json",
+        tags=with_name(tags, f"{ctx.cluster}-slurm-head-files"),
+        opts=child,
     )
+
+    def render(values: list[Any]) -> str:
+        (kept, _, lustre), at = values
+        return render_cloud_config(head_title(ctx), small_cloud_config(kept, at, lustre=lustre), gzipped=True)
+
+    user_data: pulumi.Output[str] = pulumi.Output.all(parts, ref).apply(render).apply(inputs.real_text)
+    return user_data, files
 
 
 def _instance(
@@ -243,10 +276,11 @@ def _instance(
     user_data: pulumi.Output[str],
     head_tags: dict[str, str],
     inputs: Inputs,
-    artifact: AgentArtifact,
+    fetched: tuple[aws.s3.BucketObjectv2, ...],
     parent: pulumi.Resource,
 ) -> aws.ec2.Instance:
-    """The head node's instance on its own interface: IMDSv2, an encrypted root volume, termination protection."""
+    """The head node's instance on its own interface: IMDSv2, an encrypted root volume, termination protection. It
+    depends on the objects it fetches at first boot (``fetched``: the agent package, its files' bundle)."""
     return aws.ec2.Instance(
         f"{name}-head",
         ami=image,
@@ -269,7 +303,7 @@ def _instance(
         volume_tags=head_tags,
         opts=pulumi.ResourceOptions(
             parent=parent,
-            depends_on=[artifact.package],
+            depends_on=list(fetched),
             # The interface and the data volume belong to one head node at a time; a new AMI in the
             # SSM parameter does not replace a running head node (replace it on purpose).
             delete_before_replace=True,

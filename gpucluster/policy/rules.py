@@ -206,7 +206,9 @@ _USER_DATA_PROPS = {
     t.LAUNCH_TEMPLATE: (("userData", True),),
     t.INSTANCE: (("userData", False), ("userDataBase64", True)),
     t.LAUNCH_CONFIGURATION: (("userData", False), ("userDataBase64", True)),
+    t.BUCKET_OBJECT: (("content", False),),  # the Slurm head node's files bundle: the rest of its user data
 }
+_WHERE = {t.BUCKET_OBJECT: "files bundle"}
 
 
 def no_secrets_in_user_data(r: Resource) -> list[Violation]:
@@ -218,7 +220,7 @@ def no_secrets_in_user_data(r: Resource) -> list[Violation]:
         value = r.get(prop)
         if not isinstance(value, str):
             continue  # unset, or not known before `pulumi up`
-        for finding in find_secrets(decode(value, base64_encoded=encoded)):
+        for finding in find_secrets(decode(value, base64_encoded=encoded, where=_WHERE.get(r.type, "user data"))):
             out.append(
                 violation(
                     USER_DATA,
@@ -271,7 +273,7 @@ def lustre_mounts_nosuid_nodev(r: Resource) -> list[Violation]:
         value = r.get(prop)
         if not isinstance(value, str):
             continue
-        for mount in lustre_mounts(decode(value, base64_encoded=encoded)):
+        for mount in lustre_mounts(decode(value, base64_encoded=encoded, where=_WHERE.get(r.type, "user data"))):
             missing = mount.missing()
             if missing:  # the same mount is read in the whole user data and in the file that holds it: once
                 kind = "Lustre" if mount.fs_type == "lustre" else "NFS"

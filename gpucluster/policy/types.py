@@ -21,6 +21,7 @@ FSX_FILE_SYSTEMS = (
     "aws:fsx/windowsFileSystem:WindowsFileSystem",
 )
 BUCKET = "aws:s3/bucket:Bucket"
+BUCKET_OBJECT = "aws:s3/bucketObjectv2:BucketObjectv2"
 BUCKETS = (BUCKET, "aws:s3/bucketV2:BucketV2")
 BUCKET_ENCRYPTION = (
     "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",

@@ -17,6 +17,7 @@ import base64
 import binascii
 import email
 import gzip
+import json
 import re
 import zlib
 from dataclasses import dataclass
@@ -50,18 +51,19 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
-def decode(value: str, *, base64_encoded: bool) -> list[tuple[str, str]]:
+def decode(value: str, *, base64_encoded: bool, where: str = "user data") -> list[tuple[str, str]]:
     """Every readable text in a user data value, as ``(where, text)``: the whole user data first, then
     each MIME part and each ``write_files`` file. ``base64_encoded`` is how the property carries it
     (a launch template's ``userData`` and an instance's ``userDataBase64`` are base64; an instance's
-    ``userData`` is the text itself). Content that does not decode is read as it is."""
+    ``userData`` is the text itself). Content that does not decode is read as it is. A files bundle (the Slurm head
+    node's, ``render/slurm/headfiles.py``: ``{"files": [{path, content}]}``) opens to its files too."""
     raw: bytes = value.encode()
     if base64_encoded:
         decoded = _b64(value)
         if decoded is not None:
             raw = decoded
     out: list[tuple[str, str]] = []
-    _walk("user data", _text(_unwrap_bytes(raw)), out, 0)
+    _walk(where, _text(_unwrap_bytes(raw)), out, 0)
     return out
 
 
@@ -74,6 +76,8 @@ def _walk(where: str, text: str, out: list[tuple[str, str]], depth: int) -> None
         _mime_parts(where, text, out, depth)
     elif head.startswith("#cloud-config"):
         _cloud_config_files(where, text, out, depth)
+    elif head.startswith('{"files":'):
+        _bundle_files(where, text, out, depth)
 
 
 def _mime_parts(where: str, text: str, out: list[tuple[str, str]], depth: int) -> None:
@@ -85,6 +89,16 @@ def _mime_parts(where: str, text: str, out: list[tuple[str, str]], depth: int) -
         raw = payload if isinstance(payload, bytes) else str(part.get_payload()).encode()
         label = part.get_filename() or f"part {index} ({part.get_content_type()})"
         _walk(f"{where}, MIME {label}", _text(_unwrap_bytes(raw)), out, depth + 1)
+
+
+def _bundle_files(where: str, text: str, out: list[tuple[str, str]], depth: int) -> None:
+    try:
+        entries = json.loads(text)["files"]
+    except (ValueError, KeyError, TypeError):
+        return  # not a bundle after all: the raw text was scanned already
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("path"), str):
+            _walk(f"{where}, file {entry['path']}", str(entry.get("content", "")), out, depth + 1)
 
 
 _SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

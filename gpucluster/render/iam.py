@@ -88,6 +88,7 @@ def slurm_head_policy(
     secret_arn: str,
     bundle_arn: str,
     node_maps_arn: str,
+    head_files_arn: str | None = None,
     usage_arn: str | None = None,
     baselines_arn: str | None = None,
 ) -> dict[str, Any]:
@@ -97,7 +98,8 @@ def slurm_head_policy(
     never taken for an orphan). No s3:ListBucket: the agent reads a map by its launch token, as a node does.
     With ``usage_arn`` (a cluster with teams): write the daily GPU usage files there (``render/slurm/usage.py``),
     and nothing else on that prefix: no read, no delete. ``baselines_arn``: the images' re-baseline figures
-    (``gpucluster_agents/power/baseline.py``), read by key and written by the agent only."""
+    (``gpucluster_agents/power/baseline.py``), read by key and written by the agent only. ``head_files_arn``: the
+    bundles of the head node's files (``render/slurm/headfiles.py``), read only; the compute nodes' role may not."""
     statements: list[dict[str, Any]] = [
         {
             "Sid": "MakeAndReadTheMungeKey",
@@ -109,6 +111,8 @@ def slurm_head_policy(
         {"Sid": "PublishNodeMaps", "Effect": "Allow", "Action": "s3:PutObject", "Resource": node_maps_arn},
         {"Sid": "ReadNodeMapsBack", "Effect": "Allow", "Action": "s3:GetObject", "Resource": node_maps_arn},
     ]
+    if head_files_arn is not None:
+        statements.append({"Sid": "FetchItsFiles", "Effect": "Allow", "Action": "s3:GetObject", "Resource": head_files_arn})
     if usage_arn is not None:
         statements.append({"Sid": "WriteDailyUsageReports", "Effect": "Allow", "Action": "s3:PutObject", "Resource": usage_arn})
     if baselines_arn is not None:

@@ -3,6 +3,7 @@ values' length, the scheduler's part of the user data, and the size check EC2's 
 program and GpuCluster before anything is created)."""
 
 import hashlib
+from typing import TYPE_CHECKING
 
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import Finding, error
@@ -16,6 +17,9 @@ from gpucluster.render.slurm.compute import node_slurm_part
 from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.resolve.cluster import ResolvedCluster
 from gpucluster.resolve.node_group import ResolvedNodeGroup
+
+if TYPE_CHECKING:
+    from gpucluster.render.slurm.head import HeadInputs
 
 
 def lustre_stand_in(spec: ClusterSpec) -> LustreMount | None:
@@ -93,24 +97,22 @@ def _hex(seed: str, length: int) -> str:
     return hashlib.sha256(seed.encode()).hexdigest()[:length]
 
 
-def head_user_data_findings(cluster: ResolvedCluster, prefix: str = "gpucluster:") -> list[Finding]:
-    """An error when the Slurm head node's user data would be over 16 KB gzipped: it grows with the cluster's node
-    groups, declared users and teams (the accounts contract), so a large ``slurm.teams`` is caught here, before any
-    resource exists. Sized with stand-ins of the real values' length (ids, the artifact bucket's name, the file
-    systems' DNS names)."""
+def head_stand_ins(cluster: ResolvedCluster) -> tuple[SlurmContext, "HeadInputs"]:
+    """The head node's context and inputs with stand-ins of the real values' length (ids, the artifact bucket's name,
+    the file systems' DNS names): what the size check renders, and what tests boot a head node from."""
     from gpucluster.render.slurm.agent import AgentBundle, LaunchTarget, agent_config
-    from gpucluster.render.slurm.head import HeadInputs, head_cloud_config
+    from gpucluster.render.slurm.head import HeadInputs
 
     slurm, spec = cluster.slurm, cluster.spec
-    if slurm is None or (spec.hybrid is not None and spec.hybrid.controller is not None):
-        return []
+    if slurm is None:
+        raise ValueError(f"{cluster.name} has no Slurm head node")
     ctx = SlurmContext.of(cluster)
     targets = {
         g.name: LaunchTarget(f"lt-{_hex('lt' + g.name, 17)}", (f"subnet-{_hex('s' + g.name, 17)}",)) for g in ctx.node_groups
     }
     bucket = f"{cluster.name}-slurm-{int(_hex('bucket', 22), 16) % 10**26:026d}"  # bucket_prefix + a 26-digit suffix
     secret = f"arn:aws:secretsmanager:{spec.region}:{'0' * 12}:secret:{cluster.name}-login-host-keys-{_hex('k', 6)}"
-    inputs = HeadInputs(
+    return ctx, HeadInputs(
         f"vol-{_hex('vol', 17)}",
         AgentBundle(bucket, f"agent/gpucluster_agents-{_hex('key', 16)}.zip", _hex("sha", 64)),
         agent_config(ctx, targets, bucket),
@@ -118,6 +120,19 @@ def head_user_data_findings(cluster: ResolvedCluster, prefix: str = "gpucluster:
         home_stand_in(spec.region) if slurm.home is not None else None,
         secret if slurm.login is not None and slurm.login.ssh is not None else None,
     )
+
+
+def head_user_data_findings(cluster: ResolvedCluster, prefix: str = "gpucluster:") -> list[Finding]:
+    """An error when the Slurm head node's user data would be over 16 KB gzipped, before any resource exists. It holds
+    only what fetches the head node's other files from S3 (``render/slurm/headfiles.py``: the boot helper, its config,
+    the bundle's pointer, the first-boot script), so it no longer grows with node groups, users or teams: past the
+    limit is a gpucluster bug. Sized with stand-ins of the real values' length (ids, the artifact bucket's name)."""
+    from gpucluster.render.slurm.head import head_cloud_config
+
+    slurm, spec = cluster.slurm, cluster.spec
+    if slurm is None or (spec.hybrid is not None and spec.hybrid.controller is not None):
+        return []
+    ctx, inputs = head_stand_ins(cluster)
     config = head_cloud_config(ctx, inputs)
     size = user_data_size(cloud_config_text("head", config), gzipped=True)
     if size <= USER_DATA_LIMIT:
@@ -126,8 +141,8 @@ def head_user_data_findings(cluster: ResolvedCluster, prefix: str = "gpucluster:
         error(
             f"{prefix}slurm",
             f"the head node's user data would be {size} bytes gzipped; EC2 allows {USER_DATA_LIMIT}",
-            f"make it smaller: its largest files are {', '.join(largest_parts(config))}. Fewer or shorter "
-            "slurm.teams entries (directoryGroups instead of long users lists), or fewer declared users",
+            f"nothing in the config makes it smaller: the head node's other files already ride in S3 and its largest "
+            f"files are {', '.join(largest_parts(config))}, gpucluster's own. Report this as a gpucluster bug",
             None,
             "user-data-too-large",
         )

@@ -1,22 +1,16 @@
 #!/usr/bin/python3 -I
 """The boot helper ``gpucluster-aws``: the AWS steps of a Slurm node's boot (boto3, the instance role's credentials).
 
-Commands: ``munge-key [--create]`` (Secrets Manager -> /etc/munge/munge.key; the head node makes the key once, every
-other node waits for it); ``install-agent`` (the node agent package from S3, checked against its sha256);
-``apply-user-data`` (head node, every boot: rewrite the files of its current user data, which Pulumi changes with a
-stop and start, then install-agent); ``health`` (GPU node, before slurmd: :func:`boot_health`); ``node-name``
-(compute node: :func:`node_name`).
-
-The user data writes this file's source, unchanged, to ``/usr/local/sbin/gpucluster-aws`` and the cluster's values
-(:class:`BootConfig`) next to it as ``gpucluster-aws.json``. It runs BEFORE the node agent package is installed (it
-is what installs it), so it imports nothing from ``gpucluster_agents``: stdlib and boto3 only, Python 3.9 (Ubuntu's
-python3-boto3; PyYAML comes with cloud-init).
-"""
+Commands: ``munge-key [--create]`` (Secrets Manager -> /etc/munge/munge.key: made once by the head node);
+``install-agent`` (the node agent package) and ``apply-files`` (head node: its files' bundle), from S3, checked against
+their sha256; ``apply-user-data`` (head node, every boot: rewrite its user data's files, then apply-files, install-agent);
+``health`` (GPU node, before slurmd); ``node-name`` (compute node). The user data writes this file's source, less its
+docs, to ``/usr/local/sbin/gpucluster-aws``, its config next to it (``.json``). It runs BEFORE the node agent package is
+installed (it installs it): stdlib and boto3 only, Python 3.9. Tests point :data:`ROOT` at a directory of their own."""
 
 from __future__ import annotations
 
 import argparse
-import base64
 import contextlib
 import dataclasses
 import gzip
@@ -38,9 +32,9 @@ from typing import Any
 
 KEY_FILE = os.environ.get("GPUCLUSTER_MUNGE_KEY", "/etc/munge/munge.key")
 WAIT_SECONDS = 900
-ROOT = os.environ.get("GPUCLUSTER_ROOT", "/")  # tests write into a directory of their own
+ROOT = os.environ.get("GPUCLUSTER_ROOT", "/")
 IMDS = os.environ.get("GPUCLUSTER_IMDS", "http://169.254.169.254")
-CONFIG_SUFFIX = ".json"  # the config lies next to the helper: /usr/local/sbin/gpucluster-aws.json
+CONFIG_SUFFIX = ".json"
 # The boot check's verdict for slurmd's side (HealthCheckProgram and Prolog wrappers): one line, the reason,
 # only while this boot's check found a fault. Under /run, so a reboot clears it and the check runs anew.
 HEALTH_BOOT_FAULT = "/run/gpucluster/health-boot.reason"
@@ -51,14 +45,18 @@ HEALTH_MAIN = "import sys; sys.path.insert(0, sys.argv.pop(1)); from gpucluster_
 
 @dataclasses.dataclass(frozen=True)
 class BootConfig:
-    """The cluster's values for the helper, written by the user data as JSON (:meth:`to_json`)."""
+    """The cluster's values for the helper, written by the user data as JSON (:meth:`to_json`). ``secret_name``: the munge
+    key's secret; ``package_file``: JSON naming the agent package (bucket, key, sha256, dest); ``agent_owned``: paths the
+    agent rewrites, written at the first boot only; ``node_maps``: s3://bucket/prefix/ of the launches' node maps (compute
+    nodes); ``head_files``: JSON naming the head node's bundle (bucket, key, sha256). Here, not in every user data."""
 
     cluster: str
     region: str
-    secret_name: str  # the munge key's secret in Secrets Manager
-    package_file: str  # JSON naming the agent package: bucket, key, sha256, dest
-    agent_owned: tuple[str, ...]  # paths the agent itself rewrites: written at the first boot only
-    node_maps: str | None = None  # s3://bucket/prefix/ of the launches' node maps (compute nodes; optional)
+    secret_name: str
+    package_file: str
+    agent_owned: tuple[str, ...]
+    node_maps: str | None = None
+    head_files: str | None = None
 
     def to_json(self) -> str:
         doc = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
@@ -71,17 +69,18 @@ class BootConfigError(ValueError):
 
 _STRINGS = ("cluster", "region", "secret_name", "package_file")
 _KEYS = (*_STRINGS, "agent_owned")
-_OPTIONAL = ("node_maps",)
+_OPTIONAL = ("node_maps", "head_files")
 NODE_MAPS_RE = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/((?:[A-Za-z0-9_.-]+/)+)$")
 TOKEN_RE = re.compile(r"^[0-9a-f]{32}$")  # the agent's launch tokens (uuid4 hex)
 NODE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}-[1-9][0-9]{0,5}$")  # contract.node_name: <prefix>-<N>
-TAG_NODE_NAME = "gpucluster:node-name"  # = contract.TAG_NODE_NAME (this file imports nothing of the package)
-BATCH_TAG = "gpucluster:launch-token"  # = contract.TAG_LAUNCH_TOKEN: the same on every instance of a launch
+# = contract.TAG_NODE_NAME and TAG_LAUNCH_TOKEN (the same on every instance of a launch): this file imports nothing of it
+TAG_NODE_NAME = "gpucluster:node-name"
+BATCH_TAG = "gpucluster:launch-token"
 
 
 def parse_config(doc: Any) -> BootConfig:
-    """A :class:`BootConfig` from a decoded JSON document. Strict: a missing, unknown or mistyped key is
-    an error (never a silent default on a node that then fails much later), all reported at once."""
+    """A :class:`BootConfig` from decoded JSON. Strict: a missing, unknown or mistyped key is an error (never a silent
+    default on a node that then fails much later), all reported at once: every problem in :class:`BootConfigError`."""
     if not isinstance(doc, dict):
         raise BootConfigError(f"must be a JSON object, got {type(doc).__name__}")
     allowed = (*_KEYS, *_OPTIONAL)
@@ -90,8 +89,9 @@ def parse_config(doc: Any) -> BootConfig:
     for key in _STRINGS:
         if key in doc and (not isinstance(doc[key], str) or not doc[key]):
             errors.append(f"{key}: must be a non-empty string, got {doc[key]!r}")
-    if "package_file" in doc and isinstance(doc["package_file"], str) and not doc["package_file"].startswith("/"):
-        errors.append(f"package_file: must be an absolute path, got {doc['package_file']!r}")
+    for key in ("package_file", "head_files"):
+        if key in doc and not (isinstance(doc[key], str) and doc[key].startswith("/")):
+            errors.append(f"{key}: must be an absolute path, got {doc[key]!r}")
     owned = doc.get("agent_owned", [])
     if not isinstance(owned, list) or not all(isinstance(p, str) and p.startswith("/") for p in owned):
         errors.append(f"agent_owned: must be a list of absolute paths, got {owned!r}")
@@ -100,7 +100,9 @@ def parse_config(doc: Any) -> BootConfig:
         errors.append(f"node_maps: must be s3://<bucket>/<prefix>/ (the prefix ends with '/'), got {maps!r}")
     if errors:
         raise BootConfigError("; ".join(errors))
-    return BootConfig(doc["cluster"], doc["region"], doc["secret_name"], doc["package_file"], tuple(owned), maps)
+    return BootConfig(
+        doc["cluster"], doc["region"], doc["secret_name"], doc["package_file"], tuple(owned), maps, doc.get("head_files")
+    )
 
 
 def load_config(path: str) -> BootConfig:
@@ -151,8 +153,7 @@ def munge_key(cfg: BootConfig, create: bool) -> None:
 
 
 def open_directory(path: str) -> int:
-    """Directory ``path`` opened (made 0755 where missing) one component at a time, following no link but root's in
-    root's directories."""
+    """Directory ``path`` opened (made 0755 where missing) one part at a time, following no link but root's in root's."""
     fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
     for part in [p for p in path.split("/") if p]:
         try:
@@ -210,20 +211,29 @@ def _read(path: str) -> str:
         return fh.read()
 
 
-def install_agent(cfg: BootConfig) -> None:
+def s3_client(cfg: BootConfig) -> Any:
     import boto3
 
+    return boto3.client("s3", region_name=cfg.region, endpoint_url=os.environ.get("GPUCLUSTER_S3_ENDPOINT"))
+
+
+def fetch_checked(cfg: BootConfig, ref: dict[str, str], verb: str) -> bytes:
+    """The object ``ref`` names (bucket, key); the helper ends unless its sha256 is ``ref``'s."""
+    body: bytes = s3_client(cfg).get_object(Bucket=ref["bucket"], Key=ref["key"])["Body"].read()
+    got = hashlib.sha256(body).hexdigest()
+    if got != ref["sha256"]:
+        sys.exit(f"s3://{ref['bucket']}/{ref['key']} has sha256 {got}, expected {ref['sha256']}: not {verb} it")
+    return body
+
+
+def install_agent(cfg: BootConfig) -> None:
     package = json.loads(_read(on_root(cfg.package_file)))
     dest = on_root(package["dest"])
     marker = os.path.join(dest, ".sha256")
     if os.path.exists(marker) and _read(marker).strip() == package["sha256"]:
         log(f"node agent {package['sha256'][:12]} already installed")
         return
-    s3 = boto3.client("s3", region_name=cfg.region, endpoint_url=os.environ.get("GPUCLUSTER_S3_ENDPOINT"))
-    body = s3.get_object(Bucket=package["bucket"], Key=package["key"])["Body"].read()
-    got = hashlib.sha256(body).hexdigest()
-    if got != package["sha256"]:
-        sys.exit(f"s3://{package['bucket']}/{package['key']} has sha256 {got}, expected {package['sha256']}: not installing it")
+    body, got = fetch_checked(cfg, package, "installing"), package["sha256"]
     new = dest + ".new"
     shutil.rmtree(new, ignore_errors=True)
     zipfile.ZipFile(io.BytesIO(body)).extractall(new)
@@ -272,9 +282,8 @@ def name_from_map(s3: Any, maps: str, token: str, instance_id: str) -> str | Non
 
 
 def node_name(cfg: BootConfig, wait: float = WAIT_SECONDS, sleep: Any = time.sleep, clock: Any = time.monotonic) -> str:
-    """The Slurm node name of this instance: its node-name tag (static nodes, adopted or already tagged
-    instances), else its launch's node map in S3. Both may come a little after the boot: retried with
-    backoff (network errors and S3's answers included) until ``wait`` seconds have passed."""
+    """The Slurm node name of this instance: its node-name tag (static nodes, adopted or already tagged instances), else
+    its launch's node map in S3. Both may come late: retried with backoff (errors included) until ``wait`` s passed."""
     deadline = clock() + wait
     delay, s3, attempt = 1.0, None, 0
     while True:
@@ -284,12 +293,8 @@ def node_name(cfg: BootConfig, wait: float = WAIT_SECONDS, sleep: Any = time.sle
             node = imds_get(f"meta-data/tags/instance/{TAG_NODE_NAME}")
             token = imds_get(f"meta-data/tags/instance/{BATCH_TAG}")
             if not node and cfg.node_maps and token and TOKEN_RE.match(token):
-                if s3 is None:
-                    import boto3
-
-                    s3 = boto3.client("s3", region_name=cfg.region, endpoint_url=os.environ.get("GPUCLUSTER_S3_ENDPOINT"))
-                instance_id = imds_get("meta-data/instance-id") or ""
-                node = name_from_map(s3, cfg.node_maps, token, instance_id)
+                s3 = s3 or s3_client(cfg)
+                node = name_from_map(s3, cfg.node_maps, token, imds_get("meta-data/instance-id") or "")
         except Exception as exc:  # IMDS, S3 or a torn map: all worth another try until the deadline
             log(f"node name: attempt {attempt} failed: {exc!r}", err=True)
         if node and NODE_RE.match(node):
@@ -309,26 +314,35 @@ def current_user_data() -> str:
     return (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()  # the head node's is gzipped
 
 
-def decoded(entry: dict[str, Any]) -> bytes:
-    content, encoding = entry.get("content", ""), entry.get("encoding")
-    if encoding in ("gz+b64", "gzip+base64", "gz+base64"):
-        return gzip.decompress(base64.b64decode(content))
-    if encoding in ("b64", "base64"):
-        return base64.b64decode(content)
-    return content.encode()
+def write_entries(cfg: BootConfig, entries: list[dict[str, Any]], source: str) -> None:
+    """Write ``entries`` (path, permissions, plain content; agent_owned at the first boot only), or none if one is unsafe."""
+    bad = [e.get("path") for e in entries if not re.match(r"/(?!.*\.\.)", str(e.get("path"))) or e.get("encoding")]
+    if bad:
+        sys.exit(f"{source}: refusing {bad!r} (not absolute, '..' or encoded): nothing written")
+    changed: list[str] = []
+    for entry in entries:
+        mode, first_only = int(str(entry.get("permissions", "0644")), 8), entry["path"] in cfg.agent_owned
+        if write_file(on_root(entry["path"]), str(entry.get("content", "")).encode(), mode, first_only=first_only):
+            changed.append(entry["path"])
+    log("rewrote " + (", ".join(changed) if changed else f"nothing: {source} did not change"))
+    if ROOT == "/" and any(p.startswith("/etc/systemd/") for p in changed):
+        subprocess.run(["systemctl", "daemon-reload"], check=False)
+
+
+def apply_files(cfg: BootConfig) -> None:
+    """The head node's bundle, named by its pointer file (``head_files``): refused unless its sha256 is the pointer's."""
+    if not cfg.head_files:
+        sys.exit("no head_files in the config")
+    ptr = json.loads(_read(on_root(cfg.head_files)))
+    write_entries(cfg, json.loads(fetch_checked(cfg, ptr, "applying"))["files"], f"s3://{ptr['bucket']}/{ptr['key']}")
 
 
 def apply_user_data(cfg: BootConfig) -> None:
     import yaml
 
-    changed: list[str] = []
-    for entry in yaml.safe_load(current_user_data()).get("write_files") or []:
-        mode, first_only = int(str(entry.get("permissions", "0644")), 8), entry["path"] in cfg.agent_owned
-        if write_file(on_root(entry["path"]), decoded(entry), mode, first_only=first_only):
-            changed.append(entry["path"])
-    log("rewrote " + (", ".join(changed) if changed else "nothing: the user data did not change"))
-    if ROOT == "/" and any(p.startswith("/etc/systemd/") for p in changed):
-        subprocess.run(["systemctl", "daemon-reload"], check=False)
+    write_entries(cfg, yaml.safe_load(current_user_data()).get("write_files") or [], "the user data")
+    if cfg.head_files:
+        apply_files(cfg)
     install_agent(cfg)
 
 
@@ -338,10 +352,8 @@ def boot_health(cfg: BootConfig, timeout: float = HEALTH_BOOT_TIMEOUT) -> int:
     dest = on_root(json.loads(_read(on_root(cfg.package_file)))["dest"])
     argv = [sys.executable, "-I", "-c", HEALTH_MAIN, dest, "boot", "--json", "--config", on_root("/etc/gpucluster/health.json")]
     fault = on_root(HEALTH_BOOT_FAULT)
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(fault)
-    except FileNotFoundError:
-        pass
     proc = subprocess.Popen(argv, cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
     try:
         out, _ = proc.communicate(timeout=timeout)
@@ -370,22 +382,18 @@ def boot_health(cfg: BootConfig, timeout: float = HEALTH_BOOT_TIMEOUT) -> int:
 def main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(prog="gpucluster-aws")
     sub = p.add_subparsers(dest="command", required=True)
-    m = sub.add_parser("munge-key")
-    m.add_argument("--create", action="store_true")
-    sub.add_parser("install-agent")
-    sub.add_parser("apply-user-data")
-    sub.add_parser("health")
-    sub.add_parser("node-name")
+    commands: dict[str, Any] = {
+        "munge-key": lambda c: munge_key(c, args.create),
+        "install-agent": install_agent,
+        "apply-files": apply_files,
+        "apply-user-data": apply_user_data,
+        "health": lambda c: sys.exit(boot_health(c)),
+        "node-name": lambda c: print(node_name(c)),
+    }
+    parsers = {command: sub.add_parser(command) for command in commands}
+    parsers["munge-key"].add_argument("--create", action="store_true")
     args = p.parse_args(argv)
-    cfg = load_config(os.path.abspath(__file__) + CONFIG_SUFFIX)
-    if args.command == "munge-key":
-        munge_key(cfg, args.create)
-    elif args.command == "health":
-        sys.exit(boot_health(cfg))
-    elif args.command == "node-name":
-        print(node_name(cfg))
-    else:
-        {"install-agent": install_agent, "apply-user-data": apply_user_data}[args.command](cfg)
+    commands[args.command](load_config(os.path.abspath(__file__) + CONFIG_SUFFIX))
 
 
 if __name__ == "__main__":

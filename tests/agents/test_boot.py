@@ -24,6 +24,7 @@ GOOD = BootConfig(
     "/etc/gpucluster/agent-package.json",
     ("/var/t.conf",),
     "s3://demo-art/node-maps/",
+    "/etc/gpucluster/head-files.json",
 )
 # Outside the standard library, the node has exactly these: Ubuntu's python3-boto3 (with botocore) and
 # cloud-init's PyYAML.
@@ -47,10 +48,15 @@ def test_the_config_round_trips_and_names_every_field():
     [
         (doc(region=...), "region: required key is missing"),
         (doc(agent_owned=...), "agent_owned: required key is missing"),
-        (doc(secret=""), "secret: unknown key (allowed: agent_owned, cluster, node_maps, package_file, region, secret_name)"),
+        (
+            doc(secret=""),
+            "secret: unknown key (allowed: agent_owned, cluster, head_files, node_maps, package_file, region, secret_name)",
+        ),
         (doc(cluster=""), "cluster: must be a non-empty string, got ''"),
         (doc(secret_name=7), "secret_name: must be a non-empty string, got 7"),
         (doc(package_file="etc/pkg.json"), "package_file: must be an absolute path"),
+        (doc(head_files="etc/head-files.json"), "head_files: must be an absolute path, got 'etc/head-files.json'"),
+        (doc(head_files=["/etc/x.json"]), "head_files: must be an absolute path, got ['/etc/x.json']"),
         (doc(agent_owned="/var/t.conf"), "agent_owned: must be a list of absolute paths"),
         (doc(agent_owned=["t.conf"]), "agent_owned: must be a list of absolute paths"),
     ],

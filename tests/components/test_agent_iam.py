@@ -68,7 +68,7 @@ def _config(plan: Plan, stack: str) -> AgentConfig:
     if stack == "hybrid-slurm":
         site = site_of(load_spec(stack_config(stack), stack=stack).cluster)
         return parse(json.loads(agent_json(site, AwsValues.from_output(plan.outputs["hybrid"]))))
-    return parse(json.loads(plan.files[f"{stack}-slurm-head/etc/gpucluster/agent.json"]))
+    return parse(json.loads(plan.files[f"{stack}-slurm-head-files/etc/gpucluster/agent.json"]))
 
 
 @pytest.fixture(scope="module", params=["slurm-p5", "hybrid-slurm"])

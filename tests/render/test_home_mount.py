@@ -79,7 +79,7 @@ def test_head_and_compute_mount_home_before_users_and_slurm():
     import dataclasses
 
     from gpucluster.render.slurm.compute import node_slurm_part
-    from gpucluster.render.slurm.head import head_cloud_config
+    from gpucluster.render.slurm.head import head_files
     from gpucluster.render.slurm.identity import USERS_UNIT
     from tests.render.identity_cases import DECLARED
     from tests.render.test_identity_render import context, head_doc
@@ -99,7 +99,7 @@ def test_head_and_compute_mount_home_before_users_and_slurm():
 
     targets = {g.name: LaunchTarget("lt-0123456789abcdef0", ("subnet-0",)) for g in ctx.node_groups}
     given = HeadInputs("vol-0", AgentBundle("b", "k", "0" * 64), agent_config(ctx, targets), home=HOME)
-    head = {f.path: f.text() for f in head_cloud_config(dataclasses.replace(ctx), given).write_files}
+    head = {f.path: f.text() for f in head_files(dataclasses.replace(ctx), given)}
     setup = head["/usr/local/sbin/gpucluster-slurm-head"]
     assert setup.index("gpucluster-mount-home") < setup.index("enable --now slurmctld")
     assert "RequiresMountsFor=/home" in head["/etc/systemd/system/slurmctld.service.d/gpucluster-home.conf"]

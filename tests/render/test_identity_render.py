@@ -4,6 +4,7 @@ lockdown in every Slurm node's bootcmd, and the users program run for real, twic
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import stat
 import subprocess
@@ -17,7 +18,7 @@ from gpucluster.render.core import render_cloud_config
 from gpucluster.render.slurm.agent import AgentBundle, LaunchTarget, agent_config
 from gpucluster.render.slurm.compute import node_slurm_part
 from gpucluster.render.slurm.guard import imds_guard_bootcmd
-from gpucluster.render.slurm.head import HeadInputs, head_cloud_config
+from gpucluster.render.slurm.head import HeadInputs, head_user_data
 from gpucluster.render.slurm.identity import (
     ADMIN_SUDOERS,
     AUTHORIZED_KEYS_DIR,
@@ -54,7 +55,12 @@ def head_doc(identity: ResolvedIdentity | None) -> dict:
     ctx = context(identity)
     targets = {g.name: LaunchTarget("lt-0123456789abcdef0", ("subnet-0123456789abcdef0",)) for g in ctx.node_groups}
     inputs = HeadInputs("vol-0123456789abcdef0", AgentBundle("bucket", "key", "0" * 64), agent_config(ctx, targets))
-    return yaml.safe_load(render_cloud_config("head", head_cloud_config(ctx, inputs), gzipped=True))
+    both = head_user_data(ctx, inputs)
+    doc = yaml.safe_load(render_cloud_config("head", both.config, gzipped=True))
+    # After its first boot the head node also holds its bundle's files (render/slurm/headfiles.py), written by the boot
+    # helper as root: root's files, as cloud-init's.
+    doc["write_files"] += [dict(f, owner="root:root") for f in json.loads(both.bundle)["files"]]
+    return doc
 
 
 def compute_doc(identity: ResolvedIdentity | None) -> dict:
@@ -236,7 +242,9 @@ def test_every_stack_slurm_node_locks_sessions_down():
     for path, doc in docs.items():
         assert list(session_lockdown_bootcmd()) in doc["bootcmd"], path
         assert list(session_lockdown_runcmd()) in doc["runcmd"], path
-        assert sudoers_writes(doc) == ["/etc/sudoers.d/60-gpucluster-admins"], path
+        bundle = path.removesuffix("/user-data") + "-files"  # the head node's other files (render/slurm/headfiles.py)
+        written = sudoers_writes(doc) + [p.removeprefix(bundle) for p in files if p.startswith(bundle + "/etc/sudoers.d/")]
+        assert written == ["/etc/sudoers.d/60-gpucluster-admins"], path
 
 
 def test_hybrid_cloud_node_locks_sessions_down():

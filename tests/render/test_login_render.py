@@ -170,13 +170,13 @@ def test_role_tag():
 
 def test_head_makes_the_login_host_keys_once_with_ssh():
     from gpucluster.render.slurm.agent import AgentBundle, LaunchTarget, agent_config
-    from gpucluster.render.slurm.head import HeadInputs, head_cloud_config
+    from gpucluster.render.slurm.head import HeadInputs, head_files
 
     ctx = context(DECLARED)
     targets = {g.name: LaunchTarget("lt-0123456789abcdef0", ("subnet-0",)) for g in ctx.node_groups}
     base = HeadInputs("vol-0", AgentBundle("b", "k", "0" * 64), agent_config(ctx, targets))
     for given, expect in ((base, False), (dataclasses.replace(base, login_host_key_secret_arn=HOST_KEYS), True)):
-        files = {f.path: f.text() for f in head_cloud_config(ctx, given).write_files}
+        files = {f.path: f.text() for f in head_files(ctx, given)}
         setup = files["/usr/local/sbin/gpucluster-slurm-head"]
         command = f"gpucluster-identity ssh-host-keys --create --secret-arn {HOST_KEYS}"
         assert (command in setup) == expect

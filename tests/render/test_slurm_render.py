@@ -19,7 +19,6 @@ import yaml
 
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
-from gpucluster.render.core import gzip_bytes
 from gpucluster.render.slurm.agent import LaunchTarget, agent_bundle, agent_config, aws_helper, boot_config, sha256
 from gpucluster.render.slurm.compute import task_prolog
 from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, gres_line, node_line, partition_line, slurm_conf, topology_conf
@@ -509,61 +508,6 @@ class FakeImds:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
-def test_head_node_reapplies_its_user_data_at_boot(helper, moto_endpoint, tmp_path, aws_env):
-    """Pulumi stops and starts the head node with new user data when the Slurm layer changes; at boot
-    ``apply-user-data`` rewrites every file from it (keeping owners; topology.conf stays the agent's)
-    and installs the agent package it names."""
-    plan = run_plan("slurm-p5")
-    user_data = plan.files["slurm-p5-slurm-head/user-data"]
-    expected = {
-        p[len("slurm-p5-slurm-head") :]: t
-        for p, t in plan.files.items()
-        if p.startswith("slurm-p5-slurm-head/") and not p.endswith("/user-data")
-    }
-    package = json.loads(expected["/etc/gpucluster/agent-package.json"])
-    s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=moto_endpoint)
-    s3.create_bucket(Bucket=package["bucket"])
-    s3.put_object(Bucket=package["bucket"], Key=package["key"], Body=agent_bundle())
-    imds = FakeImds(gzip_bytes(user_data))  # what EC2 holds: the head node's user data is gzipped
-    root = tmp_path / "root"
-    topology = root / "var" / "lib" / "gpucluster" / "slurm" / "topology.conf"
-    topology.parent.mkdir(parents=True)
-    topology.write_text("SwitchName=placed-by-the-agent Nodes=p5-1\n")
-    first = run_helper(helper, moto_endpoint, tmp_path / "k", "apply-user-data", root=root, imds=imds.url)
-    assert first.returncode == 0, first.stderr
-    for path, text in expected.items():
-        if path.endswith("topology.conf"):
-            continue
-        assert (root / path.lstrip("/")).read_text() == text, path
-    assert topology.read_text() == "SwitchName=placed-by-the-agent Nodes=p5-1\n"  # the agent's, untouched
-    assert stat.S_IMODE((root / "usr/local/sbin/gpucluster-slurm-head").stat().st_mode) == 0o755
-    assert stat.S_IMODE((root / "etc/slurm/slurmdbd.conf").stat().st_mode) == 0o600
-    assert (root / "opt/gpucluster/lib/.sha256").read_text().strip() == package["sha256"]
-    # unchanged user data: nothing rewritten; a changed slurm.conf: only that file
-    assert (
-        "nothing: the user data did not change"
-        in run_helper(helper, moto_endpoint, tmp_path / "k", "apply-user-data", root=root, imds=imds.url).stdout
-    )
-    changed_conf = expected["/etc/slurm/slurm.conf"].replace("SuspendTime=600", "SuspendTime=900")
-    imds.user_data = gzip_bytes(_replace_file(user_data, "/etc/slurm/slurm.conf", changed_conf))
-    third = run_helper(helper, moto_endpoint, tmp_path / "k", "apply-user-data", root=root, imds=imds.url)
-    assert "rewrote /etc/slurm/slurm.conf\n" in third.stdout.split("gpucluster-aws: ", 1)[1], third.stdout
-    assert "SuspendTime=900" in (root / "etc/slurm/slurm.conf").read_text()
-    imds.server.shutdown()
-
-
-def _replace_file(user_data: str, path: str, text: str) -> str:
-    """The user data with one write_files entry's content replaced."""
-    from gpucluster.render.core import to_yaml
-
-    header, _, body = user_data.partition("write_files:\n")
-    doc = yaml.safe_load("write_files:\n" + body)
-    for entry in doc["write_files"]:
-        if entry["path"] == path:
-            entry["content"] = text
-    return header + to_yaml(doc) + "\n"
-
-
 def _order(text: str, *needles: str) -> list[int]:
     lines = text.splitlines()
     return [
@@ -574,7 +518,7 @@ def _order(text: str, *needles: str) -> list[int]:
 
 def test_head_setup_runs_in_the_order_the_daemons_need():
     files = run_plan("slurm-p5").files
-    setup = files["slurm-p5-slurm-head/usr/local/sbin/gpucluster-slurm-head"]
+    setup = files["slurm-p5-slurm-head-files/usr/local/sbin/gpucluster-slurm-head"]
     order = _order(
         setup,
         "hostnamectl set-hostname slurm-p5-head",  # slurmctld only runs where SlurmctldHost names the host
@@ -663,9 +607,9 @@ def test_compute_nodes_apply_the_imds_guard_first_and_slurmd_requires_it(tmp_pat
 
 def test_head_node_guard_lets_root_and_slurm_only():
     files = run_plan("slurm-p5").files
-    script = files["slurm-p5-slurm-head/usr/local/sbin/gpucluster-imds-guard"]
+    script = files["slurm-p5-slurm-head-files/usr/local/sbin/gpucluster-imds-guard"]
     assert script == imds_guard_script(head=True)
     assert '--uid-owner 0 -j RETURN"' in script and '--uid-owner slurm -j RETURN"' in script
     assert "REJECT --reject-with tcp-reset" in script and "ip6tables-restore" in script
-    unit = _unit(files["slurm-p5-slurm-head/etc/systemd/system/gpucluster-imds-guard.service"])
+    unit = _unit(files["slurm-p5-slurm-head-files/etc/systemd/system/gpucluster-imds-guard.service"])
     assert {"network-pre.target", "slurmctld.service", "munge.service"} <= set(unit["Unit"]["Before"].split())

@@ -5,6 +5,8 @@ and its head-node units (checked by systemd-analyze)."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import re
 import subprocess
@@ -16,10 +18,11 @@ import pytest
 from gpucluster.config.errors import ConfigError
 from gpucluster.config.slurm_settings import OWNED, owned_key
 from gpucluster.load import load_spec
+from gpucluster.render.core import CloudConfig, WriteFile
 from gpucluster.render.slurm.accounts import ACCOUNTS_PATH, ACCOUNTS_PATH_UNIT, ACCOUNTS_TIMER, ACCOUNTS_UNIT, accounts_contract
 from gpucluster.render.slurm.agent import AgentBundle, LaunchTarget, agent_config
 from gpucluster.render.slurm.conf import slurm_conf
-from gpucluster.render.slurm.head import HeadInputs, head_files, head_setup
+from gpucluster.render.slurm.head import HeadInputs, head_files, head_setup, head_user_data
 from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.tools.plan.run.stackfile import read_stack_file
 from tests.conftest import IDENTITY_DECLARED, group, make_config, require_tool
@@ -174,14 +177,33 @@ def test_head_node_gets_the_contract_and_units_only_with_teams(tmp_path: Path):
     assert complaints == [], verify.stderr
 
 
-def test_a_head_node_user_data_over_16_kb_is_a_config_error_before_any_resource():
-    """Teams grow the head node's user data (the accounts contract): the size check that guards the node groups' user
-    data (run by the stack program before any resource) sizes the head node's too, with stand-ins as random as AWS's
-    ids (within 1 % of the plan's real size). The shipped stacks pass it: their plans (goldens) run it."""
+def test_teams_no_longer_grow_the_head_node_user_data_and_its_size_is_still_checked(monkeypatch):
+    """Teams grow the head node's files (the accounts contract), which ride in its bundle in S3 now
+    (render/slurm/headfiles.py): 300 teams pass the size check that guards the user data before any resource, the
+    contract in the bundle. The check still sizes the head node's user data: past 16 KB it is an error whose fix says
+    nothing in the config can shrink it (the user data holds only gpucluster's own fetching files)."""
+    from gpucluster.render.slurm import head as head_module
     from gpucluster.render.user_data import user_data_findings
 
     teams = [{"name": f"team-{i:03d}", "users": ["alice", "bob", "carol"], "maxJobTime": "7d"} for i in range(300)]
     section = {"identity": IDENTITY_DECLARED, "accounting": {}, "teams": teams}
-    (finding,) = user_data_findings(load_spec(make_config(P5, slurm=section), stack="teams").cluster)
+    cluster = load_spec(make_config(P5, slurm=section), stack="teams").cluster
+    assert user_data_findings(cluster) == []
+    ctx = ctx_of(*teams)
+    targets = {g.name: LaunchTarget("lt-0123456789abcdef0", ("subnet-0123456789abcdef0",)) for g in ctx.node_groups}
+    inputs = HeadInputs("vol-0123456789abcdef0", AgentBundle("artifacts-bucket", "key", "0" * 64), agent_config(ctx, targets))
+    both = head_user_data(ctx, inputs)
+    assert ACCOUNTS_PATH in [f["path"] for f in json.loads(both.bundle)["files"]]
+    assert ACCOUNTS_PATH not in [f.path for f in both.config.write_files]
+    real = head_module.head_cloud_config
+
+    def oversize(ctx: SlurmContext, inputs: HeadInputs) -> CloudConfig:
+        config = real(ctx, inputs)
+        noise = "".join(hashlib.sha256(str(i).encode()).hexdigest() for i in range(600))  # 38 KB gzip cannot shrink
+        return dataclasses.replace(config, write_files=(*config.write_files, WriteFile("/etc/gpucluster/noise", noise)))
+
+    monkeypatch.setattr(head_module, "head_cloud_config", oversize)
+    (finding,) = user_data_findings(cluster)
     assert (finding.code, finding.path) == ("user-data-too-large", "gpucluster:slurm")
-    assert "the head node's user data would be" in finding.message and ACCOUNTS_PATH in finding.fix
+    assert "the head node's user data would be" in finding.message
+    assert "/etc/gpucluster/noise" in finding.fix and "gpucluster bug" in finding.fix

@@ -24,6 +24,7 @@ from gpucluster.render.slurm.names import (
     AGENT_STATE_DIR,
     AWS_HELPER,
     AWS_HELPER_CONFIG,
+    HEAD_FILES_POINTER,
     TOPOLOGY_DIR,
     SlurmContext,
     munge_secret_name,
@@ -221,9 +222,10 @@ def aws_helper() -> str:
     return without_docs(Path(boot.__file__).read_text())
 
 
-def boot_config(ctx: SlurmContext, compute: bool = False) -> boot.BootConfig:
+def boot_config(ctx: SlurmContext, compute: bool = False, head: bool = False) -> boot.BootConfig:
     """The cluster's values for the boot helper, written next to it as ``AWS_HELPER_CONFIG``. A compute node's
-    names where its launch's node map lies (``gpucluster-aws node-name``; the bucket still a stand-in)."""
+    names where its launch's node map lies (``gpucluster-aws node-name``; the bucket still a stand-in); the head
+    node's names the pointer to its files' bundle (``gpucluster-aws apply-files``, render/slurm/headfiles.py)."""
     return boot.BootConfig(
         cluster=ctx.cluster,
         region=ctx.region,
@@ -231,13 +233,14 @@ def boot_config(ctx: SlurmContext, compute: bool = False) -> boot.BootConfig:
         package_file=AGENT_PACKAGE_PATH,
         agent_owned=(f"{TOPOLOGY_DIR}/topology.conf",),
         node_maps=f"s3://{ARTIFACT_BUCKET_STAND_IN}/{NODE_MAPS_PREFIX}" if compute else None,
+        head_files=HEAD_FILES_POINTER if head else None,
     )
 
 
-def boot_files(ctx: SlurmContext, compute: bool = False) -> tuple[WriteFile, WriteFile]:
+def boot_files(ctx: SlurmContext, compute: bool = False, head: bool = False) -> tuple[WriteFile, WriteFile]:
     """The boot helper and its config, as every Slurm node's user data writes them. Plain text: the whole document is
     gzipped for EC2, and source compresses better there than gzip's base64 would (about 1.4 KB less)."""
     return (
         WriteFile(AWS_HELPER, aws_helper(), "0755"),
-        WriteFile(AWS_HELPER_CONFIG, boot_config(ctx, compute).to_json()),
+        WriteFile(AWS_HELPER_CONFIG, boot_config(ctx, compute, head).to_json()),
     )

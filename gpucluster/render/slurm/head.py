@@ -1,6 +1,6 @@
-"""The head node's user data: Slurm's files (:mod:`.conf`), the agent's config, package pointer and
-wrappers, its systemd units, the IMDS guard, the boot helper and the setup script that runs once; with a
-shared file system, the Lustre mount before the setup."""
+"""The head node's files: Slurm's (:mod:`.conf`), the agent's config, package pointer and wrappers, its systemd
+units, the IMDS guard, the boot helper and the setup script that runs once; with a shared file system, the Lustre
+mount before the setup. Its user data carries only those that fetch the rest from S3 (:mod:`.headfiles`)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,11 @@ from gpucluster.render.slurm.accounts import ACCOUNTS_PATH_UNIT, ACCOUNTS_TIMER,
 from gpucluster.render.slurm.agent import AgentBundle, boot_files, package_file
 from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, slurm_conf, slurmdbd_conf, topology_conf
 from gpucluster.render.slurm.guard import IMDS_GUARD, IMDS_GUARD_UNIT, imds_guard_script, imds_guard_unit, systemd_unit
+from gpucluster.render.slurm.headfiles import HeadFilesRef, bundle_json, bundle_ref, head_config_unit, small_cloud_config, split
 from gpucluster.render.slurm.identity import (
     USERS_UNIT,
     has_users_program,
     identity_files,
-    session_lockdown_bootcmd,
-    session_lockdown_runcmd,
 )
 from gpucluster.render.slurm.metrics import METRICS_PACKAGES, enable_units, metrics_files
 from gpucluster.render.slurm.names import (
@@ -78,7 +77,8 @@ def agent_command() -> str:
 
 
 def head_files(ctx: SlurmContext, inputs: HeadInputs) -> tuple[WriteFile, ...]:
-    """Every file the head node's cloud-init writes, Slurm's own configs first."""
+    """Every file of the head node, Slurm's own configs first: a few in its user data, the rest in its bundle
+    (:func:`head_user_data`)."""
     accounting = ctx.slurm.accounting is not None
     files = [
         *slurm_files(ctx),
@@ -101,6 +101,8 @@ def head_files(ctx: SlurmContext, inputs: HeadInputs) -> tuple[WriteFile, ...]:
                 f"# gpucluster: the accounting database lives on the data volume.\n[Unit]\nRequiresMountsFor={DATA_DIR} /var/lib/mysql\n",
             )
         )
+    if inputs.lustre is not None:  # the head node mounts over TCP
+        files.append(WriteFile(LUSTRE_MOUNT_SCRIPT, lustre_mount_script(inputs.lustre, efa=False, gds=False), "0755"))
     files.append(WriteFile(HEAD_SETUP, head_setup(ctx, inputs), "0755"))
     return tuple(files)
 
@@ -180,16 +182,7 @@ def system_files(ctx: SlurmContext) -> list[WriteFile]:
     return [
         WriteFile(f"/etc/systemd/system/{IMDS_GUARD_UNIT}", imds_guard_unit(head=True)),
         WriteFile(IMDS_GUARD, imds_guard_script(head=True), "0755"),
-        WriteFile(
-            "/etc/systemd/system/gpucluster-head-config.service",
-            systemd_unit(
-                "gpucluster: rewrite the head node's files from its current user data, then install the agent",
-                "Wants=network-online.target\nAfter=network-online.target\n"
-                "Before=slurmctld.service slurmdbd.service gpucluster-agent-maintain.service\n\n"
-                f"[Service]\nType=oneshot\nExecStart={AWS_HELPER} apply-user-data\n",
-                "WantedBy=multi-user.target",
-            ),
-        ),
+        head_config_unit(),
         WriteFile(
             "/etc/systemd/system/slurmctld.service.d/gpucluster.conf",
             "# gpucluster: slurmctld's state lives on the data volume; its config comes from the user data.\n"
@@ -199,7 +192,7 @@ def system_files(ctx: SlurmContext) -> list[WriteFile]:
             "/etc/cloud/cloud.cfg.d/99-gpucluster-hostname.cfg",
             "# gpucluster: keep the controller's name\npreserve_hostname: true\n",
         ),
-        *boot_files(ctx),
+        *boot_files(ctx, head=True),
     ]
 
 
@@ -235,28 +228,32 @@ def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
     )
 
 
+@dataclass(frozen=True)
+class HeadUserData:
+    """The head node's user data and the bundle of its other files (:mod:`.headfiles`), with where the bundle lies."""
+
+    config: CloudConfig
+    bundle: str
+    ref: HeadFilesRef
+
+
+def head_parts(ctx: SlurmContext, inputs: HeadInputs) -> tuple[tuple[WriteFile, ...], str]:
+    """:func:`head_files` split: the files that stay in the user data, and the bundle's text (:mod:`.headfiles`)."""
+    kept, rest = split(head_files(ctx, inputs))
+    return kept, bundle_json(rest)
+
+
+def head_user_data(ctx: SlurmContext, inputs: HeadInputs) -> HeadUserData:
+    """The user data and the bundle, stored in the artifact bucket (``inputs.agent.bucket``) under a key that carries
+    its hash."""
+    kept, text = head_parts(ctx, inputs)
+    ref = bundle_ref(inputs.agent.bucket, text)
+    return HeadUserData(small_cloud_config(kept, ref, lustre=inputs.lustre is not None), text, ref)
+
+
 def head_cloud_config(ctx: SlurmContext, inputs: HeadInputs) -> CloudConfig:
-    """The head node's user data: the session lockdown (bootcmd), its files, then (with a shared file system) the
-    Lustre mount, then the setup script."""
-    files = list(head_files(ctx, inputs))
-    runcmd: list[tuple[str, ...]] = [session_lockdown_runcmd()]
-    sections = ["slurm head node"]
-    if inputs.lustre is not None:
-        script = lustre_mount_script(inputs.lustre, efa=False, gds=False)  # the head node mounts over TCP
-        files.append(WriteFile(LUSTRE_MOUNT_SCRIPT, script, "0755"))
-        runcmd.append((LUSTRE_MOUNT_SCRIPT,))
-        sections.append("lustre mount")
-    runcmd.append((HEAD_SETUP,))
-    # The files stay plain text: the whole document is gzipped for EC2 (see SlurmCluster), whose 16 KB
-    # then hold many node groups' worth of configuration.
-    plain = tuple(WriteFile(f.path, f.text(), f.permissions) for f in files)
-    # Before anything else at every boot: no sudo for ssm-user or the image's default user (identity.py).
-    return CloudConfig(
-        write_files=plain,
-        bootcmd=(session_lockdown_bootcmd(),),
-        runcmd=tuple(runcmd),
-        sections=tuple(sections),
-    )
+    """The head node's user data (:func:`head_user_data`): the lockdown, the files that fetch the bundle, the runcmds."""
+    return head_user_data(ctx, inputs).config
 
 
 def head_title(ctx: SlurmContext) -> str:

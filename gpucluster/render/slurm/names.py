@@ -36,6 +36,7 @@ AGENT_COMMAND = "/usr/local/sbin/gpucluster-agent"  # an operator's `status`, `r
 AWS_HELPER = "/usr/local/sbin/gpucluster-aws"
 AWS_HELPER_CONFIG = AWS_HELPER + ".json"  # gpucluster_agents.boot.helper reads its config next to itself
 HEAD_SETUP = "/usr/local/sbin/gpucluster-slurm-head"
+HEAD_FILES_POINTER = "/etc/gpucluster/head-files.json"  # bucket, key and sha256 of the head node's files (headfiles.py)
 NODE_SETUP = "/usr/local/sbin/gpucluster-slurm-node"
 TASK_PROLOG = "/etc/gpucluster/slurm/task-prolog"
 # slurm.conf key, wrapper under AGENT_BIN, agent subcommand

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import base64
 import gzip
+import hashlib
 import json
 
 import pytest
+import yaml
 
 from gpucluster.components._shared.agent_iam import LaunchScope, slurm_agent_policy
 from gpucluster.components._shared.build import part
@@ -67,9 +69,18 @@ def policy(plan, name: str) -> dict:
     return json.loads(plan.by_name(name).inputs["policy"])
 
 
-def head_files(plan) -> dict[str, str]:
-    prefix = "s-slurm-head"
-    return {path[len(prefix) :]: text for path, text in plan.files.items() if path.startswith(prefix + "/")}
+def head_files(plan, prefix: str = "s-slurm-head") -> dict[str, str]:
+    """The head node's files: its user data's and its bundle's (``<prefix>-files``, render/slurm/headfiles.py)."""
+    out: dict[str, str] = {}
+    for owner in (prefix, prefix + "-files"):
+        out.update(
+            {
+                p[len(owner) :]: t
+                for p, t in plan.files.items()
+                if p.startswith(owner + "/") and not p.endswith("/files-bundle.json")
+            }
+        )
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -353,7 +364,7 @@ def test_munge_key_lives_only_in_an_empty_protected_secret(run_components, two_g
         ["secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue", "secretsmanager:DescribeSecret"],
         arn,
     )
-    (package,) = plan.of_type("aws:s3/bucketObjectv2:BucketObjectv2")
+    package = plan.by_name("s-slurm-agent-package")
     assert policy(plan, "s-slurm-node-munge")["Statement"] == [
         {"Sid": "ReadTheMungeKey", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": arn},
         # the node package (the health program), that one object only
@@ -385,6 +396,12 @@ def test_munge_key_lives_only_in_an_empty_protected_secret(run_components, two_g
             "Effect": "Allow",
             "Action": "s3:GetObject",
             "Resource": f"{plan.by_name('s-slurm-artifacts').state['arn']}/node-maps/*",
+        },
+        {  # the bundles of its own files (render/slurm/headfiles.py), read only; the compute role has no such right
+            "Sid": "FetchItsFiles",
+            "Effect": "Allow",
+            "Action": "s3:GetObject",
+            "Resource": f"{plan.by_name('s-slurm-artifacts').state['arn']}/head/*",
         },
         {  # the images' re-baseline figures (gpucluster_agents/power/baseline.py), by key
             "Sid": "KeepImageBaselines",
@@ -528,7 +545,7 @@ def test_head_node_files_and_lustre_mount(run_components, two_groups):
     # the head node's user data goes to EC2 gzipped (cloud-init unpacks it); EC2 takes 16 KB of it
     raw = base64.b64decode(plan.of_type("aws:ec2/instance:Instance")[0].inputs["userDataBase64"])
     assert len(raw) <= 16384 and gzip.decompress(raw).decode() == plan.files["s-slurm-head/user-data"]
-    (obj,) = plan.of_type("aws:s3/bucketObjectv2:BucketObjectv2")
+    obj = plan.by_name("s-slurm-agent-package")
     sha = obj.inputs["contentBase64"].split("sha256 ")[1].rstrip(">")
     bucket = plan.by_name("s-slurm-artifacts").state["bucket"]
     assert json.loads(files["/etc/gpucluster/agent-package.json"]) == {
@@ -540,6 +557,39 @@ def test_head_node_files_and_lustre_mount(run_components, two_groups):
     assert "install-agent" in files["/usr/local/sbin/gpucluster-slurm-head"]
     head = policy(plan, "s-slurm-head-access")["Statement"][1]
     assert head["Resource"] == f"{plan.by_name('s-slurm-artifacts').state['arn']}/{obj.inputs['key']}"
+
+
+def test_head_node_files_ride_in_the_artifact_bucket(run_components, two_groups):
+    """The head node's files (but the few that fetch them) are one JSON object in the artifact bucket, under a key that
+    carries its hash; the user data names that key and hash; the instance waits for the object; only the head node's
+    role may read ``head/*``."""
+    plan = run_components(lambda: build(two_groups))
+    obj = plan.by_name("s-slurm-head-files")
+    artifacts = plan.by_name("s-slurm-artifacts")
+    text = obj.inputs["content"]
+    if text.startswith("<"):  # the plan shows a large bundle as its size and sha256; its files are in plan.files
+        sha = text.split("sha256 ")[1].rstrip(">")
+    else:
+        sha = hashlib.sha256(text.encode()).hexdigest()
+    assert (obj.inputs["bucket"], obj.inputs["contentType"]) == (artifacts.id, "application/json")
+    assert obj.inputs["key"] == f"head/files-{sha[:16]}.json"
+    user_data = plan.files["s-slurm-head/user-data"]
+    written = {f["path"]: f["content"] for f in yaml.safe_load(user_data)["write_files"]}
+    pointer = json.loads(written["/etc/gpucluster/head-files.json"])
+    assert pointer == {"bucket": artifacts.state["bucket"], "key": obj.inputs["key"], "sha256": sha}
+    assert json.loads(head_files(plan)["/usr/local/sbin/gpucluster-aws.json"])["head_files"] == "/etc/gpucluster/head-files.json"
+    head = plan.by_name("s-slurm-head", "aws:ec2/instance:Instance")
+    assert obj.urn in head.dependencies and plan.by_name("s-slurm-agent-package").urn in head.dependencies
+    # slurm.conf rides in the bundle, not in the user data
+    assert "/etc/slurm/slurm.conf" not in user_data and "s-slurm-head-files/etc/slurm/slurm.conf" in plan.files
+    arn = artifacts.state["arn"]
+    reads = [s["Resource"] for s in policy(plan, "s-slurm-head-access")["Statement"] if s["Sid"] == "FetchItsFiles"]
+    assert reads == [f"{arn}/head/*"]
+    node = [s["Resource"] for s in policy(plan, "s-slurm-node-munge")["Statement"] if "s3:GetObject" in str(s["Action"])]
+    assert node and not any(r.startswith(f"{arn}/head/") or r in (f"{arn}/*", "*") for r in node), node
+    # and no other role's policy in the cluster names the bundles (or the whole bucket)
+    grants = [r.name for r in plan.of_type(POLICY) if f"{arn}/head/" in r.inputs["policy"] or f'"{arn}/*"' in r.inputs["policy"]]
+    assert grants == ["s-slurm-head-access"]
 
 
 def test_gpu_cluster_wires_slurm_like_eks(run_components):
@@ -560,7 +610,7 @@ def test_gpu_cluster_wires_slurm_like_eks(run_components):
     assert plan.files["s-slurm-p5-lt/etc/gpucluster/slurm/task-prolog"].startswith("#!/bin/sh")
     # the file system's real DNS name reaches the head node too
     fs = plan.of_type("aws:fsx/lustreFileSystem:LustreFileSystem")[0]
-    assert f"dns={fs.state['dnsName']}" in plan.files["s-slurm-head/usr/local/sbin/gpucluster-mount-lustre"]
+    assert f"dns={fs.state['dnsName']}" in head_files(plan, "s-slurm-head")["/usr/local/sbin/gpucluster-mount-lustre"]
 
 
 def test_the_slurm_side_writes_no_iam_document_of_its_own():

@@ -36,7 +36,7 @@ def minimal(**extra) -> SlurmClusterArgs:
 
 
 def agent_config(plan) -> dict:
-    return json.loads(plan.files["s-slurm-head" + AGENT])
+    return json.loads(plan.files["s-slurm-head-files" + AGENT])
 
 
 def test_a_minimal_dict_gets_the_stacks_defaults(run_components):

@@ -4,8 +4,6 @@ admin host for every file system: the Slurm head node, or the sealed storage set
 
 from __future__ import annotations
 
-import base64
-import gzip
 import re
 from typing import Any
 
@@ -146,8 +144,8 @@ def test_eks_p5_setup_host_creates_each_teams_directory_for_the_team(plans):
 
 def test_slurm_p5_head_node_is_the_admin_host_and_mounts_nosuid_nodev(plans):
     plan = plans["slurm-p5"]
-    head = plan.by_name("slurm-p5-slurm-head", INSTANCE)
-    text = gzip.decompress(base64.b64decode(head.inputs["userDataBase64"])).decode()
+    # the mount script rides in the head node's bundle (render/slurm/headfiles.py), not in its user data
+    text = plan.by_name("slurm-p5-slurm-head-files").inputs["content"]
     assert re.search(r"@tcp:/\S+ /fsx lustre noatime,flock,nosuid,nodev,", text)
     assert plan.of_type(FS)[0].inputs["rootSquashConfiguration"]["noSquashNids"] == [
         f"{plan.by_name('slurm-p5-slurm-head-eni', ENI).state['privateIp']}@tcp"

@@ -102,7 +102,12 @@ def test_zone_move_of_slurm_p5_replaces_the_head_node_with_its_interface():
     head = next(s for s in c.steps if s.name == "slurm-p5-slurm-head")
     assert (head.op, head.replace_reasons) == ("replace", ["networkInterfaces"])
     assert head.carried["networkInterfaces[0].networkInterfaceId"] == ["slurm-p5-slurm-head-eni"]
-    assert head.carried["userDataBase64"] == ["slurm-p5-lustre-fs", "slurm-p5-slurm-head-data", "slurm-p5-slurm-home-fs"]
+    # the head node's files (its bundle, render/slurm/headfiles.py) carry the new zone's volume and file systems; its
+    # user data points at the new bundle
+    files = next(s for s in c.steps if s.name == "slurm-p5-slurm-head-files")
+    assert files.carried["content"] == ["slurm-p5-lustre-fs", "slurm-p5-slurm-head-data", "slurm-p5-slurm-home-fs"]
+    assert (files.op, files.replace_reasons) == ("replace", ["key"])
+    assert "userDataBase64./etc/gpucluster/head-files.json" in head.changed
     assert head.disruption == [
         "replaces the head node slurm-p5-slurm-head (forced by networkInterfaces (slurm-p5-slurm-head-eni is replaced)): "
         "the Slurm controller is down until the new instance has booted, and running jobs lose their controller"
@@ -367,7 +372,7 @@ def test_the_ignored_section_names_the_path_and_the_values():
 
 def _teams_plan(change=None) -> dict:
     """A plan document holding only slurm-p5's accounts contract (rendered from its config after ``change``): the
-    file the real plan carries for the head node (tests/golden/plans/slurm-p5.json pins it there)."""
+    file the real plan carries in the head node's bundle (tests/golden/plans/slurm-p5.json pins it there)."""
     from gpucluster.load import load_spec
     from gpucluster.render.slurm.accounts import ACCOUNTS_PATH, accounts_contract
     from gpucluster.render.slurm.names import SlurmContext
@@ -377,7 +382,12 @@ def _teams_plan(change=None) -> dict:
         change(config)
     ctx = SlurmContext.of(load_spec(config, stack="slurm-p5").cluster)
     text = json.dumps(accounts_contract(ctx, "bucket"), indent=2) + "\n"
-    return {"stack": "slurm-p5", "project": "gpucluster", "resources": [], "files": {f"slurm-p5-slurm-head{ACCOUNTS_PATH}": text}}
+    return {
+        "stack": "slurm-p5",
+        "project": "gpucluster",
+        "resources": [],
+        "files": {f"slurm-p5-slurm-head-files{ACCOUNTS_PATH}": text},
+    }
 
 
 def test_team_changes_are_said_as_such():

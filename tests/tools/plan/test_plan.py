@@ -89,8 +89,8 @@ def test_slurm_p5_plan_shows_head_node_agent_policy_and_slurm_conf():
         "when StringEquals ec2:ResourceTag/gpucluster:cluster = slurm-p5 and StringEquals ec2:ResourceTag/gpucluster:node-group = p5"
         in text
     )
-    conf = plan.files["slurm-p5-slurm-head/etc/slurm/slurm.conf"]
-    assert "--- slurm-p5-slurm-head/etc/slurm/slurm.conf\n" in text and conf.rstrip("\n") in text
+    conf = plan.files["slurm-p5-slurm-head-files/etc/slurm/slurm.conf"]
+    assert "--- slurm-p5-slurm-head-files/etc/slurm/slurm.conf\n" in text and conf.rstrip("\n") in text
     assert "NodeName=p5-[1-16] State=CLOUD CPUs=192 RealMemory=1992294 Gres=gpu:h100:8" in conf
     assert "PartitionName=dev Nodes=dev-[1-2]" in conf and "SuspendExcParts=dev" in conf
     assert plan.of_type("aws:autoscaling/group:Group")[0].inputs["desiredCapacity"] == 2  # the static partition only

@@ -30,6 +30,15 @@ def test_a_bigger_group_shows_its_cost_in_every_format():
     doc = json.loads(render(r, "json"))
     assert doc["cost"] is not None and not doc["dataLoss"]
     assert exit_status(r.comparison, exit_code=True, allow_data_loss=False, expect_no_changes=False)[0] == 2
+    # slurm.conf names 24 nodes now: the head node's bundle is a new object, its user data points at it, and the head
+    # node restarts for it (render/slurm/headfiles.py; docs/slurm.md "Changing the Slurm layer reaches the head node")
+    steps = {s.name: s for s in r.comparison.steps}
+    bundle, head = steps["slurm-p5-slurm-head-files"], steps["slurm-p5-slurm-head"]
+    assert (bundle.op, bundle.replace_reasons) == ("replace", ["key"])
+    assert head.op == "update" and "userDataBase64./etc/gpucluster/head-files.json" in head.changed
+    assert head.disruption and head.disruption[0].startswith("restarts the head node slurm-p5-slurm-head")
+    changed = {f.path for f in r.comparison.files if f.op == "update"}
+    assert "slurm-p5-slurm-head-files/etc/slurm/slurm.conf" in changed
 
 
 def test_data_loss_exits_3_and_is_named_before_the_cost():

@@ -152,7 +152,7 @@ def test_small_plans_keep_the_full_tree_and_large_ones_fold(plans):
 
 def test_files_in_full_only_with_files_and_not_at_all_with_no_files(plans):
     plan = plans["slurm-p5"]
-    conf_path = "slurm-p5-slurm-head/etc/slurm/slurm.conf"
+    conf_path = "slurm-p5-slurm-head-files/etc/slurm/slurm.conf"
     conf = plan.files[conf_path]
     listed = render_text(plan)
     assert conf.rstrip("\n") not in listed
@@ -288,7 +288,7 @@ def test_cli_default_lists_files_and_no_files_is_an_alias_for_none(plans):
     assert f"Rendered files: {len(plans['slurm-p5'].files)}" in default and "Rendered files" not in no_files
     assert no_files == default.split("Rendered files")[0].rstrip("\n") + "\n"
     files = run("--files")
-    assert "--- slurm-p5-slurm-head/etc/slurm/slurm.conf\n" in files
+    assert "--- slurm-p5-slurm-head-files/etc/slurm/slurm.conf\n" in files
 
 
 def test_golden_text_plans_exist_for_every_stack():

@@ -115,3 +115,32 @@ def test_shipped_user_data_decodes_to_every_file_it_writes():
     assert {f"user data, file {path}" for path in files} <= set(texts)
     assert dict(texts)["user data"] == doc["files"]["slurm-p5-slurm-head/user-data"]
     assert base64.b64decode(head["inputs"]["userDataBase64"])[:2] == b"\x1f\x8b"
+
+
+def test_the_head_nodes_files_bundle_is_read_as_its_user_data():
+    """The Slurm head node's files ride in a JSON bundle in S3 (render/slurm/headfiles.py): the secret and mount rules
+    open it to its files, as they open a user data's write_files; the shipped bundle holds no secret and mounts Lustre
+    nosuid,nodev."""
+    from gpucluster.policy.evaluate import evaluate
+    from gpucluster.policy.model import Resource
+    from gpucluster.policy.rules import lustre_mounts_nosuid_nodev
+    from gpucluster.render.core import WriteFile
+    from gpucluster.render.slurm.headfiles import bundle_json
+
+    files = (
+        WriteFile("/etc/slurm/slurmdbd.conf", "AuthType=auth/munge\nStoragePass=Sl8rmDbPassw0rd\n", "0600"),
+        WriteFile("/usr/local/sbin/gpucluster-mount-lustre", "#!/bin/sh\nmount -t lustre -o noatime fs@tcp:/x /fsx\n", "0755"),
+    )
+    obj = Resource("aws:s3/bucketObjectv2:BucketObjectv2", "s-slurm-head-files", "urn:x", {"content": bundle_json(files)})
+    (secret,) = no_secrets_in_user_data(obj)
+    assert "a secret assigned to StoragePass in files bundle, file /etc/slurm/slurmdbd.conf, line 2" in secret.message
+    (mount,) = lustre_mounts_nosuid_nodev(obj)
+    assert (
+        "mounts Lustre at /fsx without nosuid,nodev (files bundle, file /usr/local/sbin/gpucluster-mount-lustre" in mount.message
+    )
+    doc = json.loads((ROOT / "tests" / "golden" / "plans" / "slurm-p5.json").read_text())
+    (shipped,) = [r for r in from_plan(doc) if r.name == "slurm-p5-slurm-head-files"]
+    opened = dict(decode(shipped.props["content"], base64_encoded=False, where="bundle"))
+    assert "ClusterName=slurm-p5" in opened["bundle, file /etc/slurm/slurm.conf"]
+    assert "nosuid" in opened["bundle, file /usr/local/sbin/gpucluster-mount-lustre"]  # read, and passes
+    assert evaluate([shipped]) == []

@@ -17,6 +17,8 @@ import yaml
 from gpucluster.tools.plan.run.monitor import Registration
 
 FileExtractor = Callable[[Registration], dict[str, str]]
+BUNDLE_LISTING = "files-bundle.json"
+"""A files bundle's listing in the plan's files (``<resource>/files-bundle.json``), next to the files it writes."""
 
 
 def _user_data(r: Registration) -> dict[str, str]:
@@ -79,10 +81,13 @@ def cloud_config_files(name: str, text: str) -> dict[str, str]:
 
 
 def _bucket_object(r: Registration) -> dict[str, str]:
-    """A zip object (the Slurm node agent's package) as the list of what it holds."""
+    """A zip object (the Slurm node agent's package) as the list of what it holds; the head node's files' bundle as a
+    listing and each file it writes (``<resource><path>``, as a user data's)."""
     import io
     import zipfile
 
+    if r.inputs.get("contentType") == "application/json":
+        return _files_bundle(r)
     data = r.inputs.get("contentBase64")
     if not isinstance(data, str) or r.inputs.get("contentType") != "application/zip":
         return {}
@@ -93,8 +98,28 @@ def _bucket_object(r: Registration) -> dict[str, str]:
     return {f"{r.name}/{r.inputs.get('key')}": "\n".join(lines) + "\n"}
 
 
+def _files_bundle(r: Registration) -> dict[str, str]:
+    """``{"files": [{path, permissions, content}]}`` (render/slurm/headfiles.py): a listing, then each file."""
+    text = r.inputs.get("content")
+    try:
+        entries = json.loads(text)["files"] if isinstance(text, str) else None
+    except (ValueError, KeyError, TypeError):
+        entries = None
+    if not isinstance(entries, list):
+        return {}
+    raw = text.encode() if isinstance(text, str) else b""
+    # No sizes: they follow the cluster's name, and the same config under another stack name compares equal.
+    lines = [f"files bundle, {len(entries)} files, sha256 {hashlib.sha256(raw).hexdigest()}"]
+    lines += [f"{e.get('permissions')}  {e.get('path')}" for e in entries]
+    # The listing's name carries no hash (the key does): the same files under another stack name compare equal.
+    out = {f"{r.name}/{BUNDLE_LISTING}": "\n".join(lines) + "\n"}
+    out.update({f"{r.name}{e['path']}": str(e.get("content", "")) for e in entries if isinstance(e.get("path"), str)})
+    return out
+
+
 def summarize_binary(inputs: dict[str, Any]) -> dict[str, Any]:
-    """Binary object contents appear in the JSON plan as their size and sha256, not as base64."""
+    """Binary object contents appear in the JSON plan as their size and sha256, not as base64. A files bundle's JSON
+    stays: the diff traces the resources whose values flow into it (``carried``), as into a user data."""
     data = inputs.get("contentBase64")
     if isinstance(data, str) and len(data) > 1024:
         raw = base64.b64decode(data)

@@ -40,6 +40,11 @@ def describe_interfaces(nics: list[dict[str, Any]]) -> str:
     return f"{len(nics)} {noun} ({efa} EFA): " + "; ".join(parts)
 
 
+def _text_size(text: Any) -> str:
+    """An object's text content as its size (the files bundle's files are in the plan's files)."""
+    return f"{len(str(text or '').encode()):,} bytes"
+
+
 def _launch_template(i: dict[str, Any]) -> list[str]:
     image = i.get("imageId") or "chosen by the EKS node group's AMI type"
     lines = [f"instance type {i.get('instanceType')} · image {image}"]
@@ -351,5 +356,7 @@ DESCRIBERS: dict[str, Describer] = {
     "aws:route53/record:Record": lambda i: [
         f"{i.get('type')} {i.get('name')} → {', '.join(map(str, i.get('records') or []))} (ttl {i.get('ttl')})"
     ],
-    "aws:s3/bucketObjectv2:BucketObjectv2": lambda i: [f"{i.get('key')} · {i.get('contentType')} · {i.get('contentBase64')}"],
+    "aws:s3/bucketObjectv2:BucketObjectv2": lambda i: [
+        f"{i.get('key')} · {i.get('contentType')} · {i.get('contentBase64') or _text_size(i.get('content'))}"
+    ],
 }

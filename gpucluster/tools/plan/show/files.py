@@ -9,16 +9,29 @@ from __future__ import annotations
 
 import re
 
+BUNDLE = r"/files-bundle\.json$"
+"""The head node's files' bundle (render/slurm/headfiles.py): its files are counted on its line, as a user data's."""
+
 _READERS: tuple[tuple[str, str], ...] = (
     (r"/user-data$", "cloud-init, at first boot"),
     (r"/values\.yaml$", "Helm (helm install -f)"),
     (r"\.zip$", "the head node, which installs the agent from it"),
+    (BUNDLE, "the head node, which writes its files from it (gpucluster-aws apply-files)"),
     (r"/rules\.yaml$", "Amazon Managed Prometheus (rule groups)"),
     (r"/alertmanager\.yaml$", "Amazon Managed Prometheus (Alertmanager)"),
     (r"/scraper\.yaml$", "the AMP managed scraper"),
     (r"\.ya?ml$", "kubectl apply, by a team (from a ConfigMap)"),
 )
 """Who reads each kind of file the program hands over (the files a user data writes are counted, not listed)."""
+
+
+CARRIER = re.compile(rf"/user-data$|{BUNDLE}")
+"""A file that carries others: each file it writes is keyed ``<resource><path>`` and counted on its line."""
+
+
+def _owner(path: str) -> str:
+    """``<resource>/`` of a carrier's path."""
+    return CARRIER.sub("/", path)
 
 
 def reader(path: str) -> str:
@@ -45,11 +58,11 @@ def file_lines(files: dict[str, str], *, full: bool) -> list[str]:
         for path in sorted(files):
             out += [f"--- {path}", files[path].rstrip("\n"), ""]
         return out[:-1]
-    user_data = {p[: -len("user-data")] for p in files if p.endswith("/user-data")}
+    carriers = {_owner(p) for p in files if CARRIER.search(p)}
     written: dict[str, list[str]] = {}
     top: list[str] = []
     for path in sorted(files):
-        owner = next((u for u in user_data if path.startswith(u) and not path.endswith("/user-data")), None)
+        owner = next((u for u in carriers if path.startswith(u) and not CARRIER.search(path)), None)
         if owner is None:
             top.append(path)
         else:
@@ -58,13 +71,14 @@ def file_lines(files: dict[str, str], *, full: bool) -> list[str]:
     out = [f"Rendered files: {len(files)} (gpucluster plan --files prints them)"]
     # Every user data is listed (what each instance boots with); the other files too while they fit in a few
     # lines, else one line counts them, so that the default plan stays within two screens.
+    # (A files bundle is one of the others: its files are counted on its line when it is listed.)
     others = [p for p in top if not p.endswith("/user-data")]
     shown = [p for p in top if p.endswith("/user-data")]
     shown += others if len(shown) + len(others) <= MAX_LISTED else []
     rest = [p for p in top if p not in shown]
     for path in shown:
         line = f"  {path:<{width}} {_size(files[path]):>10}  read by {reader(path)}"
-        inner = written.get(path[: -len("user-data")] if path.endswith("/user-data") else "", [])
+        inner = written.get(_owner(path) if CARRIER.search(path) else "", [])
         if inner:
             line += f"; writes {len(inner)} files"
         out.append(line)

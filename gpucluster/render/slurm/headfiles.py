@@ -1,0 +1,118 @@
+"""The head node's files, split between its user data and one JSON bundle in the artifact bucket.
+
+EC2 takes 16,384 bytes of user data (gzipped, for the head node), and the head node's files outgrew it: Slurm's
+configs, the agent's config and wrappers, the identity, accounts, usage and metrics files grow with the cluster's node
+groups, teams and users. So the user data carries only what is needed to fetch the rest:
+
+- the boot helper ``gpucluster-aws`` and its config (``agent.boot_files``): it fetches and checks the bundle; its config
+  names the pointer file (``head_files``);
+- the pointer :data:`HEAD_FILES_POINTER` (bucket, key, sha256 of the bundle): a changed bundle is a new key, so a new
+  user data, so Pulumi stops and starts the head node with it as before;
+- ``gpucluster-head-config.service``: at every later boot it runs ``gpucluster-aws apply-user-data``, which rewrites
+  these files from the current user data, then the bundle's files (``apply-files``), then installs the agent;
+- the first-boot script :data:`HEAD_FIRST_BOOT`: installs python3-boto3 (the image may lack it; apt retried) and runs
+  ``gpucluster-aws apply-files`` once, before the Lustre mount script and the setup script, which the bundle holds;
+- the session lockdown (``bootcmd``, and its ``runcmd`` first): before anything else, at every boot.
+
+Everything else rides in the bundle (:func:`bundle_json`): one JSON document ``{"files": [{"path", "permissions",
+"content"}]}``, sorted by path, compact, so the same files always give the same bytes, the same sha256 and the same
+key (``head/files-<sha16>.json``, :func:`bundle_key`). Only the head node's role may read ``head/*`` (render/iam.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpucluster.render.core import CloudConfig, WriteFile, render
+from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT
+from gpucluster.render.slurm.guard import systemd_unit
+from gpucluster.render.slurm.identity import session_lockdown_bootcmd, session_lockdown_runcmd
+from gpucluster.render.slurm.names import AWS_HELPER, AWS_HELPER_CONFIG, HEAD_FILES_POINTER, HEAD_SETUP
+
+HEAD_FILES_PREFIX = "head/"  # in the artifact bucket: the head node's bundles (IAM: only the head role reads them)
+HEAD_FIRST_BOOT = "/usr/local/sbin/gpucluster-head-first-boot"
+HEAD_CONFIG_UNIT = "/etc/systemd/system/gpucluster-head-config.service"
+
+
+@dataclass(frozen=True)
+class HeadFilesRef:
+    """Where the bundle lies and the hash the head node checks it against."""
+
+    bucket: str
+    key: str
+    sha256: str
+
+
+def bundle_json(files: Sequence[WriteFile]) -> str:
+    """The bundle: every file's path, permissions and decoded text, sorted by path, as compact JSON (deterministic)."""
+    entries = [{"path": f.path, "permissions": f.permissions, "content": f.text()} for f in sorted(files, key=lambda f: f.path)]
+    return json.dumps({"files": entries}, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
+
+
+def bundle_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def bundle_key(digest: str) -> str:
+    """The bundle's object key: it carries the hash (like ``package_key``), so a changed bundle is a new object."""
+    return f"{HEAD_FILES_PREFIX}files-{digest[:16]}.json"
+
+
+def bundle_ref(bucket: str, text: str) -> HeadFilesRef:
+    digest = bundle_sha256(text)
+    return HeadFilesRef(bucket, bundle_key(digest), digest)
+
+
+def pointer_file(ref: HeadFilesRef) -> WriteFile:
+    """:data:`HEAD_FILES_POINTER`, which ``gpucluster-aws apply-files`` reads."""
+    doc = {"bucket": ref.bucket, "key": ref.key, "sha256": ref.sha256}
+    return WriteFile(HEAD_FILES_POINTER, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+
+
+def head_config_unit() -> WriteFile:
+    """The service that, at every boot after the first, rewrites the head node's files (user data, then bundle)."""
+    return WriteFile(
+        HEAD_CONFIG_UNIT,
+        systemd_unit(
+            "gpucluster: rewrite the head node's files from its current user data and bundle, then install the agent",
+            "Wants=network-online.target\nAfter=network-online.target\n"
+            "Before=slurmctld.service slurmdbd.service gpucluster-agent-maintain.service\n\n"
+            f"[Service]\nType=oneshot\nExecStart={AWS_HELPER} apply-user-data\n",
+            "WantedBy=multi-user.target",
+        ),
+    )
+
+
+def first_boot_script() -> str:
+    return render("slurm/head-first-boot.sh.j2", aws_helper=AWS_HELPER)
+
+
+def stays_in_user_data(path: str) -> bool:
+    """Whether a head file rides in the user data (see the module); every other one is in the bundle."""
+    return path in (AWS_HELPER, AWS_HELPER_CONFIG, HEAD_CONFIG_UNIT)
+
+
+def split(files: Sequence[WriteFile]) -> tuple[tuple[WriteFile, ...], tuple[WriteFile, ...]]:
+    """``(user data's, bundle's)`` of the head node's files."""
+    return tuple(f for f in files if stays_in_user_data(f.path)), tuple(f for f in files if not stays_in_user_data(f.path))
+
+
+def small_cloud_config(kept: Sequence[WriteFile], ref: HeadFilesRef, lustre: bool) -> CloudConfig:
+    """The head node's user data: the lockdown (bootcmd, then first in runcmd), the fetching files and the pointer,
+    then the first-boot script, (the Lustre mount,) the setup script: the last two written by the first-boot script."""
+    runcmd: list[tuple[str, ...]] = [session_lockdown_runcmd(), (HEAD_FIRST_BOOT,)]
+    sections = ["slurm head node"]
+    if lustre:
+        runcmd.append((LUSTRE_MOUNT_SCRIPT,))
+        sections.append("lustre mount")
+    runcmd.append((HEAD_SETUP,))
+    # Plain text: the whole document is gzipped for EC2 (see SlurmCluster).
+    files = (
+        *(WriteFile(f.path, f.text(), f.permissions) for f in kept),
+        pointer_file(ref),
+        WriteFile(HEAD_FIRST_BOOT, first_boot_script(), "0755"),
+    )
+    return CloudConfig(write_files=files, bootcmd=(session_lockdown_bootcmd(),), runcmd=tuple(runcmd), sections=tuple(sections))
