@@ -121,6 +121,7 @@ def head_node(
     home_server: pulumi.Output[str] | None = None,
     host_key_secret_arn: pulumi.Output[str] | None = None,
     spot_queue_url: pulumi.Output[str] | None = None,
+    metrics_workspace_id: pulumi.Input[str] | None = None,
 ) -> HeadNode:
     """The interface, the data volume (protected and retained when ``protect``), the instance and the
     volume's attachment, as children of ``parent``. The user data carries the agent's config, built from
@@ -157,7 +158,7 @@ def head_node(
     else:
         image = aws.ssm.get_parameter_output(name=image_parameter, opts=pulumi.InvokeOutputOptions(parent=parent)).value
 
-    people = (home_server, host_key_secret_arn, spot_queue_url)
+    people = (home_server, host_key_secret_arn, spot_queue_url, metrics_workspace_id)
     user_data = _user_data(ctx, inputs, volume.id, artifact, node_groups, node_group_subnet_ids, shared_storage, people)
     instance = _instance(name, head, image, profile, eni, user_data, head_tags, inputs, artifact, parent)
     aws.ec2.VolumeAttachment(
@@ -179,7 +180,7 @@ def _user_data(
     node_groups: Mapping[str, NodeGroupResource],
     node_group_subnet_ids: Mapping[str, pulumi.Input[Sequence[pulumi.Input[str]]]],
     shared_storage: Sequence[SharedStorage],
-    people: tuple[pulumi.Output[str] | None, ...] = (None, None, None),
+    people: tuple[pulumi.Input[str] | None, ...] = (None, None, None, None),
 ) -> pulumi.Output[str]:
     """The head node's cloud-config, once the data volume, the agent's bucket, every node group's launch template,
     subnets and placement group, and the file system's names are known."""
@@ -203,7 +204,7 @@ def _user_data(
     group_names = list(node_groups)
 
     def render(values: list[Any]) -> str:
-        volume_id, bucket_name, resolved, mount, (home, host_keys, spot_queue) = values
+        volume_id, bucket_name, resolved, mount, (home, host_keys, spot_queue, workspace) = values
         launch = {
             n: LaunchTarget(str(t[0]), tuple(str(s) for s in t[1]), str(t[2]) if t[2] else None)
             for n, t in zip(group_names, resolved, strict=True)
@@ -224,6 +225,7 @@ def _user_data(
             lustre=mounted,
             home=HomeMount(str(home)) if home else None,
             login_host_key_secret_arn=str(host_keys) if host_keys else None,
+            metrics_workspace_id=str(workspace) if workspace else None,
         )
         return render_cloud_config(head_title(ctx), head_cloud_config(ctx, inputs), gzipped=True)
 

@@ -26,7 +26,8 @@ KUEUE_METRICS_PORT = 8443
 EXPORTER_PORTS = (GPU_EXPORTER_PORT, NODE_EXPORTER_PORT)
 """The ports the head node's collector may open on the GPU nodes (and nothing else new)."""
 
-PROMETHEUS_CONFIG_PATH = "/etc/prometheus/prometheus.yml"
+PROMETHEUS_CONFIG_PATH = "/etc/gpucluster/collector/prometheus.yml"
+"""Not /etc/prometheus/prometheus.yml: Debian's prometheus.service would read that one as a full server."""
 AGENT_WAL_PATH = "/var/lib/prometheus/agent"
 
 

@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+import yaml
 
+from gpucluster.render.monitoring.collection import remote_write_url
 from tests.conftest import TWO_ZONES, group, make_config, plan_config
 
 KEY = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
@@ -85,3 +88,33 @@ def test_eks_gets_a_scraper_and_grafana_behind_a_vpc_endpoint_with_the_given_key
     assert grafana["permissionType"] == "SERVICE_MANAGED" and grafana["authenticationProviders"] == ["AWS_SSO"]
     assert grafana["networkAccessControl"]["prefixListIds"] == [] and len(grafana["networkAccessControl"]["vpceIds"]) == 1
     assert set(grafana["dataSources"]) == {"PROMETHEUS", "CLOUDWATCH"}
+
+
+COLLECTOR_CONFIG = "test-slurm-head/etc/gpucluster/collector/prometheus.yml"
+COLLECTOR_UNIT = "test-slurm-head/etc/systemd/system/gpucluster-collector.service"
+GUARD = "test-slurm-head/usr/local/sbin/gpucluster-imds-guard"
+SETUP = "test-slurm-head/usr/local/sbin/gpucluster-slurm-head"
+
+
+def test_slurm_head_node_collects_into_the_clusters_workspace(slurm_plan):
+    """The workspace is built before Slurm, so the head node's user data names it: the collector's config writes to
+    that workspace, its unit runs Prometheus in agent mode, the package's own server is masked, and the IMDS guard
+    lets the collector's user through."""
+    workspace = slurm_plan.by_name("test-monitoring-workspace", "aws:amp/workspace:Workspace")
+    config = yaml.safe_load(slurm_plan.files[COLLECTOR_CONFIG])
+    assert config["remote_write"][0]["url"] == remote_write_url("us-east-1", workspace.id)
+    assert workspace.id and workspace.id in slurm_plan.files[COLLECTOR_CONFIG]
+    unit = slurm_plan.files[COLLECTOR_UNIT]
+    assert "--enable-feature=agent" in unit and "--config.file=/etc/gpucluster/collector/prometheus.yml" in unit
+    setup = slurm_plan.files[SETUP]
+    assert "systemctl mask --now prometheus.service" in setup and "systemctl enable --now gpucluster-collector.service" in setup
+    assert "--uid-owner prometheus" in slurm_plan.files[GUARD]
+
+
+def test_no_collector_and_no_prometheus_user_through_the_guard_when_monitoring_is_off():
+    plan = _ok(slurm(enabled=False))
+    assert COLLECTOR_CONFIG not in plan.files and COLLECTOR_UNIT not in plan.files
+    # no package prometheus (the node exporter's package stays), no unit of it, no pass through the guard
+    assert re.search(r"(?<![\w-])prometheus(?![\w-])", plan.files[SETUP]) is None, plan.files[SETUP]
+    assert "--uid-owner prometheus" not in plan.files[GUARD]
+    assert "--uid-owner slurm" in plan.files[GUARD]  # the guard itself is still there
