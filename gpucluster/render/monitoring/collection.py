@@ -63,10 +63,19 @@ def _ec2_job(name: str, ports: tuple[int, ...], cluster: str, region: str, inter
     }
 
 
-def prometheus_agent_config(cluster: str, region: str, workspace_id: str, interval_seconds: int) -> str:
+def prometheus_agent_config(
+    cluster: str, region: str, workspace_id: str, interval_seconds: int, *, signer: str | None = None
+) -> str:
     """The head node's ``prometheus.yml`` (Prometheus ``--enable-feature=agent``): the GPU nodes found by tag, the
-    head node's own exporters, remote-written to the AMP workspace with SigV4 (the instance role's credentials)."""
+    head node's own exporters, remote-written to the AMP workspace with SigV4 (the instance role's credentials).
+
+    ``signer`` (``host:port``): write in plain HTTP to gpucluster's signer there, which signs and forwards to AMP
+    (``gpucluster_agents/metrics/signer.py``: Debian's and Ubuntu's Prometheus send no SigV4 signature);
+    none: Prometheus signs itself (``sigv4:``), for a Prometheus built with it."""
     interval = f"{interval_seconds}s"
+    write: dict[str, Any] = {"url": remote_write_url(region, workspace_id), "sigv4": {"region": region}}
+    if signer is not None:
+        write = {"url": f"http://{signer}/workspaces/{workspace_id}/api/v1/remote_write"}
     doc = {
         "global": {"scrape_interval": interval, "scrape_timeout": "10s", "external_labels": {"cluster": cluster}},
         "scrape_configs": [
@@ -75,11 +84,7 @@ def prometheus_agent_config(cluster: str, region: str, workspace_id: str, interv
             _ec2_job("head", (HEAD_EXPORTER_PORT, NODE_EXPORTER_PORT), cluster, region, interval, head=True),
         ],
         "remote_write": [
-            {
-                "url": remote_write_url(region, workspace_id),
-                "sigv4": {"region": region},
-                "queue_config": {"max_samples_per_send": 1000, "max_shards": 20, "capacity": 2500},
-            }
+            write | {"queue_config": {"max_samples_per_send": 1000, "max_shards": 20, "capacity": 2500}},
         ],
     }
     return f"# gpucluster: Prometheus agent of cluster {cluster}, remote-writing to AMP; generated, do not edit\n{to_yaml(doc)}"

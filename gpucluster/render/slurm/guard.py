@@ -81,7 +81,7 @@ def imds_guard_unit(*, head: bool, collector: bool = False) -> str:
     who = ("root, slurm and prometheus reach" if collector else "root and slurm reach") if head else "only root reaches"
     daemons = (
         "munge.service slurmctld.service slurmdbd.service gpucluster-agent-maintain.service"
-        + (" gpucluster-collector.service" if collector else "")
+        + (" gpucluster-collector-signer.service gpucluster-collector.service" if collector else "")
         if head
         else "munge.service slurmd.service"
     )

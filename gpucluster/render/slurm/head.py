@@ -13,13 +13,7 @@ from gpucluster.render.home import HOME_MOUNT_SCRIPT, HomeMount, home_files
 from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT, LustreMount, lustre_mount_script
 from gpucluster.render.slurm.accounts import ACCOUNTS_PATH_UNIT, ACCOUNTS_TIMER, ACCOUNTS_UNIT, accounts_files
 from gpucluster.render.slurm.agent import AgentBundle, boot_files, package_file
-from gpucluster.render.slurm.collector import (
-    COLLECTOR_PACKAGES,
-    COLLECTOR_UNIT,
-    PACKAGE_UNIT,
-    collector_files,
-    collector_workspace,
-)
+from gpucluster.render.slurm.collector import COLLECTOR_PACKAGES, SETUP_UNITS, collector_files, collector_workspace
 from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, slurm_conf, slurmdbd_conf, topology_conf
 from gpucluster.render.slurm.guard import IMDS_GUARD, IMDS_GUARD_UNIT, imds_guard_script, imds_guard_unit, systemd_unit
 from gpucluster.render.slurm.identity import (
@@ -243,7 +237,7 @@ def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
         accounts_units=(ACCOUNTS_UNIT, ACCOUNTS_PATH_UNIT, ACCOUNTS_TIMER) if accounting and ctx.teams is not None else None,
         usage_timer=USAGE_TIMER if has_usage_report(ctx, inputs.agent.bucket) else None,
         spot_unit=SPOT_UNIT if inputs.agent_config.spot_queue_url else None,
-        collector_units=(PACKAGE_UNIT, COLLECTOR_UNIT) if collector else None,
+        collector_units=SETUP_UNITS if collector else None,
     )
 
 
