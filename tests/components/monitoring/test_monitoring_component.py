@@ -9,7 +9,6 @@ import re
 import pytest
 import yaml
 
-from gpucluster.render.monitoring.collection import remote_write_url
 from tests.conftest import TWO_ZONES, group, make_config, plan_config
 
 KEY = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
@@ -92,6 +91,7 @@ def test_eks_gets_a_scraper_and_grafana_behind_a_vpc_endpoint_with_the_given_key
 
 COLLECTOR_CONFIG = "test-slurm-head/etc/gpucluster/collector/prometheus.yml"
 COLLECTOR_UNIT = "test-slurm-head/etc/systemd/system/gpucluster-collector.service"
+SIGNER_UNIT = "test-slurm-head/etc/systemd/system/gpucluster-collector-signer.service"
 GUARD = "test-slurm-head/usr/local/sbin/gpucluster-imds-guard"
 SETUP = "test-slurm-head/usr/local/sbin/gpucluster-slurm-head"
 
@@ -101,19 +101,22 @@ def test_slurm_head_node_collects_into_the_clusters_workspace(slurm_plan):
     that workspace, its unit runs Prometheus in agent mode, the package's own server is masked, and the IMDS guard
     lets the collector's user through."""
     workspace = slurm_plan.by_name("test-monitoring-workspace", "aws:amp/workspace:Workspace")
+    assert workspace.id.startswith("ws-")
     config = yaml.safe_load(slurm_plan.files[COLLECTOR_CONFIG])
-    assert config["remote_write"][0]["url"] == remote_write_url("us-east-1", workspace.id)
-    assert workspace.id and workspace.id in slurm_plan.files[COLLECTOR_CONFIG]
+    # through the signer on 127.0.0.1, which signs and forwards that workspace's writes to AMP in the region
+    assert config["remote_write"][0]["url"] == f"http://127.0.0.1:9091/workspaces/{workspace.id}/api/v1/remote_write"
+    assert f"--region us-east-1 --workspace {workspace.id}" in slurm_plan.files[SIGNER_UNIT]
     unit = slurm_plan.files[COLLECTOR_UNIT]
     assert "--enable-feature=agent" in unit and "--config.file=/etc/gpucluster/collector/prometheus.yml" in unit
     setup = slurm_plan.files[SETUP]
-    assert "systemctl mask --now prometheus.service" in setup and "systemctl enable --now gpucluster-collector.service" in setup
+    assert "systemctl mask --now prometheus.service" in setup
+    assert "systemctl enable --now gpucluster-collector-signer.service gpucluster-collector.service" in setup
     assert "--uid-owner prometheus" in slurm_plan.files[GUARD]
 
 
 def test_no_collector_and_no_prometheus_user_through_the_guard_when_monitoring_is_off():
     plan = _ok(slurm(enabled=False))
-    assert COLLECTOR_CONFIG not in plan.files and COLLECTOR_UNIT not in plan.files
+    assert not {COLLECTOR_CONFIG, COLLECTOR_UNIT, SIGNER_UNIT} & set(plan.files)
     # no package prometheus (the node exporter's package stays), no unit of it, no pass through the guard
     assert re.search(r"(?<![\w-])prometheus(?![\w-])", plan.files[SETUP]) is None, plan.files[SETUP]
     assert "--uid-owner prometheus" not in plan.files[GUARD]
