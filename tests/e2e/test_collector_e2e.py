@@ -175,7 +175,7 @@ def _expected_signature(post: Post, url: str) -> str:
     request = AWSRequest(method="POST", url=url, data=post.body, headers=headers)
     request.context["timestamp"] = post.headers["x-amz-date"]
     auth = SigV4Auth(Credentials(KEY, SECRET), "aps", REGION)
-    return auth.signature(auth.string_to_sign(request, auth.canonical_request(request)), request)
+    return str(auth.signature(auth.string_to_sign(request, auth.canonical_request(request)), request))
 
 
 def test_remote_writes_reach_amp_signed_for_aps_and_snappy_encoded(collector: Collector) -> None:
