@@ -64,8 +64,13 @@ def test_slurm_cluster_gets_store_rules_alerts_logs_and_rights(slurm_plan):
     assert slurm_plan.by_name("test-monitoring-alerts-policy").inputs["arn"] == topic.state["arn"]
 
 
-def test_enabled_false_leaves_no_monitoring_resource():
-    plan = _ok(slurm(enabled=False))
+@pytest.fixture(scope="module")
+def off_plan():
+    return _ok(slurm(enabled=False))
+
+
+def test_enabled_false_leaves_no_monitoring_resource(off_plan):
+    plan = off_plan
     assert [r.name for r in plan.resources if r.type.startswith(MONITORING_TYPES) or "monitoring" in r.name] == []
     assert not [p for p in plan.files if p.endswith(("/rules.yaml", "/alertmanager.yaml"))]
 
@@ -114,8 +119,8 @@ def test_slurm_head_node_collects_into_the_clusters_workspace(slurm_plan):
     assert "--uid-owner prometheus" in slurm_plan.files[GUARD]
 
 
-def test_no_collector_and_no_prometheus_user_through_the_guard_when_monitoring_is_off():
-    plan = _ok(slurm(enabled=False))
+def test_no_collector_and_no_prometheus_user_through_the_guard_when_monitoring_is_off(off_plan):
+    plan = off_plan
     assert not {COLLECTOR_CONFIG, COLLECTOR_UNIT, SIGNER_UNIT} & set(plan.files)
     # no package prometheus (the node exporter's package stays), no unit of it, no pass through the guard
     assert re.search(r"(?<![\w-])prometheus(?![\w-])", plan.files[SETUP]) is None, plan.files[SETUP]
