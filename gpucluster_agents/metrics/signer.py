@@ -3,9 +3,9 @@
 """``python -m gpucluster_agents.metrics remote-write-signer``: signs the head node's collector's remote writes with
 SigV4 (service ``aps``) and forwards them to the cluster's AMP workspace.
 
-Why not Prometheus's own ``sigv4:`` block: Debian's ``prometheus`` package (2.42 in bookworm, tested here) builds
-its remote-write client without the HTTP transport that carries the signature (and any ``headers:``): its requests
-leave unsigned and AMP refuses them (403). Ubuntu's package comes from the same packaging. So Prometheus writes
+Why not Prometheus's own ``sigv4:`` block: Debian's ``prometheus`` package (2.42 in bookworm, tested here) sends its
+remote writes without the signature (and without any ``headers:``): AMP refuses them (403). Ubuntu's package
+comes from the same packaging (its 2.45 is not verified here). So Prometheus writes
 plain HTTP to this signer on 127.0.0.1, which signs each request with the instance role's credentials (botocore's
 SigV4 signer, the credentials refreshed from IMDS by boto3) and sends it to AMP over HTTPS; AMP's answer goes back
 to Prometheus unchanged, so its retry logic sees AMP's status (5xx and 429: retried; 4xx: dropped). When AMP

@@ -70,7 +70,7 @@ def prometheus_agent_config(
     head node's own exporters, remote-written to the AMP workspace with SigV4 (the instance role's credentials).
 
     ``signer`` (``host:port``): write in plain HTTP to gpucluster's signer there, which signs and forwards to AMP
-    (``gpucluster_agents/metrics/signer.py``: Debian's and Ubuntu's Prometheus send no SigV4 signature);
+    (``gpucluster_agents/metrics/signer.py``: Debian's Prometheus sends its own ``sigv4:`` writes unsigned);
     none: Prometheus signs itself (``sigv4:``), for a Prometheus built with it."""
     interval = f"{interval_seconds}s"
     write: dict[str, Any] = {"url": remote_write_url(region, workspace_id), "sigv4": {"region": region}}

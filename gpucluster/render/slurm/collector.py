@@ -13,8 +13,8 @@ is known (the cluster builds the workspace before Slurm; the standalone ``SlurmC
   privileges, a read-only system but its WAL, no home, a private /tmp, no capabilities.
 - Prometheus writes plain HTTP to gpucluster's signer on 127.0.0.1 (``gpucluster-collector-signer.service``,
   ``gpucluster_agents/metrics/signer.py``), which signs each write with SigV4 for ``aps`` and forwards it to the
-  workspace over HTTPS: Debian's and Ubuntu's ``prometheus`` build drops the signature of its own ``sigv4:``
-  block (tests/e2e/test_collector_e2e.py shows it unsigned). The signer runs as ``prometheus`` too, hardened alike.
+  workspace over HTTPS: Debian's ``prometheus`` build sends the writes of its own ``sigv4:`` block unsigned
+  (tests/e2e/test_collector_e2e.py shows it; Ubuntu's comes from the same packaging). The signer runs as ``prometheus`` too, hardened alike.
 - The signer's SigV4 and Prometheus's EC2 discovery take the instance role's credentials from IMDS: the head node's
   IMDS guard lets the ``prometheus`` user through when (and only when) the collector runs (:mod:`.guard`).
 - ``Restart=always``: it comes back after a crash; the WAL keeps what AMP has not yet taken for up to
