@@ -23,7 +23,12 @@ from gpucluster.components.kubernetes.kubernetes_platform import TOKEN as PLATFO
 from gpucluster.components.kubernetes.kubernetes_platform import PlatformParts, PlatformWiring, build_kubernetes_platform
 from gpucluster.components.monitoring._wiring import MonitoringWiring
 from gpucluster.components.monitoring.monitoring import TOKEN as MONITORING
-from gpucluster.components.monitoring.monitoring import MonitoringParts, build_monitoring
+from gpucluster.components.monitoring.monitoring import (
+    MonitoringParts,
+    MonitoringStore,
+    build_monitoring,
+    build_monitoring_store,
+)
 from gpucluster.components.network.network import TOKEN as NETWORK
 from gpucluster.components.network.network import NetworkWiring, build_network
 from gpucluster.components.slurm._args import SlurmBuild
@@ -168,6 +173,11 @@ class ClusterParts:
                 ASG,
                 auto_scaling=True,
             )
+        # The metrics store first: the Slurm head node's collector remote-writes to its workspace.
+        self._monitoring_store: MonitoringStore | None = None
+        if resolved.monitoring is not None:
+            store_part = part(MONITORING, f"{name}-monitoring", parent)
+            self._monitoring_store = build_monitoring_store(store_part, f"{name}-monitoring", resolved, tags)
         self.slurm: SlurmParts | None = None
         if resolved.slurm is not None:
             self._create_slurm(name, resolved.slurm, tags, child)
@@ -181,8 +191,8 @@ class ClusterParts:
         if resolved.kubernetes is not None:
             self._create_kubernetes(name, resolved.kubernetes, tags, child)
         self.monitoring: MonitoringParts | None = None
-        if resolved.monitoring is not None:
-            self._create_monitoring(name, tags)
+        if self._monitoring_store is not None:
+            self._create_monitoring(self._monitoring_store, tags)
         self.vpc_id = self.network.vpc_id
         self.launch_template_ids = pulumi.Output.all(*[ng.launch_template_id for ng in self.node_groups.values()]).apply(
             lambda ids: dict(zip(self.node_groups, ids, strict=True))
@@ -271,6 +281,7 @@ class ClusterParts:
                 tags=tags,
                 people=self._people(slurm),
                 hybrid=self.spec.hybrid if self.spec.hybrid is not None and self.spec.hybrid.controller is not None else None,
+                metrics_workspace_id=self._monitoring_store.workspace.id if self._monitoring_store is not None else None,
             ),
         )
         if self._head_address is not None:
@@ -327,8 +338,9 @@ class ClusterParts:
             platform, f"{name}-k8s", resolved, PlatformWiring(shared_storage=tuple(self.shared_storage), hybrid=self.spec.hybrid)
         )
 
-    def _create_monitoring(self, name: str, tags: dict[str, str]) -> None:
-        """Metrics, alerts and logs (issue #23): the Slurm nodes' roles get their rights, EKS gets a scraper."""
+    def _create_monitoring(self, store: MonitoringStore, tags: dict[str, str]) -> None:
+        """Metrics, alerts and logs (issue #23), after the schedulers: the Slurm nodes' roles get their rights, EKS gets
+        a scraper."""
         slurm, eks = self.slurm, self.eks
         private = [*self.network.private_subnet_ids.values()]
         wiring = MonitoringWiring(
@@ -344,9 +356,7 @@ class ClusterParts:
             wiring.eks_subnet_ids = private
             wiring.eks_security_group_ids = [self.network.efa_security_group_id, eks.cluster_security_group_id]
             wiring.kubernetes_provider = eks.provider
-        self.monitoring = build_monitoring(
-            part(MONITORING, f"{name}-monitoring", self._parent), f"{name}-monitoring", self.resolved, wiring
-        )
+        self.monitoring = build_monitoring(store, self.resolved, wiring)
 
     def subnets_for(self, group: NodeGroupSpec) -> list[pulumi.Input[str]]:
         """The subnets a node group launches in: its own (BYO VPC) or the private subnet of each zone."""

@@ -47,21 +47,35 @@ class MonitoringParts:
     """The dashboards to import (package files of :mod:`gpucluster.render.monitoring.dashboards`)."""
 
 
-def build_monitoring(
-    parent: pulumi.ComponentResource, name: str, cluster: ResolvedCluster, wiring: MonitoringWiring
-) -> MonitoringParts:
-    """Every monitoring resource of ``cluster`` (whose ``monitoring`` is resolved, not ``None``) under ``parent``."""
+@dataclass
+class MonitoringStore:
+    """The store part, built before the schedulers (the Slurm head node's collector needs the workspace's id):
+    the key, the workspace and its rules, the alert topic and its Alertmanager."""
+
+    parent: pulumi.ComponentResource
+    name: str
+    workspace: aws.amp.Workspace
+    topic_arn: pulumi.Output[str]
+    key_arn: pulumi.Input[str]
+    account: pulumi.Output[str]
+
+
+def build_monitoring_store(
+    parent: pulumi.ComponentResource, name: str, cluster: ResolvedCluster, tags: dict[str, str]
+) -> MonitoringStore:
+    """The key, the AMP workspace (its log group, rules and Alertmanager), the alert topic, its policy and
+    subscribers of ``cluster`` (whose ``monitoring`` is resolved, not ``None``) under ``parent``: what the
+    schedulers' parts need (the workspace's id) and need nothing of theirs."""
     monitoring = cluster.monitoring
     if monitoring is None:
-        raise ValueError("build_monitoring: the cluster's monitoring is off")
+        raise ValueError("build_monitoring_store: the cluster's monitoring is off")
     spec, region, prefix = monitoring.spec, cluster.region, cluster.name
-    tags, child = dict(wiring.tags), pulumi.ResourceOptions(parent=parent)
-    # Logs and keys are the cluster's data: kept on delete where the cluster protects its data.
-    keep = pulumi.ResourceOptions(parent=parent, protect=cluster.protect_data, retain_on_delete=cluster.protect_data)
+    child = pulumi.ResourceOptions(parent=parent)
     invoke = pulumi.InvokeOutputOptions(parent=parent)
     partition = aws.get_partition_output(opts=invoke).partition
     account = aws.get_caller_identity_output(opts=invoke).account_id
     group = log_group_name(prefix)
+    days, keep = spec.log_retention_days, _keep(parent, cluster)
 
     key_arn: pulumi.Input[str]
     if spec.kms_key_arn is not None:
@@ -79,18 +93,7 @@ def build_monitoring(
             opts=keep,
         )
         key_arn = key.arn
-
-    def log_group(suffix: str, path: str) -> aws.cloudwatch.LogGroup:
-        return aws.cloudwatch.LogGroup(
-            f"{name}-{suffix}",
-            name=path,
-            retention_in_days=spec.log_retention_days,
-            kms_key_id=key_arn,
-            tags=with_name(tags, path),
-            opts=keep,
-        )
-
-    amp_logs = log_group("amp-logs", f"{group}/amp")
+    amp_logs = _log_group(name, days, key_arn, keep, tags, "amp-logs", f"{group}/amp")
     workspace = aws.amp.Workspace(
         f"{name}-workspace",
         alias=prefix,
@@ -127,12 +130,42 @@ def build_monitoring(
         definition=topic.arn.apply(lambda arn: alertmanager_definition(arn, region)),
         opts=child,
     )
+    return MonitoringStore(parent, name, workspace, topic.arn, key_arn, account)
+
+
+def _keep(parent: pulumi.Resource, cluster: ResolvedCluster) -> pulumi.ResourceOptions:
+    """Logs and keys are the cluster's data: kept on delete where the cluster protects its data."""
+    return pulumi.ResourceOptions(parent=parent, protect=cluster.protect_data, retain_on_delete=cluster.protect_data)
+
+
+def _log_group(
+    name: str, days: int, key_arn: pulumi.Input[str], keep: pulumi.ResourceOptions, tags: dict[str, str], suffix: str, path: str
+) -> aws.cloudwatch.LogGroup:
+    """A log group of the cluster's, encrypted with the monitoring key, kept ``days``."""
+    return aws.cloudwatch.LogGroup(
+        f"{name}-{suffix}", name=path, retention_in_days=days, kms_key_id=key_arn, tags=with_name(tags, path), opts=keep
+    )
+
+
+def build_monitoring(store: MonitoringStore, cluster: ResolvedCluster, wiring: MonitoringWiring) -> MonitoringParts:
+    """The rest, once the schedulers are built (:func:`build_monitoring_store` first): the Slurm nodes' log group and
+    their roles' rights, the EKS scraper, Grafana; under the store's parent."""
+    monitoring = cluster.monitoring
+    if monitoring is None:
+        raise ValueError("build_monitoring: the cluster's monitoring is off")
+    parent, name, workspace = store.parent, store.name, store.workspace
+    tags, child = dict(wiring.tags), pulumi.ResourceOptions(parent=parent)
+
+    def log_group(suffix: str, path: str) -> aws.cloudwatch.LogGroup:
+        return _log_group(name, monitoring.spec.log_retention_days, store.key_arn, _keep(parent, cluster), tags, suffix, path)
+
+    group = log_group_name(cluster.name)
     nodes_group = _slurm_rights(name, wiring, log_group, group, workspace.arn, monitoring.slurm_collector, child)
     parts = MonitoringParts(
         workspace_id=workspace.id,
         workspace_arn=workspace.arn,
         prometheus_endpoint=workspace.prometheus_endpoint,
-        topic_arn=topic.arn,
+        topic_arn=store.topic_arn,
         log_group_name=nodes_group.name if nodes_group is not None else None,
         dashboards=tuple(f"gpucluster/render/monitoring/dashboards/{board}" for board in sorted(dashboards())),
     )
@@ -140,11 +173,11 @@ def build_monitoring(
         from gpucluster.components.monitoring._eks_scraper import eks_scraper
 
         parts.scraper_role_arn = eks_scraper(parent, name, cluster, wiring, workspace.arn, tags)
-    if spec.grafana.enabled:
+    if monitoring.spec.grafana.enabled:
         from gpucluster.components.monitoring._grafana import grafana_workspace
 
         parts.grafana_endpoint = grafana_workspace(
-            parent, name, cluster, wiring, workspace.arn, nodes_group.arn if nodes_group is not None else None, account
+            parent, name, cluster, wiring, workspace.arn, nodes_group.arn if nodes_group is not None else None, store.account
         )
     return parts
 

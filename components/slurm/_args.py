@@ -85,6 +85,9 @@ class SlurmBuild:
     hybrid: HybridSpec | None = None
     """A site whose own slurmctld is the controller (``hybrid.controller`` set): no head node; the site writes
     the munge key (:mod:`gpucluster.components.slurm._hybrid`). The stack's path only."""
+    metrics_workspace_id: pulumi.Input[str] | None = None
+    """The cluster's AMP workspace, where the head node's collector remote-writes (docs/monitoring.md); none (the
+    standalone SlurmCluster, or monitoring off): no collector."""
 
     @property
     def resolved(self) -> ResolvedSlurm:

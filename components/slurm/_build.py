@@ -331,6 +331,7 @@ class SlurmParts:
             home_server=home_server_of(self._people),
             host_key_secret_arn=self._people.login.host_key_secret_arn if self._people.login is not None else None,
             spot_queue_url=spot_queue.url if spot_queue is not None else None,
+            metrics_workspace_id=args.metrics_workspace_id,
         )
         self.data_volume_id = head.data_volume_id
         self.head_user_data = head.user_data

@@ -123,6 +123,7 @@ def head_node(
     home_server: pulumi.Output[str] | None = None,
     host_key_secret_arn: pulumi.Output[str] | None = None,
     spot_queue_url: pulumi.Output[str] | None = None,
+    metrics_workspace_id: pulumi.Input[str] | None = None,
 ) -> HeadNode:
     """The interface, the data volume (protected and retained when ``protect``), the instance and the
     volume's attachment, as children of ``parent``. The user data carries the agent's config, built from
@@ -159,7 +160,7 @@ def head_node(
     else:
         image = aws.ssm.get_parameter_output(name=image_parameter, opts=pulumi.InvokeOutputOptions(parent=parent)).value
 
-    people = (home_server, host_key_secret_arn, spot_queue_url)
+    people = (home_server, host_key_secret_arn, spot_queue_url, metrics_workspace_id)
     parts = _head_parts(ctx, inputs, volume.id, artifact, node_groups, node_group_subnet_ids, shared_storage, people)
     user_data, files = _user_data_and_files(name, ctx, inputs, parts, artifact, tags, child)
     instance = _instance(name, head, image, profile, eni, user_data, head_tags, inputs, (artifact.package, files), parent)
@@ -182,7 +183,7 @@ def _head_parts(
     node_groups: Mapping[str, NodeGroupResource],
     node_group_subnet_ids: Mapping[str, pulumi.Input[Sequence[pulumi.Input[str]]]],
     shared_storage: Sequence[SharedStorage],
-    people: tuple[pulumi.Output[str] | None, ...] = (None, None, None),
+    people: tuple[pulumi.Input[str] | None, ...] = (None, None, None, None),
 ) -> pulumi.Output[tuple[tuple[WriteFile, ...], str, bool]]:
     """The head node's files, split (``head_parts``: the user data's, the bundle's text with stand-ins, whether it
     mounts Lustre), once the data volume, the agent's bucket, every node group's launch template, subnets and placement
@@ -207,7 +208,7 @@ def _head_parts(
     group_names = list(node_groups)
 
     def render(values: list[Any]) -> tuple[tuple[WriteFile, ...], str, bool]:
-        volume_id, bucket_name, resolved, mount, (home, host_keys, spot_queue) = values
+        volume_id, bucket_name, resolved, mount, (home, host_keys, spot_queue, workspace) = values
         launch = {
             n: LaunchTarget(str(t[0]), tuple(str(s) for s in t[1]), str(t[2]) if t[2] else None)
             for n, t in zip(group_names, resolved, strict=True)
@@ -228,6 +229,7 @@ def _head_parts(
             lustre=mounted,
             home=HomeMount(str(home)) if home else None,
             login_host_key_secret_arn=str(host_keys) if host_keys else None,
+            metrics_workspace_id=str(workspace) if workspace else None,
         )
         return (*head_parts(ctx, inputs), mounted is not None)
 

@@ -119,6 +119,10 @@ def head_stand_ins(cluster: ResolvedCluster) -> tuple[SlurmContext, "HeadInputs"
         lustre_stand_in(spec) if slurm.spec.head_node.mount_shared_storage else None,
         home_stand_in(spec.region) if slurm.home is not None else None,
         secret if slurm.login is not None and slurm.login.ssh is not None else None,
+        # the AMP workspace's id (the collector's config names it): "ws-" and a UUID
+        metrics_workspace_id=f"ws-{_hex('ws', 8)}-{_hex('ws1', 4)}-{_hex('ws2', 4)}-{_hex('ws3', 4)}-{_hex('ws4', 12)}"
+        if cluster.monitoring is not None
+        else None,
     )
 
 

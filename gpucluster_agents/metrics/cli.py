@@ -4,6 +4,7 @@
     serve --listen auto --port 9400        # the node's unit: private address, the DCGM exporter's port
     print                                  # one scrape to stdout (for promtool, a look by hand)
     node-exporter --port 9100 -- ARGS...   # exec Debian's prometheus-node-exporter on the private address
+    remote-write-signer --region R --workspace WS   # the head node's collector's SigV4 signer (signer.py)
 
 Sources: ``--no-gpus`` (a head node, a CPU node), ``--slurm-bin-dir DIR`` and ``--agent-state DIR`` (the
 head node's Slurm and agent metrics), ``--fake-nvml SCENARIO`` and ``--kernel-log FILE`` (replayed GPU
@@ -86,6 +87,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["node-exporter"]:
         return node_exporter(argv[1:])
+    if argv[:1] == ["remote-write-signer"]:
+        from .signer import signer_main  # boto3: imported by the head node's signer only
+
+        return signer_main(argv[1:])
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s gpucluster-metrics %(levelname)s %(message)s")
     if not 0 <= args.port <= 65535:

@@ -8,6 +8,7 @@ import configparser
 import hashlib
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -605,11 +606,16 @@ def test_compute_nodes_apply_the_imds_guard_first_and_slurmd_requires_it(tmp_pat
     assert "Unknown key" in subprocess.run([analyze, "verify", "--man=no", str(unit_file)], capture_output=True, text=True).stderr
 
 
-def test_head_node_guard_lets_root_and_slurm_only():
+def test_head_node_guard_lets_root_slurm_and_the_collector_only():
+    """slurm-p5 monitors (the default): the collector's user ``prometheus`` passes too, and nobody else."""
     files = run_plan("slurm-p5").files
     script = files["slurm-p5-slurm-head-files/usr/local/sbin/gpucluster-imds-guard"]
-    assert script == imds_guard_script(head=True)
-    assert '--uid-owner 0 -j RETURN"' in script and '--uid-owner slurm -j RETURN"' in script
+    assert script == imds_guard_script(head=True, collector=True)
+    assert re.findall(r"--uid-owner (\S+) -j RETURN", script) == ["0", "slurm", "prometheus"]
     assert "REJECT --reject-with tcp-reset" in script and "ip6tables-restore" in script
     unit = _unit(files["slurm-p5-slurm-head-files/etc/systemd/system/gpucluster-imds-guard.service"])
-    assert {"network-pre.target", "slurmctld.service", "munge.service"} <= set(unit["Unit"]["Before"].split())
+    before = set(unit["Unit"]["Before"].split())
+    assert {"network-pre.target", "slurmctld.service", "munge.service", "gpucluster-collector.service"} <= before
+    assert "gpucluster-collector-signer.service" in before
+    # without the collector, as before: root and slurm
+    assert re.findall(r"--uid-owner (\S+) -j RETURN", imds_guard_script(head=True)) == ["0", "slurm"]

@@ -26,7 +26,8 @@ KUEUE_METRICS_PORT = 8443
 EXPORTER_PORTS = (GPU_EXPORTER_PORT, NODE_EXPORTER_PORT)
 """The ports the head node's collector may open on the GPU nodes (and nothing else new)."""
 
-PROMETHEUS_CONFIG_PATH = "/etc/prometheus/prometheus.yml"
+PROMETHEUS_CONFIG_PATH = "/etc/gpucluster/collector/prometheus.yml"
+"""Not /etc/prometheus/prometheus.yml: Debian's prometheus.service would read that one as a full server."""
 AGENT_WAL_PATH = "/var/lib/prometheus/agent"
 
 
@@ -62,10 +63,19 @@ def _ec2_job(name: str, ports: tuple[int, ...], cluster: str, region: str, inter
     }
 
 
-def prometheus_agent_config(cluster: str, region: str, workspace_id: str, interval_seconds: int) -> str:
+def prometheus_agent_config(
+    cluster: str, region: str, workspace_id: str, interval_seconds: int, *, signer: str | None = None
+) -> str:
     """The head node's ``prometheus.yml`` (Prometheus ``--enable-feature=agent``): the GPU nodes found by tag, the
-    head node's own exporters, remote-written to the AMP workspace with SigV4 (the instance role's credentials)."""
+    head node's own exporters, remote-written to the AMP workspace with SigV4 (the instance role's credentials).
+
+    ``signer`` (``host:port``): write in plain HTTP to gpucluster's signer there, which signs and forwards to AMP
+    (``gpucluster_agents/metrics/signer.py``: Debian's Prometheus sends its own ``sigv4:`` writes unsigned);
+    none: Prometheus signs itself (``sigv4:``), for a Prometheus built with it."""
     interval = f"{interval_seconds}s"
+    write: dict[str, Any] = {"url": remote_write_url(region, workspace_id), "sigv4": {"region": region}}
+    if signer is not None:
+        write = {"url": f"http://{signer}/workspaces/{workspace_id}/api/v1/remote_write"}
     doc = {
         "global": {"scrape_interval": interval, "scrape_timeout": "10s", "external_labels": {"cluster": cluster}},
         "scrape_configs": [
@@ -74,11 +84,7 @@ def prometheus_agent_config(cluster: str, region: str, workspace_id: str, interv
             _ec2_job("head", (HEAD_EXPORTER_PORT, NODE_EXPORTER_PORT), cluster, region, interval, head=True),
         ],
         "remote_write": [
-            {
-                "url": remote_write_url(region, workspace_id),
-                "sigv4": {"region": region},
-                "queue_config": {"max_samples_per_send": 1000, "max_shards": 20, "capacity": 2500},
-            }
+            write | {"queue_config": {"max_samples_per_send": 1000, "max_shards": 20, "capacity": 2500}},
         ],
     }
     return f"# gpucluster: Prometheus agent of cluster {cluster}, remote-writing to AMP; generated, do not edit\n{to_yaml(doc)}"

@@ -5,7 +5,11 @@ identity to every Slurm daemon (root on every node included). A head node's role
 terminates the cluster's instances. Slurm jobs are host processes of their user: IMDSv2's hop limit of
 1 stops containers, not them. So on EVERY Slurm node an iptables rule set (``imds-guard.sh.j2``) lets
 only root reach IMDS (169.254.169.254 and, where it exists, fd00:ec2::254) on compute nodes, and only
-root and SlurmUser (the agent runs as slurm) on the head node; every other user gets a TCP reset.
+root and SlurmUser (the agent runs as slurm) on the head node; every other user gets a TCP reset. Where the head
+node runs the metrics collector (:mod:`.collector`, monitoring on), its user ``prometheus`` is let through too: its
+SigV4 signatures and EC2 discovery use the instance role's credentials. That role's extra rights are
+``aps:RemoteWrite`` to the cluster's workspace and ``ec2:DescribeInstances``; no job runs as ``prometheus``
+(the head node runs no jobs, and the package's user has no login shell).
 
 When it is in place, on a compute node:
 
@@ -34,6 +38,8 @@ from __future__ import annotations
 from gpucluster.render.core import render
 
 IMDS_GUARD = "/usr/local/sbin/gpucluster-imds-guard"
+COLLECTOR_USER = "prometheus"
+"""The metrics collector's user (Ubuntu's ``prometheus`` package's), let through on a head node that collects."""
 IMDS_GUARD_UNIT = "gpucluster-imds-guard.service"
 IMDS_IPV4 = "169.254.169.254/32"
 IMDS_IPV6 = "fd00:ec2::254/128"
@@ -45,16 +51,19 @@ def systemd_unit(description: str, body: str, install: str = "") -> str:
     return text + (f"\n[Install]\n{install}\n" if install else "")
 
 
-def imds_guard_script(*, head: bool) -> str:
-    """The IMDS guard: root only on a compute node; root and SlurmUser (the agent) on the head node."""
+def imds_guard_script(*, head: bool, collector: bool = False) -> str:
+    """The IMDS guard: root only on a compute node; root and SlurmUser (the agent) on the head node, and the
+    metrics collector's user (``collector``: the head node runs one)."""
     if head:
-        users: tuple[str, ...] = ("0", "slurm")
-        header = (
+        users: tuple[str, ...] = ("0", "slurm") + ((COLLECTOR_USER,) if collector else ())
+        header: tuple[str, ...] = (
             "IMDS guard of the head node: only root and slurm (slurmctld runs the node agent as slurm)",
             "reach the instance metadata service; every other user gets a TCP reset. The instance role",
             "launches and terminates the cluster's nodes and reads the munge key.",
             "Runs at every boot before the network and before slurmctld (gpucluster-imds-guard.service).",
         )
+        if collector:
+            header += ("prometheus too: the metrics collector signs its remote writes to AMP with the role's credentials.",)
     else:
         users = ("0",)
         header = (
@@ -67,11 +76,12 @@ def imds_guard_script(*, head: bool) -> str:
     return render("slurm/imds-guard.sh.j2", header=header, allowed_users=users, ipv4=IMDS_IPV4, ipv6=IMDS_IPV6)
 
 
-def imds_guard_unit(*, head: bool) -> str:
-    """Runs the guard at every boot in a firewall's slot: before any network, before Slurm."""
-    who = "root and slurm reach" if head else "only root reaches"
+def imds_guard_unit(*, head: bool, collector: bool = False) -> str:
+    """Runs the guard at every boot in a firewall's slot: before any network, before Slurm (and the collector)."""
+    who = ("root, slurm and prometheus reach" if collector else "root and slurm reach") if head else "only root reaches"
     daemons = (
         "munge.service slurmctld.service slurmdbd.service gpucluster-agent-maintain.service"
+        + (" gpucluster-collector-signer.service gpucluster-collector.service" if collector else "")
         if head
         else "munge.service slurmd.service"
     )

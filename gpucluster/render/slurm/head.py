@@ -14,6 +14,7 @@ from gpucluster.render.monitoring.logs import LOGS_UNIT, logs_files
 from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT, LustreMount, lustre_mount_script
 from gpucluster.render.slurm.accounts import ACCOUNTS_PATH_UNIT, ACCOUNTS_TIMER, ACCOUNTS_UNIT, accounts_files
 from gpucluster.render.slurm.agent import AgentBundle, boot_files, package_file
+from gpucluster.render.slurm.collector import COLLECTOR_PACKAGES, SETUP_UNITS, collector_files, collector_workspace
 from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, slurm_conf, slurmdbd_conf, topology_conf
 from gpucluster.render.slurm.guard import IMDS_GUARD, IMDS_GUARD_UNIT, imds_guard_script, imds_guard_unit, systemd_unit
 from gpucluster.render.slurm.headfiles import HeadFilesRef, bundle_json, bundle_ref, head_config_unit, small_cloud_config, split
@@ -62,6 +63,8 @@ class HeadInputs:
     login_host_key_secret_arn: str | None = None
     """With SSH to the login nodes: the secret the head node fills once with their shared host keys
     (``gpucluster-identity ssh-host-keys --create``)."""
+    metrics_workspace_id: str | None = None
+    """The cluster's AMP workspace: with monitoring on, the head node's collector writes there (:mod:`.collector`)."""
 
 
 def agent_command() -> str:
@@ -83,7 +86,7 @@ def head_files(ctx: SlurmContext, inputs: HeadInputs) -> tuple[WriteFile, ...]:
     files = [
         *slurm_files(ctx),
         *agent_files(ctx, inputs),
-        *system_files(ctx),
+        *system_files(ctx, collector=collector_workspace(ctx, inputs.metrics_workspace_id) is not None),
         *identity_files(ctx.identity),
         *directory_files(ctx.cluster, ctx.identity),
         *home_files(inputs.home, ("slurmctld.service",)),
@@ -92,6 +95,9 @@ def head_files(ctx: SlurmContext, inputs: HeadInputs) -> tuple[WriteFile, ...]:
         *(logs_files(ctx.cluster, ctx.region, "head") if ctx.monitoring is not None else ()),
         *(usage_files(ctx.region) if has_usage_report(ctx, inputs.agent.bucket) else []),
     ]
+    workspace = collector_workspace(ctx, inputs.metrics_workspace_id)
+    if workspace is not None:
+        files += collector_files(ctx, workspace)
     if inputs.login_host_key_secret_arn is not None and directory_of(ctx.identity) is None:
         files.append(identity_helper_file())  # with a directory, directory_files brought it
     if accounting:
@@ -176,12 +182,12 @@ def spot_files(inputs: HeadInputs, agent_env: str) -> list[WriteFile]:
     return [WriteFile(f"/etc/systemd/system/{SPOT_UNIT}", unit)]
 
 
-def system_files(ctx: SlurmContext) -> list[WriteFile]:
-    """The host's own: the IMDS guard, the service that rewrites the files from the user data, slurmctld's drop-in,
-    the kept host name, the boot helper."""
+def system_files(ctx: SlurmContext, collector: bool = False) -> list[WriteFile]:
+    """The host's own: the IMDS guard (``collector``: the metrics collector's user passes it too), the service that
+    rewrites the files from the user data, slurmctld's drop-in, the kept host name, the boot helper."""
     return [
-        WriteFile(f"/etc/systemd/system/{IMDS_GUARD_UNIT}", imds_guard_unit(head=True)),
-        WriteFile(IMDS_GUARD, imds_guard_script(head=True), "0755"),
+        WriteFile(f"/etc/systemd/system/{IMDS_GUARD_UNIT}", imds_guard_unit(head=True, collector=collector)),
+        WriteFile(IMDS_GUARD, imds_guard_script(head=True, collector=collector), "0755"),
         head_config_unit(),
         WriteFile(
             "/etc/systemd/system/slurmctld.service.d/gpucluster.conf",
@@ -199,6 +205,7 @@ def system_files(ctx: SlurmContext) -> list[WriteFile]:
 def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
     """The head node's setup script: the data volume, the packages, slurmctld (and slurmdbd)."""
     accounting = ctx.slurm.accounting is not None
+    collector = collector_workspace(ctx, inputs.metrics_workspace_id) is not None
     return render(
         "slurm/head-setup.sh.j2",
         cluster=ctx.cluster,
@@ -210,7 +217,8 @@ def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
         packages=HEAD_PACKAGES
         + METRICS_PACKAGES
         + (ACCOUNTING_PACKAGES if accounting else ())
-        + (SSSD_PACKAGES if directory_of(ctx.identity) else ()),
+        + (SSSD_PACKAGES if directory_of(ctx.identity) else ())
+        + (COLLECTOR_PACKAGES if collector else ()),
         region=ctx.region,
         **directory_setup(ctx.identity),
         aws_helper=AWS_HELPER,
@@ -225,6 +233,7 @@ def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
         accounts_units=(ACCOUNTS_UNIT, ACCOUNTS_PATH_UNIT, ACCOUNTS_TIMER) if accounting and ctx.teams is not None else None,
         usage_timer=USAGE_TIMER if has_usage_report(ctx, inputs.agent.bucket) else None,
         spot_unit=SPOT_UNIT if inputs.agent_config.spot_queue_url else None,
+        collector_units=SETUP_UNITS if collector else None,
     )
 
 

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+import yaml
 
 from tests.conftest import TWO_ZONES, group, make_config, plan_config
 
@@ -62,8 +64,13 @@ def test_slurm_cluster_gets_store_rules_alerts_logs_and_rights(slurm_plan):
     assert slurm_plan.by_name("test-monitoring-alerts-policy").inputs["arn"] == topic.state["arn"]
 
 
-def test_enabled_false_leaves_no_monitoring_resource():
-    plan = _ok(slurm(enabled=False))
+@pytest.fixture(scope="module")
+def off_plan():
+    return _ok(slurm(enabled=False))
+
+
+def test_enabled_false_leaves_no_monitoring_resource(off_plan):
+    plan = off_plan
     assert [r.name for r in plan.resources if r.type.startswith(MONITORING_TYPES) or "monitoring" in r.name] == []
     assert not [p for p in plan.files if p.endswith(("/rules.yaml", "/alertmanager.yaml"))]
 
@@ -85,3 +92,50 @@ def test_eks_gets_a_scraper_and_grafana_behind_a_vpc_endpoint_with_the_given_key
     assert grafana["permissionType"] == "SERVICE_MANAGED" and grafana["authenticationProviders"] == ["AWS_SSO"]
     assert grafana["networkAccessControl"]["prefixListIds"] == [] and len(grafana["networkAccessControl"]["vpceIds"]) == 1
     assert set(grafana["dataSources"]) == {"PROMETHEUS", "CLOUDWATCH"}
+
+
+COLLECTOR_CONFIG = "/etc/gpucluster/collector/prometheus.yml"
+COLLECTOR_UNIT = "/etc/systemd/system/gpucluster-collector.service"
+SIGNER_UNIT = "/etc/systemd/system/gpucluster-collector-signer.service"
+GUARD = "/usr/local/sbin/gpucluster-imds-guard"
+SETUP = "/usr/local/sbin/gpucluster-slurm-head"
+
+
+def head_files(plan) -> dict[str, str]:
+    """The head node's files by path on the node (the plan names them under the head node's resource: its user data's
+    part, ``test-slurm-head/``, or its files bundle's, ``test-slurm-head-files/``)."""
+    files = {}
+    for key, text in plan.files.items():
+        owner, _, path = key.partition("/")
+        if owner in ("test-slurm-head", "test-slurm-head-files") and path != "user-data":
+            assert "/" + path not in files, f"{path} twice"
+            files["/" + path] = text
+    return files
+
+
+def test_slurm_head_node_collects_into_the_clusters_workspace(slurm_plan):
+    """The workspace is built before Slurm, so the head node's user data names it: the collector's config writes to
+    that workspace, its unit runs Prometheus in agent mode, the package's own server is masked, and the IMDS guard
+    lets the collector's user through."""
+    files = head_files(slurm_plan)
+    workspace = slurm_plan.by_name("test-monitoring-workspace", "aws:amp/workspace:Workspace")
+    assert workspace.id.startswith("ws-")
+    config = yaml.safe_load(files[COLLECTOR_CONFIG])
+    # through the signer on 127.0.0.1, which signs and forwards that workspace's writes to AMP in the region
+    assert config["remote_write"][0]["url"] == f"http://127.0.0.1:9091/workspaces/{workspace.id}/api/v1/remote_write"
+    assert f"--region us-east-1 --workspace {workspace.id}" in files[SIGNER_UNIT]
+    unit = files[COLLECTOR_UNIT]
+    assert "--enable-feature=agent" in unit and "--config.file=/etc/gpucluster/collector/prometheus.yml" in unit
+    setup = files[SETUP]
+    assert "systemctl mask --now prometheus.service" in setup
+    assert "systemctl enable --now gpucluster-collector-signer.service gpucluster-collector.service" in setup
+    assert "--uid-owner prometheus" in files[GUARD]
+
+
+def test_no_collector_and_no_prometheus_user_through_the_guard_when_monitoring_is_off(off_plan):
+    files = head_files(off_plan)
+    assert not {COLLECTOR_CONFIG, COLLECTOR_UNIT, SIGNER_UNIT} & set(files)
+    # no package prometheus (the node exporter's package stays), no unit of it, no pass through the guard
+    assert re.search(r"(?<![\w-])prometheus(?![\w-])", files[SETUP]) is None, files[SETUP]
+    assert "--uid-owner prometheus" not in files[GUARD]
+    assert "--uid-owner slurm" in files[GUARD]  # the guard itself is still there

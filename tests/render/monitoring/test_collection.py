@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from gpucluster.render.monitoring.collection import (
+    AGENT_WAL_PATH,
     EXPORTER_PORTS,
     prometheus_agent_config,
     remote_write_url,
@@ -19,6 +20,7 @@ from gpucluster.render.monitoring.collection import (
 )
 from gpucluster.render.monitoring.logs import LOGS_CONFIG_PATH, log_group_name, logs_files
 from gpucluster.render.monitoring.policies import log_shipping_policy, remote_write_policy, topic_policy
+from gpucluster.render.slurm.collector import COLLECTOR_UNIT, SIGNER_LISTEN, SIGNER_UNIT, collector_unit, signer_unit
 from gpucluster_agents.contract.logs import parse_logs
 from tests.conftest import GOLDEN, check_golden, require_tool
 
@@ -104,3 +106,41 @@ def test_policies_grant_one_resource_each() -> None:
     amp = next(s for s in topic_policy(topic, ws, "123456789012")["Statement"] if s["Sid"] == "AmpAlertmanagerPublishes")
     assert amp["Principal"] == {"Service": "aps.amazonaws.com"} and amp["Resource"] == topic
     assert amp["Condition"] == {"ArnEquals": {"aws:SourceArn": ws}, "StringEquals": {"aws:SourceAccount": "123456789012"}}
+
+
+def test_head_node_writes_through_its_signer_a_config_promtool_passes(tmp_path: Path, update_golden: bool) -> None:
+    """What the head node runs: the same discovery, remote-written in plain HTTP to the signer on 127.0.0.1 (which
+    signs for AMP: tests/e2e/test_collector_e2e.py), no ``sigv4:`` left for Prometheus to drop."""
+    text = prometheus_agent_config("slurm-p5", "us-east-1", WORKSPACE, 30, signer=SIGNER_LISTEN)
+    path = tmp_path / "prometheus.yml"
+    path.write_text(text)
+    result = _promtool(path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    check_golden(GOLDEN / "monitoring" / "slurm-p5.collector.prometheus.yml", text, update_golden)
+    write = yaml.safe_load(text)["remote_write"]
+    assert len(write) == 1 and "sigv4" not in write[0]
+    assert write[0]["url"] == f"http://127.0.0.1:9091/workspaces/{WORKSPACE}/api/v1/remote_write"
+
+
+def test_collector_units_are_read_by_systemd_and_pinned(tmp_path: Path, update_golden: bool) -> None:
+    """Both units pass ``systemd-analyze verify`` (their programs exist here: Debian's prometheus, python3) and are
+    pinned; both run as ``prometheus`` with the hardening the docs promise, the collector on 127.0.0.1 only."""
+    analyze = require_tool("systemd-analyze")
+    units = {COLLECTOR_UNIT: collector_unit(), SIGNER_UNIT: signer_unit("us-east-1", WORKSPACE)}
+    for name, text in units.items():
+        check_golden(GOLDEN / "monitoring" / name, text, update_golden)
+        for line in ("User=prometheus", "NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes"):
+            assert line in text.splitlines(), (name, line)
+        unit = tmp_path / name
+        unit.write_text(text)
+        verify = subprocess.run([analyze, "verify", "--man=no", str(unit)], capture_output=True, text=True, check=False)
+        # only the units' dependencies on the head node's other units may be missing here
+        errors = [e for e in verify.stderr.splitlines() if e and "gpucluster-" not in e]
+        assert errors == [], verify.stderr
+    collector = units[COLLECTOR_UNIT]
+    assert "--web.listen-address=127.0.0.1:9090" in collector and "--enable-feature=agent" in collector
+    assert f"ReadWritePaths={AGENT_WAL_PATH}" in collector and f"--storage.agent.path={AGENT_WAL_PATH}" in collector
+    assert f"--listen {SIGNER_LISTEN} --region us-east-1 --workspace {WORKSPACE}" in units[SIGNER_UNIT]
+    broken = tmp_path / "broken.service"
+    broken.write_text(collector.replace("ProtectSystem=", "ProtectSystm="))  # the check can fail
+    assert "Unknown key" in subprocess.run([analyze, "verify", "--man=no", str(broken)], capture_output=True, text=True).stderr

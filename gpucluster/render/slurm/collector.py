@@ -1,0 +1,119 @@
+"""The head node's metrics collector (docs/monitoring.md ``## The Slurm collector``): Ubuntu's own ``prometheus``
+package run in agent mode as ``gpucluster-collector.service``, with the config of
+:func:`gpucluster.render.monitoring.collection.prometheus_agent_config` (the cluster's nodes found by their EC2 tags,
+remote-written to the cluster's AMP workspace, signed with SigV4 from the instance role's credentials).
+
+Only when monitoring is on, the head node collects (``ResolvedMonitoring.slurm_collector``) and the workspace's id
+is known (the cluster builds the workspace before Slurm; the standalone ``SlurmCluster`` has none: no collector).
+
+- Not Debian's ``prometheus.service``: that one reads ``/etc/prometheus/prometheus.yml`` as a full server (a TSDB,
+  the UI on every address). The head setup disables and masks it; the collector's config lives at a path of
+  gpucluster's own and the agent keeps only its write-ahead log (``AGENT_WAL_PATH``).
+- It listens on 127.0.0.1 only (its API and its own metrics), as the package's ``prometheus`` user, with no new
+  privileges, a read-only system but its WAL, no home, a private /tmp, no capabilities.
+- Prometheus writes plain HTTP to gpucluster's signer on 127.0.0.1 (``gpucluster-collector-signer.service``,
+  ``gpucluster_agents/metrics/signer.py``), which signs each write with SigV4 for ``aps`` and forwards it to the
+  workspace over HTTPS: Debian's ``prometheus`` build sends the writes of its own ``sigv4:`` block unsigned
+  (tests/e2e/test_collector_e2e.py shows it; Ubuntu's comes from the same packaging). The signer runs as ``prometheus`` too, hardened alike.
+- The signer's SigV4 and Prometheus's EC2 discovery take the instance role's credentials from IMDS: the head node's
+  IMDS guard lets the ``prometheus`` user through when (and only when) the collector runs (:mod:`.guard`).
+- ``Restart=always``: it comes back after a crash; the WAL keeps what AMP has not yet taken for up to
+  ``WAL_MAX_AGE`` (older unsent samples are dropped when the WAL is next truncated).
+"""
+
+from __future__ import annotations
+
+from gpucluster.render.core import WriteFile
+from gpucluster.render.monitoring.collection import AGENT_WAL_PATH, PROMETHEUS_CONFIG_PATH, prometheus_agent_config
+from gpucluster.render.slurm.guard import COLLECTOR_USER, IMDS_GUARD_UNIT, systemd_unit
+from gpucluster.render.slurm.names import AGENT_LIB, SlurmContext
+
+COLLECTOR_UNIT = "gpucluster-collector.service"
+SIGNER_UNIT = "gpucluster-collector-signer.service"
+SIGNER_LISTEN = "127.0.0.1:9091"
+HARDENING = (
+    "NoNewPrivileges=yes\nProtectSystem=strict\nProtectHome=yes\nPrivateTmp=yes\nPrivateDevices=yes\n"
+    "ProtectKernelTunables=yes\nProtectKernelModules=yes\nProtectControlGroups=yes\n"
+    "CapabilityBoundingSet=\nAmbientCapabilities=\n"
+)
+COLLECTOR_LISTEN = "127.0.0.1:9090"
+PACKAGE_UNIT = "prometheus.service"
+"""The package's own server, disabled and masked on the head node."""
+COLLECTOR_PACKAGES = ("prometheus",)
+SETUP_UNITS = (PACKAGE_UNIT, SIGNER_UNIT, COLLECTOR_UNIT)
+"""The head setup's: the package's own server masked, the signer and the collector enabled."""
+WAL_MAX_AGE = "4h"
+"""Unsent samples older than this are dropped when the WAL is truncated (every 2 h): what an AMP outage may last
+before data is lost, and what bounds the WAL's size on the root volume."""
+
+
+def collector_workspace(ctx: SlurmContext, workspace_id: str | None) -> str | None:
+    """The workspace the head node's collector writes to; None when it runs no collector."""
+    monitoring = ctx.monitoring
+    if monitoring is None or not monitoring.slurm_collector or not workspace_id:
+        return None
+    return workspace_id
+
+
+def collector_unit() -> str:
+    """``gpucluster-collector.service``: Prometheus in agent mode, hardened, restarted whenever it stops."""
+    exec_start = " ".join(
+        [
+            "/usr/bin/prometheus",
+            "--enable-feature=agent",
+            f"--config.file={PROMETHEUS_CONFIG_PATH}",
+            f"--storage.agent.path={AGENT_WAL_PATH}",
+            f"--storage.agent.retention.max-time={WAL_MAX_AGE}",
+            "--storage.agent.wal-compression",
+            f"--web.listen-address={COLLECTOR_LISTEN}",
+        ]
+    )
+    body = (
+        f"Wants=network-online.target {SIGNER_UNIT}\n"
+        f"After=network-online.target {IMDS_GUARD_UNIT} gpucluster-head-config.service {SIGNER_UNIT}\n\n"
+        "[Service]\n"
+        f"User={COLLECTOR_USER}\nGroup={COLLECTOR_USER}\n"
+        f"StateDirectory={AGENT_WAL_PATH.removeprefix('/var/lib/')}\nStateDirectoryMode=0750\n"
+        f"ExecStart={exec_start}\n"
+        "ExecReload=/bin/kill -HUP $MAINPID\n"
+        "Restart=always\nRestartSec=10\nTimeoutStopSec=20s\n"
+        f"ReadWritePaths={AGENT_WAL_PATH}\n" + HARDENING
+    )
+    return systemd_unit(
+        "gpucluster: Prometheus in agent mode, remote-writing the cluster's metrics to AMP", body, "WantedBy=multi-user.target"
+    )
+
+
+def signer_unit(region: str, workspace_id: str) -> str:
+    """``gpucluster-collector-signer.service``: the node package's SigV4 signer in front of the workspace, from the
+    package's root-owned directory (``-E -s``: nothing in the environment chooses what it imports)."""
+    exec_start = " ".join(
+        [
+            "/usr/bin/python3 -E -s -m gpucluster_agents.metrics remote-write-signer",
+            f"--listen {SIGNER_LISTEN} --region {region} --workspace {workspace_id}",
+        ]
+    )
+    body = (
+        f"Wants=network-online.target\nAfter=network-online.target {IMDS_GUARD_UNIT} gpucluster-head-config.service\n"
+        f"Before={COLLECTOR_UNIT}\n\n"
+        "[Service]\n"
+        f"User={COLLECTOR_USER}\nGroup={COLLECTOR_USER}\nWorkingDirectory={AGENT_LIB}\n"
+        f"ExecStart={exec_start}\n"
+        "Restart=always\nRestartSec=5\n" + HARDENING
+    )
+    return systemd_unit("gpucluster: sign the collector's remote writes for AMP (SigV4)", body, "WantedBy=multi-user.target")
+
+
+def collector_files(ctx: SlurmContext, workspace_id: str) -> list[WriteFile]:
+    """The collector's config (the cluster's nodes, the signer in front of the workspace), the signer's unit and the
+    collector's."""
+    monitoring = ctx.monitoring
+    if monitoring is None:
+        raise ValueError("collector_files: monitoring is off")
+    interval = monitoring.spec.scrape_interval_seconds
+    config = prometheus_agent_config(ctx.cluster, ctx.region, workspace_id, interval, signer=SIGNER_LISTEN)
+    return [
+        WriteFile(PROMETHEUS_CONFIG_PATH, config),
+        WriteFile(f"/etc/systemd/system/{SIGNER_UNIT}", signer_unit(ctx.region, workspace_id)),
+        WriteFile(f"/etc/systemd/system/{COLLECTOR_UNIT}", collector_unit()),
+    ]
