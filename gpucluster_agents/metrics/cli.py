@@ -22,7 +22,7 @@ import sys
 from collections.abc import Sequence
 
 from ..health.nvml import NvmlUnavailable
-from .server import DEFAULT_PORT, Exporter, Sources, make_server, private_address
+from .server import DEFAULT_PORT, Exporter, Sources, make_server, private_address, serve
 
 EXIT_USAGE = 2
 NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
@@ -111,15 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"gpucluster-metrics: cannot listen on {args.listen}:{args.port}: {exc}\n")
         return EXIT_USAGE
     host, port = server.server_address[0], server.server_address[1]
-    sys.stdout.write(f"gpucluster-metrics listening on http://{host}:{port}/metrics\n")
-    sys.stdout.flush()
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return 0
+    return serve(server, f"gpucluster-metrics listening on http://{host}:{port}/metrics")
 
 
 def console_main() -> None:

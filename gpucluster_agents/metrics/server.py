@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -120,3 +121,16 @@ class MetricsServer(ThreadingHTTPServer):
 def make_server(exporter: Exporter, address: str, port: int) -> MetricsServer:
     """Bound and ready (``port`` 0: a free one, read back from ``server_address``); call serve_forever."""
     return MetricsServer((address, port), exporter)
+
+
+def serve(server: Any, banner: str) -> int:
+    """Print ``banner``, serve until interrupted, close the socket: the exporter's and the signer's main loop."""
+    sys.stdout.write(banner + "\n")
+    sys.stdout.flush()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0

@@ -26,6 +26,8 @@ from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from .server import serve
+
 LOG = logging.getLogger("gpucluster-metrics.signer")
 FORWARDED = ("Content-Encoding", "Content-Type", "X-Prometheus-Remote-Write-Version", "User-Agent")
 MAX_BODY = 32 * 1024 * 1024  # a remote-write batch is a few hundred KB; refuse what no Prometheus sends
@@ -108,12 +110,4 @@ def signer_main(argv: Sequence[str], sign: Signer | None = None) -> int:
     except (OSError, ValueError) as exc:
         sys.stderr.write(f"gpucluster-metrics: cannot listen on {a.listen}: {exc}\n")
         return 2
-    sys.stdout.write(f"gpucluster-metrics remote-write signer on {a.listen} for {upstream}\n")
-    sys.stdout.flush()
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return 0
+    return serve(server, f"gpucluster-metrics remote-write signer on {a.listen} for {upstream}")

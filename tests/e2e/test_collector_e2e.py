@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import socket
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -142,6 +143,15 @@ def collector(moto_server: MotoServer, tmp_path_factory: pytest.TempPathFactory)
         upstream = receiver.url("")
         # the unit's WorkingDirectory holds the package: here, the repository's root
         daemons.start("signer", [*argv, "--upstream", upstream], env=env, cwd=ROOT)
+        host, signer_port = signer.rsplit(":", 1)
+        # listening before any test talks to it (a test may run first on its own worker)
+        wait_for(
+            "the signer",
+            lambda: socket.create_connection((host, int(signer_port)), timeout=1).close() or True,
+            15,
+            daemons,
+            "signer",
+        )
         config = tmp / "prometheus.yml"
         config.write_text(_test_config(moto_server.url, signer, receiver))
         port = free_port()

@@ -77,7 +77,7 @@ def head_files(plan, prefix: str = "s-slurm-head") -> dict[str, str]:
             {
                 p[len(owner) :]: t
                 for p, t in plan.files.items()
-                if p.startswith(owner + "/") and not p.endswith("/files-bundle.json")
+                if p.startswith(owner + "/") and not p.endswith("/files-bundle.list")
             }
         )
     return out

@@ -17,8 +17,8 @@ import yaml
 from gpucluster.tools.plan.run.monitor import Registration
 
 FileExtractor = Callable[[Registration], dict[str, str]]
-BUNDLE_LISTING = "files-bundle.json"
-"""A files bundle's listing in the plan's files (``<resource>/files-bundle.json``), next to the files it writes."""
+BUNDLE_LISTING = "files-bundle.list"
+"""A files bundle's listing in the plan's files (``<resource>/files-bundle.list``), next to the files it writes."""
 
 
 def _user_data(r: Registration) -> dict[str, str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-BUNDLE = r"/files-bundle\.json$"
+BUNDLE = r"/files-bundle\.list$"
 """The head node's files' bundle (render/slurm/headfiles.py): its files are counted on its line, as a user data's."""
 
 _READERS: tuple[tuple[str, str], ...] = (
