@@ -98,8 +98,3 @@ def logs_files(cluster: str, region: str, role: str) -> tuple[WriteFile, ...]:
         WriteFile(LOGS_CONFIG_PATH, logs_to_json(logs_config(cluster, region, role))),
         WriteFile(f"/etc/systemd/system/{LOGS_UNIT}", logs_unit()),
     )
-
-
-def enable_logs() -> str:
-    """The setup script's line: the shipper now and at every boot (after the package is installed)."""
-    return f"systemctl daemon-reload && systemctl enable --now {LOGS_UNIT}"
