@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpucluster.tools.cli_common import EXIT_CONFIG, EXIT_OK, CliError
+from gpucluster.tools.cli_common import EXIT_CONFIG, EXIT_OK, CliError, add_stack_option
 
 
 @dataclass(frozen=True)
@@ -142,6 +142,6 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="resolve each node group's SSM image parameter now and record the AMI in the stack file (needs credentials)",
     )
-    lock.add_argument("--stack", "-s", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
+    add_stack_option(lock)
     lock.add_argument("--endpoint-url", help="SSM endpoint (e.g. a local moto server)")
     lock.set_defaults(func=run)
