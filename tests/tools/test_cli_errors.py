@@ -341,3 +341,16 @@ def test_top_level_help_lists_every_verb():
     missing = [name for name in leaves if f"gpucluster {name} " not in cli.__doc__]
     assert not missing, f"the top-level help does not list: {missing}"
     assert cli.__doc__.count("\n    3  ") == 1, "each exit code is listed once"
+
+
+def test_images_lock_without_credentials_says_what_to_set(project, capsys, no_credentials):
+    """Offline, `images lock` said only "Unable to locate credentials"; now it says what to set, like preflight and
+    baseline do, and how to lock by hand."""
+    code, output = run_cli(["--project-dir", str(project), "images", "lock", "--stack", "ok"], capsys)
+    assert code == 1 and "Traceback" not in output, output
+    assert output.strip().splitlines() == [
+        "gpucluster images lock: node group gpu: cannot read SSM parameter "
+        "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id: Unable to locate "
+        "credentials; set AWS_PROFILE (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), or run `aws sso login` (or lock "
+        "by hand: set nodeGroups[].imageLock {imageId, ssmParameter, lockedAt}, docs/images.md)"
+    ]
