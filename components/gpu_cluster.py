@@ -350,6 +350,7 @@ class ClusterParts:
             vpc_id=self.network.vpc_id,
             vpc_cidr=self.network.vpc_cidr,
             private_subnet_ids=private,
+            lustre_file_system_id=self.lustre.file_system_id if self.lustre is not None else None,
         )
         if eks is not None:
             wiring.eks_cluster_arn, wiring.eks_cluster_name = eks.cluster_arn, eks.cluster_name

@@ -25,3 +25,5 @@ class MonitoringWiring:
     vpc_id: pulumi.Input[str] | None = None
     private_subnet_ids: Sequence[pulumi.Input[str]] = field(default_factory=list)
     vpc_cidr: pulumi.Input[str] | None = None
+    lustre_file_system_id: pulumi.Input[str] | None = None
+    """The cluster's FSx for Lustre file system: its CloudWatch alarms (throughput near its tier, capacity near full)."""

@@ -18,6 +18,7 @@ from gpucluster.components.monitoring._wiring import MonitoringWiring
 from gpucluster.config.naming import with_name
 from gpucluster.render.iam import policy_json
 from gpucluster.render.monitoring.alertmanager import alertmanager_definition
+from gpucluster.render.monitoring.cloudwatch_alarms import fsx_alarms
 from gpucluster.render.monitoring.dashboards import dashboards
 from gpucluster.render.monitoring.logs import log_group_name
 from gpucluster.render.monitoring.policies import (
@@ -169,6 +170,8 @@ def build_monitoring(store: MonitoringStore, cluster: ResolvedCluster, wiring: M
         log_group_name=nodes_group.name if nodes_group is not None else None,
         dashboards=tuple(f"gpucluster/render/monitoring/dashboards/{board}" for board in sorted(dashboards())),
     )
+    if wiring.lustre_file_system_id is not None:
+        _fsx_alarms(name, cluster, wiring.lustre_file_system_id, store.topic_arn, tags, child)
     if monitoring.eks_scraper:
         from gpucluster.components.monitoring._eks_scraper import eks_scraper
 
@@ -180,6 +183,43 @@ def build_monitoring(store: MonitoringStore, cluster: ResolvedCluster, wiring: M
             parent, name, cluster, wiring, workspace.arn, nodes_group.arn if nodes_group is not None else None, store.account
         )
     return parts
+
+
+def _fsx_alarms(
+    name: str,
+    cluster: ResolvedCluster,
+    file_system_id: pulumi.Input[str],
+    topic_arn: pulumi.Input[str],
+    tags: dict[str, str],
+    child: pulumi.ResourceOptions,
+) -> None:
+    """The FSx for Lustre alarms (CloudWatch has their figures, Prometheus does not) on the alert topic, as the storage
+    dashboard and docs/monitoring.md name them; none for a file system whose size or tier the stack does not know
+    (an existing one named by id without its capacity)."""
+    storage = cluster.storage
+    fs = storage.lustre.spec if storage is not None and storage.lustre is not None else None
+    if fs is None or not fs.storage_capacity_gib or not fs.throughput_per_unit_storage:
+        return
+    alarms = fsx_alarms(cluster.name, file_system_id, fs.storage_capacity_gib, fs.throughput_per_unit_storage)
+    for suffix, kwargs in alarms.items():
+        queries = [
+            aws.cloudwatch.MetricAlarmMetricQueryArgs(
+                **{k: v for k, v in q.items() if k != "metric"},
+                metric=aws.cloudwatch.MetricAlarmMetricQueryMetricArgs(**q["metric"]) if "metric" in q else None,
+            )
+            for q in kwargs.pop("metric_queries", [])
+        ]
+        aws.cloudwatch.MetricAlarm(
+            f"{name}-{suffix}",
+            aws.cloudwatch.MetricAlarmArgs(
+                **kwargs,
+                metric_queries=queries or None,
+                alarm_actions=[topic_arn],
+                ok_actions=[topic_arn],
+                tags=with_name(tags, str(kwargs["name"])),
+            ),
+            opts=child,
+        )
 
 
 def _slurm_rights(

@@ -30,9 +30,10 @@ from gpucluster.render.core import WriteFile, gzip_b64, render_cloud_config
 from gpucluster.render.home import HomeMount
 from gpucluster.render.iam import policy_json, slurm_head_policy
 from gpucluster.render.node import LustreMount
+from gpucluster.render.slurm.accounts import accounts_contract
 from gpucluster.render.slurm.agent import BASELINES_PREFIX, NODE_MAPS_PREFIX, LaunchTarget, agent_config
 from gpucluster.render.slurm.head import HeadInputs, head_parts, head_title
-from gpucluster.render.slurm.headfiles import HEAD_FILES_PREFIX, HeadFilesRef, bundle_ref, small_cloud_config
+from gpucluster.render.slurm.headfiles import HEAD_FILES_PREFIX, LIVE_KEY, HeadFilesRef, bundle_ref, small_cloud_config
 from gpucluster.render.slurm.names import SlurmContext, head_hostname
 from gpucluster.render.slurm.usage import USAGE_PREFIX, has_usage_report
 
@@ -163,7 +164,7 @@ def head_node(
     people = (home_server, host_key_secret_arn, spot_queue_url, metrics_workspace_id)
     parts = _head_parts(ctx, inputs, volume.id, artifact, node_groups, node_group_subnet_ids, shared_storage, people)
     user_data, files = _user_data_and_files(name, ctx, inputs, parts, artifact, tags, child)
-    instance = _instance(name, head, image, profile, eni, user_data, head_tags, inputs, (artifact.package, files), parent)
+    instance = _instance(name, head, image, profile, eni, user_data, head_tags, inputs, (artifact.package, *files), parent)
     aws.ec2.VolumeAttachment(
         f"{name}-head-data",
         device_name=DATA_DEVICE,
@@ -184,9 +185,9 @@ def _head_parts(
     node_group_subnet_ids: Mapping[str, pulumi.Input[Sequence[pulumi.Input[str]]]],
     shared_storage: Sequence[SharedStorage],
     people: tuple[pulumi.Input[str] | None, ...] = (None, None, None, None),
-) -> pulumi.Output[tuple[tuple[WriteFile, ...], str, bool]]:
-    """The head node's files, split (``head_parts``: the user data's, the bundle's text with stand-ins, whether it
-    mounts Lustre), once the data volume, the agent's bucket, every node group's launch template, subnets and placement
+) -> pulumi.Output[tuple[tuple[WriteFile, ...], str, str | None, bool]]:
+    """The head node's files, split (``head_parts``: the user data's, the bundle's and the live bundle's text with
+    stand-ins, whether it mounts Lustre), once the data volume, the agent's bucket, every node group's launch template, subnets and placement
     group, and the file system's names are known."""
     head = ctx.slurm.head_node
     targets = pulumi.Output.all(
@@ -207,7 +208,7 @@ def _head_parts(
     )
     group_names = list(node_groups)
 
-    def render(values: list[Any]) -> tuple[tuple[WriteFile, ...], str, bool]:
+    def render(values: list[Any]) -> tuple[tuple[WriteFile, ...], str, str | None, bool]:
         volume_id, bucket_name, resolved, mount, (home, host_keys, spot_queue, workspace) = values
         launch = {
             n: LaunchTarget(str(t[0]), tuple(str(s) for s in t[1]), str(t[2]) if t[2] else None)
@@ -241,14 +242,15 @@ def _user_data_and_files(
     name: str,
     ctx: SlurmContext,
     inputs: Inputs,
-    parts: pulumi.Output[tuple[tuple[WriteFile, ...], str, bool]],
+    parts: pulumi.Output[tuple[tuple[WriteFile, ...], str, str | None, bool]],
     artifact: AgentArtifact,
     tags: dict[str, str],
     child: pulumi.ResourceOptions,
-) -> tuple[pulumi.Output[str], aws.s3.BucketObjectv2]:
+) -> tuple[pulumi.Output[str], tuple[aws.s3.BucketObjectv2, ...]]:
     """The bundle of the head node's files, stored in the artifact bucket under a key that carries its hash
-    (``<name>-head-files``), and the user data that names it. Outputs the program gave (a reservation id in the agent's
-    config) replace their stand-ins before the bundle is hashed."""
+    (``<name>-head-files``), and the user data that names it; with teams, the live bundle at its fixed key
+    (``<name>-head-live``: a team's change updates it in place, not the user data). Outputs the program gave (a
+    reservation id in the agent's config) replace their stand-ins before the bundle is hashed."""
     text: pulumi.Output[str] = parts.apply(lambda p: inputs.real_text(p[1]))
     ref: pulumi.Output[HeadFilesRef] = pulumi.Output.all(artifact.bucket.bucket, text).apply(lambda v: bundle_ref(v[0], v[1]))
     files = aws.s3.BucketObjectv2(
@@ -261,12 +263,27 @@ def _user_data_and_files(
         opts=child,
     )
 
+    objects = [files]
+    if accounts_contract(ctx) is not None:  # the head node's live files: the teams' accounts (render/slurm/headfiles.py)
+        objects.append(
+            aws.s3.BucketObjectv2(
+                f"{name}-head-live",
+                bucket=artifact.bucket.id,
+                key=LIVE_KEY,
+                content=parts.apply(lambda p: inputs.real_text(p[2] or "")),
+                content_type="application/json",
+                tags=with_name(tags, f"{ctx.cluster}-slurm-head-live"),
+                opts=child,
+            )
+        )
+
     def render(values: list[Any]) -> str:
-        (kept, _, lustre), at = values
-        return render_cloud_config(head_title(ctx), small_cloud_config(kept, at, lustre=lustre), gzipped=True)
+        (kept, _, live, lustre), at = values
+        config = small_cloud_config(kept, at, lustre=lustre, live=live is not None)
+        return render_cloud_config(head_title(ctx), config, gzipped=True)
 
     user_data: pulumi.Output[str] = pulumi.Output.all(parts, ref).apply(render).apply(inputs.real_text)
-    return user_data, files
+    return user_data, tuple(objects)
 
 
 def _instance(

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpucluster.tools.cli_common import EXIT_OK, CliError
+from gpucluster.tools.cli_common import EXIT_OK, CliError, add_stack_option
 
 METRIC_NAMES = {"gemm_tflops": "GEMM TFLOP/s", "hbm_copy_gbps": "HBM GB/s", "nccl_busbw_gbps": "busbw GB/s"}
 
@@ -26,7 +26,7 @@ def register(sub: Any, common: argparse.ArgumentParser, values: argparse.Argumen
         parents=[common, values],
         help="each node group's performance figures per image, the baseline and the verdicts (needs AWS credentials)",
     )
-    b.add_argument("--stack", "-s", default="dev", help="stack name (default: dev)")
+    add_stack_option(b)
     b.add_argument("--group", "-g", help="only this node group")
     b.add_argument("--bucket", help="the cluster's artifact bucket (default: found by the cluster's name and tag)")
     b.add_argument("--endpoint-url", help="AWS endpoint (e.g. a local moto server)")

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gpucluster.tools.cli_common import EXIT_CONFIG, EXIT_OK, CliError
+from gpucluster.tools.cli_common import EXIT_CONFIG, EXIT_OK, CliError, add_stack_option
 
 
 def _aws_values(path: str | None) -> Any:
@@ -94,7 +94,7 @@ def register(sub: Any, common: argparse.ArgumentParser, values: argparse.Argumen
     b = sub.add_parser(
         "bundle", parents=[common, values], help="write the bundle a hybrid site installs on its own slurmctld host"
     )
-    b.add_argument("--stack", "-s", required=True, help="a stack with gpucluster:hybrid.controller")
+    add_stack_option(b, "a stack with gpucluster:hybrid.controller")
     b.add_argument("--out", required=True, metavar="DIR", help="folder to write the bundle to (created if missing)")
     b.add_argument("--outputs", metavar="FILE", help="`pulumi stack output --json`: fills launch templates, subnets, ARNs")
     b.set_defaults(func=run)

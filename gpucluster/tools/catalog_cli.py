@@ -66,12 +66,12 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     """``catalog show``, ``catalog refresh``, ``catalog refresh-prices``."""
     cat = sub.add_parser("catalog", parents=[common], help="instance facts").add_subparsers(dest="catalog_command", required=True)
     show = cat.add_parser("show", parents=[common], help="print the facts of one or every instance type")
-    show.add_argument("type", nargs="?")
+    show.add_argument("type", nargs="?", help="an instance type, e.g. p5.48xlarge (default: every type, one line each)")
     show.set_defaults(func=_catalog_show)
     ref = cat.add_parser(
         "refresh", parents=[common], help="rebuild the catalog from EC2 DescribeInstanceTypes (needs credentials)"
     )
-    ref.add_argument("--region", default="us-east-1")
+    ref.add_argument("--region", default="us-east-1", help="the region whose DescribeInstanceTypes to read (default: us-east-1)")
     ref.add_argument("--add", nargs="*", default=[], metavar="TYPE", help="instance types to add")
     ref.add_argument("--endpoint-url", help="EC2 endpoint (e.g. a local moto server)")
     ref.set_defaults(func=_catalog_refresh)
@@ -80,7 +80,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="rebuild one region's on-demand (AWS Price List) and spot (EC2 spot price history) prices (needs credentials)",
     )
-    prices.add_argument("--region", required=True)
+    prices.add_argument("--region", required=True, help="the region whose prices to rebuild, e.g. us-east-1")
     prices.add_argument("--types", nargs="*", default=None, metavar="TYPE", help="instance types (default: the catalog's)")
     prices.add_argument("--endpoint-url", help="AWS endpoint for both APIs (e.g. a local server)")
     prices.set_defaults(func=_catalog_refresh_prices)

@@ -16,6 +16,12 @@
     gpucluster bundle --stack X --out DIR     the files a hybrid site installs on its own slurmctld host
     gpucluster usage --stack X [--since DAY]  the commands that print GPU-hours and cost per team and user (head node)
     gpucluster baseline --stack X             each node group's figures per image after image changes (needs credentials)
+    gpucluster images lock --stack X          pin each node group's base image (AMI) in the stack file (needs credentials)
+    gpucluster preview --base B --head H --out DIR   a pull request's plans and its review comment, offline
+    gpucluster preview-scope --base B --head H       which stacks a change affects (for $GITHUB_OUTPUT)
+    gpucluster preview-comment FILE --repo R --pr N  create or edit the pull request's preview comment
+
+Every verb that reads a stack takes --stack NAME (stacks/Pulumi.<NAME>.yaml) and has no default stack.
 
 Options that every verb takes, anywhere on the command line:
     --project-dir DIR                         the folder with Pulumi.yaml and __main__.py (default: the nearest folder above the current one with Pulumi.yaml)
@@ -28,10 +34,10 @@ Exit codes:
     0  ok
     2  invalid stack config or command line: every problem is listed (the config path, the value, the fix);
        plan: the program looks up a data source the offline plan does not answer (named, with its arguments)
-    3  plan diff --exit-code: a change loses data (2: it changes something; 0: nothing)
+    3  plan diff --exit-code: a change loses data (2: it changes something; 0: nothing);
+       policy: the stack breaks a rule of the policy pack (each violation is listed with its fix)
     1  anything else: no such stack or project, no AWS credentials, an AWS call refused (preflight: a
        check that could not run, and no errors), an unreadable file
-    3  policy: the stack breaks a rule of the policy pack (each violation is listed with its fix)
 No verb prints a traceback (set GPUCLUSTER_TRACEBACK=1 to see one for an unexpected error).
 """
 
@@ -49,6 +55,8 @@ from gpucluster.tools.cli_common import (
     EXIT_FAILED,
     EXIT_OK,
     CliError,
+    add_stack_option,
+    check_stack,
 )
 from gpucluster.tools.cli_common import overrides as _overrides
 from gpucluster.tools.cli_common import read_plan as _read_plan
@@ -195,6 +203,65 @@ def package_version() -> str:
         return "unknown (not installed: pip install -e .)"
 
 
+class _UsageError(Exception):
+    """argparse's complaint about the command line, raised instead of its exit so :func:`main` words it."""
+
+    def __init__(self, message: str, prog: str) -> None:
+        super().__init__(message)
+        self.prog = prog
+
+
+class _Parser(argparse.ArgumentParser):
+    """Every parser of the CLI (subparsers inherit the class): usage errors come back to :func:`main`."""
+
+    def error(self, message: str):  # type: ignore[override]  # argparse declares NoReturn; this raises too
+        raise _UsageError(message, self.prog)
+
+
+def _path(p: argparse.ArgumentParser, argv: list[str]) -> list[argparse.ArgumentParser]:
+    """The parsers the command line walks through: the top one, then each verb named in ``argv``."""
+    chain = [p]
+    for token in argv:
+        verbs = [a for a in chain[-1]._actions if isinstance(a, argparse._SubParsersAction)]
+        if verbs and token in verbs[0].choices:
+            chain.append(verbs[0].choices[token])
+    return chain
+
+
+def unknown_option(p: argparse.ArgumentParser, argv: list[str]) -> tuple[str, str | None]:
+    """The verb's name (``gpucluster plan``) and the first ``--option`` on the command line that it does not know
+    (nor an abbreviation of one), worded with the closest option it does know: a misspelt option is reported as
+    itself, not as whatever argparse tripped on next (``plan --stak lab`` is not "invalid choice: 'lab'")."""
+    import difflib
+
+    chain = _path(p, argv)
+    known = sorted({o for parser in chain for o in parser._option_string_actions if o.startswith("--")})
+    for token in argv:
+        if token == "--":
+            break
+        if not token.startswith("--"):
+            continue
+        name = token.split("=", 1)[0]
+        if name in known or sum(o.startswith(name) for o in known) == 1:
+            continue
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+        return chain[-1].prog, f"unknown option {name}" + (f" (did you mean {close[0]}?)" if close else "")
+    return chain[-1].prog, None
+
+
+def _describe(p: argparse.ArgumentParser) -> None:
+    """Give every verb a description: its own where it has one, else the one-line help it is listed with."""
+    for action in p._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        listed = {a.dest: a.help for a in action._choices_actions}
+        for name, child in action.choices.items():
+            if not child.description and listed.get(name):
+                text = str(listed[name])
+                child.description = text[0].upper() + text[1:] + "."
+            _describe(child)
+
+
 def parser() -> argparse.ArgumentParser:
     from gpucluster.tools.baseline_cli import register as register_baseline
     from gpucluster.tools.bundle_cli import register as register_bundle
@@ -207,9 +274,9 @@ def parser() -> argparse.ArgumentParser:
 
     # --project-dir is accepted before or after the verb: each subcommand takes it too, defaulting to
     # "not given" so that a value before the verb survives.
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--project-dir", default=argparse.SUPPRESS, help="directory holding Pulumi.yaml and __main__.py")
-    values = argparse.ArgumentParser(add_help=False)
+    values = _Parser(add_help=False)
     values.add_argument(
         "--config", "-c", action="append", metavar="KEY=VALUE", help="set a config value (repeatable; wins over the stack file)"
     )
@@ -217,7 +284,7 @@ def parser() -> argparse.ArgumentParser:
         "--config-file", metavar="FILE", help="a YAML mapping of config keys to values (e.g. what ESC would supply)"
     )
 
-    p = argparse.ArgumentParser(prog="gpucluster", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _Parser(prog="gpucluster", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
         "--project-dir",
         default=str(PROJECT_DIR),
@@ -231,12 +298,12 @@ def parser() -> argparse.ArgumentParser:
     pre = sub.add_parser(
         "preflight", parents=[common, values], help="check the config against the AWS account (boto3; needs credentials)"
     )
-    pre.add_argument("--stack", "-s", default="dev", help="stack name (default: dev)")
+    add_stack_option(pre)
     pre.add_argument("--endpoint-url", help="AWS endpoint (e.g. a local moto server)")
     pre.set_defaults(func=_preflight)
 
     pol = sub.add_parser("policy", parents=[common, values], help="check the offline plan against the policy pack's rules")
-    pol.add_argument("--stack", "-s", default="dev", help="stack name (default: dev)")
+    add_stack_option(pol)
     pol.add_argument("--plan", metavar="FILE", help="check this JSON plan (from `gpucluster plan --json`) instead of planning")
     pol.add_argument("--json", action="store_true", help="print the rules and violations as JSON")
     pol.set_defaults(func=_policy)
@@ -258,6 +325,7 @@ def parser() -> argparse.ArgumentParser:
     register_baseline(sub, common, values)
     register_images(sub, common)
     register_generate(sub, common)
+    _describe(p)
     return p
 
 
@@ -265,7 +333,7 @@ def _register_plan(sub: Any, common: argparse.ArgumentParser, values: argparse.A
     """``plan`` and ``plan diff``."""
     plan = sub.add_parser("plan", parents=[common, values], help="show what `pulumi up` would create, offline")
     plan_sub = plan.add_subparsers(dest="plan_command")
-    plan.add_argument("--stack", "-s", default="dev", help="stack name: stacks/Pulumi.<stack>.yaml (default: dev)")
+    add_stack_option(plan)
     plan.add_argument("--json", nargs="?", const="-", metavar="FILE", help="write the plan as JSON (to FILE, or stdout)")
     shown = plan.add_mutually_exclusive_group()
     shown.add_argument("--files", action="store_true", help="print every rendered file in full (default: one line each)")
@@ -311,9 +379,17 @@ def main(argv: list[str] | None = None) -> int:
     from gpucluster.tools.plan.run.lookups import UnansweredInvoke
     from gpucluster.tools.plan.run.stackfile import PlanError, StackFileError
 
-    args = parser().parse_args(argv)
+    p = parser()
+    words = sys.argv[1:] if argv is None else argv
+    try:
+        args = p.parse_args(words)
+    except _UsageError as exc:
+        prog, unknown = unknown_option(p, words)
+        prog = prog if unknown else exc.prog
+        p.exit(EXIT_CONFIG, f"{prog}: error: {unknown or exc}\n(`{prog} --help` lists the options)\n")
     verb = _verb(args)
     try:
+        check_stack(args)
         return int(args.func(args))
     except KeyboardInterrupt:
         return EXIT_FAILED

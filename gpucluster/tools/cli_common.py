@@ -12,6 +12,26 @@ EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 EXIT_CHANGES, EXIT_DATA_LOSS = 2, 3  # plan diff --exit-code
 
 
+def add_stack_option(parser: argparse.ArgumentParser, what: str = "stack name: stacks/Pulumi.<stack>.yaml") -> None:
+    """``--stack``/``-s``, the same on every verb that reads a stack: no default (a verb never picks a stack for you,
+    and ``images lock`` writes to the one named); :func:`check_stack` names the stacks when it is missing."""
+    parser.add_argument("--stack", "-s", default=None, help=f"{what} (required; `gpucluster stacks` lists them)")
+
+
+def check_stack(args: argparse.Namespace) -> None:
+    """Refuse a verb that reads a stack but was given none, naming the stacks there are (``plan diff`` and
+    ``policy --plan FILE`` read JSON plans, not a stack)."""
+    if getattr(args, "stack", "") is not None or getattr(args, "plan_command", None) or getattr(args, "plan", None):
+        return
+    from gpucluster.tools.plan.run.stackfile import PlanError, stack_names
+
+    try:
+        names = ", ".join(stack_names(Path(args.project_dir))) or "none"
+    except (OSError, PlanError):
+        names = "none found"
+    raise CliError(f"name a stack with --stack NAME (stacks here: {names})", EXIT_CONFIG)
+
+
 class CliError(Exception):
     """A one-line failure of a verb: printed as ``gpucluster VERB: message``, exit ``code``."""
 

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gpucluster._paths import PACKAGE_DIR
 from gpucluster.tools.cli_common import EXIT_FAILED, EXIT_OK, CliError
@@ -93,7 +94,7 @@ def generate(check: bool, root: Path = CHECKOUT) -> int:
     return EXIT_OK
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
+def register(sub: Any, common: argparse.ArgumentParser) -> None:
     """``gpucluster generate``'s subcommand."""
     gen = sub.add_parser(
         "generate",

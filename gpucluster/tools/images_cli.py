@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpucluster.tools.cli_common import EXIT_CONFIG, EXIT_OK, CliError
+from gpucluster.tools.cli_common import EXIT_CONFIG, EXIT_OK, CliError, add_stack_option
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,20 @@ def edit_stack_text(text: str, locks: list[Lock], today: str) -> str:
     return "".join(lines)
 
 
+def _fix_for(exc: Exception) -> str:
+    """What to set when SSM could not be asked: the same words as preflight's and baseline's, or the offline way."""
+    from botocore.exceptions import NoCredentialsError, PartialCredentialsError
+
+    from gpucluster.tools.catalog_refresh import CREDENTIALS_FIX
+
+    if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
+        return (
+            f"; {CREDENTIALS_FIX} (or lock by hand: set nodeGroups[].imageLock {{imageId, ssmParameter, lockedAt}}, "
+            "docs/images.md)"
+        )
+    return ""
+
+
 def run(args: argparse.Namespace, ssm: Any = None, today: dt.date | None = None) -> int:
     from gpucluster.load import load_spec
     from gpucluster.tools.plan.run.stackfile import _config_dir, load_stack_config
@@ -103,7 +117,7 @@ def run(args: argparse.Namespace, ssm: Any = None, today: dt.date | None = None)
         try:
             value = ssm.get_parameter(Name=parameter)["Parameter"]["Value"]
         except Exception as exc:
-            raise CliError(f"node group {group}: cannot read SSM parameter {parameter}: {exc}") from None
+            raise CliError(f"node group {group}: cannot read SSM parameter {parameter}: {exc}{_fix_for(exc)}") from None
         if not re.fullmatch(r"ami-[0-9a-f]{8,17}", str(value)):
             raise CliError(f"node group {group}: SSM parameter {parameter} holds {value!r}, not an AMI id")
         locks.append(Lock(group, str(value), parameter, previous, previous_at))
@@ -142,6 +156,6 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="resolve each node group's SSM image parameter now and record the AMI in the stack file (needs credentials)",
     )
-    lock.add_argument("--stack", "-s", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
+    add_stack_option(lock)
     lock.add_argument("--endpoint-url", help="SSM endpoint (e.g. a local moto server)")
     lock.set_defaults(func=run)

@@ -17,7 +17,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from gpucluster.tools.cli_common import EXIT_CONFIG, EXIT_OK, CliError
+from gpucluster.tools.cli_common import EXIT_CONFIG, EXIT_OK, CliError, add_stack_option
 
 TAG_CLUSTER = "gpucluster:cluster"
 TAG_ROLE = "gpucluster:role"
@@ -110,7 +110,7 @@ def register(sub: Any, common: argparse.ArgumentParser, values: argparse.Argumen
     u = sub.add_parser(
         "usage", parents=[common, values], help="the commands that print a Slurm cluster's GPU-hours and cost per team and user"
     )
-    u.add_argument("--stack", "-s", required=True, help="a stack with gpucluster:slurm and job accounting")
+    add_stack_option(u, "a stack with gpucluster:slurm and job accounting")
     u.add_argument("--since", help="first day (UTC), YYYY-MM-DD, today or yesterday (default: 30 days before the end)")
     u.add_argument("--until", help="last day (UTC), included (default: up to now)")
     u.add_argument("--json", action="store_true", help="the report as JSON")

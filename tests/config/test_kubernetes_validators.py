@@ -283,6 +283,7 @@ def test_a_good_kubernetes_config_has_no_findings(catalog):
         gpuOperator={"migStrategy": "mixed"},
         accessEntries=[{"principalArn": "arn:aws:iam::123456789012:role/deployer", "policies": ["AmazonEKSClusterAdminPolicy"]}],
     )
+    config["gpucluster:monitoring"] = {"alarmEmails": ["oncall@example.com"]}  # somebody receives the alerts
     assert validate_cluster(parse(config), catalog) == []
 
 

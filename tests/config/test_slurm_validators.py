@@ -220,6 +220,7 @@ def test_a_good_slurm_config_has_no_findings(catalog):
         accounting={},
         headNode={"instanceType": "m7i.2xlarge"},
     )
+    config["gpucluster:monitoring"] = {"alarmEmails": ["oncall@example.com"]}  # somebody receives the alerts
     assert validate_cluster(parse(config), catalog) == []
 
 

@@ -18,9 +18,10 @@ import yaml
 from gpucluster.load import load_spec
 from gpucluster.render.core import WriteFile, gzip_bytes, render_cloud_config
 from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT
+from gpucluster.render.slurm.accounts import ACCOUNTS_PATH
 from gpucluster.render.slurm.agent import AgentBundle, agent_bundle, aws_helper, boot_config, package_key, sha256
 from gpucluster.render.slurm.head import HeadUserData, head_files, head_user_data
-from gpucluster.render.slurm.headfiles import HEAD_FIRST_BOOT, bundle_json, bundle_ref, pointer_file
+from gpucluster.render.slurm.headfiles import HEAD_FIRST_BOOT, LIVE_KEY, LIVE_PATHS, bundle_json, bundle_ref, pointer_file
 from gpucluster.render.slurm.identity import session_lockdown_runcmd
 from gpucluster.render.slurm.names import HEAD_FILES_POINTER, HEAD_SETUP
 from gpucluster.render.user_data import head_stand_ins
@@ -51,9 +52,14 @@ def test_every_head_file_rides_once_in_the_user_data_or_the_bundle(stack):
     in_user_data = [f.path for f in both.config.write_files]
     bundle = json.loads(both.bundle)["files"]
     in_bundle = [f["path"] for f in bundle]
+    live = [f["path"] for f in json.loads(both.live or '{"files": []}')["files"]]
     every = [f.path for f in head_files(ctx, inputs)]
-    assert sorted(every) == sorted({*in_user_data, *in_bundle} - {HEAD_FILES_POINTER, HEAD_FIRST_BOOT})
+    fetchers = {"/etc/systemd/system/gpucluster-head-live.service", "/etc/systemd/system/gpucluster-head-live.timer"}
+    assert sorted(every) == sorted({*in_user_data, *in_bundle, *live} - {HEAD_FILES_POINTER, HEAD_FIRST_BOOT, *fetchers})
     assert not set(in_user_data) & set(in_bundle) and len(set(in_bundle)) == len(in_bundle)
+    assert not set(live) & set(in_bundle) and set(live) <= set(LIVE_PATHS)
+    # with teams, the accounts contract is live (and the bundle carries what fetches it); without, there is no live bundle
+    assert (ACCOUNTS_PATH in live) == (both.live is not None) == fetchers.issubset(in_bundle)
     assert len(every) == len(set(every))
     # the user data keeps only what fetches the rest; the bundle is sorted and deterministic
     assert sorted(in_user_data) == sorted(
@@ -67,7 +73,11 @@ def test_every_head_file_rides_once_in_the_user_data_or_the_bundle(stack):
     )
     assert in_bundle == sorted(in_bundle) and both.bundle == head_user_data(ctx, inputs).bundle
     texts = {f.path: f for f in head_files(ctx, inputs)}
-    assert all((e["content"], e["permissions"]) == (texts[e["path"]].text(), texts[e["path"]].permissions) for e in bundle)
+    assert all(
+        (e["content"], e["permissions"]) == (texts[e["path"]].text(), texts[e["path"]].permissions)
+        for e in bundle
+        if e["path"] not in fetchers
+    )
     # lockdown, first boot, (Lustre,) setup: the last two are the bundle's, written by the first-boot script
     lustre = cluster.spec.storage is not None and cluster.spec.storage.lustre is not None
     runcmd = [session_lockdown_runcmd(), (HEAD_FIRST_BOOT,), *([(LUSTRE_MOUNT_SCRIPT,)] if lustre else []), (HEAD_SETUP,)]
@@ -78,10 +88,20 @@ def test_every_head_file_rides_once_in_the_user_data_or_the_bundle(stack):
 def test_the_pointer_names_the_bundle_by_its_hash(p5):
     pointer = json.loads(next(f.content for f in p5.config.write_files if f.path == HEAD_FILES_POINTER))
     digest = hashlib.sha256(p5.bundle.encode()).hexdigest()
-    assert pointer == {"bucket": p5.ref.bucket, "key": f"head/files-{digest[:16]}.json", "sha256": digest}
+    key = f"head/files-{digest[:16]}.json"
+    assert pointer == {"bucket": p5.ref.bucket, "key": key, "sha256": digest, "live_key": "head/live.json"}
     first_boot = next(f.content for f in p5.config.write_files if f.path == HEAD_FIRST_BOOT)
     assert "install -y -q --no-install-recommends python3-boto3" in first_boot
-    assert first_boot.rstrip().endswith("exec /usr/local/sbin/gpucluster-aws apply-files")
+    assert first_boot.rstrip().endswith(
+        "/usr/local/sbin/gpucluster-aws apply-files\nexec /usr/local/sbin/gpucluster-aws apply-live"
+    )
+
+
+def test_the_helper_and_the_renderer_allow_the_same_live_paths():
+    """The helper writes only its own list from the live bundle; the renderer puts only its list there: one list."""
+    from gpucluster_agents.boot import helper
+
+    assert helper.LIVE_PATHS == LIVE_PATHS == (ACCOUNTS_PATH,)
 
 
 # --- the boot helper, against S3 ------------------------------------------------------------------------------
@@ -98,7 +118,7 @@ def head_helper(tmp_path):
 
 
 def s3_with(moto: str, p5: HeadUserData, body: str | None = None):
-    """A fresh S3 holding the agent package and ``body`` (default: the bundle) at the bundle's key."""
+    """A fresh S3 holding the agent package, ``body`` (default: the bundle) at the bundle's key and the live bundle."""
     import urllib.request
 
     urllib.request.urlopen(urllib.request.Request(f"{moto}/moto-api/reset", data=b"", method="POST"), timeout=10)
@@ -106,6 +126,7 @@ def s3_with(moto: str, p5: HeadUserData, body: str | None = None):
     s3.create_bucket(Bucket=p5.ref.bucket)
     s3.put_object(Bucket=p5.ref.bucket, Key=package_key(sha256(agent_bundle())), Body=agent_bundle())
     s3.put_object(Bucket=p5.ref.bucket, Key=p5.ref.key, Body=(p5.bundle if body is None else body).encode())
+    s3.put_object(Bucket=p5.ref.bucket, Key=LIVE_KEY, Body=str(p5.live).encode())
     return s3
 
 
@@ -182,7 +203,7 @@ def test_apply_user_data_rewrites_the_user_data_then_the_bundle_then_the_agent(h
         body = json.dumps({"files": changed}, sort_keys=True, separators=(",", ":")) + "\n"
         ref = bundle_ref(p5.ref.bucket, body)
         s3.put_object(Bucket=ref.bucket, Key=ref.key, Body=body.encode())
-        kept = [pointer_file(ref) if f.path == HEAD_FILES_POINTER else f for f in p5.config.write_files]
+        kept = [pointer_file(ref, live=True) if f.path == HEAD_FILES_POINTER else f for f in p5.config.write_files]
         imds.user_data = gzip_bytes(
             render_cloud_config("head", dataclasses.replace(p5.config, write_files=tuple(kept)), gzipped=True)
         )
@@ -192,11 +213,49 @@ def test_apply_user_data_rewrites_the_user_data_then_the_bundle_then_the_agent(h
         assert lines == [
             f"rewrote {HEAD_FILES_POINTER}",
             "rewrote /etc/slurm/slurm.conf",
+            f"rewrote nothing: s3://{p5.ref.bucket}/{LIVE_KEY} did not change",
             f"node agent {sha256(agent_bundle())[:12]} already installed",
         ]
         assert on(root, "/etc/slurm/slurm.conf").read_text().endswith("# changed\n")
     finally:
         imds.server.shutdown()
+
+
+def test_apply_live_writes_the_teams_accounts_without_a_new_user_data(head_helper, moto_endpoint, tmp_path, p5, aws_env):
+    """A quota change: the stack rewrites head/live.json in place; the helper (its timer) writes the new accounts file,
+    and a second run leaves it (the path unit fires only on a change)."""
+    s3 = s3_with(moto_endpoint, p5)
+    root = tmp_path / "root"
+    write_pointer(root, pointer_file(p5.ref, live=True).content)
+    first = run_helper(head_helper, moto_endpoint, tmp_path / "k", "apply-live", root=root)
+    assert first.returncode == 0, first.stderr
+    assert on(root, ACCOUNTS_PATH).read_text() == _content(str(p5.live), ACCOUNTS_PATH)
+    assert stat.S_IMODE(on(root, ACCOUNTS_PATH).stat().st_mode) == 0o644
+    changed = _content(str(p5.live), ACCOUNTS_PATH).replace('"gres/gpu:h100": 85', '"gres/gpu:h100": 80')
+    assert changed != _content(str(p5.live), ACCOUNTS_PATH)
+    s3.put_object(Bucket=p5.ref.bucket, Key=LIVE_KEY, Body=bundle_json((WriteFile(ACCOUNTS_PATH, changed),)).encode())
+    second = run_helper(head_helper, moto_endpoint, tmp_path / "k", "apply-live", root=root)
+    assert second.returncode == 0 and f"rewrote {ACCOUNTS_PATH}" in second.stdout, second.stdout + second.stderr
+    assert on(root, ACCOUNTS_PATH).read_text() == changed
+    third = run_helper(head_helper, moto_endpoint, tmp_path / "k", "apply-live", root=root)
+    assert third.returncode == 0 and "did not change" in third.stdout
+
+
+@pytest.mark.parametrize(
+    ("path", "mode"),
+    [("/usr/local/sbin/gpucluster-users", "0755"), ("/etc/slurm/slurm.conf", "0644"), (ACCOUNTS_PATH, "0755")],
+)
+def test_apply_live_writes_nothing_but_its_data_files(head_helper, moto_endpoint, tmp_path, p5, aws_env, path, mode):
+    """The live bundle is not pinned by the user data, so it may carry no program and no other file: a bundle with one
+    is refused whole (the accounts file beside it stays unwritten)."""
+    s3 = s3_with(moto_endpoint, p5)
+    body = bundle_json((WriteFile(ACCOUNTS_PATH, "{}\n"), WriteFile(path, "#!/bin/sh\nid\n", mode)))
+    s3.put_object(Bucket=p5.ref.bucket, Key=LIVE_KEY, Body=body.encode())
+    root = tmp_path / "root"
+    write_pointer(root, pointer_file(p5.ref, live=True).content)
+    bad = run_helper(head_helper, moto_endpoint, tmp_path / "k", "apply-live", root=root)
+    assert bad.returncode != 0 and f"refusing ['{path}']" in bad.stderr, bad.stderr
+    assert not on(root, ACCOUNTS_PATH).exists() and not on(root, path).exists()
 
 
 def _content(bundle: str, path: str) -> str:

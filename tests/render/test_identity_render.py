@@ -60,6 +60,7 @@ def head_doc(identity: ResolvedIdentity | None) -> dict:
     # After its first boot the head node also holds its bundle's files (render/slurm/headfiles.py), written by the boot
     # helper as root: root's files, as cloud-init's.
     doc["write_files"] += [dict(f, owner="root:root") for f in json.loads(both.bundle)["files"]]
+    doc["write_files"] += [dict(f, owner="root:root") for f in json.loads(both.live or '{"files": []}')["files"]]
     return doc
 
 

@@ -163,7 +163,31 @@ CASES = [
     ("stacks-without-project", "stacks --project-dir {P}/empty", 1, "no Pulumi.yaml in"),
     ("catalog-show-bad-type", "catalog show p5.48xlargee", 1, "unknown instance type 'p5.48xlargee'; close: p5.48xlarge"),
     ("catalog-show", "catalog show trn2.48xlarge", 0, "trn2.48xlarge"),
-    ("unknown-option", "plan --bogus", 2, "unrecognized arguments: --bogus"),
+    ("unknown-option", "plan --bogus", 2, "gpucluster plan: error: unknown option --bogus\n"),
+    # A misspelt option is reported as itself, with the closest one the verb knows (argparse alone said
+    # "argument plan_command: invalid choice: 'lab' (choose from 'diff')" for this one).
+    ("misspelt-option", "plan --stak lab", 2, "gpucluster plan: error: unknown option --stak (did you mean --stack?)"),
+    (
+        "misspelt-option-usage",
+        "usage --stack ok --sinse 2026-01-01",
+        2,
+        "gpucluster usage: error: unknown option --sinse (did you mean --since?)",
+    ),
+    ("misspelt-verb", "catalog shoe", 2, "invalid choice: 'shoe' (choose from 'show', 'refresh', 'refresh-prices')"),
+    # --stack the same on every verb that reads a stack: never a default stack, the stacks named when it is missing.
+    *[
+        (f"no-stack-{verb.split()[0]}", verb, 2, "name a stack with --stack NAME (stacks here: big-size, big-user-data, bomb,")
+        for verb in (
+            "plan",
+            "plan --json",
+            "preflight",
+            "policy",
+            "bundle --out {P}/bundle-out",
+            "usage",
+            "baseline",
+            "images lock",
+        )
+    ],
     # Binary and non-UTF-8 stack files: a config error naming the file (exit 2), for every verb that reads one.
     *[
         (
@@ -284,3 +308,49 @@ def test_cli_processes_exit_cleanly(project):
         assert proc.returncode == code, proc.stderr
         for noise in ("Traceback", "Exception ignored", "unclosed", "ResourceWarning"):
             assert noise not in proc.stderr, proc.stderr
+
+
+def _verbs(parser, prefix: str = "") -> dict[str, object]:
+    """Every verb of the CLI (``plan``, ``plan diff``, ``catalog show`` ...) and its parser."""
+    import argparse
+
+    found: dict[str, object] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                found[f"{prefix}{name}"] = child
+                found.update(_verbs(child, f"{prefix}{name} "))
+    return found
+
+
+def test_every_verb_has_a_description_and_the_same_stack_option():
+    verbs = _verbs(cli.parser())
+    assert {"plan", "plan diff", "preflight", "policy", "images lock", "preview-comment", "catalog show"} <= set(verbs)
+    for name, parser in verbs.items():
+        assert parser.description, f"gpucluster {name} --help has no description"
+        stack = parser._option_string_actions.get("--stack")
+        if stack is not None:
+            assert (stack.option_strings, stack.default, stack.required) == (["--stack", "-s"], None, False), name
+
+
+def test_top_level_help_lists_every_verb():
+    """``gpucluster --help`` names every verb a user can run (the leaves of the tree: ``plan diff``, ``images lock``)."""
+    verbs = _verbs(cli.parser())
+    leaves = [name for name in verbs if not any(other.startswith(name + " ") for other in verbs)]
+    leaves += ["plan"]  # plan is a verb of its own and the parent of plan diff
+    missing = [name for name in leaves if f"gpucluster {name} " not in cli.__doc__]
+    assert not missing, f"the top-level help does not list: {missing}"
+    assert cli.__doc__.count("\n    3  ") == 1, "each exit code is listed once"
+
+
+def test_images_lock_without_credentials_says_what_to_set(project, capsys, no_credentials):
+    """Offline, `images lock` said only "Unable to locate credentials"; now it says what to set, like preflight and
+    baseline do, and how to lock by hand."""
+    code, output = run_cli(["--project-dir", str(project), "images", "lock", "--stack", "ok"], capsys)
+    assert code == 1 and "Traceback" not in output, output
+    assert output.strip().splitlines() == [
+        "gpucluster images lock: node group gpu: cannot read SSM parameter "
+        "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id: Unable to locate "
+        "credentials; set AWS_PROFILE (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), or run `aws sso login` (or lock "
+        "by hand: set nodeGroups[].imageLock {imageId, ssmParameter, lockedAt}, docs/images.md)"
+    ]

@@ -13,7 +13,9 @@ from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.effective import effective_scheduler
 from gpucluster.config.errors import Finding, error, warning
 from gpucluster.config.node_group import NodeGroupSpec
+from gpucluster.config.slurm import UBUNTU_RELEASE, image_release
 from gpucluster.facts.catalog import Catalog, InstanceFacts
+from gpucluster.facts.images import DEFAULT_RELEASE, default_image_parameter
 
 
 def unpinned_images(spec: ClusterSpec) -> list[Finding]:
@@ -40,20 +42,40 @@ def unpinned_images(spec: ClusterSpec) -> list[Finding]:
     ]
 
 
+def _default_parameter(g: NodeGroupSpec, facts: InstanceFacts | None, spec: ClusterSpec) -> str | None:
+    """The SSM parameter a group without ``imageSsmParameter`` reads: Slurm groups the head node's Ubuntu release,
+    others the default release. None where the release is the hybrid site's to decide (checks.hybrid_slurm)."""
+    if facts is None:
+        return None
+    if effective_scheduler(g, spec) == "slurm":
+        if spec.hybrid is not None and spec.hybrid.controller is not None:
+            return None
+        return default_image_parameter(facts, UBUNTU_RELEASE)
+    return default_image_parameter(facts, DEFAULT_RELEASE)
+
+
 def check_image_pinned(
     i: int, g: NodeGroupSpec, facts: InstanceFacts | None, spec: ClusterSpec, catalog: Catalog
 ) -> Iterator[Finding]:
-    """A lock made from another parameter than the group's ``imageSsmParameter`` is stale: an error."""
+    """A lock made from another parameter than the one the group reads (its ``imageSsmParameter``, else its default:
+    a lock written by hand for another Ubuntu release, say) is stale: an error."""
     lock = g.image_lock
-    if g.image_id is None and lock is not None and g.image_ssm_parameter not in (None, lock.ssm_parameter):
-        yield error(
-            group_path(i, "imageLock.ssmParameter"),
-            f"node group {g.name!r}: the image lock was made from {lock.ssm_parameter}, but the group now reads "
-            f"{g.image_ssm_parameter}",
-            "run `gpucluster images lock --stack <stack>` again to lock the new parameter's image",
-            lock.ssm_parameter,
-            "image-lock-stale",
-        )
+    if g.image_id is not None or lock is None:
+        return
+    reads = g.image_ssm_parameter or _default_parameter(g, facts, spec)
+    if reads is None or reads == lock.ssm_parameter:
+        return
+    locked, wanted = image_release(lock.ssm_parameter), image_release(reads)
+    releases = f" (Ubuntu {locked}, the group's image is Ubuntu {wanted})" if locked and wanted and locked != wanted else ""
+    how = "now reads" if g.image_ssm_parameter else "reads by default"
+    yield error(
+        group_path(i, "imageLock.ssmParameter"),
+        f"node group {g.name!r}: the image lock was made from {lock.ssm_parameter}, but the group {how} {reads}{releases}",
+        "run `gpucluster images lock --stack <stack>` again to lock the parameter the group reads"
+        + ("" if g.image_ssm_parameter else ", or set imageSsmParameter to the locked one if that image is meant"),
+        lock.ssm_parameter,
+        "image-lock-stale",
+    )
 
 
 def bash_syntax_error(script: str) -> str | None:

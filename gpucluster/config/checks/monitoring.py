@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from gpucluster.config.checks.deploy import kms_findings
 from gpucluster.config.cluster import ClusterSpec
-from gpucluster.config.errors import Finding, error
+from gpucluster.config.errors import Finding, error, warning
 from gpucluster.facts.catalog import Catalog
 
 PATH = "gpucluster:monitoring"
@@ -26,3 +26,14 @@ def check_monitoring(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             True,
             "monitoring-grafana-off",
         )
+    if monitoring.enabled and (spec.slurm is not None or spec.kubernetes is not None):
+        if not monitoring.alarm_emails and not monitoring.subscriptions:
+            yield warning(
+                PATH,
+                "the alerts (GPU faults, a controller down, a node idle while allocated) go to an SNS topic that has no "
+                "subscriber, so nobody is told",
+                "add monitoring.alarmEmails (e.g. [oncall@example.com]) or monitoring.subscriptions, or subscribe to the "
+                "topic <cluster>-alerts yourself after deploying",
+                None,
+                "alerts-no-subscriber",
+            )

@@ -40,8 +40,28 @@ def check_people_hybrid(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -
             yield error(spath(key), why, fix, None, code)
 
 
+def _unusable_keys(slurm: SlurmSpec) -> Iterator[Finding]:
+    """Declared SSH keys open nothing on a cluster without SSH to its login nodes: people come in through Session
+    Manager, whose shells forward no agent, so a key from a laptop reaches no node. A warning naming the users."""
+    login = slurm.login_nodes
+    if slurm.identity is None or (login is not None and login.ssh is not None):
+        return
+    for j, user in enumerate(slurm.identity.users):
+        if user.ssh_public_keys:
+            yield warning(
+                f"gpucluster:slurm.identity.users[{j}].sshPublicKeys",
+                f"user {user.name!r} has SSH keys, but this cluster has no SSH to its login nodes (people come in with "
+                "Session Manager), so the keys open nothing",
+                "add slurm.loginNodes.ssh (a load balancer open to your networks) to use them, or remove the keys",
+                len(user.ssh_public_keys),
+                "ssh-keys-without-ssh",
+            )
+
+
 def check_login(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     login = slurm.login_nodes
+    if spec.hybrid is None or spec.hybrid.controller is None:
+        yield from _unusable_keys(slurm)
     if login is None or (spec.hybrid is not None and spec.hybrid.controller is not None):
         return
     if slurm.identity is None:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.effective import slurm_groups
-from gpucluster.config.errors import Finding, error
+from gpucluster.config.errors import Finding, error, warning
 from gpucluster.config.kubernetes import flavor_name
 from gpucluster.config.slurm import SlurmSpec
 from gpucluster.config.slurm_settings import KEY_RE, owned_key, value_problem
@@ -58,6 +58,7 @@ def check_teams(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Iterat
         )
     yield from _names(slurm)
     yield from _members(slurm)
+    yield from _teamless(slurm)
     yield from _quotas(slurm, spec, catalog)
 
 
@@ -112,6 +113,24 @@ def _members(slurm: SlurmSpec) -> Iterator[Finding]:
                     group,
                     "team-group-name",
                 )
+
+
+def _teamless(slurm: SlurmSpec) -> Iterator[Finding]:
+    """A declared user in no team has no Slurm association, and with teams the associations are enforced: their first
+    ``sbatch`` is refused. A warning, since someone who only administers need not submit."""
+    if slurm.accounting is None or slurm.identity is None or slurm.identity.directory is not None:
+        return
+    members = {user for team in slurm.teams for user in team.users}
+    for j, user in enumerate(slurm.identity.users):
+        if user.name not in members:
+            yield warning(
+                f"gpucluster:slurm.identity.users[{j}]",
+                f"user {user.name!r} is in no team: with slurm.teams Slurm enforces associations "
+                f"(AccountingStorageEnforce=associations), so {user.name} cannot submit a job",
+                f"add {user.name!r} to the users of a team in slurm.teams (leave it so only for someone who never submits)",
+                user.name,
+                "user-in-no-team",
+            )
 
 
 def _quotas(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:

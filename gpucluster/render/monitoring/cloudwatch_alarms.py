@@ -19,6 +19,9 @@ from typing import Any
 NAMESPACE = "AWS/FSx"
 PERIOD = 300  # s: FSx publishes every minute; five-minute sums smooth one checkpoint burst
 GIB = 1 << 30
+CAPACITY_PERIOD = 60  # s: free space is a level, not a count: the Sum of one minute is the free bytes of every
+# storage target at that minute, where a five-minute Sum would add five minutes' samples (five times the free space)
+CAPACITY_PERIODS = 5  # five minutes in a row below the floor; a minute without a sample is skipped, not a breach
 
 
 @dataclass(frozen=True)
@@ -89,13 +92,13 @@ def fsx_alarms(
                 "(lfs hsm_release for files exported to S3), or increase the storage capacity (it only grows)."
             ),
             "comparison_operator": "LessThanThreshold",
-            "evaluation_periods": 1,
+            "evaluation_periods": CAPACITY_PERIODS,
             "threshold": round(free_floor),
-            "treat_missing_data": "breaching",
+            "treat_missing_data": "missing",
             "namespace": NAMESPACE,
             "metric_name": "FreeDataStorageCapacity",
             "dimensions": {"FileSystemId": file_system_id},
-            "period": PERIOD,
+            "period": CAPACITY_PERIOD,
             "statistic": "Sum",
         },
     }

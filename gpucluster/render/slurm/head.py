@@ -17,7 +17,15 @@ from gpucluster.render.slurm.agent import AgentBundle, boot_files, package_file
 from gpucluster.render.slurm.collector import COLLECTOR_PACKAGES, SETUP_UNITS, collector_files, collector_workspace
 from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, slurm_conf, slurmdbd_conf, topology_conf
 from gpucluster.render.slurm.guard import IMDS_GUARD, IMDS_GUARD_UNIT, imds_guard_script, imds_guard_unit, systemd_unit
-from gpucluster.render.slurm.headfiles import HeadFilesRef, bundle_json, bundle_ref, head_config_unit, small_cloud_config, split
+from gpucluster.render.slurm.headfiles import (
+    LIVE_UNIT,
+    HeadFilesRef,
+    bundle_json,
+    bundle_ref,
+    head_config_unit,
+    small_cloud_config,
+    split,
+)
 from gpucluster.render.slurm.identity import (
     USERS_UNIT,
     has_users_program,
@@ -230,7 +238,9 @@ def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
         users_unit=USERS_UNIT if has_users_program(ctx.identity) else None,
         home_mount=HOME_MOUNT_SCRIPT if inputs.home is not None else None,
         host_key_secret=inputs.login_host_key_secret_arn,
-        accounts_units=(ACCOUNTS_UNIT, ACCOUNTS_PATH_UNIT, ACCOUNTS_TIMER) if accounting and ctx.teams is not None else None,
+        accounts_units=(ACCOUNTS_UNIT, ACCOUNTS_PATH_UNIT, ACCOUNTS_TIMER, LIVE_UNIT.replace(".service", ".timer"))
+        if accounting and ctx.teams is not None
+        else None,
         usage_timer=USAGE_TIMER if has_usage_report(ctx, inputs.agent.bucket) else None,
         spot_unit=SPOT_UNIT if inputs.agent_config.spot_queue_url else None,
         collector_units=SETUP_UNITS if collector else None,
@@ -244,20 +254,24 @@ class HeadUserData:
     config: CloudConfig
     bundle: str
     ref: HeadFilesRef
+    live: str | None = None
+    """The live bundle's text (:data:`~.headfiles.LIVE_KEY`), or None where the head node has no live files."""
 
 
-def head_parts(ctx: SlurmContext, inputs: HeadInputs) -> tuple[tuple[WriteFile, ...], str]:
-    """:func:`head_files` split: the files that stay in the user data, and the bundle's text (:mod:`.headfiles`)."""
-    kept, rest = split(head_files(ctx, inputs))
-    return kept, bundle_json(rest)
+def head_parts(ctx: SlurmContext, inputs: HeadInputs) -> tuple[tuple[WriteFile, ...], str, str | None]:
+    """:func:`head_files` split: the files that stay in the user data, the bundle's text and the live bundle's (None
+    without live files) (:mod:`.headfiles`)."""
+    kept, rest, live = split(head_files(ctx, inputs))
+    return kept, bundle_json(rest), bundle_json(live) if live else None
 
 
 def head_user_data(ctx: SlurmContext, inputs: HeadInputs) -> HeadUserData:
     """The user data and the bundle, stored in the artifact bucket (``inputs.agent.bucket``) under a key that carries
     its hash."""
-    kept, text = head_parts(ctx, inputs)
+    kept, text, live = head_parts(ctx, inputs)
     ref = bundle_ref(inputs.agent.bucket, text)
-    return HeadUserData(small_cloud_config(kept, ref, lustre=inputs.lustre is not None), text, ref)
+    config = small_cloud_config(kept, ref, lustre=inputs.lustre is not None, live=live is not None)
+    return HeadUserData(config, text, ref, live)
 
 
 def head_cloud_config(ctx: SlurmContext, inputs: HeadInputs) -> CloudConfig:

@@ -17,6 +17,12 @@ groups, teams and users. So the user data carries only what is needed to fetch t
 Everything else rides in the bundle (:func:`bundle_json`): one JSON document ``{"files": [{"path", "permissions",
 "content"}]}``, sorted by path, compact, so the same files always give the same bytes, the same sha256 and the same
 key (``head/files-<sha16>.json``, :func:`bundle_key`). Only the head node's role may read ``head/*`` (render/iam.py).
+
+Except the *live* files (:data:`LIVE_PATHS`): data whose readers take a change without a restart (the teams' accounts
+contract, which a path unit hands to the reconcile). A team's quota or members changing must not stop the Slurm
+controller, so they ride in a second bundle of the same shape at a fixed key (:data:`LIVE_KEY`): a change updates that
+object in place, the user data stays, and ``gpucluster-head-live.timer`` (every 2 minutes) runs ``gpucluster-aws
+apply-live``, which writes only the paths the helper itself allows (never a program). The pointer names the key.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from dataclasses import dataclass
 
 from gpucluster.render.core import CloudConfig, WriteFile, render
 from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT
+from gpucluster.render.slurm.accounts import ACCOUNTS_PATH
 from gpucluster.render.slurm.guard import systemd_unit
 from gpucluster.render.slurm.identity import session_lockdown_bootcmd, session_lockdown_runcmd
 from gpucluster.render.slurm.names import AWS_HELPER, AWS_HELPER_CONFIG, HEAD_FILES_POINTER, HEAD_SETUP
@@ -35,6 +42,12 @@ from gpucluster.render.slurm.names import AWS_HELPER, AWS_HELPER_CONFIG, HEAD_FI
 HEAD_FILES_PREFIX = "head/"  # in the artifact bucket: the head node's bundles (IAM: only the head role reads them)
 HEAD_FIRST_BOOT = "/usr/local/sbin/gpucluster-head-first-boot"
 HEAD_CONFIG_UNIT = "/etc/systemd/system/gpucluster-head-config.service"
+LIVE_KEY = f"{HEAD_FILES_PREFIX}live.json"
+LIVE_PATHS = (ACCOUNTS_PATH,)
+"""The head node's files that change without restarting it; the boot helper's ``LIVE_PATHS`` is the same list (a test
+holds them together), and it writes nothing else from the live bundle."""
+LIVE_UNIT = "gpucluster-head-live.service"
+LIVE_POLL = "2min"
 
 
 @dataclass(frozen=True)
@@ -66,10 +79,34 @@ def bundle_ref(bucket: str, text: str) -> HeadFilesRef:
     return HeadFilesRef(bucket, bundle_key(digest), digest)
 
 
-def pointer_file(ref: HeadFilesRef) -> WriteFile:
-    """:data:`HEAD_FILES_POINTER`, which ``gpucluster-aws apply-files`` reads."""
-    doc = {"bucket": ref.bucket, "key": ref.key, "sha256": ref.sha256}
+def pointer_file(ref: HeadFilesRef, live: bool = False) -> WriteFile:
+    """:data:`HEAD_FILES_POINTER`, which ``gpucluster-aws apply-files`` reads (and ``apply-live``: ``live_key``)."""
+    doc = {"bucket": ref.bucket, "key": ref.key, "sha256": ref.sha256, **({"live_key": LIVE_KEY} if live else {})}
     return WriteFile(HEAD_FILES_POINTER, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+
+
+def live_units() -> tuple[WriteFile, WriteFile]:
+    """The service and timer that fetch the live bundle: at boot (after the user data's and bundle's files) and every
+    :data:`LIVE_POLL`. A failed fetch leaves the files as they were and is tried again at the next tick."""
+    return (
+        WriteFile(
+            f"/etc/systemd/system/{LIVE_UNIT}",
+            systemd_unit(
+                "gpucluster: rewrite the head node's live files (the teams' accounts) from the artifact bucket",
+                "Wants=network-online.target\nAfter=network-online.target gpucluster-head-config.service\n\n"
+                f"[Service]\nType=oneshot\nExecStart={AWS_HELPER} apply-live\n",
+                "",
+            ),
+        ),
+        WriteFile(
+            f"/etc/systemd/system/{LIVE_UNIT.replace('.service', '.timer')}",
+            systemd_unit(
+                f"gpucluster: fetch the head node's live files every {LIVE_POLL}",
+                f"\n[Timer]\nOnBootSec={LIVE_POLL}\nOnUnitActiveSec={LIVE_POLL}\nUnit={LIVE_UNIT}\n",
+                "WantedBy=timers.target",
+            ),
+        ),
+    )
 
 
 def head_config_unit() -> WriteFile:
@@ -86,8 +123,8 @@ def head_config_unit() -> WriteFile:
     )
 
 
-def first_boot_script() -> str:
-    return render("slurm/head-first-boot.sh.j2", aws_helper=AWS_HELPER)
+def first_boot_script(live: bool = False) -> str:
+    return render("slurm/head-first-boot.sh.j2", aws_helper=AWS_HELPER, live=live)
 
 
 def stays_in_user_data(path: str) -> bool:
@@ -95,12 +132,16 @@ def stays_in_user_data(path: str) -> bool:
     return path in (AWS_HELPER, AWS_HELPER_CONFIG, HEAD_CONFIG_UNIT)
 
 
-def split(files: Sequence[WriteFile]) -> tuple[tuple[WriteFile, ...], tuple[WriteFile, ...]]:
-    """``(user data's, bundle's)`` of the head node's files."""
-    return tuple(f for f in files if stays_in_user_data(f.path)), tuple(f for f in files if not stays_in_user_data(f.path))
+def split(files: Sequence[WriteFile]) -> tuple[tuple[WriteFile, ...], tuple[WriteFile, ...], tuple[WriteFile, ...]]:
+    """``(user data's, bundle's, live bundle's)`` of the head node's files; with live files, the bundle also carries
+    the units that fetch them (:func:`live_units`)."""
+    kept = tuple(f for f in files if stays_in_user_data(f.path))
+    live = tuple(f for f in files if f.path in LIVE_PATHS)
+    rest = tuple(f for f in files if not stays_in_user_data(f.path) and f.path not in LIVE_PATHS)
+    return kept, (*rest, *(live_units() if live else ())), live
 
 
-def small_cloud_config(kept: Sequence[WriteFile], ref: HeadFilesRef, lustre: bool) -> CloudConfig:
+def small_cloud_config(kept: Sequence[WriteFile], ref: HeadFilesRef, lustre: bool, live: bool = False) -> CloudConfig:
     """The head node's user data: the lockdown (bootcmd, then first in runcmd), the fetching files and the pointer,
     then the first-boot script, (the Lustre mount,) the setup script: the last two written by the first-boot script."""
     runcmd: list[tuple[str, ...]] = [session_lockdown_runcmd(), (HEAD_FIRST_BOOT,)]
@@ -112,7 +153,7 @@ def small_cloud_config(kept: Sequence[WriteFile], ref: HeadFilesRef, lustre: boo
     # Plain text: the whole document is gzipped for EC2 (see SlurmCluster).
     files = (
         *(WriteFile(f.path, f.text(), f.permissions) for f in kept),
-        pointer_file(ref),
-        WriteFile(HEAD_FIRST_BOOT, first_boot_script(), "0755"),
+        pointer_file(ref, live),
+        WriteFile(HEAD_FIRST_BOOT, first_boot_script(live), "0755"),
     )
     return CloudConfig(write_files=files, bootcmd=(session_lockdown_bootcmd(),), runcmd=tuple(runcmd), sections=tuple(sections))

@@ -372,7 +372,7 @@ def test_the_ignored_section_names_the_path_and_the_values():
 
 def _teams_plan(change=None) -> dict:
     """A plan document holding only slurm-p5's accounts contract (rendered from its config after ``change``): the
-    file the real plan carries in the head node's bundle (tests/golden/plans/slurm-p5.json pins it there)."""
+    file the real plan carries in the head node's live bundle (tests/golden/plans/slurm-p5.json pins it there)."""
     from gpucluster.load import load_spec
     from gpucluster.render.slurm.accounts import ACCOUNTS_PATH, accounts_contract
     from gpucluster.render.slurm.names import SlurmContext
@@ -386,7 +386,7 @@ def _teams_plan(change=None) -> dict:
         "stack": "slurm-p5",
         "project": "gpucluster",
         "resources": [],
-        "files": {f"slurm-p5-slurm-head-files{ACCOUNTS_PATH}": text},
+        "files": {f"slurm-p5-slurm-head-live{ACCOUNTS_PATH}": text},
     }
 
 
@@ -410,7 +410,7 @@ def test_team_changes_are_said_as_such():
         "applied: removed — its accounts are kept while it has jobs",
     ]
     text = render(c)
-    assert "Teams (Slurm accounts; the head node reconciles them)\n  research: 85 → 93 guaranteed h100 GPUs" in text
+    assert "Teams (Slurm accounts; the head node reconciles them within minutes, without a restart)\n  research: 85 → 93" in text
     assert "- applied: removed — its accounts are kept while it has jobs" in markdown(c)
     assert to_json(c)["teams"] == team_lines(c)
     assert team_lines(compare(_teams_plan(), _teams_plan())) == []

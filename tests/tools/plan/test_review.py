@@ -41,6 +41,28 @@ def test_a_bigger_group_shows_its_cost_in_every_format():
     assert "slurm-p5-slurm-head-files/etc/slurm/slurm.conf" in changed
 
 
+def _quota_and_members(c: dict) -> None:
+    teams = c["gpucluster:slurm"]["teams"]
+    teams[0]["gpuQuota"] = {"h100": 80}
+    teams[1]["users"] = ["carol"]
+
+
+def test_a_quota_change_is_not_a_controller_outage():
+    """A team's quota and members change: only the head node's live bundle changes (in place, same key); the user data,
+    the hashed bundle and the head node stay, so slurmctld keeps running (before: a new bundle key, a new user data and
+    a stop and start of the head node for every quota tweak)."""
+    r = review(prcases.plan_json("slurm-p5"), prcases.plan_json("slurm-p5", _quota_and_members))
+    steps = {s.name: s for s in r.comparison.steps if s.op != "same"}
+    assert set(steps) == {"slurm-p5-slurm-head-live"}, {n: (s.op, s.changed) for n, s in steps.items()}
+    assert steps["slurm-p5-slurm-head-live"].op == "update" and not steps["slurm-p5-slurm-head-live"].disruption
+    assert [f.path for f in r.comparison.files if f.op == "update"] == [
+        "slurm-p5-slurm-head-live/etc/gpucluster/accounts.json",
+        "slurm-p5-slurm-head-live/files-bundle.list",  # its listing: the new sha256
+    ]
+    text = render(r, "text")
+    assert "restarts the head node" not in text and "research: 85 → 80 guaranteed h100 GPUs" in text
+
+
 def test_data_loss_exits_3_and_is_named_before_the_cost():
     old = prcases.plan_json("p5-training")
     new = prcases.plan_json("p5-training", prcases.efa_off)

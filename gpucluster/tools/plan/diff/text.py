@@ -121,7 +121,11 @@ def render(
         out += [*warnings, ""]
     teams = team_lines(c)
     if teams:
-        out += ["Teams (Slurm accounts; the head node reconciles them)", *(f"  {t}" for t in teams), ""]
+        out += [
+            "Teams (Slurm accounts; the head node reconciles them within minutes, without a restart)",
+            *(f"  {t}" for t in teams),
+            "",
+        ]
     if cost_lines:
         out += ["Cost", *cost_lines, ""]
     if summary_lines:

@@ -169,6 +169,18 @@ class PlanMocks(Mocks):
             # Secrets Manager appends 6 random characters to the name; the ARN is the resource's id.
             rid = f"arn:aws:secretsmanager:{region}:{account}:secret:{name}-{digest(h, 'secret', length=6)}"
             state["arn"] = rid
+        if token == "aws:lb/loadBalancer:LoadBalancer":  # e.g. the login nodes' SSH endpoint (a stack output)
+            kind = "net" if state.get("loadBalancerType") == "network" else "app"
+            suffix = digest(h, "lb", length=16)
+            rid = f"arn:aws:elasticloadbalancing:{region}:{account}:loadbalancer/{kind}/{name}/{suffix}"
+            internal = "internal-" if kind == "app" and state.get("internal") else ""
+            state.update(
+                {
+                    "arn": rid,
+                    "arnSuffix": f"{kind}/{name}/{suffix}",
+                    "dnsName": f"{internal}{name}-{suffix}.elb.{region}.amazonaws.com",
+                }
+            )
         if token == "aws:route53/zone:Zone":
             rid = "Z" + digest(h, "zone", length=20).upper()
             state.update({"zoneId": rid, "arn": f"arn:aws:route53:::hostedzone/{rid}", "nameServers": []})
