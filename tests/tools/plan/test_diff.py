@@ -217,10 +217,16 @@ def test_a_new_image_shows_the_roll():
     template = next(s for s in c.steps if s.name == "slurm-p5-slurm-p5-lt")
     before, after = template.value("old", "imageId"), template.value("new", "imageId")
     assert template.op == "update" and before != after and after.startswith("ami-")
+    # the base image a person changed, not only the baked image's id; and how the agent rolls the group (slurm.updates)
+    base = next(s for s in c.steps if s.name == "slurm-p5-slurm-p5-recipe").value("old", "parentImage")
+    assert base != prcases.LOCKED_AMI and base.startswith("ami-")
     assert template.disruption == [
-        f"p5: image {before} → {after}, its running nodes will roll (the node agent replaces them a share at a time)"
+        f"p5: base image {base} → {prcases.LOCKED_AMI} (baked: {before} → {after}), its running nodes will roll (the node "
+        "agent replaces them a share at a time): at most 10 % of the group drained at a time, each node once idle; at any "
+        "hour (no maintenance window); first 2 nodes measured for 120 min against the last good image (the roll stops if "
+        "the new one is slower)"
     ]
-    assert f"p5: image {before} → {after}" in render(c)
+    assert f"p5: base image {base} → {prcases.LOCKED_AMI}" in render(c)
     assert next(s for s in c.steps if s.name == "slurm-p5-slurm-dev-lt").op == "same"  # dev's image is unchanged
     assert not c.data_loss
 
@@ -422,3 +428,15 @@ def test_team_changes_are_said_as_such():
         "research: 93 guaranteed h100 GPUs; ops: 0 guaranteed h100 GPUs (Slurm accounts; docs/teams.md)",
     )
     assert summary_row({}) is None
+
+
+def test_the_roll_is_said_with_its_window_and_without_a_rebaseline_where_none_is_set():
+    from gpucluster.tools.plan.diff.disruption import _how_it_rolls, roll_policy
+
+    agent = json.dumps({"updates": {"max_drained_percent": 25, "maintenance_window": "Sat 02:00-06:00", "baseline": None}})
+    updates = roll_policy({"c-slurm-head-files/etc/gpucluster/agent.json": agent})
+    assert updates is not None
+    assert _how_it_rolls("p5", updates) == (
+        "at most 25 % of the group drained at a time, each node once idle; inside the maintenance window Sat 02:00-06:00"
+    )
+    assert roll_policy({}) is None and roll_policy({"x/etc/gpucluster/agent.json": "not json"}) is None

@@ -148,7 +148,7 @@ def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> Comparison:
             _classify(step, a, b, norm_old, norm_new)
         steps.append(step)
     carry_replacements(steps, str(new.get("region") or old.get("region") or "") or None)
-    add_disruption(steps)
+    add_disruption(steps, new.get("files") or {})
     for step in steps:
         step.data_loss = _data_loss(step)
     return Comparison(

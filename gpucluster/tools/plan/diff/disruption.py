@@ -11,6 +11,7 @@ engine answers ``1``), so a template that changes marks the groups that use it a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,6 +23,9 @@ EKS_NODES = "aws:eks/nodeGroup:NodeGroup"
 INSTANCE = "aws:ec2/instance:Instance"
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 RESTARTS = ("instanceType", "userData", "userDataBase64")
+RECIPE = "aws:imagebuilder/imageRecipe:ImageRecipe"
+AGENT_CONFIG = "/etc/gpucluster/agent.json"
+"""The Slurm node agent's config in the head node's files: its ``updates`` say how a roll proceeds."""
 
 
 def _inputs(doc: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -94,9 +98,50 @@ def _head(step: Step) -> None:
             )
 
 
-def _image_change(step: Step, consumers: Sequence[Step]) -> None:
-    """A launch template that names a new AMI: said as what it is, with the nodes that will roll onto it (a group's
-    desired size; a Slurm group the agent launches has no size the plan knows: its running nodes)."""
+def _base_images(steps: Sequence[Step]) -> dict[str, tuple[str, str]]:
+    """``{group: (old base AMI, new base AMI)}`` of each baked group whose image recipe starts from another base image:
+    the image a person chose (or locked), where the launch template shows only the baked image's id."""
+    out: dict[str, tuple[str, str]] = {}
+    for s in steps:
+        if s.type == RECIPE and s.old is not None and s.new is not None:
+            before, after = _inputs(s.old).get("parentImage"), _inputs(s.new).get("parentImage")
+            if before and after and before != after:
+                out[group_name(s.new)] = (str(before), str(after))
+    return out
+
+
+def roll_policy(files: Mapping[str, str]) -> Mapping[str, Any] | None:
+    """The ``updates`` of the Slurm node agent's config among the plan's files (the head node's), or None."""
+    text = next((t for path, t in files.items() if path.endswith(AGENT_CONFIG)), None)
+    try:
+        updates = json.loads(text).get("updates") if text else None
+    except (ValueError, AttributeError):
+        return None
+    return updates if isinstance(updates, Mapping) else None
+
+
+def _how_it_rolls(group: str, updates: Mapping[str, Any]) -> str:
+    """How the node agent rolls ``group``: its share, its window, the re-baseline that goes first."""
+    window = updates.get("maintenance_window")
+    parts = [
+        f"at most {updates.get('max_drained_percent')} % of the group drained at a time, each node once idle",
+        f"inside the maintenance window {window}" if window else "at any hour (no maintenance window)",
+    ]
+    baseline = updates.get("baseline")
+    if isinstance(baseline, Mapping) and group in (baseline.get("groups") or []):
+        parts.append(
+            f"first {baseline.get('nodes')} nodes measured for {baseline.get('duration_minutes')} min against the last "
+            "good image (the roll stops if the new one is slower)"
+        )
+    return "; ".join(parts)
+
+
+def _image_change(
+    step: Step, consumers: Sequence[Step], bases: Mapping[str, tuple[str, str]], updates: Mapping[str, Any] | None
+) -> None:
+    """A launch template that names a new AMI: said as what it is (the base image that changed, for a baked group),
+    with the nodes that will roll onto it (a group's desired size; a Slurm group the agent launches has no size the plan
+    knows: its running nodes) and, for a Slurm group, how the node agent rolls it."""
     before, after = _inputs(step.old).get("imageId"), _inputs(step.new).get("imageId")
     if step.op != "update" or not before or not after or before == after:
         return
@@ -107,13 +152,21 @@ def _image_change(step: Step, consumers: Sequence[Step]) -> None:
         nodes = f"{count} running node{'s' if count != 1 else ''} will roll"
     else:
         nodes = "its running nodes will roll (the node agent replaces them a share at a time)"
-    step.disruption.append(f"{group}: image {before} → {after}, {nodes}")
+    image = (
+        f"base image {bases[group][0]} → {bases[group][1]} (baked: {before} → {after})"
+        if group in bases
+        else (f"image {before} → {after}")
+    )
+    how = f": {_how_it_rolls(group, updates)}" if updates is not None else ""
+    step.disruption.append(f"{group}: {image}, {nodes}{how}")
 
 
-def _template_rollout(step: Step, consumers: Sequence[Step]) -> None:
+def _template_rollout(
+    step: Step, consumers: Sequence[Step], bases: Mapping[str, tuple[str, str]], updates: Mapping[str, Any] | None
+) -> None:
     if step.op != "update":
         return
-    _image_change(step, consumers)
+    _image_change(step, consumers, bases, updates)
     for consumer in consumers:
         if consumer.op == "same":
             consumer.op = "update"
@@ -138,8 +191,10 @@ def _template_rollout(step: Step, consumers: Sequence[Step]) -> None:
             )
 
 
-def add_disruption(steps: Sequence[Step]) -> None:
-    """Fill ``disruption`` (and the notes of groups on a changed launch template) of every step."""
+def add_disruption(steps: Sequence[Step], files: Mapping[str, str] | None = None) -> None:
+    """Fill ``disruption`` (and the notes of groups on a changed launch template) of every step; ``files``, the new
+    plan's rendered files, say how the Slurm node agent rolls a group onto a new image."""
+    bases, updates = _base_images(steps), roll_policy(files or {})
     by_template: dict[str, list[Step]] = {}
     for s in steps:
         if s.type in (ASG, EKS_NODES) and s.new is not None:
@@ -148,7 +203,7 @@ def add_disruption(steps: Sequence[Step]) -> None:
                 by_template.setdefault(str(template["id"]), []).append(s)
     for s in steps:
         if s.type == LT and s.new is not None:
-            _template_rollout(s, by_template.get(str(s.new.get("id")), []))
+            _template_rollout(s, by_template.get(str(s.new.get("id")), []), bases, updates)
     for s in steps:
         if s.type in (ASG, EKS_NODES):
             _group(s)
