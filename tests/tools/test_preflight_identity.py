@@ -204,3 +204,34 @@ def test_preflight_runs_the_identity_checks(aws: Clients):
     # moto lacks Service Quotas and capacity reservations (those checks fail there); none of the people's fails
     failed = {f.path for f in found if f.code == "check-failed"}
     assert not failed & {f"{S}.identity.directory.bindPasswordSecret", f"{S}.identity.users", f"{S}.loginNodes", f"{S}.home"}
+
+
+def _own_vpc_login(net: dict[str, Any], *listed: str, **head: Any) -> Any:
+    """A Slurm cluster in your own VPC with login nodes that name no subnets (they take the head node's)."""
+    from tests.conftest import IDENTITY_DECLARED, identity_config
+
+    config = identity_config(IDENTITY_DECLARED, loginNodes={"count": 1}, **({"headNode": head} if head else {}))
+    subnets = [{"id": s, "availabilityZone": "us-east-1a"} for s in listed]
+    config["gpucluster:network"] = {"vpcId": net["vpc"], "subnets": subnets}
+    return load_spec(config, stack="own-vpc", catalog=CATALOG).spec
+
+
+def test_login_nodes_defaulting_to_a_public_head_subnet_are_an_error(aws: Clients):
+    """Your own VPC, its public subnet listed, no loginNodes.subnetIds: the login nodes take the head node's subnet,
+    which routes to an internet gateway (before: no finding at all, the check read loginNodes.subnetIds only)."""
+    net = vpc(aws)
+    [finding] = check_login_subnets(_own_vpc_login(net, net["public_a"]), CATALOG, aws)
+    assert (finding.code, finding.path, finding.value) == (
+        "login-subnet-public",
+        "gpucluster:network.subnets[0].id",
+        net["public_a"],
+    )
+    assert finding.message == (
+        f"login nodes run in the head node's subnet (no loginNodes.subnetIds), and {net['public_a']} routes 0.0.0.0/0 to "
+        f"{net['igw']}: a public subnet; login nodes live in private subnets"
+    )
+    assert "or set loginNodes.subnetIds to private ones" in finding.fix
+    assert list(check_login_subnets(_own_vpc_login(net, net["private"]), CATALOG, aws)) == []
+    both = _own_vpc_login(net, net["private"], net["public_a"], subnetId=net["public_a"])  # the head node's, named
+    [named] = check_login_subnets(both, CATALOG, aws)
+    assert (named.code, named.path) == ("login-subnet-public", "gpucluster:network.subnets[1].id")

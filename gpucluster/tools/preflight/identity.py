@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.effective import head_zone
 from gpucluster.config.errors import Finding, error, info, warning
 from gpucluster.facts.catalog import Catalog
 
@@ -178,20 +179,47 @@ def _subnets(aws: Clients, ids: tuple[str, ...]) -> list[dict[str, Any]]:
     return [found[i] for i in ids if i in found]
 
 
+def _login_subnets(spec: ClusterSpec, catalog: Catalog) -> list[tuple[str, str, str]]:
+    """``(config path, subnet id, how it was chosen)`` of the subnets login nodes run in: ``loginNodes.subnetIds``,
+    else (your own VPC) the head node's subnet: ``headNode.subnetId`` or the first listed subnet of its zone, named
+    where ``network.subnets`` lists it (a head node's subnet must be listed there)."""
+    slurm = spec.slurm
+    login = slurm.login_nodes if slurm is not None else None
+    if slurm is None or login is None:
+        return []
+    if login.subnet_ids:
+        return [(f"{S}.loginNodes.subnetIds[{k}]", s, "") for k, s in enumerate(login.subnet_ids)]
+    network = getattr(spec, "network", None)
+    if network is None or network.create_vpc:
+        return []  # a new VPC's private subnets
+    why = "login nodes run in the head node's subnet (no loginNodes.subnetIds), and "
+    zone, head = head_zone(spec, catalog), slurm.head_node.subnet_id  # resolution fills the head node's subnet in
+    for j, subnet in enumerate(network.subnets):
+        if subnet.id == head or (head is None and subnet.availability_zone == zone):
+            return [(f"gpucluster:network.subnets[{j}].id", subnet.id, why)]
+    return []
+
+
 def check_login_subnets(spec: ClusterSpec, catalog: Catalog, aws: Clients) -> Iterator[Finding]:
-    """Login subnets are private; an internet-facing load balancer's subnets are public, one per login zone."""
+    """Login subnets are private (the ones named, or the head node's they default to in your own VPC); an
+    internet-facing load balancer's subnets are public, one per login zone."""
     login = spec.slurm.login_nodes if spec.slurm else None
     if login is None:
         return
-    login_subnets = _subnets(aws, login.subnet_ids)
-    for k, subnet in enumerate(login_subnets):
-        igw = _default_route_to_igw(aws, subnet)
+    chosen = _login_subnets(spec, catalog)
+    found = {s["SubnetId"]: s for s in _subnets(aws, tuple(dict.fromkeys(s for _, s, _ in chosen)))}
+    login_subnets = [found[s] for _, s, _ in chosen if s in found]
+    for path, subnet_id, why in chosen:
+        subnet = found.get(subnet_id)
+        igw = _default_route_to_igw(aws, subnet) if subnet is not None else None
         if igw is not None:
             yield error(
-                f"{S}.loginNodes.subnetIds[{k}]",
-                f"{subnet['SubnetId']} routes 0.0.0.0/0 to {igw}: a public subnet; login nodes live in private subnets",
-                "use a private subnet (a NAT gateway or endpoints for its way out); expose SSH with loginNodes.ssh",
-                subnet["SubnetId"],
+                path,
+                f"{why}{subnet_id} routes 0.0.0.0/0 to {igw}: a public subnet; login nodes live in private subnets",
+                "use a private subnet (a NAT gateway or endpoints for its way out)"
+                + (", or set loginNodes.subnetIds to private ones" if why else "")
+                + "; expose SSH with loginNodes.ssh",
+                subnet_id,
                 "login-subnet-public",
             )
     ssh = login.ssh
