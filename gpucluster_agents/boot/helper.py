@@ -3,9 +3,7 @@
 
 Commands: ``munge-key [--create]`` (Secrets Manager -> /etc/munge/munge.key: made once by the head node);
 ``install-agent`` (the node agent package) and ``apply-files`` (head node: its files' bundle), from S3, checked against
-their sha256; ``apply-live`` (head node: its live files, the teams' accounts, from the fixed key the pointer names: only
-the paths of :data:`LIVE_PATHS`, which are data, never a program); ``apply-user-data`` (head node, every boot: rewrite
-its user data's files, then apply-files, apply-live, install-agent);
+their sha256; ``apply-user-data`` (head node, every boot: rewrite its user data's files, then apply-files, install-agent);
 ``health`` (GPU node, before slurmd); ``node-name`` (compute node). The user data writes this file's source, less its
 docs, to ``/usr/local/sbin/gpucluster-aws``, its config next to it (``.json``). It runs BEFORE the node agent package is
 installed (it installs it): stdlib and boto3 only, Python 3.9. Tests point :data:`ROOT` at a directory of their own."""
@@ -40,9 +38,6 @@ CONFIG_SUFFIX = ".json"
 # The boot check's verdict for slurmd's side (HealthCheckProgram and Prolog wrappers): one line, the reason,
 # only while this boot's check found a fault. Under /run, so a reboot clears it and the check runs anew.
 HEALTH_BOOT_FAULT = "/run/gpucluster/health-boot.reason"
-# The only files ``apply-live`` writes: data a reader takes without a restart (render/slurm/headfiles.py LIVE_PATHS).
-# The live bundle is not pinned by the user data (that is its point), so it may hold nothing that runs.
-LIVE_PATHS = ("/etc/gpucluster/accounts.json",)
 HEALTH_BOOT_TIMEOUT = 300  # s: the boot mode's own budget is 120 s; past this it hangs (a GPU off the bus)
 # Root runs the health program as python3 -I -c HEALTH_MAIN <package dir> <mode> ... from / (docs/health.md)
 HEALTH_MAIN = "import sys; sys.path.insert(0, sys.argv.pop(1)); from gpucluster_agents.health.cli import main; sys.exit(main())"
@@ -343,31 +338,12 @@ def apply_files(cfg: BootConfig) -> None:
     write_entries(cfg, json.loads(fetch_checked(cfg, ptr, "applying"))["files"], f"s3://{ptr['bucket']}/{ptr['key']}")
 
 
-def apply_live(cfg: BootConfig) -> None:
-    """The head node's live bundle (the pointer's ``live_key``; none: nothing to do): every entry must be one of
-    :data:`LIVE_PATHS`, mode 0644, or nothing is written. Its reader notices the change itself (a path unit)."""
-    if not cfg.head_files:
-        sys.exit("no head_files in the config")
-    ptr = json.loads(_read(on_root(cfg.head_files)))
-    key = ptr.get("live_key")
-    if not key:
-        log("no live files")
-        return
-    source = f"s3://{ptr['bucket']}/{key}"
-    entries = json.loads(s3_client(cfg).get_object(Bucket=ptr["bucket"], Key=key)["Body"].read())["files"]
-    bad = [e.get("path") for e in entries if e.get("path") not in LIVE_PATHS or str(e.get("permissions", "0644")) != "0644"]
-    if bad:
-        sys.exit(f"{source}: refusing {bad!r} (only {', '.join(LIVE_PATHS)}, mode 0644, may change live): nothing written")
-    write_entries(cfg, entries, source)
-
-
 def apply_user_data(cfg: BootConfig) -> None:
     import yaml
 
     write_entries(cfg, yaml.safe_load(current_user_data()).get("write_files") or [], "the user data")
     if cfg.head_files:
         apply_files(cfg)
-        apply_live(cfg)
     install_agent(cfg)
 
 
@@ -411,7 +387,6 @@ def main(argv: list[str]) -> None:
         "munge-key": lambda c: munge_key(c, args.create),
         "install-agent": install_agent,
         "apply-files": apply_files,
-        "apply-live": apply_live,
         "apply-user-data": apply_user_data,
         "health": lambda c: sys.exit(boot_health(c)),
         "node-name": lambda c: print(node_name(c)),

@@ -92,16 +92,15 @@ def test_the_pointer_names_the_bundle_by_its_hash(p5):
     assert pointer == {"bucket": p5.ref.bucket, "key": key, "sha256": digest, "live_key": "head/live.json"}
     first_boot = next(f.content for f in p5.config.write_files if f.path == HEAD_FIRST_BOOT)
     assert "install -y -q --no-install-recommends python3-boto3" in first_boot
-    assert first_boot.rstrip().endswith(
-        "/usr/local/sbin/gpucluster-aws apply-files\nexec /usr/local/sbin/gpucluster-aws apply-live"
-    )
+    assert first_boot.rstrip().endswith("exec /usr/local/sbin/gpucluster-aws apply-files")
 
 
-def test_the_helper_and_the_renderer_allow_the_same_live_paths():
-    """The helper writes only its own list from the live bundle; the renderer puts only its list there: one list."""
-    from gpucluster_agents.boot import helper
+def test_the_live_program_and_the_renderer_allow_the_same_live_paths():
+    """The node package's live program writes only its own list from the live bundle; the renderer puts only its list
+    there: one list. It is the package's, not the boot helper's: every user data carries the helper (16 KB cap)."""
+    from gpucluster_agents.boot import helper, live
 
-    assert helper.LIVE_PATHS == LIVE_PATHS == (ACCOUNTS_PATH,)
+    assert live.LIVE_PATHS == LIVE_PATHS == (ACCOUNTS_PATH,) and not hasattr(helper, "apply_live")
 
 
 # --- the boot helper, against S3 ------------------------------------------------------------------------------
@@ -203,7 +202,7 @@ def test_apply_user_data_rewrites_the_user_data_then_the_bundle_then_the_agent(h
         body = json.dumps({"files": changed}, sort_keys=True, separators=(",", ":")) + "\n"
         ref = bundle_ref(p5.ref.bucket, body)
         s3.put_object(Bucket=ref.bucket, Key=ref.key, Body=body.encode())
-        kept = [pointer_file(ref, live=True) if f.path == HEAD_FILES_POINTER else f for f in p5.config.write_files]
+        kept = [pointer_file(ref) if f.path == HEAD_FILES_POINTER else f for f in p5.config.write_files]
         imds.user_data = gzip_bytes(
             render_cloud_config("head", dataclasses.replace(p5.config, write_files=tuple(kept)), gzipped=True)
         )
@@ -213,7 +212,6 @@ def test_apply_user_data_rewrites_the_user_data_then_the_bundle_then_the_agent(h
         assert lines == [
             f"rewrote {HEAD_FILES_POINTER}",
             "rewrote /etc/slurm/slurm.conf",
-            f"rewrote nothing: s3://{p5.ref.bucket}/{LIVE_KEY} did not change",
             f"node agent {sha256(agent_bundle())[:12]} already installed",
         ]
         assert on(root, "/etc/slurm/slurm.conf").read_text().endswith("# changed\n")
@@ -227,17 +225,17 @@ def test_apply_live_writes_the_teams_accounts_without_a_new_user_data(head_helpe
     s3 = s3_with(moto_endpoint, p5)
     root = tmp_path / "root"
     write_pointer(root, pointer_file(p5.ref, live=True).content)
-    first = run_helper(head_helper, moto_endpoint, tmp_path / "k", "apply-live", root=root)
+    first = run_live(head_helper, moto_endpoint, root)
     assert first.returncode == 0, first.stderr
     assert on(root, ACCOUNTS_PATH).read_text() == _content(str(p5.live), ACCOUNTS_PATH)
     assert stat.S_IMODE(on(root, ACCOUNTS_PATH).stat().st_mode) == 0o644
     changed = _content(str(p5.live), ACCOUNTS_PATH).replace('"gres/gpu:h100": 85', '"gres/gpu:h100": 80')
     assert changed != _content(str(p5.live), ACCOUNTS_PATH)
     s3.put_object(Bucket=p5.ref.bucket, Key=LIVE_KEY, Body=bundle_json((WriteFile(ACCOUNTS_PATH, changed),)).encode())
-    second = run_helper(head_helper, moto_endpoint, tmp_path / "k", "apply-live", root=root)
+    second = run_live(head_helper, moto_endpoint, root)
     assert second.returncode == 0 and f"rewrote {ACCOUNTS_PATH}" in second.stdout, second.stdout + second.stderr
     assert on(root, ACCOUNTS_PATH).read_text() == changed
-    third = run_helper(head_helper, moto_endpoint, tmp_path / "k", "apply-live", root=root)
+    third = run_live(head_helper, moto_endpoint, root)
     assert third.returncode == 0 and "did not change" in third.stdout
 
 
@@ -253,9 +251,32 @@ def test_apply_live_writes_nothing_but_its_data_files(head_helper, moto_endpoint
     s3.put_object(Bucket=p5.ref.bucket, Key=LIVE_KEY, Body=body.encode())
     root = tmp_path / "root"
     write_pointer(root, pointer_file(p5.ref, live=True).content)
-    bad = run_helper(head_helper, moto_endpoint, tmp_path / "k", "apply-live", root=root)
+    bad = run_live(head_helper, moto_endpoint, root)
     assert bad.returncode != 0 and f"refusing ['{path}']" in bad.stderr, bad.stderr
     assert not on(root, ACCOUNTS_PATH).exists() and not on(root, path).exists()
+
+
+def run_live(helper: Path, moto: str, root: Path) -> subprocess.CompletedProcess[str]:
+    """The live program as its unit runs it (``python3 -I -c LIVE_MAIN <package dir> <helper config>``), from this
+    checkout's package, against moto's S3 and ``root`` (without ``-I``, which would drop the test's environment)."""
+    import os
+    import sys
+
+    from gpucluster.render.slurm.headfiles import LIVE_MAIN
+    from tests.conftest import ROOT
+
+    env = {
+        "PATH": os.environ["PATH"],
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_CONFIG_FILE": "/dev/null",
+        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "GPUCLUSTER_S3_ENDPOINT": moto,
+        "GPUCLUSTER_ROOT": str(root),
+    }
+    argv = [sys.executable, "-c", LIVE_MAIN, str(ROOT), f"{helper}.json"]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False, cwd="/")
 
 
 def _content(bundle: str, path: str) -> str:

@@ -21,8 +21,9 @@ key (``head/files-<sha16>.json``, :func:`bundle_key`). Only the head node's role
 Except the *live* files (:data:`LIVE_PATHS`): data whose readers take a change without a restart (the teams' accounts
 contract, which a path unit hands to the reconcile). A team's quota or members changing must not stop the Slurm
 controller, so they ride in a second bundle of the same shape at a fixed key (:data:`LIVE_KEY`): a change updates that
-object in place, the user data stays, and ``gpucluster-head-live.timer`` (every 2 minutes) runs ``gpucluster-aws
-apply-live``, which writes only the paths the helper itself allows (never a program). The pointer names the key.
+object in place, the user data stays, and ``gpucluster-head-live.timer`` (every 2 minutes) runs the node package's
+``gpucluster_agents.boot.live``, which writes only the paths it allows itself (never a program). The pointer names
+the key.
 """
 
 from __future__ import annotations
@@ -37,15 +38,18 @@ from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT
 from gpucluster.render.slurm.accounts import ACCOUNTS_PATH
 from gpucluster.render.slurm.guard import systemd_unit
 from gpucluster.render.slurm.identity import session_lockdown_bootcmd, session_lockdown_runcmd
-from gpucluster.render.slurm.names import AWS_HELPER, AWS_HELPER_CONFIG, HEAD_FILES_POINTER, HEAD_SETUP
+from gpucluster.render.slurm.names import AGENT_LIB, AWS_HELPER, AWS_HELPER_CONFIG, HEAD_FILES_POINTER, HEAD_SETUP
 
 HEAD_FILES_PREFIX = "head/"  # in the artifact bucket: the head node's bundles (IAM: only the head role reads them)
 HEAD_FIRST_BOOT = "/usr/local/sbin/gpucluster-head-first-boot"
 HEAD_CONFIG_UNIT = "/etc/systemd/system/gpucluster-head-config.service"
 LIVE_KEY = f"{HEAD_FILES_PREFIX}live.json"
 LIVE_PATHS = (ACCOUNTS_PATH,)
-"""The head node's files that change without restarting it; the boot helper's ``LIVE_PATHS`` is the same list (a test
-holds them together), and it writes nothing else from the live bundle."""
+"""The head node's files that change without restarting it; ``gpucluster_agents.boot.live.LIVE_PATHS`` is the same list
+(a test holds them together), and it writes nothing else from the live bundle."""
+LIVE_MAIN = "import sys; sys.path.insert(0, sys.argv.pop(1)); from gpucluster_agents.boot.live import main; sys.exit(main())"
+"""How the unit runs it: isolated (``-I``: no environment, no user site, no working directory on the path) from the
+installed node package."""
 LIVE_UNIT = "gpucluster-head-live.service"
 LIVE_POLL = "2min"
 
@@ -80,7 +84,7 @@ def bundle_ref(bucket: str, text: str) -> HeadFilesRef:
 
 
 def pointer_file(ref: HeadFilesRef, live: bool = False) -> WriteFile:
-    """:data:`HEAD_FILES_POINTER`, which ``gpucluster-aws apply-files`` reads (and ``apply-live``: ``live_key``)."""
+    """:data:`HEAD_FILES_POINTER`, which ``gpucluster-aws apply-files`` reads (and the live program: ``live_key``)."""
     doc = {"bucket": ref.bucket, "key": ref.key, "sha256": ref.sha256, **({"live_key": LIVE_KEY} if live else {})}
     return WriteFile(HEAD_FILES_POINTER, json.dumps(doc, indent=2, sort_keys=True) + "\n")
 
@@ -94,7 +98,8 @@ def live_units() -> tuple[WriteFile, WriteFile]:
             systemd_unit(
                 "gpucluster: rewrite the head node's live files (the teams' accounts) from the artifact bucket",
                 "Wants=network-online.target\nAfter=network-online.target gpucluster-head-config.service\n\n"
-                f"[Service]\nType=oneshot\nExecStart={AWS_HELPER} apply-live\n",
+                f'[Service]\nType=oneshot\nWorkingDirectory=/\nExecStart=/usr/bin/python3 -I -c "{LIVE_MAIN}" '
+                f"{AGENT_LIB} {AWS_HELPER_CONFIG}\n",
                 "",
             ),
         ),
@@ -123,8 +128,8 @@ def head_config_unit() -> WriteFile:
     )
 
 
-def first_boot_script(live: bool = False) -> str:
-    return render("slurm/head-first-boot.sh.j2", aws_helper=AWS_HELPER, live=live)
+def first_boot_script() -> str:
+    return render("slurm/head-first-boot.sh.j2", aws_helper=AWS_HELPER)
 
 
 def stays_in_user_data(path: str) -> bool:
@@ -154,6 +159,6 @@ def small_cloud_config(kept: Sequence[WriteFile], ref: HeadFilesRef, lustre: boo
     files = (
         *(WriteFile(f.path, f.text(), f.permissions) for f in kept),
         pointer_file(ref, live),
-        WriteFile(HEAD_FIRST_BOOT, first_boot_script(live), "0755"),
+        WriteFile(HEAD_FIRST_BOOT, first_boot_script(), "0755"),
     )
     return CloudConfig(write_files=files, bootcmd=(session_lockdown_bootcmd(),), runcmd=tuple(runcmd), sections=tuple(sections))
