@@ -187,7 +187,7 @@ class Roll:
             log.info("decision roll-target group=%s version=%s image=%s", g.name, target.version, target.image_id or "-")
         stopped = cast("dict[str, Any] | None", rec.get("stopped"))
         if stopped and stopped.get("brake") and braked is None:
-            log.info("decision roll-go-on group=%s: the repair brake was released", g.name)
+            log.info("decision roll-go-on group=%s: the repair brake is off again", g.name)
             rec["stopped"] = None
         nodes = [n for n in g.node_names() if n in states and n not in skip]
         live = {n: best_instance(inv.live_of_node(n)) for n in nodes if inv.live_of_node(n)}

@@ -176,5 +176,5 @@ def test_fault_roll_stops_with_brake(rolling: Harness, capsys: Any) -> None:
     # the operator fixed the cause and released the brake: the roll goes on
     assert h.run("release-brake", "p5") == 0
     assert h.run("maintain") == 0
-    assert "decision roll-go-on group=p5: the repair brake was released" in h.log_text()
+    assert "decision roll-go-on group=p5: the repair brake is off again" in h.log_text()
     assert drained(h) != []
