@@ -15,11 +15,14 @@ operator's ``state=resume``) is dropped, not forced again; only a node Slurm sti
 its group is held is set DOWN again (slurmctld lost the DOWN in a restart).
 
 Time: a hold is a length (``seconds``) started at ``since``, both written to holds.json because every
-agent call is a new process: a monotonic clock does not survive a process, so holds read the wall
-clock and are *clamped*: a hold whose end lies further ahead than its own length (the clock was
-stepped back after the hold was set, e.g. a head node an hour fast corrected by NTP) ends at most its
-length from now, and a ``since`` in the future is moved to now. A clock stepped forward ends holds
-early, which only hands nodes back sooner (never strands one)."""
+agent call is a new process. A process's monotonic clock does not survive it, but the kernel's boot clock
+does: every hold is anchored to it (``state.anchor_holds``), and every call moves the hold's wall times by
+however far the wall clock stepped since (``state.follow_boot_clock``), so a hold ends its own length after
+it began, whether the clock was stepped back (clamping alone would start it again at the step: a 10-minute
+hold stepped back 11 minutes after 9 would last 19) or forward. Holds without a usable anchor (set before a reboot, or by an older agent) are
+*clamped* on the wall clock instead: a hold whose end lies further ahead than its own length (e.g. a head node
+an hour fast corrected by NTP) ends at most its length from now, and a ``since`` in the future is moved to
+now; a clock stepped forward ends those early, which only hands nodes back sooner (never strands one)."""
 
 from __future__ import annotations
 

@@ -17,6 +17,9 @@ Never killing work, never stranding a node (the steps of one pass, per node grou
    re-baseline of the new image (``baseline.py``; until it passed the roll drains only the nodes it needs). The nodes the roll
    drained and had not replaced yet are handed back: they stay in service on the old image, and no more are
    drained. The log says so at ERROR and ``status`` shows it until the group's target changes again.
+   The group's repair brake (``repair/brake.py``: health drained too many of its nodes, e.g. the new image's
+   first replacements) stops it the same way, until an operator releases the brake: a roll that went on would
+   trade more healthy nodes for ones that may fail the same way.
 3. Drained nodes of ours that are idle (no job, not completing) are replaced: dynamic ones powered down
    (``power_down_force``: slurmctld's SuspendProgram terminates the instance, the next resume launches the new
    version), static ones marked Unhealthy in their Auto Scaling group (which replaces the instance;
@@ -42,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from ..contract import AgentConfig, NodeGroup, hostlist
+from ..repair.brake import Brake
 from ..repair.protect import Protection
 from .baseline import GO, Rebaseline
 from .ec2 import AWS_ERRORS, Instance, error_code, error_message
@@ -158,20 +162,33 @@ class Roll:
             return
         groups = [g for g in self.cfg.node_groups if any(i.live and i.group == g.name for i in inv.all())]
         targets = resolve_targets(client, groups) if groups else {}
+        brake = Brake(self.cfg, self.state_dir, now)  # as this pass's repairs left it (read only)
         for g in groups:
             if g.name in targets:
-                self._group(g, targets[g.name], inv, states, now, skip)
+                self._group(g, targets[g.name], inv, states, now, skip, brake.note_of(g.name))
         self.save()
 
     # ------------------------------------------------------------------ one group
     def _group(
-        self, g: NodeGroup, target: Target, inv: Inventory, states: dict[str, NodeState], now: float, skip: frozenset[str]
+        self,
+        g: NodeGroup,
+        target: Target,
+        inv: Inventory,
+        states: dict[str, NodeState],
+        now: float,
+        skip: frozenset[str],
+        braked: str | None,
     ) -> None:
+        """``braked``: the note of the group's repair brake while it is on, else None."""
         rec = self.groups.get(g.name)
         if rec is None or rec.get("target") != target.key:
             rec = cast("dict[str, Any]", {"target": target.key, "since": now, "stopped": None, "replaced": 0})
             self.groups[g.name] = rec
             log.info("decision roll-target group=%s version=%s image=%s", g.name, target.version, target.image_id or "-")
+        stopped = cast("dict[str, Any] | None", rec.get("stopped"))
+        if stopped and stopped.get("brake") and braked is None:
+            log.info("decision roll-go-on group=%s: the repair brake is off again", g.name)
+            rec["stopped"] = None
         nodes = [n for n in g.node_names() if n in states and n not in skip]
         live = {n: best_instance(inv.live_of_node(n)) for n in nodes if inv.live_of_node(n)}
         old = {n for n, inst in live.items() if target.outdated(inst)}
@@ -180,8 +197,11 @@ class Roll:
         holding = len([n for n in mine if n in old]) + sum(1 for a in self.acting.values() if a.get("group") == g.name)
         gate = self.baseline.step(g, target.image_id, nodes, live, holding, states, now) if self.baseline else GO
         why = self._failed(g, rec) or (gate.why if gate.status == "failed" else None)
+        brake = why is None and braked is not None
+        if brake:
+            why = f"the group's repair brake is on {braked}"
         if why and not rec.get("stopped"):
-            rec["stopped"] = {"since": now, "why": why}
+            rec["stopped"] = {"since": now, "why": why, **({"brake": True} if brake else {})}
             log.error(
                 "decision roll-stop group=%s: %s; %s stay in service on the old image, no more are drained",
                 g.name,

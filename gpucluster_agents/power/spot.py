@@ -22,8 +22,10 @@ What each event does (the rule's detail-types, :data:`DETAIL_TYPES`):
   :data:`BLOCK_REASON`, so no new job starts there and running ones can finish or checkpoint; the instances' end then
   goes the same way as a spot interruption's.
 
-Instances are mapped to nodes by one DescribeInstances per batch of messages (filtered by instance id and the
-cluster tag: events of other instances of the account are not ours and are dropped). A message is deleted once
+Instances are mapped to nodes by one listing of the cluster's instances per batch of messages (by the cluster tag:
+events of other instances of the account are not ours and are dropped), read as the rest of the agent reads it
+(:func:`warned_nodes`): a warning acts on a node only when it names the node's own instance, never a stray second
+instance that carries the node's name while the node's job runs on its real one. A message is deleted once
 handled; when Slurm could not be updated it is left in the queue and comes back after its visibility timeout."""
 
 from __future__ import annotations
@@ -33,9 +35,10 @@ import logging
 import time
 from typing import Any, Callable, cast
 
-from ..contract import TAG_CLUSTER, TAG_NODE_NAME, AgentConfig
-from .ec2 import AWS_ERRORS, error_code, error_message
-from .inventory import fmt_nodes
+from ..contract import AgentConfig
+from .ec2 import AWS_ERRORS, Ec2, Instance, error_code, error_message
+from .inventory import Inventory, best_instance, fmt_nodes
+from .names import NameBook
 from .slurm import Slurm
 
 log = logging.getLogger("gpucluster_agents")
@@ -69,6 +72,36 @@ def read_event(body: str) -> tuple[str, str, str] | None:
     return None
 
 
+def warned_nodes(cfg: AgentConfig, listed: list[Instance], ids: list[str], groups: dict[str, str]) -> dict[str, list[str]]:
+    """instance id or reservation id -> the nodes a warning about it concerns, from the agent's node -> instance map:
+    a node's instance is the one the sweep keeps (``best_instance`` of the live instances named for it, by tag or
+    ``names.json``). A warning for another instance carrying a node's name (a stray second instance) concerns no
+    node: the node's job runs on its own instance, and the sweep ends the stray. ``groups``: node group -> the
+    reservation a warning names."""
+    inv = Inventory(i for i in listed if i.live and i.node is not None and cfg.group_of_node(i.node) is not None)
+    out: dict[str, list[str]] = {}
+    for iid in ids:
+        inst = inv.by_id.get(iid)
+        if inst is None or inst.node is None:
+            continue
+        mapped = best_instance(inv.live_of_node(inst.node))
+        if mapped.id == iid:
+            out[iid] = [inst.node]
+        else:
+            log.warning(
+                "spot-watch: instance %s carries node %s's name, but the node's instance is %s: the node is left alone"
+                " (the sweep ends the second instance)",
+                iid,
+                inst.node,
+                mapped.id,
+            )
+    for inst in inv.all():
+        group = cfg.group_of_node(str(inst.node))
+        if group is not None and group.name in groups:
+            out.setdefault(groups[group.name], []).append(str(inst.node))
+    return out
+
+
 class SpotWatch:
     """One reader of the queue (``sqs`` and ``ec2``: boto3 clients)."""
 
@@ -97,33 +130,18 @@ class SpotWatch:
         return len(messages)
 
     def _nodes(self, ids: list[str], reservations: set[str]) -> dict[str, list[str]] | None:
-        """instance id or reservation id -> the cluster's nodes on it, from one DescribeInstances (None: it failed)."""
+        """instance id or reservation id -> the cluster's nodes on it, from one listing of the cluster's instances
+        (None: it failed)."""
         groups = {g.name: g.capacity.reservation_id for g in self.cfg.node_groups if g.capacity.reservation_id in reservations}
         if not ids and not groups:
             return {}
-        filters: list[dict[str, Any]] = [{"Name": f"tag:{TAG_CLUSTER}", "Values": [self.cfg.cluster_name]}]
-        filters.append({"Name": "instance-state-name", "Values": ["pending", "running"]})
-        if not groups:
-            filters.append({"Name": "instance-id", "Values": ids})
-        out: dict[str, list[str]] = {}
         try:
-            for page in self.ec2.get_paginator("describe_instances").paginate(Filters=filters):
-                for res in cast("list[dict[str, Any]]", page.get("Reservations") or []):
-                    for inst in cast("list[dict[str, Any]]", res.get("Instances") or []):
-                        tags = {
-                            str(t.get("Key")): str(t.get("Value")) for t in cast("list[dict[str, Any]]", inst.get("Tags") or [])
-                        }
-                        node = tags.get(TAG_NODE_NAME)
-                        group = self.cfg.group_of_node(node) if node else None
-                        if node is None or group is None:
-                            continue
-                        out.setdefault(str(inst["InstanceId"]), []).append(node)
-                        if group.name in groups:
-                            out.setdefault(str(groups[group.name]), []).append(node)
+            listed = Ec2(self.cfg, self.ec2).list_cluster_instances()
         except AWS_ERRORS as exc:
             log.error("spot-watch: api DescribeInstances failed: %s: %s", error_code(exc), error_message(exc))
             return None
-        return out
+        named = NameBook(self.cfg.state_dir).apply(listed, time.time(), self.cfg.orphan_grace_seconds, prune=False)
+        return warned_nodes(self.cfg, named, ids, groups)
 
     def _act(self, ev: tuple[str, str, str], nodes: dict[str, list[str]]) -> bool:
         """Act on one event; True when it is done with (Slurm updated, or not one of the cluster's nodes)."""

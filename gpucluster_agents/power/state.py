@@ -13,11 +13,15 @@
 - first sightings (``FirstSeen``: ``orphans.json``, ``strays.json``, ``vanished.json``): when the agent first
   saw something it waits on, so a wait is measured on the agent's own clock, never against EC2's.
 
-Time: every call is its own process, so a wait that spans calls cannot use a monotonic clock (it does not
-survive the process, nor a reboot). Waits are measured on the agent's wall clock (``StateDir.clock``, the
-``Agent``'s) and *clamped*: a recorded time in the future (the clock stepped back) is reset to now, so a wait
-never lasts longer than its configured length after a backward step; a forward step can end it early, which
-is why no wait guards work on its own (orphans are also checked against the journal and the node maps).
+Time: every call is its own process, so a wait that spans calls cannot use a process's monotonic clock. Waits
+are measured on the agent's wall clock (``StateDir.clock``, the ``Agent``'s) and *clamped*: a recorded time in
+the future (the clock stepped back) is reset to now, so a wait never lasts longer than its configured length
+after a backward step; a forward step can end it early, which is why no wait guards work on its own (orphans are
+also checked against the journal and the node maps). Holds, which keep nodes out of service, go further: each
+is anchored to the boot clock (:func:`boot_clock`, the kernel's time since boot, which no wall-clock step moves
+and every process of one boot shares), and every load moves its wall times by however far the wall clock
+stepped since (:func:`follow_boot_clock`), so a hold ends its own length after it began whatever the wall clock
+did. A hold from before a reboot falls back to the clamp.
 """
 
 from __future__ import annotations
@@ -120,6 +124,58 @@ def clamped(recorded: float, now: float, what: str) -> float:
     return recorded
 
 
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+Boot = tuple[str, float]  # (boot id, seconds since that boot)
+
+
+def boot_clock() -> Boot | None:
+    """This boot's id and the seconds since it, suspend included (``CLOCK_BOOTTIME``); None where unreadable."""
+    try:
+        with open(BOOT_ID, encoding="ascii") as fh:
+            return fh.read().strip(), time.clock_gettime(time.CLOCK_BOOTTIME)
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def follow_boot_clock(holds: dict[str, dict[str, dict[str, Any]]], now: float, boot: Boot | None) -> None:
+    """Move the wall times (``since``, ``until``) of each hold anchored in this boot by the wall clock's step since
+    the anchor: ``since`` becomes ``now`` less the boot-clock seconds since it began. A hold without a usable
+    anchor (another boot, none yet, a boot clock behind it) is left to the wall-clock clamp."""
+    if boot is None:
+        return
+    for kind in ("groups", "nodes"):
+        for key, h in holds[kind].items():
+            at = _anchor(h, boot)
+            if at is None:
+                continue
+            step = now - (boot[1] - at) - float(h.get("since") or 0)
+            if abs(step) >= 1:
+                log.warning("clock stepped %+.0fs since hold %s=%s began; it keeps its own length", step, kind[:-1], key)
+            h["since"] = float(h.get("since") or 0) + step
+            h["until"] = float(h.get("until") or 0) + step
+
+
+def anchor_holds(holds: dict[str, dict[str, dict[str, Any]]], now: float, boot: Boot | None) -> None:
+    """Anchor each hold that has no usable anchor (see :func:`follow_boot_clock`): the boot-clock reading of its
+    ``since``."""
+    if boot is None:
+        return
+    for kind in ("groups", "nodes"):
+        for h in holds[kind].values():
+            if _anchor(h, boot) is None:
+                h["boot"] = {"id": boot[0], "at": boot[1] - max(0.0, now - float(h.get("since") or now))}
+
+
+def _anchor(h: dict[str, Any], boot: Boot) -> float | None:
+    """The boot-clock reading of the hold's ``since``, if recorded in this boot and not ahead of the boot clock."""
+    anchor = h.get("boot")
+    doc = cast("dict[str, Any]", anchor) if isinstance(anchor, dict) else {}
+    at = doc.get("at")
+    if doc.get("id") != boot[0] or not isinstance(at, (int, float)) or boot[1] < at:
+        return None
+    return float(at)
+
+
 class FirstSeen:
     """When the agent first saw each key (an instance id, a node), in ``state_dir/<name>``: ``{key: unix time}``.
     ``update`` keeps exactly the keys it is given; change it only under the agent lock."""
@@ -140,9 +196,12 @@ class FirstSeen:
 
 
 class StateDir:
-    def __init__(self, path: str, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, path: str, clock: Callable[[], float] = time.time, boot: Callable[[], Boot | None] | None = None) -> None:
+        """``boot``: the boot clock holds follow; by default the kernel's, or with another wall ``clock`` (a test's)
+        that clock itself, so that time passes only as the test says."""
         self.path = path
         self.clock = clock
+        self.boot: Callable[[], Boot | None] = boot or (boot_clock if clock is time.time else lambda: ("clock", clock()))
         self.journal_dir = os.path.join(path, "journal")
         os.makedirs(self.journal_dir, mode=0o700, exist_ok=True)
 
@@ -248,7 +307,9 @@ class StateDir:
                 for key, value in cast("dict[Any, Any]", part).items():
                     if isinstance(key, str) and isinstance(value, dict):
                         holds[kind][key] = cast("dict[str, Any]", value)
+        follow_boot_clock(holds, self.clock(), self.boot())
         return holds
 
     def save_holds(self, holds: dict[str, dict[str, dict[str, Any]]]) -> None:
+        anchor_holds(holds, self.clock(), self.boot())
         write_json_atomic(self.holds_path, holds)

@@ -116,6 +116,7 @@ class Harness:
     slurm: FakeSlurm
     config: dict[str, Any] = field(default_factory=lambda: {})
     now: float | None = None  # the agent's clock for the next runs (a stepped clock); None: the real one
+    boot: float | None = None  # with ``now``: the boot clock's seconds (holds follow it); None: it reads ``now``
 
     @property
     def config_path(self) -> Path:
@@ -153,13 +154,20 @@ class Harness:
         from unittest import mock
 
         from gpucluster_agents import agent as agent_module
+        from gpucluster_agents.power.state import StateDir
 
-        now = self.now
+        now, boot = self.now, self.boot
         real = agent_module.Agent
 
         class Clocked(real):  # type: ignore[misc, valid-type]
             def __init__(self, cfg: Any, **kw: Any) -> None:
-                super().__init__(cfg, clock=lambda: float(now), **kw)  # type: ignore[arg-type]
+                def clock() -> float:
+                    return float(now)  # type: ignore[arg-type]
+
+                if boot is not None:
+                    at = float(boot)
+                    kw["state"] = StateDir(cfg.state_dir, clock, lambda: ("test-boot", at))
+                super().__init__(cfg, clock=clock, **kw)
 
         self.write_config()
         args = ["--config", str(self.config_path), command, *([hostlist_expr] if hostlist_expr else [])]

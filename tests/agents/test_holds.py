@@ -180,6 +180,51 @@ def test_a_hold_set_while_the_clock_ran_an_hour_fast_ends_on_time(harness: Harne
     assert_clean(harness)
 
 
+def test_fault_clock_step_hold(harness: Harness) -> None:
+    """A 10-minute capacity hold whose clock NTP steps back 11 minutes, 9 minutes in, still ends 10 minutes after it
+    began by the boot clock (it used to start again at the step: 19 minutes in all)."""
+    real = time.time()
+    harness.now, harness.boot = real, 1000.0
+    harness.proxy.capacity("p5", fulfil=0, calls=1)
+    assert harness.slurm_resume("p5-1") == 0
+    assert holds(harness)["groups"]["p5"]["seconds"] == 600
+    assert harness.slurm.node("p5-2")["state"] == "DOWN+CLOUD+POWERED_DOWN"
+    harness.now, harness.boot = real + 540 - 660, 1540.0  # 9 minutes on, the clock is stepped back 11 minutes
+    assert harness.run("maintain") == 0
+    harness.now, harness.boot = real - 120 + 59, 1599.0  # 9 min 59 s after the hold began: still held
+    assert harness.run("maintain") == 0
+    assert "p5" in holds(harness)["groups"] and harness.slurm.node("p5-2")["state"] == "DOWN+CLOUD+POWERED_DOWN"
+    harness.now, harness.boot = real - 120 + 61, 1601.0  # 10 min 1 s: over
+    assert harness.run("maintain") == 0
+    assert holds(harness) == {"groups": {}, "nodes": {}}
+    assert harness.slurm.node("p5-2")["state"] == "IDLE+CLOUD+POWERED_DOWN"
+    assert harness.slurm.node("p5-1")["state"] == "IDLE+CLOUD+POWERING_DOWN"  # handed back with power_down_force
+    assert "clock stepped -660s since hold group=p5 began" in harness.log_text()
+    assert_clean(harness)
+
+
+@pytest.mark.parametrize(
+    ("anchor", "now", "since", "until"),
+    [
+        ({"id": "b1", "at": 100.0}, 5300.0, 5000.0, 5600.0),  # 300 s on, no step: unchanged
+        ({"id": "b1", "at": 100.0}, 4700.0, 4400.0, 5000.0),  # stepped back 600 s: the hold moves with it
+        ({"id": "b1", "at": 100.0}, 9300.0, 9000.0, 9600.0),  # stepped forward 4000 s: not ended early
+        ({"id": "b0", "at": 100.0}, 4700.0, 5000.0, 5600.0),  # set before a reboot: left to the clamp
+        ({"id": "b1", "at": 900.0}, 4700.0, 5000.0, 5600.0),  # an anchor ahead of the boot clock: the clamp
+        (None, 4700.0, 5000.0, 5600.0),  # from an older agent: the clamp
+    ],
+)
+def test_holds_follow_the_boot_clock(anchor: dict[str, Any] | None, now: float, since: float, until: float) -> None:
+    from gpucluster_agents.power.state import anchor_holds, follow_boot_clock
+
+    hold = {"since": 5000.0, "until": 5600.0, "seconds": 600, **({"boot": anchor} if anchor else {})}
+    doc: dict[str, dict[str, dict[str, Any]]] = {"groups": {"p5": hold}, "nodes": {}}
+    follow_boot_clock(doc, now, ("b1", 400.0))  # the boot clock: 400 s since boot
+    assert (hold["since"], hold["until"]) == (since, until)
+    anchor_holds(doc, now, ("b1", 400.0))
+    assert hold["boot"] == {"id": "b1", "at": 400.0 - max(0.0, now - since)}  # anchored in this boot
+
+
 @pytest.mark.parametrize(
     ("hold", "now", "until"),
     [

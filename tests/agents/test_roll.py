@@ -1,7 +1,7 @@
 """Rolling replacement in the maintenance pass (``gpucluster_agents/power/roll.py``), against moto (behind the fault
 proxy) and the fake scontrol: the maintenance window and its parsing, what makes an instance old, the roll stopping
-on boot failures of the new version (its undone drains handed back, nothing more drained) and draining only inside
-the window. The share, a busy node replaced only after its job, static nodes through an Auto Scaling group, no job
+on boot failures of the new version or with the repair brake (its undone drains handed back, nothing more drained)
+and draining only inside the window. The share, a busy node replaced only after its job, static nodes through an Auto Scaling group, no job
 killed and no node stranded: with the real slurmctld in ``tests/e2e/test_roll_e2e.py``."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from gpucluster_agents.contract.updates import parse_window
 from gpucluster_agents.power.roll import REASON, Target
 from tests.agents.conftest import CLUSTER, Harness
 from tests.agents.moto_env import AMI_ID, REGION, ec2_client, instances
-from tests.agents.test_quarantine import power_downs
+from tests.agents.test_quarantine import REPLACE, power_downs
 
 
 @pytest.mark.parametrize(
@@ -148,3 +148,33 @@ def test_outside_the_maintenance_window_nothing_is_drained(rolling: Harness) -> 
     h.now = calendar.timegm((2026, 11, 28, 3, 0, 0))  # Saturday 03:00
     assert h.run("maintain") == 0
     assert drained(h) == ["p5-1", "p5-2"]
+
+
+def test_fault_roll_stops_with_brake(rolling: Harness, capsys: Any) -> None:
+    """The first replacements come back unhealthy and trip the repair brake: the roll stops with it (its drained,
+    not yet replaced nodes handed back, no more drained) and goes on only once an operator releases the brake."""
+    h = rolling  # a share of 4
+    up(h, "p5-[1-12]")
+    new_version(h, "p5")
+    assert h.run("maintain") == 0 and drained(h) == ["p5-1", "p5-2", "p5-3", "p5-4"]
+    assert h.run("maintain") == 0 and power_downs_pending(h) == ["p5-1", "p5-2", "p5-3", "p5-4"]
+    assert h.slurm_suspend("p5-[1-4]") == 0
+    assert h.run("maintain") == 0 and drained(h) == ["p5-5", "p5-6", "p5-7", "p5-8"]
+    # the replacements boot and health drains every one of them: 4 of 12 running, more than 20 %
+    up(h, "p5-[1-4]")
+    h.slurm.set("p5-[1-4]", "IDLE+CLOUD+DRAIN", REPLACE)
+    before = len(power_downs(h))
+    assert h.run("maintain") == 0
+    assert "decision brake group=p5: 4 of 12" in h.log_text()
+    assert power_downs(h)[before:] == []  # the drained healthy nodes are not replaced by the bad image
+    assert drained(h) == [] and all(h.slurm.node(f"p5-{i}")["state"] == "IDLE+CLOUD" for i in range(5, 13))
+    assert "decision roll-stop group=p5: the group's repair brake is on (brake: 4 of 12 drained in 60 min)" in h.log_text()
+    assert h.run("maintain") == 0 and drained(h) == []  # nothing more drained while it lasts
+    capsys.readouterr()
+    assert h.run("status") == 0
+    assert "STOPPED: the group's repair brake is on (brake: 4 of 12 drained in 60 min)" in capsys.readouterr().out
+    # the operator fixed the cause and released the brake: the roll goes on
+    assert h.run("release-brake", "p5") == 0
+    assert h.run("maintain") == 0
+    assert "decision roll-go-on group=p5: the repair brake is off again" in h.log_text()
+    assert drained(h) != []

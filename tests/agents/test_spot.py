@@ -3,19 +3,22 @@ shaped like AWS's documented EventBridge events (EventBridge's delivery into the
 test puts the event's JSON in the queue as the rule's target would). An interruption warning powers the node down at once (Slurm
 requeues its jobs: ``tests/e2e/test_roll_e2e.py`` shows it with the real slurmctld), a rebalance recommendation
 drains it for replacement, a capacity block's end drains every node of the groups in that reservation; events of
-instances that are not the cluster's are dropped; every handled message is deleted."""
+instances that are not the cluster's, and of a stray second instance carrying a node's name, leave the nodes alone;
+every handled message is deleted."""
 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
 
 from gpucluster_agents.power.spot import BLOCK_REASON, REBALANCE_REASON, SPOT_REASON, read_event
 from gpucluster_agents.repair.quarantine import drain_action
-from tests.agents.conftest import Harness
+from tests.agents.conftest import CLUSTER, Harness
 from tests.agents.moto_env import REGION, ec2_client
+from tests.agents.test_orphans import launch_raw
 
 
 def event(detail_type: str, detail: dict[str, Any]) -> str:
@@ -105,3 +108,28 @@ def test_a_message_stays_in_the_queue_when_slurm_cannot_be_updated(harness: Harn
     names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
     attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
     assert sum(int(attrs[a]) for a in names) == 1  # kept: received, not deleted, back after its visibility timeout
+
+
+def test_fault_spot_stray_duplicate(harness: Harness, queue: tuple[Any, str]) -> None:
+    """A second instance carrying a running node's name (a stray) gets the warning: the node's job runs on its own
+    instance, so the node is left alone (the sweep ends the stray); a warning for the node's instance acts."""
+    sqs, url = queue
+    h = harness
+    assert h.slurm_resume("p5-1") == 0
+    h.slurm.set("p5-1", "ALLOCATED+CLOUD")
+    own = h.nodes()["p5-1"][0]
+    time.sleep(1.1)  # launched later: the sweep keeps the node's older instance
+    tags = {"gpucluster:cluster": CLUSTER, "gpucluster:node-group": "p5", "gpucluster:node-name": "p5-1"}
+    stray = launch_raw(h, tags)[0]
+    sqs.send_message(QueueUrl=url, MessageBody=interruption(stray))
+    before = len(h.slurm.updates())
+    assert h.run("spot-watch", "once") == 0
+    assert h.slurm.updates()[before:] == [] and h.slurm.node("p5-1")["state"] == "ALLOCATED+CLOUD"
+    assert f"instance {stray} carries node p5-1's name, but the node's instance is {own}" in h.log_text()
+    left = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0, WaitTimeSeconds=0).get("Messages", [])
+    assert left == []  # handled: the stray is the sweep's
+    assert h.run("maintain") == 0
+    assert h.nodes() == {"p5-1": [own]} and f"instance={stray}: second instance of node p5-1" in h.log_text()
+    sqs.send_message(QueueUrl=url, MessageBody=interruption(own))
+    assert h.run("spot-watch", "once") == 0
+    assert "POWERING_DOWN" in h.slurm.node("p5-1")["state"] and h.slurm.node("p5-1")["reason"] == SPOT_REASON
