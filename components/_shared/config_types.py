@@ -692,7 +692,7 @@ class SlurmConfig(TypedDict, total=False):
     teams: list[SlurmTeamConfig]
     """Teams sharing the GPUs: a Slurm account each, with its members, guaranteed GPUs, fair share, job time limit and whether it may borrow idle GPUs (docs/teams.md). Needs ``accounting``. Default: none (no team accounts or limits)."""
     settings: dict[str, str]
-    """Other slurm.conf keys, merged into the rendered file (``{MaxJobCount: 20000, KillWait: 60}``). Keys gpucluster sets are refused with the section that sets them; values are one line without ``#``. Slurm checks the rest when slurmctld starts: test a key with ``slurmctld -D -c`` first. Default: none."""
+    """Other slurm.conf keys, merged into the rendered file (``{MaxJobCount: 20000, KillWait: 60}``): only keys on the allow list of limits, timeouts and log levels (docs/teams.md). Keys gpucluster sets are refused with the section that sets them, keys that name a program, plugin, user or authentication method as not settable; values are one word without ``#``. Default: none."""
 
 
 class EndpointConfig(TypedDict, total=False):
