@@ -197,7 +197,8 @@ def test_head_node_gets_the_contract_and_units_only_with_teams(tmp_path: Path):
     assert json.loads(files[ACCOUNTS_PATH]) == accounts_contract(ctx_of(RESEARCH, APPLIED), "artifacts-bucket")
     service = files[f"/etc/systemd/system/{ACCOUNTS_UNIT}"]
     for line in ("Requires=slurmdbd.service", "Type=oneshot", "User=slurm", "Restart=on-failure", "RestartSec=30",
-                 "StartLimitIntervalSec=0", f"ExecStart=/usr/bin/python3 -m gpucluster_agents accounts reconcile --file {ACCOUNTS_PATH}"):  # fmt: skip
+                 "StartLimitIntervalSec=0", "WorkingDirectory=/opt/gpucluster/lib",
+                 f"ExecStart=/usr/bin/python3 -E -s -m gpucluster_agents accounts reconcile --file {ACCOUNTS_PATH}"):  # fmt: skip
         assert line in service.splitlines(), line
     assert "RemainAfterExit" not in service  # the path unit must be able to start it again
     path_unit = files[f"/etc/systemd/system/{ACCOUNTS_PATH_UNIT}"]
