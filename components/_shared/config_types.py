@@ -564,6 +564,8 @@ class DirectoryServiceConfig(TypedDict, total=False):
     """LDAP filter of the accounts that may log in, e.g. ``(memberOf=cn=hpc-users,ou=Groups,dc=example,dc=com)``. Required."""
     id_mapping: bool
     """Derive uids and gids from Active Directory SIDs (the same on every node). Default: true for ``schema: ad``, false otherwise."""
+    id_range: list[int]
+    """``[min, max]``: the uids and gids SSSD accepts from the directory (``min_id``/``max_id``); an entry outside is not resolved, so a directory uidNumber 64030 (slurm) or gidNumber 6 (disk) cannot become a system account. It must lie inside 1000–59999 or inside 65536–2147483647, the ranges declared users are held to. Default: ``[1000, 59999]``; with ``idMapping``, the mapped range ``[200000, 2000199999]``."""
     ssh_public_key_attribute: str
     """Directory attribute holding users' SSH public keys, e.g. ``sshPublicKey``. Default: none (keys not read from the directory)."""
     domain_name: str
