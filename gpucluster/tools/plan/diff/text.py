@@ -122,6 +122,8 @@ def render(
     teams = team_lines(c)
     if teams:
         out += ["Teams (Slurm accounts; the head node reconciles them)", *(f"  {t}" for t in teams), ""]
+    if c.images:
+        out += ["Image locks edited by hand", *(f"  {t}" for t in c.images), ""]
     if cost_lines:
         out += ["Cost", *cost_lines, ""]
     if summary_lines:
