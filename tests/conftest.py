@@ -309,6 +309,18 @@ Xp0kyU0AwGDxY8l6SA6rd1TdrXJ0
 """
 TEST_SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEwm2QdMJ9ie3lknDArBS3HgcbFSOVGfdUdLLzumNIH1 carol@example"
 TEST_ACCOUNT = "123456789012"
+# The security review's hostile slurm.settings: seven keys that each name code, a user or an authentication method,
+# pointing at storage researchers can write (/fsx, /home). The loader refuses them; the policy rule reads them in a
+# slurm.conf rendered around the check.
+HOSTILE_SLURM_SETTINGS = {
+    "Epilog": "/fsx/shared/epilog.sh",
+    "PlugStackConfig": "/home/bob/plugstack.conf",
+    "PrologSlurmctld": "/fsx/shared/prolog-ctld.sh",
+    "TaskEpilog": "/home/bob/task-epilog.sh",
+    "SlurmdUser": "bob",
+    "AuthAltTypes": "auth/jwt",
+    "UnkillableStepProgram": "/fsx/shared/unkillable.sh",
+}
 
 IDENTITY_DECLARED = {
     "adminGroup": "hpc-admins",

@@ -564,6 +564,8 @@ class DirectoryServiceConfig(TypedDict, total=False):
     """LDAP filter of the accounts that may log in, e.g. ``(memberOf=cn=hpc-users,ou=Groups,dc=example,dc=com)``. Required."""
     id_mapping: bool
     """Derive uids and gids from Active Directory SIDs (the same on every node). Default: true for ``schema: ad``, false otherwise."""
+    id_range: list[int]
+    """``[min, max]``: the uids and gids SSSD accepts from the directory (``min_id``/``max_id``); an entry outside is not resolved, so a directory uidNumber 64030 (slurm) or gidNumber 6 (disk) cannot become a system account. It must lie inside 1000–59999 or inside 65536–2147483647, the ranges declared users are held to. Default: ``[1000, 59999]``; with ``idMapping``, the mapped range ``[200000, 2000199999]``."""
     ssh_public_key_attribute: str
     """Directory attribute holding users' SSH public keys, e.g. ``sshPublicKey``. Default: none (keys not read from the directory)."""
     domain_name: str
@@ -692,7 +694,7 @@ class SlurmConfig(TypedDict, total=False):
     teams: list[SlurmTeamConfig]
     """Teams sharing the GPUs: a Slurm account each, with its members, guaranteed GPUs, fair share, job time limit and whether it may borrow idle GPUs (docs/teams.md). Needs ``accounting``. Default: none (no team accounts or limits)."""
     settings: dict[str, str]
-    """Other slurm.conf keys, merged into the rendered file (``{MaxJobCount: 20000, KillWait: 60}``). Keys gpucluster sets are refused with the section that sets them; values are one line without ``#``. Slurm checks the rest when slurmctld starts: test a key with ``slurmctld -D -c`` first. Default: none."""
+    """Other slurm.conf keys, merged into the rendered file (``{MaxJobCount: 20000, KillWait: 60}``): only keys on the allow list of limits, timeouts and log levels (docs/teams.md). Keys gpucluster sets are refused with the section that sets them, keys that name a program, plugin, user or authentication method as not settable; values are one word without ``#``. Default: none."""
 
 
 class EndpointConfig(TypedDict, total=False):

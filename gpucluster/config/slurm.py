@@ -233,9 +233,10 @@ class SlurmSpec(SpecModel):
     accounts or limits)."""
 
     settings: dict[str, str] = Field(default_factory=dict)
-    """Other slurm.conf keys, merged into the rendered file (``{MaxJobCount: 20000, KillWait: 60}``). Keys
-    gpucluster sets are refused with the section that sets them; values are one line without ``#``. Slurm
-    checks the rest when slurmctld starts: test a key with ``slurmctld -D -c`` first. Default: none."""
+    """Other slurm.conf keys, merged into the rendered file (``{MaxJobCount: 20000, KillWait: 60}``): only keys on
+    the allow list of limits, timeouts and log levels (docs/teams.md). Keys gpucluster sets are refused with the
+    section that sets them, keys that name a program, plugin, user or authentication method as not settable;
+    values are one word without ``#``. Default: none."""
 
     @field_validator("settings", mode="before")
     @classmethod

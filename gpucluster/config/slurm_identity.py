@@ -69,6 +69,10 @@ class PosixUserSpec(SpecModel):
     """Login shell. Default ``/bin/bash``."""
 
 
+IDMAP_RANGE = (200_000, 2_000_200_000, 200_000)
+"""sssd-ad/sssd-ldap's ``ldap_idmap_range_min/max/size`` defaults (sssd-ldap(5)), stated so every node agrees."""
+
+
 class DirectoryServiceSpec(SpecModel):
     """An LDAP or Active Directory every node reads users and groups from (SSSD), over TLS, with a read-only
     bind account whose password is in Secrets Manager (read by root at boot; never in user data or state)."""
@@ -112,6 +116,12 @@ class DirectoryServiceSpec(SpecModel):
     id_mapping: bool | None = None
     """Derive uids and gids from Active Directory SIDs (the same on every node). Default: true for
     ``schema: ad``, false otherwise."""
+
+    id_range: tuple[int, int] | None = None
+    """``[min, max]``: the uids and gids SSSD accepts from the directory (``min_id``/``max_id``); an entry outside
+    is not resolved, so a directory uidNumber 64030 (slurm) or gidNumber 6 (disk) cannot become a system account.
+    It must lie inside 1000–59999 or inside 65536–2147483647, the ranges declared users are held to. Default:
+    ``[1000, 59999]``; with ``idMapping``, the mapped range ``[200000, 2000199999]``."""
 
     ssh_public_key_attribute: str | None = None
     """Directory attribute holding users' SSH public keys, e.g. ``sshPublicKey``. Default: none (keys not read

@@ -6,9 +6,11 @@
                    private EKS endpoint, no secrets in user data;
 - ``userdata``     user data decoded (base64, gzip, MIME, cloud-config files) and the secrets looked for;
 - ``stack_rules``  the rules of the whole stack: a flow log per VPC, default encryption per bucket;
+- ``slurm_rules``  the rendered slurm.conf holds only gpucluster's keys and the settings hatch's allow list (which
+                   it reads from ``gpucluster.config.slurm_settings``, a standard-library module of its own);
 - ``evaluate``     the rule catalog and the offline plan's resources.
 
 Two callers, one set of rules: the Pulumi policy pack in ``policy/`` (``pulumi preview --policy-pack
 policy``) and ``gpucluster policy``, which checks the offline plan. This room imports only the standard
-library and PyYAML, so the pack needs neither Pulumi's AWS provider nor the rest of gpucluster.
+library, PyYAML and that key list, so the pack needs neither Pulumi's AWS provider nor the rest of gpucluster.
 """

@@ -12,6 +12,7 @@ from gpucluster.policy import kubernetes_rules as k
 from gpucluster.policy import monitoring_rules as m
 from gpucluster.policy import rules as r
 from gpucluster.policy import session_rules as sessions
+from gpucluster.policy import slurm_rules as slurm
 from gpucluster.policy import stack_rules as s
 from gpucluster.policy.model import Resource, Violation
 
@@ -47,6 +48,12 @@ RULES: tuple[Rule, ...] = (
         r.USER_DATA,
         "User data holds no private keys, AWS keys, tokens, munge key or passwords.",
         r.no_secrets_in_user_data,
+    ),
+    Rule(
+        slurm.SLURM_CONF_KEYS,
+        "A rendered slurm.conf holds only keys gpucluster sets and keys on the slurm.settings allow list (no program, "
+        "plugin, user or authentication method a stack names).",
+        slurm.slurm_conf_allowed_keys,
     ),
     Rule(
         iam.RUN_INSTANCES,

@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpucluster.config.slurm_home import HomeSpec
-from gpucluster.config.slurm_identity import DirectoryServiceSpec, PosixUserSpec, SlurmIdentitySpec, parse_principal
+from gpucluster.config.slurm_identity import (
+    IDMAP_RANGE,
+    DirectoryServiceSpec,
+    PosixUserSpec,
+    SlurmIdentitySpec,
+    parse_principal,
+)
 from gpucluster.facts.catalog import InstanceFacts
 from gpucluster.resolve.node_group import ResolvedImage
 
@@ -113,6 +119,9 @@ class DirectoryIdentity:
     node maps a SID to the same id: sssd's defaults (200000, 2000200000, 200000)."""
     ssh_public_key_attribute: str | None
     """The directory attribute holding users' SSH public keys; ``None`` = decided: keys not read from it."""
+    id_range: tuple[int, int]
+    """SSSD's ``min_id``/``max_id``: the directory ids a node accepts (``idRange``; default the declared users' low
+    range, or the id mapping's range)."""
 
 
 @dataclass(frozen=True)
@@ -188,8 +197,6 @@ class ResolvedHome:
     mount_options: str = "nfsvers=4.1,nosuid,nodev,_netdev"
 
 
-IDMAP_RANGE = (200_000, 2_000_200_000, 200_000)
-"""sssd-ad/sssd-ldap's ``ldap_idmap_range_min/max/size`` defaults (sssd-ldap(5)), stated so every node agrees."""
 SRUN_PORTS = (60001, 63000)
 DEFAULT_DOMAIN = "directory"
 
@@ -254,7 +261,22 @@ def resolve_directory(d: DirectoryServiceSpec) -> DirectoryIdentity:
         id_mapping=d.id_mapping if d.id_mapping is not None else d.schema_ == "ad",
         idmap_range=IDMAP_RANGE,
         ssh_public_key_attribute=d.ssh_public_key_attribute,
+        id_range=directory_id_range(d),
     )
+
+
+DIRECTORY_ID_RANGE = (1000, 59999)
+"""The directory ids a node accepts by default: the declared users' low range (config/checks/slurm_identity.py), which
+leaves out the system accounts (below 1000), Debian's allocated ids (60000–64999: slurm is 64030) and nobody."""
+
+
+def directory_id_range(d: DirectoryServiceSpec) -> tuple[int, int]:
+    """``idRange``, else the id mapping's range (its max is the first id it does not use), else
+    :data:`DIRECTORY_ID_RANGE`."""
+    if d.id_range is not None:
+        return (d.id_range[0], d.id_range[1])
+    mapping = d.id_mapping if d.id_mapping is not None else d.schema_ == "ad"
+    return (IDMAP_RANGE[0], IDMAP_RANGE[1] - 1) if mapping else DIRECTORY_ID_RANGE
 
 
 __all__ = [

@@ -174,6 +174,14 @@ ROWS = [
      "do not balance", "close every '('", E),
     ("idmap-not-ad", identity_config(directory(schema="rfc2307bis", idMapping=True)), f"{D}.idMapping",
      "ID mapping derives ids from Active Directory SIDs", "schema: ad", E),
+    ("id-range", identity_config(directory(schema="rfc2307bis", idRange=[1000, 70000])), f"{D}.idRange",
+     "[1000, 70000] takes directory ids that are system accounts' or Debian's", "1000–59999 or 65536–2147483647", E),
+    ("id-range", identity_config(directory(schema="rfc2307bis", idRange=[0, 59999])), f"{D}.idRange",
+     "below 1000", "keep it inside one range", E),
+    ("id-range", identity_config(directory(schema="rfc2307bis", idRange=[5000, 2000])), f"{D}.idRange",
+     "is empty", "[min, max]", E),
+    ("id-range", identity_config(directory(idRange=[1000, 59999])), f"{D}.idRange",
+     "leaves out ids the AD id mapping hands out", "leave idRange out", E),
     ("directory-value-invalid", identity_config(directory(searchBase="corp")), f"{D}.searchBase",
      "'corp' is not a distinguished name", "dc=example,dc=com", E),
     ("directory-value-invalid", identity_config(directory(sshPublicKeyAttribute="ssh key")),
@@ -262,7 +270,7 @@ def test_every_code_of_the_design_has_a_row():
         "uid-twice", "gid-twice", "name-twice", "uid-reserved", "uid-slurm", "name-reserved", "group-privileged",
         "group-unknown", "identity-both", "identity-empty", "ssh-key-invalid", "principal-invalid", "principal-sso",
         "principal-twice", "ldaps-without-ca", "ldap-cleartext", "ca-invalid", "secret-arn-invalid",
-        "access-filter-missing", "filter-unbalanced", "idmap-not-ad", "login-public-subnet", "login-ssh-no-cidrs",
+        "access-filter-missing", "filter-unbalanced", "idmap-not-ad", "id-range", "login-public-subnet", "login-ssh-no-cidrs",
         "login-ssh-anywhere", "login-ssh-public-subnets", "login-without-identity", "login-hybrid", "identity-hybrid",
         "home-hybrid", "home-throughput", "quota-over-capacity", "quota-directory", "uid-in-team-band",
     }  # fmt: skip
@@ -305,3 +313,16 @@ def test_canonical_configs_load_without_findings(identity_declared_spec, identit
     for config in (identity_config(IDENTITY_DECLARED, loginNodes=ssh), identity_config(IDENTITY_DIRECTORY)):
         config["gpucluster:monitoring"] = {"alarmEmails": ["oncall@example.com"]}  # somebody receives the alerts
         assert load_spec(config, stack="people").findings == ()
+
+
+def test_l2_the_directory_id_range_defaults_to_the_declared_low_range_or_the_id_mapping():
+    """SSSD's min_id/max_id come from here: without idMapping the declared users' 1000–59999 (no system account,
+    no Debian-allocated id such as slurm's 64030), with it the mapped range, and a valid idRange as given."""
+
+    def id_range(**fields: Any) -> tuple[int, int]:
+        source = load_spec(identity_config(directory(**fields)), stack="people").cluster.slurm.identity.source  # type: ignore[union-attr]
+        return source.id_range  # type: ignore[union-attr]
+
+    assert id_range(schema="rfc2307bis") == (1000, 59999)
+    assert id_range() == (200000, 2000199999)  # the directory() default: Active Directory, ids mapped from SIDs
+    assert id_range(schema="rfc2307bis", idRange=[100000, 2000000000]) == (100000, 2000000000)

@@ -64,7 +64,7 @@ ROWS = [
     ("slurm-setting-key", teams_config(RESEARCH, settings={"Max Job Count": "10"}), f"{S}.settings.Max Job Count",
      "is not a slurm.conf key", "slurm.conf(5)"),
     ("slurm-setting-value", teams_config(RESEARCH, settings={"KillWait": "60\nSlurmUser=root"}), f"{S}.settings.KillWait",
-     "line break", "one-line value"),
+     "line break", "one-word value"),
     ("slurm-setting-value", teams_config(RESEARCH, settings={"KillWait": "60 # one minute"}), f"{S}.settings.KillWait",
      "'#'", "without '#'"),
 ]  # fmt: skip
@@ -167,5 +167,5 @@ def test_no_teams_resolve_to_none():
 
 
 def test_settings_values_from_yaml_numbers_and_switches_become_text():
-    spec = load_spec(make_config(group(), slurm={"settings": {"MaxJobCount": 20000, "RebootProgram": "/bin/true"}}), stack="t")
-    assert spec.cluster.slurm.spec.settings == {"MaxJobCount": "20000", "RebootProgram": "/bin/true"}  # type: ignore[union-attr]
+    spec = load_spec(make_config(group(), slurm={"settings": {"MaxJobCount": 20000, "DisableRootJobs": True}}), stack="t")
+    assert spec.cluster.slurm.spec.settings == {"MaxJobCount": "20000", "DisableRootJobs": "yes"}  # type: ignore[union-attr]

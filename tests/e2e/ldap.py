@@ -7,8 +7,9 @@ over ldapi as the database's root — not ``slapadd``: overlays do not run offli
 gives a user the ``memberOf`` attribute an access filter reads (as Active Directory does). It is ended by its pid.
 
 The directory (:data:`BASE`): ``ou=People`` with ``insider`` (uidNumber 20001, a member of ``cn=hpc-users``, the
-access group) and ``outsider`` (20002, not); ``ou=Groups`` with the access group (``groupOfNames``, members by DN:
-the memberof overlay's input) and one POSIX group per user (``posixGroup``, RFC 2307 ``memberUid``); a read-only
+access group) and ``outsider`` (20002, not), and :data:`SYSTEM_IDS`' ``squatter`` (slurm's uid 64030); ``ou=Groups`` with the access group (``groupOfNames``, members by DN:
+the memberof overlay's input), one POSIX group per user (``posixGroup``, RFC 2307 ``memberUid``) and ``rawdisk`` (disk's
+gid 6, ``insider`` a member); a read-only
 service account :data:`BIND_DN` whose password is :attr:`Slapd.bind_password`, and an ACL letting it (and nobody
 anonymous) read.
 """
@@ -31,6 +32,9 @@ BIND_DN = f"cn=gpucluster-ro,ou=Service,{BASE}"
 ACCESS_GROUP = f"cn=hpc-users,ou=Groups,{BASE}"
 ROOT_DN = f"cn=admin,{BASE}"
 USERS = {"insider": 20001, "outsider": 20002}
+SYSTEM_IDS = {"squatter": 64030, "rawdisk": 6}
+"""Directory entries that claim a system account's id: a user with slurm's uid and a group with disk's gid (a
+delegated directory admin could write either); SSSD must not resolve them (``min_id``/``max_id``)."""
 SCHEMAS = ("core", "cosine", "nis", "inetorgperson")
 
 
@@ -78,6 +82,13 @@ def entries(bind_password: str) -> str:
             f"homeDirectory: /home/{name}\nloginShell: /bin/bash\n"
         )
         out.append(f"dn: cn={name},ou=Groups,{BASE}\nobjectClass: posixGroup\ncn: {name}\ngidNumber: {uid}\n")
+    squatter = SYSTEM_IDS["squatter"]
+    out.append(
+        f"dn: uid=squatter,ou=People,{BASE}\nobjectClass: inetOrgPerson\nobjectClass: posixAccount\nuid: squatter\n"
+        f"cn: squatter\nsn: squatter\nuidNumber: {squatter}\ngidNumber: 20001\nhomeDirectory: /home/squatter\n"
+    )
+    out.append(f"dn: cn=rawdisk,ou=Groups,{BASE}\nobjectClass: posixGroup\ncn: rawdisk\ngidNumber: {SYSTEM_IDS['rawdisk']}\n"
+               "memberUid: insider\n")  # fmt: skip
     out.append(f"dn: {ACCESS_GROUP}\nobjectClass: groupOfNames\ncn: hpc-users\nmember: uid=insider,ou=People,{BASE}\n")
     return "\n".join(out)
 

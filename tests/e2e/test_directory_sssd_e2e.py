@@ -215,6 +215,18 @@ def test_the_directorys_users_resolve_with_their_directory_uids(sssd: SssdNode):
     assert subprocess.run(["getent", "passwd", "insider"], capture_output=True, check=False).returncode == 2  # not the host's
 
 
+def test_l2_directory_ids_in_the_system_range_are_not_resolved(sssd: SssdNode):
+    """``min_id``/``max_id``: the directory's user with slurm's uid and its group with disk's gid do not resolve, while
+    a normal user does, and the normal user's groups leave out the gid 6 group (names only: an id could be the
+    namespace's own /etc entry)."""
+    assert sssd.run("getent", "passwd", "insider").returncode == 0
+    for query in (("passwd", "squatter"), ("group", "rawdisk")):
+        got = sssd.run("getent", *query)
+        assert got.returncode == 2 and got.stdout == "", (query, got)
+    groups = sssd.run("id", "-G", "insider")
+    assert groups.returncode == 0 and "20001" in groups.stdout.split() and "6" not in groups.stdout.split(), groups
+
+
 def test_the_access_filter_admits_the_groups_member_and_refuses_the_other(sssd: SssdNode):
     insider, log = sssd.pamtester("sshd", "insider", "acct_mgmt")
     assert insider.returncode == 0 and "account management done" in insider.stdout, (insider, log)

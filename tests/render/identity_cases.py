@@ -56,6 +56,7 @@ LDAP = DirectoryIdentity(
     id_mapping=False,
     idmap_range=(200000, 2000200000, 200000),
     ssh_public_key_attribute="sshPublicKey",
+    id_range=(1000, 59999),
 )
 AD = dataclasses.replace(
     LDAP,
@@ -67,6 +68,7 @@ AD = dataclasses.replace(
     bind_dn="cn=gpucluster-ro,ou=Service,dc=corp,dc=example,dc=com",
     access_filter="(memberOf=cn=hpc-users,ou=Groups,dc=corp,dc=example,dc=com)",
     id_mapping=True,
+    id_range=(200000, 2000199999),
 )
 DIRECTORY = ResolvedIdentity(LDAP, "hpc-admins")
 DIRECTORY_AD = ResolvedIdentity(AD, "hpc-admins")

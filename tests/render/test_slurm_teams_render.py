@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from gpucluster.config.errors import ConfigError
-from gpucluster.config.slurm_settings import OWNED, owned_key
+from gpucluster.config.slurm_settings import ALLOWED, OWNED, allowed_key, owned_key
 from gpucluster.load import load_spec
 from gpucluster.render.core import CloudConfig, WriteFile
 from gpucluster.render.slurm.accounts import ACCOUNTS_PATH, ACCOUNTS_PATH_UNIT, ACCOUNTS_TIMER, ACCOUNTS_UNIT, accounts_contract
@@ -27,6 +27,7 @@ from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.tools.plan.run.stackfile import read_stack_file
 from tests.conftest import IDENTITY_DECLARED, group, make_config, require_tool
 from tests.render.slurm_check import SLURMCTLD, check_slurmctld, conf_files
+from tests.render.slurm_versions import trixie_root, trixie_tmp  # noqa: F401  (fixtures)
 
 P5 = group(name="p5", maxSize=16)
 RESEARCH = {"name": "research", "gpuQuota": {"h100": 96}, "users": ["alice"]}
@@ -112,6 +113,49 @@ def test_every_key_slurm_conf_can_hold_is_owned():
     assert all(re.fullmatch(r"[A-Z][A-Za-z]+", k) for k in OWNED)
 
 
+# A value of each key on the allow list, as a stack would write it (every table key must have one here).
+ALLOWED_EXAMPLES = {
+    "MaxJobCount": 20000, "MaxArraySize": 4001, "MaxStepCount": 100000, "MaxTasksPerNode": 256, "FirstJobId": 1000,
+    "MaxJobId": 67000000, "DefMemPerCPU": 4096, "DefMemPerGPU": 65536, "MaxMemPerNode": 2000000,
+    "DefCpuPerGPU": 12, "EnforcePartLimits": "ALL", "KillWait": 45, "InactiveLimit": 300, "MinJobAge": 600,
+    "OverTimeLimit": 5, "WaitTime": 30, "MessageTimeout": 20, "SlurmctldTimeout": 300, "SlurmdTimeout": 600,
+    "UnkillableStepTimeout": 180, "BatchStartTimeout": 60, "CompleteWait": 10, "GetEnvTimeout": 5, "EioTimeout": 90,
+    "TCPTimeout": 5, "ResvOverRun": 10, "KillOnBadExit": 1, "JobRequeue": 1, "RequeueExit": "100,101",
+    "RequeueExitHold": "102", "DisableRootJobs": True, "VSizeFactor": 110, "SlurmctldDebug": "verbose",
+    "SlurmdDebug": "info", "SlurmctldSyslogDebug": "error", "SlurmdSyslogDebug": "error", "LogTimeFormat": "iso8601_ms",
+    "DebugFlags": "Gres,Power", "Licenses": "matlab:4",
+}  # fmt: skip
+
+
+def allowed_render(version: str) -> dict[str, str]:
+    config = read_stack_file("slurm-p5")["config"]
+    config = {**config, "gpucluster:slurm": {**config["gpucluster:slurm"], "settings": ALLOWED_EXAMPLES}}
+    return conf_files(SlurmContext.of(load_spec(config, stack="slurm-p5").cluster, slurm_version=version))
+
+
+def test_h2_every_key_slurm_conf_holds_is_owned_or_allowed():
+    """With every allowed key set, each key of the render is one gpucluster owns or one the allow list holds, and the
+    hatch's own lines are exactly the allow list: nothing else reaches the file."""
+    assert set(ALLOWED_EXAMPLES) == set(ALLOWED)
+    for version in ("22.05", "24.11"):
+        conf = allowed_render(version)["slurm.conf"]
+        assert sorted(k for k in keys(conf) if owned_key(k) is None and allowed_key(k) is None) == []
+        hatch = conf.split("# Your own keys (gpucluster:slurm.settings)", 1)[1].split("\n", 1)[1]
+        assert sorted(keys(hatch.split("\n\n", 1)[0])) == sorted(ALLOWED)
+
+
+def test_h2_slurmctld_22_05_reads_every_allowed_key(tmp_path: Path):
+    """Each key on the allow list is a real slurm.conf key of the oldest Slurm gpucluster renders for."""
+    require_tool(SLURMCTLD)
+    rc, problems = check_slurmctld(allowed_render("22.05"), tmp_path)
+    assert (rc, problems) == (124, [])
+
+
+def test_h2_slurmctld_24_11_reads_every_allowed_key(trixie_root: Path, trixie_tmp: Path):  # noqa: F811
+    rc, problems = check_slurmctld(allowed_render("24.11"), trixie_tmp, root=trixie_root)
+    assert (rc, problems) == (124, [])
+
+
 # --- the accounts contract and its units ---------------------------------------------------------------------------
 
 
@@ -153,7 +197,8 @@ def test_head_node_gets_the_contract_and_units_only_with_teams(tmp_path: Path):
     assert json.loads(files[ACCOUNTS_PATH]) == accounts_contract(ctx_of(RESEARCH, APPLIED), "artifacts-bucket")
     service = files[f"/etc/systemd/system/{ACCOUNTS_UNIT}"]
     for line in ("Requires=slurmdbd.service", "Type=oneshot", "User=slurm", "Restart=on-failure", "RestartSec=30",
-                 "StartLimitIntervalSec=0", f"ExecStart=/usr/bin/python3 -m gpucluster_agents accounts reconcile --file {ACCOUNTS_PATH}"):  # fmt: skip
+                 "StartLimitIntervalSec=0", "WorkingDirectory=/opt/gpucluster/lib",
+                 f"ExecStart=/usr/bin/python3 -E -s -m gpucluster_agents accounts reconcile --file {ACCOUNTS_PATH}"):  # fmt: skip
         assert line in service.splitlines(), line
     assert "RemainAfterExit" not in service  # the path unit must be able to start it again
     path_unit = files[f"/etc/systemd/system/{ACCOUNTS_PATH_UNIT}"]

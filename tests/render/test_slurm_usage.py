@@ -34,13 +34,14 @@ def test_the_units_pass_systemd_analyze_and_run_yesterdays_report_as_slurm(tmp_p
     assert timer["Timer"]["Persistent"] == "true" and timer["Install"]["WantedBy"] == "timers.target"
     # the command line is one the agent accepts, for the whole of yesterday, uploaded
     argv = shlex.split(service["Service"]["ExecStart"])
-    assert argv[:3] == ["/usr/bin/python3", "-m", "gpucluster_agents"] and argv[3] == "usage"
-    args = cli._parser().parse_args(argv[4:])
+    assert argv[:5] == ["/usr/bin/python3", "-E", "-s", "-m", "gpucluster_agents"] and argv[5] == "usage"
+    assert service["Service"]["WorkingDirectory"] == "/opt/gpucluster/lib"  # the package's directory: sys.path[0]
+    args = cli._parser().parse_args(argv[6:])
     assert (args.since, args.until, args.upload, args.file) == ("yesterday", "yesterday", True, "/etc/gpucluster/accounts.json")
     # systemd reads both without a complaint (the command moved to one that exists here)
     analyze = require_tool("systemd-analyze")
     for name, text in files.items():
-        (tmp_path / name).write_text(text.replace("/usr/bin/python3 -m gpucluster_agents", "/bin/true"))
+        (tmp_path / name).write_text(text.replace("/usr/bin/python3 -E -s -m gpucluster_agents", "/bin/true"))
     verify = subprocess.run(
         [analyze, "verify", "--man=no", str(tmp_path / USAGE_TIMER), str(tmp_path / USAGE_SERVICE)],
         capture_output=True,

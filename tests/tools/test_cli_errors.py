@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from gpucluster.tools import cli
-from tests.conftest import ROOT
+from tests.conftest import HOSTILE_SLURM_SETTINGS, ROOT
 
 GROUP = {"name": "gpu", "instanceType": "g6e.xlarge", "availabilityZones": ["us-east-1a"], "maxSize": 2}
 
@@ -29,6 +29,13 @@ def stack_yaml(**config: Any) -> str:
     doc: dict[str, Any] = {"aws:region": "us-east-1", "gpucluster:nodeGroups": [GROUP]}
     doc.update({k.replace("__", ":"): v for k, v in config.items()})
     return yaml.safe_dump({"config": {k: v for k, v in doc.items() if v is not None}}, sort_keys=False)
+
+
+def hostile_slurm_p5() -> str:
+    """slurm-p5 with the review's seven slurm.settings keys that name code, a user or an authentication method."""
+    doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.slurm-p5.yaml").read_text())
+    doc["config"]["gpucluster:slurm"]["settings"] = HOSTILE_SLURM_SETTINGS
+    return yaml.safe_dump(doc, sort_keys=False)
 
 
 BOMB = "config:\n  aws:region: us-east-1\n" + "".join(
@@ -54,6 +61,7 @@ STACKS: dict[str, str] = {
     "dup-key": "config:\n  aws:region: us-east-1\n  gpucluster:nodeGroups: []\n  gpucluster:nodeGroups:\n    - name: gpu\n",
     "bomb": BOMB,
     "esc": "environment:\n  - ml-team/gpu-cluster\nconfig:\n  aws:region: us-east-1\n",
+    "hatch": hostile_slurm_p5(),
 }
 VALUES = yaml.safe_dump({"gpucluster:nodeGroups": [GROUP]})
 # Stack files that are not UTF-8 text (issue #18 item 7): binary junk (a gzip header and an ELF one), a Latin-1
@@ -221,6 +229,17 @@ def test_cli_answers_with_a_message_and_an_exit_code(project, capsys, argv, code
     assert "Traceback" not in output and "Exception ignored" not in output, output
     assert fragment in output, output[-3000:]
     assert got == code, output[-3000:]
+
+
+@pytest.mark.parametrize("verb", ["plan", "plan --json", "plan --no-files", "policy", "preflight"])
+def test_h2_every_verb_refuses_the_hostile_settings_naming_each_key(project, capsys, verb: str):
+    """The loader's refusal reaches every verb that loads a stack: exit 2, each key's field, value and fix, and no
+    traceback (preflight stops on the config before it asks AWS anything)."""
+    got, output = run_cli(["--project-dir", str(project), *verb.split(), "--stack", "hatch"], capsys)
+    assert "Traceback" not in output and got == 2, output[-3000:]
+    for key, value in HOSTILE_SLURM_SETTINGS.items():
+        assert f"gpucluster:slurm.settings.{key}" in output and value in output, (key, output[-3000:])
+    assert output.count("not settable: it names code that runs as root") >= len(HOSTILE_SLURM_SETTINGS)
 
 
 def _split(argv: str) -> list[str]:

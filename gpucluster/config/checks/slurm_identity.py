@@ -17,7 +17,13 @@ from collections.abc import Iterator
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import Finding, error, warning
 from gpucluster.config.slurm import SlurmSpec
-from gpucluster.config.slurm_identity import DirectoryServiceSpec, PosixUserSpec, SlurmIdentitySpec, parse_principal
+from gpucluster.config.slurm_identity import (
+    IDMAP_RANGE,
+    DirectoryServiceSpec,
+    PosixUserSpec,
+    SlurmIdentitySpec,
+    parse_principal,
+)
 from gpucluster.config.team_posix import LOWEST_ID, UNUSABLE_IDS
 from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.regions import partition_of
@@ -308,10 +314,36 @@ def _directory(d: DirectoryServiceSpec, spec: ClusterSpec) -> Iterator[Finding]:
         yield error(ipath(f"{at}.accessFilter"), f"the parentheses of {d.access_filter!r} do not balance",
                     "close every '(' once, e.g. (&(objectClass=user)(memberOf=cn=hpc-users,dc=example,dc=com))",
                     d.access_filter, "filter-unbalanced")  # fmt: skip
+    yield from _id_range(d, at)
     if d.id_mapping and d.schema_ != "ad":
         yield error(ipath(f"{at}.idMapping"), f"ID mapping derives ids from Active Directory SIDs; schema "
                     f"{d.schema_!r} has none", "set schema: ad, or leave idMapping out", True,
                     "idmap-not-ad")  # fmt: skip
+
+
+ID_RANGES = ((LOWEST_ID, DEBIAN_ALLOCATED[0] - 1), (65536, SIGNED_MAX))
+"""The ranges declared uids and gids are held to; a directory's ``idRange`` must lie inside one of them."""
+
+
+def _id_range(d: DirectoryServiceSpec, at: str) -> Iterator[Finding]:
+    """``idRange`` lies inside a range declared ids are held to, and covers the id mapping's range when ids are mapped."""
+    if d.id_range is None:
+        return
+    low, high = d.id_range
+    path = ipath(f"{at}.idRange")
+    if low > high:
+        yield error(path, f"the range [{low}, {high}] is empty (min above max)", "give [min, max], e.g. [1000, 59999]",
+                    list(d.id_range), "id-range")  # fmt: skip
+    elif not any(a <= low and high <= b for a, b in ID_RANGES):
+        yield error(path, f"the range [{low}, {high}] takes directory ids that are system accounts' or Debian's (below "
+                    "1000, 60000–65535: slurm is 64030) or above 2147483647", f"keep it inside one range: {ID_FIX}",
+                    list(d.id_range), "id-range")  # fmt: skip
+    elif (d.id_mapping or (d.id_mapping is None and d.schema_ == "ad")) and not (
+        low <= IDMAP_RANGE[0] and IDMAP_RANGE[1] - 1 <= high
+    ):
+        yield error(path, f"the range [{low}, {high}] leaves out ids the AD id mapping hands out ({IDMAP_RANGE[0]}–"
+                    f"{IDMAP_RANGE[1] - 1}): those users would not resolve", "leave idRange out with idMapping",
+                    list(d.id_range), "id-range")  # fmt: skip
 
 
 def _directory_strings(d: DirectoryServiceSpec) -> Iterator[Finding]:

@@ -2,8 +2,10 @@
 
 Teams need the accounting database (their accounts, limits and usage live in slurmdbd); their members must be
 people the cluster knows (declared users, or groups of a directory); a flavor's guarantees may not add up to
-more GPUs than the Slurm partitions of that flavor hold at their ``maxSize``. The settings escape hatch refuses
-the keys gpucluster owns, naming the section to use instead, and values that would break the file's lines.
+more GPUs than the Slurm partitions of that flavor hold at their ``maxSize``. The settings escape hatch takes only
+the keys on its allow list (``config/slurm_settings.py``): a key gpucluster owns is refused naming the section to use
+instead, a key that names code, a user or an authentication method as not settable, any other key as not on the list;
+values that would break the file's lines are refused too.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from gpucluster.config.effective import slurm_groups
 from gpucluster.config.errors import Finding, error, warning
 from gpucluster.config.kubernetes import flavor_name
 from gpucluster.config.slurm import SlurmSpec
-from gpucluster.config.slurm_settings import KEY_RE, owned_key, value_problem
+from gpucluster.config.slurm_settings import key_refusal, value_problem
 from gpucluster.config.slurm_teams import gpu_type
 from gpucluster.facts.catalog import Catalog
 
@@ -175,28 +177,14 @@ def check_settings(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Ite
         return
     for key, value in slurm.settings.items():
         path = f"{SETTINGS}.{key}"
-        owned = owned_key(key)
-        if owned is not None:
-            yield error(
-                path,
-                f"slurm.conf key {owned[0]} is set by gpucluster, so it cannot be overridden here",
-                f"use {owned[1]} instead",
-                key,
-                "slurm-setting-owned",
-            )
-        elif not KEY_RE.fullmatch(key):
-            yield error(
-                path,
-                f"{key!r} is not a slurm.conf key: keys are CamelCase letters and digits (MaxJobCount)",
-                "write the key as slurm.conf(5) spells it",
-                key,
-                "slurm-setting-key",
-            )
+        refusal = key_refusal(key)
+        if refusal is not None:
+            yield error(path, refusal.message, refusal.fix, value, refusal.code)
         elif problem := value_problem(value):
             yield error(
                 path,
                 f"the value of {key} cannot go into slurm.conf: {problem}",
-                "give a one-line value without '#' (slurm.conf(5) syntax)",
+                "give a one-word value without '#', spaces, '=' or quotes (slurm.conf(5) syntax)",
                 value,
                 "slurm-setting-value",
             )

@@ -15,7 +15,7 @@ from typing import Any
 
 from gpucluster.render.core import WriteFile
 from gpucluster.render.slurm.guard import systemd_unit
-from gpucluster.render.slurm.names import AGENT_CONFIG_PATH, AGENT_LIB, SlurmContext
+from gpucluster.render.slurm.names import AGENT_CONFIG_PATH, SlurmContext, agent_service
 from gpucluster.resolve.slurm_teams import DESCRIPTION, ResolvedQos, ResolvedTeam
 
 ACCOUNTS_PATH = "/etc/gpucluster/accounts.json"
@@ -92,7 +92,7 @@ def accounts_files(ctx: SlurmContext, bucket: str | None = None) -> list[WriteFi
     contract = accounts_contract(ctx, bucket)
     if contract is None:
         return []
-    env = f"Environment=PYTHONPATH={AGENT_LIB}\nEnvironment=GPUCLUSTER_AGENT_CONFIG={AGENT_CONFIG_PATH}\n"
+    env = f"Environment=GPUCLUSTER_AGENT_CONFIG={AGENT_CONFIG_PATH}\n"
     return [
         WriteFile(ACCOUNTS_PATH, json.dumps(contract, indent=2, sort_keys=False) + "\n", "0644"),
         WriteFile(
@@ -104,9 +104,8 @@ def accounts_files(ctx: SlurmContext, bucket: str | None = None) -> list[WriteFi
                 "Requires=slurmdbd.service\nAfter=slurmdbd.service slurmctld.service gpucluster-head-config.service "
                 "gpucluster-users.service sssd.service\nStartLimitIntervalSec=0\n\n"
                 "[Service]\nType=oneshot\nUser=slurm\nGroup=slurm\n"
-                + env
-                + f"ExecStart=/usr/bin/python3 -m gpucluster_agents accounts reconcile --file {ACCOUNTS_PATH}\n"
-                "Restart=on-failure\nRestartSec=30\nRestartPreventExitStatus=1\n",
+                + agent_service(f"accounts reconcile --file {ACCOUNTS_PATH}", env)
+                + "Restart=on-failure\nRestartSec=30\nRestartPreventExitStatus=1\n",
                 "WantedBy=multi-user.target",
             ),
         ),

@@ -46,6 +46,7 @@ from gpucluster.render.slurm.names import (
     STATE_SAVE_LOCATION,
     TOPOLOGY_DIR,
     SlurmContext,
+    agent_service,
     head_hostname,
 )
 from gpucluster.render.slurm.privacy import job_container_conf
@@ -147,15 +148,14 @@ def agent_files(ctx: SlurmContext, inputs: HeadInputs) -> list[WriteFile]:
         )
         files.append(WriteFile(f"{AGENT_BIN}/{name}", wrapper, "0755"))
     files.append(WriteFile(AGENT_COMMAND, agent_command(), "0755"))
-    agent_env = f"Environment=PYTHONPATH={AGENT_LIB}\nEnvironment=GPUCLUSTER_AGENT_CONFIG={AGENT_CONFIG_PATH}\n"
+    agent_env = f"Environment=GPUCLUSTER_AGENT_CONFIG={AGENT_CONFIG_PATH}\n"
     files += [
         WriteFile(
             "/etc/systemd/system/gpucluster-agent-maintain.service",
             systemd_unit(
                 "gpucluster node agent: sweep, end capacity holds, name static nodes, refresh topology.conf",
                 "After=slurmctld.service\n\n[Service]\nType=oneshot\nUser=slurm\nGroup=slurm\n"
-                + agent_env
-                + "ExecStart=/usr/bin/python3 -m gpucluster_agents maintain\n",
+                + agent_service("maintain", agent_env),
             ),
         ),
         *spot_files(inputs, agent_env),
@@ -181,8 +181,8 @@ def spot_files(inputs: HeadInputs, agent_env: str) -> list[WriteFile]:
         return []
     body = (
         "After=slurmctld.service\n\n[Service]\nType=simple\nUser=slurm\nGroup=slurm\n"
-        + agent_env
-        + "ExecStart=/usr/bin/python3 -m gpucluster_agents spot-watch\nRestart=always\nRestartSec=10\n"
+        + agent_service("spot-watch", agent_env)
+        + "Restart=always\nRestartSec=10\n"
     )
     unit = systemd_unit(
         "gpucluster node agent: act on spot interruption and capacity block warnings", body, "WantedBy=multi-user.target"

@@ -31,6 +31,10 @@ AGENT_CONFIG_PATH = "/etc/gpucluster/agent.json"
 AGENT_PACKAGE_PATH = "/etc/gpucluster/agent-package.json"  # bucket, key and sha256 of the agent's zip
 AGENT_LIB = "/opt/gpucluster/lib"
 AGENT_BIN = "/opt/gpucluster/bin"
+AGENT_PYTHON = "/usr/bin/python3 -E -s -m gpucluster_agents"
+"""How a head-node unit starts the node agent, as the exporter, signer and shipper start theirs: from the package's
+directory (:func:`agent_service`'s ``WorkingDirectory``, the first entry of ``sys.path`` under ``-m``) with ``-E -s``,
+so no ``PYTHON*`` variable and no user site of the unit's user (slurm) reach its imports."""
 AGENT_LOG = "/var/log/slurm/gpucluster-agent.log"
 AGENT_COMMAND = "/usr/local/sbin/gpucluster-agent"  # an operator's `status`, `release-brake <group>`, `clear-protect <group>`
 AWS_HELPER = "/usr/local/sbin/gpucluster-aws"
@@ -114,3 +118,9 @@ class SlurmContext:
             tuple((g.node_group, g.usd_per_node_hour) for g in cluster.estimate.groups),
             cluster.monitoring,
         )
+
+
+def agent_service(command: str, env: str = "") -> str:
+    """A unit's ``[Service]`` lines that run ``gpucluster_agents <command>`` (:data:`AGENT_PYTHON`): the working
+    directory, ``env`` (``Environment=`` lines), the command."""
+    return f"WorkingDirectory={AGENT_LIB}\n{env}ExecStart={AGENT_PYTHON} {command}\n"

@@ -7,7 +7,9 @@ Secrets Manager, adds ``ldap_default_authtok_type = password`` and ``ldap_defaul
 sss_obfuscate(8) says it gives no real security. The directory's CA goes to ``/etc/gpucluster/directory-ca.pem``
 (public). Who may log in is ``ldap_access_filter`` (``access_provider = ldap``), decided in PAM's account phase: ``id``
 and ``getent`` still resolve users outside it. With ``ldap_id_mapping`` (AD) the id range is rendered explicitly, so
-every node maps a SID to the same uid. Homes are always ``/home/<user>`` (Session Manager's Run As sets that
+every node maps a SID to the same uid. ``min_id``/``max_id`` bound the ids SSSD takes from the directory (``idRange``:
+by default the declared users' 1000–59999, or the id mapping's range), so a directory entry with a system account's
+uid or gid (slurm's 64030, disk's 6) is not resolved. Homes are always ``/home/<user>`` (Session Manager's Run As sets that
 ``HOME``). Values are checked at load (config/checks/slurm_identity.py); here each one that lands on an ``key = value``
 line is refused if it holds a line break (a line of its own would be a key of its own).
 """
@@ -52,6 +54,7 @@ def sssd_conf(cluster: str, directory: DirectoryIdentity) -> str:
         start_tls="true" if directory.start_tls else "false",
         id_mapping="true" if directory.id_mapping else "false",
         idmap_range=directory.idmap_range if directory.id_mapping else None,
+        id_range=directory.id_range,
         ad=directory.schema == "ad",
         ssh_attribute=_line("sshPublicKeyAttribute", directory.ssh_public_key_attribute or "") or None,
     )

@@ -14,14 +14,14 @@ from __future__ import annotations
 from gpucluster.render.core import WriteFile
 from gpucluster.render.slurm.accounts import ACCOUNTS_PATH, USAGE_PREFIX
 from gpucluster.render.slurm.guard import systemd_unit
-from gpucluster.render.slurm.names import AGENT_LIB, SlurmContext
+from gpucluster.render.slurm.names import SlurmContext, agent_service
 
 __all__ = ["USAGE_PREFIX", "USAGE_SERVICE", "USAGE_TIMER", "has_usage_report", "usage_files", "usage_service", "usage_timer"]
 
 USAGE_SERVICE = "gpucluster-usage.service"
 USAGE_TIMER = "gpucluster-usage.timer"
 ACCOUNTS_FILE = ACCOUNTS_PATH
-USAGE_COMMAND = "/usr/bin/python3 -m gpucluster_agents usage --since yesterday --until yesterday --upload"
+USAGE_COMMAND = "usage --since yesterday --until yesterday --upload"
 
 
 def usage_service(region: str, accounts_file: str = ACCOUNTS_FILE) -> str:
@@ -31,9 +31,11 @@ def usage_service(region: str, accounts_file: str = ACCOUNTS_FILE) -> str:
         "Wants=network-online.target\nAfter=network-online.target slurmdbd.service\n"
         "StartLimitIntervalSec=1d\nStartLimitBurst=6\n\n"
         "[Service]\nType=oneshot\nUser=slurm\nGroup=slurm\n"
-        f"Environment=PYTHONPATH={AGENT_LIB} AWS_DEFAULT_REGION={region}\n"
-        f"ExecStart={USAGE_COMMAND}{'' if accounts_file == ACCOUNTS_FILE else f' --file {accounts_file}'}\n"
-        "Restart=on-failure\nRestartSec=15min\nRestartPreventExitStatus=2\n"  # 2: a bad file, not retried
+        + agent_service(
+            USAGE_COMMAND + ("" if accounts_file == ACCOUNTS_FILE else f" --file {accounts_file}"),
+            f"Environment=AWS_DEFAULT_REGION={region}\n",
+        )
+        + "Restart=on-failure\nRestartSec=15min\nRestartPreventExitStatus=2\n"  # 2: a bad file, not retried
         "NoNewPrivileges=yes\nProtectSystem=strict\nProtectHome=yes\nPrivateTmp=yes\n",
     )
 

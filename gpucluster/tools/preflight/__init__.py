@@ -7,6 +7,7 @@ work. Each check returns findings with the config path, like the validators. The
   subnets, an existing FSx file system, vCPU quotas;
 - :mod:`.hybrid` — a hybrid site: the Private CA, existing gateways, customer gateway collisions, trust
   anchors, the VPC's CIDRs against the site's;
+- :mod:`.images` — every AMI the config names exists and is Amazon's, Canonical's or the account's own;
 - :mod:`.routes` — a hybrid site's routes through its Transit Gateway or VPN gateway;
 - :mod:`.clients` — the boto3 clients every check takes;
 - :mod:`.run` — runs every check (:func:`preflight`); a check that cannot run is a finding, not a crash.

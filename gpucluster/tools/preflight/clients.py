@@ -19,6 +19,7 @@ class Clients:
     secretsmanager: Any = None
     kms: Any = None
     iam: Any = None
+    sts: Any = None
 
     @classmethod
     def create(cls, region: str, endpoint_url: str | None = None) -> Clients:
@@ -36,4 +37,5 @@ class Clients:
             secretsmanager=make("secretsmanager"),
             kms=make("kms"),
             iam=make("iam"),
+            sts=make("sts"),
         )

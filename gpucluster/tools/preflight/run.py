@@ -17,6 +17,7 @@ from gpucluster.tools.preflight.cluster import (
 )
 from gpucluster.tools.preflight.hybrid import HYBRID_CHECKED
 from gpucluster.tools.preflight.identity import IDENTITY_CHECKED
+from gpucluster.tools.preflight.images import IMAGES_CHECKED
 from gpucluster.tools.preflight.routes import ROUTES_CHECKED
 
 CHECKS: tuple[Check, ...] = (
@@ -25,6 +26,7 @@ CHECKS: tuple[Check, ...] = (
     check_subnets,
     check_file_system,
     check_quotas,
+    *IMAGES_CHECKED,
     *HYBRID_CHECKED,
     *ROUTES_CHECKED,
     *IDENTITY_CHECKED,
@@ -37,6 +39,7 @@ CHECKED: dict[Check, tuple[str, str]] = {
     check_subnets: ("bring-your-own subnets", "gpucluster:network.subnets"),
     check_file_system: ("the existing FSx file system", "gpucluster:storage.lustre.fileSystemId"),
     check_quotas: ("vCPU quotas", "gpucluster:nodeGroups"),
+    **IMAGES_CHECKED,
     **HYBRID_CHECKED,
     **ROUTES_CHECKED,
     **IDENTITY_CHECKED,

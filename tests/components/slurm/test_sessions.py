@@ -87,6 +87,7 @@ DIRECTORY = ResolvedIdentity(
         id_mapping=True,
         idmap_range=(200000, 2000200000, 200000),
         ssh_public_key_attribute=None,
+        id_range=(200000, 2000199999),
     ),
     admin_group=None,
 )

@@ -38,7 +38,7 @@ def test_a_spot_group_gets_the_warning_rule_an_encrypted_queue_and_the_service(r
     }
     files = head_files(plan)
     assert parse_config(json.loads(files["/etc/gpucluster/agent.json"])).spot_queue_url == queue.state["url"]
-    assert "ExecStart=/usr/bin/python3 -m gpucluster_agents spot-watch" in files[UNIT] and "Restart=always" in files[UNIT]
+    assert "ExecStart=/usr/bin/python3 -E -s -m gpucluster_agents spot-watch" in files[UNIT] and "Restart=always" in files[UNIT]
     assert "systemctl enable --now gpucluster-agent-spot.service" in files["/usr/local/sbin/gpucluster-slurm-head"]
 
 

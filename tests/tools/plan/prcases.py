@@ -73,6 +73,21 @@ def lock_p5_image(c: Config) -> None:
     c["gpucluster:nodeGroups"][0]["imageLock"] = {"imageId": LOCKED_AMI, "ssmParameter": parameter, "lockedAt": "2026-11-01"}
 
 
+OTHER_AMI = "ami-0fedcba9876543210"
+
+
+def swap_locked_p5_image(c: Config) -> None:
+    """The p5 lock's AMI edited by hand: another image, the same ``lockedAt``."""
+    lock_p5_image(c)
+    c["gpucluster:nodeGroups"][0]["imageLock"]["imageId"] = OTHER_AMI
+
+
+def relock_p5_image(c: Config) -> None:
+    """``gpucluster images lock`` made again: another image and a new ``lockedAt``."""
+    swap_locked_p5_image(c)
+    c["gpucluster:nodeGroups"][0]["imageLock"]["lockedAt"] = "2026-12-01"
+
+
 def grow_for_bigger_dataset(c: Config) -> None:
     c["gpucluster:nodeGroups"][0]["maxSize"] = 24
     c["gpucluster:nodeGroups"][0]["capacity"]["instanceCount"] = 24  # the reservation grows with it

@@ -231,6 +231,32 @@ def test_a_new_image_shows_the_roll():
     assert not c.data_loss
 
 
+def test_l5_a_locked_image_changed_without_a_new_locked_at_is_flagged():
+    """An AMI id alone says nothing about who built it: a lock's imageId edited by hand (lockedAt unchanged) is
+    flagged in every format; the same AMI change made by `gpucluster images lock` (a new lockedAt) is not."""
+    old = prcases.plan_json("slurm-p5", prcases.lock_p5_image)
+    edited, relocked = (
+        prcases.plan_json("slurm-p5", prcases.swap_locked_p5_image),
+        prcases.plan_json("slurm-p5", prcases.relock_p5_image),
+    )
+    for doc in (old, edited):
+        validate(doc, "plan.schema.json")
+        assert doc["imageLocks"]["p5"]["lockedAt"] == "2026-11-01"
+    c = compare(old, edited)
+    line = (
+        f"p5: imageLock.imageId {prcases.LOCKED_AMI} → {prcases.OTHER_AMI} but lockedAt is still 2026-11-01: not made "
+        "by `gpucluster images lock`; check who owns the image (`gpucluster preflight`) before merging"
+    )
+    assert c.images == [line]
+    assert f"Image locks edited by hand\n  {line}" in render(c)
+    assert f"### Image locks edited by hand\n\n- ⚠️ {line}" in markdown(c, edited)
+    doc = to_json(c)
+    validate(doc, "diff.schema.json")
+    assert doc["images"] == [line]
+    assert compare(old, relocked).images == [] and "images" not in to_json(compare(old, relocked))
+    assert compare(prcases.plan_json("slurm-p5"), old).images == []  # a lock made where there was none
+
+
 def test_bigger_group_and_dataset_lose_nothing():
     _, _, c = case("p5-training", prcases.grow_for_bigger_dataset)
     fs = step(c, LUSTRE)

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from gpucluster.policy import types as t
+from tests.conftest import GOLDEN, HOSTILE_SLURM_SETTINGS
 
 ACCOUNT = "123456789012"
 # Fake secrets in the shapes real ones have (not real keys: AWS's documented example key id).
@@ -110,6 +111,29 @@ def _user_data_fixture() -> dict[str, Any]:
         lt("eks-node", userData=b64(mime.as_bytes())),
         instance("login", userData=keyed),
         lt("clean", userData=b64(gzip.compress(clean.encode()))),
+    )
+
+
+def hostile_slurm_conf() -> str:
+    """slurm-p5's rendered slurm.conf (its golden) with the review's seven hostile keys added, as a stack could only
+    get them around the config check."""
+    conf = (GOLDEN / "slurm" / "slurm-p5" / "slurm.conf").read_text()
+    return conf + "".join(f"{key}={value}\n" for key, value in HOSTILE_SLURM_SETTINGS.items())
+
+
+def bundle(name: str, files: dict[str, str]) -> dict[str, Any]:
+    """The Slurm head node's files bundle (``render/slurm/headfiles.py``): a bucket object of ``{"files": [...]}``."""
+    content = json.dumps({"files": [{"path": p, "mode": "0644", "content": c} for p, c in files.items()]})
+    return res(t.BUCKET_OBJECT, name, {"bucket": "artifacts", "key": f"{name}.json", "content": content})
+
+
+def _slurm_conf_fixture() -> dict[str, Any]:
+    clean = (GOLDEN / "slurm" / "slurm-p5" / "slurm.conf").read_text() + "MaxJobCount=20000\nKillWait=45\n"
+    written = cloud_config([{"path": "/etc/slurm/slurm.conf", "content": "ClusterName=x\nRebootProgram=/fsx/reboot\n"}])
+    return plan(
+        bundle("head-files", {"/etc/slurm/slurm.conf": hostile_slurm_conf(), "/etc/slurm/gres.conf": "Epilog=/x\n"}),
+        bundle("clean-files", {"/etc/slurm/slurm.conf": clean}),
+        lt("login", userData=b64(gzip.compress(written.encode()))),
     )
 
 
@@ -510,6 +534,10 @@ FIXTURES: dict[str, tuple[dict[str, Any], set[tuple[str, str, str]]]] = {
             ("lustre-volumes-distinct", "team-b-same-handle", "spec.csi.volumeHandle"),
             ("lustre-volumes-distinct", "root-2", "spec.csi.volumeAttributes.mountname"),
         },
+    ),
+    "slurm-conf-allowed-keys": (
+        _slurm_conf_fixture(),
+        {("slurm-conf-allowed-keys", "head-files", "content"), ("slurm-conf-allowed-keys", "login", "userData")},
     ),
     "no-secrets-in-user-data": (
         _user_data_fixture(),

@@ -28,7 +28,7 @@ def test_a_shipped_stack_passes_as_a_user_runs_it():
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith(f"gpucluster policy — stack slurm-p5: {len(RULES)} rules over ")
-    assert sum(1 for line in lines if line.lstrip().startswith("pass ")) == len(RULES) == 19
+    assert sum(1 for line in lines if line.lstrip().startswith("pass ")) == len(RULES) == 20
     assert lines[-1] == "no violations" and result.stderr == ""
 
 

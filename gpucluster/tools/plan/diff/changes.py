@@ -20,6 +20,7 @@ from typing import Any
 
 from gpucluster.tools.plan.diff.carry import carry_replacements
 from gpucluster.tools.plan.diff.disruption import add_disruption
+from gpucluster.tools.plan.diff.images import image_lock_lines
 from gpucluster.tools.plan.diff.safety import replace_reasons, safety_of
 from gpucluster.tools.plan.diff.step import ABSENT, USER_DATA_KEYS, Comparison, FileChange, Step, flatten
 from gpucluster.tools.plan.run.files import decode_user_data
@@ -157,6 +158,7 @@ def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> Comparison:
         project=str(new.get("project") or old.get("project") or ""),
         steps=steps,
         files=list(_file_changes(old, new, po, pn, norm_old, norm_new)),
+        images=image_lock_lines(old, new),
     )
 
 

@@ -53,6 +53,7 @@ def to_json(c: Comparison, *, cost: Any = None) -> dict[str, Any]:
         "steps": [step_json(s) for s in c.changes],
         "files": [{"path": f.path, "op": f.op, "diff": "\n".join(file_diff(f, indent=""))} for f in c.files],
         "teams": team_lines(c),
+        **({"images": c.images} if c.images else {}),
         "changeSummary": c.counts(),
         "dataLoss": bool(c.data_loss),
         "cost": cost,

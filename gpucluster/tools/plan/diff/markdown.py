@@ -92,6 +92,8 @@ def render(
     teams = team_lines(c)
     if teams:
         head += ["### Teams", "", *(f"- {t}" for t in teams), ""]
+    if c.images:
+        head += ["### Image locks edited by hand", "", *(f"- ⚠️ {t}" for t in c.images), ""]
     if cost_markdown:
         head += ["### Cost", "", cost_markdown.rstrip("\n"), ""]
     if summary_markdown:

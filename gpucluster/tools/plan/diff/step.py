@@ -81,6 +81,8 @@ class Comparison:
     project: str
     steps: list[Step]
     files: list[FileChange]
+    images: list[str] = field(default_factory=list)
+    """Locked images changed without a new ``lockedAt`` (:mod:`.images`)."""
 
     @property
     def changes(self) -> list[Step]:

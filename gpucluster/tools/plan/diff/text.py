@@ -126,6 +126,8 @@ def render(
             *(f"  {t}" for t in teams),
             "",
         ]
+    if c.images:
+        out += ["Image locks edited by hand", *(f"  {t}" for t in c.images), ""]
     if cost_lines:
         out += ["Cost", *cost_lines, ""]
     if summary_lines:

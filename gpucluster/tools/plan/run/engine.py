@@ -28,6 +28,7 @@ from pulumi.runtime.sync_await import _sync_await
 from gpucluster.config.errors import ConfigError
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.resolve.cost import restore_nulls
+from gpucluster.tools.plan.diff.images import config_image_locks
 from gpucluster.tools.plan.run.files import FILE_EXTRACTORS, summarize_binary
 from gpucluster.tools.plan.run.mocks import PlanMocks
 from gpucluster.tools.plan.run.monitor import RecordingMonitor, Registration
@@ -50,6 +51,8 @@ class Plan:
     """What the program logged through ``pulumi.log`` (warnings show up as findings too)."""
     placeholders: dict[str, str] = field(default_factory=dict)
     """Fake id/ARN/AMI → what it stands for (:mod:`~gpucluster.tools.plan.run.placeholders`); text plan only."""
+    image_locks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The config's image locks by node group (``plan diff`` flags a locked AMI changed without a new ``lockedAt``)."""
 
     @property
     def ok(self) -> bool:
@@ -119,7 +122,7 @@ def execute(
     region = config.get("aws:region")
     mocks = mocks or PlanMocks(region=region or "us-east-1", catalog=load_catalog())
     monitor = RecordingMonitor(mocks)
-    plan = Plan(project=project, stack=stack, region=region)
+    plan = Plan(project=project, stack=stack, region=region, image_locks=config_image_locks(config))
     _fresh_event_loop()
     logger = logging.getLogger(f"gpucluster.plan.{stack}")
     logger.propagate = False

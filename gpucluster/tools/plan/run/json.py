@@ -47,6 +47,7 @@ def _document(plan: Plan) -> dict[str, Any]:
         "outputs": plan.outputs,
         "findings": plan.findings,
         "files": dict(sorted(plan.files.items())),
+        **({"imageLocks": dict(sorted(plan.image_locks.items()))} if plan.image_locks else {}),
     }
 
 
