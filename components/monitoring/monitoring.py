@@ -20,7 +20,7 @@ from gpucluster.render.iam import policy_json
 from gpucluster.render.monitoring.alertmanager import alertmanager_definition
 from gpucluster.render.monitoring.cloudwatch_alarms import fsx_alarms
 from gpucluster.render.monitoring.dashboards import dashboards
-from gpucluster.render.monitoring.logs import log_group_name
+from gpucluster.render.monitoring.logs import log_group_name, stream_patterns
 from gpucluster.render.monitoring.policies import (
     log_shipping_policy,
     monitoring_key_policy,
@@ -235,9 +235,12 @@ def _slurm_rights(
     if wiring.head_role_id is None and wiring.node_role_id is None:
         return None
     nodes_group = log_group("logs", group)
-    ship = nodes_group.arn.apply(lambda arn: policy_json(log_shipping_policy(arn)))
-    for who, role in (("head", wiring.head_role_id), ("node", wiring.node_role_id)):
+    for who, role, streams in (
+        ("head", wiring.head_role_id, stream_patterns("head")),
+        ("node", wiring.node_role_id, stream_patterns("compute")),
+    ):
         if role is not None:
+            ship = nodes_group.arn.apply(lambda arn, streams=streams: policy_json(log_shipping_policy(arn, streams)))
             aws.iam.RolePolicy(f"{name}-{who}-logs", role=role, policy=ship, opts=child)
     if collector and wiring.head_role_id is not None:
         aws.iam.RolePolicy(

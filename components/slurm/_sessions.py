@@ -8,9 +8,12 @@ their attachments (children of ``SlurmCluster``; design D7, §6).
   ``gpucluster-nobody`` locked with ``nologin`` where it runs, and where it does not exist Run As fails the session
   (F1: "if the user doesn't exist on the node, the session fails"). Either way an untagged principal gets no
   shell, and never ``ssm-user`` (F3). A principal tagged ``SSMSessionRunAs=<user>`` (or whose federated session
-  carries that tag, F8) gets a session as that user: the tag wins over the document's default (F1).
+  carries that tag, F8) gets a session as that user: the tag wins over the document's default (F1), so whoever
+  sets the tag chooses the user — the principal's trust policy must pin it (docs/people.md).
 - ``<cluster>-session-<user>`` per declared user with a session principal: ``runAsDefaultUser`` = that user, so
-  the declared mapping holds without tagging principals the stack does not own.
+  the declared mapping holds without tagging principals the stack does not own; the user's policy refuses a
+  principal whose tag names another user (:func:`gpucluster.render.iam_sessions.session_policy`), since the tag
+  would win over this document too.
 - Policies (JSON from :mod:`gpucluster.render.iam_sessions`): ``<cluster>-session-<user>`` attached to the user's
   principal when ``attach`` (a role or a user); ``<cluster>-login-sessions`` and, with an admin group,
   ``<cluster>-admin-sessions`` exported over the shared document, for the account's admins to attach to
@@ -143,6 +146,7 @@ def _user_access(name: str, user: PosixUser, wiring: SessionWiring, parts: Sessi
         wiring,
         (document,),
         user.admin,
+        run_as=user.name,
     )
     parts.documents[user.name] = document
     parts.commands[user.name] = session_command(wiring.cluster, document)
@@ -174,7 +178,13 @@ def _document(name: str, wiring: SessionWiring, user: str | None, run_as: str) -
 
 
 def _policy(
-    resource: str, policy_name: str, description: str, wiring: SessionWiring, documents: tuple[str, ...], admin: bool
+    resource: str,
+    policy_name: str,
+    description: str,
+    wiring: SessionWiring,
+    documents: tuple[str, ...],
+    admin: bool,
+    run_as: str | None = None,
 ) -> aws.iam.Policy:
     def text(partition: str, account: str) -> str:
         return policy_json(
@@ -185,6 +195,7 @@ def _policy(
                 cluster=wiring.cluster,
                 documents=documents,
                 admin=admin,
+                run_as=run_as,
             )
         )
 

@@ -17,6 +17,8 @@ import re
 from pydantic import Field, field_validator
 
 from gpucluster.config.base import SpecModel, check_name
+from gpucluster.config.slurm_identity import SlurmIdentitySpec
+from gpucluster.config.team_posix import TeamPosixSpec
 from gpucluster.facts.catalog import InstanceFacts
 
 SLURM_TIME_RE = re.compile(r"^(?:(?P<days>\d+)-)?(?P<a>\d+)(?::(?P<b>\d+))?(?::(?P<c>\d+))?$")
@@ -58,6 +60,14 @@ def _slurm_minutes(m: re.Match[str]) -> int | None:
     if (b is not None and b > 59) or (c is not None and c > 59):
         return None
     return -(-seconds // 60)
+
+
+def team_group_gid(identity: SlurmIdentitySpec, team: str) -> int:
+    """The gid of Slurm team ``team``'s POSIX group (declared users): the declared group of that name when there is
+    one (the author's choice), else the team's default ``kubernetes.teams[].posix`` gid, derived from its name alone
+    (:mod:`gpucluster.config.team_posix`: the same team has the same gid on EKS and Slurm, in every stack)."""
+    declared = {g.name: g.gid for g in identity.groups}
+    return declared[team] if team in declared else TeamPosixSpec().resolve(team).gid
 
 
 def gpu_type(facts: InstanceFacts) -> str:

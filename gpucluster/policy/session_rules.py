@@ -12,7 +12,11 @@ Three clauses, each over the resources of the stack:
    true (``Bool`` or ``BoolIfExists``; without it the default ``SSM-SessionManagerRunShell`` document is usable,
    and it runs sessions as ``ssm-user``), and every document it names is a Session document of this stack — no
    ``*``, no wildcard document, no ``SSM-SessionManagerRunShell`` (AWS Systems Manager user guide,
-   "Enforce a session document permission check for the AWS CLI").
+   "Enforce a session document permission check for the AWS CLI"). A policy that allows a stack document whose
+   ``runAsDefaultUser`` is a person (not the shared document's locked ``gpucluster-nobody``) refuses it to a
+   principal whose ``SSMSessionRunAs`` tag names somebody else: the tag wins over the document's default user, so
+   without that refusal whoever can tag the principal (a session tag of ``sts:AssumeRole``) picks the user. Checked
+   with the offline evaluator: the document's StartSession with another user's tag must not be allowed.
 3. Launch templates and instances tagged ``gpucluster:role`` = head (or ``slurm-head``), login or compute: their decoded user data
    carries, in ``bootcmd``, the comment-only ``/etc/sudoers.d/ssm-agent-users`` write (``#User rules for
    ssm-user``: the agent adds no sudo grant where that file exists, design F6/F7) and no sudoers grant other than
@@ -31,7 +35,7 @@ from typing import Any
 import yaml
 
 from gpucluster.policy import types as t
-from gpucluster.policy.iam_eval import Request, UnsupportedPolicy, statement_matches
+from gpucluster.policy.iam_eval import Request, UnsupportedPolicy, evaluate, statement_matches
 from gpucluster.policy.iam_rules import _documents, _statements  # the IAM rules' readers of policy documents
 from gpucluster.policy.model import UNKNOWN, Resource, Violation, items, truthy, violation
 from gpucluster.policy.userdata import decode
@@ -45,6 +49,8 @@ LOCKDOWN_FILE = "/etc/sudoers.d/ssm-agent-users"
 LOCKDOWN_TEXT = "#User rules for ssm-user"
 ADMINS_FILE = "/etc/sudoers.d/60-gpucluster-admins"
 ACCESS_CHECK = "ssm:sessiondocumentaccesscheck"
+RUN_AS_KEY = "aws:PrincipalTag/SSMSessionRunAs"
+SHARED_RUN_AS = "gpucluster-nobody"  # = components/slurm/_sessions.py's: the shared document, where the tag chooses
 
 _ESCALATES = re.compile(r"(?<![\w.-])(sudo|su|doas|pkexec)(?![\w.-])")
 # A sudoers user specification with its Runas list: `who host = (runas) [TAG:] command`, e.g. `ssm-user ALL=(ALL)
@@ -62,8 +68,10 @@ def no_root_sessions(resources: Sequence[Resource]) -> list[Violation]:
     out = [v for r in documents for v in _document_violations(r)]
     names = {r.get("name") for r in documents}
     names_known = UNKNOWN not in names and None not in names
+    personal = _personal_documents(documents)
     for r in resources:
         out += _start_session_violations(r, {str(n) for n in names if isinstance(n, str)}, names_known)
+        out += _impersonation_violations(r, personal)
         out += _node_violations(r)
     return out
 
@@ -225,6 +233,71 @@ def _start_session_violations(r: Resource, ours: set[str], names_known: bool) ->
                         "the instances; never *, a wildcard document or SSM-SessionManagerRunShell",
                     )
                 )
+    return out
+
+
+def _personal_documents(documents: Sequence[Resource]) -> dict[str, str]:
+    """Name -> ``runAsDefaultUser`` of the stack's Session documents that run as a person (not the shared one)."""
+    out: dict[str, str] = {}
+    for r in documents:
+        doc, name = _content(r), r.get("name")
+        inputs = doc.get("inputs") if isinstance(doc, Mapping) else None
+        user = inputs.get("runAsDefaultUser") if isinstance(inputs, Mapping) else None
+        if isinstance(name, str) and isinstance(user, str) and user != SHARED_RUN_AS:
+            out[name] = user
+    return out
+
+
+def _tag_values(doc: Mapping[str, Any]) -> set[str]:
+    """Every value the document's conditions compare the Run As tag with (a statement may pin another user)."""
+    out: set[str] = set()
+    for st in _statements(doc):
+        condition = st.get("Condition")
+        for block in condition.values() if isinstance(condition, Mapping) else []:  # pyright: ignore[reportUnknownVariableType]
+            for key, value in block.items() if isinstance(block, Mapping) else []:  # pyright: ignore[reportUnknownVariableType]
+                if str(key).lower() == RUN_AS_KEY.lower():
+                    out |= {v for v in items(value) if isinstance(v, str)}
+    return out
+
+
+def _allowed_as(doc: Mapping[str, Any], document_arn: str, run_as: str) -> bool:
+    context: dict[str, str | bool] = {"ssm:SessionDocumentAccessCheck": True, RUN_AS_KEY: run_as}
+    return evaluate([doc], Request("ssm:StartSession", document_arn, context)).allowed
+
+
+def _impersonation_violations(r: Resource, personal: Mapping[str, str]) -> list[Violation]:
+    """A policy allowing a person's document to a principal whose ``SSMSessionRunAs`` tag names somebody else."""
+    out: list[Violation] = []
+    for prop, doc in _documents(r):
+        for i, st in enumerate(_statements(doc)):
+            if not _allows_start_session(st):
+                continue
+            for pattern in items(st.get("Resource")):
+                m = _DOCUMENT_ARN.match(pattern) if isinstance(pattern, str) else None
+                name = m["name"] if m is not None else ""
+                user = personal.get(name)
+                if user is None:
+                    continue
+                probes = sorted(({"gpucluster-probe"} | _tag_values(doc) | set(personal.values())) - {user})
+                try:
+                    other = next((o for o in probes if _allowed_as(doc, pattern, o)), None)
+                except UnsupportedPolicy:
+                    continue  # cannot tell
+                if other is not None:
+                    sid = st.get("Sid") or f"Statement[{i}]"
+                    out.append(
+                        violation(
+                            NO_ROOT_SESSIONS,
+                            r,
+                            prop,
+                            f"statement {sid} allows the Session document {name} (runs as {user!r}) to a principal "
+                            f"tagged SSMSessionRunAs={other}: the tag wins over the document's default user, so that "
+                            f"principal's sessions run as {other!r}",
+                            f'add "StringEqualsIfExists": {{"{RUN_AS_KEY}": "{user}"}} to the StartSession statements '
+                            f"and a Deny of ssm:StartSession when the tag is present and not {user!r} (gpucluster's "
+                            "per-user session policies do)",
+                        )
+                    )
     return out
 
 

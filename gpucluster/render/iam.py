@@ -250,7 +250,14 @@ def ssm_hybrid_trust_policy(*, partition: str, region: str, account: str) -> str
 
 
 def spot_queue_policy(queue_arn: str, rule_arn: str) -> dict[str, Any]:
-    """The spot warnings queue (``components/slurm/_spot_events.py``): only the rule may send (EventBridge, from that rule's ARN); nothing over plain HTTP."""
+    """The spot warnings queue (``components/slurm/_spot_events.py``): only the rule may send (EventBridge, from that
+    rule's ARN); nothing over plain HTTP.
+
+    The Allow alone does not make the queue the rule's: a principal of the account whose identity policy grants
+    ``sqs:SendMessage`` (an administrator, a CI role, any ``sqs:*`` function) could still send, and a forged
+    interruption warning powers a node down. So every sender is denied unless the request comes from the rule
+    (``aws:SourceArn``, which EventBridge sets and a direct caller's request lacks: ``ArnNotEquals`` is true for a
+    missing key)."""
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -261,6 +268,14 @@ def spot_queue_policy(queue_arn: str, rule_arn: str) -> dict[str, Any]:
                 "Action": "sqs:SendMessage",
                 "Resource": queue_arn,
                 "Condition": {"ArnEquals": {"aws:SourceArn": rule_arn}},
+            },
+            {
+                "Sid": "NoSenderButTheRule",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "sqs:SendMessage",
+                "Resource": queue_arn,
+                "Condition": {"ArnNotEquals": {"aws:SourceArn": rule_arn}},
             },
             {
                 "Sid": "TlsOnly",

@@ -13,6 +13,15 @@ user) fail unless the policy names that document itself — so the only way in i
 instances are narrowed with ``ssm:resourceTag/<key>`` (…/ssm-agent-restrict-root-level-commands.html). A user
 ends or resumes only sessions whose id starts with their own ``${aws:userid}`` (Session Manager names sessions
 ``<userid>-<random>``; …/getting-started-restrict-access-examples.html, example 4).
+
+Run As and the principal's tag: Session Manager starts the shell as the principal's ``SSMSessionRunAs`` tag (an IAM
+tag or a session tag) when it has one, and only otherwise as the document's ``runAsDefaultUser``
+(…/session-preferences-run-as.html). So a user's own document binds nothing by itself: bob, assuming a role with the
+session tag ``SSMSessionRunAs=alice``, would get alice's shell through bob's document. A user's policy therefore
+allows its StartSession statements only while that tag is absent or names the user (``StringEqualsIfExists``), and
+denies StartSession outright to a principal whose tag names anybody else (the Deny also overrides any other Allow
+the principal holds). The shared document's policies cannot say which user is right: there the tag *is* the
+choice, and the principal's trust policy must pin it (docs/people.md).
 """
 
 from __future__ import annotations
@@ -28,6 +37,9 @@ MANAGED_POLICY_LIMIT = 6_144
 INLINE_POLICY_LIMIT = 10_240
 
 _DOCUMENT_CHECK = {"BoolIfExists": {"ssm:SessionDocumentAccessCheck": "true"}}
+RUN_AS_TAG = "SSMSessionRunAs"
+RUN_AS_KEY = f"aws:PrincipalTag/{RUN_AS_TAG}"
+"""The condition key of the principal's (or its session's) ``SSMSessionRunAs`` tag."""
 
 
 def _arn(partition: str, service: str, region: str, account: str, resource: str) -> str:
@@ -40,18 +52,39 @@ def session_document_arn(*, partition: str, region: str, account: str, document:
 
 
 def session_policy(
-    *, partition: str, region: str, account: str, cluster: str, documents: tuple[str, ...], admin: bool
+    *,
+    partition: str,
+    region: str,
+    account: str,
+    cluster: str,
+    documents: tuple[str, ...],
+    admin: bool,
+    run_as: str | None = None,
 ) -> dict[str, Any]:
     """Start a Session Manager session on the cluster's login nodes (``admin``: on any node of the cluster —
     head, login, compute) with the Session documents ``documents`` only, and end or resume one's own sessions.
 
-    Used for a declared user's policy (their own document, whose ``runAsDefaultUser`` is them) and for the exported
-    directory policies (the shared document: the principal's ``SSMSessionRunAs`` tag or session tag picks the
-    user, F1/F8). ``ec2:DescribeInstances`` (which IAM cannot narrow) lets the ``sessionCommands`` output find a
-    login node by its tags."""
+    Used for a declared user's policy (``run_as`` = that user; their own document, whose ``runAsDefaultUser`` is
+    them) and for the exported directory policies (``run_as`` None: the shared document, where the principal's
+    ``SSMSessionRunAs`` tag or session tag picks the user, F1/F8). With ``run_as``, the StartSession statements hold
+    only while the principal's tag is absent or names ``run_as``, and a last statement denies StartSession to a
+    principal tagged for anybody else (the module's docstring says why). ``ec2:DescribeInstances`` (which IAM cannot
+    narrow) lets the ``sessionCommands`` output find a login node by its tags."""
     if not documents:
         raise ValueError("a session policy names at least one Session document")
     roles: str | list[str] = list(NODE_ROLES) if admin else "login"
+    own_tag = {} if run_as is None else {"StringEqualsIfExists": {RUN_AS_KEY: run_as}}
+    refused: list[dict[str, Any]] = []
+    if run_as is not None:
+        refused.append(
+            {
+                "Sid": "NoSessionsAsAnotherUser",
+                "Effect": "Deny",
+                "Action": "ssm:StartSession",
+                "Resource": "*",
+                "Condition": {"StringNotEquals": {RUN_AS_KEY: run_as}, "Null": {RUN_AS_KEY: "false"}},
+            }
+        )
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -63,6 +96,7 @@ def session_policy(
                 "Condition": {
                     "StringEquals": {f"ssm:resourceTag/{CLUSTER_TAG}": cluster, f"ssm:resourceTag/{ROLE_TAG}": roles},
                     **_DOCUMENT_CHECK,
+                    **own_tag,
                 },
             },
             {
@@ -72,7 +106,7 @@ def session_policy(
                 "Resource": [
                     session_document_arn(partition=partition, region=region, account=account, document=d) for d in documents
                 ],
-                "Condition": dict(_DOCUMENT_CHECK),
+                "Condition": {**_DOCUMENT_CHECK, **own_tag},
             },
             {
                 "Sid": "EndOrResumeOwnSessions",
@@ -81,6 +115,7 @@ def session_policy(
                 "Resource": _arn(partition, "ssm", region, account, "session/${aws:userid}-*"),
             },
             {"Sid": "FindTheLoginNodes", "Effect": "Allow", "Action": "ec2:DescribeInstances", "Resource": "*"},
+            *refused,
         ],
     }
 

@@ -12,6 +12,7 @@ a subnet id with your own VPC; with a new VPC the ids are not known before deplo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -23,6 +24,7 @@ from gpucluster.config.slurm_identity import (
     SlurmIdentitySpec,
     parse_principal,
 )
+from gpucluster.config.slurm_teams import SlurmTeamSpec, team_group_gid
 from gpucluster.facts.catalog import InstanceFacts
 from gpucluster.resolve.node_group import ResolvedImage
 
@@ -201,24 +203,36 @@ SRUN_PORTS = (60001, 63000)
 DEFAULT_DOMAIN = "directory"
 
 
-def resolve_identity(identity: SlurmIdentitySpec, home: HomeSpec | None) -> ResolvedIdentity:
-    """``identity`` (valid) decided; ``home`` is the shared home when one is made (quotas come from it), else None."""
+def resolve_identity(identity: SlurmIdentitySpec, home: HomeSpec | None, teams: Sequence[SlurmTeamSpec] = ()) -> ResolvedIdentity:
+    """``identity`` (valid) decided; ``home`` is the shared home when one is made (quotas come from it), else None;
+    ``teams`` (``slurm.teams``) get a group each with declared users (:func:`team_groups`)."""
     if identity.directory is not None:
         return ResolvedIdentity(resolve_directory(identity.directory), identity.admin_group)
-    return ResolvedIdentity(resolve_declared(identity, home), identity.admin_group)
+    return ResolvedIdentity(resolve_declared(identity, home, teams), identity.admin_group)
 
 
-def resolve_declared(identity: SlurmIdentitySpec, home: HomeSpec | None) -> DeclaredIdentity:
+def team_groups(identity: SlurmIdentitySpec, teams: Sequence[SlurmTeamSpec]) -> dict[str, tuple[int, frozenset[str]]]:
+    """Team name -> (gid, members) of each Slurm team with declared users: a POSIX group named like the team (what
+    its ``/fsx/teams/<team>`` directory belongs to), its members the team's ``users``."""
+    if identity.directory is not None:
+        return {}
+    return {t.name: (team_group_gid(identity, t.name), frozenset(t.users)) for t in teams}
+
+
+def resolve_declared(identity: SlurmIdentitySpec, home: HomeSpec | None, teams: Sequence[SlurmTeamSpec] = ()) -> DeclaredIdentity:
     """Users with private groups (gid = uid, named like the user) unless ``gid`` names a declared group; each
-    group's members from the users' ``groups``; sorted by uid and gid."""
+    group's members from the users' ``groups`` and the teams they are in (each team has a group named like it,
+    :func:`team_groups`); sorted by uid and gid."""
     by_gid = {g.gid: g.name for g in reversed(identity.groups)}
+    by_team = team_groups(identity, teams)
     users: list[PosixUser] = []
     private: list[PosixGroup] = []
     for u in identity.users:
         gid, primary = (u.uid, u.name) if u.gid is None else (u.gid, by_gid[u.gid])
         if u.gid is None:
             private.append(PosixGroup(u.name, u.uid, ()))
-        groups = tuple(sorted(set(u.groups) - {primary}))
+        in_teams = {team for team, (_, members) in by_team.items() if u.name in members}
+        groups = tuple(sorted((set(u.groups) | in_teams) - {primary}))
         quota = u.home_quota_gib if u.home_quota_gib is not None else (home.default_user_quota_gib if home else None)
         admin = identity.admin_group is not None and identity.admin_group in (primary, *groups)
         keys = tuple(u.ssh_public_keys)
@@ -227,9 +241,15 @@ def resolve_declared(identity: SlurmIdentitySpec, home: HomeSpec | None) -> Decl
             PosixUser(u.name, u.uid, gid, primary, groups, u.shell, f"/home/{u.name}", keys, admin, quota, session_grant(u))
         )
     declared = [PosixGroup(g.name, g.gid, tuple(sorted(x.name for x in users if g.name in x.groups))) for g in identity.groups]
+    names = {g.name for g in identity.groups}
+    made = [
+        PosixGroup(team, gid, tuple(sorted(x.name for x in users if team in x.groups)))
+        for team, (gid, _) in sorted(by_team.items())
+        if team not in names
+    ]
     return DeclaredIdentity(
         tuple(sorted(users, key=lambda x: (x.uid, x.name))),
-        tuple(sorted(declared + private, key=lambda g: (g.gid, g.name))),
+        tuple(sorted(declared + private + made, key=lambda g: (g.gid, g.name))),
     )
 
 
@@ -294,4 +314,5 @@ __all__ = [
     "resolve_directory",
     "resolve_identity",
     "session_grant",
+    "team_groups",
 ]

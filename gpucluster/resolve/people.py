@@ -32,7 +32,7 @@ def resolve_people(
     not configured. The home is made iff ``identity`` is set and ``home.enabled`` (default: on)."""
     home_spec = slurm.home if slurm.home is not None else HomeSpec()
     made = slurm.identity is not None and home_spec.enabled
-    identity = resolve_identity(slurm.identity, home_spec if made else None) if slurm.identity is not None else None
+    identity = resolve_identity(slurm.identity, home_spec if made else None, slurm.teams) if slurm.identity is not None else None
     login = resolve_login(spec, slurm, slurm.login_nodes, catalog, zone) if slurm.login_nodes is not None else None
     home = resolve_home(spec, slurm, home_spec, identity, zone) if made else None
     return identity, login, home

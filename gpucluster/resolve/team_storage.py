@@ -58,6 +58,21 @@ def team_directories(teams: Iterable[TeamSpec]) -> tuple[TeamDirectory, ...]:
     return tuple(out)
 
 
+SLURM_TEAM_OWNER = 0
+"""A Slurm team's directory belongs to root and the team's group: its members get in through the group (2770)."""
+
+
+def slurm_team_directories(teams: Iterable[str], groups: Iterable[tuple[str, int]]) -> tuple[TeamDirectory, ...]:
+    """The directories of Slurm teams ``teams`` (names) on Lustre, made by the head node (its no-squash client):
+    ``/teams/<team>``, root and the team's group (``groups``: ``(name, gid)`` of the cluster's declared groups, where
+    each team has one named like it), 2770, in team-name order. A team without a group (a directory's people) has
+    none: its group lives in the directory."""
+    gid = dict(groups)
+    return tuple(
+        TeamDirectory(team, team_directory(team), SLURM_TEAM_OWNER, gid[team]) for team in sorted(set(teams)) if team in gid
+    )
+
+
 def setup_directories(fs: LustreSpec, teams: Iterable[TeamSpec]) -> tuple[TeamDirectory, ...]:
     """What the setup host creates: ``fs.directories`` (in the order given), then the teams' directories."""
     declared = []

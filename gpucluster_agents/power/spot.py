@@ -34,6 +34,7 @@ import json
 import logging
 import time
 from typing import Any, Callable, cast
+from urllib.parse import urlsplit
 
 from ..contract import AgentConfig
 from .ec2 import AWS_ERRORS, Ec2, Instance, error_code, error_message
@@ -54,8 +55,17 @@ DETAIL_TYPES = (INTERRUPTION, REBALANCE, *BLOCK_ENDING)
 WAIT_SECONDS = 20  # SQS long polling, its maximum
 
 
-def read_event(body: str) -> tuple[str, str, str] | None:
-    """``(detail-type, "instance" | "reservation", id)`` of an EventBridge event, or None for anything else."""
+def queue_account(queue_url: str) -> str | None:
+    """The account that owns the queue: an SQS queue URL is ``https://sqs.<region>.amazonaws.com/<account>/<name>``."""
+    parts = urlsplit(queue_url).path.split("/")
+    return parts[1] if len(parts) == 3 and parts[1].isdigit() and len(parts[1]) == 12 else None
+
+
+def read_event(body: str, account: str | None, region: str) -> tuple[str, str, str] | None:
+    """``(detail-type, "instance" | "reservation", id)`` of an EventBridge event of EC2 (``source`` ``aws.ec2``) in
+    ``account`` and ``region`` (the cluster's), or None for anything else. The queue takes messages from the
+    cluster's rule only (its policy denies every other sender), and EC2's events carry its own account and region:
+    a body that claims another source, account or region did not come from that rule."""
     try:
         raw = json.loads(body)
     except ValueError:
@@ -63,6 +73,8 @@ def read_event(body: str) -> tuple[str, str, str] | None:
     if not isinstance(raw, dict):
         return None
     event = cast("dict[str, Any]", raw)
+    if account is None or event.get("source") != "aws.ec2" or event.get("account") != account or event.get("region") != region:
+        return None
     kind = str(event.get("detail-type") or event.get("detail_type") or "")
     detail = cast("dict[str, Any]", event.get("detail") if isinstance(event.get("detail"), dict) else {})
     if kind in (INTERRUPTION, REBALANCE) and isinstance(detail.get("instance-id"), str):
@@ -107,6 +119,9 @@ class SpotWatch:
 
     def __init__(self, cfg: AgentConfig, sqs: Any, ec2: Any, slurm: Slurm, queue_url: str) -> None:
         self.cfg, self.sqs, self.ec2, self.slurm, self.queue_url = cfg, sqs, ec2, slurm, queue_url
+        self.account = queue_account(queue_url)
+        if self.account is None:
+            log.error("spot-watch: no account in the queue URL %s: every message is refused", queue_url)
 
     def poll(self, wait: int = WAIT_SECONDS) -> int:
         """Receive up to 10 messages, act on them, delete the handled ones; returns how many were received."""
@@ -114,7 +129,7 @@ class SpotWatch:
         messages = cast("list[dict[str, Any]]", resp.get("Messages") or [])
         if not messages:
             return 0
-        events = {str(m["ReceiptHandle"]): read_event(str(m.get("Body") or "")) for m in messages}
+        events = {str(m["ReceiptHandle"]): read_event(str(m.get("Body") or ""), self.account, self.cfg.region) for m in messages}
         for handle, ev in events.items():
             if ev is None:
                 log.warning("spot-watch: message %s is not an event this service acts on; deleting it", handle[:16])

@@ -14,14 +14,16 @@ from typing import Any
 
 import pytest
 
-from gpucluster_agents.power.spot import BLOCK_REASON, REBALANCE_REASON, SPOT_REASON, read_event
+from gpucluster_agents.power.spot import BLOCK_REASON, REBALANCE_REASON, SPOT_REASON, queue_account, read_event
 from gpucluster_agents.repair.quarantine import drain_action
 from tests.agents.conftest import CLUSTER, Harness
 from tests.agents.moto_env import REGION, ec2_client
 from tests.agents.test_orphans import launch_raw
 
+ACCOUNT = "123456789012"  # moto's account: the queue URL's
 
-def event(detail_type: str, detail: dict[str, Any]) -> str:
+
+def event(detail_type: str, detail: dict[str, Any], **envelope: str) -> str:
     """An EventBridge event as AWS documents it (EC2 spot instance interruptions / capacity blocks pages)."""
     return json.dumps(
         {
@@ -29,11 +31,12 @@ def event(detail_type: str, detail: dict[str, Any]) -> str:
             "id": "12345678-1234-1234-1234-123456789012",
             "detail-type": detail_type,
             "source": "aws.ec2",
-            "account": "123456789012",
+            "account": ACCOUNT,
             "time": "2026-11-26T20:00:00Z",
             "region": REGION,
             "resources": [],
             "detail": detail,
+            **envelope,
         }
     )
 
@@ -42,12 +45,42 @@ def interruption(iid: str) -> str:
     return event("EC2 Spot Instance Interruption Warning", {"instance-id": iid, "instance-action": "terminate"})
 
 
+def read(body: str) -> tuple[str, str, str] | None:
+    return read_event(body, ACCOUNT, REGION)
+
+
 def test_read_event() -> None:
-    assert read_event(interruption("i-0abc")) == ("EC2 Spot Instance Interruption Warning", "instance", "i-0abc")
-    assert read_event(event("EC2 Instance Rebalance Recommendation", {"instance-id": "i-1"}))[2] == "i-1"  # type: ignore[index]
+    assert read(interruption("i-0abc")) == ("EC2 Spot Instance Interruption Warning", "instance", "i-0abc")
+    assert read(event("EC2 Instance Rebalance Recommendation", {"instance-id": "i-1"}))[2] == "i-1"  # type: ignore[index]
     block = event("Capacity Block Reservation Expiration Warning", {"capacity-reservation-id": "cr-0123"})
-    assert read_event(block) == ("Capacity Block Reservation Expiration Warning", "reservation", "cr-0123")
-    assert read_event("not json") is None and read_event(event("EC2 Instance State-change Notification", {})) is None
+    assert read(block) == ("Capacity Block Reservation Expiration Warning", "reservation", "cr-0123")
+    assert read("not json") is None and read(event("EC2 Instance State-change Notification", {})) is None
+
+
+WARNING = {"instance-id": "i-0abc", "instance-action": "terminate"}
+
+
+@pytest.mark.parametrize(
+    "envelope",
+    [
+        {"source": "my.app"},  # anything but EC2's own events
+        {"source": "aws.ec2 "},
+        {"account": "210987654321"},  # another account's event
+        {"region": "eu-west-1"},  # another region's
+        {"source": ""},
+    ],
+)
+def test_l3_a_warning_not_from_ec2_of_the_clusters_account_and_region_is_refused(envelope: dict[str, str]) -> None:
+    body = event("EC2 Spot Instance Interruption Warning", WARNING, **envelope)
+    assert read(body) is None
+    assert read_event(interruption("i-0abc"), None, REGION) is None  # no account known: nothing is trusted
+
+
+def test_l3_the_account_comes_from_the_queue_url() -> None:
+    assert queue_account(f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/c-spot") == ACCOUNT
+    assert queue_account(f"http://127.0.0.1:5000/{ACCOUNT}/c-spot") == ACCOUNT
+    assert queue_account("https://sqs.us-east-1.amazonaws.com/c-spot") is None
+    assert queue_account("https://sqs.us-east-1.amazonaws.com/12345/c-spot") is None
 
 
 def test_a_rebalance_drain_is_replaced_by_the_repair_pass_a_capacity_block_drain_waits_for_the_end() -> None:
@@ -94,6 +127,28 @@ def test_warnings_set_down_drain_and_are_deleted(harness: Harness, queue: tuple[
     left = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0, WaitTimeSeconds=0).get("Messages", [])
     assert left == []  # every message handled and deleted
     assert h.proxy.actions()["DescribeInstances"] == 1  # one for the whole batch of messages, none per node
+
+
+def test_l3_forged_warnings_in_the_queue_power_nothing_down(harness: Harness, queue: tuple[Any, str]) -> None:
+    """Messages in the cluster's queue that EC2 did not send (another source, account or region): the node keeps its
+    job, the messages are dropped, no instance is even looked up; EC2's own warning beside them still acts."""
+    sqs, url = queue
+    h = harness
+    assert h.slurm_resume("p5-[1-2]") == 0
+    h.slurm.set("p5-[1-2]", "ALLOCATED+CLOUD")
+    ids = {n: v[0] for n, v in h.nodes().items()}
+    kind = "EC2 Spot Instance Interruption Warning"
+    for envelope in ({"source": "ci.script"}, {"account": "210987654321"}, {"region": "eu-west-1"}):
+        sqs.send_message(QueueUrl=url, MessageBody=event(kind, {"instance-id": ids["p5-1"]}, **envelope))
+    h.proxy.clear()
+    assert h.run("spot-watch", "once") == 0
+    assert h.slurm.node("p5-1")["state"] == "ALLOCATED+CLOUD" and h.slurm.node("p5-1")["reason"] is None
+    assert h.proxy.actions().get("DescribeInstances", 0) == 0
+    left = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0, WaitTimeSeconds=0).get("Messages", [])
+    assert left == []
+    sqs.send_message(QueueUrl=url, MessageBody=interruption(ids["p5-2"]))
+    assert h.run("spot-watch", "once") == 0
+    assert "POWERING_DOWN" in h.slurm.node("p5-2")["state"] and h.slurm.node("p5-2")["reason"] == SPOT_REASON
 
 
 def test_a_message_stays_in_the_queue_when_slurm_cannot_be_updated(harness: Harness, queue: tuple[Any, str]) -> None:

@@ -51,7 +51,10 @@ def _tail(documents: list[str]) -> list[dict[str, Any]]:
 
 
 def test_a_users_policy_is_exactly_start_on_login_nodes_with_their_document() -> None:
-    assert session_policy(**WHERE, cluster="p5", documents=("p5-session-bob",), admin=False) == {
+    as_bob = {"StringEqualsIfExists": {"aws:PrincipalTag/SSMSessionRunAs": "bob"}}
+    tail = _tail(["p5-session-bob"])
+    tail[0]["Condition"] = {**CHECK, **as_bob}
+    assert session_policy(**WHERE, cluster="p5", documents=("p5-session-bob",), admin=False, run_as="bob") == {
         "Version": "2012-10-17",
         "Statement": [
             {
@@ -62,11 +65,38 @@ def test_a_users_policy_is_exactly_start_on_login_nodes_with_their_document() ->
                 "Condition": {
                     "StringEquals": {"ssm:resourceTag/gpucluster:cluster": "p5", "ssm:resourceTag/gpucluster:role": "login"},
                     **CHECK,
+                    **as_bob,
                 },
             },
-            *_tail(["p5-session-bob"]),
+            *tail,
+            {
+                "Sid": "NoSessionsAsAnotherUser",
+                "Effect": "Deny",
+                "Action": "ssm:StartSession",
+                "Resource": "*",
+                "Condition": {
+                    "StringNotEquals": {"aws:PrincipalTag/SSMSessionRunAs": "bob"},
+                    "Null": {"aws:PrincipalTag/SSMSessionRunAs": "false"},
+                },
+            },
         ],
     }
+
+
+@pytest.mark.parametrize(("tag", "allowed"), [(None, True), ("bob", True), ("alice", False), ("Bob", False)])
+def test_m4_bobs_principal_tagged_alice_is_denied(tag: str | None, allowed: bool) -> None:
+    """Session Manager runs the shell as the principal's SSMSessionRunAs tag when there is one, whatever the document
+    says: bob's policy must refuse a principal tagged for anybody else — even beside the exported login-sessions
+    policy (the shared document, where the tag is the choice), so the refusal is an explicit Deny."""
+    bobs = session_policy(**WHERE, cluster="p5", documents=("p5-session-bob",), admin=False, run_as="bob")
+    shared = session_policy(**WHERE, cluster="p5", documents=("p5-session",), admin=False)
+    context = {} if tag is None else {"aws:PrincipalTag/SSMSessionRunAs": tag}
+    for document, policies in (("p5-session-bob", [bobs]), ("p5-session-bob", [bobs, shared]), ("p5-session", [bobs, shared])):
+        requests = [Request(r.action, r.resource, {**r.context, **context}) for r in _start(LOGIN, document)]
+        decisions = authorize(policies, requests)
+        assert all(d.allowed for d in decisions.values()) is allowed, (document, len(policies))
+        if not allowed:
+            assert all(d.denied_by == ("NoSessionsAsAnotherUser",) for d in decisions.values())
 
 
 def test_an_admins_policy_reaches_every_node_role_of_the_cluster_only() -> None:
@@ -245,7 +275,7 @@ def _size(doc: dict[str, Any]) -> int:
 def test_sizes_fit_iams_quotas_at_the_longest_names() -> None:
     cluster = "c" * 40
     long_secret = MUNGE.replace("gpucluster/p5/munge", "x" * 400)
-    session = session_policy(**WHERE, cluster=cluster, documents=(f"{cluster}-session-{'u' * 32}",), admin=True)
+    session = session_policy(**WHERE, cluster=cluster, documents=(f"{cluster}-session-{'u' * 32}",), admin=True, run_as="u" * 32)
     login = login_role_policy(
         munge_secret_arn=long_secret,
         asg_arn=ASG.replace("p5-login", f"{cluster}-login"),

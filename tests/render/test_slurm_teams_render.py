@@ -17,6 +17,7 @@ import pytest
 
 from gpucluster.config.errors import ConfigError
 from gpucluster.config.slurm_settings import ALLOWED, OWNED, allowed_key, owned_key
+from gpucluster.config.team_posix import default_slot
 from gpucluster.load import load_spec
 from gpucluster.render.core import CloudConfig, WriteFile
 from gpucluster.render.slurm.accounts import ACCOUNTS_PATH, ACCOUNTS_PATH_UNIT, ACCOUNTS_TIMER, ACCOUNTS_UNIT, accounts_contract
@@ -224,13 +225,17 @@ def test_head_node_gets_the_contract_and_units_only_with_teams(tmp_path: Path):
 
 def test_teams_no_longer_grow_the_head_node_user_data_and_its_size_is_still_checked(monkeypatch):
     """Teams grow the head node's files (the accounts contract), which ride in its bundle in S3 now
-    (render/slurm/headfiles.py): 300 teams pass the size check that guards the user data before any resource, the
-    contract in the bundle. The check still sizes the head node's user data: past 16 KB it is an error whose fix says
+    (render/slurm/headfiles.py): 100 teams pass the size check that guards the user data before any resource, the
+    contract in the bundle. (Each team's POSIX group does ride in every node's users script, about 10 bytes gzipped
+    a team: the compute nodes' 16 KB, not the head node's, bounds the number of declared-user teams, near 120 with
+    this identity.) The check still sizes the head node's user data: past 16 KB it is an error whose fix says
     nothing in the config can shrink it (the user data holds only gpucluster's own fetching files)."""
     from gpucluster.render.slurm import head as head_module
     from gpucluster.render.user_data import user_data_findings
 
-    teams = [{"name": f"team-{i:03d}", "users": ["alice", "bob", "carol"], "maxJobTime": "7d"} for i in range(300)]
+    # Names whose groups' gids (taken from the name, team_posix) do not collide: a collision is refused at load.
+    names = list({default_slot(n): n for n in (f"team-{i:03d}" for i in range(110))}.values())[:100]
+    teams = [{"name": n, "users": ["alice", "bob", "carol"], "maxJobTime": "7d"} for n in names]
     section = {"identity": IDENTITY_DECLARED, "accounting": {}, "teams": teams}
     cluster = load_spec(make_config(P5, slurm=section), stack="teams").cluster
     assert user_data_findings(cluster) == []

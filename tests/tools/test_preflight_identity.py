@@ -122,12 +122,20 @@ def test_present_principals_pass_and_missing_ones_are_errors(aws: Clients):
     assert list(check_session_principals(config, CATALOG, aws)) == []
 
 
-def test_a_principal_tagged_for_another_user_is_a_warning(aws: Clients):
+def test_m4_a_principal_tagged_for_another_user_is_refused(aws: Clients):
+    """The tag wins over the user's own document: alice's principal tagged bob would open bob's account. An error
+    (refused before anything is made), naming the field, the value and the fix."""
     aws.iam.create_role(RoleName="alice", AssumeRolePolicyDocument=TRUST, Tags=[{"Key": "SSMSessionRunAs", "Value": "bob"}])
     aws.iam.create_user(UserName="bob", Tags=[{"Key": "SSMSessionRunAs", "Value": "bob"}])  # its own name: fine
     [finding] = check_session_principals(spec("slurm-p5"), CATALOG, aws)
-    assert (finding.code, finding.path) == ("principal-run-as-other", f"{S}.identity.users[0].sessionPrincipal")
+    assert (finding.code, finding.path, finding.level) == (
+        "principal-run-as-other",
+        f"{S}.identity.users[0].sessionPrincipal",
+        "error",
+    )
+    assert finding.value == "arn:aws:iam::123456789012:role/alice"
     assert "SSMSessionRunAs=bob" in finding.message and "the tag wins" in finding.message
+    assert "aws iam untag-role --role-name alice --tag-keys SSMSessionRunAs" in finding.fix
 
 
 # --- the subnets ----------------------------------------------------------------------------------------------------

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gpucluster.config.checks.slurm_identity import PRIVILEGED_GROUPS, name_problem
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.effective import slurm_groups
 from gpucluster.config.errors import Finding, error, warning
 from gpucluster.config.kubernetes import flavor_name
 from gpucluster.config.slurm import SlurmSpec
 from gpucluster.config.slurm_settings import key_refusal, value_problem
-from gpucluster.config.slurm_teams import gpu_type
+from gpucluster.config.slurm_teams import gpu_type, team_group_gid
 from gpucluster.facts.catalog import Catalog
 
 TEAMS = "gpucluster:slurm.teams"
@@ -61,6 +62,7 @@ def check_teams(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Iterat
     yield from _names(slurm)
     yield from _members(slurm)
     yield from _teamless(slurm)
+    yield from _groups(slurm)
     yield from _quotas(slurm, spec, catalog)
 
 
@@ -80,6 +82,39 @@ def _names(slurm: SlurmSpec) -> Iterator[Finding]:
                 f"{TEAMS}[{j}].name", "'root' is Slurm's own top account", "choose another team name", team.name, "team-reserved"
             )
         seen.add(team.name)
+
+
+def _groups(slurm: SlurmSpec) -> Iterator[Finding]:
+    """With declared users each team gets a POSIX group named like it (its ``/fsx/teams/<team>`` directory's group):
+    the name must be free for a group, and not the admin group; the gid taken from the name must be free."""
+    identity = slurm.identity
+    if identity is None or identity.directory is not None:
+        return
+    declared = {g.name: g.gid for g in identity.groups}
+    private = {u.name: u.uid for u in identity.users if u.gid is None}
+    taken = {gid: f"group {name!r}" for name, gid in declared.items()}
+    taken.update({uid: f"user {name!r}'s private group" for name, uid in private.items()})
+    for j, team in enumerate(slurm.teams):
+        at, name = f"{TEAMS}[{j}].name", team.name
+        problem = name_problem(name)
+        if name == identity.admin_group:
+            yield error(at, f"team {name!r} would get a group named like the admin group {name!r}: every member of the "
+                        "team would have sudo on every node", "rename the team", name, "team-group-admin")  # fmt: skip
+        elif problem is not None or name in PRIVILEGED_GROUPS:
+            why = problem[1] if problem is not None else "a group that gives root"
+            yield error(at, f"team {name!r} gets a POSIX group of that name (its /fsx/teams directory's), and {why}",
+                        "rename the team", name, "team-group-reserved")  # fmt: skip
+        elif name in private:
+            yield error(at, f"team {name!r} gets a POSIX group of that name, but user {name!r}'s private group has it",
+                        f"rename the team, or give user {name!r} a declared group as gid", name,
+                        "team-group-taken")  # fmt: skip
+        elif name not in declared:
+            gid = team_group_gid(identity, name)
+            if gid in taken:
+                yield error(at, f"team {name!r}'s group would get gid {gid} (derived from the name), which "
+                            f"{taken[gid]} has", f"declare a group named {name!r} with a free gid in "
+                            "slurm.identity.groups: the team's group takes its gid", name, "team-group-gid")  # fmt: skip
+            taken.setdefault(gid, f"team {name!r}'s group")
 
 
 def _members(slurm: SlurmSpec) -> Iterator[Finding]:

@@ -51,6 +51,18 @@ def log_group_name(cluster: str) -> str:
     return f"/gpucluster/{cluster}"
 
 
+def stream_patterns(role: str) -> tuple[str, ...]:
+    """The log-stream names a ``head`` or ``compute`` node writes, as IAM resource patterns: ``*/<name>`` for a file,
+    ``*/<name>/*`` for a glob's files (the shipper's ``<instance id>/<name>[/<file>]``). IAM cannot tie a stream to
+    the instance that writes it (no policy variable holds a bare instance id, and stream names may not hold the ``:``
+    of ``aws:userid`` or ``ec2:SourceInstanceARN``), so a role is held to its own logs' names: a compute node cannot
+    write the head node's slurmctld, slurmdbd or agent streams (docs/security.md)."""
+    if role not in ("head", "compute"):
+        raise ValueError(f"role {role!r}: head or compute")
+    files = {**(HEAD_LOGS if role == "head" else COMPUTE_LOGS), **COMMON_LOGS}
+    return tuple(f"*/{name}/*" if LogFile(name, path).is_glob else f"*/{name}" for name, path in files.items())
+
+
 def logs_config(cluster: str, region: str, role: str) -> LogsConfig:
     """What a ``head`` or ``compute`` node of ``cluster`` ships."""
     if role not in ("head", "compute"):

@@ -2,7 +2,7 @@
 
 Each grants one thing on one resource: the head node writes to its cluster's AMP workspace only and may list EC2
 instances (``DescribeInstances`` has no resource-level permissions) to find the GPU nodes; a node writes log streams
-into its cluster's log group only; AMP may publish to the alert topic only for this workspace of this account.
+into its cluster's log group only, events only into its role's own logs' streams; AMP may publish to the alert topic only for this workspace of this account.
 """
 
 from __future__ import annotations
@@ -22,16 +22,25 @@ def remote_write_policy(workspace_arn: str) -> dict[str, Any]:
     )
 
 
-def log_shipping_policy(log_group_arn: str) -> dict[str, Any]:
-    """A node's log shipper (gpucluster-logs): streams and events in the cluster's log group, nothing else (no log group
-    creation, no retention change)."""
+def log_shipping_policy(log_group_arn: str, streams: tuple[str, ...]) -> dict[str, Any]:
+    """A node's log shipper (gpucluster-logs): streams in the cluster's log group, and events into the streams named
+    ``streams`` (its role's own logs, :func:`gpucluster.render.monitoring.logs.stream_patterns`) only; nothing else
+    (no log group creation, no retention change, no deletion)."""
+    if not streams:
+        raise ValueError("a log shipping policy names at least one stream pattern")
     return _doc(
         {
-            "Sid": "ShipLogsToTheClusterLogGroup",
+            "Sid": "MakeStreamsInTheClusterLogGroup",
             "Effect": "Allow",
-            "Action": ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+            "Action": ["logs:CreateLogStream", "logs:DescribeLogStreams"],
             "Resource": [log_group_arn, f"{log_group_arn}:log-stream:*"],
-        }
+        },
+        {
+            "Sid": "WriteOnlyThisRolesLogStreams",
+            "Effect": "Allow",
+            "Action": "logs:PutLogEvents",
+            "Resource": [f"{log_group_arn}:log-stream:{s}" for s in streams],
+        },
     )
 
 

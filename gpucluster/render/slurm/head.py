@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpucluster.config.slurm import SLURM_VERSION
+from gpucluster.config.storage import TEAMS_DIRECTORY
 from gpucluster.render.core import CloudConfig, WriteFile, render
 from gpucluster.render.home import HOME_MOUNT_SCRIPT, HomeMount, home_files
 from gpucluster.render.monitoring.logs import LOGS_UNIT, logs_files
@@ -52,11 +53,14 @@ from gpucluster.render.slurm.names import (
 from gpucluster.render.slurm.privacy import job_container_conf
 from gpucluster.render.slurm.sssd import SSSD_PACKAGES, directory_files, directory_of, directory_setup, identity_helper_file
 from gpucluster.render.slurm.usage import USAGE_TIMER, has_usage_report, usage_files
+from gpucluster.resolve.identity import DeclaredIdentity
+from gpucluster.resolve.team_storage import TeamDirectory, slurm_team_directories
 from gpucluster_agents import contract
 
 # Ubuntu 24.04 (noble) packages. python3-boto3 runs the agent and the boot helper.
 HEAD_PACKAGES = ("slurmctld", "slurm-client", "munge", "python3-boto3", "iptables")
 ACCOUNTING_PACKAGES = ("slurmdbd", "mariadb-server")
+TEAM_DIRECTORIES_SCRIPT = "/usr/local/sbin/gpucluster-team-directories"
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,9 @@ def head_files(ctx: SlurmContext, inputs: HeadInputs) -> tuple[WriteFile, ...]:
         )
     if inputs.lustre is not None:  # the head node mounts over TCP
         files.append(WriteFile(LUSTRE_MOUNT_SCRIPT, lustre_mount_script(inputs.lustre, efa=False, gds=False), "0755"))
+        directories = team_directories(ctx)
+        if directories:
+            files.append(WriteFile(TEAM_DIRECTORIES_SCRIPT, team_directories_script(ctx, inputs.lustre, directories), "0755"))
     files.append(WriteFile(HEAD_SETUP, head_setup(ctx, inputs), "0755"))
     return tuple(files)
 
@@ -210,6 +217,27 @@ def system_files(ctx: SlurmContext, collector: bool = False) -> list[WriteFile]:
     ]
 
 
+def team_directories(ctx: SlurmContext) -> tuple[TeamDirectory, ...]:
+    """The Slurm teams' ``/teams/<team>`` directories (declared users: each team has a group named like it)."""
+    source = ctx.identity.source if ctx.identity is not None else None
+    if ctx.teams is None or not isinstance(source, DeclaredIdentity):
+        return ()
+    return slurm_team_directories((t.name for t in ctx.teams.teams), ((g.name, g.gid) for g in source.groups))
+
+
+def team_directories_script(ctx: SlurmContext, lustre: LustreMount, directories: tuple[TeamDirectory, ...]) -> str:
+    """``gpucluster-team-directories``: each team's directory on the mounted file system, root and the team's group,
+    2770 (the head node is the file system's no-squash client)."""
+    return render(
+        "slurm/team-directories.sh.j2",
+        cluster=ctx.cluster,
+        mount_point=lustre.mount_point,
+        mount_script=LUSTRE_MOUNT_SCRIPT,
+        teams_directory=TEAMS_DIRECTORY,
+        directories=list(directories),
+    )
+
+
 def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
     """The head node's setup script: the data volume, the packages, slurmctld (and slurmdbd)."""
     accounting = ctx.slurm.accounting is not None
@@ -236,6 +264,7 @@ def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
         logs_unit=LOGS_UNIT if ctx.monitoring is not None else None,
         topology_dir=TOPOLOGY_DIR,
         users_unit=USERS_UNIT if has_users_program(ctx.identity) else None,
+        team_directories=TEAM_DIRECTORIES_SCRIPT if inputs.lustre is not None and team_directories(ctx) else None,
         home_mount=HOME_MOUNT_SCRIPT if inputs.home is not None else None,
         host_key_secret=inputs.login_host_key_secret_arn,
         accounts_units=(ACCOUNTS_UNIT, ACCOUNTS_PATH_UNIT, ACCOUNTS_TIMER, LIVE_UNIT.replace(".service", ".timer"))

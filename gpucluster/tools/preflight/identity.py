@@ -6,8 +6,9 @@
   customer-managed one, is enabled (and its key policy must let the account decrypt through Secrets Manager: a
   warning, since the key policy's effect is not readable from here).
 - Each declared user's ``sessionPrincipal`` exists (GetRole / GetUser); one already tagged ``SSMSessionRunAs`` with
-  another user gets that user's sessions, not the declared one's — the tag wins over the document's default user
-  (Session Manager user guide, "Turn on Run As support for Linux and macOS managed nodes").
+  another user is an error: the tag wins over the document's default user (Session Manager user guide, "Turn on
+  Run As support for Linux and macOS managed nodes"), so it would open another person's account, and the user's
+  session policy refuses such a principal every session.
 - Load balancer subnets (``loginNodes.ssh.publicSubnetIds``, internet-facing): each routes ``0.0.0.0/0`` to an
   internet gateway, and every zone of the login nodes has one. Login subnets (``loginNodes.subnetIds``) do not
   route ``0.0.0.0/0`` to an internet gateway (login nodes are private; the load balancer faces the clients).
@@ -149,11 +150,13 @@ def check_session_principals(spec: ClusterSpec, catalog: Catalog, aws: Clients) 
             continue
         run_as = next((t["Value"] for t in tags if t["Key"] == RUN_AS_TAG), None)
         if run_as is not None and run_as != user.name:
-            yield warning(
+            yield error(
                 path,
-                f"{arn} is tagged {RUN_AS_TAG}={run_as}: its sessions run as {run_as!r}, not {user.name!r} — the tag "
-                "wins over the session document's default user",
-                f"set the tag to {user.name} or remove it, or give {user.name} another principal",
+                f"{arn} is tagged {RUN_AS_TAG}={run_as}: the tag wins over the session document's default user, so "
+                f"{user.name}'s sessions would run as {run_as!r} (another person's account); {user.name}'s session "
+                "policy refuses every session to a principal tagged for somebody else",
+                f"remove the tag (aws iam untag-{m['kind']} --{m['kind']}-name {m['name']} --tag-keys {RUN_AS_TAG}) "
+                f"or set it to {user.name}, or give {user.name} a principal of their own",
                 arn,
                 "principal-run-as-other",
             )

@@ -55,6 +55,9 @@ def test_slurm_cluster_gets_store_rules_alerts_logs_and_rights(slurm_plan):
         if "monitoring" in r.name
     }
     assert set(policies) == {"test-monitoring-head-logs", "test-monitoring-node-logs", "test-monitoring-head-remote-write"}
+    puts = {who: policies[f"test-monitoring-{who}-logs"]["Statement"][1]["Resource"] for who in ("head", "node")}
+    assert any(r.endswith(":log-stream:*/slurmctld") for r in puts["head"])
+    assert not any("slurmctld" in r or "slurmdbd" in r for r in puts["node"])  # L4: compute writes its own logs only
     write = policies["test-monitoring-head-remote-write"]["Statement"][0]
     assert write["Action"] == "aps:RemoteWrite" and write["Resource"].startswith("arn:aws:aps:us-east-1:")
     # The rules and the Alertmanager definition AMP gets are the rendered ones, the topic's ARN filled in.

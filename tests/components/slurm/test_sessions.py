@@ -175,7 +175,7 @@ def test_policies_name_their_document_and_check_it_on_every_start(run_components
     }
     for resource, (document, roles) in expect.items():
         statements = _policy(plan, resource)["Statement"]
-        starts = [s for s in statements if s["Action"] == "ssm:StartSession"]
+        starts = [s for s in statements if s["Action"] == "ssm:StartSession" and s["Effect"] == "Allow"]
         assert len(starts) == 2
         for s in starts:
             assert s["Condition"]["BoolIfExists"] == {"ssm:SessionDocumentAccessCheck": "true"}
@@ -185,6 +185,23 @@ def test_policies_name_their_document_and_check_it_on_every_start(run_components
         }
         assert starts[1]["Resource"] == [f"arn:aws:ssm:us-east-1:{ACCOUNT}:document/{document}"]
     assert set(parts.policy_arns) == {"login", "admin", "alice", "bob", "carol"}
+
+
+def test_m4_each_users_policy_pins_the_run_as_tag_to_that_user(run_components) -> None:
+    """The principal's SSMSessionRunAs tag wins over the user's own document: each user's policy allows only while the
+    tag is absent or theirs and denies every StartSession otherwise; the exported shared-document policies leave the
+    tag to the trust policy (the tag is the choice there)."""
+    plan, _ = _run(run_components, DECLARED)
+    key = "aws:PrincipalTag/SSMSessionRunAs"
+    for user in ("alice", "bob"):
+        statements = _policy(plan, f"p5-slurm-session-{user}")["Statement"]
+        allows = [s for s in statements if s["Action"] == "ssm:StartSession" and s["Effect"] == "Allow"]
+        assert [s["Condition"]["StringEqualsIfExists"] for s in allows] == [{key: user}] * 2
+        [deny] = [s for s in statements if s["Effect"] == "Deny"]
+        assert deny["Action"] == "ssm:StartSession" and deny["Resource"] == "*"
+        assert deny["Condition"] == {"StringNotEquals": {key: user}, "Null": {key: "false"}}
+    for shared in ("p5-slurm-login-sessions", "p5-slurm-admin-sessions"):
+        assert key not in json.dumps(_policy(plan, shared))
 
 
 def test_attachments_only_where_attach(run_components) -> None:

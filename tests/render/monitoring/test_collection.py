@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from gpucluster.policy.iam_eval import Request, evaluate
 from gpucluster.render.monitoring.collection import (
     AGENT_WAL_PATH,
     EXPORTER_PORTS,
@@ -18,10 +20,11 @@ from gpucluster.render.monitoring.collection import (
     remote_write_url,
     scraper_config,
 )
-from gpucluster.render.monitoring.logs import LOGS_CONFIG_PATH, log_group_name, logs_files
+from gpucluster.render.monitoring.logs import LOGS_CONFIG_PATH, log_group_name, logs_config, logs_files, stream_patterns
 from gpucluster.render.monitoring.policies import log_shipping_policy, remote_write_policy, topic_policy
 from gpucluster.render.slurm.collector import COLLECTOR_UNIT, SIGNER_LISTEN, SIGNER_UNIT, collector_unit, signer_unit
 from gpucluster_agents.contract.logs import parse_logs
+from gpucluster_agents.logship.shipper import stream_name
 from tests.conftest import GOLDEN, check_golden, require_tool
 
 WORKSPACE = "ws-12345678-abcd-ef01-2345-6789abcdef01"
@@ -100,12 +103,37 @@ def test_policies_grant_one_resource_each() -> None:
     ws = f"arn:aws:aps:us-east-1:123456789012:workspace/{WORKSPACE}"
     write = remote_write_policy(ws)["Statement"]
     assert write[0] == {"Sid": "RemoteWriteToTheClusterWorkspace", "Effect": "Allow", "Action": "aps:RemoteWrite", "Resource": ws}
-    logs = log_shipping_policy("arn:aws:logs:us-east-1:123456789012:log-group:/gpucluster/c")["Statement"][0]
-    assert "logs:CreateLogGroup" not in logs["Action"] and "logs:PutRetentionPolicy" not in logs["Action"]
+    logs = log_shipping_policy("arn:aws:logs:us-east-1:123456789012:log-group:/gpucluster/c", ("*/slurmd",))["Statement"]
+    actions = {a for st in logs for a in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"])}
+    assert actions == {"logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"}
     topic = "arn:aws:sns:us-east-1:123456789012:c-alerts"
     amp = next(s for s in topic_policy(topic, ws, "123456789012")["Statement"] if s["Sid"] == "AmpAlertmanagerPublishes")
     assert amp["Principal"] == {"Service": "aps.amazonaws.com"} and amp["Resource"] == topic
     assert amp["Condition"] == {"ArnEquals": {"aws:SourceArn": ws}, "StringEquals": {"aws:SourceAccount": "123456789012"}}
+
+
+GROUP = "arn:aws:logs:us-east-1:123456789012:log-group:/gpucluster/c"
+
+
+def _put(policy: dict[str, Any], stream: str, group: str = GROUP) -> bool:
+    return evaluate([policy], Request("logs:PutLogEvents", f"{group}:log-stream:{stream}")).allowed
+
+
+def test_l4_a_compute_node_cannot_write_the_head_nodes_streams() -> None:
+    """IAM cannot tie a stream to its instance, so each role writes its own logs' streams only: root on a compute node
+    cannot append forged lines to the head node's slurmctld, slurmdbd or agent stream. Every stream the shipper makes
+    for a role's files (its own stream_name) is one its role may write."""
+    head, compute = (log_shipping_policy(GROUP, stream_patterns(role)) for role in ("head", "compute"))
+    for name in ("slurmctld", "slurmdbd", "gpucluster-agent"):
+        assert _put(head, f"i-0head000000000000/{name}") and not _put(compute, f"i-0head000000000000/{name}")
+    for name in ("slurmd", "health"):
+        assert _put(compute, f"i-0abc000000000000/{name}") and not _put(head, f"i-0abc000000000000/{name}")
+    assert not _put(compute, "i-0abc000000000000/slurmctld/x") and not _put(compute, "i-0abc000000000000/slurmdx")
+    assert not _put(compute, "i-0abc000000000000/slurmd", group=GROUP.replace("/c", "/other"))
+    for role, policy in (("head", head), ("compute", compute)):
+        for spec in logs_config("c", "us-east-1", role).files:
+            path = spec.path.replace("*", "boot") if spec.is_glob else spec.path
+            assert _put(policy, stream_name("i-0abc000000000000", spec, path)), (role, spec.name)
 
 
 def test_head_node_writes_through_its_signer_a_config_promtool_passes(tmp_path: Path, update_golden: bool) -> None:

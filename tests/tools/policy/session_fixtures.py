@@ -53,9 +53,12 @@ def doc_arn(name: str, account: str = ACCOUNT) -> str:
 
 INSTANCES = f"arn:aws:ec2:us-east-1:{ACCOUNT}:instance/*"
 CHECKED = {"BoolIfExists": {"ssm:SessionDocumentAccessCheck": "true"}}
+AS_ALICE = {"StringEqualsIfExists": {"aws:PrincipalTag/SSMSessionRunAs": "alice"}}
+"""A statement naming alice's document holds only while the principal's Run As tag is absent or alice's."""
+PASSING = {**CHECKED, **AS_ALICE}
 
 
-def start(*resources: str, condition: dict[str, Any] | None = CHECKED, action: Any = "ssm:StartSession") -> dict[str, Any]:
+def start(*resources: str, condition: dict[str, Any] | None = PASSING, action: Any = "ssm:StartSession") -> dict[str, Any]:
     st: dict[str, Any] = {"Effect": "Allow", "Action": action, "Resource": list(resources)}
     if condition is not None:
         st["Condition"] = condition

@@ -16,6 +16,7 @@ from gpucluster.policy.session_rules import NO_ROOT_SESSIONS, no_root_sessions
 from tests.tools.policy.fixtures import instance, plan, res
 from tests.tools.policy.session_fixtures import (
     ADMINS,
+    AS_ALICE,
     CHECKED,
     GOOD_USER_DATA,
     INSTANCES,
@@ -96,7 +97,12 @@ def test_yaml_unreadable_and_unknown_documents():
     ("statement", "bad"),
     [
         (start(INSTANCES, doc_arn("demo-session-alice")), False),
-        (start(INSTANCES, doc_arn("demo-session-alice"), condition={"Bool": {"ssm:SessionDocumentAccessCheck": True}}), False),
+        (
+            start(
+                INSTANCES, doc_arn("demo-session-alice"), condition={"Bool": {"ssm:SessionDocumentAccessCheck": True}, **AS_ALICE}
+            ),
+            False,
+        ),
         (start(INSTANCES, doc_arn("demo-session-alice"), action=["ssm:StartSession", "ssm:DescribeSessions"]), False),
         (start(INSTANCES), False),  # names no document: with the check on, no session can start at all
         (start(INSTANCES, doc_arn("demo-session-alice"), condition=None), True),
@@ -141,6 +147,50 @@ def test_a_document_whose_name_is_not_known_yet_is_no_violation():
     assert no_root_sessions([unnamed, *grant]) == []
     assert no_root_sessions([*from_plan(plan(OURS)), *grant]) != []  # with every name known it is one
     assert no_root_sessions([Resource("aws:iam/policy:Policy", "p", "urn:p", {"policy": UNKNOWN})]) == []
+
+
+# --- 2b. the principal's Run As tag on a person's document ----------------------------------------------------------
+
+SHARED = document("demo-session", session_content(runAsDefaultUser="gpucluster-nobody"))
+DENY_OTHERS = {
+    "Sid": "NoSessionsAsAnotherUser",
+    "Effect": "Deny",
+    "Action": "ssm:StartSession",
+    "Resource": "*",
+    "Condition": {
+        "StringNotEquals": {"aws:PrincipalTag/SSMSessionRunAs": "alice"},
+        "Null": {"aws:PrincipalTag/SSMSessionRunAs": "false"},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("statements", "bad"),
+    [
+        ([start(INSTANCES, doc_arn("demo-session-alice"))], False),  # StringEqualsIfExists alice
+        (
+            [start(INSTANCES, doc_arn("demo-session-alice"), condition=CHECKED)],
+            True,
+        ),  # any tag: bob's tag opens alice's doc as bob
+        ([start(INSTANCES, doc_arn("demo-session-alice"), condition=CHECKED), DENY_OTHERS], False),  # refused by the Deny
+        (
+            [
+                start(
+                    doc_arn("demo-session-alice"),
+                    condition={**CHECKED, "StringEqualsIfExists": {"aws:PrincipalTag/SSMSessionRunAs": "bob"}},
+                )
+            ],
+            True,  # the tag pinned to somebody else
+        ),
+        ([start(INSTANCES, doc_arn("demo-session"), condition=CHECKED)], False),  # the shared document: the tag is the choice
+    ],
+)
+def test_m4_a_persons_document_is_refused_to_a_principal_tagged_for_another_user(statements: list[dict[str, Any]], bad: bool):
+    assert found(OURS, SHARED, policy("p", *statements)) == ({("p", "policy")} if bad else set())
+    if bad:
+        [v] = no_root_sessions(from_plan(plan(OURS, SHARED, policy("p", *statements))))
+        assert "tagged SSMSessionRunAs=" in v.message and "runs as 'alice'" in v.message
+        assert '"StringEqualsIfExists": {"aws:PrincipalTag/SSMSessionRunAs": "alice"}' in v.fix
 
 
 def test_start_session_condition_aliases():
