@@ -8,19 +8,28 @@ on-demand price (an On-Demand Capacity Reservation bills at that rate whether us
 block is paid up front at its own rate, so its figure is only a stand-in). Where the file has no figure
 for the region or capacity type, the estimate borrows the nearest one and its source says so.
 Power is the catalog's estimate per node (``instance_extras.json``).
+
+A line the price file has no figure for stays in the estimate, unpriced, and names the override that would price it
+(a node group's ``pricePerHour``, any other line's ``estimate.pricePerHour.<key>``); the totals are the sum of the
+priced lines, and :attr:`Estimate.unpriced` names the lines left out of them, so a plan never shows a bare "unknown"
+for the whole cluster because one line has no price.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from types import EllipsisType
 from typing import Any
 
 from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.errors import Finding, error
 from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.prices import REFERENCE_REGION, PriceBook, Quote, load_prices
 from gpucluster.resolve.cost_hybrid import hybrid_link_parts
 from gpucluster.resolve.cost_people import slurm_people_parts
+from gpucluster.resolve.cost_services import image_builds_part, secrets_part
 from gpucluster.resolve.monitoring import monitoring_parts
+from gpucluster.resolve.node_group import bakes
 
 
 @dataclass(frozen=True)
@@ -89,19 +98,30 @@ def _us_east_1(region: str, what: str) -> str:
 
 @dataclass(frozen=True)
 class LineItem:
-    """A fixed cost beside the GPU node groups: it does not change with their size."""
+    """A cost beside the GPU node groups: fixed, or (monitoring) following their size."""
 
     name: str
     usd_per_hour: float | None
     kw: float
     source: str
     key: str = ""
-    """A stable name for the item (``nat-gateways``, ``fsx-lustre`` …): ``name`` carries counts and sizes."""
+    """A stable name for the item (``nat-gateways``, ``fsx-lustre`` …): ``name`` carries counts and sizes; the key
+    of its ``estimate.pricePerHour`` override."""
     price_date: str | None = None
+    usd_per_hour_at_max: float | EllipsisType | None = ...
+    """USD per hour with every node group at its maximum size; ``...``: the same as now (a fixed cost)."""
+
+    @property
+    def usd_per_hour_max(self) -> float | None:
+        return self.usd_per_hour if isinstance(self.usd_per_hour_at_max, EllipsisType) else self.usd_per_hour_at_max
 
     @property
     def usd_per_month(self) -> float | None:
         return _monthly(self.usd_per_hour)
+
+    @property
+    def usd_per_month_max(self) -> float | None:
+        return _monthly(self.usd_per_hour_max)
 
 
 @dataclass(frozen=True)
@@ -111,12 +131,18 @@ class Estimate:
     region: str = REFERENCE_REGION
 
     def _total(self, attr: str) -> float | None:
+        """The sum of the priced lines (dollars) or of every line (kW: unknown where a line's power is)."""
         values = [getattr(g, attr) for g in self.groups]
-        fixed_attr = "kw" if attr.startswith("kw") else "usd_per_month" if attr.startswith("usd_per_month") else "usd_per_hour"
-        fixed = [getattr(i, fixed_attr) for i in self.fixed]
-        if any(v is None for v in [*values, *fixed]):
+        fixed = [i.kw if attr.startswith("kw") else getattr(i, attr) for i in self.fixed]
+        if attr.startswith("kw") and any(v is None for v in [*values, *fixed]):
             return None
-        return round(sum(values) + sum(v for v in fixed if v is not None), 2)
+        return round(sum(v for v in [*values, *fixed] if v is not None), 2)
+
+    @property
+    def unpriced(self) -> tuple[str, ...]:
+        """The lines without a price (node groups by name, then other lines by name): left out of the totals."""
+        groups = tuple(g.node_group for g in self.groups if g.usd_per_node_hour is None)
+        return groups + tuple(i.name for i in self.fixed if i.usd_per_hour is None)
 
     @property
     def usd_per_hour(self) -> float | None:
@@ -152,12 +178,15 @@ class Estimate:
             "usdPerMonthAtMax": self.usd_per_month_max,
             "kw": self.kw,
             "kwAtMax": self.kw_max,
+            "unpriced": list(self.unpriced),
             "fixed": [
                 {
                     "key": i.key,
                     "name": i.name,
                     "usdPerHour": i.usd_per_hour,
                     "usdPerMonth": i.usd_per_month,
+                    "usdPerHourAtMax": i.usd_per_hour_max,
+                    "usdPerMonthAtMax": i.usd_per_month_max,
                     "kw": i.kw,
                     "source": i.source,
                     "priceDate": i.price_date,
@@ -211,7 +240,7 @@ NULLABLE_GROUP_KEYS = (
     "kw",
     "kwAtMax",
 )
-NULLABLE_FIXED_KEYS = ("usdPerHour", "usdPerMonth", "priceDate")
+NULLABLE_FIXED_KEYS = ("usdPerHour", "usdPerMonth", "usdPerHourAtMax", "usdPerMonthAtMax", "priceDate")
 
 
 def restore_nulls(exported: dict[str, Any]) -> dict[str, Any]:
@@ -219,6 +248,7 @@ def restore_nulls(exported: dict[str, Any]) -> dict[str, Any]:
     out = {**{k: None for k in NULLABLE_TOTAL_KEYS}, **exported}
     out["nodeGroups"] = [{**{k: None for k in NULLABLE_GROUP_KEYS}, **g} for g in exported.get("nodeGroups") or []]
     out["fixed"] = [{**{k: None for k in NULLABLE_FIXED_KEYS}, **f} for f in exported.get("fixed") or []]
+    out.setdefault("unpriced", [])
     return out
 
 
@@ -261,8 +291,22 @@ def estimate(spec: ClusterSpec, catalog: Catalog, prices: PriceBook | None = Non
 
 
 def fixed_costs(spec: ClusterSpec, catalog: Catalog, prices: PriceBook | None = None) -> list[LineItem]:
-    """NAT gateways, interface endpoints, the Lustre file system, EKS's control plane and system nodes."""
+    """NAT gateways, interface endpoints, the Lustre file system, the Slurm head node, its people, secrets and image
+    builds, EKS's control plane and system nodes, monitoring; each with its ``estimate.pricePerHour`` override
+    applied."""
     book = prices if prices is not None else load_prices()
+    overrides = spec.estimate.price_per_hour
+    return [_overridden(i, overrides[i.key]) if i.key in overrides else i for i in _fixed_costs(spec, catalog, book)]
+
+
+def _overridden(item: LineItem, usd: float) -> LineItem:
+    return replace(item, usd_per_hour=usd, usd_per_hour_at_max=..., source=OVERRIDE_SOURCE.format(key=item.key), price_date=None)
+
+
+OVERRIDE_SOURCE = "estimate.pricePerHour.{key} (set in the stack config: the same now and at max size)"
+
+
+def _fixed_costs(spec: ClusterSpec, catalog: Catalog, book: PriceBook) -> list[LineItem]:
     items = network_costs(spec)
     if spec.hybrid is not None:
         for name, usd, what, key in hybrid_link_parts(spec.hybrid):
@@ -270,6 +314,7 @@ def fixed_costs(spec: ClusterSpec, catalog: Catalog, prices: PriceBook | None = 
     items += lustre_costs(spec)
     items += slurm_head_costs(spec, catalog, book)
     items += [LineItem(*part) for part in slurm_people_parts(spec, catalog, book)]
+    items += [LineItem(*part) for part in slurm_service_parts(spec, book)]
     items += eks_costs(spec, catalog, book)
     if getattr(spec, "monitoring", None) is not None:
         items += [LineItem(*part) for part in monitoring_parts(spec, book, catalog)]
@@ -375,4 +420,38 @@ def eks_costs(spec: ClusterSpec, catalog: Catalog, book: PriceBook) -> list[Line
             "eks-system-nodes",
             quote.date,
         ),
+    ]
+
+
+def slurm_service_parts(spec: ClusterSpec, book: PriceBook) -> list[Any]:
+    """A Slurm cluster's Secrets Manager secrets (the munge key; the login nodes' SSH host keys) and the builds of
+    its baked images."""
+    slurm = getattr(spec, "slurm", None)
+    if slurm is None:
+        return []
+    login = slurm.login_nodes
+    hybrid = getattr(spec, "hybrid", None)
+    own_head = hybrid is None or hybrid.controller is None
+    secrets = 1 + (1 if own_head and login is not None and login.ssh is not None else 0)
+    parts = [secrets_part(book, spec.region, secrets)]
+    baked = [g for g in spec.groups_for("slurm") if bakes(spec, g.name)]
+    if baked:
+        parts.append(image_builds_part(book, spec.region, len(baked), slurm.images.build_instance_type))
+    return parts
+
+
+def override_findings(spec: ClusterSpec, est: Estimate) -> list[Finding]:
+    """An ``estimate.pricePerHour`` key for a line this stack does not have prices nothing: an error naming the lines
+    it has (a line comes and goes with its part of the config: ``slurm-login-nlb`` with ``loginNodes.ssh``)."""
+    lines = [i.key for i in est.fixed]
+    return [
+        error(
+            f"gpucluster:estimate.pricePerHour.{key}",
+            f"this stack's estimate has no {key!r} line to price (its lines: {', '.join(lines) or 'none'})",
+            "remove the key, or price one of the lines the stack has",
+            key,
+            "estimate-line-absent",
+        )
+        for key in spec.estimate.price_per_hour
+        if key not in lines
     ]

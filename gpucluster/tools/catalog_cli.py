@@ -56,6 +56,9 @@ def _catalog_refresh_prices(args: argparse.Namespace) -> int:
     for label, missing in (("no on-demand price", done.no_on_demand), ("no spot price", done.no_spot)):
         if missing:
             print(f"  {label} in {done.region}: {', '.join(missing)}")
+    print(f"priced {len(done.services.entries)} service price(s) in {done.region} from the Price List")
+    for key, why in done.services.kept.items():
+        print(f"  {key}: {why}")
     from gpucluster.facts.prices import PRICES_FILE
 
     print(f"wrote {PRICES_FILE}")

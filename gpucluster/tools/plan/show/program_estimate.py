@@ -10,9 +10,11 @@ A program that uses the components as a library (``GpuNodeGroup``, ``LustreStora
   most nodes, capacity); named by the ``gpucluster:node-group`` tag. A reservation made in the same program
   bills its ``instanceCount``, one made elsewhere the group's maximum;
 - fixed items, as the stack's estimate has them: NAT gateways, interface endpoints (one ENI per subnet), each
-  FSx for Lustre file system made (capacity × the tier's price), the Slurm head node, a hybrid site's link (VPN
-  connections, Transit Gateway attachments, Resolver endpoint ENIs), an EKS control plane and its system node
-  group.
+  FSx for Lustre file system made (capacity × the tier's price), the Slurm head node, its login nodes, their SSH
+  load balancer and the OpenZFS home, the Secrets Manager secrets, Image Builder's builds (one per image, on the
+  build infrastructure's instance type), a hybrid site's link (VPN connections, Transit Gateway attachments,
+  Resolver endpoint ENIs), an EKS control plane and its system node group, monitoring at the desired and the
+  maximum size.
 
 Prices and power come from the same catalog and price book as the stack's estimate
 (:mod:`gpucluster.resolve.cost`), so a stack's plan worked out this way gives the figures the stack exports
@@ -38,7 +40,7 @@ from gpucluster.resolve.cost import (
     group_price,
 )
 from gpucluster.resolve.cost_hybrid import RESOLVER_ENI_USD_PER_HOUR, TGW_ATTACHMENT_USD_PER_HOUR, VPN_CONNECTION_USD_PER_HOUR
-from gpucluster.resolve.cost_people import NLB_UNKNOWN, OPENZFS_UNKNOWN
+from gpucluster.resolve.cost_services import image_builds_part, nlb_part, openzfs_part, secrets_part
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 ASG = "aws:autoscaling/group:Group"
@@ -266,11 +268,29 @@ def _people(doc: Mapping[str, Any], catalog: Catalog, book: PriceBook, region: s
     for nlb in _of_type(doc, "aws:lb/loadBalancer:LoadBalancer"):
         inputs = nlb.get("inputs") or {}
         if inputs.get("loadBalancerType") == "network" and str(inputs.get("name", "")).endswith("-login"):
-            scheme = "internal" if inputs.get("internal") is True else "internet-facing"
-            yield LineItem(f"SSH load balancer ({scheme})", None, 0.0, NLB_UNKNOWN, "slurm-login-nlb")
+            yield LineItem(*nlb_part(book, region, "internal" if inputs.get("internal") is True else "internet-facing"))
     for fs in _of_type(doc, "aws:fsx/openZfsFileSystem:OpenZfsFileSystem"):
-        size = (fs.get("inputs") or {}).get("storageCapacity")
-        yield LineItem(f"FSx for OpenZFS /home {size} GiB", None, 0.0, OPENZFS_UNKNOWN, "slurm-home-openzfs")
+        inputs = fs.get("inputs") or {}
+        iops = inputs.get("diskIopsConfiguration") or {}
+        provisioned = iops.get("iops") if iops.get("mode") == "USER_PROVISIONED" else None
+        part = openzfs_part(
+            book,
+            region,
+            deployment_type=str(inputs.get("deploymentType")),
+            storage_gib=int(inputs.get("storageCapacity") or 0),
+            throughput_mbps=int(inputs.get("throughputCapacity") or 0),
+            provisioned_iops=int(provisioned) if isinstance(provisioned, int) else None,
+            backup_days=int(inputs.get("automaticBackupRetentionDays") or 0),
+        )
+        yield LineItem(*part)
+    secrets = len(_of_type(doc, "aws:secretsmanager/secret:Secret"))
+    if secrets:
+        yield LineItem(*secrets_part(book, region, secrets))
+    images = len(_of_type(doc, "aws:imagebuilder/image:Image"))
+    infra = _of_type(doc, "aws:imagebuilder/infrastructureConfiguration:InfrastructureConfiguration")
+    if images and infra:
+        types = (infra[0].get("inputs") or {}).get("instanceTypes") or ["?"]
+        yield LineItem(*image_builds_part(book, region, images, str(types[0])))
 
 
 def _hybrid(doc: Mapping[str, Any], region: str) -> Iterator[LineItem]:
@@ -345,10 +365,9 @@ def _monitoring(
     import yaml
 
     from gpucluster.resolve.monitoring import (
-        LOG_GB_HEAD_MONTH,
-        LOG_GB_PER_NODE_MONTH,
         SECONDS_PER_MONTH,
         SERIES_PER_NODE,
+        MonitoringUsage,
         monitoring_line,
         series_per_node,
     )
@@ -361,22 +380,28 @@ def _monitoring(
         text = str((scrapers[0].get("inputs") or {}).get("scrapeConfiguration") or "")
         interval = int(str((yaml.safe_load(text) or {}).get("global", {}).get("scrape_interval", "30s")).rstrip("s"))
     head = any(_tags(r).get("gpucluster:role") == "head" for r in _of_type(doc, "aws:ec2/instance:Instance"))
-    series = sum(series_per_node(catalog[g.instance_type]) * g.desired for g in groups if g.instance_type in catalog)
-    series += SERIES_PER_NODE if head else 0
     node_groups = [r for r in _of_type(doc, "aws:cloudwatch/logGroup:LogGroup") if _is_node_log_group(r)]
     retention = int((node_groups[0].get("inputs") or {}).get("retentionInDays") or 0) if node_groups else 0
-    nodes = sum(g.desired for g in groups)
-    log_gb = (nodes * LOG_GB_PER_NODE_MONTH + (LOG_GB_HEAD_MONTH if head else 0.0)) if node_groups else 0.0
-    grafana = bool(_of_type(doc, "aws:grafana/workspace:Workspace"))
+
+    def usage(at_max: bool) -> MonitoringUsage:
+        def size(g: GroupEstimate) -> int:
+            return g.maximum if at_max else g.desired
+
+        series = sum(series_per_node(catalog[g.instance_type]) * size(g) for g in groups if g.instance_type in catalog)
+        series += SERIES_PER_NODE if head else 0
+        nodes = sum(size(g) for g in groups)
+        log_gb = nodes * book.usage("LogGbPerNodeMonth") + (book.usage("LogGbHeadMonth") if head else 0.0)
+        return MonitoringUsage(series * (SECONDS_PER_MONTH / interval), log_gb if node_groups else 0.0)
+
     line = monitoring_line(
         book,
         region,
-        samples=series * (SECONDS_PER_MONTH / interval),
+        now=usage(False),
+        at_max=usage(True),
         interval_seconds=interval,
         eks_scraper=bool(scrapers),
-        log_gb=log_gb,
         retention_days=retention,
-        grafana=grafana,
+        grafana=bool(_of_type(doc, "aws:grafana/workspace:Workspace")),
     )
     yield LineItem(*line)
 
