@@ -96,8 +96,10 @@ class PriceBook:
         return ServicePrice(found, note)
 
     def usage(self, key: str) -> float:
-        """The usage the estimate assumes for ``key`` of ``Usage`` (``LogGbPerNodeMonth`` …)."""
-        return float(self.document["Usage"][key]["Value"])
+        """The usage the estimate assumes for ``key`` of ``Usage`` (``LogGbPerNodeMonth`` …); the committed file's
+        where this document has none (a price file of an older version, or one a test made)."""
+        found = self.document.get("Usage", {}).get(key) or load_prices().document["Usage"][key]
+        return float(found["Value"])
 
     def on_demand(self, instance_type: str, region: str = REFERENCE_REGION) -> float | None:
         e = self.entry(region, instance_type, ON_DEMAND)
