@@ -30,7 +30,7 @@ from gpucluster.config.pydantic_errors import NAMESPACE, REGION_KEY, pydantic_fi
 from gpucluster.config.sizing import Sizing
 from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.resolve.cluster import ResolvedCluster, resolve
-from gpucluster.resolve.cost import override_findings
+from gpucluster.resolve.cost_services import override_findings
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ def _load(raw: dict[str, Any], findings: list[Finding], catalog: Catalog, source
     if errors_in(findings):
         raise ConfigError(findings, source)
     cluster = resolve(spec, catalog)
-    findings.extend(override_findings(spec, cluster.estimate))
+    findings.extend(override_findings(spec, [i.key for i in cluster.estimate.fixed]))
     if errors_in(findings):
         raise ConfigError(findings, source)
     return LoadResult(cluster, tuple(findings), storage_sizing(spec, catalog))

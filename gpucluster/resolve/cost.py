@@ -22,14 +22,18 @@ from types import EllipsisType
 from typing import Any
 
 from gpucluster.config.cluster import ClusterSpec
-from gpucluster.config.errors import Finding, error
 from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.prices import REFERENCE_REGION, PriceBook, Quote, load_prices
 from gpucluster.resolve.cost_hybrid import hybrid_link_parts
 from gpucluster.resolve.cost_people import slurm_people_parts
-from gpucluster.resolve.cost_services import image_builds_part, secrets_part
+from gpucluster.resolve.cost_services import (
+    INTERFACE_ENDPOINT_USD_PER_HOUR_PER_ZONE,
+    NAT_GATEWAY_USD_PER_HOUR,
+    eks_parts,
+    slurm_service_parts,
+    us_east_1,
+)
 from gpucluster.resolve.monitoring import monitoring_parts
-from gpucluster.resolve.node_group import bakes
 
 
 @dataclass(frozen=True)
@@ -78,22 +82,12 @@ class GroupEstimate:
         return None if self.kw_per_node is None else round(self.kw_per_node * self.maximum, 1)
 
 
-# us-east-1 list prices of the managed pieces a cluster adds (AWS pricing pages; planning figures).
-NAT_GATEWAY_USD_PER_HOUR = 0.045
-INTERFACE_ENDPOINT_USD_PER_HOUR_PER_ZONE = 0.01
-EKS_CONTROL_PLANE_USD_PER_HOUR = 0.10
 HOURS_PER_MONTH = 730
 """The month of the estimate (AWS's pricing pages and calculator use 730 hours)."""
 
 
 def _monthly(usd_per_hour: float | None, count: int = 1) -> float | None:
     return None if usd_per_hour is None else round(usd_per_hour * count * HOURS_PER_MONTH, 2)
-
-
-def _us_east_1(region: str, what: str) -> str:
-    """The source of a fixed price the catalog only knows for us-east-1."""
-    where = "" if region == REFERENCE_REGION else f"; the catalog has no {region} figure"
-    return f"us-east-1 list price, {what}{where}"
 
 
 @dataclass(frozen=True)
@@ -310,12 +304,12 @@ def _fixed_costs(spec: ClusterSpec, catalog: Catalog, book: PriceBook) -> list[L
     items = network_costs(spec)
     if spec.hybrid is not None:
         for name, usd, what, key in hybrid_link_parts(spec.hybrid):
-            items.append(LineItem(name, usd, 0.0, _us_east_1(spec.region, what), key))
+            items.append(LineItem(name, usd, 0.0, us_east_1(spec.region, what), key))
     items += lustre_costs(spec)
     items += slurm_head_costs(spec, catalog, book)
     items += [LineItem(*part) for part in slurm_people_parts(spec, catalog, book)]
     items += [LineItem(*part) for part in slurm_service_parts(spec, book)]
-    items += eks_costs(spec, catalog, book)
+    items += [LineItem(*part) for part in eks_parts(spec, catalog, book)]
     if getattr(spec, "monitoring", None) is not None:
         items += [LineItem(*part) for part in monitoring_parts(spec, book, catalog)]
     return items
@@ -332,7 +326,7 @@ def network_costs(spec: ClusterSpec) -> list[LineItem]:
                 f"{count} NAT gateway(s)",
                 round(count * NAT_GATEWAY_USD_PER_HOUR, 3),
                 0.0,
-                _us_east_1(region, "VPC pricing, per hour (data processed is extra)"),
+                us_east_1(region, "VPC pricing, per hour (data processed is extra)"),
                 "nat-gateways",
             )
         )
@@ -343,7 +337,7 @@ def network_costs(spec: ClusterSpec) -> list[LineItem]:
                 f"{n} interface endpoint ENIs",
                 round(n * INTERFACE_ENDPOINT_USD_PER_HOUR_PER_ZONE, 3),
                 0.0,
-                _us_east_1(region, "PrivateLink pricing, per endpoint per zone"),
+                us_east_1(region, "PrivateLink pricing, per endpoint per zone"),
                 "interface-endpoints",
             )
         )
@@ -367,7 +361,7 @@ def lustre_costs(spec: ClusterSpec) -> list[LineItem]:
             f"FSx for Lustre {fs.storage_capacity_gib or '?'} GiB",
             usd,
             0.0,
-            _us_east_1(spec.region, "FSx pricing, per GB-month / 730"),
+            us_east_1(spec.region, "FSx pricing, per GB-month / 730"),
             "fsx-lustre",
         )
     ]
@@ -391,67 +385,4 @@ def slurm_head_costs(spec: ClusterSpec, catalog: Catalog, book: PriceBook) -> li
             "slurm-head-node",
             quote.date,
         )
-    ]
-
-
-def eks_costs(spec: ClusterSpec, catalog: Catalog, book: PriceBook) -> list[LineItem]:
-    """EKS's control plane and its system node group."""
-    kubernetes = getattr(spec, "kubernetes", None)
-    if kubernetes is None:
-        return []
-    system = kubernetes.system_node_group
-    facts = catalog.get(system.instance_type)
-    nodes = system.effective_desired_size
-    quote = book.quote(system.instance_type, spec.region)
-    price = quote.usd_per_hour
-    return [
-        LineItem(
-            "EKS control plane",
-            EKS_CONTROL_PLANE_USD_PER_HOUR,
-            0.0,
-            _us_east_1(spec.region, "EKS pricing, standard support"),
-            "eks-control-plane",
-        ),
-        LineItem(
-            f"EKS system nodes {nodes} × {system.instance_type}",
-            None if price is None else round(price * nodes, 3),
-            round((facts.estimated_power_kw or 0.0) * nodes, 2) if facts else 0.0,
-            quote.source,
-            "eks-system-nodes",
-            quote.date,
-        ),
-    ]
-
-
-def slurm_service_parts(spec: ClusterSpec, book: PriceBook) -> list[Any]:
-    """A Slurm cluster's Secrets Manager secrets (the munge key; the login nodes' SSH host keys) and the builds of
-    its baked images."""
-    slurm = getattr(spec, "slurm", None)
-    if slurm is None:
-        return []
-    login = slurm.login_nodes
-    hybrid = getattr(spec, "hybrid", None)
-    own_head = hybrid is None or hybrid.controller is None
-    secrets = 1 + (1 if own_head and login is not None and login.ssh is not None else 0)
-    parts = [secrets_part(book, spec.region, secrets)]
-    baked = [g for g in spec.groups_for("slurm") if bakes(spec, g.name)]
-    if baked:
-        parts.append(image_builds_part(book, spec.region, len(baked), slurm.images.build_instance_type))
-    return parts
-
-
-def override_findings(spec: ClusterSpec, est: Estimate) -> list[Finding]:
-    """An ``estimate.pricePerHour`` key for a line this stack does not have prices nothing: an error naming the lines
-    it has (a line comes and goes with its part of the config: ``slurm-login-nlb`` with ``loginNodes.ssh``)."""
-    lines = [i.key for i in est.fixed]
-    return [
-        error(
-            f"gpucluster:estimate.pricePerHour.{key}",
-            f"this stack's estimate has no {key!r} line to price (its lines: {', '.join(lines) or 'none'})",
-            "remove the key, or price one of the lines the stack has",
-            key,
-            "estimate-line-absent",
-        )
-        for key in spec.estimate.price_per_hour
-        if key not in lines
     ]

@@ -1,5 +1,7 @@
 """The estimate's lines for the managed services a stack creates beside its instances: the FSx for OpenZFS home, the
-SSH network load balancer, the Secrets Manager secrets and Image Builder's build instances.
+SSH network load balancer, the Secrets Manager secrets, Image Builder's build instances and EKS's control plane and
+system nodes; the fixed us-east-1 list prices of the network's pieces; and the check of ``estimate.pricePerHour``
+against the lines a stack has.
 
 Each line is worked out from its quantities (a size, a count, an instance type), so the stack's estimate (from the
 resolved config) and the one worked out from a plan's resources (:mod:`gpucluster.tools.plan.show.program_estimate`)
@@ -12,9 +14,25 @@ from __future__ import annotations
 
 from types import EllipsisType
 
-from gpucluster.facts.prices import PriceBook, ServicePrice
+from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.errors import Finding, error
+from gpucluster.facts.catalog import Catalog
+from gpucluster.facts.prices import REFERENCE_REGION, PriceBook, ServicePrice
+from gpucluster.resolve.node_group import bakes
 
 HOURS_PER_MONTH = 730
+
+# us-east-1 list prices of the managed pieces a cluster adds (AWS pricing pages; planning figures).
+NAT_GATEWAY_USD_PER_HOUR = 0.045
+INTERFACE_ENDPOINT_USD_PER_HOUR_PER_ZONE = 0.01
+EKS_CONTROL_PLANE_USD_PER_HOUR = 0.10
+
+
+def us_east_1(region: str, what: str) -> str:
+    """The source of a fixed price the catalog only knows for us-east-1."""
+    where = "" if region == REFERENCE_REGION else f"; the catalog has no {region} figure"
+    return f"us-east-1 list price, {what}{where}"
+
 
 Part = tuple[str, "float | None", float, str, str, "str | None", "float | EllipsisType | None"]
 """``(name, usd_per_hour, kw, source, key, price_date, usd_per_hour_at_max)``: the fields of the estimate's
@@ -106,3 +124,68 @@ def image_builds_part(book: PriceBook, region: str, images: int, instance_type: 
     month = images * builds * hours * quote.usd_per_hour
     source = f"{quote.source}; Image Builder adds no charge of its own"
     return (name, round(month / HOURS_PER_MONTH, 6), 0.0, source, key, quote.date, ...)
+
+
+def eks_parts(spec: ClusterSpec, catalog: Catalog, book: PriceBook) -> list[Part]:
+    """EKS's control plane and its system node group."""
+    kubernetes = getattr(spec, "kubernetes", None)
+    if kubernetes is None:
+        return []
+    system = kubernetes.system_node_group
+    facts = catalog.get(system.instance_type)
+    nodes = system.effective_desired_size
+    quote = book.quote(system.instance_type, spec.region)
+    price = quote.usd_per_hour
+    return [
+        (
+            "EKS control plane",
+            EKS_CONTROL_PLANE_USD_PER_HOUR,
+            0.0,
+            us_east_1(spec.region, "EKS pricing, standard support"),
+            "eks-control-plane",
+            None,
+            ...,
+        ),
+        (
+            f"EKS system nodes {nodes} × {system.instance_type}",
+            None if price is None else round(price * nodes, 3),
+            round((facts.estimated_power_kw or 0.0) * nodes, 2) if facts else 0.0,
+            quote.source,
+            "eks-system-nodes",
+            quote.date,
+            ...,
+        ),
+    ]
+
+
+def slurm_service_parts(spec: ClusterSpec, book: PriceBook) -> list[Part]:
+    """A Slurm cluster's Secrets Manager secrets (the munge key; the login nodes' SSH host keys) and the builds of
+    its baked images."""
+    slurm = getattr(spec, "slurm", None)
+    if slurm is None:
+        return []
+    login = slurm.login_nodes
+    hybrid = getattr(spec, "hybrid", None)
+    own_head = hybrid is None or hybrid.controller is None
+    secrets = 1 + (1 if own_head and login is not None and login.ssh is not None else 0)
+    parts = [secrets_part(book, spec.region, secrets)]
+    baked = [g for g in spec.groups_for("slurm") if bakes(spec, g.name)]
+    if baked:
+        parts.append(image_builds_part(book, spec.region, len(baked), slurm.images.build_instance_type))
+    return parts
+
+
+def override_findings(spec: ClusterSpec, lines: list[str]) -> list[Finding]:
+    """An ``estimate.pricePerHour`` key for a line this stack does not have prices nothing: an error naming the lines
+    it has (a line comes and goes with its part of the config: ``slurm-login-nlb`` with ``loginNodes.ssh``)."""
+    return [
+        error(
+            f"gpucluster:estimate.pricePerHour.{key}",
+            f"this stack's estimate has no {key!r} line to price (its lines: {', '.join(lines) or 'none'})",
+            "remove the key, or price one of the lines the stack has",
+            key,
+            "estimate-line-absent",
+        )
+        for key in spec.estimate.price_per_hour
+        if key not in lines
+    ]
