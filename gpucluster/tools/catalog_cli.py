@@ -81,7 +81,10 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     prices = cat.add_parser(
         "refresh-prices",
         parents=[common],
-        help="rebuild one region's on-demand (AWS Price List) and spot (EC2 spot price history) prices (needs credentials)",
+        help=(
+            "rebuild one region's on-demand and service (AWS Price List) and spot (EC2 spot price history) prices "
+            "(needs credentials)"
+        ),
     )
     prices.add_argument("--region", required=True)
     prices.add_argument("--types", nargs="*", default=None, metavar="TYPE", help="instance types (default: the catalog's)")
