@@ -30,6 +30,7 @@ from gpucluster.config.pydantic_errors import NAMESPACE, REGION_KEY, pydantic_fi
 from gpucluster.config.sizing import Sizing
 from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.resolve.cluster import ResolvedCluster, resolve
+from gpucluster.resolve.cost_services import override_findings
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,11 @@ def _load(raw: dict[str, Any], findings: list[Finding], catalog: Catalog, source
     findings.extend(validate_cluster(spec, catalog))
     if errors_in(findings):
         raise ConfigError(findings, source)
-    return LoadResult(resolve(spec, catalog), tuple(findings), storage_sizing(spec, catalog))
+    cluster = resolve(spec, catalog)
+    findings.extend(override_findings(spec, [i.key for i in cluster.estimate.fixed]))
+    if errors_in(findings):
+        raise ConfigError(findings, source)
+    return LoadResult(cluster, tuple(findings), storage_sizing(spec, catalog))
 
 
 def control_findings(raw: Mapping[str, Any]) -> list[Finding]:

@@ -24,6 +24,7 @@ __all__ = [
     "DirectoryServiceConfig",
     "DnsConfig",
     "EndpointConfig",
+    "EstimateConfig",
     "ExampleJobConfig",
     "FlowLogsConfig",
     "GpuNodeUpdateConfig",
@@ -1042,6 +1043,13 @@ class MonitoringConfig(TypedDict, total=False):
     """KMS key ARN (``arn:aws:kms:<region>:<account>:key/<id>``, the cluster's region) that encrypts the AMP workspace, the log groups and the alert topic. Its key policy must let ``logs.<region>.amazonaws.com``, ``aps.amazonaws.com`` and ``sns.amazonaws.com`` use it. Default: AWS-owned / AWS-managed keys (the log groups' and AMP's own encryption, SNS's ``alias/aws/sns``)."""
 
 
+class EstimateConfig(TypedDict, total=False):
+    """The plan's cost estimate (``gpucluster:estimate``)."""
+
+    price_per_hour: dict[str, float]
+    """USD per hour of an estimate line beside the node groups, by the line's key (``slurm-home-openzfs``, ``slurm-login-nlb``, ``monitoring``, ``secrets``, ``image-builds``, ``nat-gateways``, ``fsx-lustre``, ``slurm-head-node``, ``slurm-login-nodes``, ``eks-control-plane`` …); it replaces the price file's figure at the desired and at the maximum size. A node group's price is its own ``pricePerHour``. Default: none."""
+
+
 class ClusterConfig(TypedDict, total=False):
     """A GPU cluster. Each field is one ``gpucluster:<field>`` key of the stack config, except ``region``, which is ``aws:region``."""
 
@@ -1065,3 +1073,5 @@ class ClusterConfig(TypedDict, total=False):
     """Metrics (Amazon Managed Service for Prometheus), logs (CloudWatch Logs), alerts (to an SNS topic) and dashboards of the fleet. Default: on for a cluster with ``slurm`` or ``kubernetes``."""
     tags: dict[str, str]
     """Tags on every taggable resource, merged with the cluster tags gpucluster adds. Default: none."""
+    estimate: EstimateConfig
+    """The plan's cost estimate: a price per hour for any line beside the node groups (``pricePerHour``). Default: the price file's figures."""

@@ -8,6 +8,7 @@ import re
 from pydantic import Field, field_validator
 
 from gpucluster.config.base import FIX_MARK, SpecModel, check_name
+from gpucluster.config.estimate import EstimateSpec
 from gpucluster.config.hybrid import HybridSpec
 from gpucluster.config.kubernetes import KubernetesSpec
 from gpucluster.config.monitoring import MonitoringSpec
@@ -89,6 +90,10 @@ class ClusterSpec(SpecModel):
 
     tags: dict[str, str] = Field(default_factory=dict)
     """Tags on every taggable resource, merged with the cluster tags gpucluster adds. Default: none."""
+
+    estimate: EstimateSpec = EstimateSpec()
+    """The plan's cost estimate: a price per hour for any line beside the node groups (``pricePerHour``). Default:
+    the price file's figures."""
 
     @field_validator("region", mode="before")
     @classmethod

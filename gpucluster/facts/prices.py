@@ -6,6 +6,11 @@ cost estimate asks :meth:`PriceBook.quote` for the price of one instance type in
 file has no figure for that region or capacity type the quote falls back to the nearest one it has
 (the region's on-demand price for spot, else us-east-1 on-demand) and its ``source`` says so and how to
 fill the gap, so a plan never presents a borrowed price as the real one.
+
+The other services a stack creates (FSx for OpenZFS, the network load balancer, Secrets Manager, AMP, CloudWatch
+Logs, Managed Grafana) are priced from the file's ``Services`` section (:meth:`PriceBook.service`), and where they
+bill by use, the usage the estimate assumes is the file's ``Usage`` section (:meth:`PriceBook.usage`), each figure
+with why, so the plan can print the assumption beside its price.
 """
 
 from __future__ import annotations
@@ -39,6 +44,27 @@ class Quote:
     """False when the price is borrowed from another region or capacity type."""
 
 
+@dataclass(frozen=True)
+class ServicePrice:
+    """One recorded price of a service other than EC2 (``Services`` in the file): its entry, and a note when it was
+    borrowed from us-east-1."""
+
+    entry: Mapping[str, Any]
+    note: str = ""
+
+    @property
+    def usd(self) -> float:
+        return float(self.entry["Usd"])
+
+    @property
+    def source(self) -> str:
+        return f"{self.entry.get('Source', '')}{self.note}"
+
+    @property
+    def date(self) -> str | None:
+        return self.entry.get("Date")
+
+
 class PriceBook:
     """The recorded prices: ``{"Ec2": {region: {instance type: {"OnDemand"|"Spot": entry}}}}``."""
 
@@ -49,6 +75,31 @@ class PriceBook:
         """The recorded ``OnDemand`` or ``Spot`` entry, or ``None``."""
         found = self.document.get("Ec2", {}).get(region, {}).get(instance_type, {}).get(kind)
         return found if found and found.get("UsdPerHour") is not None else None
+
+    def services(self, region: str) -> tuple[Mapping[str, Any], str]:
+        """The ``Services`` prices of ``region``, us-east-1's for any key the region lacks, and a note saying so."""
+        prices = self.document.get("Services", {})
+        here, reference = prices.get(region, {}), prices.get(REFERENCE_REGION, {})
+        borrowed = region != REFERENCE_REGION and any(k not in here for k in reference)
+        note = f"; us-east-1 prices where the catalog has no {region} figure" if borrowed else ""
+        return {**reference, **here}, note
+
+    def service(self, region: str, key: str) -> ServicePrice | None:
+        """The recorded price ``key`` of ``Services`` (``FsxOpenZfsStorageGbMonth``, ``NlbHour`` …) for ``region``,
+        us-east-1's where the region has none; ``None`` where neither has it."""
+        prices = self.document.get("Services", {})
+        found, note = prices.get(region, {}).get(key), ""
+        if found is None and region != REFERENCE_REGION:
+            found, note = prices.get(REFERENCE_REGION, {}).get(key), f"; us-east-1 price, the catalog has no {region} figure"
+        if not found or (found.get("Usd") is None and found.get("Tiers") is None):
+            return None
+        return ServicePrice(found, note)
+
+    def usage(self, key: str) -> float:
+        """The usage the estimate assumes for ``key`` of ``Usage`` (``LogGbPerNodeMonth`` …); the committed file's
+        where this document has none (a price file of an older version, or one a test made)."""
+        found = self.document.get("Usage", {}).get(key) or load_prices().document["Usage"][key]
+        return float(found["Value"])
 
     def on_demand(self, instance_type: str, region: str = REFERENCE_REGION) -> float | None:
         e = self.entry(region, instance_type, ON_DEMAND)

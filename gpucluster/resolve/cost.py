@@ -8,11 +8,17 @@ on-demand price (an On-Demand Capacity Reservation bills at that rate whether us
 block is paid up front at its own rate, so its figure is only a stand-in). Where the file has no figure
 for the region or capacity type, the estimate borrows the nearest one and its source says so.
 Power is the catalog's estimate per node (``instance_extras.json``).
+
+A line the price file has no figure for stays in the estimate, unpriced, and names the override that would price it
+(a node group's ``pricePerHour``, any other line's ``estimate.pricePerHour.<key>``); the totals are the sum of the
+priced lines, and :attr:`Estimate.unpriced` names the lines left out of them, so a plan never shows a bare "unknown"
+for the whole cluster because one line has no price.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from types import EllipsisType
 from typing import Any
 
 from gpucluster.config.cluster import ClusterSpec
@@ -20,6 +26,13 @@ from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.prices import REFERENCE_REGION, PriceBook, Quote, load_prices
 from gpucluster.resolve.cost_hybrid import hybrid_link_parts
 from gpucluster.resolve.cost_people import slurm_people_parts
+from gpucluster.resolve.cost_services import (
+    INTERFACE_ENDPOINT_USD_PER_HOUR_PER_ZONE,
+    NAT_GATEWAY_USD_PER_HOUR,
+    eks_parts,
+    slurm_service_parts,
+    us_east_1,
+)
 from gpucluster.resolve.monitoring import monitoring_parts
 
 
@@ -69,10 +82,6 @@ class GroupEstimate:
         return None if self.kw_per_node is None else round(self.kw_per_node * self.maximum, 1)
 
 
-# us-east-1 list prices of the managed pieces a cluster adds (AWS pricing pages; planning figures).
-NAT_GATEWAY_USD_PER_HOUR = 0.045
-INTERFACE_ENDPOINT_USD_PER_HOUR_PER_ZONE = 0.01
-EKS_CONTROL_PLANE_USD_PER_HOUR = 0.10
 HOURS_PER_MONTH = 730
 """The month of the estimate (AWS's pricing pages and calculator use 730 hours)."""
 
@@ -81,27 +90,32 @@ def _monthly(usd_per_hour: float | None, count: int = 1) -> float | None:
     return None if usd_per_hour is None else round(usd_per_hour * count * HOURS_PER_MONTH, 2)
 
 
-def _us_east_1(region: str, what: str) -> str:
-    """The source of a fixed price the catalog only knows for us-east-1."""
-    where = "" if region == REFERENCE_REGION else f"; the catalog has no {region} figure"
-    return f"us-east-1 list price, {what}{where}"
-
-
 @dataclass(frozen=True)
 class LineItem:
-    """A fixed cost beside the GPU node groups: it does not change with their size."""
+    """A cost beside the GPU node groups: fixed, or (monitoring) following their size."""
 
     name: str
     usd_per_hour: float | None
     kw: float
     source: str
     key: str = ""
-    """A stable name for the item (``nat-gateways``, ``fsx-lustre`` …): ``name`` carries counts and sizes."""
+    """A stable name for the item (``nat-gateways``, ``fsx-lustre`` …): ``name`` carries counts and sizes; the key
+    of its ``estimate.pricePerHour`` override."""
     price_date: str | None = None
+    usd_per_hour_at_max: float | EllipsisType | None = ...
+    """USD per hour with every node group at its maximum size; ``...``: the same as now (a fixed cost)."""
+
+    @property
+    def usd_per_hour_max(self) -> float | None:
+        return self.usd_per_hour if isinstance(self.usd_per_hour_at_max, EllipsisType) else self.usd_per_hour_at_max
 
     @property
     def usd_per_month(self) -> float | None:
         return _monthly(self.usd_per_hour)
+
+    @property
+    def usd_per_month_max(self) -> float | None:
+        return _monthly(self.usd_per_hour_max)
 
 
 @dataclass(frozen=True)
@@ -111,12 +125,18 @@ class Estimate:
     region: str = REFERENCE_REGION
 
     def _total(self, attr: str) -> float | None:
+        """The sum of the priced lines (dollars) or of every line (kW: unknown where a line's power is)."""
         values = [getattr(g, attr) for g in self.groups]
-        fixed_attr = "kw" if attr.startswith("kw") else "usd_per_month" if attr.startswith("usd_per_month") else "usd_per_hour"
-        fixed = [getattr(i, fixed_attr) for i in self.fixed]
-        if any(v is None for v in [*values, *fixed]):
+        fixed = [i.kw if attr.startswith("kw") else getattr(i, attr) for i in self.fixed]
+        if attr.startswith("kw") and any(v is None for v in [*values, *fixed]):
             return None
-        return round(sum(values) + sum(v for v in fixed if v is not None), 2)
+        return round(sum(v for v in [*values, *fixed] if v is not None), 2)
+
+    @property
+    def unpriced(self) -> tuple[str, ...]:
+        """The lines without a price (node groups by name, then other lines by name): left out of the totals."""
+        groups = tuple(g.node_group for g in self.groups if g.usd_per_node_hour is None)
+        return groups + tuple(i.name for i in self.fixed if i.usd_per_hour is None)
 
     @property
     def usd_per_hour(self) -> float | None:
@@ -152,12 +172,15 @@ class Estimate:
             "usdPerMonthAtMax": self.usd_per_month_max,
             "kw": self.kw,
             "kwAtMax": self.kw_max,
+            "unpriced": list(self.unpriced),
             "fixed": [
                 {
                     "key": i.key,
                     "name": i.name,
                     "usdPerHour": i.usd_per_hour,
                     "usdPerMonth": i.usd_per_month,
+                    "usdPerHourAtMax": i.usd_per_hour_max,
+                    "usdPerMonthAtMax": i.usd_per_month_max,
                     "kw": i.kw,
                     "source": i.source,
                     "priceDate": i.price_date,
@@ -211,7 +234,7 @@ NULLABLE_GROUP_KEYS = (
     "kw",
     "kwAtMax",
 )
-NULLABLE_FIXED_KEYS = ("usdPerHour", "usdPerMonth", "priceDate")
+NULLABLE_FIXED_KEYS = ("usdPerHour", "usdPerMonth", "usdPerHourAtMax", "usdPerMonthAtMax", "priceDate")
 
 
 def restore_nulls(exported: dict[str, Any]) -> dict[str, Any]:
@@ -219,6 +242,7 @@ def restore_nulls(exported: dict[str, Any]) -> dict[str, Any]:
     out = {**{k: None for k in NULLABLE_TOTAL_KEYS}, **exported}
     out["nodeGroups"] = [{**{k: None for k in NULLABLE_GROUP_KEYS}, **g} for g in exported.get("nodeGroups") or []]
     out["fixed"] = [{**{k: None for k in NULLABLE_FIXED_KEYS}, **f} for f in exported.get("fixed") or []]
+    out.setdefault("unpriced", [])
     return out
 
 
@@ -261,16 +285,31 @@ def estimate(spec: ClusterSpec, catalog: Catalog, prices: PriceBook | None = Non
 
 
 def fixed_costs(spec: ClusterSpec, catalog: Catalog, prices: PriceBook | None = None) -> list[LineItem]:
-    """NAT gateways, interface endpoints, the Lustre file system, EKS's control plane and system nodes."""
+    """NAT gateways, interface endpoints, the Lustre file system, the Slurm head node, its people, secrets and image
+    builds, EKS's control plane and system nodes, monitoring; each with its ``estimate.pricePerHour`` override
+    applied."""
     book = prices if prices is not None else load_prices()
+    overrides = spec.estimate.price_per_hour
+    return [_overridden(i, overrides[i.key]) if i.key in overrides else i for i in _fixed_costs(spec, catalog, book)]
+
+
+def _overridden(item: LineItem, usd: float) -> LineItem:
+    return replace(item, usd_per_hour=usd, usd_per_hour_at_max=..., source=OVERRIDE_SOURCE.format(key=item.key), price_date=None)
+
+
+OVERRIDE_SOURCE = "estimate.pricePerHour.{key} (set in the stack config: the same now and at max size)"
+
+
+def _fixed_costs(spec: ClusterSpec, catalog: Catalog, book: PriceBook) -> list[LineItem]:
     items = network_costs(spec)
     if spec.hybrid is not None:
         for name, usd, what, key in hybrid_link_parts(spec.hybrid):
-            items.append(LineItem(name, usd, 0.0, _us_east_1(spec.region, what), key))
+            items.append(LineItem(name, usd, 0.0, us_east_1(spec.region, what), key))
     items += lustre_costs(spec)
     items += slurm_head_costs(spec, catalog, book)
     items += [LineItem(*part) for part in slurm_people_parts(spec, catalog, book)]
-    items += eks_costs(spec, catalog, book)
+    items += [LineItem(*part) for part in slurm_service_parts(spec, book)]
+    items += [LineItem(*part) for part in eks_parts(spec, catalog, book)]
     if getattr(spec, "monitoring", None) is not None:
         items += [LineItem(*part) for part in monitoring_parts(spec, book, catalog)]
     return items
@@ -287,7 +326,7 @@ def network_costs(spec: ClusterSpec) -> list[LineItem]:
                 f"{count} NAT gateway(s)",
                 round(count * NAT_GATEWAY_USD_PER_HOUR, 3),
                 0.0,
-                _us_east_1(region, "VPC pricing, per hour (data processed is extra)"),
+                us_east_1(region, "VPC pricing, per hour (data processed is extra)"),
                 "nat-gateways",
             )
         )
@@ -298,7 +337,7 @@ def network_costs(spec: ClusterSpec) -> list[LineItem]:
                 f"{n} interface endpoint ENIs",
                 round(n * INTERFACE_ENDPOINT_USD_PER_HOUR_PER_ZONE, 3),
                 0.0,
-                _us_east_1(region, "PrivateLink pricing, per endpoint per zone"),
+                us_east_1(region, "PrivateLink pricing, per endpoint per zone"),
                 "interface-endpoints",
             )
         )
@@ -322,7 +361,7 @@ def lustre_costs(spec: ClusterSpec) -> list[LineItem]:
             f"FSx for Lustre {fs.storage_capacity_gib or '?'} GiB",
             usd,
             0.0,
-            _us_east_1(spec.region, "FSx pricing, per GB-month / 730"),
+            us_east_1(spec.region, "FSx pricing, per GB-month / 730"),
             "fsx-lustre",
         )
     ]
@@ -346,33 +385,4 @@ def slurm_head_costs(spec: ClusterSpec, catalog: Catalog, book: PriceBook) -> li
             "slurm-head-node",
             quote.date,
         )
-    ]
-
-
-def eks_costs(spec: ClusterSpec, catalog: Catalog, book: PriceBook) -> list[LineItem]:
-    """EKS's control plane and its system node group."""
-    kubernetes = getattr(spec, "kubernetes", None)
-    if kubernetes is None:
-        return []
-    system = kubernetes.system_node_group
-    facts = catalog.get(system.instance_type)
-    nodes = system.effective_desired_size
-    quote = book.quote(system.instance_type, spec.region)
-    price = quote.usd_per_hour
-    return [
-        LineItem(
-            "EKS control plane",
-            EKS_CONTROL_PLANE_USD_PER_HOUR,
-            0.0,
-            _us_east_1(spec.region, "EKS pricing, standard support"),
-            "eks-control-plane",
-        ),
-        LineItem(
-            f"EKS system nodes {nodes} × {system.instance_type}",
-            None if price is None else round(price * nodes, 3),
-            round((facts.estimated_power_kw or 0.0) * nodes, 2) if facts else 0.0,
-            quote.source,
-            "eks-system-nodes",
-            quote.date,
-        ),
     ]

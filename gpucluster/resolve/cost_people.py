@@ -1,25 +1,14 @@
 """The estimate's lines for the people of a Slurm cluster: login nodes (the catalog's instance price × count), the
-SSH load balancer and the shared home. The price data has no Elastic Load Balancing or FSx for OpenZFS figures, so
-those two lines say "unknown" and why rather than carry an invented price (the estimate's total is then unknown too,
-as with any unpriced item)."""
+SSH load balancer and the shared home (FSx for OpenZFS), the last two priced by :mod:`gpucluster.resolve.cost_services`
+from the price file's ``Services`` figures."""
 
 from __future__ import annotations
 
 from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.slurm_home import HomeSpec
 from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.prices import PriceBook
-
-NLB_UNKNOWN = (
-    "unknown: the price data has no Elastic Load Balancing figures (a network load balancer is billed per hour and per NLCU)"
-)
-OPENZFS_UNKNOWN = (
-    "unknown: the price data has no FSx for OpenZFS figures (billed per GB-month of storage and of backups and per "
-    "MBps-month of throughput)"
-)
-
-
-Part = tuple[str, "float | None", float, str, str, "str | None"]
-"""``(name, usd_per_hour, kw, source, key, price_date)``: the fields of the estimate's ``LineItem``."""
+from gpucluster.resolve.cost_services import Part, nlb_part, openzfs_part
 
 
 def slurm_people_parts(spec: ClusterSpec, catalog: Catalog, book: PriceBook) -> list[Part]:
@@ -42,12 +31,23 @@ def slurm_people_parts(spec: ClusterSpec, catalog: Catalog, book: PriceBook) -> 
                 f"{quote.source}; their EBS volumes are extra",
                 "slurm-login-nodes",
                 quote.date,
+                ...,
             )
         )
         if login.ssh is not None:
-            items.append((f"SSH load balancer ({login.ssh.scheme})", None, 0.0, NLB_UNKNOWN, "slurm-login-nlb", None))
+            items.append(nlb_part(book, spec.region, login.ssh.scheme))
     home = slurm.home
     if slurm.identity is not None and (home is None or home.enabled):
-        size = home.storage_capacity_gib if home is not None else 128
-        items.append((f"FSx for OpenZFS /home {size} GiB", None, 0.0, OPENZFS_UNKNOWN, "slurm-home-openzfs", None))
+        home = home if home is not None else HomeSpec()
+        items.append(
+            openzfs_part(
+                book,
+                spec.region,
+                deployment_type=home.deployment_type,
+                storage_gib=home.storage_capacity_gib,
+                throughput_mbps=home.throughput_capacity,
+                provisioned_iops=None,  # the home component leaves IOPS automatic: 3 per GB, included
+                backup_days=home.automatic_backup_retention_days,
+            )
+        )
     return items

@@ -15,13 +15,16 @@ tiered ingestion price; the series per node is an estimate per GPU, vCPU and EFA
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.monitoring import MonitoringSpec, SubscriptionSpec
+from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import Catalog, InstanceFacts
-from gpucluster.facts.prices import REFERENCE_REGION, PriceBook
+from gpucluster.facts.prices import PriceBook
+from gpucluster.resolve.cost_services import override_hint
 
 SECONDS_PER_MONTH = 730 * 3600
 
@@ -41,10 +44,6 @@ BYTES_PER_STORED_SAMPLE = 2.0
 """AMP's pricing page: a sample is typically 1 or 2 bytes stored; metadata on top is small next to 150 days."""
 AMP_RETENTION_MONTHS = 150 / 30.4
 """AMP keeps samples 150 days by default: storage in the steady state holds that many months of samples."""
-LOG_GB_PER_NODE_MONTH = 0.6
-"""slurmd, the health verdicts and cloud-init of one compute node (about 20 MB a day, an estimate)."""
-LOG_GB_HEAD_MONTH = 3.0
-"""slurmctld, slurmdbd and the node agent on the head node (about 100 MB a day, an estimate)."""
 
 
 @dataclass(frozen=True)
@@ -104,77 +103,121 @@ def tiered_usd(samples: float, tiers: list[list[Any]]) -> float:
     return usd
 
 
-def monitoring_book(book: PriceBook, region: str) -> tuple[dict[str, Any], str]:
-    """The monitoring prices for ``region`` (us-east-1's where the file has none) and a note saying which."""
-    prices = book.document.get("Monitoring", {})
-    if region in prices:
-        return prices[region], ""
-    return prices.get(REFERENCE_REGION, {}), f"; us-east-1 prices, the catalog has no {region} figure"
-
-
-def monthly_samples(spec: ClusterSpec, resolved: ResolvedMonitoring) -> float:
-    """Samples a month from every node at its group's desired size (the head node's own series added)."""
+def monthly_samples(spec: ClusterSpec, resolved: ResolvedMonitoring, *, at_max: bool = False) -> float:
+    """Samples a month from every node at its group's desired size, or its maximum (the head node's own series
+    added)."""
     per_month = SECONDS_PER_MONTH / resolved.spec.scrape_interval_seconds
-    series = sum(resolved.series_per_node[g.name] * (g.desired_size or 0) for g in spec.node_groups)
+    series = sum(resolved.series_per_node[g.name] * _size(g, at_max) for g in spec.node_groups)
     series += SERIES_PER_NODE if resolved.slurm_collector else 0
     return series * per_month
 
 
-def monitoring_parts(
-    spec: ClusterSpec, book: PriceBook, catalog: Catalog
-) -> list[tuple[str, float | None, float, str, str, str | None]]:
-    """The estimate's monitoring line ``(name, usd_per_hour, kw, source, key, date)``: AMP (ingestion, storage and
-    the EKS scraper), CloudWatch Logs (the Slurm nodes') and Grafana's minimum editor together. SNS is left out: its
-    first million publishes and 1,000 e-mails a month are free, far above an alert topic's traffic."""
+def _size(group: NodeGroupSpec, at_max: bool) -> int:
+    return group.max_size if at_max else group.desired_size or 0
+
+
+@dataclass(frozen=True)
+class MonitoringUsage:
+    """What monitoring bills by, at one size of the cluster: samples ingested a month, logs shipped a month."""
+
+    samples: float
+    log_gb: float
+
+
+def monitoring_parts(spec: ClusterSpec, book: PriceBook, catalog: Catalog) -> list[MonitoringPart]:
+    """The estimate's monitoring line ``(name, usd_per_hour, kw, source, key, date, usd_per_hour_at_max)``: AMP
+    (ingestion, storage, queries and the EKS scraper), CloudWatch Logs (the Slurm nodes') and Grafana's minimum editor
+    together, at the node groups' desired and maximum sizes. SNS is left out: its first million publishes and 1,000
+    e-mails a month are free, far above an alert topic's traffic."""
     resolved = resolve_monitoring(spec, catalog)
     if resolved is None:
         return []
-    nodes = sum(g.desired_size or 0 for g in spec.node_groups) if spec.slurm is not None else 0  # Slurm nodes ship logs
+    head_gb = book.usage("LogGbHeadMonth") if resolved.slurm_collector else 0.0
+
+    def usage(at_max: bool) -> MonitoringUsage:
+        # Slurm nodes ship their logs; EKS nodes' logs are not collected by the stack.
+        nodes = sum(_size(g, at_max) for g in spec.node_groups) if spec.slurm is not None else 0
+        return MonitoringUsage(monthly_samples(spec, resolved, at_max=at_max), nodes * book.usage("LogGbPerNodeMonth") + head_gb)
+
     return [
         monitoring_line(
             book,
             spec.region,
-            samples=monthly_samples(spec, resolved),
+            now=usage(False),
+            at_max=usage(True),
             interval_seconds=resolved.spec.scrape_interval_seconds,
             eks_scraper=resolved.eks_scraper,
-            log_gb=nodes * LOG_GB_PER_NODE_MONTH + (LOG_GB_HEAD_MONTH if resolved.slurm_collector else 0.0),
             retention_days=resolved.spec.log_retention_days,
             grafana=resolved.spec.grafana.enabled,
         )
     ]
 
 
+MonitoringPart = tuple[str, "float | None", float, str, str, "str | None", "float | None"]
+
+
+def _monthly_usd(
+    prices: Mapping[str, Any], book: PriceBook, use: MonitoringUsage, *, eks_scraper: bool, retention_days: int
+) -> float:
+    """USD a month for ``use``: AMP ingestion (tiered), storage, query samples, the scraper; CloudWatch Logs."""
+    samples = use.samples
+    amp = tiered_usd(samples, prices["AmpIngestion"]["Tiers"])
+    amp += samples * AMP_RETENTION_MONTHS * BYTES_PER_STORED_SAMPLE / 2**30 * prices["AmpStorageGbMonth"]["Usd"]
+    amp += samples * book.usage("AmpQuerySamplesPerSample") / 1e9 * prices["AmpQueryBillionSamples"]["Usd"]
+    if eks_scraper:
+        amp += prices["AmpCollectorHour"]["Usd"] * 730 + samples / 1e7 * prices["AmpCollectedSamples"]["Usd"]
+    retained = min(retention_days / 30.4, 120.0)
+    logs = use.log_gb * prices["LogsIngestionGb"]["Usd"] + use.log_gb * retained * prices["LogsStorageGbMonth"]["Usd"]
+    return amp + logs
+
+
 def monitoring_line(
     book: PriceBook,
     region: str,
     *,
-    samples: float,
+    now: MonitoringUsage,
+    at_max: MonitoringUsage,
     interval_seconds: int,
     eks_scraper: bool,
-    log_gb: float,
     retention_days: int,
     grafana: bool,
-) -> tuple[str, float | None, float, str, str, str | None]:
-    """The monitoring line from its quantities (the stack's estimate and the one worked out from a plan's resources
-    share it)."""
-    prices, note = monitoring_book(book, region)
+) -> MonitoringPart:
+    """The monitoring line from its quantities at the desired and the maximum size (the stack's estimate and the one
+    worked out from a plan's resources share it). Its name states the usage assumed."""
+    prices, note = book.services(region)
+    needed = ["AmpIngestion", "AmpStorageGbMonth", "AmpQueryBillionSamples", "LogsIngestionGb", "LogsStorageGbMonth"]
+    needed += ["AmpCollectorHour", "AmpCollectedSamples"] if eks_scraper else []
+    needed += ["GrafanaEditorMonth"] if grafana else []
+    missing = [k for k in needed if k not in prices]
+    if missing:
+        why = f"unpriced: the price data has no {', '.join(missing)} figure(s); {override_hint('monitoring')}"
+        return ("Monitoring: AMP, CloudWatch Logs", None, 0.0, why, "monitoring", None, None)
     ingestion = prices["AmpIngestion"]
-    amp = tiered_usd(samples, ingestion["Tiers"])
-    amp += samples * AMP_RETENTION_MONTHS * BYTES_PER_STORED_SAMPLE / 2**30 * prices["AmpStorageGbMonth"]["Usd"]
-    name = f"Monitoring: AMP {samples / 1e6:,.0f} M samples a month at {interval_seconds}s"
+    reads = book.usage("AmpQuerySamplesPerSample")
+    grow = f" ({at_max.samples / 1e6:,.0f} M at max)" if at_max.samples != now.samples else ""
+    name = f"Monitoring: AMP {now.samples / 1e6:,.0f} M samples a month at {interval_seconds}s{grow}, each read ~{reads:g}×"
     if eks_scraper:
-        amp += prices["AmpCollectorHour"]["Usd"] * 730 + samples / 1e7 * prices["AmpCollectedSamples"]["Usd"]
         name += ", managed scraper"
-    retained = min(retention_days / 30.4, 120.0)
-    logs = log_gb * prices["LogsIngestionGb"]["Usd"] + log_gb * retained * prices["LogsStorageGbMonth"]["Usd"]
     sources = [f"AMP: {ingestion['Source']}"]
-    if log_gb:
-        name += f"; logs ~{log_gb:.1f} GB a month, kept {retention_days} days"
+    if now.log_gb or at_max.log_gb:
+        grow = f" ({at_max.log_gb:.1f} GB at max)" if at_max.log_gb != now.log_gb else ""
+        name += f"; logs ~{now.log_gb:.1f} GB a month{grow}, kept {retention_days} days"
         sources.append(f"CloudWatch Logs: {prices['LogsIngestionGb']['Source']}, volume estimated per node")
-    usd = amp + logs
+    fixed = 0.0
     if grafana:
         editor = prices["GrafanaEditorMonth"]
-        usd += editor["Usd"]
+        fixed += editor["Usd"]
         name += "; Grafana 1 editor (viewers $5 a month each)"
         sources.append(f"Grafana: {editor['Source']}")
-    return (name, round(usd / 730, 6), 0.0, " · ".join(sources) + note, "monitoring", ingestion.get("Date"))
+    usd, usd_max = (
+        _monthly_usd(prices, book, use, eks_scraper=eks_scraper, retention_days=retention_days) + fixed for use in (now, at_max)
+    )
+    return (
+        name,
+        round(usd / 730, 6),
+        0.0,
+        " · ".join(sources) + note,
+        "monitoring",
+        ingestion.get("Date"),
+        round(usd_max / 730, 6),
+    )

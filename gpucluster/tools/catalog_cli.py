@@ -56,6 +56,9 @@ def _catalog_refresh_prices(args: argparse.Namespace) -> int:
     for label, missing in (("no on-demand price", done.no_on_demand), ("no spot price", done.no_spot)):
         if missing:
             print(f"  {label} in {done.region}: {', '.join(missing)}")
+    print(f"priced {len(done.services.entries)} service price(s) in {done.region} from the Price List")
+    for key, why in done.services.kept.items():
+        print(f"  {key}: {why}")
     from gpucluster.facts.prices import PRICES_FILE
 
     print(f"wrote {PRICES_FILE}")
@@ -78,7 +81,10 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     prices = cat.add_parser(
         "refresh-prices",
         parents=[common],
-        help="rebuild one region's on-demand (AWS Price List) and spot (EC2 spot price history) prices (needs credentials)",
+        help=(
+            "rebuild one region's on-demand and service (AWS Price List) and spot (EC2 spot price history) prices "
+            "(needs credentials)"
+        ),
     )
     prices.add_argument("--region", required=True, help="the region whose prices to rebuild, e.g. us-east-1")
     prices.add_argument("--types", nargs="*", default=None, metavar="TYPE", help="instance types (default: the catalog's)")

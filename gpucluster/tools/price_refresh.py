@@ -10,10 +10,17 @@ refresh-prices --region R``).
   zone, and of those the **median** (what a group spread over the region's zones pays typically; the
   minimum and the zone count are kept beside it).
 
+* Services (``Services`` in the file): the Price List's product of each service price the estimate uses that it
+  can name by attributes — FSx for OpenZFS (Single-AZ 1 SSD storage, throughput, IOPS, backups), the network load
+  balancer (hour, NLCU-hour), Secrets Manager (secret-month, API calls) and CloudWatch Logs (ingestion, storage) —
+  picked by product family, attributes and usage type (:data:`SERVICE_PRODUCTS`). AMP and Managed Grafana are not
+  in that table and keep their hand-entered figures.
+
 The refresh replaces that region's entries for the types it priced and keeps every other region and
 type, so the file grows region by region; a type AWS does not price in the region is left out and
-reported, never filled in. Each entry records its source and the date of the refresh. This module uses
-boto3 and is not imported by the stack program.
+reported, never filled in. A service price the Price List does not give (no product, or several different prices
+for one) keeps its recorded entry and is reported. Each entry records its source and the date of the refresh. This
+module uses boto3 and is not imported by the stack program.
 """
 
 from __future__ import annotations
@@ -76,6 +83,117 @@ def on_demand_price(pricing: Any, instance_type: str, region: str) -> float | No
 
 
 @dataclass(frozen=True)
+class ServiceProduct:
+    """How to find one ``Services`` price in the Price List: the service, exact attributes, a usage type fragment."""
+
+    service_code: str
+    attributes: dict[str, str]
+    usagetype: str = ""
+    """A fragment the product's ``usagetype`` contains (``LCUUsage``); empty: any."""
+    not_usagetype: str = ""
+    """A fragment it must not contain (storage that is not backup storage)."""
+    scale: float = 1.0
+    """What the Price List's USD per unit is multiplied by to give the file's unit (per 10,000 API calls)."""
+
+
+_OPENZFS = {"fileSystemType": "OpenZFS"}
+_NLB = {"productFamily": "Load Balancer-Network", "locationType": "AWS Region"}
+SERVICE_PRODUCTS: dict[str, ServiceProduct] = {
+    "FsxOpenZfsStorageGbMonth": ServiceProduct(
+        "AmazonFSx",
+        {**_OPENZFS, "productFamily": "Storage", "deploymentOption": "Single-AZ", "storageType": "SSD"},
+        not_usagetype="Backup",
+    ),
+    "FsxOpenZfsThroughputMbpsMonth": ServiceProduct(
+        "AmazonFSx", {**_OPENZFS, "productFamily": "Provisioned Throughput", "deploymentOption": "Single-AZ"}
+    ),
+    "FsxOpenZfsIopsMonth": ServiceProduct(
+        "AmazonFSx", {**_OPENZFS, "productFamily": "Provisioned IOPS", "deploymentOption": "Single-AZ"}
+    ),
+    "FsxOpenZfsBackupGbMonth": ServiceProduct("AmazonFSx", {**_OPENZFS, "productFamily": "Storage"}, "BackupUsage"),
+    "NlbHour": ServiceProduct("AWSELB", _NLB, "LoadBalancerUsage"),
+    "NlcuHour": ServiceProduct("AWSELB", _NLB, "LCUUsage"),
+    "SecretMonth": ServiceProduct("AWSSecretsManager", {"productFamily": "Secret"}),
+    "SecretsApi10k": ServiceProduct("AWSSecretsManager", {"productFamily": "API Request"}, scale=10_000),
+    "LogsIngestionGb": ServiceProduct("AmazonCloudWatch", {"productFamily": "Data Payload"}, "-DataProcessing-Bytes"),
+    "LogsStorageGbMonth": ServiceProduct("AmazonCloudWatch", {"productFamily": "Storage Snapshot"}, "-TimedStorage-ByteHrs"),
+}
+"""The ``Services`` prices the refresh reads from the Price List (the file's key → where to find it)."""
+
+
+def _unit_prices(product: dict[str, Any]) -> list[tuple[float, str]]:
+    """Each non-zero USD price of a product's on-demand terms, with its unit."""
+    out = []
+    for term in product.get("terms", {}).get("OnDemand", {}).values():
+        for dim in term.get("priceDimensions", {}).values():
+            usd = float(dim.get("pricePerUnit", {}).get("USD", 0) or 0)
+            if usd > 0:
+                out.append((usd, str(dim.get("unit", ""))))
+    return out
+
+
+def service_price(pricing: Any, key: str, region: str) -> tuple[float | None, str]:
+    """The Price List's USD figure for ``Services`` key ``key`` in ``region`` (``None`` where it gives none or more
+    than one) and what was found."""
+    wanted = SERVICE_PRODUCTS[key]
+    fields = {**wanted.attributes, "regionCode": region}
+    filters = [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in fields.items()]
+    prices: set[float] = set()
+    usagetypes: set[str] = set()
+    for page in pricing.get_paginator("get_products").paginate(
+        ServiceCode=wanted.service_code, Filters=filters, FormatVersion="aws_v1"
+    ):
+        for text in page.get("PriceList", []):
+            product = json.loads(text)
+            usagetype = str(product.get("product", {}).get("attributes", {}).get("usagetype", ""))
+            if wanted.usagetype not in usagetype or (wanted.not_usagetype and wanted.not_usagetype in usagetype):
+                continue
+            for usd, _unit in _unit_prices(product):
+                prices.add(round(usd * wanted.scale, 10))
+                usagetypes.add(usagetype)
+    if len(prices) == 1:
+        return prices.pop(), ", ".join(sorted(usagetypes))
+    if prices:
+        return None, f"{len(prices)} prices ({', '.join(f'${p:g}' for p in sorted(prices))}), kept the recorded one"
+    return None, "no product, kept the recorded one"
+
+
+@dataclass
+class ServiceRefresh:
+    """What the services part of one refresh found: entries by key, and the keys it left as they were (why)."""
+
+    entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+    kept: dict[str, str] = field(default_factory=dict)
+
+
+def collect_services(pricing: Any, region: str, date: str) -> ServiceRefresh:
+    out = ServiceRefresh()
+    for key, wanted in SERVICE_PRODUCTS.items():
+        usd, found = service_price(pricing, key, region)
+        if usd is None:
+            out.kept[key] = found
+            continue
+        out.entries[key] = {
+            "Usd": usd,
+            "Source": f"AWS Price List API (pricing:GetProducts), {wanted.service_code} {found}",
+            "Date": date,
+        }
+    return out
+
+
+def merge_services(document: dict[str, Any], region: str, refreshed: ServiceRefresh) -> dict[str, Any]:
+    """``document`` with the refreshed ``Services`` prices of ``region`` replaced (each keeps its recorded unit)."""
+    out = json.loads(json.dumps(document))
+    here = out.setdefault("Services", {}).setdefault(region, {})
+    for key, entry in refreshed.entries.items():
+        unit = here.get(key, {}).get("Unit") or out["Services"].get("us-east-1", {}).get(key, {}).get("Unit")
+        here[key] = {**entry, **({"Unit": unit} if unit else {})}
+    if not here:
+        out["Services"].pop(region)
+    return out
+
+
+@dataclass(frozen=True)
 class SpotPrice:
     median: float
     minimum: float
@@ -108,6 +226,7 @@ class PriceRefresh:
     entries: dict[str, dict[str, Any]] = field(default_factory=dict)
     no_on_demand: list[str] = field(default_factory=list)
     no_spot: list[str] = field(default_factory=list)
+    services: ServiceRefresh = field(default_factory=ServiceRefresh)
 
 
 def collect(pricing: Any, ec2: Any, region: str, instance_types: Sequence[str], now: dt.datetime) -> PriceRefresh:
@@ -180,10 +299,12 @@ def refresh_prices(
                 boto3.client("ec2", region_name=region, endpoint_url=endpoint_url),
             )
         refreshed = collect(clients[0], clients[1], region, names, when)
+        refreshed.services = collect_services(clients[0], region, refreshed.date)
     except (NoCredentialsError, PartialCredentialsError) as exc:
         raise RefreshError(f"no AWS credentials ({exc}); {CREDENTIALS_FIX}") from None
     except (ClientError, BotoCoreError) as exc:
         raise RefreshError(f"pricing {region} failed: {failure_reason(exc)}") from None
     document = json.loads(out.read_text()) if out.exists() else {}
-    out.write_text(json.dumps(merge(document, refreshed), indent=1, sort_keys=True) + "\n")
+    merged = merge_services(merge(document, refreshed), region, refreshed.services)
+    out.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n")
     return refreshed

@@ -43,10 +43,12 @@ def test_estimate(catalog):
     assert est.usd_per_hour == round(p5.usd_per_hour + est.fixed[0].usd_per_hour, 2)
 
 
-def test_unknown_price_makes_total_unknown(catalog):
+def test_unknown_price_leaves_the_group_out_of_the_total_and_names_it(catalog):
     spec = load_spec(make_config(group(instanceType="p5e.48xlarge", maxSize=1, desiredSize=1)), stack="s").spec
     est = estimate(spec, catalog)
-    assert est.usd_per_hour is None
+    # the total is the priced part (the NAT gateway), the unpriced group named beside it
+    assert est.usd_per_hour == round(est.fixed[0].usd_per_hour or 0, 2) and est.unpriced == ("gpu",)
+    assert est.as_dict()["unpriced"] == ["gpu"]
     assert est.groups[0].price_source == (
         "no list price for p5e.48xlarge in the catalog; set gpucluster:nodeGroups[0].pricePerHour "
         "(USD per node-hour) to include it"
@@ -55,7 +57,7 @@ def test_unknown_price_makes_total_unknown(catalog):
 
 
 def test_fixed_costs_beside_the_node_groups(catalog):
-    from gpucluster.resolve.cost import EKS_CONTROL_PLANE_USD_PER_HOUR, NAT_GATEWAY_USD_PER_HOUR
+    from gpucluster.resolve.cost_services import EKS_CONTROL_PLANE_USD_PER_HOUR, NAT_GATEWAY_USD_PER_HOUR
 
     spec = load_spec(
         make_config(

@@ -34,6 +34,27 @@ def test_committed_prices_each_carry_a_source_and_a_date():
     assert set(kind for region in doc["Ec2"].values() for kinds in region.values() for kind in kinds) <= {"OnDemand", "Spot"}
 
 
+def test_day1_committed_service_prices_and_usage_each_say_where_they_come_from():
+    """FSx for OpenZFS, the NLB, AMP (tiers, storage, query, collector), CloudWatch Logs and Secrets Manager each have
+    a us-east-1 figure with its source and date; each usage the estimate assumes says why."""
+    doc = json.loads(PRICES_FILE.read_text())
+    services = doc["Services"]["us-east-1"]
+    wanted = {
+        "FsxOpenZfsStorageGbMonth", "FsxOpenZfsThroughputMbpsMonth", "FsxOpenZfsIopsMonth", "FsxOpenZfsBackupGbMonth",
+        "NlbHour", "NlcuHour", "AmpIngestion", "AmpStorageGbMonth", "AmpQueryBillionSamples", "AmpCollectorHour",
+        "AmpCollectedSamples", "LogsIngestionGb", "LogsStorageGbMonth", "SecretMonth", "SecretsApi10k",
+    }  # fmt: skip
+    assert wanted <= set(services)
+    for key, entry in services.items():
+        assert entry["Source"] and entry["Date"], key
+        assert entry.get("Usd", 0) > 0 or entry.get("Tiers"), key
+    assert [t[1] for t in services["AmpIngestion"]["Tiers"]] == [0.9, 0.35, 0.16]
+    assert all(u["Value"] > 0 and len(u["Why"]) > 20 for u in doc["Usage"].values())
+    bare = PriceBook({})  # an older price file: the committed usage, no service prices
+    assert bare.usage("LogGbPerNodeMonth") == load_prices().usage("LogGbPerNodeMonth")
+    assert bare.service("us-east-1", "NlbHour") is None
+
+
 def test_a_recorded_regional_price_is_used_as_is():
     q = BOOK.quote("p5.48xlarge", "eu-west-1")
     assert (q.usd_per_hour, q.date, q.exact) == (61.0, "2026-11-25", True)

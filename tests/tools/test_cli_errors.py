@@ -258,7 +258,8 @@ def test_json_plan_is_strict_json_for_every_catalog_price(project, capsys):
 
     doc = json.loads(output, parse_constant=refuse)
     group = doc["outputs"]["estimate"]["nodeGroups"][0]
-    assert group["usdPerNodeHour"] is None and group["usdPerHour"] is None and doc["outputs"]["estimate"]["usdPerHour"] is None
+    assert group["usdPerNodeHour"] is None and group["usdPerHour"] is None
+    assert doc["outputs"]["estimate"]["unpriced"] == [group["nodeGroup"]]  # the total: the priced part
     assert "pricePerHour" in group["priceSource"]
 
 

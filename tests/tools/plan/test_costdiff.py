@@ -73,14 +73,20 @@ def test_pr_case_max_size_16_to_24_and_dataset_30_to_60_tib(pr_case):
     total = delta.total
     assert total.delta("usdPerHour") == pytest.approx(8 * p5 + fsx_hour, abs=0.02)
     assert total.delta("usdPerMonth") == pytest.approx((8 * p5 + fsx_hour) * HOURS_PER_MONTH, abs=0.05)
-    assert total.delta("usdPerHourAtMax") == pytest.approx(8 * p5 + fsx_hour, abs=0.02)
-    assert total.delta("usdPerMonthAtMax") == pytest.approx((8 * p5 + fsx_hour) * HOURS_PER_MONTH, abs=0.05)
+    # monitoring follows the node groups: 8 more p5 nodes' samples and logs at max size, nothing more now
+    monitoring = rows["monitoring"]
+    grown = monitoring.delta("usdPerHourAtMax") or 0
+    assert monitoring.status == "changed" and monitoring.delta("usdPerHour") == 0 and grown > 0.1
+    assert total.delta("usdPerHourAtMax") == pytest.approx(8 * p5 + fsx_hour + grown, abs=0.02)
+    months = 8 * p5 * HOURS_PER_MONTH + (fsx.delta("usdPerMonth") or 0) + (monitoring.delta("usdPerMonthAtMax") or 0)
+    assert total.delta("usdPerMonthAtMax") == pytest.approx(months, abs=0.05)
     assert {r.key for r in delta.rows if r.status == "same"} == {
         "dev",
         "nat-gateways",
         "interface-endpoints",
         "slurm-head-node",
-        "monitoring",
+        "secrets",
+        "image-builds",
     }
     assert delta.storage["before"]["capacityGiB"] == gib_before and delta.storage["after"]["capacityGiB"] == gib_after
 
@@ -92,7 +98,7 @@ def test_pr_case_max_size_16_to_24_and_dataset_30_to_60_tib(pr_case):
     assert f"{gib_before:,} GiB → {gib_after:,} GiB" in text
     md = markdown(delta)
     table = [line for line in md.splitlines() if line.startswith("|")]
-    assert len(table) == 2 + 3  # header, rule, p5, fsx, total
+    assert len(table) == 2 + 4  # header, rule, p5, fsx, monitoring (at max), total
     assert all(line.count("|") == len(FIGURES) + 2 for line in table)
     assert table[-1].startswith("| **total** |") and f"(+${(8 * p5 + fsx_hour) * HOURS_PER_MONTH:,.0f}" in table[-1]
     doc = to_json(delta)

@@ -223,7 +223,7 @@ def test_every_shipped_stack_logs_its_vpc_and_closes_the_default_group(stack):
 
 def test_every_catalog_type_plans_in_text_and_json(catalog):
     """Issue #8 item 3: a group of each type in the catalog (p5e, p5en, p6-b200, p6-b300, trn2 included,
-    which have no list price) plans; the text and the JSON plan show a missing price as unknown with
+    which have no list price) plans; the text and the JSON plan show a missing price as unpriced with
     the field to set, and the JSON is strict (no NaN/Infinity)."""
     from gpucluster.resolve.cost import unknown_price_source
 
@@ -244,7 +244,11 @@ def test_every_catalog_type_plans_in_text_and_json(catalog):
         if price is None:
             assert estimated[t]["usdPerNodeHour"] is None
             assert estimated[t]["priceSource"] == unknown_price_source(n, t)
-            assert f"× {t:<18} unknown/node-hour" in text and unknown_price_source(n, t) in text
+            assert f"× {t:<18} unpriced/node-hour" in text and unknown_price_source(n, t) in text
         else:
             assert estimated[t]["usdPerNodeHour"] == price
-    assert "total: unknown/h" in text  # one unknown price makes the total unknown, not wrong
+    # the total is the priced part, never "unknown", with the unpriced groups counted and named beside it
+    unpriced = [f"g{n}" for n, t in enumerate(types) if catalog[t].on_demand_usd_per_hour is None]
+    assert doc["outputs"]["estimate"]["unpriced"] == unpriced and doc["outputs"]["estimate"]["usdPerHour"] > 0
+    assert f"at max size; {len(unpriced)} lines unpriced, not in these totals: {', '.join(unpriced)}" in text
+    assert "total: unknown/h" not in text

@@ -20,7 +20,7 @@ from gpucluster.tools.plan.run.stackfile import SECRET, stack_names
 from gpucluster.tools.plan.show.colour import use_colour
 from gpucluster.tools.plan.show.outputs import output_lines
 from gpucluster.tools.plan.show.report import SCREENS, render_text
-from gpucluster.tools.plan.show.summary import HOURS_PER_MONTH, markdown, summarize, text_lines
+from gpucluster.tools.plan.show.summary import HOURS_PER_MONTH, markdown, rows, summarize, text_lines
 from tests.conftest import GOLDEN, ROOT, check_golden
 
 
@@ -293,3 +293,44 @@ def test_cli_default_lists_files_and_no_files_is_an_alias_for_none(plans):
 
 def test_golden_text_plans_exist_for_every_stack():
     assert {p.stem for p in (GOLDEN / "plans").glob("*.txt")} == set(stack_names())
+
+
+# --- the cost headline ----------------------------------------------------------------------------------
+
+HEADLINE = re.compile(
+    r"\$[\d,]+\.\d\d/h idle \(desired sizes\), \$[\d,]+\.\d\d/h full \(max sizes\) · "
+    r"≈ \$[\d,]+ and \$[\d,]+ a month \(730 h\) · [\d.,]+ kW and [\d.,]+ kW"
+)
+
+
+@pytest.mark.parametrize("stack", stack_names())
+def test_day1_every_shipped_stack_headline_is_dollars_per_hour_and_per_month(stack, plans):
+    s = summarize(to_json(plans[stack]))
+    cost = dict(rows(s))["cost"]
+    assert HEADLINE.fullmatch(cost), cost
+    assert s.unpriced == ()
+    total = next(line for line in render_text(plans[stack]).splitlines() if line.startswith("  total: "))
+    assert "unknown/h" not in total and "unpriced" not in total and total.startswith("  total: $")
+
+
+def test_day1_the_slurm_directory_estimate_prices_each_service_and_states_its_usage(plans):
+    text = render_text(plans["slurm-directory"])
+    for words in (
+        "SSH load balancer (internal); ~1 NLCU an hour",
+        "FSx for OpenZFS /home 128 GiB, 64 MB/s; IOPS included (3 per GB); backups ~128 GB (kept 7 days)",
+        "Secrets Manager 2 secret(s); ~10,000 reads a month each",
+        "Image builds: 2 image(s) × 1 a month × ~1 h on m7i.xlarge",
+        "Monitoring: AMP 96 M samples a month at 30s (6,403 M at max), each read ~3×; logs ~4.2 GB a month "
+        "(13.8 GB at max), kept 180 days",
+    ):
+        assert words in text, words
+    monitoring = next(line for line in text.splitlines() if line.startswith("  Monitoring: "))
+    assert re.search(r"/month; at max \$[\d.]+/h, \$[\d,.]+/month \[\d+\]$", monitoring), monitoring
+
+
+def test_day1_an_unpriced_line_is_counted_beside_the_dollar_headline(plans):
+    doc = json.loads(dumps(plans["slurm-p5"]))
+    doc["outputs"]["estimate"]["unpriced"] = ["FSx for OpenZFS /home 128 GiB, 160 MB/s"]
+    cost = dict(rows(summarize(doc)))["cost"]
+    assert HEADLINE.match(cost)
+    assert cost.endswith(" · plus 1 unpriced line (FSx for OpenZFS /home 128 GiB, 160 MB/s; see Estimate)")

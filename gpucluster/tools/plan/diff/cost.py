@@ -99,14 +99,17 @@ def _fixed_key(item: dict[str, Any]) -> str:
 
 
 def _figures(item: dict[str, Any], *, fixed: bool = False, hours: float = HOURS_PER_MONTH) -> dict[str, float | None]:
-    """The six figures of a row; a fixed item costs the same now and at max and draws its kW at both."""
+    """The six figures of a row; a fixed item draws its kW at both sizes and costs the same at both unless it says
+    otherwise (monitoring follows the node groups; an older plan has no figure at max)."""
     if fixed:
         hourly, month, power = item.get("usdPerHour"), monthly(item, "usdPerMonth", "usdPerHour", hours), item.get("kw")
         return {
             "usdPerHour": hourly,
-            "usdPerHourAtMax": hourly,
+            "usdPerHourAtMax": item.get("usdPerHourAtMax", hourly),
             "usdPerMonth": month,
-            "usdPerMonthAtMax": month,
+            "usdPerMonthAtMax": monthly(item, "usdPerMonthAtMax", "usdPerHourAtMax", hours)
+            if "usdPerHourAtMax" in item
+            else month,
             "kw": power,
             "kwAtMax": power,
         }

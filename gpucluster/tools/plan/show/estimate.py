@@ -14,7 +14,10 @@ HOURS_PER_MONTH = 730
 
 
 def money(v: float | None) -> str:
-    return "unknown" if v is None else f"${v:,.2f}"
+    """Dollars to the cent; a line under a cent to four places (a secret's $0.0006/h is not $0.00)."""
+    if v is None:
+        return "unpriced"
+    return f"${v:,.4f}" if 0 < abs(v) < 0.005 else f"${v:,.2f}"
 
 
 def kw(v: float | None) -> str:
@@ -29,22 +32,37 @@ def monthly(item: dict[str, Any], key: str, hourly_key: str, hours: float = HOUR
     return None if hourly is None else round(hourly * hours, 2)
 
 
-class _Notes:
-    """Numbered price sources, each printed once."""
+def unpriced_text(est: dict[str, Any]) -> str:
+    """What the totals leave out: ``"; 1 line unpriced, not in these totals: FSx …"`` (empty when every line has a
+    price)."""
+    names = est.get("unpriced") or []
+    if not names:
+        return ""
+    return f"; {len(names)} line{'s' if len(names) > 1 else ''} unpriced, not in these totals: {', '.join(names)}"
 
-    def __init__(self) -> None:
+
+class _Notes:
+    """Numbered price sources, each printed once. A source that is another line's source plus ``; <remark>`` (the head
+    node's ``…; its EBS volumes are extra``) shares that line's note, its remark printed beside the reference."""
+
+    def __init__(self, sources: list[str] | None = None) -> None:
         self.items: list[str] = []
         self._sources: list[str] = []
+        self._known = set(sources or ())
+
+    def _split(self, source: str) -> tuple[str, str]:
+        base, sep, remark = source.rpartition("; ")
+        return (base, remark) if sep and base in self._known else (source, "")
 
     def ref(self, source: str | None, date: str | None) -> str:
         """One note per source; the date shown is the first one given for it."""
-        key = source or "no source given"
+        key, remark = self._split(source or "no source given")
         if key not in self._sources:
             self._sources.append(key)
             self.items.append(key + (f" (recorded {date})" if date else ""))
         elif date and not self.items[self._sources.index(key)].endswith(")"):
             self.items[self._sources.index(key)] += f" (recorded {date})"
-        return f"[{self._sources.index(key) + 1}]"
+        return f"[{self._sources.index(key) + 1}]" + (f"; {remark}" if remark else "")
 
 
 def estimate_lines(est: dict[str, Any]) -> list[str]:
@@ -53,7 +71,8 @@ def estimate_lines(est: dict[str, Any]) -> list[str]:
         return []
     hours = est.get("hoursPerMonth") or HOURS_PER_MONTH
     region = f" in {est['region']}" if est.get("region") else ""
-    notes = _Notes()
+    sources = [g.get("priceSource") for g in est.get("nodeGroups", [])] + [i.get("source") for i in est.get("fixed", [])]
+    notes = _Notes([str(x) for x in sources if x])
     lines = [f"Estimate{region} (planning figures, not a bill; a month is {hours} h; prices: gpucluster/facts/data/prices.json)"]
     for g in est.get("nodeGroups", []):
         reserved = f", {g['reserved']} reserved" if g.get("reserved") else ""
@@ -69,15 +88,22 @@ def estimate_lines(est: dict[str, Any]) -> list[str]:
         )
     for item in est.get("fixed", []):
         power = f", {kw(item.get('kw'))}" if item.get("kw") else ""
+        at_max = ""
+        if item.get("usdPerHourAtMax", item.get("usdPerHour")) != item.get("usdPerHour"):
+            at_max = (
+                f"; at max {money(item.get('usdPerHourAtMax'))}/h, "
+                f"{money(monthly(item, 'usdPerMonthAtMax', 'usdPerHourAtMax', hours))}/month"
+            )
         lines.append(
             f"  {item['name']:<38} {money(item.get('usdPerHour'))}/h, "
-            f"{money(monthly(item, 'usdPerMonth', 'usdPerHour', hours))}/month{power} "
+            f"{money(monthly(item, 'usdPerMonth', 'usdPerHour', hours))}/month{at_max}{power} "
             f"{notes.ref(item.get('source'), item.get('priceDate'))}"
         )
     lines.append(
         f"  total: {money(est.get('usdPerHour'))}/h, {money(monthly(est, 'usdPerMonth', 'usdPerHour', hours))}/month, "
         f"{kw(est.get('kw'))} now; {money(est.get('usdPerHourAtMax'))}/h, "
         f"{money(monthly(est, 'usdPerMonthAtMax', 'usdPerHourAtMax', hours))}/month, {kw(est.get('kwAtMax'))} at max size"
+        + unpriced_text(est)
     )
     lines += [f"  [{n}] {text}" for n, text in enumerate(notes.items, 1)]
     lines.append("")

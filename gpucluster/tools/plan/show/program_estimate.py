@@ -10,9 +10,11 @@ A program that uses the components as a library (``GpuNodeGroup``, ``LustreStora
   most nodes, capacity); named by the ``gpucluster:node-group`` tag. A reservation made in the same program
   bills its ``instanceCount``, one made elsewhere the group's maximum;
 - fixed items, as the stack's estimate has them: NAT gateways, interface endpoints (one ENI per subnet), each
-  FSx for Lustre file system made (capacity × the tier's price), the Slurm head node, a hybrid site's link (VPN
-  connections, Transit Gateway attachments, Resolver endpoint ENIs), an EKS control plane and its system node
-  group.
+  FSx for Lustre file system made (capacity × the tier's price), the Slurm head node, its login nodes, their SSH
+  load balancer and the OpenZFS home, the Secrets Manager secrets, Image Builder's builds (one per image, on the
+  build infrastructure's instance type), a hybrid site's link (VPN connections, Transit Gateway attachments,
+  Resolver endpoint ENIs), an EKS control plane and its system node group, monitoring at the desired and the
+  maximum size.
 
 Prices and power come from the same catalog and price book as the stack's estimate
 (:mod:`gpucluster.resolve.cost`), so a stack's plan worked out this way gives the figures the stack exports
@@ -28,17 +30,22 @@ from gpucluster.config.sizing import USD_PER_GB_MONTH
 from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.facts.prices import REFERENCE_REGION, PriceBook, load_prices
 from gpucluster.resolve.cost import (
-    EKS_CONTROL_PLANE_USD_PER_HOUR,
     HOURS_PER_MONTH,
-    INTERFACE_ENDPOINT_USD_PER_HOUR_PER_ZONE,
-    NAT_GATEWAY_USD_PER_HOUR,
     Estimate,
     GroupEstimate,
     LineItem,
     group_price,
 )
-from gpucluster.resolve.cost_hybrid import RESOLVER_ENI_USD_PER_HOUR, TGW_ATTACHMENT_USD_PER_HOUR, VPN_CONNECTION_USD_PER_HOUR
-from gpucluster.resolve.cost_people import NLB_UNKNOWN, OPENZFS_UNKNOWN
+from gpucluster.resolve.cost_services import (
+    EKS_CONTROL_PLANE_USD_PER_HOUR,
+    INTERFACE_ENDPOINT_USD_PER_HOUR_PER_ZONE,
+    NAT_GATEWAY_USD_PER_HOUR,
+    image_builds_part,
+    nlb_part,
+    openzfs_part,
+    secrets_part,
+)
+from gpucluster.tools.plan.show.program_services import hybrid_lines, list_price, monitoring_lines, of_type, tags
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 ASG = "aws:autoscaling/group:Group"
@@ -70,22 +77,11 @@ def estimate_from_resources(doc: Mapping[str, Any], catalog: Catalog | None = No
     found = sorted(_groups(doc), key=lambda g: order.get(g["name"], len(order)))
     groups = [_priced(g, catalog, book, region) for g in found]
     priced = tuple(g for g in groups if g is not None)
-    fixed = (*_fixed(doc, catalog, book, region), *_monitoring(doc, priced, catalog, book, region))
+    fixed = (*_fixed(doc, catalog, book, region), *monitoring_lines(doc, priced, catalog, book, region))
     return Estimate(priced, fixed, region)
 
 
 # --- node groups ----------------------------------------------------------------------------------------
-
-
-def _of_type(doc: Mapping[str, Any], token: str) -> list[Mapping[str, Any]]:
-    return [r for r in doc.get("resources") or [] if r.get("type") == token]
-
-
-def _tags(r: Mapping[str, Any]) -> dict[str, Any]:
-    tags = (r.get("inputs") or {}).get("tags") or {}
-    if isinstance(tags, list):  # an Auto Scaling group's tags: [{key, value, propagateAtLaunch}]
-        return {str(t.get("key")): t.get("value") for t in tags if isinstance(t, Mapping)}
-    return dict(tags) if isinstance(tags, Mapping) else {}
 
 
 def _capacity(lt: Mapping[str, Any]) -> tuple[str, str | None]:
@@ -113,18 +109,18 @@ def _group(name: str, instance_type: Any, desired: Any, maximum: Any, capacity: 
 def _groups(doc: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     """The node groups of a plan, each once: Auto Scaling groups and EKS node groups, then the groups only the Slurm
     node agent launches (in its config)."""
-    templates = {str(r.get("id")): r for r in _of_type(doc, LT)}
+    templates = {str(r.get("id")): r for r in of_type(doc, LT)}
     seen: set[str] = set()
     reserved = {
         str(r.get("id")): (r.get("inputs") or {}).get("instanceCount")
-        for r in _of_type(doc, "aws:ec2/capacityReservation:CapacityReservation")
+        for r in of_type(doc, "aws:ec2/capacityReservation:CapacityReservation")
     }
-    for r in [*_of_type(doc, ASG), *_of_type(doc, EKS_NODE_GROUP)]:
-        if _tags(r).get(HEAD_ROLE[0]) == "login":
+    for r in [*of_type(doc, ASG), *of_type(doc, EKS_NODE_GROUP)]:
+        if tags(r).get(HEAD_ROLE[0]) == "login":
             continue  # a Slurm cluster's login nodes: a fixed item (:func:`_people`)
         inputs = r.get("inputs") or {}
         lt = templates.get(str((inputs.get("launchTemplate") or {}).get("id")), {})
-        name = str(_tags(r).get(NODE_GROUP_TAG) or _tags(lt).get(NODE_GROUP_TAG) or r.get("name"))
+        name = str(tags(r).get(NODE_GROUP_TAG) or tags(lt).get(NODE_GROUP_TAG) or r.get("name"))
         if r.get("type") == EKS_NODE_GROUP and name == SYSTEM_GROUP:
             continue  # a fixed item (:func:`_fixed`)
         instance_type = (lt.get("inputs") or {}).get("instanceType") or (inputs.get("instanceTypes") or [None])[0]
@@ -190,22 +186,16 @@ def _priced(g: Mapping[str, Any], catalog: Catalog, book: PriceBook, region: str
 # --- fixed items ----------------------------------------------------------------------------------------
 
 
-def _list_price(region: str, what: str) -> str:
-    """The source of a fixed price the catalog only knows for us-east-1 (the stack's estimate says the same)."""
-    where = "" if region == REFERENCE_REGION else f"; the catalog has no {region} figure"
-    return f"us-east-1 list price, {what}{where}"
-
-
 def _fixed(doc: Mapping[str, Any], catalog: Catalog, book: PriceBook, region: str) -> Iterator[LineItem]:
-    nats = len(_of_type(doc, "aws:ec2/natGateway:NatGateway"))
+    nats = len(of_type(doc, "aws:ec2/natGateway:NatGateway"))
     if nats:
         what = "VPC pricing, per hour (data processed is extra)"
         yield LineItem(
-            f"{nats} NAT gateway(s)", round(nats * NAT_GATEWAY_USD_PER_HOUR, 3), 0.0, _list_price(region, what), "nat-gateways"
+            f"{nats} NAT gateway(s)", round(nats * NAT_GATEWAY_USD_PER_HOUR, 3), 0.0, list_price(region, what), "nat-gateways"
         )
     endpoints = [
         r
-        for r in _of_type(doc, "aws:ec2/vpcEndpoint:VpcEndpoint")
+        for r in of_type(doc, "aws:ec2/vpcEndpoint:VpcEndpoint")
         if (r.get("inputs") or {}).get("vpcEndpointType") == "Interface"
     ]
     enis = sum(len((r.get("inputs") or {}).get("subnetIds") or []) for r in endpoints)
@@ -215,20 +205,20 @@ def _fixed(doc: Mapping[str, Any], catalog: Catalog, book: PriceBook, region: st
             f"{enis} interface endpoint ENIs",
             round(enis * INTERFACE_ENDPOINT_USD_PER_HOUR_PER_ZONE, 3),
             0.0,
-            _list_price(region, what),
+            list_price(region, what),
             "interface-endpoints",
         )
-    yield from _hybrid(doc, region)
-    for fs in _of_type(doc, "aws:fsx/lustreFileSystem:LustreFileSystem"):
+    yield from hybrid_lines(doc, region)
+    for fs in of_type(doc, "aws:fsx/lustreFileSystem:LustreFileSystem"):
         inputs = fs.get("inputs") or {}
         size, tier = inputs.get("storageCapacity"), inputs.get("perUnitStorageThroughput")
         price = USD_PER_GB_MONTH.get(str(inputs.get("deploymentType")), {}).get(tier if isinstance(tier, int) else 0)
         usd = None if price is None or not isinstance(size, int) else round(size * price / HOURS_PER_MONTH, 2)
         yield LineItem(
-            f"FSx for Lustre {size or '?'} GiB", usd, 0.0, _list_price(region, "FSx pricing, per GB-month / 730"), "fsx-lustre"
+            f"FSx for Lustre {size or '?'} GiB", usd, 0.0, list_price(region, "FSx pricing, per GB-month / 730"), "fsx-lustre"
         )
-    for head in _of_type(doc, "aws:ec2/instance:Instance"):
-        if _tags(head).get(HEAD_ROLE[0]) == HEAD_ROLE[1]:
+    for head in of_type(doc, "aws:ec2/instance:Instance"):
+        if tags(head).get(HEAD_ROLE[0]) == HEAD_ROLE[1]:
             instance_type = str((head.get("inputs") or {}).get("instanceType"))
             facts, quote = catalog.get(instance_type), book.quote(instance_type, region)
             kw = round(facts.estimated_power_kw or 0.0, 2) if facts else 0.0
@@ -247,9 +237,9 @@ def _fixed(doc: Mapping[str, Any], catalog: Catalog, book: PriceBook, region: st
 def _people(doc: Mapping[str, Any], catalog: Catalog, book: PriceBook, region: str) -> Iterator[LineItem]:
     """A Slurm cluster's login nodes, their SSH load balancer and the OpenZFS home, as
     :mod:`gpucluster.resolve.cost_people` prices them (the last two: unknown, no price data)."""
-    templates = {str(r.get("id")): r for r in _of_type(doc, LT)}
-    for asg in _of_type(doc, ASG):
-        if _tags(asg).get(HEAD_ROLE[0]) != "login":
+    templates = {str(r.get("id")): r for r in of_type(doc, LT)}
+    for asg in of_type(doc, ASG):
+        if tags(asg).get(HEAD_ROLE[0]) != "login":
             continue
         inputs = asg.get("inputs") or {}
         lt = templates.get(str((inputs.get("launchTemplate") or {}).get("id")), {})
@@ -263,68 +253,47 @@ def _people(doc: Mapping[str, Any], catalog: Catalog, book: PriceBook, region: s
             "slurm-login-nodes",
             quote.date,
         )
-    for nlb in _of_type(doc, "aws:lb/loadBalancer:LoadBalancer"):
+    for nlb in of_type(doc, "aws:lb/loadBalancer:LoadBalancer"):
         inputs = nlb.get("inputs") or {}
         if inputs.get("loadBalancerType") == "network" and str(inputs.get("name", "")).endswith("-login"):
-            scheme = "internal" if inputs.get("internal") is True else "internet-facing"
-            yield LineItem(f"SSH load balancer ({scheme})", None, 0.0, NLB_UNKNOWN, "slurm-login-nlb")
-    for fs in _of_type(doc, "aws:fsx/openZfsFileSystem:OpenZfsFileSystem"):
-        size = (fs.get("inputs") or {}).get("storageCapacity")
-        yield LineItem(f"FSx for OpenZFS /home {size} GiB", None, 0.0, OPENZFS_UNKNOWN, "slurm-home-openzfs")
-
-
-def _hybrid(doc: Mapping[str, Any], region: str) -> Iterator[LineItem]:
-    """A hybrid site's link, as :mod:`gpucluster.resolve.cost_hybrid` prices it: VPN connections, Transit Gateway
-    attachments (the VPC's, and a VPN's on a Transit Gateway), Resolver endpoint ENIs."""
-    vpns = _of_type(doc, "aws:ec2/vpnConnection:VpnConnection")
-    if vpns:
-        what = "VPN pricing, per connection-hour (standard tunnels)"
-        yield LineItem(
-            "Site-to-Site VPN connection" if len(vpns) == 1 else f"{len(vpns)} Site-to-Site VPN connections",
-            round(len(vpns) * VPN_CONNECTION_USD_PER_HOUR, 3),
-            0.0,
-            _list_price(region, what),
-            "hybrid-vpn",
+            yield LineItem(*nlb_part(book, region, "internal" if inputs.get("internal") is True else "internet-facing"))
+    for fs in of_type(doc, "aws:fsx/openZfsFileSystem:OpenZfsFileSystem"):
+        inputs = fs.get("inputs") or {}
+        iops = inputs.get("diskIopsConfiguration") or {}
+        provisioned = iops.get("iops") if iops.get("mode") == "USER_PROVISIONED" else None
+        part = openzfs_part(
+            book,
+            region,
+            deployment_type=str(inputs.get("deploymentType")),
+            storage_gib=int(inputs.get("storageCapacity") or 0),
+            throughput_mbps=int(inputs.get("throughputCapacity") or 0),
+            provisioned_iops=int(provisioned) if isinstance(provisioned, int) else None,
+            backup_days=int(inputs.get("automaticBackupRetentionDays") or 0),
         )
-    attachments = len(_of_type(doc, "aws:ec2transitgateway/vpcAttachment:VpcAttachment"))
-    attachments += sum(1 for v in vpns if (v.get("inputs") or {}).get("transitGatewayId"))
-    if attachments:
-        what = "Transit Gateway pricing, per attachment-hour (data processed is extra)"
-        yield LineItem(
-            f"{attachments} Transit Gateway attachment(s)",
-            round(attachments * TGW_ATTACHMENT_USD_PER_HOUR, 3),
-            0.0,
-            _list_price(region, what),
-            "hybrid-tgw-attachments",
-        )
-    enis = sum(
-        len((r.get("inputs") or {}).get("ipAddresses") or [])
-        for r in _of_type(doc, "aws:route53/resolverEndpoint:ResolverEndpoint")
-    )
-    if enis:
-        what = "Route 53 pricing, per Resolver endpoint ENI-hour (queries are extra)"
-        yield LineItem(
-            f"{enis} Route 53 Resolver endpoint ENIs",
-            round(enis * RESOLVER_ENI_USD_PER_HOUR, 3),
-            0.0,
-            _list_price(region, what),
-            "hybrid-resolver",
-        )
+        yield LineItem(*part)
+    secrets = len(of_type(doc, "aws:secretsmanager/secret:Secret"))
+    if secrets:
+        yield LineItem(*secrets_part(book, region, secrets))
+    images = len(of_type(doc, "aws:imagebuilder/image:Image"))
+    infra = of_type(doc, "aws:imagebuilder/infrastructureConfiguration:InfrastructureConfiguration")
+    if images and infra:
+        types = (infra[0].get("inputs") or {}).get("instanceTypes") or ["?"]
+        yield LineItem(*image_builds_part(book, region, images, str(types[0])))
 
 
 def _eks(doc: Mapping[str, Any], catalog: Catalog, book: PriceBook, region: str) -> Iterator[LineItem]:
-    if not _of_type(doc, "aws:eks/cluster:Cluster"):
+    if not of_type(doc, "aws:eks/cluster:Cluster"):
         return
     yield LineItem(
         "EKS control plane",
         EKS_CONTROL_PLANE_USD_PER_HOUR,
         0.0,
-        _list_price(region, "EKS pricing, standard support"),
+        list_price(region, "EKS pricing, standard support"),
         "eks-control-plane",
     )
-    templates = {str(r.get("id")): r for r in _of_type(doc, LT)}
-    for mng in _of_type(doc, EKS_NODE_GROUP):
-        if _tags(mng).get(NODE_GROUP_TAG) != SYSTEM_GROUP:
+    templates = {str(r.get("id")): r for r in of_type(doc, LT)}
+    for mng in of_type(doc, EKS_NODE_GROUP):
+        if tags(mng).get(NODE_GROUP_TAG) != SYSTEM_GROUP:
             continue
         inputs = mng.get("inputs") or {}
         lt = templates.get(str((inputs.get("launchTemplate") or {}).get("id")), {})
@@ -334,54 +303,3 @@ def _eks(doc: Mapping[str, Any], catalog: Catalog, book: PriceBook, region: str)
         usd = None if quote.usd_per_hour is None else round(quote.usd_per_hour * nodes, 3)
         kw = round((facts.estimated_power_kw or 0.0) * nodes, 2) if facts else 0.0
         yield LineItem(f"EKS system nodes {nodes} × {instance_type}", usd, kw, quote.source, "eks-system-nodes", quote.date)
-
-
-def _monitoring(
-    doc: Mapping[str, Any], groups: tuple[GroupEstimate, ...], catalog: Catalog, book: PriceBook, region: str
-) -> Iterator[LineItem]:
-    """The monitoring line where the plan has an AMP workspace: samples from the node groups at their desired size
-    (the head node's own where a Slurm head node is), the scrape interval from the EKS scraper's configuration (30 s,
-    the default, where the collector's file is no resource), logs and their retention from the node log group."""
-    import yaml
-
-    from gpucluster.resolve.monitoring import (
-        LOG_GB_HEAD_MONTH,
-        LOG_GB_PER_NODE_MONTH,
-        SECONDS_PER_MONTH,
-        SERIES_PER_NODE,
-        monitoring_line,
-        series_per_node,
-    )
-
-    if not _of_type(doc, "aws:amp/workspace:Workspace"):
-        return
-    scrapers = _of_type(doc, "aws:amp/scraper:Scraper")
-    interval = 30
-    if scrapers:
-        text = str((scrapers[0].get("inputs") or {}).get("scrapeConfiguration") or "")
-        interval = int(str((yaml.safe_load(text) or {}).get("global", {}).get("scrape_interval", "30s")).rstrip("s"))
-    head = any(_tags(r).get("gpucluster:role") == "head" for r in _of_type(doc, "aws:ec2/instance:Instance"))
-    series = sum(series_per_node(catalog[g.instance_type]) * g.desired for g in groups if g.instance_type in catalog)
-    series += SERIES_PER_NODE if head else 0
-    node_groups = [r for r in _of_type(doc, "aws:cloudwatch/logGroup:LogGroup") if _is_node_log_group(r)]
-    retention = int((node_groups[0].get("inputs") or {}).get("retentionInDays") or 0) if node_groups else 0
-    nodes = sum(g.desired for g in groups)
-    log_gb = (nodes * LOG_GB_PER_NODE_MONTH + (LOG_GB_HEAD_MONTH if head else 0.0)) if node_groups else 0.0
-    grafana = bool(_of_type(doc, "aws:grafana/workspace:Workspace"))
-    line = monitoring_line(
-        book,
-        region,
-        samples=series * (SECONDS_PER_MONTH / interval),
-        interval_seconds=interval,
-        eks_scraper=bool(scrapers),
-        log_gb=log_gb,
-        retention_days=retention,
-        grafana=grafana,
-    )
-    yield LineItem(*line)
-
-
-def _is_node_log_group(r: Mapping[str, Any]) -> bool:
-    """The Slurm nodes' log group: ``/gpucluster/<cluster>`` (not its ``/amp`` or ``/vpc-flow-logs`` children)."""
-    name = str((r.get("inputs") or {}).get("name") or "")
-    return name.startswith("/gpucluster/") and name.count("/") == 2

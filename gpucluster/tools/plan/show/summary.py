@@ -60,6 +60,8 @@ class Summary:
     usd_per_month_at_max: float | None = None
     kw: float | None = None
     kw_at_max: float | None = None
+    unpriced: tuple[str, ...] = ()
+    """The estimate's lines without a price, left out of the dollar figures."""
     error: str | None = None
     extra: tuple[tuple[str, str], ...] = field(default=())
     """Scheduler-specific lines (label, text): the Slurm controller, the EKS version and endpoint."""
@@ -155,6 +157,7 @@ def summarize(doc: dict[str, Any], catalog: Catalog | None = None) -> Summary:
         usd_per_month_at_max=_monthly(est, "usdPerMonthAtMax", "usdPerHourAtMax"),
         kw=est.get("kw"),
         kw_at_max=est.get("kwAtMax"),
+        unpriced=tuple(str(n) for n in est.get("unpriced") or ()),
         extra=tuple(extra),
     )
 
@@ -298,6 +301,12 @@ def _kw(v: float | None) -> str:
     return "unknown" if v is None else f"{v:,.1f} kW"
 
 
+def _unpriced(s: Summary) -> str:
+    """The lines the dollar figures leave out, counted (each is named in the Estimate section, with its fix)."""
+    n = len(s.unpriced)
+    return f" · plus {n} unpriced line{'s' if n > 1 else ''} ({', '.join(s.unpriced)}; see Estimate)" if n else ""
+
+
 def _count(g: GroupSummary) -> str:
     if g.desired == g.max:
         return f"{g.desired} × {g.instance_type}"
@@ -340,7 +349,7 @@ def rows(s: Summary) -> list[tuple[str, str]]:
             "cost",
             f"{money(s.usd_per_hour)}/h idle (desired sizes), {money(s.usd_per_hour_at_max)}/h full (max sizes) · "
             f"≈ {_month(s.usd_per_month)} and {_month(s.usd_per_month_at_max)} a month ({HOURS_PER_MONTH} h) · "
-            f"{_kw(s.kw)} and {_kw(s.kw_at_max)}",
+            f"{_kw(s.kw)} and {_kw(s.kw_at_max)}" + _unpriced(s),
         )
     )
     return out
