@@ -83,6 +83,7 @@ def node_exporter(argv: Sequence[str]) -> int:
     extra = [x for x in (a.args[1:] if a.args[:1] == ["--"] else a.args) if not x.startswith(LISTEN_FLAGS)]
     if a.systemd_socket:  # execv keeps the pid: LISTEN_PID still names the exporter
         os.execv(a.binary, [a.binary, "--web.systemd-socket", *NODE_EXPORTER_FLAGS, *extra])
+        return EXIT_USAGE  # not reached: execv replaces this process or raises
     try:
         address = private_address() if a.listen == "auto" else a.listen
     except OSError as exc:
