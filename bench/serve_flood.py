@@ -102,7 +102,7 @@ def run(clients: int, seconds: float, delay: float, package_root: Path) -> dict[
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description="scrape latency while looping clients flood the exporter")
     p.add_argument("--clients", type=int, default=400)
     p.add_argument("--seconds", type=float, default=20.0)
     p.add_argument("--delay", type=float, default=0.01, help="seconds each sinfo/squeue takes")

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from gpucluster_agents.metrics.httploop import BoundedServer
 from gpucluster_agents.metrics.signer import aps_signer, make_signer_server
 from tests.e2e.prometheus_stack import free_port
 from tests.e2e.remote_write import Receiver
@@ -21,7 +22,7 @@ WORKSPACE = "ws-12345678-abcd-ef01-2345-6789abcdef01"
 PATH = f"/workspaces/{WORKSPACE}/api/v1/remote_write"
 
 
-def _serve(server: ThreadingHTTPServer) -> Iterator[str]:
+def _serve(server: ThreadingHTTPServer | BoundedServer) -> Iterator[str]:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
