@@ -36,6 +36,7 @@ from http import HTTPStatus
 
 LOG = logging.getLogger("gpucluster_agents.metrics")
 MAX_HEAD = 16 * 1024  # request line and headers; Prometheus sends a few hundred bytes
+TIMEOUTS = (TimeoutError, asyncio.TimeoutError)  # one class from Python 3.11, two before (the nodes may run 3.10)
 SD_LISTEN_FDS_START = 3  # sd_listen_fds(3): systemd passes its sockets from fd 3 on
 
 
@@ -185,7 +186,7 @@ class BoundedServer:
                 continue
             wait = self.limits.grace_seconds - (now - slow.opened) if slow is not None else self.limits.request_seconds
             self._closed.clear()
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(*TIMEOUTS):
                 await asyncio.wait_for(self._closed.wait(), max(wait, 0.01))
 
     async def _accept(self, pool: ThreadPoolExecutor) -> None:
@@ -257,5 +258,5 @@ class BoundedServer:
             # the answer goes out in the time left, at least a second: a client that does not read is dropped too
             await asyncio.wait_for(writer.drain(), max(deadline - time.monotonic(), 1.0))
             writer.close()
-        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError, OSError):
+        except (*TIMEOUTS, asyncio.IncompleteReadError, ConnectionError, OSError):
             writer.transport.abort()  # too slow, gone, or closed mid-request

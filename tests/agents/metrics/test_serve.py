@@ -26,6 +26,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from gpucluster_agents.metrics.server import CACHE_SECONDS, LIMITS
 from tests.agents.metrics.nodes import SINFO, SQUEUE, env
 from tests.conftest import ROOT, require_tool
@@ -104,6 +106,7 @@ def flood(port: int, clients: int, seconds: float, *extra: str) -> subprocess.Po
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env(), cwd=ROOT)
 
 
+@pytest.mark.slow
 def test_m3_400_clients_in_a_loop_delay_a_scrape_by_less_than_2s_and_run_slurm_once_per_interval(tmp_path: Path):
     seconds = 3 * CACHE_SECONDS
     with exporter(tmp_path) as (proc, port):
@@ -127,6 +130,7 @@ def test_m3_400_clients_in_a_loop_delay_a_scrape_by_less_than_2s_and_run_slurm_o
     assert peak <= LIMITS.workers + 2, f"{peak} threads (cap: {LIMITS.workers} workers and the loop)"
 
 
+@pytest.mark.slow
 def test_m3_a_client_that_sends_nothing_or_a_byte_at_a_time_is_dropped_at_the_deadline(tmp_path: Path):
     with exporter(tmp_path) as (_proc, port):
         silent = socket.create_connection(("127.0.0.1", port))
@@ -140,10 +144,15 @@ def test_m3_a_client_that_sends_nothing_or_a_byte_at_a_time_is_dropped_at_the_de
             for name, sock in (("silent", silent), ("dribbler", dribbler)):
                 if name in dropped:
                     continue
-                with contextlib.suppress(TimeoutError):
-                    if sock.recv(4096) in (b"",):
+                try:
+                    if sock.recv(4096) == b"":
                         dropped[name] = time.monotonic() - start
                         continue
+                except ConnectionResetError:  # closed with a byte of ours unread: a reset, dropped all the same
+                    dropped[name] = time.monotonic() - start
+                    continue
+                except TimeoutError:
+                    pass
                 if name == "dribbler":
                     with contextlib.suppress(OSError):
                         dribbler.send(bytes([next(request)]))
@@ -156,6 +165,7 @@ def test_m3_a_client_that_sends_nothing_or_a_byte_at_a_time_is_dropped_at_the_de
     assert all(limit - 0.5 <= t <= limit + 1.5 for t in dropped.values()), f"dropped after {dropped} (deadline {limit} s)"
 
 
+@pytest.mark.slow
 def test_m3_idle_connections_past_the_cap_hold_no_thread_and_a_scrape_still_gets_through(tmp_path: Path):
     clients = LIMITS.connections + 100
     with exporter(tmp_path) as (proc, port):
