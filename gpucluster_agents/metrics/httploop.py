@@ -198,7 +198,11 @@ class BoundedServer:
             except OSError:  # EMFILE and friends: back off rather than spin
                 await asyncio.sleep(0.1)
                 continue
-            reader, writer = await asyncio.open_connection(sock=conn, limit=MAX_HEAD)
+            try:
+                reader, writer = await asyncio.open_connection(sock=conn, limit=MAX_HEAD)
+            except OSError:  # gone between accept and now
+                conn.close()
+                continue
             key = next(self._keys)
             self._conns[key] = _Conn(writer, time.monotonic())
             task = asyncio.ensure_future(self._serve(key, reader, writer, pool))
@@ -228,7 +232,7 @@ class BoundedServer:
         if "transfer-encoding" in headers:
             raise _Refused(411, "a body needs a Content-Length")
         text = headers.get("content-length", "0")
-        if not text.isdigit():
+        if not (text.isascii() and text.isdigit()):
             raise _Refused(400, "bad Content-Length")
         length = int(text)
         if length > self.limits.max_body:
@@ -260,3 +264,6 @@ class BoundedServer:
             writer.close()
         except (*TIMEOUTS, asyncio.IncompleteReadError, ConnectionError, OSError):
             writer.transport.abort()  # too slow, gone, or closed mid-request
+        except Exception:  # a bug of this loop's: this connection is closed, the loop goes on
+            LOG.exception("%s: connection failed", self.name)
+            writer.transport.abort()

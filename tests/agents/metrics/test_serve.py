@@ -274,3 +274,49 @@ def test_m3_the_listen_drop_ins_name_the_private_address(tmp_path: Path):
     assert node.endswith("ListenStream=10.0.3.17:9100\n")
     assert cli.main(["listen-drop-ins", str(tmp_path), "--socket", "../x=1"]) == 2
     assert sorted(os.listdir(tmp_path)) == ["gpucluster-metrics.socket.d", "prometheus-node-exporter.socket.d"]
+
+
+def _raw(port: int, data: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(data)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_requests_the_loop_refuses_get_a_status_and_the_loop_goes_on(tmp_path: Path):
+    """In process: each malformed or unwanted request gets its status (and its connection closed), and the next
+    scrape is answered from the same cache."""
+    import threading
+
+    from gpucluster_agents.metrics.httploop import MAX_HEAD
+    from gpucluster_agents.metrics.server import Exporter, Sources, make_server
+
+    server = make_server(Exporter(Sources(gpus=False, sysfs_root=str(tmp_path), lustre_roots=(str(tmp_path),))), "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    port = server.server_address[1]
+    try:
+        cases = {
+            b"GET /metrics\r\n\r\n": b"400",
+            b"GET /metrics HTTP/1.1\r\nX-Big: " + b"a" * MAX_HEAD + b"\r\n\r\n": b"431",
+            b"POST /metrics HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n": b"411",
+            b"POST /metrics HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello": b"413",  # the exporter takes no body
+            "GET /metrics HTTP/1.1\r\nContent-Length: \u00b2\r\n\r\n".encode("latin-1"): b"400",
+            b"HEAD /metrics HTTP/1.1\r\n\r\n": b"405",
+            b"GET / HTTP/1.1\r\n\r\n": b"404",
+        }
+        for request, status in cases.items():
+            answer = _raw(port, request)
+            assert answer.startswith(b"HTTP/1.1 " + status + b" ") and b"Connection: close\r\n" in answer, (
+                request[:40],
+                answer[:80],
+            )
+        answer = _raw(port, b"GET /metrics?x=1 HTTP/1.1\r\nHost: n\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and b"gpucluster_metrics_collector_success" in answer
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+    assert not thread.is_alive()
