@@ -1,12 +1,17 @@
 # pyright: strict
-"""What one scrape reads, and the HTTP server that answers ``GET /metrics``.
+"""What one scrape reads, the cache every scrape is answered from, and the server that answers ``GET /metrics``.
 
-The server is the standard library's: one scrape at a time (a lock: NVML and the Slurm commands are not
-worth running twice at once), a timeout on every connection, ``/metrics`` only. It listens on the node's
-private address (``--listen auto``, :func:`private_address`) on port 9400, the DCGM exporter's: the
-collector on the head node scrapes it there, and the node's security group admits that port from the
-cluster's own security group only (docs/monitoring.md "Network"). It never listens on a public address
-unless told to.
+A collect runs NVML, reads sysfs and, on the head node, runs ``sinfo`` twice and ``squeue``: it is not worth
+running for every request, nor twice at once. :class:`Cache` keeps the last collect's text for
+:data:`CACHE_SECONDS` (under any scrape interval) and runs one collect at a time, however many clients ask; every
+request is answered from it, so N clients cost one collect per interval. The server is the bounded loop of
+:mod:`.httploop` (a fixed set of threads, a cap on connections, a deadline on every request): a job that floods
+the port delays a scrape by milliseconds, not past its timeout.
+
+It listens on the node's private address (``--listen auto``, :func:`private_address`) on port 9400, the DCGM
+exporter's, or on the socket systemd passes (``--systemd-socket``: the node's ``gpucluster-metrics.socket`` holds
+the port while the exporter restarts, so a job cannot take it and answer in its place). The collector on the
+head node scrapes it there. It never listens on a public address unless told to.
 """
 
 from __future__ import annotations
@@ -16,15 +21,18 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from . import fabric, gpu, head
 from .exposition import CONTENT_TYPE, Registry
+from .httploop import BoundedServer, Limits, Request, Response, listening_socket
 
 log = logging.getLogger("gpucluster_agents.metrics")
 DEFAULT_PORT = 9400
+CACHE_SECONDS = 5.0  # a scrape's figures are at most this old; the collector scrapes every 15 s or more
+LIMITS = Limits(connections=512, workers=4, request_seconds=5.0)
 SCRAPE_SECONDS = ("gpucluster_metrics_scrape_duration_seconds", "gauge", "Seconds this exporter took to read its metrics.")
 COLLECTOR_OK = ("gpucluster_metrics_collector_success", "gauge", "1 when a collector read its source, else 0.")
 
@@ -88,39 +96,46 @@ def private_address() -> str:
         return str(s.getsockname()[0])
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server_version = "gpucluster-metrics"
-    sys_version = ""
-    timeout = 10
+class Cache:
+    """The text of the last collect, for ``seconds``; one collect at a time (the others wait for it and take its
+    text). ``collects`` counts them."""
 
-    def do_GET(self) -> None:
-        if self.path.split("?", 1)[0] != "/metrics":
-            self.send_error(404, "only /metrics is served")
-            return
-        server = self.server
-        assert isinstance(server, MetricsServer)
-        body = server.exporter.collect().render().encode("utf-8")
-        self.send_response(200)
-        self.send_header("Content-Type", CONTENT_TYPE)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+    def __init__(self, collect: Callable[[], bytes], seconds: float = CACHE_SECONDS) -> None:
+        self._collect, self.seconds = collect, seconds
+        self._lock = threading.Lock()
+        self._text: bytes | None = None
+        self._at = 0.0
+        self.collects = 0
 
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s " + format, self.address_string(), *args)
+    def get(self) -> bytes:
+        with self._lock:
+            if self._text is None or time.monotonic() - self._at >= self.seconds:
+                self._text = self._collect()
+                self._at = time.monotonic()
+                self.collects += 1
+            return self._text
 
 
-class MetricsServer(ThreadingHTTPServer):
-    daemon_threads = True
+def metrics_handler(cache: Cache) -> Callable[[Request], Response]:
+    def handle(request: Request) -> Response:
+        if request.path.split("?", 1)[0] != "/metrics":
+            return Response(404, b"only /metrics is served\n")
+        if request.method != "GET":
+            return Response(405, b"GET only\n", (("Allow", "GET"),))
+        return Response(200, cache.get(), (("Content-Type", CONTENT_TYPE),))
 
-    def __init__(self, address: tuple[str, int], exporter: Exporter) -> None:
-        self.exporter = exporter
-        super().__init__(address, _Handler)
+    return handle
 
 
-def make_server(exporter: Exporter, address: str, port: int) -> MetricsServer:
+def exporter_server(exporter: Exporter, sock: socket.socket, seconds: float = CACHE_SECONDS) -> BoundedServer:
+    """The exporter on ``sock`` (bound and listening), every request answered from one :class:`Cache`."""
+    cache = Cache(lambda: exporter.collect().render().encode("utf-8"), seconds)
+    return BoundedServer(sock, metrics_handler(cache), LIMITS, "gpucluster-metrics")
+
+
+def make_server(exporter: Exporter, address: str, port: int) -> BoundedServer:
     """Bound and ready (``port`` 0: a free one, read back from ``server_address``); call serve_forever."""
-    return MetricsServer((address, port), exporter)
+    return exporter_server(exporter, listening_socket(address, port))
 
 
 def serve(server: Any, banner: str) -> int:

@@ -12,7 +12,10 @@ to Prometheus unchanged, so its retry logic sees AMP's status (5xx and 429: retr
 cannot be reached, the signer answers 502 and Prometheus retries from its WAL.
 
 Only ``POST /workspaces/<the one workspace>/api/v1/remote_write`` is forwarded; anything else gets 404: a local
-user cannot turn the signer into a general AWS client of the role.
+user cannot turn the signer into a general AWS client of the role. It serves on the bounded loop the exporter
+uses (:mod:`.httploop`): :data:`LIMITS` caps the connections and threads, each request has a deadline, and a body
+is at most :data:`MAX_BODY`, so many slow or large local clients cost a bounded amount of memory and no thread
+each (the head node also runs slurmctld and MariaDB).
 """
 
 from __future__ import annotations
@@ -23,14 +26,17 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from .httploop import BoundedServer, Limits, Request, Response, listening_socket
 from .server import serve
 
 LOG = logging.getLogger("gpucluster-metrics.signer")
 FORWARDED = ("Content-Encoding", "Content-Type", "X-Prometheus-Remote-Write-Version", "User-Agent")
-MAX_BODY = 32 * 1024 * 1024  # a remote-write batch is a few hundred KB; refuse what no Prometheus sends
+MAX_BODY = 8 * 1024 * 1024  # a remote-write batch (1000 samples, snappy) is well under 1 MB; refuse what no Prometheus sends
+# The collector writes with up to 20 shards (collection.py's queue_config), each one connection; 32 connections
+# hold at most 256 MiB of bodies. Forwarding waits on AMP: 8 threads.
+LIMITS = Limits(connections=32, workers=8, request_seconds=10.0, max_body=MAX_BODY)
 Signer = Callable[[str, bytes, "dict[str, str]"], "dict[str, str]"]
 
 
@@ -55,44 +61,31 @@ def aps_signer(region: str) -> Signer:
     return sign
 
 
-def make_signer_server(listen: tuple[str, int], upstream: str, workspace: str, sign: Signer) -> ThreadingHTTPServer:
+def make_signer_server(listen: tuple[str, int], upstream: str, workspace: str, sign: Signer) -> BoundedServer:
     """The signer on ``listen``, forwarding the workspace's remote writes to ``upstream`` (AMP's endpoint)."""
     path = f"/workspaces/{workspace}/api/v1/remote_write"
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def handle(request: Request) -> Response:
+        if request.method != "POST":
+            return Response(404, b"POST remote writes only\n")
+        if request.path != path:
+            return Response(404, b"not the workspace's remote write\n")
+        if not request.body:
+            return Response(400, b"an empty remote write\n")
+        wanted = ((h, request.headers.get(h.lower())) for h in FORWARDED)
+        headers = {k: v for k, v in wanted if v is not None}
+        try:
+            signed = sign(upstream + path, request.body, headers)
+            forward = urllib.request.Request(upstream + path, data=request.body, headers=signed, method="POST")
+            with urllib.request.urlopen(forward, timeout=60) as response:
+                return Response(response.status, response.read())
+        except urllib.error.HTTPError as err:  # AMP's own answer: Prometheus decides whether to retry
+            return Response(err.code, err.read())
+        except Exception as exc:  # not reached, no credentials: retried by Prometheus from its WAL
+            LOG.warning("remote write not forwarded: %s", exc)
+            return Response(502, f"not forwarded: {exc}\n".encode())
 
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            if self.path != path or not 0 < length <= MAX_BODY:
-                self._answer(404 if self.path != path else 413, b"not the workspace's remote write\n")
-                return
-            body = self.rfile.read(length)
-            headers = {k: v for k, v in ((h, self.headers.get(h)) for h in FORWARDED) if v is not None}
-            try:
-                signed = sign(upstream + path, body, headers)
-                request = urllib.request.Request(upstream + path, data=body, headers=signed, method="POST")
-                with urllib.request.urlopen(request, timeout=60) as response:
-                    self._answer(response.status, response.read())
-            except urllib.error.HTTPError as err:  # AMP's own answer: Prometheus decides whether to retry
-                self._answer(err.code, err.read())
-            except Exception as exc:  # not reached, no credentials: retried by Prometheus from its WAL
-                LOG.warning("remote write not forwarded: %s", exc)
-                self._answer(502, f"not forwarded: {exc}\n".encode())
-
-        def do_GET(self) -> None:
-            self._answer(404, b"POST remote writes only\n")
-
-        def _answer(self, status: int, body: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    return ThreadingHTTPServer(listen, Handler)
+    return BoundedServer(listening_socket(*listen), handle, LIMITS, "gpucluster-signer")
 
 
 def signer_main(argv: Sequence[str], sign: Signer | None = None) -> int:

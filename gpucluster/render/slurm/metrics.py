@@ -1,9 +1,17 @@
 """A compute node's metrics (docs/monitoring.md "Metrics"): gpucluster's exporter (GPU metrics from NVML under
 the DCGM exporter's names, EFA, Lustre) as ``gpucluster-metrics.service`` on port 9400, and Debian's
-``prometheus-node-exporter`` (host metrics) on port 9100. Both listen on the node's private address only
-(``--listen auto``; the node exporter through the same lookup, :func:`node_exporter_drop_in`), never on every
-address: the collector on the head node scrapes them, and the cluster's security group admits the two ports
+``prometheus-node-exporter`` (host metrics) on port 9100. Both listen on the node's private address only, never on
+every address: the collector on the head node scrapes them, and the cluster's security group admits the two ports
 from itself only.
+
+Each port is held by a ``.socket`` unit (:func:`socket_unit`), which systemd binds at boot before any service
+(sockets.target, so before slurmd and any job) and keeps bound while its exporter restarts or is upgraded: a job
+cannot take :9400 or :9100 in between and answer the collector with values of its own, and a scrape sent meanwhile
+waits in the socket's backlog for the exporter's next start (``Restart=always``, ``RestartSec=1``). The exporters
+take the socket from systemd (``--systemd-socket``; the node exporter's ``--web.systemd-socket``). The units name
+127.0.0.1; the setup writes each one's drop-in with the node's private address (``metrics listen-drop-ins``, once:
+an instance keeps its primary private address for life) before it starts them, and ``FreeBind=`` lets systemd bind
+that address at later boots before the network is up.
 
 The exporter is the node package's (``python3 -E -s -m gpucluster_agents.metrics serve …`` from the package's
 root-owned directory: nothing in its environment chooses what it imports). It runs as root — NVML, the
@@ -22,6 +30,10 @@ from gpucluster.resolve.node_group import ResolvedNodeGroup
 
 METRICS_UNIT = "gpucluster-metrics.service"
 NODE_EXPORTER_UNIT = "prometheus-node-exporter.service"
+METRICS_SOCKET = "gpucluster-metrics.socket"
+NODE_EXPORTER_SOCKET = "prometheus-node-exporter.socket"
+UNIT_DIR = "/etc/systemd/system"
+BACKLOG = 1024  # connections the kernel queues while the exporter is busy or restarting (the exporter's own cap: 512)
 NODE_EXPORTER_DROP_IN = f"/etc/systemd/system/{NODE_EXPORTER_UNIT}.d/gpucluster.conf"
 METRICS_PORT = 9400  # the DCGM exporter's: a node runs one or the other
 NODE_EXPORTER_PORT = 9100
@@ -51,24 +63,43 @@ def _exec(*args: str, python: str = PYTHON) -> str:
     return " ".join([python, "-E", "-s", "-m", "gpucluster_agents.metrics", *args])
 
 
+def socket_unit(description: str, port: int) -> str:
+    """A ``.socket`` unit holding ``port`` for the service of the same name (127.0.0.1 until the setup's drop-in
+    names the private address). No ``ReusePort=``: no other process may bind the port beside it."""
+    return f"""[Unit]
+Description={description}: its listening socket, held while the exporter restarts
+Before=slurmd.service
+
+[Socket]
+ListenStream=127.0.0.1:{port}
+FreeBind=yes
+Backlog={BACKLOG}
+
+[Install]
+WantedBy=sockets.target
+"""
+
+
 def metrics_unit(gpus: bool, agent_lib: str = AGENT_LIB, python: str = PYTHON, head: str | None = None) -> str:
     """``gpucluster-metrics.service``; ``gpus`` False: a node without NVIDIA GPUs (EFA and Lustre only). ``head``:
     the agent's state directory on the head node, whose exporter adds Slurm's and the agent's metrics and runs as
-    the agent's user (slurm): it reads the agent's files and runs sinfo/squeue, nothing of root's."""
-    serve = ["serve", "--listen", "auto", "--port", str(METRICS_PORT)] + ([] if gpus else ["--no-gpus"])
+    the agent's user (slurm): it reads the agent's files and runs sinfo/squeue, nothing of root's. It serves the
+    socket of ``gpucluster-metrics.socket``."""
+    serve = ["serve", "--systemd-socket"] + ([] if gpus else ["--no-gpus"])
     if head is not None:
         serve += ["--slurm-bin-dir", "/usr/bin", "--agent-state", head]
     user = "User=slurm\nGroup=slurm\n" if head is not None else ""
     return f"""[Unit]
 Description=gpucluster node metrics
-After=network-online.target nvidia-persistenced.service remote-fs.target
+Requires={METRICS_SOCKET}
+After={METRICS_SOCKET} network-online.target nvidia-persistenced.service remote-fs.target
 Wants=network-online.target
 
 [Service]
 {user}WorkingDirectory={agent_lib}
 ExecStart={_exec(*serve, python=python)}
 Restart=always
-RestartSec=10
+RestartSec=1
 NoNewPrivileges=yes
 ProtectSystem=strict
 ProtectHome=yes
@@ -80,29 +111,51 @@ WantedBy=multi-user.target
 
 
 def node_exporter_drop_in(agent_lib: str = AGENT_LIB, python: str = PYTHON, head: bool = False) -> str:
-    """Debian's unit runs ``prometheus-node-exporter $ARGS`` on every address; this runs it on the node's private
-    address (``metrics node-exporter`` looks it up, then execs the exporter with Debian's ``$ARGS``), the systemd
-    collector limited to the Slurm daemon of the node (``head``: :data:`HEAD_NODE_EXPORTER_FLAGS`) before ``$ARGS``."""
+    """Debian's unit runs ``prometheus-node-exporter $ARGS`` on every address; this runs it on the socket of
+    ``prometheus-node-exporter.socket`` (``metrics node-exporter --systemd-socket`` execs the exporter with
+    ``--web.systemd-socket`` and Debian's ``$ARGS`` less any listen address), restarted whatever ends it, the
+    systemd collector limited to the Slurm daemon of the node (``head``: :data:`HEAD_NODE_EXPORTER_FLAGS`) before
+    ``$ARGS``."""
     flags = HEAD_NODE_EXPORTER_FLAGS if head else systemd_flags(COMPUTE_SYSTEMD_UNITS)
-    run = _exec("node-exporter", "--port", str(NODE_EXPORTER_PORT), "--", *flags, "$ARGS", python=python)
-    return f"""[Service]
+    run = _exec("node-exporter", "--systemd-socket", "--", *flags, "$ARGS", python=python)
+    return f"""[Unit]
+Requires={NODE_EXPORTER_SOCKET}
+After={NODE_EXPORTER_SOCKET}
+
+[Service]
 WorkingDirectory={agent_lib}
 ExecStart=
 ExecStart={run}
+Restart=always
+RestartSec=1
 """
 
 
 def metrics_files(group: ResolvedNodeGroup | None, head: str | None = None) -> tuple[WriteFile, ...]:
-    """A compute node's (``group``) or the head node's (``head``: the agent's state directory) two units."""
+    """A compute node's (``group``) or the head node's (``head``: the agent's state directory) units: the two
+    exporters and the two sockets they serve."""
     gpus = group is not None and nvidia_gpus(group.facts)
     return (
-        WriteFile(f"/etc/systemd/system/{METRICS_UNIT}", metrics_unit(gpus, head=head)),
+        WriteFile(f"{UNIT_DIR}/{METRICS_SOCKET}", socket_unit("gpucluster node metrics", METRICS_PORT)),
+        WriteFile(f"{UNIT_DIR}/{METRICS_UNIT}", metrics_unit(gpus, head=head)),
+        WriteFile(f"{UNIT_DIR}/{NODE_EXPORTER_SOCKET}", socket_unit("Prometheus node exporter", NODE_EXPORTER_PORT)),
         WriteFile(NODE_EXPORTER_DROP_IN, node_exporter_drop_in(head=head is not None)),
     )
 
 
-def enable_units() -> str:
-    """The setup script's line: both exporters now and at every boot (after the package is installed)."""
-    return "systemctl daemon-reload && systemctl enable --now " + " ".join(
-        shlex.quote(u) for u in (METRICS_UNIT, NODE_EXPORTER_UNIT)
+def enable_units(agent_lib: str = AGENT_LIB, python: str = PYTHON) -> str:
+    """The setup script's lines (after the package is installed): the sockets' private address, then the sockets,
+    then both exporters, now and at every boot. Whatever the package's install started is stopped first: a socket
+    cannot bind a port its service holds, nor take a new address while it listens."""
+    sockets = f"{METRICS_SOCKET}={METRICS_PORT} {NODE_EXPORTER_SOCKET}={NODE_EXPORTER_PORT}".split()
+    drop_ins = " ".join([_exec("listen-drop-ins", UNIT_DIR, python=python), *(f"--socket {s}" for s in sockets)])
+    units = (METRICS_UNIT, NODE_EXPORTER_UNIT, METRICS_SOCKET, NODE_EXPORTER_SOCKET)
+    return "\n".join(
+        [
+            f"(cd {shlex.quote(agent_lib)} && {drop_ins})",
+            "systemctl daemon-reload",
+            "systemctl stop " + " ".join(units),
+            "systemctl enable --now " + " ".join(units[2:]),
+            "systemctl enable --now " + " ".join(units[:2]),
+        ]
     )

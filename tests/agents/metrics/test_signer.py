@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from gpucluster_agents.metrics.httploop import BoundedServer
 from gpucluster_agents.metrics.signer import aps_signer, make_signer_server
 from tests.e2e.prometheus_stack import free_port
 from tests.e2e.remote_write import Receiver
@@ -21,7 +22,7 @@ WORKSPACE = "ws-12345678-abcd-ef01-2345-6789abcdef01"
 PATH = f"/workspaces/{WORKSPACE}/api/v1/remote_write"
 
 
-def _serve(server: ThreadingHTTPServer) -> Iterator[str]:
+def _serve(server: ThreadingHTTPServer | BoundedServer) -> Iterator[str]:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -100,3 +101,26 @@ def test_aps_signer_signs_for_aps_in_the_region(monkeypatch: pytest.MonkeyPatch)
     headers = aps_signer("eu-west-1")(f"https://aps-workspaces.eu-west-1.amazonaws.com{PATH}", b"x", {"Content-Type": "a"})
     assert headers["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
     assert "/eu-west-1/aps/aws4_request, SignedHeaders=content-type;host;x-amz-date" in headers["Authorization"]
+
+
+def test_m3_a_body_past_the_bound_is_refused_before_it_is_read_and_a_silent_client_is_dropped(amp: Receiver) -> None:
+    """A remote-write batch is well under 1 MB: 8 MiB bounds what one connection may make the signer hold (it was
+    32 MiB, with a thread per connection and no deadline). The refusal comes from the head alone; a client that
+    sends nothing is dropped at the request deadline."""
+    import socket
+    import time
+
+    from gpucluster_agents.metrics.signer import LIMITS, MAX_BODY
+
+    assert MAX_BODY <= 8 * 1024 * 1024 and LIMITS.max_body == MAX_BODY and LIMITS.connections <= 32
+    server = make_signer_server(("127.0.0.1", 0), amp.url(""), WORKSPACE, lambda u, b, h: h)
+    for signer in _serve(server):
+        port = int(signer.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as big:
+            big.sendall(f"POST {PATH} HTTP/1.1\r\nHost: s\r\nContent-Length: {MAX_BODY + 1}\r\n\r\n".encode())
+            assert big.recv(4096).startswith(b"HTTP/1.1 413 ")
+        with socket.create_connection(("127.0.0.1", port), timeout=LIMITS.request_seconds + 5) as silent:
+            start = time.monotonic()
+            assert silent.recv(4096) == b""
+            assert LIMITS.request_seconds - 0.5 <= time.monotonic() - start <= LIMITS.request_seconds + 2
+    assert amp.posts == []
