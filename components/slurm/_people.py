@@ -117,7 +117,7 @@ def build_people(parent: pulumi.Resource, name: str, people: People, groups: Log
     """Sessions (with an identity), the home file system, then the login nodes."""
     parts = PeopleParts(groups=groups)
     if people.identity is not None:
-        sessions = SessionWiring(w.cluster, w.region, w.partition, w.account, w.tags, w.opts)
+        sessions = SessionWiring(w.cluster, w.region, w.partition, w.account, w.tags, w.opts, people.vpc_cidr)
         parts.sessions = session_access(name, people.identity, sessions)
     if people.home is not None:
         if groups is None or people.home_subnet_id is None:

@@ -50,9 +50,38 @@ SHELL_PROFILE = (
 )
 
 
-def session_document_content(*, cluster: str, run_as: str) -> dict[str, Any]:
+CLUSTER_KEY = "id_ed25519"
+MIN_PERSON_UID = 1000
+
+
+def cluster_key_step(cluster: str, cidr: str) -> str:
+    """The shell step that makes a person's key pair for SSH inside the cluster, once (docs/people.md): ed25519 without
+    a passphrase in ``~/.ssh`` (0700, the key 0600: umask 077), its public half appended to ``~/.ssh/authorized_keys``
+    with ``from="<cidr>"``, so it opens nothing from outside the VPC. Compute nodes' sshd reads that file, and
+    pam_slurm_adopt admits the key only while a job of its owner runs there. Never for uids below 1000."""
+    import ipaddress
+
+    network = str(ipaddress.ip_network(cidr, strict=False))  # the VPC's CIDR as AWS gives it, never config text
+    key = f'"$HOME/.ssh/{CLUSTER_KEY}"'
+    return (
+        f'[ "$(id -u)" -lt {MIN_PERSON_UID} ] || [ -e {key} ] || (umask 077 && mkdir -p "$HOME/.ssh" && ssh-keygen -q -t '
+        f'ed25519 -N \'\' -C "$(id -un)@{cluster}" -f {key} && printf \'from="%s" %s\\n\' {network} "$(cat {key}.pub)" '
+        '>>"$HOME/.ssh/authorized_keys") >/dev/null 2>&1; '
+    )
+
+
+def shell_profile(cluster: str, cidr: str | None) -> str:
+    """:data:`SHELL_PROFILE` with, given the VPC's CIDR, the first-session key pair step before the login shell."""
+    if cidr is None:
+        return SHELL_PROFILE
+    home, _, shell = SHELL_PROFILE.rpartition("exec bash -l")
+    return home + cluster_key_step(cluster, cidr) + "exec bash -l" + shell
+
+
+def session_document_content(*, cluster: str, run_as: str, cidr: str | None = None) -> dict[str, Any]:
     """The Session document (Standard_Stream, F2) that starts shells as ``run_as`` unless the principal's
-    ``SSMSessionRunAs`` tag names another user."""
+    ``SSMSessionRunAs`` tag names another user; with the VPC's ``cidr``, a first session makes the person's cluster key
+    pair (:func:`cluster_key_step`)."""
     return {
         "schemaVersion": "1.0",
         "description": f"Shell on Slurm cluster {cluster} as yourself (Run As); never as ssm-user or root",
@@ -63,7 +92,7 @@ def session_document_content(*, cluster: str, run_as: str) -> dict[str, Any]:
             "s3EncryptionEnabled": True,
             "cloudWatchEncryptionEnabled": True,
             "idleSessionTimeout": IDLE_MINUTES,
-            "shellProfile": {"linux": SHELL_PROFILE, "windows": ""},
+            "shellProfile": {"linux": shell_profile(cluster, cidr), "windows": ""},
         },
     }
 
@@ -107,6 +136,8 @@ class SessionWiring:
     account: pulumi.Input[str]
     tags: dict[str, str]
     opts: pulumi.ResourceOptions
+    cluster_cidr: pulumi.Input[str] | None = None
+    """The VPC's CIDR: where a person's first-session key pair is authorised from (None: no key pair is made)."""
 
 
 def session_access(name: str, identity: ResolvedIdentity, wiring: SessionWiring) -> SessionParts:
@@ -170,7 +201,9 @@ def _document(name: str, wiring: SessionWiring, user: str | None, run_as: str) -
         name=doc_name,
         document_type="Session",
         document_format="JSON",
-        content=json.dumps(session_document_content(cluster=wiring.cluster, run_as=run_as), indent=2),
+        content=pulumi.Output.from_input(wiring.cluster_cidr).apply(
+            lambda cidr: json.dumps(session_document_content(cluster=wiring.cluster, run_as=run_as, cidr=cidr), indent=2)
+        ),
         tags=with_name(wiring.tags, doc_name),
         opts=wiring.opts,
     )

@@ -231,3 +231,71 @@ def test_every_child_tagged(run_components, identity) -> None:
     plan, _ = _run(run_components, identity)
     for r in [*plan.of_type(DOCUMENT), *plan.of_type(POLICY)]:
         assert r.inputs["tags"]["gpucluster:cluster"] == "p5", r.name
+
+
+# --- the first-session key pair for SSH inside the cluster (docs/people.md) -----------------------------------------
+
+
+def _as_nobody(command: str, home, uid: int | None = None) -> None:
+    import grp
+    import os
+    import pwd
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.fail("the key pair test runs the step as nobody: run it as root")
+    user = pwd.getpwnam("nobody")
+    try:
+        gid = grp.getgrnam("nogroup").gr_gid
+    except KeyError:
+        gid = user.pw_gid
+    uid = user.pw_uid if uid is None else uid
+    argv = ["setpriv", f"--reuid={uid}", f"--regid={gid if uid else 0}", "--clear-groups", "sh", "-c", command]
+    done = subprocess.run(argv, env={"PATH": "/usr/bin:/bin", "HOME": str(home)}, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+
+
+def test_a_first_session_makes_one_key_pair_authorised_only_from_the_vpc():
+    """docs/people.md promises a key pair at the first login for SSH to a job's node (before: nothing made one). The
+    Session documents' shell profile makes it as the person: 0600 in a 0700 ~/.ssh, the public half authorised with
+    from="<VPC CIDR>" (ssh-keygen reads the line back), once; never for a uid below 1000."""
+    import os
+    import pwd
+    import shutil
+    import stat
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from gpucluster.components.slurm._sessions import cluster_key_step, shell_profile
+
+    step = cluster_key_step("c1", "10.0.0.0/16")
+    assert shell_profile("c1", "10.0.0.0/16") == SHELL_PROFILE.replace("exec bash -l", step + "exec bash -l")
+    assert shell_profile("c1", None) == SHELL_PROFILE
+    with pytest.raises(ValueError):
+        cluster_key_step("c1", "10.0.0.0/16 ; id")
+    base = Path(tempfile.mkdtemp(prefix="gpucluster-key-"))  # pytest's own temp root is root's alone (0700)
+    try:
+        os.chmod(base, 0o755)
+        home = base / "home"
+        home.mkdir(mode=0o700)
+        os.chown(home, pwd.getpwnam("nobody").pw_uid, -1)
+        _as_nobody(step, home)
+        ssh = home / ".ssh"
+        assert stat.S_IMODE(ssh.stat().st_mode) == 0o700
+        assert stat.S_IMODE((ssh / "id_ed25519").stat().st_mode) == 0o600
+        public = (ssh / "id_ed25519.pub").read_text().strip()
+        assert public.startswith("ssh-ed25519 ") and public.endswith("@c1")
+        authorized = (ssh / "authorized_keys").read_text()
+        assert authorized == f'from="10.0.0.0/16" {public}\n'
+        listed = subprocess.run(["ssh-keygen", "-l", "-f", str(ssh / "authorized_keys")], capture_output=True, text=True)
+        assert listed.returncode == 0 and "(ED25519)" in listed.stdout, listed.stderr
+        _as_nobody(step, home)  # the second session keeps the pair and adds nothing
+        assert (ssh / "authorized_keys").read_text() == authorized
+        assert (ssh / "id_ed25519.pub").read_text().strip() == public
+        root_home = base / "root-home"
+        root_home.mkdir()
+        _as_nobody(step, root_home, uid=0)
+        assert not (root_home / ".ssh").exists()
+    finally:
+        shutil.rmtree(base)
