@@ -23,6 +23,7 @@ import pulumi
 from gpucluster.components._shared.config_types import NetworkConfig, NodeGroupConfig, SlurmConfig
 from gpucluster.components._shared.edge import Renames, at_edge, renamed, validate
 from gpucluster.components._shared.inputs import Inputs
+from gpucluster.components.slurm._head_network import HeadNetwork
 from gpucluster.components.slurm._people import People
 from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.base import FIX_MARK
@@ -88,6 +89,10 @@ class SlurmBuild:
     metrics_workspace_id: pulumi.Input[str] | None = None
     """The cluster's AMP workspace, where the head node's collector remote-writes (docs/monitoring.md); none (the
     standalone SlurmCluster, or monitoring off): no collector."""
+    head_network: HeadNetwork | None = None
+    """The head node's own security group's peers (the stack's network): the head node then carries that group and
+    ``head_network.egress_group_ids``, not ``security_group_ids``. None (the standalone SlurmCluster, whose groups are
+    the program's): the head node carries ``security_group_ids`` as the compute nodes do."""
 
     @property
     def resolved(self) -> ResolvedSlurm:
