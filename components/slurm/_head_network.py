@@ -77,8 +77,9 @@ def head_security_group(
     vpc_id: pulumi.Input[str],
     tags: dict[str, str],
     opts: pulumi.ResourceOptions,
-) -> aws.ec2.SecurityGroup:
-    """``<name>-head-sg`` and every rule of the module's list."""
+) -> tuple[aws.ec2.SecurityGroup, pulumi.Output[str]]:
+    """``<name>-head-sg`` and every rule of the module's list; the group's id once every rule exists (what the head
+    node's interface takes, so it leaves the EFA group only after the rules that replace it are in place)."""
     sg = aws.ec2.SecurityGroup(
         f"{name}-head-sg",
         vpc_id=vpc_id,
@@ -87,10 +88,11 @@ def head_security_group(
         opts=opts,
     )
     compute = network.compute_group_id
+    made: list[pulumi.CustomResource] = []
 
     def rule(suffix: str, group: pulumi.Input[str], peer: pulumi.Input[str], ports: tuple[int, int], why: str) -> None:
-        allow(f"{name}-{suffix}", "in", group, peer_security_group_id=peer, protocol="tcp", ports=ports,
-              description=why, tags=with_name(tags, f"{cluster}-{suffix}"), opts=opts)  # fmt: skip
+        made.append(allow(f"{name}-{suffix}", "in", group, peer_security_group_id=peer, protocol="tcp", ports=ports,
+                          description=why, tags=with_name(tags, f"{cluster}-{suffix}"), opts=opts))  # fmt: skip
 
     rule("head-sg-in-slurmctld", sg.id, compute, (SLURMCTLD, SLURMCTLD), "slurmctld from compute nodes (slurmd, jobs)")
     if rules.accounting:
@@ -107,10 +109,10 @@ def head_security_group(
         for low, high in LUSTRE_PORTS:
             rule(f"head-sg-in-lustre-{low}", sg.id, lustre, (low, high), f"Lustre {low}-{high} from the file system")
             for direction, word in BOTH_WAYS:
-                allow(f"{name}-lustre-fs-{direction}-head-{low}", direction, lustre, peer_security_group_id=sg.id,
-                      protocol="tcp", ports=(low, high), description=f"Lustre {low}-{high} {word} the head node",
-                      tags=with_name(tags, f"{cluster}-lustre-head"), opts=opts)  # fmt: skip
-    return sg
+                made.append(allow(f"{name}-lustre-fs-{direction}-head-{low}", direction, lustre, peer_security_group_id=sg.id,
+                                  protocol="tcp", ports=(low, high), description=f"Lustre {low}-{high} {word} the head node",
+                                  tags=with_name(tags, f"{cluster}-lustre-head"), opts=opts))  # fmt: skip
+    return sg, pulumi.Output.all(sg.id, *[r.id for r in made]).apply(lambda ids: str(ids[0]))
 
 
 def placed_head_groups(
@@ -131,5 +133,7 @@ def placed_head_groups(
         collector=monitoring is not None and monitoring.slurm_collector and args.metrics_workspace_id is not None,
     )
     opts = pulumi.ResourceOptions(parent=parent)
-    sg = head_security_group(name, network, rules, cluster=args.cluster_name, vpc_id=args.vpc_id, tags=dict(args.tags), opts=opts)
-    return [sg.id, *network.egress_group_ids], sg.id
+    sg, ready = head_security_group(
+        name, network, rules, cluster=args.cluster_name, vpc_id=args.vpc_id, tags=dict(args.tags), opts=opts
+    )
+    return [ready, *network.egress_group_ids], sg.id

@@ -41,6 +41,10 @@ def test_h1_a_plain_cluster_head_admits_slurmctld_only_and_compute_nodes_admit_i
     assert rules(plan, head) == {("tcp", 6817, 6817, efa)}
     assert rules(plan, efa) == {("-1", 0, 0, efa), ("tcp", 6818, 6818, head), ("tcp", 32768, 60999, head)}
     assert rules(plan, node) == set()
+    # the interface leaves the EFA group only once the rules that replace it exist (no moment without slurmctld)
+    eni = plan.by_name("h1-slurm-head-eni", ENI)
+    made = {r.urn for r in plan.of_type(IN) if r.name.startswith(("h1-slurm-head-sg-", "h1-slurm-compute-in-"))}
+    assert len(made) == 3 and made <= set(eni.dependencies), sorted(made - set(eni.dependencies))
 
 
 def test_h1_with_the_collector_compute_nodes_admit_its_scrapes_from_the_head_node_only():
