@@ -15,6 +15,9 @@ its peer group (no CIDR):
   messages to an srun or salloc in a job: ``SrunPortRange`` with login nodes, else the kernel's ephemeral range) and,
   when the head node runs the metrics collector, TCP 9400 and 9100 (its scrapes).
 
+Nothing else needs a rule here: the VPC's interface endpoints admit HTTPS from the VPC's CIDR, DNS and the S3 gateway
+endpoint are not subject to security groups, and a hybrid site with its own controller has no head node at all.
+
 No rule admits SSH: the head node is reached with Session Manager, and its sshd admits only the admin group
 (``gpucluster.render.slurm.pam``). The login nodes' rules (6817, 6819) stay in the login side's group; the shared
 ``/home`` admits NFS from that group, which the head node still carries.
