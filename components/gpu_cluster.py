@@ -31,8 +31,7 @@ from gpucluster.components.monitoring.monitoring import (
 )
 from gpucluster.components.network.network import TOKEN as NETWORK
 from gpucluster.components.network.network import NetworkWiring, build_network
-from gpucluster.components.slurm._args import SlurmBuild
-from gpucluster.components.slurm._head_network import HeadNetwork
+from gpucluster.components.slurm._args import HeadNetwork, SlurmBuild
 from gpucluster.components.slurm._people import People
 from gpucluster.components.slurm.slurm_cluster import TOKEN as SLURM
 from gpucluster.components.slurm.slurm_cluster import SlurmParts, build_slurm_cluster

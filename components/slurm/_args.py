@@ -23,7 +23,6 @@ import pulumi
 from gpucluster.components._shared.config_types import NetworkConfig, NodeGroupConfig, SlurmConfig
 from gpucluster.components._shared.edge import Renames, at_edge, renamed, validate
 from gpucluster.components._shared.inputs import Inputs
-from gpucluster.components.slurm._head_network import HeadNetwork
 from gpucluster.components.slurm._people import People
 from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.base import FIX_MARK
@@ -62,6 +61,18 @@ RENAMES: Renames = (
 
 def _renamed(findings: Sequence[Finding]) -> list[Finding]:
     return renamed(findings, RENAMES)
+
+
+@dataclass(frozen=True)
+class HeadNetwork:
+    """Where the head node's own group sits (the stack's network): who its peers are (``_head_network``)."""
+
+    compute_group_id: pulumi.Input[str]
+    """The group every compute node carries and whose members admit each other (the Network's EFA group)."""
+    egress_group_ids: Sequence[pulumi.Input[str]] = field(default_factory=tuple)
+    """Groups the head node keeps for its outbound traffic (the Network's node group: all outbound)."""
+    lustre_group_id: pulumi.Input[str] | None = None
+    """The Lustre file system's group, when the head node mounts it."""
 
 
 @dataclass(frozen=True)

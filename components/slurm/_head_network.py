@@ -27,37 +27,22 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
 
 from gpucluster.components._shared.security import BOTH_WAYS, allow
+from gpucluster.components.slurm._args import HeadNetwork, SlurmBuild
 from gpucluster.components.slurm._login_network import SLURMCTLD, SLURMD, SLURMDBD
 from gpucluster.components.storage.lustre_storage import LUSTRE_PORTS
 from gpucluster.config.naming import with_name
 from gpucluster.render.monitoring.collection import EXPORTER_PORTS
 from gpucluster.render.slurm.names import SlurmContext
 
-if TYPE_CHECKING:
-    from gpucluster.components.slurm._args import SlurmBuild
-
 EPHEMERAL_PORTS = (32768, 60999)
 """Where srun and salloc listen without ``SrunPortRange``: they bind port 0, so the kernel picks from
 ``net.ipv4.ip_local_port_range``, 32768-60999 by default on Linux."""
-
-
-@dataclass(frozen=True)
-class HeadNetwork:
-    """Where the head node's own group sits (the stack's network): who its peers are."""
-
-    compute_group_id: pulumi.Input[str]
-    """The group every compute node carries and whose members admit each other (the Network's EFA group)."""
-    egress_group_ids: Sequence[pulumi.Input[str]] = field(default_factory=tuple)
-    """Groups the head node keeps for its outbound traffic (the Network's node group: all outbound)."""
-    lustre_group_id: pulumi.Input[str] | None = None
-    """The Lustre file system's group, when the head node mounts it."""
 
 
 @dataclass(frozen=True)
