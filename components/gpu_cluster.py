@@ -31,7 +31,7 @@ from gpucluster.components.monitoring.monitoring import (
 )
 from gpucluster.components.network.network import TOKEN as NETWORK
 from gpucluster.components.network.network import NetworkWiring, build_network
-from gpucluster.components.slurm._args import SlurmBuild
+from gpucluster.components.slurm._args import HeadNetwork, SlurmBuild
 from gpucluster.components.slurm._people import People
 from gpucluster.components.slurm.slurm_cluster import TOKEN as SLURM
 from gpucluster.components.slurm.slurm_cluster import SlurmParts, build_slurm_cluster
@@ -282,6 +282,11 @@ class ClusterParts:
                 people=self._people(slurm),
                 hybrid=self.spec.hybrid if self.spec.hybrid is not None and self.spec.hybrid.controller is not None else None,
                 metrics_workspace_id=self._monitoring_store.workspace.id if self._monitoring_store is not None else None,
+                head_network=HeadNetwork(
+                    compute_group_id=self.network.efa_security_group_id,
+                    egress_group_ids=(self.network.node_security_group_id,),
+                    lustre_group_id=self.lustre.security_group_id if self.lustre is not None else None,
+                ),
             ),
         )
         if self._head_address is not None:

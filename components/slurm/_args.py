@@ -64,6 +64,18 @@ def _renamed(findings: Sequence[Finding]) -> list[Finding]:
 
 
 @dataclass(frozen=True)
+class HeadNetwork:
+    """Where the head node's own group sits (the stack's network): who its peers are (``_head_network``)."""
+
+    compute_group_id: pulumi.Input[str]
+    """The group every compute node carries and whose members admit each other (the Network's EFA group)."""
+    egress_group_ids: Sequence[pulumi.Input[str]] = field(default_factory=tuple)
+    """Groups the head node keeps for its outbound traffic (the Network's node group: all outbound)."""
+    lustre_group_id: pulumi.Input[str] | None = None
+    """The Lustre file system's group, when the head node mounts it."""
+
+
+@dataclass(frozen=True)
 class SlurmBuild:
     """Everything the builder places, resolved: the stack builds it from its spec, a program from Args."""
 
@@ -88,6 +100,10 @@ class SlurmBuild:
     metrics_workspace_id: pulumi.Input[str] | None = None
     """The cluster's AMP workspace, where the head node's collector remote-writes (docs/monitoring.md); none (the
     standalone SlurmCluster, or monitoring off): no collector."""
+    head_network: HeadNetwork | None = None
+    """The head node's own security group's peers (the stack's network): the head node then carries that group and
+    ``head_network.egress_group_ids``, not ``security_group_ids``. None (the standalone SlurmCluster, whose groups are
+    the program's): the head node carries ``security_group_ids`` as the compute nodes do."""
 
     @property
     def resolved(self) -> ResolvedSlurm:

@@ -17,6 +17,7 @@ from gpucluster.components.hybrid._security import hybrid_node_security_group
 from gpucluster.components.images.node_images import slurm_node_images
 from gpucluster.components.slurm._args import SlurmBuild
 from gpucluster.components.slurm._artifact import AgentArtifact, agent_artifact
+from gpucluster.components.slurm._head_network import placed_head_groups
 from gpucluster.components.slurm._head_node import head_identity, head_node
 from gpucluster.components.slurm._hybrid import site_munge_key
 from gpucluster.components.slurm._node_group import SlurmNodeGroup
@@ -67,6 +68,9 @@ class SlurmParts:
     """``aws ssm start-session …`` per document key: a login node found by its tags when run."""
     login_asg_name: str | None
     ssh_endpoint: pulumi.Output[str] | None
+    head_security_group_id: pulumi.Output[str] | None
+    """The head node's own security group (``_head_network``); none for a standalone SlurmCluster or a site's
+    controller."""
     home_storage: SharedStorage | None
     """The shared ``/home``'s mount shape (server, ``/fsx/home`` on ``/home``, nfs4), for the nodes' user data."""
 
@@ -117,6 +121,7 @@ class SlurmParts:
         # The agent launches dynamic groups only (static ones belong to their Auto Scaling groups).
         dynamic = [g.name for g in args.node_groups if slurm.group_settings(g.name).mode == "dynamic"]
         self.head_instance_id = self.head_private_ip = self.head_role_arn = None
+        self.head_security_group_id = None
         self._head_role_id: pulumi.Output[str] | None = None
         self.data_volume_id = self.head_user_data = None
         head_ip: pulumi.Output[str] | None = None
@@ -310,7 +315,7 @@ class SlurmParts:
         if spot_queue is not None:  # the spot-watch service's queue: the head node may read and delete, nothing else
             reader = spot_queue.arn.apply(lambda arn: policy_json(spot_reader_policy(arn)))
             aws.iam.RolePolicy(f"{name}-head-spot-events", role=head_role.id, policy=reader, opts=child)
-        head_groups = args.security_group_ids
+        head_groups, self.head_security_group_id = placed_head_groups(name, args, ctx, self._parent)
         if self._groups is not None:
             head_groups = _with_group(head_groups, self._groups.head_side.id)
         head = head_node(

@@ -135,8 +135,9 @@ class SlurmIdentitySpec(SpecModel):
     """The cluster's people: declared ``users``/``groups``, or a ``directory``."""
 
     admin_group: str | None = None
-    """Group whose members get root with sudo on every node. Default: none (nobody gets sudo; root only
-    through IAM). With declared users it must be one of ``groups``."""
+    """Group whose members get root with sudo on every node, and the only users (with root) the head node's sshd
+    admits. Default: none (nobody gets sudo, nobody logs in to the head node over SSH; root only through IAM).
+    With declared users it must be one of ``groups``."""
 
     groups: tuple[PosixGroupSpec, ...] = ()
     """Declared groups. Default: none."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -22,9 +23,12 @@ from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.render.slurm.pam import (
     ADMIN_ACCESS_FILE,
     COMPUTE_PAM_TEMPLATE,
+    HEAD_ACCESS_FILE,
+    HEAD_PAM,
     SSHD_DROP_IN,
     admin_access,
     compute_pam_sshd,
+    head_ssh_files,
     login_pam_sshd,
     sshd_drop_in,
 )
@@ -97,9 +101,10 @@ def test_every_module_of_the_stacks_exists(identity):
     assert missing == [], "not installed: " + ", ".join(missing)
 
 
-def pamtester(tmp_path: Path, stack: str, user: str) -> subprocess.CompletedProcess[str]:
+def pamtester(tmp_path: Path, stack: str, user: str, binds: dict[str, Path] | None = None) -> subprocess.CompletedProcess[str]:
     """``pamtester sshd <user> acct_mgmt`` with ``stack`` as sshd's PAM file: a copy of /etc/pam.d bind-mounted over
-    it in a private mount namespace (the host's PAM configuration is not touched)."""
+    it in a private mount namespace (the host's PAM configuration is not touched); ``binds``: more fixture files or
+    directories mounted over their paths there (``/etc/passwd``, ``/etc/security`` …)."""
     if os.geteuid() != 0:
         (pytest.fail if IN_CI else pytest.skip)("needs root (a private mount namespace); CI runs as root")
     tool, unshare = require_tool("pamtester"), require_tool("unshare")
@@ -107,7 +112,8 @@ def pamtester(tmp_path: Path, stack: str, user: str) -> subprocess.CompletedProc
     tmp_path.mkdir(parents=True, exist_ok=True)
     subprocess.run(["cp", "-a", "/etc/pam.d", str(pam_d)], check=True)
     (pam_d / "sshd").write_text(stack)
-    script = f'mount --bind "$1" /etc/pam.d && exec {tool} -v sshd {user} acct_mgmt'
+    mounts = "".join(f"mount --bind {shlex.quote(str(src))} {shlex.quote(dst)} && " for dst, src in (binds or {}).items())
+    script = f'{mounts}mount --bind "$1" /etc/pam.d && exec {tool} -v sshd {user} acct_mgmt'
     return subprocess.run(
         [unshare, "--mount", "--propagation", "private", "sh", "-c", script, "pam-check", str(pam_d)],
         capture_output=True,
@@ -232,3 +238,75 @@ def test_srun_port_range_only_with_login_nodes(tmp_path):
     files = {**conf_files(with_login), "slurm.conf": text}
     rc, problems = check_slurmctld(files, tmp_path)
     assert rc == 124 and problems == [], problems
+
+
+# --- the head node (H1: a researcher's key in the shared /home opened a shell on the controller) ---------------------
+
+
+def head_files(identity: ResolvedIdentity | None) -> dict[str, str]:
+    return {f.path: f.text() for f in head_ssh_files("c1", identity)}
+
+
+@pytest.mark.parametrize(
+    ("name", "identity"), [("head", DECLARED), ("head-directory", DIRECTORY), ("head-no-identity", None)], ids=str
+)
+def test_h1_head_sshd_and_pam_files_golden_and_accepted_by_sshd(name, identity, tmp_path, update_golden):
+    """The head node's three files, pinned; the drop-in read by the real ``sshd -t``; only the admin group (root's
+    without one) is allowed, and pam_access is requisite before Ubuntu's account stack."""
+    files = head_files(identity)
+    assert set(files) == {SSHD_DROP_IN, HEAD_PAM, HEAD_ACCESS_FILE}
+    text = "".join(f"==> {path} <==\n{body}" for path, body in sorted(files.items()))
+    check_golden(GOLDEN_DIR / f"ssh-{name}", text, update_golden)
+    group = identity.admin_group if identity is not None and identity.admin_group else "root"
+    drop_in = files[SSHD_DROP_IN]
+    assert re.findall(r"^AllowGroups .*$", drop_in, re.M) == [f"AllowGroups {group}"]
+    account = account_lines(files[HEAD_PAM])
+    assert account[:3] == [
+        "account    required     pam_nologin.so",
+        f"account    requisite    pam_access.so accessfile={HEAD_ACCESS_FILE}",
+        "@include common-account",
+    ]
+    sshd, keygen = require_tool("sshd"), require_tool("ssh-keygen")
+    key = tmp_path / "ssh_host_ed25519_key"
+    subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    conf = tmp_path / "sshd_config"
+    conf.write_text(drop_in)
+    Path("/run/sshd").mkdir(exist_ok=True)
+    result = subprocess.run([sshd, "-t", "-f", str(conf), "-o", f"HostKey={key}"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    # sshd's own view of the file: the allowed groups are what it will enforce
+    shown = subprocess.run([sshd, "-T", "-f", str(conf), "-o", f"HostKey={key}"], capture_output=True, text=True)
+    assert shown.returncode == 0 and f"allowgroups {group}" in shown.stdout.splitlines(), shown.stderr
+
+
+PASSWD = "root:x:0:0:root:/root:/bin/bash\nalice:x:10001:10001::/home/alice:/bin/bash\nbob:x:10002:10002::/home/bob:/bin/bash\n"
+GROUP = "root:x:0:\nhpc-admins:x:5000:alice\nllm:x:5002:bob\nalice:x:10001:\nbob:x:10002:\n"
+SHADOW = "root:*:20000:0:99999:7:::\nalice:*:20000:0:99999:7:::\nbob:*:20000:0:99999:7:::\n"
+
+
+def test_h1_the_real_pam_library_admits_an_admin_and_refuses_a_researcher_on_the_head(tmp_path):
+    """The head node's rendered stack and access file (at its real path) through the real libpam, with fixture
+    accounts (alice in hpc-admins, bob a researcher in llm) bound over /etc/passwd, /etc/group and /etc/shadow in a
+    private mount namespace: alice and root are admitted, bob is refused by pam_access. The same stack without the
+    pam_access line admits bob (the refusal is that line's)."""
+    require_tool("pamtester")
+    files = head_files(DECLARED)
+    etc = tmp_path / "etc"
+    security = etc / "security"
+    etc.mkdir()
+    subprocess.run(["cp", "-a", "/etc/security", str(security)], check=True)
+    Path(security / Path(HEAD_ACCESS_FILE).name).write_text(files[HEAD_ACCESS_FILE])
+    binds: dict[str, Path] = {"/etc/security": security}
+    for name, text in (("passwd", PASSWD), ("group", GROUP), ("shadow", SHADOW)):
+        (etc / name).write_text(text)
+        binds[f"/etc/{name}"] = etc / name
+    stack = files[HEAD_PAM]
+    alice = pamtester(tmp_path / "alice", stack, "alice", binds)
+    assert alice.returncode == 0, alice.stdout + alice.stderr
+    root = pamtester(tmp_path / "root", stack, "root", binds)
+    assert root.returncode == 0, root.stdout + root.stderr
+    bob = pamtester(tmp_path / "bob", stack, "bob", binds)
+    assert bob.returncode != 0 and "Permission denied" in bob.stderr, bob.stdout + bob.stderr
+    without = "\n".join(line for line in stack.splitlines() if "pam_access" not in line) + "\n"
+    bob_without = pamtester(tmp_path / "bob-without", without, "bob", binds)
+    assert bob_without.returncode == 0, bob_without.stdout + bob_without.stderr

@@ -50,6 +50,7 @@ from gpucluster.render.slurm.names import (
     agent_service,
     head_hostname,
 )
+from gpucluster.render.slurm.pam import head_ssh_files
 from gpucluster.render.slurm.privacy import job_container_conf
 from gpucluster.render.slurm.sssd import SSSD_PACKAGES, directory_files, directory_of, directory_setup, identity_helper_file
 from gpucluster.render.slurm.usage import USAGE_TIMER, has_usage_report, usage_files
@@ -101,6 +102,7 @@ def head_files(ctx: SlurmContext, inputs: HeadInputs) -> tuple[WriteFile, ...]:
         *agent_files(ctx, inputs),
         *system_files(ctx, collector=collector_workspace(ctx, inputs.metrics_workspace_id) is not None),
         *identity_files(ctx.identity),
+        *head_ssh_files(ctx.cluster, ctx.identity),
         *directory_files(ctx.cluster, ctx.identity),
         *home_files(inputs.home, ("slurmctld.service",)),
         *accounts_files(ctx, inputs.agent.bucket),

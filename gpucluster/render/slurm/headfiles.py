@@ -121,7 +121,7 @@ def head_config_unit() -> WriteFile:
         systemd_unit(
             "gpucluster: rewrite the head node's files from its current user data and bundle, then install the agent",
             "Wants=network-online.target\nAfter=network-online.target\n"
-            "Before=slurmctld.service slurmdbd.service gpucluster-agent-maintain.service\n\n"
+            "Before=slurmctld.service slurmdbd.service gpucluster-agent-maintain.service ssh.service\n\n"
             f"[Service]\nType=oneshot\nExecStart={AWS_HELPER} apply-user-data\n",
             "WantedBy=multi-user.target",
         ),

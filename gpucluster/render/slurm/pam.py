@@ -18,6 +18,14 @@ with a directory (a directory user's home is made at first SSH login). The modul
 ``mkhomedirfor`` (what the module does inside sshd) but gives ``mkmyhomedir`` no ACL ("not allowed for anyone"): a
 Session Manager shell calling it as the user is refused unless that file is changed.
 
+**The head node** (``templates/slurm/pam-sshd-head.j2``, always): no one but root and the admin group has business
+on the controller (researchers reach slurmctld through Slurm's own clients). sshd's drop-in says ``AllowGroups
+<adminGroup>`` (``root`` without one: with ``PermitRootLogin no`` no one then logs in over SSH), and the account stack
+starts with ``pam_access`` (``requisite``, its own file admitting root and the admin group, refusing everyone else)
+before Ubuntu's ``common-account``: a key in a researcher's ``~/.ssh`` on the shared ``/home`` opens nothing, and a
+later ``sufficient`` module cannot undo the refusal. The head node's security group admits no SSH at all
+(``components/slurm/_head_network.py``); Session Manager is the way in.
+
 **sshd** (``templates/slurm/sshd-gpucluster.conf.j2``, ``/etc/ssh/sshd_config.d/60-gpucluster.conf``): keys only (no
 password, no keyboard-interactive), no root login; declared users' keys from ``/etc/gpucluster/ssh/authorized_keys/%u``
 (root's files, written by the users program) then the user's own ``~/.ssh/authorized_keys`` (a login node's key pair
@@ -40,6 +48,10 @@ ADOPT_OPTIONS = (
     f"nodename={NODENAME_PLACEHOLDER}",
 )
 ADMIN_ACCESS_FILE = "/etc/security/access-gpucluster-admins.conf"
+HEAD_ACCESS_FILE = "/etc/security/access-gpucluster-head.conf"
+HEAD_PAM = "/etc/pam.d/sshd"
+HEAD_FALLBACK_GROUP = "root"
+"""Who sshd's ``AllowGroups`` names on a head node without an admin group: root's group (and root cannot log in)."""
 COMPUTE_PAM_TEMPLATE = "/etc/gpucluster/pam/sshd-compute.in"  # the node setup writes /etc/pam.d/sshd from it
 LOGIN_PAM = "/etc/pam.d/sshd"
 SSHD_DROP_IN = "/etc/ssh/sshd_config.d/60-gpucluster.conf"
@@ -75,18 +87,52 @@ def login_pam_sshd(cluster: str, identity: ResolvedIdentity) -> str:
     return render("slurm/pam-sshd-login.j2", cluster=cluster, directory=_directory(identity) is not None)
 
 
-def sshd_drop_in(identity: ResolvedIdentity, host_keys: tuple[str, ...] = ()) -> str:
-    """``/etc/ssh/sshd_config.d/60-gpucluster.conf``; ``host_keys``: the login nodes' shared host key paths."""
-    directory = _directory(identity)
+def sshd_drop_in(identity: ResolvedIdentity | None, host_keys: tuple[str, ...] = (), allow_groups: tuple[str, ...] = ()) -> str:
+    """``/etc/ssh/sshd_config.d/60-gpucluster.conf``; ``host_keys``: the login nodes' shared host key paths;
+    ``allow_groups``: the only groups sshd lets in (the head node's). No identity: the users' own key files only."""
+    directory = _directory(identity) if identity is not None else None
     command = None
     if directory is not None and directory.ssh_public_key_attribute:
         command = f"{SSS_AUTHORIZED_KEYS} %u"
-    files = ".ssh/authorized_keys" if directory is not None else f"{AUTHORIZED_KEYS_DIR}/%u .ssh/authorized_keys"
+    declared = identity is not None and directory is None
+    files = f"{AUTHORIZED_KEYS_DIR}/%u .ssh/authorized_keys" if declared else ".ssh/authorized_keys"
+    for group in allow_groups:
+        admin_sudoers(group)  # the same name check
     return render(
         "slurm/sshd-gpucluster.conf.j2",
         authorized_keys_command=command,
         authorized_keys_file=files,
         host_keys=list(host_keys),
+        allow_groups=list(allow_groups),
+    )
+
+
+def head_admin_group(identity: ResolvedIdentity | None) -> str:
+    """The one group the head node's sshd and PAM admit: ``slurm.identity.adminGroup``, else root's."""
+    group = identity.admin_group if identity is not None else None
+    return group or HEAD_FALLBACK_GROUP
+
+
+def head_access(identity: ResolvedIdentity | None) -> str:
+    """The head node's pam_access file: root and the admin group from anywhere, everyone else refused."""
+    group = head_admin_group(identity)
+    admin_sudoers(group)  # the same name check
+    lines = ["+:root:ALL", *([f"+:({group}):ALL"] if group != HEAD_FALLBACK_GROUP else []), "-:ALL:ALL"]
+    who = "root" if group == HEAD_FALLBACK_GROUP else f"root and members of {group}"
+    return f"# gpucluster: only {who} may pass sshd's account phase on the head node.\n" + "\n".join(lines) + "\n"
+
+
+def head_pam_sshd(cluster: str, identity: ResolvedIdentity | None) -> str:
+    """The head node's ``/etc/pam.d/sshd``: pam_access (requisite) before Ubuntu's account stack."""
+    return render("slurm/pam-sshd-head.j2", cluster=cluster, admin_group=head_admin_group(identity), access_file=HEAD_ACCESS_FILE)
+
+
+def head_ssh_files(cluster: str, identity: ResolvedIdentity | None) -> tuple[WriteFile, ...]:
+    """The head node's sshd drop-in, PAM stack and access file (with or without an identity)."""
+    return (
+        WriteFile(SSHD_DROP_IN, sshd_drop_in(identity, allow_groups=(head_admin_group(identity),))),
+        WriteFile(HEAD_PAM, head_pam_sshd(cluster, identity)),
+        WriteFile(HEAD_ACCESS_FILE, head_access(identity)),
     )
 
 
