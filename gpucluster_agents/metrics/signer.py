@@ -11,8 +11,11 @@ SigV4 signer, the credentials refreshed from IMDS by boto3) and sends it to AMP 
 to Prometheus unchanged, so its retry logic sees AMP's status (5xx and 429: retried; 4xx: dropped). When AMP
 cannot be reached, the signer answers 502 and Prometheus retries from its WAL.
 
-Only ``POST /workspaces/<the one workspace>/api/v1/remote_write`` is forwarded; anything else gets 404: a local
-user cannot turn the signer into a general AWS client of the role.
+Only ``POST /workspaces/<the one workspace>/api/v1/remote_write`` is forwarded; anything else gets 404: the signer is
+no general AWS client of the role. Who may connect at all: root and Prometheus's user only (the head node's guard,
+``gpucluster/render/slurm/guard.py``, resets every other local user's connection to its port). With
+``--targets-dir`` it also lists the collector's targets in EC2 (``targets.py``), so that it alone, under a system
+user of its own, holds the role's credentials on behalf of the collector.
 """
 
 from __future__ import annotations
@@ -53,6 +56,13 @@ def aps_signer(region: str) -> Signer:
         return dict(request.headers.items())
 
     return sign
+
+
+def _ec2_client(region: str) -> Any:
+    """EC2 with the default credential chain (on the head node: the instance role, from IMDS)."""
+    import boto3
+
+    return boto3.Session(region_name=region).client("ec2")
 
 
 def make_signer_server(listen: tuple[str, int], upstream: str, workspace: str, sign: Signer) -> ThreadingHTTPServer:
@@ -101,7 +111,12 @@ def signer_main(argv: Sequence[str], sign: Signer | None = None) -> int:
     p.add_argument("--region", required=True)
     p.add_argument("--workspace", required=True, help="the AMP workspace's id (ws-...)")
     p.add_argument("--upstream", help="AMP's endpoint (default: the region's aps-workspaces endpoint)")
+    p.add_argument("--targets-dir", help="also write the collector's targets here (targets.py), listed in EC2")
+    p.add_argument("--cluster", help="the cluster whose instances are the targets (with --targets-dir)")
+    p.add_argument("--targets-every", type=float, default=60.0, help="seconds between two listings (default 60)")
     a = p.parse_args(argv)
+    if a.targets_dir and not a.cluster:
+        p.error("--targets-dir needs --cluster")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s gpucluster-metrics %(levelname)s %(message)s")
     host, _, port = a.listen.rpartition(":")
     upstream = a.upstream or f"https://aps-workspaces.{a.region}.amazonaws.com"
@@ -110,4 +125,8 @@ def signer_main(argv: Sequence[str], sign: Signer | None = None) -> int:
     except (OSError, ValueError) as exc:
         sys.stderr.write(f"gpucluster-metrics: cannot listen on {a.listen}: {exc}\n")
         return 2
+    if a.targets_dir:
+        from .targets import start_refresher
+
+        start_refresher(lambda: _ec2_client(a.region), a.cluster, a.targets_dir, a.targets_every)
     return serve(server, f"gpucluster-metrics remote-write signer on {a.listen} for {upstream}")

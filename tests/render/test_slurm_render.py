@@ -607,11 +607,14 @@ def test_compute_nodes_apply_the_imds_guard_first_and_slurmd_requires_it(tmp_pat
 
 
 def test_head_node_guard_lets_root_slurm_and_the_collector_only():
-    """slurm-p5 monitors (the default): the collector's user ``prometheus`` passes too, and nobody else."""
+    """slurm-p5 monitors (the default): the collector's signer's own user passes IMDS too, and nobody else (not
+    ``prometheus``); the collector's loopback ports take root and ``prometheus`` only (tests/e2e/test_head_guard_e2e.py
+    runs this script)."""
     files = run_plan("slurm-p5").files
     script = files["slurm-p5-slurm-head-files/usr/local/sbin/gpucluster-imds-guard"]
     assert script == imds_guard_script(head=True, collector=True)
-    assert re.findall(r"--uid-owner (\S+) -j RETURN", script) == ["0", "slurm", "prometheus"]
+    assert re.findall(r"-A \$chain -m owner --uid-owner (\S+) -j RETURN", script) == ["0", "slurm", "gpucluster-signer"]
+    assert re.findall(r"-A \$loopback -m owner --uid-owner (\S+) -j RETURN", script) == ["0", "prometheus"]
     assert "REJECT --reject-with tcp-reset" in script and "ip6tables-restore" in script
     unit = _unit(files["slurm-p5-slurm-head-files/etc/systemd/system/gpucluster-imds-guard.service"])
     before = set(unit["Unit"]["Before"].split())
@@ -619,3 +622,4 @@ def test_head_node_guard_lets_root_slurm_and_the_collector_only():
     assert "gpucluster-collector-signer.service" in before
     # without the collector, as before: root and slurm
     assert re.findall(r"--uid-owner (\S+) -j RETURN", imds_guard_script(head=True)) == ["0", "slurm"]
+    assert "GPUCLUSTER-LOOPBACK" not in imds_guard_script(head=True)

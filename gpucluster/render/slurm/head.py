@@ -16,7 +16,14 @@ from gpucluster.render.slurm.accounts import ACCOUNTS_PATH_UNIT, ACCOUNTS_TIMER,
 from gpucluster.render.slurm.agent import AgentBundle, boot_files, package_file
 from gpucluster.render.slurm.collector import COLLECTOR_PACKAGES, SETUP_UNITS, collector_files, collector_workspace
 from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, slurm_conf, slurmdbd_conf, topology_conf
-from gpucluster.render.slurm.guard import IMDS_GUARD, IMDS_GUARD_UNIT, imds_guard_script, imds_guard_unit, systemd_unit
+from gpucluster.render.slurm.guard import (
+    IMDS_GUARD,
+    IMDS_GUARD_UNIT,
+    SIGNERS_SYSUSERS,
+    imds_guard_script,
+    imds_guard_unit,
+    systemd_unit,
+)
 from gpucluster.render.slurm.headfiles import HeadFilesRef, bundle_json, bundle_ref, head_config_unit, small_cloud_config, split
 from gpucluster.render.slurm.identity import (
     USERS_UNIT,
@@ -234,6 +241,7 @@ def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
         usage_timer=USAGE_TIMER if has_usage_report(ctx, inputs.agent.bucket) else None,
         spot_unit=SPOT_UNIT if inputs.agent_config.spot_queue_url else None,
         collector_units=SETUP_UNITS if collector else None,
+        signer_sysusers=SIGNERS_SYSUSERS,
     )
 
 
