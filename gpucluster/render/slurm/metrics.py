@@ -25,6 +25,10 @@ NODE_EXPORTER_UNIT = "prometheus-node-exporter.service"
 NODE_EXPORTER_DROP_IN = f"/etc/systemd/system/{NODE_EXPORTER_UNIT}.d/gpucluster.conf"
 METRICS_PORT = 9400  # the DCGM exporter's: a node runs one or the other
 NODE_EXPORTER_PORT = 9100
+HEAD_SNAPSHOT_UNIT = "gpucluster-head-snapshot.service"
+HEAD_SNAPSHOT_DIR = "/run/gpucluster-head-metrics"
+HEAD_SNAPSHOT = f"{HEAD_SNAPSHOT_DIR}/snapshot.json"
+"""Slurm's and the agent's figures, written by SlurmUser for the head node's exporter (:func:`head_snapshot_unit`)."""
 METRICS_PACKAGES = ("prometheus-node-exporter",)
 PYTHON = "/usr/bin/python3"
 # The node exporter's systemd collector (on by default in Debian's build, off upstream: named explicitly) limited
@@ -53,20 +57,52 @@ def _exec(*args: str, python: str = PYTHON) -> str:
 
 def metrics_unit(gpus: bool, agent_lib: str = AGENT_LIB, python: str = PYTHON, head: str | None = None) -> str:
     """``gpucluster-metrics.service``; ``gpus`` False: a node without NVIDIA GPUs (EFA and Lustre only). ``head``:
-    the agent's state directory on the head node, whose exporter adds Slurm's and the agent's metrics and runs as
-    the agent's user (slurm): it reads the agent's files and runs sinfo/squeue, nothing of root's."""
+    the agent's state directory on the head node, whose exporter adds Slurm's and the agent's metrics from the
+    snapshot SlurmUser writes (:func:`head_snapshot_unit`) and itself runs as a systemd dynamic user: it listens
+    where every job reaches it, so it holds neither SlurmUser's rights in Slurm nor a way to IMDS."""
     serve = ["serve", "--listen", "auto", "--port", str(METRICS_PORT)] + ([] if gpus else ["--no-gpus"])
+    after = ""
     if head is not None:
-        serve += ["--slurm-bin-dir", "/usr/bin", "--agent-state", head]
-    user = "User=slurm\nGroup=slurm\n" if head is not None else ""
+        serve += ["--head-snapshot", HEAD_SNAPSHOT]
+        after = f" {HEAD_SNAPSHOT_UNIT}"
+    user = "DynamicUser=yes\n" if head is not None else ""
     return f"""[Unit]
 Description=gpucluster node metrics
-After=network-online.target nvidia-persistenced.service remote-fs.target
-Wants=network-online.target
+After=network-online.target nvidia-persistenced.service remote-fs.target{after}
+Wants=network-online.target{after}
 
 [Service]
 {user}WorkingDirectory={agent_lib}
 ExecStart={_exec(*serve, python=python)}
+Restart=always
+RestartSec=10
+NoNewPrivileges=yes
+ProtectSystem=strict
+ProtectHome=yes
+PrivateTmp=yes
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def head_snapshot_unit(state_dir: str, agent_lib: str = AGENT_LIB, python: str = PYTHON) -> str:
+    """``gpucluster-head-snapshot.service``: as slurm (under ``PrivateData=jobs`` only SlurmUser sees every job; the
+    agent's files are slurm's), ``sinfo``/``squeue`` and the agent's state into :data:`HEAD_SNAPSHOT` every 15 s
+    (``gpucluster_agents/metrics/snapshot.py``). It listens on nothing; its directory is readable by the exporter."""
+    run = _exec("head-snapshot", "--slurm-bin-dir", "/usr/bin", "--agent-state", state_dir, "--out", HEAD_SNAPSHOT, python=python)
+    return f"""[Unit]
+Description=gpucluster: Slurm's and the agent's figures for the head node's exporter
+After=slurmctld.service
+
+[Service]
+User=slurm
+Group=slurm
+RuntimeDirectory={HEAD_SNAPSHOT_DIR.removeprefix("/run/")}
+RuntimeDirectoryMode=0755
+RuntimeDirectoryPreserve=yes
+WorkingDirectory={agent_lib}
+ExecStart={run}
 Restart=always
 RestartSec=10
 NoNewPrivileges=yes
@@ -93,16 +129,18 @@ ExecStart={run}
 
 
 def metrics_files(group: ResolvedNodeGroup | None, head: str | None = None) -> tuple[WriteFile, ...]:
-    """A compute node's (``group``) or the head node's (``head``: the agent's state directory) two units."""
+    """A compute node's (``group``) two units, or the head node's (``head``: the agent's state directory) three."""
     gpus = group is not None and nvidia_gpus(group.facts)
+    snapshot = (WriteFile(f"/etc/systemd/system/{HEAD_SNAPSHOT_UNIT}", head_snapshot_unit(head)),) if head else ()
     return (
+        *snapshot,
         WriteFile(f"/etc/systemd/system/{METRICS_UNIT}", metrics_unit(gpus, head=head)),
         WriteFile(NODE_EXPORTER_DROP_IN, node_exporter_drop_in(head=head is not None)),
     )
 
 
-def enable_units() -> str:
-    """The setup script's line: both exporters now and at every boot (after the package is installed)."""
-    return "systemctl daemon-reload && systemctl enable --now " + " ".join(
-        shlex.quote(u) for u in (METRICS_UNIT, NODE_EXPORTER_UNIT)
-    )
+def enable_units(head: bool = False) -> str:
+    """The setup script's line: both exporters (and on the head node the snapshot first) now and at every boot
+    (after the package is installed)."""
+    units = ((HEAD_SNAPSHOT_UNIT,) if head else ()) + (METRICS_UNIT, NODE_EXPORTER_UNIT)
+    return "systemctl daemon-reload && systemctl enable --now " + " ".join(shlex.quote(u) for u in units)
