@@ -51,10 +51,11 @@ HARDENING = (
     "CapabilityBoundingSet=\nAmbientCapabilities=\n"
 )
 COLLECTOR_LISTEN = f"127.0.0.1:{COLLECTOR_PORT}"
-COLLECTOR_MEMORY_MAX = "4G"
-"""Prometheus in agent mode holds the active series and the remote-write queues in memory: a few KB a series, some
-1,500 series a GPU node, so a few hundred nodes stay well under this; past it the kernel stops Prometheus (restarted,
-the WAL replayed) rather than slurmctld, slurmdbd or MariaDB beside it."""
+COLLECTOR_MEMORY_MAX = "40%"
+"""Of the head node's memory. Prometheus in agent mode holds the active series and the remote-write queues in memory
+(a few KB a series, some 4,500 series a p5 node: about 1.5 GB for 100 p5 nodes); past the cap the kernel stops
+Prometheus (restarted, its WAL replayed) and not slurmctld, slurmdbd or MariaDB beside it. A share rather than a
+size: a cluster big enough to need more runs on a bigger head node (``slurm.headNode.instanceType``)."""
 SIGNER_MEMORY_MAX = "512M"
 """The signer holds the remote-write batches in flight (each a few hundred KB, at most 32 MiB) and boto3."""
 PACKAGE_UNIT = "prometheus.service"

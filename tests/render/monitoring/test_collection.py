@@ -152,7 +152,7 @@ def test_m1_collector_units_have_a_memory_cap() -> None:
     """Neither loopback service can take the head node's memory (slurmctld, slurmdbd, MariaDB beside them)."""
     for text in (collector_unit(), signer_unit("us-east-1", WORKSPACE, "slurm-p5")):
         assert _unit_value(text, "MemoryMax") in (COLLECTOR_MEMORY_MAX, SIGNER_MEMORY_MAX)
-    assert _unit_value(collector_unit(), "MemoryMax") == "4G" and _unit_value(signer_unit("r", "w", "c"), "MemoryMax") == "512M"
+    assert _unit_value(collector_unit(), "MemoryMax") == "40%" and _unit_value(signer_unit("r", "w", "c"), "MemoryMax") == "512M"
 
 
 def test_m2_only_the_signer_runs_as_its_own_user() -> None:
