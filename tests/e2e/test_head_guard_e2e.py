@@ -134,50 +134,60 @@ def head_node(netns: Namespace, run_dir: Path) -> Iterator[tuple[Namespace, int,
     # processes and namespaces: the netns fixture's teardown (the marker)
 
 
-def test_m1_m2_head_guard_keeps_loopback_ports_and_imds_to_their_users(head_node, run_dir) -> None:
-    ns, signer_uid, imds_log, local_log = head_node
-    files = head_files()
-    researcher, prometheus, slurm = UIDS["researcher"], UIDS["prometheus"], UIDS["slurm"]
-    # before the guard, every user reaches both (the checks below can fail)
-    for uid in (researcher, EXPORTER_UID):
+def guarded(head_node: tuple[Namespace, int, Path, Path], run_dir: Path) -> str:
+    """Check that every user reaches IMDS and the loopback ports before the guard (so the checks after it can fail),
+    apply the head node's guard twice (every boot: the same rules, once) and return its rules."""
+    ns, signer_uid, _, _ = head_node
+    for uid in (UIDS["researcher"], UIDS["prometheus"], EXPORTER_UID, signer_uid):
         assert imds_token(ns, uid, IMDS[0]).stdout == "fake-imds-token"
         assert curl_as(ns, uid, f"http://{LOOPBACK[0]}:{PORTS[1]}/before").stdout == f"ok {PORTS[1]}"
-
-    root = run_dir / "root"
-    applied = apply_head_guard(ns, files[IMDS_GUARD], root, run_dir)
+    script, root = head_files()[IMDS_GUARD], run_dir / "root"
+    applied = apply_head_guard(ns, script, root, run_dir)
     assert applied.returncode == 0, applied.stdout + applied.stderr
     rules = ns.rules()
-    again = apply_head_guard(ns, files[IMDS_GUARD], root, run_dir)  # every boot: the same rules, once
+    again = apply_head_guard(ns, script, root, run_dir)
     assert again.returncode == 0 and ns.rules() == rules, again.stderr
-    # by number: the owner rules resolved the fixture's names, the signer's to its sysusers uid
-    imds_owners = {line.split("--uid-owner ")[1].split()[0] for line in rules.splitlines() if "GPUCLUSTER-IMDS -m owner" in line}
-    assert imds_owners == {"0", str(slurm), str(signer_uid)}, rules
-    assert rules.count(f"-A OUTPUT -o lo -p tcp -m multiport --dports {PORTS[0]},{PORTS[1]} -j GPUCLUSTER-LOOPBACK") == 2
+    return rules
 
-    # M1: the loopback ports, IPv4 and IPv6
-    local_before = local_log.read_text()
+
+def test_m1_loopback_ports_take_root_and_prometheus_only(head_node, run_dir) -> None:
+    """Prometheus's API (9090) and the signer (9091), on 127.0.0.1 and ::1: root and Prometheus's uid (the signer's
+    one client) connect; a researcher, the signer's own uid and the head exporter's are reset, and the services see
+    none of their requests."""
+    ns, signer_uid, _, local_log = head_node
+    rules = guarded(head_node, run_dir)
+    assert rules.count(f"-A OUTPUT -o lo -p tcp -m multiport --dports {PORTS[0]},{PORTS[1]} -j GPUCLUSTER-LOOPBACK") == 2
+    before = local_log.read_text()
     for host in LOOPBACK:
         for port in PORTS:
             url = f"http://{host}:{port}/m1"
-            for uid in (0, prometheus):
+            for uid in (0, UIDS["prometheus"]):
                 got = curl_as(ns, uid, url)
                 assert (got.returncode, got.stdout) == (0, f"ok {port}"), (uid, url, got.stderr)
-            for uid in (researcher, signer_uid, EXPORTER_UID):
+            for uid in (UIDS["researcher"], signer_uid, EXPORTER_UID):
                 got = curl_as(ns, uid, url)
                 assert got.returncode == 7, (uid, url, got.returncode, got.stderr)  # reset at once, not timed out
-    admitted = [line for line in local_log.read_text()[len(local_before) :].splitlines()]
-    assert len(admitted) == 2 * 2 * 2, admitted  # root's and prometheus's requests only: none of a refused user's
+    served = local_log.read_text()[len(before) :].splitlines()
+    assert len(served) == len(LOOPBACK) * len(PORTS) * 2, served  # root's and prometheus's requests only
 
-    # M2: IMDS, IPv4 and IPv6
-    imds_before = imds_log.read_text()
+
+def test_m2_imds_takes_root_slurm_and_the_signer_only(head_node, run_dir) -> None:
+    """IMDS over IPv4 and IPv6: root, slurm and the signer's sysusers uid get a token; Prometheus's uid (Prometheus,
+    the node exporter), the head exporter's dynamic uid and a researcher's are reset, and IMDS sees none of theirs."""
+    ns, signer_uid, imds_log, _ = head_node
+    rules = guarded(head_node, run_dir)
+    # by number: the owner rules resolved the fixture's names, the signer's to its sysusers uid
+    owners = {line.split("--uid-owner ")[1].split()[0] for line in rules.splitlines() if "GPUCLUSTER-IMDS -m owner" in line}
+    assert owners == {"0", str(UIDS["slurm"]), str(signer_uid)}, rules
+    before = imds_log.read_text()
     for base in IMDS:
-        for uid in (0, slurm, signer_uid):
+        for uid in (0, UIDS["slurm"], signer_uid):
             got = imds_token(ns, uid, base)
             assert (got.returncode, got.stdout) == (0, "fake-imds-token"), (uid, base, got.stderr)
-        for uid in (prometheus, EXPORTER_UID, researcher):
+        for uid in (UIDS["prometheus"], EXPORTER_UID, UIDS["researcher"]):
             got = imds_token(ns, uid, base)
             assert got.returncode == 7, (uid, base, got.returncode, got.stderr)
-    assert imds_log.read_text()[len(imds_before) :].count("PUT /latest/api/token") == 2 * 3  # the three admitted only
+    assert imds_log.read_text()[len(before) :].count("PUT /latest/api/token") == len(IMDS) * 3  # the admitted three only
 
 
 def test_m2_head_guard_fails_closed_without_the_signers_user(head_node, run_dir) -> None:
