@@ -21,7 +21,8 @@ is known (the cluster builds the workspace before Slurm; the standalone ``SlurmC
   writes them as Prometheus's targets files (``gpucluster_agents/metrics/targets.py``). Prometheus, which parses
   the answers of exporters on nodes where jobs run, has no way to the role.
 - The guard also keeps the two loopback ports to their clients: the signer's (9091) and Prometheus's API (9090)
-  take TCP connections from root and ``prometheus`` only.
+  take TCP connections from root and ``prometheus`` only. Both units ``Requires=`` the guard: where it failed,
+  neither listens unguarded.
 - ``MemoryMax=`` on both units: neither can take the memory of slurmctld, slurmdbd and MariaDB beside them.
 - ``Restart=always``: it comes back after a crash; the WAL keeps what AMP has not yet taken for up to
   ``WAL_MAX_AGE`` (older unsent samples are dropped when the WAL is next truncated).
@@ -90,7 +91,7 @@ def collector_unit() -> str:
         ]
     )
     body = (
-        f"Wants=network-online.target {SIGNER_UNIT}\n"
+        f"Wants=network-online.target {SIGNER_UNIT}\nRequires={IMDS_GUARD_UNIT}\n"
         f"After=network-online.target {IMDS_GUARD_UNIT} gpucluster-head-config.service {SIGNER_UNIT}\n\n"
         "[Service]\n"
         f"User={COLLECTOR_USER}\nGroup={COLLECTOR_USER}\n"
@@ -118,7 +119,8 @@ def signer_unit(region: str, workspace_id: str, cluster: str) -> str:
         ]
     )
     body = (
-        f"Wants=network-online.target\nAfter=network-online.target {IMDS_GUARD_UNIT} gpucluster-head-config.service\n"
+        f"Wants=network-online.target\nRequires={IMDS_GUARD_UNIT}\n"
+        f"After=network-online.target {IMDS_GUARD_UNIT} gpucluster-head-config.service\n"
         f"Before={COLLECTOR_UNIT}\n\n"
         "[Service]\n"
         f"User={SIGNER_USER}\nGroup={SIGNER_USER}\nWorkingDirectory={AGENT_LIB}\n"

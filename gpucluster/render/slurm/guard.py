@@ -113,14 +113,16 @@ def imds_guard_unit(*, head: bool, collector: bool = False) -> str:
         if head
         else "munge.service slurmd.service"
     )
-    # the owner rules name the signer's user, which systemd-sysusers makes from SIGNERS_SYSUSERS
-    after = "After=systemd-sysusers.service\n" if head and collector else ""
+    # The owner rules name the signer's user: made here from SIGNERS_SYSUSERS (idempotent) before every run, so a
+    # head node whose files were rewritten since its setup has it too; /etc is writable once remount-fs ran.
+    after = "After=systemd-remount-fs.service systemd-sysusers.service\n" if head and collector else ""
+    make_user = f"ExecStartPre=/usr/bin/systemd-sysusers {SIGNERS_SYSUSERS}\n" if head and collector else ""
     return systemd_unit(
         f"gpucluster: {who} the instance metadata service",
         f"DefaultDependencies=no\nWants=network-pre.target\n{after}"
         f"Before=network-pre.target network-online.target {daemons} shutdown.target\n"
         "Conflicts=shutdown.target\n\n"
-        f"[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart={IMDS_GUARD}\n",
+        f"[Service]\nType=oneshot\nRemainAfterExit=yes\n{make_user}ExecStart={IMDS_GUARD}\n",
         "WantedBy=sysinit.target",
     )
 

@@ -19,7 +19,6 @@ from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, slurm_conf, slu
 from gpucluster.render.slurm.guard import (
     IMDS_GUARD,
     IMDS_GUARD_UNIT,
-    SIGNERS_SYSUSERS,
     imds_guard_script,
     imds_guard_unit,
     systemd_unit,
@@ -241,7 +240,6 @@ def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
         usage_timer=USAGE_TIMER if has_usage_report(ctx, inputs.agent.bucket) else None,
         spot_unit=SPOT_UNIT if inputs.agent_config.spot_queue_url else None,
         collector_units=SETUP_UNITS if collector else None,
-        signer_sysusers=SIGNERS_SYSUSERS,
     )
 
 
