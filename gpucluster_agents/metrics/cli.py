@@ -8,9 +8,11 @@
     node-exporter --systemd-socket -- ARGS...   # ... on the socket prometheus-node-exporter.socket holds
     listen-drop-ins DIR                    # the two .socket units' drop-ins: the private address (setup, once)
     remote-write-signer --region R --workspace WS   # the head node's collector's SigV4 signer (signer.py)
+    head-snapshot --slurm-bin-dir D --agent-state D --out F   # the head node's Slurm reader, as slurm (snapshot.py)
 
 Sources: ``--no-gpus`` (a head node, a CPU node), ``--slurm-bin-dir DIR`` and ``--agent-state DIR`` (the
-head node's Slurm and agent metrics), ``--fake-nvml SCENARIO`` and ``--kernel-log FILE`` (replayed GPU
+head node's Slurm and agent metrics, read in the exporter), ``--head-snapshot FILE`` (the same, read by
+``head-snapshot`` as slurm: what the head node's unit passes), ``--fake-nvml SCENARIO`` and ``--kernel-log FILE`` (replayed GPU
 readings and kernel records, as the health program takes them: tests and replays; no unit passes them),
 ``--sysfs-root`` and ``--lustre-root`` (fixture trees). Exit status: 0, or 2 for a bad command line, a
 missing NVML binding or an address it cannot listen on.
@@ -51,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--lustre-root", action="append", help="llite stats directory (repeatable; default the client's own)")
     p.add_argument("--slurm-bin-dir", help="directory of sinfo and squeue: add Slurm's metrics (head node)")
     p.add_argument("--agent-state", metavar="DIR", help="the agent's state_dir: add the agent's metrics (head node)")
+    p.add_argument("--head-snapshot", metavar="FILE", help="add the Slurm and agent metrics head-snapshot wrote (head node)")
     return p
 
 
@@ -62,6 +65,7 @@ def sources(args: argparse.Namespace) -> Sources:
         sysfs_root=args.sysfs_root,
         slurm_bin_dir=args.slurm_bin_dir,
         agent_state_dir=args.agent_state,
+        head_snapshot=args.head_snapshot,
     )
     if args.hostname:
         s.hostname = args.hostname
@@ -126,6 +130,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return node_exporter(argv[1:])
     if argv[:1] == ["listen-drop-ins"]:
         return listen_drop_ins(argv[1:])
+    if argv[:1] == ["head-snapshot"]:
+        from .snapshot import main as snapshot_main
+
+        return snapshot_main(argv[1:])
     if argv[:1] == ["remote-write-signer"]:
         from .signer import signer_main  # boto3: imported by the head node's signer only
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import fabric, gpu, head
+from . import fabric, gpu, head, snapshot
 from .exposition import CONTENT_TYPE, Registry
 from .httploop import BoundedServer, Limits, Request, Response, listening_socket
 
@@ -49,6 +49,7 @@ class Sources:
     lustre_roots: tuple[str, ...] = fabric.LUSTRE_ROOTS
     slurm_bin_dir: str | None = None  # head node: sinfo/squeue here
     agent_state_dir: str | None = None  # head node: the agent's state_dir
+    head_snapshot: str | None = None  # head node: both of those, read by SlurmUser into this file (snapshot.py)
 
 
 class Exporter:
@@ -84,6 +85,8 @@ class Exporter:
                 self._run(reg, "slurm", head.collect_slurm, s.slurm_bin_dir)
             if s.agent_state_dir is not None:
                 self._run(reg, "agent", head.collect_agent, s.agent_state_dir)
+            if s.head_snapshot is not None:
+                snapshot.read(reg, s.head_snapshot, time.time())
             reg.add(*SCRAPE_SECONDS, round(time.perf_counter() - start, 6))
             return reg
 

@@ -11,11 +11,14 @@ SigV4 signer, the credentials refreshed from IMDS by boto3) and sends it to AMP 
 to Prometheus unchanged, so its retry logic sees AMP's status (5xx and 429: retried; 4xx: dropped). When AMP
 cannot be reached, the signer answers 502 and Prometheus retries from its WAL.
 
-Only ``POST /workspaces/<the one workspace>/api/v1/remote_write`` is forwarded; anything else gets 404: a local
-user cannot turn the signer into a general AWS client of the role. It serves on the bounded loop the exporter
-uses (:mod:`.httploop`): :data:`LIMITS` caps the connections and threads, each request has a deadline, and a body
-is at most :data:`MAX_BODY`, so many slow or large local clients cost a bounded amount of memory and no thread
-each (the head node also runs slurmctld and MariaDB).
+Only ``POST /workspaces/<the one workspace>/api/v1/remote_write`` is forwarded; anything else gets 404: the signer is
+no general AWS client of the role. Who may connect at all: root and Prometheus's user only (the head node's guard,
+``gpucluster/render/slurm/guard.py``, resets every other local user's connection to its port). It serves on the
+bounded loop the exporter uses (:mod:`.httploop`): :data:`LIMITS` caps the connections and threads, each request has
+a deadline, and a body is at most :data:`MAX_BODY`, so many slow or large local clients cost a bounded amount of
+memory and no thread each (the head node also runs slurmctld and MariaDB). With ``--targets-dir`` it also lists the
+collector's targets in EC2 (``targets.py``), so that it alone, under a system user of its own, holds the role's
+credentials on behalf of the collector.
 """
 
 from __future__ import annotations
@@ -61,6 +64,13 @@ def aps_signer(region: str) -> Signer:
     return sign
 
 
+def _ec2_client(region: str) -> Any:
+    """EC2 with the default credential chain (on the head node: the instance role, from IMDS)."""
+    import boto3
+
+    return boto3.Session(region_name=region).client("ec2")
+
+
 def make_signer_server(listen: tuple[str, int], upstream: str, workspace: str, sign: Signer) -> BoundedServer:
     """The signer on ``listen``, forwarding the workspace's remote writes to ``upstream`` (AMP's endpoint)."""
     path = f"/workspaces/{workspace}/api/v1/remote_write"
@@ -94,7 +104,12 @@ def signer_main(argv: Sequence[str], sign: Signer | None = None) -> int:
     p.add_argument("--region", required=True)
     p.add_argument("--workspace", required=True, help="the AMP workspace's id (ws-...)")
     p.add_argument("--upstream", help="AMP's endpoint (default: the region's aps-workspaces endpoint)")
+    p.add_argument("--targets-dir", help="also write the collector's targets here (targets.py), listed in EC2")
+    p.add_argument("--cluster", help="the cluster whose instances are the targets (with --targets-dir)")
+    p.add_argument("--targets-every", type=float, default=60.0, help="seconds between two listings (default 60)")
     a = p.parse_args(argv)
+    if a.targets_dir and not a.cluster:
+        p.error("--targets-dir needs --cluster")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s gpucluster-metrics %(levelname)s %(message)s")
     host, _, port = a.listen.rpartition(":")
     upstream = a.upstream or f"https://aps-workspaces.{a.region}.amazonaws.com"
@@ -103,4 +118,8 @@ def signer_main(argv: Sequence[str], sign: Signer | None = None) -> int:
     except (OSError, ValueError) as exc:
         sys.stderr.write(f"gpucluster-metrics: cannot listen on {a.listen}: {exc}\n")
         return 2
+    if a.targets_dir:
+        from .targets import start_refresher
+
+        start_refresher(lambda: _ec2_client(a.region), a.cluster, a.targets_dir, a.targets_every)
     return serve(server, f"gpucluster-metrics remote-write signer on {a.listen} for {upstream}")

@@ -1,13 +1,16 @@
 """The Slurm head node's collector end to end on 127.0.0.1: Debian's real ``prometheus`` in agent mode, started with
-the rendered unit's own flags and the rendered config, discovers the cluster's instances in EC2 (a moto server) and
-remote-writes through gpucluster's signer (the node package's, started with its rendered unit's command line) to
-AMP (a local receiver standing in for it), which checks the SigV4 signature against the request it got.
+the rendered unit's own flags and the rendered config, scrapes the targets that gpucluster's signer (the node
+package's, started with its rendered unit's command line) lists in EC2 (a moto server) and writes as file-based
+discovery files, and remote-writes through that signer to AMP (a local receiver standing in for it), which checks
+the SigV4 signature against the request it got.
 
-What the test changes, and only that: the endpoints (each ``ec2_sd_configs`` entry gets ``endpoint`` = the moto
-server; the signer forwards to the receiver instead of AMP's HTTPS endpoint), the paths and listen ports of the
-units' command lines (under the test's directory, free ports), and the timings (scrape and queue flush every second
-instead of every 30 s / 5 s) so it runs in seconds. The credentials are fake ones in the environment, where the head
-node's processes take the instance role's from IMDS through the same SDK chains.
+What the test changes, and only that: the endpoints (the signer's EC2 calls go to the moto server through the SDK's
+``AWS_ENDPOINT_URL_EC2``; it forwards to the receiver instead of AMP's HTTPS endpoint), the paths and listen ports of
+the units' command lines (under the test's directory, free ports), and the timings (targets listed, scrapes and
+queue flushes every second instead of every 60 s / 30 s / 5 s) so it runs in seconds. The signer's credentials are
+fake ones in its environment, where the head node's signer takes the instance role's from IMDS through the same SDK
+chain. The rendered Prometheus config makes no AWS call (tests/render/monitoring/test_collection.py): on the head
+node the IMDS guard refuses its user.
 
 The instances are tagged as the stack tags them (``gpucluster:cluster``, ``gpucluster:node-group`` and
 ``gpucluster:node-name`` on a GPU node, ``gpucluster:role=head`` on the head node), plus a GPU node of another cluster
@@ -42,6 +45,7 @@ from gpucluster.render.monitoring.collection import (
     GPU_EXPORTER_PORT,
     NODE_EXPORTER_PORT,
     PROMETHEUS_CONFIG_PATH,
+    TARGETS_DIR,
     prometheus_agent_config,
 )
 from gpucluster.render.slurm.collector import COLLECTOR_LISTEN, SIGNER_LISTEN, collector_unit, signer_unit
@@ -99,15 +103,16 @@ def _instances(moto: str) -> tuple[dict[str, str], dict[str, str]]:
     return ips, ids
 
 
-def _test_config(moto: str, signer: str, receiver: Receiver) -> str:
-    """The rendered config with the endpoints and timings swapped; and a second remote write, signed by Prometheus
-    itself, straight to the receiver."""
-    doc = yaml.safe_load(prometheus_agent_config(CLUSTER, REGION, WORKSPACE, 30, signer=SIGNER_LISTEN))
+def _test_config(targets: Path, signer: str, receiver: Receiver) -> str:
+    """The rendered config with the targets' directory, the signer's address and the timings swapped; and a second
+    remote write, signed by Prometheus itself, straight to the receiver."""
+    doc = yaml.safe_load(prometheus_agent_config(CLUSTER, WORKSPACE, 30, signer=SIGNER_LISTEN))
     doc["global"].update(scrape_interval="1s", scrape_timeout="1s")
     for job in doc["scrape_configs"]:
         job["scrape_interval"] = "1s"
-        for sd in job["ec2_sd_configs"]:
-            sd["endpoint"] = moto
+        for sd in job["file_sd_configs"]:
+            assert sd["files"] == [f"{TARGETS_DIR}/{job['job_name']}.json"]
+            sd["files"] = [str(targets / f"{job['job_name']}.json")]
     write = doc["remote_write"][0]
     assert write["url"] == f"http://{SIGNER_LISTEN}{WRITE_PATH}"
     write["url"] = f"http://{signer}{WRITE_PATH}"
@@ -136,13 +141,17 @@ def collector(moto_server: MotoServer, tmp_path_factory: pytest.TempPathFactory)
     ips, ids = _instances(moto_server.url)
     receiver = Receiver()
     daemons = Daemons(tmp)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp), **AWS_ENV}
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp)}
+    targets = tmp / "targets"  # the signer unit's StateDirectory
+    targets.mkdir()
     try:
         signer = f"{HOST}:{free_port()}"
-        argv = _exec_start(signer_unit(REGION, WORKSPACE), {SIGNER_LISTEN: signer, "/usr/bin/python3": sys.executable})
+        swaps = {SIGNER_LISTEN: signer, "/usr/bin/python3": sys.executable, TARGETS_DIR: str(targets)}
+        argv = _exec_start(signer_unit(REGION, WORKSPACE, CLUSTER), swaps)
         upstream = receiver.url("")
         # the unit's WorkingDirectory holds the package: here, the repository's root
-        daemons.start("signer", [*argv, "--upstream", upstream], env=env, cwd=ROOT)
+        signer_env = env | AWS_ENV | {"AWS_ENDPOINT_URL_EC2": moto_server.url}
+        daemons.start("signer", [*argv, "--upstream", upstream, "--targets-every", "1"], env=signer_env, cwd=ROOT)
         host, signer_port = signer.rsplit(":", 1)
         # listening before any test talks to it (a test may run first on its own worker)
         wait_for(
@@ -153,11 +162,12 @@ def collector(moto_server: MotoServer, tmp_path_factory: pytest.TempPathFactory)
             "signer",
         )
         config = tmp / "prometheus.yml"
-        config.write_text(_test_config(moto_server.url, signer, receiver))
+        config.write_text(_test_config(targets, signer, receiver))
         port = free_port()
         swaps = {PROMETHEUS_CONFIG_PATH: str(config), AGENT_WAL_PATH: str(tmp / "wal"), COLLECTOR_LISTEN: f"{HOST}:{port}"}
         argv = _exec_start(collector_unit(), swaps)
-        daemons.start("prometheus", [prometheus, *argv[1:]], env=env)
+        # the credentials only for the last test's own sigv4: write (the rendered config has no AWS call of its own)
+        daemons.start("prometheus", [prometheus, *argv[1:]], env=env | AWS_ENV)
         yield Collector(f"http://{HOST}:{port}", receiver, daemons, tmp / "wal", signer, ips, ids)
     finally:
         daemons.stop()

@@ -13,11 +13,16 @@ from pathlib import Path
 import pytest
 
 from gpucluster.render.slurm.metrics import (
+    HEAD_SNAPSHOT,
+    HEAD_SNAPSHOT_DIR,
+    HEAD_SNAPSHOT_UNIT,
     METRICS_SOCKET,
     METRICS_UNIT,
     NODE_EXPORTER_DROP_IN,
     NODE_EXPORTER_SOCKET,
+    NODE_EXPORTER_UNIT,
     enable_units,
+    head_snapshot_unit,
     metrics_files,
     metrics_unit,
     node_exporter_drop_in,
@@ -72,11 +77,39 @@ def test_m3_each_exporters_port_is_held_by_a_socket_unit_before_slurmd_and_it_re
     assert "--systemd-socket" in _exec_start(files[NODE_EXPORTER_DROP_IN])
 
 
-def test_the_head_nodes_exporter_reads_slurm_and_the_agent_as_slurm():
+def test_m2_head_exporter_runs_as_a_dynamic_user_and_only_its_reader_as_slurm():
+    """The head node's exporter listens where every job reaches it: it runs as a systemd dynamic user (no IMDS: the
+    guard admits root, slurm and the signer; none of SlurmUser's rights in Slurm) and serves the snapshot that
+    ``gpucluster-head-snapshot.service`` writes as slurm, which listens on nothing."""
     unit = metrics_unit(False, head="/data/agent")
     serve = _exec_start(unit)
-    assert serve[serve.index("--no-gpus") :] == ["--no-gpus", "--slurm-bin-dir", "/usr/bin", "--agent-state", "/data/agent"]
-    assert "User=slurm\nGroup=slurm\n" in unit and "User=" not in metrics_unit(True)
+    assert serve[serve.index("--no-gpus") :] == ["--no-gpus", "--head-snapshot", HEAD_SNAPSHOT]
+    assert "DynamicUser=yes" in unit.splitlines() and not [x for x in unit.splitlines() if x.startswith(("User=", "Group="))]
+    assert "User=" not in metrics_unit(True) and "DynamicUser" not in metrics_unit(True)  # compute: root (NVML, kmsg)
+    reader = head_snapshot_unit("/data/agent")
+    assert ["User=slurm", "Group=slurm"] == [x for x in reader.splitlines() if x.startswith(("User=", "Group="))]
+    words = _exec_start(reader)
+    assert words[words.index("head-snapshot") :] == [
+        *("head-snapshot", "--slurm-bin-dir", "/usr/bin", "--agent-state", "/data/agent", "--out", HEAD_SNAPSHOT)
+    ]
+    assert f"RuntimeDirectory={HEAD_SNAPSHOT_DIR.removeprefix('/run/')}" in reader.splitlines()
+    assert HEAD_SNAPSHOT.startswith(HEAD_SNAPSHOT_DIR + "/")
+    files = {f.path: f.text() for f in metrics_files(None, head="/data/agent")}
+    assert files[f"/etc/systemd/system/{HEAD_SNAPSHOT_UNIT}"] == reader
+    lines = enable_units(head=True).splitlines()  # the snapshot before the exporters that serve it, after the sockets
+    assert lines[-2:] == [
+        f"systemctl enable --now {HEAD_SNAPSHOT_UNIT}",
+        f"systemctl enable --now {METRICS_UNIT} {NODE_EXPORTER_UNIT}",
+    ]
+
+
+def test_m2_systemd_reads_the_head_snapshot_unit(tmp_path: Path):
+    analyze = require_tool("systemd-analyze")
+    unit = tmp_path / HEAD_SNAPSHOT_UNIT
+    unit.write_text(head_snapshot_unit("/data/agent", agent_lib=str(tmp_path), python=sys.executable))
+    verify = subprocess.run([analyze, "verify", "--man=no", str(unit)], capture_output=True, text=True, check=False)
+    errors = [e for e in verify.stderr.splitlines() if e and "slurmctld.service" not in e]
+    assert errors == [], verify.stderr
 
 
 def _verify(analyze: str, path: Path) -> subprocess.CompletedProcess[str]:

@@ -23,7 +23,13 @@ from gpucluster.load import load_spec
 from gpucluster.render.slurm.agent import LaunchTarget, agent_bundle, agent_config, aws_helper, boot_config, sha256
 from gpucluster.render.slurm.compute import task_prolog
 from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, gres_line, node_line, partition_line, slurm_conf, topology_conf
-from gpucluster.render.slurm.guard import IMDS_GUARD, imds_guard_bootcmd, imds_guard_script, imds_guard_unit
+from gpucluster.render.slurm.guard import (
+    IMDS_GUARD,
+    SIGNERS_SYSUSERS,
+    imds_guard_bootcmd,
+    imds_guard_script,
+    imds_guard_unit,
+)
 from gpucluster.render.slurm.image import NODE_PACKAGES
 from gpucluster.render.slurm.names import SlurmContext, munge_secret_name
 from gpucluster.tools.plan.run.engine import run_plan
@@ -607,11 +613,14 @@ def test_compute_nodes_apply_the_imds_guard_first_and_slurmd_requires_it(tmp_pat
 
 
 def test_head_node_guard_lets_root_slurm_and_the_collector_only():
-    """slurm-p5 monitors (the default): the collector's user ``prometheus`` passes too, and nobody else."""
+    """slurm-p5 monitors (the default): the collector's signer's own user passes IMDS too, and nobody else (not
+    ``prometheus``); the collector's loopback ports take root and ``prometheus`` only (tests/e2e/test_head_guard_e2e.py
+    runs this script)."""
     files = run_plan("slurm-p5").files
     script = files["slurm-p5-slurm-head-files/usr/local/sbin/gpucluster-imds-guard"]
     assert script == imds_guard_script(head=True, collector=True)
-    assert re.findall(r"--uid-owner (\S+) -j RETURN", script) == ["0", "slurm", "prometheus"]
+    assert re.findall(r"-A \$chain -m owner --uid-owner (\S+) -j RETURN", script) == ["0", "slurm", "gpucluster-signer"]
+    assert re.findall(r"-A \$loopback -m owner --uid-owner (\S+) -j RETURN", script) == ["0", "prometheus"]
     assert "REJECT --reject-with tcp-reset" in script and "ip6tables-restore" in script
     unit = _unit(files["slurm-p5-slurm-head-files/etc/systemd/system/gpucluster-imds-guard.service"])
     before = set(unit["Unit"]["Before"].split())
@@ -619,3 +628,27 @@ def test_head_node_guard_lets_root_slurm_and_the_collector_only():
     assert "gpucluster-collector-signer.service" in before
     # without the collector, as before: root and slurm
     assert re.findall(r"--uid-owner (\S+) -j RETURN", imds_guard_script(head=True)) == ["0", "slurm"]
+    assert "GPUCLUSTER-LOOPBACK" not in imds_guard_script(head=True)
+
+
+def test_m2_head_guard_unit_makes_the_signers_user_before_every_run(tmp_path):
+    """The user the rules name exists at every boot, also on a head node whose files were rewritten after its setup:
+    the unit runs systemd-sysusers on the rendered file first (tests/e2e/test_head_guard_e2e.py runs that file through
+    the real systemd-sysusers); both collector units require the guard, so neither listens unguarded."""
+    files = run_plan("slurm-p5").files
+    head = "slurm-p5-slurm-head-files"
+    unit = _unit(files[f"{head}/etc/systemd/system/gpucluster-imds-guard.service"])
+    assert unit["Service"]["ExecStartPre"] == f"/usr/bin/systemd-sysusers {SIGNERS_SYSUSERS}"
+    assert f"{head}{SIGNERS_SYSUSERS}" in files
+    assert {"systemd-remount-fs.service", "systemd-sysusers.service"} <= set(unit["Unit"]["After"].split())
+    for name in ("gpucluster-collector.service", "gpucluster-collector-signer.service"):
+        assert _unit(files[f"{head}/etc/systemd/system/{name}"])["Unit"]["Requires"] == "gpucluster-imds-guard.service"
+    assert "ExecStartPre" not in imds_guard_unit(head=True) and "ExecStartPre" not in imds_guard_unit(head=False)
+    analyze = require_tool("systemd-analyze")
+    guard = tmp_path / "gpucluster-imds-guard"
+    guard.write_text(imds_guard_script(head=True, collector=True))
+    guard.chmod(0o755)
+    unit_file = tmp_path / "gpucluster-imds-guard.service"
+    unit_file.write_text(imds_guard_unit(head=True, collector=True).replace(IMDS_GUARD, str(guard)))
+    verify = subprocess.run([analyze, "verify", "--man=no", str(unit_file)], capture_output=True, text=True, check=False)
+    assert (verify.returncode, verify.stderr) == (0, ""), verify.stderr

@@ -5,11 +5,12 @@ Ports (the exporters' own, docs/monitoring.md ``## Metrics``): gpucluster's NVML
 on 9400, the node exporter on 9100; the head node's exporter of Slurm's and the agent's figures on 9400 too. Every
 exporter listens on its node's private address only (never localhost nor 0.0.0.0).
 
-Slurm's collector discovers the nodes with ``ec2_sd_configs``: the GPU nodes by tag ``gpucluster:cluster`` = the
-cluster and a ``gpucluster:node-group`` tag, the head node by ``gpucluster:role`` = head, running instances only
-(dynamic nodes come and go, and discovery follows them with no restart). The head node's series carry
-``role="head"`` (the alert rules select the head node by it), the others ``role="compute"``. Every series carries
-``cluster``; a GPU node's carry ``node_group`` and ``node`` (its Slurm name).
+Slurm's collector reads its targets from files (``file_sd_configs``) that the collector's signer writes every minute
+from EC2 (``gpucluster_agents/metrics/targets.py``: Prometheus gets no AWS credentials): the GPU nodes by tag
+``gpucluster:cluster`` = the cluster and a ``gpucluster:node-group`` tag, the head node by ``gpucluster:role`` =
+head, running instances only (dynamic nodes come and go, and Prometheus follows the files with no restart). The head
+node's series carry ``role="head"`` (the alert rules select the head node by it), the others ``role="compute"``.
+Every series carries ``cluster``; a GPU node's carry ``node_group`` and ``node`` (its Slurm name).
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from __future__ import annotations
 from typing import Any
 
 from gpucluster.render.core import to_yaml
-from gpucluster_agents.contract import TAG_CLUSTER, TAG_NODE_GROUP, TAG_NODE_NAME, TAG_ROLE
+from gpucluster_agents.metrics import targets
 
-GPU_EXPORTER_PORT = 9400
-NODE_EXPORTER_PORT = 9100
+GPU_EXPORTER_PORT = targets.GPU_EXPORTER_PORT
+NODE_EXPORTER_PORT = targets.NODE_EXPORTER_PORT
 HEAD_EXPORTER_PORT = 9400
 KUEUE_METRICS_PORT = 8443
 EXPORTER_PORTS = (GPU_EXPORTER_PORT, NODE_EXPORTER_PORT)
@@ -29,60 +30,33 @@ EXPORTER_PORTS = (GPU_EXPORTER_PORT, NODE_EXPORTER_PORT)
 PROMETHEUS_CONFIG_PATH = "/etc/gpucluster/collector/prometheus.yml"
 """Not /etc/prometheus/prometheus.yml: Debian's prometheus.service would read that one as a full server."""
 AGENT_WAL_PATH = "/var/lib/prometheus/agent"
+TARGETS_DIR = "/var/lib/gpucluster-collector"
+"""Where the signer writes the collector's targets (its unit's StateDirectory; ``gpucluster_agents/metrics/targets.py``)."""
+TARGET_JOBS = tuple(targets.JOB_PORTS)
+"""The collector's jobs, one targets file each: ``gpu`` (9400) and ``node`` (9100) of the GPU nodes, ``head`` (both)."""
 
 
-def _tag_label(tag: str) -> str:
-    """The ``__meta_ec2_tag_*`` label Prometheus gives an EC2 tag (characters outside ``[a-zA-Z0-9_]`` → ``_``)."""
-    return "__meta_ec2_tag_" + "".join(c if c.isalnum() or c == "_" else "_" for c in tag)
-
-
-def remote_write_url(region: str, workspace_id: str) -> str:
-    """AMP's remote-write endpoint of a workspace (``prometheusEndpoint`` + ``api/v1/remote_write``)."""
-    return f"https://aps-workspaces.{region}.amazonaws.com/workspaces/{workspace_id}/api/v1/remote_write"
-
-
-def _ec2_job(name: str, ports: tuple[int, ...], cluster: str, region: str, interval: str, *, head: bool) -> dict[str, Any]:
-    """A job of the cluster's running instances on ``ports``: the head node (``head``) or the GPU nodes."""
-    which = {"name": f"tag:{TAG_ROLE}", "values": ["head"]} if head else {"name": "tag-key", "values": [TAG_NODE_GROUP]}
-    filters = [{"name": f"tag:{TAG_CLUSTER}", "values": [cluster]}, which, {"name": "instance-state-name", "values": ["running"]}]
-    # The target's address is its private IP and the discovery's port (ec2_sd_config's default).
-    relabel: list[dict[str, Any]] = [
-        {"source_labels": ["__meta_ec2_instance_id"], "target_label": "instance_id"},
-        {"target_label": "role", "replacement": "head" if head else "compute"},
-    ]
-    if not head:
-        relabel[1:1] = [
-            {"source_labels": [_tag_label(TAG_NODE_GROUP)], "target_label": "node_group"},
-            {"source_labels": [_tag_label(TAG_NODE_NAME)], "target_label": "node"},
-        ]
+def _file_job(name: str, targets_dir: str, interval: str) -> dict[str, Any]:
+    """A job whose targets, with their labels, are the signer's file ``<targets_dir>/<name>.json``."""
     return {
         "job_name": name,
         "scrape_interval": interval,
-        "ec2_sd_configs": [{"region": region, "port": port, "refresh_interval": "60s", "filters": filters} for port in ports],
-        "relabel_configs": relabel,
+        "file_sd_configs": [{"files": [f"{targets_dir}/{name}.json"], "refresh_interval": "1m"}],
     }
 
 
 def prometheus_agent_config(
-    cluster: str, region: str, workspace_id: str, interval_seconds: int, *, signer: str | None = None
+    cluster: str, workspace_id: str, interval_seconds: int, *, signer: str, targets_dir: str = TARGETS_DIR
 ) -> str:
-    """The head node's ``prometheus.yml`` (Prometheus ``--enable-feature=agent``): the GPU nodes found by tag, the
-    head node's own exporters, remote-written to the AMP workspace with SigV4 (the instance role's credentials).
-
-    ``signer`` (``host:port``): write in plain HTTP to gpucluster's signer there, which signs and forwards to AMP
-    (``gpucluster_agents/metrics/signer.py``: Debian's Prometheus sends its own ``sigv4:`` writes unsigned);
-    none: Prometheus signs itself (``sigv4:``), for a Prometheus built with it."""
+    """The head node's ``prometheus.yml`` (Prometheus ``--enable-feature=agent``): the targets the signer lists in
+    ``targets_dir``, remote-written in plain HTTP to gpucluster's signer at ``signer`` (``host:port``), which signs
+    for AMP and forwards (``gpucluster_agents/metrics/signer.py``: Debian's Prometheus sends its own ``sigv4:``
+    writes unsigned). Prometheus itself holds no AWS credentials."""
     interval = f"{interval_seconds}s"
-    write: dict[str, Any] = {"url": remote_write_url(region, workspace_id), "sigv4": {"region": region}}
-    if signer is not None:
-        write = {"url": f"http://{signer}/workspaces/{workspace_id}/api/v1/remote_write"}
+    write = {"url": f"http://{signer}/workspaces/{workspace_id}/api/v1/remote_write"}
     doc = {
         "global": {"scrape_interval": interval, "scrape_timeout": "10s", "external_labels": {"cluster": cluster}},
-        "scrape_configs": [
-            _ec2_job("gpu", (GPU_EXPORTER_PORT,), cluster, region, interval, head=False),
-            _ec2_job("node", (NODE_EXPORTER_PORT,), cluster, region, interval, head=False),
-            _ec2_job("head", (HEAD_EXPORTER_PORT, NODE_EXPORTER_PORT), cluster, region, interval, head=True),
-        ],
+        "scrape_configs": [_file_job(job, targets_dir, interval) for job in TARGET_JOBS],
         "remote_write": [
             write | {"queue_config": {"max_samples_per_send": 1000, "max_shards": 20, "capacity": 2500}},
         ],

@@ -5,11 +5,18 @@ identity to every Slurm daemon (root on every node included). A head node's role
 terminates the cluster's instances. Slurm jobs are host processes of their user: IMDSv2's hop limit of
 1 stops containers, not them. So on EVERY Slurm node an iptables rule set (``imds-guard.sh.j2``) lets
 only root reach IMDS (169.254.169.254 and, where it exists, fd00:ec2::254) on compute nodes, and only
-root and SlurmUser (the agent runs as slurm) on the head node; every other user gets a TCP reset. Where the head
-node runs the metrics collector (:mod:`.collector`, monitoring on), its user ``prometheus`` is let through too: its
-SigV4 signatures and EC2 discovery use the instance role's credentials. That role's extra rights are
-``aps:RemoteWrite`` to the cluster's workspace and ``ec2:DescribeInstances``; no job runs as ``prometheus``
-(the head node runs no jobs, and the package's user has no login shell).
+root and SlurmUser on the head node; every other user gets a TCP reset. SlurmUser keeps the role because slurmctld
+runs the node agent's resume, suspend and resume-fail programs as SlurmUser, and they launch and terminate the
+cluster's instances (so do the agent's maintain timer and spot watcher, run as slurm for the state the agent owns).
+Where the head node runs the metrics collector (:mod:`.collector`, monitoring on), one more user passes:
+:data:`SIGNER_USER`, a system user of its own that runs only the collector's SigV4 signer (which also lists the
+cluster's instances for the collector's targets). Prometheus, the node exporter (both ``prometheus``) and the head
+node's exporter of Slurm's figures listen to, or parse answers from, the network: none of them gets the role.
+
+The same script, on a head node that collects, keeps the collector's two loopback ports to their own clients
+(:data:`LOCAL_PORTS`: Prometheus's API on 9090, the signer on 9091): only root and ``prometheus`` may open a TCP
+connection to them; any other local user is reset. Without that rule a local shell could have the signer sign any
+series into the cluster's workspace, or read every node's address and instance id from Prometheus's API.
 
 When it is in place, on a compute node:
 
@@ -39,7 +46,15 @@ from gpucluster.render.core import render
 
 IMDS_GUARD = "/usr/local/sbin/gpucluster-imds-guard"
 COLLECTOR_USER = "prometheus"
-"""The metrics collector's user (Ubuntu's ``prometheus`` package's), let through on a head node that collects."""
+"""Prometheus's user (Ubuntu's ``prometheus`` package's): the only client of the signer, with no IMDS access."""
+SIGNER_USER = "gpucluster-signer"
+"""The collector's signer's own system user (:data:`SIGNERS_SYSUSERS`), let through to IMDS on a head node that
+collects, and nothing else runs as it."""
+SIGNERS_SYSUSERS = f"/etc/sysusers.d/{SIGNER_USER}.conf"
+COLLECTOR_PORT = 9090
+SIGNER_PORT = 9091
+LOCAL_PORTS = (COLLECTOR_PORT, SIGNER_PORT)
+"""The collector's loopback ports: Prometheus's API and the signer, reached by root and Prometheus only."""
 IMDS_GUARD_UNIT = "gpucluster-imds-guard.service"
 IMDS_IPV4 = "169.254.169.254/32"
 IMDS_IPV6 = "fd00:ec2::254/128"
@@ -53,9 +68,10 @@ def systemd_unit(description: str, body: str, install: str = "") -> str:
 
 def imds_guard_script(*, head: bool, collector: bool = False) -> str:
     """The IMDS guard: root only on a compute node; root and SlurmUser (the agent) on the head node, and the
-    metrics collector's user (``collector``: the head node runs one)."""
+    collector's signer (``collector``: the head node runs one), whose loopback ports it also keeps to their clients."""
+    local_users: tuple[str, ...] = ()
     if head:
-        users: tuple[str, ...] = ("0", "slurm") + ((COLLECTOR_USER,) if collector else ())
+        users: tuple[str, ...] = ("0", "slurm") + ((SIGNER_USER,) if collector else ())
         header: tuple[str, ...] = (
             "IMDS guard of the head node: only root and slurm (slurmctld runs the node agent as slurm)",
             "reach the instance metadata service; every other user gets a TCP reset. The instance role",
@@ -63,7 +79,11 @@ def imds_guard_script(*, head: bool, collector: bool = False) -> str:
             "Runs at every boot before the network and before slurmctld (gpucluster-imds-guard.service).",
         )
         if collector:
-            header += ("prometheus too: the metrics collector signs its remote writes to AMP with the role's credentials.",)
+            header += (
+                f"{SIGNER_USER} too: the collector's signer signs its remote writes to AMP and lists its targets.",
+                f"Loopback ports {', '.join(map(str, LOCAL_PORTS))} (Prometheus's API, the signer): root and {COLLECTOR_USER} only.",
+            )
+            local_users = ("0", COLLECTOR_USER)
     else:
         users = ("0",)
         header = (
@@ -73,24 +93,36 @@ def imds_guard_script(*, head: bool, collector: bool = False) -> str:
             "Runs at every boot before the network and before munge and slurmd (cloud-init bootcmd, and",
             "gpucluster-imds-guard.service, which slurmd requires).",
         )
-    return render("slurm/imds-guard.sh.j2", header=header, allowed_users=users, ipv4=IMDS_IPV4, ipv6=IMDS_IPV6)
+    return render(
+        "slurm/imds-guard.sh.j2",
+        header=header,
+        allowed_users=users,
+        ipv4=IMDS_IPV4,
+        ipv6=IMDS_IPV6,
+        local_users=local_users,
+        local_ports=",".join(map(str, LOCAL_PORTS)) if local_users else "",
+    )
 
 
 def imds_guard_unit(*, head: bool, collector: bool = False) -> str:
     """Runs the guard at every boot in a firewall's slot: before any network, before Slurm (and the collector)."""
-    who = ("root, slurm and prometheus reach" if collector else "root and slurm reach") if head else "only root reaches"
+    who = (f"root, slurm and {SIGNER_USER} reach" if collector else "root and slurm reach") if head else "only root reaches"
     daemons = (
         "munge.service slurmctld.service slurmdbd.service gpucluster-agent-maintain.service"
         + (" gpucluster-collector-signer.service gpucluster-collector.service" if collector else "")
         if head
         else "munge.service slurmd.service"
     )
+    # The owner rules name the signer's user: made here from SIGNERS_SYSUSERS (idempotent) before every run, so a
+    # head node whose files were rewritten since its setup has it too; /etc is writable once remount-fs ran.
+    after = "After=systemd-remount-fs.service systemd-sysusers.service\n" if head and collector else ""
+    make_user = f"ExecStartPre=/usr/bin/systemd-sysusers {SIGNERS_SYSUSERS}\n" if head and collector else ""
     return systemd_unit(
         f"gpucluster: {who} the instance metadata service",
-        "DefaultDependencies=no\nWants=network-pre.target\n"
+        f"DefaultDependencies=no\nWants=network-pre.target\n{after}"
         f"Before=network-pre.target network-online.target {daemons} shutdown.target\n"
         "Conflicts=shutdown.target\n\n"
-        f"[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart={IMDS_GUARD}\n",
+        f"[Service]\nType=oneshot\nRemainAfterExit=yes\n{make_user}ExecStart={IMDS_GUARD}\n",
         "WantedBy=sysinit.target",
     )
 

@@ -262,7 +262,7 @@ def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
         aws_helper=AWS_HELPER,
         state_save_location=STATE_SAVE_LOCATION,
         agent_state_dir=AGENT_STATE_DIR,
-        metrics_units=enable_units(),
+        metrics_units=enable_units(head=True),
         logs_unit=LOGS_UNIT if ctx.monitoring is not None else None,
         topology_dir=TOPOLOGY_DIR,
         users_unit=USERS_UNIT if has_users_program(ctx.identity) else None,

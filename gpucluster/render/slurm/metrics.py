@@ -37,6 +37,10 @@ BACKLOG = 1024  # connections the kernel queues while the exporter is busy or re
 NODE_EXPORTER_DROP_IN = f"/etc/systemd/system/{NODE_EXPORTER_UNIT}.d/gpucluster.conf"
 METRICS_PORT = 9400  # the DCGM exporter's: a node runs one or the other
 NODE_EXPORTER_PORT = 9100
+HEAD_SNAPSHOT_UNIT = "gpucluster-head-snapshot.service"
+HEAD_SNAPSHOT_DIR = "/run/gpucluster-head-metrics"
+HEAD_SNAPSHOT = f"{HEAD_SNAPSHOT_DIR}/snapshot.json"
+"""Slurm's and the agent's figures, written by SlurmUser for the head node's exporter (:func:`head_snapshot_unit`)."""
 METRICS_PACKAGES = ("prometheus-node-exporter",)
 PYTHON = "/usr/bin/python3"
 # The node exporter's systemd collector (on by default in Debian's build, off upstream: named explicitly) limited
@@ -82,24 +86,56 @@ WantedBy=sockets.target
 
 def metrics_unit(gpus: bool, agent_lib: str = AGENT_LIB, python: str = PYTHON, head: str | None = None) -> str:
     """``gpucluster-metrics.service``; ``gpus`` False: a node without NVIDIA GPUs (EFA and Lustre only). ``head``:
-    the agent's state directory on the head node, whose exporter adds Slurm's and the agent's metrics and runs as
-    the agent's user (slurm): it reads the agent's files and runs sinfo/squeue, nothing of root's. It serves the
+    the agent's state directory on the head node, whose exporter adds Slurm's and the agent's metrics from the
+    snapshot SlurmUser writes (:func:`head_snapshot_unit`) and itself runs as a systemd dynamic user: it listens
+    where every job reaches it, so it holds neither SlurmUser's rights in Slurm nor a way to IMDS. It serves the
     socket of ``gpucluster-metrics.socket``."""
     serve = ["serve", "--systemd-socket"] + ([] if gpus else ["--no-gpus"])
+    after = ""
     if head is not None:
-        serve += ["--slurm-bin-dir", "/usr/bin", "--agent-state", head]
-    user = "User=slurm\nGroup=slurm\n" if head is not None else ""
+        serve += ["--head-snapshot", HEAD_SNAPSHOT]
+        after = f" {HEAD_SNAPSHOT_UNIT}"
+    user = "DynamicUser=yes\n" if head is not None else ""
     return f"""[Unit]
 Description=gpucluster node metrics
 Requires={METRICS_SOCKET}
-After={METRICS_SOCKET} network-online.target nvidia-persistenced.service remote-fs.target
-Wants=network-online.target
+After={METRICS_SOCKET} network-online.target nvidia-persistenced.service remote-fs.target{after}
+Wants=network-online.target{after}
 
 [Service]
 {user}WorkingDirectory={agent_lib}
 ExecStart={_exec(*serve, python=python)}
 Restart=always
 RestartSec=1
+NoNewPrivileges=yes
+ProtectSystem=strict
+ProtectHome=yes
+PrivateTmp=yes
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def head_snapshot_unit(state_dir: str, agent_lib: str = AGENT_LIB, python: str = PYTHON) -> str:
+    """``gpucluster-head-snapshot.service``: as slurm (under ``PrivateData=jobs`` only SlurmUser sees every job; the
+    agent's files are slurm's), ``sinfo``/``squeue`` and the agent's state into :data:`HEAD_SNAPSHOT` every 15 s
+    (``gpucluster_agents/metrics/snapshot.py``). It listens on nothing; its directory is readable by the exporter."""
+    run = _exec("head-snapshot", "--slurm-bin-dir", "/usr/bin", "--agent-state", state_dir, "--out", HEAD_SNAPSHOT, python=python)
+    return f"""[Unit]
+Description=gpucluster: Slurm's and the agent's figures for the head node's exporter
+After=slurmctld.service
+
+[Service]
+User=slurm
+Group=slurm
+RuntimeDirectory={HEAD_SNAPSHOT_DIR.removeprefix("/run/")}
+RuntimeDirectoryMode=0755
+RuntimeDirectoryPreserve=yes
+WorkingDirectory={agent_lib}
+ExecStart={run}
+Restart=always
+RestartSec=10
 NoNewPrivileges=yes
 ProtectSystem=strict
 ProtectHome=yes
@@ -133,9 +169,12 @@ RestartSec=1
 
 def metrics_files(group: ResolvedNodeGroup | None, head: str | None = None) -> tuple[WriteFile, ...]:
     """A compute node's (``group``) or the head node's (``head``: the agent's state directory) units: the two
-    exporters and the two sockets they serve."""
+    exporters and the two sockets they serve, and on the head node the snapshot the exporter serves Slurm's figures
+    from."""
     gpus = group is not None and nvidia_gpus(group.facts)
+    snapshot = (WriteFile(f"/etc/systemd/system/{HEAD_SNAPSHOT_UNIT}", head_snapshot_unit(head)),) if head else ()
     return (
+        *snapshot,
         WriteFile(f"{UNIT_DIR}/{METRICS_SOCKET}", socket_unit("gpucluster node metrics", METRICS_PORT)),
         WriteFile(f"{UNIT_DIR}/{METRICS_UNIT}", metrics_unit(gpus, head=head)),
         WriteFile(f"{UNIT_DIR}/{NODE_EXPORTER_SOCKET}", socket_unit("Prometheus node exporter", NODE_EXPORTER_PORT)),
@@ -143,10 +182,11 @@ def metrics_files(group: ResolvedNodeGroup | None, head: str | None = None) -> t
     )
 
 
-def enable_units(agent_lib: str = AGENT_LIB, python: str = PYTHON) -> str:
+def enable_units(head: bool = False, agent_lib: str = AGENT_LIB, python: str = PYTHON) -> str:
     """The setup script's lines (after the package is installed): the sockets' private address, then the sockets,
-    then both exporters, now and at every boot. Whatever the package's install started is stopped first: a socket
-    cannot bind a port its service holds, nor take a new address while it listens."""
+    (on the head node the snapshot,) then both exporters, now and at every boot. Whatever the package's install
+    started is stopped first: a socket cannot bind a port its service holds, nor take a new address while it
+    listens."""
     sockets = f"{METRICS_SOCKET}={METRICS_PORT} {NODE_EXPORTER_SOCKET}={NODE_EXPORTER_PORT}".split()
     drop_ins = " ".join([_exec("listen-drop-ins", UNIT_DIR, python=python), *(f"--socket {s}" for s in sockets)])
     units = (METRICS_UNIT, NODE_EXPORTER_UNIT, METRICS_SOCKET, NODE_EXPORTER_SOCKET)
@@ -156,6 +196,7 @@ def enable_units(agent_lib: str = AGENT_LIB, python: str = PYTHON) -> str:
             "systemctl daemon-reload",
             "systemctl stop " + " ".join(units),
             "systemctl enable --now " + " ".join(units[2:]),
+            *([f"systemctl enable --now {HEAD_SNAPSHOT_UNIT}"] if head else []),
             "systemctl enable --now " + " ".join(units[:2]),
         ]
     )

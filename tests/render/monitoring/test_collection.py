@@ -15,14 +15,23 @@ import yaml
 from gpucluster.policy.iam_eval import Request, evaluate
 from gpucluster.render.monitoring.collection import (
     AGENT_WAL_PATH,
-    EXPORTER_PORTS,
+    TARGETS_DIR,
     prometheus_agent_config,
-    remote_write_url,
     scraper_config,
 )
 from gpucluster.render.monitoring.logs import LOGS_CONFIG_PATH, log_group_name, logs_config, logs_files, stream_patterns
 from gpucluster.render.monitoring.policies import log_shipping_policy, remote_write_policy, topic_policy
-from gpucluster.render.slurm.collector import COLLECTOR_UNIT, SIGNER_LISTEN, SIGNER_UNIT, collector_unit, signer_unit
+from gpucluster.render.slurm.collector import (
+    COLLECTOR_MEMORY_MAX,
+    COLLECTOR_UNIT,
+    SIGNER_LISTEN,
+    SIGNER_MEMORY_MAX,
+    SIGNER_UNIT,
+    collector_unit,
+    signer_sysusers,
+    signer_unit,
+)
+from gpucluster.render.slurm.guard import COLLECTOR_USER, SIGNER_USER
 from gpucluster_agents.contract.logs import parse_logs
 from gpucluster_agents.logship.shipper import stream_name
 from tests.conftest import GOLDEN, check_golden, require_tool
@@ -34,35 +43,28 @@ def _promtool(path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([require_tool("promtool"), "check", "config", str(path)], capture_output=True, text=True, timeout=60)
 
 
-def test_head_node_agent_config_passes_promtool_and_matches_its_golden(tmp_path: Path, update_golden: bool) -> None:
-    text = prometheus_agent_config("slurm-p5", "us-east-1", WORKSPACE, 30)
-    path = tmp_path / "prometheus.yml"
-    path.write_text(text)
-    result = _promtool(path)
-    assert result.returncode == 0, result.stdout + result.stderr
-    check_golden(GOLDEN / "monitoring" / "slurm-p5.prometheus.yml", text, update_golden)
+def test_m2_prometheus_config_makes_no_aws_call() -> None:
+    """Prometheus holds no AWS credentials on the head node (the IMDS guard refuses its user): its config discovers
+    nothing in EC2 and signs nothing; its targets are the signer's files, one a job, in the signer's StateDirectory."""
+    text = prometheus_agent_config("slurm-p5", WORKSPACE, 30, signer=SIGNER_LISTEN)
+    assert "ec2_sd_configs" not in text and "sigv4" not in text and "amazonaws.com" not in text
     doc = yaml.safe_load(text)
-    assert doc["remote_write"] == [
-        {
-            "url": remote_write_url("us-east-1", WORKSPACE),
-            "sigv4": {"region": "us-east-1"},
-            "queue_config": doc["remote_write"][0]["queue_config"],
-        }
-    ]
     jobs = {j["job_name"]: j for j in doc["scrape_configs"]}
-    assert {jobs[j]["ec2_sd_configs"][0]["port"] for j in ("gpu", "node")} == set(EXPORTER_PORTS)
-    filters = {f["name"]: f["values"] for f in jobs["gpu"]["ec2_sd_configs"][0]["filters"]}
-    assert filters["tag:gpucluster:cluster"] == ["slurm-p5"] and filters["instance-state-name"] == ["running"]
-    head = jobs["head"]
-    assert {c["port"] for c in head["ec2_sd_configs"]} == set(EXPORTER_PORTS)
-    assert {"name": "tag:gpucluster:role", "values": ["head"]} in head["ec2_sd_configs"][0]["filters"]
-    assert {"target_label": "role", "replacement": "head"} in head["relabel_configs"]  # what the alert rules select
+    assert set(jobs) == {"gpu", "node", "head"}
+    for name, job in jobs.items():
+        assert job["file_sd_configs"] == [{"files": [f"{TARGETS_DIR}/{name}.json"], "refresh_interval": "1m"}]
+    assert TARGETS_DIR == "/var/lib/" + _unit_value(signer_unit("us-east-1", WORKSPACE, "slurm-p5"), "StateDirectory")
     assert doc["global"]["external_labels"] == {"cluster": "slurm-p5"}
+
+
+def _unit_value(unit: str, key: str) -> str:
+    [value] = [line.split("=", 1)[1] for line in unit.splitlines() if line.startswith(f"{key}=")]
+    return value
 
 
 def test_promtool_refuses_a_broken_agent_config(tmp_path: Path) -> None:
     """The check bites: a remote write without its URL is refused."""
-    doc = yaml.safe_load(prometheus_agent_config("c", "us-east-1", WORKSPACE, 30))
+    doc = yaml.safe_load(prometheus_agent_config("c", WORKSPACE, 30, signer=SIGNER_LISTEN))
     del doc["remote_write"][0]["url"]
     path = tmp_path / "broken.yml"
     path.write_text(yaml.safe_dump(doc))
@@ -139,7 +141,7 @@ def test_l4_a_compute_node_cannot_write_the_head_nodes_streams() -> None:
 def test_head_node_writes_through_its_signer_a_config_promtool_passes(tmp_path: Path, update_golden: bool) -> None:
     """What the head node runs: the same discovery, remote-written in plain HTTP to the signer on 127.0.0.1 (which
     signs for AMP: tests/e2e/test_collector_e2e.py), no ``sigv4:`` left for Prometheus to drop."""
-    text = prometheus_agent_config("slurm-p5", "us-east-1", WORKSPACE, 30, signer=SIGNER_LISTEN)
+    text = prometheus_agent_config("slurm-p5", WORKSPACE, 30, signer=SIGNER_LISTEN)
     path = tmp_path / "prometheus.yml"
     path.write_text(text)
     result = _promtool(path)
@@ -152,12 +154,12 @@ def test_head_node_writes_through_its_signer_a_config_promtool_passes(tmp_path: 
 
 def test_collector_units_are_read_by_systemd_and_pinned(tmp_path: Path, update_golden: bool) -> None:
     """Both units pass ``systemd-analyze verify`` (their programs exist here: Debian's prometheus, python3) and are
-    pinned; both run as ``prometheus`` with the hardening the docs promise, the collector on 127.0.0.1 only."""
+    pinned, with the hardening the docs promise and a memory cap each; the collector on 127.0.0.1 only."""
     analyze = require_tool("systemd-analyze")
-    units = {COLLECTOR_UNIT: collector_unit(), SIGNER_UNIT: signer_unit("us-east-1", WORKSPACE)}
+    units = {COLLECTOR_UNIT: collector_unit(), SIGNER_UNIT: signer_unit("us-east-1", WORKSPACE, "slurm-p5")}
     for name, text in units.items():
         check_golden(GOLDEN / "monitoring" / name, text, update_golden)
-        for line in ("User=prometheus", "NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes"):
+        for line in ("NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes"):
             assert line in text.splitlines(), (name, line)
         unit = tmp_path / name
         unit.write_text(text)
@@ -172,3 +174,21 @@ def test_collector_units_are_read_by_systemd_and_pinned(tmp_path: Path, update_g
     broken = tmp_path / "broken.service"
     broken.write_text(collector.replace("ProtectSystem=", "ProtectSystm="))  # the check can fail
     assert "Unknown key" in subprocess.run([analyze, "verify", "--man=no", str(broken)], capture_output=True, text=True).stderr
+
+
+def test_m1_collector_units_have_a_memory_cap() -> None:
+    """Neither loopback service can take the head node's memory (slurmctld, slurmdbd, MariaDB beside them)."""
+    for text in (collector_unit(), signer_unit("us-east-1", WORKSPACE, "slurm-p5")):
+        assert _unit_value(text, "MemoryMax") in (COLLECTOR_MEMORY_MAX, SIGNER_MEMORY_MAX)
+    assert _unit_value(collector_unit(), "MemoryMax") == "40%" and _unit_value(signer_unit("r", "w", "c"), "MemoryMax") == "512M"
+
+
+def test_m2_only_the_signer_runs_as_its_own_user() -> None:
+    """The signer, the one process of the collector with AWS credentials, runs as its own system user (the guard's);
+    Prometheus as the package's ``prometheus``, which the guard refuses."""
+    assert (_unit_value(signer_unit("r", "w", "c"), "User"), _unit_value(signer_unit("r", "w", "c"), "Group")) == (
+        SIGNER_USER,
+    ) * 2
+    assert _unit_value(collector_unit(), "User") == COLLECTOR_USER == "prometheus"
+    assert f"--cluster c --targets-dir {TARGETS_DIR}" in signer_unit("r", "w", "c")
+    assert signer_sysusers().splitlines()[1] == f'u {SIGNER_USER} - "gpucluster collector signer" /nonexistent /usr/sbin/nologin'
