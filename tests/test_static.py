@@ -57,6 +57,7 @@ def test_shared_shell_is_written_once():
         "slurm/login-setup.sh.j2",
         "slurm/node-install.sh.j2",
         "slurm/node-setup.sh.j2",
+        "slurm/team-directories.sh.j2",
         "storage/mount-home.sh.j2",
         "storage/mount-lustre.sh.j2",
         "storage/nvme-raid.sh.j2",

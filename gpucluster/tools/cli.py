@@ -60,6 +60,7 @@ from gpucluster.tools.cli_common import (
 )
 from gpucluster.tools.cli_common import overrides as _overrides
 from gpucluster.tools.cli_common import read_plan as _read_plan
+from gpucluster.tools.cli_parser import Parser, UsageError, describe, unknown_option
 
 
 def _esc_note(args: argparse.Namespace) -> str | None:
@@ -203,65 +204,6 @@ def package_version() -> str:
         return "unknown (not installed: pip install -e .)"
 
 
-class _UsageError(Exception):
-    """argparse's complaint about the command line, raised instead of its exit so :func:`main` words it."""
-
-    def __init__(self, message: str, prog: str) -> None:
-        super().__init__(message)
-        self.prog = prog
-
-
-class _Parser(argparse.ArgumentParser):
-    """Every parser of the CLI (subparsers inherit the class): usage errors come back to :func:`main`."""
-
-    def error(self, message: str):  # type: ignore[override]  # argparse declares NoReturn; this raises too
-        raise _UsageError(message, self.prog)
-
-
-def _path(p: argparse.ArgumentParser, argv: list[str]) -> list[argparse.ArgumentParser]:
-    """The parsers the command line walks through: the top one, then each verb named in ``argv``."""
-    chain = [p]
-    for token in argv:
-        verbs = [a for a in chain[-1]._actions if isinstance(a, argparse._SubParsersAction)]
-        if verbs and token in verbs[0].choices:
-            chain.append(verbs[0].choices[token])
-    return chain
-
-
-def unknown_option(p: argparse.ArgumentParser, argv: list[str]) -> tuple[str, str | None]:
-    """The verb's name (``gpucluster plan``) and the first ``--option`` on the command line that it does not know
-    (nor an abbreviation of one), worded with the closest option it does know: a misspelt option is reported as
-    itself, not as whatever argparse tripped on next (``plan --stak lab`` is not "invalid choice: 'lab'")."""
-    import difflib
-
-    chain = _path(p, argv)
-    known = sorted({o for parser in chain for o in parser._option_string_actions if o.startswith("--")})
-    for token in argv:
-        if token == "--":
-            break
-        if not token.startswith("--"):
-            continue
-        name = token.split("=", 1)[0]
-        if name in known or sum(o.startswith(name) for o in known) == 1:
-            continue
-        close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
-        return chain[-1].prog, f"unknown option {name}" + (f" (did you mean {close[0]}?)" if close else "")
-    return chain[-1].prog, None
-
-
-def _describe(p: argparse.ArgumentParser) -> None:
-    """Give every verb a description: its own where it has one, else the one-line help it is listed with."""
-    for action in p._actions:
-        if not isinstance(action, argparse._SubParsersAction):
-            continue
-        listed = {a.dest: a.help for a in action._choices_actions}
-        for name, child in action.choices.items():
-            if not child.description and listed.get(name):
-                text = str(listed[name])
-                child.description = text[0].upper() + text[1:] + "."
-            _describe(child)
-
-
 def parser() -> argparse.ArgumentParser:
     from gpucluster.tools.baseline_cli import register as register_baseline
     from gpucluster.tools.bundle_cli import register as register_bundle
@@ -274,9 +216,9 @@ def parser() -> argparse.ArgumentParser:
 
     # --project-dir is accepted before or after the verb: each subcommand takes it too, defaulting to
     # "not given" so that a value before the verb survives.
-    common = _Parser(add_help=False)
+    common = Parser(add_help=False)
     common.add_argument("--project-dir", default=argparse.SUPPRESS, help="directory holding Pulumi.yaml and __main__.py")
-    values = _Parser(add_help=False)
+    values = Parser(add_help=False)
     values.add_argument(
         "--config", "-c", action="append", metavar="KEY=VALUE", help="set a config value (repeatable; wins over the stack file)"
     )
@@ -284,7 +226,7 @@ def parser() -> argparse.ArgumentParser:
         "--config-file", metavar="FILE", help="a YAML mapping of config keys to values (e.g. what ESC would supply)"
     )
 
-    p = _Parser(prog="gpucluster", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog="gpucluster", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
         "--project-dir",
         default=str(PROJECT_DIR),
@@ -325,7 +267,7 @@ def parser() -> argparse.ArgumentParser:
     register_baseline(sub, common, values)
     register_images(sub, common)
     register_generate(sub, common)
-    _describe(p)
+    describe(p)
     return p
 
 
@@ -383,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     try:
         args = p.parse_args(words)
-    except _UsageError as exc:
+    except UsageError as exc:
         prog, unknown = unknown_option(p, words)
         prog = prog if unknown else exc.prog
         p.exit(EXIT_CONFIG, f"{prog}: error: {unknown or exc}\n(`{prog} --help` lists the options)\n")

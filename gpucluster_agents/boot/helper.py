@@ -314,7 +314,7 @@ def current_user_data() -> str:
     return (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()  # the head node's is gzipped
 
 
-def write_entries(cfg: BootConfig, entries: list[dict[str, Any]], source: str) -> list[str]:
+def write_entries(cfg: BootConfig, entries: list[dict[str, Any]], source: str) -> None:
     """Write ``entries`` (path, permissions, plain content; agent_owned at the first boot only), or none if one is unsafe."""
     bad = [e.get("path") for e in entries if not re.match(r"/(?!.*\.\.)", str(e.get("path"))) or e.get("encoding")]
     if bad:
@@ -327,7 +327,6 @@ def write_entries(cfg: BootConfig, entries: list[dict[str, Any]], source: str) -
     log("rewrote " + (", ".join(changed) if changed else f"nothing: {source} did not change"))
     if ROOT == "/" and any(p.startswith("/etc/systemd/") for p in changed):
         subprocess.run(["systemctl", "daemon-reload"], check=False)
-    return changed
 
 
 def apply_files(cfg: BootConfig) -> None:

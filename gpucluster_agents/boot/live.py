@@ -19,21 +19,21 @@ unit hands to the reconcile). render/slurm/headfiles.py puts exactly these in th
 together)."""
 
 
-def apply_live(cfg: helper.BootConfig) -> list[str]:
-    """Write the live bundle the pointer names (none: nothing to do); the paths written."""
+def apply_live(cfg: helper.BootConfig) -> None:
+    """Write the live bundle the pointer names (none: nothing to do)."""
     if not cfg.head_files:
         sys.exit("no head_files in the config")
     ptr = json.loads(helper._read(helper.on_root(cfg.head_files)))
     key = ptr.get("live_key")
     if not key:
         helper.log("no live files")
-        return []
+        return
     source = f"s3://{ptr['bucket']}/{key}"
     entries = json.loads(helper.s3_client(cfg).get_object(Bucket=ptr["bucket"], Key=key)["Body"].read())["files"]
     bad = [e.get("path") for e in entries if e.get("path") not in LIVE_PATHS or str(e.get("permissions", "0644")) != "0644"]
     if bad:
         sys.exit(f"{source}: refusing {bad!r} (only {', '.join(LIVE_PATHS)}, mode 0644, may change live): nothing written")
-    return helper.write_entries(cfg, entries, source)
+    helper.write_entries(cfg, entries, source)
 
 
 def main(argv: list[str] | None = None) -> int:

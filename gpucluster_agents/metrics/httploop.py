@@ -176,7 +176,8 @@ class BoundedServer:
     async def _room(self) -> None:
         """Return when a connection may be accepted: below the cap, or once the oldest connection still sending its
         request has had its grace (it is dropped)."""
-        assert self._closed is not None
+        if self._closed is None:
+            raise RuntimeError("the serve loop waits for room only once it runs (serve_forever sets it up)")
         while len(self._conns) >= self.limits.connections:
             now = time.monotonic()
             slow = min((c for c in self._conns.values() if c.reading), key=lambda c: c.opened, default=None)

@@ -46,7 +46,7 @@ def test_l5_amazon_canonical_and_own_images_pass_an_unknown_one_is_named(endpoin
     own = aws.ec2.register_image(Name="our-vetted-base")["ImageId"]
     config = make_config(
         group(name="a", imageId=AMAZON_AMI),
-        group(name="b", imageLock=lock(own)),
+        group(name="b", imageLock={**lock(own), "ssmParameter": lock(own)["ssmParameter"].replace("22.04", "24.04")}),
         group(name="c", imageId="ami-0123456789abcdef0"),
         slurm={"headNode": {"imageId": CANONICAL_AMI}},
     )

@@ -32,6 +32,7 @@ DAY2_TABLE: Mapping[str, Safety] = {
         _tf("amp/alert_manager_definition.go"), replace_on=("workspaceId",)
     ),
     "aws:amp/scraper:Scraper": Safety(_tf("amp/scraper.go"), replace_on=("source",)),
+    "aws:cloudwatch/metricAlarm:MetricAlarm": Safety(_tf("cloudwatch/metric_alarm.go"), replace_on=("name",)),
     "aws:sns/topic:Topic": Safety(_tf("sns/topic.go"), replace_on=("name", "namePrefix", "fifoTopic")),
     "aws:sns/topicPolicy:TopicPolicy": Safety(_tf("sns/topic_policy.go"), replace_on=("arn",)),
     "aws:sns/topicSubscription:TopicSubscription": Safety(
