@@ -205,11 +205,30 @@ def slurm_outputs(slurm: SlurmParts, resolved: ResolvedSlurm, region: str) -> di
             }
             for g in resolved.node_groups
         },
-        "connect": slurm.head_instance_id.apply(lambda i: f"aws ssm start-session --target {i} --region {region}")
-        if slurm.head_instance_id is not None
-        else None,
+        "connect": _connect(slurm, resolved, region),
         **_people_outputs(slurm),
     }
+
+
+def _connect(slurm: SlurmParts, resolved: ResolvedSlurm, region: str) -> pulumi.Output[Any] | None:
+    """How an administrator opens a shell on the head node. Without people: Session Manager's default document (who
+    may is the account's IAM). With people the default document is refused by the session policies, so one command
+    per document that may reach the head node: each declared administrator's own, and the shared one (``*``: for
+    principals whose session carries ``SSMSessionRunAs``, with the exported admin policy)."""
+    head = slurm.head_instance_id
+    if head is None:
+        return None
+    if not slurm.session_documents:
+        return head.apply(lambda i: f"aws ssm start-session --target {i} --region {region}")
+    identity = resolved.spec.identity
+    group = identity.admin_group if identity is not None else None
+    admins = {u.name for u in (identity.users if identity is not None else ()) if group is not None and group in u.groups}
+    documents = {k: d for k, d in slurm.session_documents.items() if k == "*" or k in admins}
+    if group is None:
+        return None  # nobody administers: no document reaches the head node
+    return head.apply(
+        lambda i: {k: f"aws ssm start-session --document-name {d} --target {i} --region {region}" for k, d in documents.items()}
+    )
 
 
 def _people_outputs(slurm: SlurmParts) -> dict[str, Any]:

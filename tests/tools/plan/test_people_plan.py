@@ -210,3 +210,26 @@ def test_the_rule_fails_a_plan_whose_login_template_lost_the_lockdown():
     assert [(v.name, v.property) for v in found] == [(template["name"], "userData")]
     assert "lacks the bootcmd" in found[0].message
     assert no_root_sessions(from_plan(plan("slurm-p5"))) == []  # the golden itself is unchanged and passes
+
+
+def test_slurm_p5_connect_names_documents_the_session_policies_allow_on_the_head_node():
+    """The ``slurm.connect`` output opened the head node with Session Manager's default document, which every session
+    policy refuses (SessionDocumentAccessCheck): now one command per document that reaches the head node, the shared
+    one (principals tagged SSMSessionRunAs, the exported admin policy) and each declared admin's own (alice)."""
+    doc = plan("slurm-p5")
+    connect = doc["outputs"]["slurm"]["connect"]
+    assert set(connect) == {"*", "alice"}  # bob and carol administer nothing
+    documents = {"*": "slurm-p5-session", "alice": "slurm-p5-session-alice"}
+    for key, command in connect.items():
+        assert command.startswith(f"aws ssm start-session --document-name {documents[key]} --target i-")
+        assert command.endswith(" --region us-east-1")
+    policies = {p["inputs"]["name"]: json.loads(p["inputs"]["policy"]) for p in of_type(doc, "aws:iam/policy:Policy")}
+    for name, document in (("slurm-p5-admin-sessions", "slurm-p5-session"), ("slurm-p5-session-alice", "slurm-p5-session-alice")):
+        statements = policies[name]["Statement"]
+        nodes = [s for s in statements if s.get("Sid") == "StartSessionsOnTheClustersNodes"]
+        assert nodes and "head" in nodes[0]["Condition"]["StringEquals"]["ssm:resourceTag/gpucluster:role"]
+        assert any(
+            str(r).endswith(f":document/{document}")
+            for s in statements
+            for r in ([s["Resource"]] if isinstance(s["Resource"], str) else s["Resource"])
+        )
