@@ -81,7 +81,8 @@ def test_zone_move_replaces_the_file_system_through_its_subnet():
     assert (fs.op, fs.replace_reasons) == ("replace", ["subnetIds"])
     assert [s.name for s in c.data_loss] == ["eks-p5-lustre-fs"]
     # The storage setup host's interface follows the file system into its subnet (and holds no data); the host is
-    # replaced with it, and the teams' persistent volumes, which name the file system, with the file system.
+    # replaced with it, and the teams' persistent volumes, which name the file system, with the file system. Its two
+    # CloudWatch alarms follow the new file system's id in place.
     assert [(s.op, s.name, s.because()) for s in c.changes if s.name != fs.name] == [
         (
             "replace",
@@ -89,6 +90,8 @@ def test_zone_move_replaces_the_file_system_through_its_subnet():
             "networkInterfaces (eks-p5-lustre-setup-eni is replaced), userData (eks-p5-lustre-fs is replaced)",
         ),
         ("replace", "eks-p5-lustre-setup-eni", "subnetId"),
+        ("update", "eks-p5-monitoring-fsx-capacity", ""),
+        ("update", "eks-p5-monitoring-fsx-throughput", ""),
         ("replace", "eks-p5-k8s-team-applied-lustre-pv", "spec.csi (eks-p5-lustre-fs is replaced)"),
         ("replace", "eks-p5-k8s-team-research-lustre-pv", "spec.csi (eks-p5-lustre-fs is replaced)"),
     ]

@@ -52,17 +52,18 @@ def test_a_bigger_group_shows_its_cost_in_every_format():
     assert "slurm-p5-slurm-head-files/etc/slurm/slurm.conf" in changed
 
 
-def _quota_and_members(c: dict) -> None:
+def _quotas(c: dict) -> None:
     teams = c["gpucluster:slurm"]["teams"]
     teams[0]["gpuQuota"] = {"h100": 80}
-    teams[1]["users"] = ["carol"]
+    teams[1]["maxJobTime"] = "2-0"
 
 
 def test_a_quota_change_is_not_a_controller_outage():
-    """A team's quota and members change: only the head node's live bundle changes (in place, same key); the user data,
-    the hashed bundle and the head node stay, so slurmctld keeps running (before: a new bundle key, a new user data and
-    a stop and start of the head node for every quota tweak)."""
-    r = review(prcases.plan_json("slurm-p5"), prcases.plan_json("slurm-p5", _quota_and_members))
+    """A team's quota, fair share and job time change: only the head node's live bundle changes (in place, same key);
+    the user data, the hashed bundle and the head node stay, so slurmctld keeps running (before: a new bundle key, a
+    new user data and a stop and start of the head node for every quota tweak). A member change also changes the
+    team's POSIX group on every node (its /fsx directory's group), so it still reaches them as new files."""
+    r = review(prcases.plan_json("slurm-p5"), prcases.plan_json("slurm-p5", _quotas))
     steps = {s.name: s for s in r.comparison.steps if s.op != "same"}
     assert set(steps) == {"slurm-p5-slurm-head-live"}, {n: (s.op, s.changed) for n, s in steps.items()}
     assert steps["slurm-p5-slurm-head-live"].op == "update" and not steps["slurm-p5-slurm-head-live"].disruption
@@ -72,6 +73,7 @@ def test_a_quota_change_is_not_a_controller_outage():
     ]
     text = render(r, "text")
     assert "restarts the head node" not in text and "research: 85 → 80 guaranteed h100 GPUs" in text
+    assert "applied: longest job no limit → 2d" in text
 
 
 def test_data_loss_exits_3_and_is_named_before_the_cost():
