@@ -151,9 +151,17 @@ def role_files(doc: dict[str, Any], role: str) -> dict[str, str]:
 def unit_listeners(files: dict[str, str]) -> set[tuple[int, str]]:
     """(port, bound to) of every listener an ``ExecStart=`` line of a unit or drop-in names: ``--listen A:P``,
     ``--web.listen-address=A:P``, ``--port P`` (gpucluster's programs: the node's private address unless ``--listen``
-    names one)."""
+    names one), and every ``ListenStream=`` of a ``.socket`` unit."""
     out: set[tuple[int, str]] = set()
+    # A .socket unit holds its port for its exporter; the setup names the node's private address in a drop-in for each
+    # socket it lists to ``metrics listen-drop-ins --socket NAME=PORT`` (the unit itself says 127.0.0.1 until then).
+    private = {m for text in files.values() for m in re.findall(r"--socket ([\w.@-]+\.socket)=\d+", text)}
     for path, text in files.items():
+        if path.endswith(".socket"):
+            for host, port in re.findall(r"^ListenStream=(\[[^\]]*\]|[\w.]+):(\d+)$", text, flags=re.M):
+                named = path.rsplit("/", 1)[1] in private
+                out.add((int(port), "private address" if named else "127.0.0.1" if host == "127.0.0.1" else host))
+            continue
         if ".service" not in path:
             continue
         for line in text.splitlines():

@@ -122,8 +122,8 @@ def test_slurm_p5_has_run_as_documents_and_the_policies_that_name_them():
     for p in of_type(doc, "aws:iam/policy:Policy"):
         for st in json.loads(p["inputs"]["policy"])["Statement"]:
             actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
-            if "ssm:StartSession" in actions:
-                grants[p["inputs"].get("name", p["name"])] = st
+            if "ssm:StartSession" in actions and st["Effect"] == "Allow" and ":document/" in json.dumps(st["Resource"]):
+                grants[p["inputs"].get("name", p["name"])] = st  # the Allow naming the documents (not the Run As deny)
     for user in ("alice", "bob"):
         [st] = [st for name, st in grants.items() if name.endswith(f"session-{user}")]
         resources = st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]
