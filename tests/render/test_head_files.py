@@ -324,3 +324,22 @@ def test_the_first_boot_script_retries_apt_then_hands_over_to_the_helper(tmp_pat
         assert len(updates) == 5 and not any(
             c.startswith(("helper", "apt-get -o DPkg::Lock::Timeout=600 install")) for c in calls
         )
+
+
+def test_systemd_reads_the_live_units(tmp_path):
+    """The live program's service and timer as systemd reads them (``systemd-analyze verify``), the python the unit
+    names replaced by this one so the executable exists here."""
+    import sys
+
+    from gpucluster.render.slurm.headfiles import live_units
+    from tests.conftest import require_tool
+
+    analyze = require_tool("systemd-analyze")
+    paths = []
+    for unit in live_units():
+        path = tmp_path / unit.path.rsplit("/", 1)[1]
+        path.write_text(unit.text().replace("/usr/bin/python3 ", f"{sys.executable} "))
+        paths.append(str(path))
+    done = subprocess.run([analyze, "verify", "--man=no", *paths], capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and not done.stderr.strip(), done.stderr
+    assert 'ExecStart=/usr/bin/python3 -I -c "import sys;' in live_units()[0].text()
