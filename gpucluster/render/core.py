@@ -24,6 +24,9 @@ from gpucluster._paths import TEMPLATES_DIR as PACKAGED_TEMPLATES
 from gpucluster.config.base import CONTROL_RE, ENV_NAME_RE
 
 TEMPLATES_DIR = Path(os.environ.get("GPUCLUSTER_TEMPLATES") or PACKAGED_TEMPLATES)
+SERVICE_SANDBOX = "NoNewPrivileges=yes\nProtectSystem=strict\nProtectHome=yes\nPrivateTmp=yes\n"
+"""The sandbox every gpucluster service runs in: no new privileges, a read-only system, no home and a private /tmp."""
+
 USER_DATA_LIMIT = 16 * 1024  # EC2 rejects user data above 16 KB (before base64)
 
 

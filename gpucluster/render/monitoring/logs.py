@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import shlex
 
-from gpucluster.render.core import WriteFile
+from gpucluster.render.core import SERVICE_SANDBOX, WriteFile
 from gpucluster.render.slurm.health import HEALTH_LOG
 from gpucluster.render.slurm.names import AGENT_LIB, AGENT_LOG
 from gpucluster_agents.contract.logs import LogFile, LogsConfig, logs_to_json
@@ -94,11 +94,7 @@ RestartSec=10
 TimeoutStopSec=75
 StateDirectory={STATE_DIRECTORY}
 StateDirectoryMode=0700
-NoNewPrivileges=yes
-ProtectSystem=strict
-ProtectHome=yes
-PrivateTmp=yes
-
+{SERVICE_SANDBOX}
 [Install]
 WantedBy=multi-user.target
 """

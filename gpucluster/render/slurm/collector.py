@@ -30,7 +30,7 @@ is known (the cluster builds the workspace before Slurm; the standalone ``SlurmC
 
 from __future__ import annotations
 
-from gpucluster.render.core import WriteFile
+from gpucluster.render.core import SERVICE_SANDBOX, WriteFile
 from gpucluster.render.monitoring.collection import AGENT_WAL_PATH, PROMETHEUS_CONFIG_PATH, TARGETS_DIR, prometheus_agent_config
 from gpucluster.render.slurm.guard import (
     COLLECTOR_PORT,
@@ -47,7 +47,7 @@ COLLECTOR_UNIT = "gpucluster-collector.service"
 SIGNER_UNIT = "gpucluster-collector-signer.service"
 SIGNER_LISTEN = f"127.0.0.1:{SIGNER_PORT}"
 HARDENING = (
-    "NoNewPrivileges=yes\nProtectSystem=strict\nProtectHome=yes\nPrivateTmp=yes\nPrivateDevices=yes\n"
+    SERVICE_SANDBOX + "PrivateDevices=yes\n"
     "ProtectKernelTunables=yes\nProtectKernelModules=yes\nProtectControlGroups=yes\n"
     "CapabilityBoundingSet=\nAmbientCapabilities=\n"
 )

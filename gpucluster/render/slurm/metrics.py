@@ -24,7 +24,7 @@ from __future__ import annotations
 import shlex
 
 from gpucluster.config.slurm_health import nvidia_gpus
-from gpucluster.render.core import WriteFile
+from gpucluster.render.core import SERVICE_SANDBOX, WriteFile
 from gpucluster.render.slurm.names import AGENT_LIB
 from gpucluster.resolve.node_group import ResolvedNodeGroup
 
@@ -107,11 +107,7 @@ Wants=network-online.target{after}
 ExecStart={_exec(*serve, python=python)}
 Restart=always
 RestartSec=1
-NoNewPrivileges=yes
-ProtectSystem=strict
-ProtectHome=yes
-PrivateTmp=yes
-
+{SERVICE_SANDBOX}
 [Install]
 WantedBy=multi-user.target
 """
@@ -136,11 +132,7 @@ WorkingDirectory={agent_lib}
 ExecStart={run}
 Restart=always
 RestartSec=10
-NoNewPrivileges=yes
-ProtectSystem=strict
-ProtectHome=yes
-PrivateTmp=yes
-
+{SERVICE_SANDBOX}
 [Install]
 WantedBy=multi-user.target
 """

@@ -11,7 +11,7 @@ accounts contract it reads is the reconcile's file.
 
 from __future__ import annotations
 
-from gpucluster.render.core import WriteFile
+from gpucluster.render.core import SERVICE_SANDBOX, WriteFile
 from gpucluster.render.slurm.accounts import ACCOUNTS_PATH, USAGE_PREFIX
 from gpucluster.render.slurm.guard import systemd_unit
 from gpucluster.render.slurm.names import SlurmContext, agent_service
@@ -36,7 +36,7 @@ def usage_service(region: str, accounts_file: str = ACCOUNTS_FILE) -> str:
             f"Environment=AWS_DEFAULT_REGION={region}\n",
         )
         + "Restart=on-failure\nRestartSec=15min\nRestartPreventExitStatus=2\n"  # 2: a bad file, not retried
-        "NoNewPrivileges=yes\nProtectSystem=strict\nProtectHome=yes\nPrivateTmp=yes\n",
+        + SERVICE_SANDBOX,
     )
 
 
