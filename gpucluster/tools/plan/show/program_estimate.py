@@ -45,7 +45,7 @@ from gpucluster.resolve.cost_services import (
     openzfs_part,
     secrets_part,
 )
-from gpucluster.tools.plan.show.program_services import hybrid_lines, list_price, monitoring_lines, of_type, tags
+from gpucluster.tools.plan.show.program_services import hourly_line, hybrid_lines, list_price, monitoring_lines, of_type, tags
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 ASG = "aws:autoscaling/group:Group"
@@ -190,9 +190,7 @@ def _fixed(doc: Mapping[str, Any], catalog: Catalog, book: PriceBook, region: st
     nats = len(of_type(doc, "aws:ec2/natGateway:NatGateway"))
     if nats:
         what = "VPC pricing, per hour (data processed is extra)"
-        yield LineItem(
-            f"{nats} NAT gateway(s)", round(nats * NAT_GATEWAY_USD_PER_HOUR, 3), 0.0, list_price(region, what), "nat-gateways"
-        )
+        yield hourly_line(f"{nats} NAT gateway(s)", nats, NAT_GATEWAY_USD_PER_HOUR, region, what, "nat-gateways")
     endpoints = [
         r
         for r in of_type(doc, "aws:ec2/vpcEndpoint:VpcEndpoint")
@@ -201,12 +199,8 @@ def _fixed(doc: Mapping[str, Any], catalog: Catalog, book: PriceBook, region: st
     enis = sum(len((r.get("inputs") or {}).get("subnetIds") or []) for r in endpoints)
     if enis:
         what = "PrivateLink pricing, per endpoint per zone"
-        yield LineItem(
-            f"{enis} interface endpoint ENIs",
-            round(enis * INTERFACE_ENDPOINT_USD_PER_HOUR_PER_ZONE, 3),
-            0.0,
-            list_price(region, what),
-            "interface-endpoints",
+        yield hourly_line(
+            f"{enis} interface endpoint ENIs", enis, INTERFACE_ENDPOINT_USD_PER_HOUR_PER_ZONE, region, what, "interface-endpoints"
         )
     yield from hybrid_lines(doc, region)
     for fs in of_type(doc, "aws:fsx/lustreFileSystem:LustreFileSystem"):

@@ -31,28 +31,33 @@ def list_price(region: str, what: str) -> str:
     return f"us-east-1 list price, {what}{where}"
 
 
+def hourly_line(name: str, count: int, usd_per_hour: float, region: str, what: str, key: str) -> LineItem:
+    """``count`` units at a fixed hourly list price (a NAT gateway, an endpoint ENI, a VPN connection): no power."""
+    return LineItem(name, round(count * usd_per_hour, 3), 0.0, list_price(region, what), key)
+
+
 def hybrid_lines(doc: Mapping[str, Any], region: str) -> Iterator[LineItem]:
     """A hybrid site's link, as :mod:`gpucluster.resolve.cost_hybrid` prices it: VPN connections, Transit Gateway
     attachments (the VPC's, and a VPN's on a Transit Gateway), Resolver endpoint ENIs."""
     vpns = of_type(doc, "aws:ec2/vpnConnection:VpnConnection")
     if vpns:
-        what = "VPN pricing, per connection-hour (standard tunnels)"
-        yield LineItem(
+        yield hourly_line(
             "Site-to-Site VPN connection" if len(vpns) == 1 else f"{len(vpns)} Site-to-Site VPN connections",
-            round(len(vpns) * VPN_CONNECTION_USD_PER_HOUR, 3),
-            0.0,
-            list_price(region, what),
+            len(vpns),
+            VPN_CONNECTION_USD_PER_HOUR,
+            region,
+            "VPN pricing, per connection-hour (standard tunnels)",
             "hybrid-vpn",
         )
     attachments = len(of_type(doc, "aws:ec2transitgateway/vpcAttachment:VpcAttachment"))
     attachments += sum(1 for v in vpns if (v.get("inputs") or {}).get("transitGatewayId"))
     if attachments:
-        what = "Transit Gateway pricing, per attachment-hour (data processed is extra)"
-        yield LineItem(
+        yield hourly_line(
             f"{attachments} Transit Gateway attachment(s)",
-            round(attachments * TGW_ATTACHMENT_USD_PER_HOUR, 3),
-            0.0,
-            list_price(region, what),
+            attachments,
+            TGW_ATTACHMENT_USD_PER_HOUR,
+            region,
+            "Transit Gateway pricing, per attachment-hour (data processed is extra)",
             "hybrid-tgw-attachments",
         )
     enis = sum(
@@ -60,12 +65,12 @@ def hybrid_lines(doc: Mapping[str, Any], region: str) -> Iterator[LineItem]:
         for r in of_type(doc, "aws:route53/resolverEndpoint:ResolverEndpoint")
     )
     if enis:
-        what = "Route 53 pricing, per Resolver endpoint ENI-hour (queries are extra)"
-        yield LineItem(
+        yield hourly_line(
             f"{enis} Route 53 Resolver endpoint ENIs",
-            round(enis * RESOLVER_ENI_USD_PER_HOUR, 3),
-            0.0,
-            list_price(region, what),
+            enis,
+            RESOLVER_ENI_USD_PER_HOUR,
+            region,
+            "Route 53 pricing, per Resolver endpoint ENI-hour (queries are extra)",
             "hybrid-resolver",
         )
 
