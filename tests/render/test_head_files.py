@@ -26,7 +26,7 @@ from gpucluster.render.slurm.identity import session_lockdown_runcmd
 from gpucluster.render.slurm.names import HEAD_FILES_POINTER, HEAD_SETUP
 from gpucluster.render.user_data import head_stand_ins
 from gpucluster.tools.plan.run.stackfile import read_stack_file
-from tests.render.test_slurm_render import FakeImds, run_helper
+from tests.render.test_slurm_render import FakeImds, helper_env, run_helper
 
 TOPOLOGY = "/var/lib/gpucluster/slurm/topology.conf"
 
@@ -259,22 +259,12 @@ def test_apply_live_writes_nothing_but_its_data_files(head_helper, moto_endpoint
 def run_live(helper: Path, moto: str, root: Path) -> subprocess.CompletedProcess[str]:
     """The live program as its unit runs it (``python3 -I -c LIVE_MAIN <package dir> <helper config>``), from this
     checkout's package, against moto's S3 and ``root`` (without ``-I``, which would drop the test's environment)."""
-    import os
     import sys
 
     from gpucluster.render.slurm.headfiles import LIVE_MAIN
     from tests.conftest import ROOT
 
-    env = {
-        "PATH": os.environ["PATH"],
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_CONFIG_FILE": "/dev/null",
-        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
-        "AWS_EC2_METADATA_DISABLED": "true",
-        "GPUCLUSTER_S3_ENDPOINT": moto,
-        "GPUCLUSTER_ROOT": str(root),
-    }
+    env = helper_env(moto, root / "munge.key", root)
     argv = [sys.executable, "-c", LIVE_MAIN, str(ROOT), f"{helper}.json"]
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False, cwd="/")
 

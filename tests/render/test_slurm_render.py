@@ -421,10 +421,10 @@ def helper(tmp_path):
     return path
 
 
-def run_helper(
-    helper: Path, moto: str, key_file: Path, *args: str, root: Path | None = None, imds: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    env = {
+def helper_env(moto: str, key_file: Path, root: Path | None = None, imds: str | None = None) -> dict[str, str]:
+    """The environment the boot helper (and the node package's programs it shares code with) runs in here: moto's
+    endpoints, fake credentials, no IMDS but the test's, ``root`` for every path."""
+    return {
         "PATH": os.environ["PATH"],
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
@@ -437,6 +437,12 @@ def run_helper(
         **({"GPUCLUSTER_ROOT": str(root)} if root else {}),
         **({"GPUCLUSTER_IMDS": imds} if imds else {}),
     }
+
+
+def run_helper(
+    helper: Path, moto: str, key_file: Path, *args: str, root: Path | None = None, imds: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = helper_env(moto, key_file, root, imds)
     return subprocess.run([sys.executable, str(helper), *args], env=env, capture_output=True, text=True, timeout=60, check=False)
 
 
