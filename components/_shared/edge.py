@@ -29,7 +29,7 @@ import pulumi
 from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel  # the config model's own alias rule
 
-from gpucluster.config.errors import ConfigError, Finding, Level, error, errors_in
+from gpucluster.config.errors import ConfigError, Finding, error, errors_in
 
 Renames = Sequence[tuple[re.Pattern[str], str]]
 """Stack-config (or model) path → Args path, first match wins: ``(re.compile(r"^gpucluster:slurm\\.?"), "args.")``."""
@@ -74,19 +74,6 @@ def at_edge(component: str, renames: Renames = ()) -> Iterator[None]:
         raise ArgsError(component, renamed(exc.findings, renames)) from None
     except ConfigError as exc:
         raise ArgsError(component, renamed(exc.findings, renames)) from None
-
-
-def raise_errors(component: str, findings: Iterable[Finding], renames: Renames = ()) -> list[Finding]:
-    """Raise :class:`ArgsError` when any finding is an error; otherwise log the warnings and return them all."""
-    found = renamed(findings, renames)
-    if errors_in(found):
-        raise ArgsError(component, found)
-    for finding in found:
-        if finding.level is Level.INFO:
-            pulumi.log.info(finding.render())
-        else:
-            pulumi.log.warn(finding.render())
-    return found
 
 
 def config_part(args: Mapping[str, Any], args_type: type, config_type: type) -> dict[str, Any]:

@@ -22,8 +22,7 @@ from gpucluster.components.hybrid.onprem_credentials import CredentialsParts, Cr
 from gpucluster.components.network.network import NetworkParts
 from gpucluster.components.slurm.slurm_cluster import SlurmParts
 from gpucluster.config.cluster import ClusterSpec
-from gpucluster.config.effective import partition_of
-from gpucluster.config.hybrid import HybridSpec
+from gpucluster.config.effective import burst_group_names, partition_of
 from gpucluster.config.node_group import NodeGroupSpec
 
 
@@ -34,11 +33,6 @@ class HybridParts:
     """The site agent's credentials; none for a site without a controller (EKS Hybrid Nodes only)."""
     burst_node_groups: tuple[str, ...]
     """The Slurm node groups the site bursts into (``burstNodeGroups``, else every Slurm group)."""
-
-
-def burst_groups(spec: ClusterSpec, hybrid: HybridSpec) -> tuple[str, ...]:
-    """The Slurm groups the site bursts into: the ones named, else every ``scheduler: slurm`` group."""
-    return hybrid.burst_node_groups or tuple(g.name for g in spec.groups_for("slurm"))
 
 
 def create_hybrid(
@@ -63,7 +57,7 @@ def create_hybrid(
     )
     check_link(hybrid, wiring)
     link = build_hybrid_link(part(LINK, f"{name}-link", parent), f"{name}-link", hybrid, wiring)
-    groups = burst_groups(spec, hybrid)
+    groups = burst_group_names(spec)
     credentials = None
     if hybrid.controller is not None and slurm is not None and spec.slurm is not None:
         if slurm.munge_key_arn is None:

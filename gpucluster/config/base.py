@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$|^[a-z]$")
+from gpucluster_agents.contract.grammar import NAME_HINT, NAME_RE
 
 
 class SpecModel(BaseModel):
@@ -106,10 +106,7 @@ def strict_bool(value: object) -> object:
 def check_name(value: str, what: str) -> str:
     """Names end up in AWS resource names, Slurm node names and Kubernetes labels: keep them DNS-safe."""
     if not NAME_RE.match(value):
-        raise ValueError(
-            f"{what} {value!r} is not a valid name: use 1-32 lowercase letters, digits and '-', "
-            "starting with a letter and not ending with '-'"
-        )
+        raise ValueError(f"{what} {value!r} is not a valid name: use {NAME_HINT}")
     return value
 
 

@@ -16,7 +16,7 @@ from gpucluster.config.network import NetworkSpec
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.slurm import SlurmSpec
 from gpucluster.config.storage import StorageSpec
-from gpucluster.facts.regions import known_regions, partition_of, zone_in_region
+from gpucluster.facts.regions import aws_partition_of, known_regions, zone_in_region
 
 REGION_SHAPE = re.compile(r"[a-z]{2}(-gov)?-[a-z]+-\d")
 """How AWS writes a region: ``us-east-1``, ``us-gov-west-1``."""
@@ -47,7 +47,7 @@ def region_problem(region: str) -> tuple[str, str]:
 def known_region(region: str) -> bool:
     """Whether ``region`` is one AWS has (zones are only checked against a known region: an unknown one has its
     own finding, and every zone would be "not in" it)."""
-    return partition_of(region) is not None
+    return aws_partition_of(region) is not None
 
 
 class ClusterSpec(SpecModel):

@@ -41,6 +41,15 @@ def effective_scheduler(group: NodeGroupSpec, spec: ClusterSpec) -> str:
     return spec.schedulers[0] if len(spec.schedulers) == 1 else "none"
 
 
+def burst_group_names(spec: ClusterSpec) -> tuple[str, ...]:
+    """The Slurm node groups a hybrid site bursts into: those ``hybrid.burstNodeGroups`` names that are Slurm groups
+    of the cluster (the checks name the others), in its order; without the list, every Slurm group, in config order.
+    The one rule: the checks, the renderers (``ResolvedCluster.burst_groups``) and the components come through it."""
+    slurm = [g.name for g in spec.node_groups if effective_scheduler(g, spec) == "slurm"]
+    named = spec.hybrid.burst_node_groups if spec.hybrid is not None else ()
+    return tuple(n for n in named if n in slurm) if named else tuple(slurm)
+
+
 def effective_desired(group: NodeGroupSpec) -> int:
     return group.min_size if group.desired_size is None else group.desired_size
 

@@ -71,6 +71,11 @@ def info(path: str, message: str, fix: str = "", value: object = None, code: str
     return Finding(Level.INFO, path, message, fix, value, code)
 
 
+def group_path(index: int, field: str = "") -> str:
+    """The config path of node group ``index`` (and its ``field``), as findings name it."""
+    return f"gpucluster:nodeGroups[{index}]" + (f".{field}" if field else "")
+
+
 def errors_in(findings: Iterable[Finding]) -> list[Finding]:
     return [f for f in findings if f.level is Level.ERROR]
 

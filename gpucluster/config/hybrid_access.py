@@ -11,11 +11,11 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from gpucluster.config.base import FIX_MARK, SpecModel
+from gpucluster_agents.contract.grammar import PARTITION_NAME_RE as PARTITION_NAME_RE
 
 HOSTNAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
 DOMAIN_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$")
 ABS_PATH_RE = re.compile(r"^/[A-Za-z0-9._/+-]*$")
-PARTITION_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 PEM_LINE_RE = re.compile(r"[A-Za-z0-9+/=]{1,76}|-----END CERTIFICATE-----|-----BEGIN CERTIFICATE-----")
 """A line inside a PEM bundle: base64 (RFC 7468 lines are at most 64 characters; 76 tolerates MIME wrapping) or a
 marker between two certificates."""

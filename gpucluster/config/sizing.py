@@ -42,10 +42,6 @@ USD_PER_GB_MONTH: dict[str, dict[int, float]] = {
 }
 
 
-def capacity_step(tier: int, efa: bool) -> int:
-    return EFA_STEP_GIB[tier] if efa else STEP_GIB
-
-
 def round_up_capacity(gib: float, tier: int, efa: bool) -> int:
     """The smallest valid capacity (GiB) that holds ``gib``."""
     if efa:

@@ -17,7 +17,7 @@ def partitions() -> dict[str, dict[str, str]]:
     return json.loads(REGIONS_FILE.read_text())["Partitions"]
 
 
-def partition_of(region: str) -> str | None:
+def aws_partition_of(region: str) -> str | None:
     """The partition (``aws``, ``aws-cn``, ``aws-us-gov``) a known region belongs to, else ``None``."""
     for name, regions in partitions().items():
         if region in regions:

@@ -10,7 +10,6 @@ from gpucluster.config.errors import Finding, error
 from gpucluster.render.core import USER_DATA_LIMIT, CloudConfig, cloud_config_text, largest_parts, user_data_size
 from gpucluster.render.home import home_stand_in
 from gpucluster.render.hybrid.compute import hybrid_join_part, munge_secret_stand_in
-from gpucluster.render.hybrid.fabric import burst_groups
 from gpucluster.render.kubernetes import node_config, nodeadm_text
 from gpucluster.render.node import LustreMount, node_cloud_config, user_data_title
 from gpucluster.render.slurm.compute import node_slurm_part
@@ -50,7 +49,7 @@ def scheduler_part(cluster: ResolvedCluster, group: ResolvedNodeGroup) -> CloudC
         if (
             spec.hybrid is not None
             and spec.hybrid.controller is not None
-            and group.name in {g.name for g in burst_groups(cluster)}
+            and group.name in {g.name for g in cluster.burst_groups}
         ):
             return hybrid_join_part(cluster, group, munge_secret_stand_in(spec.region))
         home = home_stand_in(spec.region) if cluster.slurm.home is not None else None

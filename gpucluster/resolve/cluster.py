@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from gpucluster.config.cluster import ClusterSpec
-from gpucluster.config.effective import effective_flow_log_protect, effective_protect_data
+from gpucluster.config.effective import burst_group_names, effective_flow_log_protect, effective_protect_data
 from gpucluster.config.network import NetworkSpec
 from gpucluster.config.slurm import SLURM_VERSION, UBUNTU_RELEASE, SlurmSpec
 from gpucluster.facts.catalog import Catalog
@@ -122,6 +122,11 @@ class ResolvedCluster:
 
     def groups_for(self, scheduler: str) -> Iterator[ResolvedNodeGroup]:
         return (g for g in self.node_groups if g.scheduler == scheduler)
+
+    @property
+    def burst_groups(self) -> tuple[ResolvedNodeGroup, ...]:
+        """The node groups a hybrid site bursts into (:func:`gpucluster.config.effective.burst_group_names`)."""
+        return tuple(self.node_group(n) for n in burst_group_names(self.spec))
 
 
 def with_groups(cluster: ResolvedCluster, change: Callable[[ResolvedNodeGroup], ResolvedNodeGroup]) -> ResolvedCluster:

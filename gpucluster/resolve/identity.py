@@ -40,9 +40,6 @@ class SessionGrant:
     principal_kind: Literal["role", "user"]
     principal_name: str
     """The last segment of the ARN's path (what ``iam:AttachRolePolicy``/``AttachUserPolicy`` take)."""
-    principal_path: str
-    """The ARN's path between the kind and the name, with its slashes (``/`` when none), e.g.
-    ``/aws-reserved/sso.amazonaws.com/`` for IAM Identity Center's roles."""
     attach: bool
     """Attach the generated session policy to the principal (false: only export it)."""
 
@@ -260,7 +257,7 @@ def session_grant(user: PosixUserSpec) -> SessionGrant | None:
     p = parse_principal(user.session_principal)
     if p is None:
         raise ValueError(f"user {user.name!r}: sessionPrincipal {user.session_principal!r} is not an IAM role or user ARN")
-    return SessionGrant(user.session_principal, p.kind, p.name, p.path, user.attach_session_policy)
+    return SessionGrant(user.session_principal, p.kind, p.name, user.attach_session_policy)
 
 
 def resolve_directory(d: DirectoryServiceSpec) -> DirectoryIdentity:

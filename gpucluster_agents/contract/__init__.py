@@ -22,6 +22,7 @@ import re
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, cast
 
+from .grammar import NAME_HINT, NAME_RE
 from .jsonread import Reader
 from .nodemap import NodeMap, parse_node_map
 from .repair import Repair, parse_repair
@@ -193,7 +194,6 @@ def to_json(cfg: AgentConfig) -> str:
 
 # --------------------------------------------------------------------------- parsing
 
-_CLUSTER_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _GROUP_NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9_-]{0,38}[a-z0-9_])?$")
 _PREFIX_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
 _REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
@@ -312,7 +312,7 @@ def parse(data: Any, path: str | None = None) -> AgentConfig:
     r.unknown(obj, TOP_KEYS, "")
     if "schema_version" in obj and obj["schema_version"] != SCHEMA_VERSION:
         r.err("schema_version", f"this agent reads schema_version {SCHEMA_VERSION}, got {obj['schema_version']!r}")
-    cluster = r.string(obj, "cluster_name", "", required=True, pattern=_CLUSTER_NAME_RE, hint="1..64 of [A-Za-z0-9-_]")
+    cluster = r.string(obj, "cluster_name", "", required=True, pattern=NAME_RE, hint=NAME_HINT)
     region = r.string(obj, "region", "", required=True, pattern=_REGION_RE, hint="expected a region like us-east-1")
     endpoint = r.string(obj, "endpoint_url", "", nullable=True, pattern=_URL_RE, hint="expected an http(s) URL")
     log_file = r.string(obj, "log_file", "", default=AgentConfig.log_file)

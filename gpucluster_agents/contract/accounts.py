@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from . import ConfigError
+from .grammar import NAME_HINT, NAME_RE, PARTITION_NAME_RE
 from .jsonread import BUCKET_RE, Reader
 
 __all__ = ["MARK", "USER_RE", "Account", "AccountsContract", "GpuPrice", "Qos", "Usage", "load", "parse"]
@@ -44,10 +45,8 @@ DEFAULT_PATH = "/etc/gpucluster/accounts.json"
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 USER_RE = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}\$?$")
 _GROUP_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_. -]{0,63}$")
-_CLUSTER_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 _TRES_RE = re.compile(r"^(cpu|mem|node|billing|energy|gres/[a-z0-9_]+(:[A-Za-z0-9_.-]+)?|license/[A-Za-z0-9_.-]+)$")
 _DESC_BAD = re.compile(r'[|"=\x00-\x1f\x7f]')
-_PARTITION_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 Tres = dict[str, int]
 
@@ -222,7 +221,7 @@ def _parse_price(r: Reader, raw: Any, path: str) -> GpuPrice | None:
     if obj is None:
         return None
     r.unknown(obj, PRICE_KEYS, path)
-    partition = r.string(obj, "partition", path, required=True, pattern=_PARTITION_RE, hint="a partition name") or ""
+    partition = r.string(obj, "partition", path, required=True, pattern=PARTITION_NAME_RE, hint="a partition name") or ""
     gpus = r.integer(obj, "gpus_per_node", path, default=0, minimum=0, maximum=1024, required=True)
     price = obj.get("usd_per_gpu_hour")
     if isinstance(price, bool) or not isinstance(price, (int, float)) or price < 0:
@@ -280,7 +279,9 @@ def parse(data: Any, path: str | None = None) -> AccountsContract:
     r.unknown(top, TOP_KEYS, "")
     if top.get("schema") != SCHEMA:
         r.err("schema", f"this agent reads schema {SCHEMA}, got {top.get('schema')!r}")
-    cluster = r.string(top, "cluster", "", required=True, pattern=_CLUSTER_RE, hint="Slurm's ClusterName (lower case)")
+    cluster = r.string(
+        top, "cluster", "", required=True, pattern=NAME_RE, hint=f"Slurm's ClusterName, the cluster's name: {NAME_HINT}"
+    )
     qos = tuple(q for i, raw in enumerate(_items(r, top, "qos", "")) if (q := _parse_qos(r, raw, f"qos[{i}]")))
     accounts = tuple(a for i, raw in enumerate(_items(r, top, "accounts", "")) if (a := _parse_account(r, raw, f"accounts[{i}]")))
     prices = tuple(

@@ -139,3 +139,22 @@ def test_repair_section_is_checked_key_by_key() -> None:
         contract.parse(doc)
     except contract.ConfigError as exc:
         assert exc.errors == ["repair: must be an object, got [1]"]
+
+
+def test_the_cluster_name_grammar_is_written_once_and_a_newline_is_no_name() -> None:
+    """The config's name rule is the contract's object (not a copy), and both ends refuse what the other refuses:
+    an upper-case name, one too long, one with a trailing newline (which ``$`` alone would let through)."""
+    import pytest
+
+    from gpucluster.config import base
+    from gpucluster.config.cluster import ClusterSpec  # noqa: F401  (the config side imports the grammar)
+    from gpucluster_agents.contract import grammar
+
+    assert base.NAME_RE is grammar.NAME_RE
+    good = json.loads(contract.to_json(FULL))
+    assert contract.parse(good).cluster_name == "demo"
+    for bad in ("demo\n", "Demo", "d" * 33, "demo-", "1demo"):
+        with pytest.raises(ValueError, match=re.escape(grammar.NAME_HINT)):
+            base.check_name(bad, "cluster name")
+        with pytest.raises(contract.ConfigError, match="cluster_name"):
+            contract.parse({**good, "cluster_name": bad})

@@ -14,7 +14,7 @@ from gpucluster.config.checks.cluster import validate_cluster
 from gpucluster.config.checks.deploy import check_capacity_block_start, parse_time
 from gpucluster.config.errors import Level
 from gpucluster.config.kubernetes import ADDON_PINS, SUPPORTED_EKS_VERSIONS, KubernetesSpec, minor_tuple, pinned_addon_version
-from gpucluster.facts.regions import REGIONS_FILE, partition_of
+from gpucluster.facts.regions import REGIONS_FILE, aws_partition_of
 from tests.conftest import assert_finding, group, make_config, parse_spec
 
 KEY_UUID = "1234abcd-12ab-34cd-56ef-1234567890ab"
@@ -274,8 +274,8 @@ def test_region_table_matches_pinned_botocore():
     upstream = {p["partition"]: sorted(p["regions"]) for p in endpoints["partitions"]}
     for partition, regions in table["Partitions"].items():
         assert sorted(regions) == upstream[partition], partition
-    assert partition_of("us-east-1") == "aws" and partition_of("cn-northwest-1") == "aws-cn"
-    assert partition_of("us-gov-east-1") == "aws-us-gov" and partition_of("us-moon-1") is None
+    assert aws_partition_of("us-east-1") == "aws" and aws_partition_of("cn-northwest-1") == "aws-cn"
+    assert aws_partition_of("us-gov-east-1") == "aws-us-gov" and aws_partition_of("us-moon-1") is None
 
 
 @pytest.mark.parametrize("version", SUPPORTED_EKS_VERSIONS)

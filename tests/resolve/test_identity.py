@@ -96,17 +96,17 @@ def test_no_quota_without_a_default_or_without_a_home():
 
 def test_session_grant_is_parsed_from_the_arn(identity_declared_spec):
     assert user(identity_declared_spec, "alice").session == SessionGrant(
-        f"arn:aws:iam::{TEST_ACCOUNT}:role/alice", "role", "alice", "/", True
+        f"arn:aws:iam::{TEST_ACCOUNT}:role/alice", "role", "alice", True
     )
     assert user(identity_declared_spec, "bob").session is None
 
 
-def test_session_grant_keeps_the_path_and_the_attach_choice():
+def test_session_grant_names_the_principal_under_its_path_and_keeps_the_attach_choice():
     identity = copy.deepcopy(IDENTITY_DECLARED)
     arn = f"arn:aws:iam::{TEST_ACCOUNT}:role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_R_0123"
     identity["users"][0].update(sessionPrincipal=arn, attachSessionPolicy=False)
     grant = user(resolved(identity_config(identity)), "alice").session
-    assert grant == SessionGrant(arn, "role", "AWSReservedSSO_R_0123", "/aws-reserved/sso.amazonaws.com/", False)
+    assert grant == SessionGrant(arn, "role", "AWSReservedSSO_R_0123", False)
 
 
 def test_users_and_groups_are_sorted_by_id():

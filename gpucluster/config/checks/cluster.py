@@ -45,12 +45,11 @@ from gpucluster.config.checks.node_group import (
     check_subnets,
     check_tag_count,
     check_zones,
-    group_path,
 )
 from gpucluster.config.checks.slurm import check_slurm
 from gpucluster.config.checks.storage import check_storage
 from gpucluster.config.cluster import ClusterSpec
-from gpucluster.config.errors import Finding
+from gpucluster.config.errors import Finding, group_path
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import Catalog
 

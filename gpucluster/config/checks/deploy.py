@@ -15,11 +15,11 @@ from datetime import datetime, timezone
 
 from gpucluster.config.cluster import ClusterSpec, known_region, region_problem
 from gpucluster.config.effective import effective_desired
-from gpucluster.config.errors import Finding, error, warning
+from gpucluster.config.errors import Finding, error, group_path, warning
 from gpucluster.config.naming import RESERVED_TAGS
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import Catalog, InstanceFacts
-from gpucluster.facts.regions import partition_of, zone_in_region
+from gpucluster.facts.regions import aws_partition_of, zone_in_region
 
 REGION_PATH = "aws:region"
 TAG_KEY_MAX = 128
@@ -41,10 +41,6 @@ KEY_NAME_MAX = 255
 SSM_NAME = re.compile(r"^(/[A-Za-z0-9_.-]+)+$|^[A-Za-z0-9_.-]+$")
 SSM_NAME_MAX = 1011
 SSM_LEVELS_MAX = 15
-
-
-def group_path(index: int, field: str = "") -> str:
-    return f"gpucluster:nodeGroups[{index}]" + (f".{field}" if field else "")
 
 
 # --- region and zones ------------------------------------------------------------------------------
@@ -177,11 +173,11 @@ def kms_findings(value: str | None, path: str, region: str, *, arn_only: bool, s
             value,
             "kms-key-region",
         )
-    elif partition_of(region) not in (None, partition):
+    elif aws_partition_of(region) not in (None, partition):
         yield error(
             path,
-            f"KMS key {value!r} is in partition {partition}, but {region} is in {partition_of(region)}",
-            f"use an arn:{partition_of(region)}:kms:… key",
+            f"KMS key {value!r} is in partition {partition}, but {region} is in {aws_partition_of(region)}",
+            f"use an arn:{aws_partition_of(region)}:kms:… key",
             value,
             "kms-key-region",
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 
 from gpucluster.config.cluster import ClusterSpec
-from gpucluster.config.effective import effective_scheduler, partition_of
+from gpucluster.config.effective import burst_group_names, effective_scheduler, partition_of
 from gpucluster.config.errors import Finding, error, warning
 from gpucluster.config.hybrid import ControllerSpec, HybridSpec
 from gpucluster.config.slurm import image_release
@@ -26,12 +26,10 @@ def accepted(controller: str) -> list[str]:
     return [m for m in MAJORS if compatible(controller, m)]
 
 
-def burst_groups(hybrid: HybridSpec, spec: ClusterSpec) -> list[tuple[int, str]]:
-    """``(index, name)`` of the node groups the site bursts into that exist and Slurm runs."""
-    slurm = [(i, g.name) for i, g in enumerate(spec.node_groups) if effective_scheduler(g, spec) == "slurm"]
-    if not hybrid.burst_node_groups:
-        return slurm
-    return [(i, name) for i, name in slurm if name in hybrid.burst_node_groups]
+def burst_groups(spec: ClusterSpec) -> list[tuple[int, str]]:
+    """``(index in nodeGroups, name)`` of the node groups the site bursts into, config order."""
+    index = {g.name: i for i, g in enumerate(spec.node_groups)}
+    return sorted((index[n], n) for n in burst_group_names(spec))
 
 
 def check_site_slurm(hybrid: HybridSpec, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
@@ -86,7 +84,7 @@ def check_site_slurm(hybrid: HybridSpec, spec: ClusterSpec, catalog: Catalog) ->
                     g.name,
                     "hybrid-slurm-group-not-burst",
                 )
-    if not burst_groups(hybrid, spec) and not hybrid.burst_node_groups:
+    if not burst_groups(spec) and not hybrid.burst_node_groups:
         yield error(
             hybrid_path("controller"),
             "the site's controller has no node group to burst into: no node group has scheduler slurm",
@@ -102,7 +100,7 @@ def check_partitions(hybrid: HybridSpec, spec: ClusterSpec, catalog: Catalog) ->
     if controller is None or slurm is None:
         return
     site = {p.lower(): p for p in controller.partitions}
-    for _i, name in burst_groups(hybrid, spec):
+    for _i, name in burst_groups(spec):
         partition = partition_of(slurm.group_settings(name))
         if partition.lower() in site:
             j = next((k for k, e in enumerate(slurm.node_groups) if e.name == name), None)
@@ -148,7 +146,7 @@ def check_versions(hybrid: HybridSpec, spec: ClusterSpec, catalog: Catalog) -> I
             cloud,
             "hybrid-slurm-window",
         )
-    groups = burst_groups(hybrid, spec)
+    groups = burst_groups(spec)
     default_image = False
     for i, name in groups:
         field, slurmd, source = _group_slurmd(spec, i, controller)

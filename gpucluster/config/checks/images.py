@@ -8,10 +8,9 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 
-from gpucluster.config.checks.node_group import group_path
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.effective import effective_scheduler
-from gpucluster.config.errors import Finding, error, warning
+from gpucluster.config.errors import Finding, error, group_path, warning
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.slurm import UBUNTU_RELEASE, image_release
 from gpucluster.facts.catalog import Catalog, InstanceFacts

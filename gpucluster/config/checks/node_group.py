@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from gpucluster.config.cluster import ClusterSpec, known_region
 from gpucluster.config.effective import effective_desired, effective_efa
-from gpucluster.config.errors import Finding, error, warning
+from gpucluster.config.errors import Finding, error, group_path, warning
 from gpucluster.config.naming import RESERVED_TAGS
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import Catalog, InstanceFacts
@@ -19,10 +19,6 @@ from gpucluster.facts.regions import zone_in_region
 MAX_TAGS = 50
 # Tags gpucluster adds to every resource (see gpucluster.config.naming.cluster_tags).
 RESERVED_TAG_COUNT = len(RESERVED_TAGS)
-
-
-def group_path(index: int, field: str = "") -> str:
-    return f"gpucluster:nodeGroups[{index}]" + (f".{field}" if field else "")
 
 
 # --- node group checks ---------------------------------------------------------------------------

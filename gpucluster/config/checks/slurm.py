@@ -15,7 +15,7 @@ from gpucluster.config.checks.slurm_login import check_home, check_login, check_
 from gpucluster.config.checks.slurm_teams import check_settings, check_teams
 from gpucluster.config.cluster import ClusterSpec, known_region
 from gpucluster.config.effective import effective_desired, head_zone, partition_of, slurm_groups
-from gpucluster.config.errors import Finding, error, warning
+from gpucluster.config.errors import Finding, error, group_path, warning
 from gpucluster.config.slurm import TOO_OLD_RELEASES, UBUNTU_RELEASE, SlurmSpec, image_release
 from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.regions import zone_in_region
@@ -27,10 +27,6 @@ MIN_GPU_RESUME_TIMEOUT = 600
 
 def slurm_path(field: str = "") -> str:
     return SLURM + (f".{field}" if field else "")
-
-
-def group_path(index: int, field: str = "") -> str:
-    return f"gpucluster:nodeGroups[{index}]" + (f".{field}" if field else "")
 
 
 SlurmCheck = Callable[[SlurmSpec, ClusterSpec, Catalog], Iterable[Finding]]

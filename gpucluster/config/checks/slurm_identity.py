@@ -26,7 +26,7 @@ from gpucluster.config.slurm_identity import (
 )
 from gpucluster.config.team_posix import LOWEST_ID, UNUSABLE_IDS
 from gpucluster.facts.catalog import Catalog
-from gpucluster.facts.regions import partition_of
+from gpucluster.facts.regions import aws_partition_of
 
 IDENTITY = "gpucluster:slurm.identity"
 NAME_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
@@ -248,7 +248,7 @@ def _twice(identity: SlurmIdentitySpec) -> Iterator[Finding]:
 
 
 def _principals(identity: SlurmIdentitySpec, spec: ClusterSpec) -> Iterator[Finding]:
-    partition = partition_of(spec.region) or "aws"
+    partition = aws_partition_of(spec.region) or "aws"
     owners: dict[str, str] = {}
     for j, user in enumerate(identity.users):
         arn = user.session_principal
@@ -363,7 +363,7 @@ def _directory_strings(d: DirectoryServiceSpec) -> Iterator[Finding]:
 
 def _secret(arn: str, spec: ClusterSpec) -> Iterator[Finding]:
     match = SECRET_RE.fullmatch(arn)
-    partition = partition_of(spec.region) or "aws"
+    partition = aws_partition_of(spec.region) or "aws"
     if match is None or match.group(1) != partition or match.group(2) != spec.region:
         yield error(ipath("directory.bindPasswordSecret"), f"{arn!r} is not a Secrets Manager secret ARN of "
                     f"{spec.region}: nodes read the password from the cluster's region",

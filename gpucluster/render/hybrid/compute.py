@@ -29,7 +29,7 @@ from gpucluster.config.hybrid import ControllerSpec
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.slurm_releases import MAJORS, UBUNTU_SLURM, cloud_ubuntu_for, compatible
 from gpucluster.render.core import CloudConfig, WriteFile, render, render_cloud_config
-from gpucluster.render.hybrid.fabric import HYBRID_TASK_PROLOG, burst_groups, hybrid_of, hybrid_task_prolog, site_controller
+from gpucluster.render.hybrid.fabric import HYBRID_TASK_PROLOG, hybrid_of, hybrid_task_prolog, site_controller
 from gpucluster.render.node import LustreMount, node_cloud_config
 from gpucluster.render.slurm.agent import aws_helper
 from gpucluster.render.slurm.compute import slurmd_drop_in
@@ -137,7 +137,7 @@ def hybrid_join_part(cluster: ResolvedCluster, group: ResolvedNodeGroup, munge_s
     """The join part of a burst node's user data (see the module docstring)."""
     spec = cluster.spec
     hybrid, controller = hybrid_of(spec), site_controller(spec)
-    if group.name not in {g.name for g in burst_groups(cluster)}:
+    if group.name not in {g.name for g in cluster.burst_groups}:
         raise HybridJoinError(f"node group {group.name!r} is not one the site bursts into (hybrid.burstNodeGroups)")
     slurm = cloud_slurm(controller, group.spec)
     address = f"{controller.address}:{controller.port}"

@@ -62,22 +62,6 @@ def cloud_nccl_environment(group: ResolvedNodeGroup) -> dict[str, str]:
     return dict(group.nccl_env)
 
 
-def burst_groups(cluster: ResolvedCluster) -> tuple[ResolvedNodeGroup, ...]:
-    """The node groups the site bursts into: ``hybrid.burstNodeGroups``, or every Slurm node group."""
-    hybrid = hybrid_of(cluster.spec)
-    slurm_groups = tuple(cluster.groups_for("slurm"))
-    if not hybrid.burst_node_groups:
-        return slurm_groups
-    by_name = {g.name: g for g in slurm_groups}
-    missing = [name for name in hybrid.burst_node_groups if name not in by_name]
-    if missing:
-        raise ValueError(
-            f"hybrid.burstNodeGroups names {', '.join(missing)}, which is not a Slurm node group of the cluster; "
-            f"name one of {', '.join(by_name) or '(none)'}"
-        )
-    return tuple(by_name[name] for name in hybrid.burst_node_groups)
-
-
 def cloud_node_patterns(groups: tuple[ResolvedNodeGroup, ...]) -> list[str]:
     """The node-name prefixes of the cloud nodes: the agent names them ``<group>-<n>``
     (:func:`gpucluster_agents.contract.node_names`)."""
@@ -87,7 +71,7 @@ def cloud_node_patterns(groups: tuple[ResolvedNodeGroup, ...]) -> list[str]:
 def hybrid_task_prolog(cluster: ResolvedCluster) -> str:
     """The TaskProlog both sides run (see the module's docstring): the bundle ships it, the cloud user data writes it."""
     hybrid = hybrid_of(cluster.spec)
-    groups = burst_groups(cluster)
+    groups = cluster.burst_groups
     efa = any(g.uses_efa for g in groups)
     return render(
         "hybrid/compute/task-prolog.sh.j2",

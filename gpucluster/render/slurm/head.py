@@ -4,7 +4,6 @@ mount before the setup. Its user data carries only those that fetch the rest fro
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpucluster.config.slurm import SLURM_VERSION
@@ -312,8 +311,3 @@ def head_cloud_config(ctx: SlurmContext, inputs: HeadInputs) -> CloudConfig:
 
 def head_title(ctx: SlurmContext) -> str:
     return f"gpucluster {ctx.cluster} / Slurm head node {head_hostname(ctx.cluster)} ({ctx.slurm.head_node.instance_type})"
-
-
-def files_by_name(files: Sequence[WriteFile]) -> dict[str, str]:
-    """``{path: decoded text}``."""
-    return {f.path: f.text() for f in files}

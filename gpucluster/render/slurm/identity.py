@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
 
 from gpucluster.render.core import WriteFile, render
 from gpucluster.resolve.identity import DeclaredIdentity, ResolvedIdentity
@@ -194,8 +193,3 @@ def identity_files(identity: ResolvedIdentity | None, *, homes: bool = False) ->
 
 def has_users_program(identity: ResolvedIdentity | None) -> bool:
     return identity is not None and isinstance(identity.source, DeclaredIdentity)
-
-
-def sudoers_grants(files: Sequence[WriteFile]) -> list[str]:
-    """Paths under ``/etc/sudoers.d`` that a node's files write (tests: only the admin file may be among them)."""
-    return [f.path for f in files if f.path.startswith("/etc/sudoers.d/")]

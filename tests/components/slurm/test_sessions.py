@@ -53,7 +53,6 @@ def _grant(kind: str, name: str, attach: bool = True) -> SessionGrant:
         principal_arn=f"arn:aws:iam::{ACCOUNT}:{kind}/{name}",
         principal_kind=kind,  # type: ignore[arg-type]
         principal_name=name,
-        principal_path="/",
         attach=attach,
     )
 

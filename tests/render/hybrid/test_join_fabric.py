@@ -10,7 +10,6 @@ import pytest
 
 from gpucluster.render.core import env_file
 from gpucluster.render.hybrid.fabric import (
-    burst_groups,
     cloud_nccl_environment,
     cloud_node_patterns,
     hybrid_task_prolog,
@@ -40,9 +39,9 @@ def test_cloud_environment_is_efa():
 
 def test_burst_groups_and_names():
     spec = hybrid_spec()
-    assert [g.name for g in burst_groups(spec)] == ["p5"]
-    assert cloud_node_patterns(burst_groups(spec)) == ["p5-"]
-    assert [g.name for g in burst_groups(hybrid_spec(burstNodeGroups=None))] == ["p5"]  # default: every Slurm group
+    assert [g.name for g in spec.burst_groups] == ["p5"]
+    assert cloud_node_patterns(spec.burst_groups) == ["p5-"]
+    assert [g.name for g in hybrid_spec(burstNodeGroups=None).burst_groups] == ["p5"]  # default: every Slurm group
 
 
 class Prolog:
@@ -135,3 +134,17 @@ def test_cloud_node_without_env_file(tmp_path):
 
 def test_default_env_path_is_the_one_the_node_writes():
     assert f"env_file=${{GPUCLUSTER_NCCL_ENV:-{NCCL_ENV_PATH}}}" in hybrid_task_prolog(hybrid_spec())
+
+
+def test_burst_groups_one_rule_for_checks_renderers_and_components():
+    """``burst_group_names`` is the one definition: the named groups that Slurm runs, in burstNodeGroups' order;
+    a name of no Slurm group is left to the checks (a finding), never raised from a renderer."""
+    from gpucluster.config.effective import burst_group_names
+
+    cluster = hybrid_spec()
+    hybrid = cluster.spec.hybrid
+    assert hybrid is not None
+    unchecked = cluster.spec.model_copy(update={"hybrid": hybrid.model_copy(update={"burst_node_groups": ("nope", "p5")})})
+    assert burst_group_names(unchecked) == ("p5",)  # the loader refuses 'nope' with a finding first
+    assert [g.name for g in cluster.burst_groups] == ["p5"]
+    assert burst_group_names(hybrid_spec(burstNodeGroups=None).spec) == ("p5",)
