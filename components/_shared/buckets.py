@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -91,3 +92,39 @@ def private_bucket(
         opts=child_opts,
     )
     return bucket
+
+
+@dataclass(frozen=True)
+class LifecycleRule:
+    """One lifecycle rule of a bucket, over the keys under ``prefix`` (``""``: all): objects expire after
+    ``expire_days``, old versions after ``noncurrent_days``, unfinished uploads are aborted after ``abort_days``."""
+
+    id: str
+    prefix: str = ""
+    expire_days: pulumi.Input[int] | None = None
+    noncurrent_days: pulumi.Input[int] | None = None
+    abort_days: pulumi.Input[int] | None = None
+
+    def args(self) -> aws.s3.BucketLifecycleConfigurationRuleArgs:
+        rule = aws.s3
+        return rule.BucketLifecycleConfigurationRuleArgs(
+            id=self.id,
+            status="Enabled",
+            filter=rule.BucketLifecycleConfigurationRuleFilterArgs(prefix=self.prefix),
+            expiration=None
+            if self.expire_days is None
+            else rule.BucketLifecycleConfigurationRuleExpirationArgs(days=self.expire_days),
+            noncurrent_version_expiration=None
+            if self.noncurrent_days is None
+            else rule.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(noncurrent_days=self.noncurrent_days),
+            abort_incomplete_multipart_upload=None
+            if self.abort_days is None
+            else rule.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(days_after_initiation=self.abort_days),
+        )
+
+
+def bucket_lifecycle(
+    resource_name: str, bucket: aws.s3.Bucket, rules: Sequence[LifecycleRule], opts: pulumi.ResourceOptions
+) -> aws.s3.BucketLifecycleConfiguration:
+    """The bucket's one lifecycle configuration (S3 keeps a single one per bucket), from ``rules``."""
+    return aws.s3.BucketLifecycleConfiguration(resource_name, bucket=bucket.id, rules=[r.args() for r in rules], opts=opts)

@@ -11,7 +11,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from gpucluster.components._shared.buckets import private_bucket
+from gpucluster.components._shared.buckets import LifecycleRule, bucket_lifecycle, private_bucket
 from gpucluster.config.network import FlowLogsSpec
 
 FLOW_LOGS_SERVICE = "vpc-flow-logs.amazonaws.com"
@@ -141,18 +141,8 @@ def create_flow_log(
         child_opts=child,
         policy_statements=delivery,
     )
-    aws.s3.BucketLifecycleConfiguration(
-        f"{name}-flow-logs-expiry",
-        bucket=bucket.id,
-        rules=[
-            aws.s3.BucketLifecycleConfigurationRuleArgs(
-                id="expire-flow-logs",
-                status="Enabled",
-                filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
-                expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(days=flow.retention_days),
-            )
-        ],
-        opts=child,
+    bucket_lifecycle(
+        f"{name}-flow-logs-expiry", bucket, [LifecycleRule("expire-flow-logs", expire_days=flow.retention_days)], child
     )
     # Flow Logs delivers to S3 through the log delivery service, which the bucket policy admits;
     # no IAM role is involved.

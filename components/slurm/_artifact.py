@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from gpucluster.components._shared.buckets import private_bucket
+from gpucluster.components._shared.buckets import LifecycleRule, bucket_lifecycle, private_bucket
 from gpucluster.config.naming import with_name
 from gpucluster.render.slurm.agent import NODE_MAPS_PREFIX, AgentBundle, agent_bundle, package_key, sha256
 
@@ -61,17 +61,7 @@ def agent_artifact(name: str, cluster: str, tags: dict[str, str], child: pulumi.
     # The launches' node maps (gpucluster_agents/power/nodemap.py, one object per CreateFleet batch) are read at a
     # node's first boot, within 15 min of its launch, and the agent tags the instances within minutes: expire
     # them after two days so the bucket does not grow with every resume.
-    aws.s3.BucketLifecycleConfiguration(
-        f"{name}-artifacts-node-maps",
-        bucket=bucket.id,
-        rules=[
-            aws.s3.BucketLifecycleConfigurationRuleArgs(
-                id="expire-node-maps",
-                status="Enabled",
-                filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=NODE_MAPS_PREFIX),
-                expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(days=2),
-            )
-        ],
-        opts=child,
+    bucket_lifecycle(
+        f"{name}-artifacts-node-maps", bucket, [LifecycleRule("expire-node-maps", NODE_MAPS_PREFIX, expire_days=2)], child
     )
     return AgentArtifact(bucket=bucket, package=package, key=key, sha256=digest)

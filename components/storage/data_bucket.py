@@ -11,7 +11,7 @@ from typing import Required
 import pulumi
 import pulumi_aws as aws
 
-from gpucluster.components._shared.buckets import private_bucket
+from gpucluster.components._shared.buckets import LifecycleRule, bucket_lifecycle, private_bucket
 from gpucluster.components._shared.config_types import BucketConfig
 from gpucluster.components._shared.edge import at_edge, config_part, required, validate
 from gpucluster.components._shared.inputs import Inputs
@@ -122,28 +122,14 @@ class DataBucket(pulumi.ComponentResource):
             versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"),
             opts=child,
         )
-        aws.s3.BucketLifecycleConfiguration(
+        bucket_lifecycle(
             f"{name}-lifecycle",
-            bucket=bucket.id,
-            rules=[
-                aws.s3.BucketLifecycleConfigurationRuleArgs(
-                    id="abort-incomplete-uploads",
-                    status="Enabled",
-                    filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
-                    abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
-                        days_after_initiation=spec.abort_incomplete_upload_days
-                    ),
-                ),
-                aws.s3.BucketLifecycleConfigurationRuleArgs(
-                    id="expire-old-versions",
-                    status="Enabled",
-                    filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
-                    noncurrent_version_expiration=aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(
-                        noncurrent_days=spec.noncurrent_version_days
-                    ),
-                ),
+            bucket,
+            [
+                LifecycleRule("abort-incomplete-uploads", abort_days=spec.abort_incomplete_upload_days),
+                LifecycleRule("expire-old-versions", noncurrent_days=spec.noncurrent_version_days),
             ],
-            opts=child,
+            child,
         )
         self.bucket_name, self.bucket_arn, self.kms_key_arn = bucket.bucket, bucket.arn, key.arn
         self.register_outputs({"bucketName": self.bucket_name, "bucketArn": self.bucket_arn, "kmsKeyArn": self.kms_key_arn})
