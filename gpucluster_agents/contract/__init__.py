@@ -302,6 +302,33 @@ def _parse_group(r: Reader, raw: Any, path: str) -> NodeGroup | None:
     return NodeGroup(name, prefix, max_nodes, itype, lt_id, lt_version, subnets, efa, pg, capacity, tags, mode, image_id)
 
 
+def _parse_groups(r: Reader, obj: dict[str, Any]) -> list[NodeGroup]:
+    """``node_groups``: a non-empty list, each group valid, names and node prefixes unique."""
+    groups: list[NodeGroup] = []
+    raw_groups = obj.get("node_groups")
+    if "node_groups" not in obj:
+        r.err("node_groups", "required key is missing")
+        return groups
+    if not isinstance(raw_groups, list) or not raw_groups:
+        r.err("node_groups", f"must be a non-empty list, got {raw_groups!r}")
+        return groups
+    for i, raw in enumerate(cast("list[Any]", raw_groups)):
+        g = _parse_group(r, raw, f"node_groups[{i}]")
+        if g is not None:
+            groups.append(g)
+    seen_names: dict[str, int] = {}
+    seen_prefix: dict[str, int] = {}
+    for i, g in enumerate(groups):
+        if g.name in seen_names:
+            r.err(f"node_groups[{i}].name", f"{g.name!r} is also used by node_groups[{seen_names[g.name]}]")
+        seen_names.setdefault(g.name, i)
+        if g.node_prefix in seen_prefix:
+            other = seen_prefix[g.node_prefix]
+            r.err(f"node_groups[{i}].node_prefix", f"{g.node_prefix!r} is also used by node_groups[{other}]")
+        seen_prefix.setdefault(g.node_prefix, i)
+    return groups
+
+
 def parse(data: Any, path: str | None = None) -> AgentConfig:
     """Validate a decoded JSON document; raise ConfigError listing every problem."""
     errors: list[str] = []
@@ -337,28 +364,7 @@ def parse(data: Any, path: str | None = None) -> AgentConfig:
     node_map = parse_node_map(r, obj.get("node_map"), "node_map")
     updates = parse_updates(r, obj.get("updates"), "updates")
     spot_queue = r.string(obj, "spot_queue_url", "", nullable=True, pattern=_URL_RE, hint="expected an SQS queue URL")
-    groups: list[NodeGroup] = []
-    raw_groups = obj.get("node_groups")
-    if "node_groups" not in obj:
-        r.err("node_groups", "required key is missing")
-    elif not isinstance(raw_groups, list) or not raw_groups:
-        r.err("node_groups", f"must be a non-empty list, got {raw_groups!r}")
-    else:
-        items = cast("list[Any]", raw_groups)
-        for i, raw in enumerate(items):
-            g = _parse_group(r, raw, f"node_groups[{i}]")
-            if g is not None:
-                groups.append(g)
-        seen_names: dict[str, int] = {}
-        seen_prefix: dict[str, int] = {}
-        for i, g in enumerate(groups):
-            if g.name in seen_names:
-                r.err(f"node_groups[{i}].name", f"{g.name!r} is also used by node_groups[{seen_names[g.name]}]")
-            seen_names.setdefault(g.name, i)
-            if g.node_prefix in seen_prefix:
-                other = seen_prefix[g.node_prefix]
-                r.err(f"node_groups[{i}].node_prefix", f"{g.node_prefix!r} is also used by node_groups[{other}]")
-            seen_prefix.setdefault(g.node_prefix, i)
+    groups = _parse_groups(r, obj)
     if errors:
         raise ConfigError(errors, path)
     assert cluster and region and log_file and state_dir and bin_dir

@@ -71,9 +71,18 @@ def _xids(cls: str) -> str:
     return " or ".join(f"{s.XID} == {code}" for code in codes)
 
 
+WHERE = "GPU {{ $labels.gpu }} on {{ $labels.Hostname }}"
+"""How a GPU rule names its GPU: ``{{ $labels.Hostname }}`` is the node (DCGM's label)."""
+
+
 def gpu_rules(t: AlertThresholds) -> list[Rule]:
-    """Per-GPU health, the same on both schedulers (DCGM names). ``{{ $labels.Hostname }}`` names the node."""
-    where = "GPU {{ $labels.gpu }} on {{ $labels.Hostname }}"
+    """Per-GPU health, the same on both schedulers (DCGM names): heat and clocks, then memory and links."""
+    return [*gpu_clock_rules(t), *gpu_memory_rules(t)]
+
+
+def gpu_clock_rules(t: AlertThresholds) -> list[Rule]:
+    """Temperature, throttling and hardware slowdown."""
+    where = WHERE
     bits = " or ".join(f"({_bit(s.CLOCK_EVENTS, b)})" for n, b in s.CLOCK_EVENT_BITS.items() if n != "SW_THERMAL")
     slow = f"{s.CLOCK_EVENTS} and ({bits})"  # the value stays the bitmask
     return [
@@ -123,6 +132,13 @@ def gpu_rules(t: AlertThresholds) -> list[Rule]:
             "Hardware slowdown, hardware thermal or power-brake slowdown: the board protects itself. Drain the "
             "node and replace the instance (health check 'clocks' fails too).",
         ),
+    ]
+
+
+def gpu_memory_rules(t: AlertThresholds) -> list[Rule]:
+    """ECC, row remapping, XIDs and NVLink errors."""
+    where = WHERE
+    return [
         Rule(
             "GpuUncorrectableEccErrors",
             f"{s.ECC_DBE_VOL} > 0",
