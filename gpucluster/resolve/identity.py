@@ -62,8 +62,6 @@ class PosixUser:
     uid: int
     gid: int
     """The primary group's gid: the user's own (private group, gid = uid) unless ``gid`` names a declared group."""
-    primary_group: str
-    """The primary group's name (the user's name for a private group)."""
     groups: tuple[str, ...]
     """Supplementary groups (names, sorted), the admin group included when the user is in it."""
     shell: str
@@ -234,9 +232,7 @@ def resolve_declared(identity: SlurmIdentitySpec, home: HomeSpec | None, teams: 
         admin = identity.admin_group is not None and identity.admin_group in (primary, *groups)
         keys = tuple(u.ssh_public_keys)
         quota = quota if home is not None else None
-        users.append(
-            PosixUser(u.name, u.uid, gid, primary, groups, u.shell, f"/home/{u.name}", keys, admin, quota, session_grant(u))
-        )
+        users.append(PosixUser(u.name, u.uid, gid, groups, u.shell, f"/home/{u.name}", keys, admin, quota, session_grant(u)))
     declared = [PosixGroup(g.name, g.gid, tuple(sorted(x.name for x in users if g.name in x.groups))) for g in identity.groups]
     names = {g.name for g in identity.groups}
     made = [

@@ -46,9 +46,6 @@ class ResolvedEksNodeGroup:
     group: NodeGroupSpec
     """The resolved node group (EFA, placement group and desired size decided)."""
     facts: InstanceFacts
-    template_group: NodeGroupSpec
-    """What its launch template is built from: Spot is left out (EKS buys Spot itself and refuses a
-    template that asks for it)."""
     ami_type: str
     capacity_type: str
     desired_size: int
@@ -57,7 +54,8 @@ class ResolvedEksNodeGroup:
     node: ResolvedNodeGroup
     """The group as every node group is resolved: its interface layout, EFA devices, NCCL environment."""
     template: ResolvedNodeGroup
-    """``template_group`` resolved: what the group's launch template is built from (``node`` but for Spot)."""
+    """What the group's launch template is built from: ``node`` with Spot left out (EKS buys Spot itself and refuses
+    a template that asks for it)."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +103,6 @@ def resolve_eks_group(group: NodeGroupSpec, catalog: Catalog) -> ResolvedEksNode
     return ResolvedEksNodeGroup(
         group=group,
         facts=facts,
-        template_group=template_group,
         ami_type=eks_ami_type(facts),
         capacity_type=CAPACITY_TYPES[group.capacity.type],
         desired_size=effective_desired(group),

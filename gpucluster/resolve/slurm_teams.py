@@ -56,8 +56,6 @@ class ResolvedTeam:
     users: tuple[str, ...]
     groups: tuple[str, ...]
     borrow: bool
-    guaranteed: dict[str, int]
-    """GPUs guaranteed per flavor as the config states them (``{"h100": 85}``), for the plan's diff."""
 
     @property
     def default_qos(self) -> str:
@@ -70,8 +68,6 @@ class ResolvedTeams:
 
     teams: tuple[ResolvedTeam, ...]
     qos: tuple[ResolvedQos, ...]
-    tres: tuple[str, ...]
-    """``AccountingStorageTRES`` of the cluster (GPUs; per model when there are several)."""
 
     @property
     def borrow(self) -> bool:
@@ -110,7 +106,6 @@ def resolve_teams(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Reso
                 t.users,
                 t.directory_groups,
                 t.borrow,
-                dict(t.gpu_quota),
             )
         )
     capacity: dict[str, int] = {}
@@ -132,5 +127,4 @@ def resolve_teams(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Reso
                 {k: capacity[k] for k in sorted(capacity)},
             )
         )
-    types = [gpu for gpu, _ in flavors.values()]
-    return ResolvedTeams(tuple(teams), tuple(qos), tuple(accounting_tres(types)))
+    return ResolvedTeams(tuple(teams), tuple(qos))

@@ -13,6 +13,8 @@ import yaml
 from gpucluster.config.errors import ConfigError, Finding, Level
 from gpucluster.config.slurm_teams import parse_job_time
 from gpucluster.load import load_spec
+from gpucluster.render.slurm.conf import slurm_conf
+from gpucluster.render.slurm.names import SlurmContext
 from tests.conftest import IDENTITY_DECLARED, IDENTITY_DIRECTORY, group, make_config
 
 S = "gpucluster:slurm"
@@ -139,7 +141,8 @@ def test_bad_job_times(text: str):
 def test_one_gpu_model_limits_gres_gpu_and_fair_share_follows_the_guarantee():
     teams = load_spec(teams_config(RESEARCH, APPLIED, {"name": "ops", "users": ["alice"]}, groups=(P5, CPU)), stack="t")
     resolved = teams.cluster.slurm.teams  # type: ignore[union-attr]
-    assert resolved is not None and resolved.tres == ("gres/gpu",)
+    assert resolved is not None
+    assert "\nAccountingStorageTRES=gres/gpu\n" in slurm_conf(SlurmContext.of(teams.cluster))
     by_name = {t.name: t for t in resolved.teams}
     assert by_name["research"].grp_tres == {"gres/gpu": 85} and by_name["research"].fairshare == 85
     assert by_name["applied"].qos == ("normal", "borrow") and by_name["research"].qos == ("normal",)
@@ -152,9 +155,10 @@ def test_one_gpu_model_limits_gres_gpu_and_fair_share_follows_the_guarantee():
 
 def test_several_gpu_models_limit_each_model_and_leave_unnamed_ones_free():
     config = teams_config({**RESEARCH, "fairShare": 10, "maxJobTime": "2-0"}, groups=(P5, DEV))
-    resolved = load_spec(config, stack="t").cluster.slurm.teams  # type: ignore[union-attr]
+    cluster = load_spec(config, stack="t").cluster
+    resolved = cluster.slurm.teams  # type: ignore[union-attr]
     assert resolved is not None
-    assert resolved.tres == ("gres/gpu", "gres/gpu:h100", "gres/gpu:l40s")
+    assert "\nAccountingStorageTRES=gres/gpu,gres/gpu:h100,gres/gpu:l40s\n" in slurm_conf(SlurmContext.of(cluster))
     (research,) = resolved.teams
     assert research.grp_tres == {"gres/gpu:h100": 85}  # nobody holds an l40s quota: l40s is not limited
     assert research.fairshare == 10 and research.max_wall_minutes == 2880

@@ -23,7 +23,7 @@ BIND_SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:gpucluster/l
 
 def user(name: str, uid: int, groups: tuple[str, ...] = (), keys: tuple[str, ...] = (), admin: bool = False) -> PosixUser:
     grant = SessionGrant(ALICE_ROLE, "role", "alice", True) if name == "alice" else None
-    return PosixUser(name, uid, uid, name, groups, "/bin/bash", f"/home/{name}", keys, admin, 50, grant)
+    return PosixUser(name, uid, uid, groups, "/bin/bash", f"/home/{name}", keys, admin, 50, grant)
 
 
 ALICE = user("alice", 10001, ("hpc-admins", "vision"), admin=True)

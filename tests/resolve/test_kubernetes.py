@@ -36,7 +36,7 @@ def test_system_node_group_size_and_ami():
 
 def test_gpu_groups_capacity_types_and_spot_template():
     (spot,) = resolved(group(capacity={"type": "spot"})).node_groups
-    assert spot.capacity_type == "SPOT" and spot.template_group.capacity.type == "on-demand"
+    assert spot.capacity_type == "SPOT" and spot.template.spec.capacity.type == "on-demand"
     assert spot.group.capacity.type == "spot", "the group itself keeps what the user asked for"
     (p5,) = resolved().node_groups
     assert (p5.capacity_type, p5.ami_type, p5.efa, p5.desired_size) == ("ON_DEMAND", "AL2023_x86_64_NVIDIA", True, 0)

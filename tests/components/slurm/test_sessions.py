@@ -37,7 +37,6 @@ def _user(name: str, uid: int, *, admin: bool = False, session: SessionGrant | N
         name=name,
         uid=uid,
         gid=uid,
-        primary_group=name,
         groups=("hpc-admins",) if admin else (),
         shell="/bin/bash",
         home=f"/home/{name}",
