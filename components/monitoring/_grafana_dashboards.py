@@ -77,7 +77,14 @@ def grafana_dashboards(
         json_data_encoded=datasource_json,
         opts=on_grafana,
     )
-    folder = grafana.oss.Folder(f"{name}-grafana-folder", title=f"gpucluster {cluster.name}", uid=FOLDER_UID, opts=on_grafana)
+    # Grafana deletes a folder's dashboards with it: one people saved there keeps the folder (the delete fails).
+    folder = grafana.oss.Folder(
+        f"{name}-grafana-folder",
+        title=f"gpucluster {cluster.name}",
+        uid=FOLDER_UID,
+        prevent_destroy_if_not_empty=True,
+        opts=on_grafana,
+    )
     for uid, config in boards.items():
         grafana.oss.Dashboard(
             f"{name}-{uid}",

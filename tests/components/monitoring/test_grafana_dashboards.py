@@ -55,6 +55,7 @@ def test_eks_grafana_gets_the_data_source_folder_and_dashboards(eks_plan):
     assert (source["uid"], source["type"], source["url"]) == (AMP_DATASOURCE_UID, "prometheus", amp.state["prometheusEndpoint"])
     assert json.loads(source["jsonDataEncoded"])["sigV4Region"] == "us-east-1"
     folder = plan.by_name("test-monitoring-grafana-folder", "grafana:oss/folder:Folder").inputs
+    assert folder["preventDestroyIfNotEmpty"] is True  # a dashboard someone saved there is never deleted with it
     boards = {r.name: r.inputs for r in plan.of_type(DASHBOARD)}
     expected = provisioned_dashboards(("kubernetes",))
     assert {json.loads(b["configJson"])["uid"]: b["configJson"] for b in boards.values()} == expected

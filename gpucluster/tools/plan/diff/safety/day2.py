@@ -49,7 +49,11 @@ DAY2_TABLE: Mapping[str, Safety] = {
         replace_on=("orgId",),
         holds_data="edits made in Grafana since the last deploy, and the dashboard's version history",
     ),
-    "grafana:oss/folder:Folder": Safety(GRAFANA + "resource_folder.go", replace_on=("orgId",)),
+    "grafana:oss/folder:Folder": Safety(
+        GRAFANA + "resource_folder.go",
+        replace_on=("orgId",),
+        holds_data="dashboards people saved into it (preventDestroyIfNotEmpty: the delete fails while any is there)",
+    ),
     "grafana:oss/dataSource:DataSource": Safety(GRAFANA + "resource_data_source.go", replace_on=("orgId",)),
     "aws:cloudwatch/metricAlarm:MetricAlarm": Safety(_tf("cloudwatch/metric_alarm.go"), replace_on=("name",)),
     "aws:sns/topic:Topic": Safety(_tf("sns/topic.go"), replace_on=("name", "namePrefix", "fifoTopic")),
