@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 from typing import Any
 
 from gpucluster.facts.catalog import InstanceFacts
@@ -271,13 +270,10 @@ def monitoring_state(
 
 
 def _grafana_state(token: str, rid: str, h: str, state: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """Inside Grafana: a service account's and a token's ids (the token's key is the placeholder the plan marks
-    secret), a folder's and a dashboard's uid (a dashboard's from its JSON, as Grafana keeps it)."""
+    """A Grafana service account's and its token's ids (the token's key is a placeholder the plan marks secret).
+    Folders and dashboards keep the uid the program gives them: nothing to fill in."""
     if token == "aws:grafana/workspaceServiceAccount:WorkspaceServiceAccount":
         return rid, {"serviceAccountId": str(int(h[:6], 16))}
     if token == "aws:grafana/workspaceServiceAccountToken:WorkspaceServiceAccountToken":
         return rid, {"serviceAccountTokenId": str(int(h[:6], 16)), "key": f"glsa_offline_plan_{h[:8]}"}
-    if token == "grafana:oss/dashboard:Dashboard":
-        uid = json.loads(state.get("configJson") or "{}").get("uid", h[:14])
-        return rid, {"uid": uid}
     return rid, {}

@@ -285,7 +285,8 @@ def _pv(i: dict[str, Any]) -> list[str]:
 
 def _dashboard(i: dict[str, Any]) -> list[str]:
     board = json.loads(i.get("configJson") or "{}")
-    return [f"{board.get('title')} (/d/{board.get('uid')}) · {len(board.get('panels') or [])} panels · folder {i.get('folder')}"]
+    panels = len(board.get("panels") or [])
+    return [f"{board.get('title')} (/d/{board.get('uid')}) · {panels} panel{'s' * (panels != 1)} · folder {i.get('folder')}"]
 
 
 DESCRIBERS: dict[str, Describer] = {
