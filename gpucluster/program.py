@@ -141,13 +141,14 @@ def main() -> ClusterParts:
 
 def monitoring_outputs(parts: MonitoringParts) -> dict[str, Any]:
     """The ``monitoring`` output: the AMP workspace (its id and endpoint, for a Grafana data source or ``awscurl``), the
-    alert topic, the Grafana endpoint where one is made, and the dashboards to import (package files). The log group is
+    alert topic, the Grafana endpoint where one is made, and where the dashboards open (their URLs in that Grafana, or
+    the command that writes them as files to import). The log group is
     ``/gpucluster/<cluster>`` (docs/monitoring.md)."""
     out: dict[str, Any] = {
         "workspaceId": parts.workspace_id,
         "prometheusEndpoint": parts.prometheus_endpoint,
         "alertTopicArn": parts.topic_arn,
-        "dashboards": list(parts.dashboards),
+        "dashboards": parts.dashboards,
     }
     if parts.grafana_endpoint is not None:
         out["grafanaEndpoint"] = parts.grafana_endpoint

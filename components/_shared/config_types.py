@@ -1019,7 +1019,9 @@ class GrafanaConfig(TypedDict, total=False):
     """An Amazon Managed Grafana workspace reading the AMP workspace and CloudWatch, with the dashboards."""
 
     enabled: bool
-    """Create the workspace. Default false: Amazon Managed Grafana needs IAM Identity Center (``AWS_SSO``) or a SAML identity provider in the account; without a workspace the dashboards are shipped as JSON files to import into any Grafana."""
+    """Create the workspace. Default false: Amazon Managed Grafana needs IAM Identity Center (``AWS_SSO``) or a SAML identity provider in the account; without a workspace ``gpucluster dashboards --out DIR`` writes the dashboards as JSON files to import into any Grafana."""
+    provision_dashboards: bool
+    """Put the AMP data source and the dashboards into the workspace (a Grafana service account, its token, a folder, one dashboard each). Default true. The workspace admits only its VPC endpoint, so ``pulumi up`` must reach the workspace from inside the cluster's VPC (a runner there, a VPN); ``false`` leaves the workspace empty, to import the files by hand."""
     authentication: str
     """How people sign in: ``AWS_SSO`` (IAM Identity Center) or ``SAML``. Default ``AWS_SSO``. One of: ``AWS_SSO``, ``SAML``."""
 

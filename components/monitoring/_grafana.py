@@ -2,8 +2,7 @@
 in the cluster's VPC (``network_access_control``: no public access), service-managed permissions, AMP and
 CloudWatch as data sources, a role that reads this cluster's workspace and logs only.
 
-Dashboards: pulumi-aws has no resource for a Grafana dashboard (that is the Grafana provider's, with a workspace
-API key), so the dashboards ship as JSON files to import (docs/monitoring.md).
+The dashboards go into the workspace through the Grafana provider (:mod:`._grafana_dashboards`).
 """
 
 from __future__ import annotations
@@ -28,8 +27,8 @@ def grafana_workspace(
     workspace_arn: pulumi.Input[str],
     log_group_arn: pulumi.Input[str] | None,
     account: pulumi.Input[str],
-) -> pulumi.Output[str]:
-    """The workspace, its role and its VPC endpoint; the workspace's endpoint (a host name)."""
+) -> aws.grafana.Workspace:
+    """The workspace, its role and its VPC endpoint; the workspace (its ``endpoint`` is a host name)."""
     monitoring = cluster.monitoring
     if monitoring is None:
         raise ValueError("grafana_workspace: the cluster's monitoring is off")
@@ -86,7 +85,7 @@ def grafana_workspace(
         tags=with_name(tags, f"{cluster.name}-grafana"),
         opts=child,
     )
-    workspace = aws.grafana.Workspace(
+    return aws.grafana.Workspace(
         f"{name}-grafana",
         name=f"{cluster.name}-grafana",
         description=f"gpucluster {cluster.name}: fleet dashboards",
@@ -100,4 +99,3 @@ def grafana_workspace(
         tags=with_name(tags, f"{cluster.name}-grafana"),
         opts=child,
     )
-    return workspace.endpoint

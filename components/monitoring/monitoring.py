@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
@@ -19,7 +19,6 @@ from gpucluster.config.naming import with_name
 from gpucluster.render.iam import policy_json
 from gpucluster.render.monitoring.alertmanager import alertmanager_definition
 from gpucluster.render.monitoring.cloudwatch_alarms import fsx_alarms
-from gpucluster.render.monitoring.dashboards import dashboards
 from gpucluster.render.monitoring.logs import log_group_name, stream_patterns
 from gpucluster.render.monitoring.policies import (
     log_shipping_policy,
@@ -33,6 +32,8 @@ from gpucluster.resolve.monitoring import subscribers
 
 TOKEN = "gpucluster:index:Monitoring"
 RULES_NAMESPACE = "gpucluster"
+DASHBOARDS_COMMAND = "gpucluster dashboards --out <folder>"
+"""Without provisioned dashboards: the command that writes them as JSON files, to import into any Grafana."""
 
 
 @dataclass
@@ -44,8 +45,8 @@ class MonitoringParts:
     log_group_name: pulumi.Output[str] | None
     grafana_endpoint: pulumi.Output[str] | None = None
     scraper_role_arn: pulumi.Output[str] | None = None
-    dashboards: tuple[str, ...] = ()
-    """The dashboards to import (package files of :mod:`gpucluster.render.monitoring.dashboards`)."""
+    dashboards: pulumi.Input[list[str]] = field(default_factory=lambda: [DASHBOARDS_COMMAND])
+    """Where the dashboards open: their URLs in the cluster's Grafana, or the command that writes them to import."""
 
 
 @dataclass
@@ -168,7 +169,6 @@ def build_monitoring(store: MonitoringStore, cluster: ResolvedCluster, wiring: M
         prometheus_endpoint=workspace.prometheus_endpoint,
         topic_arn=store.topic_arn,
         log_group_name=nodes_group.name if nodes_group is not None else None,
-        dashboards=tuple(f"gpucluster/render/monitoring/dashboards/{board}" for board in sorted(dashboards())),
     )
     if wiring.lustre_file_system_id is not None:
         _fsx_alarms(name, cluster, wiring.lustre_file_system_id, store.topic_arn, tags, child)
@@ -179,9 +179,14 @@ def build_monitoring(store: MonitoringStore, cluster: ResolvedCluster, wiring: M
     if monitoring.spec.grafana.enabled:
         from gpucluster.components.monitoring._grafana import grafana_workspace
 
-        parts.grafana_endpoint = grafana_workspace(
+        grafana = grafana_workspace(
             parent, name, cluster, wiring, workspace.arn, nodes_group.arn if nodes_group is not None else None, store.account
         )
+        parts.grafana_endpoint = grafana.endpoint
+        if monitoring.spec.grafana.provision_dashboards:
+            from gpucluster.components.monitoring._grafana_dashboards import grafana_dashboards
+
+            parts.dashboards = grafana_dashboards(parent, name, cluster, grafana, workspace.prometheus_endpoint)
     return parts
 
 

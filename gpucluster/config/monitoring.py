@@ -70,8 +70,14 @@ class GrafanaSpec(SpecModel):
 
     enabled: bool = False
     """Create the workspace. Default false: Amazon Managed Grafana needs IAM Identity Center (``AWS_SSO``) or a SAML
-    identity provider in the account; without a workspace the dashboards are shipped as JSON files to import into
-    any Grafana."""
+    identity provider in the account; without a workspace ``gpucluster dashboards --out DIR`` writes the dashboards
+    as JSON files to import into any Grafana."""
+
+    provision_dashboards: bool = True
+    """Put the AMP data source and the dashboards into the workspace (a Grafana service account, its token, a folder,
+    one dashboard each). Default true. The workspace admits only its VPC endpoint, so ``pulumi up`` must reach the
+    workspace from inside the cluster's VPC (a runner there, a VPN); ``false`` leaves the workspace empty, to import
+    the files by hand."""
 
     authentication: Literal["AWS_SSO", "SAML"] = "AWS_SSO"
     """How people sign in: ``AWS_SSO`` (IAM Identity Center) or ``SAML``. Default ``AWS_SSO``."""

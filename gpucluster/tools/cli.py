@@ -14,6 +14,7 @@
     gpucluster docs [--out DIR]               regenerate docs/config-reference.md (a checkout's; installed: --out)
     gpucluster generate [--check]             regenerate every generated file of the checkout (--check: exit 1 if stale)
     gpucluster bundle --stack X --out DIR     the files a hybrid site installs on its own slurmctld host
+    gpucluster dashboards --out DIR           the Grafana dashboards as JSON files, to import into any Grafana
     gpucluster usage --stack X [--since DAY]  the commands that print GPU-hours and cost per team and user (head node)
     gpucluster baseline --stack X             each node group's figures per image after image changes (needs credentials)
     gpucluster images lock --stack X          pin each node group's base image (AMI) in the stack file (needs credentials)
@@ -209,6 +210,7 @@ def parser() -> argparse.ArgumentParser:
     from gpucluster.tools.bundle_cli import register as register_bundle
     from gpucluster.tools.catalog_cli import register as register_catalog
     from gpucluster.tools.ci.cli import register as register_preview
+    from gpucluster.tools.dashboards_cli import register as register_dashboards
     from gpucluster.tools.generate import register as register_generate
     from gpucluster.tools.images_cli import register as register_images
     from gpucluster.tools.plan.run.stackfile import PROJECT_DIR
@@ -263,6 +265,7 @@ def parser() -> argparse.ArgumentParser:
     docs.set_defaults(func=_docs)
     register_preview(sub, common)
     register_bundle(sub, common, values)
+    register_dashboards(sub, common)
     register_usage(sub, common, values)
     register_baseline(sub, common, values)
     register_images(sub, common)

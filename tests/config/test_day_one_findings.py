@@ -90,3 +90,13 @@ def test_ssh_keys_on_a_cluster_without_ssh_open_nothing():
     assert "add slurm.loginNodes.ssh" in f.fix
     with_ssh = slurm_config(loginNodes={"count": 1, "ssh": {"allowedCidrs": ["203.0.113.0/24"]}})
     assert "ssh-keys-without-ssh" not in codes(with_ssh)
+
+
+def test_provisioning_grafana_dashboards_says_pulumi_up_must_run_in_the_vpc():
+    f = one(slurm_config(monitoring={"grafana": {"enabled": True}}), "grafana-provision-from-vpc")
+    assert f.level is Level.WARNING and f.path == "gpucluster:monitoring.grafana.provisionDashboards"
+    assert "the workspace admits only its VPC endpoint" in f.message
+    assert "grafana.provisionDashboards to false" in f.fix and "gpucluster dashboards --out" in f.fix
+    off = {"grafana": {"enabled": True, "provisionDashboards": False}}
+    assert "grafana-provision-from-vpc" not in codes(slurm_config(monitoring=off))
+    assert "grafana-provision-from-vpc" not in codes(slurm_config())  # no Grafana

@@ -206,7 +206,10 @@ def test_rooms_import_only_downward_and_the_model_imports_no_pulumi():
             continue  # the lazy public API and the path helper
         room = _room(module)
         for imported in _imports(path, module):
-            if imported.split(".")[0] in ("pulumi", "pulumi_aws", "pulumi_kubernetes") and room in PULUMI_FREE:
+            if (
+                imported.split(".")[0] in ("pulumi", "pulumi_aws", "pulumi_kubernetes", "pulumiverse_grafana")
+                and room in PULUMI_FREE
+            ):
                 problems.append(f"{module} imports {imported} (no Pulumi below the components)")
             if not imported.startswith(("gpucluster.", "gpucluster_agents")) and imported != "gpucluster":
                 continue

@@ -13,7 +13,8 @@ PATH = "gpucluster:monitoring"
 
 
 def check_monitoring(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
-    """The key is a key ARN in the cluster's region; Grafana only with monitoring on."""
+    """The key is a key ARN in the cluster's region; Grafana only with monitoring on, and where its dashboards are
+    provisioned, a word on the network path `pulumi up` needs."""
     monitoring = spec.monitoring
     yield from kms_findings(
         monitoring.kms_key_arn, f"{PATH}.kmsKeyArn", spec.region, arn_only=True, service="AMP, CloudWatch Logs and SNS"
@@ -36,4 +37,14 @@ def check_monitoring(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                 "topic <cluster>-alerts yourself after deploying",
                 None,
                 "alerts-no-subscriber",
+            )
+        if monitoring.grafana.enabled and monitoring.grafana.provision_dashboards:
+            yield warning(
+                f"{PATH}.grafana.provisionDashboards",
+                "pulumi up puts the dashboards into the Grafana workspace through its API, and the workspace admits "
+                "only its VPC endpoint: from outside the cluster's VPC that step fails",
+                "run pulumi up from inside the VPC (a runner there, a VPN), or set grafana.provisionDashboards to false "
+                "and import the files `gpucluster dashboards --out <folder>` writes",
+                None,
+                "grafana-provision-from-vpc",
             )

@@ -70,6 +70,16 @@ def test_every_force_new_path_is_an_input_of_the_pinned_provider(token):
         assert snake in params, f"{token}: {path} is not an input ({snake})"
 
 
+@pytest.mark.parametrize("token", sorted(t for t in TABLE if t.startswith("grafana:")))
+def test_every_grafana_force_new_path_is_an_input_of_the_pinned_grafana_provider(token):
+    module_path, cls_name = token.split(":")[1].split("/")[0], token.split(":")[2]
+    cls = getattr(importlib.import_module(f"pulumiverse_grafana.{module_path}"), cls_name)
+    params = set(inspect.signature(cls._internal_init).parameters)
+    for path in TABLE[token].replace_on:
+        snake = re.sub(r"(?<!^)(?=[A-Z])", "_", path.split(".")[0]).lower()
+        assert snake in params, f"{token}: {path} is not an input ({snake})"
+
+
 def test_replace_reasons():
     lustre = "aws:fsx/lustreFileSystem:LustreFileSystem"
     assert replace_reasons(lustre, ["efaEnabled", "tags.team"], {}, {}) == ["efaEnabled"]

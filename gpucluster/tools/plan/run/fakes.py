@@ -266,4 +266,14 @@ def monitoring_state(
             "arn": f"arn:aws:grafana:{region}:{account}:/workspaces/{gid}",
             "endpoint": f"{gid}.grafana-workspace.{region}.amazonaws.com",
         }
+    return _grafana_state(token, rid, h, state)
+
+
+def _grafana_state(token: str, rid: str, h: str, state: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A Grafana service account's and its token's ids (the token's key is a placeholder the plan marks secret).
+    Folders and dashboards keep the uid the program gives them: nothing to fill in."""
+    if token == "aws:grafana/workspaceServiceAccount:WorkspaceServiceAccount":
+        return rid, {"serviceAccountId": str(int(h[:6], 16))}
+    if token == "aws:grafana/workspaceServiceAccountToken:WorkspaceServiceAccountToken":
+        return rid, {"serviceAccountTokenId": str(int(h[:6], 16)), "key": f"glsa_offline_plan_{h[:8]}"}
     return rid, {}

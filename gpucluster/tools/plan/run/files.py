@@ -143,7 +143,8 @@ def _config_map(r: Registration) -> dict[str, str]:
 
 
 def _text_input(key: str, file_name: str) -> FileExtractor:
-    """A monitoring resource's text input (rules, Alertmanager definition, scraper configuration) as a file."""
+    """A monitoring resource's text input (rules, Alertmanager definition, scraper configuration, a Grafana
+    dashboard) as a file."""
 
     def extract(r: Registration) -> dict[str, str]:
         text = r.inputs.get(key)
@@ -156,6 +157,7 @@ FILE_EXTRACTORS: dict[str, FileExtractor] = {
     "aws:amp/ruleGroupNamespace:RuleGroupNamespace": _text_input("data", "rules.yaml"),
     "aws:amp/alertManagerDefinition:AlertManagerDefinition": _text_input("definition", "alertmanager.yaml"),
     "aws:amp/scraper:Scraper": _text_input("scrapeConfiguration", "scraper.yaml"),
+    "grafana:oss/dashboard:Dashboard": _text_input("configJson", "dashboard.json"),
     "aws:ec2/launchTemplate:LaunchTemplate": _user_data,
     "aws:ec2/instance:Instance": _user_data,
     "aws:s3/bucketObjectv2:BucketObjectv2": _bucket_object,

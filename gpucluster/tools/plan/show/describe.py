@@ -283,7 +283,22 @@ def _pv(i: dict[str, Any]) -> list[str]:
     ]
 
 
+def _dashboard(i: dict[str, Any]) -> list[str]:
+    board = json.loads(i.get("configJson") or "{}")
+    panels = len(board.get("panels") or [])
+    return [f"{board.get('title')} (/d/{board.get('uid')}) · {panels} panel{'s' * (panels != 1)} · folder {i.get('folder')}"]
+
+
 DESCRIBERS: dict[str, Describer] = {
+    "aws:grafana/workspaceServiceAccount:WorkspaceServiceAccount": lambda i: [
+        f"{i.get('name')} · Grafana role {i.get('grafanaRole')}"
+    ],
+    "aws:grafana/workspaceServiceAccountToken:WorkspaceServiceAccountToken": lambda i: [
+        f"{i.get('name')} · lives {int(i.get('secondsToLive') or 0) // 86400} days · its key a secret of the stack's state"
+    ],
+    "grafana:oss/dashboard:Dashboard": _dashboard,
+    "grafana:oss/folder:Folder": lambda i: [f"{i.get('title')} (uid {i.get('uid')})"],
+    "grafana:oss/dataSource:DataSource": lambda i: [f"{i.get('type')} {i.get('name')} (uid {i.get('uid')}) → {i.get('url')}"],
     "aws:eks/cluster:Cluster": _eks_cluster,
     "aws:eks/nodeGroup:NodeGroup": _eks_node_group,
     "aws:eks/addon:Addon": _eks_addon,

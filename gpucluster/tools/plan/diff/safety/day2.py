@@ -1,5 +1,5 @@
 """The update-safety entries of a cluster's day-two parts, merged into :data:`gpucluster.tools.plan.diff.safety.TABLE`:
-monitoring (issue #23: ``components/monitoring/``), baked images (issue #24: ``components/images/``) and the spot
+monitoring (``components/monitoring/``, its Grafana resources too), baked images (issue #24: ``components/images/``) and the spot
 warnings queue (``components/slurm/_spot_events.py``).
 
 Sources are terraform-provider-aws' force-new schema fields (which pulumi-aws bridges), as for the rest of the table.
@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gpucluster.tools.plan.diff.safety.types import TF, Safety
+
+GRAFANA = "https://github.com/grafana/terraform-provider-grafana/blob/main/internal/resources/grafana/"
 
 
 def _tf(path: str) -> str:
@@ -32,6 +34,27 @@ DAY2_TABLE: Mapping[str, Safety] = {
         _tf("amp/alert_manager_definition.go"), replace_on=("workspaceId",)
     ),
     "aws:amp/scraper:Scraper": Safety(_tf("amp/scraper.go"), replace_on=("source",)),
+    # A service account and its token cannot be updated: any change makes a new one (the provider's docs say so).
+    "aws:grafana/workspaceServiceAccount:WorkspaceServiceAccount": Safety(
+        _tf("grafana/workspace_service_account.go"), replace_on=("name", "grafanaRole", "workspaceId")
+    ),
+    "aws:grafana/workspaceServiceAccountToken:WorkspaceServiceAccountToken": Safety(
+        _tf("grafana/workspace_service_account_token.go"),
+        replace_on=("name", "secondsToLive", "serviceAccountId", "workspaceId"),
+    ),
+    # Inside Grafana (terraform-provider-grafana, which pulumiverse-grafana bridges): what a replacement loses is
+    # what people changed by hand in Grafana; the stack renders the rest again.
+    "grafana:oss/dashboard:Dashboard": Safety(
+        GRAFANA + "resource_dashboard.go",
+        replace_on=("orgId",),
+        holds_data="edits made in Grafana since the last deploy, and the dashboard's version history",
+    ),
+    "grafana:oss/folder:Folder": Safety(
+        GRAFANA + "resource_folder.go",
+        replace_on=("orgId",),
+        holds_data="dashboards people saved into it (preventDestroyIfNotEmpty: the delete fails while any is there)",
+    ),
+    "grafana:oss/dataSource:DataSource": Safety(GRAFANA + "resource_data_source.go", replace_on=("orgId",)),
     "aws:cloudwatch/metricAlarm:MetricAlarm": Safety(_tf("cloudwatch/metric_alarm.go"), replace_on=("name",)),
     "aws:sns/topic:Topic": Safety(_tf("sns/topic.go"), replace_on=("name", "namePrefix", "fifoTopic")),
     "aws:sns/topicPolicy:TopicPolicy": Safety(_tf("sns/topic_policy.go"), replace_on=("arn",)),
