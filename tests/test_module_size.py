@@ -22,7 +22,6 @@ FUNCTION_LIMIT = 80
 
 # Functions over FUNCTION_LIMIT lines today, each waiting for its split; the set can only shrink.
 STILL_LONG: set[str] = {
-    "components/monitoring/_grafana.py::grafana_workspace",
     "components/slurm/_build.py::_compute_nodes",
 }
 
