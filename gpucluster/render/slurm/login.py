@@ -34,6 +34,7 @@ from gpucluster.render.slurm.identity import (
 from gpucluster.render.slurm.names import AWS_HELPER, SLURMCTLD_PORT, SlurmContext, controller_address
 from gpucluster.render.slurm.pam import LOGIN_PAM, SSHD_DROP_IN, login_pam_sshd, sshd_drop_in
 from gpucluster.render.slurm.sssd import SSSD_PACKAGES, directory_files, directory_of, directory_setup
+from gpucluster.render.slurm.usage import has_team_reports, usage_program_file
 from gpucluster_agents.boot import login_drain
 
 LOGIN_SETUP = "/usr/local/sbin/gpucluster-slurm-login"
@@ -146,6 +147,8 @@ def login_files(ctx: SlurmContext, inputs: LoginInputs) -> list[WriteFile]:
         WriteFile(f"/etc/systemd/system/{DRAIN_UNIT}", drain_unit()),
         *login_program_files(),
     ]
+    if has_team_reports(ctx, inputs.home is not None):
+        files.append(usage_program_file())  # a member's view of their teams (render/slurm/usage.py)
     if directory_of(identity) is not None:
         files.append(WriteFile(ODDJOB_CONFIG_IN, oddjob_mkhomedir_conf(ctx.cluster)))
         files.append(node_package_file())  # the identity helper's package (the bucket: a stand-in, as on compute nodes)
