@@ -134,7 +134,7 @@ def test_team_reports_need_teams_accounting_and_a_shared_home() -> None:
     ``/home`` (the reports' one place) and there are teams."""
     from gpucluster.render.home import HomeMount
     from gpucluster.render.slurm.head import head_files, head_setup
-    from gpucluster.render.slurm.login import LoginInputs, login_files
+    from gpucluster.render.slurm.login import PROFILE, LoginInputs, login_files
     from tests.render.test_slurm_teams_render import APPLIED, RESEARCH, ctx_of, head_of
 
     ctx = ctx_of(RESEARCH, APPLIED)
@@ -150,8 +150,9 @@ def test_team_reports_need_teams_accounting_and_a_shared_home() -> None:
     program = programs["/usr/local/bin/gpucluster-usage"]
     assert program.permissions == "0755" and program.text().startswith("#!/usr/bin/python3 -I\n")
     compile(program.text(), "gpucluster-usage", "exec")  # the docs left out, still a program
-    bare = {f.path for f in login_files(login, LoginInputs("us-east-1", "a", "h", 60))}
-    assert "/usr/local/bin/gpucluster-usage" not in bare
+    assert "gpucluster-usage" in programs[PROFILE].text()  # the login banner names it
+    bare = {f.path: f for f in login_files(login, LoginInputs("us-east-1", "a", "h", 60))}
+    assert "/usr/local/bin/gpucluster-usage" not in bare and "gpucluster-usage" not in bare[PROFILE].text()
 
 
 def _with_home(ctx, home):
