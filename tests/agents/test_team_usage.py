@@ -5,8 +5,10 @@ read back, the report's figures per team, the files' owner, group and mode, and 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -114,3 +116,24 @@ def test_what_a_member_reads(tmp_path: Path):
 def test_nothing_readable_says_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     assert show.main(["--dir", str(tmp_path / "none")]) == 1
     assert "no team report you may read" in capsys.readouterr().err
+
+
+def test_the_login_nodes_program_runs_alone(tmp_path: Path):
+    """What the login node gets (the file without its docs, no package beside it) runs from an empty directory, in
+    isolated mode, under the system's Python (which has no gpucluster package: the login node's), and prints a report
+    root may read."""
+    from gpucluster.render.slurm.usage import usage_program_file
+
+    program = tmp_path / "gpucluster-usage"
+    program.write_text(usage_program_file().text())
+    program.chmod(0o755)
+    out = tmp_path / "reports"
+    out.mkdir()
+    (out / "research.json").write_text(json.dumps(reports()["research"]))
+    proc = subprocess.run(
+        ["/usr/bin/python3", "-I", str(program), "--dir", str(out)], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    if os.geteuid() == 0:
+        assert proc.returncode == 0 and proc.stdout.startswith("team research on slurm-p5"), proc.stderr
+    else:  # not root: it tries the caller's own groups, none of which is "research"
+        assert proc.returncode == 1 and "no team report" in proc.stderr
