@@ -109,7 +109,7 @@ def profile(ctx: SlurmContext, team_reports: bool = False) -> str:
         'case "$-" in *i*) ;; *) return 0 2>/dev/null || exit 0 ;; esac\n'
         f"echo 'Slurm cluster {ctx.cluster}. Partitions: {parts}. Your home: /home/'\"$USER\"'.'\n"
         "echo 'Submit with: sbatch job.sh   (or srun --pty bash); see your jobs: squeue --me'\n"
-        + ("echo \"Your team's guarantee, fair share, GPU-hours and dollars: gpucluster-usage\"\n" if team_reports else "")
+        + ('echo "Your team\'s guarantee, fair share, GPU-hours and dollars: gpucluster-usage"\n' if team_reports else "")
     )
 
 
