@@ -12,6 +12,7 @@
     python -m gpucluster_agents accounts reconcile       # slurmdbd in step with accounts.json (accounts/cli.py)
     python -m gpucluster_agents metrics serve|print ...  # the node's Prometheus exporter (metrics/cli.py)
     python -m gpucluster_agents usage [--since DAY] ...  # GPU-hours and cost per team and user (usage/cli.py)
+    python -m gpucluster_agents team-usage publish --dir D  # each team's report, for its members (usage/teams.py)
     python -m gpucluster_agents spot-watch [once]        # act on spot / capacity warnings (power/spot.py; a service)
 
 On a site's own slurmctld (config ``site``, :mod:`.site`) resume and suspend hand the site's own nodes to its
@@ -93,6 +94,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .metrics.cli import main as metrics_main
 
         return metrics_main(argv[1:])
+    if argv[:1] == ["team-usage"]:  # the head node's per-team reports (usage/teams.py)
+        from .usage.teams import main as team_usage_main
+
+        return team_usage_main(argv[1:])
     if argv[:1] == ["usage"]:  # a report for a person or the daily timer: its own options, no agent config
         from .usage.cli import main as usage_main
 

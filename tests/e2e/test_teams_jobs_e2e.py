@@ -13,7 +13,10 @@ One module, one cluster, phases in order (each test relies on the one before, li
 2. a job above applied's guarantee pends with ``AssocGrpGRES`` while research's runs;
 3. a borrowed job (QOS ``borrow``) runs beyond applied's guarantee (the QOS's limit holds it, not the account's) and
    is requeued when research's guaranteed job needs its GPUs;
-4. ``gpucluster-agent usage`` (the real sacct) reports the GPU-seconds the jobs ran, as slurmctld timed them.
+4. ``gpucluster-agent usage`` (the real sacct) reports the GPU-seconds the jobs ran, as slurmctld timed them;
+5. each team's own report (``gpucluster-agent team-usage publish``, root) is read by its member through
+   ``gpucluster-usage`` as that member, never by the other team's: the teams' groups exist in a private mount
+   namespace's ``/etc/group`` (``namespace.py``), the host's is never changed.
 
 Only the test's copy of slurm.conf makes the scheduler quick (``sched_interval=1``); the accounting, priority and
 preemption lines are the renderer's own (``render/slurm/priority.py``).
@@ -36,6 +39,7 @@ import pytest
 from gpucluster.render.slurm.accounts import accounts_contract
 from gpucluster.render.slurm.priority import BILLING, accounting_lines
 from tests.conftest import IN_CI, ROOT
+from tests.e2e.namespace import MountNamespace
 from tests.e2e.slurm_harness import SBATCH, conf_lines, fake_gpus, free_port, node_line
 from tests.e2e.slurmdbd import AccountingSlurm, missing_tools, run_dir
 from tests.render.test_slurm_teams_render import ctx_of
@@ -232,17 +236,17 @@ def seconds(job: dict[str, str], start: str = "StartTime", end: str = "EndTime")
     return int((parse(job[end]) - parse(job[start])).total_seconds())
 
 
+def usage_report(cluster: AccountingSlurm) -> subprocess.CompletedProcess[str]:
+    """``gpucluster-agent usage --json`` of the last days, as the head node's root runs it."""
+    argv = [sys.executable, "-m", "gpucluster_agents", "usage", "--json", "--since", "yesterday"]
+    argv += ["--file", str(cluster.dir / "accounts.json")]
+    return subprocess.run(argv, env={**cluster.env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, check=False)
+
+
 def the_usage_report_counts_the_gpu_seconds_the_jobs_ran(cluster: AccountingSlurm) -> None:
     """The real sacct, through ``gpucluster-agent usage``, against what slurmdbd recorded (sacct read by the test) and
     slurmctld's own times for each job (``scontrol``). Not sreport: it reads slurmdbd's hourly rollup, which holds a job only once its hour is over."""
-    argv = [sys.executable, "-m", "gpucluster_agents", "usage", "--json", "--since", "yesterday"]
-    proc = subprocess.run(
-        [*argv, "--file", str(cluster.dir / "accounts.json")],
-        env={**cluster.env, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    proc = usage_report(cluster)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     teams = {t["account"]: t for t in report["teams"]}
@@ -279,6 +283,59 @@ def the_usage_report_counts_the_gpu_seconds_the_jobs_ran(cluster: AccountingSlur
     assert report["skipped_records"] == [] and report["unpriced_partitions"] == []
 
 
+# --- 5. each team reads its own report, and only its own ----------------------------------------------------------
+
+TEAM_GROUPS = "root:x:0:\ndaemon:x:1:\nbin:x:2:\nresearch:x:61001:daemon\napplied:x:61002:bin\n"
+"""The node's groups as the users script makes them: one per team, its members in it (root, daemon, bin: the
+accounts that play the people)."""
+SHOW = ROOT / "gpucluster_agents" / "usage" / "show.py"
+
+
+def each_team_reads_its_own_report_and_not_the_others(cluster: AccountingSlurm) -> None:
+    group = cluster.dir / "group"
+    group.write_text(TEAM_GROUPS)
+    program = cluster.dir / "gpucluster-usage"  # installed as the login nodes have it
+    program.write_text(SHOW.read_text())
+    program.chmod(0o755)
+    reports = cluster.dir / "team-usage"
+    with MountNamespace({Path("/etc/group"): group}) as ns:
+        argv = [sys.executable, "-m", "gpucluster_agents", "team-usage", "publish", "--dir", str(reports)]
+        published = ns.run([*argv, "--file", str(cluster.dir / "accounts.json")], env={**cluster.env, "PYTHONPATH": str(ROOT)})
+        assert published.returncode == 0, published.stderr
+        assert sorted(p.name for p in reports.iterdir()) == ["applied.json", "research.json"]
+        assert {(p.stat().st_mode & 0o777, p.stat().st_gid) for p in reports.iterdir()} == {(0o640, 61001), (0o640, 61002)}
+
+        def show(user: str, *args: str) -> subprocess.CompletedProcess[str]:
+            return ns.run([RUNUSER, "-u", user, "--", "/usr/bin/python3", str(program), "--dir", str(reports), *args])
+
+        seen = {}
+        for user, team, other in (("daemon", "research", "applied"), ("bin", "applied", "research")):
+            proc = show(user, "--json")
+            assert proc.returncode == 0, proc.stderr
+            seen[team] = json.loads(proc.stdout)
+            assert [r["team"] for r in seen[team]] == [team]  # their own team, and only it
+            stolen = ns.run([RUNUSER, "-u", user, "--", "/bin/cat", str(reports / f"{other}.json")])
+            assert stolen.returncode != 0 and "Permission denied" in stolen.stderr  # not by naming the file either
+            listed = ns.run([RUNUSER, "-u", user, "--", "/bin/ls", str(reports)])
+            assert listed.returncode != 0 and "Permission denied" in listed.stderr  # nor which teams there are
+        everyone = ns.run(["/usr/bin/python3", str(program), "--dir", str(reports), "--json"])  # an admin: root
+        assert sorted(r["team"] for r in json.loads(everyone.stdout)) == ["applied", "research"]
+        text = show("daemon")
+        assert text.returncode == 0 and text.stdout.startswith("team research on teams") and "applied" not in text.stdout
+    research, applied = seen["research"][0], seen["applied"][0]
+    # what the member reads is Slurm's own: the guarantee of the contract, sshare's shares and usage, sacct's GPU-seconds
+    assert research["guarantee"] == {"gres/gpu": 6} and applied["guarantee"] == {"gres/gpu": 2}  # one GPU model
+    shares = sshare(cluster)
+    assert research["share"]["raw_shares"] == int(shares["research"]["RawShares"]) == 3 * applied["share"]["raw_shares"]
+    assert research["share"]["raw_usage"] == int(shares["research"]["RawUsage"]) > 0
+    assert [m["user"] for m in research["member_shares"]] == ["daemon"]
+    daily = json.loads(usage_report(cluster).stdout)
+    for team in (research, applied):
+        counted = next(t for t in daily["teams"] if t["account"] == team["team"])
+        assert (team["usage"]["gpu_seconds"], team["usage"]["usd"]) == (counted["gpu_seconds"], counted["usd"]) != (0, 0)
+        assert [u["user"] for u in team["usage"]["users"]] == [u["user"] for u in counted["users"]]
+
+
 def test_teams_jobs_in_order(cluster: AccountingSlurm) -> None:
     """The phases share one cluster and build on each other's jobs (fair share → guarantee → borrowing → usage), so
     they run as one test, in order, on one worker."""
@@ -286,3 +343,4 @@ def test_teams_jobs_in_order(cluster: AccountingSlurm) -> None:
     a_job_above_the_teams_guarantee_pends_with_assoc_grp_gres(cluster)
     a_borrowed_job_runs_beyond_the_guarantee_and_is_requeued_for_a_guaranteed_one(cluster)
     the_usage_report_counts_the_gpu_seconds_the_jobs_ran(cluster)
+    each_team_reads_its_own_report_and_not_the_others(cluster)

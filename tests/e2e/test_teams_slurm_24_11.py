@@ -19,12 +19,18 @@ it connects (after one refused try, 5 s). The head node (Ubuntu 24.04: Slurm 23.
 
 from __future__ import annotations
 
+import json
+import os
+import shlex
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import IN_CI
+from tests.conftest import IN_CI, ROOT
+from tests.e2e.namespace import MountNamespace
 from tests.e2e.slurmdbd import MARIADB, MARIADBD, SYSTEM_TABLES, AccountingSlurm, run_dir
 from tests.e2e.teams_files import TeamsFiles, local_slurm_conf, render_teams
 from tests.render.slurm_check import HARMLESS
@@ -33,7 +39,17 @@ from tests.render.trixie_overlay import OverlayRoot, trixie_with
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("accounts-slurmdbd-24-11")]
 
-NEEDS = ("usr/sbin/slurmctld", "usr/sbin/slurmdbd", "usr/sbin/munged", "usr/bin/sacctmgr", "usr/bin/scontrol")
+NEEDS = (
+    "usr/sbin/slurmctld",
+    "usr/sbin/slurmdbd",
+    "usr/sbin/munged",
+    "usr/bin/sacctmgr",
+    "usr/bin/scontrol",
+    "usr/bin/sshare",
+    "usr/bin/sacct",
+    "usr/bin/squeue",
+)
+RUNUSER = "/usr/sbin/runuser"
 """What the test runs of the trixie root; MariaDB is this machine's (``slurmdbd.MARIADBD``…)."""
 BAD = ("error", "fatal", "defunct", "deprecated", "unrecognized")
 """Words no line of slurmctld's log may hold (but the first start's "no state file yet" lines, and the other lines
@@ -115,3 +131,52 @@ def test_no_error_or_defunct_line_in_the_daemons_logs(cluster: AccountingSlurm):
         lines = [line for line in text.splitlines() if not any(h.lower() in line.lower() for h in HARMLESS)]
         bad = [line for line in lines if any(word in line.lower() for word in words)]
         assert bad == [], f"{log}:\n" + "\n".join(bad)
+
+
+def test_each_team_reads_its_own_report_from_24_11s_sshare_and_sacct(cluster: AccountingSlurm, files: TeamsFiles):
+    """slurm-p5's teams reconciled into 24.11's slurmdbd, each team's report made from 24.11's sshare and sacct (the
+    programs of the trixie root, through wrappers: the node package's own lookups by name), and read by its member
+    (``daemon`` for the first team, ``bin`` for the second, the teams' groups in a private ``/etc/group``): each reads its
+    own team and cannot open or list the other's."""
+    cluster.dir.chmod(0o755)  # the members reach the reports under it
+    first, second = (a["name"] for a in files.contract["accounts"][:2])
+    contract = json.loads(json.dumps(files.contract))
+    for account in contract["accounts"]:
+        account["users"] = {first: ["daemon"], second: ["bin"]}.get(account["name"], [])
+    (cluster.dir / "accounts.json").write_text(json.dumps(contract))
+    bin_dir = cluster.dir / "trixie-bin"  # sacctmgr, squeue, sshare, sacct of 24.11
+    bin_dir.mkdir()
+    for tool in ("sacctmgr", "squeue", "sshare", "sacct"):
+        (bin_dir / tool).write_text("#!/bin/sh\nexec " + shlex.join(cluster.wrap(f"/usr/bin/{tool}")) + ' "$@"\n')
+        (bin_dir / tool).chmod(0o755)
+    env = {
+        **cluster.env,
+        "PYTHONPATH": str(ROOT),
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "TMPDIR": str(cluster.dir),
+    }  # the root sees the run dir
+    agent = [sys.executable, "-m", "gpucluster_agents"]
+    reconcile = [*agent, "accounts", "reconcile", "--file", str(cluster.dir / "accounts.json"), "--slurm-bin-dir", str(bin_dir)]
+    applied = subprocess.run(reconcile, env=env, capture_output=True, text=True, check=False)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    group = cluster.dir / "group"
+    group.write_text(f"root:x:0:\ndaemon:x:1:\nbin:x:2:\n{first}:x:61001:daemon\n{second}:x:61002:bin\n")
+    reports, program = cluster.dir / "team-usage", ROOT / "gpucluster_agents" / "usage" / "show.py"
+    with MountNamespace({Path("/etc/group"): group}) as ns:
+        published = ns.run(
+            [*agent, "team-usage", "publish", "--dir", str(reports), "--file", str(cluster.dir / "accounts.json")], env=env
+        )
+        assert published.returncode == 0, published.stderr
+        for user, team, other in (("daemon", first, second), ("bin", second, first)):
+            shown = ns.run(
+                [RUNUSER, "-u", user, "--", "/usr/bin/python3", "-I", "-", "--dir", str(reports), "--json"],
+                input=program.read_text(),
+            )
+            assert shown.returncode == 0, shown.stderr
+            (report,) = json.loads(shown.stdout)
+            assert report["team"] == team and report["members"] == [user]
+            assert report["share"]["raw_shares"] == next(a["fairshare"] for a in contract["accounts"] if a["name"] == team)
+            assert [m["user"] for m in report["member_shares"]] == [user]  # 24.11's sshare rows, read back
+            assert report["usage"]["gpu_seconds"] == 0  # no job ran on this cluster
+            assert ns.run([RUNUSER, "-u", user, "--", "/bin/cat", str(reports / f"{other}.json")]).returncode != 0
+            assert ns.run([RUNUSER, "-u", user, "--", "/bin/ls", str(reports)]).returncode != 0

@@ -52,7 +52,14 @@ from gpucluster.render.slurm.names import (
 from gpucluster.render.slurm.pam import head_ssh_files
 from gpucluster.render.slurm.privacy import job_container_conf
 from gpucluster.render.slurm.sssd import SSSD_PACKAGES, directory_files, directory_of, directory_setup, identity_helper_file
-from gpucluster.render.slurm.usage import USAGE_TIMER, has_usage_report, usage_files
+from gpucluster.render.slurm.usage import (
+    TEAM_USAGE_TIMER,
+    USAGE_TIMER,
+    has_team_reports,
+    has_usage_report,
+    team_usage_files,
+    usage_files,
+)
 from gpucluster.resolve.identity import DeclaredIdentity
 from gpucluster.resolve.team_storage import TeamDirectory, slurm_team_directories
 from gpucluster_agents import contract
@@ -108,6 +115,7 @@ def head_files(ctx: SlurmContext, inputs: HeadInputs) -> tuple[WriteFile, ...]:
         *metrics_files(None, head=AGENT_STATE_DIR),
         *(logs_files(ctx.cluster, ctx.region, "head") if ctx.monitoring is not None else ()),
         *(usage_files(ctx.region) if has_usage_report(ctx, inputs.agent.bucket) else []),
+        *(team_usage_files() if has_team_reports(ctx, inputs.home is not None) else []),
     ]
     workspace = collector_workspace(ctx, inputs.metrics_workspace_id)
     if workspace is not None:
@@ -272,6 +280,7 @@ def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
         if accounting and ctx.teams is not None
         else None,
         usage_timer=USAGE_TIMER if has_usage_report(ctx, inputs.agent.bucket) else None,
+        team_usage_timer=TEAM_USAGE_TIMER if has_team_reports(ctx, inputs.home is not None) else None,
         spot_unit=SPOT_UNIT if inputs.agent_config.spot_queue_url else None,
         collector_units=SETUP_UNITS if collector else None,
     )

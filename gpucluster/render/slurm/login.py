@@ -34,6 +34,7 @@ from gpucluster.render.slurm.identity import (
 from gpucluster.render.slurm.names import AWS_HELPER, SLURMCTLD_PORT, SlurmContext, controller_address
 from gpucluster.render.slurm.pam import LOGIN_PAM, SSHD_DROP_IN, login_pam_sshd, sshd_drop_in
 from gpucluster.render.slurm.sssd import SSSD_PACKAGES, directory_files, directory_of, directory_setup
+from gpucluster.render.slurm.usage import has_team_reports, usage_program_file
 from gpucluster_agents.boot import login_drain
 
 LOGIN_SETUP = "/usr/local/sbin/gpucluster-slurm-login"
@@ -101,13 +102,14 @@ def drain_unit() -> str:
     )
 
 
-def profile(ctx: SlurmContext) -> str:
+def profile(ctx: SlurmContext, team_reports: bool = False) -> str:
     parts = ", ".join(g.partition for g in ctx.node_groups)
     return (
         f"# gpucluster: a note for people on a login node of {ctx.cluster}.\n"
         'case "$-" in *i*) ;; *) return 0 2>/dev/null || exit 0 ;; esac\n'
         f"echo 'Slurm cluster {ctx.cluster}. Partitions: {parts}. Your home: /home/'\"$USER\"'.'\n"
         "echo 'Submit with: sbatch job.sh   (or srun --pty bash); see your jobs: squeue --me'\n"
+        + ('echo "Your team\'s guarantee, fair share, GPU-hours and dollars: gpucluster-usage"\n' if team_reports else "")
     )
 
 
@@ -141,11 +143,13 @@ def login_files(ctx: SlurmContext, inputs: LoginInputs) -> list[WriteFile]:
             f"/etc/systemd/system/{SACKD_UNIT}",
             sackd_unit(f"{controller_address(ctx.cluster)}:{SLURMCTLD_PORT}", inputs.home is not None),
         ),
-        WriteFile(PROFILE, profile(ctx)),
+        WriteFile(PROFILE, profile(ctx, has_team_reports(ctx, inputs.home is not None))),
         WriteFile(DRAIN_CONFIG, drain_config(inputs)),
         WriteFile(f"/etc/systemd/system/{DRAIN_UNIT}", drain_unit()),
         *login_program_files(),
     ]
+    if has_team_reports(ctx, inputs.home is not None):
+        files.append(usage_program_file())  # a member's view of their teams (render/slurm/usage.py), named by PROFILE
     if directory_of(identity) is not None:
         files.append(WriteFile(ODDJOB_CONFIG_IN, oddjob_mkhomedir_conf(ctx.cluster)))
         files.append(node_package_file())  # the identity helper's package (the bucket: a stand-in, as on compute nodes)
