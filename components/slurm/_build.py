@@ -181,7 +181,7 @@ class SlurmParts:
     ) -> aws.iam.InstanceProfile:
         """The compute nodes' role (Session Manager, the munge key, the agent package), instance profile, security
         groups (a hybrid site's Slurm rules added) and launch templates; the instance profile."""
-        slurm, cluster, tags, hybrid = args.slurm, args.cluster_name, dict(args.tags), args.hybrid
+        slurm, cluster, tags = args.slurm, args.cluster_name, dict(args.tags)
         child = pulumi.ResourceOptions(parent=self._parent)
         node_role = ec2_ssm_role(
             f"{name}-node",
@@ -216,20 +216,7 @@ class SlurmParts:
         """The compute nodes' instance profile: the only one the node agent may launch with."""
         self.node_groups: dict[str, SlurmNodeGroup] = {}
         """The compute nodes' launch template (and, for static groups, Auto Scaling group) per node group."""
-        security_group_ids = args.security_group_ids
-        self.hybrid_security_group_id: pulumi.Output[str] | None = None
-        """The Slurm rules between the cloud nodes and a hybrid site (hybrid mode); none otherwise."""
-        if hybrid is not None:
-            site_sg = hybrid_node_security_group(name, hybrid, vpc_id=args.vpc_id, cluster=cluster, tags=tags, opts=child)
-            self.hybrid_security_group_id = site_sg.id
-            given = args.security_group_ids
-            security_group_ids = (
-                [*given, site_sg.id]
-                if isinstance(given, (list, tuple))
-                else pulumi.Output.from_input(given).apply(lambda ids: [*ids, site_sg.id])
-            )
-        if self._groups is not None:
-            security_group_ids = _with_group(security_group_ids, self._groups.compute_side.id)
+        security_group_ids = self._compute_security_groups(name, args, child)
         for g in args.node_groups:
             static = slurm.group_settings(g.name).mode == "static"
             self.node_groups[g.name] = SlurmNodeGroup(
@@ -252,6 +239,28 @@ class SlurmParts:
         """The compute nodes' security groups (their launch templates'): the only ones the agent may launch into."""
         self._specs, self._subnets = {g.name: g.spec for g in args.node_groups}, args.node_group_subnet_ids
         return node_profile
+
+    def _compute_security_groups(
+        self, name: str, args: SlurmBuild, child: pulumi.ResourceOptions
+    ) -> pulumi.Input[Sequence[pulumi.Input[str]]]:
+        """The compute nodes' security groups: the given ones, a hybrid site's Slurm rules, the people's compute side."""
+        security_group_ids = args.security_group_ids
+        self.hybrid_security_group_id: pulumi.Output[str] | None = None
+        """The Slurm rules between the cloud nodes and a hybrid site (hybrid mode); none otherwise."""
+        if args.hybrid is not None:
+            site_sg = hybrid_node_security_group(
+                name, args.hybrid, vpc_id=args.vpc_id, cluster=args.cluster_name, tags=dict(args.tags), opts=child
+            )
+            self.hybrid_security_group_id = site_sg.id
+            given = args.security_group_ids
+            security_group_ids = (
+                [*given, site_sg.id]
+                if isinstance(given, (list, tuple))
+                else pulumi.Output.from_input(given).apply(lambda ids: [*ids, site_sg.id])
+            )
+        if self._groups is not None:
+            security_group_ids = _with_group(security_group_ids, self._groups.compute_side.id)
+        return security_group_ids
 
     def _register(self) -> None:
         self._parent.register_outputs(
