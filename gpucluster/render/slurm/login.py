@@ -13,7 +13,7 @@ and, with the cluster's monitoring on, the log shipper's unit and config (role `
 
 The drain program (``gpucluster_agents/boot/login_drain.py``) and the log shipper run from the node package, which
 the setup installs from the cluster's artifact bucket (checked against its sha256), as a compute node does: the
-drain program's source no longer rides in the user data, which leaves room under EC2's 16 KB for the shipper. What
+user data carries neither program's source (EC2's 16 KB has no room for both beside the people's files). What
 only AWS knows comes in :class:`LoginInputs` (the components part calls :func:`login_cloud_config`).
 """
 
