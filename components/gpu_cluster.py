@@ -352,6 +352,7 @@ class ClusterParts:
             tags=tags,
             head_role_id=slurm._head_role_id if slurm is not None else None,
             node_role_id=slurm._node_role_id if slurm is not None else None,
+            login_role_id=slurm._login_role_id if slurm is not None else None,
             vpc_id=self.network.vpc_id,
             vpc_cidr=self.network.vpc_cidr,
             private_subnet_ids=private,

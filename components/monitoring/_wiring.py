@@ -14,9 +14,11 @@ class MonitoringWiring:
 
     tags: dict[str, str]
     head_role_id: pulumi.Input[str] | None = None
-    """The Slurm head node's role (its collector remote-writes, its CloudWatch agent ships logs); none without one."""
+    """The Slurm head node's role (its collector remote-writes, its log shipper writes the head streams); none without one."""
     node_role_id: pulumi.Input[str] | None = None
-    """The Slurm compute nodes' role (their CloudWatch agent ships logs)."""
+    """The Slurm compute nodes' role (their log shipper writes the compute streams)."""
+    login_role_id: pulumi.Input[str] | None = None
+    """The Slurm login nodes' role (their log shipper writes the login streams)."""
     eks_cluster_arn: pulumi.Input[str] | None = None
     eks_subnet_ids: Sequence[pulumi.Input[str]] = field(default_factory=list)
     eks_security_group_ids: Sequence[pulumi.Input[str]] = field(default_factory=list)

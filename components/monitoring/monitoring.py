@@ -236,13 +236,15 @@ def _slurm_rights(
     collector: bool,
     child: pulumi.ResourceOptions,
 ) -> aws.cloudwatch.LogGroup | None:
-    """The Slurm nodes' log group and their roles' rights: the head node remote-writes and ships, compute ships."""
+    """The Slurm nodes' log group and their roles' rights: the head node remote-writes and ships, compute and login
+    nodes ship, each role into its own logs' streams only."""
     if wiring.head_role_id is None and wiring.node_role_id is None:
         return None
     nodes_group = log_group("logs", group)
     for who, role, streams in (
         ("head", wiring.head_role_id, stream_patterns("head")),
         ("node", wiring.node_role_id, stream_patterns("compute")),
+        ("login", wiring.login_role_id, stream_patterns("login")),
     ):
         if role is not None:
             ship = nodes_group.arn.apply(lambda arn, streams=streams: policy_json(log_shipping_policy(arn, streams)))

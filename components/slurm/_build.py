@@ -95,10 +95,12 @@ class SlurmParts:
         self.munge_secret_arn = secret.arn
         self._groups = people_groups(name, args.people, cluster=cluster, vpc_id=args.vpc_id, tags=tags, opts=child)
         render_login = login_renderer(ctx, args.people, artifact.bucket.bucket, secret.arn)
+        package_arn = artifact.bucket.arn.apply(lambda arn: f"{arn}/{artifact.key}")
         wiring = PeopleWiring(
-            cluster, args.region, partition, account, args.vpc_id, secret.arn, tags, protect, child, render_login
+            cluster, args.region, partition, account, args.vpc_id, secret.arn, tags, protect, child, package_arn, render_login
         )
         self._people: PeopleParts = build_people(self._parent, name, args.people, self._groups, wiring)
+        self._login_role_id = self._people.login.role_id if self._people.login is not None else None
         home_server = home_server_of(self._people)
         # Compute nodes were rendered before the bucket, the munge secret and the home file system existed: their
         # names take the stand-ins' places.

@@ -109,6 +109,8 @@ class PeopleWiring:
     tags: dict[str, str]
     protect: bool
     opts: pulumi.ResourceOptions
+    package_arn: pulumi.Input[str]
+    """The node package's object (``<artifact bucket ARN>/<key>``), which login nodes install."""
     render_login: LoginRenderer | None = None
     """Renders the login nodes' user data once the home's server and the host keys' secret are known."""
 
@@ -149,6 +151,7 @@ def build_people(parent: pulumi.Resource, name: str, people: People, groups: Log
                 subnet_ids=people.login_subnet_ids,
                 user_data=user_data,
                 munge_secret_arn=w.munge_secret_arn,
+                package_arn=w.package_arn,
                 tags=w.tags,
                 protect=w.protect,
                 lb_subnet_ids=people.login_lb_subnet_ids,

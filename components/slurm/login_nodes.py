@@ -2,9 +2,11 @@
 
 ``build_login_nodes(parent, name, resolved, wiring)`` makes, under ``parent``:
 
-- a role (``<name>-login-role``, Session Manager through ``ec2_ssm_role``) whose only other policy is
+- a role (``<name>-login-role``, Session Manager through ``ec2_ssm_role``) whose only other policies are
   :func:`gpucluster.render.iam_sessions.login_role_policy` (design §6.3: the munge key, the bind password with a
-  directory, the shared host keys with SSH, the group's own terminating lifecycle action), and its profile;
+  directory, the shared host keys with SSH, the group's own terminating lifecycle action, the node package) and,
+  with the cluster's monitoring on, the monitoring part's log shipping (the login role's own streams), and its
+  profile;
 - the security groups of :mod:`gpucluster.components.slurm._login_network` (the matrix of §6.4);
 - a launch template: IMDSv2 required, hop limit 1 (no container on a login node reaches the node's role), an
   encrypted gp3 root of ``root_volume_gib``, the gzipped cloud-config render made (``login_cloud_config``), and
@@ -64,6 +66,8 @@ class LoginWiring:
     """The login nodes' cloud-config text (render's ``login_cloud_config``), gzipped here; or a function of the host
     keys' secret ARN (``None`` without SSH) that renders it once that secret exists."""
     munge_secret_arn: pulumi.Input[str]
+    package_arn: pulumi.Input[str]
+    """The node package's object in the cluster's artifact bucket: the one S3 object a login node reads."""
     tags: dict[str, str]
     protect: bool
     """Protect and retain the host keys' secret (the munge secret's rule)."""
@@ -84,6 +88,8 @@ class LoginParts:
     asg_name: str
     security_groups: LoginGroups
     role_arn: pulumi.Output[str]
+    role_id: pulumi.Output[str]
+    """The role's name (an inline policy's ``role``): the monitoring part gives it its log shipping."""
     launch_template_id: pulumi.Output[str]
     host_key_secret_arn: pulumi.Output[str] | None
     ssh_endpoint: pulumi.Output[str] | None
@@ -106,11 +112,12 @@ def _identity(
     aws.iam.RolePolicy(
         f"{name}-login-access",
         role=role.id,
-        policy=pulumi.Output.all(wiring.munge_secret_arn, asg_arn, host_keys).apply(
+        policy=pulumi.Output.all(wiring.munge_secret_arn, asg_arn, host_keys, wiring.package_arn).apply(
             lambda v: policy_json(
                 login_role_policy(
                     munge_secret_arn=str(v[0]),
                     asg_arn=str(v[1]),
+                    package_arn=str(v[3]),
                     bind_secret_arn=wiring.bind_secret_arn,
                     bind_kms_key_arn=wiring.bind_kms_key_arn,
                     host_key_secret_arn=v[2],
@@ -221,6 +228,7 @@ def build_login_nodes(parent: pulumi.Resource, name: str, resolved: ResolvedLogi
         asg_name=resolved.asg_name,
         security_groups=groups,
         role_arn=role.arn,
+        role_id=role.id,
         launch_template_id=template.id,
         host_key_secret_arn=host_key_arn,
         ssh_endpoint=balancer.dns_name if balancer is not None else None,

@@ -149,6 +149,7 @@ def login_role_policy(
     *,
     munge_secret_arn: str,
     asg_arn: str,
+    package_arn: str,
     bind_secret_arn: str | None = None,
     bind_kms_key_arn: str | None = None,
     host_key_secret_arn: str | None = None,
@@ -157,8 +158,9 @@ def login_role_policy(
     """The login nodes' role beyond Session Manager (``session_manager_policy``, attached by ``ec2_ssm_role``),
     exactly design §6.3: read the munge key, the directory's bind password (a directory identity) and the shared
     SSH host keys (SSH enabled); complete or extend the login group's own terminating lifecycle action (the drain
-    program, D14). Nothing on EC2, no ``iam:PassRole``, no ``ssm:SendCommand``, no S3: the drain program ships as a
-    single file in the user data."""
+    program, D14); fetch the node package (``package_arn``, the one object: the drain program, the log shipper and
+    the identity helper run from it). Nothing on EC2, no ``iam:PassRole``, no ``ssm:SendCommand``, no other S3
+    object (the node maps, the head node's files). Its log shipping is the monitoring part's policy."""
     secrets = [munge_secret_arn, *(a for a in (host_key_secret_arn,) if a is not None)]
     statements: list[dict[str, Any]] = [
         {
@@ -173,6 +175,7 @@ def login_role_policy(
             "Action": ["autoscaling:CompleteLifecycleAction", "autoscaling:RecordLifecycleActionHeartbeat"],
             "Resource": asg_arn,
         },
+        {"Sid": "FetchTheNodePackage", "Effect": "Allow", "Action": "s3:GetObject", "Resource": package_arn},
     ]
     if bind_secret_arn is not None:
         statements += bind_secret_statements(secret_arn=bind_secret_arn, kms_key_arn=bind_kms_key_arn, region=region)

@@ -127,17 +127,20 @@ class MonitoringUsage:
 def monitoring_parts(spec: ClusterSpec, book: PriceBook, catalog: Catalog) -> list[MonitoringPart]:
     """The estimate's monitoring line ``(name, usd_per_hour, kw, source, key, date, usd_per_hour_at_max)``: AMP
     (ingestion, storage, queries and the EKS scraper), CloudWatch Logs (the Slurm nodes') and Grafana's minimum editor
-    together, at the node groups' desired and maximum sizes. SNS is left out: its first million publishes and 1,000
-    e-mails a month are free, far above an alert topic's traffic."""
+    together, at the node groups' desired and maximum sizes (the head and login nodes' logs at their fixed count).
+    SNS is left out: its first million publishes and 1,000 e-mails a month are free, far above an alert topic's
+    traffic."""
     resolved = resolve_monitoring(spec, catalog)
     if resolved is None:
         return []
-    head_gb = book.usage("LogGbHeadMonth") if resolved.slurm_collector else 0.0
+    fixed_gb = book.usage("LogGbHeadMonth") if resolved.slurm_collector else 0.0
+    login = spec.slurm.login_nodes if spec.slurm is not None else None
+    fixed_gb += login.count * book.usage("LogGbLoginMonth") if login is not None else 0.0  # a fixed count
 
     def usage(at_max: bool) -> MonitoringUsage:
         # Slurm nodes ship their logs; EKS nodes' logs are not collected by the stack.
         nodes = sum(_size(g, at_max) for g in spec.node_groups) if spec.slurm is not None else 0
-        return MonitoringUsage(monthly_samples(spec, resolved, at_max=at_max), nodes * book.usage("LogGbPerNodeMonth") + head_gb)
+        return MonitoringUsage(monthly_samples(spec, resolved, at_max=at_max), nodes * book.usage("LogGbPerNodeMonth") + fixed_gb)
 
     return [
         monitoring_line(

@@ -28,6 +28,7 @@ MUNGE = "arn:aws:secretsmanager:us-east-1:123456789012:secret:gpucluster/p5/mung
 BIND = "arn:aws:secretsmanager:us-east-1:123456789012:secret:gpucluster/ad-bind-AbCdEf"
 HOST_KEYS = "arn:aws:secretsmanager:us-east-1:123456789012:secret:gpucluster/p5/login-host-keys-XyZ123"
 ASG = "arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:*:autoScalingGroupName/p5-login"
+PACKAGE = "arn:aws:s3:::p5-slurm-0a1b2c/agent/gpucluster_agents-0123456789abcdef.zip"
 CMK = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 
 
@@ -184,7 +185,7 @@ def test_own_sessions_only_may_be_ended() -> None:
 
 
 def test_login_role_policy_sessions_only_cluster() -> None:
-    assert login_role_policy(munge_secret_arn=MUNGE, asg_arn=ASG) == {
+    assert login_role_policy(munge_secret_arn=MUNGE, asg_arn=ASG, package_arn=PACKAGE) == {
         "Version": "2012-10-17",
         "Statement": [
             {"Sid": "ReadTheMungeKey", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": MUNGE},
@@ -194,6 +195,7 @@ def test_login_role_policy_sessions_only_cluster() -> None:
                 "Action": ["autoscaling:CompleteLifecycleAction", "autoscaling:RecordLifecycleActionHeartbeat"],
                 "Resource": ASG,
             },
+            {"Sid": "FetchTheNodePackage", "Effect": "Allow", "Action": "s3:GetObject", "Resource": PACKAGE},
         ],
     }
 
@@ -202,6 +204,7 @@ def test_login_role_policy_directory_and_ssh() -> None:
     doc = login_role_policy(
         munge_secret_arn=MUNGE,
         asg_arn=ASG,
+        package_arn=PACKAGE,
         bind_secret_arn=BIND,
         bind_kms_key_arn=CMK,
         host_key_secret_arn=HOST_KEYS,
@@ -215,6 +218,7 @@ def test_login_role_policy_directory_and_ssh() -> None:
             "Resource": [MUNGE, HOST_KEYS],
         },
         doc["Statement"][1],
+        doc["Statement"][2],
         {"Sid": "ReadTheDirectoryBindPassword", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": BIND},
         {
             "Sid": "DecryptTheDirectoryBindPassword",
@@ -227,7 +231,7 @@ def test_login_role_policy_directory_and_ssh() -> None:
 
 
 def test_login_role_may_not_write_secrets_touch_ec2_or_pass_roles() -> None:
-    doc = login_role_policy(munge_secret_arn=MUNGE, asg_arn=ASG, host_key_secret_arn=HOST_KEYS)
+    doc = login_role_policy(munge_secret_arn=MUNGE, asg_arn=ASG, package_arn=PACKAGE, host_key_secret_arn=HOST_KEYS)
     for action, resource in [
         ("secretsmanager:PutSecretValue", HOST_KEYS),
         ("secretsmanager:GetSecretValue", "arn:aws:secretsmanager:us-east-1:123456789012:secret:other-AbCdEf"),
@@ -235,9 +239,13 @@ def test_login_role_may_not_write_secrets_touch_ec2_or_pass_roles() -> None:
         ("iam:PassRole", "arn:aws:iam::123456789012:role/p5-head-role"),
         ("ssm:SendCommand", "arn:aws:ec2:us-east-1:123456789012:instance/i-0abc"),
         ("autoscaling:CompleteLifecycleAction", ASG.replace("p5-login", "p5-compute")),
+        ("s3:GetObject", PACKAGE.rsplit("/", 2)[0] + "/node-maps/i-0abc.json"),
+        ("s3:GetObject", PACKAGE.rsplit("/", 2)[0] + "/head/files-0123456789abcdef.json"),
+        ("s3:PutObject", PACKAGE),
     ]:
         assert not evaluate([doc], Request(action, resource)).allowed, action
     assert evaluate([doc], Request("autoscaling:CompleteLifecycleAction", ASG)).allowed
+    assert evaluate([doc], Request("s3:GetObject", PACKAGE)).allowed
 
 
 def test_bind_secret_statement_without_a_cmk_has_no_kms() -> None:
@@ -279,6 +287,7 @@ def test_sizes_fit_iams_quotas_at_the_longest_names() -> None:
     login = login_role_policy(
         munge_secret_arn=long_secret,
         asg_arn=ASG.replace("p5-login", f"{cluster}-login"),
+        package_arn=f"arn:aws:s3:::{'b' * 63}/agent/gpucluster_agents-{'0' * 16}.zip",
         bind_secret_arn=long_secret,
         bind_kms_key_arn=CMK,
         host_key_secret_arn=long_secret,

@@ -1,7 +1,7 @@
 """The log shipper on Slurm nodes (gpucluster/render/monitoring/logs.py): its unit read by systemd-analyze and pinned
 by a golden, its command run as written from a package directory, and where the head node's and a compute node's
-setup start it (after the package, before the Slurm daemons, so systemd stops it after them); none with the
-cluster's monitoring off."""
+setup start it (after the package, before the Slurm daemons, so systemd stops it after them), and a login node's
+(after the package, before sackd); none with the cluster's monitoring off."""
 
 from __future__ import annotations
 
@@ -73,3 +73,23 @@ def test_the_head_node_starts_the_shipper_before_slurmctld_and_slurmdbd() -> Non
     assert order == sorted(order)
     off = {f.path: f.text() for f in head_files(dataclasses.replace(ctx, monitoring=None), inputs)}
     assert UNIT_PATH not in off and LOGS_CONFIG_PATH not in off and LOGS_UNIT not in off[HEAD_SETUP]
+
+
+def test_a_login_node_starts_the_shipper_after_the_package_and_before_sackd() -> None:
+    """A login node ships its own logs (role ``login``: auth.log, syslog, SSSD, Session Manager's agent), started
+    once the node package is installed and before sackd lets anyone submit; none with the cluster's monitoring off."""
+    from gpucluster.render.slurm.login import LOGIN_SETUP, login_cloud_config
+    from tests.render.identity_cases import DECLARED
+    from tests.render.test_login_render import context as login_context
+    from tests.render.test_login_render import inputs
+
+    ctx = login_context(DECLARED)
+    assert ctx.monitoring is not None
+    files = {f.path: f.text() for f in login_cloud_config(ctx, inputs()).write_files}
+    assert files[UNIT_PATH] == logs_unit() and '"name":"auth","path":"/var/log/auth.log"' in files[LOGS_CONFIG_PATH]
+    assert '"log_group":"/gpucluster/c1"' in files[LOGS_CONFIG_PATH] and '"name":"slurmd"' not in files[LOGS_CONFIG_PATH]
+    setup = files[LOGIN_SETUP]
+    order = [setup.index(s) for s in ("install-agent", f"systemctl enable --now {LOGS_UNIT}", "enable --now gpucluster-sackd")]
+    assert order == sorted(order)
+    off = {f.path: f.text() for f in login_cloud_config(dataclasses.replace(ctx, monitoring=None), inputs()).write_files}
+    assert UNIT_PATH not in off and LOGS_CONFIG_PATH not in off and LOGS_UNIT not in off[LOGIN_SETUP]

@@ -123,3 +123,19 @@ def test_day1_a_bad_override_names_the_key_the_value_and_the_fix(price_per_hour,
     with pytest.raises(ConfigError) as refused:
         load_spec(config, stack="svc")
     assert expected_message in str(refused.value) and "Traceback" not in str(refused.value)
+
+
+def test_login_nodes_logs_are_in_the_monitoring_estimate():
+    """Each login node ships its own logs (auth.log, syslog, SSSD, Session Manager's agent): the monitoring line's log
+    volume grows by the price file's ``LogGbLoginMonth`` a login node, at both sizes (their count is fixed)."""
+    import re
+
+    def logs(count: int) -> tuple[float, ...]:
+        line = _fixed(identity_config(IDENTITY_DECLARED, loginNodes={"count": count, "instanceType": "m7i.2xlarge"}))
+        return tuple(float(x) for x in re.findall(r"([\d.]+) GB", line["monitoring"].name))
+
+    one, three = logs(1), logs(3)
+    assert len(one) == len(three) >= 1
+    per_login = BOOK.usage("LogGbLoginMonth")
+    assert per_login > 0
+    assert [round(b - a, 1) for a, b in zip(one, three, strict=True)] == [round(2 * per_login, 1)] * len(one)

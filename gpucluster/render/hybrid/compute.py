@@ -15,7 +15,10 @@ check, storage; :mod:`gpucluster.render.slurm.guard`: only root reaches the inst
 - nss_slurm in nsswitch.conf when ``hybrid.enableNssSlurm`` (and the image has the module);
 - the Ubuntu release (and so the slurmd) from :func:`gpucluster.facts.slurm_releases.cloud_ubuntu_for`, checked again
   at boot against the controller's window (``slurmd -V``);
-- the hybrid TaskProlog (:mod:`gpucluster.render.hybrid.fabric`).
+- the hybrid TaskProlog (:mod:`gpucluster.render.hybrid.fabric`);
+- with the cluster's monitoring on, the compute role's log shipper (:mod:`gpucluster.render.monitoring.logs`) and the
+  node package it runs from: a burst node ships its logs into the cluster's log group like a compute node of a
+  cloud-only cluster. The site's own nodes and controller are the site's to log.
 
 The stack program's launch template calls :func:`render_hybrid_compute_user_data`.
 """
@@ -30,8 +33,9 @@ from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.slurm_releases import MAJORS, UBUNTU_SLURM, cloud_ubuntu_for, compatible
 from gpucluster.render.core import CloudConfig, WriteFile, render, render_cloud_config
 from gpucluster.render.hybrid.fabric import HYBRID_TASK_PROLOG, hybrid_of, hybrid_task_prolog, site_controller
+from gpucluster.render.monitoring.logs import LOGS_UNIT, logs_files
 from gpucluster.render.node import LustreMount, node_cloud_config
-from gpucluster.render.slurm.agent import aws_helper
+from gpucluster.render.slurm.agent import aws_helper, node_package_file
 from gpucluster.render.slurm.compute import slurmd_drop_in
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit
 from gpucluster.render.slurm.identity import session_lockdown_bootcmd, session_lockdown_runcmd
@@ -144,6 +148,7 @@ def hybrid_join_part(cluster: ResolvedCluster, group: ResolvedNodeGroup, munge_s
     domain = hybrid.dns.on_prem_domain if hybrid.dns else None
     resolved_by_dns = domain is not None and controller.host.lower().endswith("." + domain)
     packages = (*BASE_PACKAGES, *(ARCHIVE_SLURM_PACKAGES if slurm.ubuntu else ()))
+    logs = cluster.monitoring is not None
     setup = render(
         "hybrid/compute/join-setup.sh.j2",
         site=hybrid.site,
@@ -167,6 +172,7 @@ def hybrid_join_part(cluster: ResolvedCluster, group: ResolvedNodeGroup, munge_s
         imds_guard_unit=IMDS_GUARD_UNIT,
         aws_helper=AWS_HELPER,
         nss_slurm=hybrid.enable_nss_slurm,
+        logs_unit=LOGS_UNIT if logs else None,
     )
     helper_config = boot.BootConfig(
         cluster=spec.name,
@@ -184,6 +190,7 @@ def hybrid_join_part(cluster: ResolvedCluster, group: ResolvedNodeGroup, munge_s
             WriteFile(HYBRID_TASK_PROLOG, hybrid_task_prolog(cluster), "0755"),
             WriteFile(f"/etc/systemd/system/{IMDS_GUARD_UNIT}", imds_guard_unit(head=False)),
             WriteFile("/etc/systemd/system/slurmd.service.d/gpucluster.conf", slurmd_drop_in(boot_check=False)),
+            *((node_package_file(), *logs_files(spec.name, spec.region, "compute")) if logs else ()),
             WriteFile.compressed(JOIN_SETUP, setup, "0755"),
         ),
         bootcmd=(imds_guard_bootcmd(), session_lockdown_bootcmd()),  # no sudo for ssm-user (render.slurm.identity)

@@ -45,29 +45,43 @@ COMPUTE_LOGS = {
     "slurmd": "/var/log/slurm/slurmd.log",
     "health": HEALTH_LOG,
 }
+# A login node: who logged in and how. auth.log holds every user's sshd, PAM and sudo lines (other people's logins
+# included: the cluster's log group is for its administrators, docs/security.md); syslog is the journal's copy, where
+# sackd, the users program, the identity helper and oddjobd write; SSSD's own logs with a directory; Session Manager's
+# agent (the sessions it opened). The setup's and the drain program's logs are gpucluster-setup's.
+LOGIN_LOGS = {
+    "auth": "/var/log/auth.log",
+    "syslog": "/var/log/syslog",
+    "sssd": "/var/log/sssd/*.log",
+    "ssm-agent": "/var/log/amazon/ssm/amazon-ssm-agent.log",
+}
+ROLE_LOGS = {"head": HEAD_LOGS, "compute": COMPUTE_LOGS, "login": LOGIN_LOGS}
+"""Each role's own logs; every role ships :data:`COMMON_LOGS` too."""
 
 
 def log_group_name(cluster: str) -> str:
     return f"/gpucluster/{cluster}"
 
 
+def _role_files(role: str) -> dict[str, str]:
+    if role not in ROLE_LOGS:
+        raise ValueError(f"role {role!r}: one of {', '.join(ROLE_LOGS)}")
+    return {**ROLE_LOGS[role], **COMMON_LOGS}
+
+
 def stream_patterns(role: str) -> tuple[str, ...]:
-    """The log-stream names a ``head`` or ``compute`` node writes, as IAM resource patterns: ``*/<name>`` for a file,
+    """The log-stream names a ``head``, ``compute`` or ``login`` node writes, as IAM resource patterns: ``*/<name>`` for a file,
     ``*/<name>/*`` for a glob's files (the shipper's ``<instance id>/<name>[/<file>]``). IAM cannot tie a stream to
     the instance that writes it (no policy variable holds a bare instance id, and stream names may not hold the ``:``
     of ``aws:userid`` or ``ec2:SourceInstanceARN``), so a role is held to its own logs' names: a compute node cannot
-    write the head node's slurmctld, slurmdbd or agent streams (docs/security.md)."""
-    if role not in ("head", "compute"):
-        raise ValueError(f"role {role!r}: head or compute")
-    files = {**(HEAD_LOGS if role == "head" else COMPUTE_LOGS), **COMMON_LOGS}
+    write the head node's slurmctld, slurmdbd or agent streams, a login node none of theirs (docs/security.md)."""
+    files = _role_files(role)
     return tuple(f"*/{name}/*" if LogFile(name, path).is_glob else f"*/{name}" for name, path in files.items())
 
 
 def logs_config(cluster: str, region: str, role: str) -> LogsConfig:
-    """What a ``head`` or ``compute`` node of ``cluster`` ships."""
-    if role not in ("head", "compute"):
-        raise ValueError(f"role {role!r}: head or compute")
-    files = {**(HEAD_LOGS if role == "head" else COMPUTE_LOGS), **COMMON_LOGS}
+    """What a ``head``, ``compute`` or ``login`` node of ``cluster`` ships."""
+    files = _role_files(role)
     return LogsConfig(
         region=region,
         log_group=log_group_name(cluster),
@@ -101,7 +115,7 @@ WantedBy=multi-user.target
 
 
 def logs_files(cluster: str, region: str, role: str) -> tuple[WriteFile, ...]:
-    """The config and the unit of a ``head`` or ``compute`` node."""
+    """The config and the unit of a ``head``, ``compute`` or ``login`` node."""
     return (
         WriteFile(LOGS_CONFIG_PATH, logs_to_json(logs_config(cluster, region, role))),
         WriteFile(f"/etc/systemd/system/{LOGS_UNIT}", logs_unit()),

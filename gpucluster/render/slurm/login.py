@@ -5,23 +5,27 @@ What it gets, in order: ``bootcmd`` — the IMDS guard of a compute node (only r
 session lockdown (:mod:`.identity`); files — the boot helper, the guard's unit, the admin rule, the users program (run
 with ``--homes``), the sshd drop-in, Ubuntu's sshd PAM stack (+ oddjob-mkhomedir with a directory), SSSD's template
 and CA with a directory, the home mount, ``gpucluster-sackd.service`` (``sackd --conf-server``: configless, F12), a
-short ``/etc/profile.d`` note, and the drain program's unit and config (``/etc/gpucluster/login-drain.json``, design
-§13: ``{region, asg_name, hook_name, grace_seconds, poll_seconds}``); ``runcmd`` — the lockdown again, then
+short ``/etc/profile.d`` note, the node package's pointer, the drain program's unit and config
+(``/etc/gpucluster/login-drain.json``, design §13: ``{region, asg_name, hook_name, grace_seconds, poll_seconds}``)
+and, with the cluster's monitoring on, the log shipper's unit and config (role ``login``,
+:mod:`gpucluster.render.monitoring.logs`); ``runcmd`` — the lockdown again, then
 ``/usr/local/sbin/gpucluster-slurm-login``.
 
-The drain program itself (``gpucluster_agents/boot/login_drain.py``) is written by :func:`login_program_files`. What
+The drain program (``gpucluster_agents/boot/login_drain.py``) and the log shipper run from the node package, which
+the setup installs from the cluster's artifact bucket (checked against its sha256), as a compute node does: the
+user data carries neither program's source (EC2's 16 KB has no room for both beside the people's files). What
 only AWS knows comes in :class:`LoginInputs` (the components part calls :func:`login_cloud_config`).
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass
-from pathlib import Path
 
 from gpucluster.render.core import CloudConfig, WriteFile, render
 from gpucluster.render.home import HOME_MOUNT_SCRIPT, HomeMount, home_files
-from gpucluster.render.pysource import without_docs
+from gpucluster.render.monitoring.logs import LOGS_UNIT, PYTHON, logs_files
 from gpucluster.render.slurm.agent import boot_files, node_package_file
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit, systemd_unit
 from gpucluster.render.slurm.identity import (
@@ -31,15 +35,14 @@ from gpucluster.render.slurm.identity import (
     session_lockdown_bootcmd,
     session_lockdown_runcmd,
 )
-from gpucluster.render.slurm.names import AWS_HELPER, SLURMCTLD_PORT, SlurmContext, controller_address
+from gpucluster.render.slurm.names import AGENT_LIB, AWS_HELPER, SLURMCTLD_PORT, SlurmContext, controller_address
 from gpucluster.render.slurm.pam import LOGIN_PAM, SSHD_DROP_IN, login_pam_sshd, sshd_drop_in
 from gpucluster.render.slurm.sssd import SSSD_PACKAGES, directory_files, directory_of, directory_setup
 from gpucluster.render.slurm.usage import has_team_reports, usage_program_file
-from gpucluster_agents.boot import login_drain
 
 LOGIN_SETUP = "/usr/local/sbin/gpucluster-slurm-login"
 SACKD_UNIT = "gpucluster-sackd.service"
-DRAIN_PROGRAM = "/usr/local/sbin/gpucluster-login-drain"
+DRAIN_MODULE = "gpucluster_agents.boot.login_drain"
 DRAIN_UNIT = "gpucluster-login-drain.service"
 DRAIN_CONFIG = "/etc/gpucluster/login-drain.json"
 DRAIN_POLL_SECONDS = 5
@@ -62,12 +65,6 @@ class LoginInputs:
     home: HomeMount | None = None
     host_key_secret_arn: str | None = None
     """The shared SSH host keys' secret when SSH is on (the head node fills it once)."""
-
-
-def login_program_files() -> tuple[WriteFile, ...]:
-    """The drain program (``/usr/local/sbin/gpucluster-login-drain``, 0755): ``gpucluster_agents/boot/login_drain.py``
-    without its docs (:func:`~gpucluster.render.pysource.without_docs`), plain text in the gzipped user data."""
-    return (WriteFile(DRAIN_PROGRAM, without_docs(Path(login_drain.__file__).read_text()), "0755"),)
 
 
 def drain_config(inputs: LoginInputs) -> str:
@@ -93,11 +90,14 @@ def sackd_unit(controller: str, home: bool) -> str:
     )
 
 
-def drain_unit() -> str:
+def drain_unit(agent_lib: str = AGENT_LIB, python: str = PYTHON) -> str:
+    """The drain program from the node package's root-owned directory (``-E -s``: nothing in the environment chooses
+    what it imports)."""
+    run = shlex.join((python, "-E", "-s", "-m", DRAIN_MODULE, DRAIN_CONFIG))
     return systemd_unit(
         "gpucluster: on scale-in, warn the users and wait for them (the lifecycle hook's grace)",
-        f"Wants=network-online.target\nAfter=network-online.target\nConditionPathExists={DRAIN_PROGRAM}\n\n"
-        f"[Service]\nType=simple\nExecStart={DRAIN_PROGRAM} {DRAIN_CONFIG}\nRestart=on-failure\n",
+        f"Wants=network-online.target\nAfter=network-online.target\nConditionPathIsDirectory={agent_lib}\n\n"
+        f"[Service]\nType=simple\nWorkingDirectory={agent_lib}\nExecStart={run}\nRestart=on-failure\n",
         "WantedBy=multi-user.target",
     )
 
@@ -146,13 +146,14 @@ def login_files(ctx: SlurmContext, inputs: LoginInputs) -> list[WriteFile]:
         WriteFile(PROFILE, profile(ctx, has_team_reports(ctx, inputs.home is not None))),
         WriteFile(DRAIN_CONFIG, drain_config(inputs)),
         WriteFile(f"/etc/systemd/system/{DRAIN_UNIT}", drain_unit()),
-        *login_program_files(),
+        # the drain program's, the shipper's and the identity helper's package (the bucket: a stand-in, as on compute)
+        node_package_file(),
+        *(logs_files(ctx.cluster, ctx.region, "login") if ctx.monitoring is not None else ()),
     ]
     if has_team_reports(ctx, inputs.home is not None):
         files.append(usage_program_file())  # a member's view of their teams (render/slurm/usage.py), named by PROFILE
     if directory_of(identity) is not None:
         files.append(WriteFile(ODDJOB_CONFIG_IN, oddjob_mkhomedir_conf(ctx.cluster)))
-        files.append(node_package_file())  # the identity helper's package (the bucket: a stand-in, as on compute nodes)
     return files
 
 
@@ -174,6 +175,7 @@ def login_setup(ctx: SlurmContext, inputs: LoginInputs) -> str:
         host_key_secret=inputs.host_key_secret_arn or "",
         sackd_unit=SACKD_UNIT,
         drain_unit=DRAIN_UNIT,
+        logs_unit=LOGS_UNIT if ctx.monitoring is not None else None,
         oddjob_config_in=ODDJOB_CONFIG_IN,
         oddjob_config=ODDJOB_CONFIG,
         **directory_setup(ctx.identity),

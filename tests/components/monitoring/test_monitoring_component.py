@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from tests.conftest import TWO_ZONES, group, make_config, plan_config
+from tests.conftest import TWO_ZONES, group, identity_declared_config, make_config, plan_config
 
 KEY = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 MONITORING_TYPES = ("aws:amp/", "aws:sns/", "aws:grafana/")
@@ -65,6 +65,28 @@ def test_slurm_cluster_gets_store_rules_alerts_logs_and_rights(slurm_plan):
     definition = slurm_plan.by_name("test-monitoring-alertmanager").inputs["definition"]
     assert f"topic_arn: {topic.state['arn']}" in definition
     assert slurm_plan.by_name("test-monitoring-alerts-policy").inputs["arn"] == topic.state["arn"]
+
+
+def test_login_nodes_ship_into_their_own_streams_only():
+    """A Slurm cluster with login nodes: the login role (and only it) gets a log shipping policy whose events go to the
+    login logs' streams (auth.log, syslog, SSSD, Session Manager's agent) and none of the head's or compute's."""
+    plan = _ok(identity_declared_config())
+    login_role = plan.by_name("test-slurm-login-role").state["id"]
+    policy = plan.by_name("test-monitoring-login-logs", "aws:iam/rolePolicy:RolePolicy")
+    assert policy.inputs["role"] == login_role
+    [make, put] = json.loads(policy.inputs["policy"])["Statement"]
+    assert make["Action"] == ["logs:CreateLogStream", "logs:DescribeLogStreams"]
+    streams = {r.rsplit(":log-stream:", 1)[1] for r in put["Resource"]}
+    assert {"*/auth", "*/syslog", "*/sssd/*", "*/ssm-agent", "*/cloud-init"} <= streams
+    assert not {"*/slurmctld", "*/slurmdbd", "*/gpucluster-agent", "*/slurmd", "*/health"} & streams
+    shipping = [r for r in plan.of_type("aws:iam/rolePolicy:RolePolicy") if r.name.endswith("-logs")]
+    assert [r.name for r in shipping if r.inputs["role"] == login_role] == ["test-monitoring-login-logs"]
+    # the shipper runs from the node package: the login role reads that one object of the artifact bucket
+    bucket = plan.by_name("test-slurm-artifacts", "aws:s3/bucket:Bucket").state["arn"]
+    package = plan.by_name("test-slurm-agent-package").inputs["key"]
+    access = json.loads(plan.by_name("test-slurm-login-access").inputs["policy"])["Statement"]
+    reads = [st["Resource"] for st in access if str(st["Action"]).startswith("s3:")]
+    assert reads == [f"{bucket}/{package}"] and package.startswith("agent/gpucluster_agents-")
 
 
 @pytest.fixture(scope="module")

@@ -173,3 +173,34 @@ def test_untagged_instance_does_not_join(tmp_path):
     result = node.run(script, FAKE_NODE="")
     assert result.returncode != 0 and "no gpucluster:node-name tag" in result.stdout
     assert not any(c.startswith(("groupadd", "apt-get")) for c in node.log())
+
+
+def test_a_burst_node_ships_its_logs_like_a_compute_node(tmp_path):
+    """With the cluster's monitoring on (the hybrid-slurm stack's), a burst node writes the compute role's shipper
+    config and unit and the node package's pointer, and the join installs the package and starts the shipper after
+    the munge key and before slurmd; with monitoring off, none of it."""
+    from dataclasses import replace
+
+    from gpucluster.render.monitoring.logs import LOGS_CONFIG_PATH, LOGS_UNIT, logs_files, logs_unit
+    from gpucluster.render.slurm.agent import node_package_file
+
+    spec = hybrid_spec()
+    assert spec.monitoring is not None
+    shipped = {p: f.text() for p, f in files(render_hybrid_compute_user_data(spec, p5(spec), SECRET_ARN)).items()}
+    assert (
+        shipped[LOGS_CONFIG_PATH]
+        == dict((f.path, f.text()) for f in logs_files("hybrid-slurm", "us-east-1", "compute"))[LOGS_CONFIG_PATH]
+    )
+    assert shipped[f"/etc/systemd/system/{LOGS_UNIT}"] == logs_unit()
+    assert shipped[node_package_file().path] == node_package_file().text()
+    node = Node(tmp_path)
+    result = node.run(join_script())
+    assert result.returncode == 0, result.stdout + result.stderr
+    calls = node.log()
+    order = ["gpucluster-aws munge-key", "gpucluster-aws install-agent", f"systemctl enable --now {LOGS_UNIT}"]
+    assert [index(calls, c) for c in order] == sorted(index(calls, c) for c in order)
+    assert index(calls, f"systemctl enable --now {LOGS_UNIT}") < index(calls, "systemctl enable --now slurmd")
+    off = replace(spec, monitoring=None)
+    quiet = files(render_hybrid_compute_user_data(off, p5(off), SECRET_ARN))
+    assert LOGS_CONFIG_PATH not in quiet and node_package_file().path not in quiet
+    assert "install-agent" not in quiet[JOIN_SETUP].text() and LOGS_UNIT not in quiet[JOIN_SETUP].text()

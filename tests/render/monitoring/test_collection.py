@@ -86,15 +86,21 @@ def test_scraper_config_scrapes_dcgm_node_exporter_and_kueue(update_golden: bool
     assert {name: job.get("honor_labels", False) for name, job in jobs.items()} == {"gpu": True, "node": False, "kueue": False}
 
 
-@pytest.mark.parametrize("role", ["head", "compute"])
+OWN_LOGS = {
+    "head": {"slurmctld", "slurmdbd", "gpucluster-agent"},
+    "compute": {"slurmd", "health"},
+    "login": {"auth", "syslog", "sssd", "ssm-agent"},
+}
+
+
+@pytest.mark.parametrize("role", sorted(OWN_LOGS))
 def test_the_log_shippers_config_per_role(role: str, update_golden: bool) -> None:
     """What each role ships, read back by the node package's strict parser (a key it does not know fails here)."""
     [config] = [f.text() for f in logs_files("slurm-p5", "us-east-1", role) if f.path == LOGS_CONFIG_PATH]
     check_golden(GOLDEN / "monitoring" / f"slurm-p5.{role}.logs.json", config, update_golden)
     parsed = parse_logs(config)
     files = {f.name: f.path for f in parsed.files}
-    expected = {"slurmctld", "slurmdbd", "gpucluster-agent"} if role == "head" else {"slurmd", "health"}
-    assert set(files) == expected | {"cloud-init", "cloud-init-output", "gpucluster-setup"}
+    assert set(files) == OWN_LOGS[role] | {"cloud-init", "cloud-init-output", "gpucluster-setup"}
     assert all(p.startswith("/var/log/") for p in files.values()) and parsed.log_root == "/var/log"
     assert parsed.log_group == log_group_name("slurm-p5") == "/gpucluster/slurm-p5" and parsed.region == "us-east-1"
     assert parsed.state_file == "/var/lib/gpucluster-logs/state.json"  # the unit's StateDirectory
@@ -123,7 +129,8 @@ def _put(policy: dict[str, Any], stream: str, group: str = GROUP) -> bool:
 
 def test_l4_a_compute_node_cannot_write_the_head_nodes_streams() -> None:
     """IAM cannot tie a stream to its instance, so each role writes its own logs' streams only: root on a compute node
-    cannot append forged lines to the head node's slurmctld, slurmdbd or agent stream. Every stream the shipper makes
+    cannot append forged lines to the head node's slurmctld, slurmdbd or agent stream, nor a login node's auth log;
+    a login node none of the head's or compute's. Every stream the shipper makes
     for a role's files (its own stream_name) is one its role may write."""
     head, compute = (log_shipping_policy(GROUP, stream_patterns(role)) for role in ("head", "compute"))
     for name in ("slurmctld", "slurmdbd", "gpucluster-agent"):
@@ -132,7 +139,13 @@ def test_l4_a_compute_node_cannot_write_the_head_nodes_streams() -> None:
         assert _put(compute, f"i-0abc000000000000/{name}") and not _put(head, f"i-0abc000000000000/{name}")
     assert not _put(compute, "i-0abc000000000000/slurmctld/x") and not _put(compute, "i-0abc000000000000/slurmdx")
     assert not _put(compute, "i-0abc000000000000/slurmd", group=GROUP.replace("/c", "/other"))
-    for role, policy in (("head", head), ("compute", compute)):
+    login = log_shipping_policy(GROUP, stream_patterns("login"))
+    for name in ("auth", "syslog", "ssm-agent", "sssd/sssd_LDAP.log"):  # forged sshd or sudo lines from a job's node
+        assert _put(login, f"i-0log000000000000/{name}") and not _put(compute, f"i-0log000000000000/{name}")
+        assert not _put(head, f"i-0log000000000000/{name}")
+    for name in ("slurmctld", "slurmdbd", "gpucluster-agent", "slurmd", "health"):
+        assert not _put(login, f"i-0abc000000000000/{name}")
+    for role, policy in (("head", head), ("compute", compute), ("login", login)):
         for spec in logs_config("c", "us-east-1", role).files:
             path = spec.path.replace("*", "boot") if spec.is_glob else spec.path
             assert _put(policy, stream_name("i-0abc000000000000", spec, path)), (role, spec.name)

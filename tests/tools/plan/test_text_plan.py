@@ -320,8 +320,8 @@ def test_day1_the_slurm_directory_estimate_prices_each_service_and_states_its_us
         "FSx for OpenZFS /home 128 GiB, 64 MB/s; IOPS included (3 per GB); backups ~128 GB (kept 7 days)",
         "Secrets Manager 2 secret(s); ~10,000 reads a month each",
         "Image builds: 2 image(s) × 1 a month × ~1 h on m7i.xlarge",
-        "Monitoring: AMP 96 M samples a month at 30s (6,403 M at max), each read ~3×; logs ~4.2 GB a month "
-        "(13.8 GB at max), kept 180 days",
+        "Monitoring: AMP 96 M samples a month at 30s (6,403 M at max), each read ~3×; logs ~6.0 GB a month "
+        "(15.6 GB at max), kept 180 days",  # 2 login nodes × 0.9 GB (LogGbLoginMonth) in it
     ):
         assert words in text, words
     monitoring = next(line for line in text.splitlines() if line.startswith("  Monitoring: "))

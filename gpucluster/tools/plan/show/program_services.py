@@ -80,7 +80,8 @@ def monitoring_lines(
 ) -> Iterator[LineItem]:
     """The monitoring line where the plan has an AMP workspace: samples from the node groups at their desired size
     (the head node's own where a Slurm head node is), the scrape interval from the EKS scraper's configuration (30 s,
-    the default, where the collector's file is no resource), logs and their retention from the node log group."""
+    the default, where the collector's file is no resource), logs (the nodes', the head node's and each login node's
+    of the login Auto Scaling group) and their retention from the node log group."""
     import yaml
 
     from gpucluster.resolve.monitoring import (
@@ -99,6 +100,11 @@ def monitoring_lines(
         text = str((scrapers[0].get("inputs") or {}).get("scrapeConfiguration") or "")
         interval = int(str((yaml.safe_load(text) or {}).get("global", {}).get("scrape_interval", "30s")).rstrip("s"))
     head = any(tags(r).get("gpucluster:role") == "head" for r in of_type(doc, "aws:ec2/instance:Instance"))
+    logins = sum(
+        int((r.get("inputs") or {}).get("desiredCapacity") or 0)
+        for r in of_type(doc, "aws:autoscaling/group:Group")
+        if tags(r).get("gpucluster:role") == "login"
+    )
     node_groups = [r for r in of_type(doc, "aws:cloudwatch/logGroup:LogGroup") if _is_node_log_group(r)]
     retention = int((node_groups[0].get("inputs") or {}).get("retentionInDays") or 0) if node_groups else 0
 
@@ -110,6 +116,7 @@ def monitoring_lines(
         series += SERIES_PER_NODE if head else 0
         nodes = sum(size(g) for g in groups)
         log_gb = nodes * book.usage("LogGbPerNodeMonth") + (book.usage("LogGbHeadMonth") if head else 0.0)
+        log_gb += logins * book.usage("LogGbLoginMonth")
         return MonitoringUsage(series * (SECONDS_PER_MONTH / interval), log_gb if node_groups else 0.0)
 
     line = monitoring_line(

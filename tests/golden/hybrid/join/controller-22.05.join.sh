@@ -96,6 +96,13 @@ systemctl enable --now gpucluster-imds-guard.service
 # 8. The munge key the site wrote to Secrets Manager: 0400 munge:munge.
 "$aws_helper" munge-key
 
+# 8b. This node's logs to the cluster's CloudWatch Logs group, as a cloud-only cluster's compute node ships them
+#     (docs/monitoring.md "Logs"): the node package from the cluster's artifact bucket, checked against its sha256,
+#     then the shipper, before slurmd (systemd stops it after slurmd, so a node powered down ships slurmd's last lines).
+"$aws_helper" install-agent
+systemctl daemon-reload
+systemctl enable --now gpucluster-logs.service
+
 # 9. Job users come from slurmstepd (LaunchParameters=enable_nss_slurm on the controller): nss_slurm first.
 nsswitch=$root/etc/nsswitch.conf
 if [ -n "$(find "$root/lib" "$root/usr/lib" -name libnss_slurm.so.2 2>/dev/null | head -n 1)" ]; then
