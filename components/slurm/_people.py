@@ -111,6 +111,8 @@ class PeopleWiring:
     opts: pulumi.ResourceOptions
     render_login: LoginRenderer | None = None
     """Renders the login nodes' user data once the home's server and the host keys' secret are known."""
+    artifact_objects: pulumi.Input[Sequence[str]] | None = None
+    """The artifact bucket's objects every node reads (the node package, the declared users' object)."""
 
 
 def build_people(parent: pulumi.Resource, name: str, people: People, groups: LoginGroups | None, w: PeopleWiring) -> PeopleParts:
@@ -155,6 +157,7 @@ def build_people(parent: pulumi.Resource, name: str, people: People, groups: Log
                 bind_secret_arn=people.bind_secret_arn,
                 bind_kms_key_arn=people.bind_kms_key_arn,
                 groups=groups,
+                artifact_objects=w.artifact_objects,
             ),
         )
         if people.lustre_security_group_id is not None:

@@ -75,6 +75,8 @@ class LoginWiring:
     groups: LoginGroups | None = None
     """The security groups of the matrix when the cluster made them already (to attach their head and compute
     sides to its nodes); default: made here."""
+    artifact_objects: pulumi.Input[Sequence[str]] | None = None
+    """The artifact bucket's objects a login node reads (the node package, the declared users' object)."""
 
 
 @dataclass
@@ -106,7 +108,7 @@ def _identity(
     aws.iam.RolePolicy(
         f"{name}-login-access",
         role=role.id,
-        policy=pulumi.Output.all(wiring.munge_secret_arn, asg_arn, host_keys).apply(
+        policy=pulumi.Output.all(wiring.munge_secret_arn, asg_arn, host_keys, wiring.artifact_objects).apply(
             lambda v: policy_json(
                 login_role_policy(
                     munge_secret_arn=str(v[0]),
@@ -115,6 +117,7 @@ def _identity(
                     bind_kms_key_arn=wiring.bind_kms_key_arn,
                     host_key_secret_arn=v[2],
                     region=wiring.region,
+                    artifact_objects=[str(a) for a in v[3] or ()],
                 )
             )
         ),

@@ -26,6 +26,7 @@ choice, and the principal's trust policy must pin it (docs/people.md).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 CLUSTER_TAG = "gpucluster:cluster"
@@ -153,12 +154,15 @@ def login_role_policy(
     bind_kms_key_arn: str | None = None,
     host_key_secret_arn: str | None = None,
     region: str = "",
+    artifact_objects: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The login nodes' role beyond Session Manager (``session_manager_policy``, attached by ``ec2_ssm_role``),
     exactly design §6.3: read the munge key, the directory's bind password (a directory identity) and the shared
     SSH host keys (SSH enabled); complete or extend the login group's own terminating lifecycle action (the drain
-    program, D14). Nothing on EC2, no ``iam:PassRole``, no ``ssm:SendCommand``, no S3: the drain program ships as a
-    single file in the user data."""
+    program, D14); ``artifact_objects``: read exactly these objects of the cluster's artifact bucket (the node package,
+    whose users contract the users program reads its file with, and the declared users' object), nothing else in S3.
+    Nothing on EC2, no ``iam:PassRole``, no ``ssm:SendCommand``: the drain program ships as a single file in the user
+    data."""
     secrets = [munge_secret_arn, *(a for a in (host_key_secret_arn,) if a is not None)]
     statements: list[dict[str, Any]] = [
         {
@@ -174,6 +178,15 @@ def login_role_policy(
             "Resource": asg_arn,
         },
     ]
+    if artifact_objects:
+        statements.append(
+            {
+                "Sid": "FetchTheNodePackageAndUsers",
+                "Effect": "Allow",
+                "Action": "s3:GetObject",
+                "Resource": list(artifact_objects),
+            }
+        )
     if bind_secret_arn is not None:
         statements += bind_secret_statements(secret_arn=bind_secret_arn, kms_key_arn=bind_kms_key_arn, region=region)
     return {"Version": "2012-10-17", "Statement": statements}

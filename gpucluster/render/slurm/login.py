@@ -25,6 +25,7 @@ from gpucluster.render.pysource import without_docs
 from gpucluster.render.slurm.agent import boot_files, node_package_file
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit, systemd_unit
 from gpucluster.render.slurm.identity import (
+    USERS_TIMER,
     USERS_UNIT,
     has_users_program,
     identity_files,
@@ -148,7 +149,9 @@ def login_files(ctx: SlurmContext, inputs: LoginInputs) -> list[WriteFile]:
     ]
     if directory_of(identity) is not None:
         files.append(WriteFile(ODDJOB_CONFIG_IN, oddjob_mkhomedir_conf(ctx.cluster)))
-        files.append(node_package_file())  # the identity helper's package (the bucket: a stand-in, as on compute nodes)
+    # the package: the directory's identity helper, or the users contract the users program reads its file through
+    # (the bucket: a stand-in, as on compute nodes)
+    files.append(node_package_file())
     return files
 
 
@@ -165,7 +168,7 @@ def login_setup(ctx: SlurmContext, inputs: LoginInputs) -> str:
         region=inputs.region,
         home=inputs.home is not None,
         home_mount=HOME_MOUNT_SCRIPT,
-        users_unit=USERS_UNIT if has_users_program(ctx.identity) else None,
+        users_unit=f"{USERS_UNIT} {USERS_TIMER}" if has_users_program(ctx.identity) else None,
         ssh=inputs.host_key_secret_arn is not None,
         host_key_secret=inputs.host_key_secret_arn or "",
         sackd_unit=SACKD_UNIT,
