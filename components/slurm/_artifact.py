@@ -1,6 +1,7 @@
 """The node agent's package: ``gpucluster_agents`` zipped by the renderer, stored in a private bucket of
 the Slurm cluster, fetched and checked by the head node at boot. The same bucket holds the head node's files' bundles
-(``head/files-<sha16>.json``, made in ``_head_node.py``: render/slurm/headfiles.py says what rides there).
+(``head/files-<sha16>.json``, made in ``_head_node.py``: render/slurm/headfiles.py says what rides there) and the
+declared users (``users/users.json``, which every node fetches: a user's change is no new user data).
 
 The object key carries the package's hash, so a changed agent is a new object (and a new head node user
 data naming it) rather than an object rewritten under a running head node; the bucket holds only these
@@ -18,6 +19,7 @@ import pulumi_aws as aws
 from gpucluster.components._shared.buckets import LifecycleRule, bucket_lifecycle, private_bucket
 from gpucluster.config.naming import with_name
 from gpucluster.render.slurm.agent import NODE_MAPS_PREFIX, AgentBundle, agent_bundle, package_key, sha256
+from gpucluster.render.slurm.identity import USERS_KEY
 
 
 @dataclass(frozen=True)
@@ -29,14 +31,28 @@ class AgentArtifact:
     """The object; the head node instance depends on it (it fetches it at first boot)."""
     key: str
     sha256: str
+    users: aws.s3.BucketObjectv2 | None = None
+    """The declared users' object (``users/users.json``, a cluster with declared users): every node fetches it at boot
+    and every 2 minutes (gpucluster_agents/boot/users.py), so it changes in place and no user data names it."""
+
+    def users_arn(self, bucket_arn: str) -> str | None:
+        """The users' object's ARN, or None without one."""
+        return f"{bucket_arn}/{USERS_KEY}" if self.users is not None else None
+
+    def read_arns(self, bucket_arn: str) -> list[str]:
+        """The objects every Slurm node reads from this bucket: the package, and the users' object when there is one."""
+        return [f"{bucket_arn}/{self.key}", *([f"{bucket_arn}/{USERS_KEY}"] if self.users is not None else [])]
 
     def bundle(self, bucket_name: str) -> AgentBundle:
         """Where the head node fetches the package and the hash it checks, once the bucket name is known."""
         return AgentBundle(bucket=bucket_name, key=self.key, sha256=self.sha256)
 
 
-def agent_artifact(name: str, cluster: str, tags: dict[str, str], child: pulumi.ResourceOptions) -> AgentArtifact:
-    """Build the package and store it: the bucket ``<name>-artifacts`` and the object ``<name>-agent-package``."""
+def agent_artifact(
+    name: str, cluster: str, tags: dict[str, str], child: pulumi.ResourceOptions, users: str | None = None
+) -> AgentArtifact:
+    """Build the package and store it: the bucket ``<name>-artifacts`` and the object ``<name>-agent-package``; with
+    ``users`` (render's ``users_bundle``), the declared users' object ``<name>-users`` at its fixed key."""
     bundle = agent_bundle()
     digest = sha256(bundle)
     key = package_key(digest)
@@ -64,4 +80,15 @@ def agent_artifact(name: str, cluster: str, tags: dict[str, str], child: pulumi.
     bucket_lifecycle(
         f"{name}-artifacts-node-maps", bucket, [LifecycleRule("expire-node-maps", NODE_MAPS_PREFIX, expire_days=2)], child
     )
-    return AgentArtifact(bucket=bucket, package=package, key=key, sha256=digest)
+    users_object = None
+    if users is not None:
+        users_object = aws.s3.BucketObjectv2(
+            f"{name}-users",
+            bucket=bucket.id,
+            key=USERS_KEY,
+            content=users,
+            content_type="application/json",
+            tags=with_name(tags, f"{cluster}-users"),
+            opts=child,
+        )
+    return AgentArtifact(bucket=bucket, package=package, key=key, sha256=digest, users=users_object)

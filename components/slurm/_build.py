@@ -43,6 +43,7 @@ from gpucluster.render.hybrid.compute import with_munge_secret
 from gpucluster.render.iam import policy_json, slurm_node_policy, spot_reader_policy
 from gpucluster.render.iam_sessions import ROLE_TAG, statements_policy
 from gpucluster.render.slurm.agent import NODE_MAPS_PREFIX, needs_spot_events, with_artifact_bucket
+from gpucluster.render.slurm.identity import users_bundle
 from gpucluster.render.slurm.image import hook_objects
 from gpucluster.render.slurm.names import SlurmContext, controller_address, dns_zone, munge_secret_name
 
@@ -85,7 +86,7 @@ class SlurmParts:
         protect = args.resolved.protect
         tags = dict(args.tags)
         # --- the agent package, in a private bucket the head node (and compute nodes) read ------------
-        artifact = agent_artifact(name, cluster, tags, child)
+        artifact = agent_artifact(name, cluster, tags, child, users=users_bundle(args.people.identity))
         invoke = pulumi.InvokeOutputOptions(parent=self._parent)
         partition = aws.get_partition_output(opts=invoke).partition
         account = aws.get_caller_identity_output(opts=invoke).account_id
@@ -95,15 +96,12 @@ class SlurmParts:
         self.munge_secret_arn = secret.arn
         self._groups = people_groups(name, args.people, cluster=cluster, vpc_id=args.vpc_id, tags=tags, opts=child)
         render_login = login_renderer(ctx, args.people, artifact.bucket.bucket, secret.arn)
-        package_arn = artifact.bucket.arn.apply(lambda arn: f"{arn}/{artifact.key}")
-        wiring = PeopleWiring(
-            cluster, args.region, partition, account, args.vpc_id, secret.arn, tags, protect, child, package_arn, render_login
-        )
-        self._people: PeopleParts = build_people(self._parent, name, args.people, self._groups, wiring)
+        reads = artifact.bucket.arn.apply(artifact.read_arns)  # the package and the users: what a login node reads
+        at = (cluster, args.region, partition, account, args.vpc_id, secret.arn, tags, protect, child, render_login, reads)
+        self._people: PeopleParts = build_people(self._parent, name, args.people, self._groups, PeopleWiring(*at))
         self._login_role_id = self._people.login.role_id if self._people.login is not None else None
         home_server = home_server_of(self._people)
-        # Compute nodes were rendered before the bucket, the munge secret and the home file system existed: their
-        # names take the stand-ins' places.
+        # Compute nodes were rendered before the bucket, the munge secret and /home existed: their names replace stand-ins.
         self.compute_user_data: dict[str, pulumi.Output[str]] = {
             n: pulumi.Output.all(u, artifact.bucket.bucket, secret.arn, home_server).apply(
                 lambda v: with_home(
@@ -200,6 +198,7 @@ class SlurmParts:
                         secret_arn=v[0],
                         bundle_arn=f"{v[1]}/{artifact.key}",
                         node_maps_arn=f"{v[1]}/{NODE_MAPS_PREFIX}*",
+                        users_arn=artifact.users_arn(v[1]),
                         kms_key_arn=v[2],
                         region=args.region,
                         hook_objects=[uri for g in args.node_groups for uri in hook_objects(g.entry.hooks)],

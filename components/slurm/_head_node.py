@@ -81,6 +81,7 @@ def head_identity(
                     bundle_arn=f"{v[1]}/{artifact.key}",
                     node_maps_arn=f"{v[1]}/{NODE_MAPS_PREFIX}*",
                     head_files_arn=f"{v[1]}/{HEAD_FILES_PREFIX}*",
+                    users_arn=artifact.users_arn(v[1]),
                     usage_arn=f"{v[1]}/{USAGE_PREFIX}*" if has_usage_report(ctx, v[1]) else None,
                     baselines_arn=f"{v[1]}/{BASELINES_PREFIX}*" if ctx.slurm.updates.rebaseline.nodes else None,
                 )
@@ -164,7 +165,18 @@ def head_node(
     people = (home_server, host_key_secret_arn, spot_queue_url, metrics_workspace_id)
     parts = _head_parts(ctx, inputs, volume.id, artifact, node_groups, node_group_subnet_ids, shared_storage, people)
     user_data, files = _user_data_and_files(name, ctx, inputs, parts, artifact, tags, child)
-    instance = _instance(name, head, image, profile, eni, user_data, head_tags, inputs, (artifact.package, *files), parent)
+    instance = _instance(
+        name,
+        head,
+        image,
+        profile,
+        eni,
+        user_data,
+        head_tags,
+        inputs,
+        (artifact.package, *files, *([artifact.users] if artifact.users else [])),
+        parent,
+    )
     aws.ec2.VolumeAttachment(
         f"{name}-head-data",
         device_name=DATA_DEVICE,

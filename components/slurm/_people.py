@@ -109,10 +109,10 @@ class PeopleWiring:
     tags: dict[str, str]
     protect: bool
     opts: pulumi.ResourceOptions
-    package_arn: pulumi.Input[str]
-    """The node package's object (``<artifact bucket ARN>/<key>``), which login nodes install."""
     render_login: LoginRenderer | None = None
     """Renders the login nodes' user data once the home's server and the host keys' secret are known."""
+    artifact_objects: pulumi.Input[Sequence[str]] | None = None
+    """The artifact bucket's objects every node reads (the node package, the declared users' object)."""
 
 
 def build_people(parent: pulumi.Resource, name: str, people: People, groups: LoginGroups | None, w: PeopleWiring) -> PeopleParts:
@@ -151,13 +151,13 @@ def build_people(parent: pulumi.Resource, name: str, people: People, groups: Log
                 subnet_ids=people.login_subnet_ids,
                 user_data=user_data,
                 munge_secret_arn=w.munge_secret_arn,
-                package_arn=w.package_arn,
                 tags=w.tags,
                 protect=w.protect,
                 lb_subnet_ids=people.login_lb_subnet_ids,
                 bind_secret_arn=people.bind_secret_arn,
                 bind_kms_key_arn=people.bind_kms_key_arn,
                 groups=groups,
+                artifact_objects=w.artifact_objects,
             ),
         )
         if people.lustre_security_group_id is not None:

@@ -66,8 +66,6 @@ class LoginWiring:
     """The login nodes' cloud-config text (render's ``login_cloud_config``), gzipped here; or a function of the host
     keys' secret ARN (``None`` without SSH) that renders it once that secret exists."""
     munge_secret_arn: pulumi.Input[str]
-    package_arn: pulumi.Input[str]
-    """The node package's object in the cluster's artifact bucket: the one S3 object a login node reads."""
     tags: dict[str, str]
     protect: bool
     """Protect and retain the host keys' secret (the munge secret's rule)."""
@@ -79,6 +77,8 @@ class LoginWiring:
     groups: LoginGroups | None = None
     """The security groups of the matrix when the cluster made them already (to attach their head and compute
     sides to its nodes); default: made here."""
+    artifact_objects: pulumi.Input[Sequence[str]] | None = None
+    """The artifact bucket's objects a login node reads (the node package, the declared users' object)."""
 
 
 @dataclass
@@ -112,16 +112,16 @@ def _identity(
     aws.iam.RolePolicy(
         f"{name}-login-access",
         role=role.id,
-        policy=pulumi.Output.all(wiring.munge_secret_arn, asg_arn, host_keys, wiring.package_arn).apply(
+        policy=pulumi.Output.all(wiring.munge_secret_arn, asg_arn, host_keys, wiring.artifact_objects).apply(
             lambda v: policy_json(
                 login_role_policy(
                     munge_secret_arn=str(v[0]),
                     asg_arn=str(v[1]),
-                    package_arn=str(v[3]),
                     bind_secret_arn=wiring.bind_secret_arn,
                     bind_kms_key_arn=wiring.bind_kms_key_arn,
                     host_key_secret_arn=v[2],
                     region=wiring.region,
+                    artifact_objects=[str(a) for a in v[3] or ()],
                 )
             )
         ),

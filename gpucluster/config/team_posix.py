@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pydantic import Field, model_validator
 
 from gpucluster.config.base import FIX_MARK, SpecModel
+from gpucluster_agents.contract import users as users_contract
 
 BAND_FIRST = 2_000_200_000
 """First ID of the band the default ranges come from."""
@@ -32,9 +33,9 @@ SLOTS = 14_715
 """Slots in the band: the last ends at 2147350000, below systemd's foreign range."""
 KUBERNETES_MAX_ID = 2_147_483_647
 """``runAsUser``, ``runAsGroup`` and ``fsGroup`` above this are refused by the API server."""
-LOWEST_ID = 1000
-"""IDs below this belong to the system (root, daemons)."""
-UNUSABLE_IDS = {65534: "nobody/nogroup", 65535: "(uint16)-1, 'no user' to 16-bit tools"}
+LOWEST_ID = users_contract.LOWEST_ID
+"""IDs below this belong to the system (root, daemons); the users contract every node reads holds the rule."""
+UNUSABLE_IDS = users_contract.UNUSABLE_IDS
 
 
 @dataclass(frozen=True)

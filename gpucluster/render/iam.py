@@ -83,12 +83,19 @@ def managed_policy_arn(partition: str, policy: str) -> str:
     return f"arn:{partition}:iam::aws:policy/{policy}"
 
 
+def users_statement(users_arn: str) -> dict[str, Any]:
+    """Read the declared users' object (``users/users.json``: every Slurm node fetches it, render/slurm/identity.py),
+    that one key only: the head node's bundles and the node maps stay out of the login and compute roles' reach."""
+    return {"Sid": "ReadTheDeclaredUsers", "Effect": "Allow", "Action": "s3:GetObject", "Resource": users_arn}
+
+
 def slurm_head_policy(
     *,
     secret_arn: str,
     bundle_arn: str,
     node_maps_arn: str,
     head_files_arn: str | None = None,
+    users_arn: str | None = None,
     usage_arn: str | None = None,
     baselines_arn: str | None = None,
 ) -> dict[str, Any]:
@@ -113,6 +120,8 @@ def slurm_head_policy(
     ]
     if head_files_arn is not None:
         statements.append({"Sid": "FetchItsFiles", "Effect": "Allow", "Action": "s3:GetObject", "Resource": head_files_arn})
+    if users_arn is not None:
+        statements.append(users_statement(users_arn))
     if usage_arn is not None:
         statements.append({"Sid": "WriteDailyUsageReports", "Effect": "Allow", "Action": "s3:PutObject", "Resource": usage_arn})
     if baselines_arn is not None:
@@ -132,6 +141,7 @@ def slurm_node_policy(
     secret_arn: str,
     bundle_arn: str,
     node_maps_arn: str,
+    users_arn: str | None = None,
     kms_key_arn: str | None = None,
     region: str = "",
     hook_objects: Sequence[str] = (),
@@ -146,6 +156,8 @@ def slurm_node_policy(
         {"Sid": "FetchTheNodePackage", "Effect": "Allow", "Action": "s3:GetObject", "Resource": bundle_arn},
         {"Sid": "ReadOwnLaunchsNodeMap", "Effect": "Allow", "Action": "s3:GetObject", "Resource": node_maps_arn},
     ]
+    if users_arn is not None:
+        statements.append(users_statement(users_arn))
     if kms_key_arn is not None:
         statements.append(_via_secrets_manager("DecryptTheMungeKey", ["kms:Decrypt"], kms_key_arn, region))
     if hook_objects:

@@ -26,6 +26,7 @@ choice, and the principal's trust policy must pin it (docs/people.md).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 CLUSTER_TAG = "gpucluster:cluster"
@@ -149,18 +150,19 @@ def login_role_policy(
     *,
     munge_secret_arn: str,
     asg_arn: str,
-    package_arn: str,
     bind_secret_arn: str | None = None,
     bind_kms_key_arn: str | None = None,
     host_key_secret_arn: str | None = None,
     region: str = "",
+    artifact_objects: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The login nodes' role beyond Session Manager (``session_manager_policy``, attached by ``ec2_ssm_role``),
     exactly design §6.3: read the munge key, the directory's bind password (a directory identity) and the shared
     SSH host keys (SSH enabled); complete or extend the login group's own terminating lifecycle action (the drain
-    program, D14); fetch the node package (``package_arn``, the one object: the drain program, the log shipper and
-    the identity helper run from it). Nothing on EC2, no ``iam:PassRole``, no ``ssm:SendCommand``, no other S3
-    object (the node maps, the head node's files). Its log shipping is the monitoring part's policy."""
+    program, D14); ``artifact_objects``: read exactly these objects of the cluster's artifact bucket (the node package,
+    whose users contract the users program reads its file with, and the declared users' object), nothing else in S3 (the drain program, the log shipper, the
+    identity helper and the users program run from that package). Nothing on EC2, no ``iam:PassRole``, no
+    ``ssm:SendCommand``. Its log shipping is the monitoring part's policy."""
     secrets = [munge_secret_arn, *(a for a in (host_key_secret_arn,) if a is not None)]
     statements: list[dict[str, Any]] = [
         {
@@ -175,8 +177,16 @@ def login_role_policy(
             "Action": ["autoscaling:CompleteLifecycleAction", "autoscaling:RecordLifecycleActionHeartbeat"],
             "Resource": asg_arn,
         },
-        {"Sid": "FetchTheNodePackage", "Effect": "Allow", "Action": "s3:GetObject", "Resource": package_arn},
     ]
+    if artifact_objects:
+        statements.append(
+            {
+                "Sid": "FetchTheNodePackageAndUsers",
+                "Effect": "Allow",
+                "Action": "s3:GetObject",
+                "Resource": list(artifact_objects),
+            }
+        )
     if bind_secret_arn is not None:
         statements += bind_secret_statements(secret_arn=bind_secret_arn, kms_key_arn=bind_kms_key_arn, region=region)
     return {"Version": "2012-10-17", "Statement": statements}

@@ -22,17 +22,20 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
-from gpucluster.render.slurm.identity import users_script
+from gpucluster.render.slurm.identity import users_json
 from gpucluster.resolve.identity import DeclaredIdentity, ResolvedIdentity
-from tests.conftest import IN_CI, identity_declared_config
+from gpucluster_agents.contract.users import USERS_PATH
+from tests.conftest import IN_CI, ROOT, identity_declared_config
 from tests.e2e.namespace import MountNamespace
 from tests.e2e.slurm_harness import HERE, SBATCH, LocalSlurm, conf_lines, free_port, local_keys, node_line, run_dir
 from tests.render.slurm_versions import TRIXIE_ROOT
@@ -84,12 +87,21 @@ def declared_people() -> ResolvedIdentity:
 
 
 def rendered_users_script(work: Path, people: ResolvedIdentity | None = None) -> Path:
-    """The rendered ``gpucluster-users`` (``render/slurm/identity.py: users_script``) for ``people`` (default:
-    :func:`declared_people`)."""
+    """The users program as a node runs it (``gpucluster_agents/boot/users.sh`` from the node package, reading
+    ``/etc/gpucluster/users.json``, which ``render/slurm/identity.py: users_json`` writes) for ``people`` (default:
+    :func:`declared_people`): a wrapper that puts the users file on ``$GPUCLUSTER_ROOT``, then runs the program with
+    this checkout's package."""
     source = (people or declared_people()).source
     assert isinstance(source, DeclaredIdentity)
+    users = work / "users.json"
+    users.write_text(users_json(source))
     path = work / "gpucluster-users"
-    path.write_text(users_script(source))
+    path.write_text(
+        "#!/bin/bash\nset -e\n"
+        f'install -D -m 0644 {shlex.quote(str(users))} "$GPUCLUSTER_ROOT{USERS_PATH}"\n'
+        f"export GPUCLUSTER_AGENT_LIB={shlex.quote(str(ROOT))} GPUCLUSTER_PYTHON={shlex.quote(sys.executable)}\n"
+        f'exec bash {shlex.quote(str(ROOT / "gpucluster_agents/boot/users.sh"))} "$@"\n'
+    )
     path.chmod(0o755)
     return path
 

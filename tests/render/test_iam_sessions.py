@@ -29,6 +29,7 @@ BIND = "arn:aws:secretsmanager:us-east-1:123456789012:secret:gpucluster/ad-bind-
 HOST_KEYS = "arn:aws:secretsmanager:us-east-1:123456789012:secret:gpucluster/p5/login-host-keys-XyZ123"
 ASG = "arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:*:autoScalingGroupName/p5-login"
 PACKAGE = "arn:aws:s3:::p5-slurm-0a1b2c/agent/gpucluster_agents-0123456789abcdef.zip"
+USERS = "arn:aws:s3:::p5-slurm-0a1b2c/users/users.json"
 CMK = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 
 
@@ -185,7 +186,7 @@ def test_own_sessions_only_may_be_ended() -> None:
 
 
 def test_login_role_policy_sessions_only_cluster() -> None:
-    assert login_role_policy(munge_secret_arn=MUNGE, asg_arn=ASG, package_arn=PACKAGE) == {
+    assert login_role_policy(munge_secret_arn=MUNGE, asg_arn=ASG, artifact_objects=[PACKAGE, USERS]) == {
         "Version": "2012-10-17",
         "Statement": [
             {"Sid": "ReadTheMungeKey", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": MUNGE},
@@ -195,7 +196,7 @@ def test_login_role_policy_sessions_only_cluster() -> None:
                 "Action": ["autoscaling:CompleteLifecycleAction", "autoscaling:RecordLifecycleActionHeartbeat"],
                 "Resource": ASG,
             },
-            {"Sid": "FetchTheNodePackage", "Effect": "Allow", "Action": "s3:GetObject", "Resource": PACKAGE},
+            {"Sid": "FetchTheNodePackageAndUsers", "Effect": "Allow", "Action": "s3:GetObject", "Resource": [PACKAGE, USERS]},
         ],
     }
 
@@ -204,7 +205,7 @@ def test_login_role_policy_directory_and_ssh() -> None:
     doc = login_role_policy(
         munge_secret_arn=MUNGE,
         asg_arn=ASG,
-        package_arn=PACKAGE,
+        artifact_objects=[PACKAGE, USERS],
         bind_secret_arn=BIND,
         bind_kms_key_arn=CMK,
         host_key_secret_arn=HOST_KEYS,
@@ -231,7 +232,7 @@ def test_login_role_policy_directory_and_ssh() -> None:
 
 
 def test_login_role_may_not_write_secrets_touch_ec2_or_pass_roles() -> None:
-    doc = login_role_policy(munge_secret_arn=MUNGE, asg_arn=ASG, package_arn=PACKAGE, host_key_secret_arn=HOST_KEYS)
+    doc = login_role_policy(munge_secret_arn=MUNGE, asg_arn=ASG, artifact_objects=[PACKAGE, USERS], host_key_secret_arn=HOST_KEYS)
     for action, resource in [
         ("secretsmanager:PutSecretValue", HOST_KEYS),
         ("secretsmanager:GetSecretValue", "arn:aws:secretsmanager:us-east-1:123456789012:secret:other-AbCdEf"),
@@ -246,6 +247,7 @@ def test_login_role_may_not_write_secrets_touch_ec2_or_pass_roles() -> None:
         assert not evaluate([doc], Request(action, resource)).allowed, action
     assert evaluate([doc], Request("autoscaling:CompleteLifecycleAction", ASG)).allowed
     assert evaluate([doc], Request("s3:GetObject", PACKAGE)).allowed
+    assert evaluate([doc], Request("s3:GetObject", USERS)).allowed
 
 
 def test_bind_secret_statement_without_a_cmk_has_no_kms() -> None:
@@ -287,7 +289,10 @@ def test_sizes_fit_iams_quotas_at_the_longest_names() -> None:
     login = login_role_policy(
         munge_secret_arn=long_secret,
         asg_arn=ASG.replace("p5-login", f"{cluster}-login"),
-        package_arn=f"arn:aws:s3:::{'b' * 63}/agent/gpucluster_agents-{'0' * 16}.zip",
+        artifact_objects=[
+            f"arn:aws:s3:::{'b' * 63}/agent/gpucluster_agents-{'0' * 16}.zip",
+            f"arn:aws:s3:::{'b' * 63}/users/users.json",
+        ],
         bind_secret_arn=long_secret,
         bind_kms_key_arn=CMK,
         host_key_secret_arn=long_secret,

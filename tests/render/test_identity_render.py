@@ -8,6 +8,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,18 +27,25 @@ from gpucluster.render.slurm.identity import (
     DENY_SUDOERS,
     SSM_SUDOERS,
     USERS_PROGRAM,
+    USERS_STAMP,
+    USERS_TIMER,
     USERS_UNIT,
     admin_sudoers,
     session_lockdown_bootcmd,
     session_lockdown_runcmd,
     session_lockdown_script,
+    users_bundle,
+    users_json,
     users_script,
+    users_timer,
     users_unit,
 )
+from gpucluster.render.slurm.image import needs_package
 from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.resolve.identity import DeclaredIdentity, ResolvedIdentity
 from gpucluster.tools.plan.run.engine import run_plan
-from tests.conftest import GOLDEN, IN_CI, check_golden, group, make_config, require_tool
+from gpucluster_agents.contract import users as users_contract
+from tests.conftest import GOLDEN, IN_CI, ROOT, check_golden, group, make_config, require_tool
 from tests.render.hybrid.join_cases import SECRET_ARN, hybrid_spec, p5
 from tests.render.identity_cases import ALICE, BOB, CAROL, CAROL_KEY, DECLARED, DECLARED_NO_ADMIN, DIRECTORY, GROUPS
 
@@ -259,26 +267,53 @@ def test_hybrid_cloud_node_locks_sessions_down():
 
 
 def test_users_program_runs_before_slurm_on_head_and_compute():
+    """The unit and its timer on head and compute nodes, enabled after the node package (which holds the program and
+    the users contract) is installed and before Slurm's daemon; the program and the users are in no node's files."""
     for role, doc, setup, daemon in (
         ("head", head_doc(DECLARED), "/usr/local/sbin/gpucluster-slurm-head", "systemctl enable --now slurmctld"),
         ("compute", compute_doc(DECLARED), "/usr/local/sbin/gpucluster-slurm-node", "systemctl enable --now slurmd"),
     ):
         files = files_of(doc)
-        assert files[USERS_PROGRAM]["permissions"] == "0755", role
-        assert f"/etc/systemd/system/{USERS_UNIT}" in files, role
+        assert USERS_PROGRAM not in files and "/etc/gpucluster/users.json" not in files, role
+        assert {f"/etc/systemd/system/{USERS_UNIT}", f"/etc/systemd/system/{USERS_TIMER}"} <= set(files), role
+        assert not [p for p, f in files.items() if "alice" in str(f.get("content", ""))], role
         from gpucluster.render.core import WriteFile
 
         text = WriteFile(setup, files[setup]["content"], encoding=files[setup].get("encoding")).text()
-        assert text.index(f"systemctl enable --now {USERS_UNIT}") < text.index(daemon), role
+        enable = text.index(f"systemctl enable --now {USERS_UNIT} {USERS_TIMER}")
+        assert enable < text.index(daemon), role
+        if "install-agent" in text:  # else the node boots the baked image, which holds the package
+            assert text.index("install-agent") < enable, role
+        else:
+            assert role == "compute" and needs_package(context(DECLARED), metrics=False), role
     for doc in (head_doc(DIRECTORY), compute_doc(None)):  # a directory's users come from SSSD; no identity: none
-        assert USERS_PROGRAM not in files_of(doc)
+        assert f"/etc/systemd/system/{USERS_UNIT}" not in files_of(doc)
 
 
-def test_users_unit_runs_after_home_and_before_slurm(update_golden):
+def test_users_unit_runs_after_home_and_before_slurm(tmp_path, update_golden):
+    """The unit (fetch, then the program) and its timer, pinned and read by systemd (``systemd-analyze verify``, the
+    python and bash the unit names replaced by this machine's so the executables exist here)."""
+    import shutil
+
     check_golden(GOLDEN_DIR / "gpucluster-users.service", users_unit(homes=False), update_golden)
+    check_golden(GOLDEN_DIR / "gpucluster-users.timer", users_timer(), update_golden)
     unit = users_unit(homes=True)
-    assert f"ExecStart={USERS_PROGRAM} --homes" in unit
+    assert f"ExecStart=/bin/bash {USERS_PROGRAM} --homes" in unit
     assert "remote-fs.target" in unit and "Before=slurmctld.service slurmd.service sackd.service" in unit
+    assert "ExecStartPre=-/usr/bin/python3 -I -c" in unit and " fetch /usr/local/sbin/gpucluster-aws.json" in unit
+    assert "RemainAfterExit" not in unit  # the timer starts it again
+    analyze = require_tool("systemd-analyze")
+    (tmp_path / USERS_UNIT).write_text(
+        unit.replace("/usr/bin/python3 ", f"{sys.executable} ").replace("/bin/bash ", f"{shutil.which('bash')} ")
+    )
+    (tmp_path / USERS_TIMER).write_text(users_timer())
+    done = subprocess.run(
+        [analyze, "verify", "--man=no", str(tmp_path / USERS_UNIT), str(tmp_path / USERS_TIMER)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0 and not done.stderr.strip(), done.stderr
 
 
 # --- the users program, run for real -----------------------------------------------------------------------------
@@ -295,12 +330,29 @@ def users_root(tmp_path: Path) -> Path:
     return root
 
 
-def run_users(script: str, root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run_users(
+    declared: DeclaredIdentity | ResolvedIdentity, root: Path, *args: str, stamp: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """The rendered users program on ``root``, with ``declared`` as its users file (``users_json``) and this
+    checkout's node package; ``stamp``: keep the record of the last applied file (a timer's run), else it is removed
+    (a boot's run: /run is empty)."""
     for tool in ("useradd", "usermod", "groupadd"):
         require_tool(tool)
-    path = root.parent / "gpucluster-users"
-    path.write_text(script)
-    env = {"PATH": os.environ["PATH"], "GPUCLUSTER_ROOT": str(root), "SOURCE_DATE_EPOCH": EPOCH}
+    source = declared.source if isinstance(declared, ResolvedIdentity) else declared
+    assert isinstance(source, DeclaredIdentity)
+    users_file = root / "etc/gpucluster/users.json"
+    users_file.parent.mkdir(parents=True, exist_ok=True)
+    users_file.write_text(users_json(source))
+    if not stamp:
+        (root / USERS_STAMP.lstrip("/")).unlink(missing_ok=True)
+    path = ROOT / "gpucluster_agents/boot/users.sh"  # as the node package ships it
+    env = {
+        "PATH": os.environ["PATH"],
+        "GPUCLUSTER_ROOT": str(root),
+        "SOURCE_DATE_EPOCH": EPOCH,
+        "GPUCLUSTER_AGENT_LIB": str(ROOT),
+        "GPUCLUSTER_PYTHON": sys.executable,
+    }
     return subprocess.run(["bash", str(path), *args], env=env, capture_output=True, text=True, check=False)
 
 
@@ -314,20 +366,28 @@ def declared(*users) -> DeclaredIdentity:
     return DeclaredIdentity(tuple(users), groups)
 
 
-def test_users_script_golden_and_parses(tmp_path, update_golden):
-    script = users_script(DECLARED.source)  # type: ignore[arg-type]
-    check_golden(GOLDEN_DIR / "gpucluster-users.sh", script, update_golden)
+def test_users_program_parses_passes_shellcheck_and_names_the_renderers_paths(tmp_path):
+    """The shipped program (gpucluster_agents/boot/users.sh) under ``bash -n`` and shellcheck; the paths and the
+    comment it spells out are the renderer's constants (the unit, sshd's AuthorizedKeysFile, the contract's file)."""
+    from gpucluster.render.slurm.identity import AUTHORIZED_KEYS_DIR, MANAGED_COMMENT, USERS_MAIN
+    from gpucluster.render.slurm.names import AGENT_LIB
+
+    script = users_script()
+    assert USERS_PROGRAM == f"{AGENT_LIB}/gpucluster_agents/boot/users.sh"
+    for value in (USERS_STAMP, MANAGED_COMMENT, AUTHORIZED_KEYS_DIR, USERS_MAIN, AGENT_LIB, users_contract.USERS_PATH):
+        assert value in script, value
     path = tmp_path / "users.sh"
     path.write_text(script)
     assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
+    lint = subprocess.run([require_tool("shellcheck"), "-s", "bash", "-S", "warning", str(path)], capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout
     path.write_text(script.replace("fi\n", "", 1))  # the check can fail
     assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode != 0
 
 
 def test_users_are_made_exactly_and_idempotently(tmp_path):
     root = users_root(tmp_path)
-    script = users_script(DECLARED.source)  # type: ignore[arg-type]
-    first = run_users(script, root, "--homes")
+    first = run_users(DECLARED, root, "--homes")
     assert first.returncode == 0, first.stderr
     expected = {
         "passwd": [
@@ -359,7 +419,7 @@ def test_users_are_made_exactly_and_idempotently(tmp_path):
         assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o700, u.uid, u.gid)
     (root / "home/alice/notes").write_text("kept")
 
-    second = run_users(script, root, "--homes")
+    second = run_users(DECLARED, root, "--homes")
     assert second.returncode == 0, second.stderr
     assert "made" not in second.stderr, second.stderr  # nothing new the second time
     for name, want in expected.items():
@@ -369,14 +429,14 @@ def test_users_are_made_exactly_and_idempotently(tmp_path):
 
 def test_homes_only_with_the_flag(tmp_path):
     root = users_root(tmp_path)
-    assert run_users(users_script(DECLARED.source), root).returncode == 0  # type: ignore[arg-type]
+    assert run_users(DECLARED, root).returncode == 0
     assert list((root / "home").iterdir()) == []
 
 
 def test_an_undeclared_user_is_locked_and_a_declared_one_again_unlocked(tmp_path):
     root = users_root(tmp_path)
-    assert run_users(users_script(declared(ALICE, BOB, CAROL)), root).returncode == 0
-    without_carol = run_users(users_script(declared(ALICE, BOB)), root)
+    assert run_users(declared(ALICE, BOB, CAROL), root).returncode == 0
+    without_carol = run_users(declared(ALICE, BOB), root)
     assert without_carol.returncode == 0, without_carol.stderr
     assert "user carol is no longer declared: locked" in without_carol.stderr
     shadow = {line.split(":")[0]: line for line in lines(root, "shadow")}
@@ -384,9 +444,9 @@ def test_an_undeclared_user_is_locked_and_a_declared_one_again_unlocked(tmp_path
     assert shadow["alice"] == f"alice:!:{DAY}::::::"
     assert "carol:x:10003:10003:gpucluster-managed:/home/carol:/bin/bash" in lines(root, "passwd")  # files keep their owner
     assert not (root / AUTHORIZED_KEYS_DIR.lstrip("/") / "carol").exists()
-    again = run_users(users_script(declared(ALICE, BOB)), root)
+    again = run_users(declared(ALICE, BOB), root)
     assert "locked" not in again.stderr  # already locked: left as it is
-    back = run_users(users_script(declared(ALICE, BOB, CAROL)), root)
+    back = run_users(declared(ALICE, BOB, CAROL), root)
     assert back.returncode == 0, back.stderr
     assert f"carol:!:{DAY}::::::" in lines(root, "shadow")
 
@@ -395,7 +455,7 @@ def test_a_foreign_account_is_never_renumbered(tmp_path):
     root = users_root(tmp_path)
     with (root / "etc/passwd").open("a") as f:
         f.write("bob:x:2000:2000::/home/bob:/bin/sh\ndave:x:10001:10001::/home/dave:/bin/sh\n")
-    result = run_users(users_script(declared(ALICE, BOB, CAROL)), root)
+    result = run_users(declared(ALICE, BOB, CAROL), root)
     assert result.returncode != 0
     assert "refused: uid 10001 is dave's on this node, declared for alice" in result.stderr
     assert "refused: user bob has uid 2000 on this node, declared 10002" in result.stderr
@@ -409,7 +469,7 @@ def test_a_clashing_group_stops_before_any_user(tmp_path):
     root = users_root(tmp_path)
     with (root / "etc/group").open("a") as f:
         f.write("llm:x:7000:\n")
-    result = run_users(users_script(declared(BOB)), root)
+    result = run_users(declared(BOB), root)
     assert result.returncode != 0
     assert "refused: group llm has gid 7000 on this node, declared 5002" in result.stderr
     assert not any(p.startswith("bob:") for p in lines(root, "passwd"))
@@ -432,7 +492,11 @@ def test_from_the_config_to_the_nodes_files():
     ctx = SlurmContext.of(cluster)
     files = files_of(yaml.safe_load(render_cloud_config("compute", node_slurm_part(ctx, ctx.node_groups[0]), gzipped=True)))
     assert "%hpc-admins ALL=(ALL:ALL) NOPASSWD: ALL" in files[ADMIN_SUDOERS]["content"]
-    script = files[USERS_PROGRAM]["content"]
-    assert "user alice 10001 10001 hpc-admins /bin/bash /home/alice" in script
-    assert "user carol 10003 10003 llm /bin/bash /home/carol" in script
+    assert USERS_PROGRAM not in files and not [p for p, f in files.items() if "alice" in str(f.get("content", ""))]
+    assert ctx.identity is not None
+    bundle = json.loads(users_bundle(ctx.identity) or "")["files"]
+    assert [(f["path"], f["permissions"]) for f in bundle] == [("/etc/gpucluster/users.json", "0644")]
+    users = {u.name: u for u in users_contract.parse(json.loads(bundle[0]["content"])).users}
+    assert (users["alice"].uid, users["alice"].gid, users["alice"].groups) == (10001, 10001, ("hpc-admins",))
+    assert (users["carol"].groups, users["carol"].ssh_public_keys) == (("llm",), (CAROL_KEY,))
     assert user_data_findings(cluster) == []

@@ -1,5 +1,5 @@
 """Each Slurm team's group and its directory on Lustre: with declared users a team gets a POSIX group named like it
-(its members the team's users, on every node through the users script), and the head node — the file system's
+(its members the team's users, on every node through the declared users' file), and the head node — the file system's
 no-squash client — makes ``/fsx/teams/<team>``, root and the team's group, 2770. The head node's script is run for
 real as root (real mkdir, chown, chmod and stat) on a directory standing in for the mount, ``mountpoint`` a stub.
 """
@@ -19,8 +19,11 @@ from gpucluster.config.errors import ConfigError
 from gpucluster.config.team_posix import TeamPosixSpec
 from gpucluster.load import load_spec
 from gpucluster.render.slurm.head import TEAM_DIRECTORIES_SCRIPT, team_directories
+from gpucluster.render.slurm.identity import users_json
 from gpucluster.render.slurm.names import HEAD_SETUP, SlurmContext
 from gpucluster.resolve.identity import DeclaredIdentity
+from gpucluster.tools.plan.run.stackfile import read_stack_file
+from gpucluster_agents.contract import users as users_contract
 from tests.conftest import IDENTITY_DECLARED, IDENTITY_DIRECTORY, IN_CI, group, make_config, require_tool
 from tests.render.test_head_files import rendered
 
@@ -52,14 +55,18 @@ def run(script: str, tmp: Path, *, mounted: bool = True) -> subprocess.Completed
     return subprocess.run([require_tool("bash"), str(path)], env=env, capture_output=True, text=True, timeout=60)
 
 
-def test_l1_each_slurm_team_gets_a_group_of_its_users_on_every_node(p5_files: dict[str, str]) -> None:
+def test_l1_each_slurm_team_gets_a_group_of_its_users_on_every_node() -> None:
     """slurm-p5's teams research (alice, bob) and applied (carol, bob): groups named like the teams, gid from the
-    team's name (as kubernetes.teams' default), made by the users script that runs on every node."""
-    users = p5_files["/usr/local/sbin/gpucluster-users"]
-    assert f"group research {RESEARCH_GID}" in users and f"group applied {APPLIED_GID}" in users
-    assert "user alice 10001 10001 hpc-admins,research,vision " in users
-    assert "user bob 10002 10002 applied,llm,research " in users
-    assert "user carol 10003 10003 applied,llm " in users
+    team's name (as kubernetes.teams' default), in the declared users' file every node fetches and applies."""
+    ctx = SlurmContext.of(load_spec(read_stack_file("slurm-p5")["config"], stack="slurm-p5").cluster)
+    assert ctx.identity is not None and isinstance(ctx.identity.source, DeclaredIdentity)
+    declared = users_contract.parse(json.loads(users_json(ctx.identity.source)))
+    assert {(g.name, g.gid) for g in declared.groups} >= {("research", RESEARCH_GID), ("applied", APPLIED_GID)}
+    assert {u.name: u.groups for u in declared.users} == {
+        "alice": ("hpc-admins", "research", "vision"),
+        "bob": ("applied", "llm", "research"),
+        "carol": ("applied", "llm"),
+    }
 
 
 def test_l1_the_head_node_makes_each_teams_directory_2770_with_its_group(p5_files: dict[str, str], tmp_path: Path) -> None:

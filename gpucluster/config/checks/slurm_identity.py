@@ -24,50 +24,24 @@ from gpucluster.config.slurm_identity import (
     SlurmIdentitySpec,
     parse_principal,
 )
-from gpucluster.config.team_posix import LOWEST_ID, UNUSABLE_IDS
+from gpucluster.config.team_posix import LOWEST_ID
 from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.regions import aws_partition_of
+from gpucluster_agents.contract import users as users_contract
 
 IDENTITY = "gpucluster:slurm.identity"
-NAME_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
-SLURM_UID = 64030
-"""SlurmUser's fixed uid/gid on Debian and Ubuntu (base-passwd's globally allocated 64030)."""
-DEBIAN_ALLOCATED = (60000, 64999)
-"""Debian's globally allocated id range (policy 9.2.2), where packages such as slurm-wlm take fixed ids."""
-SIGNED_MAX = 2_147_483_647
-"""Larger ids break tools that keep ids in a signed 32-bit int (and Kubernetes refuses them)."""
+# The names, ids and key lines a node accepts (the users contract reads them back on every node): one rule.
+NAME_RE = users_contract.NAME_RE
+SLURM_UID = users_contract.SLURM_UID
+DEBIAN_ALLOCATED = users_contract.DEBIAN_ALLOCATED
+SIGNED_MAX = users_contract.SIGNED_MAX
 ID_FIX = "choose from 1000–59999 or 65536–2147483647"
-RESERVED_NAMES = (
-    # Ubuntu 24.04 base-passwd (passwd.master, group.master): the fixed system accounts and groups.
-    *("root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp", "proxy", "www-data"),
-    *("backup", "list", "irc", "gnats", "nobody", "nogroup", "_apt", "adm", "tty", "disk", "kmem", "dialout"),
-    *("fax", "voice", "cdrom", "floppy", "tape", "sudo", "audio", "dip", "operator", "src", "shadow", "utmp"),
-    *("video", "sasl", "plugdev", "staff", "users"),
-    # Ubuntu 24.04 server/cloud image: accounts and groups its packages create (systemd-* by prefix below).
-    *("messagebus", "syslog", "uuidd", "tcpdump", "tss", "landscape", "fwupd-refresh", "polkitd", "sshd", "_ssh"),
-    *("pollinate", "usbmux", "dnsmasq", "crontab", "netdev", "lxd", "admin", "input", "kvm", "render", "sgx"),
-    *("rdma", "docker"),
-    # Ubuntu's slurm-wlm (SlurmUser, uid 64030) and munge packages.
-    *("slurm", "munge"),
-    # SSSD's own account (sssd-common) and Session Manager's account (the SSM agent creates ssm-user).
-    *("sssd", "ssm-user"),
-    # cloud-init's default user on Ubuntu images, and other distributions' equivalents and admin group.
-    *("ubuntu", "ec2-user", "wheel"),
-)
-"""Names a declared user or group may not take: the image already has them, or they mean something to a node."""
-RESERVED_PREFIXES = ("systemd-",)
+RESERVED_NAMES = users_contract.RESERVED_NAMES
+RESERVED_PREFIXES = users_contract.RESERVED_PREFIXES
 PRIVILEGED_GROUPS = ("sudo", "admin", "wheel", "root", "adm", "disk", "docker", "lxd", "shadow", "kmem")
 """Membership gives root (sudoers, raw disks, the docker or lxd socket) or reads every log or password hash."""
-KEY_TYPES = (
-    "ssh-ed25519",
-    "ssh-rsa",
-    "ecdsa-sha2-nistp256",
-    "ecdsa-sha2-nistp384",
-    "ecdsa-sha2-nistp521",
-    "sk-ssh-ed25519@openssh.com",
-    "sk-ecdsa-sha2-nistp256@openssh.com",
-)
-KEY_RE = re.compile(r"^(\S+) ([A-Za-z0-9+/]+={0,2})(?: [^\x00-\x1f\x7f]*)?$")
+KEY_TYPES = users_contract.KEY_TYPES
+KEY_RE = users_contract.KEY_RE
 URI_RE = re.compile(r"^(ldaps?)://([A-Za-z0-9](?:[A-Za-z0-9.-]{0,252}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?/?$")
 SECRET_RE = re.compile(r"^arn:(aws[a-z-]*):secretsmanager:([a-z0-9-]+):(\d{12}):secret:[A-Za-z0-9/_+=.@-]+$")
 PEM_CERT_RE = re.compile(r"-----BEGIN CERTIFICATE-----[A-Za-z0-9+/=\s]+?-----END CERTIFICATE-----")
@@ -86,7 +60,7 @@ def name_problem(name: str) -> tuple[str, str, str] | None:
             "or '_', at most 32 characters",
             "use a name such as alice or ml-team",
         )
-    if name in RESERVED_NAMES or name.startswith(RESERVED_PREFIXES):
+    if users_contract.reserved_name(name):
         why = {"ssm-user": "Session Manager's own account", "slurm": "the account slurmctld and slurmd run as",
                "munge": "the account that holds the munge key", "ubuntu": "the image's default (cloud-init) user",
                "root": "the superuser"}.get(name, "an account or group the node's image already has")  # fmt: skip
@@ -95,22 +69,9 @@ def name_problem(name: str) -> tuple[str, str, str] | None:
 
 
 def id_problem(kind: str, value: int) -> tuple[str, str] | None:
-    """``(code, why)`` when ``value`` cannot be a declared user's uid or group's gid (``kind``: uid or gid)."""
-    if value < LOWEST_ID:
-        return "uid-reserved", f"{kind} {value} is a system account's range (below {LOWEST_ID}): root, daemons, munge"
-    if value == SLURM_UID:
-        return (
-            "uid-slurm",
-            f"{kind} {value} is the slurm account's on Ubuntu: this user would own slurmctld's state and could act "
-            "as the Slurm daemons",
-        )
-    if value in UNUSABLE_IDS:
-        return "uid-slurm", f"{kind} {value} is {UNUSABLE_IDS[value]}: its files would be everybody's"
-    if DEBIAN_ALLOCATED[0] <= value <= DEBIAN_ALLOCATED[1]:
-        return "uid-slurm", f"{kind} {value} is in Debian's allocated range 60000–64999, where packages take fixed ids"
-    if value > SIGNED_MAX:
-        return "uid-slurm", f"{kind} {value} is above {SIGNED_MAX}: tools that keep ids in a signed int break"
-    return None
+    """``(code, why)`` when ``value`` cannot be a declared user's uid or group's gid (``kind``: uid or gid): the
+    users contract's rule, which every node applies again."""
+    return users_contract.id_problem(kind, value)
 
 
 def check_identity(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:

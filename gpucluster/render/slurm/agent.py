@@ -161,7 +161,7 @@ def agent_bundle(package: Path = AGENT_PACKAGE) -> bytes:
     entries = [
         (f"{package.name}/{path.relative_to(package).as_posix()}", path)
         for path in sorted(package.rglob("*"))
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".md")
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".md", ".sh")
     ]
     entries.append(("pynvml.py", nvml_binding()))
     # A plan zips the package for every node group: the same files (same size and time) give the same zip.

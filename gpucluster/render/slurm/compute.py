@@ -17,6 +17,7 @@ from gpucluster.render.slurm.agent import boot_files, node_package_file
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit
 from gpucluster.render.slurm.health import HEALTH_BOOT_UNIT, health_enabled, health_files
 from gpucluster.render.slurm.identity import (
+    USERS_TIMER,
     USERS_UNIT,
     has_users_program,
     identity_files,
@@ -69,7 +70,8 @@ def node_slurm_part(
     on_image = baked(group)
     hooks = group.entry.hooks if isinstance(group, SlurmGroup) else None
     logs = ctx.monitoring is not None
-    package = health or directory_of(ctx.identity) is not None or metrics or logs
+    # the users program reads its file through the package's users contract
+    package = health or directory_of(ctx.identity) is not None or metrics or logs or has_users_program(ctx.identity)
     boot_check = health and ctx.slurm.health.enabled and nvidia_gpus(group.facts)
     setup = render(
         "slurm/node-setup.sh.j2",
@@ -86,7 +88,7 @@ def node_slurm_part(
         metrics_units=enable_units() if metrics else None,
         logs_unit=LOGS_UNIT if logs else None,
         hooks=hook_values(hooks),
-        users_unit=USERS_UNIT if has_users_program(ctx.identity) else None,
+        users_unit=f"{USERS_UNIT} {USERS_TIMER}" if has_users_program(ctx.identity) else None,
         home_mount=HOME_MOUNT_SCRIPT if home is not None else None,
         pam=ctx.identity is not None,
         pam_template=COMPUTE_PAM_TEMPLATE,

@@ -27,6 +27,7 @@ from gpucluster.render.slurm.headfiles import (
     split,
 )
 from gpucluster.render.slurm.identity import (
+    USERS_TIMER,
     USERS_UNIT,
     has_users_program,
     identity_files,
@@ -272,7 +273,7 @@ def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
         metrics_units=enable_units(head=True),
         logs_unit=LOGS_UNIT if ctx.monitoring is not None else None,
         topology_dir=TOPOLOGY_DIR,
-        users_unit=USERS_UNIT if has_users_program(ctx.identity) else None,
+        users_unit=f"{USERS_UNIT} {USERS_TIMER}" if has_users_program(ctx.identity) else None,
         team_directories=TEAM_DIRECTORIES_SCRIPT if inputs.lustre is not None and team_directories(ctx) else None,
         home_mount=HOME_MOUNT_SCRIPT if inputs.home is not None else None,
         host_key_secret=inputs.login_host_key_secret_arn,

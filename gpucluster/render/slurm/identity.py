@@ -23,11 +23,21 @@ Each file is 0440 root:root, written through a temporary name sudo ignores (it s
 The one sudo grant left is the admin group's (``/etc/sudoers.d/60-gpucluster-admins``), only when
 ``identity.adminGroup`` is set.
 
-**Declared users** (:func:`users_script`): ``/usr/local/sbin/gpucluster-users [--homes]``
-(``templates/slurm/users.sh.j2``), run by ``gpucluster-users.service`` at every boot after the shared file systems and
-before Slurm's daemons, makes the declared groups and users local accounts with the same uids and gids on every node
-(Slurm, sshd, pam_slurm_adopt and Run As all look users up outside any job):
+**Declared users** are data, not user data: :func:`users_json` writes them (groups, users, keys) as the users
+contract (``gpucluster_agents/contract/users.py``), in one object at a fixed key of the artifact bucket
+(``users/users.json``, :func:`users_bundle`). ``gpucluster-users.service`` (head, login and compute nodes) fetches it
+(``gpucluster_agents/boot/users.py fetch``: only that path, mode 0644, and only a file the contract's strict parser
+accepts, else nothing is written and the node keeps what it has), then runs the users program
+``gpucluster_agents/boot/users.sh [--homes]`` from the installed node package, at boot after the shared file systems
+and before Slurm's daemons, and again every 2 minutes (``gpucluster-users.timer``). So a user added or removed, or a
+team's members changed, reaches every node within minutes, and no node's user data changes (none is replaced or
+restarted; the user data does not grow with the users either). The program reads the file through the contract's
+parser again (``users.py records``: names by the grammar, no system name, no uid or gid of the system's, Slurm's or
+Debian's, only the allowed shells, homes ``/home/<user>``, one public key per line), and makes the declared groups
+and users local accounts with the same uids and gids on every node (Slurm, sshd, pam_slurm_adopt and Run As all look
+users up outside any job):
 
+- a file the parser refuses changes no account (the program exits non-zero, the unit's log says why);
 - a group is made (``groupadd -g``) when absent; one of that name with another gid, or another group holding the gid,
   is refused and no user is made;
 - a user is made (``useradd -u -g -G -M -c gpucluster-managed``) when absent, brought to the declared groups, shell and
@@ -38,7 +48,9 @@ before Slurm's daemons, makes the declared groups and users local accounts with 
   account check and sshd refuse) and their keys removed; their files keep their owner;
 - each user's SSH public keys go to ``/etc/gpucluster/ssh/authorized_keys/<user>`` (0644 root: sshd's
   ``AuthorizedKeysFile``, which users cannot edit);
-- with ``--homes`` (login nodes, after ``/home`` is mounted) ``/home/<user>`` is made 0700 when absent.
+- with ``--homes`` (login nodes, after ``/home`` is mounted) ``/home/<user>`` is made 0700 when absent;
+- a run that refused nothing records the file's sha256 under ``/run`` (:data:`USERS_STAMP`): the timer's next run
+  with the same file does nothing, and every boot applies the file in full.
 
 Every command takes ``--prefix "$GPUCLUSTER_ROOT"`` when that is set, so tests run the script for real on a temporary
 root. ``usermod -g`` runs only when the primary group changes (shadow 4.13's ``usermod --prefix`` looks a new primary
@@ -47,11 +59,17 @@ group up in the host's files).
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
+from pathlib import Path
 
-from gpucluster.render.core import WriteFile, render
+from gpucluster.render.core import WriteFile
+from gpucluster.render.slurm.names import AGENT_LIB, AWS_HELPER_CONFIG
 from gpucluster.resolve.identity import DeclaredIdentity, ResolvedIdentity
+from gpucluster_agents.boot import users as boot_users
+from gpucluster_agents.boot.users import USERS_KEY as USERS_KEY
+from gpucluster_agents.contract import users as users_contract
 
 SSM_SUDOERS = "/etc/sudoers.d/ssm-agent-users"
 DENY_SUDOERS = "/etc/sudoers.d/zz-gpucluster-no-session-sudo"
@@ -59,7 +77,8 @@ DEFAULT_IMAGE_USER = "ubuntu"  # Ubuntu's cloud images (the head and login nodes
 SSM_SUDOERS_TEXT = "#User rules for ssm-user\n"
 CLOUD_INIT_SUDOERS = "/etc/sudoers.d/90-cloud-init-users"
 ADMIN_SUDOERS = "/etc/sudoers.d/60-gpucluster-admins"
-USERS_PROGRAM = "/usr/local/sbin/gpucluster-users"
+USERS_PROGRAM = f"{AGENT_LIB}/gpucluster_agents/boot/users.sh"
+"""The users program, in the installed node package (``gpucluster_agents/boot/users.sh``); run with ``/bin/bash``."""
 LOCKDOWN_PROGRAM = "/usr/local/sbin/gpucluster-session-lockdown"
 AUTHORIZED_KEYS_DIR = "/etc/gpucluster/ssh/authorized_keys"
 MANAGED_COMMENT = "gpucluster-managed"  # the GECOS field of every account the users script makes
@@ -127,62 +146,81 @@ def admin_files(identity: ResolvedIdentity | None) -> tuple[WriteFile, ...]:
     return (WriteFile(ADMIN_SUDOERS, admin_sudoers(identity.admin_group), "0440"),)
 
 
-def _words(*args: object) -> str:
-    return " ".join(shlex.quote(str(a)) for a in args)
-
-
-def users_script(declared: DeclaredIdentity) -> str:
-    """``gpucluster-users``: the declared groups and users as local accounts (see ``templates/slurm/users.sh.j2``).
-
-    Every value reaches the script as a quoted shell word computed here; the template only places lines."""
-    users = sorted(declared.users, key=lambda u: u.name)
-    names = {u.name for u in users}
-    return render(
-        "slurm/users.sh.j2",
-        comment=MANAGED_COMMENT,
-        keys_dir=AUTHORIZED_KEYS_DIR,
-        groups=[
-            {"name": g.name, "gid": g.gid, "q": _words(g.name)} for g in sorted(declared.groups, key=lambda g: (g.gid, g.name))
-        ],
-        users=[
-            {
-                "name": u.name,
-                "q": _words(u.name),
-                "uid": u.uid,
-                "gid": u.gid,
-                "groups": _words(",".join(u.groups)) if u.groups else "''",
-                "shell": _words(u.shell),
-                "home": _words(u.home),
-                "authorized": "".join(k.strip() + "\n" for k in u.ssh_public_keys),
-            }
-            for u in users
-        ],
-        declared=" ".join(sorted(names)),
-    )
-
-
+USERS_MAIN = "import sys; sys.path.insert(0, sys.argv.pop(1)); from gpucluster_agents.boot.users import main; sys.exit(main())"
+"""How the users program and its unit run the node package's :mod:`gpucluster_agents.boot.users` (``python3 -I -c
+USERS_MAIN <package dir> fetch|records ...``): isolated, from the installed package."""
+USERS_STAMP = "/run/gpucluster/users.sha256"
+"""The sha256 of the users file the program last applied without a refusal: under ``/run``, so every boot applies it
+in full; a timer's run with the same file does nothing."""
 USERS_UNIT = "gpucluster-users.service"
+USERS_TIMER = "gpucluster-users.timer"
+USERS_POLL = "2min"
+
+
+def users_script() -> str:
+    """``gpucluster-users``: the declared groups and users of the users file as local accounts
+    (``gpucluster_agents/boot/users.sh``, shipped in the node package: the same text on every node of every cluster, so
+    no user data carries it; the users are data, :func:`users_json`, read through the users contract's parser)."""
+    return Path(boot_users.__file__).with_name("users.sh").read_text()
+
+
+def users_json(declared: DeclaredIdentity) -> str:
+    """``/etc/gpucluster/users.json``: the declared groups and users (:mod:`gpucluster_agents.contract.users`),
+    checked by the contract's own parser before it leaves (a value the nodes would refuse fails the plan here)."""
+    doc = users_contract.UsersContract(
+        groups=tuple(users_contract.Group(g.name, g.gid) for g in declared.groups),
+        users=tuple(
+            users_contract.User(u.name, u.uid, u.gid, u.groups, u.shell, u.home, tuple(k.strip() for k in u.ssh_public_keys))
+            for u in declared.users
+        ),
+    )
+    text = users_contract.to_json(doc)
+    users_contract.parse(json.loads(text), "users.json")
+    return text
+
+
+def users_bundle(identity: ResolvedIdentity | None) -> str | None:
+    """The object at ``users/users.json`` in the artifact bucket (a files bundle of one file, the users file), which
+    every node fetches (:mod:`gpucluster_agents.boot.users`); None without declared users."""
+    if identity is None or not isinstance(identity.source, DeclaredIdentity):
+        return None
+    from gpucluster.render.slurm.headfiles import bundle_json  # headfiles imports this module
+
+    return bundle_json((WriteFile(users_contract.USERS_PATH, users_json(identity.source)),))
 
 
 def users_unit(*, homes: bool) -> str:
-    """Runs the users program at every boot (it converges: a changed user data reaches a rebooted node), after the
-    shared file systems (``/home``) and before Slurm's daemons; ``homes``: login nodes make missing homes."""
+    """Fetches the users file, then runs the users program (it converges): at boot after the shared file systems
+    (``/home``) and before Slurm's daemons, then every :data:`USERS_POLL` (:func:`users_timer`). A failed fetch keeps
+    the file the node has. ``homes``: login nodes make missing homes."""
+    fetch = f'/usr/bin/python3 -I -c "{USERS_MAIN}" {AGENT_LIB} fetch {AWS_HELPER_CONFIG}'
     return (
         "# Generated by gpucluster.\n[Unit]\nDescription=gpucluster: the declared users and groups as local accounts\n"
         "Wants=network-online.target\nAfter=network-online.target remote-fs.target gpucluster-head-config.service\n"
         "Before=slurmctld.service slurmd.service sackd.service sshd.service ssh.service\n\n"
-        f"[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart={USERS_PROGRAM}{' --homes' if homes else ''}\n\n"
+        f"[Service]\nType=oneshot\nWorkingDirectory=/\nExecStartPre=-{fetch}\n"
+        f"ExecStart=/bin/bash {USERS_PROGRAM}{' --homes' if homes else ''}\n\n"
         "[Install]\nWantedBy=multi-user.target\n"
     )
 
 
+def users_timer() -> str:
+    return (
+        "# Generated by gpucluster.\n[Unit]\nDescription=gpucluster: fetch and apply the declared users every "
+        f"{USERS_POLL}\n\n[Timer]\nOnBootSec={USERS_POLL}\nOnUnitActiveSec={USERS_POLL}\nUnit={USERS_UNIT}\n\n"
+        "[Install]\nWantedBy=timers.target\n"
+    )
+
+
 def users_files(identity: ResolvedIdentity | None, *, homes: bool = False) -> tuple[WriteFile, ...]:
-    """The users program and its unit, for a cluster with declared users (a directory's users come from SSSD)."""
+    """The users program's unit and timer, for a cluster with declared users (a directory's users come from SSSD).
+    Neither the program (the node package holds it) nor the users (the users file every node fetches) are here, so
+    a node's user data does not grow with the users, and a user's change leaves it as it is."""
     if identity is None or not isinstance(identity.source, DeclaredIdentity):
         return ()
     return (
-        WriteFile(USERS_PROGRAM, users_script(identity.source), "0755"),
         WriteFile(f"/etc/systemd/system/{USERS_UNIT}", users_unit(homes=homes)),
+        WriteFile(f"/etc/systemd/system/{USERS_TIMER}", users_timer()),
     )
 
 

@@ -35,10 +35,18 @@ def baked(group: ResolvedNodeGroup) -> bool:
 
 def needs_package(ctx: SlurmContext, metrics: bool = True) -> bool:
     """Whether compute nodes run the node package: the health programs, the identity helper with a directory, the
-    metrics exporter (``metrics``) or the log shipper (the cluster's monitoring on)."""
+    users program with declared users, the metrics exporter (``metrics``) or the log shipper (the cluster's
+    monitoring on)."""
     from gpucluster.render.slurm.health import health_enabled
+    from gpucluster.render.slurm.identity import has_users_program
 
-    return metrics or health_enabled(ctx) or directory_of(ctx.identity) is not None or ctx.monitoring is not None
+    return (
+        metrics
+        or health_enabled(ctx)
+        or directory_of(ctx.identity) is not None
+        or has_users_program(ctx.identity)
+        or ctx.monitoring is not None
+    )
 
 
 def node_packages(ctx: SlurmContext, metrics: bool = True) -> tuple[str, ...]:

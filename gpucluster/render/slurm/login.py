@@ -29,6 +29,7 @@ from gpucluster.render.monitoring.logs import LOGS_UNIT, PYTHON, logs_files
 from gpucluster.render.slurm.agent import boot_files, node_package_file
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit, systemd_unit
 from gpucluster.render.slurm.identity import (
+    USERS_TIMER,
     USERS_UNIT,
     has_users_program,
     identity_files,
@@ -146,7 +147,7 @@ def login_files(ctx: SlurmContext, inputs: LoginInputs) -> list[WriteFile]:
         WriteFile(PROFILE, profile(ctx, has_team_reports(ctx, inputs.home is not None))),
         WriteFile(DRAIN_CONFIG, drain_config(inputs)),
         WriteFile(f"/etc/systemd/system/{DRAIN_UNIT}", drain_unit()),
-        # the drain program's, the shipper's and the identity helper's package (the bucket: a stand-in, as on compute)
+        # the package: the drain program, the shipper, the identity helper, the users program (the bucket: a stand-in)
         node_package_file(),
         *(logs_files(ctx.cluster, ctx.region, "login") if ctx.monitoring is not None else ()),
     ]
@@ -170,7 +171,7 @@ def login_setup(ctx: SlurmContext, inputs: LoginInputs) -> str:
         region=inputs.region,
         home=inputs.home is not None,
         home_mount=HOME_MOUNT_SCRIPT,
-        users_unit=USERS_UNIT if has_users_program(ctx.identity) else None,
+        users_unit=f"{USERS_UNIT} {USERS_TIMER}" if has_users_program(ctx.identity) else None,
         ssh=inputs.host_key_secret_arn is not None,
         host_key_secret=inputs.host_key_secret_arn or "",
         sackd_unit=SACKD_UNIT,

@@ -81,12 +81,15 @@ def test_login_nodes_ship_into_their_own_streams_only():
     assert not {"*/slurmctld", "*/slurmdbd", "*/gpucluster-agent", "*/slurmd", "*/health"} & streams
     shipping = [r for r in plan.of_type("aws:iam/rolePolicy:RolePolicy") if r.name.endswith("-logs")]
     assert [r.name for r in shipping if r.inputs["role"] == login_role] == ["test-monitoring-login-logs"]
-    # the shipper runs from the node package: the login role reads that one object of the artifact bucket
+    # the shipper runs from the node package: the login role reads that object of the artifact bucket and the
+    # declared users' object, nothing else
     bucket = plan.by_name("test-slurm-artifacts", "aws:s3/bucket:Bucket").state["arn"]
     package = plan.by_name("test-slurm-agent-package").inputs["key"]
     access = json.loads(plan.by_name("test-slurm-login-access").inputs["policy"])["Statement"]
     reads = [st["Resource"] for st in access if str(st["Action"]).startswith("s3:")]
-    assert reads == [f"{bucket}/{package}"] and package.startswith("agent/gpucluster_agents-")
+    users = plan.by_name("test-slurm-users").inputs["key"]
+    assert reads == [[f"{bucket}/{package}", f"{bucket}/{users}"]] and users == "users/users.json"
+    assert package.startswith("agent/gpucluster_agents-")
 
 
 @pytest.fixture(scope="module")

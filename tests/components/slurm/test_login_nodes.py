@@ -20,6 +20,7 @@ from gpucluster.resolve.node_group import ResolvedImage
 ACCOUNT = "123456789012"
 MUNGE = f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:gpucluster/p5/munge-AbCdEf"
 PACKAGE = "arn:aws:s3:::p5-slurm-0a1b2c/agent/gpucluster_agents-0123456789abcdef.zip"
+USERS = "arn:aws:s3:::p5-slurm-0a1b2c/users/users.json"
 BIND = f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:gpucluster/ad-bind-AbCdEf"
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
@@ -69,7 +70,7 @@ def _run(run_components, login: ResolvedLogin, **wiring):
                 subnet_ids=list(login.subnets),
                 user_data=USER_DATA,
                 munge_secret_arn=MUNGE,
-                package_arn=PACKAGE,
+                artifact_objects=[PACKAGE, USERS],
                 tags={"gpucluster:cluster": "p5"},
                 protect=True,
                 **wiring,
@@ -143,7 +144,7 @@ def test_login_role_has_exactly_its_policy(run_components) -> None:
             "Action": ["autoscaling:CompleteLifecycleAction", "autoscaling:RecordLifecycleActionHeartbeat"],
             "Resource": asg_arn,
         },
-        {"Sid": "FetchTheNodePackage", "Effect": "Allow", "Action": "s3:GetObject", "Resource": PACKAGE},
+        {"Sid": "FetchTheNodePackageAndUsers", "Effect": "Allow", "Action": "s3:GetObject", "Resource": [PACKAGE, USERS]},
         {"Sid": "ReadTheDirectoryBindPassword", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": BIND},
     ]
     role_id = plan.by_name("p5-slurm-login-role").state["id"]

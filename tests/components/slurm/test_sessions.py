@@ -64,7 +64,11 @@ DECLARED = ResolvedIdentity(
             _user("carol", 10003, session=_grant("role", "carol-sso", attach=False)),
             _user("dave", 10004),
         ),
-        groups=(PosixGroup("hpc-admins", 5000, ("alice",)),),
+        # with each user's private group, as resolution makes them (users.json holds every primary group)
+        groups=(
+            PosixGroup("hpc-admins", 5000, ("alice",)),
+            *(PosixGroup(n, gid, ()) for n, gid in (("alice", 10001), ("bob", 10002), ("carol", 10003), ("dave", 10004))),
+        ),
     ),
     admin_group="hpc-admins",
 )

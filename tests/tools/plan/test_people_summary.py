@@ -11,15 +11,20 @@ from gpucluster.tools.plan.show.people import people, rows
 from tests.tools.policy.fixtures import lt, plan, res
 from tests.tools.policy.session_fixtures import GOOD_USER_DATA, document, session_content
 
-USERS_SCRIPT = """#!/bin/bash
-group hpc-admins 5000
-group alice 10001
-user alice 10001 10001 hpc-admins,vision /bin/bash /home/alice
-if [ "$ok" = 1 ]; then
-  keys alice ''
-fi
-user bob 10002 10002 '' /bin/bash /home/bob
-"""
+USERS_FILE = json.dumps(
+    {
+        "schema": 1,
+        "groups": [{"name": "hpc-admins", "gid": 5000}, {"name": "vision", "gid": 5001}]
+        + [{"name": n, "gid": g} for n, g in (("alice", 10001), ("bob", 10002))],
+        "users": [
+            {"name": "alice", "uid": 10001, "gid": 10001, "groups": ["hpc-admins", "vision"], "shell": "/bin/bash",
+             "home": "/home/alice", "ssh_public_keys": []},
+            {"name": "bob", "uid": 10002, "gid": 10002, "groups": [], "shell": "/bin/bash", "home": "/home/bob",
+             "ssh_public_keys": []},
+        ],
+    }
+)  # fmt: skip
+"""The users file as the plan carries it (``<cluster>-slurm-users/etc/gpucluster/users.json``)."""
 SSSD = """[sssd]
 services = nss, pam
 domains = directory
@@ -62,7 +67,7 @@ HOME = [
     ),
 ]  # fmt: skip
 DECLARED_FILES = {
-    "demo-login/usr/local/sbin/gpucluster-users": USERS_SCRIPT,
+    "demo-slurm-users/etc/gpucluster/users.json": USERS_FILE,
     "demo-login/etc/sudoers.d/60-gpucluster-admins": "%hpc-admins ALL=(ALL:ALL) NOPASSWD: ALL\n",
 }
 

@@ -3,21 +3,22 @@ the ``no-root-sessions`` rule's verdict — the summary's Slurm rows and the pla
 
 Read from the plan JSON alone (resources and rendered files), so a saved plan shows the same: the login group is
 the Auto Scaling group tagged ``gpucluster:role=login`` (named ``<cluster>-login``); its SSH endpoint the network load
-balancer of that name and the CIDRs admitted on port 22; the declared users the lines of the rendered users program
-(``/usr/local/sbin/gpucluster-users``) with the admin group of ``/etc/sudoers.d/60-gpucluster-admins``; a directory
+balancer of that name and the CIDRs admitted on port 22; the declared users the users file every node fetches
+(``/etc/gpucluster/users.json``) with the admin group of ``/etc/sudoers.d/60-gpucluster-admins``; a directory
 the rendered ``sssd.conf`` template; the home the FSx for OpenZFS file system and volume with their quotas.
 """
 
 from __future__ import annotations
 
 import configparser
+import json
 import re
-import shlex
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from gpucluster.policy.evaluate import RULES, evaluate, from_plan
 from gpucluster.policy.session_rules import NO_ROOT_SESSIONS, TAG_ROLE
+from gpucluster_agents.contract import users as users_contract
 
 ASG = "aws:autoscaling/group:Group"
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -25,7 +26,7 @@ NLB = "aws:lb/loadBalancer:LoadBalancer"
 INGRESS = ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "aws:ec2/securityGroupRule:SecurityGroupRule")
 OPENZFS = "aws:fsx/openZfsFileSystem:OpenZfsFileSystem"
 OPENZFS_VOLUME = "aws:fsx/openZfsVolume:OpenZfsVolume"
-USERS_PROGRAM = "/usr/local/sbin/gpucluster-users"
+USERS_FILE = users_contract.USERS_PATH
 ADMINS_FILE = "/etc/sudoers.d/60-gpucluster-admins"
 SSSD_TEMPLATE = "/etc/gpucluster/sssd.conf.in"
 _ADMIN = re.compile(r"^%(\S+)\s", re.M)
@@ -84,19 +85,18 @@ def _ssh_cidrs(doc: Mapping[str, Any]) -> list[str]:
 
 
 def users(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The declared users of the rendered users program (the first node's: every node has the same)."""
+    """The declared users of the users file every node fetches (``/etc/gpucluster/users.json`` in the plan's
+    ``users/users.json`` object), read by the users contract's own parser."""
     admins = {m for text in _files(doc, ADMINS_FILE) for m in _ADMIN.findall(text)}
-    scripts = _files(doc, USERS_PROGRAM)
     out = []
-    for line in scripts[0].splitlines() if scripts else []:
-        if not line.startswith("user "):
-            continue
+    for text in _files(doc, USERS_FILE)[:1]:
         try:
-            _, name, uid, gid, groups, *_rest = shlex.split(line)
+            declared = users_contract.parse(json.loads(text))
         except ValueError:
             continue
-        member = [g for g in groups.split(",") if g]
-        out.append({"name": name, "uid": int(uid), "gid": int(gid), "groups": member, "admin": bool(admins & set(member))})
+        for u in declared.users:  # by name, as the file lists them
+            member = list(u.groups)
+            out.append({"name": u.name, "uid": u.uid, "gid": u.gid, "groups": member, "admin": bool(admins & set(member))})
     return out
 
 
