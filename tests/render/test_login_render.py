@@ -171,7 +171,6 @@ def many_users(count: int) -> DeclaredIdentity:
             f"u{i:04d}",
             20000 + i,
             20000 + i,
-            f"u{i:04d}",
             (),
             "/bin/bash",
             f"/home/u{i:04d}",
