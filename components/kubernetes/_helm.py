@@ -20,8 +20,11 @@ def helm_release(
     parent: pulumi.Resource,
     values: Mapping[str, Any] | None = None,
     create_namespace: bool = True,
+    provider: pulumi.ProviderResource | None = None,
+    depends_on: list[pulumi.Resource] | None = None,
 ) -> k8s.helm.v3.Release:
-    """The release ``release`` of ``chart`` in ``namespace``, a child of ``parent`` (which carries the provider)."""
+    """The release ``release`` of ``chart`` in ``namespace``, a child of ``parent`` (which carries the provider, or
+    ``provider`` where the parent is not a Kubernetes component)."""
     repo, name, version = chart
     oci = repo.startswith("oci://")
     return k8s.helm.v3.Release(
@@ -35,5 +38,5 @@ def helm_release(
             create_namespace=create_namespace,
             values=dict(values) if values else None,
         ),
-        opts=pulumi.ResourceOptions(parent=parent),
+        opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=depends_on),
     )

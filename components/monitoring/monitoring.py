@@ -1,6 +1,6 @@
 """The monitoring part of a cluster: an AMP workspace (its rules and Alertmanager), the SNS alert topic and its
 subscribers, the CloudWatch log groups, the rights of the Slurm nodes that feed them, and on EKS the AMP managed
-scraper; optionally a Managed Grafana workspace (:mod:`._grafana`).
+scraper and the nodes' Fluent Bit (:mod:`._eks_logs`); optionally a Managed Grafana workspace (:mod:`._grafana`).
 
 Nothing here when ``monitoring`` resolved to ``None`` (off, or no scheduler): ``enabled: false`` leaves no resource.
 """
@@ -150,8 +150,8 @@ def _log_group(
 
 
 def build_monitoring(store: MonitoringStore, cluster: ResolvedCluster, wiring: MonitoringWiring) -> MonitoringParts:
-    """The rest, once the schedulers are built (:func:`build_monitoring_store` first): the Slurm nodes' log group and
-    their roles' rights, the EKS scraper, Grafana; under the store's parent."""
+    """The rest, once the schedulers are built (:func:`build_monitoring_store` first): the nodes' log group, the Slurm
+    roles' rights and the EKS nodes' shipper, the EKS scraper, Grafana; under the store's parent."""
     monitoring = cluster.monitoring
     if monitoring is None:
         raise ValueError("build_monitoring: the cluster's monitoring is off")
@@ -163,6 +163,11 @@ def build_monitoring(store: MonitoringStore, cluster: ResolvedCluster, wiring: M
 
     group = log_group_name(cluster.name)
     nodes_group = _slurm_rights(name, wiring, log_group, group, workspace.arn, monitoring.slurm_collector, child)
+    if monitoring.eks_logs:
+        from gpucluster.components.monitoring._eks_logs import eks_log_shipping
+
+        nodes_group = nodes_group if nodes_group is not None else log_group("logs", group)
+        eks_log_shipping(parent, name, cluster, wiring, nodes_group.arn, store.account, tags)
     parts = MonitoringParts(
         workspace_id=workspace.id,
         workspace_arn=workspace.arn,

@@ -57,6 +57,7 @@ ADDON_VERSION_RE = r"^v\d+\.\d+\.\d+-eksbuild\.\d+$"
 GPU_OPERATOR_CHART = ("https://helm.ngc.nvidia.com/nvidia", "gpu-operator", "v26.7.0")
 NETWORK_OPERATOR_CHART = ("https://helm.ngc.nvidia.com/nvidia", "network-operator", "26.4.1")
 EFA_DEVICE_PLUGIN_CHART = ("https://aws.github.io/eks-charts", "aws-efa-k8s-device-plugin", "v0.5.30")
+FLUENT_BIT_CHART = ("https://aws.github.io/eks-charts", "aws-for-fluent-bit", "0.2.0")
 KUEUE_CHART = ("oci://registry.k8s.io/kueue/charts", "kueue", "0.19.2")
 JOBSET_CHART = ("oci://registry.k8s.io/jobset/charts", "jobset", "0.12.0")
 

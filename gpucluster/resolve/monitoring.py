@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.effective import effective_scheduler
 from gpucluster.config.monitoring import MonitoringSpec, SubscriptionSpec
 from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import Catalog, InstanceFacts
@@ -55,6 +56,8 @@ class ResolvedMonitoring:
     """Prometheus in agent mode on the Slurm head node (a Slurm cluster with its own head node)."""
     eks_scraper: bool
     """An AMP managed scraper of the EKS cluster."""
+    eks_logs: bool
+    """Fluent Bit on the EKS cluster's cloud nodes, shipping into the cluster's log group."""
     series_per_node: dict[str, int]
     """Estimated series per node, by node group."""
 
@@ -87,6 +90,7 @@ def resolve_monitoring(spec: ClusterSpec, catalog: Catalog) -> ResolvedMonitorin
         monitoring,
         slurm_collector=own_head,
         eks_scraper=spec.kubernetes is not None,
+        eks_logs=spec.kubernetes is not None,
         series_per_node={g.name: series_per_node(catalog[g.instance_type]) for g in spec.node_groups},
     )
 
@@ -126,7 +130,7 @@ class MonitoringUsage:
 
 def monitoring_parts(spec: ClusterSpec, book: PriceBook, catalog: Catalog) -> list[MonitoringPart]:
     """The estimate's monitoring line ``(name, usd_per_hour, kw, source, key, date, usd_per_hour_at_max)``: AMP
-    (ingestion, storage, queries and the EKS scraper), CloudWatch Logs (the Slurm nodes') and Grafana's minimum editor
+    (ingestion, storage, queries and the EKS scraper), CloudWatch Logs (the Slurm and EKS nodes') and Grafana's minimum editor
     together, at the node groups' desired and maximum sizes (the head and login nodes' logs at their fixed count).
     SNS is left out: its first million publishes and 1,000 e-mails a month are free, far above an alert topic's
     traffic."""
@@ -137,10 +141,17 @@ def monitoring_parts(spec: ClusterSpec, book: PriceBook, catalog: Catalog) -> li
     login = spec.slurm.login_nodes if spec.slurm is not None else None
     fixed_gb += login.count * book.usage("LogGbLoginMonth") if login is not None else 0.0  # a fixed count
 
+    kube = [g for g in spec.node_groups if effective_scheduler(g, spec) == "kubernetes"] if resolved.eks_logs else []
+    others = [g for g in spec.node_groups if g not in kube] if spec.slurm is not None else []
+
     def usage(at_max: bool) -> MonitoringUsage:
-        # Slurm nodes ship their logs; EKS nodes' logs are not collected by the stack.
-        nodes = sum(_size(g, at_max) for g in spec.node_groups) if spec.slurm is not None else 0
-        return MonitoringUsage(monthly_samples(spec, resolved, at_max=at_max), nodes * book.usage("LogGbPerNodeMonth") + fixed_gb)
+        # Slurm nodes ship with gpucluster's shipper, EKS nodes (the system group's too) with Fluent Bit.
+        gb = sum(_size(g, at_max) for g in others) * book.usage("LogGbPerNodeMonth")
+        if resolved.eks_logs and spec.kubernetes is not None:
+            system = spec.kubernetes.system_node_group
+            eks_nodes = sum(_size(g, at_max) for g in kube) + (system.max_size if at_max else system.effective_desired_size)
+            gb += eks_nodes * book.usage("LogGbEksNodeMonth")
+        return MonitoringUsage(monthly_samples(spec, resolved, at_max=at_max), gb + fixed_gb)
 
     return [
         monitoring_line(

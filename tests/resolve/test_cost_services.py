@@ -12,7 +12,7 @@ from gpucluster.facts.prices import PriceBook, load_prices
 from gpucluster.load import load_spec
 from gpucluster.resolve.cost import estimate
 from gpucluster.resolve.cost_services import image_builds_part, openzfs_part, secrets_part
-from tests.conftest import IDENTITY_DECLARED, group, identity_config, identity_directory_config, make_config
+from tests.conftest import IDENTITY_DECLARED, TWO_ZONES, group, identity_config, identity_directory_config, make_config
 
 BOOK = load_prices()
 
@@ -139,3 +139,21 @@ def test_login_nodes_logs_are_in_the_monitoring_estimate():
     per_login = BOOK.usage("LogGbLoginMonth")
     assert per_login > 0
     assert [round(b - a, 1) for a, b in zip(one, three, strict=True)] == [round(2 * per_login, 1)] * len(one)
+
+
+def test_eks_nodes_logs_are_in_the_monitoring_estimate():
+    """Fluent Bit ships every EKS node's logs (the GPU groups' and the system group's): the monitoring line's log
+    volume is the price file's ``LogGbEksNodeMonth`` a node, at the desired and the maximum sizes; two more GPU nodes
+    add two nodes' worth at both."""
+    import re
+
+    def logs(desired: int) -> tuple[float, ...]:
+        config = make_config(group(desiredSize=desired, maxSize=6), network=TWO_ZONES, kubernetes={}, monitoring={})
+        line = _fixed(config)["monitoring"]
+        return tuple(float(x) for x in re.findall(r"([\d.]+) GB", line.name))
+
+    per_node = BOOK.usage("LogGbEksNodeMonth")
+    assert per_node > 0
+    # 2 system nodes at their desired size, 4 at their maximum (the system group's defaults)
+    assert logs(1) == (round(3 * per_node, 1), round(10 * per_node, 1))
+    assert logs(3) == (round(5 * per_node, 1), round(10 * per_node, 1))

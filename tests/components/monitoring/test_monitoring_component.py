@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from tests.conftest import TWO_ZONES, group, identity_declared_config, make_config, plan_config
+from tests.conftest import GOLDEN, TWO_ZONES, check_golden, group, identity_declared_config, make_config, plan_config
 
 KEY = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 MONITORING_TYPES = ("aws:amp/", "aws:sns/", "aws:grafana/")
@@ -167,3 +167,42 @@ def test_no_collector_and_no_prometheus_user_through_the_guard_when_monitoring_i
     assert re.search(r"(?<![\w-])prometheus(?![\w-])", files[SETUP]) is None, files[SETUP]
     assert "--uid-owner prometheus" not in files[GUARD]
     assert "--uid-owner slurm" in files[GUARD]  # the guard itself is still there
+
+
+def test_eks_nodes_ship_into_the_cluster_group_through_a_pod_identity_role(update_golden):
+    """EKS alone still gets the cluster's log group (kept, encrypted like the Slurm nodes'), and Fluent Bit's release
+    in the namespace and with the service account that the Pod Identity association binds and that the role's trust
+    names; the role's one policy writes only the EKS streams of that group; the Pod Identity agent add-on is there.
+    A Slurm-only cluster gets none of it."""
+    plan = _ok(make_config(group(maxSize=2), network=TWO_ZONES, kubernetes={}, monitoring={}))
+    group_inputs = plan.by_name("test-monitoring-logs", "aws:cloudwatch/logGroup:LogGroup").inputs
+    assert group_inputs["name"] == "/gpucluster/test" and group_inputs["retentionInDays"] == 180 and group_inputs["kmsKeyId"]
+    (association,) = plan.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    (release,) = [r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "fluent-bit"]
+    assert release.inputs["chart"] == "aws-for-fluent-bit" and release.inputs["version"] == "0.2.0"
+    assert release.inputs["repositoryOpts"]["repo"] == "https://aws.github.io/eks-charts"
+    values = yaml.safe_load(plan.files["test-monitoring-fluent-bit/values.yaml"])
+    namespace, account = association.inputs["namespace"], association.inputs["serviceAccount"]
+    assert (
+        (release.inputs["namespace"], values["serviceAccount"]["name"])
+        == (namespace, account)
+        == ("gpucluster-logs", "fluent-bit")
+    )
+    role = plan.by_name("test-monitoring-fluent-bit", "aws:iam/role:Role").inputs
+    trust = json.loads(role["assumeRolePolicy"])["Statement"][0]
+    assert trust["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert trust["Condition"]["StringEquals"]["aws:RequestTag/kubernetes-namespace"] == namespace
+    assert trust["Condition"]["StringEquals"]["aws:RequestTag/kubernetes-service-account"] == account
+    policies = [p for p in plan.of_type("aws:iam/rolePolicy:RolePolicy") if p.name.startswith("test-monitoring-fluent-bit")]
+    (policy,) = [json.loads(p.inputs["policy"]) for p in policies]
+    write = next(s for s in policy["Statement"] if s["Action"] == "logs:PutLogEvents")
+    assert [r.rsplit(":log-stream:", 1)[1] for r in write["Resource"]] == ["*/kubelet", "*/containerd", "*/containers"]
+    actions = {a for s in policy["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    assert not {"logs:CreateLogGroup", "logs:PutRetentionPolicy", "logs:DeleteLogGroup"} & actions
+    assert "eks-pod-identity-agent" in {a.inputs["addonName"] for a in plan.of_type("aws:eks/addon:Addon")}
+    check_golden(
+        GOLDEN / "kubernetes" / "fluent-bit.values.yaml", plan.files["test-monitoring-fluent-bit/values.yaml"], update_golden
+    )
+    slurm_only = _ok(slurm())
+    assert not slurm_only.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    assert not [r for r in slurm_only.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "fluent-bit"]

@@ -133,7 +133,7 @@ def _uuid(h: str) -> str:
 
 def eks_state(token: str, rid: str, h: str, state: dict[str, Any], region: str, account: str) -> dict[str, Any]:
     """What EKS returns for a cluster (endpoint, CA, OIDC issuer, cluster security group), a managed
-    node group, an add-on or an access entry: the ARNs and attributes the program reads back."""
+    node group, an add-on, an access entry or a Pod Identity association: the ARNs and attributes the program reads back."""
     kind = token.split(":")[-1]
     arn = f"arn:aws:eks:{region}:{account}"
     cluster = state.get("clusterName") or state.get("name") or rid
@@ -154,6 +154,9 @@ def eks_state(token: str, rid: str, h: str, state: dict[str, Any], region: str, 
         return {"arn": f"{arn}:addon/{cluster}/{state.get('addonName', rid)}/{_uuid(h)}"}
     if kind == "AccessEntry":
         return {"accessEntryArn": f"{arn}:access-entry/{cluster}/{_uuid(h)}", "arn": f"{arn}:access-entry/{cluster}/{_uuid(h)}"}
+    if kind == "PodIdentityAssociation":  # EKS's association ids: "a-" and 17 lowercase letters and digits
+        aid = "a-" + digest(h, "pod-identity", length=17)
+        return {"associationId": aid, "associationArn": f"{arn}:podidentityassociation/{cluster}/{aid}"}
     return {}
 
 

@@ -308,6 +308,9 @@ DESCRIBERS: dict[str, Describer] = {
     "aws:eks/accessPolicyAssociation:AccessPolicyAssociation": lambda i: [
         f"{str(i.get('policyArn')).rsplit('/', 1)[-1]} for {i.get('principalArn')} · {(i.get('accessScope') or {}).get('type')} scope"
     ],
+    "aws:eks/podIdentityAssociation:PodIdentityAssociation": lambda i: [
+        f"service account {i.get('namespace')}/{i.get('serviceAccount')} → {i.get('roleArn')}"
+    ],
     "kubernetes:helm.sh/v3:Release": _helm_release,
     "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue": _cluster_queue,
     "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor": _resource_flavor,

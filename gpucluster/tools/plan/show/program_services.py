@@ -81,9 +81,11 @@ def monitoring_lines(
     """The monitoring line where the plan has an AMP workspace: samples from the node groups at their desired size
     (the head node's own where a Slurm head node is), the scrape interval from the EKS scraper's configuration (30 s,
     the default, where the collector's file is no resource), logs (the nodes', the head node's and each login node's
-    of the login Auto Scaling group) and their retention from the node log group."""
+    of the login Auto Scaling group, each EKS managed node group's where Fluent Bit ships them) and their retention
+    from the node log group."""
     import yaml
 
+    from gpucluster.render.kubernetes_logs import FLUENT_BIT_RELEASE
     from gpucluster.resolve.monitoring import (
         SECONDS_PER_MONTH,
         SERIES_PER_NODE,
@@ -108,14 +110,23 @@ def monitoring_lines(
     node_groups = [r for r in of_type(doc, "aws:cloudwatch/logGroup:LogGroup") if _is_node_log_group(r)]
     retention = int((node_groups[0].get("inputs") or {}).get("retentionInDays") or 0) if node_groups else 0
 
+    releases = of_type(doc, "kubernetes:helm.sh/v3:Release")
+    fluent_bit = any((r.get("inputs") or {}).get("name") == FLUENT_BIT_RELEASE for r in releases)
+    eks = of_type(doc, "aws:eks/nodeGroup:NodeGroup") if fluent_bit else []
+    eks_groups = {tags(r).get("gpucluster:node-group") for r in eks}
+    eks_sizes = [(r.get("inputs") or {}).get("scalingConfig") or {} for r in eks]
+
     def usage(at_max: bool) -> MonitoringUsage:
         def size(g: GroupEstimate) -> int:
             return g.maximum if at_max else g.desired
 
         series = sum(series_per_node(catalog[g.instance_type]) * size(g) for g in groups if g.instance_type in catalog)
         series += SERIES_PER_NODE if head else 0
-        nodes = sum(size(g) for g in groups)
+        nodes = sum(size(g) for g in groups if g.node_group not in eks_groups)
         log_gb = nodes * book.usage("LogGbPerNodeMonth") + (book.usage("LogGbHeadMonth") if head else 0.0)
+        log_gb += sum(int(c.get("maxSize" if at_max else "desiredSize") or 0) for c in eks_sizes) * book.usage(
+            "LogGbEksNodeMonth"
+        )
         log_gb += logins * book.usage("LogGbLoginMonth")
         return MonitoringUsage(series * (SECONDS_PER_MONTH / interval), log_gb if node_groups else 0.0)
 

@@ -34,6 +34,10 @@ DAY2_TABLE: Mapping[str, Safety] = {
         _tf("amp/alert_manager_definition.go"), replace_on=("workspaceId",)
     ),
     "aws:amp/scraper:Scraper": Safety(_tf("amp/scraper.go"), replace_on=("source",)),
+    # The EKS nodes' Fluent Bit: UpdatePodIdentityAssociation changes the role, not what the association binds.
+    "aws:eks/podIdentityAssociation:PodIdentityAssociation": Safety(
+        _tf("eks/pod_identity_association.go"), replace_on=("clusterName", "namespace", "serviceAccount")
+    ),
     # A service account and its token cannot be updated: any change makes a new one (the provider's docs say so).
     "aws:grafana/workspaceServiceAccount:WorkspaceServiceAccount": Safety(
         _tf("grafana/workspace_service_account.go"), replace_on=("name", "grafanaRole", "workspaceId")
