@@ -37,16 +37,20 @@ def render_text(
     """The text plan: the cluster summary first, then the tree, estimate, storage sizing, findings, stack
     outputs and rendered files. ``files`` is ``"list"`` (one line each), ``"full"`` or ``"none"``;
     ``full_tree`` None means the full tree where the plan then fits in :data:`SCREENS` lines (ignoring
-    files in full), else the folded one. With a ``width`` (the CLI's: the terminal's, or
+    files in full), else the folded one; at a width, nothing elided where that fits. With a ``width`` (the CLI's: the terminal's, or
     :data:`~gpucluster.tools.plan.show.width.DEFAULT_WIDTH`) no line is wider: long lists are elided
     (``… and N more``), the rest wrapped under its item; ``detail`` (the full tree, every IAM statement, nothing
     elided, only wrapped) has no line budget. Rendered files in full are never wrapped."""
     if detail:
         return _render(plan, files=files, full_tree=True, width=width, detail=True)
     if full_tree is None:
-        full = _render(plan, files="list" if files == "full" else files, full_tree=True, width=width)
-        fits = len(full.splitlines()) <= SCREENS
-        return full if fits and files != "full" else _render(plan, files=files, full_tree=fits, width=width)
+        # the first view that fits: at a width, nothing elided (full tree, then folded) before elided
+        views = [(True, True), (False, True), (True, False)] if width is not None else [(True, False)]
+        for tree, whole in views:
+            text = _render(plan, files="list" if files == "full" else files, full_tree=tree, width=width, detail=whole)
+            if len(text.splitlines()) <= SCREENS:
+                return text if files != "full" else _render(plan, files=files, full_tree=tree, width=width, detail=whole)
+        return _render(plan, files=files, full_tree=False, width=width)
     return _render(plan, files=files, full_tree=full_tree, width=width)
 
 
