@@ -60,8 +60,7 @@ def _render(plan: Plan, *, files: str, full_tree: bool, width: int | None = None
     ]
     if plan.error:
         out += [OFFLINE, "", "The stack config is invalid; `pulumi up` would stop before creating anything:", plan.error, ""]
-        out = "\n".join(out).split("\n")  # the error may have lines of its own
-        return "\n".join(out if width is None else wrap_all(out, width)) + "\n"
+        return "\n".join(out) + "\n"  # a config error's findings, one a line, as docs/stacks.md quotes them
     rewrite = replacer(plan.placeholders)
     doc = to_json(plan)
     out += [rewrite(line) for line in text_lines(summarize(doc))]
