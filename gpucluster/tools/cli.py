@@ -2,6 +2,7 @@
 
     gpucluster plan --stack dev               what `pulumi up` would create (offline, no credentials)
     gpucluster plan --stack dev --json        the same, machine-readable
+    gpucluster plan --stack dev --detail      everything in full (every IAM statement), wrapped to --width N
     gpucluster plan diff old.json new.json    what changed between two JSON plans (for CI): replacements,
                                               data loss, disruption; --format text|markdown|json,
                                               --exit-code, --allow-data-loss, --expect-no-changes
@@ -62,6 +63,7 @@ from gpucluster.tools.cli_common import (
 from gpucluster.tools.cli_common import overrides as _overrides
 from gpucluster.tools.cli_common import read_plan as _read_plan
 from gpucluster.tools.cli_parser import Parser, UsageError, describe, unknown_option
+from gpucluster.tools.plan.show.width import DEFAULT_WIDTH, MIN_WIDTH
 
 
 def _esc_note(args: argparse.Namespace) -> str | None:
@@ -76,6 +78,7 @@ def _plan(args: argparse.Namespace) -> int:
     from gpucluster.tools.plan.run.json import dumps
     from gpucluster.tools.plan.show.colour import show
     from gpucluster.tools.plan.show.report import render_text
+    from gpucluster.tools.plan.show.width import output_width
 
     overrides = _overrides(args)
     note = _esc_note(args)
@@ -94,7 +97,9 @@ def _plan(args: argparse.Namespace) -> int:
             print(f"wrote {args.json}", file=sys.stderr)
     else:
         files = "none" if args.no_files else "full" if args.files else "list"
-        show(render_text(plan, files=files, full_tree=True if args.full_tree else None))
+        width = output_width(sys.stdout, args.width)
+        full_tree = True if args.full_tree else None
+        show(render_text(plan, files=files, full_tree=full_tree, width=width, detail=args.detail))
     return EXIT_OK if plan.ok else EXIT_CONFIG
 
 
@@ -288,6 +293,19 @@ def _register_plan(sub: Any, common: argparse.ArgumentParser, values: argparse.A
         action="store_true",
         help="every resource on lines of its own (default: so where the plan fits on two screens, else siblings folded)",
     )
+    plan.add_argument(
+        "--detail",
+        action="store_true",
+        help="everything in full: every resource on lines of its own, every IAM statement, price source and output "
+        "value, long lines wrapped to the width (no two-screen limit)",
+    )
+    plan.add_argument(
+        "--width",
+        type=_width,
+        metavar="N",
+        help="the widest line of the text plan (default: the terminal's columns when the output is a terminal, else "
+        f"{DEFAULT_WIDTH}); longer content is elided (… and N more) or wrapped under its item",
+    )
     plan.set_defaults(func=_plan)
     d = plan_sub.add_parser(
         "diff",
@@ -307,6 +325,17 @@ def _register_plan(sub: Any, common: argparse.ArgumentParser, values: argparse.A
     d.add_argument("--allow-data-loss", action="store_true", help="with --exit-code: data loss exits 2, not 3")
     d.add_argument("--expect-no-changes", action="store_true", help="exit 2 with a message when anything changes")
     d.set_defaults(func=_plan_diff)
+
+
+def _width(text: str) -> int:
+    """``--width N``: a whole number of columns, at least :data:`MIN_WIDTH`."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < MIN_WIDTH:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a width: give a whole number of columns, at least {MIN_WIDTH}")
+    return value
 
 
 def _verb(args: argparse.Namespace) -> str:

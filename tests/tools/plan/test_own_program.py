@@ -81,7 +81,12 @@ def test_a_gpu_node_group_and_lustre_in_an_existing_vpc_plan_with_nodes_and_cost
 
     result = gpucluster("plan", "--stack", "test", "--project-dir", str(OWN_PROGRAM), "--no-files")
     assert result.returncode == 0, result.stderr
-    summary = result.stdout.split("\n\n")[0].splitlines()
+    summary: list[str] = []
+    for line in result.stdout.split("\n\n")[0].splitlines():
+        if line.startswith(" " * 15) and summary:  # a row wrapped at the plan's width goes on under its value
+            summary[-1] += " " + line.strip()
+        else:
+            summary.append(line)
     rows = {line[2:12].strip() or f"more {n}": line[13:] for n, line in enumerate(summary[1:])}
     assert rows["nodes"] == "p5: 2 × p5.48xlarge · 8 × H100 per node · 32 EFA · zones unknown · Auto Scaling group"
     assert rows["GPUs"] == "16 now, 16 at max size (16 H100 at max)"

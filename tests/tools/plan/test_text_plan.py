@@ -21,6 +21,7 @@ from gpucluster.tools.plan.show.colour import use_colour
 from gpucluster.tools.plan.show.outputs import output_lines
 from gpucluster.tools.plan.show.report import SCREENS, render_text
 from gpucluster.tools.plan.show.summary import HOURS_PER_MONTH, markdown, rows, summarize, text_lines
+from gpucluster.tools.plan.show.width import DEFAULT_WIDTH
 from tests.conftest import GOLDEN, ROOT, check_golden
 
 
@@ -106,7 +107,7 @@ def test_summary_of_an_invalid_config_says_so():
 
 @pytest.mark.parametrize("stack", stack_names())
 def test_default_plan_fits_two_screens_and_starts_with_the_summary(stack, plans, update_golden):
-    text = render_text(plans[stack])
+    text = render_text(plans[stack], width=DEFAULT_WIDTH)  # as piped, logged or saved
     lines = text.splitlines()
     assert len(lines) <= SCREENS, f"{stack}: {len(lines)} lines"
     assert lines[0].startswith(f"gpucluster plan — stack {stack} ")
@@ -209,7 +210,7 @@ def test_mock_values_shown_as_what_they_stand_for_and_the_json_stays_exact(plans
 
 
 def _cli_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("CI", "NO_COLOR", "FORCE_COLOR")}
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES")}
     return {**env, "TERM": "xterm-256color", **extra}
 
 

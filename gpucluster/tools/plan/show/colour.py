@@ -16,7 +16,10 @@ _STYLES: tuple[tuple[str, str], ...] = (
     (r"^(?:[A-Z]|gpucluster plan)[^\n]*$", "bold"),  # the title and section headings start at column 0
     (r"^  (?:scheduler|controller|nodes|system|teams|GPUs|zones|storage|cost|power|region)\b", "bold cyan"),  # summary
     (r"[│├└─]+", "dim"),
-    (r"\((?:[^()]*, assigned at create|AMI from SSM [^()]*)\)|[^\s]*… \(name set by AWS at create\)", "dim italic"),
+    (
+        r"\((?:[^()]*, assigned at create|AMI from SSM [^()]*|[a-zA-Z]+ of [^()\s]*)\)|[^\s]*… \(name set by AWS at create\)",
+        "dim italic",
+    ),
     (r"\[protected[^\]]*\]", "cyan"),
     (r"\$[0-9][0-9,]*(?:\.[0-9]+)?(?:/h|/node-hour|/month)?", "green"),
     (r"\bwarning\b", "bold yellow"),

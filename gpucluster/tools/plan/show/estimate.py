@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpucluster.tools.plan.show.width import shorten
+
 HOURS_PER_MONTH = 730
 
 
@@ -47,6 +49,8 @@ class _Notes:
 
     def __init__(self, sources: list[str] | None = None) -> None:
         self.items: list[str] = []
+        self.whole: set[int] = set()
+        """The notes of unpriced lines, by number: they name the fix, so are never cut."""
         self._sources: list[str] = []
         self._known = set(sources or ())
 
@@ -54,19 +58,40 @@ class _Notes:
         base, sep, remark = source.rpartition("; ")
         return (base, remark) if sep and base in self._known else (source, "")
 
-    def ref(self, source: str | None, date: str | None) -> str:
-        """One note per source; the date shown is the first one given for it."""
+    def ref(self, source: str | None, date: str | None, *, whole: bool = False) -> str:
+        """One note per source; the date shown is the first one given for it; ``whole``: never cut."""
         key, remark = self._split(source or "no source given")
         if key not in self._sources:
             self._sources.append(key)
             self.items.append(key + (f" (recorded {date})" if date else ""))
         elif date and not self.items[self._sources.index(key)].endswith(")"):
             self.items[self._sources.index(key)] += f" (recorded {date})"
+        if whole:
+            self.whole.add(self._sources.index(key) + 1)
         return f"[{self._sources.index(key) + 1}]" + (f"; {remark}" if remark else "")
 
 
-def estimate_lines(est: dict[str, Any]) -> list[str]:
-    """The estimate section of the text plan (empty when the plan has no estimate)."""
+def _two_a_row(notes: list[str], width: int, whole: set[int]) -> list[str]:
+    """The notes cut to half the width, two to a row (``plan --detail`` has them whole, one to a row); a note in
+    ``whole`` (an unpriced line's, which names its fix) stays whole on a row of its own (wrapped by the report)."""
+    half = (width - 2) // 2 - 1
+    rows: list[str] = []
+    pair: list[str] = []
+    for n, note in enumerate(notes, 1):
+        if n in whole:
+            rows.append(f"  {note}")
+            continue
+        pair.append(shorten(note, half).ljust(half))
+        if len(pair) == 2:
+            rows.append(f"  {' '.join(pair)}".rstrip())
+            pair = []
+    return rows + ([f"  {pair[0]}".rstrip()] if pair else [])
+
+
+def estimate_lines(est: dict[str, Any], width: int | None = None) -> list[str]:
+    """The estimate section of the text plan (empty when the plan has no estimate). With a ``width``, a group at its
+    maximum size takes one row where it fits, and the price sources are cut to half of it, two to a row
+    (``plan --detail`` prints them whole)."""
     if not est:
         return []
     hours = est.get("hoursPerMonth") or HOURS_PER_MONTH
@@ -79,11 +104,15 @@ def estimate_lines(est: dict[str, Any]) -> list[str]:
         capacity = g.get("capacityType") or "on-demand"
         lines.append(
             f"  {g['nodeGroup']:<12} {g['desired']:>4} × {g['instanceType']:<18} {money(g.get('usdPerNodeHour'))}/node-hour, "
-            f"{capacity}{reserved} {notes.ref(g.get('priceSource'), g.get('priceDate'))}"
+            f"{capacity}{reserved} {notes.ref(g.get('priceSource'), g.get('priceDate'), whole=g.get('usdPerNodeHour') is None)}"
         )
+        now = f"{money(g.get('usdPerHour'))}/h, {money(monthly(g, 'usdPerMonth', 'usdPerHour', hours))}/month, {kw(g.get('kw'))}"
+        same = f"; {now} (also at max)"
+        if width is not None and g["desired"] == g["max"] and len(lines[-1] + same) <= width:  # a static group: one row
+            lines[-1] += same
+            continue
         lines.append(
-            f"  {'':<12} now {money(g.get('usdPerHour'))}/h, {money(monthly(g, 'usdPerMonth', 'usdPerHour', hours))}/month, "
-            f"{kw(g.get('kw'))}; at max {g['max']}: {money(g.get('usdPerHourAtMax'))}/h, "
+            f"  {'':<12} now {now}; at max {g['max']}: {money(g.get('usdPerHourAtMax'))}/h, "
             f"{money(monthly(g, 'usdPerMonthAtMax', 'usdPerHourAtMax', hours))}/month, {kw(g.get('kwAtMax'))}"
         )
     for item in est.get("fixed", []):
@@ -97,7 +126,7 @@ def estimate_lines(est: dict[str, Any]) -> list[str]:
         lines.append(
             f"  {item['name']:<38} {money(item.get('usdPerHour'))}/h, "
             f"{money(monthly(item, 'usdPerMonth', 'usdPerHour', hours))}/month{at_max}{power} "
-            f"{notes.ref(item.get('source'), item.get('priceDate'))}"
+            f"{notes.ref(item.get('source'), item.get('priceDate'), whole=item.get('usdPerHour') is None)}"
         )
     lines.append(
         f"  total: {money(est.get('usdPerHour'))}/h, {money(monthly(est, 'usdPerMonth', 'usdPerHour', hours))}/month, "
@@ -105,6 +134,7 @@ def estimate_lines(est: dict[str, Any]) -> list[str]:
         f"{money(monthly(est, 'usdPerMonthAtMax', 'usdPerHourAtMax', hours))}/month, {kw(est.get('kwAtMax'))} at max size"
         + unpriced_text(est)
     )
-    lines += [f"  [{n}] {text}" for n, text in enumerate(notes.items, 1)]
+    notes_text = [f"[{n}] {text}" for n, text in enumerate(notes.items, 1)]
+    lines += [f"  {note}" for note in notes_text] if width is None else _two_a_row(notes_text, width, notes.whole)
     lines.append("")
     return lines

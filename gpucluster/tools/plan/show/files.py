@@ -67,7 +67,6 @@ def file_lines(files: dict[str, str], *, full: bool) -> list[str]:
             top.append(path)
         else:
             written.setdefault(owner, []).append(path[len(owner) - 1 :])
-    width = min(max(len(p) for p in top), 72)
     out = [f"Rendered files: {len(files)} (gpucluster plan --files prints them)"]
     # Every user data is listed (what each instance boots with); the other files too while they fit in a few
     # lines, else one line counts them, so that the default plan stays within two screens.
@@ -76,6 +75,7 @@ def file_lines(files: dict[str, str], *, full: bool) -> list[str]:
     shown = [p for p in top if p.endswith("/user-data")]
     shown += others if len(shown) + len(others) <= MAX_LISTED else []
     rest = [p for p in top if p not in shown]
+    width = min(max(len(p) for p in shown or top), 72)
     for path in shown:
         line = f"  {path:<{width}} {_size(files[path]):>10}  read by {reader(path)}"
         inner = written.get(_owner(path) if CARRIER.search(path) else "", [])

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpucluster.tools.plan.run.stackfile import SECRET
+from gpucluster.tools.plan.show.width import elide
 
 SHOWN_ELSEWHERE = ("estimate", "findings", "storageSizing")
 
@@ -64,13 +65,20 @@ def _walk(key: str, value: Any, out: list[tuple[str, str]], rewrite: Callable[[s
         out.append((key, _scalar(value)))
 
 
-def output_lines(outputs: dict[str, Any], rewrite: Callable[[str], str] = str) -> list[str]:
-    """``Outputs`` and one line per exported value (``rewrite`` shows mock ids as what they stand for)."""
+def output_lines(outputs: dict[str, Any], rewrite: Callable[[str], str] = str, width: int | None = None) -> list[str]:
+    """``Outputs`` and one line per exported value (``rewrite`` shows mock ids as what they stand for); with a
+    ``width``, the values too wide for a line are named on one (``plan --json`` and ``--detail`` show them)."""
     rows: list[tuple[str, str]] = []
     for key, value in sorted(outputs.items()):
         if key not in SHOWN_ELSEWHERE and value not in ({}, [], None):
             _walk(key, value, rows, rewrite)
     if not rows:
         return ["Outputs: none"]
-    width = min(max(len(k) for k, _ in rows), 36)
-    return ["Outputs (what `pulumi stack output` will show)", *(f"  {k:<{width}} {rewrite(v)}" for k, v in rows)]
+    column = min(max(len(k) for k, _ in rows), 36)
+    shown = [(k, f"  {k:<{column}} {rewrite(v)}") for k, v in rows]
+    out = ["Outputs (what `pulumi stack output` will show)"]
+    out += [line for _, line in shown if width is None or len(line) <= width]
+    wide = [k for k, line in shown if width is not None and len(line) > width]
+    if wide:  # values too wide for a line: named on one, shown by --detail and --json
+        out.append(elide("  too wide to show here (plan --detail, --json): ", wide, width or 0, ", "))
+    return out
