@@ -143,15 +143,6 @@ PINS: dict[str, Pin] = {
             "stable/aws-efa-k8s-device-plugin/values.yaml",
             "a2ca624e12b53dab0317a8437c8a4d095d695daad40bc616299c50083efd2441",
         ),
-        # Not among ../shared/k8s-schemas' files: read from ../shared/schemas where a copy lies there, else the
-        # download cache (the same repository and commit as the EFA plugin's chart).
-        Pin(
-            "eks-charts/v0.0.242/aws-for-fluent-bit.values.yaml",
-            *_EKS_CHARTS,
-            "stable/aws-for-fluent-bit/values.yaml",
-            "02a5e236fd4514cb8f6d4566db8ceec3923bcb8896b34a3caca615b99592c574",
-            shared="eks-charts/v0.0.242/aws-for-fluent-bit.values.yaml",
-        ),
         Pin(
             "eks-charts/v0.0.242/Chart.yaml",
             *_EKS_CHARTS,

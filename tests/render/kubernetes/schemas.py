@@ -40,7 +40,6 @@ CHART_VALUES = {
     "gpu-operator": "gpu-operator/v26.7.0/values.yaml",
     "network-operator": "network-operator/v26.4.1/values.yaml",
     "aws-efa-k8s-device-plugin": "eks-charts/v0.0.242/values.yaml",
-    "aws-for-fluent-bit": "eks-charts/v0.0.242/aws-for-fluent-bit.values.yaml",
     "aws-fsx-csi-driver": "aws-fsx-csi-driver/v1.9.0/values.yaml",
 }
 KUEUE_MANAGER_CONFIG = "kueue/v0.19.2/controller_manager_config.yaml"

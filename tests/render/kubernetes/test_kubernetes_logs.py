@@ -19,8 +19,7 @@ from gpucluster.render.kubernetes_logs import (
 from gpucluster.render.monitoring.logs import logs_config, stream_patterns
 from gpucluster.render.monitoring.policies import log_shipping_policy
 from gpucluster_agents.logship.shipper import stream_name
-from tests.pinned_files import pinned_path
-from tests.render.kubernetes.schemas import CHART_VALUES, chart_defaults, unknown_values, validate_object
+from tests.render.kubernetes.schemas import validate_object
 
 GROUP = "arn:aws:logs:us-east-1:123456789012:log-group:/gpucluster/c"
 NODE = "ip-10-0-12-34.ec2.internal"  # an EKS node's name: a DNS subdomain, never a "/"
@@ -117,18 +116,6 @@ def test_the_chart_runs_our_pipeline_on_every_cloud_node_and_no_site_node():
     assert terms == [{"matchExpressions": [{"key": "eks.amazonaws.com/compute-type", "operator": "NotIn", "values": ["hybrid"]}]}]
     security = values["containerSecurityContext"]
     assert security["allowPrivilegeEscalation"] is False and security["capabilities"] == {"drop": ["ALL"]}
-
-
-def test_every_value_is_a_key_of_the_pinned_chart():
-    """Each key is in the pinned chart's values.yaml, or one its file shows commented out (``additionalInputs``,
-    ``additionalOutputs``, ``priorityClassName``: the chart's templates read them); a misspelt key fails."""
-    values = fluent_bit_values("c", "us-east-1")
-    text = pinned_path(CHART_VALUES["aws-for-fluent-bit"]).read_text()
-    unknown = unknown_values(values, chart_defaults("aws-for-fluent-bit"))
-    assert unknown == ["additionalInputs", "additionalOutputs", "priorityClassName"]
-    assert all(re.search(rf"^# ?{key}:", text, re.M) for key in unknown)
-    assert unknown_values({**values, "additionalOutput": ""}, chart_defaults("aws-for-fluent-bit"))[-1] == "additionalOutput"
-    assert not re.search(r"^# ?additionalOutput:", text, re.M)
 
 
 def test_an_eks_node_writes_its_own_streams_and_no_slurm_nodes():
