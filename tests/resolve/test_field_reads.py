@@ -52,10 +52,7 @@ def source_text() -> str:
 
 def unread(classes: list[type], text: str) -> set[tuple[str, str]]:
     return {
-        (c.__name__, f.name)
-        for c in classes
-        for f in dataclasses.fields(c)
-        if not re.search(rf"\.{re.escape(f.name)}\b", text)
+        (c.__name__, f.name) for c in classes for f in dataclasses.fields(c) if not re.search(rf"\.{re.escape(f.name)}\b", text)
     }
 
 
