@@ -48,7 +48,7 @@ def _metrics(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=nodes.env(), check=False)
 
 
-def _snapshot(tmp_path: Path, accounts: dict | None = None) -> tuple[Path, Path]:
+def write_team_snapshot(tmp_path: Path, accounts: dict | None = None) -> tuple[Path, Path]:
     bin_dir, out = _slurm(tmp_path / "bin"), tmp_path / "run" / "teams.json"
     out.parent.mkdir()
     accounts_file = tmp_path / "accounts.json"
@@ -64,7 +64,7 @@ def _by_account(samples: list[tuple[dict[str, str], float]]) -> dict[str, float]
 
 
 def test_each_accounts_figures_are_served_on_the_loopback_exporter_only(tmp_path: Path) -> None:
-    bin_dir, out = _snapshot(tmp_path)
+    bin_dir, out = write_team_snapshot(tmp_path)
     assert stat.S_IMODE(out.stat().st_mode) == 0o640 and out.stat().st_gid == os.getgid()  # not world-readable
     assert "--all" in (bin_dir / "sshare.args").read_text().split()  # every account, as SlurmUser sees them
     assert "--allusers" in (bin_dir / "sacct.args").read_text().split()
@@ -98,7 +98,7 @@ def test_each_accounts_figures_are_served_on_the_loopback_exporter_only(tmp_path
 def test_the_head_exporter_on_9400_serves_no_team_figure(tmp_path: Path) -> None:
     """The exporter every job reaches, given the head snapshot as its unit does, names no account (a guard: the
     teams' figures have their own file, which the head snapshot's reader never reads)."""
-    _snapshot(tmp_path)
+    write_team_snapshot(tmp_path)
     bin_dir, state = nodes.write_slurm(tmp_path / "head-bin"), nodes.write_agent_state(tmp_path / "state")
     head = tmp_path / "run" / "snapshot.json"
     wrote = _metrics("head-snapshot", "--slurm-bin-dir", str(bin_dir), "--agent-state", str(state), "--out", str(head), "--once")
@@ -111,7 +111,7 @@ def test_the_head_exporter_on_9400_serves_no_team_figure(tmp_path: Path) -> None
 
 
 def test_a_failed_source_or_stale_file_serves_no_team_series(tmp_path: Path) -> None:
-    bin_dir, out = _snapshot(tmp_path)
+    bin_dir, out = write_team_snapshot(tmp_path)
     (bin_dir / "sacct").write_text("#!/bin/sh\necho 'slurmdbd: unreachable' >&2\nexit 1\n")
     wrote = _metrics("team-snapshot", "--accounts-file", str(tmp_path / "accounts.json"), "--slurm-bin-dir", str(bin_dir),
                      "--out", str(out), "--group", "-", "--once")  # fmt: skip
