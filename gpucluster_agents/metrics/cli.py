@@ -9,6 +9,8 @@
     listen-drop-ins DIR                    # the two .socket units' drop-ins: the private address (setup, once)
     remote-write-signer --region R --workspace WS   # the head node's collector's SigV4 signer (signer.py)
     head-snapshot --slurm-bin-dir D --agent-state D --out F   # the head node's Slurm reader, as slurm (snapshot.py)
+    team-snapshot --slurm-bin-dir D --out F   # the head node's per-team reader, as slurm (teams.py)
+    serve --systemd-socket --team-snapshot F  # the head node's loopback exporter of the teams' figures only
 
 Sources: ``--no-gpus`` (a head node, a CPU node), ``--slurm-bin-dir DIR`` and ``--agent-state DIR`` (the
 head node's Slurm and agent metrics, read in the exporter), ``--head-snapshot FILE`` (the same, read by
@@ -54,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--slurm-bin-dir", help="directory of sinfo and squeue: add Slurm's metrics (head node)")
     p.add_argument("--agent-state", metavar="DIR", help="the agent's state_dir: add the agent's metrics (head node)")
     p.add_argument("--head-snapshot", metavar="FILE", help="add the Slurm and agent metrics head-snapshot wrote (head node)")
+    p.add_argument("--team-snapshot", metavar="FILE", help="serve the teams' figures team-snapshot wrote, and nothing else")
     return p
 
 
@@ -66,6 +69,7 @@ def sources(args: argparse.Namespace) -> Sources:
         slurm_bin_dir=args.slurm_bin_dir,
         agent_state_dir=args.agent_state,
         head_snapshot=args.head_snapshot,
+        team_snapshot=args.team_snapshot,
     )
     if args.hostname:
         s.hostname = args.hostname
@@ -134,6 +138,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .snapshot import main as snapshot_main
 
         return snapshot_main(argv[1:])
+    if argv[:1] == ["team-snapshot"]:
+        from .teams import main as teams_main
+
+        return teams_main(argv[1:])
     if argv[:1] == ["remote-write-signer"]:
         from .signer import signer_main  # boto3: imported by the head node's signer only
 

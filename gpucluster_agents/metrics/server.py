@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import fabric, gpu, head, snapshot
+from . import fabric, gpu, head, snapshot, teams
 from .exposition import CONTENT_TYPE, Registry
 from .httploop import BoundedServer, Limits, Request, Response, listening_socket
 
@@ -50,6 +50,7 @@ class Sources:
     slurm_bin_dir: str | None = None  # head node: sinfo/squeue here
     agent_state_dir: str | None = None  # head node: the agent's state_dir
     head_snapshot: str | None = None  # head node: both of those, read by SlurmUser into this file (snapshot.py)
+    team_snapshot: str | None = None  # head node's loopback exporter: the teams' figures (teams.py) and nothing else
 
 
 class Exporter:
@@ -76,6 +77,10 @@ class Exporter:
             start = time.perf_counter()
             reg = Registry()
             s = self.sources
+            if s.team_snapshot is not None:  # the loopback exporter: the teams' figures only, never beside the others
+                snapshot.read(reg, s.team_snapshot, time.time(), teams.MAX_AGE, (teams.COLLECTOR,))
+                reg.add(*SCRAPE_SECONDS, round(time.perf_counter() - start, 6))
+                return reg
             if self.gpus is not None:
                 xids = gpu.XidView.read(s.kernel_log_file, s.sysfs_root)
                 self._run(reg, "gpu", gpu.collect, self.gpus, s.hostname, xids)

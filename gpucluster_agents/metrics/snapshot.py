@@ -51,8 +51,9 @@ def collect(bin_dir: str, state_dir: str) -> Registry:
     return reg
 
 
-def write(path: str, reg: Registry, now: float) -> None:
-    """The snapshot, whole or not at all (a temp file renamed over it), readable by the exporter's user."""
+def write(path: str, reg: Registry, now: float, mode: int = 0o644, gid: int | None = None) -> None:
+    """The snapshot, whole or not at all (a temp file renamed over it), readable by the exporter's user (``mode``;
+    ``gid``: the group the file is given, one the writer is a member of)."""
     families = [
         {"name": f.name, "kind": f.kind, "help": f.help, "samples": [[dict(labels), value] for labels, value in f.samples]}
         for f in reg.families.values()
@@ -61,15 +62,18 @@ def write(path: str, reg: Registry, now: float) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump({"written": now, "families": families}, fh)
-        os.chmod(tmp, 0o644)
+        if gid is not None:
+            os.chown(tmp, -1, gid)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
         raise
 
 
-def read(reg: Registry, path: str, now: float, max_age: float = MAX_AGE) -> None:
-    """Add the snapshot's series to ``reg``; when it is missing, unreadable or stale, the two collectors' failure."""
+def read(reg: Registry, path: str, now: float, max_age: float = MAX_AGE, collectors: tuple[str, ...] = COLLECTORS) -> None:
+    """Add the snapshot's series to ``reg``; when it is missing, unreadable or stale, the failure of its
+    ``collectors``."""
     try:
         with open(path, encoding="utf-8") as fh:
             doc = cast(dict[str, Any], json.load(fh))
@@ -82,7 +86,7 @@ def read(reg: Registry, path: str, now: float, max_age: float = MAX_AGE) -> None
                 staged.add(str(fam["name"]), str(fam["kind"]), str(fam["help"]), float(value), cast(dict[str, str], labels))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         LOG.warning("head snapshot %s not served: %s", path, exc)
-        for name in COLLECTORS:
+        for name in collectors:
             reg.add(*COLLECTOR_OK, 0, {"collector": name})
         return
     for fam in staged.families.values():

@@ -42,11 +42,12 @@ import pytest
 import yaml
 
 from gpucluster.render.monitoring.alertmanager import alertmanager_definition
-from gpucluster.render.monitoring.collection import scraper_config
+from gpucluster.render.monitoring.collection import TEAMS_JOB, scraper_config
 from gpucluster.render.monitoring.dashboards import dashboards, queries
 from gpucluster.render.monitoring.rules import rule_groups
 from gpucluster.render.slurm.metrics import HEAD_NODE_EXPORTER_FLAGS
 from tests.agents.metrics.nodes import env, exporter_args
+from tests.agents.metrics.test_teams import write_team_snapshot
 from tests.conftest import require_tool
 from tests.e2e.prometheus_stack import HOST, Daemons, StaticExporter, Webhook, free_port, get_json, query, wait_for
 
@@ -118,7 +119,7 @@ def _host_fixture(root: Path) -> list[str]:
     return [f"--path.procfs={root / 'proc'}", f"--path.sysfs={root / 'sys'}", f"--path.rootfs={root / 'rootfs'}"]
 
 
-def _prometheus_config(exporter: int, node: int, am: int, eks: int) -> dict[str, Any]:
+def _prometheus_config(exporter: int, node: int, am: int, eks: int, teams: int) -> dict[str, Any]:
     head = {"role": "head"}
     return {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
@@ -131,6 +132,7 @@ def _prometheus_config(exporter: int, node: int, am: int, eks: int) -> dict[str,
                 "static_configs": [{"targets": [f"{HOST}:{exporter}"], "labels": {**head, "node": "p5-1"}}],
             },
             {"job_name": "node", "static_configs": [{"targets": [f"{HOST}:{node}"], "labels": head}]},
+            {"job_name": TEAMS_JOB, "static_configs": [{"targets": [f"{HOST}:{teams}"], "labels": head}]},
             _eks_gpu_job(eks),
         ],
     }
@@ -142,8 +144,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("alerts-e2e")
     daemons, webhook, dcgm = Daemons(tmp), Webhook(), StaticExporter(DCGM_EKS)
     try:
-        ports = {name: free_port() for name in ("exporter", "node", "am", "prom")}
+        ports = {name: free_port() for name in ("exporter", "node", "am", "prom", "teams")}
         args = exporter_args(tmp / "node", "faulty", head=True)
+        _, team_snapshot = write_team_snapshot(tmp / "teams")  # each team's figures, as the head node's loop reads them
+        serve = [sys.executable, "-m", "gpucluster_agents.metrics", "serve", "--listen", HOST, "--no-gpus"]
+        daemons.start("teams", [*serve, "--port", str(ports["teams"]), "--team-snapshot", str(team_snapshot)], env=env())
         daemons.start(
             "exporter",
             [
@@ -188,7 +193,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         )
         (tmp / "rules.yaml").write_text(rule_groups(CLUSTER, ("slurm",)))
         (tmp / "prometheus.yml").write_text(
-            yaml.safe_dump(_prometheus_config(ports["exporter"], ports["node"], ports["am"], dcgm.port))
+            yaml.safe_dump(_prometheus_config(ports["exporter"], ports["node"], ports["am"], dcgm.port, ports["teams"]))
         )
         daemons.start(
             "prometheus",
@@ -212,7 +217,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 def _targets_up(prom: str) -> bool:
     active = get_json(f"{prom}/api/v1/targets")["data"]["activeTargets"]
-    return len(active) == 3 and all(t["health"] == "up" for t in active)
+    return len(active) == 4 and all(t["health"] == "up" for t in active)
 
 
 def test_alerts_fire_and_reach_the_webhook(stack: Stack) -> None:
@@ -278,15 +283,19 @@ def test_the_eks_scrape_keeps_the_gpus_workload_labels(stack: Stack) -> None:
 
 
 def test_every_dashboard_query_runs(stack: Stack) -> None:
-    failures, with_data = [], 0
+    failures, with_data, slurm_teams = [], 0, {}
     for name, board in dashboards(gpu_hour_price_usd=4.0).items():
-        for title, expr in queries(board):
+        for title, expr in queries(board):  # the team variable at "All"
             status, body = query(stack.prom, expr)
             if status != 200 or body.get("status") != "success":
                 failures.append(f"{name} / {title}: {expr}\n  {status} {body.get('error')}")
             elif body["data"]["result"]:
                 with_data += 1
+            if title.startswith("Slurm: "):
+                slurm_teams[title] = sorted({r["metric"].get("account", "") for r in body["data"]["result"]})
     assert not failures, "\n".join(failures)
+    # every Slurm team panel draws both teams of the accounts file, from the loopback exporter's scrape
+    assert slurm_teams and all(accounts == ["applied", "research"] for accounts in slurm_teams.values()), slurm_teams
     assert with_data >= 20, f"only {with_data} queries returned data from the exporters"  # the scrape reached the panels
 
 

@@ -6,9 +6,10 @@ own where ``/etc/passwd`` and ``/etc/group`` are files of this test, which holds
 researcher, and the signer's system user as the real ``systemd-sysusers`` makes it from the rendered sysusers.d
 file. Every client below is a process with only that uid and gid (``setpriv``), run in the node's namespace.
 
-- M1: with the rules loaded, stand-ins for Prometheus's API and the signer listen on 127.0.0.1 and ::1, ports 9090
-  and 9091: Prometheus's uid (the signer's one client) and root reach both; a researcher's uid, the signer's own and
-  the head exporter's are reset at once (curl exit 7) and the stand-ins log no request of theirs.
+- M1: with the rules loaded, stand-ins for Prometheus's API, the signer and the exporter of each team's figures listen
+  on 127.0.0.1 and ::1, ports 9090, 9091 and 9402: Prometheus's uid (their one client) and root reach all three; a
+  researcher's uid, the signer's own and the head exporter's are reset at once (curl exit 7) and the stand-ins log no
+  request of theirs. The team exporter's socket, as rendered, listens on 127.0.0.1:9402 and nowhere else.
 - M2: the signer's uid and slurm reach the (fake) IMDS; Prometheus's uid (Prometheus and Debian's node exporter),
   the head exporter's (a systemd dynamic user) and a researcher's do not, and IMDS logs no request of theirs.
 """
@@ -26,6 +27,7 @@ import pytest
 
 from gpucluster.render.slurm.collector import COLLECTOR_LISTEN, SIGNER_LISTEN
 from gpucluster.render.slurm.guard import IMDS_GUARD, SIGNER_USER, SIGNERS_SYSUSERS
+from gpucluster.render.slurm.team_metrics import TEAM_METRICS_LISTEN, TEAM_METRICS_SOCKET
 from gpucluster.tools.plan.run.engine import run_plan
 from tests.conftest import require_tool
 from tests.e2e.guard_netns import Namespace
@@ -35,7 +37,8 @@ from tests.e2e.test_imds_guard_e2e import HERE, IMDS, ROLE, SECRET, SYSTEM_PYTHO
 pytestmark = pytest.mark.slow
 
 HEAD = "slurm-p5-slurm-head-files"
-PORTS = (int(COLLECTOR_LISTEN.rsplit(":", 1)[1]), int(SIGNER_LISTEN.rsplit(":", 1)[1]))
+PORTS = tuple(int(listen.rsplit(":", 1)[1]) for listen in (COLLECTOR_LISTEN, SIGNER_LISTEN, TEAM_METRICS_LISTEN))
+TEAM_SOCKET = f"/etc/systemd/system/{TEAM_METRICS_SOCKET}"
 UIDS = {"slurm": 64030, "prometheus": 64031, "researcher": 2001}
 EXPORTER_UID = 61200
 """A uid of systemd's dynamic-user range (61184-65519): the head node's exporter runs as one (DynamicUser=yes)."""
@@ -54,7 +57,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         pass
 class V6(http.server.ThreadingHTTPServer):
     address_family = socket.AF_INET6
-servers = [cls((host, port), Handler) for port in (%s, %s) for cls, host in ((http.server.ThreadingHTTPServer, "127.0.0.1"), (V6, "::1"))]
+servers = [cls((host, port), Handler) for port in (%s,) for cls, host in ((http.server.ThreadingHTTPServer, "127.0.0.1"), (V6, "::1"))]
 for s in servers:
     threading.Thread(target=s.serve_forever, daemon=True).start()
 print("ready", flush=True)
@@ -129,7 +132,7 @@ def head_node(netns: Namespace, run_dir: Path) -> Iterator[tuple[Namespace, int,
     local_log.touch()
     assert netns.imds is not None
     start(netns.imds, [SYSTEM_PYTHON, str(HERE / "fake_imds.py"), str(imds_log), ROLE, SECRET], run_dir)
-    start(netns, [sys.executable, "-c", STAND_INS % PORTS, str(local_log)], run_dir)
+    start(netns, [sys.executable, "-c", STAND_INS % ", ".join(map(str, PORTS)), str(local_log)], run_dir)
     yield netns, signer_uid, imds_log, local_log
     # processes and namespaces: the netns fixture's teardown (the marker)
 
@@ -151,12 +154,16 @@ def guarded(head_node: tuple[Namespace, int, Path, Path], run_dir: Path) -> str:
 
 
 def test_m1_loopback_ports_take_root_and_prometheus_only(head_node, run_dir) -> None:
-    """Prometheus's API (9090) and the signer (9091), on 127.0.0.1 and ::1: root and Prometheus's uid (the signer's
-    one client) connect; a researcher, the signer's own uid and the head exporter's are reset, and the services see
-    none of their requests."""
+    """Prometheus's API (9090), the signer (9091) and each team's figures (9402), on 127.0.0.1 and ::1: root and
+    Prometheus's uid (their one client) connect; a researcher, the signer's own uid and the head exporter's are reset,
+    and the services see none of their requests."""
     ns, signer_uid, _, local_log = head_node
+    team_socket = head_files()[TEAM_SOCKET]  # the rendered listener: loopback, never given the private address
+    assert [ln for ln in team_socket.splitlines() if ln.startswith("ListenStream=")] == [f"ListenStream={TEAM_METRICS_LISTEN}"]
+    assert not [t for t in head_files().values() if f"--socket {TEAM_METRICS_SOCKET}" in t]
     rules = guarded(head_node, run_dir)
-    assert rules.count(f"-A OUTPUT -o lo -p tcp -m multiport --dports {PORTS[0]},{PORTS[1]} -j GPUCLUSTER-LOOPBACK") == 2
+    dports = ",".join(map(str, PORTS))
+    assert rules.count(f"-A OUTPUT -o lo -p tcp -m multiport --dports {dports} -j GPUCLUSTER-LOOPBACK") == 2
     before = local_log.read_text()
     for host in LOOPBACK:
         for port in PORTS:

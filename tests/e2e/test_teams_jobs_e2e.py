@@ -16,7 +16,9 @@ One module, one cluster, phases in order (each test relies on the one before, li
 4. ``gpucluster-agent usage`` (the real sacct) reports the GPU-seconds the jobs ran, as slurmctld timed them;
 5. each team's own report (``gpucluster-agent team-usage publish``, root) is read by its member through
    ``gpucluster-usage`` as that member, never by the other team's: the teams' groups exist in a private mount
-   namespace's ``/etc/group`` (``namespace.py``), the host's is never changed.
+   namespace's ``/etc/group`` (``namespace.py``), the host's is never changed;
+6. the admins' dashboard series (``gpucluster-metrics team-snapshot``): each account's GPU-seconds as sacct recorded
+   them, sshare's effective usage, the guarantee, a running and a pending GPU job with their GPUs.
 
 Only the test's copy of slurm.conf makes the scheduler quick (``sched_interval=1``); the accounting, priority and
 preemption lines are the renderer's own (``render/slurm/priority.py``).
@@ -336,6 +338,71 @@ def each_team_reads_its_own_report_and_not_the_others(cluster: AccountingSlurm) 
         assert [u["user"] for u in team["usage"]["users"]] == [u["user"] for u in counted["users"]]
 
 
+# --- 6. the admins' dashboard: each team's series, as the head node's loopback exporter serves them -----------------
+
+
+def team_series(cluster: AccountingSlurm, tmp: Path) -> dict[str, dict[str, float]]:
+    """``team-snapshot`` as its unit runs it (here as root, who sees every account as SlurmUser does) on this cluster's
+    sshare, sacct and squeue, then what ``serve --team-snapshot`` serves: ``{metric: {"account[ state]": value}}``."""
+    env = {**cluster.env, "PYTHONPATH": str(ROOT)}
+    out = tmp / "teams.json"
+    argv = [sys.executable, "-m", "gpucluster_agents.metrics", "team-snapshot", "--slurm-bin-dir", "/usr/bin"]
+    argv += ["--accounts-file", str(cluster.dir / "accounts.json"), "--out", str(out), "--group", "-", "--once"]
+    wrote = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    assert wrote.returncode == 0, wrote.stderr
+    printed = subprocess.run(
+        [sys.executable, "-m", "gpucluster_agents.metrics", "print", "--no-gpus", "--team-snapshot", str(out)],
+        env=env, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    series: dict[str, dict[str, float]] = {}
+    for line in printed.splitlines():
+        m = re.fullmatch(r'gpucluster_slurm_account_(\w+)\{account="(\w+)"(?:,state="(\w+)")?(?:,user="(\w+)")?\} (\S+)', line)
+        if m:
+            key = " ".join(x for x in (m.group(2), m.group(3), m.group(4)) if x)
+            series.setdefault(m.group(1), {})[key] = float(m.group(5))
+    assert 'gpucluster_metrics_collector_success{collector="teams"} 1' in printed, printed + wrote.stderr
+    return series
+
+
+def the_admins_series_are_slurms_own(cluster: AccountingSlurm) -> None:
+    """Per account: the GPU-seconds sacct recorded (read here independently), sshare's EffectvUsage, the contract's
+    guarantee; then a running GPU job of research's and a pending one of applied's counted, with their GPUs."""
+    tmp = cluster.dir / "team-metrics"
+    tmp.mkdir()
+    idle = team_series(cluster, tmp)
+    out = subprocess.run(
+        ["sacct", "-a", "-X", "-n", "-P", "--duplicates", "--noconvert", "-S", "now-1days", "-E", "now",
+         "--format=Account,ElapsedRaw,AllocTRES"],
+        env=cluster.env, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    recorded: dict[str, float] = {}
+    for line in out.splitlines():
+        account, elapsed, tres = line.split("|")
+        found = re.search(r"gres/gpu=(\d+)", tres)
+        if found and elapsed:
+            recorded[account] = recorded.get(account, 0) + int(found.group(1)) * int(elapsed)
+    assert idle["gpu_seconds"] == recorded and recorded["research"] > 0
+    price = json.loads((cluster.dir / "accounts.json").read_text())["gpu_prices"][0]["usd_per_gpu_hour"]
+    assert idle["cost_usd"] == {a: round(v / 3600 * price, 2) for a, v in recorded.items()}
+    assert idle["gpu_guarantee"] == {"research": 6, "applied": 2}
+    effective = subprocess.run([SSHARE, "-n", "-P", "-a", "-o", "Account,User,EffectvUsage"], env=cluster.env,
+                               capture_output=True, text=True, check=True).stdout  # fmt: skip
+    split = ([c.strip() for c in ln.split("|")] for ln in effective.splitlines())
+    rows = {a: float(e) for a, u, e in split if a in idle["gpu_guarantee"] and not u}  # sshare indents child accounts
+    assert idle["effective_usage"] == pytest.approx(rows) and rows["research"] > rows["applied"]
+    assert set(idle["fairshare"]) == {"research daemon", "applied bin"}  # each member, in their own account
+    running = submit(cluster, ON_THIS_MACHINE["alice"], 2)
+    pending = submit(cluster, ON_THIS_MACHINE["bob"], 3)  # above applied's guarantee of 2: it waits
+    try:
+        wait_state(cluster, running, "RUNNING")
+        busy = team_series(cluster, tmp)
+        assert busy["gpus_allocated"] == {"research": 2, "applied": 0}
+        jobs = {k: v for k, v in busy["gpu_jobs"].items() if v}
+        assert jobs == {"research running": 1, "applied pending": 1}
+    finally:
+        cancel(cluster, running, pending)
+
+
 def test_teams_jobs_in_order(cluster: AccountingSlurm) -> None:
     """The phases share one cluster and build on each other's jobs (fair share → guarantee → borrowing → usage), so
     they run as one test, in order, on one worker."""
@@ -344,3 +411,4 @@ def test_teams_jobs_in_order(cluster: AccountingSlurm) -> None:
     a_borrowed_job_runs_beyond_the_guarantee_and_is_requeued_for_a_guaranteed_one(cluster)
     the_usage_report_counts_the_gpu_seconds_the_jobs_ran(cluster)
     each_team_reads_its_own_report_and_not_the_others(cluster)
+    the_admins_series_are_slurms_own(cluster)

@@ -180,3 +180,19 @@ def test_each_team_reads_its_own_report_from_24_11s_sshare_and_sacct(cluster: Ac
             assert report["usage"]["gpu_seconds"] == 0  # no job ran on this cluster
             assert ns.run([RUNUSER, "-u", user, "--", "/bin/cat", str(reports / f"{other}.json")]).returncode != 0
             assert ns.run([RUNUSER, "-u", user, "--", "/bin/ls", str(reports)]).returncode != 0
+    # the admins' series from the same 24.11 programs (squeue's -O fields included): every account, no GPU job
+    metrics = [sys.executable, "-m", "gpucluster_agents.metrics"]
+    snapshot = cluster.dir / "teams-metrics.json"
+    wrote = subprocess.run(
+        [*metrics, "team-snapshot", "--slurm-bin-dir", str(bin_dir), "--accounts-file", str(cluster.dir / "accounts.json"),
+         "--out", str(snapshot), "--group", "-", "--once"],
+        env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert wrote.returncode == 0, wrote.stderr
+    served = subprocess.run(
+        [*metrics, "print", "--no-gpus", "--team-snapshot", str(snapshot)], env=env, capture_output=True, text=True
+    )
+    assert 'gpucluster_metrics_collector_success{collector="teams"} 1' in served.stdout, served.stdout + wrote.stderr
+    for account in contract["accounts"]:
+        assert f'gpucluster_slurm_account_gpu_seconds{{account="{account["name"]}"}} 0' in served.stdout
+        assert f'gpucluster_slurm_account_gpu_jobs{{account="{account["name"]}",state="running"}} 0' in served.stdout

@@ -45,18 +45,30 @@ def _file_job(name: str, targets_dir: str, interval: str) -> dict[str, Any]:
     }
 
 
+TEAMS_JOB = "teams"
+"""The head node's loopback exporter of each team's figures (``gpucluster/render/slurm/team_metrics.py``)."""
+
+
 def prometheus_agent_config(
-    cluster: str, workspace_id: str, interval_seconds: int, *, signer: str, targets_dir: str = TARGETS_DIR
+    cluster: str,
+    workspace_id: str,
+    interval_seconds: int,
+    *,
+    signer: str,
+    targets_dir: str = TARGETS_DIR,
+    teams: str | None = None,
 ) -> str:
     """The head node's ``prometheus.yml`` (Prometheus ``--enable-feature=agent``): the targets the signer lists in
-    ``targets_dir``, remote-written in plain HTTP to gpucluster's signer at ``signer`` (``host:port``), which signs
+    ``targets_dir`` (and ``teams``, ``host:port`` on loopback: the exporter of each team's figures, job
+    :data:`TEAMS_JOB`, labelled ``role="head"``), remote-written in plain HTTP to gpucluster's signer at ``signer`` (``host:port``), which signs
     for AMP and forwards (``gpucluster_agents/metrics/signer.py``: Debian's Prometheus sends its own ``sigv4:``
     writes unsigned). Prometheus itself holds no AWS credentials."""
     interval = f"{interval_seconds}s"
     write = {"url": f"http://{signer}/workspaces/{workspace_id}/api/v1/remote_write"}
     doc = {
         "global": {"scrape_interval": interval, "scrape_timeout": "10s", "external_labels": {"cluster": cluster}},
-        "scrape_configs": [_file_job(job, targets_dir, interval) for job in TARGET_JOBS],
+        "scrape_configs": [_file_job(job, targets_dir, interval) for job in TARGET_JOBS]
+        + ([{"job_name": TEAMS_JOB, "static_configs": [{"targets": [teams], "labels": {"role": "head"}}]}] if teams else []),
         "remote_write": [
             write | {"queue_config": {"max_samples_per_send": 1000, "max_shards": 20, "capacity": 2500}},
         ],

@@ -1,7 +1,8 @@
 """Grafana dashboards (JSON model, schema version 39) built from the panel lists in :mod:`.panels`.
 
-Each dashboard has one variable, ``datasource`` (any Prometheus data source: the AMP workspace in Managed
-Grafana, or a user's own Grafana), and every query names it, so a dashboard imports anywhere unchanged. The
+Each dashboard has the variable ``datasource`` (any Prometheus data source: the AMP workspace in Managed Grafana, or a
+user's own Grafana), and every query names it, so a dashboard imports anywhere unchanged. The usage dashboard also has
+``team`` (the Slurm accounts the series name; all of them by default). The
 shipped copies are ``gpucluster/render/monitoring/dashboards/<name>.json`` (package data; a test keeps them equal to
 :func:`dashboards`): Managed Grafana gets them provisioned, and without a workspace they are the files to import.
 """
@@ -26,5 +27,14 @@ def dashboards(gpu_hour_price_usd: float | None = None) -> dict[str, dict[str, A
 
 
 def queries(board: dict[str, Any]) -> list[tuple[str, str]]:
-    """Every (panel title, PromQL) of a dashboard's JSON model."""
-    return [(p["title"], t["expr"]) for p in board["panels"] for t in p.get("targets", [])]
+    """Every (panel title, PromQL) of a dashboard's JSON model, each query variable set to all its values (its
+    ``allValue``): the query Prometheus runs when the dashboard shows every team."""
+    variables = [v for v in board["templating"]["list"] if v["type"] == "query"]
+    out: list[tuple[str, str]] = []
+    for panel in board["panels"]:
+        for target in panel.get("targets", []):
+            expr = str(target["expr"])
+            for v in variables:
+                expr = expr.replace(f"${v['name']}", str(v["allValue"]))
+            out.append((panel["title"], expr))
+    return out

@@ -26,11 +26,49 @@ class Panel:
 
 
 @dataclass(frozen=True)
+class Variable:
+    """A query variable: the values of ``label`` on ``metric`` (Grafana's ``label_values``), several or all at once.
+    Queries name it as ``$<name>`` in a regex matcher (``{account=~"$team"}``); "All" is :data:`ALL`."""
+
+    name: str
+    label: str
+    metric: str
+    label_name: str
+
+    @property
+    def query(self) -> str:
+        return f"label_values({self.metric}, {self.label_name})"
+
+
+ALL = ".*"
+
+
+@dataclass(frozen=True)
 class Dashboard:
     uid: str
     title: str
     description: str
     panels: tuple[Panel, ...] = field(default_factory=tuple)
+    variables: tuple[Variable, ...] = ()
+
+
+def variable_json(v: Variable, datasource: dict[str, str]) -> dict[str, Any]:
+    """A variable's JSON model, its values read through ``datasource``."""
+    return {
+        "name": v.name,
+        "label": v.label,
+        "type": "query",
+        "datasource": datasource,
+        "definition": v.query,
+        "query": {"query": v.query, "refId": f"{v.name}-values"},
+        "multi": True,
+        "includeAll": True,
+        "allValue": ALL,
+        "current": {},
+        "refresh": 2,
+        "sort": 1,
+        "hide": 0,
+    }
 
 
 def _panel(panel: Panel, pid: int, x: int, y: int) -> dict[str, Any]:
@@ -86,7 +124,8 @@ def grafana_json(board: Dashboard) -> dict[str, Any]:
                     "current": {},
                     "hide": 0,
                     "refresh": 1,
-                }
+                },
+                *(variable_json(v, DATASOURCE) for v in board.variables),
             ]
         },
         "annotations": {"list": []},

@@ -1,14 +1,14 @@
 """What each dashboard shows: panels of PromQL over the series of :mod:`.series`.
 
 Queries use fixed windows (``[5m]``), not Grafana's ``$__rate_interval``, so each one is also a query Prometheus
-itself answers: the tests run every one against a real Prometheus. Figures only CloudWatch has (FSx for
-Lustre) and figures kept outside Prometheus (Slurm's per-team usage file) get a text panel saying where they are.
+itself answers: the tests run every one against a real Prometheus (the ``$team`` variable set to all). Figures only
+CloudWatch has (FSx for Lustre) get a text panel saying where they are.
 """
 
 from __future__ import annotations
 
 from gpucluster.render.monitoring import series as s
-from gpucluster.render.monitoring.grafana import Dashboard, Panel
+from gpucluster.render.monitoring.grafana import Dashboard, Panel, Variable
 
 GPU = "{{Hostname}} GPU {{gpu}}"
 NODE = "{{instance}}"
@@ -203,8 +203,68 @@ SCHEDULER = Dashboard(
 )
 
 
+TEAM = Variable("team", "Team (Slurm account)", s.ACCOUNT_GPUS, "account")
+ACCOUNT = '{account=~"$team"}'
+
+
+def _per_account(metric: str, by: str = "account") -> str:
+    return f"sum by ({by}) ({metric}{ACCOUNT})"
+
+
+def slurm_team_panels() -> tuple[Panel, ...]:
+    """Each Slurm team's figures, from the head node's loopback exporter (``job="teams"``): admins only."""
+    return (
+        Panel(
+            "Slurm: GPUs in use and guaranteed",
+            (
+                (_per_account(s.ACCOUNT_GPUS), "{{account}} in use"),
+                (_per_account(s.ACCOUNT_GUARANTEE), "{{account}} guaranteed"),
+            ),
+        ),
+        Panel(
+            "Slurm: share of the guarantee in use",
+            ((f"{_per_account(s.ACCOUNT_GPUS)} / {_per_account(s.ACCOUNT_GUARANTEE)}", "{{account}}"),),
+            unit="percentunit",
+            description="Above 100 %: the team borrows idle GPUs beyond its guarantee.",
+        ),
+        Panel(
+            "Slurm: GPU-hours, last 30 days",
+            ((f"{_per_account(s.ACCOUNT_GPU_SECONDS)} / 3600", "{{account}}"),),
+            kind="stat",
+            width=8,
+            description="sacct's records, the window of each team's own report (gpucluster-usage).",
+        ),
+        Panel(
+            "Slurm: cost, last 30 days",
+            ((_per_account(s.ACCOUNT_COST), "{{account}}"),),
+            unit="currencyUSD",
+            kind="stat",
+            width=8,
+            description="At the GPU-hour prices of the accounts file (the plan's); a partition without a price counts none.",
+        ),
+        Panel(
+            "Slurm: share of the cluster's usage",
+            ((_per_account(s.ACCOUNT_EFFECTIVE_USAGE), "{{account}}"),),
+            unit="percentunit",
+            kind="stat",
+            width=8,
+            description="sshare's EffectvUsage: the team's part of the cluster's decayed usage.",
+        ),
+        Panel(
+            "Slurm: GPU jobs running and pending",
+            ((_per_account(s.ACCOUNT_GPU_JOBS, "account, state"), "{{account}} {{state}}"),),
+        ),
+        Panel(
+            "Slurm: fair-share factor per member",
+            ((f"min by (account, user) ({s.ACCOUNT_FAIRSHARE}{ACCOUNT})", "{{account}} {{user}}"),),
+            description="sshare's FairShare (1: used least, first in line); the priority's fair-share part.",
+        ),
+    )
+
+
 def team_usage(gpu_hour_price_usd: float | None) -> Dashboard:
     panels = [
+        *slurm_team_panels(),
         Panel(
             "GPUs in use per cluster queue",
             ((f"sum by (cluster_queue) ({s.KUEUE_USAGE}{{{GPU_RESOURCE}}})", "{{cluster_queue}}"),),
@@ -234,23 +294,25 @@ def team_usage(gpu_hour_price_usd: float | None) -> Dashboard:
         )
     panels.append(
         Panel(
-            "Slurm teams",
+            "Who sees what",
             kind="text",
             width=24,
-            height=5,
+            height=4,
             text=(
-                "Slurm's GPU-hours and dollars per account (team) and user are not in Prometheus: Slurm accounting holds "
-                "them. The head node writes them once a day (`gpucluster-agent usage`, a JSON file per day in the cluster's "
-                'bucket); read them with `gpucluster usage --stack <stack>` (docs/teams.md, "Usage"). Kueue\'s figures '
-                "above come from `metrics.enableClusterQueueResources`."
+                "Every team is here: this Grafana is the admins'. On Slurm the figures come from the head node's "
+                "loopback exporter, which no researcher reaches; a member reads their own team's quota, usage, fair "
+                "share and GPU-hours with `gpucluster-usage` on a login node (docs/teams.md). Kueue's figures come "
+                "from `metrics.enableClusterQueueResources`."
             ),
         )
     )
     return Dashboard(
         "gpucluster-team-usage",
         "gpucluster: usage per team",
-        "GPUs in use and GPU-hours per Kueue cluster queue (a team); where Slurm's figures are.",
+        "Per team: GPUs in use against the guarantee, GPU-hours, dollars, fair share and jobs (Slurm accounts, Kueue "
+        "cluster queues).",
         tuple(panels),
+        variables=(TEAM,),
     )
 
 

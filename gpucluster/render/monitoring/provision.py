@@ -3,7 +3,7 @@ they read.
 
 The shipped files (:mod:`.dashboards`) serve any Grafana: every query reads the ``datasource`` variable. The
 provisioned copy is the same render bound to the workspace's AMP data source (uid :data:`AMP_DATASOURCE_UID`, the
-variable removed), keeping only the queries whose series have a source on the cluster's schedulers
+variable removed, the others reading it), keeping only the queries whose series have a source on the cluster's schedulers
 (:mod:`.sources`); a panel left with no query goes, and a dashboard left with no panel of data is not provisioned.
 """
 
@@ -34,6 +34,11 @@ def amp_datasource_json(region: str) -> str:
     )
 
 
+def _metric_of(variable: dict[str, Any]) -> str:
+    """The series a query variable's ``label_values(<metric>, <label>)`` reads."""
+    return str(variable["definition"]).removeprefix("label_values(").split(",", 1)[0]
+
+
 def _bind(board: dict[str, Any], schedulers: tuple[str, ...], datasource: dict[str, str]) -> dict[str, Any] | None:
     out = copy.deepcopy(board)
     panels = []
@@ -50,7 +55,8 @@ def _bind(board: dict[str, Any], schedulers: tuple[str, ...], datasource: dict[s
     if all(p["type"] == "text" for p in panels):
         return None
     out["panels"] = panels
-    out["templating"] = {"list": []}
+    variables = [v for v in out["templating"]["list"] if v["type"] == "query" and has_sources(_metric_of(v), schedulers)]
+    out["templating"] = {"list": [v | {"datasource": datasource} for v in variables]}
     return out
 
 

@@ -49,6 +49,15 @@ REPAIR_BRAKE = "gpucluster_agent_repair_brake_tripped"  # gauge {group}
 REPAIRS_ACTIVE = "gpucluster_agent_repairs_active"  # gauge {action}
 LAUNCHES = "gpucluster_agent_launches_in_flight"  # gauge {group}
 
+# --- each team's figures (gpucluster_agents.metrics.teams): the head node's loopback exporter, job "teams" -----
+ACCOUNT_GPU_SECONDS = "gpucluster_slurm_account_gpu_seconds"  # gauge {account}: over the last 30 days (sacct)
+ACCOUNT_COST = "gpucluster_slurm_account_cost_usd"  # gauge {account}: those GPU-seconds at the accounts file's prices
+ACCOUNT_FAIRSHARE = "gpucluster_slurm_account_fairshare"  # gauge {account, user}: each member's fair-share factor
+ACCOUNT_EFFECTIVE_USAGE = "gpucluster_slurm_account_effective_usage"  # gauge {account}: its part of the cluster's usage
+ACCOUNT_GPU_JOBS = "gpucluster_slurm_account_gpu_jobs"  # gauge {account, state}: running | pending, jobs asking GPUs
+ACCOUNT_GPUS = "gpucluster_slurm_account_gpus_allocated"  # gauge {account}: GPUs its running jobs hold
+ACCOUNT_GUARANTEE = "gpucluster_slurm_account_gpu_guarantee"  # gauge {account}: grp_tres gres/gpu of the accounts file
+
 # --- node exporter (head node; the systemd collector limited to the Slurm daemons' units) ----------------
 UNIT_STATE = "node_systemd_unit_state"
 

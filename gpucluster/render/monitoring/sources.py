@@ -18,7 +18,7 @@ from typing import Any
 
 from gpucluster.render.kubernetes_health import DCGM_METRICS
 from gpucluster.render.monitoring import series as s
-from gpucluster_agents.metrics import fabric, gpu, head, server
+from gpucluster_agents.metrics import fabric, gpu, head, server, teams
 
 SLURM = "slurm"
 KUBERNETES = "kubernetes"
@@ -51,6 +51,7 @@ _GPU_EXPORTER = _names(
 _HEAD_EXPORTER = _names(
     head.NODES, head.DRAINS, head.NODE_GPUS, head.JOBS, head.PENDING, head.LAUNCHES, head.HOLDS, head.PROTECTED
 ) | _names(head.BOOT_FAILS, head.REPAIRS, head.REPAIRED, head.BRAKE, server.COLLECTOR_OK, server.SCRAPE_SECONDS)
+_TEAM_EXPORTER = _names(*teams.FAMILIES)
 _EVERYWHERE = (
     Source(ANY_JOB, "Prometheus itself, per scrape target", frozenset({"up"})),
     Source(RULES, "the AMP workspace's alert rules (the rule evaluation writes ALERTS)", frozenset({"ALERTS"})),
@@ -62,6 +63,7 @@ SOURCES: dict[str, tuple[Source, ...]] = {
         Source("gpu", "gpucluster's exporter: the EFA devices' hardware counters", prefix=fabric.EFA_PREFIX),
         Source("gpu", "gpucluster's exporter: the Lustre client", _names(fabric.LUSTRE_OPS, fabric.LUSTRE_BYTES)),
         Source("head", "gpucluster's exporter on the head node: Slurm and the node agent", _HEAD_EXPORTER),
+        Source("teams", "gpucluster's loopback exporter on the head node: each team's figures (admins only)", _TEAM_EXPORTER),
         Source("node", "Debian's prometheus-node-exporter on every Slurm node", prefix="node_"),
         Source("head", "Debian's prometheus-node-exporter on the head node (its systemd collector)", frozenset({s.UNIT_STATE})),
         *_EVERYWHERE,

@@ -42,6 +42,7 @@ from gpucluster.render.slurm.guard import (
     systemd_unit,
 )
 from gpucluster.render.slurm.names import AGENT_LIB, SlurmContext
+from gpucluster.render.slurm.team_metrics import TEAM_METRICS_LISTEN, has_team_metrics, team_metrics_files
 
 COLLECTOR_UNIT = "gpucluster-collector.service"
 SIGNER_UNIT = "gpucluster-collector-signer.service"
@@ -148,10 +149,14 @@ def collector_files(ctx: SlurmContext, workspace_id: str) -> list[WriteFile]:
     if monitoring is None:
         raise ValueError("collector_files: monitoring is off")
     interval = monitoring.spec.scrape_interval_seconds
-    config = prometheus_agent_config(ctx.cluster, workspace_id, interval, signer=SIGNER_LISTEN)
+    teams = has_team_metrics(ctx, collector=True)
+    config = prometheus_agent_config(
+        ctx.cluster, workspace_id, interval, signer=SIGNER_LISTEN, teams=TEAM_METRICS_LISTEN if teams else None
+    )
     return [
         WriteFile(PROMETHEUS_CONFIG_PATH, config),
         WriteFile(SIGNERS_SYSUSERS, signer_sysusers()),
         WriteFile(f"/etc/systemd/system/{SIGNER_UNIT}", signer_unit(ctx.region, workspace_id, ctx.cluster)),
         WriteFile(f"/etc/systemd/system/{COLLECTOR_UNIT}", collector_unit()),
+        *(team_metrics_files() if teams else []),
     ]

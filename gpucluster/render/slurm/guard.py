@@ -13,10 +13,11 @@ Where the head node runs the metrics collector (:mod:`.collector`, monitoring on
 cluster's instances for the collector's targets). Prometheus, the node exporter (both ``prometheus``) and the head
 node's exporter of Slurm's figures listen to, or parse answers from, the network: none of them gets the role.
 
-The same script, on a head node that collects, keeps the collector's two loopback ports to their own clients
-(:data:`LOCAL_PORTS`: Prometheus's API on 9090, the signer on 9091): only root and ``prometheus`` may open a TCP
-connection to them; any other local user is reset. Without that rule a local shell could have the signer sign any
-series into the cluster's workspace, or read every node's address and instance id from Prometheus's API.
+The same script, on a head node that collects, keeps the collector's loopback ports to their own clients
+(:data:`LOCAL_PORTS`: Prometheus's API on 9090, the signer on 9091, each team's figures on 9402): only root and
+``prometheus`` may open a TCP connection to them; any other local user is reset. Without that rule a local shell could
+have the signer sign any series into the cluster's workspace, read every node's address and instance id from
+Prometheus's API, or every team's usage from the team exporter.
 
 When it is in place, on a compute node:
 
@@ -53,8 +54,11 @@ collects, and nothing else runs as it."""
 SIGNERS_SYSUSERS = f"/etc/sysusers.d/{SIGNER_USER}.conf"
 COLLECTOR_PORT = 9090
 SIGNER_PORT = 9091
-LOCAL_PORTS = (COLLECTOR_PORT, SIGNER_PORT)
-"""The collector's loopback ports: Prometheus's API and the signer, reached by root and Prometheus only."""
+TEAM_METRICS_PORT = 9402
+"""The exporter of each team's figures (:mod:`.team_metrics`): Prometheus's to scrape, no researcher's to read."""
+LOCAL_PORTS = (COLLECTOR_PORT, SIGNER_PORT, TEAM_METRICS_PORT)
+"""The collector's loopback ports: Prometheus's API, the signer and the team figures, reached by root and Prometheus
+only (the third is closed where the cluster has no teams: guarded all the same)."""
 IMDS_GUARD_UNIT = "gpucluster-imds-guard.service"
 IMDS_IPV4 = "169.254.169.254/32"
 IMDS_IPV6 = "fd00:ec2::254/128"
@@ -81,7 +85,8 @@ def imds_guard_script(*, head: bool, collector: bool = False) -> str:
         if collector:
             header += (
                 f"{SIGNER_USER} too: the collector's signer signs its remote writes to AMP and lists its targets.",
-                f"Loopback ports {', '.join(map(str, LOCAL_PORTS))} (Prometheus's API, the signer): root and {COLLECTOR_USER} only.",
+                f"Loopback ports {', '.join(map(str, LOCAL_PORTS))} (Prometheus's API, the signer, the teams' figures):",
+                f"root and {COLLECTOR_USER} only.",
             )
             local_users = ("0", COLLECTOR_USER)
     else:

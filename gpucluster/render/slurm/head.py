@@ -53,6 +53,7 @@ from gpucluster.render.slurm.names import (
 from gpucluster.render.slurm.pam import head_ssh_files
 from gpucluster.render.slurm.privacy import job_container_conf
 from gpucluster.render.slurm.sssd import SSSD_PACKAGES, directory_files, directory_of, directory_setup, identity_helper_file
+from gpucluster.render.slurm.team_metrics import has_team_metrics, team_metrics_setup
 from gpucluster.render.slurm.usage import (
     TEAM_USAGE_TIMER,
     USAGE_TIMER,
@@ -284,6 +285,7 @@ def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
         team_usage_timer=TEAM_USAGE_TIMER if has_team_reports(ctx, inputs.home is not None) else None,
         spot_unit=SPOT_UNIT if inputs.agent_config.spot_queue_url else None,
         collector_units=SETUP_UNITS if collector else None,
+        team_metrics=team_metrics_setup() if has_team_metrics(ctx, collector) else None,
     )
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster_agents.metrics import fabric, gpu, head
+from gpucluster_agents.metrics import fabric, gpu, head, teams
 from gpucluster_agents.metrics.cli import _parser, main, sources
 from gpucluster_agents.metrics.exposition import Registry
 from gpucluster_agents.metrics.server import Exporter, Sources, make_server
@@ -366,6 +366,6 @@ def test_every_metric_name_is_in_the_docs() -> None:
     names = list(gpu.NAMES) + [
         v[0] for v in vars(head).values() if isinstance(v, tuple) and len(v) == 3 and str(v[0]).startswith("gpucluster_")
     ]
-    names += [fabric.LUSTRE_OPS[0], fabric.LUSTRE_BYTES[0], "node_amazonefa_"]
+    names += [fabric.LUSTRE_OPS[0], fabric.LUSTRE_BYTES[0], "node_amazonefa_", *(f[0] for f in teams.FAMILIES)]
     missing = [n for n in names if f"`{n}" not in doc]
     assert not missing, f"docs/monitoring.md does not list {missing}"

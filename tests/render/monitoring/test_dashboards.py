@@ -28,8 +28,11 @@ def test_shipped_files_are_current(update_golden: bool) -> None:
 def test_dashboard_is_well_formed(name: str) -> None:
     board = dashboards()[name]
     assert board["uid"] == name.removesuffix(".json") and len(board["uid"]) <= 40  # Grafana's uid limit
-    (var,) = board["templating"]["list"]
+    var, *variables = board["templating"]["list"]
     assert (var["name"], var["type"], var["query"]) == ("datasource", "datasource", "prometheus")
+    for v in variables:  # query variables: read through the data source, all values by default
+        assert (v["type"], v["datasource"], v["allValue"], v["includeAll"]) == ("query", DATASOURCE, ".*", True), v
+        assert v["definition"] == v["query"]["query"] and v["definition"].startswith("label_values(")
     ids = [p["id"] for p in board["panels"]]
     assert len(ids) == len(set(ids))
     for panel in board["panels"]:
@@ -41,7 +44,10 @@ def test_dashboard_is_well_formed(name: str) -> None:
         assert panel["datasource"] == DATASOURCE and panel["targets"]
         for target in panel["targets"]:
             assert target["datasource"] == DATASOURCE and target["expr"].strip()
-            assert "$" not in target["expr"], "a Grafana variable in a query Prometheus cannot run"
+            expr = target["expr"]
+            for v in variables:
+                expr = expr.replace(f"${v['name']}", "")
+            assert "$" not in expr, "a Grafana variable the dashboard does not declare: Prometheus cannot run it"
 
 
 def test_usage_dashboard_prices_gpu_hours_when_given_a_price() -> None:
@@ -50,7 +56,7 @@ def test_usage_dashboard_prices_gpu_hours_when_given_a_price() -> None:
     assert len(priced["panels"]) == len(plain["panels"]) + 1
     cost = [q for title, q in queries(priced) if title.startswith("Cost")]
     assert cost and cost[0].endswith("* 4.1")
-    assert any("Slurm accounting" in p["options"]["content"] for p in plain["panels"] if p["type"] == "text")
+    assert any("gpucluster-usage" in p["options"]["content"] for p in plain["panels"] if p["type"] == "text")
     with pytest.raises(ValueError, match="gpu_hour_price_usd"):
         dashboards(gpu_hour_price_usd=float("nan"))
 

@@ -35,7 +35,8 @@ def test_provisioned_dashboards_are_bound_to_the_amp_data_source(kind, update_go
     for uid, text in boards.items():
         check_golden(folder / f"{uid}.json", text, update_golden)
         board = json.loads(text)
-        assert "${datasource}" not in text and board["templating"] == {"list": []}
+        assert "${datasource}" not in text  # no data source variable: every query and variable reads AMP
+        assert all(v["type"] == "query" and v["datasource"]["uid"] == AMP_DATASOURCE_UID for v in board["templating"]["list"])
         assert board["uid"] == uid and board["title"] == shipped[uid]["title"]
         for panel in board["panels"]:
             if panel["type"] == "text":
@@ -54,10 +55,19 @@ def test_what_each_scheduler_leaves_out():
     eks_scheduler = json.loads(eks["gpucluster-scheduler"])
     assert _titles(eks_scheduler) == ["Kueue pending workloads", "Exporters answering"]
     assert [t["expr"] for t in eks_scheduler["panels"][1]["targets"]] == ["sum by (job) (up)"]
-    # Slurm has no Kueue and NVML no profiling counters; its usage dashboard would be a note only, so it is not made
+    # Slurm has no Kueue and NVML no profiling counters
     overview = _titles(json.loads(slurm["gpucluster-overview"]))
     assert "Kueue pending workloads" not in overview and not any(t.startswith("Busy or waiting") for t in overview)
-    assert "gpucluster-team-usage" not in slurm and "gpucluster-team-usage" in eks
+    # the usage dashboard: each Slurm team's panels (the head node's loopback exporter) and its team variable on
+    # Slurm; the cluster queues' and no variable on EKS, which has no Slurm accounts
+    slurm_usage, eks_usage = json.loads(slurm["gpucluster-team-usage"]), json.loads(eks["gpucluster-team-usage"])
+    slurm_data = [p["title"] for p in slurm_usage["panels"] if p["type"] != "text"]
+    assert slurm_data and all(t.startswith("Slurm: ") for t in slurm_data)
+    assert "Slurm: GPUs in use and guaranteed" in slurm_data
+    (team,) = slurm_usage["templating"]["list"]
+    assert (team["name"], team["datasource"]["uid"]) == ("team", AMP_DATASOURCE_UID)
+    assert _titles(eks_usage) and not any(t.startswith("Slurm") for t in _titles(eks_usage))
+    assert eks_usage["templating"]["list"] == []
     # a cluster with both keeps every panel of data of the shipped files
     for board in dashboards().values():
         data = [p["title"] for p in board["panels"] if p["type"] != "text"]

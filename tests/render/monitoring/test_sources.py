@@ -50,7 +50,7 @@ def _jobs(config_text: str) -> set[str]:
 
 
 COLLECTION_JOBS = {
-    SLURM: _jobs(prometheus_agent_config("c", "ws-1", 30, signer="127.0.0.1:9091")),
+    SLURM: _jobs(prometheus_agent_config("c", "ws-1", 30, signer="127.0.0.1:9091", teams="127.0.0.1:9402")),
     KUBERNETES: _jobs(scraper_config("c", 30, "gpu-operator", "kueue-system")),
 }
 
