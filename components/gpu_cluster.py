@@ -40,9 +40,9 @@ from gpucluster.components.storage.data_bucket import DataBucket, DataBucketArgs
 from gpucluster.components.storage.lustre_storage import TOKEN as LUSTRE
 from gpucluster.components.storage.lustre_storage import LustreParts, LustreWiring, build_lustre
 from gpucluster.components.storage.shared_storage import SharedStorage
+from gpucluster.config.compute.node_group import NodeGroupSpec
 from gpucluster.config.errors import ConfigError, error
 from gpucluster.config.naming import cluster_tags
-from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.storage import NVME_MOUNT_OPTIONS
 from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.load import load_args

@@ -22,12 +22,12 @@ from pydantic import ValidationError
 from gpucluster.config.base import control_character
 from gpucluster.config.checks.cluster import GROUP_CHECKS, validate_cluster
 from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.compute.node_group import NodeGroupSpec
 from gpucluster.config.effective import storage_sizing
 from gpucluster.config.errors import ConfigError, Finding, error, errors_in
 from gpucluster.config.network import NetworkSpec
-from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.pydantic_errors import NAMESPACE, REGION_KEY, pydantic_findings, render_path
-from gpucluster.config.sizing import Sizing
+from gpucluster.config.storage.sizing import Sizing
 from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.resolve.cluster import ResolvedCluster, resolve
 from gpucluster.resolve.cost_services import override_findings

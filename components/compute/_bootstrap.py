@@ -19,7 +19,7 @@ import pulumi
 from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.base import FIX_MARK
 from gpucluster.config.errors import Finding, error
-from gpucluster.config.mounts import check_mount_options, check_mount_point
+from gpucluster.config.storage.mounts import check_mount_options, check_mount_point
 from gpucluster.render.core import CloudConfig, WriteFile, render_cloud_config
 from gpucluster.render.node import LustreMount, base_bootstrap, lustre_part, user_data_title
 from gpucluster.render.slurm.health import HEALTH_CONFIG
@@ -51,7 +51,7 @@ def check_storage(storage: Sequence[SharedStorage], path: str = "args.sharedStor
         ):
             try:
                 check(str(value))
-            except ValueError as exc:  # the stack's own rules (gpucluster.config.mounts), with the field's path
+            except ValueError as exc:  # the stack's own rules (gpucluster.config.storage.mounts), with the field's path
                 message, _, fix = str(exc).partition(FIX_MARK)
                 findings.append(error(f"{path}[{i}].{field}", message, fix, value))
     return findings

@@ -28,9 +28,9 @@ from gpucluster.components.compute._launch_template import (
 )
 from gpucluster.components.storage.shared_storage import SharedStorage, as_shared_storage
 from gpucluster.config.checks.cluster import validate_node_group
+from gpucluster.config.compute.node_group import NodeGroupSpec
 from gpucluster.config.errors import ConfigError, error, raise_for
 from gpucluster.config.naming import cluster_tags
-from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.resolve.node_group import ResolvedNodeGroup, resolve_node_group
 

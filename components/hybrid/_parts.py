@@ -22,8 +22,8 @@ from gpucluster.components.hybrid.onprem_credentials import CredentialsParts, Cr
 from gpucluster.components.network.network import NetworkParts
 from gpucluster.components.slurm.slurm_cluster import SlurmParts
 from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.compute.node_group import NodeGroupSpec
 from gpucluster.config.effective import burst_group_names, partition_of
-from gpucluster.config.node_group import NodeGroupSpec
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,10 @@ from gpucluster.components._shared.inputs import Inputs
 from gpucluster.config.checks.cluster import validate_node_group
 from gpucluster.config.checks.kubernetes import check_kubernetes
 from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.compute.node_group import NodeGroupSpec
 from gpucluster.config.errors import ConfigError, Finding, error, errors_in
 from gpucluster.config.kubernetes import KubernetesSpec
 from gpucluster.config.network import NetworkSpec
-from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import Catalog
 from gpucluster.resolve.cluster import resolve_group
 from gpucluster.resolve.kubernetes import ResolvedKubernetes, resolve_kubernetes

@@ -17,9 +17,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from gpucluster.components.kubernetes._helm import helm_release
+from gpucluster.config.compute.node_group import NodeGroupSpec
 from gpucluster.config.hybrid import HybridSpec
 from gpucluster.config.kubernetes import JOBSET_CHART, KUEUE_CHART, KueueSpec, TeamSpec
-from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.render.hybrid.eks_nodes import site_flavor, site_queues, site_resource_flavor
 from gpucluster.render.kubernetes import TOPOLOGY_NAME, kueue_values

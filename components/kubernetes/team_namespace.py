@@ -26,7 +26,7 @@ import pulumi_kubernetes as k8s
 from gpucluster.components.kubernetes._objects import place_objects
 from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.kubernetes import TeamSpec
-from gpucluster.config.mounts import client_mount_options
+from gpucluster.config.storage.mounts import client_mount_options
 from gpucluster.render.kubernetes import TEAM_LABEL
 from gpucluster.render.kubernetes_objects import TEAM_ROLE_RULES
 from gpucluster.render.kubernetes_tenancy import pod_security_labels, team_network_policies

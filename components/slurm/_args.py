@@ -28,13 +28,13 @@ from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.base import FIX_MARK
 from gpucluster.config.checks.cluster import validate_cluster
 from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.compute.node_group import NodeGroupSpec
 from gpucluster.config.errors import ConfigError, Finding, error, errors_in
 from gpucluster.config.hybrid import HybridSpec
-from gpucluster.config.mounts import check_mount_options, check_mount_point
 from gpucluster.config.naming import cluster_tags
-from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.slurm import SlurmSpec
 from gpucluster.config.storage import LustreSpec
+from gpucluster.config.storage.mounts import check_mount_options, check_mount_point
 from gpucluster.facts.catalog import Catalog
 from gpucluster.render.core import render_cloud_config
 from gpucluster.render.node import LustreMount, lustre_part, node_cloud_config, user_data_title
@@ -262,7 +262,7 @@ def _lustre(given: Mapping[str, Any] | None, inputs: Inputs) -> tuple[SharedStor
     ):
         try:
             check(str(value))
-        except ValueError as exc:  # the stack's own rules (gpucluster.config.mounts), with the field's path
+        except ValueError as exc:  # the stack's own rules (gpucluster.config.storage.mounts), with the field's path
             message, _, fix = str(exc).partition(FIX_MARK)
             refused.append(error(f"args.lustre.{camel}", message, fix, value))
     if refused:

@@ -29,8 +29,8 @@ from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.checks.storage import check_lustre_settings
 from gpucluster.config.errors import error, raise_for
 from gpucluster.config.naming import cluster_tags, with_name
-from gpucluster.config.sizing import size_lustre
 from gpucluster.config.storage import MAX_NO_SQUASH_NIDS, DataRepositorySpec, LustreSpec, WorkloadSpec
+from gpucluster.config.storage.sizing import size_lustre
 from gpucluster.render.node import LustreMount
 from gpucluster.resolve.storage import resolve_lustre
 from gpucluster.resolve.team_storage import TeamDirectory

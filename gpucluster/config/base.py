@@ -149,8 +149,8 @@ IMAGE_NAME_MAX = 255
 PEM_KEYS = frozenset({"caCertificatePem", "ca_certificate_pem", "caCertificate", "ca_certificate"})
 """Config keys whose value is a PEM document, lines by definition: newlines pass there (no other control character),
 and the field's validator admits only base64 lines between the BEGIN/END markers
-(:class:`gpucluster.config.hybrid_access.CredentialsSpec`; ``slurm.identity.directory.caCertificate``: the
-``ca-invalid`` check of :mod:`gpucluster.config.checks.slurm_identity`)."""
+(:class:`gpucluster.config.hybrid.access.CredentialsSpec`; ``slurm.identity.directory.caCertificate``: the
+``ca-invalid`` check of :mod:`gpucluster.config.checks.slurm.identity`)."""
 
 
 def control_character(value: str, key: str = "") -> str | None:

@@ -8,12 +8,12 @@ import re
 from pydantic import Field, field_validator
 
 from gpucluster.config.base import FIX_MARK, SpecModel, check_name
+from gpucluster.config.compute.node_group import NodeGroupSpec
 from gpucluster.config.estimate import EstimateSpec
 from gpucluster.config.hybrid import HybridSpec
 from gpucluster.config.kubernetes import KubernetesSpec
 from gpucluster.config.monitoring import MonitoringSpec
 from gpucluster.config.network import NetworkSpec
-from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.slurm import SlurmSpec
 from gpucluster.config.storage import StorageSpec
 from gpucluster.facts.regions import aws_partition_of, known_regions, zone_in_region

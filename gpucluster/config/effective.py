@@ -8,14 +8,14 @@ system go, and the storage sizing of a workload.
 from __future__ import annotations
 
 from gpucluster.config.cluster import ClusterSpec
-from gpucluster.config.node_group import NodeGroupSpec
-from gpucluster.config.sizing import (
+from gpucluster.config.compute.node_group import NodeGroupSpec
+from gpucluster.config.slurm import SlurmNodeGroupSpec
+from gpucluster.config.storage import LustreSpec, StorageSpec
+from gpucluster.config.storage.sizing import (
     Mounter,
     Sizing,
     size_lustre,
 )
-from gpucluster.config.slurm import SlurmNodeGroupSpec
-from gpucluster.config.storage import LustreSpec, StorageSpec
 from gpucluster.facts.catalog import Catalog, InstanceFacts
 
 

@@ -34,7 +34,7 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
-from gpucluster.config.kubernetes_health import KubernetesHealthSpec
+from gpucluster.config.kubernetes.health import KubernetesHealthSpec
 from gpucluster.render.kubernetes import BOOT_TAINT, BOOT_TOLERATION, GPU_TOLERATION, LABEL_GPU, LABEL_NODE_GROUP
 from gpucluster.render.kubernetes_sweep_policy import sweep_node_policy
 from gpucluster.render.kubernetes_tenancy import PSA, default_deny, dns_egress, network_policy

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpucluster.config.team_posix import TeamPosix
+from gpucluster.config.kubernetes.team_posix import TeamPosix
 
 PSA = "pod-security.kubernetes.io"
 ADMISSION_API = "admissionregistration.k8s.io/v1"

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from gpucluster.config.mounts import client_mount_options
 from gpucluster.config.storage import NVME_MOUNT_OPTIONS, NvmeScratchSpec
+from gpucluster.config.storage.mounts import client_mount_options
 from gpucluster.facts.catalog import InstanceFacts
 from gpucluster.facts.downloads import FSX_UBUNTU_KEY_FINGERPRINT, FSX_UBUNTU_KEY_URL
 from gpucluster.facts.nccl import library_dirs
@@ -91,7 +91,7 @@ def fstab_field(text: str) -> str:
 
 def lustre_fstab_entry(mount: LustreMount) -> str:
     """The /etc/fstab line of the Lustre mount: six fields, each escaped; ``nosuid,nodev`` whatever the options say
-    (:func:`~gpucluster.config.mounts.client_mount_options`)."""
+    (:func:`~gpucluster.config.storage.mounts.client_mount_options`)."""
     fields = (
         f"{mount.dns_name}@tcp:/{mount.mount_name}",
         mount.mount_point,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpucluster.config.team_posix import TeamPosix
+from gpucluster.config.kubernetes.team_posix import TeamPosix
 from gpucluster.render.core import render
 from gpucluster.render.kubernetes import (
     EFA_RESOURCE,

@@ -346,7 +346,7 @@ def network_costs(spec: ClusterSpec) -> list[LineItem]:
 
 def lustre_costs(spec: ClusterSpec) -> list[LineItem]:
     """A new Lustre file system, per hour (its GB-month price over 730 hours)."""
-    from gpucluster.config.sizing import USD_PER_GB_MONTH
+    from gpucluster.config.storage.sizing import USD_PER_GB_MONTH
 
     storage = spec.storage
     if storage is None or storage.lustre is None or storage.lustre.file_system_id:

@@ -5,7 +5,7 @@ from the price file's ``Services`` figures."""
 from __future__ import annotations
 
 from gpucluster.config.cluster import ClusterSpec
-from gpucluster.config.slurm_home import HomeSpec
+from gpucluster.config.slurm.home import HomeSpec
 from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.prices import PriceBook
 from gpucluster.resolve.cost_services import Part, nlb_part, openzfs_part

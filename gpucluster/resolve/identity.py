@@ -16,15 +16,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from gpucluster.config.slurm_home import HomeSpec
-from gpucluster.config.slurm_identity import (
+from gpucluster.config.slurm.home import HomeSpec
+from gpucluster.config.slurm.identity import (
     IDMAP_RANGE,
     DirectoryServiceSpec,
     PosixUserSpec,
     SlurmIdentitySpec,
     parse_principal,
 )
-from gpucluster.config.slurm_teams import SlurmTeamSpec, team_group_gid
+from gpucluster.config.slurm.teams import SlurmTeamSpec, team_group_gid
 from gpucluster.facts.catalog import InstanceFacts
 from gpucluster.resolve.node_group import ResolvedImage
 
@@ -279,7 +279,7 @@ def resolve_directory(d: DirectoryServiceSpec) -> DirectoryIdentity:
 
 
 DIRECTORY_ID_RANGE = (1000, 59999)
-"""The directory ids a node accepts by default: the declared users' low range (config/checks/slurm_identity.py), which
+"""The directory ids a node accepts by default: the declared users' low range (config/checks/slurm/identity.py), which
 leaves out the system accounts (below 1000), Debian's allocated ids (60000–64999: slurm is 64030) and nobody."""
 
 

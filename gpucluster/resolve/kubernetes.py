@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpucluster.config.compute.node_group import CapacitySpec, NodeGroupSpec
 from gpucluster.config.effective import effective_desired
 from gpucluster.config.kubernetes import KubernetesSpec, eks_ami_type
-from gpucluster.config.node_group import CapacitySpec, NodeGroupSpec
 from gpucluster.facts.catalog import Catalog, InstanceFacts
 from gpucluster.resolve.node_group import ResolvedNodeGroup, resolve_node_group
 

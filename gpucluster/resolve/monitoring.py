@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.compute.node_group import NodeGroupSpec
 from gpucluster.config.effective import effective_scheduler
 from gpucluster.config.monitoring import MonitoringSpec, SubscriptionSpec
-from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import Catalog, InstanceFacts
 from gpucluster.facts.prices import PriceBook
 from gpucluster.resolve.cost_services import override_hint

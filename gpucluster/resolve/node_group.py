@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Literal, TypeVar
 
 from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.compute.node_group import NodeGroupSpec
 from gpucluster.config.effective import (
     effective_desired,
     effective_efa,
@@ -21,9 +22,8 @@ from gpucluster.config.effective import (
     effective_scheduler,
     partition_of,
 )
-from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.config.slurm import UBUNTU_RELEASE, SlurmNodeGroupSpec
-from gpucluster.config.slurm_health import nvidia_gpus
+from gpucluster.config.slurm.health import nvidia_gpus
 from gpucluster.config.storage import NvmeScratchSpec
 from gpucluster.facts.catalog import Catalog, InstanceFacts
 from gpucluster.facts.efa import InterfaceSlot, efa_interface_count, interface_layout

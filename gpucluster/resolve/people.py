@@ -9,8 +9,8 @@ from __future__ import annotations
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.effective import effective_protect
 from gpucluster.config.slurm import UBUNTU_RELEASE, SlurmSpec
-from gpucluster.config.slurm_home import HomeSpec
-from gpucluster.config.slurm_login import LoginNodesSpec
+from gpucluster.config.slurm.home import HomeSpec
+from gpucluster.config.slurm.login import LoginNodesSpec
 from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.images import default_image_parameter
 from gpucluster.resolve.identity import (

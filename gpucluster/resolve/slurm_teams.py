@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpucluster.config.checks.slurm_teams import slurm_gpu_flavors
+from gpucluster.config.checks.slurm.teams import slurm_gpu_flavors
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.slurm import SlurmSpec
-from gpucluster.config.slurm_teams import parse_job_time
+from gpucluster.config.slurm.teams import parse_job_time
 from gpucluster.facts.catalog import Catalog
 
 GPU_TRES = "gres/gpu"

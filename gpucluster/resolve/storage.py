@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.effective import effective_protect_data, lustre_groups, lustre_zone, storage_sizing
-from gpucluster.config.sizing import Sizing
 from gpucluster.config.storage import LustreSpec, StorageSpec
+from gpucluster.config.storage.sizing import Sizing
 from gpucluster.facts.catalog import Catalog
 from gpucluster.resolve.team_storage import LustreAdmins, lustre_admins_of
 

@@ -29,7 +29,7 @@ def team_directory(team_name: str) -> str:
 
 def team_owner(team: TeamSpec) -> tuple[int, int]:
     """``(uid, gid)`` that own the team's directory: the team's first UID and its GID (``teams[].posix``, derived
-    from the team's name unless set; :mod:`gpucluster.config.team_posix`)."""
+    from the team's name unless set; :mod:`gpucluster.config.kubernetes.team_posix`)."""
     posix = team.effective_posix
     return posix.uid_first, posix.gid
 

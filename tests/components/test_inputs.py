@@ -12,8 +12,8 @@ import pytest
 from gpucluster.components._shared.config_types import CapacityConfig, NodeGroupConfig
 from gpucluster.components._shared.edge import validate
 from gpucluster.components._shared.inputs import KINDS, Inputs
+from gpucluster.config.compute.node_group import NodeGroupSpec
 from gpucluster.config.errors import ConfigError
-from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.tools.config_types import REFERENCES
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -77,7 +77,7 @@ import pulumi, pulumi_aws as aws
 from gpucluster.components._shared.config_types import NodeGroupConfig
 from gpucluster.components._shared.edge import validate
 from gpucluster.components._shared.inputs import Inputs
-from gpucluster.config.node_group import NodeGroupSpec
+from gpucluster.config.compute.node_group import NodeGroupSpec
 from gpucluster.tools.plan.run.engine import execute
 
 def program():

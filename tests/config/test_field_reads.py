@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 READ_IN_CONFIG: dict[tuple[str, str], str] = {
     ("CapacitySpec", "start_time"): "capacity-block, informative: the deploy checks warn about a block not yet started",
     ("CapacitySpec", "end_time"): "capacity-block, informative: the deploy checks warn about a block that has ended",
-    ("WorkloadSpec", "dataset_size_tib"): "the storage sizing (config/sizing.py) reads it; resolution applies its choice",
+    ("WorkloadSpec", "dataset_size_tib"): "the storage sizing (config/storage/sizing.py) reads it; resolution applies its choice",
     ("WorkloadSpec", "read_mb_per_second_per_gpu"): "the storage sizing reads it; resolution applies its choice",
     ("WorkloadSpec", "checkpoint_size_gib"): "the storage sizing reads it; resolution applies its choice",
     ("WorkloadSpec", "checkpoint_write_seconds"): "the storage sizing reads it; resolution applies its choice",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from gpucluster.config.node_group import NodeGroupSpec
+from gpucluster.config.compute.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.facts.gpu_health import GPU_HEALTH_FILE, gpu_health_facts
 from gpucluster.load import load_spec

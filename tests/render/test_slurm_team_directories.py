@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from gpucluster.config.errors import ConfigError
-from gpucluster.config.team_posix import TeamPosixSpec
+from gpucluster.config.kubernetes.team_posix import TeamPosixSpec
 from gpucluster.load import load_spec
 from gpucluster.render.slurm.head import TEAM_DIRECTORIES_SCRIPT, team_directories
 from gpucluster.render.slurm.identity import users_json

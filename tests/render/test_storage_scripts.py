@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster.config.node_group import NodeGroupSpec
+from gpucluster.config.compute.node_group import NodeGroupSpec
 from gpucluster.config.storage import NvmeScratchSpec
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.render.node import LustreMount, lustre_part, nvme_scratch_part

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from gpucluster.tools import cli
-from tests.config.test_hybrid_checks import H, setter, slurm_site
+from tests.config.hybrid.test_hybrid_checks import H, setter, slurm_site
 from tests.conftest import ROOT
 
 BAD = {

@@ -24,7 +24,7 @@ from gpucluster.tools.preflight.hybrid import (
     check_trust_anchors,
     check_vpc_overlap,
 )
-from tests.config.test_hybrid_checks import H, stack
+from tests.config.hybrid.test_hybrid_checks import H, stack
 
 CATALOG = load_catalog()
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -18,7 +18,7 @@ from gpucluster.tools.preflight.routes import (
     check_vgw_attachment,
     check_vgw_vpn_routes,
 )
-from tests.config.test_hybrid_checks import H
+from tests.config.hybrid.test_hybrid_checks import H
 from tests.tools.test_preflight_hybrid import CATALOG, spec_with
 
 
@@ -201,7 +201,7 @@ def test_own_vpc_already_attached_is_its_own_route(aws):
     import copy
 
     from gpucluster.load import load_spec
-    from tests.config.test_hybrid_checks import stack
+    from tests.config.hybrid.test_hybrid_checks import stack
 
     config = copy.deepcopy(stack("hybrid-slurm"))
     config[H]["connectivity"] = {"type": "existing-tgw", "transitGatewayId": TGW}

@@ -13,6 +13,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
+from gpucluster.config.checks.compute.node_group import (
+    GroupCheck,
+    check_addresses,
+    check_capacity,
+    check_efa,
+    check_instance_type,
+    check_placement,
+    check_public_ip,
+    check_scheduler,
+    check_sizes,
+    check_subnets,
+    check_tag_count,
+    check_zones,
+)
 from gpucluster.config.checks.deploy import (
     check_capacity_block_start,
     check_cluster_tags,
@@ -32,25 +46,11 @@ from gpucluster.config.checks.images import check_hooks, check_image_pinned
 from gpucluster.config.checks.kubernetes import check_kubernetes
 from gpucluster.config.checks.monitoring import check_monitoring
 from gpucluster.config.checks.network import check_flow_logs, check_network
-from gpucluster.config.checks.node_group import (
-    GroupCheck,
-    check_addresses,
-    check_capacity,
-    check_efa,
-    check_instance_type,
-    check_placement,
-    check_public_ip,
-    check_scheduler,
-    check_sizes,
-    check_subnets,
-    check_tag_count,
-    check_zones,
-)
 from gpucluster.config.checks.slurm import check_slurm
 from gpucluster.config.checks.storage import check_storage
 from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.compute.node_group import NodeGroupSpec
 from gpucluster.config.errors import Finding, group_path
-from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import Catalog
 
 GROUP_CHECKS: tuple[GroupCheck, ...] = (

@@ -14,10 +14,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 
 from gpucluster.config.cluster import ClusterSpec, known_region, region_problem
+from gpucluster.config.compute.node_group import NodeGroupSpec
 from gpucluster.config.effective import effective_desired
 from gpucluster.config.errors import Finding, error, group_path, warning
 from gpucluster.config.naming import RESERVED_TAGS
-from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import Catalog, InstanceFacts
 from gpucluster.facts.regions import aws_partition_of, zone_in_region
 

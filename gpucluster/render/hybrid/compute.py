@@ -28,8 +28,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gpucluster.config.compute.node_group import NodeGroupSpec
 from gpucluster.config.hybrid import ControllerSpec
-from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.slurm_releases import MAJORS, UBUNTU_SLURM, cloud_ubuntu_for, compatible
 from gpucluster.render.core import CloudConfig, WriteFile, render, render_cloud_config
 from gpucluster.render.hybrid.fabric import HYBRID_TASK_PROLOG, hybrid_of, hybrid_task_prolog, site_controller

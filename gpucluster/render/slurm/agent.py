@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import gpucluster_agents
-from gpucluster.config.slurm_health import nvidia_gpus
+from gpucluster.config.slurm.health import nvidia_gpus
 from gpucluster.render.core import WriteFile
 from gpucluster.render.pysource import without_docs
 from gpucluster.render.slurm.names import (

@@ -7,7 +7,7 @@ slurmctld (configless)."""
 
 from __future__ import annotations
 
-from gpucluster.config.slurm_health import nvidia_gpus
+from gpucluster.config.slurm.health import nvidia_gpus
 from gpucluster.facts.nccl import library_dirs
 from gpucluster.render.core import CloudConfig, WriteFile, render
 from gpucluster.render.home import HOME_MOUNT_SCRIPT, HomeMount, home_files

@@ -5,7 +5,7 @@ resolved node groups' facts), ``gres.conf``, ``cgroup.conf``, the first ``topolo
 from __future__ import annotations
 
 from gpucluster.config.slurm import SLURM_VERSION, UBUNTU_RELEASE
-from gpucluster.config.slurm_teams import gpu_type
+from gpucluster.config.slurm.teams import gpu_type
 from gpucluster.facts.catalog import InstanceFacts
 from gpucluster.render.core import render
 from gpucluster.render.slurm.health import health_conf_lines

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import shlex
 
-from gpucluster.config.slurm_health import nvidia_gpus
+from gpucluster.config.slurm.health import nvidia_gpus
 from gpucluster.render.core import WriteFile, render
 from gpucluster.render.slurm.names import AGENT_LIB, AWS_HELPER, SlurmContext
 from gpucluster.resolve.node_group import ResolvedNodeGroup

@@ -66,7 +66,7 @@ def job_container_conf(ctx: SlurmContext) -> str:
     ]
     for g in ctx.node_groups:
         # slurmd refuses a BasePath in /tmp or /dev/shm (fatal at start, measured with 22.05); a scratch mount point
-        # never is there: the mount-point rule (gpucluster/config/mounts.py) refuses /tmp and /dev at load.
+        # never is there: the mount-point rule (gpucluster/config/storage/mounts.py) refuses /tmp and /dev at load.
         if g.name in scratch:
             base = f"{scratch[g.name].rstrip('/')}/{SCRATCH_JOB_TMP}"
             lines.append(f"NodeName={hostrange(g.name, g.max_size)} BasePath={base} AutoBasePath=true")

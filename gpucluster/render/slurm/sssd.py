@@ -10,7 +10,7 @@ and ``getent`` still resolve users outside it. With ``ldap_id_mapping`` (AD) the
 every node maps a SID to the same uid. ``min_id``/``max_id`` bound the ids SSSD takes from the directory (``idRange``:
 by default the declared users' 1000–59999, or the id mapping's range), so a directory entry with a system account's
 uid or gid (slurm's 64030, disk's 6) is not resolved. Homes are always ``/home/<user>`` (Session Manager's Run As sets that
-``HOME``). Values are checked at load (config/checks/slurm_identity.py); here each one that lands on an ``key = value``
+``HOME``). Values are checked at load (config/checks/slurm/identity.py); here each one that lands on an ``key = value``
 line is refused if it holds a line break (a line of its own would be a key of its own).
 """
 

@@ -11,8 +11,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from gpucluster.config.cluster import ClusterSpec
+from gpucluster.config.compute.node_group import NodeGroupSpec
 from gpucluster.config.errors import Finding, error, info, warning
-from gpucluster.config.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import Catalog, InstanceFacts
 from gpucluster.tools.preflight.clients import Clients
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gpucluster.config.kubernetes_health import DIGEST_RE
+from gpucluster.config.kubernetes.health import DIGEST_RE
 from gpucluster.policy.evaluate import evaluate, from_plan
 from gpucluster.policy.kubernetes_rules import DEFAULT_DENY, POD_SECURITY
 from gpucluster.render.kubernetes_tenancy import PRIVATE_NETWORKS, TEAM_POD_POLICY

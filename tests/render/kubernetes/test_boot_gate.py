@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 import yaml
 
-from gpucluster.config.kubernetes_health import KubernetesHealthSpec
+from gpucluster.config.kubernetes.health import KubernetesHealthSpec
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.render.kubernetes import (
     BOOT_TAINT,

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from gpucluster.config.errors import ConfigError
-from gpucluster.config.kubernetes_health import KubernetesHealthSpec
+from gpucluster.config.kubernetes.health import KubernetesHealthSpec
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.render.kubernetes_health import (
     CONDITION,

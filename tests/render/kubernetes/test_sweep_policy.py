@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import pytest
 
 from gpucluster.config.kubernetes import SUPPORTED_EKS_VERSIONS
-from gpucluster.config.kubernetes_health import KubernetesHealthSpec
+from gpucluster.config.kubernetes.health import KubernetesHealthSpec
 from gpucluster.render.kubernetes import BOOT_TAINT, GPU_TAINT
 from gpucluster.render.kubernetes_health import CONDITION, SWEEP_NAME, SWEEP_USER, TAINT_KEY, sweep_objects
 from gpucluster.render.kubernetes_sweep_policy import NODE_NAME_EXTRA, SPEC_FIELDS, STATUS_FIELDS

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpucluster.config.sizing import USD_PER_GB_MONTH
+from gpucluster.config.storage.sizing import USD_PER_GB_MONTH
 from gpucluster.facts.prices import load_prices
 from gpucluster.resolve.cost import HOURS_PER_MONTH
 from gpucluster.tools.plan.diff.cost import FIGURES, compare, markdown, text_lines, to_json

@@ -75,7 +75,7 @@ def test_a_gpu_node_group_and_lustre_in_an_existing_vpc_plan_with_nodes_and_cost
     """The done-when of issue #20: a user's own program (a GpuNodeGroup of 2 × p5.48xlarge and a LustreStorage of
     2,400 GiB in an existing VPC whose subnet it looks up with aws.ec2.get_subnets) plans offline with exit 0, and
     its summary shows the nodes and a cost, worked out from its resources (it exports no estimate)."""
-    from gpucluster.config.sizing import USD_PER_GB_MONTH
+    from gpucluster.config.storage.sizing import USD_PER_GB_MONTH
     from gpucluster.facts.prices import load_prices
     from tests.tools.plan.test_plan import gpucluster
 

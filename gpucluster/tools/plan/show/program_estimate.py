@@ -26,7 +26,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from gpucluster.config.sizing import USD_PER_GB_MONTH
+from gpucluster.config.storage.sizing import USD_PER_GB_MONTH
 from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.facts.prices import REFERENCE_REGION, PriceBook, load_prices
 from gpucluster.resolve.cost import (

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpucluster.config.sizing import delivered_mbps
+from gpucluster.config.storage.sizing import delivered_mbps
 from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.tools.plan.diff.teams import summary_row
 from gpucluster.tools.plan.show.people import people
