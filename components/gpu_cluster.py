@@ -53,9 +53,9 @@ from gpucluster.render.core import (
 from gpucluster.render.node import LustreMount, node_cloud_config, user_data_title
 from gpucluster.render.user_data import lustre_stand_in, scheduler_part, user_data_findings
 from gpucluster.resolve.cluster import ResolvedCluster, ResolvedSlurm
-from gpucluster.resolve.cost import Estimate
+from gpucluster.resolve.compute.node_group import ResolvedNodeGroup
+from gpucluster.resolve.cost.estimate import Estimate
 from gpucluster.resolve.kubernetes import ResolvedKubernetes
-from gpucluster.resolve.node_group import ResolvedNodeGroup
 
 TOKEN = "gpucluster:index:GpuCluster"
 

@@ -30,7 +30,7 @@ from gpucluster.config.pydantic_errors import NAMESPACE, REGION_KEY, pydantic_fi
 from gpucluster.config.storage.sizing import Sizing
 from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.resolve.cluster import ResolvedCluster, resolve
-from gpucluster.resolve.cost_services import override_findings
+from gpucluster.resolve.cost.services import override_findings
 
 
 @dataclass(frozen=True)

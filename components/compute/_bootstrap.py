@@ -3,7 +3,7 @@ the shared storage the program passes (``sharedStorage: [lustre.shared_storage]`
 
 The bootstrap is the stack's own parts (:mod:`gpucluster.render.node`): the node facts, the NCCL/EFA environment and
 the EFA check; for a group with NVIDIA GPUs the health program's thresholds (``/etc/gpucluster/health.json``,
-:func:`gpucluster.resolve.health.health_config`, with the Lustre mount for its ``shared_fs`` check), so an operator runs
+:func:`gpucluster.resolve.compute.health.health_config`, with the Lustre mount for its ``shared_fs`` check), so an operator runs
 ``python -m gpucluster_agents.health`` on a node as on a Slurm node. A Lustre file system is mounted by the stack's
 mount script and fstab entry (``nosuid,nodev`` whatever the options say). Everything is rendered first with stand-ins
 of the file system's names (as long as real ones), so a bad mount or user data over EC2's 16 KB fails at the edge,
@@ -23,7 +23,7 @@ from gpucluster.config.storage.mounts import check_mount_options, check_mount_po
 from gpucluster.render.core import CloudConfig, WriteFile, render_cloud_config
 from gpucluster.render.node import LustreMount, base_bootstrap, lustre_part, user_data_title
 from gpucluster.render.slurm.health import HEALTH_CONFIG
-from gpucluster.resolve.node_group import ResolvedNodeGroup, with_shared_fs
+from gpucluster.resolve.compute.node_group import ResolvedNodeGroup, with_shared_fs
 from gpucluster.resolve.storage import SharedFs
 from gpucluster_agents.health.config import to_json
 

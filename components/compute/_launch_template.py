@@ -21,7 +21,7 @@ from gpucluster.components._shared.roles import ec2_ssm_role
 from gpucluster.config.naming import NODE_GROUP_TAG, with_name
 from gpucluster.facts.efa import InterfaceSlot
 from gpucluster.render.core import b64, gzip_b64
-from gpucluster.resolve.node_group import ResolvedNodeGroup
+from gpucluster.resolve.compute.node_group import ResolvedNodeGroup
 
 # Every variant registers as GpuNodeGroup: the stack's resources (and their URNs) stay what they were.
 TOKEN = "gpucluster:index:GpuNodeGroup"

@@ -32,7 +32,7 @@ from gpucluster.config.compute.node_group import NodeGroupSpec
 from gpucluster.config.errors import ConfigError, error, raise_for
 from gpucluster.config.naming import cluster_tags
 from gpucluster.facts.catalog import Catalog, load_catalog
-from gpucluster.resolve.node_group import ResolvedNodeGroup, resolve_node_group
+from gpucluster.resolve.compute.node_group import ResolvedNodeGroup, resolve_node_group
 
 __all__ = ["TOKEN", "GpuNodeGroup", "GpuNodeGroupArgs"]
 

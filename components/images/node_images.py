@@ -31,7 +31,7 @@ from gpucluster.config.naming import with_name
 from gpucluster.render.iam import managed_policy_arn, policy_json
 from gpucluster.render.slurm.image import component_document, needs_package, semantic_version
 from gpucluster.render.slurm.names import SlurmContext
-from gpucluster.resolve.node_group import SlurmGroup
+from gpucluster.resolve.compute.node_group import SlurmGroup
 
 IMAGE_BUILDER_INSTANCE_POLICY = "EC2InstanceProfileForImageBuilder"
 BUILD_TIMEOUT_MINUTES = 120  # apt, the Lustre client and the tests: well under an hour on an m7i.xlarge

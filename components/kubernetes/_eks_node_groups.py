@@ -22,8 +22,8 @@ from gpucluster.components.compute._launch_template import (
 )
 from gpucluster.config.naming import NODE_GROUP_TAG, with_name
 from gpucluster.render.kubernetes import node_config, node_labels, node_taints, nodeadm_user_data
+from gpucluster.resolve.compute.node_group import ResolvedNodeGroup
 from gpucluster.resolve.kubernetes import ResolvedEksNodeGroup, ResolvedSystemNodeGroup
-from gpucluster.resolve.node_group import ResolvedNodeGroup
 
 
 class EksNodeTemplate(NodeGroupResource):

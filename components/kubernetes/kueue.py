@@ -24,7 +24,7 @@ from gpucluster.facts.catalog import load_catalog
 from gpucluster.render.hybrid.eks_nodes import site_flavor, site_queues, site_resource_flavor
 from gpucluster.render.kubernetes import TOPOLOGY_NAME, kueue_values
 from gpucluster.render.kubernetes_objects import Flavor, cluster_queue, local_queue, resource_flavor, topology
-from gpucluster.resolve.node_group import ResolvedNodeGroup, resolve_node_group
+from gpucluster.resolve.compute.node_group import ResolvedNodeGroup, resolve_node_group
 
 TOKEN = "gpucluster:index:Kueue"
 

@@ -6,7 +6,7 @@ and queues; it grants nothing on Secrets, RBAC or the namespace itself. Each sha
 becomes a static PersistentVolume (FSx CSI driver, ``fsx.csi.aws.com``) bound to a claim of the same
 name as the file system in the namespace. The volume mounts the team's own directory ``/teams/<team>`` (a Lustre
 subdirectory mount), never the file system's root, ``nosuid,nodev``: the directory belongs to the team's UID and GID
-(:mod:`gpucluster.resolve.team_storage`; GpuCluster's storage setup host creates it, a program that brings its own
+(:mod:`gpucluster.resolve.storage.team`; GpuCluster's storage setup host creates it, a program that brings its own
 file system creates it itself), and each team's volume has its own handle and path.
 
 The namespace enforces Pod Security ``restricted`` and its NetworkPolicies deny all traffic but the
@@ -30,7 +30,7 @@ from gpucluster.config.storage.mounts import client_mount_options
 from gpucluster.render.kubernetes import TEAM_LABEL
 from gpucluster.render.kubernetes_objects import TEAM_ROLE_RULES
 from gpucluster.render.kubernetes_tenancy import pod_security_labels, team_network_policies
-from gpucluster.resolve.team_storage import team_directory
+from gpucluster.resolve.storage.team import team_directory
 
 TOKEN = "gpucluster:index:TeamNamespace"
 FSX_CSI_DRIVER = "fsx.csi.aws.com"

@@ -41,7 +41,7 @@ from gpucluster.render.node import LustreMount, lustre_part, node_cloud_config, 
 from gpucluster.render.slurm.compute import node_slurm_part
 from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.resolve.cluster import ResolvedCluster, ResolvedSlurm, resolve, with_groups
-from gpucluster.resolve.node_group import SlurmGroup, with_shared_fs
+from gpucluster.resolve.compute.node_group import SlurmGroup, with_shared_fs
 from gpucluster.resolve.storage import SharedFs
 
 SOURCE = "SlurmCluster args"

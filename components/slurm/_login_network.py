@@ -29,7 +29,7 @@ import pulumi_aws as aws
 
 from gpucluster.components._shared.security import Direction, allow
 from gpucluster.config.naming import with_name
-from gpucluster.resolve.identity import ResolvedLoginSsh
+from gpucluster.resolve.slurm.identity import ResolvedLoginSsh
 
 SLURMCTLD, SLURMD, SLURMDBD, SSH = 6817, 6818, 6819, 22
 LB_NAME_LIMIT = 32

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pulumi
 
 from gpucluster.components.compute._launch_template import SLURM, TOKEN, NodeGroupResource, NodeWiring
-from gpucluster.resolve.node_group import ResolvedNodeGroup
+from gpucluster.resolve.compute.node_group import ResolvedNodeGroup
 
 
 class SlurmNodeGroup(NodeGroupResource):

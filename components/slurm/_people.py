@@ -30,7 +30,7 @@ from gpucluster.render.iam_sessions import bind_secret_statements, host_key_writ
 from gpucluster.render.slurm.agent import with_artifact_bucket
 from gpucluster.render.slurm.login import LoginInputs, login_cloud_config, login_title
 from gpucluster.render.slurm.names import SlurmContext
-from gpucluster.resolve.identity import DirectoryIdentity, ResolvedHome, ResolvedIdentity, ResolvedLogin
+from gpucluster.resolve.slurm.identity import DirectoryIdentity, ResolvedHome, ResolvedIdentity, ResolvedLogin
 
 SRUN_PORTS = (60001, 63000)
 LoginRenderer = Callable[[pulumi.Output[str] | None, pulumi.Output[str] | None], pulumi.Output[str]]

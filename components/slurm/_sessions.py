@@ -37,7 +37,7 @@ import pulumi_aws as aws
 from gpucluster.config.naming import with_name
 from gpucluster.render.iam import policy_json
 from gpucluster.render.iam_sessions import CLUSTER_TAG, ROLE_TAG, session_policy
-from gpucluster.resolve.identity import DeclaredIdentity, PosixUser, ResolvedIdentity
+from gpucluster.resolve.slurm.identity import DeclaredIdentity, PosixUser, ResolvedIdentity
 
 SHARED_RUN_AS = "gpucluster-nobody"
 """The shared document's default user: a locked account with ``nologin`` (or none): untagged sessions end at once."""

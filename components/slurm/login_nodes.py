@@ -36,7 +36,7 @@ from gpucluster.config.naming import with_name
 from gpucluster.render.core import gzip_b64
 from gpucluster.render.iam import policy_json
 from gpucluster.render.iam_sessions import ROLE_TAG, login_role_policy
-from gpucluster.resolve.identity import ResolvedLogin
+from gpucluster.resolve.slurm.identity import ResolvedLogin
 
 TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
 

@@ -35,7 +35,7 @@ from gpucluster.config.naming import with_name
 from gpucluster.render.core import render_cloud_config
 from gpucluster.render.node import LustreMount
 from gpucluster.render.storage_setup import storage_setup_cloud_config, storage_setup_title
-from gpucluster.resolve.team_storage import TeamDirectory
+from gpucluster.resolve.storage.team import TeamDirectory
 
 INSTANCE_TYPE = "t3.micro"
 """The smallest x86 type of the current generation offered in (nearly) every zone; the setup runs for minutes."""

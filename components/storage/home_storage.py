@@ -31,7 +31,7 @@ import pulumi_aws as aws
 from gpucluster.components._shared.security import allow
 from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.naming import with_name
-from gpucluster.resolve.identity import ResolvedHome
+from gpucluster.resolve.slurm.identity import ResolvedHome
 
 NFS_PORTS = ((111, 111), (2049, 2049), (20001, 20003))
 EXPORT_OPTIONS = ("rw", "crossmnt", "no_root_squash", "sync")

@@ -33,7 +33,7 @@ from gpucluster.config.storage import MAX_NO_SQUASH_NIDS, DataRepositorySpec, Lu
 from gpucluster.config.storage.sizing import size_lustre
 from gpucluster.render.node import LustreMount
 from gpucluster.resolve.storage import resolve_lustre
-from gpucluster.resolve.team_storage import TeamDirectory
+from gpucluster.resolve.storage.team import TeamDirectory
 
 TOKEN = "gpucluster:index:LustreStorage"
 LUSTRE_PORTS = ((988, 988), (1018, 1023))  # LNet and the Lustre services (FSx user guide, "File system access control")

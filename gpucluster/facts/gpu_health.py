@@ -1,6 +1,6 @@
 """What a healthy GPU of each model reads: link generation and width, NVLink links, measured benchmark
 baselines and a temperature limit (``data/gpu_health.json``, each figure with its source). The node
-health program's config is built from these and the instance facts (:mod:`gpucluster.resolve.health`).
+health program's config is built from these and the instance facts (:mod:`gpucluster.resolve.compute.health`).
 
 Keyed by GPU model, the catalog's ``GpuInfo`` name, not by instance type: an H100 reads the same in a
 p5.48xlarge and a p5.4xlarge. Baselines are measurements only; a model without one has ``None`` and its

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from gpucluster.config.kubernetes import MigStrategy, flavor_name
 from gpucluster.facts.catalog import InstanceFacts
 from gpucluster.render.core import USER_DATA_LIMIT, render, to_yaml
-from gpucluster.resolve.node_group import ResolvedNodeGroup
+from gpucluster.resolve.compute.node_group import ResolvedNodeGroup
 
 Platform = Literal["eks", "on-prem"]
 

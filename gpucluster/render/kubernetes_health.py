@@ -260,7 +260,7 @@ def sweep_objects(
     role and binding (nodes get/patch, nodes/status patch), the admission policy that narrows those rights
     to its own node, taints and condition, and the ConfigMap with the sweep's settings, the node package (NVML
     binding included) and ``configs``: each GPU node group's ``health.json`` text
-    (:func:`gpucluster.resolve.health.health_config`), by node group name."""
+    (:func:`gpucluster.resolve.compute.health.health_config`), by node group name."""
     labels = {"app.kubernetes.io/name": SWEEP_NAME, "app.kubernetes.io/part-of": "gpucluster"}
 
     def meta(name: str, namespaced: bool = True) -> dict[str, Any]:

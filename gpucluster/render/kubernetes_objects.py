@@ -26,7 +26,7 @@ from gpucluster.render.kubernetes import (
     NIC_CLUSTER_POLICY_API,
     TOPOLOGY_NAME,
 )
-from gpucluster.resolve.node_group import ResolvedNodeGroup
+from gpucluster.resolve.compute.node_group import ResolvedNodeGroup
 
 
 @dataclass(frozen=True)

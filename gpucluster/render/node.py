@@ -14,7 +14,7 @@ from gpucluster.facts.catalog import InstanceFacts
 from gpucluster.facts.downloads import FSX_UBUNTU_KEY_FINGERPRINT, FSX_UBUNTU_KEY_URL
 from gpucluster.facts.nccl import library_dirs
 from gpucluster.render.core import CloudConfig, WriteFile, env_file, render
-from gpucluster.resolve.node_group import ResolvedNodeGroup, SlurmGroup
+from gpucluster.resolve.compute.node_group import ResolvedNodeGroup, SlurmGroup
 
 NODE_FACTS_PATH = "/etc/gpucluster/node.json"
 NCCL_PROFILE_PATH = "/etc/profile.d/gpucluster-nccl.sh"

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from gpucluster.config.storage import TEAMS_DIRECTORY
 from gpucluster.render.core import CloudConfig, WriteFile, render
 from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT, LustreMount, lustre_mount_script
-from gpucluster.resolve.team_storage import TeamDirectory
+from gpucluster.resolve.storage.team import TeamDirectory
 
 SETUP_SCRIPT = "/usr/local/sbin/gpucluster-storage-setup"
 PER_BOOT_HOOK = "/var/lib/cloud/scripts/per-boot/gpucluster-storage-setup"

@@ -19,7 +19,7 @@ from gpucluster.render.kubernetes import (
     PREFERRED_TOPOLOGY,
     QUEUE_LABEL,
 )
-from gpucluster.resolve.node_group import ResolvedNodeGroup
+from gpucluster.resolve.compute.node_group import ResolvedNodeGroup
 
 
 @dataclass(frozen=True)

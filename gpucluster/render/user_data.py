@@ -15,7 +15,7 @@ from gpucluster.render.node import LustreMount, node_cloud_config, user_data_tit
 from gpucluster.render.slurm.compute import node_slurm_part
 from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.resolve.cluster import ResolvedCluster
-from gpucluster.resolve.node_group import ResolvedNodeGroup
+from gpucluster.resolve.compute.node_group import ResolvedNodeGroup
 
 if TYPE_CHECKING:
     from gpucluster.render.slurm.head import HeadInputs

@@ -16,11 +16,7 @@ from gpucluster.config.network import NetworkSpec
 from gpucluster.config.slurm import SLURM_VERSION, UBUNTU_RELEASE, SlurmSpec
 from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.images import default_image_parameter
-from gpucluster.resolve.cost import Estimate, estimate
-from gpucluster.resolve.identity import ResolvedHome, ResolvedIdentity, ResolvedLogin
-from gpucluster.resolve.kubernetes import ResolvedKubernetes, resolve_kubernetes
-from gpucluster.resolve.monitoring import ResolvedMonitoring, resolve_monitoring
-from gpucluster.resolve.node_group import (
+from gpucluster.resolve.compute.node_group import (
     ResolvedNodeGroup,
     SlurmGroup,
     as_slurm_group,
@@ -29,9 +25,13 @@ from gpucluster.resolve.node_group import (
     resolve_node_group,
     slurm_release,
 )
-from gpucluster.resolve.people import resolve_people
+from gpucluster.resolve.cost.estimate import Estimate, estimate
+from gpucluster.resolve.kubernetes import ResolvedKubernetes, resolve_kubernetes
+from gpucluster.resolve.monitoring import ResolvedMonitoring, resolve_monitoring
 from gpucluster.resolve.slurm import resolve_slurm
-from gpucluster.resolve.slurm_teams import ResolvedTeams, resolve_teams
+from gpucluster.resolve.slurm.identity import ResolvedHome, ResolvedIdentity, ResolvedLogin
+from gpucluster.resolve.slurm.people import resolve_people
+from gpucluster.resolve.slurm.teams import ResolvedTeams, resolve_teams
 from gpucluster.resolve.storage import ResolvedStorage, resolve_storage, resolved_storage
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from gpucluster.render.slurm.identity import users_json
-from gpucluster.resolve.identity import DeclaredIdentity, ResolvedIdentity
+from gpucluster.resolve.slurm.identity import DeclaredIdentity, ResolvedIdentity
 from gpucluster_agents.contract.users import USERS_PATH
 from tests.conftest import IN_CI, ROOT, identity_declared_config
 from tests.e2e.namespace import MountNamespace

@@ -37,7 +37,7 @@ import pytest
 
 from gpucluster.render.slurm.pam import login_pam_sshd
 from gpucluster.render.slurm.sssd import DIRECTORY_CA, SSSD_CONF, SSSD_TEMPLATE, sssd_conf
-from gpucluster.resolve.identity import DirectoryIdentity, ResolvedIdentity
+from gpucluster.resolve.slurm.identity import DirectoryIdentity, ResolvedIdentity
 from gpucluster_agents.boot.identity import with_authtok
 from tests.agents.moto_env import AWS_ENV, REGION
 from tests.conftest import IN_CI, identity_config, identity_directory_config, require_tool

@@ -6,7 +6,7 @@ import json
 
 from gpucluster.facts.prices import PRICES_FILE, PriceBook, load_prices
 from gpucluster.load import load_spec
-from gpucluster.resolve.cost import HOURS_PER_MONTH, estimate
+from gpucluster.resolve.cost.estimate import HOURS_PER_MONTH, estimate
 from tests.conftest import group, make_config
 
 BOOK = PriceBook(

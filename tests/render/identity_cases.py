@@ -1,11 +1,11 @@
 """Resolved identities the identity, PAM, SSSD and login render tests share (the types of
-:mod:`gpucluster.resolve.identity`, built directly: what resolution decides is tested in tests/resolve)."""
+:mod:`gpucluster.resolve.slurm.identity`, built directly: what resolution decides is tested in tests/resolve)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from gpucluster.resolve.identity import (
+from gpucluster.resolve.slurm.identity import (
     DeclaredIdentity,
     DirectoryIdentity,
     PosixGroup,

@@ -18,8 +18,8 @@ from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT
 from gpucluster.render.slurm.compute import node_slurm_part
 from gpucluster.render.slurm.health import HEALTH_CONFIG
 from gpucluster.render.slurm.names import SlurmContext
-from gpucluster.resolve.health import health_config
-from gpucluster.resolve.node_group import ResolvedNodeGroup, resolve_node_group
+from gpucluster.resolve.compute.health import health_config
+from gpucluster.resolve.compute.node_group import ResolvedNodeGroup, resolve_node_group
 from gpucluster.resolve.storage import SharedFs
 from gpucluster.tools.plan.run.engine import run_plan
 from gpucluster_agents.health.config import HealthConfig, parse, to_json

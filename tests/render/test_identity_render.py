@@ -42,7 +42,7 @@ from gpucluster.render.slurm.identity import (
 )
 from gpucluster.render.slurm.image import needs_package
 from gpucluster.render.slurm.names import SlurmContext
-from gpucluster.resolve.identity import DeclaredIdentity, ResolvedIdentity
+from gpucluster.resolve.slurm.identity import DeclaredIdentity, ResolvedIdentity
 from gpucluster.tools.plan.run.engine import run_plan
 from gpucluster_agents.contract import users as users_contract
 from tests.conftest import GOLDEN, IN_CI, ROOT, check_golden, group, make_config, require_tool

@@ -26,7 +26,7 @@ from gpucluster.render.slurm.login import (
     login_title,
 )
 from gpucluster.render.slurm.names import SlurmContext
-from gpucluster.resolve.identity import DeclaredIdentity, PosixGroup, PosixUser, ResolvedIdentity
+from gpucluster.resolve.slurm.identity import DeclaredIdentity, PosixGroup, PosixUser, ResolvedIdentity
 from gpucluster_agents import contract
 from tests.conftest import GOLDEN, check_golden, group, make_config, require_tool
 from tests.render.identity_cases import AD, BIND_SECRET, DECLARED, DIRECTORY_AD

@@ -22,7 +22,7 @@ from gpucluster.render.slurm import image
 from gpucluster.render.slurm.agent import agent_bundle, sha256
 from gpucluster.render.slurm.image import AGENT_ZIP, node_install_script, node_packages
 from gpucluster.render.slurm.names import AGENT_LIB, SlurmContext
-from gpucluster.resolve.node_group import ResolvedNodeGroup
+from gpucluster.resolve.compute.node_group import ResolvedNodeGroup
 from tests.conftest import group, make_config
 from tests.render.trixie_overlay import OverlayRoot, overlay_root, trixie_with
 

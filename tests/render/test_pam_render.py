@@ -32,7 +32,7 @@ from gpucluster.render.slurm.pam import (
     login_pam_sshd,
     sshd_drop_in,
 )
-from gpucluster.resolve.identity import ResolvedIdentity
+from gpucluster.resolve.slurm.identity import ResolvedIdentity
 from tests.conftest import GOLDEN, IN_CI, check_golden, group, make_config, require_tool
 from tests.render.identity_cases import DECLARED, DECLARED_NO_ADMIN, DIRECTORY
 

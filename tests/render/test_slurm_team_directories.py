@@ -21,7 +21,7 @@ from gpucluster.load import load_spec
 from gpucluster.render.slurm.head import TEAM_DIRECTORIES_SCRIPT, team_directories
 from gpucluster.render.slurm.identity import users_json
 from gpucluster.render.slurm.names import HEAD_SETUP, SlurmContext
-from gpucluster.resolve.identity import DeclaredIdentity
+from gpucluster.resolve.slurm.identity import DeclaredIdentity
 from gpucluster.tools.plan.run.stackfile import read_stack_file
 from gpucluster_agents.contract import users as users_contract
 from tests.conftest import IDENTITY_DECLARED, IDENTITY_DIRECTORY, IN_CI, group, make_config, require_tool

@@ -17,7 +17,7 @@ from gpucluster.config.compute.node_group import NodeGroupSpec
 from gpucluster.config.storage import NvmeScratchSpec
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.render.node import LustreMount, lustre_part, nvme_scratch_part
-from gpucluster.resolve.node_group import resolve_node_group
+from gpucluster.resolve.compute.node_group import resolve_node_group
 from tests.conftest import require_tool
 
 CATALOG = load_catalog()

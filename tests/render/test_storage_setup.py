@@ -22,7 +22,7 @@ from gpucluster.config.storage import LustreSpec
 from gpucluster.render.core import render_cloud_config
 from gpucluster.render.node import LustreMount
 from gpucluster.render.storage_setup import PER_BOOT_HOOK, SETUP_SCRIPT, storage_setup_cloud_config, storage_setup_script
-from gpucluster.resolve.team_storage import setup_directories, team_owner
+from gpucluster.resolve.storage.team import setup_directories, team_owner
 from tests.conftest import IN_CI, require_tool
 
 TEAMS = (TeamSpec(name="research"), TeamSpec(name="applied"), TeamSpec(name="guests", mount_shared_storage=False))

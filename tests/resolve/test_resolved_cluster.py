@@ -16,7 +16,7 @@ from gpucluster.facts.efa import efa_interface_count, interface_layout
 from gpucluster.facts.nccl import nccl_environment
 from gpucluster.load import load_spec
 from gpucluster.resolve.cluster import ResolvedCluster, resolve
-from gpucluster.resolve.node_group import SlurmGroup
+from gpucluster.resolve.compute.node_group import SlurmGroup
 from gpucluster.resolve.storage import SharedFs
 from tests.conftest import MIXED_STORAGE, MIXED_STORAGE_GROUPS, group, make_config
 

@@ -20,7 +20,7 @@ AUTOMATIC_NO_SQUASH_NIDS = 2
 _NID_PART = re.compile(r"^(?:(?P<n>[0-9]{1,3})|\[(?P<lo>[0-9]{1,3})-(?P<hi>[0-9]{1,3})\])$")
 _UID_MAX = 4294967294
 TEAMS_DIRECTORY = "/teams"
-"""Where the teams' directories live on the file system (from its root): :mod:`gpucluster.resolve.team_storage`."""
+"""Where the teams' directories live on the file system (from its root): :mod:`gpucluster.resolve.storage.team`."""
 ImportEvent = Literal["NEW", "CHANGED", "DELETED"]
 
 

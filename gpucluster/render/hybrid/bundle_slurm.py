@@ -20,7 +20,7 @@ from gpucluster.render.slurm.conf import gres_line, gres_name, node_line, partit
 from gpucluster.render.slurm.names import PROGRAMS, SlurmContext
 from gpucluster.render.slurm.versions import version_lines
 from gpucluster.resolve.cluster import ResolvedCluster
-from gpucluster.resolve.node_group import SlurmGroup
+from gpucluster.resolve.compute.node_group import SlurmGroup
 from gpucluster_agents.contract import hostrange
 
 

@@ -41,7 +41,7 @@ from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, i
 from gpucluster.render.slurm.identity import session_lockdown_bootcmd, session_lockdown_runcmd
 from gpucluster.render.slurm.names import AGENT_PACKAGE_PATH, AWS_HELPER, AWS_HELPER_CONFIG
 from gpucluster.resolve.cluster import ResolvedCluster
-from gpucluster.resolve.node_group import ResolvedNodeGroup
+from gpucluster.resolve.compute.node_group import ResolvedNodeGroup
 from gpucluster_agents import contract
 from gpucluster_agents.boot import helper as boot
 

@@ -23,7 +23,7 @@ from gpucluster.facts.nccl import EFA_LIB_DIRS
 from gpucluster.render.core import env_file, render
 from gpucluster.render.node import NCCL_ENV_PATH
 from gpucluster.resolve.cluster import ResolvedCluster
-from gpucluster.resolve.node_group import ResolvedNodeGroup
+from gpucluster.resolve.compute.node_group import ResolvedNodeGroup
 
 HYBRID_TASK_PROLOG = "/etc/gpucluster/slurm/hybrid-task-prolog"
 """Where both sides keep the TaskProlog: the cloud nodes' user data writes it, the site installs it on its nodes."""

@@ -16,7 +16,7 @@ from typing import Any
 from gpucluster.render.core import WriteFile
 from gpucluster.render.slurm.guard import systemd_unit
 from gpucluster.render.slurm.names import AGENT_CONFIG_PATH, SlurmContext, agent_service
-from gpucluster.resolve.slurm_teams import DESCRIPTION, ResolvedQos, ResolvedTeam
+from gpucluster.resolve.slurm.teams import DESCRIPTION, ResolvedQos, ResolvedTeam
 
 ACCOUNTS_PATH = "/etc/gpucluster/accounts.json"
 ACCOUNTS_UNIT = "gpucluster-accounts.service"

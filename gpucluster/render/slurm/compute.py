@@ -29,7 +29,7 @@ from gpucluster.render.slurm.metrics import enable_units, metrics_files
 from gpucluster.render.slurm.names import AWS_HELPER, NODE_SETUP, SLURMCTLD_PORT, TASK_PROLOG, SlurmContext, controller_address
 from gpucluster.render.slurm.pam import COMPUTE_PAM_TEMPLATE, NODENAME_PLACEHOLDER, compute_pam_files
 from gpucluster.render.slurm.sssd import directory_files, directory_of, directory_setup
-from gpucluster.resolve.node_group import ResolvedNodeGroup, SlurmGroup
+from gpucluster.resolve.compute.node_group import ResolvedNodeGroup, SlurmGroup
 from gpucluster_agents import contract
 
 
@@ -62,7 +62,7 @@ def node_slurm_part(
     ctx: SlurmContext, group: ResolvedNodeGroup, home: HomeMount | None = None, metrics: bool = True
 ) -> CloudConfig:
     """The Slurm part of a compute node's user data (plain: nothing here waits for AWS); the health checks expect
-    what the group's ``shared_fs`` names (:func:`~gpucluster.resolve.node_group.with_shared_fs`). ``home``: the shared
+    what the group's ``shared_fs`` names (:func:`~gpucluster.resolve.compute.node_group.with_shared_fs`). ``home``: the shared
     ``/home`` (``slurm.home``), mounted before the users and slurmd, which requires it. ``metrics``: the node's
     exporters (gpucluster-metrics and the node exporter, :mod:`gpucluster.render.slurm.metrics`). With the cluster's
     monitoring on, the log shipper too (:mod:`gpucluster.render.monitoring.logs`), started before slurmd."""

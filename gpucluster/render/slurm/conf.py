@@ -24,7 +24,7 @@ from gpucluster.render.slurm.names import (
 from gpucluster.render.slurm.priority import accounting_lines, billing_part
 from gpucluster.render.slurm.privacy import merge_comma_keys, privacy_lines
 from gpucluster.render.slurm.versions import version_lines
-from gpucluster.resolve.node_group import SlurmGroup
+from gpucluster.resolve.compute.node_group import SlurmGroup
 from gpucluster_agents.contract import hostrange
 
 # RealMemory is 95 % of what EC2 lists (the kernel and the OS keep the rest): slurmd must report at

@@ -62,8 +62,8 @@ from gpucluster.render.slurm.usage import (
     team_usage_files,
     usage_files,
 )
-from gpucluster.resolve.identity import DeclaredIdentity
-from gpucluster.resolve.team_storage import TeamDirectory, slurm_team_directories
+from gpucluster.resolve.slurm.identity import DeclaredIdentity
+from gpucluster.resolve.storage.team import TeamDirectory, slurm_team_directories
 from gpucluster_agents import contract
 
 # Ubuntu 24.04 (noble) packages. python3-boto3 runs the agent and the boot helper.

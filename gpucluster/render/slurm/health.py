@@ -21,7 +21,7 @@ import shlex
 from gpucluster.config.slurm.health import nvidia_gpus
 from gpucluster.render.core import WriteFile, render
 from gpucluster.render.slurm.names import AGENT_LIB, AWS_HELPER, SlurmContext
-from gpucluster.resolve.node_group import ResolvedNodeGroup
+from gpucluster.resolve.compute.node_group import ResolvedNodeGroup
 from gpucluster_agents.boot.helper import HEALTH_BOOT_FAULT, HEALTH_BOOT_TIMEOUT, HEALTH_MAIN
 
 HEALTH_CHECK = "/etc/gpucluster/slurm/health-check"

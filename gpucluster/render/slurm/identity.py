@@ -66,7 +66,7 @@ from pathlib import Path
 
 from gpucluster.render.core import WriteFile
 from gpucluster.render.slurm.names import AGENT_LIB, AWS_HELPER_CONFIG
-from gpucluster.resolve.identity import DeclaredIdentity, ResolvedIdentity
+from gpucluster.resolve.slurm.identity import DeclaredIdentity, ResolvedIdentity
 from gpucluster_agents.boot import users as boot_users
 from gpucluster_agents.boot.users import USERS_KEY as USERS_KEY
 from gpucluster_agents.contract import users as users_contract

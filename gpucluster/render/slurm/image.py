@@ -5,7 +5,7 @@ A node's setup is split in two. The *install* part (:func:`node_install_script`,
 Ubuntu packages (slurmd, slurm-client, munge, python3-boto3, iptables, PAM/SSSD when people log in), the Lustre client
 for the image's kernel, the node package (health checks, identity helper). The *configure* part
 (``slurm/node-setup.sh.j2``, the user data): config files, the node's name, munge key, mounts, users, slurmd. On a
-baked image (:attr:`~gpucluster.resolve.node_group.SlurmGroup.baked`) the user data holds only the configure part, so
+baked image (:attr:`~gpucluster.resolve.compute.node_group.SlurmGroup.baked`) the user data holds only the configure part, so
 a booting node installs and downloads nothing; with ``slurm.images.bake: false`` it runs both, as before."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from gpucluster.render.core import WriteFile, render
 from gpucluster.render.slurm.names import AGENT_LIB, NODE_SETUP, SlurmContext
 from gpucluster.render.slurm.pam import COMPUTE_PAM_PACKAGES
 from gpucluster.render.slurm.sssd import SSSD_PACKAGES, directory_of
-from gpucluster.resolve.node_group import ResolvedNodeGroup, SlurmGroup
+from gpucluster.resolve.compute.node_group import ResolvedNodeGroup, SlurmGroup
 
 # Ubuntu 24.04 (noble) packages. python3-boto3 runs the boot helper.
 NODE_PACKAGES = ("slurmd", "slurm-client", "munge", "python3-boto3", "iptables")

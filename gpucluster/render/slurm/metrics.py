@@ -26,7 +26,7 @@ import shlex
 from gpucluster.config.slurm.health import nvidia_gpus
 from gpucluster.render.core import SERVICE_SANDBOX, WriteFile
 from gpucluster.render.slurm.names import AGENT_LIB
-from gpucluster.resolve.node_group import ResolvedNodeGroup
+from gpucluster.resolve.compute.node_group import ResolvedNodeGroup
 
 METRICS_UNIT = "gpucluster-metrics.service"
 NODE_EXPORTER_UNIT = "prometheus-node-exporter.service"

@@ -2,7 +2,7 @@
 names and partitions, and the ports and paths every other Slurm module places files at.
 
 Also the cluster's view the files are rendered from (:class:`SlurmContext`, its node groups the resolved
-:class:`~gpucluster.resolve.node_group.SlurmGroup`): each renderer module takes it, so it lives at the bottom
+:class:`~gpucluster.resolve.compute.node_group.SlurmGroup`): each renderer module takes it, so it lives at the bottom
 with the names."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 from gpucluster.config.slurm import SLURM_VERSION, SlurmSpec
 from gpucluster.resolve.cluster import ResolvedCluster
-from gpucluster.resolve.identity import ResolvedIdentity
+from gpucluster.resolve.compute.node_group import SlurmGroup
 from gpucluster.resolve.monitoring import ResolvedMonitoring
-from gpucluster.resolve.node_group import SlurmGroup
-from gpucluster.resolve.slurm_teams import ResolvedTeams
+from gpucluster.resolve.slurm.identity import ResolvedIdentity
+from gpucluster.resolve.slurm.teams import ResolvedTeams
 
 __all__ = ["SlurmContext", "SlurmGroup"]
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from gpucluster.render.core import WriteFile, render
 from gpucluster.render.slurm.identity import AUTHORIZED_KEYS_DIR, admin_sudoers
-from gpucluster.resolve.identity import DirectoryIdentity, ResolvedIdentity
+from gpucluster.resolve.slurm.identity import DirectoryIdentity, ResolvedIdentity
 
 NODENAME_PLACEHOLDER = "@NODENAME@"
 ADOPT_OPTIONS = (

@@ -19,7 +19,7 @@ The weights (slurm.conf(5), priority_multifactor.shtml; each factor is 0.0–1.0
 from __future__ import annotations
 
 from gpucluster.render.slurm.names import SlurmContext
-from gpucluster.resolve.slurm_teams import accounting_tres
+from gpucluster.resolve.slurm.teams import accounting_tres
 
 PRIORITY_LINES = (
     "PriorityType=priority/multifactor",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from gpucluster.render.core import WriteFile, render
 from gpucluster.render.slurm.names import AGENT_LIB
-from gpucluster.resolve.identity import DirectoryIdentity, ResolvedIdentity
+from gpucluster.resolve.slurm.identity import DirectoryIdentity, ResolvedIdentity
 
 SSSD_TEMPLATE = "/etc/gpucluster/sssd.conf.in"
 SSSD_CONF = "/etc/sssd/sssd.conf"

@@ -25,7 +25,7 @@ from gpucluster.config.naming import CLUSTER_TAG, NODE_GROUP_TAG
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
 from gpucluster.render.iam import session_manager_policy
-from gpucluster.resolve.node_group import resolve_node_group
+from gpucluster.resolve.compute.node_group import resolve_node_group
 from tests.conftest import group, make_config
 
 SG = ["sg-0efa0000000000001", "sg-0node000000000002"]

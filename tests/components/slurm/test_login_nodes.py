@@ -14,8 +14,8 @@ from gpucluster.components._shared.build import part
 from gpucluster.components.slurm.login_nodes import LoginWiring, build_login_nodes
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.render.iam import session_manager_policy
-from gpucluster.resolve.identity import ResolvedLogin, ResolvedLoginSsh
-from gpucluster.resolve.node_group import ResolvedImage
+from gpucluster.resolve.compute.node_group import ResolvedImage
+from gpucluster.resolve.slurm.identity import ResolvedLogin, ResolvedLoginSsh
 
 ACCOUNT = "123456789012"
 MUNGE = f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:gpucluster/p5/munge-AbCdEf"

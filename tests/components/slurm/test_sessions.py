@@ -16,7 +16,7 @@ from gpucluster.components.slurm._sessions import (
     session_access,
     session_document_content,
 )
-from gpucluster.resolve.identity import (
+from gpucluster.resolve.slurm.identity import (
     DeclaredIdentity,
     DirectoryIdentity,
     PosixGroup,

@@ -10,7 +10,7 @@ import pytest
 
 from gpucluster.components._shared.build import part
 from gpucluster.components.storage.home_storage import HomeWiring, build_home_storage
-from gpucluster.resolve.identity import ResolvedHome
+from gpucluster.resolve.slurm.identity import ResolvedHome
 
 FS = "aws:fsx/openZfsFileSystem:OpenZfsFileSystem"
 VOLUME = "aws:fsx/openZfsVolume:OpenZfsVolume"

@@ -13,7 +13,7 @@ from gpucluster.config.kubernetes import TeamSpec
 from gpucluster.policy.mounts import lustre_mounts
 from gpucluster.policy.rules import _USER_DATA_PROPS
 from gpucluster.policy.userdata import decode
-from gpucluster.resolve.team_storage import team_owner
+from gpucluster.resolve.storage.team import team_owner
 from gpucluster.tools.plan.run.engine import Plan, run_plan
 from gpucluster.tools.plan.run.stackfile import stack_names
 from tests.conftest import plan_config

@@ -6,7 +6,7 @@ import pytest
 
 from gpucluster.config.network import plan_subnets
 from gpucluster.load import load_spec
-from gpucluster.resolve.cost import estimate
+from gpucluster.resolve.cost.estimate import estimate
 from tests.conftest import group, make_config
 
 
@@ -57,7 +57,7 @@ def test_unknown_price_leaves_the_group_out_of_the_total_and_names_it(catalog):
 
 
 def test_fixed_costs_beside_the_node_groups(catalog):
-    from gpucluster.resolve.cost_services import EKS_CONTROL_PLANE_USD_PER_HOUR, NAT_GATEWAY_USD_PER_HOUR
+    from gpucluster.resolve.cost.services import EKS_CONTROL_PLANE_USD_PER_HOUR, NAT_GATEWAY_USD_PER_HOUR
 
     spec = load_spec(
         make_config(

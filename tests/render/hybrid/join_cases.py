@@ -12,7 +12,7 @@ import yaml
 from gpucluster.load import load_spec
 from gpucluster.render.core import WriteFile
 from gpucluster.resolve.cluster import ResolvedCluster
-from gpucluster.resolve.node_group import ResolvedNodeGroup
+from gpucluster.resolve.compute.node_group import ResolvedNodeGroup
 
 ROOT = Path(__file__).resolve().parents[3]
 SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:gpucluster/hybrid-slurm/munge-key-AbCdEf"

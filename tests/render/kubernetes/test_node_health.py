@@ -43,7 +43,7 @@ from gpucluster.render.kubernetes_health import (
     sweep_settings,
 )
 from gpucluster.render.slurm.agent import agent_bundle
-from gpucluster.resolve.health import health_config
+from gpucluster.resolve.compute.health import health_config
 from gpucluster_agents.boot.helper import HEALTH_MAIN
 from gpucluster_agents.health import k8s_sweep
 from gpucluster_agents.health.config import parse, to_json

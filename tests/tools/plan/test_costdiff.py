@@ -12,7 +12,7 @@ import yaml
 
 from gpucluster.config.storage.sizing import USD_PER_GB_MONTH
 from gpucluster.facts.prices import load_prices
-from gpucluster.resolve.cost import HOURS_PER_MONTH
+from gpucluster.resolve.cost.estimate import HOURS_PER_MONTH
 from gpucluster.tools.plan.diff.cost import FIGURES, compare, markdown, text_lines, to_json
 from gpucluster.tools.plan.run.engine import run_plan
 from gpucluster.tools.plan.run.json import dumps

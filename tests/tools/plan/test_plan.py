@@ -225,7 +225,7 @@ def test_every_catalog_type_plans_in_text_and_json(catalog):
     """Issue #8 item 3: a group of each type in the catalog (p5e, p5en, p6-b200, p6-b300, trn2 included,
     which have no list price) plans; the text and the JSON plan show a missing price as unpriced with
     the field to set, and the JSON is strict (no NaN/Infinity)."""
-    from gpucluster.resolve.cost import unknown_price_source
+    from gpucluster.resolve.cost.estimate import unknown_price_source
 
     def refuse(token: str) -> float:
         raise ValueError(f"non-finite number {token}")

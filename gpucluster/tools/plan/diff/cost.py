@@ -31,7 +31,7 @@ LABELS = {
     "kw": "kW now",
     "kwAtMax": "kW at max",
 }
-# Keys of the fixed items (gpucluster.resolve.cost) by the start of their names, for plans without keys.
+# Keys of the fixed items (gpucluster.resolve.cost.estimate) by the start of their names, for plans without keys.
 _KEYS_BY_NAME = (
     (r"\d+ NAT gateway", "nat-gateways"),
     (r"\d+ interface endpoint", "interface-endpoints"),

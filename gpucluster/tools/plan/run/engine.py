@@ -27,7 +27,7 @@ from pulumi.runtime.sync_await import _sync_await
 
 from gpucluster.config.errors import ConfigError
 from gpucluster.facts.catalog import load_catalog
-from gpucluster.resolve.cost import restore_nulls
+from gpucluster.resolve.cost.estimate import restore_nulls
 from gpucluster.tools.plan.diff.images import config_image_locks
 from gpucluster.tools.plan.run.files import FILE_EXTRACTORS, summarize_binary
 from gpucluster.tools.plan.run.mocks import PlanMocks

@@ -2,7 +2,7 @@
 and kW now and at maximum size, then totals, then the prices' sources and dates as numbered notes so
 the reader can tell a recorded regional price from a borrowed one without the lines growing wide.
 
-It reads the JSON shape only (:meth:`gpucluster.resolve.cost.Estimate.as_dict`), so a plan written by an
+It reads the JSON shape only (:meth:`gpucluster.resolve.cost.estimate.Estimate.as_dict`), so a plan written by an
 older version, without monthly figures, prints too: a month is then 730 × the hourly figure.
 """
 

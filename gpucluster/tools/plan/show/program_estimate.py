@@ -17,7 +17,7 @@ A program that uses the components as a library (``GpuNodeGroup``, ``LustreStora
   maximum size.
 
 Prices and power come from the same catalog and price book as the stack's estimate
-(:mod:`gpucluster.resolve.cost`), so a stack's plan worked out this way gives the figures the stack exports
+(:mod:`gpucluster.resolve.cost.estimate`), so a stack's plan worked out this way gives the figures the stack exports
 (tests/tools/plan/test_program_estimate.py holds every shipped stack to it)."""
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ from typing import Any
 from gpucluster.config.storage.sizing import USD_PER_GB_MONTH
 from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.facts.prices import REFERENCE_REGION, PriceBook, load_prices
-from gpucluster.resolve.cost import (
+from gpucluster.resolve.cost.estimate import (
     HOURS_PER_MONTH,
     Estimate,
     GroupEstimate,
     LineItem,
     group_price,
 )
-from gpucluster.resolve.cost_services import (
+from gpucluster.resolve.cost.services import (
     EKS_CONTROL_PLANE_USD_PER_HOUR,
     INTERFACE_ENDPOINT_USD_PER_HOUR_PER_ZONE,
     NAT_GATEWAY_USD_PER_HOUR,
@@ -230,7 +230,7 @@ def _fixed(doc: Mapping[str, Any], catalog: Catalog, book: PriceBook, region: st
 
 def _people(doc: Mapping[str, Any], catalog: Catalog, book: PriceBook, region: str) -> Iterator[LineItem]:
     """A Slurm cluster's login nodes, their SSH load balancer and the OpenZFS home, as
-    :mod:`gpucluster.resolve.cost_people` prices them (the last two: unknown, no price data)."""
+    :mod:`gpucluster.resolve.cost.people` prices them (the last two: unknown, no price data)."""
     templates = {str(r.get("id")): r for r in of_type(doc, LT)}
     for asg in of_type(doc, ASG):
         if tags(asg).get(HEAD_ROLE[0]) != "login":

@@ -1,6 +1,6 @@
 """The lines of a plan's estimate that come from its services rather than its instances, as
 :mod:`gpucluster.tools.plan.show.program_estimate` works them out from a plan's resources: a hybrid site's link
-(:mod:`gpucluster.resolve.cost_hybrid` prices it) and monitoring (:mod:`gpucluster.resolve.monitoring`), with the
+(:mod:`gpucluster.resolve.cost.hybrid` prices it) and monitoring (:mod:`gpucluster.resolve.monitoring`), with the
 helpers that read a plan's resources."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 
 from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.prices import REFERENCE_REGION, PriceBook
-from gpucluster.resolve.cost import GroupEstimate, LineItem
-from gpucluster.resolve.cost_hybrid import RESOLVER_ENI_USD_PER_HOUR, TGW_ATTACHMENT_USD_PER_HOUR, VPN_CONNECTION_USD_PER_HOUR
+from gpucluster.resolve.cost.estimate import GroupEstimate, LineItem
+from gpucluster.resolve.cost.hybrid import RESOLVER_ENI_USD_PER_HOUR, TGW_ATTACHMENT_USD_PER_HOUR, VPN_CONNECTION_USD_PER_HOUR
 
 
 def of_type(doc: Mapping[str, Any], token: str) -> list[Mapping[str, Any]]:
@@ -37,7 +37,7 @@ def hourly_line(name: str, count: int, usd_per_hour: float, region: str, what: s
 
 
 def hybrid_lines(doc: Mapping[str, Any], region: str) -> Iterator[LineItem]:
-    """A hybrid site's link, as :mod:`gpucluster.resolve.cost_hybrid` prices it: VPN connections, Transit Gateway
+    """A hybrid site's link, as :mod:`gpucluster.resolve.cost.hybrid` prices it: VPN connections, Transit Gateway
     attachments (the VPC's, and a VPN's on a Transit Gateway), Resolver endpoint ENIs."""
     vpns = of_type(doc, "aws:ec2/vpnConnection:VpnConnection")
     if vpns:

@@ -9,7 +9,7 @@ import pytest
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.facts.prices import load_prices
 from gpucluster.load import load_spec
-from gpucluster.resolve.cost import estimate
+from gpucluster.resolve.cost.estimate import estimate
 from tests.conftest import IDENTITY_DECLARED, group, identity_config, identity_directory_config, make_config
 
 

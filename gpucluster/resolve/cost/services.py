@@ -18,7 +18,7 @@ from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import Finding, error
 from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.prices import REFERENCE_REGION, PriceBook, ServicePrice
-from gpucluster.resolve.node_group import bakes
+from gpucluster.resolve.compute.node_group import bakes
 
 HOURS_PER_MONTH = 730
 

@@ -1,7 +1,7 @@
 """Resolution of a Slurm cluster's people sections: identity, login nodes and the shared home, together (the home
 decides the users' quotas; login nodes and the home sit in the head node's zone and subnet by default).
 
-The types and the identity's own resolution: :mod:`gpucluster.resolve.identity`.
+The types and the identity's own resolution: :mod:`gpucluster.resolve.slurm.identity`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from gpucluster.config.slurm.home import HomeSpec
 from gpucluster.config.slurm.login import LoginNodesSpec
 from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.images import default_image_parameter
-from gpucluster.resolve.identity import (
+from gpucluster.resolve.compute.node_group import ResolvedImage
+from gpucluster.resolve.slurm.identity import (
     SRUN_PORTS,
     DeclaredIdentity,
     ResolvedHome,
@@ -22,7 +23,6 @@ from gpucluster.resolve.identity import (
     ResolvedLoginSsh,
     resolve_identity,
 )
-from gpucluster.resolve.node_group import ResolvedImage
 
 
 def resolve_people(

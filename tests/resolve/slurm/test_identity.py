@@ -9,7 +9,7 @@ import pytest
 
 from gpucluster.config.slurm import SlurmSpec
 from gpucluster.load import load_spec
-from gpucluster.resolve.identity import (
+from gpucluster.resolve.slurm.identity import (
     DeclaredIdentity,
     DirectoryIdentity,
     PosixGroup,

@@ -10,8 +10,8 @@ from gpucluster.config.errors import ConfigError
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.facts.prices import PriceBook, load_prices
 from gpucluster.load import load_spec
-from gpucluster.resolve.cost import estimate
-from gpucluster.resolve.cost_services import image_builds_part, openzfs_part, secrets_part
+from gpucluster.resolve.cost.estimate import estimate
+from gpucluster.resolve.cost.services import image_builds_part, openzfs_part, secrets_part
 from tests.conftest import IDENTITY_DECLARED, TWO_ZONES, group, identity_config, identity_directory_config, make_config
 
 BOOK = load_prices()

@@ -24,9 +24,9 @@ from typing import Any
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.prices import REFERENCE_REGION, PriceBook, Quote, load_prices
-from gpucluster.resolve.cost_hybrid import hybrid_link_parts
-from gpucluster.resolve.cost_people import slurm_people_parts
-from gpucluster.resolve.cost_services import (
+from gpucluster.resolve.cost.hybrid import hybrid_link_parts
+from gpucluster.resolve.cost.people import slurm_people_parts
+from gpucluster.resolve.cost.services import (
     INTERFACE_ENDPOINT_USD_PER_HOUR_PER_ZONE,
     NAT_GATEWAY_USD_PER_HOUR,
     eks_parts,

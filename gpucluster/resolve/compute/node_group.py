@@ -30,7 +30,7 @@ from gpucluster.facts.efa import InterfaceSlot, efa_interface_count, interface_l
 from gpucluster.facts.images import DEFAULT_RELEASE, default_image_parameter
 from gpucluster.facts.nccl import nccl_environment
 from gpucluster.facts.slurm_releases import cloud_ubuntu_for
-from gpucluster.resolve.health import health_config
+from gpucluster.resolve.compute.health import health_config
 from gpucluster.resolve.storage import SharedFs
 from gpucluster_agents.contract import node_names
 from gpucluster_agents.health.config import HealthConfig

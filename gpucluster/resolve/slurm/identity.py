@@ -26,7 +26,7 @@ from gpucluster.config.slurm.identity import (
 )
 from gpucluster.config.slurm.teams import SlurmTeamSpec, team_group_gid
 from gpucluster.facts.catalog import InstanceFacts
-from gpucluster.resolve.node_group import ResolvedImage
+from gpucluster.resolve.compute.node_group import ResolvedImage
 
 DirectorySchema = Literal["rfc2307", "rfc2307bis", "ad"]
 

@@ -10,7 +10,7 @@ from gpucluster.config.effective import effective_protect_data, lustre_groups, l
 from gpucluster.config.storage import LustreSpec, StorageSpec
 from gpucluster.config.storage.sizing import Sizing
 from gpucluster.facts.catalog import Catalog
-from gpucluster.resolve.team_storage import LustreAdmins, lustre_admins_of
+from gpucluster.resolve.storage.team import LustreAdmins, lustre_admins_of
 
 
 @dataclass(frozen=True)

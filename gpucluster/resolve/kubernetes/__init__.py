@@ -16,7 +16,7 @@ from gpucluster.config.compute.node_group import CapacitySpec, NodeGroupSpec
 from gpucluster.config.effective import effective_desired
 from gpucluster.config.kubernetes import KubernetesSpec, eks_ami_type
 from gpucluster.facts.catalog import Catalog, InstanceFacts
-from gpucluster.resolve.node_group import ResolvedNodeGroup, resolve_node_group
+from gpucluster.resolve.compute.node_group import ResolvedNodeGroup, resolve_node_group
 
 # EKS managed node groups' capacity types, by how gpucluster buys the instances.
 CAPACITY_TYPES = {

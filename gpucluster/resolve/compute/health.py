@@ -1,7 +1,7 @@
 """The node health program's thresholds (``/etc/gpucluster/health.json``), decided at resolution from the facts.
 
 Every node group with NVIDIA GPUs carries them as :attr:`ResolvedNodeGroup.health
-<gpucluster.resolve.node_group.ResolvedNodeGroup.health>`; the renderers write that value (the Kubernetes sweep
+<gpucluster.resolve.compute.node_group.ResolvedNodeGroup.health>`; the renderers write that value (the Kubernetes sweep
 without the mount, which a pod does not see; a ``GpuNodeGroup`` of your own with the Lustre mount you pass).
 The schema lives in the node package (:mod:`gpucluster_agents.health.config`), which reads the file;
 this module only fills it in: GPU count and model from the instance facts, link and benchmark thresholds from

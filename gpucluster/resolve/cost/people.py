@@ -1,5 +1,5 @@
 """The estimate's lines for the people of a Slurm cluster: login nodes (the catalog's instance price × count), the
-SSH load balancer and the shared home (FSx for OpenZFS), the last two priced by :mod:`gpucluster.resolve.cost_services`
+SSH load balancer and the shared home (FSx for OpenZFS), the last two priced by :mod:`gpucluster.resolve.cost.services`
 from the price file's ``Services`` figures."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.slurm.home import HomeSpec
 from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.prices import PriceBook
-from gpucluster.resolve.cost_services import Part, nlb_part, openzfs_part
+from gpucluster.resolve.cost.services import Part, nlb_part, openzfs_part
 
 
 def slurm_people_parts(spec: ClusterSpec, catalog: Catalog, book: PriceBook) -> list[Part]:

@@ -25,7 +25,7 @@ from gpucluster.config.effective import effective_scheduler
 from gpucluster.config.monitoring import MonitoringSpec, SubscriptionSpec
 from gpucluster.facts.catalog import Catalog, InstanceFacts
 from gpucluster.facts.prices import PriceBook
-from gpucluster.resolve.cost_services import override_hint
+from gpucluster.resolve.cost.services import override_hint
 
 SECONDS_PER_MONTH = 730 * 3600
 

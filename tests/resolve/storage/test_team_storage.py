@@ -6,7 +6,7 @@ import pytest
 
 from gpucluster.config.kubernetes import TeamSpec
 from gpucluster.load import load_spec
-from gpucluster.resolve.team_storage import TEAM_DIRECTORY_MODE, lustre_admins, team_directory, team_owner
+from gpucluster.resolve.storage.team import TEAM_DIRECTORY_MODE, lustre_admins, team_directory, team_owner
 from tests.conftest import group, make_config
 
 LUSTRE = {"storageCapacityGib": 1200, "throughputPerUnitStorage": 125}
