@@ -46,7 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from gpucluster.facts.prices import load_prices  # noqa: E402
-from gpucluster.render.kubernetes_health import DCGM_METRICS  # noqa: E402
+from gpucluster.render.kubernetes.health import DCGM_METRICS  # noqa: E402
 from gpucluster_agents.metrics.cli import NODE_EXPORTER_FLAGS, _parser, sources  # noqa: E402
 from gpucluster_agents.metrics.server import Exporter  # noqa: E402
 from tests.agents.metrics import nodes  # noqa: E402

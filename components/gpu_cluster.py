@@ -46,12 +46,12 @@ from gpucluster.config.naming import cluster_tags
 from gpucluster.config.storage import NVME_MOUNT_OPTIONS
 from gpucluster.facts.catalog import Catalog, load_catalog
 from gpucluster.load import load_args
+from gpucluster.render.compute.node import LustreMount, node_cloud_config, user_data_title
+from gpucluster.render.compute.user_data import lustre_stand_in, scheduler_part, user_data_findings
 from gpucluster.render.core import (
     CloudConfig,
     render_cloud_config,
 )
-from gpucluster.render.node import LustreMount, node_cloud_config, user_data_title
-from gpucluster.render.user_data import lustre_stand_in, scheduler_part, user_data_findings
 from gpucluster.resolve.cluster import ResolvedCluster, ResolvedSlurm
 from gpucluster.resolve.compute.node_group import ResolvedNodeGroup
 from gpucluster.resolve.cost.estimate import Estimate

@@ -1,7 +1,7 @@
 """The user data of a ``GpuNodeGroup`` used on its own: the node bootstrap a GpuCluster's node gets, and the mount of
 the shared storage the program passes (``sharedStorage: [lustre.shared_storage]``).
 
-The bootstrap is the stack's own parts (:mod:`gpucluster.render.node`): the node facts, the NCCL/EFA environment and
+The bootstrap is the stack's own parts (:mod:`gpucluster.render.compute.node`): the node facts, the NCCL/EFA environment and
 the EFA check; for a group with NVIDIA GPUs the health program's thresholds (``/etc/gpucluster/health.json``,
 :func:`gpucluster.resolve.compute.health.health_config`, with the Lustre mount for its ``shared_fs`` check), so an operator runs
 ``python -m gpucluster_agents.health`` on a node as on a Slurm node. A Lustre file system is mounted by the stack's
@@ -20,8 +20,8 @@ from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.base import FIX_MARK
 from gpucluster.config.errors import Finding, error
 from gpucluster.config.storage.mounts import check_mount_options, check_mount_point
+from gpucluster.render.compute.node import LustreMount, base_bootstrap, lustre_part, user_data_title
 from gpucluster.render.core import CloudConfig, WriteFile, render_cloud_config
-from gpucluster.render.node import LustreMount, base_bootstrap, lustre_part, user_data_title
 from gpucluster.render.slurm.health import HEALTH_CONFIG
 from gpucluster.resolve.compute.node_group import ResolvedNodeGroup, with_shared_fs
 from gpucluster.resolve.storage import SharedFs

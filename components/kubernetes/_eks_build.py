@@ -24,7 +24,7 @@ from gpucluster.config.kubernetes import FSX_CSI_ADDON
 from gpucluster.config.naming import with_name
 from gpucluster.render.iam import assume_role_policy
 from gpucluster.render.kubernetes import fsx_csi_addon_configuration, vpc_cni_addon_configuration
-from gpucluster.render.kubernetes_health import node_repair_config
+from gpucluster.render.kubernetes.health import node_repair_config
 from gpucluster.resolve.kubernetes import ResolvedKubernetes
 
 NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly")

@@ -121,7 +121,7 @@ def gpu_node_group(
     """A GPU node group: its :class:`EksNodeTemplate` (launch template, placement group) and the EKS
     managed node group on that template. ``user_data`` is the group's cloud-config, wrapped into
     MIME multi-part nodeadm user data here. ``repair``: EKS node auto repair
-    (:func:`gpucluster.render.kubernetes_health.node_repair_config`), None for none. ``boot_gate``: GPU nodes
+    (:func:`gpucluster.render.kubernetes.health.node_repair_config`), None for none. ``boot_gate``: GPU nodes
     register with the boot taint, which the health sweep's first (``boot``) run takes off. A new image rolls with
     EKS's ``MINIMAL`` strategy (terminate, then launch: a capacity block or reservation has no spare instance for the
     default launch-first) and ``max_unavailable_percentage`` (``kubernetes.gpuNodeUpdate``) of the nodes at once."""

@@ -16,7 +16,7 @@ from gpucluster.components.kubernetes._helm import helm_release
 from gpucluster.components.kubernetes._objects import place_objects
 from gpucluster.config.kubernetes import GPU_OPERATOR_CHART, MigStrategy
 from gpucluster.render.kubernetes import Platform, gpu_operator_values
-from gpucluster.render.kubernetes_health import dcgm_exporter_values, dcgm_metrics_configmap
+from gpucluster.render.kubernetes.health import dcgm_exporter_values, dcgm_metrics_configmap
 
 TOKEN = "gpucluster:index:GpuOperator"
 

@@ -32,10 +32,10 @@ from gpucluster.config.kubernetes import TeamSpec
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.render.hybrid.eks_nodes import CNI_NAMESPACE, cni_chart, cni_values
 from gpucluster.render.kubernetes import Platform
-from gpucluster.render.kubernetes_health import sweep_objects
-from gpucluster.render.kubernetes_tenancy import TeamTenancy, psa_version, team_pod_policy, team_pod_policy_binding
+from gpucluster.render.kubernetes.health import sweep_objects
+from gpucluster.render.kubernetes.tenancy import TeamTenancy, psa_version, team_pod_policy, team_pod_policy_binding
+from gpucluster.render.kubernetes.training_job import SharedClaim, training_job
 from gpucluster.render.slurm.agent import agent_bundle
-from gpucluster.render.training_job import SharedClaim, training_job
 from gpucluster.resolve.kubernetes import ResolvedKubernetes
 from gpucluster_agents.health.config import to_json
 

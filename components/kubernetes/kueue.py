@@ -23,7 +23,7 @@ from gpucluster.config.kubernetes import JOBSET_CHART, KUEUE_CHART, KueueSpec, T
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.render.hybrid.eks_nodes import site_flavor, site_queues, site_resource_flavor
 from gpucluster.render.kubernetes import TOPOLOGY_NAME, kueue_values
-from gpucluster.render.kubernetes_objects import Flavor, cluster_queue, local_queue, resource_flavor, topology
+from gpucluster.render.kubernetes.objects import Flavor, cluster_queue, local_queue, resource_flavor, topology
 from gpucluster.resolve.compute.node_group import ResolvedNodeGroup, resolve_node_group
 
 TOKEN = "gpucluster:index:Kueue"

@@ -16,7 +16,7 @@ import pulumi_kubernetes as k8s
 from gpucluster.components.kubernetes._helm import helm_release
 from gpucluster.config.kubernetes import NETWORK_OPERATOR_CHART
 from gpucluster.render.kubernetes import network_operator_values
-from gpucluster.render.kubernetes_objects import nic_cluster_policy
+from gpucluster.render.kubernetes.objects import nic_cluster_policy
 
 TOKEN = "gpucluster:index:NetworkOperator"
 

@@ -11,7 +11,7 @@ file system creates it itself), and each team's volume has its own handle and pa
 
 The namespace enforces Pod Security ``restricted`` and its NetworkPolicies deny all traffic but the
 team's own pods, cluster DNS and the internet outside the cluster's networks
-(:mod:`gpucluster.render.kubernetes_tenancy`); the cluster's admission policy, which holds the team's pods
+(:mod:`gpucluster.render.kubernetes.tenancy`); the cluster's admission policy, which holds the team's pods
 to its user IDs and claims, is :class:`~gpucluster.components.kubernetes.kubernetes_platform.KubernetesPlatform`'s.
 """
 
@@ -28,8 +28,8 @@ from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.kubernetes import TeamSpec
 from gpucluster.config.storage.mounts import client_mount_options
 from gpucluster.render.kubernetes import TEAM_LABEL
-from gpucluster.render.kubernetes_objects import TEAM_ROLE_RULES
-from gpucluster.render.kubernetes_tenancy import pod_security_labels, team_network_policies
+from gpucluster.render.kubernetes.objects import TEAM_ROLE_RULES
+from gpucluster.render.kubernetes.tenancy import pod_security_labels, team_network_policies
 from gpucluster.resolve.storage.team import team_directory
 
 TOKEN = "gpucluster:index:TeamNamespace"

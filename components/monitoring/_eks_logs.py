@@ -1,5 +1,5 @@
 """The EKS nodes' log shipping: Fluent Bit (the pinned ``aws-for-fluent-bit`` chart, values from
-:mod:`gpucluster.render.kubernetes_logs`) writing into the cluster's log group, with its AWS rights through EKS Pod
+:mod:`gpucluster.render.kubernetes.logs`) writing into the cluster's log group, with its AWS rights through EKS Pod
 Identity.
 
 The role trusts Pod Identity of this account for the Fluent Bit service account of this cluster only (its namespace
@@ -17,7 +17,7 @@ from gpucluster.components.kubernetes._helm import helm_release
 from gpucluster.components.monitoring._wiring import MonitoringWiring
 from gpucluster.config.kubernetes import FLUENT_BIT_CHART
 from gpucluster.render.iam import pod_identity_trust_policy, policy_json
-from gpucluster.render.kubernetes_logs import (
+from gpucluster.render.kubernetes.logs import (
     EKS_STREAM_PATTERNS,
     FLUENT_BIT_NAMESPACE,
     FLUENT_BIT_RELEASE,

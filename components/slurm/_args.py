@@ -36,8 +36,8 @@ from gpucluster.config.slurm import SlurmSpec
 from gpucluster.config.storage import LustreSpec
 from gpucluster.config.storage.mounts import check_mount_options, check_mount_point
 from gpucluster.facts.catalog import Catalog
+from gpucluster.render.compute.node import LustreMount, lustre_part, node_cloud_config, user_data_title
 from gpucluster.render.core import render_cloud_config
-from gpucluster.render.node import LustreMount, lustre_part, node_cloud_config, user_data_title
 from gpucluster.render.slurm.compute import node_slurm_part
 from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.resolve.cluster import ResolvedCluster, ResolvedSlurm, resolve, with_groups

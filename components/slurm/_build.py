@@ -41,8 +41,8 @@ from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.naming import with_name
 from gpucluster.render.hybrid.compute import with_munge_secret
 from gpucluster.render.iam import policy_json, slurm_node_policy, spot_reader_policy
-from gpucluster.render.iam_sessions import ROLE_TAG, statements_policy
 from gpucluster.render.slurm.agent import NODE_MAPS_PREFIX, needs_spot_events, with_artifact_bucket
+from gpucluster.render.slurm.iam_sessions import ROLE_TAG, statements_policy
 from gpucluster.render.slurm.identity import users_bundle
 from gpucluster.render.slurm.image import hook_objects
 from gpucluster.render.slurm.names import SlurmContext, controller_address, dns_zone, munge_secret_name

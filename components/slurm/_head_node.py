@@ -26,14 +26,14 @@ from gpucluster.components.slurm._artifact import AgentArtifact
 from gpucluster.components.storage.shared_storage import SharedStorage
 from gpucluster.config.naming import with_name
 from gpucluster.config.slurm import HeadNodeSpec
+from gpucluster.render.compute.node import LustreMount
 from gpucluster.render.core import WriteFile, gzip_b64, render_cloud_config
-from gpucluster.render.home import HomeMount
 from gpucluster.render.iam import policy_json, slurm_head_policy
-from gpucluster.render.node import LustreMount
 from gpucluster.render.slurm.accounts import accounts_contract
 from gpucluster.render.slurm.agent import BASELINES_PREFIX, NODE_MAPS_PREFIX, LaunchTarget, agent_config
 from gpucluster.render.slurm.head import HeadInputs, head_parts, head_title
 from gpucluster.render.slurm.headfiles import HEAD_FILES_PREFIX, LIVE_KEY, HeadFilesRef, bundle_ref, small_cloud_config
+from gpucluster.render.slurm.home import HomeMount
 from gpucluster.render.slurm.names import SlurmContext, head_hostname
 from gpucluster.render.slurm.usage import USAGE_PREFIX, has_usage_report
 

@@ -23,11 +23,11 @@ from gpucluster.components.slurm.login_nodes import LoginParts, LoginWiring, bui
 from gpucluster.components.storage.home_storage import HomeParts, HomeWiring, build_home_storage
 from gpucluster.components.storage.lustre_storage import LUSTRE_PORTS
 from gpucluster.render.core import render_cloud_config
-from gpucluster.render.home import HomeMount, with_home_server
 from gpucluster.render.hybrid.compute import with_munge_secret
 from gpucluster.render.iam import policy_json
-from gpucluster.render.iam_sessions import bind_secret_statements, host_key_writer_statement, statements_policy
 from gpucluster.render.slurm.agent import with_artifact_bucket
+from gpucluster.render.slurm.home import HomeMount, with_home_server
+from gpucluster.render.slurm.iam_sessions import bind_secret_statements, host_key_writer_statement, statements_policy
 from gpucluster.render.slurm.login import LoginInputs, login_cloud_config, login_title
 from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.resolve.slurm.identity import DirectoryIdentity, ResolvedHome, ResolvedIdentity, ResolvedLogin

@@ -12,9 +12,9 @@ their attachments (children of ``SlurmCluster``; design D7, §6).
   sets the tag chooses the user — the principal's trust policy must pin it (docs/people.md).
 - ``<cluster>-session-<user>`` per declared user with a session principal: ``runAsDefaultUser`` = that user, so
   the declared mapping holds without tagging principals the stack does not own; the user's policy refuses a
-  principal whose tag names another user (:func:`gpucluster.render.iam_sessions.session_policy`), since the tag
+  principal whose tag names another user (:func:`gpucluster.render.slurm.iam_sessions.session_policy`), since the tag
   would win over this document too.
-- Policies (JSON from :mod:`gpucluster.render.iam_sessions`): ``<cluster>-session-<user>`` attached to the user's
+- Policies (JSON from :mod:`gpucluster.render.slurm.iam_sessions`): ``<cluster>-session-<user>`` attached to the user's
   principal when ``attach`` (a role or a user); ``<cluster>-login-sessions`` and, with an admin group,
   ``<cluster>-admin-sessions`` exported over the shared document, for the account's admins to attach to
   federated roles whose sessions carry ``SSMSessionRunAs``.
@@ -36,7 +36,7 @@ import pulumi_aws as aws
 
 from gpucluster.config.naming import with_name
 from gpucluster.render.iam import policy_json
-from gpucluster.render.iam_sessions import CLUSTER_TAG, ROLE_TAG, session_policy
+from gpucluster.render.slurm.iam_sessions import CLUSTER_TAG, ROLE_TAG, session_policy
 from gpucluster.resolve.slurm.identity import DeclaredIdentity, PosixUser, ResolvedIdentity
 
 SHARED_RUN_AS = "gpucluster-nobody"

@@ -3,7 +3,7 @@
 ``build_login_nodes(parent, name, resolved, wiring)`` makes, under ``parent``:
 
 - a role (``<name>-login-role``, Session Manager through ``ec2_ssm_role``) whose only other policies are
-  :func:`gpucluster.render.iam_sessions.login_role_policy` (design §6.3: the munge key, the bind password with a
+  :func:`gpucluster.render.slurm.iam_sessions.login_role_policy` (design §6.3: the munge key, the bind password with a
   directory, the shared host keys with SSH, the group's own terminating lifecycle action, the node package) and,
   with the cluster's monitoring on, the monitoring part's log shipping (the login role's own streams), and its
   profile;
@@ -35,7 +35,7 @@ from gpucluster.components.slurm._login_network import LoginGroups, login_balanc
 from gpucluster.config.naming import with_name
 from gpucluster.render.core import gzip_b64
 from gpucluster.render.iam import policy_json
-from gpucluster.render.iam_sessions import ROLE_TAG, login_role_policy
+from gpucluster.render.slurm.iam_sessions import ROLE_TAG, login_role_policy
 from gpucluster.resolve.slurm.identity import ResolvedLogin
 
 TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"

@@ -32,9 +32,9 @@ import pulumi_aws as aws
 
 from gpucluster.components._shared.security import BOTH_WAYS, allow
 from gpucluster.config.naming import with_name
+from gpucluster.render.compute.node import LustreMount
 from gpucluster.render.core import render_cloud_config
-from gpucluster.render.node import LustreMount
-from gpucluster.render.storage_setup import storage_setup_cloud_config, storage_setup_title
+from gpucluster.render.storage.setup import storage_setup_cloud_config, storage_setup_title
 from gpucluster.resolve.storage.team import TeamDirectory
 
 INSTANCE_TYPE = "t3.micro"

@@ -31,7 +31,7 @@ from gpucluster.config.errors import error, raise_for
 from gpucluster.config.naming import cluster_tags, with_name
 from gpucluster.config.storage import MAX_NO_SQUASH_NIDS, DataRepositorySpec, LustreSpec, WorkloadSpec
 from gpucluster.config.storage.sizing import size_lustre
-from gpucluster.render.node import LustreMount
+from gpucluster.render.compute.node import LustreMount
 from gpucluster.resolve.storage import resolve_lustre
 from gpucluster.resolve.storage.team import TeamDirectory
 

@@ -149,7 +149,7 @@ HEALTH_KEYS = {
 
 CONTAINER_KEYS = {"JobContainerType"}
 """The per-job /tmp (gpucluster/render/slurm/privacy.py) needs job_container.conf with a BasePath outside /tmp, where
-these clusters run: ``tests/render/test_slurm_privacy.py`` runs it; these tests run without (PrologFlags goes with the
+these clusters run: ``tests/render/slurm/test_slurm_privacy.py`` runs it; these tests run without (PrologFlags goes with the
 health keys)."""
 
 

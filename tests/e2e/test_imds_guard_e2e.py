@@ -167,7 +167,7 @@ def test_guard_fails_closed_without_iptables(netns, run_dir):
 def test_unprivileged_job_cannot_reach_imds_but_root_can(netns, run_dir):
     bootcmd = rendered_compute_bootcmd()
     assert bootcmd[0] == list(imds_guard_bootcmd())  # the guard is the node's first boot command
-    # only the guard's: the next one (the session lockdown, tests/render/test_identity_render.py) writes /etc/sudoers.d
+    # only the guard's: the next one (the session lockdown, tests/render/slurm/test_identity_render.py) writes /etc/sudoers.d
     assert bootcmd[1] == list(session_lockdown_bootcmd())
     boot_script = cloud_init_boot_script(bootcmd[:1])
 

@@ -44,7 +44,7 @@ from tests.conftest import IN_CI, ROOT
 from tests.e2e.namespace import MountNamespace
 from tests.e2e.slurm_harness import SBATCH, conf_lines, fake_gpus, free_port, node_line
 from tests.e2e.slurmdbd import AccountingSlurm, missing_tools, run_dir
-from tests.render.test_slurm_teams_render import ctx_of
+from tests.render.slurm.test_slurm_teams_render import ctx_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("teams-jobs-slurmdbd")]  # the phases share one cluster, in order
 

@@ -1,6 +1,6 @@
 """A team's POSIX identity (``gpucluster:kubernetes.teams[].posix``): the user IDs its pods may run as and
 its group ID. The admission policy of the team namespaces holds every pod of a team to them
-(:mod:`gpucluster.render.kubernetes_tenancy`), and the team's storage directory is owned by the group.
+(:mod:`gpucluster.render.kubernetes.tenancy`), and the team's storage directory is owned by the group.
 
 Every field is optional. The defaults are decided from the team's **name alone** (a SHA-256 of it picks
 one slot of :data:`SLOT_SIZE` IDs in a reserved band), so they do not move when teams are added, removed

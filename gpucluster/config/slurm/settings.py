@@ -9,7 +9,7 @@ the stack loads; the policy rule ``slurm-conf-allowed-keys`` (``gpucluster/polic
 rendered slurm.conf for the same rule. This module is a room of its own (standard library only) so that the policy
 pack can read it without the config model.
 
-:data:`OWNED` lists every key the template can render; ``tests/render/test_slurm_teams_render.py`` renders a cluster
+:data:`OWNED` lists every key the template can render; ``tests/render/slurm/test_slurm_teams_render.py`` renders a cluster
 with every option on and fails when slurm.conf gains a key this table does not list.
 """
 

@@ -1,7 +1,7 @@
 """The user data of a burst node group's instance when the cluster has ``hybrid.controller``: a cloud node that joins
 the site's own slurmctld.
 
-What a head-node cluster's compute node gets (:mod:`gpucluster.render.node`: node facts, NCCL/EFA environment, EFA
+What a head-node cluster's compute node gets (:mod:`gpucluster.render.compute.node`: node facts, NCCL/EFA environment, EFA
 check, storage; :mod:`gpucluster.render.slurm.guard`: only root reaches the instance metadata service) plus the join:
 
 - the site's ``munge`` and ``slurm`` users with the site's UIDs and GIDs, created before any package is installed
@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from gpucluster.config.compute.node_group import NodeGroupSpec
 from gpucluster.config.hybrid import ControllerSpec
 from gpucluster.facts.slurm_releases import MAJORS, UBUNTU_SLURM, cloud_ubuntu_for, compatible
+from gpucluster.render.compute.node import LustreMount, node_cloud_config
 from gpucluster.render.core import CloudConfig, WriteFile, render, render_cloud_config
 from gpucluster.render.hybrid.fabric import HYBRID_TASK_PROLOG, hybrid_of, hybrid_task_prolog, site_controller
 from gpucluster.render.monitoring.logs import LOGS_UNIT, logs_files
-from gpucluster.render.node import LustreMount, node_cloud_config
 from gpucluster.render.slurm.agent import aws_helper, node_package_file
 from gpucluster.render.slurm.compute import slurmd_drop_in
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit

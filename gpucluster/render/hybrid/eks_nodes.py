@@ -30,7 +30,7 @@ from gpucluster.config.kubernetes import TeamSpec
 from gpucluster.facts.downloads import NODEADM_URL
 from gpucluster.render.core import render, to_yaml
 from gpucluster.render.kubernetes import GPU_RESOURCE, GPU_TAINT, GPU_TOLERATION, KUEUE_API
-from gpucluster.render.kubernetes_objects import Flavor, local_queue
+from gpucluster.render.kubernetes.objects import Flavor, local_queue
 
 NODEADM_API = "node.eks.aws/v1alpha1"
 COMPUTE_TYPE_LABEL = "eks.amazonaws.com/compute-type"

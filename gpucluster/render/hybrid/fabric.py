@@ -20,8 +20,8 @@ from __future__ import annotations
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.hybrid import ControllerSpec, HybridSpec
 from gpucluster.facts.nccl import EFA_LIB_DIRS
+from gpucluster.render.compute.node import NCCL_ENV_PATH
 from gpucluster.render.core import env_file, render
-from gpucluster.render.node import NCCL_ENV_PATH
 from gpucluster.resolve.cluster import ResolvedCluster
 from gpucluster.resolve.compute.node_group import ResolvedNodeGroup
 

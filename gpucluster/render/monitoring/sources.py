@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gpucluster.render.kubernetes_health import DCGM_METRICS
+from gpucluster.render.kubernetes.health import DCGM_METRICS
 from gpucluster.render.monitoring import series as s
 from gpucluster_agents.metrics import fabric, gpu, head, server, teams
 

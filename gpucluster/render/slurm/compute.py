@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from gpucluster.config.slurm.health import nvidia_gpus
 from gpucluster.facts.nccl import library_dirs
+from gpucluster.render.compute.node import NCCL_ENV_PATH
 from gpucluster.render.core import CloudConfig, WriteFile, render
-from gpucluster.render.home import HOME_MOUNT_SCRIPT, HomeMount, home_files
 from gpucluster.render.monitoring.logs import LOGS_UNIT, logs_files
-from gpucluster.render.node import NCCL_ENV_PATH
 from gpucluster.render.slurm.agent import boot_files, node_package_file
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit
 from gpucluster.render.slurm.health import HEALTH_BOOT_UNIT, health_enabled, health_files
+from gpucluster.render.slurm.home import HOME_MOUNT_SCRIPT, HomeMount, home_files
 from gpucluster.render.slurm.identity import (
     USERS_TIMER,
     USERS_UNIT,

@@ -8,10 +8,9 @@ from dataclasses import dataclass
 
 from gpucluster.config.slurm import SLURM_VERSION
 from gpucluster.config.storage import TEAMS_DIRECTORY
+from gpucluster.render.compute.node import LUSTRE_MOUNT_SCRIPT, LustreMount, lustre_mount_script
 from gpucluster.render.core import CloudConfig, WriteFile, render
-from gpucluster.render.home import HOME_MOUNT_SCRIPT, HomeMount, home_files
 from gpucluster.render.monitoring.logs import LOGS_UNIT, logs_files
-from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT, LustreMount, lustre_mount_script
 from gpucluster.render.slurm.accounts import ACCOUNTS_PATH_UNIT, ACCOUNTS_TIMER, ACCOUNTS_UNIT, accounts_files
 from gpucluster.render.slurm.agent import AgentBundle, boot_files, package_file
 from gpucluster.render.slurm.collector import COLLECTOR_PACKAGES, SETUP_UNITS, collector_files, collector_workspace
@@ -26,6 +25,7 @@ from gpucluster.render.slurm.headfiles import (
     small_cloud_config,
     split,
 )
+from gpucluster.render.slurm.home import HOME_MOUNT_SCRIPT, HomeMount, home_files
 from gpucluster.render.slurm.identity import (
     USERS_TIMER,
     USERS_UNIT,

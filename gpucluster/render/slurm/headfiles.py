@@ -33,8 +33,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpucluster.render.compute.node import LUSTRE_MOUNT_SCRIPT
 from gpucluster.render.core import CloudConfig, WriteFile, render
-from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT
 from gpucluster.render.slurm.accounts import ACCOUNTS_PATH
 from gpucluster.render.slurm.guard import systemd_unit
 from gpucluster.render.slurm.identity import session_lockdown_bootcmd, session_lockdown_runcmd

@@ -24,10 +24,10 @@ import shlex
 from dataclasses import dataclass
 
 from gpucluster.render.core import CloudConfig, WriteFile, render
-from gpucluster.render.home import HOME_MOUNT_SCRIPT, HomeMount, home_files
 from gpucluster.render.monitoring.logs import LOGS_UNIT, PYTHON, logs_files
 from gpucluster.render.slurm.agent import boot_files, node_package_file
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit, systemd_unit
+from gpucluster.render.slurm.home import HOME_MOUNT_SCRIPT, HomeMount, home_files
 from gpucluster.render.slurm.identity import (
     USERS_TIMER,
     USERS_UNIT,

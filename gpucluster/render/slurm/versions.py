@@ -7,7 +7,7 @@ the release note that decided it; nothing else in the renderer branches on a ver
 
 Why it matters: Slurm 22.05 stops at an unrecognized key (``fatal: Unable to process configuration file``),
 and 23.11 and later log an error line for every defunct one, on every start (measured with Debian's 22.05.8
-and trixie's 24.11.5; see ``tests/render/test_slurm_versions.py``).
+and trixie's 24.11.5; see ``tests/render/slurm/test_slurm_versions.py``).
 """
 
 from __future__ import annotations

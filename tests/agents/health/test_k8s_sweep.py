@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from gpucluster.render.kubernetes_health import sweep_config, sweep_settings
+from gpucluster.render.kubernetes.health import sweep_config, sweep_settings
 from gpucluster_agents.health import k8s_sweep
 from gpucluster_agents.health.config import HealthConfigError
 from tests.render.kubernetes.test_node_health import AGENTS_ROOT

@@ -8,7 +8,7 @@ node exporter, and kept by its holder while the exporter is down, so that no oth
 
 systemd is not PID 1 here: a ``.socket`` unit holding the port across a restart is played by the test itself
 (it holds the socket, as systemd does, and starts the exporter on it twice); the units are read by
-systemd-analyze in tests/render/test_slurm_metrics.py.
+systemd-analyze in tests/render/slurm/test_slurm_metrics.py.
 """
 
 from __future__ import annotations

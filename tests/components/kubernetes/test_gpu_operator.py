@@ -11,7 +11,7 @@ import pytest
 
 from gpucluster.components.kubernetes.gpu_operator import GpuOperator, GpuOperatorArgs
 from gpucluster.render.kubernetes import gpu_operator_values
-from gpucluster.render.kubernetes_health import DCGM_CONFIGMAP
+from gpucluster.render.kubernetes.health import DCGM_CONFIGMAP
 from tests.conftest import GOLDEN, check_golden
 from tests.render.kubernetes.schemas import chart_defaults, crd_schema, unknown_values
 

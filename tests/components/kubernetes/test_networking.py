@@ -13,7 +13,7 @@ from gpucluster.components.kubernetes.efa_device_plugin import EfaDevicePlugin, 
 from gpucluster.components.kubernetes.network_operator import NetworkOperator, NetworkOperatorArgs
 from gpucluster.render.core import to_yaml
 from gpucluster.render.kubernetes import efa_device_plugin_values, network_operator_values
-from gpucluster.render.kubernetes_objects import nic_cluster_policy
+from gpucluster.render.kubernetes.objects import nic_cluster_policy
 from tests.components.kubernetes.test_gpu_operator import ON_PREM_KUBECONFIG
 from tests.conftest import GOLDEN, check_golden
 from tests.render.kubernetes.schemas import chart_defaults, unknown_values, validate_object

@@ -14,7 +14,7 @@ import pytest
 from gpucluster.config.kubernetes.health import DIGEST_RE
 from gpucluster.policy.evaluate import evaluate, from_plan
 from gpucluster.policy.kubernetes_rules import DEFAULT_DENY, POD_SECURITY
-from gpucluster.render.kubernetes_tenancy import PRIVATE_NETWORKS, TEAM_POD_POLICY
+from gpucluster.render.kubernetes.tenancy import PRIVATE_NETWORKS, TEAM_POD_POLICY
 from gpucluster.tools.plan.run.engine import run_plan
 from gpucluster.tools.plan.run.json import to_json
 from gpucluster.tools.plan.run.stackfile import stack_names

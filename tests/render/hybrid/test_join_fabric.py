@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from gpucluster.render.compute.node import NCCL_ENV_PATH
 from gpucluster.render.core import env_file
 from gpucluster.render.hybrid.fabric import (
     cloud_nccl_environment,
@@ -15,7 +16,6 @@ from gpucluster.render.hybrid.fabric import (
     hybrid_task_prolog,
     onprem_nccl_environment,
 )
-from gpucluster.render.node import NCCL_ENV_PATH
 from tests.conftest import require_tool
 from tests.render.hybrid.join_cases import hybrid_spec, p5
 

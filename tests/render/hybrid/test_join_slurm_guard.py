@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from gpucluster.render.compute.node import NCCL_ENV_PATH
 from gpucluster.render.core import env_file
 from gpucluster.render.hybrid.fabric import cloud_nccl_environment, hybrid_task_prolog
-from gpucluster.render.node import NCCL_ENV_PATH
 from tests.conftest import IN_CI, require_tool
 from tests.e2e import slurm_harness
 from tests.e2e.slurm_harness import LocalSlurm, conf_lines, free_port, local_keys, node_line

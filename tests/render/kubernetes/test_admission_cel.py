@@ -18,7 +18,7 @@ import yaml
 
 from gpucluster.config.kubernetes import SUPPORTED_EKS_VERSIONS, TeamSpec
 from gpucluster.config.kubernetes.team_posix import TeamPosix
-from gpucluster.render.kubernetes_tenancy import TEAM_POD_POLICY, TeamTenancy, team_pod_policy
+from gpucluster.render.kubernetes.tenancy import TEAM_POD_POLICY, TeamTenancy, team_pod_policy
 from gpucluster.tools.plan.run.engine import run_plan
 from tests.render.kubernetes.cel import evaluate, expressions, missing_fields
 from tests.render.kubernetes.pod_security import restricted_violations

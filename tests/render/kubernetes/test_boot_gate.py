@@ -28,7 +28,7 @@ from gpucluster.render.kubernetes import (
     gpu_operator_values,
     node_config,
 )
-from gpucluster.render.kubernetes_health import CONDITION, TAINT_KEY, sweep_objects, sweep_settings
+from gpucluster.render.kubernetes.health import CONDITION, TAINT_KEY, sweep_objects, sweep_settings
 from gpucluster.render.slurm.agent import agent_bundle
 from tests.components.kubernetes.test_eks_cluster import build
 from tests.conftest import eks_spec

@@ -1,4 +1,4 @@
-"""The EKS nodes' Fluent Bit (gpucluster/render/kubernetes_logs.py): the config it runs, parsed section by section as
+"""The EKS nodes' Fluent Bit (gpucluster/render/kubernetes/logs.py): the config it runs, parsed section by section as
 Fluent Bit's classic format reads it; the pod the chart builds from the values, validated strictly; and the IAM policy
 of its role, evaluated: an EKS node writes its own streams only, and no Slurm role writes an EKS node's."""
 
@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from gpucluster.policy.iam_eval import Request, evaluate
-from gpucluster.render.kubernetes_logs import (
+from gpucluster.render.kubernetes.logs import (
     EKS_STREAM_PATTERNS,
     FLUENT_BIT_SERVICE_ACCOUNT,
     NODE_NAME_ENV,

@@ -25,7 +25,7 @@ import yaml
 from gpucluster.config.errors import ConfigError
 from gpucluster.config.kubernetes.health import KubernetesHealthSpec
 from gpucluster.facts.catalog import load_catalog
-from gpucluster.render.kubernetes_health import (
+from gpucluster.render.kubernetes.health import (
     CONDITION,
     DCGM_CSV_KEY,
     DCGM_METRICS,
@@ -155,7 +155,7 @@ UPSTREAM_DEFAULT = {
 
 def test_dcgm_list_keeps_every_field_of_upstreams_default_and_adds_the_throttle_and_activity_fields():
     """Our ConfigMap replaces dcgm-exporter's default CSV: dropping a default field would lose it on EKS."""
-    from gpucluster.render.kubernetes_health import DCGM_UPSTREAM_DEFAULT_COMMIT
+    from gpucluster.render.kubernetes.health import DCGM_UPSTREAM_DEFAULT_COMMIT
 
     assert DCGM_UPSTREAM_DEFAULT_COMMIT == UPSTREAM_DEFAULT_COMMIT
     ours = {f: kind for f, kind, _ in DCGM_METRICS}

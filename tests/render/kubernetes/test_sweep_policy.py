@@ -23,8 +23,8 @@ import pytest
 from gpucluster.config.kubernetes import SUPPORTED_EKS_VERSIONS
 from gpucluster.config.kubernetes.health import KubernetesHealthSpec
 from gpucluster.render.kubernetes import BOOT_TAINT, GPU_TAINT
-from gpucluster.render.kubernetes_health import CONDITION, SWEEP_NAME, SWEEP_USER, TAINT_KEY, sweep_objects
-from gpucluster.render.kubernetes_sweep_policy import NODE_NAME_EXTRA, SPEC_FIELDS, STATUS_FIELDS
+from gpucluster.render.kubernetes.health import CONDITION, SWEEP_NAME, SWEEP_USER, TAINT_KEY, sweep_objects
+from gpucluster.render.kubernetes.sweep_policy import NODE_NAME_EXTRA, SPEC_FIELDS, STATUS_FIELDS
 from tests.render.kubernetes.cel import definitions, evaluate, expressions, missing_fields
 from tests.render.kubernetes.test_node_health import sweep_argv
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from gpucluster.render.kubernetes_health import DCGM_METRICS
+from gpucluster.render.kubernetes.health import DCGM_METRICS
 from gpucluster.render.monitoring.collection import prometheus_agent_config, scraper_config
 from gpucluster.render.monitoring.dashboards import dashboards, queries
 from gpucluster.render.monitoring.sources import (

@@ -85,7 +85,7 @@ def monitoring_lines(
     from the node log group."""
     import yaml
 
-    from gpucluster.render.kubernetes_logs import FLUENT_BIT_RELEASE
+    from gpucluster.render.kubernetes.logs import FLUENT_BIT_RELEASE
     from gpucluster.resolve.monitoring import (
         SECONDS_PER_MONTH,
         SERIES_PER_NODE,

@@ -274,7 +274,7 @@ _BASE: Mapping[str, Safety] = {
     "kubernetes:helm.sh/v3:Release": Safety(
         "https://www.pulumi.com/registry/packages/kubernetes/api-docs/helm/v3/release/", replace_on=("name", "namespace")
     ),
-    # The health sweep (gpucluster/render/kubernetes_health.py). A DaemonSet's selector is immutable; a
+    # The health sweep (gpucluster/render/kubernetes/health.py). A DaemonSet's selector is immutable; a
     # ClusterRoleBinding's roleRef too (the API server refuses the update, so Pulumi replaces).
     "kubernetes:apps/v1:DaemonSet": _k8s("workload-resources/daemon-set-v1/", "spec.selector"),
     "kubernetes:core/v1:ServiceAccount": _k8s("authentication-resources/service-account-v1/"),

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster.render import node as render_node
-from gpucluster.render.node import LustreMount, lustre_mount_script
+from gpucluster.render.compute import node as render_node
+from gpucluster.render.compute.node import LustreMount, lustre_mount_script
 from tests.conftest import require_tool
 
 MOUNT = LustreMount("fs-0123456789abcdef0", "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "abcdefgh", "/fsx", "noatime")

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING
 
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import Finding, error
+from gpucluster.render.compute.node import LustreMount, node_cloud_config, user_data_title
 from gpucluster.render.core import USER_DATA_LIMIT, CloudConfig, cloud_config_text, largest_parts, user_data_size
-from gpucluster.render.home import home_stand_in
 from gpucluster.render.hybrid.compute import hybrid_join_part, munge_secret_stand_in
 from gpucluster.render.kubernetes import node_config, nodeadm_text
-from gpucluster.render.node import LustreMount, node_cloud_config, user_data_title
 from gpucluster.render.slurm.compute import node_slurm_part
+from gpucluster.render.slurm.home import home_stand_in
 from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.resolve.cluster import ResolvedCluster
 from gpucluster.resolve.compute.node_group import ResolvedNodeGroup
@@ -43,7 +43,7 @@ def scheduler_part(cluster: ResolvedCluster, group: ResolvedNodeGroup) -> CloudC
     """The user-data part a node's scheduler adds (Slurm: slurmd joining the head node, or a hybrid site's
     controller for the groups it bursts into; EKS wraps the user data itself). A site's burst nodes name the munge
     secret by a stand-in that SlurmCluster replaces once the secret exists; with ``slurm.home`` the home file system's
-    DNS name is a stand-in too (:func:`gpucluster.render.home.with_home_server`)."""
+    DNS name is a stand-in too (:func:`gpucluster.render.slurm.home.with_home_server`)."""
     spec = cluster.spec
     if group.scheduler == "slurm" and cluster.slurm is not None:
         if (

@@ -16,7 +16,7 @@ import pytest
 from gpucluster.config.compute.node_group import NodeGroupSpec
 from gpucluster.config.storage import NvmeScratchSpec
 from gpucluster.facts.catalog import load_catalog
-from gpucluster.render.node import LustreMount, lustre_part, nvme_scratch_part
+from gpucluster.render.compute.node import LustreMount, lustre_part, nvme_scratch_part
 from gpucluster.resolve.compute.node_group import resolve_node_group
 from tests.conftest import require_tool
 
@@ -172,7 +172,7 @@ def test_scripts_parse(script, tmp_path):
 def test_fstab_line_keeps_every_value_in_its_field(tmp_path):
     """Defence in depth (audit D4): blanks, '#', '\\' and newlines in the values are written as fstab's
     octal escapes, so util-linux reads back one line of six fields with the values intact."""
-    from gpucluster.render.node import lustre_fstab_entry
+    from gpucluster.render.compute.node import lustre_fstab_entry
 
     hostile = LustreMount("fs-0abc", "fs.example.com", "abc", "/fsx dir#1", "noatime, flock\n/dev/x / xfs defaults 0 0\\")
     line = lustre_fstab_entry(hostile)
@@ -197,7 +197,7 @@ def test_fstab_line_is_nosuid_nodev_as_libmount_reads_it(options, tmp_path):
     """Whatever the options given (the load refuses suid and dev; a program passing them to a component still
     gets nosuid,nodev last, and mount(8) applies options left to right), libmount classes nosuid and nodev as the
     line's VFS options, which is what the kernel enforces (issue #18, build 3)."""
-    from gpucluster.render.node import lustre_fstab_entry
+    from gpucluster.render.compute.node import lustre_fstab_entry
 
     line = lustre_fstab_entry(LustreMount("fs-0abc", "fs-0abc.fsx.us-east-1.amazonaws.com", "abcdefgh", "/fsx", options))
     vfs = libmount_vfs_options(line, tmp_path)

@@ -1,7 +1,7 @@
 """What the Kubernetes layer renders for nodes and charts, as pure functions: the labels, taints and
 API names every Kubernetes module shares, node labels and taints, nodeadm user data, and the Helm values
-of each chart. Custom resources are :mod:`gpucluster.render.kubernetes_objects`, the example job
-:mod:`gpucluster.render.training_job`.
+of each chart. Custom resources are :mod:`gpucluster.render.kubernetes.objects`, the example job
+:mod:`gpucluster.render.kubernetes.training_job`.
 
 No Pulumi here: components place these values, tests validate them (Helm values against each pinned
 chart's ``values.yaml``, custom resources against the pinned CRD schemas) and pin them in golden files.

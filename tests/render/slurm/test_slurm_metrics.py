@@ -31,7 +31,7 @@ from gpucluster.render.slurm.metrics import (
 from gpucluster.render.slurm.names import NODE_SETUP
 from gpucluster_agents.metrics import cli
 from tests.conftest import ROOT, require_tool
-from tests.render.test_slurm_health import CPU, P5, context, part_files
+from tests.render.slurm.test_slurm_health import CPU, P5, context, part_files
 
 UNIT_PATH = f"/etc/systemd/system/{METRICS_UNIT}"
 

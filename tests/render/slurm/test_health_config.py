@@ -14,7 +14,7 @@ from gpucluster.config.compute.node_group import NodeGroupSpec
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.facts.gpu_health import GPU_HEALTH_FILE, gpu_health_facts
 from gpucluster.load import load_spec
-from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT
+from gpucluster.render.compute.node import LUSTRE_MOUNT_SCRIPT
 from gpucluster.render.slurm.compute import node_slurm_part
 from gpucluster.render.slurm.health import HEALTH_CONFIG
 from gpucluster.render.slurm.names import SlurmContext

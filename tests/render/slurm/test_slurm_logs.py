@@ -16,7 +16,7 @@ from gpucluster.render.slurm.agent import AgentBundle, LaunchTarget, agent_confi
 from gpucluster.render.slurm.head import HeadInputs, head_files
 from gpucluster.render.slurm.names import HEAD_SETUP, NODE_SETUP
 from tests.conftest import GOLDEN, ROOT, check_golden, require_tool
-from tests.render.test_slurm_health import CPU, P5, context, part_files
+from tests.render.slurm.test_slurm_health import CPU, P5, context, part_files
 
 UNIT_PATH = f"/etc/systemd/system/{LOGS_UNIT}"
 
@@ -80,8 +80,8 @@ def test_a_login_node_starts_the_shipper_after_the_package_and_before_sackd() ->
     once the node package is installed and before sackd lets anyone submit; none with the cluster's monitoring off."""
     from gpucluster.render.slurm.login import LOGIN_SETUP, login_cloud_config
     from tests.render.identity_cases import DECLARED
-    from tests.render.test_login_render import context as login_context
-    from tests.render.test_login_render import inputs
+    from tests.render.slurm.test_login_render import context as login_context
+    from tests.render.slurm.test_login_render import inputs
 
     ctx = login_context(DECLARED)
     assert ctx.monitoring is not None

@@ -20,7 +20,7 @@ from gpucluster.render.slurm.agent import agent_bundle, node_package_file, sha25
 from gpucluster.render.slurm.login import DRAIN_CONFIG, DRAIN_UNIT, LOGIN_SETUP, drain_unit, login_cloud_config, login_title
 from tests.conftest import require_tool
 from tests.render.identity_cases import DECLARED
-from tests.render.test_login_render import context, inputs
+from tests.render.slurm.test_login_render import context, inputs
 
 
 def shipped() -> dict[str, str]:

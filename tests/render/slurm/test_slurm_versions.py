@@ -16,9 +16,9 @@ from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.render.slurm.versions import SETTINGS, SUPPORTED, SlurmVersion, check_version, version_lines
 from gpucluster.tools.plan.run.stackfile import read_stack_file
 from tests.conftest import GOLDEN, check_golden, require_tool
+from tests.render.slurm.test_slurm_render import STACK_FILES
 from tests.render.slurm_check import SLURMCTLD, check_slurmctld, conf_files
 from tests.render.slurm_versions import TRIXIE_VERSION, trixie_root, trixie_tmp  # noqa: F401  (fixtures)
-from tests.render.test_slurm_render import STACK_FILES
 
 CATALOG = load_catalog()
 VERSIONS = ("22.05", SLURM_VERSION, TRIXIE_VERSION)

@@ -84,7 +84,7 @@ def test_the_head_node_may_only_put_objects_under_the_usage_prefix() -> None:
 def test_a_head_node_with_teams_gets_the_daily_report_and_its_contract_reads_back() -> None:
     from gpucluster.render.slurm.accounts import ACCOUNTS_PATH
     from gpucluster_agents.usage.policy import parse_policy
-    from tests.render.test_slurm_teams_render import APPLIED, RESEARCH, ctx_of, head_of
+    from tests.render.slurm.test_slurm_teams_render import APPLIED, RESEARCH, ctx_of, head_of
 
     files = head_of(ctx_of(RESEARCH, APPLIED))
     assert f"/etc/systemd/system/{USAGE_SERVICE}" in files and f"/etc/systemd/system/{USAGE_TIMER}" in files
@@ -132,10 +132,10 @@ def test_the_team_usage_units_pass_systemd_analyze_and_publish_as_root_into_home
 def test_team_reports_need_teams_accounting_and_a_shared_home() -> None:
     """The head node's timer and the login nodes' ``gpucluster-usage`` come together, only where both nodes mount
     ``/home`` (the reports' one place) and there are teams."""
-    from gpucluster.render.home import HomeMount
     from gpucluster.render.slurm.head import head_files, head_setup
+    from gpucluster.render.slurm.home import HomeMount
     from gpucluster.render.slurm.login import PROFILE, LoginInputs, login_files
-    from tests.render.test_slurm_teams_render import APPLIED, RESEARCH, ctx_of, head_of
+    from tests.render.slurm.test_slurm_teams_render import APPLIED, RESEARCH, ctx_of, head_of
 
     ctx = ctx_of(RESEARCH, APPLIED)
     assert f"/etc/systemd/system/{TEAM_USAGE_TIMER}" not in head_of(ctx)  # no /home
@@ -158,7 +158,7 @@ def test_team_reports_need_teams_accounting_and_a_shared_home() -> None:
 def _with_home(ctx, home):
     from gpucluster.render.slurm.agent import AgentBundle
     from gpucluster.render.slurm.head import HeadInputs
-    from tests.render.test_slurm_teams_render import LaunchTarget, agent_config
+    from tests.render.slurm.test_slurm_teams_render import LaunchTarget, agent_config
 
     targets = {g.name: LaunchTarget("lt-0123456789abcdef0", ("subnet-0123456789abcdef0",)) for g in ctx.node_groups}
     inputs = HeadInputs("vol-0", AgentBundle("artifacts-bucket", "key", "0" * 64), agent_config(ctx, targets), home=home)

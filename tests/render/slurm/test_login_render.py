@@ -13,8 +13,8 @@ import yaml
 
 from gpucluster.load import load_spec
 from gpucluster.render.core import USER_DATA_LIMIT, WriteFile, cloud_config_text, render_cloud_config, user_data_size
-from gpucluster.render.home import HomeMount
 from gpucluster.render.slurm.guard import imds_guard_bootcmd
+from gpucluster.render.slurm.home import HomeMount
 from gpucluster.render.slurm.identity import USERS_PROGRAM, session_lockdown_bootcmd, session_lockdown_runcmd
 from gpucluster.render.slurm.login import (
     DRAIN_CONFIG,
@@ -140,7 +140,7 @@ def test_drain_config_is_the_contract():
         "grace_seconds": 600,
         "poll_seconds": 5,
     }
-    assert "/usr/local/sbin/gpucluster-login-drain" not in files  # the package's: tests/render/test_login_drain_shipped.py
+    assert "/usr/local/sbin/gpucluster-login-drain" not in files  # the package's: tests/render/slurm/test_login_drain_shipped.py
 
 
 def test_fits_ec2_user_data_with_a_real_sized_ca():

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster.render.home import HomeMount, home_mount_script, requires_home
+from gpucluster.render.slurm.home import HomeMount, home_mount_script, requires_home
 
 HOME = HomeMount("fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com")
 
@@ -82,7 +82,7 @@ def test_head_and_compute_mount_home_before_users_and_slurm():
     from gpucluster.render.slurm.head import head_files
     from gpucluster.render.slurm.identity import USERS_UNIT
     from tests.render.identity_cases import DECLARED
-    from tests.render.test_identity_render import context, head_doc
+    from tests.render.slurm.test_identity_render import context, head_doc
 
     ctx = context(DECLARED)
     compute = {f.path: f.text() for f in node_slurm_part(ctx, ctx.node_groups[0], HOME).write_files}
@@ -109,8 +109,8 @@ def test_compute_user_data_sizes_and_names_home_by_a_stand_in():
     """With slurm.home, the compute user data (and so the 16 KB check) carries the home mount with a stand-in DNS name
     of the real one's length; SlurmCluster swaps the real name in."""
     from gpucluster.load import load_spec
-    from gpucluster.render.home import home_stand_in, with_home_server
-    from gpucluster.render.user_data import scheduler_part, user_data_findings
+    from gpucluster.render.compute.user_data import scheduler_part, user_data_findings
+    from gpucluster.render.slurm.home import home_stand_in, with_home_server
     from tests.conftest import group, make_config
 
     people = {"groups": [{"name": "llm", "gid": 5002}], "users": [{"name": "bob", "uid": 10002, "groups": ["llm"]}]}

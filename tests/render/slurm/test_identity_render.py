@@ -478,7 +478,7 @@ def test_a_clashing_group_stops_before_any_user(tmp_path):
 def test_from_the_config_to_the_nodes_files():
     """slurm.identity in the config reaches every node's files through resolution (no fixture in between), and the
     slurm-p5-shaped node groups' user data stays under EC2's limit with it (user_data_findings: no finding)."""
-    from gpucluster.render.user_data import user_data_findings
+    from gpucluster.render.compute.user_data import user_data_findings
 
     people = {
         "adminGroup": "hpc-admins",

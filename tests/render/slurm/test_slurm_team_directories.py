@@ -25,7 +25,7 @@ from gpucluster.resolve.slurm.identity import DeclaredIdentity
 from gpucluster.tools.plan.run.stackfile import read_stack_file
 from gpucluster_agents.contract import users as users_contract
 from tests.conftest import IDENTITY_DECLARED, IDENTITY_DIRECTORY, IN_CI, group, make_config, require_tool
-from tests.render.test_head_files import rendered
+from tests.render.slurm.test_head_files import rendered
 
 RESEARCH_GID = TeamPosixSpec().resolve("research").gid
 APPLIED_GID = TeamPosixSpec().resolve("applied").gid

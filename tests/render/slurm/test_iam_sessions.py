@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gpucluster.policy.iam_eval import Request, authorize, evaluate
-from gpucluster.render.iam_sessions import (
+from gpucluster.render.slurm.iam_sessions import (
     INLINE_POLICY_LIMIT,
     MANAGED_POLICY_LIMIT,
     bind_secret_statements,

@@ -29,7 +29,7 @@ def all_user_data() -> list[tuple[str, str, str]]:
             if path.endswith("/user-data"):
                 out.append((stack, path.split("/")[0], text))
     # A program of your own: a GpuNodeGroup used alone boots as a GpuCluster's node and mounts its LustreStorage.
-    own = run_plan("test", Path(__file__).parents[1] / "tools" / "plan" / "own_program")
+    own = run_plan("test", Path(__file__).parents[2] / "tools" / "plan" / "own_program")
     out += [("own-program", p.split("/")[0], t) for p, t in sorted(own.files.items()) if p.endswith("/user-data")]
     return out
 

@@ -552,7 +552,7 @@ def test_head_setup_runs_in_the_order_the_daemons_need():
     )
     assert order == sorted(order), order
     node = files["slurm-p5-slurm-p5-lt/usr/local/sbin/gpucluster-slurm-node"]
-    assert "apt-get" not in node  # a baked image (slurm.images) holds the packages: tests/render/test_node_image.py
+    assert "apt-get" not in node  # a baked image (slurm.images) holds the packages: tests/render/slurm/test_node_image.py
     order = _order(
         node,
         "gpucluster-aws node-name",  # the name the agent gave the instance (its launch's node map, or its tag)

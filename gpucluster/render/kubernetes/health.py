@@ -15,7 +15,7 @@
   without taking one from the jobs: the ``nvidia`` runtime class with ``NVIDIA_VISIBLE_DEVICES=all`` and
   the ``utility`` (NVML) and ``compute`` (libcuda, for the boot mode's HBM copy) capabilities, and no
   ``nvidia.com/gpu`` request. The pod's service account may only get and patch nodes and patch node
-  status, and a ValidatingAdmissionPolicy (:mod:`gpucluster.render.kubernetes_sweep_policy`) narrows that
+  status, and a ValidatingAdmissionPolicy (:mod:`gpucluster.render.kubernetes.sweep_policy`) narrows that
   to its own node, its own taints and its own condition. Its namespace denies all traffic but DNS and the
   API server (HTTPS).
 
@@ -36,8 +36,8 @@ from typing import Any
 
 from gpucluster.config.kubernetes.health import KubernetesHealthSpec
 from gpucluster.render.kubernetes import BOOT_TAINT, BOOT_TOLERATION, GPU_TOLERATION, LABEL_GPU, LABEL_NODE_GROUP
-from gpucluster.render.kubernetes_sweep_policy import sweep_node_policy
-from gpucluster.render.kubernetes_tenancy import PSA, default_deny, dns_egress, network_policy
+from gpucluster.render.kubernetes.sweep_policy import sweep_node_policy
+from gpucluster.render.kubernetes.tenancy import PSA, default_deny, dns_egress, network_policy
 from gpucluster_agents.boot.helper import HEALTH_BOOT_TIMEOUT
 from gpucluster_agents.health.k8s_sweep import SWEEP_MAIN, SweepSettings
 from gpucluster_agents.health.k8s_sweep import to_json as settings_json

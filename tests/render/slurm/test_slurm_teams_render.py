@@ -230,8 +230,8 @@ def test_teams_no_longer_grow_the_head_node_user_data_and_its_size_is_still_chec
     a team: the compute nodes' 16 KB, not the head node's, bounds the number of declared-user teams, near 120 with
     this identity.) The check still sizes the head node's user data: past 16 KB it is an error whose fix says
     nothing in the config can shrink it (the user data holds only gpucluster's own fetching files)."""
+    from gpucluster.render.compute.user_data import user_data_findings
     from gpucluster.render.slurm import head as head_module
-    from gpucluster.render.user_data import user_data_findings
 
     # Names whose groups' gids (taken from the name, team_posix) do not collide: a collision is refused at load.
     names = list({default_slot(n): n for n in (f"team-{i:03d}" for i in range(110))}.values())[:100]

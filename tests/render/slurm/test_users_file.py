@@ -25,8 +25,8 @@ from gpucluster.render.slurm.names import AGENT_PACKAGE_PATH, AWS_HELPER_CONFIG,
 from gpucluster.tools.plan.run.stackfile import read_stack_file
 from gpucluster_agents.contract.users import USERS_PATH
 from tests.conftest import ROOT, require_tool
-from tests.render.test_identity_render import EPOCH, lines, users_root
-from tests.render.test_slurm_render import helper_env
+from tests.render.slurm.test_identity_render import EPOCH, lines, users_root
+from tests.render.slurm.test_slurm_render import helper_env
 
 BUCKET = "slurm-p5-artifacts"
 

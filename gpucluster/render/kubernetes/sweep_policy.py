@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gpucluster.render.kubernetes_tenancy import ADMISSION_API
+from gpucluster.render.kubernetes.tenancy import ADMISSION_API
 
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 # Node fields of Kubernetes 1.30 (its OpenAPI schema) the sweep must leave alone; taints and conditions,

@@ -45,7 +45,7 @@ CPU = {"name": "cpu", "instanceType": "m7i.xlarge", "availabilityZones": ["us-ea
 
 def context(*groups, **health) -> SlurmContext:
     # the boot-time install path (`images.bake: false`): on a baked image the package and its install are in the
-    # image's install part instead (tests/render/test_node_image.py, test_node_install_root.py)
+    # image's install part instead (tests/render/slurm/test_node_image.py, test_node_install_root.py)
     slurm: dict[str, object] = {"images": {"bake": False}}
     if health:
         slurm["health"] = health

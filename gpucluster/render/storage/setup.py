@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpucluster.config.storage import TEAMS_DIRECTORY
+from gpucluster.render.compute.node import LUSTRE_MOUNT_SCRIPT, LustreMount, lustre_mount_script
 from gpucluster.render.core import CloudConfig, WriteFile, render
-from gpucluster.render.node import LUSTRE_MOUNT_SCRIPT, LustreMount, lustre_mount_script
 from gpucluster.resolve.storage.team import TeamDirectory
 
 SETUP_SCRIPT = "/usr/local/sbin/gpucluster-storage-setup"

@@ -19,9 +19,9 @@ import yaml
 
 from gpucluster.config.kubernetes import TeamSpec
 from gpucluster.config.storage import LustreSpec
+from gpucluster.render.compute.node import LustreMount
 from gpucluster.render.core import render_cloud_config
-from gpucluster.render.node import LustreMount
-from gpucluster.render.storage_setup import PER_BOOT_HOOK, SETUP_SCRIPT, storage_setup_cloud_config, storage_setup_script
+from gpucluster.render.storage.setup import PER_BOOT_HOOK, SETUP_SCRIPT, storage_setup_cloud_config, storage_setup_script
 from gpucluster.resolve.storage.team import setup_directories, team_owner
 from tests.conftest import IN_CI, require_tool
 
