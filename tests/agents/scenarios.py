@@ -1,4 +1,4 @@
-"""Helpers for the fault scenarios of issue #19 (tests/agents/test_adoption.py, test_vanished.py): the agent
+"""Helpers for the fault scenarios of issue #19 (tests/agents/power/test_adoption.py, test_vanished.py): the agent
 run in this process with a stepped clock and botocore event hooks on its own EC2 client, and the four
 properties every scenario ends with: no running job killed, no stranded node, no unowned instance, no
 double launch."""
@@ -17,7 +17,7 @@ from gpucluster_agents.config import load_config
 from gpucluster_agents.contract import hostlist
 from tests.agents.conftest import CLUSTER, Harness
 from tests.agents.moto_env import instances
-from tests.agents.test_faults import stranded, unowned
+from tests.agents.power.test_faults import stranded, unowned
 
 
 class SteppedClock:

@@ -24,7 +24,7 @@ import pytest
 from tests.agents.conftest import CLUSTER
 from tests.agents.ec2_fault_proxy import FaultProxy
 from tests.agents.moto_env import REGION, MotoServer, node_instances
-from tests.agents.test_quarantine import asg_replaces_unhealthy
+from tests.agents.repair.test_quarantine import asg_replaces_unhealthy
 from tests.e2e import slurm_e2e
 from tests.e2e.slurm_e2e import REPO, SlurmCluster
 from tests.e2e.slurm_programs import agent_env, start_slurmd, stop_slurmds

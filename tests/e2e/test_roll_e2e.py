@@ -6,7 +6,7 @@ timer, run here by hand) drains at most the configured share of each group, repl
 it), and hands nodes back. A job running on one node is never killed: the node is replaced after the job ends.
 At the end no node is drained, down or left without a way back, no instance is left unowned, and every instance
 runs the new image. First, a spot interruption warning for one node requeues its job (``spot_warning_requeues_the_job``).
-(Boot failures stopping the roll: ``tests/agents/test_roll.py``, whose boot failures need no
+(Boot failures stopping the roll: ``tests/agents/power/test_roll.py``, whose boot failures need no
 ResumeTimeout to pass.)"""
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from gpucluster_agents.power.spot import SPOT_REASON
 from tests.agents.conftest import CLUSTER
 from tests.agents.ec2_fault_proxy import FaultProxy
 from tests.agents.moto_env import AMI_ID, REGION, MotoServer, ec2_client, instances
-from tests.agents.test_quarantine import asg_replaces_unhealthy
-from tests.agents.test_spot import interruption
+from tests.agents.power.test_spot import interruption
+from tests.agents.repair.test_quarantine import asg_replaces_unhealthy
 from tests.e2e import slurm_e2e
 from tests.e2e.slurm_e2e import REPO, GroupSpec, SlurmCluster
 from tests.e2e.slurm_programs import agent_env, start_slurmd, stop_slurmds

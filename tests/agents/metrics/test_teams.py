@@ -16,7 +16,7 @@ from pathlib import Path
 from gpucluster_agents.metrics import teams
 from tests.agents.metrics import nodes
 from tests.agents.metrics.test_exporter import parse, promtool_check
-from tests.agents.test_team_usage import ACCOUNTS, SACCT, SSHARE
+from tests.agents.usage.test_team_usage import ACCOUNTS, SACCT, SSHARE
 
 ACCOUNT = "gpucluster_slurm_account_"
 # squeue -O Account:200|,State:20|,tres-alloc:500| (fields padded to their width): research runs a 4-GPU and a 2-GPU

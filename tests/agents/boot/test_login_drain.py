@@ -26,7 +26,7 @@ from botocore.awsrequest import AWSResponse
 
 from gpucluster_agents.boot import login_drain as drain
 from gpucluster_agents.boot.login_drain import DrainConfig, Node, parse_config
-from tests.agents.test_boot import THIRD_PARTY, _imported_modules
+from tests.agents.boot.test_boot import THIRD_PARTY, _imported_modules
 
 SOURCE = Path(drain.__file__)
 INSTANCE = "i-0123456789abcdef0"

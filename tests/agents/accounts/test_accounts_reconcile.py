@@ -11,7 +11,7 @@ from typing import Any
 from gpucluster_agents.accounts.reconcile import EX_TEMPFAIL, reconcile
 from gpucluster_agents.accounts.slurmdb import Result, SlurmDb, parse_tres, parse_wall
 from gpucluster_agents.contract.accounts import parse
-from tests.agents.test_accounts_contract import CONTRACT
+from tests.agents.accounts.test_accounts_contract import CONTRACT
 
 REFUSED = Result(1, "", "sacctmgr: error: slurm_persist_conn_open: failed to open persistent connection: Connection refused")
 EMPTY = {

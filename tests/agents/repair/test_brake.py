@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from tests.agents.conftest import Harness
-from tests.agents.test_faults import assert_clean
+from tests.agents.power.test_faults import assert_clean
+from tests.agents.repair.test_quarantine import REBOOT, REPLACE, power_downs, up
 from tests.agents.test_orphans import crash
-from tests.agents.test_quarantine import REBOOT, REPLACE, power_downs, up
 
 NOTE = "(brake: 16 of 16 drained in 60 min)"
 

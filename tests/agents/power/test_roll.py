@@ -16,7 +16,7 @@ from gpucluster_agents.contract.updates import parse_window
 from gpucluster_agents.power.roll import REASON, Target
 from tests.agents.conftest import CLUSTER, Harness
 from tests.agents.moto_env import AMI_ID, REGION, ec2_client, instances
-from tests.agents.test_quarantine import REPLACE, power_downs
+from tests.agents.repair.test_quarantine import REPLACE, power_downs
 
 
 @pytest.mark.parametrize(

@@ -11,9 +11,9 @@ import pytest
 
 from gpucluster_agents.power.sweep import INTERRUPTED_REASON
 from tests.agents.conftest import Harness
+from tests.agents.contract.test_node_maps import names_file, published, with_maps
 from tests.agents.moto_env import instances
 from tests.agents.scenarios import SteppedClock, assert_invariants, in_process, waiting_without_instance
-from tests.agents.test_node_maps import names_file, published, with_maps
 from tests.agents.test_orphans import OF_P5, crash, journal, launch_raw
 
 # ---------------------------------------------------------------------------- N01: crash after the map

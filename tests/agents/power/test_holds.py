@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.agents.conftest import Harness
-from tests.agents.test_faults import assert_clean
+from tests.agents.power.test_faults import assert_clean
 
 
 def holds(harness: Harness) -> dict[str, Any]:
