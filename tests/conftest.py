@@ -32,12 +32,23 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xdist_group(name): run these tests on one pytest-xdist worker (--dist loadgroup)")
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks
+# Fixtures that start a daemon, a chroot or a build: a test that uses one (directly or through another fixture) is
+# marked ``slow``, like the modules whose tests start one themselves (their ``pytestmark``), so that
+# ``pytest -m "not slow"`` is the fast loop (CONTRIBUTING.md).
+SLOW_FIXTURES = frozenset({"moto_endpoint", "moto_server", "wheel", "trixie_root", "trixie_tmp"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks and before -m deselects
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The tests of a module that uses a module- or class-scoped fixture (a plan of every stack, a policy pack
+    """Tests that use a SLOW_FIXTURES fixture are marked ``slow``.
+
+    The tests of a module that uses a module- or class-scoped fixture (a plan of every stack, a policy pack
     served over gRPC) run on one pytest-xdist worker, which builds that fixture once instead of once per worker.
     Not the ``slow`` tests: real daemons waiting on Slurm's timers gain more from running side by side than from
     sharing a fixture."""
+    for item in items:
+        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
     for item in items:
         if item.get_closest_marker("xdist_group") or item.get_closest_marker("slow"):
             continue

@@ -54,6 +54,8 @@ from gpucluster.tools.plan.run.stackfile import load_stack_config, stack_names
 from tests.conftest import require_tool
 from tests.render.slurm_check import check_slurmctld
 
+pytestmark = pytest.mark.slow  # runs slurmctld on every case's files and builds the canary library with gcc
+
 CASES = int(os.environ.get("GPUCLUSTER_INJECTION_CASES", "1000"))  # 1,000 in CI; fewer while working
 CASE_SECONDS = 60  # a case still running after this is a hang
 SLURMCTLD_SAMPLE = 3  # slurmctld -D -c costs ~3 s a run: check this many distinct hostile configs

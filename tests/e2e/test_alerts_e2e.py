@@ -51,6 +51,8 @@ from tests.agents.metrics.test_teams import write_team_snapshot
 from tests.conftest import require_tool
 from tests.e2e.prometheus_stack import HOST, Daemons, StaticExporter, Webhook, free_port, get_json, query, wait_for
 
+pytestmark = pytest.mark.slow  # starts Prometheus and Alertmanager
+
 CLUSTER = "e2e"
 ARN = "arn:aws:sns:us-east-1:123456789012:e2e-alerts"
 # Fire at once on the faulty node and the head node's fixtures

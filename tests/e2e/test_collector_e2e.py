@@ -55,6 +55,8 @@ from tests.conftest import ROOT, require_tool
 from tests.e2e.prometheus_stack import HOST, Daemons, free_port, get_json, wait_for
 from tests.e2e.remote_write import Post, Receiver, write_request_series
 
+pytestmark = pytest.mark.slow  # starts Prometheus and a moto server
+
 CLUSTER = "slurm-p5"
 WORKSPACE = "ws-12345678-abcd-ef01-2345-6789abcdef01"
 WRITE_PATH = f"/workspaces/{WORKSPACE}/api/v1/remote_write"

@@ -26,6 +26,8 @@ from tests.render.hybrid.bundle_site import files_of, site_files, site_for, stac
 from tests.render.slurm_check import SLURMCTLD, check_slurmctld
 from tests.render.slurm_versions import TRIXIE_VERSION, trixie_root  # noqa: F401  (fixture)
 
+pytestmark = pytest.mark.slow  # runs slurmctld, also in the trixie root (chroot)
+
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "hybrid" / "bundle"
 LT = "lt-0123456789abcdef0"
 SUBNET = "subnet-0aaaabbbbccccdddd"

@@ -21,6 +21,8 @@ from tests.e2e import slurm_harness
 from tests.e2e.slurm_harness import LocalSlurm, conf_lines, free_port, local_keys, node_line
 from tests.render.hybrid.join_cases import hybrid_spec, p5
 
+pytestmark = pytest.mark.slow  # starts slurmctld and slurmd
+
 NODES = ("p5-1", "gpu1", "gpu2")
 
 

@@ -21,6 +21,8 @@ import pytest
 from gpucluster.facts.downloads import site_requirements
 from tests.render.hybrid.bundle_site import files_of, site_for, stack_config
 
+pytestmark = pytest.mark.slow  # pip downloads and installs the site's wheels
+
 LINE = re.compile(r'^([a-z0-9-]+)==([0-9][0-9a-z.]*)(?: ; (python_version [<>=]+ "3\.10"))? --hash=sha256:([0-9a-f]{64})$')
 
 

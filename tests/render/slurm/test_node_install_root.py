@@ -26,6 +26,8 @@ from gpucluster.resolve.compute.node_group import ResolvedNodeGroup
 from tests.conftest import group, make_config
 from tests.render.trixie_overlay import OverlayRoot, overlay_root, trixie_with
 
+pytestmark = pytest.mark.slow  # runs the install script in an overlay of the trixie root (chroot)
+
 APT_SHIM = """\
 #!/bin/sh
 # apt-get for the tests (no network): "update" does nothing; "install" checks that every package named is installed in

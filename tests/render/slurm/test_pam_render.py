@@ -36,6 +36,8 @@ from gpucluster.resolve.slurm.identity import ResolvedIdentity
 from tests.conftest import GOLDEN, IN_CI, check_golden, group, make_config, require_tool
 from tests.render.identity_cases import DECLARED, DECLARED_NO_ADMIN, DIRECTORY
 
+pytestmark = pytest.mark.slow  # runs slurmctld on the rendered files
+
 GOLDEN_DIR = GOLDEN / "slurm" / "identity"
 MODULE_DIRS = (Path("/lib/x86_64-linux-gnu/security"), Path("/lib/security"), Path("/usr/lib/x86_64-linux-gnu/security"))
 

@@ -38,6 +38,8 @@ from gpucluster.render.slurm.names import AGENT_LIB, AGENT_PACKAGE_PATH, AWS_HEL
 from tests.conftest import group, make_config, require_tool
 from tests.render.slurm_check import SLURMCTLD, check_slurmctld, conf_files
 
+pytestmark = pytest.mark.slow  # runs slurmctld on the rendered files
+
 CATALOG = load_catalog()
 P5 = group(name="p5", maxSize=4)
 CPU = {"name": "cpu", "instanceType": "m7i.xlarge", "availabilityZones": ["us-east-1a"], "maxSize": 2}

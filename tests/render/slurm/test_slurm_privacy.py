@@ -29,6 +29,8 @@ from gpucluster.render.slurm.privacy import JOB_TMP_BASE, job_container_conf, me
 from tests.conftest import IN_CI, group, make_config, require_tool
 from tests.e2e.slurm_harness import MARKER_KEY, LocalSlurm, conf_lines, free_port, local_keys, node_line
 
+pytestmark = pytest.mark.slow  # starts slurmctld and slurmd (LocalSlurm)
+
 CONFIG = make_config(
     group(name="a100", instanceType="p4d.24xlarge", maxSize=2),
     group(name="dev", instanceType="g6e.xlarge", maxSize=1, enableEfaSupport=False),

@@ -39,6 +39,8 @@ from gpucluster_agents.contract import parse as parse_config
 from tests.conftest import GOLDEN, ROOT, check_golden, group, make_config, require_tool
 from tests.render.slurm_check import SLURMCTLD, SLURMDBD, check_slurmctld, check_slurmdbd, conf_files
 
+pytestmark = pytest.mark.slow  # runs slurmctld and slurmdbd on every stack's files
+
 CATALOG = load_catalog()
 SLURM_FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf", "slurmdbd.conf", "job_container.conf")
 

@@ -30,6 +30,8 @@ from tests.conftest import IDENTITY_DECLARED, group, make_config, require_tool
 from tests.render.slurm_check import SLURMCTLD, check_slurmctld, conf_files
 from tests.render.slurm_versions import trixie_root, trixie_tmp  # noqa: F401  (fixtures)
 
+pytestmark = pytest.mark.slow  # runs slurmctld, also in the trixie root (chroot)
+
 P5 = group(name="p5", maxSize=16)
 RESEARCH = {"name": "research", "gpuQuota": {"h100": 96}, "users": ["alice"]}
 APPLIED = {"name": "applied", "gpuQuota": {"h100": 32}, "users": ["bob", "alice"], "borrow": True, "maxJobTime": "2-0"}

@@ -20,6 +20,8 @@ from tests.render.slurm.test_slurm_render import STACK_FILES
 from tests.render.slurm_check import SLURMCTLD, check_slurmctld, conf_files
 from tests.render.slurm_versions import TRIXIE_VERSION, trixie_root, trixie_tmp  # noqa: F401  (fixtures)
 
+pytestmark = pytest.mark.slow  # runs slurmctld 22.05 and, in the trixie root (chroot), 24.11
+
 CATALOG = load_catalog()
 VERSIONS = ("22.05", SLURM_VERSION, TRIXIE_VERSION)
 """Golden files per version: the oldest we render for (Debian bookworm, and many sites), the head node's, and

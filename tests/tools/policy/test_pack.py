@@ -41,6 +41,8 @@ from gpucluster.policy.evaluate import RULES, evaluate, from_plan
 from tests.conftest import ROOT
 from tests.tools.policy.fixtures import FIXTURES, lt, plan, res
 
+pytestmark = pytest.mark.slow  # builds a virtualenv and serves the pack over gRPC as Pulumi does
+
 PACK = ROOT / "policy-pack"
 
 
