@@ -2,7 +2,7 @@
 # gpucluster-users [--homes]: the declared groups and users of /etc/gpucluster/users.json as local accounts
 # (gpucluster/render/slurm/identity.py says how). Shipped in the node package, run by gpucluster-users.service;
 # idempotent. GPUCLUSTER_ROOT: another root; GPUCLUSTER_AGENT_LIB, GPUCLUSTER_PYTHON: the package and python (tests).
-# The paths and the comment are gpucluster.render.slurm.identity's constants (tests/render/test_identity_render.py).
+# The paths and the comment are gpucluster.render.slurm.identity's constants (tests/render/slurm/test_identity_render.py).
 set -euo pipefail
 root="${GPUCLUSTER_ROOT:-}"
 prefix=()
