@@ -333,7 +333,7 @@ def test_the_readmes_own_program_plans(tmp_path, capsys):
     code, printed = _plan(capsys, tmp_path, "dev")
     assert code == 0, printed
     assert "train: 0 × p5.48xlarge now, max 2" in printed
-    assert re.search(r"cost +\$0\.00/h idle \(desired sizes\), \$[\d,.]+/h full", printed), printed
+    assert re.search(r"cost +\$0\.00/h now, \$[\d,.]+/h at max size", printed), printed
 
 
 def test_the_stack_file_guide_plans_and_fails_as_shown(tmp_path, capsys):

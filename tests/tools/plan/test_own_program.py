@@ -94,7 +94,7 @@ def test_a_gpu_node_group_and_lustre_in_an_existing_vpc_plan_with_nodes_and_cost
     node_hour = load_prices().quote("p5.48xlarge", "us-east-1").usd_per_hour
     assert node_hour is not None
     hourly = round(2 * node_hour, 2) + round(2400 * USD_PER_GB_MONTH["PERSISTENT_2"][250] / 730, 2)
-    assert rows["cost"].startswith(f"${hourly:,.2f}/h idle (desired sizes), ${hourly:,.2f}/h full (max sizes)")
+    assert rows["cost"].startswith(f"${hourly:,.2f}/h now, ${hourly:,.2f}/h at max size")
     assert "unknown" not in rows["cost"] and "20.4 kW" in rows["cost"]
     assert "  p5              2 × p5.48xlarge " in result.stdout  # the estimate section, per group
     assert "subnets (the subnet in us-east-1a get_subnets finds)" in result.stdout

@@ -299,7 +299,7 @@ def test_golden_text_plans_exist_for_every_stack():
 # --- the cost headline ----------------------------------------------------------------------------------
 
 HEADLINE = re.compile(
-    r"\$[\d,]+\.\d\d/h idle \(desired sizes\), \$[\d,]+\.\d\d/h full \(max sizes\) · "
+    r"\$[\d,]+\.\d\d/h now, \$[\d,]+\.\d\d/h at max size · "
     r"≈ \$[\d,]+ and \$[\d,]+ a month \(730 h\) · [\d.,]+ kW and [\d.,]+ kW"
 )
 

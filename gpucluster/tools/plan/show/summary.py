@@ -347,7 +347,7 @@ def rows(s: Summary) -> list[tuple[str, str]]:
     out.append(
         (
             "cost",
-            f"{money(s.usd_per_hour)}/h idle (desired sizes), {money(s.usd_per_hour_at_max)}/h full (max sizes) · "
+            f"{money(s.usd_per_hour)}/h now, {money(s.usd_per_hour_at_max)}/h at max size · "
             f"≈ {_month(s.usd_per_month)} and {_month(s.usd_per_month_at_max)} a month ({HOURS_PER_MONTH} h) · "
             f"{_kw(s.kw)} and {_kw(s.kw_at_max)}" + _unpriced(s),
         )
