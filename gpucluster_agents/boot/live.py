@@ -13,9 +13,9 @@ import sys
 
 from gpucluster_agents.boot import helper
 
-LIVE_PATHS = ("/etc/gpucluster/accounts.json",)
-"""The only files this writes: data whose reader takes a change without a restart (the accounts contract, which a path
-unit hands to the reconcile). render/slurm/headfiles.py puts exactly these in the live bundle (a test holds them
+LIVE_PATHS = ("/etc/gpucluster/accounts.json", "/etc/gpucluster/team-directories.list")
+"""The only files this writes: data whose reader takes a change without a restart (the accounts contract and the list
+of the teams' directories, each of which a path unit hands to its reader). render/slurm/headfiles.py puts exactly these in the live bundle (a test holds them
 together)."""
 
 

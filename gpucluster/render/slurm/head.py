@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpucluster.config.slurm import SLURM_VERSION
-from gpucluster.config.storage import TEAMS_DIRECTORY
 from gpucluster.render.compute.node import LUSTRE_MOUNT_SCRIPT, LustreMount, lustre_mount_script
 from gpucluster.render.core import CloudConfig, WriteFile, render
 from gpucluster.render.monitoring.logs import LOGS_UNIT, logs_files
@@ -53,6 +52,12 @@ from gpucluster.render.slurm.names import (
 from gpucluster.render.slurm.pam import head_ssh_files
 from gpucluster.render.slurm.privacy import job_container_conf
 from gpucluster.render.slurm.sssd import SSSD_PACKAGES, directory_files, directory_of, directory_setup, identity_helper_file
+from gpucluster.render.slurm.team_directories import (
+    TEAM_DIRECTORIES_PATH_UNIT,
+    TEAM_DIRECTORIES_SCRIPT,
+    team_directories,
+    team_directories_files,
+)
 from gpucluster.render.slurm.team_metrics import has_team_metrics, team_metrics_setup
 from gpucluster.render.slurm.usage import (
     TEAM_USAGE_TIMER,
@@ -62,14 +67,11 @@ from gpucluster.render.slurm.usage import (
     team_usage_files,
     usage_files,
 )
-from gpucluster.resolve.slurm.identity import DeclaredIdentity
-from gpucluster.resolve.storage.team import TeamDirectory, slurm_team_directories
 from gpucluster_agents import contract
 
 # Ubuntu 24.04 (noble) packages. python3-boto3 runs the agent and the boot helper.
 HEAD_PACKAGES = ("slurmctld", "slurm-client", "munge", "python3-boto3", "iptables")
 ACCOUNTING_PACKAGES = ("slurmdbd", "mariadb-server")
-TEAM_DIRECTORIES_SCRIPT = "/usr/local/sbin/gpucluster-team-directories"
 
 
 @dataclass(frozen=True)
@@ -133,9 +135,7 @@ def head_files(ctx: SlurmContext, inputs: HeadInputs) -> tuple[WriteFile, ...]:
         )
     if inputs.lustre is not None:  # the head node mounts over TCP
         files.append(WriteFile(LUSTRE_MOUNT_SCRIPT, lustre_mount_script(inputs.lustre, efa=False, gds=False), "0755"))
-        directories = team_directories(ctx)
-        if directories:
-            files.append(WriteFile(TEAM_DIRECTORIES_SCRIPT, team_directories_script(ctx, inputs.lustre, directories), "0755"))
+        files += team_directories_files(ctx, inputs.lustre)
     files.append(WriteFile(HEAD_SETUP, head_setup(ctx, inputs), "0755"))
     return tuple(files)
 
@@ -228,27 +228,6 @@ def system_files(ctx: SlurmContext, collector: bool = False) -> list[WriteFile]:
     ]
 
 
-def team_directories(ctx: SlurmContext) -> tuple[TeamDirectory, ...]:
-    """The Slurm teams' ``/teams/<team>`` directories (declared users: each team has a group named like it)."""
-    source = ctx.identity.source if ctx.identity is not None else None
-    if ctx.teams is None or not isinstance(source, DeclaredIdentity):
-        return ()
-    return slurm_team_directories((t.name for t in ctx.teams.teams), ((g.name, g.gid) for g in source.groups))
-
-
-def team_directories_script(ctx: SlurmContext, lustre: LustreMount, directories: tuple[TeamDirectory, ...]) -> str:
-    """``gpucluster-team-directories``: each team's directory on the mounted file system, root and the team's group,
-    2770 (the head node is the file system's no-squash client)."""
-    return render(
-        "slurm/team-directories.sh.j2",
-        cluster=ctx.cluster,
-        mount_point=lustre.mount_point,
-        mount_script=LUSTRE_MOUNT_SCRIPT,
-        teams_directory=TEAMS_DIRECTORY,
-        directories=list(directories),
-    )
-
-
 def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
     """The head node's setup script: the data volume, the packages, slurmctld (and slurmdbd)."""
     accounting = ctx.slurm.accounting is not None
@@ -276,6 +255,7 @@ def head_setup(ctx: SlurmContext, inputs: HeadInputs) -> str:
         topology_dir=TOPOLOGY_DIR,
         users_unit=f"{USERS_UNIT} {USERS_TIMER}" if has_users_program(ctx.identity) else None,
         team_directories=TEAM_DIRECTORIES_SCRIPT if inputs.lustre is not None and team_directories(ctx) else None,
+        team_directories_path_unit=TEAM_DIRECTORIES_PATH_UNIT,
         home_mount=HOME_MOUNT_SCRIPT if inputs.home is not None else None,
         host_key_secret=inputs.login_host_key_secret_arn,
         accounts_units=(ACCOUNTS_UNIT, ACCOUNTS_PATH_UNIT, ACCOUNTS_TIMER, LIVE_UNIT.replace(".service", ".timer"))

@@ -19,7 +19,7 @@ Everything else rides in the bundle (:func:`bundle_json`): one JSON document ``{
 key (``head/files-<sha16>.json``, :func:`bundle_key`). Only the head node's role may read ``head/*`` (render/iam.py).
 
 Except the *live* files (:data:`LIVE_PATHS`): data whose readers take a change without a restart (the teams' accounts
-contract, which a path unit hands to the reconcile). A team's quota or members changing must not stop the Slurm
+contract and the list of the teams' directories, each of which a path unit hands to its reader). A team's quota or members changing must not stop the Slurm
 controller, so they ride in a second bundle of the same shape at a fixed key (:data:`LIVE_KEY`): a change updates that
 object in place, the user data stays, and ``gpucluster-head-live.timer`` (every 2 minutes) runs the node package's
 ``gpucluster_agents.boot.live``, which writes only the paths it allows itself (never a program). The pointer names
@@ -39,12 +39,13 @@ from gpucluster.render.slurm.accounts import ACCOUNTS_PATH
 from gpucluster.render.slurm.guard import systemd_unit
 from gpucluster.render.slurm.identity import session_lockdown_bootcmd, session_lockdown_runcmd
 from gpucluster.render.slurm.names import AGENT_LIB, AWS_HELPER, AWS_HELPER_CONFIG, HEAD_FILES_POINTER, HEAD_SETUP
+from gpucluster.render.slurm.team_directories import TEAM_DIRECTORIES_LIST
 
 HEAD_FILES_PREFIX = "head/"  # in the artifact bucket: the head node's bundles (IAM: only the head role reads them)
 HEAD_FIRST_BOOT = "/usr/local/sbin/gpucluster-head-first-boot"
 HEAD_CONFIG_UNIT = "/etc/systemd/system/gpucluster-head-config.service"
 LIVE_KEY = f"{HEAD_FILES_PREFIX}live.json"
-LIVE_PATHS = (ACCOUNTS_PATH,)
+LIVE_PATHS = (ACCOUNTS_PATH, TEAM_DIRECTORIES_LIST)
 """The head node's files that change without restarting it; ``gpucluster_agents.boot.live.LIVE_PATHS`` is the same list
 (a test holds them together), and it writes nothing else from the live bundle."""
 LIVE_MAIN = "import sys; sys.path.insert(0, sys.argv.pop(1)); from gpucluster_agents.boot.live import main; sys.exit(main())"

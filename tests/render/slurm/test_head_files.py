@@ -25,6 +25,7 @@ from gpucluster.render.slurm.head import HeadUserData, head_files, head_user_dat
 from gpucluster.render.slurm.headfiles import HEAD_FIRST_BOOT, LIVE_KEY, LIVE_PATHS, bundle_json, bundle_ref, pointer_file
 from gpucluster.render.slurm.identity import session_lockdown_runcmd
 from gpucluster.render.slurm.names import HEAD_FILES_POINTER, HEAD_SETUP
+from gpucluster.render.slurm.team_directories import TEAM_DIRECTORIES_LIST
 from gpucluster.tools.plan.run.stackfile import read_stack_file
 from tests.render.slurm.test_slurm_render import FakeImds, helper_env, run_helper
 
@@ -100,7 +101,7 @@ def test_the_live_program_and_the_renderer_allow_the_same_live_paths():
     there: one list. It is the package's, not the boot helper's: every user data carries the helper (16 KB cap)."""
     from gpucluster_agents.boot import helper, live
 
-    assert live.LIVE_PATHS == LIVE_PATHS == (ACCOUNTS_PATH,) and not hasattr(helper, "apply_live")
+    assert live.LIVE_PATHS == LIVE_PATHS == (ACCOUNTS_PATH, TEAM_DIRECTORIES_LIST) and not hasattr(helper, "apply_live")
 
 
 # --- the boot helper, against S3 ------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Declared users at a lab's scale, through the real stack program: slurm-p5 with 500 more declared users (all in a
 team) plans, every node role's user data (head instance, login and compute launch templates) stays under EC2's limit,
 and a user added, a team's members and quota changed leave every user data byte for byte as it was — the plan diff
-names no restart and no roll, only the users' object and the teams' accounts updated in place."""
+names no restart and no roll, only the users' object and the teams' accounts updated in place; a team added (with its
+directory on Lustre) is the same: the live list of the teams' directories changes, no user data."""
 
 from __future__ import annotations
 
@@ -69,3 +70,22 @@ def test_500_users_plan_and_a_users_change_restarts_nothing():
     assert "restarts" not in text and "roll" not in text and "Disruption" not in text
     members = [line for line in team_lines(c) if line.startswith("research: members")]
     assert len(members) == 1 and "+u0500" in members[0] and "-bob" in members[0], team_lines(c)
+
+
+def test_a_team_added_restarts_nothing():
+    """A new team (its POSIX group, its Slurm account and its /fsx/teams directory) reaches the head node through the
+    users object and the live bundle: every user data byte stays, the diff names no restart, roll or disruption."""
+
+    def add_team(slurm: dict[str, Any]) -> None:
+        slurm["teams"].append({"name": "speech", "users": ["carol"]})
+
+    before, after = prcases.plan_json("slurm-p5"), prcases.plan_json("slurm-p5", lambda c: add_team(c["gpucluster:slurm"]))
+    assert user_data(after) == user_data(before)
+    c = compare(before, after)
+    assert sorted((s.op, s.name) for s in c.steps if s.op != "same") == [
+        ("update", "slurm-p5-slurm-head-live"),  # the accounts and the teams' directories list
+        ("update", "slurm-p5-slurm-users"),  # the team's group in the users file
+    ]
+    assert not [d for s in c.steps for d in s.disruption]
+    live = next(r for r in after["resources"] if r["name"] == "slurm-p5-slurm-head-live")
+    assert "/teams/speech" in str(live["inputs"])
