@@ -7,7 +7,7 @@
 - ``userdata``     user data decoded (base64, gzip, MIME, cloud-config files) and the secrets looked for;
 - ``stack_rules``  the rules of the whole stack: a flow log per VPC, default encryption per bucket;
 - ``slurm_rules``  the rendered slurm.conf holds only gpucluster's keys and the settings hatch's allow list (which
-                   it reads from ``gpucluster.config.slurm.settings``, a standard-library module of its own);
+                   it reads from ``gpucluster.facts.slurm_settings``, a standard-library module of its own);
 - ``evaluate``     the rule catalog and the offline plan's resources.
 
 Two callers, one set of rules: the Pulumi policy pack in ``policy/`` (``pulumi preview --policy-pack

@@ -3,14 +3,14 @@
 The config checks refuse any other ``gpucluster:slurm.settings`` key when the stack loads; this rule reads the file
 itself, as the head node will (the Slurm head node's files bundle, and any user data that writes a slurm.conf), so a
 stack built another way (a program of its own, a patched renderer) is held to the same list. The list is
-``gpucluster/config/slurm/settings.py``, a standard-library module of its own that the policy pack can import.
+``gpucluster/facts/slurm_settings.py``, a standard-library module of its own that the policy pack can import.
 """
 
 from __future__ import annotations
 
 import re
 
-import gpucluster.config.slurm.settings as slurm_keys
+import gpucluster.facts.slurm_settings as slurm_keys
 from gpucluster.policy.model import Resource, Violation, violation
 from gpucluster.policy.rules import _USER_DATA_PROPS, _WHERE
 from gpucluster.policy.userdata import decode

@@ -12,7 +12,7 @@ import gzip
 import json
 import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -218,3 +218,10 @@ def env_file(env: Mapping[str, str]) -> str:
         if CONTROL_RE.search(value):
             raise ValueError(f"the value of {key} holds a control character; refusing to write it into an env file")
     return "".join(f"{k}={v}\n" for k, v in env.items())
+
+
+def bundle_json(files: Sequence[WriteFile]) -> str:
+    """A files bundle (the head node's, the declared users' object): every file's path, permissions and decoded text,
+    sorted by path, as compact JSON (deterministic)."""
+    entries = [{"path": f.path, "permissions": f.permissions, "content": f.text()} for f in sorted(files, key=lambda f: f.path)]
+    return json.dumps({"files": entries}, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"

@@ -105,15 +105,15 @@ LAYERS = {
     # names), anyone may import it, and nothing of it imports gpucluster.
     "gpucluster._paths": set(),
     "gpucluster.facts": set(),
-    "gpucluster.config": {"gpucluster.facts", "gpucluster_agents", "gpucluster.config.slurm.settings"},
+    "gpucluster.config": {"gpucluster.facts", "gpucluster_agents", "gpucluster.facts.slurm_settings"},
     # The settings hatch's key tables (standard library only): the config checks and the policy rule of the rendered
     # slurm.conf read the same lists.
-    "gpucluster.config.slurm.settings": set(),
+    "gpucluster.facts.slurm_settings": set(),
     "gpucluster.resolve": {"gpucluster.config", "gpucluster.facts", "gpucluster_agents"},
     "gpucluster.load": {"gpucluster.config", "gpucluster.facts", "gpucluster.resolve", "gpucluster_agents"},
     # The policy rules stand alone (stdlib + PyYAML): the Pulumi policy pack in policy-pack/ imports them
     # without the rest of gpucluster, and the tools run them over the offline plan.
-    "gpucluster.policy": {"gpucluster.config.slurm.settings"},
+    "gpucluster.policy": {"gpucluster.facts.slurm_settings"},
     "gpucluster.render": {
         "gpucluster.config",
         "gpucluster.facts",

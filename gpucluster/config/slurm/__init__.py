@@ -24,9 +24,9 @@ from gpucluster.config.slurm.health import SlurmHealthSpec
 from gpucluster.config.slurm.home import HomeSpec
 from gpucluster.config.slurm.identity import SlurmIdentitySpec
 from gpucluster.config.slurm.login import LoginNodesSpec
-from gpucluster.config.slurm.settings import settings_text
 from gpucluster.config.slurm.teams import SlurmTeamSpec
 from gpucluster.config.slurm.updates import SlurmUpdatesSpec
+from gpucluster.facts.slurm_settings import settings_text
 
 SLURM_VERSION = "23.11"
 UBUNTU_RELEASE = "24.04"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from gpucluster.config.slurm import SLURM_VERSION
 from gpucluster.render.compute.node import LUSTRE_MOUNT_SCRIPT, LustreMount, lustre_mount_script
-from gpucluster.render.core import CloudConfig, WriteFile, render
+from gpucluster.render.core import CloudConfig, WriteFile, bundle_json, render
 from gpucluster.render.monitoring.logs import LOGS_UNIT, logs_files
 from gpucluster.render.slurm.accounts import ACCOUNTS_PATH_UNIT, ACCOUNTS_TIMER, ACCOUNTS_UNIT, accounts_files
 from gpucluster.render.slurm.agent import AgentBundle, boot_files, package_file
@@ -18,7 +18,6 @@ from gpucluster.render.slurm.guard import IMDS_GUARD, IMDS_GUARD_UNIT, imds_guar
 from gpucluster.render.slurm.headfiles import (
     LIVE_UNIT,
     HeadFilesRef,
-    bundle_json,
     bundle_ref,
     head_config_unit,
     small_cloud_config,

@@ -64,12 +64,6 @@ class HeadFilesRef:
     sha256: str
 
 
-def bundle_json(files: Sequence[WriteFile]) -> str:
-    """The bundle: every file's path, permissions and decoded text, sorted by path, as compact JSON (deterministic)."""
-    entries = [{"path": f.path, "permissions": f.permissions, "content": f.text()} for f in sorted(files, key=lambda f: f.path)]
-    return json.dumps({"files": entries}, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
-
-
 def bundle_sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 

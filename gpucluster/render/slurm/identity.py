@@ -64,7 +64,7 @@ import re
 import shlex
 from pathlib import Path
 
-from gpucluster.render.core import WriteFile
+from gpucluster.render.core import WriteFile, bundle_json
 from gpucluster.render.slurm.names import AGENT_LIB, AWS_HELPER_CONFIG
 from gpucluster.resolve.slurm.identity import DeclaredIdentity, ResolvedIdentity
 from gpucluster_agents.boot import users as boot_users
@@ -184,8 +184,6 @@ def users_bundle(identity: ResolvedIdentity | None) -> str | None:
     every node fetches (:mod:`gpucluster_agents.boot.users`); None without declared users."""
     if identity is None or not isinstance(identity.source, DeclaredIdentity):
         return None
-    from gpucluster.render.slurm.headfiles import bundle_json  # headfiles imports this module
-
     return bundle_json((WriteFile(users_contract.USERS_PATH, users_json(identity.source)),))
 
 

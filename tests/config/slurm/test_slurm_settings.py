@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from gpucluster.config.errors import ConfigError, Finding
-from gpucluster.config.slurm.settings import ALLOWED, CODE, NOT_SETTABLE, OWNED, allowed_key, key_refusal
+from gpucluster.facts.slurm_settings import ALLOWED, CODE, NOT_SETTABLE, OWNED, allowed_key, key_refusal
 from gpucluster.load import load_spec
 from gpucluster.tools.plan.run.stackfile import read_stack_file
 from tests.conftest import HOSTILE_SLURM_SETTINGS

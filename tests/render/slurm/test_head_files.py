@@ -18,11 +18,11 @@ import yaml
 from gpucluster.load import load_spec
 from gpucluster.render.compute.node import LUSTRE_MOUNT_SCRIPT
 from gpucluster.render.compute.user_data import head_stand_ins
-from gpucluster.render.core import WriteFile, gzip_bytes, render_cloud_config
+from gpucluster.render.core import WriteFile, bundle_json, gzip_bytes, render_cloud_config
 from gpucluster.render.slurm.accounts import ACCOUNTS_PATH
 from gpucluster.render.slurm.agent import AgentBundle, agent_bundle, aws_helper, boot_config, package_key, sha256
 from gpucluster.render.slurm.head import HeadUserData, head_files, head_user_data
-from gpucluster.render.slurm.headfiles import HEAD_FIRST_BOOT, LIVE_KEY, LIVE_PATHS, bundle_json, bundle_ref, pointer_file
+from gpucluster.render.slurm.headfiles import HEAD_FIRST_BOOT, LIVE_KEY, LIVE_PATHS, bundle_ref, pointer_file
 from gpucluster.render.slurm.identity import session_lockdown_runcmd
 from gpucluster.render.slurm.names import HEAD_FILES_POINTER, HEAD_SETUP
 from gpucluster.render.slurm.team_directories import TEAM_DIRECTORIES_LIST

@@ -17,7 +17,7 @@ import pytest
 
 from gpucluster.config.errors import ConfigError
 from gpucluster.config.kubernetes.team_posix import default_slot
-from gpucluster.config.slurm.settings import ALLOWED, OWNED, allowed_key, owned_key
+from gpucluster.facts.slurm_settings import ALLOWED, OWNED, allowed_key, owned_key
 from gpucluster.load import load_spec
 from gpucluster.render.core import CloudConfig, WriteFile
 from gpucluster.render.slurm.accounts import ACCOUNTS_PATH, ACCOUNTS_PATH_UNIT, ACCOUNTS_TIMER, ACCOUNTS_UNIT, accounts_contract

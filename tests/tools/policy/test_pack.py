@@ -196,10 +196,10 @@ def test_the_pack_needs_only_what_its_requirements_install(pack_env: tuple[Path,
     seen = json.loads(result.stdout)
     assert seen["names"] == [rule.name for rule in RULES]
     assert seen["rules_from"] == str(ROOT / "gpucluster" / "policy" / "__init__.py")
-    # Of gpucluster, only the policy room (stdlib + PyYAML) and the settings hatch's key list (stdlib, an empty
-    # package above it) are loaded: no Pulumi provider, no config model.
+    # Of gpucluster, only the policy room (stdlib + PyYAML) and the settings hatch's key list (stdlib, in facts,
+    # an empty package) are loaded: no Pulumi provider, no config model.
     others = {m for m in seen["ours"] if m != "gpucluster" and m.split(".")[1] != "policy"}
-    assert others == {"gpucluster.config", "gpucluster.config.slurm.settings"}
+    assert others == {"gpucluster.facts", "gpucluster.facts.slurm_settings"}
     pins = [line.split("==")[0] for line in (PACK / "requirements.txt").read_text().splitlines() if "==" in line]
     assert set(seen["dists"]) <= _closure(pins), sorted(set(seen["dists"]) - _closure(pins))
 

@@ -124,8 +124,7 @@ def test_the_head_nodes_files_bundle_is_read_as_its_user_data():
     from gpucluster.policy.evaluate import evaluate
     from gpucluster.policy.model import Resource
     from gpucluster.policy.rules import lustre_mounts_nosuid_nodev
-    from gpucluster.render.core import WriteFile
-    from gpucluster.render.slurm.headfiles import bundle_json
+    from gpucluster.render.core import WriteFile, bundle_json
 
     files = (
         WriteFile("/etc/slurm/slurmdbd.conf", "AuthType=auth/munge\nStoragePass=Sl8rmDbPassw0rd\n", "0600"),

@@ -18,9 +18,9 @@ from gpucluster.config.effective import slurm_groups
 from gpucluster.config.errors import Finding, error, warning
 from gpucluster.config.kubernetes import flavor_name
 from gpucluster.config.slurm import SlurmSpec
-from gpucluster.config.slurm.settings import key_refusal, value_problem
 from gpucluster.config.slurm.teams import gpu_type, team_group_gid
 from gpucluster.facts.catalog import Catalog
+from gpucluster.facts.slurm_settings import key_refusal, value_problem
 
 TEAMS = "gpucluster:slurm.teams"
 SETTINGS = "gpucluster:slurm.settings"
