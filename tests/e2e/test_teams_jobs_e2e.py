@@ -245,9 +245,25 @@ def usage_report(cluster: AccountingSlurm) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, env={**cluster.env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, check=False)
 
 
+def recorded_ends(cluster: AccountingSlurm, jobs: list[int]) -> None:
+    """Wait until slurmdbd holds every run of ``jobs`` as ended: slurmctld sends a job's end to slurmdbd on its own
+    time, and a report read before that counts a run only up to then (what a loaded machine showed)."""
+
+    def ended() -> bool:
+        out = subprocess.run(
+            ["sacct", "-a", "-X", "-n", "-P", "--duplicates", "-j", ",".join(map(str, jobs)), "--format=JobID,End"],
+            env=cluster.env, capture_output=True, text=True, check=False,
+        ).stdout  # fmt: skip
+        rows = [line.split("|") for line in out.splitlines() if line.strip()]
+        return {int(r[0].split("_")[0]) for r in rows} >= set(jobs) and all(r[1] not in ("", "Unknown") for r in rows)
+
+    cluster.wait("slurmdbd records every job's end", ended, 60)
+
+
 def the_usage_report_counts_the_gpu_seconds_the_jobs_ran(cluster: AccountingSlurm) -> None:
     """The real sacct, through ``gpucluster-agent usage``, against what slurmdbd recorded (sacct read by the test) and
     slurmctld's own times for each job (``scontrol``). Not sreport: it reads slurmdbd's hourly rollup, which holds a job only once its hour is over."""
+    recorded_ends(cluster, [job for jobs in ran.values() for job in jobs])
     proc = usage_report(cluster)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
