@@ -5,7 +5,7 @@
   its groups admits SSH (H1: a job on a compute node had a path to the controller's sshd);
 - the head node's files carry an sshd drop-in (``AllowGroups`` the admin group), ``/etc/pam.d/sshd`` with
   ``pam_access`` first in the account stack, and that access file;
-- docs/security.md's per-role tables ("Slurm: who can reach what, per node role") agree with the plan: the ingress
+- docs/slurm.md's per-role tables ("Who can reach what, per node role") agree with the plan: the ingress
   rules of every role's groups, and the listeners the plan's units and Slurm files name.
 """
 
@@ -19,8 +19,8 @@ from typing import Any
 from tests.conftest import ROOT
 
 PLAN = ROOT / "tests" / "golden" / "plans" / "slurm-p5.json"
-DOC = ROOT / "docs" / "security.md"
-SECTION = "## Slurm: who can reach what, per node role"
+DOC = ROOT / "docs" / "slurm.md"
+SECTION = "### Who can reach what, per node role"
 ROLES = {"Head node": "head", "Login nodes": "login", "Compute nodes": "compute"}
 SG, IN = "aws:ec2/securityGroup:SecurityGroup", "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 LT, INSTANCE, ENI = (
@@ -98,16 +98,16 @@ def plan_reach(doc: dict[str, Any], role: str) -> set[Reach]:
     return out
 
 
-# --- docs/security.md's tables -------------------------------------------------------------------------------------
+# --- docs/slurm.md's tables ----------------------------------------------------------------------------------------
 
 
 def doc_tables() -> dict[str, list[dict[str, str]]]:
     """The section's tables, one per role: each row as ``{column: cell}``."""
     text = DOC.read_text()
-    assert SECTION in text, f"docs/security.md has no section {SECTION!r}"
-    body = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
+    assert SECTION in text, f"docs/slurm.md has no section {SECTION!r}"
+    body = re.split(r"\n#{2,3} ", text.split(SECTION, 1)[1], maxsplit=1)[0]
     tables: dict[str, list[dict[str, str]]] = {}
-    for part in body.split("\n### ")[1:]:
+    for part in body.split("\n#### ")[1:]:
         title, _, rest = part.partition("\n")
         rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in rest.splitlines() if line.startswith("|")]
         header, data = rows[0], [r for r in rows[2:]]
@@ -249,7 +249,7 @@ def test_security_doc_reach_tables_match_the_plans_security_groups():
     for role, rows in tables.items():
         documented, planned = doc_reach(rows), plan_reach(doc, role)
         assert documented == planned, (
-            f"{role}: docs/security.md lists {sorted(documented - planned)} that the plan does not admit; "
+            f"{role}: docs/slurm.md lists {sorted(documented - planned)} that the plan does not admit; "
             f"the plan admits {sorted(planned - documented)} that the table does not list"
         )
 
