@@ -284,7 +284,7 @@ def slurm_rules(t: AlertThresholds, head: str) -> list[Rule]:
             "critical",
             "Node group {{ $labels.group }} is in protected mode: no more launches",
             "Launches failed repeatedly, so the agent stopped trying. Fix the cause in the agent's log; the next "
-            "successful launch, or an operator's reset (docs/agent.md), ends protected mode.",
+            "successful launch, or an operator's `gpucluster-agent clear-protect <group>`, ends protected mode.",
         ),
         Rule(
             "RepairBrakeTripped",
