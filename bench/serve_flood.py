@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: how long a scrape takes while a job floods the exporter (security review M3).
+"""Benchmark: how long a scrape takes while a job floods the exporter (docs/monitoring.md, "Floods and squatters").
 
     python bench/serve_flood.py [--clients 400] [--seconds 20] [--delay 0.01] [--package-root DIR]
 

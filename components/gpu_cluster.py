@@ -293,7 +293,7 @@ class ClusterParts:
             self._head_address.resolve(self.slurm.head_private_ip)
 
     def _people(self, slurm: ResolvedSlurm) -> People:
-        """The people part of the Slurm cluster (issue #21), with the network's subnets where the resolution left a
+        """The people part of the Slurm cluster, with the network's subnets where the resolution left a
         new VPC's to pick (empty subnet ids: that VPC's private subnet of each zone)."""
         login, home = slurm.login, slurm.home
         private = self.network.private_subnet_ids
@@ -344,7 +344,7 @@ class ClusterParts:
         )
 
     def _create_monitoring(self, store: MonitoringStore, tags: dict[str, str]) -> None:
-        """Metrics, alerts and logs (issue #23), after the schedulers: the Slurm nodes' roles get their rights, EKS gets
+        """Metrics, alerts and logs, after the schedulers: the Slurm nodes' roles get their rights, EKS gets
         a scraper."""
         slurm, eks = self.slurm, self.eks
         private = [*self.network.private_subnet_ids.values()]

@@ -27,7 +27,7 @@ from gpucluster.resolve.cluster import ResolvedSlurm
 
 def _setup_host(cluster: ClusterParts, fs_type: str) -> dict[str, object]:
     """The Lustre file system's storage setup host (its admin host where no head node is): start the instance to
-    run the setup again (docs/security.md, "Shared storage")."""
+    run the setup again (docs/storage.md, "The storage setup host")."""
     host = cluster.storage_setup
     if fs_type != "lustre" or host is None:
         return {}
@@ -233,7 +233,7 @@ def _connect(slurm: SlurmParts, resolved: ResolvedSlurm, region: str) -> pulumi.
 
 
 def _people_outputs(slurm: SlurmParts) -> dict[str, Any]:
-    """Sessions, login nodes and home (issue #21), only where configured: a cluster without people keeps its outputs."""
+    """Sessions, login nodes and home, only where configured: a cluster without people keeps its outputs."""
     out: dict[str, Any] = {}
     if slurm.session_documents:
         out.update(

@@ -301,7 +301,7 @@ def assert_finding(findings, level, path: str, expected_message: str, code: str)
     assert f.fix, "every finding says how to fix it"
 
 
-# --- issue #21: people on Slurm (identity, login nodes, home) -------------------------------------------------------
+# --- people on Slurm (identity, login nodes, home) ---------------------------------------------------------------
 # Canonical configs for every layer's tests (resolve, render, components, stacks): the slurm-p5-like declared one
 # and the Active-Directory-like one. The CA below was made once with openssl for these tests (public, key discarded);
 # the SSH key is a well-formed ed25519 public key line of no real key pair.
@@ -320,7 +320,7 @@ Xp0kyU0AwGDxY8l6SA6rd1TdrXJ0
 """
 TEST_SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEwm2QdMJ9ie3lknDArBS3HgcbFSOVGfdUdLLzumNIH1 carol@example"
 TEST_ACCOUNT = "123456789012"
-# The security review's hostile slurm.settings: seven keys that each name code, a user or an authentication method,
+# A hostile slurm.settings (docs/teams.md, "The escape hatch"): seven keys that each name code, a user or an authentication method,
 # pointing at storage researchers can write (/fsx, /home). The loader refuses them; the policy rule reads them in a
 # slurm.conf rendered around the check.
 HOSTILE_SLURM_SETTINGS = {

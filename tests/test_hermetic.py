@@ -1,4 +1,4 @@
-"""Tests read fixtures, never this machine's kernel log (issue #19 item 8). The host's log holds whatever its
+"""Tests read fixtures, never this machine's kernel log. The host's log holds whatever its
 users put there (a segfaulting program's name is enough to look like an XID) and differs from machine to
 machine, so a test that reads it passes or fails by where it runs.
 
@@ -75,7 +75,7 @@ def test_no_test_reads_the_hosts_kernel_log():
 
 
 def test_the_scan_finds_each_way_of_reading_the_hosts_log():
-    """The three tests issue #19 named, as they were, and the direct reads; prose and fixtures pass."""
+    """Three tests that read the host's log, as they once were, and the direct reads; prose and fixtures pass."""
     bad = {
         'open("/dev/kmsg").read()': "opens /dev/kmsg",
         'os.open("/dev/kmsg", os.O_RDONLY)': "opens /dev/kmsg",

@@ -35,7 +35,7 @@ an override wins over the template's. Such an instance is still the cluster's (t
 groups, IMDSv2, the compute role), so the agent lists it and its catch-all terminates it once it is older than
 ``orphan_grace_seconds`` without a node's name (the same role may tag one); but its first boot runs that user data
 as root with the compute nodes' role (the munge key). Holding these credentials is holding the compute nodes: they
-are guarded as such (the IMDS guard, ``docs/security.md``).
+are guarded as such (the IMDS guard; ``docs/iam.md``, "The node agent's launches").
 """
 
 from __future__ import annotations

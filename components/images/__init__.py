@@ -1,2 +1,2 @@
-"""The images a stack bakes for its nodes (issue #24): EC2 Image Builder components, recipes, a build infrastructure
+"""The images a stack bakes for its nodes: EC2 Image Builder components, recipes, a build infrastructure
 and the images whose AMIs the Slurm compute launch templates name."""

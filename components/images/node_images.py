@@ -1,4 +1,4 @@
-"""The baked images of a Slurm cluster's compute node groups (``slurm.images``, issue #24).
+"""The baked images of a Slurm cluster's compute node groups (``slurm.images``; docs/images.md).
 
 Per baked group: an Image Builder ``Component`` whose document runs the group's rendered install part
 (:func:`gpucluster.render.slurm.image.component_document`), an ``ImageRecipe`` on the group's base image (the

@@ -10,7 +10,7 @@ an entry gets a warning (``gpucluster.config.checks.kubernetes``).
 
 Changing the bootstrap flag replaces an EKS cluster, so a cluster created before it was turned off keeps its value
 (``ignore_changes``; the plan diff says the change is ignored): its creator stays an admin until that access entry
-is deleted by hand (``docs/security.md``).
+is deleted by hand (``docs/kubernetes.md``, "Who administers the EKS cluster").
 """
 
 from __future__ import annotations

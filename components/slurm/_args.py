@@ -93,7 +93,7 @@ class SlurmBuild:
     inputs: Inputs = field(default_factory=lambda: Inputs("SlurmCluster"))
     """Maps the stand-ins in the resolved specs back to the Outputs they replaced (none in the stack)."""
     people: People = field(default_factory=People)
-    """Who logs in, where, and their ``/home`` (issue #21): nothing by default."""
+    """Who logs in, where, and their ``/home``: nothing by default."""
     hybrid: HybridSpec | None = None
     """A site whose own slurmctld is the controller (``hybrid.controller`` set): no head node; the site writes
     the munge key (:mod:`gpucluster.components.slurm._hybrid`). The stack's path only."""

@@ -63,7 +63,7 @@ class SlurmParts:
     node_role_arn: pulumi.Output[str]
     launch_template_ids: pulumi.Output[dict[str, str]]
     session_documents: dict[str, str]
-    """Session document per declared user with a principal, the shared one under ``"*"`` (issue #21)."""
+    """Session document per declared user with a principal, the shared one under ``"*"``."""
     session_policy_arns: dict[str, pulumi.Output[str]]
     session_commands: dict[str, str]
     """``aws ssm start-session …`` per document key: a login node found by its tags when run."""
@@ -281,7 +281,7 @@ class SlurmParts:
         )
 
     def _people_outputs(self) -> dict[str, object]:
-        """The people's outputs (issue #21), present when configured; kept as attributes for the stack's outputs."""
+        """The people's outputs, present when configured; kept as attributes for the stack's outputs."""
         return expose_people(self, self._people)
 
     def _head(

@@ -1,10 +1,10 @@
-"""The login nodes' network: the security-group matrix of design §6.4 and, with SSH, the network load balancer.
+"""The login nodes' network: the security-group matrix (docs/slurm.md, "Who can reach what, per node role") and, with SSH, the network load balancer.
 
 Three groups, so each side admits exactly its row of the matrix and nothing the cluster's shared groups allow:
 
 - ``<name>-login`` on the login nodes: in, TCP ``SrunPortRange`` from the head and compute sides (slurmstepd's
   I/O, slurmctld's messages to srun), TCP 6818 from the compute side (pam_slurm_adopt's caller-id RPC is then
-  refused at once with a RST instead of timing out: the login node runs no slurmd, F10), TCP 22 from the load
+  refused at once with a RST instead of timing out: the login node runs no slurmd), TCP 22 from the load
   balancer's group (SSH); out, TCP 6817/6819 to the head side, TCP 6818 and 22 to the compute side, TCP 443 (SSM,
   Secrets Manager), TCP 80 (Ubuntu's archive: signed packages over HTTP) and TCP/UDP 53 anywhere.
 - ``<name>-login-head`` on the head node: in, TCP 6817 (slurmctld: clients, sackd) and 6819 (slurmdbd: sacct)
@@ -13,9 +13,9 @@ Three groups, so each side admits exactly its row of the matrix and nothing the 
   admitted by pam_slurm_adopt only while it runs) from the login side.
 
 Login nodes are not members of the cluster's "all traffic between members" group. No rule admits 0.0.0.0/0.
-The load balancer's group (F17: a network load balancer takes security groups only at creation) admits TCP 22 from
+The load balancer's group (a network load balancer takes security groups only at creation) admits TCP 22 from
 each allowed CIDR only and sends TCP 22 to the login group only (traffic and health checks; client IP preservation,
-on for instance targets, still lets the targets reference the balancer's group — F17).
+on for instance targets, still lets the targets reference the balancer's group).
 """
 
 from __future__ import annotations
@@ -135,8 +135,8 @@ def login_balancer(
     tags: dict[str, str],
     opts: pulumi.ResourceOptions,
 ) -> LoginBalancer:
-    """The network load balancer ``lb_name`` (internal or internet-facing), its security group (set at creation,
-    F17), a TCP target group of instances with a TCP health check, and the listener."""
+    """The network load balancer ``lb_name`` (internal or internet-facing), its security group (set at creation),
+    a TCP target group of instances with a TCP health check, and the listener."""
     check_balancer_name(lb_name)
     sg = _group(f"{name}-login-lb", vpc_id, f"SSH to the login nodes from {', '.join(ssh.allowed_cidrs)}", tags, opts)
     port = (ssh.port, ssh.port)

@@ -1,9 +1,9 @@
-"""The people of a Slurm cluster, wired into its builder (issue #21, design §6 "Wiring"): the Session documents and
+"""The people of a Slurm cluster, wired into its builder: the Session documents and
 policies, the security groups between login, head and compute nodes, the shared ``/home``, the login nodes, and
 the IAM rights every node role gets for them (the directory's bind password; the head node's host keys).
 
 All of it is made only when the resolved Slurm part says so (``identity``, ``login``, ``home``; ``None`` = not
-configured): a cluster without people is what it was. Values are resolved (design §4); nothing here decides.
+configured): a cluster without people is what it was. Values are resolved (docs/architecture.md, "Resolution: where a decision is made"); nothing here decides.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class PeopleParts:
 def people_groups(
     name: str, people: People, *, cluster: str, vpc_id: pulumi.Input[str], tags: dict[str, str], opts: pulumi.ResourceOptions
 ) -> LoginGroups | None:
-    """The security groups of design §6.4, made before the head node and compute nodes so they carry their sides:
+    """The security groups (docs/slurm.md, "Who can reach what, per node role"), made before the head node and compute nodes so they carry their sides:
     with login nodes or a home (the home file system admits NFS from these groups only, never from the cluster's
     shared groups, which EKS nodes may carry)."""
     if people.login is None and people.home is None:

@@ -1,14 +1,14 @@
 """Session Manager's Run As for the people of a Slurm cluster: the Session documents, the session policies and
-their attachments (children of ``SlurmCluster``; design D7, §6).
+their attachments (children of ``SlurmCluster``; docs/people.md, "Security").
 
 - ``<cluster>-session`` (shared): Run As on, its default user the locked ``gpucluster-nobody``. Whether
   CreateDocument accepts ``runAsEnabled`` without ``runAsDefaultUser`` is not said by the Session document schema
   (docs.aws.amazon.com/systems-manager/latest/userguide/session-manager-schema.html lists both inputs, neither
   as conditional), so the default is set to an account no session can use: the users script makes
   ``gpucluster-nobody`` locked with ``nologin`` where it runs, and where it does not exist Run As fails the session
-  (F1: "if the user doesn't exist on the node, the session fails"). Either way an untagged principal gets no
-  shell, and never ``ssm-user`` (F3). A principal tagged ``SSMSessionRunAs=<user>`` (or whose federated session
-  carries that tag, F8) gets a session as that user: the tag wins over the document's default (F1), so whoever
+  (Session Manager's guide: "if the user doesn't exist on the node, the session fails"). Either way an untagged principal gets no
+  shell, and never ``ssm-user``. A principal tagged ``SSMSessionRunAs=<user>`` (or whose federated session
+  carries that tag) gets a session as that user: the tag wins over the document's default, so whoever
   sets the tag chooses the user — the principal's trust policy must pin it (docs/people.md).
 - ``<cluster>-session-<user>`` per declared user with a session principal: ``runAsDefaultUser`` = that user, so
   the declared mapping holds without tagging principals the stack does not own; the user's policy refuses a
@@ -20,7 +20,7 @@ their attachments (children of ``SlurmCluster``; design D7, §6).
   federated roles whose sessions carry ``SSMSessionRunAs``.
 
 No document here sets ``runAsElevated`` (a Standard_Stream document has none; the ``no-root-sessions`` rule
-checks). The shell profile asks oddjob-mkhomedir for a missing home (Run As starts the shell without PAM, F4):
+checks). The shell profile asks oddjob-mkhomedir for a missing home (Run As starts the shell without PAM):
 service ``com.redhat.oddjob_mkhomedir``, object ``/``, method ``mkmyhomedir`` (read from the Debian package's
 ``/etc/oddjobd.conf.d/oddjobd-mkhomedir.conf``).
 """
@@ -79,7 +79,7 @@ def shell_profile(cluster: str, cidr: str | None) -> str:
 
 
 def session_document_content(*, cluster: str, run_as: str, cidr: str | None = None) -> dict[str, Any]:
-    """The Session document (Standard_Stream, F2) that starts shells as ``run_as`` unless the principal's
+    """The Session document (Standard_Stream) that starts shells as ``run_as`` unless the principal's
     ``SSMSessionRunAs`` tag names another user; with the VPC's ``cidr``, a first session makes the person's cluster key
     pair (:func:`cluster_key_step`)."""
     return {

@@ -1,20 +1,20 @@
-"""Login nodes of a Slurm cluster (issue #21, design D6, D13, D14, §6): where people log in, as themselves.
+"""Login nodes of a Slurm cluster (docs/people.md, "Logging in"): where people log in, as themselves.
 
 ``build_login_nodes(parent, name, resolved, wiring)`` makes, under ``parent``:
 
 - a role (``<name>-login-role``, Session Manager through ``ec2_ssm_role``) whose only other policies are
-  :func:`gpucluster.render.slurm.iam_sessions.login_role_policy` (design §6.3: the munge key, the bind password with a
+  :func:`gpucluster.render.slurm.iam_sessions.login_role_policy` (the munge key, the bind password with a
   directory, the shared host keys with SSH, the group's own terminating lifecycle action, the node package) and,
   with the cluster's monitoring on, the monitoring part's log shipping (the login role's own streams), and its
   profile;
-- the security groups of :mod:`gpucluster.components.slurm._login_network` (the matrix of §6.4);
+- the security groups of :mod:`gpucluster.components.slurm._login_network` (docs/slurm.md, "Who can reach what, per node role");
 - a launch template: IMDSv2 required, hop limit 1 (no container on a login node reaches the node's role), an
   encrypted gp3 root of ``root_volume_gib``, the gzipped cloud-config render made (``login_cloud_config``), and
   instance/volume/interface tags with ``gpucluster:cluster`` and ``gpucluster:role=login`` (the session policies
   select login nodes by these tags);
 - the Auto Scaling group ``resolved.asg_name`` (min = max = desired = count, private subnets), with the
   terminating lifecycle hook ``<cluster>-login-grace``: heartbeat ``grace_seconds`` (``gracePeriodMinutes`` is
-  3–120 minutes, inside the API's 30–7200 seconds, F16), DefaultResult CONTINUE — the drain program completes it
+  3–120 minutes, inside the API's 30–7200 seconds), DefaultResult CONTINUE — the drain program completes it
   early when no user is left;
 - with SSH: the shared host keys' secret ``gpucluster/<cluster>/login-host-keys`` (empty; the head node fills it
   once, protected and retained like the munge secret), the network load balancer and its parts; the group's health

@@ -1,4 +1,4 @@
-"""The shared ``/home`` of a Slurm cluster's people (issue #21, design D9, §6): FSx for OpenZFS.
+"""The shared ``/home`` of a Slurm cluster's people (docs/people.md, "Home directories and quotas"): FSx for OpenZFS.
 
 ``build_home_storage(parent, name, resolved, wiring)`` makes, under ``parent``:
 
@@ -11,13 +11,13 @@
   VPC's CIDR only.
 - ``<name>-volume``: the child volume ``home`` (``/fsx/home``), the same exports, and a USER quota per resolved
   ``(uid, GiB)``. Quotas sit on a child volume because CloudFormation replaces a file system whose root volume's
-  quotas change (F15); on a child volume the provider updates them in place: terraform-provider-aws
+  quotas change; on a child volume the provider updates them in place: terraform-provider-aws
   ``internal/service/fsx/openzfs_volume.go`` (which pulumi-aws bridges) marks ``user_and_group_quotas`` neither
-  ForceNew nor replace-on-change, and its Update sends them with ``UpdateVolume`` — settled, [U] F15 closed.
+  ForceNew nor replace-on-change, and its Update sends them with ``UpdateVolume``.
 
 Both are protected and retained when ``resolved.protect`` (the head node data volume's rule), with a final backup.
 Exports are ``rw,crossmnt,no_root_squash,sync``: root on any Slurm node can read the munge key and so act as any
-user (design §11), so squashing root on ``/home`` buys nothing; the security group is the boundary.
+user (docs/people.md, "Who is root"), so squashing root on ``/home`` buys nothing; the security group is the boundary.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The IAM rules: what a role of the stack may do, read from its policy documents (issue #18).
+"""The IAM rules: what a role of the stack may do, read from its policy documents.
 
 - ``run-instances-tagged`` (a resource rule): no policy lets a role launch instances (``ec2:RunInstances``, through
   ``ec2:*`` or ``*`` too) on instance ARNs without requiring the cluster's request tag: whoever holds such a role

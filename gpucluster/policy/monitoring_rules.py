@@ -1,4 +1,4 @@
-"""The monitoring rules (issue #23): log groups keep their logs for a stated time under a customer key, and no Grafana
+"""The monitoring rules: log groups keep their logs for a stated time under a customer key, and no Grafana
 workspace is open to the internet."""
 
 from __future__ import annotations

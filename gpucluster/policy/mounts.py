@@ -13,7 +13,7 @@ import shlex
 from dataclasses import dataclass
 
 # fstab: "<server>@tcp[N]:/<name>[/<dir>] <mount point> lustre <options> …" (also inside a shell variable's quotes), and
-# the shared home's "<server>:/<path> <mount point> nfs4 <options> …" (issue #21: /home on FSx for OpenZFS).
+# the shared home's "<server>:/<path> <mount point> nfs4 <options> …" (/home on FSx for OpenZFS).
 _FSTAB = re.compile(r"(?P<source>[^\s'\"=]+@tcp[0-9]*:/\S*)\s+(?P<target>\S+)\s+lustre\s+(?P<options>[^\s'\"]+)")
 _NFS_FSTAB = re.compile(r"(?P<source>[A-Za-z0-9][^\s'\"=@]*:/\S*)\s+(?P<target>/\S*)\s+nfs4?\s+(?P<options>[^\s'\"]+)")
 _MOUNT = re.compile(

@@ -1,4 +1,4 @@
-"""``no-root-sessions`` (a stack rule, issue #21, design section 9): nobody becomes root by opening a Session Manager
+"""``no-root-sessions`` (a stack rule; docs/people.md, "Who is root"): nobody becomes root by opening a Session Manager
 session on a node of the cluster.
 
 Three clauses, each over the resources of the stack:
@@ -19,7 +19,7 @@ Three clauses, each over the resources of the stack:
    with the offline evaluator: the document's StartSession with another user's tag must not be allowed.
 3. Launch templates and instances tagged ``gpucluster:role`` = head (or ``slurm-head``), login or compute: their decoded user data
    carries, in ``bootcmd``, the comment-only ``/etc/sudoers.d/ssm-agent-users`` write (``#User rules for
-   ssm-user``: the agent adds no sudo grant where that file exists, design F6/F7) and no sudoers grant other than
+   ssm-user``: the agent adds no sudo grant where that file exists) and no sudoers grant other than
    the admin group's ``%<group>`` line in ``/etc/sudoers.d/60-gpucluster-admins``.
 
 A value not known yet (a preview) is "cannot tell": no violation.
@@ -43,7 +43,7 @@ from gpucluster.policy.userdata import decode
 NO_ROOT_SESSIONS = "no-root-sessions"
 DOCUMENT = "aws:ssm/document:Document"
 TAG_ROLE = "gpucluster:role"  # = gpucluster_agents.contract.TAG_ROLE (the policy imports no node package)
-NODE_ROLES = ("head", "slurm-head", "login", "compute")  # the head instance has carried "slurm-head" since #20
+NODE_ROLES = ("head", "slurm-head", "login", "compute")  # older head instances carry "slurm-head"
 ROOT_USERS = ("root", "ubuntu", "ssm-user", "ec2-user", "admin")
 LOCKDOWN_FILE = "/etc/sudoers.d/ssm-agent-users"
 LOCKDOWN_TEXT = "#User rules for ssm-user"
@@ -154,8 +154,8 @@ _FOREIGN = (
 
 def _allows_start_session(st: Mapping[str, Any]) -> bool:
     """An Allow statement whose Action names ``ssm:StartSession`` (by name or an ``ssm:`` wildcard). ``*`` and
-    ``NotAction`` grants are an account administrator's, who is root on every node anyway (docs/security.md,
-    "Slurm: who is root"): not this rule's."""
+    ``NotAction`` grants are an account administrator's, who is root on every node anyway (docs/people.md,
+    "Who is root"): not this rule's."""
     if st.get("Effect") != "Allow":
         return False
     named = [a for a in items(st.get("Action")) if isinstance(a, str) and a.lower().startswith("ssm:")]

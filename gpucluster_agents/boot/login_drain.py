@@ -1,5 +1,5 @@
 #!/usr/bin/python3 -I
-"""``gpucluster-login-drain``: a login node leaves its Auto Scaling group without cutting its users off (design D14).
+"""``gpucluster-login-drain``: a login node leaves its Auto Scaling group without cutting its users off (docs/people.md, "Logging in").
 
 The login group ``<cluster>-login`` has a terminating lifecycle hook (``<cluster>-login-grace``, DefaultResult
 CONTINUE, heartbeat = the grace). While the instance waits in ``Terminating:Wait`` this program, a systemd service
@@ -15,16 +15,16 @@ on every login node:
    sessions do not pass PAM and are NOT refused by it — the log says so to the administrators;
 3. then at every poll: when no user process is left (a process whose real uid is a person's: 1000–59999 or 65536
    and above — below are system accounts, 60000–65535 Debian's allocated range with slurm's 64030 and nobody's
-   65534, design F13), or once ``grace_seconds`` have passed, it completes the lifecycle action with
+   65534), or once ``grace_seconds`` have passed, it completes the lifecycle action with
    ``CONTINUE`` (``autoscaling:CompleteLifecycleAction`` on its own group, which the login role allows) and exits 0.
 
-No heartbeat is ever recorded: the hook's heartbeat timeout IS the grace (design D14; the hook takes 30–7200 s,
+No heartbeat is ever recorded: the hook's heartbeat timeout IS the grace (the hook takes 30–7200 s,
 PutLifecycleHook, and the grace is 3–120 minutes), so the drain never needs more time than the hook gives. Should
 the hook time out first (the drain saw ``Terminated`` up to one poll late), Auto Scaling applies its DefaultResult,
 CONTINUE — the same decision; the program logs that the action had ended and exits 0.
 
 Its config is ``/etc/gpucluster/login-drain.json`` = ``{"region", "asg_name", "hook_name", "grace_seconds",
-"poll_seconds"}`` (design section 13), read strictly. It runs as root from a unit, before anything of the node
+"poll_seconds"}``, read strictly. It runs as root from a unit, before anything of the node
 package is installed, so it imports nothing from ``gpucluster_agents``: stdlib and boto3 only, Python 3.9.
 """
 

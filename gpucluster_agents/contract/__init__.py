@@ -98,7 +98,7 @@ class NodeGroup:
     capacity: Capacity = field(default_factory=Capacity)
     tags: tuple[tuple[str, str], ...] = field(default=(), metadata=_OMIT)  # on every instance (<= 40)
     mode: str = "dynamic"  # one of MODES
-    # The AMI this group's nodes should run (rolling replacement, issue #24): an instance whose ImageId differs is
+    # The AMI this group's nodes should run (rolling replacement, docs/rolling-updates.md): an instance whose ImageId differs is
     # on an older image. None: the image of the launch template's `launch_template_version` (the agent asks EC2,
     # DescribeLaunchTemplateVersions) -- what gpucluster renders, so a new image never changes the head node's config.
     image_id: str | None = field(default=None, metadata=_OMIT)

@@ -1,5 +1,5 @@
 # pyright: strict
-"""The accounts contract (issue #22): ``/etc/gpucluster/accounts.json`` on the head node, what the accounts
+"""The accounts contract: ``/etc/gpucluster/accounts.json`` on the head node, what the accounts
 reconcile (:mod:`gpucluster_agents.accounts`) and the usage report read.
 
 The Pulumi side (``gpucluster.render.slurm.accounts.accounts_contract``) writes the file; :func:`parse` reads it

@@ -14,7 +14,7 @@ Defaults and where they come from:
 - ``share_window_seconds`` 900: how long a finished repair still counts against the share: about one
   replacement's launch, boot and boot health check on a large GPU instance (p5: 10-15 min), so the
   share bounds repairs per replacement cycle, not per ``maintain`` pass (10 % per pass drained a whole
-  group in ten minutes, scenario N16 of issue #19).
+  group in ten minutes: ``tests/agents/repair/test_brake.py``).
 - ``brake_percent`` 20 and ``brake_window_seconds`` 3600: the circuit breaker (``repair/brake.py``). More than
   this share of a group's nodes (and at least two) drained by the health program within the window stops
   every repair of the group until an operator runs ``gpucluster-agent release-brake <group>``; 0 turns

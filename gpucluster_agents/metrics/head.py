@@ -9,7 +9,7 @@ and pending jobs by Slurm's reason code, and the GPUs Slurm has allocated on eac
 name the node). No per-job or per-user label: the series count stays bounded by the number of states and
 reason codes, and by the cluster's configured node names.
 
-The agent: read from ``state_dir`` (docs/agent.md), never by instrumenting its calls: launches in flight
+The agent: read from ``state_dir`` (gpucluster_agents/README.md), never by instrumenting its calls: launches in flight
 (``journal/*.json``), holds by kind (``holds.json``: insufficient capacity, a failed launch, protected
 mode), protected node groups and their boot failures (``protect.json``), repairs under way and the
 recent ones by outcome (``quarantine.json``, its last 500), tripped repair brakes (``brake.json``).

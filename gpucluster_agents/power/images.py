@@ -1,5 +1,5 @@
 # pyright: strict, reportMissingTypeStubs=false
-"""Which AMI a node group's nodes should run (issue #24: rolling replacement compares each instance's ImageId with it).
+"""Which AMI a node group's nodes should run (rolling replacement compares each instance's ImageId with it).
 
 The agent config may name it (``NodeGroup.image_id``, e.g. a site's own config); gpucluster leaves it out so that a new
 image never changes the head node's config, and the answer is the image of the group's launch template version

@@ -1,4 +1,4 @@
-"""Helpers for the fault scenarios of issue #19 (tests/agents/power/test_adoption.py, test_vanished.py): the agent
+"""Helpers for the agent's fault scenarios (tests/agents/power/test_adoption.py, test_vanished.py): the agent
 run in this process with a stepped clock and botocore event hooks on its own EC2 client, and the four
 properties every scenario ends with: no running job killed, no stranded node, no unowned instance, no
 double launch."""

@@ -43,7 +43,7 @@ def launch_raw(harness: Harness, tags: dict[str, str], count: int = 1) -> list[s
 def test_crash_after_create_fleet_answer_lost(harness: Harness) -> None:
     # Injected: moto launched the fleet, then the agent died before reading the answer: no instance id
     # ever reached the journal. The next call (an unrelated suspend) gives the instances to the nodes that
-    # still wait for them, by their launch token and the entry's node list (issue #19, N03).
+    # still wait for them, by their launch token and the entry's node list.
     harness.slurm.set("p5-[1-2]", "IDLE+CLOUD+POWERING_UP")
     crash(harness, "CreateFleet", "after", "resume", "p5-[1-2]")
     ids = sorted(harness.nodes()[""])

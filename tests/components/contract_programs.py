@@ -118,7 +118,7 @@ def _alone_programs() -> dict[str, Callable[[], Built]]:
             {},
         ),
         "alone-SlurmCluster": _alone(lambda opts: SlurmCluster("c-slurm", {**slurm_args(), "cluster_name": "c"}, opts), {}),
-        # with people (issue #21): sessions, login nodes behind an internal SSH load balancer, the OpenZFS /home
+        # with people: sessions, login nodes behind an internal SSH load balancer, the OpenZFS /home
         "alone-SlurmCluster-people": _alone(
             lambda opts: SlurmCluster("c-slurm", {**slurm_args(), "cluster_name": "c", **PEOPLE_ARGS}, opts), {}
         ),

@@ -1,11 +1,11 @@
-"""The node agent's IAM policy against the exact requests the agent builds (issue #18 item 4), in the shipped stacks
+"""The node agent's IAM policy against the exact requests the agent builds, in the shipped stacks
 that launch (slurm-p5: the head node's role; hybrid-slurm: the site controller's role).
 
 The agent's CreateFleet request comes from its own builder (``gpucluster_agents.power.ec2.fleet_request``) and the config
 the stack gives it; ``tests/components/launch_requests.py`` expands it into the authorization contexts EC2
 evaluates, and :mod:`gpucluster.policy.iam_eval` evaluates them against the role's documents from the plan. What
 this cannot prove: that AWS's evaluator and the contexts EC2 really builds agree with that model (IAM is not
-evaluated offline; docs/security.md).
+evaluated offline; docs/iam.md).
 """
 
 from __future__ import annotations

@@ -276,7 +276,7 @@ BAD_CONFIGS = [
     ),
 ]
 
-# Values that would reach a shell script, an env file, fstab or YAML as code (audit D2-D5), each refused
+# Values that would reach a shell script, an env file, fstab or YAML as code (docs/stacks.md, "Config values that become code"), each refused
 # at load with its field path. (id, config, field path named, message fragment)
 INJECTION_CONFIGS = [
     (
@@ -342,7 +342,7 @@ INJECTION_CONFIGS = [
     ),
 ]
 
-# Names valid in grammar but code in place (issue #18 item 5): ncclEnv reaches every job task and every non-root
+# Names valid in grammar but code in place: ncclEnv reaches every job task and every non-root
 # login shell, so loader, shell, interpreter and resolver variables are refused, and so are the fabric prefixes'
 # search paths and program parameters. (id, name, message fragment)
 REFUSED = "is refused: "

@@ -1,4 +1,4 @@
-"""Every config field is read by something besides its own model (issue #20: ``capacity.fallbackToOnDemand`` was
+"""Every config field is read by something besides its own model (``capacity.fallbackToOnDemand`` was
 documented, published in the provider schema and read by nothing).
 
 The test walks every pydantic field of every spec model under :class:`ClusterSpec` (recursively) and looks for a read

@@ -13,7 +13,7 @@ limit. Every planned case is then read by the programs that read those files:
   appears if any hostile text ever runs as a command) and stubs for mount/modprobe/…; the environment
   they export and the fstab line they write (read back by util-linux ``findmnt``) must equal the
   config's values exactly;
-- the profile.d script also as every shell takes it (issue #18 item 5): ``bash -i`` (its rc file),
+- the profile.d script also as every shell takes it: ``bash -i`` (its rc file),
   ``bash -l -i`` and ``sh -l -i`` (dash; through the sandbox HOME's ``.bash_profile``/``.profile``), each
   then starting a dynamic program, ``bash -c`` and ``sh -i``; the TaskProlog's environment starts the same
   programs. Canaries: a command on PATH (``PROMPT_COMMAND``, ``PS1``/``PS4`` command substitutions, ``$(…)``

@@ -1,6 +1,6 @@
 """A private mount namespace for the people tests: temp copies bind-mounted over the host's own files.
 
-The tests of issue #21 need a node's identity files (``/etc/passwd``, ``/etc/group``, ``/etc/shadow``,
+The people tests need a node's identity files (``/etc/passwd``, ``/etc/group``, ``/etc/shadow``,
 ``/etc/pam.d/sshd``, ``/etc/nsswitch.conf``, ``/etc/sssd``, ``/var/lib/sss``, ``/home``, ``/etc/slurm``) to say what the
 rendered files say, and must never change the host's. So everything runs in a mount namespace of its own
 (``unshare --mount --propagation private``, as root): the binds made there are invisible outside it, and the

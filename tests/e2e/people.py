@@ -1,4 +1,4 @@
-"""A node for the people tests (issue #21): declared users, a PAM configuration and a real Slurm cluster, all inside a
+"""A node for the people tests: declared users, a PAM configuration and a real Slurm cluster, all inside a
 private mount namespace (``namespace.py``) so the host's own files are never changed.
 
 :class:`PeopleNode` is one node of the shared real-Slurm harness (``slurm_harness.LocalSlurm``): Slurm 22.05 of this

@@ -1,6 +1,6 @@
 """Slurm with accounting, on one machine: a private MariaDB, Debian's slurmdbd 22.05, a private munged and slurmctld
 (with ``AccountingStorageType=accounting_storage/slurmdbd``), all as root in a short run dir, for the teams' tests
-(issue #22) and ``bench/teams_reconcile.py``.
+ and ``bench/teams_reconcile.py``.
 
 What makes it run here, and nothing else (the ``local_*`` functions patch the rendered files):
 

@@ -1,4 +1,4 @@
-"""The teams' files as a head node gets them (issue #22), for :class:`tests.e2e.slurmdbd.AccountingSlurm`: slurm.conf,
+"""The teams' files as a head node gets them, for :class:`tests.e2e.slurmdbd.AccountingSlurm`: slurm.conf,
 slurmdbd.conf and the accounts contract rendered by ``gpucluster.render.slurm`` from a stack's config (the shipped
 ``slurm-p5`` by default, its teams as they are), for Debian's Slurm 22.05, which runs here.
 

@@ -1,4 +1,4 @@
-"""Issue #22: the head node's accounts reconcile against a real slurmdbd 22.05 + MariaDB + slurmctld (Debian's), with
+"""The head node's accounts reconcile against a real slurmdbd 22.05 + MariaDB + slurmctld (Debian's), with
 the files rendered for the shipped ``slurm-p5`` stack (slurm.conf with GPU accounting, enforcement and QOS
 preemption; slurmdbd.conf; the accounts contract with its two teams) — ``tests/e2e/teams_files.py`` says what the
 local patch changes. One cluster per module; the tests run in file order on one worker and build on each other.

@@ -1,4 +1,4 @@
-"""A directory's people on a node (issue #21, D4, F9): a real ``slapd`` (``ldap.py``: ldaps with a test CA made by
+"""A directory's people on a node (docs/people.md, "What a directory needs"): a real ``slapd`` (``ldap.py``: ldaps with a test CA made by
 openssl, the memberof overlay) and a real ``sssd`` with the rendered configuration, in a private mount namespace
 (``namespace.py``: a copy of ``/etc`` and temp ``/var/lib/sss``, ``/var/log/sssd``, ``/run`` bound there; the host's
 are untouched).

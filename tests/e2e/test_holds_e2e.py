@@ -1,4 +1,4 @@
-"""Issue #19, scenario E2, with the real Slurm (Debian 22.05, the project's rendered slurm.conf, ``slurm_e2e``):
+"""Capacity holds with the real Slurm (Debian 22.05, the project's rendered slurm.conf, ``slurm_e2e``):
 insufficient capacity while slurmctld restarts. The agent's ResumeProgram call answers the job's node
 with InsufficientInstanceCapacity (injected by the proxy, with CreateFleet slowed so the restart lands
 in it) while slurmctld is stopped, so ``scontrol update state=down`` fails and Slurm restarts with the

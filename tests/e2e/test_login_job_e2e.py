@@ -1,4 +1,4 @@
-"""A job submitted by a declared user from a login node runs as that user (issue #21, D3 and D6).
+"""A job submitted by a declared user from a login node runs as that user (docs/people.md).
 
 Two namespaces of the shared Slurm harness (``people.py``) see the same declared users (the users script's passwd
 and group on a temp root): the compute node (slurmctld + slurmd) and a login node with no slurm.conf of its own.
@@ -8,10 +8,10 @@ and group on a temp root): the compute node (slurmctld + slurmd) and a login nod
   without sackd would;
 - 24.11 (trixie root): the rendered login unit's ``sackd -D --conf-server <controller>`` (pointed at 127.0.0.1:<port>) fetches the configuration from the test slurmctld
   (``SlurmctldParameters=enable_configless``) into the login namespace's own ``/run/slurm/conf``, and the client,
-  with no ``SLURM_CONF`` and no ``/etc/slurm/slurm.conf``, reads it from there (configless login nodes, F12).
+  with no ``SLURM_CONF`` and no ``/etc/slurm/slurm.conf``, reads it from there (configless login nodes).
 
 The job's ``id -u``/``id -g`` and its output file's owner are the declared ids. ``srun``'s I/O comes back through
-the listener it opens in ``SrunPortRange`` (D12): while the step runs, every port srun listens on lies in the range.
+the listener it opens in ``SrunPortRange``: while the step runs, every port srun listens on lies in the range.
 
 The slurm.conf is the harness's with ``SrunPortRange`` (a free range of this machine, not the rendered 60001-63000,
 which other runs may hold); the rendered login configuration is checked by i21-render's tests.

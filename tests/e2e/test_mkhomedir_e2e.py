@@ -1,4 +1,4 @@
-"""Homes at first login on the Session Manager path (issue #21, D10): Run As starts the user's shell without PAM (F4),
+"""Homes at first login on the Session Manager path (docs/people.md, "Home directories and quotas"): Run As starts the user's shell without PAM,
 so the session document's shell profile asks oddjob over D-Bus (``mkmyhomedir``) and oddjobd's root helper makes
 ``/home/<user>`` 0700 owned by the caller.
 

@@ -1,4 +1,4 @@
-"""pam_slurm_adopt on a compute node (issue #21, D11): sshd's account stack admits a user only while they have a job
+"""pam_slurm_adopt on a compute node (docs/people.md, "A shell on your job's node"): sshd's account stack admits a user only while they have a job
 on that node, and admins (the admin group, through pam_access) always; root passes pam_slurm_adopt's own rule (see
 :func:`test_root_is_admitted_past_pam_slurm_adopts_own_rule`).
 
@@ -83,8 +83,8 @@ def test_without_a_job_a_user_is_refused_by_pam_slurm_adopt_and_an_admin_is_admi
 
 
 def test_root_is_admitted_past_pam_slurm_adopts_own_rule(node: PeopleNode):
-    """pam_slurm_adopt lets root through ("Ignoring root user": PAM_IGNORE), and the rendered stack admits root
-    (design F10): pam_unix's ``[success=1 …]`` jump lands on ``pam_permit``, the stack's own yes, as Ubuntu's
+    """pam_slurm_adopt lets root through ("Ignoring root user": PAM_IGNORE), and the rendered stack admits root:
+    pam_unix's ``[success=1 …]`` jump lands on ``pam_permit``, the stack's own yes, as Ubuntu's
     common-account does (without it nothing said yes and root was refused: measured on 22.05 and 24.11 before the
     fix). sshd still refuses root before PAM (``PermitRootLogin no`` in the rendered drop-in)."""
     _, root, log = node.pamtester("sshd", "root", "acct_mgmt")

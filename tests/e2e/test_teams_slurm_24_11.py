@@ -1,4 +1,4 @@
-"""The teams' slurm.conf (issue #22) read by Slurm 24.11 with its slurmdbd: slurm-p5's FULL slurm.conf rendered for
+"""The teams' slurm.conf read by Slurm 24.11 with its slurmdbd: slurm-p5's FULL slurm.conf rendered for
 24.11 (its AccountingStorageTRES, AccountingStorageEnforce and the partitions' TRESBillingWeights included: the quick
 version check of ``tests/render/slurm_check.py`` strips them, having no slurmdbd), run by Debian trixie's slurmctld
 24.11 against trixie's slurmdbd 24.11.

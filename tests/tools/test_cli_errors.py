@@ -1,5 +1,5 @@
 """Every verb answers bad input, missing credentials and refused AWS calls with a message and an exit
-code — never a traceback (issue #8, items 3 and 4).
+code — never a traceback (items 3 and 4).
 
 Each row runs ``gpucluster.tools.cli.main(argv)`` in a scratch project (the real ``__main__.py`` and a stack
 file written for the row) and asserts the exit code, the message fragment, and that nothing on stdout
@@ -64,7 +64,7 @@ STACKS: dict[str, str] = {
     "hatch": hostile_slurm_p5(),
 }
 VALUES = yaml.safe_dump({"gpucluster:nodeGroups": [GROUP]})
-# Stack files that are not UTF-8 text (issue #18 item 7): binary junk (a gzip header and an ELF one), a Latin-1
+# Stack files that are not UTF-8 text: binary junk (a gzip header and an ELF one), a Latin-1
 # file, and UTF-8 with a NUL byte (decodes, but YAML allows no such character).
 BINARY: dict[str, bytes] = {
     "gzip": b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff" + bytes(range(256)),

@@ -1,5 +1,5 @@
 """``gpucluster images lock``: the SSM parameter is read once (moto), the AMI recorded in the stack file, and the plan
-keeps that AMI whatever the parameter says later, until the lock is made again (issue #24)."""
+keeps that AMI whatever the parameter says later, until the lock is made again."""
 
 from __future__ import annotations
 

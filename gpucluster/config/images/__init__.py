@@ -1,4 +1,4 @@
-"""Images and node hooks (issue #24): Slurm nodes boot an image the stack bakes (EC2 Image Builder) with everything
+"""Images and node hooks: Slurm nodes boot an image the stack bakes (EC2 Image Builder) with everything
 installed, from a base image pinned once (``gpucluster images lock``); a node group may run a site's own scripts at
 node start and once the node is configured."""
 

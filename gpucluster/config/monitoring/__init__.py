@@ -1,4 +1,4 @@
-"""``gpucluster:monitoring``: where the fleet's metrics, logs and alerts go (issue #23).
+"""``gpucluster:monitoring``: where the fleet's metrics, logs and alerts go.
 
 On by default for a cluster with Slurm or EKS: an Amazon Managed Service for Prometheus (AMP) workspace with the
 alert rules and an Alertmanager that publishes to an SNS topic, the collection (an AMP managed scraper on EKS;

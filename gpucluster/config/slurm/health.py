@@ -5,8 +5,8 @@ Slurm gives the two hooks hard limits, so the bounds below are Slurm's, not tast
 
 - ``HealthCheckProgram`` is killed by slurmd after 60 s, so the sweep's own budget stays below that
   and the wrapper, not slurmd, decides what a hung check means (it drains the node itself).
-- a ``Prolog`` delays every job start (a multi-node job waits for its slowest node; AWS ParallelCluster
-  issue #6777 is the prolog that ran DCGM level 2 on p5), so its budget is short and Slurm's own
+- a ``Prolog`` delays every job start (a multi-node job waits for its slowest node; a prolog that ran DCGM level 2 on p5
+  made every job wait minutes: aws/aws-parallelcluster#6777), so its budget is short and Slurm's own
   ``PrologEpilogTimeout`` sits a fixed margin above it: the wrapper times out first and reports why.
 """
 

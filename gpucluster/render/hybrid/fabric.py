@@ -2,7 +2,7 @@
 
 The site's GPU servers talk over their own fabric (RoCE v2 or InfiniBand, NCCL's internal ``IB`` transport over
 verbs); the cloud nodes over EFA (the aws-ofi-nccl plugin, SRD). The two never interoperate: a communicator that
-mixes them only works over TCP sockets across the VPN (research/next-capabilities.md §1.A). So a job never spans
+mixes them only works over TCP sockets across the VPN (docs/hybrid.md). So a job never spans
 the two sides, enforced twice:
 
 1. **Partition design** (the bundle's ``cloud.conf``): cloud partitions hold cloud nodes only, named apart from the

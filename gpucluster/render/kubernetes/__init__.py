@@ -171,7 +171,7 @@ def kueue_manager_config(wait_for_pods_ready: bool, pods_ready_timeout: str) -> 
         "kind": "Configuration",
         "health": {"healthProbeBindAddress": ":8081"},
         # Per-ClusterQueue usage and quota series (kueue_cluster_queue_resource_usage, …_nominal_quota): GPU-hours per
-        # team on the monitoring dashboards (issue #23).
+        # team on the monitoring dashboards.
         "metrics": {"bindAddress": ":8443", "enableClusterQueueResources": True},
         "webhook": {"port": 9443},
         "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},

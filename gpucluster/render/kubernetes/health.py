@@ -19,7 +19,7 @@
   to its own node, its own taints and its own condition. Its namespace denies all traffic but DNS and the
   API server (HTTPS).
 
-What the sweep pod keeps, and why (docs/security.md, "Kubernetes tenancy"): ``privileged``, because the
+What the sweep pod keeps, and why (docs/kubernetes.md, "Exceptions, and why"): ``privileged``, because the
 kernel log (``/dev/kmsg``, where XIDs are) is a character device, and Kubernetes lets a container open a
 host device only when it is privileged (or through a device plugin); root, because reading the kernel log
 needs CAP_SYSLOG where ``kernel.dmesg_restrict`` is 1, and a non-root process has no effective

@@ -1,4 +1,4 @@
-"""EKS nodes' logs into the cluster's log group (docs/monitoring.md "Logs"): the values of the pinned
+"""EKS nodes' logs into the cluster's log group (docs/logs.md): the values of the pinned
 ``aws-for-fluent-bit`` chart (:data:`gpucluster.config.kubernetes.FLUENT_BIT_CHART`), whose Fluent Bit runs on every
 cloud node as a DaemonSet.
 

@@ -50,7 +50,7 @@ def training_job(
     user ID and its group (``posix``), not root; no privilege escalation, every capability dropped, the
     runtime's default seccomp profile. GPUs and EFA interfaces are device-plugin resources, which
     ``restricted`` allows; EFA memory registration needs a large locked-memory limit, not a capability
-    (docs/security.md). ``HOME`` points at ``/tmp``: the user has no home in the image."""
+    (docs/kubernetes.md, "Exceptions, and why"). ``HOME`` points at ``/tmp``: the user has no home in the image."""
     facts = group.facts
     pod_spec = trainer_pod(name=name, group=group, nodes=nodes, image=image, claim=claim, posix=posix)
     pod: dict[str, Any] = {"spec": pod_spec}

@@ -1,4 +1,4 @@
-"""The logs that must outlive their node (docs/monitoring.md "Logs"): gpucluster's own shipper
+"""The logs that must outlive their node (docs/logs.md): gpucluster's own shipper
 (:mod:`gpucluster_agents.logship`) as ``gpucluster-logs.service``, and its config ``/etc/gpucluster/logs.json``.
 
 One log group per cluster (``/gpucluster/<cluster>``), created by the stack with its retention and key; a node only
@@ -46,7 +46,7 @@ COMPUTE_LOGS = {
     "health": HEALTH_LOG,
 }
 # A login node: who logged in and how. auth.log holds every user's sshd, PAM and sudo lines (other people's logins
-# included: the cluster's log group is for its administrators, docs/security.md); syslog is the journal's copy, where
+# included: the cluster's log group is for its administrators, docs/logs.md); syslog is the journal's copy, where
 # sackd, the users program, the identity helper and oddjobd write; SSSD's own logs with a directory; Session Manager's
 # agent (the sessions it opened). The setup's and the drain program's logs are gpucluster-setup's.
 LOGIN_LOGS = {
@@ -74,7 +74,7 @@ def stream_patterns(role: str) -> tuple[str, ...]:
     ``*/<name>/*`` for a glob's files (the shipper's ``<instance id>/<name>[/<file>]``). IAM cannot tie a stream to
     the instance that writes it (no policy variable holds a bare instance id, and stream names may not hold the ``:``
     of ``aws:userid`` or ``ec2:SourceInstanceARN``), so a role is held to its own logs' names: a compute node cannot
-    write the head node's slurmctld, slurmdbd or agent streams, a login node none of theirs (docs/security.md)."""
+    write the head node's slurmctld, slurmdbd or agent streams, a login node none of theirs (docs/logs.md, "Security")."""
     files = _role_files(role)
     return tuple(f"*/{name}/*" if LogFile(name, path).is_glob else f"*/{name}" for name, path in files.items())
 

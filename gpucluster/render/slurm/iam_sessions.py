@@ -1,11 +1,11 @@
-"""The IAM documents of issue #21 (people on the Slurm cluster): who may open a Session Manager session on which
+"""The IAM documents of the people on a Slurm cluster (docs/people.md, "Security"): who may open a Session Manager session on which
 node, as which user, and what the login nodes' role and every node role may read.
 
 Pure functions, plain values in, the policy document out (like :mod:`gpucluster.render.iam`); the components
 (``components/slurm/_sessions.py``, ``login_nodes.py``) resolve the ARNs and attach. The documents are plain
 strings on the resources wherever no unknown is involved, so the ``no-root-sessions`` policy rule reads the plan.
 
-Facts (design F5, F8): ``ssm:StartSession`` is authorised on two resources at once, the instance and the Session
+Facts (docs/people.md, "Sessions, login nodes and `/home`"): ``ssm:StartSession`` is authorised on two resources at once, the instance and the Session
 document; ``BoolIfExists ssm:SessionDocumentAccessCheck "true"`` on **every** StartSession statement makes a
 request that names no document (the default ``SSM-SessionManagerRunShell``, which Run As does not bind to our
 user) fail unless the policy names that document itself — so the only way in is the document named here
@@ -67,7 +67,7 @@ def session_policy(
 
     Used for a declared user's policy (``run_as`` = that user; their own document, whose ``runAsDefaultUser`` is
     them) and for the exported directory policies (``run_as`` None: the shared document, where the principal's
-    ``SSMSessionRunAs`` tag or session tag picks the user, F1/F8). With ``run_as``, the StartSession statements hold
+    ``SSMSessionRunAs`` tag or session tag picks the user). With ``run_as``, the StartSession statements hold
     only while the principal's tag is absent or names ``run_as``, and a last statement denies StartSession to a
     principal tagged for anybody else (the module's docstring says why). ``ec2:DescribeInstances`` (which IAM cannot
     narrow) lets the ``sessionCommands`` output find a login node by its tags."""
@@ -122,7 +122,7 @@ def session_policy(
 
 
 def bind_secret_statements(*, secret_arn: str, kms_key_arn: str | None, region: str) -> list[dict[str, Any]]:
-    """Every node role's right to the directory's bind password (design §6.2): ``GetSecretValue`` on exactly
+    """Every node role's right to the directory's bind password: ``GetSecretValue`` on exactly
     that secret; with a customer managed key, ``kms:Decrypt`` with it through Secrets Manager of the region only
     (``kms:ViaService``). No wildcard. An AWS managed key needs no grant."""
     statements: list[dict[str, Any]] = [
@@ -157,9 +157,9 @@ def login_role_policy(
     artifact_objects: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The login nodes' role beyond Session Manager (``session_manager_policy``, attached by ``ec2_ssm_role``),
-    exactly design §6.3: read the munge key, the directory's bind password (a directory identity) and the shared
+    exactly: read the munge key, the directory's bind password (a directory identity) and the shared
     SSH host keys (SSH enabled); complete or extend the login group's own terminating lifecycle action (the drain
-    program, D14); ``artifact_objects``: read exactly these objects of the cluster's artifact bucket (the node package,
+    program); ``artifact_objects``: read exactly these objects of the cluster's artifact bucket (the node package,
     whose users contract the users program reads its file with, and the declared users' object), nothing else in S3 (the drain program, the log shipper, the
     identity helper and the users program run from that package). Nothing on EC2, no ``iam:PassRole``, no
     ``ssm:SendCommand``. Its log shipping is the monitoring part's policy."""
@@ -194,7 +194,7 @@ def login_role_policy(
 
 def host_key_writer_statement(secret_arn: str) -> dict[str, Any]:
     """The head node's right to the login nodes' shared SSH host keys: it makes them once at first boot and
-    writes them into the (empty) secret, the munge key's pattern (D13)."""
+    writes them into the (empty) secret, the munge key's pattern."""
     return {
         "Sid": "MakeTheLoginHostKeys",
         "Effect": "Allow",

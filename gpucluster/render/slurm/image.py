@@ -1,4 +1,4 @@
-"""The install part of a Slurm compute node (issue #24): what EC2 Image Builder bakes into the group's image, and the
+"""The install part of a Slurm compute node: what EC2 Image Builder bakes into the group's image, and the
 site's hooks the node's configure part runs.
 
 A node's setup is split in two. The *install* part (:func:`node_install_script`, ``slurm/node-install.sh.j2``): the

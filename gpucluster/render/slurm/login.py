@@ -4,9 +4,9 @@ submit with sbatch/srun; no slurmd, no jobs.
 What it gets, in order: ``bootcmd`` — the IMDS guard of a compute node (only root reaches the instance role) and the
 session lockdown (:mod:`.identity`); files — the boot helper, the guard's unit, the admin rule, the users program (run
 with ``--homes``), the sshd drop-in, Ubuntu's sshd PAM stack (+ oddjob-mkhomedir with a directory), SSSD's template
-and CA with a directory, the home mount, ``gpucluster-sackd.service`` (``sackd --conf-server``: configless, F12), a
+and CA with a directory, the home mount, ``gpucluster-sackd.service`` (``sackd --conf-server``: configless), a
 short ``/etc/profile.d`` note, the node package's pointer, the drain program's unit and config
-(``/etc/gpucluster/login-drain.json``, design §13: ``{region, asg_name, hook_name, grace_seconds, poll_seconds}``)
+(``/etc/gpucluster/login-drain.json``, ``{region, asg_name, hook_name, grace_seconds, poll_seconds}``)
 and, with the cluster's monitoring on, the log shipper's unit and config (role ``login``,
 :mod:`gpucluster.render.monitoring.logs`); ``runcmd`` — the lockdown again, then
 ``/usr/local/sbin/gpucluster-slurm-login``.

@@ -1,4 +1,4 @@
-"""The head node's daily GPU usage report (issue #22): ``gpucluster-usage.timer`` runs
+"""The head node's daily GPU usage report: ``gpucluster-usage.timer`` runs
 ``gpucluster-agent usage --since yesterday --until yesterday --upload`` once a day, which writes yesterday's
 GPU-hours and cost per team and per user (``gpucluster_agents/usage``) to ``s3://<artifact bucket>/usage/<day>.json``.
 

@@ -1,4 +1,4 @@
-"""Preflight of the people of a Slurm cluster (issue #21, design section 8): what AWS must already hold for
+"""Preflight of the people of a Slurm cluster (docs/people.md): what AWS must already hold for
 ``slurm.identity``, ``slurm.loginNodes`` and ``slurm.home`` before ``pulumi up``.
 
 - The directory's bind secret (``identity.directory.bindPasswordSecret``) exists in the region, is not scheduled

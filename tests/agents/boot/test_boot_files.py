@@ -1,5 +1,5 @@
-"""The boot helper writes files as root without following a link another user planted (security review 3, finding
-10; issue #18 item 6): ``apply-user-data`` rewrites the head node's files at every boot, one of them in the
+"""The boot helper writes files as root without following a link another user planted (docs/slurm.md,
+"Root's own file writes"): ``apply-user-data`` rewrites the head node's files at every boot, one of them in the
 slurm-owned ``/var/lib/gpucluster/slurm``, and ``munge-key`` writes into the munge-owned ``/etc/munge``.
 
 Each test plants links as ``nobody`` (a forked child that drops to nobody:nogroup and makes the link through a

@@ -1,4 +1,4 @@
-"""``gpucluster-login-drain`` (gpucluster_agents/boot/login_drain.py, design D14): a login node that Auto Scaling
+"""``gpucluster-login-drain`` (gpucluster_agents/boot/login_drain.py): a login node that Auto Scaling
 terminates warns its users, refuses new SSH logins and completes the lifecycle action once no user process is left
 or the grace is over — never earlier, and never on a metadata service it cannot read.
 

@@ -151,7 +151,7 @@ def test_without_site_programs_the_hostlist_is_the_agents(tmp_path: Path):
     assert "start suspend hostlist='p5-1'" in (tmp_path / "agent.log").read_text()
 
 
-# ---------------------------------------------------------------------------- N18: side by side
+# ---------------------------------------------------------------------------- side by side
 
 
 def timed_site(site_env: dict, seconds: float) -> Path:

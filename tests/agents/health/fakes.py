@@ -32,7 +32,7 @@ XID_MESSAGES = {
     119: "NVRM: Xid (PCI:0000:ca:00): 119, pid=1999, name=nvidia-smi, Timeout after 6s of waiting for RPC response from GPU1 GSP! Expected function 76 (GSP_RM_CONTROL) (0x20800a4c 0x4).",
 }
 
-# The crafted file of issue #18: any user compiles `int main(){*(int*)0=1;}` under this name and runs it.
+# The crafted file (docs/health.md, "XID evidence"): any user compiles `int main(){*(int*)0=1;}` under this name and runs it.
 FORGED_FILE = "NVRM: Xid (PCI:0000:53:00): 79, pwned"
 
 

@@ -158,7 +158,7 @@ def test_without_config_the_default_path_is_read_whatever_the_environment_says(m
 
 
 def test_a_genuine_xid_79_drains_for_a_replacement_and_the_forgeries_drain_nothing(tmp_path: Path, fake_node):
-    """Issue #18 end to end through the command line: a log holding only the forgeries any user can make
+    """The XID evidence rule end to end through the command line: a log holding only the forgeries any user can make
     (the crafted segfault report, a userspace /dev/kmsg record) passes; the driver's own XID 79 record on one
     of the node's GPUs drains the node for a replacement."""
     fake = fake_node(scenario())

@@ -32,7 +32,7 @@ from tests.agents.health.fakes import (
 # --- XID -------------------------------------------------------------------------------------------------------
 # The evidence rule (gpucluster_agents/health/xid.py): kernel records only, the driver's exact form from the
 # message's first character, and only on this node's GPUs. The fixtures (tests/agents/health/fakes.py) carry the
-# forgeries of issue #18 in every format: the crafted program's segfault report, the same with a newline in
+# forgeries any user can make, in every format: the crafted program's segfault report, the same with a newline in
 # its file name, and a userspace record written to /dev/kmsg.
 
 P5_GPUS = frozenset(f"0000:{0x53 + 0x11 * i:02x}:00" for i in range(8))  # scenario()'s NVML bus IDs

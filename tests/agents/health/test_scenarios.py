@@ -151,7 +151,7 @@ def test_a_cpu_node_runs_no_gpu_check(tmp_path: Path) -> None:
     assert all(c.detail.startswith("skipped") for c in v.checks if c.name not in ("xid", "shared_fs"))
 
 
-# --- forged XIDs (issue #18): the sweep, prolog and boot modes judge the same evidence ------------------------------
+# --- forged XIDs: the sweep, prolog and boot modes judge the same evidence ------------------------------
 
 
 @pytest.mark.parametrize("mode", ["sweep", "prolog", "boot"])

@@ -1,7 +1,7 @@
 """The log shipper (gpucluster_agents/logship) end to end against CloudWatch Logs' API in moto_server (the group
 created first, as the stack does): files under the test's tmp dir → the shipper → ``get_log_events``.
 
-Each test proves one promise of docs/monitoring.md "Logs": lines arrive whole and in order; a restart resumes
+Each test proves one promise of docs/logs.md: lines arrive whole and in order; a restart resumes
 without duplicates; rotation (also while stopped) and truncation lose nothing; a log path through a link is
 refused; an over-long line arrives in pieces with a marker; throttling is retried and nothing is lost; events
 CloudWatch rejects are skipped; SIGTERM flushes (even a line without its newline) and exits 0."""

@@ -1,4 +1,4 @@
-"""Clients that flood an exporter, as a job can (security review M3): ``clients`` connections each GETting
+"""Clients that flood an exporter, as a job can (docs/monitoring.md, "Floods and squatters"): ``clients`` connections each GETting
 ``/metrics`` in a loop (``--idle``: each connecting and sending nothing, a slowloris), for ``seconds``.
 
     python -m tests.agents.metrics.flood --port P --clients 400 --seconds 8 [--idle]

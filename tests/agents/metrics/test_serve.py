@@ -1,4 +1,4 @@
-"""The exporter's serve loop under a job's flood (security review M3), each against the shipped code in its own
+"""The exporter's serve loop under a job's flood (docs/monitoring.md, "Floods and squatters"), each against the shipped code in its own
 process (``python -m gpucluster_agents.metrics serve``): 400 clients in a loop do not delay a scrape past 2 s, the
 head node's Slurm commands run once per cache interval however many clients ask, the thread count stays at the
 cap, a client that sends nothing (or a byte at a time) is dropped at the request deadline, connections past the

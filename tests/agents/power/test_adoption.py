@@ -1,4 +1,5 @@
-"""Adoption that never kills work (issue #19, scenarios N01, N02, N03, N08, N13 of the fault review): what the
+"""Adoption that never kills work (docs/slurm.md, "The node agent: no work lost on a crash or a
+wrong read"): what the
 next call does with a launch that died at each crash window (the proxy SIGKILLs the agent process), with
 Slurm unreadable, with ``names.json`` lost, and with the head node's clock off from EC2's. Every scenario
 ends with the four properties of ``scenarios.assert_invariants``."""
@@ -16,7 +17,7 @@ from tests.agents.moto_env import instances
 from tests.agents.scenarios import SteppedClock, assert_invariants, in_process, waiting_without_instance
 from tests.agents.test_orphans import OF_P5, crash, journal, launch_raw
 
-# ---------------------------------------------------------------------------- N01: crash after the map
+# ---------------------------------------------------------------------------- crash after the map
 
 
 @pytest.mark.parametrize("registered", ["ALLOCATED+CLOUD", "MIXED+CLOUD+DRAIN", "IDLE+CLOUD", "DOWN+CLOUD+NOT_RESPONDING"])
@@ -37,7 +38,7 @@ def test_n01_a_node_that_registered_from_the_map_keeps_its_instance(harness: Har
     assert_invariants(harness, running={"p5-1": iid}, fleets=0)
 
 
-# ---------------------------------------------------------------------------- N02: Slurm unreadable
+# ---------------------------------------------------------------------------- Slurm unreadable
 
 
 def test_n02_nothing_from_the_journal_is_terminated_while_slurm_cannot_be_read(
@@ -85,7 +86,7 @@ def test_n02_a_resume_of_the_node_adopts_even_while_slurm_cannot_be_read(harness
     assert_invariants(harness, fleets=0)
 
 
-# ---------------------------------------------------------------------------- N03: crash after CreateFleet
+# ---------------------------------------------------------------------------- crash after CreateFleet
 
 
 @pytest.mark.parametrize("maps", [False, True])
@@ -140,7 +141,7 @@ def test_n03_nodes_whose_launch_never_reached_ec2_are_powered_down_at_once(harne
     assert_invariants(harness, fleets=0)
 
 
-# ---------------------------------------------------------------------------- N08: names.json lost
+# ---------------------------------------------------------------------------- names.json lost
 
 
 @pytest.mark.parametrize("damage", ["{torn", "[1, 2]", None])
@@ -203,7 +204,7 @@ def test_n08_an_untagged_instance_no_map_names_is_still_an_orphan(harness: Harne
     assert_invariants(harness)
 
 
-# ---------------------------------------------------------------------------- N13: clocks
+# ---------------------------------------------------------------------------- clocks
 
 
 def test_n13_orphan_age_is_counted_from_the_agents_first_sight_not_from_ec2s_launch_time(harness: Harness) -> None:

@@ -1,5 +1,5 @@
 """Holds that reach Slurm, launches that stop after insufficient capacity, errors after a good launch and
-holds across clock steps (issue #19, scenarios N04, N09, N10, N12), against moto behind the fault proxy
+holds across clock steps (docs/slurm.md, "The node agent: no mass action on one signal"), against moto behind the fault proxy
 and the fake scontrol. Each scenario ends with no running job killed (a node with an instance is never
 set DOWN), no node stranded, no instance unowned and no double launch (the harness checks the last two
 after every passing test)."""
@@ -31,7 +31,7 @@ def assert_no_launched_node_down(harness: Harness) -> None:
         assert not harness.slurm.node(node)["state"].startswith("DOWN"), (node, harness.slurm.node(node))
 
 
-# ---------------------------------------------------------------------------- N04
+# ---------------------------------------------------------------------------- insufficient capacity
 def test_insufficient_capacity_fails_the_groups_remaining_batches_without_calling_ec2(harness: Harness) -> None:
     # Injected: 6 nodes in batches of 2; the first CreateFleet for p5 launches 1 of 2 and reports ICE.
     harness.config["max_instances_per_fleet"] = 2
@@ -51,7 +51,7 @@ def test_insufficient_capacity_fails_the_groups_remaining_batches_without_callin
     assert_clean(harness)
 
 
-# ---------------------------------------------------------------------------- N09
+# ---------------------------------------------------------------------------- a hold Slurm missed
 def test_a_hold_slurm_did_not_get_is_applied_on_the_next_pass(harness: Harness, capsys: pytest.CaptureFixture[str]) -> None:
     # Injected: insufficient capacity while slurmctld is away (every scontrol call but hostnames fails).
     harness.proxy.capacity("p5", fulfil=0)
@@ -122,7 +122,7 @@ def test_a_hold_that_ends_while_slurm_never_got_it_powers_the_node_down(harness:
     assert holds(harness) == {"groups": {}, "nodes": {}}
 
 
-# ---------------------------------------------------------------------------- N10
+# ---------------------------------------------------------------------------- errors after a launch
 def test_a_topology_failure_after_a_good_launch_never_sets_the_launched_nodes_down(harness: Harness) -> None:
     # Injected: every DescribeInstances after the first two (inventory, the launch's own) is throttled
     # past the retries: the topology refresh after the launch fails.
@@ -161,7 +161,7 @@ def test_an_error_in_resume_sets_down_only_the_nodes_without_an_instance(
     assert not harness.slurm.node("g6e-1")["state"].startswith("DOWN")
 
 
-# ---------------------------------------------------------------------------- N12
+# ---------------------------------------------------------------------------- clock steps
 def test_a_hold_set_while_the_clock_ran_an_hour_fast_ends_on_time(harness: Harness) -> None:
     real = time.time()
     harness.proxy.capacity("p5", fulfil=0, calls=1)

@@ -1,4 +1,5 @@
-"""No mass action on one read (issue #19, scenarios N06 and N05 of the fault review): a node whose instance is missing
+"""No mass action on one read (docs/slurm.md, "The node agent: no work lost on a crash or a
+wrong read"): a node whose instance is missing
 from one DescribeInstances answer is powered down only once a second listing, at least
 ``lifecycle.confirm_seconds`` later, agrees; and never more than the per-pass cap of a group at once: above
 it the agent does nothing for those nodes, logs one ``ALERT vanished-over-cap`` line and ``status`` says so.

@@ -1,4 +1,4 @@
-"""Quarantine with a brake (issue #19, scenarios N16, N17, N19), against moto behind the fault proxy and the
+"""Quarantine with a brake (docs/health.md, "What happens on a failure"), against moto behind the fault proxy and the
 fake scontrol, with a stepped clock: the share of a group in repair is taken of its running nodes and a
 repair counts until its share window has passed (not only until power-down); more than ``brake_percent``
 of a group drained by health within ``brake_window_seconds`` stops every repair of the group (the nodes
@@ -41,7 +41,7 @@ def test_the_brake_trips_above_its_share_and_never_for_a_single_node(n: int, m: 
     assert trips(n, m, percent) is expected
 
 
-# ---------------------------------------------------------------------------- N16
+# ---------------------------------------------------------------------------- the share
 def test_the_share_is_of_running_nodes_and_a_repair_counts_past_power_down(harness: Harness) -> None:
     # 100 nodes configured, 10 running, all 10 drained "(replace)"; the brake off to see the share alone
     harness.group("p5")["max_nodes"] = 100
@@ -64,7 +64,7 @@ def test_the_share_is_of_running_nodes_and_a_repair_counts_past_power_down(harne
     assert all(drained(harness, f"p5-{i}") for i in range(3, 11))  # the rest wait, drained, no job killed
 
 
-# ---------------------------------------------------------------------------- N17
+# ---------------------------------------------------------------------------- the brake
 def test_a_group_wide_drain_trips_the_brake_until_an_operator_releases_it(
     harness: Harness, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -130,7 +130,7 @@ def test_reasons_are_left_as_the_health_program_wrote_them_while_no_brake_is_on(
     assert harness.slurm.updates()[before:] == [] and harness.slurm.node("p5-1")["reason"] == long_reason
 
 
-# ---------------------------------------------------------------------------- N19
+# ---------------------------------------------------------------------------- a crash mid-repair
 @pytest.mark.parametrize(
     ("where", "reboots"),
     [("RebootInstances before", 1), ("RebootInstances after", 2), ("drain after", 1)],

@@ -59,7 +59,7 @@ def test_private_endpoint_api_access_and_kms_encryption(run_components, p5_spec)
     assert (vpc["endpointPrivateAccess"], vpc["endpointPublicAccess"]) == (True, False)
     assert "publicAccessCidrs" not in vpc and vpc["subnetIds"] == SUBNETS
     # no hidden admin for whoever creates the cluster (the admins are the access entries), and a cluster made
-    # before keeps its flag instead of being replaced (issue #18 item 9)
+    # before keeps its flag instead of being replaced
     assert cluster["accessConfig"] == {"authenticationMode": "API", "bootstrapClusterCreatorAdminPermissions": False}
     assert plan.of_type("aws:eks/cluster:Cluster")[0].ignore_changes == ["accessConfig.bootstrapClusterCreatorAdminPermissions"]
     key = plan.of_type("aws:kms/key:Key")[0]

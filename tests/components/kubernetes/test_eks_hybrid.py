@@ -95,7 +95,7 @@ def test_roles_anywhere_trust_is_the_sites_anchor_and_the_certificates_name(plan
     for statement in trust["Statement"]:
         assert statement["Principal"] == {"Service": "rolesanywhere.amazonaws.com"}
         assert statement["Condition"]["ArnEquals"] == {"aws:SourceArn": anchor_arn}
-        # only the site's GPU nodes: certificates named <certificateCn>-<node> (issue #18 item 8)
+        # only the site's GPU nodes: certificates named <certificateCn>-<node>
         assert statement["Condition"]["StringLike"] == {"aws:PrincipalTag/x509Subject/CN": "gpu-node-?*"}
     (assume,) = [s for s in trust["Statement"] if s["Action"] == "sts:AssumeRole"]
     assert assume["Condition"]["StringEquals"] == {"sts:RoleSessionName": "${aws:PrincipalTag/x509Subject/CN}"}

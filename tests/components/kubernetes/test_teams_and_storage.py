@@ -52,7 +52,7 @@ def test_namespace_role_and_binding(run_components):
 def test_static_fsx_volume_and_claim(run_components):
     plan = run_components(build)
     pv = plan.by_name("t-fsx-pv").inputs
-    # The team's own directory, not the file system's root (issue #18): the driver mounts dnsname@tcp:/mountname.
+    # The team's own directory, not the file system's root: the driver mounts dnsname@tcp:/mountname.
     assert pv["spec"]["csi"] == {
         "driver": "fsx.csi.aws.com",
         "volumeHandle": "fs-0123456789abcdef0/teams/research",

@@ -1,4 +1,4 @@
-"""Issue #18, Build item 1, done-when: in the offline plan of every shipped stack, no team namespace lacks Pod
+"""In the offline plan of every shipped stack, no team namespace lacks Pod
 Security enforcement; the stacks with teams (eks-p5, hybrid-eks) carry the team pods' admission policy and
 binding, each team namespace's NetworkPolicies, the sweep's narrowed rights and its image by digest, and
 the VPC CNI enforces NetworkPolicies. Every object is validated strictly against the Kubernetes schemas.

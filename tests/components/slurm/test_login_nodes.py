@@ -1,5 +1,5 @@
 """Login nodes under mocks: the Auto Scaling group and its lifecycle hook, the launch template, the role's policy
-(design §6.3, nothing else), the security-group matrix (§6.4) exactly, and with SSH the load balancer's parts."""
+(nothing else), the security-group matrix (docs/slurm.md) exactly, and with SSH the load balancer's parts."""
 
 from __future__ import annotations
 
@@ -208,7 +208,7 @@ def test_balancer_scheme_target_group_and_listener(run_components, scheme) -> No
     assert lb.inputs["loadBalancerType"] == "network"
     assert lb.inputs["internal"] is (scheme == "internal")
     assert lb.inputs["subnets"] == ["subnet-0pub"]
-    assert lb.inputs["securityGroups"] == [plan.by_name("p5-slurm-login-lb", SG).state["id"]]  # at creation (F17)
+    assert lb.inputs["securityGroups"] == [plan.by_name("p5-slurm-login-lb", SG).state["id"]]  # set at creation
     (tg,) = plan.of_type("aws:lb/targetGroup:TargetGroup")
     assert (tg.inputs["protocol"], tg.inputs["port"], tg.inputs["targetType"]) == ("TCP", 22, "instance")
     assert tg.inputs["healthCheck"]["protocol"] == "TCP"

@@ -1,4 +1,4 @@
-"""Session documents, policies and attachments of a Slurm cluster's people, under mocks (design D7, §6)."""
+"""Session documents, policies and attachments of a Slurm cluster's people, under mocks (docs/people.md)."""
 
 from __future__ import annotations
 

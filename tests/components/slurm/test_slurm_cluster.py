@@ -419,7 +419,7 @@ def test_munge_key_lives_only_in_an_empty_protected_secret(run_components, two_g
         for r in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
         if r.inputs["role"] == node_role.state["name"]
     ]
-    # Session Manager's rights are a policy of our own: no managed policy, no ssm:GetParameter* (issue #18 item 6)
+    # Session Manager's rights are a policy of our own: no managed policy, no ssm:GetParameter*
     assert (sorted(inline), attached) == (["s-slurm-node-munge", "s-slurm-node-ssm"], [])
     assert policy(plan, "s-slurm-node-ssm") == session_manager_policy()
 
@@ -482,7 +482,7 @@ def test_head_node_is_private_protected_and_keeps_its_data(run_components, two_g
     assert head_files(plan)["/usr/local/sbin/gpucluster-slurm-head"].count(volume.id) >= 2
     # no ingress from anywhere: the head node is reached with Session Manager
     assert plan.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule") == []
-    # no managed policy on a node's role; the one attachment is the image build instance's (issue #24, docs/images.md)
+    # no managed policy on a node's role; the one attachment is the image build instance's (docs/images.md)
     attachments = plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
     assert [(a.name, a.inputs["policyArn"]) for a in attachments] == [
         ("s-slurm-build-imagebuilder", "arn:aws:iam::aws:policy/EC2InstanceProfileForImageBuilder")

@@ -1,4 +1,4 @@
-"""People wired into the Slurm cluster's builder (issue #21, design §6 "Wiring"): role tags on head and compute,
+"""People wired into the Slurm cluster's builder: role tags on head and compute,
 the matrix's head and compute sides on their nodes, sessions, home, login nodes, the bind password on every node
 role and the host keys on the head's."""
 

@@ -1,5 +1,5 @@
 """The shared /home under mocks: FSx for OpenZFS deployment, capacity, throughput, exports, quotas per uid, the
-security group's sources, protection, and the mount shape nodes receive (design D9, §6)."""
+security group's sources, protection, and the mount shape nodes receive (docs/people.md)."""
 
 from __future__ import annotations
 

@@ -129,7 +129,7 @@ SIZED: LustreStorageArgs = {"storage_capacity_gib": 1200, "throughput_per_unit_s
 
 
 def test_root_squash_is_on_by_default_and_admin_hosts_keep_root(run_components):
-    """Issue #18: a new file system squashes root (nobody:nogroup); the admin hosts a program names, as Outputs
+    """A new file system squashes root (nobody:nogroup); the admin hosts a program names, as Outputs
     of its own resources, and noSquashClients are its no-squash clients, each once."""
 
     def program():

@@ -1,4 +1,4 @@
-"""Issue #18's done-when over the plan of every shipped stack: no FSx for Lustre without root squash, no Lustre mount
+"""Over the plan of every shipped stack (docs/storage.md, "Security"): no FSx for Lustre without root squash, no Lustre mount
 without nosuid,nodev (fstab in every user data, every PersistentVolume), each team's volume its own directory, and an
 admin host for every file system: the Slurm head node, or the sealed storage setup host."""
 

@@ -187,7 +187,7 @@ BAD_STORAGE = [
         "gpucluster:storage.lustre.mountOptions",
         "contains a control character (U+000A at position 13)",
     ),
-    # Mount options that give files on the file system privilege, or hand mounting to users (issue #18, build 3).
+    # Mount options that give files on the file system privilege, or hand mounting to users (build 3).
     *[
         (
             f"mount-option-{option}",
@@ -211,7 +211,7 @@ BAD_STORAGE = [
         "gpucluster:storage.lustre.mountOptions",
         "mount option 'user=alice' in 'user=alice' is refused",
     ),
-    # Mount points over what nodes run as root from (issue #18, build 5).
+    # Mount points over what nodes run as root from (build 5).
     *[
         (
             f"mount-point-{label}",
@@ -235,7 +235,7 @@ BAD_STORAGE = [
             ("srv", "/srv", "mountPoint '/srv' is a parent of /srv/slurm"),
         )
     ],
-    # Root squash (issue #18, build 1): on by default, 0 refused, admin hosts as FSx's NIDs.
+    # Root squash (build 1): on by default, 0 refused, admin hosts as FSx's NIDs.
     (
         "root-squash-zero",
         storage(workload=WORKLOAD, lustre={"rootSquash": "0:0"}),

@@ -1,6 +1,5 @@
 """The Lustre mount script trusts the FSx client repository's key only when the downloaded file holds exactly one
-primary key, and, when gpucluster pins a fingerprint (``gpucluster/facts/downloads.py``), only that key (issue #18
-item 6). The FSx user guide publishes no fingerprint, so the shipped pin is empty and the key's fingerprint is logged.
+primary key, and, when gpucluster pins a fingerprint (``gpucluster/facts/downloads.py``), only that key. The FSx user guide publishes no fingerprint, so the shipped pin is empty and the key's fingerprint is logged.
 
 The rendered script's client install runs for real (bash, the real ``gpg`` reading keys made here) as on an Ubuntu
 node without the Lustre client: ``curl`` is a stub serving a chosen key file, ``apt-get`` and ``mount`` are stubs,

@@ -170,7 +170,7 @@ def test_scripts_parse(script, tmp_path):
 
 
 def test_fstab_line_keeps_every_value_in_its_field(tmp_path):
-    """Defence in depth (audit D4): blanks, '#', '\\' and newlines in the values are written as fstab's
+    """Defence in depth: blanks, '#', '\\' and newlines in the values are written as fstab's
     octal escapes, so util-linux reads back one line of six fields with the values intact."""
     from gpucluster.render.compute.node import lustre_fstab_entry
 
@@ -196,7 +196,7 @@ def test_fstab_line_keeps_every_value_in_its_field(tmp_path):
 def test_fstab_line_is_nosuid_nodev_as_libmount_reads_it(options, tmp_path):
     """Whatever the options given (the load refuses suid and dev; a program passing them to a component still
     gets nosuid,nodev last, and mount(8) applies options left to right), libmount classes nosuid and nodev as the
-    line's VFS options, which is what the kernel enforces (issue #18, build 3)."""
+    line's VFS options, which is what the kernel enforces (build 3)."""
     from gpucluster.render.compute.node import lustre_fstab_entry
 
     line = lustre_fstab_entry(LustreMount("fs-0abc", "fs-0abc.fsx.us-east-1.amazonaws.com", "abcdefgh", "/fsx", options))

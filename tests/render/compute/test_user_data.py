@@ -198,7 +198,7 @@ def test_compute_user_data_goes_gzipped_and_cloud_init_unpacks_it():
     assert result.stdout.decode() == text
 
 
-# What a booting node of a baked image (slurm.images, issue #24) must not run: a package install or a download.
+# What a booting node of a baked image (slurm.images) must not run: a package install or a download.
 INSTALLS = re.compile(
     r"\bapt-get\b|\bapt install\b|\bdpkg -i\b|\bdnf\b|\byum\b|\bsnap install\b|\bpip3? install\b|\bpython3? -m pip\b"
     r"|\bcurl\b|\bwget\b|\baws s3 (cp|sync)\b|\binstall-agent\b|\blustre-client"

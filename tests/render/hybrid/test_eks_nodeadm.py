@@ -1,5 +1,5 @@
-"""nodeadm is downloaded by a site's ``install.sh`` only from a pinned release and only after ``sha256sum -c`` (issue #18
-item 6): never ``releases/latest``, never unchecked. AWS's documentation publishes no checksum, so the version and
+"""nodeadm is downloaded by a site's ``install.sh`` only from a pinned release and only after ``sha256sum -c``:
+never ``releases/latest``, never unchecked. AWS's documentation publishes no checksum, so the version and
 the sha256 per architecture are config inputs (``hybrid.kubernetes.nodeadm``); without them install.sh refuses.
 
 The script runs for real (bash) with stubs first on PATH: ``curl`` writes chosen bytes to its ``-o`` file and logs

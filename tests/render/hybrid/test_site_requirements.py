@@ -1,5 +1,5 @@
 """The hybrid bundle installs boto3 for the site's agent only from its ``requirements.txt``: every package pinned by
-version and sha256, installed with ``pip install --require-hashes --no-deps --only-binary :all:`` (issue #18 item 6).
+version and sha256, installed with ``pip install --require-hashes --no-deps --only-binary :all:``.
 
 pip itself is the reader: the pinned wheels are downloaded with ``--require-hashes`` (pip refuses a file whose sha256
 differs from the pin), then ``pip install --dry-run --no-index --find-links`` resolves the file offline from exactly

@@ -1,4 +1,4 @@
-"""The team pods' admission policy, evaluated offline (issue #18, Build item 1).
+"""The team pods' admission policy, evaluated offline (Build item 1).
 
 No Kubernetes API server runs here (FACTS.md: none is packaged for Debian 12), so admission itself is
 proven only through the policy's CEL: the expressions of the policy the ``eks-p5`` plan ships, run by

@@ -1,4 +1,4 @@
-"""The boot gate of EKS GPU nodes (issue #12, Build item 1): a GPU node registers with the boot taint
+"""The boot gate of EKS GPU nodes (Build item 1): a GPU node registers with the boot taint
 (nodeadm NodeConfig, kubelet ``--register-with-taints``), everything its boot check needs tolerates that
 taint, and the sweep DaemonSet's first run on the node runs the program's ``boot`` mode: a pass takes the
 taint off, a fault leaves it on and adds the fault taint and condition."""

@@ -1,4 +1,4 @@
-"""A peer's rules, not only ours (issue #18): checkov's Kubernetes checks over every Kubernetes object of
+"""A peer's rules, not only ours: checkov's Kubernetes checks over every Kubernetes object of
 every shipped stack, offline.
 
 Each stack's offline plan is run; its Kubernetes objects (Helm releases aside: their charts are not
@@ -31,7 +31,7 @@ CHECKOV_VERSION = "3.3.30"
 SWEEP = "DaemonSet.gpucluster-health.gpucluster-health-sweep"
 EXAMPLE = "Job.*.example-training-workers"  # a pattern: one per team namespace
 # (check id, checkov's resource name) → why it stays. Every entry is the health sweep's DaemonSet, the one pod
-# that must see the host: docs/security.md "Kubernetes tenancy" says the same in prose.
+# that must see the host: docs/kubernetes.md "Exceptions, and why" says the same in prose.
 ACCEPTED: dict[tuple[str, str], str] = {
     ("CKV_K8S_16", SWEEP): "privileged: the kernel log /dev/kmsg (XIDs) is a host device, which a container may "
     "open only when privileged",

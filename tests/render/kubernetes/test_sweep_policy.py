@@ -1,4 +1,4 @@
-"""The health sweep's node rights (issue #18, Build item 1; security review finding 7): its admission policy
+"""The health sweep's node rights (docs/health.md, "The Kubernetes sweep's rights and privileges"): its admission policy
 lets it change only its own node, its own taints and its own condition.
 
 No Kubernetes API server runs here (FACTS.md), so admission is proven through the policy's CEL, run by

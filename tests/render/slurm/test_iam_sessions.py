@@ -1,5 +1,5 @@
-"""The session and login-node IAM documents of issue #21: exact JSON per case, what the offline evaluator says
-they allow and refuse (design F5), and their size under IAM's quotas."""
+"""The session and login-node IAM documents (docs/people.md, "Security"): exact JSON per case, what the offline evaluator says
+they allow and refuse (docs/people.md), and their size under IAM's quotas."""
 
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ def test_no_document_refused() -> None:
 
 
 def _start(instance_tags: dict[str, str], document: str) -> list[Request]:
-    """StartSession is authorised once for the instance (with its tags) and once for the document (F5)."""
+    """StartSession is authorised once for the instance (with its tags) and once for the document."""
     context: dict[str, str | bool] = {"ssm:SessionDocumentAccessCheck": True}
     return [
         Request(

@@ -1,4 +1,4 @@
-"""The install part a Slurm group's image bakes (issue #24) and the site's hooks the configure part runs: the Image
+"""The install part a Slurm group's image bakes and the site's hooks the configure part runs: the Image
 Builder component document, its script (bash -n, shellcheck), the hooks' checks and their runner, run for real."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The baked image's install script (issue #24, ``render/slurm/image.py: node_install_script``) run for real with
+"""The baked image's install script (``render/slurm/image.py: node_install_script``) run for real with
 bash in a Debian trixie root (a private overlay of ``$GPUCLUSTER_SLURM_TRIXIE_ROOT``: ``trixie_overlay.py``).
 
 No network in tests: ``apt-get`` is shimmed by a script that only checks that every package the script asks for is

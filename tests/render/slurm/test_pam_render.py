@@ -139,7 +139,7 @@ def test_the_real_pam_library_runs_the_compute_stack(tmp_path):
     assert nobody.returncode != 0 and "pam_slurm_adopt" in nobody.stderr, nobody.stdout + nobody.stderr
     admin = pamtester(tmp_path / "admin", stack, "root")
     assert admin.returncode == 0, admin.stdout + admin.stderr
-    # Without the admin rule root is left to pam_slurm_adopt, which ignores root (design F10: root is always admitted;
+    # Without the admin rule root is left to pam_slurm_adopt, which ignores root (root is always admitted;
     # sshd's PermitRootLogin no keeps it off SSH): the stack's own success (pam_permit) stands, as Ubuntu's does.
     no_admin = pamtester(tmp_path / "no-admin", stack.replace(str(access), str(tmp_path / "none.conf")), "root")
     assert no_admin.returncode == 0, no_admin.stdout + no_admin.stderr

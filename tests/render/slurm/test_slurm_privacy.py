@@ -1,4 +1,4 @@
-"""Users of a Slurm cluster stay apart (issue #18 item 6): ``PrivateData=accounts,jobs,usage,users`` and a private
+"""Users of a Slurm cluster stay apart: ``PrivateData=accounts,jobs,usage,users`` and a private
 ``/tmp`` and ``/dev/shm`` per job (``job_container/tmpfs``, ``PrologFlags=Contain``, ``job_container.conf`` with
 ``BasePath`` on the node group's NVMe scratch, else ``/var/lib/gpucluster/job-tmp``).
 

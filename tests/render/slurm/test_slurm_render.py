@@ -351,7 +351,7 @@ def test_task_prolog_exports_the_node_environment_but_not_over_the_jobs(tmp_path
 
 
 def test_task_prolog_never_runs_what_the_env_file_holds(tmp_path):
-    """Defence in depth (audit D3): even a hand-edited nccl.env with shell code in it is never evaluated;
+    """Defence in depth: even a hand-edited nccl.env with shell code in it is never evaluated;
     lines whose name is not a variable name are skipped, values are passed on literally."""
     ctx = context(P5)
     g = ctx.node_groups[0]

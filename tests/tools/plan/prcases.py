@@ -1,4 +1,4 @@
-"""The pull-request cases of issue #10: a shipped stack's config and the same config with one change,
+"""The pull-request cases (docs/plan.md): a shipped stack's config and the same config with one change,
 planned offline (each plan under the real stack program), as plan JSON documents."""
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ LOCKED_AMI = "ami-0123456789abcdef0"
 
 
 def lock_p5_image(c: Config) -> None:
-    """``gpucluster images lock`` recorded the p5 group's base image (issue #24)."""
+    """``gpucluster images lock`` recorded the p5 group's base image."""
     parameter = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id"
     c["gpucluster:nodeGroups"][0]["imageLock"] = {"imageId": LOCKED_AMI, "ssmParameter": parameter, "lockedAt": "2026-11-01"}
 

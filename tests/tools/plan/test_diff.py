@@ -1,4 +1,4 @@
-"""``gpucluster plan diff`` on the pull-request cases of issue #10: each from two real plans of a shipped
+"""``gpucluster plan diff`` on the pull-request cases (docs/plan.md): each from two real plans of a shipped
 stack, the second with one config change (tests/tools/plan/prcases.py)."""
 
 from __future__ import annotations
@@ -213,7 +213,7 @@ def test_new_launch_template_version_rolls_an_eks_node_group():
 
 
 def test_a_new_image_shows_the_roll():
-    """Locking p5's base image (issue #24) bakes a new image: the plan diff says what changes, and which nodes roll."""
+    """Locking p5's base image bakes a new image: the plan diff says what changes, and which nodes roll."""
     _, new, c = case("slurm-p5", prcases.lock_p5_image)
     recipe = next(r for r in new["resources"] if r["type"].endswith("ImageRecipe") and r["inputs"]["name"] == "slurm-p5-p5-node")
     assert recipe["inputs"]["parentImage"] == prcases.LOCKED_AMI  # the lock, not the parameter
@@ -363,8 +363,8 @@ def test_cli_bad_inputs_are_one_line(tmp_path, plan_files):
 
 
 def _upgrade_of_an_eks_cluster(ignored: bool) -> tuple[Comparison, str]:
-    """eks-p5 as it plans today, against the same plan with the cluster as a version before issue #18 made it (the
-    creator's bootstrap admin on): only the bootstrap flag differs."""
+    """eks-p5 as it plans today, against the same plan with the cluster as an older version made it (the
+    creator's bootstrap admin on; docs/kubernetes.md, "Who administers the EKS cluster"): only the bootstrap flag differs."""
     new = json.loads((GOLDEN / "plans" / "eks-p5.json").read_text())
     old = json.loads(json.dumps(new))
     (cluster,) = [r for r in old["resources"] if r["type"] == "aws:eks/cluster:Cluster"]

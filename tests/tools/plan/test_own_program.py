@@ -72,7 +72,7 @@ OWN_PROGRAM = Path(__file__).parent / "own_program"
 
 
 def test_a_gpu_node_group_and_lustre_in_an_existing_vpc_plan_with_nodes_and_cost():
-    """The done-when of issue #20: a user's own program (a GpuNodeGroup of 2 × p5.48xlarge and a LustreStorage of
+    """A user's own program (a GpuNodeGroup of 2 × p5.48xlarge and a LustreStorage of
     2,400 GiB in an existing VPC whose subnet it looks up with aws.ec2.get_subnets) plans offline with exit 0, and
     its summary shows the nodes and a cost, worked out from its resources (it exports no estimate)."""
     from gpucluster.config.storage.sizing import USD_PER_GB_MONTH
@@ -101,7 +101,7 @@ def test_a_gpu_node_group_and_lustre_in_an_existing_vpc_plan_with_nodes_and_cost
 
 
 def test_the_node_group_of_your_own_program_boots_as_a_clusters_and_mounts_its_lustre():
-    """The done-when of issue #20, its last part: the launch template of the user's GpuNodeGroup carries the node
+    """The launch template of the user's GpuNodeGroup carries the node
     bootstrap (the EFA check, the NCCL environment, the health thresholds) and the Lustre mount of the program's
     LustreStorage (its mount point, DNS name and mount name, with nosuid,nodev whatever the options say)."""
     import base64

@@ -1,4 +1,4 @@
-"""Issue #21's "done when", on the shipped stacks' plans (the golden plans, which tests/tools/plan/test_plan.py keeps
+"""The people's promises (docs/people.md), on the shipped stacks' plans (the golden plans, which tests/tools/plan/test_plan.py keeps
 equal to ``gpucluster plan --stack …``, and the text plans beside them):
 
 - ``slurm-p5``: an Auto Scaling group named ``…-login``; the declared users; ``pam_slurm_adopt`` in the compute

@@ -76,7 +76,7 @@ def test_slurm_p5_plan_shows_head_node_agent_policy_and_slurm_conf():
     )
     for sid in ("LaunchOnlyTheClustersInstances", "TagWhileLaunching", "TerminateOnlyDynamicNodes", "PassTheNodeRoleToEc2"):
         assert sid in agent, sid
-    # issue #18: RunInstances only on the cluster's tagged instances of its types, IMDSv2, the compute profile
+    # RunInstances only on the cluster's tagged instances of its types, IMDSv2, the compute profile
     assert (
         "LaunchOnlyTheClustersInstances: Allow ec2:RunInstances on arn:aws:ec2:us-east-1:123456789012:instance/* when "
         "ArnLike ec2:LaunchTemplate = (arn of slurm-p5-slurm-p5-lt, assigned at create) and StringEquals "

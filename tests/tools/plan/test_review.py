@@ -1,5 +1,5 @@
 """``gpucluster plan diff`` as one review: the classified change, the cost and power delta and the head plan's
-summary together, in every format (issue #10: "the diff names each replacement …, flags data loss …, and shows
+summary together, in every format ("the diff names each replacement …, flags data loss …, and shows
 the cost delta in $/h and $/month")."""
 
 from __future__ import annotations

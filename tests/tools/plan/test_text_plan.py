@@ -1,4 +1,4 @@
-"""The plan for humans (issue #10 item 5): the cluster summary first, a tree that fits on a screen and
+"""The plan for humans: the cluster summary first, a tree that fits on a screen and
 still names every resource, stack outputs, rendered files on demand, the mocks' ids shown as what they
 stand for, and colour only on a terminal."""
 

@@ -171,7 +171,7 @@ def _lustre_mount_fixture() -> dict[str, Any]:
         fsx_pv("pv-plain", "abc/teams/a", "fs-1/teams/a", ["noatime", "flock"]),
         fsx_pv("pv-good", "abc/teams/b", "fs-1/teams/b"),
         res(PV, "nfs", {"spec": {"nfs": {"server": "x", "path": "/"}, "mountOptions": ["noatime"]}}),  # not Lustre
-        # The shared /home (issue #21): an NFS fstab entry and a mount command, kept and broken.
+        # The shared /home: an NFS fstab entry and a mount command, kept and broken.
         lt(
             "home-good",
             userData=b64(cloud_config([{"path": "/usr/local/sbin/gpucluster-mount-home", "content": HOME_GOOD}]).encode()),
@@ -441,7 +441,7 @@ FIXTURES: dict[str, tuple[dict[str, Any], set[tuple[str, str, str]]]] = {
     ),
     "run-instances-tagged": (
         plan(
-            role_policy("template-only", "agent", RUN_FROM_TEMPLATE),  # the agent's grant before issue #18
+            role_policy("template-only", "agent", RUN_FROM_TEMPLATE),  # a grant that names only the templates
             role_policy("wildcard", "ops", {"Effect": "Allow", "Action": "ec2:*", "Resource": "*"}),
             role_policy(
                 "tag-if-exists",

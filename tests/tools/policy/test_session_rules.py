@@ -1,4 +1,4 @@
-"""``no-root-sessions`` (gpucluster/policy/session_rules.py, design section 9), clause by clause: a resource as
+"""``no-root-sessions`` (gpucluster/policy/session_rules.py), clause by clause: a resource as
 gpucluster makes it passes, each mistake fails with the property named, and a value not known yet is never a
 violation. The rule over the shipped stacks' plans is in tests/tools/policy/test_rules.py (every golden plan) and
 tests/tools/plan/test_people_plan.py (where the plans have the people's resources)."""
@@ -121,7 +121,7 @@ def test_yaml_unreadable_and_unknown_documents():
         ({"Effect": "Allow", "Action": "ssm:StartSession", "NotResource": doc_arn("x")}, True),
         ({"Effect": "Deny", "Action": "ssm:StartSession", "Resource": "*"}, False),
         ({"Effect": "Allow", "Action": "ssm:TerminateSession", "Resource": "*"}, False),
-        ({"Effect": "Allow", "Action": "*", "Resource": "*"}, False),  # an administrator's: root anyway (security.md)
+        ({"Effect": "Allow", "Action": "*", "Resource": "*"}, False),  # an administrator's: root anyway (people.md)
     ],
 )
 def test_start_session_grants_check_and_name_only_the_stacks_documents(statement: dict[str, Any], bad: bool):

@@ -46,7 +46,7 @@ from tests.tools.policy.fixtures import AWS_KEY_ID, FIXTURES, PEM, b64, cloud_co
         ("password: required", None),
         ("/usr/local/sbin/gpucluster-aws munge-key --create", None),
         ('headers = {"X-aws-ec2-metadata-token": r.read().decode()}', None),
-        # a Secrets Manager ARN names a secret (the directory's bind password), it is none (issue #21)
+        # a Secrets Manager ARN names a secret (the directory's bind password), it is none
         (
             "gpucluster-identity sssd-conf --secret-arn arn:aws:secretsmanager:us-east-1:123456789012:secret:gpucluster/ad-bind-AbCdEf --",
             None,

@@ -1,4 +1,4 @@
-"""Checks of images and hooks (issue #24): an image read from an SSM parameter at every deploy is unpinned (a
+"""Checks of images and hooks: an image read from an SSM parameter at every deploy is unpinned (a
 warning: ``gpucluster images lock`` records it), a lock made for another parameter is stale (an error), and every
 inline hook must parse (``bash -n``)."""
 

@@ -2,7 +2,7 @@
 sections (pure: spec and catalog in, findings out), each finding with its code.
 
 Login nodes live in private subnets: what faces clients is the load balancer, open only to the listed networks.
-A hybrid cluster's site owns its users, logins and homes (design D15).
+A hybrid cluster's site owns its users, logins and homes (docs/hybrid.md, "Security").
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def spath(field: str) -> str:
 
 
 def check_people_hybrid(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
-    """D15: with ``hybrid.controller`` the site's slurmctld is the controller; its users, logins and homes are the
+    """With ``hybrid.controller`` the site's slurmctld is the controller; its users, logins and homes are the
     site's."""
     if spec.hybrid is None or spec.hybrid.controller is None:
         return

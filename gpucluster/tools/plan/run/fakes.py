@@ -250,7 +250,7 @@ def hybrid_state(token: str, rid: str, h: str, state: dict[str, Any], region: st
 def monitoring_state(
     token: str, rid: str, h: str, state: dict[str, Any], region: str, account: str
 ) -> tuple[str, dict[str, Any]]:
-    """What AWS fills in on the monitoring resources (issue #23): an SNS topic's ARN (``…:<name>``, its id), an AMP
+    """What AWS fills in on the monitoring resources: an SNS topic's ARN (``…:<name>``, its id), an AMP
     workspace's ``ws-`` id and endpoint, a scraper's role, a Grafana workspace's endpoint. Returns ``(id, state)``."""
     if token == "aws:sns/topic:Topic":
         arn = f"arn:aws:sns:{region}:{account}:{state.get('name') or rid}"

@@ -1,4 +1,4 @@
-"""The people of a Slurm cluster in the plan (issue #21): its login nodes, its users or directory, its ``/home`` and
+"""The people of a Slurm cluster in the plan: its login nodes, its users or directory, its ``/home`` and
 the ``no-root-sessions`` rule's verdict — the summary's Slurm rows and the plan JSON's ``people``.
 
 Read from the plan JSON alone (resources and rendered files), so a saved plan shows the same: the login group is

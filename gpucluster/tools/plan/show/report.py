@@ -28,7 +28,7 @@ OFFLINE_SHORT = "offline, under Pulumi's mock engine: nothing created, no creden
 
 SCREENS = 110
 """Two screens of 55 lines: the most the default text plan may take (a test holds every shipped stack to it). 110 since
-the monitoring part (issue #23) added its folded tree and estimate line to slurm-p5's 101."""
+the monitoring part added its folded tree and estimate line to slurm-p5's 101."""
 
 
 def render_text(

@@ -1,5 +1,5 @@
 """The update-safety entries of a cluster's day-two parts, merged into :data:`gpucluster.tools.plan.diff.safety.TABLE`:
-monitoring (``components/monitoring/``, its Grafana resources too), baked images (issue #24: ``components/images/``) and the spot
+monitoring (``components/monitoring/``, its Grafana resources too), baked images (``components/images/``) and the spot
 warnings queue (``components/slurm/_spot_events.py``).
 
 Sources are terraform-provider-aws' force-new schema fields (which pulumi-aws bridges), as for the rest of the table.

@@ -1,4 +1,4 @@
-"""The update-safety entries of a Slurm cluster's people (issue #21: ``components/slurm/login_nodes.py``,
+"""The update-safety entries of a Slurm cluster's people (``components/slurm/login_nodes.py``,
 ``_sessions.py``, ``components/storage/home_storage.py``), merged into :data:`gpucluster.tools.plan.diff.safety.TABLE`.
 
 Sources are terraform-provider-aws' force-new schema fields (which pulumi-aws bridges), as for the rest of the table.
