@@ -47,7 +47,7 @@ CLUSTER = "bench"
 # the agent's last log line: "end resume in 1.234s: own 0.321s, waiting on EC2 0.913s (5 calls)"
 AGENT_TIMES = re.compile(r" in ([0-9.]+)s: own (-?[0-9.]+)s, waiting on EC2 ([0-9.]+)s \((\d+) calls\)")
 SCONTROL_TIME = re.compile(r"scontrol: (\d+) calls, ([0-9.]+)s")
-OWN_LIMIT = 5.0  # issue #12: the agent's own time for 1,024 nodes, moto's excluded
+OWN_LIMIT = 5.0  # the agent's own time for 1,024 nodes, moto's excluded
 # Calls of one action a resume may make per CreateFleet batch (<= 500 nodes), plus a fixed few: the
 # most per batch is DescribeInstanceTopology (100 instance ids a call, the API's limit: 5 per 500).
 PER_BATCH = 6

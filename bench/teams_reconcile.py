@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark (issue #22): the head node's accounts reconcile on 100 teams and 2,000 users, against a real MariaDB +
+"""Benchmark: the head node's accounts reconcile on 100 teams and 2,000 users, against a real MariaDB +
 slurmdbd 22.05 + slurmctld started here (the fixture of the tests, ``tests/e2e/slurmdbd.py``; needs root).
 
     sudo python bench/teams_reconcile.py [--teams 100] [--users 2000]

@@ -6,7 +6,7 @@ Slurm nodes (this exporter). Names, types and units are dcgm-exporter's (NVIDIA/
 etc/default-counters.csv); labels are the ones its released versions write on every GPU metric: ``gpu``
 (NVML index), ``UUID``, ``pci_bus_id`` (NVML's form, ``00000000:53:00.0``), ``device`` (``nvidia<index>``),
 ``modelName``, ``Hostname`` and ``DCGM_FI_DRIVER_VERSION`` (a label field of the default list). Upstream's
-main branch renames ``Hostname`` to ``hostname`` at d5e5f51 (#655), after the releases the GPU Operator
+main branch renames ``Hostname`` to ``hostname`` at d5e5f51 (NVIDIA/dcgm-exporter#655), after the releases the GPU Operator
 ships: rules should group by ``instance`` or ``UUID``, never by the host name label.
 
 What NVML cannot give is not written, never filled with a made-up value: the ``DCGM_FI_PROF_*`` activities

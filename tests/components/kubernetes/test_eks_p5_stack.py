@@ -1,4 +1,4 @@
-"""Issue #5, done-when: the plan of ``eks-p5`` shows the cluster, system and GPU node groups (the launch
+"""The plan of ``eks-p5`` shows the cluster, system and GPU node groups (the launch
 template with every EFA interface), the GPU Operator with EKS-correct values, the EFA device plugin,
 Kueue with topology-aware scheduling, and team namespaces with quotas."""
 

@@ -26,7 +26,7 @@ def p5_plan():
 
 
 def test_p5_training_acceptance(p5_plan):
-    """Issue #2, done-when: 16 p5 nodes, one template, 32 EFA interfaces, one placement group,
+    """p5-training: 16 p5 nodes, one template, 32 EFA interfaces, one placement group,
     self-referencing EFA security group, IMDSv2, the reservation targeted."""
     assert p5_plan.ok, p5_plan.error
     asgs = p5_plan.of_type("aws:autoscaling/group:Group")
@@ -61,7 +61,7 @@ def test_p5_training_acceptance(p5_plan):
 
 
 def test_slurm_p5_plan_shows_head_node_agent_policy_and_slurm_conf():
-    """Issue #4, done-when: the plan of slurm-p5 shows the head node, the agent's IAM policy and the
+    """The plan of slurm-p5 shows the head node, the agent's IAM policy and the
     rendered slurm.conf."""
     plan = run_plan("slurm-p5")
     assert plan.ok, plan.error
@@ -222,7 +222,7 @@ def test_every_shipped_stack_logs_its_vpc_and_closes_the_default_group(stack):
 
 
 def test_every_catalog_type_plans_in_text_and_json(catalog):
-    """Issue #8 item 3: a group of each type in the catalog (p5e, p5en, p6-b200, p6-b300, trn2 included,
+    """A group of each type in the catalog (p5e, p5en, p6-b200, p6-b300, trn2 included,
     which have no list price) plans; the text and the JSON plan show a missing price as unpriced with
     the field to set, and the JSON is strict (no NaN/Infinity)."""
     from gpucluster.resolve.cost.estimate import unknown_price_source
