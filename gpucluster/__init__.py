@@ -8,7 +8,7 @@ The package's rooms, each with one job (data flows down this list; nothing impor
                             environment, AWS regions;
 - ``gpucluster.resolve``    resolution (every default decided once), storage sizing, cost and power;
 - ``gpucluster.render``     pure renderers: resolved config → file text (cloud-init, Slurm, Kubernetes), from the
-                            Jinja2 templates shipped as ``gpucluster/templates`` (``templates/`` in a checkout);
+                            Jinja2 templates installed as ``gpucluster/templates`` (``templates/`` in a checkout);
 - ``gpucluster.components`` the Pulumi component resources and only them (``components/`` in a checkout);
 - ``gpucluster.program``    the stack program ``__main__.py`` runs;
 - ``gpucluster.tools``      workstation and CI tools: the CLI, the offline plan, preflight, catalog refresh, docs,

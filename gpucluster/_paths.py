@@ -1,8 +1,9 @@
 """Where the package's own files are.
 
-In a checkout, ``gpucluster/templates`` and ``gpucluster/components`` are links to the top-level
-``templates/`` and ``components/`` folders (the layout users were promised); a wheel holds the files
-themselves. Either way the templates are ``PACKAGE_DIR / "templates"``.
+The Pulumi components and the Jinja2 templates are the top-level folders ``components/`` and ``templates/`` of a
+checkout (the layout users were promised), installed as ``gpucluster.components`` and ``gpucluster.templates``
+(pyproject.toml's package-dir). A wheel holds them inside the package; an editable install and a checkout keep them
+beside it.
 """
 
 from __future__ import annotations
@@ -10,4 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-TEMPLATES_DIR = PACKAGE_DIR / "templates"
+
+
+def _folder(name: str) -> Path:
+    inside = PACKAGE_DIR / name
+    return inside if inside.is_dir() else PACKAGE_DIR.parent / name
+
+
+TEMPLATES_DIR = _folder("templates")
+COMPONENTS_DIR = _folder("components")

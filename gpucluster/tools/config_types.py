@@ -28,10 +28,10 @@ from pathlib import Path
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from gpucluster._paths import PACKAGE_DIR
+from gpucluster._paths import COMPONENTS_DIR
 from gpucluster.config.cluster import ClusterSpec
 
-TARGET = PACKAGE_DIR / "components" / "_shared" / "config_types.py"
+TARGET = COMPONENTS_DIR / "_shared" / "config_types.py"
 
 # (model, field) → reference kind (see components/_shared/inputs.py KINDS). Every other field is plain: it
 # decides what gets created, so it must be known when the program runs.

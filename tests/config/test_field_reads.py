@@ -66,10 +66,9 @@ def spec_models(root: type[BaseModel]) -> list[type[BaseModel]]:
 
 @cache
 def readers_text() -> str:
-    """The code and templates a field's value can reach: the package outside ``gpucluster/config`` (its links to
-    components/ and templates/ excluded, they are read from the top), the components, the templates. The generated
-    typed dicts only restate the model's fields, so they read nothing."""
-    skip = ("gpucluster/config/", "gpucluster/components/", "gpucluster/templates/", "components/_shared/config_types.py")
+    """The code and templates a field's value can reach: the package outside ``gpucluster/config``, the components,
+    the templates. The generated typed dicts only restate the model's fields, so they read nothing."""
+    skip = ("gpucluster/config/", "components/_shared/config_types.py")
     texts = []
     for top, pattern in (("gpucluster", "*.py"), ("components", "*.py"), ("templates", "*")):
         for path in sorted((ROOT / top).rglob(pattern)):

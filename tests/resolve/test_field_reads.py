@@ -40,7 +40,7 @@ def dataclasses_of(package: str) -> dict[type, str]:
 
 @cache
 def source_text() -> str:
-    skip = ("gpucluster/components/", "gpucluster/templates/", "components/_shared/config_types.py")
+    skip = ("components/_shared/config_types.py",)
     texts = []
     for top, pattern in (("gpucluster", "*.py"), ("components", "*.py"), ("templates", "*"), ("gpucluster_agents", "*.py")):
         for path in sorted((ROOT / top).rglob(pattern)):

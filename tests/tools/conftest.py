@@ -38,6 +38,10 @@ def clean_env() -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_wheel(tmp_path_factory)
+
+
+def build_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel of this checkout, built once per test run: the first pytest-xdist worker to need it builds it,
     the others wait on the lock and take the same file. The lock is the checkout's, so two runs in one checkout
     never build into its build/ at once."""
@@ -60,21 +64,42 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         return out / whl.name
 
 
-@pytest.fixture(scope="session")
-def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
-    """A fresh venv outside the checkout with the wheel installed; its bin dir and a scratch cwd."""
-    home = tmp_path_factory.mktemp("fresh")
+def fresh_venv(home: Path) -> Path:
+    """A virtual environment in ``home`` whose third-party dependencies come from this run's environment through a
+    plain path entry (its .pth files, such as an editable install's finder, are not processed, so gpucluster can only
+    come from what is installed into the new one); its python."""
     env_dir = home / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     py = env_dir / "bin" / "python"
     purelib = Path(run_cmd([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], home).stdout.strip())
-    # Third-party dependencies from this run's environment (a plain path entry: its .pth files, such as an
-    # editable install's finder, are not processed, so gpucluster can only come from the wheel).
     (purelib / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    result = run_cmd([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", str(wheel)], home)
-    if "no such option: --python" in result.stderr:  # pip < 22.3: install into the target directly
-        result = run_cmd([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(purelib), str(wheel)], home)
+    return py
+
+
+def pip_install(py: Path, home: Path, *args: str) -> None:
+    result = run_cmd([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", *args], home)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.fixture(scope="session")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+    """A fresh venv outside the checkout with the wheel installed; its bin dir and a scratch cwd."""
+    home = tmp_path_factory.mktemp("fresh")
+    py = fresh_venv(home)
+    pip_install(py, home, str(wheel))
     scratch = home / "elsewhere"
     scratch.mkdir()
-    yield env_dir / "bin", scratch
+    yield py.parent, scratch
+
+
+@pytest.fixture(scope="session")
+def editable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+    """A fresh venv outside the checkout with the checkout installed editable (``pip install -e``, as
+    requirements.txt does); its bin dir and a scratch cwd."""
+    home = tmp_path_factory.mktemp("editable")
+    py = fresh_venv(home)
+    with machine_lock(f"wheel-{path_key(ROOT)}"):  # the editable build writes the checkout's egg-info
+        pip_install(py, home, "--no-build-isolation", "-e", str(ROOT))
+    scratch = home / "elsewhere"
+    scratch.mkdir()
+    yield py.parent, scratch

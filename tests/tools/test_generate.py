@@ -50,7 +50,7 @@ def test_check_names_every_stale_file_and_writes_nothing(tmp_path, capsys):
     before = {p: p.read_text() for p in (types, config_ref)}
     assert generate(check=True, root=root) == 1
     err = capsys.readouterr().err
-    assert "stale: gpucluster/components/_shared/config_types.py" in err and "stale: docs/components-reference.md" in err
+    assert "stale: components/_shared/config_types.py" in err and "stale: docs/components-reference.md" in err
     assert "config-reference.md" not in err.replace("components-reference.md", "")
     assert "2 generated file(s) out of date; run `gpucluster generate`" in err
     assert {p: p.read_text() for p in (types, config_ref)} == before and not components_ref.exists()
@@ -58,7 +58,7 @@ def test_check_names_every_stale_file_and_writes_nothing(tmp_path, capsys):
     assert generate(check=False, root=root) == 0
     out = capsys.readouterr().out.splitlines()
     assert out == [
-        "wrote: gpucluster/components/_shared/config_types.py",
+        "wrote: components/_shared/config_types.py",
         "up to date: docs/config-reference.md",
         "wrote: docs/components-reference.md",
     ]

@@ -9,7 +9,7 @@ environment outside the checkout (the ``wheel`` and ``installed`` fixtures in ``
 from __future__ import annotations
 
 import ast
-import os
+import json
 import re
 import sys
 import zipfile
@@ -23,28 +23,40 @@ from tests.tools.conftest import clean_env, run_cmd
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 
-def test_the_package_list_matches_the_tree():
-    """components/ and templates/ stay at the top level and are linked into the package; every folder with
-    Python modules is a listed package (a find would also take components/ as a top-level package)."""
-    for name in ("components", "templates"):
-        link = ROOT / "gpucluster" / name
-        assert link.is_symlink() and os.readlink(link) == f"../{name}", f"gpucluster/{name} must link to ../{name}"
-    found = {"gpucluster.templates"}
-    for base in ("gpucluster", "gpucluster/components", "gpucluster_agents"):
-        for init in (ROOT / base).rglob("__init__.py"):
-            found.add(".".join(init.parent.relative_to(ROOT).parts))
-    assert sorted(PYPROJECT["tool"]["setuptools"]["packages"]) == sorted(found)
+# Where each installed package's files are in a checkout: components/ and templates/ stay at the top level.
+FOLDERS = {"gpucluster": "gpucluster", "gpucluster_agents": "gpucluster_agents", "gpucluster/components": "components"}
 
 
-def test_the_wheel_carries_templates_and_data_and_no_top_level_components(wheel: Path):
+def test_no_link_in_the_tree():
+    """The package holds no symbolic link (a search inside it finds only what is there): components/ and templates/
+    reach the package through pyproject.toml's package-dir mapping, not through links."""
+    links = [
+        str(path.relative_to(ROOT))
+        for top in ("gpucluster", "gpucluster_agents", "components", "templates")
+        for path in (ROOT / top).rglob("*")
+        if path.is_symlink()
+    ]
+    assert links == []
+
+
+def test_the_wheel_holds_every_module_and_template_of_the_tree(wheel: Path):
+    """Nothing lists the packages by hand: setup.py finds them, and the wheel holds exactly the tree's modules
+    (components/ as gpucluster/components/), every template, the facts and py.typed, and no top-level
+    ``components``."""
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")}
     assert tops == {"gpucluster", "gpucluster_agents"}
+    tree = {
+        f"{installed}/{path.relative_to(ROOT / folder).as_posix()}"
+        for installed, folder in FOLDERS.items()
+        for path in (ROOT / folder).rglob("*.py")
+        if "__pycache__" not in path.parts
+    }
+    assert {n for n in names if n.endswith(".py")} == tree
     templates = {n.removeprefix("gpucluster/templates/") for n in names if n.startswith("gpucluster/templates/")}
     assert templates == {str(p.relative_to(ROOT / "templates")) for p in (ROOT / "templates").rglob("*.j2")}
     assert {"gpucluster/facts/data/instance_types.json", "gpucluster/facts/data/instance_extras.json"} <= set(names)
     assert "gpucluster/py.typed" in names
-    assert "gpucluster/components/compute/gpu_node_group.py" in names and "gpucluster/components/_shared/security.py" in names
     # The component provider, as `python -m gpucluster.tools.provider` runs it from an installed wheel
     assert {"gpucluster/tools/provider/__init__.py", "gpucluster/tools/provider/__main__.py"} <= set(names)
 
@@ -59,8 +71,6 @@ def test_installed_wheel_imports_gpucluster_and_no_components(installed: tuple[P
     )
     result = run_cmd([str(bindir / "python"), "-c", probe], scratch, env=clean_env())
     assert result.returncode == 0, result.stderr
-    import json
-
     seen = json.loads(result.stdout)
     site = str(bindir.parent)
     assert seen["file"].startswith(site) and seen["templates"].startswith(site), seen
@@ -78,6 +88,55 @@ def test_installed_cli_plans_a_project_from_outside_it(installed: tuple[Path, Pa
     # Without --project-dir, outside any project, the CLI says where it looked.
     lost = run_cmd([str(bindir / "gpucluster"), "plan", "--stack", "dev"], scratch, env=clean_env())
     assert lost.returncode == 1 and "no Pulumi.yaml in" in lost.stderr and "Traceback" not in lost.stderr
+
+
+# Imports each module named on stdin (one per line) and prints the file each came from, or its error.
+IMPORT_ALL = """
+import importlib, json, sys
+seen, failed = {}, {}
+for name in sys.stdin.read().split():
+    try:
+        seen[name] = importlib.import_module(name).__file__
+    except Exception as error:
+        failed[name] = repr(error)
+import gpucluster.render.core as core
+print(json.dumps({"seen": seen, "failed": failed, "templates": str(core.TEMPLATES_DIR)}))
+"""
+
+
+def _import_all(bindir: Path, scratch: Path) -> dict:
+    """Every module of the tree (not the ``__main__`` modules, which run on import), imported by ``bindir``'s
+    python from ``scratch``."""
+    names = sorted(name for name in _modules() if not name.endswith(".__main__"))
+    result = run_cmd([str(bindir / "python"), "-c", IMPORT_ALL], scratch, env=clean_env(), input="\n".join(names))
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["failed"] == {}
+    assert sorted(report["seen"]) == names
+    return report
+
+
+def test_installed_wheel_imports_every_module(installed: tuple[Path, Path]):
+    """``pip install .`` (not editable), run from outside the checkout: every module of the tree imports, from the
+    installed package."""
+    bindir, scratch = installed
+    report = _import_all(bindir, scratch)
+    site = str(bindir.parent)
+    assert all(path.startswith(site) for path in report["seen"].values())
+    assert report["templates"].startswith(site)
+
+
+def test_editable_install_imports_components_and_templates_from_the_top_level(editable: tuple[Path, Path]):
+    """``pip install -e .`` (requirements.txt's line), run from outside the checkout: every module imports, the
+    components from components/ and the templates from templates/ of the checkout, and it plans the dev stack."""
+    bindir, scratch = editable
+    report = _import_all(bindir, scratch)
+    node_group = report["seen"]["gpucluster.components.compute.gpu_node_group"]
+    assert node_group == str(ROOT / "components" / "compute" / "gpu_node_group.py")
+    assert report["templates"] == str(ROOT / "templates")
+    plan = run_cmd([str(bindir / "gpucluster"), "plan", "--stack", "dev", "--project-dir", str(ROOT)], scratch, env=clean_env())
+    assert plan.returncode == 0, plan.stderr
+    assert "dev-dev-lt" in plan.stdout
 
 
 def test_installed_provider_reports_the_wheels_version(installed: tuple[Path, Path]):
