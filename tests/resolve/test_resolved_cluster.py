@@ -108,13 +108,13 @@ def python_files(*tops: str) -> list[Path]:
 
 # The components' edges (an Args → resolved adapter) may load the catalog; builders and the parts they place may not.
 EDGES = {
-    "components/gpu_cluster.py",  # GpuCluster(args) → cluster_from_args
-    "components/compute/gpu_node_group.py",  # GpuNodeGroup(args) → _from_args
-    "components/slurm/slurm_cluster.py",  # SlurmCluster(args) → build_from_args
+    "components/gpu_cluster.py",  # GpuCluster(args) → from_args
+    "components/compute/gpu_node_group.py",  # GpuNodeGroup(args) → from_args
+    "components/slurm/slurm_cluster.py",  # SlurmCluster(args) → from_args
     "components/slurm/_args.py",
     "components/kubernetes/_args.py",
-    "components/kubernetes/eks_cluster.py",  # EksCluster(args) → resolve_args
-    "components/kubernetes/kubernetes_platform.py",  # KubernetesPlatform(args) → resolve_args
+    "components/kubernetes/eks_cluster.py",  # EksCluster(args) → from_args
+    "components/kubernetes/kubernetes_platform.py",  # KubernetesPlatform(args) → from_args
     "components/kubernetes/kueue.py",  # Kueue(args) with node group specs
 }
 
