@@ -37,7 +37,9 @@ def test_slurm_groups_carry_their_partition_from_the_one_rule():
     assert isinstance(p5, SlurmGroup) and c.node_group("p5") is p5  # one type: the cluster's group is the Slurm group
     assert (p5.partition, dev.partition) == ("gpu", "dev")  # named, else the group's own name
     assert (p5.static, dev.static, p5.entry.default, dev.entry.default) == (False, True, False, True)
-    assert c.slurm.partitions == {"gpu": "p5", "dev": "dev"} and c.slurm.default_partition == "dev"
+    assert c.slurm.partitions == {"gpu": "p5", "dev": "dev"} and [
+        g.partition for g in c.slurm.node_groups if g.entry.default
+    ] == ["dev"]
     assert p5.node_names == [f"p5-{i}" for i in range(1, 5)]
     assert c.slurm.head_zone == "us-east-1a" and c.slurm.protect is True
 
