@@ -11,7 +11,7 @@ from pydantic.alias_generators import to_camel
 
 from gpucluster.components._shared.build import adopt, part
 from gpucluster.components._shared.config_types import ClusterConfig
-from gpucluster.components._shared.edge import at_edge
+from gpucluster.components._shared.edge import Adapted, at_edge
 from gpucluster.components._shared.inputs import Inputs, is_output
 from gpucluster.components.compute._launch_template import ASG, NodeGroupParts, NodeWiring, build_node_group
 from gpucluster.components.compute._launch_template import TOKEN as NODE_GROUP
@@ -31,7 +31,7 @@ from gpucluster.components.monitoring.monitoring import (
 )
 from gpucluster.components.network.network import TOKEN as NETWORK
 from gpucluster.components.network.network import NetworkWiring, build_network
-from gpucluster.components.slurm._args import HeadNetwork, SlurmBuild
+from gpucluster.components.slurm._args import HeadNetwork, SlurmWiring
 from gpucluster.components.slurm._people import People
 from gpucluster.components.slurm.slurm_cluster import TOKEN as SLURM
 from gpucluster.components.slurm.slurm_cluster import SlurmParts, build_slurm_cluster
@@ -44,7 +44,7 @@ from gpucluster.config.compute.node_group import NodeGroupSpec
 from gpucluster.config.errors import ConfigError, error
 from gpucluster.config.naming import cluster_tags
 from gpucluster.config.storage import NVME_MOUNT_OPTIONS
-from gpucluster.facts.catalog import Catalog, load_catalog
+from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_args
 from gpucluster.render.compute.node import LustreMount, node_cloud_config, user_data_title
 from gpucluster.render.compute.user_data import lustre_stand_in, scheduler_part, user_data_findings
@@ -81,13 +81,14 @@ class GpuCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         with at_edge("GpuCluster"):
-            spec = cluster_from_args(args, load_catalog())  # every error before any resource
+            adapted = from_args(args)  # every error before any resource
         super().__init__(TOKEN, name, None, opts)
-        adopt(self, build_gpu_cluster(self, name, spec))
+        adopt(self, build_gpu_cluster(self, name, adapted.resolved))
 
 
-def cluster_from_args(args: GpuClusterArgs, catalog: Catalog) -> ResolvedCluster:
-    """``args`` loaded, checked and resolved as a stack file is (``load_args``); warnings logged."""
+def from_args(args: GpuClusterArgs) -> Adapted[ResolvedCluster, None]:
+    """``args`` loaded, checked and resolved as a stack file is (``load_args``); warnings logged. No wiring: the
+    cluster connects its own parts."""
     inputs = Inputs("GpuCluster", str(args.get("region") or "us-east-1"))
     plain = inputs.prepare(args, ClusterConfig)
     if inputs.deferred:
@@ -100,13 +101,13 @@ def cluster_from_args(args: GpuClusterArgs, catalog: Catalog) -> ResolvedCluster
             ],
             source="GpuCluster args",
         )
-    loaded = load_args(plain, catalog=catalog, source="GpuCluster args")
+    loaded = load_args(plain, catalog=load_catalog(), source="GpuCluster args")
     too_large = user_data_findings(loaded.cluster, prefix="args.")
     if too_large:
         raise ConfigError(too_large, source="GpuCluster args")
     for finding in loaded.findings:
         pulumi.log.warn(finding.render())
-    return loaded.cluster
+    return Adapted(loaded.cluster, None)
 
 
 def build_gpu_cluster(parent: pulumi.ComponentResource, name: str, resolved: ResolvedCluster) -> "ClusterParts":
@@ -270,8 +271,8 @@ class ClusterParts:
         self.slurm = build_slurm_cluster(
             part(SLURM, f"{name}-slurm", self._parent),
             f"{name}-slurm",
-            SlurmBuild(
-                cluster=self.resolved,
+            self.resolved,
+            SlurmWiring(
                 vpc_id=self.network.vpc_id,
                 head_subnet_id=head.subnet_id or self.network.private_subnet_ids[slurm.head_zone],
                 node_group_subnet_ids={g.name: self.subnets_for(g.spec) for g in groups},
@@ -335,9 +336,11 @@ class ClusterParts:
             user_data={g.name: self.node_user_data(g) for g in groups},
             protect_data=self.resolved.protect_data,
             tags=tags,
+            inputs=inputs,
+            hybrid=self.spec.hybrid,
         )
         eks = part(EKS, f"{name}-eks", self._parent)
-        self.eks = build_eks_cluster(eks, f"{name}-eks", resolved, wiring, inputs, self.spec.hybrid)
+        self.eks = build_eks_cluster(eks, f"{name}-eks", resolved, wiring)
         platform = part(PLATFORM, f"{name}-k8s", self._parent, pulumi.ResourceOptions(provider=self.eks.provider))
         self.kubernetes = build_kubernetes_platform(
             platform, f"{name}-k8s", resolved, PlatformWiring(shared_storage=tuple(self.shared_storage), hybrid=self.spec.hybrid)

@@ -12,6 +12,10 @@ Every component turns its Args into resolved values here, the same way, before a
 - :func:`at_edge` wraps the whole adapter: whatever it raises (a :class:`ConfigError` from a model or a check, a
   stand-in refused by :class:`Inputs`) leaves the component as one :class:`ArgsError`.
 
+The adapter itself is spelt one way: the module that defines a component with config-shaped Args defines
+``from_args(args) -> Adapted[Resolved, Wiring]``, and the constructor hands ``adapted.resolved`` and
+``adapted.wiring`` to the family's builder, as the stack program hands its own resolved values and wiring.
+
 :class:`ArgsError` is Pulumi's ``InputPropertiesError``: under the component provider (a TypeScript, Go or YAML
 program) each finding reaches ``pulumi up`` as a property error with its path and reason; in a Python program it
 stops the program with every finding listed; ``gpucluster plan`` reports it as an invalid config (exit 2).
@@ -23,7 +27,8 @@ import dataclasses
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import pulumi
 from pydantic import BaseModel, ValidationError
@@ -33,6 +38,22 @@ from gpucluster.config.errors import ConfigError, Finding, error, errors_in
 
 Renames = Sequence[tuple[re.Pattern[str], str]]
 """Stack-config (or model) path → Args path, first match wins: ``(re.compile(r"^gpucluster:slurm\\.?"), "args.")``."""
+
+
+R = TypeVar("R")
+W = TypeVar("W")
+
+
+@dataclass(frozen=True)
+class Adapted(Generic[R, W]):
+    """What a component's ``from_args`` returns: its Args, checked and resolved, split the way its builder takes them."""
+
+    resolved: R
+    """What the stack's model, checks and resolution decided from the Args' config fields (defaults filled in)."""
+    wiring: W
+    """What the program connects the component to and the builder places unjudged: ids and Outputs of other
+    resources, names, tags, and the :class:`~gpucluster.components._shared.inputs.Inputs` that gives back the
+    Outputs that stood in while the config was checked."""
 
 
 class ArgsError(pulumi.InputPropertiesError):

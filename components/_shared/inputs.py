@@ -226,3 +226,20 @@ def _checked(value: Any, kind: str, path: str) -> Any:
                 f"{path}: {v!r} is not a {spec.what}; pass the {spec.what} (e.g. {spec.example}) of the resource it names"
             )
     return value
+
+
+# --- lists of ids that may be one Output ------------------------------------------------------------
+
+
+def as_list(ids: pulumi.Input[Sequence[pulumi.Input[str]]]) -> pulumi.Input[Sequence[pulumi.Input[str]]]:
+    """A list of ids as a list (as the stack has always passed it); an Output of a list as it is."""
+    return list(ids) if isinstance(ids, (list, tuple)) else ids
+
+
+def with_id(
+    ids: pulumi.Input[Sequence[pulumi.Input[str]]], extra: pulumi.Input[str]
+) -> pulumi.Input[Sequence[pulumi.Input[str]]]:
+    """``ids`` and ``extra``: a plain list stays a list of Inputs; an Output of a list is joined when known."""
+    if isinstance(ids, (list, tuple)):
+        return [*ids, extra]
+    return pulumi.Output.all(pulumi.Output.from_input(ids), extra).apply(lambda v: [*v[0], v[1]])

@@ -17,7 +17,7 @@ import pulumi
 import pulumi_aws as aws
 
 from gpucluster.components._shared.config_types import NodeGroupConfig
-from gpucluster.components._shared.edge import at_edge, config_part, required, validate
+from gpucluster.components._shared.edge import Adapted, at_edge, config_part, required, validate
 from gpucluster.components._shared.inputs import Inputs
 from gpucluster.components.compute._bootstrap import check_bootstrap, check_storage, node_bootstrap
 from gpucluster.components.compute._launch_template import (
@@ -31,7 +31,7 @@ from gpucluster.config.checks.cluster import validate_node_group
 from gpucluster.config.compute.node_group import NodeGroupSpec
 from gpucluster.config.errors import ConfigError, error, raise_for
 from gpucluster.config.naming import cluster_tags
-from gpucluster.facts.catalog import Catalog, load_catalog
+from gpucluster.facts.catalog import load_catalog
 from gpucluster.resolve.compute.node_group import ResolvedNodeGroup, resolve_node_group
 
 __all__ = ["TOKEN", "GpuNodeGroup", "GpuNodeGroupArgs"]
@@ -89,13 +89,14 @@ class GpuNodeGroup(NodeGroupResource):
 
     def __init__(self, name: str, args: GpuNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         with at_edge("GpuNodeGroup"):
-            group, wiring = _from_args(args, load_catalog())  # every error before any resource
+            adapted = from_args(args)  # every error before any resource
         super().__init__(TOKEN, name, None, opts)
-        self._build(name, group, wiring, ASG, auto_scaling=True)
+        self._build(name, adapted.resolved, adapted.wiring, ASG, auto_scaling=True)
 
 
-def _from_args(args: GpuNodeGroupArgs, catalog: Catalog) -> tuple[ResolvedNodeGroup, NodeWiring]:
+def from_args(args: GpuNodeGroupArgs) -> Adapted[ResolvedNodeGroup, NodeWiring]:
     """``args`` validated with the stack's model and checks and resolved as the stack resolves a group."""
+    catalog = load_catalog()
     region = aws.config.region or "us-east-1"
     inputs = Inputs("GpuNodeGroup", region)
     findings = required(args, {"cluster_name": "clusterName", "security_group_ids": "securityGroupIds"})
@@ -130,4 +131,4 @@ def _from_args(args: GpuNodeGroupArgs, catalog: Catalog) -> tuple[ResolvedNodeGr
         tags=cluster_tags(args["cluster_name"]),
         inputs=inputs,
     )
-    return group, wiring
+    return Adapted(group, wiring)

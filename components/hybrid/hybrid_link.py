@@ -34,7 +34,7 @@ import pulumi_aws as aws
 
 from gpucluster.components._shared.build import adopt
 from gpucluster.components._shared.config_types import HybridConfig
-from gpucluster.components._shared.edge import at_edge, required, validate
+from gpucluster.components._shared.edge import Adapted, at_edge, required, validate
 from gpucluster.components._shared.inputs import Inputs
 from gpucluster.components._shared.security import allow
 from gpucluster.components.hybrid._security import cidr_key
@@ -103,12 +103,12 @@ class HybridLink(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: HybridLinkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         with at_edge("HybridLink"):
-            spec, wiring = link_from_args(args)  # every error before any resource
+            adapted = from_args(args)  # every error before any resource
         super().__init__(TOKEN, name, None, opts)
-        adopt(self, build_hybrid_link(self, name, spec, wiring))
+        adopt(self, build_hybrid_link(self, name, adapted.resolved, adapted.wiring))
 
 
-def link_from_args(args: HybridLinkArgs) -> tuple[HybridSpec, LinkWiring]:
+def from_args(args: HybridLinkArgs) -> Adapted[HybridSpec, LinkWiring]:
     """``args`` validated with the stack's ``hybrid`` model; errors name ``args.<field>``."""
     fields = {"cluster_name": "clusterName", "hybrid": "hybrid", "vpc_id": "vpcId", "vpc_cidr": "vpcCidr"}
     raise_for(required(args, {**fields, "private_subnet_ids": "privateSubnetIds"}), SOURCE)
@@ -123,7 +123,7 @@ def link_from_args(args: HybridLinkArgs) -> tuple[HybridSpec, LinkWiring]:
         tags=cluster_tags(args["cluster_name"], args.get("tags", {})),
     )
     check_link(spec, wiring)
-    return spec, wiring
+    return Adapted(spec, wiring)
 
 
 def check_link(spec: HybridSpec, wiring: LinkWiring) -> None:

@@ -26,7 +26,7 @@ import pulumi_aws as aws
 from gpucluster.components._shared.agent_iam import LaunchRights, agent_policy_json
 from gpucluster.components._shared.build import adopt
 from gpucluster.components._shared.config_types import HybridConfig
-from gpucluster.components._shared.edge import at_edge, required, validate
+from gpucluster.components._shared.edge import Adapted, at_edge, required, validate
 from gpucluster.components._shared.inputs import Inputs
 from gpucluster.components._shared.roles import session_manager_access
 from gpucluster.config.errors import raise_for
@@ -106,9 +106,9 @@ class OnPremCredentials(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: OnPremCredentialsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         with at_edge("OnPremCredentials"):
-            spec, wiring = credentials_from_args(args)  # every error before any resource
+            adapted = from_args(args)  # every error before any resource
         super().__init__(TOKEN, name, None, opts)
-        adopt(self, build_onprem_credentials(self, name, spec, wiring))
+        adopt(self, build_onprem_credentials(self, name, adapted.resolved, adapted.wiring))
 
 
 _REQUIRED = {
@@ -127,7 +127,7 @@ _REQUIRED = {
 }
 
 
-def credentials_from_args(args: OnPremCredentialsArgs) -> tuple[HybridSpec, CredentialsWiring]:
+def from_args(args: OnPremCredentialsArgs) -> Adapted[HybridSpec, CredentialsWiring]:
     """``args`` validated with the stack's ``hybrid`` model; errors name ``args.<field>``."""
     raise_for(required(args, _REQUIRED), SOURCE)
     plain = Inputs("OnPremCredentials").prepare(dict(args["hybrid"]), HybridConfig, "args.hybrid")
@@ -148,7 +148,7 @@ def credentials_from_args(args: OnPremCredentialsArgs) -> tuple[HybridSpec, Cred
         ),
         tags=cluster_tags(args["cluster_name"], args.get("tags", {})),
     )
-    return spec, wiring
+    return Adapted(spec, wiring)
 
 
 @dataclass

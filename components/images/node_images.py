@@ -228,12 +228,12 @@ def slurm_node_images(
     groups = [g for g in args.node_groups if g.baked]
     if not groups:
         return {}
-    subnets = pulumi.Output.from_input(args.node_group_subnet_ids[groups[0].name])
+    subnets = pulumi.Output.from_input(args.wiring.node_group_subnet_ids[groups[0].name])
     build = ImageBuild(
         ctx=ctx,
         groups=groups,
-        base_images={g.name: base_image(parent, g, args.inputs) for g in groups},
-        vpc_id=args.vpc_id,
+        base_images={g.name: base_image(parent, g, args.wiring.inputs) for g in groups},
+        vpc_id=args.wiring.vpc_id,
         subnet_id=subnets.apply(lambda ids: str(ids[0])),
         build_instance_type=args.slurm.images.build_instance_type,
         package_bucket=artifact.bucket.bucket,
@@ -241,6 +241,6 @@ def slurm_node_images(
         package_key=artifact.key,
         package_sha256=artifact.sha256 if needs_package(ctx) else None,
         partition=partition,
-        tags=dict(args.tags),
+        tags=dict(args.wiring.tags),
     )
     return build_node_images(parent, name, build)

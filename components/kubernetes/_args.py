@@ -1,9 +1,10 @@
-"""The one path from ``EksClusterArgs`` / ``KubernetesPlatformArgs`` to a :class:`ResolvedKubernetes`:
+"""The one path from ``EksClusterArgs`` / ``KubernetesPlatformArgs`` to a :class:`ResolvedKubernetes`
+(:func:`resolve_section`, behind both components' ``from_args``):
 Outputs in reference fields stand in, the Kubernetes section and the node groups are validated with the
 stack's models, run through the stack's checks and resolved by the stack's resolution, so a component
 used on its own gets exactly the stack's defaults. Every problem is raised before any resource, as one
-``ArgsError`` (``components/_shared/edge.py``) naming ``args.<field>``. Also the wiring helpers both paths share:
-lists of ids that may be one Output, and each node group's subnets.
+``ArgsError`` (``components/_shared/edge.py``) naming ``args.<field>``. Also the wiring helper both paths share:
+each node group's subnets.
 """
 
 from __future__ import annotations
@@ -28,12 +29,12 @@ from gpucluster.facts.catalog import Catalog
 from gpucluster.resolve.cluster import resolve_group
 from gpucluster.resolve.kubernetes import ResolvedKubernetes, resolve_kubernetes
 
-# --- wiring: ids lists and node-group subnets -------------------------------------------------------
+# --- wiring: node-group subnets ---------------------------------------------------------------------
 
 RENAMES: Renames = ((re.compile(r"^gpucluster:kubernetes"), "args"), (re.compile(r"^gpucluster:nodeGroups"), "args.nodeGroups"))
 
 
-def resolve_args(
+def resolve_section(
     component: str,
     args: Mapping[str, Any],
     catalog: Catalog,
@@ -81,20 +82,6 @@ def resolve_args(
 
 def _input_error(component: str, problems: Sequence[Finding]) -> ArgsError:
     return ArgsError(component, problems)
-
-
-def as_list(ids: pulumi.Input[Sequence[pulumi.Input[str]]]) -> pulumi.Input[Sequence[pulumi.Input[str]]]:
-    """A list of ids as a list (as the stack has always passed it); an Output of a list as it is."""
-    return list(ids) if isinstance(ids, (list, tuple)) else ids
-
-
-def with_id(
-    ids: pulumi.Input[Sequence[pulumi.Input[str]]], extra: pulumi.Input[str]
-) -> pulumi.Input[Sequence[pulumi.Input[str]]]:
-    """``ids`` and ``extra``: a plain list stays a list of Inputs; an Output of a list is joined when known."""
-    if isinstance(ids, (list, tuple)):
-        return [*ids, extra]
-    return pulumi.Output.all(pulumi.Output.from_input(ids), extra).apply(lambda v: [*v[0], v[1]])
 
 
 def node_group_subnets(

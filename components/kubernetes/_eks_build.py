@@ -12,9 +12,8 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from gpucluster.components._shared.inputs import Inputs
+from gpucluster.components._shared.inputs import Inputs, as_list, with_id
 from gpucluster.components._shared.roles import session_manager_access
-from gpucluster.components.kubernetes._args import as_list, with_id
 from gpucluster.components.kubernetes._eks_access import BOOTSTRAP_ADMIN, access_config, access_entries
 from gpucluster.components.kubernetes._eks_addons import BEFORE_NODES, addon, cni_identity
 from gpucluster.components.kubernetes._eks_hybrid import HybridNodes, hybrid_nodes, remote_network_config
@@ -41,6 +40,10 @@ class EksWiring:
     user_data: Mapping[str, pulumi.Input[str]]
     protect_data: bool
     tags: dict[str, str]
+    inputs: Inputs
+    """Gives back the Outputs a program passed in reference fields (the Secrets key, access principals)."""
+    hybrid: HybridSpec | None = None
+    """A site whose servers join as EKS Hybrid Nodes (``hybrid.kubernetes`` set): the stack's path only."""
 
 
 def kubeconfig(cluster_name: str, endpoint: str, ca_data: str, region: str) -> str:
@@ -102,11 +105,10 @@ def build_eks_cluster(
     name: str,
     resolved: ResolvedKubernetes,
     wiring: EksWiring,
-    inputs: Inputs,
-    hybrid: HybridSpec | None = None,
 ) -> EksParts:
     """EKS for ``resolved`` (the Kubernetes section and its node groups), children of ``parent``; registers
-    ``parent``'s outputs. ``hybrid``: a site whose servers join as EKS Hybrid Nodes (``hybrid.kubernetes`` set)."""
+    ``parent``'s outputs."""
+    inputs, hybrid = wiring.inputs, wiring.hybrid
     hybrid = hybrid if hybrid is not None and hybrid.kubernetes is not None else None
     plane = _control_plane(parent, name, resolved, wiring, inputs, hybrid)
     cluster, tags, prefix = plane.cluster, dict(wiring.tags), resolved.cluster_name

@@ -21,13 +21,14 @@ import pulumi_kubernetes as k8s
 
 from gpucluster.components._shared.build import adopt
 from gpucluster.components._shared.config_types import KubernetesConfig, NodeGroupConfig
-from gpucluster.components._shared.edge import at_edge, required
-from gpucluster.components.kubernetes._args import node_group_subnets, resolve_args
+from gpucluster.components._shared.edge import Adapted, at_edge, required
+from gpucluster.components.kubernetes._args import node_group_subnets, resolve_section
 from gpucluster.components.kubernetes._eks_build import NODE_POLICIES, EksParts, EksWiring, build_eks_cluster, kubeconfig
 from gpucluster.components.storage.shared_storage import SharedStorage, as_shared_storage
 from gpucluster.config.errors import raise_for
 from gpucluster.config.naming import cluster_tags
 from gpucluster.facts.catalog import load_catalog
+from gpucluster.resolve.kubernetes import ResolvedKubernetes
 
 __all__ = ["NODE_POLICIES", "TOKEN", "EksCluster", "EksClusterArgs", "EksParts", "EksWiring", "build_eks_cluster", "kubeconfig"]
 
@@ -102,31 +103,34 @@ class EksCluster(pulumi.ComponentResource):
     # annotated where __init__'s builder sets them: gpu_node_groups, managed_node_groups.
 
     def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        """``args`` validated, checked and resolved here as the stack's Kubernetes section is, before any resource."""
-        catalog = load_catalog()
         with at_edge("EksCluster"):
-            region = args.get("region") or pulumi.Config("aws").get("region") or "us-east-1"
-            raise_for(
-                required(args, {"cluster_name": "clusterName", "cluster_subnet_ids": "clusterSubnetIds"}), "EksCluster args"
-            )
-            lustre = any(s.fs_type == "lustre" for s in as_shared_storage(args.get("shared_storage", [])))
-            resolved, inputs = resolve_args(
-                "EksCluster",
-                args,
-                catalog,
-                args_type=EksClusterArgs,
-                region=region,
-                lustre=lustre,
-                instance_store_for_pods=args.get("instance_store_for_pods", True),
-            )
-            wiring = EksWiring(
-                region=region,
-                cluster_subnet_ids=args["cluster_subnet_ids"],
-                node_group_subnet_ids=node_group_subnets(resolved, inputs, args.get("node_group_subnet_ids", {})),
-                security_group_ids=args.get("security_group_ids", []),
-                user_data=args.get("user_data", {}),
-                protect_data=args.get("protect_data", True),
-                tags=cluster_tags(args["cluster_name"], args.get("tags", {})),
-            )
+            adapted = from_args(args)  # every error before any resource
         super().__init__(TOKEN, name, None, opts)
-        adopt(self, build_eks_cluster(self, name, resolved, wiring, inputs))
+        adopt(self, build_eks_cluster(self, name, adapted.resolved, adapted.wiring))
+
+
+def from_args(args: EksClusterArgs) -> Adapted[ResolvedKubernetes, EksWiring]:
+    """``args`` validated, checked and resolved as the stack's Kubernetes section is; errors name ``args.<field>``."""
+    region = args.get("region") or pulumi.Config("aws").get("region") or "us-east-1"
+    raise_for(required(args, {"cluster_name": "clusterName", "cluster_subnet_ids": "clusterSubnetIds"}), "EksCluster args")
+    lustre = any(s.fs_type == "lustre" for s in as_shared_storage(args.get("shared_storage", [])))
+    resolved, inputs = resolve_section(
+        "EksCluster",
+        args,
+        load_catalog(),
+        args_type=EksClusterArgs,
+        region=region,
+        lustre=lustre,
+        instance_store_for_pods=args.get("instance_store_for_pods", True),
+    )
+    wiring = EksWiring(
+        region=region,
+        cluster_subnet_ids=args["cluster_subnet_ids"],
+        node_group_subnet_ids=node_group_subnets(resolved, inputs, args.get("node_group_subnet_ids", {})),
+        security_group_ids=args.get("security_group_ids", []),
+        user_data=args.get("user_data", {}),
+        protect_data=args.get("protect_data", True),
+        tags=cluster_tags(args["cluster_name"], args.get("tags", {})),
+        inputs=inputs,
+    )
+    return Adapted(resolved, wiring)

@@ -16,8 +16,8 @@ import pulumi_kubernetes as k8s
 
 from gpucluster.components._shared.build import adopt
 from gpucluster.components._shared.config_types import KubernetesConfig, NodeGroupConfig
-from gpucluster.components._shared.edge import ArgsError, at_edge, required
-from gpucluster.components.kubernetes._args import resolve_args
+from gpucluster.components._shared.edge import Adapted, ArgsError, at_edge, required
+from gpucluster.components.kubernetes._args import resolve_section
 from gpucluster.components.kubernetes._helm import helm_release
 from gpucluster.components.kubernetes._objects import place_objects
 from gpucluster.components.kubernetes.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs
@@ -105,37 +105,34 @@ class KubernetesPlatform(pulumi.ComponentResource):
     # network_operator, teams, kueue.
 
     def __init__(self, name: str, args: KubernetesPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        """``args`` validated, checked and resolved here as the stack's Kubernetes section is, before any resource."""
-        storage = as_shared_storage(args.get("shared_storage", []))
-        platform = args.get("platform", "eks")
         with at_edge("KubernetesPlatform"):
-            if platform not in PLATFORMS:
-                raise ArgsError(
-                    "KubernetesPlatform", [error("args.platform", f"is {platform!r}", " or ".join(PLATFORMS), platform)]
-                )
-            raise_for(required(args, {"cluster_name": "clusterName"}), "KubernetesPlatform args")
-            lustre = any(s.fs_type == "lustre" for s in storage)
-            region = args.get("region", "us-east-1")
-            resolved, _ = resolve_args(
-                "KubernetesPlatform", args, load_catalog(), args_type=KubernetesPlatformArgs, region=region, lustre=lustre
-            )
+            adapted = from_args(args)  # every error before any resource
         if "provider" in args:
             opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=[args["provider"]]))
         super().__init__(TOKEN, name, None, opts)
-        adopt(
-            self,
-            build_kubernetes_platform(
-                self,
-                name,
-                resolved,
-                PlatformWiring(
-                    platform="on-prem" if platform == "on-prem" else "eks",
-                    shared_storage=tuple(storage),
-                    driver_version=args.get("driver_version"),
-                    rdma_interfaces=tuple(args.get("rdma_interfaces", [])),
-                ),
-            ),
-        )
+        adopt(self, build_kubernetes_platform(self, name, adapted.resolved, adapted.wiring))
+
+
+def from_args(args: KubernetesPlatformArgs) -> "Adapted[ResolvedKubernetes, PlatformWiring]":
+    """``args`` validated, checked and resolved as the stack's Kubernetes section is; errors name ``args.<field>``.
+    The provider (``args.provider``) is not wiring: it reaches the children through the component's options."""
+    storage = as_shared_storage(args.get("shared_storage", []))
+    platform = args.get("platform", "eks")
+    if platform not in PLATFORMS:
+        raise ArgsError("KubernetesPlatform", [error("args.platform", f"is {platform!r}", " or ".join(PLATFORMS), platform)])
+    raise_for(required(args, {"cluster_name": "clusterName"}), "KubernetesPlatform args")
+    lustre = any(s.fs_type == "lustre" for s in storage)
+    region = args.get("region", "us-east-1")
+    resolved, _ = resolve_section(
+        "KubernetesPlatform", args, load_catalog(), args_type=KubernetesPlatformArgs, region=region, lustre=lustre
+    )
+    wiring = PlatformWiring(
+        platform="on-prem" if platform == "on-prem" else "eks",
+        shared_storage=tuple(storage),
+        driver_version=args.get("driver_version"),
+        rdma_interfaces=tuple(args.get("rdma_interfaces", [])),
+    )
+    return Adapted(resolved, wiring)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import pulumi_aws as aws
 
 from gpucluster.components._shared.build import adopt
 from gpucluster.components._shared.config_types import NetworkConfig
-from gpucluster.components._shared.edge import at_edge, config_part, validate
+from gpucluster.components._shared.edge import Adapted, at_edge, config_part, validate
 from gpucluster.components._shared.inputs import Inputs
 from gpucluster.components._shared.security import BOTH_WAYS, allow
 from gpucluster.components.network._flow_logs import create_flow_log
@@ -45,11 +45,14 @@ class NetworkWiring:
     components (a hybrid site's link) then add routes to the same tables without the two fighting. Turning it on
     for a cluster that already exists leaves the NAT route in AWS while Pulumi creates it again (EC2 refuses a
     duplicate): import it first, ``pulumi import aws:ec2/route:Route <name>-private-<zone>-nat <rtb-id>_0.0.0.0/0``."""
+    inputs: Inputs | None = None
+    """Gives back the Outputs a program passed (``vpcId``, subnet ids); none in the stack."""
 
 
-def network_from_args(args: NetworkArgs, inputs: Inputs) -> tuple[NetworkSpec, NetworkWiring]:
+def from_args(args: NetworkArgs) -> Adapted[NetworkSpec, NetworkWiring]:
     """``args`` validated, checked and resolved as the stack does (zones listed, flow logs protected by
     default); errors name ``args.<field>`` and come before any resource."""
+    inputs = Inputs("Network", pulumi.Config("aws").get("region") or "us-east-1")
     region = args.get("region") or pulumi.Config("aws").get("region") or ""
     findings = []
     for key, value in (("clusterName", args.get("cluster_name")), ("region", region)):
@@ -64,7 +67,8 @@ def network_from_args(args: NetworkArgs, inputs: Inputs) -> tuple[NetworkSpec, N
         pulumi.log.info(finding.render()) if finding.level.value == "info" else pulumi.log.warn(finding.render())
     flow_logs = net.flow_logs.model_copy(update={"protect": True if net.flow_logs.protect is None else net.flow_logs.protect})
     resolved = net.model_copy(update={"availability_zones": tuple(zones), "flow_logs": flow_logs})
-    return resolved, NetworkWiring(args["cluster_name"], region, cluster_tags(args["cluster_name"], args.get("tags", {})))
+    tags = cluster_tags(args["cluster_name"], args.get("tags", {}))
+    return Adapted(resolved, NetworkWiring(args["cluster_name"], region, tags, inputs=inputs))
 
 
 class Network(pulumi.ComponentResource):
@@ -94,20 +98,17 @@ class Network(pulumi.ComponentResource):
     """The VPC flow log's id; absent when ``flowLogs.enabled`` is false."""
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        inputs = Inputs("Network", pulumi.Config("aws").get("region") or "us-east-1")
         with at_edge("Network"):
-            spec, wiring = network_from_args(args, inputs)  # every error before any resource
+            adapted = from_args(args)  # every error before any resource
         super().__init__(TOKEN, name, None, opts)
-        adopt(self, build_network(self, name, spec, wiring, inputs))
+        adopt(self, build_network(self, name, adapted.resolved, adapted.wiring))
 
 
-def build_network(
-    parent: pulumi.ComponentResource, name: str, spec: NetworkSpec, wiring: NetworkWiring, inputs: Inputs | None = None
-) -> "NetworkParts":
+def build_network(parent: pulumi.ComponentResource, name: str, spec: NetworkSpec, wiring: NetworkWiring) -> "NetworkParts":
     """The network of ``spec`` (resolved), children of ``parent`` (a ``Network`` or GpuCluster's part of that type);
-    registers ``parent``'s outputs. ``inputs`` maps stand-ins back to the Outputs a program gave (none in the stack)."""
+    registers ``parent``'s outputs."""
     parts = NetworkParts(parent, name, wiring)
-    inputs = inputs or Inputs("Network", wiring.region)
+    inputs = wiring.inputs or Inputs("Network", wiring.region)
     if spec.create_vpc:
         parts._create_vpc(spec)
     else:

@@ -21,7 +21,7 @@ from typing import Any
 import pulumi
 
 from gpucluster.components._shared.config_types import NetworkConfig, NodeGroupConfig, SlurmConfig
-from gpucluster.components._shared.edge import Renames, at_edge, renamed, validate
+from gpucluster.components._shared.edge import Adapted, Renames, renamed, validate
 from gpucluster.components._shared.inputs import Inputs
 from gpucluster.components.slurm._people import People
 from gpucluster.components.storage.shared_storage import SharedStorage
@@ -35,7 +35,7 @@ from gpucluster.config.naming import cluster_tags
 from gpucluster.config.slurm import SlurmSpec
 from gpucluster.config.storage import LustreSpec
 from gpucluster.config.storage.mounts import check_mount_options, check_mount_point
-from gpucluster.facts.catalog import Catalog
+from gpucluster.facts.catalog import load_catalog
 from gpucluster.render.compute.node import LustreMount, lustre_part, node_cloud_config, user_data_title
 from gpucluster.render.core import render_cloud_config
 from gpucluster.render.slurm.compute import node_slurm_part
@@ -76,12 +76,10 @@ class HeadNetwork:
 
 
 @dataclass(frozen=True)
-class SlurmBuild:
-    """Everything the builder places, resolved: the stack builds it from its spec, a program from Args."""
+class SlurmWiring:
+    """Where the Slurm cluster is placed and what it is connected to: the stack builds it from its own resources, a
+    program's ``from_args`` from the Args."""
 
-    cluster: ResolvedCluster
-    """The resolved cluster (its Slurm section: one entry per group, head node zone and subnet, protection,
-    the Slurm version the files are rendered for)."""
     vpc_id: pulumi.Input[str]
     head_subnet_id: pulumi.Input[str]
     node_group_subnet_ids: Mapping[str, pulumi.Input[Sequence[pulumi.Input[str]]]]
@@ -105,43 +103,47 @@ class SlurmBuild:
     ``head_network.egress_group_ids``, not ``security_group_ids``. None (the standalone SlurmCluster, whose groups are
     the program's): the head node carries ``security_group_ids`` as the compute nodes do."""
 
+
+class SlurmBuild(Adapted[ResolvedCluster, SlurmWiring]):
+    """What the builder's parts read: the resolved cluster (its Slurm section: one entry per group, head node zone
+    and subnet, protection, the Slurm version the files are rendered for) and its wiring, with short names for
+    what they read most."""
+
     @property
-    def resolved(self) -> ResolvedSlurm:
-        if self.cluster.slurm is None:
-            raise ValueError(f"cluster {self.cluster.name!r} has no Slurm section")
-        return self.cluster.slurm
+    def section(self) -> ResolvedSlurm:
+        """The resolved Slurm section."""
+        if self.resolved.slurm is None:
+            raise ValueError(f"cluster {self.resolved.name!r} has no Slurm section")
+        return self.resolved.slurm
 
     @property
     def cluster_name(self) -> str:
-        return self.cluster.name
+        return self.resolved.name
 
     @property
     def region(self) -> str:
-        return self.cluster.region
+        return self.resolved.region
 
     @property
     def slurm(self) -> SlurmSpec:
-        """The resolved Slurm section."""
-        return self.resolved.spec
+        """The resolved Slurm section's settings."""
+        return self.section.spec
 
     @property
     def node_groups(self) -> tuple[SlurmGroup, ...]:
         """The resolved ``scheduler: slurm`` groups, config order."""
-        return self.resolved.node_groups
+        return self.section.node_groups
 
 
 def _split(args: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:
     return {k: args[k] for k in keys if k in args}
 
 
-def build_from_args(args: Mapping[str, Any], region: str, catalog: Catalog) -> SlurmBuild:
-    """Validate, check and resolve ``args`` as the stack would; an :class:`~gpucluster.components._shared.edge.ArgsError`
-    naming ``args.<field>`` before any resource when something is wrong."""
-    with at_edge("SlurmCluster"):  # paths renamed inside (RENAMES)
-        return _build_from_args(args, region, catalog)
-
-
-def _build_from_args(args: Mapping[str, Any], region: str, catalog: Catalog) -> SlurmBuild:
+def from_args(args: Mapping[str, Any]) -> Adapted[ResolvedCluster, SlurmWiring]:
+    """Validate, check and resolve ``args`` as the stack would; a :class:`~gpucluster.config.errors.ConfigError`
+    naming ``args.<field>`` (paths renamed here, :data:`RENAMES`) before any resource when something is wrong."""
+    catalog = load_catalog()
+    region = args.get("region") or pulumi.Config("aws").get("region") or "us-east-1"
     inputs = Inputs("SlurmCluster", region)
     slurm_plain = inputs.prepare(_split(args, list(SlurmConfig.__annotations__)), SlurmConfig)
     network_plain = inputs.prepare(_split(args, ["vpc_id", "subnets"]), NetworkConfig)
@@ -202,8 +204,7 @@ def _build_from_args(args: Mapping[str, Any], region: str, catalog: Catalog) -> 
         groups = cluster.slurm.node_groups if cluster.slurm is not None else groups
     ctx = SlurmContext.of(cluster)
     user_data = {g.name: compute_user_data(cluster, g, ctx, lustre, inputs) for g in groups}
-    return SlurmBuild(
-        cluster=cluster,
+    wiring = SlurmWiring(
         vpc_id=inputs.real(str(resolved.network.vpc_id)),
         head_subnet_id=inputs.real(head_subnet),
         node_group_subnet_ids={g.name: _group_subnets(resolved, g.spec, inputs) for g in groups},
@@ -214,6 +215,7 @@ def _build_from_args(args: Mapping[str, Any], region: str, catalog: Catalog) -> 
         inputs=inputs,
         people=_people(resolved_slurm, inputs),
     )
+    return Adapted(cluster, wiring)
 
 
 def _people(slurm: ResolvedSlurm, inputs: Inputs) -> People:

@@ -1,6 +1,6 @@
 """The builder of :class:`~gpucluster.components.slurm.slurm_cluster.SlurmCluster`: the agent package, the munge
-secret, the compute nodes' identity and launch templates, the head node and the controller's name, from a resolved
-:class:`~gpucluster.components.slurm._args.SlurmBuild`, under the parent it is given (the ``SlurmCluster`` itself,
+secret, the compute nodes' identity and launch templates, the head node and the controller's name, from the resolved
+cluster and its :class:`~gpucluster.components.slurm._args.SlurmWiring`, under the parent it is given (the ``SlurmCluster`` itself,
 or ``GpuCluster``'s part of that type)."""
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ import pulumi
 import pulumi_aws as aws
 
 from gpucluster.components._shared.agent_iam import LaunchRights
+from gpucluster.components._shared.inputs import with_id
 from gpucluster.components._shared.roles import ec2_ssm_role
 from gpucluster.components.compute._launch_template import NodeWiring
 from gpucluster.components.hybrid._security import hybrid_node_security_group
 from gpucluster.components.images.node_images import slurm_node_images
-from gpucluster.components.slurm._args import SlurmBuild
+from gpucluster.components.slurm._args import SlurmBuild, SlurmWiring
 from gpucluster.components.slurm._artifact import AgentArtifact, agent_artifact
 from gpucluster.components.slurm._head_network import placed_head_groups
 from gpucluster.components.slurm._head_node import head_identity, head_node
@@ -46,12 +47,15 @@ from gpucluster.render.slurm.iam_sessions import ROLE_TAG, statements_policy
 from gpucluster.render.slurm.identity import users_bundle
 from gpucluster.render.slurm.image import hook_objects
 from gpucluster.render.slurm.names import SlurmContext, controller_address, dns_zone, munge_secret_name
+from gpucluster.resolve.cluster import ResolvedCluster
 
 
-def build_slurm_cluster(parent: pulumi.ComponentResource, name: str, build: SlurmBuild) -> SlurmParts:
-    """The Slurm cluster of ``build`` (resolved), children of ``parent``; registers ``parent``'s outputs."""
+def build_slurm_cluster(
+    parent: pulumi.ComponentResource, name: str, resolved: ResolvedCluster, wiring: SlurmWiring
+) -> SlurmParts:
+    """The Slurm cluster of ``resolved`` placed by ``wiring``, children of ``parent``; registers ``parent``'s outputs."""
     parts = SlurmParts(parent)
-    parts._create(name, build)
+    parts._create(name, SlurmBuild(resolved, wiring))
     return parts
 
 
@@ -80,25 +84,25 @@ class SlurmParts:
 
     def _create(self, name: str, args: SlurmBuild) -> None:
         slurm = args.slurm
-        ctx = people_context(SlurmContext.of(args.cluster), args.people)
+        ctx = people_context(SlurmContext.of(args.resolved), args.wiring.people)
         cluster = args.cluster_name
         child = pulumi.ResourceOptions(parent=self._parent)
-        protect = args.resolved.protect
-        tags = dict(args.tags)
+        protect = args.section.protect
+        tags = dict(args.wiring.tags)
         # --- the agent package, in a private bucket the head node (and compute nodes) read ------------
-        artifact = agent_artifact(name, cluster, tags, child, users=users_bundle(args.people.identity))
+        artifact = agent_artifact(name, cluster, tags, child, users=users_bundle(args.wiring.people.identity))
         invoke = pulumi.InvokeOutputOptions(parent=self._parent)
         partition = aws.get_partition_output(opts=invoke).partition
         account = aws.get_caller_identity_output(opts=invoke).account_id
 
         secret = self._munge_secret(name, args, protect)
-        hybrid = args.hybrid
+        hybrid = args.wiring.hybrid
         self.munge_secret_arn = secret.arn
-        self._groups = people_groups(name, args.people, cluster=cluster, vpc_id=args.vpc_id, tags=tags, opts=child)
-        render_login = login_renderer(ctx, args.people, artifact.bucket.bucket, secret.arn)
+        self._groups = people_groups(name, args.wiring.people, cluster=cluster, vpc_id=args.wiring.vpc_id, tags=tags, opts=child)
+        render_login = login_renderer(ctx, args.wiring.people, artifact.bucket.bucket, secret.arn)
         reads = artifact.bucket.arn.apply(artifact.read_arns)  # the package and the users: what a login node reads
-        at = (cluster, args.region, partition, account, args.vpc_id, secret.arn, tags, protect, child, render_login, reads)
-        self._people: PeopleParts = build_people(self._parent, name, args.people, self._groups, PeopleWiring(*at))
+        at = (cluster, args.region, partition, account, args.wiring.vpc_id, secret.arn, tags, protect, child, render_login, reads)
+        self._people: PeopleParts = build_people(self._parent, name, args.wiring.people, self._groups, PeopleWiring(*at))
         self._login_role_id = self._people.login.role_id if self._people.login is not None else None
         home_server = home_server_of(self._people)
         # Compute nodes were rendered before the bucket, the munge secret and /home existed: their names replace stand-ins.
@@ -108,7 +112,7 @@ class SlurmParts:
                     with_munge_secret(with_artifact_bucket(str(v[0]), str(v[1])), args.region, str(v[2])), args.region, v[3]
                 )
             )
-            for n, u in args.user_data.items()
+            for n, u in args.wiring.user_data.items()
         }
         """User data per Slurm node group (node setup, storage mount, slurmd joining this cluster), gzip-ready
         cloud-config text. The launch templates carry it; a program that builds its own ``GpuNodeGroup`` for a
@@ -139,7 +143,7 @@ class SlurmParts:
             cluster=cluster,
             region=args.region,
             after=[*self.node_groups.values(), node_profile],
-            network={"securityGroupIds": args.security_group_ids, "subnetIds": args.node_group_subnet_ids},
+            network={"securityGroupIds": args.wiring.security_group_ids, "subnetIds": args.wiring.node_group_subnet_ids},
             parent=self._parent,
         )
         if head_ip is not None:
@@ -152,7 +156,7 @@ class SlurmParts:
 
     def _munge_secret(self, name: str, args: SlurmBuild, protect: bool) -> aws.secretsmanager.Secret:
         """The munge key's secret: empty; the head node (or a hybrid site, with a key of its own) writes the key."""
-        cluster, tags, hybrid = args.cluster_name, dict(args.tags), args.hybrid
+        cluster, tags, hybrid = args.cluster_name, dict(args.wiring.tags), args.wiring.hybrid
         child = pulumi.ResourceOptions(parent=self._parent)
         keep = pulumi.ResourceOptions(parent=self._parent, protect=protect, retain_on_delete=protect)
         self.munge_key_arn: pulumi.Output[str] | None = None
@@ -181,7 +185,7 @@ class SlurmParts:
     ) -> aws.iam.InstanceProfile:
         """The compute nodes' role (Session Manager, the munge key, the agent package), instance profile, security
         groups (a hybrid site's Slurm rules added) and launch templates; the instance profile."""
-        slurm, cluster, tags = args.slurm, args.cluster_name, dict(args.tags)
+        slurm, cluster, tags = args.slurm, args.cluster_name, dict(args.wiring.tags)
         child = pulumi.ResourceOptions(parent=self._parent)
         node_role = ec2_ssm_role(
             f"{name}-node",
@@ -207,7 +211,7 @@ class SlurmParts:
             ),
             opts=child,
         )
-        attach_role_statements(f"{name}-node-people", node_role, role_statements(args.people, args.region), child)
+        attach_role_statements(f"{name}-node-people", node_role, role_statements(args.wiring.people, args.region), child)
         node_profile = aws.iam.InstanceProfile(
             f"{name}-node-profile", role=node_role.name, tags=with_name(tags, f"{cluster}-slurm-node"), opts=child
         )
@@ -225,12 +229,12 @@ class SlurmParts:
                 g,
                 NodeWiring(
                     cluster_name=cluster,
-                    subnet_ids=args.node_group_subnet_ids[g.name],
+                    subnet_ids=args.wiring.node_group_subnet_ids[g.name],
                     security_group_ids=security_group_ids,
                     user_data=self.compute_user_data.get(g.name),
                     instance_profile_arn=node_profile.arn,
                     tags={**tags, ROLE_TAG: "compute"},
-                    inputs=args.inputs,
+                    inputs=args.wiring.inputs,
                     image_id=images.get(g.name),  # the baked image (slurm.images), else the group's own
                 ),
                 static=static,
@@ -238,29 +242,25 @@ class SlurmParts:
             )
         self.node_security_group_ids: pulumi.Input[Sequence[pulumi.Input[str]]] = security_group_ids
         """The compute nodes' security groups (their launch templates'): the only ones the agent may launch into."""
-        self._specs, self._subnets = {g.name: g.spec for g in args.node_groups}, args.node_group_subnet_ids
+        self._specs, self._subnets = {g.name: g.spec for g in args.node_groups}, args.wiring.node_group_subnet_ids
         return node_profile
 
     def _compute_security_groups(
         self, name: str, args: SlurmBuild, child: pulumi.ResourceOptions
     ) -> pulumi.Input[Sequence[pulumi.Input[str]]]:
         """The compute nodes' security groups: the given ones, a hybrid site's Slurm rules, the people's compute side."""
-        security_group_ids = args.security_group_ids
+        wiring = args.wiring
+        security_group_ids = wiring.security_group_ids
         self.hybrid_security_group_id: pulumi.Output[str] | None = None
         """The Slurm rules between the cloud nodes and a hybrid site (hybrid mode); none otherwise."""
-        if args.hybrid is not None:
+        if wiring.hybrid is not None:
             site_sg = hybrid_node_security_group(
-                name, args.hybrid, vpc_id=args.vpc_id, cluster=args.cluster_name, tags=dict(args.tags), opts=child
+                name, wiring.hybrid, vpc_id=wiring.vpc_id, cluster=args.cluster_name, tags=dict(wiring.tags), opts=child
             )
             self.hybrid_security_group_id = site_sg.id
-            given = args.security_group_ids
-            security_group_ids = (
-                [*given, site_sg.id]
-                if isinstance(given, (list, tuple))
-                else pulumi.Output.from_input(given).apply(lambda ids: [*ids, site_sg.id])
-            )
+            security_group_ids = with_id(wiring.security_group_ids, site_sg.id)
         if self._groups is not None:
-            security_group_ids = _with_group(security_group_ids, self._groups.compute_side.id)
+            security_group_ids = with_id(security_group_ids, self._groups.compute_side.id)
         return security_group_ids
 
     def _register(self) -> None:
@@ -297,7 +297,7 @@ class SlurmParts:
         protect: bool,
     ) -> pulumi.Output[str]:
         """The head node (slurmctld, the agent); its private address."""
-        tags, child = dict(args.tags), pulumi.ResourceOptions(parent=self._parent)
+        tags, child = dict(args.wiring.tags), pulumi.ResourceOptions(parent=self._parent)
         # --- the head node: its identity, its own interface and data volume, then the instance ---------
         head_role, head_profile = head_identity(
             name,
@@ -312,7 +312,7 @@ class SlurmParts:
         )
         self.head_role_arn = head_role.arn
         self._head_role_id = head_role.id
-        attach_role_statements(f"{name}-head-people", head_role, role_statements(args.people, args.region), child)
+        attach_role_statements(f"{name}-head-people", head_role, role_statements(args.wiring.people, args.region), child)
         host_keys = head_host_key_statement(self._people)
         if host_keys is not None:
             aws.iam.RolePolicy(
@@ -327,26 +327,26 @@ class SlurmParts:
             aws.iam.RolePolicy(f"{name}-head-spot-events", role=head_role.id, policy=reader, opts=child)
         head_groups, self.head_security_group_id = placed_head_groups(name, args, ctx, self._parent)
         if self._groups is not None:
-            head_groups = _with_group(head_groups, self._groups.head_side.id)
+            head_groups = with_id(head_groups, self._groups.head_side.id)
         head = head_node(
             name,
             ctx=ctx,
-            image_parameter=args.resolved.head_image_parameter,
-            inputs=args.inputs,
+            image_parameter=args.section.head_image_parameter,
+            inputs=args.wiring.inputs,
             tags=tags,
             protect=protect,
-            subnet_id=args.head_subnet_id,
+            subnet_id=args.wiring.head_subnet_id,
             security_group_ids=head_groups,
             profile=head_profile,
             artifact=artifact,
             node_groups=self.node_groups,
-            node_group_subnet_ids=args.node_group_subnet_ids,
-            shared_storage=args.shared_storage,
+            node_group_subnet_ids=args.wiring.node_group_subnet_ids,
+            shared_storage=args.wiring.shared_storage,
             parent=self._parent,
             home_server=home_server_of(self._people),
             host_key_secret_arn=self._people.login.host_key_secret_arn if self._people.login is not None else None,
             spot_queue_url=spot_queue.url if spot_queue is not None else None,
-            metrics_workspace_id=args.metrics_workspace_id,
+            metrics_workspace_id=args.wiring.metrics_workspace_id,
         )
         self.data_volume_id = head.data_volume_id
         self.head_user_data = head.user_data
@@ -369,12 +369,12 @@ class SlurmParts:
 
     def _controller_record(self, name: str, args: SlurmBuild, head_ip: pulumi.Output[str]) -> None:
         """Where compute nodes find slurmctld: a private zone of the cluster's VPC."""
-        cluster, tags, child = args.cluster_name, dict(args.tags), pulumi.ResourceOptions(parent=self._parent)
+        cluster, tags, child = args.cluster_name, dict(args.wiring.tags), pulumi.ResourceOptions(parent=self._parent)
         zone_record = aws.route53.Zone(
             f"{name}-dns",
             name=dns_zone(cluster),
             comment=f"Private names of Slurm cluster {cluster}",
-            vpcs=[aws.route53.ZoneVpcArgs(vpc_id=args.vpc_id)],
+            vpcs=[aws.route53.ZoneVpcArgs(vpc_id=args.wiring.vpc_id)],
             force_destroy=True,
             tags=with_name(tags, dns_zone(cluster)),
             opts=child,
@@ -389,12 +389,3 @@ class SlurmParts:
             records=[head_ip],
             opts=child,
         )
-
-
-def _with_group(
-    ids: pulumi.Input[Sequence[pulumi.Input[str]]], extra: pulumi.Output[str]
-) -> pulumi.Input[Sequence[pulumi.Input[str]]]:
-    """``ids`` (a list, or an Output of one) and ``extra``."""
-    if isinstance(ids, (list, tuple)):
-        return [*ids, extra]
-    return pulumi.Output.from_input(ids).apply(lambda given: [*given, extra])

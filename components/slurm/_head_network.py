@@ -107,21 +107,21 @@ def placed_head_groups(
     name: str, args: SlurmBuild, ctx: SlurmContext, parent: pulumi.Resource
 ) -> tuple[pulumi.Input[Sequence[pulumi.Input[str]]], pulumi.Output[str] | None]:
     """The head node's security groups and its own group's id: its own group and egress groups when the stack placed
-    it (``args.head_network``), else the compute nodes' groups and none (a standalone SlurmCluster)."""
-    network = args.head_network
+    it (``args.wiring.head_network``), else the compute nodes' groups and none (a standalone SlurmCluster)."""
+    network = args.wiring.head_network
     if network is None:
-        return args.security_group_ids, None
-    mounts_lustre = args.slurm.head_node.mount_shared_storage and any(s.fs_type == "lustre" for s in args.shared_storage)
+        return args.wiring.security_group_ids, None
+    mounts_lustre = args.slurm.head_node.mount_shared_storage and any(s.fs_type == "lustre" for s in args.wiring.shared_storage)
     if not mounts_lustre:
         network = dataclasses.replace(network, lustre_group_id=None)
     monitoring = ctx.monitoring
     rules = HeadRules(
         accounting=args.slurm.accounting is not None,
         srun_ports=ctx.srun_ports,
-        collector=monitoring is not None and monitoring.slurm_collector and args.metrics_workspace_id is not None,
+        collector=monitoring is not None and monitoring.slurm_collector and args.wiring.metrics_workspace_id is not None,
     )
     opts = pulumi.ResourceOptions(parent=parent)
     sg, ready = head_security_group(
-        name, network, rules, cluster=args.cluster_name, vpc_id=args.vpc_id, tags=dict(args.tags), opts=opts
+        name, network, rules, cluster=args.cluster_name, vpc_id=args.wiring.vpc_id, tags=dict(args.wiring.tags), opts=opts
     )
     return [ready, *network.egress_group_ids], sg.id

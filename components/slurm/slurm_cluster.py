@@ -37,9 +37,9 @@ import pulumi
 from gpucluster.components._shared.agent_iam import LaunchRights
 from gpucluster.components._shared.build import adopt
 from gpucluster.components._shared.config_types import NodeGroupConfig, SlurmConfig, SubnetConfig
-from gpucluster.components.slurm._args import build_from_args
+from gpucluster.components._shared.edge import at_edge
+from gpucluster.components.slurm._args import SlurmWiring, from_args
 from gpucluster.components.slurm._build import SlurmParts, build_slurm_cluster
-from gpucluster.facts.catalog import load_catalog
 
 TOKEN = "gpucluster:index:SlurmCluster"
 
@@ -113,12 +113,10 @@ class SlurmCluster(pulumi.ComponentResource):
     # annotation as an output): node_groups (the SlurmNodeGroup of each group) and compute_user_data.
 
     def __init__(self, name: str, args: SlurmClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        # Checked and resolved as the stack would be, before the first resource.
-        catalog = load_catalog()
-        region = args.get("region") or pulumi.Config("aws").get("region") or "us-east-1"
-        build = build_from_args(args, region, catalog)
+        with at_edge("SlurmCluster"):
+            adapted = from_args(args)  # every error before any resource
         super().__init__(TOKEN, name, None, opts)
-        self._parts = build_slurm_cluster(self, name, build)
+        self._parts = build_slurm_cluster(self, name, adapted.resolved, adapted.wiring)
         adopt(self, self._parts)
 
     def launch_rights(self, groups: Sequence[str]) -> LaunchRights:
@@ -126,4 +124,13 @@ class SlurmCluster(pulumi.ComponentResource):
         return self._parts.launch_rights(groups)
 
 
-__all__ = ["TOKEN", "SlurmCluster", "SlurmClusterArgs", "SlurmClusterLustreArgs", "SlurmParts", "build_slurm_cluster"]
+__all__ = [
+    "TOKEN",
+    "SlurmCluster",
+    "SlurmClusterArgs",
+    "SlurmClusterLustreArgs",
+    "SlurmParts",
+    "SlurmWiring",
+    "build_slurm_cluster",
+    "from_args",
+]

@@ -6,6 +6,7 @@ on delete unless the stack opts out.
 """
 
 import json
+from dataclasses import dataclass, field
 from typing import Required
 
 import pulumi
@@ -13,7 +14,7 @@ import pulumi_aws as aws
 
 from gpucluster.components._shared.buckets import LifecycleRule, bucket_lifecycle, private_bucket
 from gpucluster.components._shared.config_types import BucketConfig
-from gpucluster.components._shared.edge import at_edge, config_part, required, validate
+from gpucluster.components._shared.edge import Adapted, at_edge, config_part, required, validate
 from gpucluster.components._shared.inputs import Inputs
 from gpucluster.config.errors import raise_for
 from gpucluster.config.naming import cluster_tags, with_name
@@ -33,15 +34,25 @@ class DataBucketArgs(BucketConfig, total=False):
     """Tags on every taggable child. Default: none."""
 
 
-def bucket_from_args(args: DataBucketArgs) -> BucketSpec:
+@dataclass(frozen=True)
+class BucketWiring:
+    """Whose bucket it is and how it is kept."""
+
+    cluster_name: str
+    protect: bool = True
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+def from_args(args: DataBucketArgs) -> Adapted[BucketSpec, BucketWiring]:
     """The bucket settings of ``args``, validated with the stack's model; errors name ``args.<field>``."""
-    with at_edge("DataBucket"):
-        raise_for(required(args, {"cluster_name": "clusterName"}, "pass the cluster's name"), "DataBucket args")
-        return validate(
-            BucketSpec,
-            Inputs("DataBucket").prepare(config_part(args, DataBucketArgs, BucketConfig), BucketConfig),
-            "DataBucket args",
-        )
+    raise_for(required(args, {"cluster_name": "clusterName"}, "pass the cluster's name"), "DataBucket args")
+    spec = validate(
+        BucketSpec,
+        Inputs("DataBucket").prepare(config_part(args, DataBucketArgs, BucketConfig), BucketConfig),
+        "DataBucket args",
+    )
+    cluster_name = args["cluster_name"]
+    return Adapted(spec, BucketWiring(cluster_name, args.get("protect", True), cluster_tags(cluster_name, args.get("tags", {}))))
 
 
 def key_policy(account: str, partition: str) -> str:
@@ -87,12 +98,14 @@ class DataBucket(pulumi.ComponentResource):
     """ARN of the KMS key that encrypts the bucket's objects (FSx's data repository roles may use it)."""
 
     def __init__(self, name: str, args: DataBucketArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        spec = bucket_from_args(args)  # before any resource, the component included
+        with at_edge("DataBucket"):
+            adapted = from_args(args)  # before any resource, the component included
         super().__init__(TOKEN, name, None, opts)
-        protect, cluster_name = args.get("protect", True), args["cluster_name"]
+        spec, wiring = adapted.resolved, adapted.wiring
+        protect, cluster_name = wiring.protect, wiring.cluster_name
         child = pulumi.ResourceOptions(parent=self)
         keep = pulumi.ResourceOptions(parent=self, protect=protect, retain_on_delete=protect)
-        tags = with_name(cluster_tags(cluster_name, args.get("tags", {})), f"{cluster_name}-data")
+        tags = with_name(wiring.tags, f"{cluster_name}-data")
         invoke = pulumi.InvokeOutputOptions(parent=self)
         identity = aws.get_caller_identity_output(opts=invoke)
         partition = aws.get_partition_output(opts=invoke)

@@ -21,7 +21,7 @@ import pulumi_aws as aws
 
 from gpucluster.components._shared.build import adopt
 from gpucluster.components._shared.config_types import LustreConfig, WorkloadConfig
-from gpucluster.components._shared.edge import at_edge, config_part, validate
+from gpucluster.components._shared.edge import Adapted, at_edge, config_part, validate
 from gpucluster.components._shared.inputs import Inputs
 from gpucluster.components._shared.security import BOTH_WAYS, allow
 from gpucluster.components.storage._setup import SetupHost, setup_host, setup_network
@@ -88,10 +88,13 @@ class LustreWiring:
     bucket_name: pulumi.Input[str] | None = None
     protect: bool = True
     tags: dict[str, str] = field(default_factory=dict)
+    inputs: Inputs | None = None
+    """Gives back the Outputs a program passed (``fileSystemId``, ``kmsKeyId``); none in the stack."""
 
 
-def lustre_from_args(args: LustreStorageArgs, inputs: Inputs) -> tuple[LustreSpec, LustreWiring]:
+def from_args(args: LustreStorageArgs) -> Adapted[LustreSpec, LustreWiring]:
     """``args`` validated with the stack's model, checks and defaults; errors name ``args.<field>``."""
+    inputs = Inputs("LustreStorage", pulumi.Config("aws").get("region") or "us-east-1")
     config = config_part(args, LustreStorageArgs, LustreConfig)
     fs = validate(LustreSpec, inputs.prepare(config, LustreConfig), "LustreStorage args")
     workload = None
@@ -128,8 +131,9 @@ def lustre_from_args(args: LustreStorageArgs, inputs: Inputs) -> tuple[LustreSpe
         bucket_name=args.get("bucket_name"),
         protect=args.get("protect", True),
         tags=cluster_tags(args["cluster_name"], args.get("tags", {})),
+        inputs=inputs,
     )
-    return resolve_lustre(fs, sizing), wiring
+    return Adapted(resolve_lustre(fs, sizing), wiring)
 
 
 def repository_path(repo: DataRepositorySpec, bucket_name: pulumi.Input[str] | None) -> pulumi.Input[str]:
@@ -176,11 +180,10 @@ class LustreStorage(pulumi.ComponentResource):
     attached or scratch file system."""
 
     def __init__(self, name: str, args: LustreStorageArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        inputs = Inputs("LustreStorage", pulumi.Config("aws").get("region") or "us-east-1")
         with at_edge("LustreStorage"):
-            fs, wiring = lustre_from_args(args, inputs)  # every error before any resource
+            adapted = from_args(args)  # every error before any resource
         super().__init__(TOKEN, name, None, opts)
-        adopt(self, build_lustre(self, name, fs, wiring, inputs))
+        adopt(self, build_lustre(self, name, adapted.resolved, adapted.wiring))
 
 
 class LustreParts:
@@ -198,12 +201,10 @@ class LustreParts:
         self.setup_host: SetupHost | None = None  # the file system's admin host
 
 
-def build_lustre(
-    parent: pulumi.ComponentResource, name: str, fs: LustreSpec, wiring: LustreWiring, inputs: Inputs | None = None
-) -> LustreParts:
+def build_lustre(parent: pulumi.ComponentResource, name: str, fs: LustreSpec, wiring: LustreWiring) -> LustreParts:
     """The file system of ``fs`` (resolved), children of ``parent``; registers ``parent``'s outputs."""
     parts = LustreParts()
-    inputs = inputs or Inputs("LustreStorage")
+    inputs = wiring.inputs or Inputs("LustreStorage")
     child = pulumi.ResourceOptions(parent=parent)
     setup_net = None
     if wiring.setup_directories is not None:  # before the file system: its address is a no-squash client

@@ -67,10 +67,6 @@ class ResolvedSlurm:
         """Partition → node group, config order."""
         return {g.partition: g.name for g in self.node_groups}
 
-    @property
-    def default_partition(self) -> str | None:
-        return next((g.partition for g in self.node_groups if g.entry.default), None)
-
 
 @dataclass(frozen=True)
 class ResolvedCluster:

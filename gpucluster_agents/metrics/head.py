@@ -21,10 +21,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 from typing import Any, cast
 
 from ..power.error_codes import ICE_CODES  # stdlib only: the agent's own insufficient-capacity set
+from ..usage.run import run_slurm
 from .exposition import Registry
 
 TIMEOUT = 10.0
@@ -58,13 +58,6 @@ BOOT_FAILS = ("gpucluster_agent_boot_failures", "gauge", "Boot failures counted 
 REPAIRS = ("gpucluster_agent_repairs_active", "gauge", "Node repairs under way, by action.")
 REPAIRED = ("gpucluster_agent_repairs_recent", "gauge", "Finished node repairs among the last 500, by action and outcome.")
 BRAKE = ("gpucluster_agent_repair_brake_tripped", "gauge", "1 while a node group's repair brake is on.")
-
-
-def _run(argv: list[str]) -> str:
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()[:200]}")
-    return proc.stdout
 
 
 def _bounded(counts: dict[tuple[str, ...], int], key: tuple[str, ...], other: tuple[str, ...]) -> None:
@@ -133,9 +126,10 @@ def parse_squeue(text: str) -> tuple[dict[tuple[str, ...], int], dict[tuple[str,
 
 
 def collect_slurm(reg: Registry, bin_dir: str) -> None:
-    nodes, drains = parse_sinfo(_run([os.path.join(bin_dir, "sinfo"), "-h", "-N", "-o", "%n|%T|%E"]))
-    gpus = parse_gres_used(_run([os.path.join(bin_dir, "sinfo"), "-h", "-N", "-O", "NodeHost:|,GresUsed:|"]))
-    jobs, pending = parse_squeue(_run([os.path.join(bin_dir, "squeue"), "-h", "-a", "-o", "%T|%r"]))
+    sinfo, squeue = os.path.join(bin_dir, "sinfo"), os.path.join(bin_dir, "squeue")
+    nodes, drains = parse_sinfo(run_slurm([sinfo, "-h", "-N", "-o", "%n|%T|%E"], timeout=TIMEOUT))
+    gpus = parse_gres_used(run_slurm([sinfo, "-h", "-N", "-O", "NodeHost:|,GresUsed:|"], timeout=TIMEOUT))
+    jobs, pending = parse_squeue(run_slurm([squeue, "-h", "-a", "-o", "%T|%r"], timeout=TIMEOUT))
     for (state,), n in sorted(nodes.items()):
         reg.add(*NODES, n, {"state": state})
     for (check, action), n in sorted(drains.items()):

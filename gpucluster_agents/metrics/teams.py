@@ -25,7 +25,6 @@ import datetime as dt
 import grp
 import logging
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -33,7 +32,8 @@ from collections.abc import Sequence
 from ..contract import ConfigError
 from ..contract import accounts as contract
 from ..usage import teams as usage_teams
-from ..usage.sacct import SacctError, gpu_count, run_sacct
+from ..usage.run import SlurmCommandError, run_slurm
+from ..usage.sacct import gpu_count, run_sacct
 from . import snapshot
 from .exposition import Registry
 
@@ -101,22 +101,13 @@ def parse_squeue(text: str, accounts: set[str]) -> tuple[dict[tuple[str, str], i
     return jobs, gpus
 
 
-def _run_squeue(bin_dir: str) -> str:
-    argv = squeue_command(bin_dir)
-    proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=SQUEUE_TIMEOUT_S, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"squeue exited {proc.returncode}: {proc.stderr.strip()[:200]}")
-    return proc.stdout
-
-
 def collect(reg: Registry, c: contract.AccountsContract, bin_dir: str, now: dt.datetime) -> None:
-    """Every account's series into ``reg`` (:class:`~..usage.teams.ShareError`, :class:`SacctError` or an error of
-    squeue when a source fails)."""
+    """Every account's series into ``reg``; a :class:`SlurmCommandError` when sshare, sacct or squeue fails."""
     names = [a.name for a in c.accounts]
     shares = usage_teams.parse_shares(usage_teams.run_sshare(names, os.path.join(bin_dir, "sshare"))) if names else []
     since = now - dt.timedelta(days=WINDOW_DAYS)
     reports = usage_teams.team_reports(c, shares, run_sacct(since, now, os.path.join(bin_dir, "sacct")), now)
-    jobs, gpus = parse_squeue(_run_squeue(bin_dir), set(names))
+    jobs, gpus = parse_squeue(run_slurm(squeue_command(bin_dir), timeout=SQUEUE_TIMEOUT_S), set(names))
     for account in c.accounts:
         report, labels = reports[account.name], {"account": account.name}
         reg.add(*GPU_SECONDS, float(report["usage"]["gpu_seconds"]), labels)
@@ -142,7 +133,7 @@ def read_once(accounts_file: str, bin_dir: str, now: dt.datetime) -> Registry:
         collect(staged, contract.load(accounts_file), bin_dir, now)
         reg = staged
         ok = 1
-    except (ConfigError, usage_teams.ShareError, SacctError, RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+    except (ConfigError, SlurmCommandError, OSError) as exc:
         LOG.warning("team figures not read: %s", exc)
         ok = 0
     reg.add(*snapshot.COLLECTOR_OK, ok, {"collector": COLLECTOR})

@@ -17,9 +17,10 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from .run import SlurmCommandError, run_slurm
 
 FIELDS = ("JobID", "User", "Account", "Partition", "AllocTRES", "ElapsedRaw", "Start", "End", "State")
 DELIMITER = "\x1f"  # ASCII unit separator: not a character of any name sacct prints
@@ -28,7 +29,7 @@ SACCT_TIMEOUT_S = 300
 _GPU_TYPED = re.compile(r"^gres/gpu:[^=,]+$")
 
 
-class SacctError(RuntimeError):
+class SacctError(SlurmCommandError):
     """sacct could not be run or failed (slurmdbd unreachable, no accounting)."""
 
 
@@ -74,24 +75,9 @@ def sacct_command(since: dt.datetime, until: dt.datetime, sacct: str = "sacct") 
 
 def run_sacct(since: dt.datetime, until: dt.datetime, sacct: str = "sacct") -> str:
     """sacct's output for the window; :class:`SacctError` when it cannot be had."""
-    env = dict(os.environ, TZ="UTC")
-    try:
-        proc = subprocess.run(
-            sacct_command(since, until, sacct),
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=SACCT_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SacctError(f"cannot run {sacct}: {exc}") from exc
-    if proc.returncode != 0:
-        detail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
-        raise SacctError(f"sacct failed (exit {proc.returncode}): {detail}")
-    return proc.stdout
+    return run_slurm(
+        sacct_command(since, until, sacct), timeout=SACCT_TIMEOUT_S, error=SacctError, env=dict(os.environ, TZ="UTC")
+    )
 
 
 def parse_time(text: str) -> dt.datetime | None:

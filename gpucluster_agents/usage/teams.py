@@ -19,7 +19,6 @@ import argparse
 import datetime as dt
 import grp
 import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -30,6 +29,7 @@ from ..contract import ConfigError
 from ..contract import accounts as contract
 from .policy import of_contract
 from .report import Window, dump, tally
+from .run import SlurmCommandError, run_slurm
 from .sacct import SacctError, parse_records, run_sacct
 
 TEAM_SCHEMA = 1
@@ -40,7 +40,7 @@ SSHARE_TIMEOUT_S = 120
 DAYS = 30
 
 
-class ShareError(RuntimeError):
+class ShareError(SlurmCommandError):
     """sshare could not be run or failed."""
 
 
@@ -79,22 +79,7 @@ def sshare_command(accounts: list[str], sshare: str = "sshare") -> list[str]:
 
 
 def run_sshare(accounts: list[str], sshare: str = "sshare") -> str:
-    try:
-        proc = subprocess.run(
-            sshare_command(accounts, sshare),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=SSHARE_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ShareError(f"cannot run {sshare}: {exc}") from exc
-    if proc.returncode != 0:
-        detail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
-        raise ShareError(f"sshare failed (exit {proc.returncode}): {detail}")
-    return proc.stdout
+    return run_slurm(sshare_command(accounts, sshare), timeout=SSHARE_TIMEOUT_S, error=ShareError)
 
 
 def parse_shares(text: str) -> list[ShareRow]:

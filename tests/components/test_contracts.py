@@ -12,14 +12,17 @@ import importlib
 import inspect
 import itertools
 import pkgutil
+import re
 import typing
 from collections.abc import Callable
+from pathlib import Path
 
 import pulumi
 import pulumi_aws
 import pytest
 
 import gpucluster.components
+from gpucluster.components._shared.edge import Adapted
 from gpucluster.components.gpu_cluster import GpuCluster, GpuClusterArgs
 from gpucluster.config.naming import CLUSTER_TAG, MANAGED_BY_TAG
 from tests.components.contract_programs import PROGRAMS, Built, built
@@ -154,6 +157,46 @@ def test_args_class_fields_are_documented(cls):
         assert dataclasses.is_dataclass(args_cls)
         fields = {f.name for f in dataclasses.fields(args_cls)}
     assert fields - _documented(args_cls) == set(), f"undocumented {args_cls.__name__} fields"
+
+
+def _config_shaped(cls: type) -> bool:
+    """Args that are a typed dict: a program's plain values, checked and resolved at the component's edge. (Args
+    that are a dataclass hold values already resolved: ``GpuOperatorArgs``, ``KueueArgs``, ...)"""
+    return typing.is_typeddict(getattr(inspect.getmodule(cls), f"{cls.__name__}Args"))
+
+
+ADAPTED = [c for c in PUBLIC if _config_shaped(c)]
+
+
+def test_config_shaped_components_are_found():
+    assert {"GpuCluster", "GpuNodeGroup", "SlurmCluster", "EksCluster", "LustreStorage", "DataBucket"} <= {
+        c.__name__ for c in ADAPTED
+    }
+
+
+@pytest.mark.parametrize("cls", ADAPTED, ids=lambda c: c.__name__)
+def test_the_args_adapter_is_from_args_returning_adapted(cls):
+    """One spelling and one shape for every Args adapter (``components/_shared/edge.py``): the component's module has
+    ``from_args(args)``, it returns an ``Adapted`` (``resolved``, ``wiring``), and the constructor calls it."""
+    module = inspect.getmodule(cls)
+    adapter = getattr(module, "from_args", None)
+    assert callable(adapter), f"{module.__name__} has no from_args"  # type: ignore[union-attr]
+    assert list(inspect.signature(adapter).parameters) == ["args"]
+    assert typing.get_origin(typing.get_type_hints(adapter)["return"]) is Adapted
+    assert "from_args(args)" in inspect.getsource(cls.__init__)
+
+
+def test_no_other_adapter_spelling():
+    """An Args adapter spelt another way (``network_from_args``, ``resolve_args``, ``_build_from_args``) is a second
+    name for the same job: every one is ``from_args``."""
+    root = Path(gpucluster.components.__path__[0])
+    others = [
+        f"{path.relative_to(root)}:{node.name}"
+        for path in sorted(root.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef) and node.name != "from_args" and re.search(r"from_args$|^_?resolve_args$", node.name)
+    ]
+    assert others == []
 
 
 def _taggable(token: str) -> bool:

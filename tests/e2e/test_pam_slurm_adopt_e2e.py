@@ -17,7 +17,7 @@ the job's ``step_extern`` cgroup. Without cgroup v1 (a cgroup v2 machine: 22.05'
 here) the node keeps ``proctrack/pgid``, that test skips with that reason, and adoption is asserted by the module's
 own line naming pamtester's pid and the job (``stepd_add_extern_pid`` answered).
 
-Files under test, all rendered: the users program (``render/slurm/identity.py: users_script``), the compute sshd
+Files under test, all rendered: the users program (``gpucluster_agents/boot/users.sh``), the compute sshd
 stack and the admin group's pam_access file (``render/slurm/pam.py``), for the config tests' declared people
 (``tests/conftest.py: identity_declared_config``, loaded and resolved). On Debian 12 the stack's module name resolves
 because the namespace's PAM module directory holds bookworm's ``/lib/security/pam_slurm_adopt.so`` (``people.py``).

@@ -37,7 +37,9 @@ def test_slurm_groups_carry_their_partition_from_the_one_rule():
     assert isinstance(p5, SlurmGroup) and c.node_group("p5") is p5  # one type: the cluster's group is the Slurm group
     assert (p5.partition, dev.partition) == ("gpu", "dev")  # named, else the group's own name
     assert (p5.static, dev.static, p5.entry.default, dev.entry.default) == (False, True, False, True)
-    assert c.slurm.partitions == {"gpu": "p5", "dev": "dev"} and c.slurm.default_partition == "dev"
+    assert c.slurm.partitions == {"gpu": "p5", "dev": "dev"} and [
+        g.partition for g in c.slurm.node_groups if g.entry.default
+    ] == ["dev"]
     assert p5.node_names == [f"p5-{i}" for i in range(1, 5)]
     assert c.slurm.head_zone == "us-east-1a" and c.slurm.protect is True
 
@@ -108,13 +110,13 @@ def python_files(*tops: str) -> list[Path]:
 
 # The components' edges (an Args → resolved adapter) may load the catalog; builders and the parts they place may not.
 EDGES = {
-    "components/gpu_cluster.py",  # GpuCluster(args) → cluster_from_args
-    "components/compute/gpu_node_group.py",  # GpuNodeGroup(args) → _from_args
-    "components/slurm/slurm_cluster.py",  # SlurmCluster(args) → build_from_args
+    "components/gpu_cluster.py",  # GpuCluster(args) → from_args
+    "components/compute/gpu_node_group.py",  # GpuNodeGroup(args) → from_args
+    "components/slurm/slurm_cluster.py",  # SlurmCluster(args) → from_args
     "components/slurm/_args.py",
     "components/kubernetes/_args.py",
-    "components/kubernetes/eks_cluster.py",  # EksCluster(args) → resolve_args
-    "components/kubernetes/kubernetes_platform.py",  # KubernetesPlatform(args) → resolve_args
+    "components/kubernetes/eks_cluster.py",  # EksCluster(args) → from_args
+    "components/kubernetes/kubernetes_platform.py",  # KubernetesPlatform(args) → from_args
     "components/kubernetes/kueue.py",  # Kueue(args) with node group specs
 }
 

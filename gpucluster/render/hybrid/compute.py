@@ -216,9 +216,3 @@ def render_hybrid_compute_user_data(
     config = node_cloud_config(cluster.name, group, lustre) + hybrid_join_part(cluster, group, munge_secret_arn)
     title = f"gpucluster {cluster.name} / burst node group {group.name} ({group.instance_type}) of site {hybrid_of(cluster.spec).site}"
     return render_cloud_config(title, config, gzipped=True)
-
-
-def cloud_ubuntu_release(cluster: ResolvedCluster, group: ResolvedNodeGroup) -> str | None:
-    """The Ubuntu release of ``group``'s default image (``facts.images.default_image_parameter(facts, release)``), or
-    None when the group brings its own image."""
-    return cloud_slurm(site_controller(cluster.spec), group.spec).ubuntu

@@ -56,12 +56,6 @@ def onprem_nccl_environment(fabric: str) -> dict[str, str]:
     return dict(sorted(env.items()))
 
 
-def cloud_nccl_environment(group: ResolvedNodeGroup) -> dict[str, str]:
-    """The NCCL/EFA environment of a cloud node of ``group``: the same as a head-node cluster's node gets
-    (:func:`gpucluster.facts.nccl.nccl_environment`, the group's ``ncclEnv`` winning), as resolved."""
-    return dict(group.nccl_env)
-
-
 def cloud_node_patterns(groups: tuple[ResolvedNodeGroup, ...]) -> list[str]:
     """The node-name prefixes of the cloud nodes: the agent names them ``<group>-<n>``
     (:func:`gpucluster_agents.contract.node_names`)."""

@@ -62,12 +62,10 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from pathlib import Path
 
 from gpucluster.render.core import WriteFile, bundle_json
 from gpucluster.render.slurm.names import AGENT_LIB, AWS_HELPER_CONFIG
 from gpucluster.resolve.slurm.identity import DeclaredIdentity, ResolvedIdentity
-from gpucluster_agents.boot import users as boot_users
 from gpucluster_agents.boot.users import USERS_KEY as USERS_KEY
 from gpucluster_agents.contract import users as users_contract
 
@@ -104,11 +102,6 @@ if grep -q '^{DEFAULT_IMAGE_USER}:' "$r/etc/passwd" 2>/dev/null; then
   usermod ${{r:+--prefix "$r"}} --lock --expiredate 1 {DEFAULT_IMAGE_USER} || echo "gpucluster: could not lock {DEFAULT_IMAGE_USER}" >&2
 fi
 """
-
-
-def session_lockdown_script() -> str:
-    """The lockdown's shell text (see the module)."""
-    return _LOCKDOWN
 
 
 # bootcmd: "$1" is the lockdown; it is written where the first runcmd finds it, then run (like the IMDS guard's).
@@ -155,13 +148,6 @@ in full; a timer's run with the same file does nothing."""
 USERS_UNIT = "gpucluster-users.service"
 USERS_TIMER = "gpucluster-users.timer"
 USERS_POLL = "2min"
-
-
-def users_script() -> str:
-    """``gpucluster-users``: the declared groups and users of the users file as local accounts
-    (``gpucluster_agents/boot/users.sh``, shipped in the node package: the same text on every node of every cluster, so
-    no user data carries it; the users are data, :func:`users_json`, read through the users contract's parser)."""
-    return Path(boot_users.__file__).with_name("users.sh").read_text()
 
 
 def users_json(declared: DeclaredIdentity) -> str:

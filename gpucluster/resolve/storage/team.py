@@ -94,17 +94,6 @@ class LustreAdmins:
     """What the setup host creates."""
 
 
-def lustre_admins(spec: ClusterSpec) -> LustreAdmins | None:
-    """The admin hosts of ``spec``'s Lustre file system, or None without one. ``spec`` is resolved.
-
-    A stack with nothing to create and no head node has no admin host: under root squash nobody can then write the
-    new file system (its root is root's, mode 0755), which the checks warn about (``no-admin-host``)."""
-    storage = spec.storage
-    if storage is None or storage.lustre is None:
-        return None
-    return lustre_admins_of(spec, storage.lustre)
-
-
 def lustre_admins_of(spec: ClusterSpec, lustre: LustreSpec) -> LustreAdmins:
     """The admin hosts of ``lustre``, the Lustre file system of ``spec`` (resolved)."""
     head = head_node_mounts_lustre(spec)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from typing import Any
 
 import pulumi
@@ -14,10 +15,8 @@ import pytest
 import yaml
 
 from gpucluster.components._shared.build import part as component_part
-from gpucluster.components.kubernetes._args import resolve_args
-from gpucluster.components.kubernetes.eks_cluster import TOKEN, EksClusterArgs, EksWiring, build_eks_cluster
+from gpucluster.components.kubernetes.eks_cluster import TOKEN, build_eks_cluster, from_args
 from gpucluster.config.errors import ConfigError
-from gpucluster.facts.catalog import load_catalog
 from gpucluster.policy.iam_eval import Request, evaluate
 from gpucluster.render.hybrid.eks_nodes import cni_values
 from gpucluster.render.iam import session_manager_policy
@@ -238,19 +237,9 @@ def test_node_files_carry_the_arns_the_stack_creates(run_components):
     def program():
         # The stack's path: the hybrid section is GpuCluster's, so the builder gets it (EksClusterArgs has none).
         args = args_of(spec)
-        resolved, inputs = resolve_args(
-            "EksCluster", args, load_catalog(), args_type=EksClusterArgs, region="us-east-1", lustre=False
-        )
-        wiring = EksWiring(
-            region="us-east-1",
-            cluster_subnet_ids=args["cluster_subnet_ids"],
-            node_group_subnet_ids=dict(args["node_group_subnet_ids"]),
-            security_group_ids=args["security_group_ids"],
-            user_data=args["user_data"],
-            protect_data=True,
-            tags=args["tags"],
-        )
-        eks = build_eks_cluster(component_part(TOKEN, "k-eks"), "k-eks", resolved, wiring, inputs, spec.hybrid)
+        adapted = from_args(args)
+        wiring = replace(adapted.wiring, hybrid=spec.hybrid)
+        eks = build_eks_cluster(component_part(TOKEN, "k-eks"), "k-eks", adapted.resolved, wiring)
         assert eks.hybrid_nodes is not None and eks.hybrid_nodes.profile is not None
         pulumi.Output.all(eks.hybrid_nodes.bundle, eks.hybrid_nodes.role.arn, eks.hybrid_nodes.profile.arn).apply(
             lambda v: seen.update(bundle=v[0], role=v[1], profile=v[2])

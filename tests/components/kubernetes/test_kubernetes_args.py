@@ -3,7 +3,7 @@ the stack's defaults, and errors naming the field before any resource."""
 
 from __future__ import annotations
 
-from gpucluster.components.kubernetes._args import resolve_args
+from gpucluster.components.kubernetes._args import resolve_section
 from gpucluster.components.kubernetes.eks_cluster import EksClusterArgs
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.resolve.kubernetes import resolve_kubernetes
@@ -58,7 +58,7 @@ def stack_and_args(**kubernetes):
     raw_groups = [{"name": "gpu", "instance_type": "p5.48xlarge", "availability_zones": ["us-east-1a"], "max_size": 4}]
     raw_kubernetes = spec.kubernetes.model_dump(exclude_defaults=True)
     args = {**raw_kubernetes, "cluster_name": "k", "region": "us-east-1", "node_groups": raw_groups}
-    from_args, _ = resolve_args("EksCluster", args, catalog, args_type=EksClusterArgs, region="us-east-1", lustre=False)
+    from_args, _ = resolve_section("EksCluster", args, catalog, args_type=EksClusterArgs, region="us-east-1", lustre=False)
     return stack, from_args
 
 

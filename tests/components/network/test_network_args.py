@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pulumi_aws as aws
 
-from gpucluster.components._shared.inputs import Inputs
-from gpucluster.components.network.network import Network, network_from_args
+from gpucluster.components.network.network import Network, from_args
 from gpucluster.load import load_spec
 from tests.conftest import make_config
 
@@ -44,6 +43,6 @@ def test_new_vpc_gets_a_subnet_in_every_zone_asked(run_components):
 
 def test_standalone_defaults_are_the_stacks():
     spec = load_spec(make_config(), stack="c").spec
-    ours, _ = network_from_args({"cluster_name": "c", "zones": list(spec.zones), "region": "us-east-1"}, Inputs("Network"))
+    ours = from_args({"cluster_name": "c", "zones": list(spec.zones), "region": "us-east-1"}).resolved
     assert ours == spec.network
     assert ours.flow_logs.protect is True

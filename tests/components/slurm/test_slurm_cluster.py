@@ -15,7 +15,7 @@ from gpucluster.components._shared.agent_iam import LaunchScope, slurm_agent_pol
 from gpucluster.components._shared.build import part
 from gpucluster.components.gpu_cluster import TOKEN as CLUSTER_TOKEN
 from gpucluster.components.gpu_cluster import build_gpu_cluster
-from gpucluster.components.slurm._args import SlurmBuild
+from gpucluster.components.slurm._args import SlurmWiring
 from gpucluster.components.slurm.slurm_cluster import TOKEN as SLURM_TOKEN
 from gpucluster.components.slurm.slurm_cluster import build_slurm_cluster
 from gpucluster.components.storage.shared_storage import SharedStorage
@@ -46,13 +46,13 @@ def spec_of(*groups, storage=None, **slurm):
 
 
 def build(spec, shared_storage=(LUSTRE,), **extra):
-    """``build_slurm_cluster`` of ``spec`` with stand-in wiring; ``extra``: more SlurmBuild fields (``people``)."""
+    """``build_slurm_cluster`` of ``spec`` with stand-in wiring; ``extra``: more SlurmWiring fields (``people``)."""
     groups = spec.slurm.node_groups
     return build_slurm_cluster(
         part(SLURM_TOKEN, "s-slurm"),
         "s-slurm",
-        SlurmBuild(
-            cluster=spec,
+        spec,
+        SlurmWiring(
             vpc_id="vpc-0abc12345",
             head_subnet_id=SUBNETS[0],
             node_group_subnet_ids={g.name: SUBNETS for g in groups},
@@ -429,7 +429,7 @@ def test_compute_nodes_name_the_artifact_bucket_once_it_exists(run_components, t
     groups = two_groups.slurm.node_groups
     spec_data = {g.name: f"#cloud-config\n# {g.name} {ARTIFACT_BUCKET_STAND_IN}\n" for g in groups}
     plan = run_components(
-        lambda: build_slurm_cluster(part(SLURM_TOKEN, "s-slurm"), "s-slurm", _with_user_data(two_groups, spec_data))
+        lambda: build_slurm_cluster(part(SLURM_TOKEN, "s-slurm"), "s-slurm", two_groups, _with_user_data(two_groups, spec_data))
     )
     bucket = plan.by_name("s-slurm-artifacts").state["bucket"]
     for lt in plan.of_type(LT):
@@ -440,8 +440,7 @@ def test_compute_nodes_name_the_artifact_bucket_once_it_exists(run_components, t
 
 def _with_user_data(spec, user_data):
     groups = spec.slurm.node_groups
-    return SlurmBuild(
-        cluster=spec,
+    return SlurmWiring(
         vpc_id="vpc-0abc12345",
         head_subnet_id=SUBNETS[0],
         node_group_subnet_ids={g.name: SUBNETS for g in groups},

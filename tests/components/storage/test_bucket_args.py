@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpucluster.components.storage.data_bucket import DataBucket, bucket_from_args
+from gpucluster.components.storage.data_bucket import DataBucket, from_args
 from gpucluster.load import load_spec
 from tests.conftest import make_config
 
@@ -10,7 +10,7 @@ from tests.conftest import make_config
 def test_standalone_defaults_are_the_stacks():
     spec = load_spec(make_config(storage={"bucket": {}}), stack="c").spec
     assert spec.storage is not None
-    assert bucket_from_args({"cluster_name": "c"}) == spec.storage.bucket
+    assert from_args({"cluster_name": "c"}).resolved == spec.storage.bucket
 
 
 def test_settings_reach_the_lifecycle(run_components):

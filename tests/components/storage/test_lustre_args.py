@@ -6,8 +6,7 @@ import pulumi
 import pulumi_aws as aws
 import pytest
 
-from gpucluster.components._shared.inputs import Inputs
-from gpucluster.components.storage.lustre_storage import LustreStorage, LustreStorageArgs, lustre_from_args
+from gpucluster.components.storage.lustre_storage import LustreStorage, LustreStorageArgs, from_args
 from gpucluster.load import load_spec
 from tests.conftest import make_config
 
@@ -34,7 +33,7 @@ def stack_lustre(lustre: dict, **storage):
 
 
 def standalone(args: LustreStorageArgs):
-    return lustre_from_args({**WIRING, **args}, Inputs("LustreStorage"))[0]  # type: ignore[typeddict-item]
+    return from_args({**WIRING, **args}).resolved  # type: ignore[typeddict-item]
 
 
 @pytest.mark.parametrize("deployment", ["PERSISTENT_2", "SCRATCH_2"])
@@ -60,7 +59,7 @@ def test_standalone_gets_the_stacks_backup_default(deployment):
 
 
 def test_standalone_sizing_matches_the_stacks():
-    ours = lustre_from_args(
+    ours = from_args(
         {
             **WIRING,
             "workload": {
@@ -71,8 +70,7 @@ def test_standalone_sizing_matches_the_stacks():
                 "gpu_count": 16,
             },
         },
-        Inputs("LustreStorage"),
-    )[0]
+    ).resolved
     theirs = stack_lustre({}, workload=WORKLOAD)
     got = (ours.throughput_per_unit_storage, ours.storage_capacity_gib, ours.metadata_iops)
     assert got == (theirs.throughput_per_unit_storage, theirs.storage_capacity_gib, theirs.metadata_iops)

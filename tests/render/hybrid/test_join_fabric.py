@@ -11,7 +11,6 @@ import pytest
 from gpucluster.render.compute.node import NCCL_ENV_PATH
 from gpucluster.render.core import env_file
 from gpucluster.render.hybrid.fabric import (
-    cloud_nccl_environment,
     cloud_node_patterns,
     hybrid_task_prolog,
     onprem_nccl_environment,
@@ -33,7 +32,7 @@ def test_onprem_environment_per_fabric():
 
 def test_cloud_environment_is_efa():
     spec = hybrid_spec()
-    env = cloud_nccl_environment(p5(spec))
+    env = dict(p5(spec).nccl_env)
     assert env["FI_PROVIDER"] == "efa" and env["FI_EFA_USE_DEVICE_RDMA"] == "1" and "NCCL_NET" not in env
 
 
@@ -57,7 +56,7 @@ class Prolog:
         scontrol.write_text('#!/bin/sh\n[ "$1 $2" = "show hostnames" ] || exit 1\nfor h in $FAKE_HOSTS; do echo "$h"; done\n')
         scontrol.chmod(0o755)
         self.env_file = tmp / "nccl.env"
-        self.env_file.write_text(env_file(cloud_nccl_environment(p5(spec))))
+        self.env_file.write_text(env_file(dict(p5(spec).nccl_env)))
 
     def run(self, node: str, hosts: str, **env: str) -> subprocess.CompletedProcess[str]:
         full = {

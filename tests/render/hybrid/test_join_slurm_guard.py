@@ -15,7 +15,7 @@ import pytest
 
 from gpucluster.render.compute.node import NCCL_ENV_PATH
 from gpucluster.render.core import env_file
-from gpucluster.render.hybrid.fabric import cloud_nccl_environment, hybrid_task_prolog
+from gpucluster.render.hybrid.fabric import hybrid_task_prolog
 from tests.conftest import IN_CI, require_tool
 from tests.e2e import slurm_harness
 from tests.e2e.slurm_harness import LocalSlurm, conf_lines, free_port, local_keys, node_line
@@ -31,7 +31,7 @@ class MiniCluster(LocalSlurm):
         super().__init__(tmp, tmp / "etc" / "slurm.conf", subdirs=("state", "spool", "log", "pids", "etc", "out"))
         spec = hybrid_spec()
         nccl_env = tmp / "etc" / "nccl.env"
-        nccl_env.write_text(env_file(cloud_nccl_environment(p5(spec))))
+        nccl_env.write_text(env_file(dict(p5(spec).nccl_env)))
         prolog = tmp / "etc" / "task-prolog"
         prolog.write_text(hybrid_task_prolog(spec).replace(NCCL_ENV_PATH, str(nccl_env)))
         prolog.chmod(0o755)

@@ -22,10 +22,10 @@ from gpucluster.render.hybrid.compute import (
     CHRONY_SOURCES,
     JOIN_SETUP,
     HybridJoinError,
-    cloud_ubuntu_release,
+    cloud_slurm,
     render_hybrid_compute_user_data,
 )
-from gpucluster.render.hybrid.fabric import HYBRID_TASK_PROLOG
+from gpucluster.render.hybrid.fabric import HYBRID_TASK_PROLOG, site_controller
 from gpucluster.render.slurm.names import AWS_HELPER, AWS_HELPER_CONFIG
 from gpucluster.resolve.cluster import ResolvedCluster, resolve
 from tests.conftest import GOLDEN, check_golden, require_tool
@@ -77,7 +77,7 @@ def test_scripts_parse(version, tmp_path):
 def test_controller_release_picks_ubuntu_and_slurmd(version):
     ubuntu, slurmd = SCENARIOS[version]
     spec = hybrid_spec(controller={"slurmVersion": version})
-    assert cloud_ubuntu_release(spec, p5(spec)) == ubuntu
+    assert cloud_slurm(site_controller(spec.spec), p5(spec).spec).ubuntu == ubuntu
     script = files(user_data(version))[JOIN_SETUP].text()
     assert f"slurmd {slurmd} from Ubuntu {ubuntu}'s archive" in script
     install = next(line for line in script.splitlines() if line.startswith("apt-get") and " install " in line)
@@ -117,7 +117,7 @@ def test_own_image_with_its_slurmd():
     spec = hybrid_spec(
         controller={"slurmVersion": "25.05", "cloudSlurmVersion": "24.11"}, groups={"imageId": "ami-0123456789abcdef0"}
     )
-    assert cloud_ubuntu_release(spec, p5(spec)) is None
+    assert cloud_slurm(site_controller(spec.spec), p5(spec).spec).ubuntu is None
     script = files(render_hybrid_compute_user_data(spec, p5(spec), SECRET_ARN))[JOIN_SETUP].text()
     assert "slurmd 24.11 from the node group's own image" in script
     assert "install -y -q --no-install-recommends chrony python3-boto3 iptables\n" in script  # no slurmd from Ubuntu

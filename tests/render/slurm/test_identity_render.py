@@ -33,10 +33,8 @@ from gpucluster.render.slurm.identity import (
     admin_sudoers,
     session_lockdown_bootcmd,
     session_lockdown_runcmd,
-    session_lockdown_script,
     users_bundle,
     users_json,
-    users_script,
     users_timer,
     users_unit,
 )
@@ -44,6 +42,7 @@ from gpucluster.render.slurm.image import needs_package
 from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.resolve.slurm.identity import DeclaredIdentity, ResolvedIdentity
 from gpucluster.tools.plan.run.engine import run_plan
+from gpucluster_agents.boot import users as boot_users
 from gpucluster_agents.contract import users as users_contract
 from tests.conftest import GOLDEN, IN_CI, ROOT, check_golden, group, make_config, require_tool
 from tests.render.hybrid.join_cases import SECRET_ARN, hybrid_spec, p5
@@ -134,8 +133,7 @@ def run_installed_lockdown(root: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_lockdown_script_golden(update_golden):
-    check_golden(GOLDEN_DIR / "session-lockdown.sh", session_lockdown_script(), update_golden)
-    assert session_lockdown_bootcmd()[-1] == session_lockdown_script()
+    check_golden(GOLDEN_DIR / "session-lockdown.sh", session_lockdown_bootcmd()[-1], update_golden)
 
 
 def test_lockdown_takes_sudo_from_ssm_user_and_the_default_user(tmp_path):
@@ -372,7 +370,7 @@ def test_users_program_parses_passes_shellcheck_and_names_the_renderers_paths(tm
     from gpucluster.render.slurm.identity import AUTHORIZED_KEYS_DIR, MANAGED_COMMENT, USERS_MAIN
     from gpucluster.render.slurm.names import AGENT_LIB
 
-    script = users_script()
+    script = Path(boot_users.__file__).with_name("users.sh").read_text()  # the shipped program, the same on every node
     assert USERS_PROGRAM == f"{AGENT_LIB}/gpucluster_agents/boot/users.sh"
     for value in (USERS_STAMP, MANAGED_COMMENT, AUTHORIZED_KEYS_DIR, USERS_MAIN, AGENT_LIB, users_contract.USERS_PATH):
         assert value in script, value

@@ -6,7 +6,7 @@ import pytest
 
 from gpucluster.config.kubernetes import TeamSpec
 from gpucluster.load import load_spec
-from gpucluster.resolve.storage.team import TEAM_DIRECTORY_MODE, lustre_admins, team_directory, team_owner
+from gpucluster.resolve.storage.team import TEAM_DIRECTORY_MODE, team_directory, team_owner
 from tests.conftest import group, make_config
 
 LUSTRE = {"storageCapacityGib": 1200, "throughputPerUnitStorage": 125}
@@ -14,8 +14,8 @@ TEAMS = {"version": "1.33", "teams": [{"name": "research"}, {"name": "applied"},
 
 
 def admins(**keys):
-    spec = load_spec(make_config(group(**keys.pop("group", {})), **keys), stack="t").spec
-    return lustre_admins(spec)
+    storage = load_spec(make_config(group(**keys.pop("group", {})), **keys), stack="t").cluster.storage
+    return storage.lustre.admins if storage is not None and storage.lustre is not None else None
 
 
 @pytest.mark.parametrize(

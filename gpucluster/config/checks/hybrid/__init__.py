@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 
 from gpucluster.config.checks.hybrid.slurm import SLURM_SITE_CHECKS, hybrid_path
+from gpucluster.config.checks.sections import SectionCheck, section_findings
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.errors import Finding, error, warning
 from gpucluster.config.hybrid import HybridSpec
@@ -253,7 +254,7 @@ def _node_certificates(hybrid: HybridSpec) -> Iterator[Finding]:
         )
 
 
-HybridCheck = Callable[[HybridSpec, ClusterSpec, Catalog], Iterable[Finding]]
+HybridCheck = SectionCheck[HybridSpec]
 
 HYBRID_CHECKS: tuple[HybridCheck, ...] = (
     check_cloud_overlap,
@@ -267,8 +268,5 @@ HYBRID_CHECKS: tuple[HybridCheck, ...] = (
 
 
 def check_hybrid(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
-    hybrid = spec.hybrid
-    if hybrid is None:
-        return
-    for check in HYBRID_CHECKS:
-        yield from check(hybrid, spec, catalog)
+    """Every hybrid check, when the cluster has a ``hybrid`` section (a cluster check of :mod:`.cluster`)."""
+    return section_findings(spec.hybrid, spec, catalog, HYBRID_CHECKS)

@@ -22,6 +22,7 @@ from gpucluster.config.checks.kubernetes.nodes import (
     kubernetes_groups,
 )
 from gpucluster.config.checks.kubernetes.tenancy import check_network_policy_cni, check_team_posix
+from gpucluster.config.checks.sections import section_findings
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.effective import effective_efa
 from gpucluster.config.errors import Finding, error, info, warning
@@ -204,8 +205,4 @@ KUBERNETES_CHECKS: tuple[KubernetesCheck, ...] = (
 
 def check_kubernetes(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     """Every Kubernetes check (a cluster check of :mod:`gpucluster.config.checks.cluster`)."""
-    k8s = spec.kubernetes
-    if k8s is None:
-        return
-    for check in KUBERNETES_CHECKS:
-        yield from check(k8s, spec, catalog)
+    return section_findings(spec.kubernetes, spec, catalog, KUBERNETES_CHECKS)

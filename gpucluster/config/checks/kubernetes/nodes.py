@@ -9,8 +9,9 @@ resolved spec, so node groups are matched to Kubernetes with :func:`effective_sc
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 
+from gpucluster.config.checks.sections import SectionCheck
 from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.compute.node_group import NodeGroupSpec
 from gpucluster.config.effective import effective_scheduler
@@ -50,7 +51,7 @@ def gpu_flavors(spec: ClusterSpec, catalog: Catalog) -> dict[str, int]:
     return out
 
 
-KubernetesCheck = Callable[[KubernetesSpec, ClusterSpec, Catalog], Iterable[Finding]]
+KubernetesCheck = SectionCheck[KubernetesSpec]
 
 
 def check_zones(k8s: KubernetesSpec, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:

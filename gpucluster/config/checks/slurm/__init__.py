@@ -7,8 +7,9 @@ resolved spec, so node groups are matched to Slurm with :func:`effective_schedul
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 
+from gpucluster.config.checks.sections import SectionCheck, section_findings
 from gpucluster.config.checks.slurm.health import check_health
 from gpucluster.config.checks.slurm.identity import check_identity
 from gpucluster.config.checks.slurm.login import check_home, check_login, check_people_hybrid
@@ -29,7 +30,7 @@ def slurm_path(field: str = "") -> str:
     return SLURM + (f".{field}" if field else "")
 
 
-SlurmCheck = Callable[[SlurmSpec, ClusterSpec, Catalog], Iterable[Finding]]
+SlurmCheck = SectionCheck[SlurmSpec]
 
 
 def check_groups(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
@@ -303,8 +304,5 @@ SLURM_CHECKS: tuple[SlurmCheck, ...] = (
 
 
 def check_slurm(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
-    slurm = spec.slurm
-    if slurm is None:
-        return
-    for check in SLURM_CHECKS:
-        yield from check(slurm, spec, catalog)
+    """Every slurm check, when the cluster has a ``slurm`` section (a cluster check of :mod:`.cluster`)."""
+    return section_findings(spec.slurm, spec, catalog, SLURM_CHECKS)
