@@ -62,14 +62,13 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from pathlib import Path
 
 from gpucluster.render.core import WriteFile, bundle_json
 from gpucluster.render.slurm.names import AGENT_LIB, AWS_HELPER_CONFIG
 from gpucluster.resolve.slurm.identity import DeclaredIdentity, ResolvedIdentity
-from gpucluster_agents.boot import users as boot_users
-from gpucluster_agents.boot.users import USERS_KEY as USERS_KEY
+from gpucluster_agents import ship
 from gpucluster_agents.contract import users as users_contract
+from gpucluster_agents.contract.users import USERS_KEY as USERS_KEY
 
 SSM_SUDOERS = "/etc/sudoers.d/ssm-agent-users"
 DENY_SUDOERS = "/etc/sudoers.d/zz-gpucluster-no-session-sudo"
@@ -161,7 +160,7 @@ def users_script() -> str:
     """``gpucluster-users``: the declared groups and users of the users file as local accounts
     (``gpucluster_agents/boot/users.sh``, shipped in the node package: the same text on every node of every cluster, so
     no user data carries it; the users are data, :func:`users_json`, read through the users contract's parser)."""
-    return Path(boot_users.__file__).with_name("users.sh").read_text()
+    return ship.source(ship.USERS_SCRIPT)
 
 
 def users_json(declared: DeclaredIdentity) -> str:
