@@ -6,7 +6,8 @@
   pass (repairs, holds, topology.conf), on a gpucluster head node or a hybrid site's own slurmctld;
 - the boot helper ``gpucluster-aws`` that Slurm nodes run while they boot (``boot``);
 - the GPU node health program (``health``), on Slurm nodes and in the Kubernetes sweep;
-- the node contract both sides read (``contract``): the agent config's schema, the tag keys, the node names.
+- the node contract both sides read (``contract``): the schema of every file the control plane writes for a node,
+  the tag keys, the node names; with ``ship`` (the package's zip and shipped files), all that ``gpucluster`` imports.
 
 Subpackages: ``contract`` → ``power`` → ``repair``, with ``agent`` (the subcommands) and ``cli`` above them;
 ``boot`` and ``health`` stand alone (README.md, "Modules"). boto3 and the standard library only (plus

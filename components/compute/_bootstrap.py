@@ -25,7 +25,7 @@ from gpucluster.render.core import CloudConfig, WriteFile, render_cloud_config
 from gpucluster.render.slurm.health import HEALTH_CONFIG
 from gpucluster.resolve.compute.node_group import ResolvedNodeGroup, with_shared_fs
 from gpucluster.resolve.storage import SharedFs
-from gpucluster_agents.health.config import to_json
+from gpucluster_agents.contract.health import to_json
 
 STAND_IN_FS = "fs-00000000000000000"
 

@@ -37,7 +37,7 @@ from gpucluster.render.kubernetes.tenancy import TeamTenancy, psa_version, team_
 from gpucluster.render.kubernetes.training_job import SharedClaim, training_job
 from gpucluster.render.slurm.agent import agent_bundle
 from gpucluster.resolve.kubernetes import ResolvedKubernetes
-from gpucluster_agents.health.config import to_json
+from gpucluster_agents.contract.health import to_json
 
 TOKEN = "gpucluster:index:KubernetesPlatform"
 EXAMPLE_JOB_NAME = "example-training"

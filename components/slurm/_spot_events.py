@@ -16,7 +16,7 @@ import pulumi_aws as aws
 
 from gpucluster.config.naming import with_name
 from gpucluster.render.iam import spot_queue_policy
-from gpucluster_agents.power.spot import DETAIL_TYPES, WAIT_SECONDS
+from gpucluster_agents.contract.spot import DETAIL_TYPES, WAIT_SECONDS
 
 RETENTION_SECONDS = 3600
 

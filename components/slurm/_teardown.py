@@ -3,7 +3,7 @@
 Those instances are not Pulumi resources: without this, ``pulumi destroy`` would leave them running
 (about $55/h per p5), and their network interfaces would then block the deletion of the cluster's
 security groups and subnets. :class:`AgentTeardown` is a child component whose ``before_delete``
-resource hook runs :func:`gpucluster_agents.teardown.teardown`: it terminates every instance with the
+resource hook runs :func:`gpucluster.components.slurm.agent_teardown.teardown`: it terminates every instance with the
 cluster tag and the agent's launch-token tag and waits until EC2 shows them terminated.
 
 Why a resource hook (Pulumi >= 3.182; ``ResourceHook`` / ``ResourceHookBinding`` in the pinned 3.272
@@ -34,7 +34,7 @@ def teardown_hook(name: str, cluster: str, region: str, profile: str | None) -> 
     """The named ``before_delete`` hook (delete hooks must be named, so the engine finds them again)."""
 
     def run(_args: pulumi.ResourceHookArgs) -> None:
-        from gpucluster_agents.teardown import teardown  # boto3 is only needed when a cluster is deleted
+        from gpucluster.components.slurm.agent_teardown import teardown  # boto3 is only needed when a cluster is deleted
 
         done = teardown(cluster, region, profile=profile)
         pulumi.log.info(f"terminated {len(done)} agent instance(s) of Slurm cluster {cluster}")

@@ -94,8 +94,7 @@ def run(args: argparse.Namespace) -> int:
     from gpucluster.tools.catalog_refresh import CREDENTIALS_FIX
     from gpucluster.tools.cli_common import overrides
     from gpucluster.tools.plan.run.stackfile import as_config, load_stack_config
-    from gpucluster_agents.contract.baseline import Baseline
-    from gpucluster_agents.power.baselines import Store
+    from gpucluster_agents.contract.baseline import Baseline, Store
 
     project, config, _ = load_stack_config(args.stack, Path(args.project_dir))
     config.update(as_config(project, overrides(args))[0])

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from gpucluster.load import load_spec
     from gpucluster.tools.cli_common import overrides
     from gpucluster.tools.plan.run.stackfile import as_config, load_stack_config
-    from gpucluster_agents.usage.cli import parse_day
+    from gpucluster_agents.contract.usage import parse_day
 
     project, config, _ = load_stack_config(args.stack, Path(args.project_dir))
     config.update(as_config(project, overrides(args))[0])

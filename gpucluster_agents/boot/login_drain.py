@@ -24,8 +24,9 @@ the hook time out first (the drain saw ``Terminated`` up to one poll late), Auto
 CONTINUE — the same decision; the program logs that the action had ended and exits 0.
 
 Its config is ``/etc/gpucluster/login-drain.json`` = ``{"region", "asg_name", "hook_name", "grace_seconds",
-"poll_seconds"}``, read strictly. It runs as root from a unit, before anything of the node
-package is installed, so it imports nothing from ``gpucluster_agents``: stdlib and boto3 only, Python 3.9.
+"poll_seconds"}``, read strictly (schema: :mod:`gpucluster_agents.contract.login_drain`). It runs as root from a unit,
+from the installed node package (``python3 -E -s -m gpucluster_agents.boot.login_drain``): the standard library, boto3
+and the package's contract only, Python 3.9.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ import time
 import urllib.request
 from typing import Any, Callable
 
-CONFIG = "/etc/gpucluster/login-drain.json"
+from ..contract.login_drain import PATH, DrainConfig, parse_config
+
+CONFIG = PATH
 LOG = "/var/log/gpucluster/login-drain.log"
 IMDS = "http://169.254.169.254"
 NOLOGIN = "/run/nologin"
@@ -48,40 +51,6 @@ STATE_ITEM = "meta-data/autoscaling/target-lifecycle-state"
 TERMINATED = "Terminated"
 # seconds per request: the metadata service answers in milliseconds or not at all
 IMDS_TIMEOUT = 2.0
-
-# the hook's heartbeat bounds (PutLifecycleHook)
-_INTS = {"grace_seconds": (30, 7200), "poll_seconds": (1, 300)}
-_STRINGS = ("region", "asg_name", "hook_name")
-
-
-@dataclasses.dataclass
-class DrainConfig:
-    """The login group's values, as the user data writes them to :data:`CONFIG`."""
-
-    region: str
-    asg_name: str
-    hook_name: str
-    grace_seconds: int
-    poll_seconds: int
-
-
-def parse_config(doc: Any) -> DrainConfig:
-    """A :class:`DrainConfig` from a decoded JSON document; a missing, unknown or mistyped key is a ValueError naming
-    it, all reported at once (a drain that silently used a default would cut users off or never complete)."""
-    if not isinstance(doc, dict):
-        raise ValueError("not a JSON object")
-    errors = [f"{k}: unknown key" for k in sorted(set(doc) - set(_STRINGS) - set(_INTS))]
-    for key in (*_STRINGS, *_INTS):
-        value, bounds = doc.get(key), _INTS.get(key)
-        if key not in doc:
-            errors.append(f"{key}: required key is missing")
-        elif bounds is None and not (isinstance(value, str) and value.strip()):
-            errors.append(f"{key}: must be a non-empty string")
-        elif bounds and not (type(value) is int and bounds[0] <= value <= bounds[1]):
-            errors.append(f"{key}: must be seconds from {bounds[0]} to {bounds[1]}, got {value!r}")
-    if errors:
-        raise ValueError("; ".join(errors))
-    return DrainConfig(**doc)
 
 
 def load_config(path: str) -> DrainConfig:

@@ -23,8 +23,7 @@ from gpucluster_agents.boot import helper
 from gpucluster_agents.contract import ConfigError
 from gpucluster_agents.contract import users as contract
 
-USERS_KEY = "users/users.json"
-"""In the artifact bucket: the declared users (render/iam.py: head, login and compute roles may read this key only)."""
+USERS_KEY = contract.USERS_KEY
 
 
 def _entries(body: bytes, source: str) -> list[dict[str, Any]]:

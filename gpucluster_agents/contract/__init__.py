@@ -194,7 +194,6 @@ def to_json(cfg: AgentConfig) -> str:
 
 # --------------------------------------------------------------------------- parsing
 
-_GROUP_NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9_-]{0,38}[a-z0-9_])?$")
 _PREFIX_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
 _REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
 _ITYPE_RE = re.compile(r"^[a-z0-9-]+\.[a-z0-9-]+$")
@@ -243,8 +242,8 @@ def _parse_group(r: Reader, raw: Any, path: str) -> NodeGroup | None:
         "name",
         path,
         required=True,
-        pattern=_GROUP_NAME_RE,
-        hint="lower-case letters, digits, '_' and '-', not starting or ending with '-'",
+        pattern=NAME_RE,
+        hint=NAME_HINT,
     )
     mode = r.string(obj, "mode", path, default="dynamic") or "dynamic"
     if mode not in MODES:

@@ -15,10 +15,14 @@
 - ``groups``: the groups to re-baseline (default every group; the renderer names the GPU groups).
 - ``python`` ``/usr/bin/python3`` and ``package_dir`` ``/opt/gpucluster/lib``: how the deep job starts the node
   package on the compute nodes.
+
+:class:`Store` reads and writes those objects: the head node's pass (``power/baseline.py``) and ``gpucluster baseline``
+on the operator's machine (read only) share it, so both read the same layout.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, cast
@@ -113,3 +117,61 @@ def parse_baseline(r: Reader, raw: Any, path: str) -> Baseline | None:
         package_dir=package or "/opt/gpucluster/lib",
     )
     return out if bucket else None
+
+
+class Store:
+    """The objects above, through an S3 client (boto3). Errors propagate: callers log and retry next pass."""
+
+    def __init__(self, spec: Baseline, client: Any) -> None:
+        """``client``: an S3 client, or a function making one (called on first use: most passes need none)."""
+        self.spec, self._client = spec, client
+
+    @property
+    def client(self) -> Any:
+        if callable(self._client):
+            self._client = self._client()
+        return self._client
+
+    def _get(self, key: str) -> dict[str, Any] | None:
+        try:
+            body = self.client.get_object(Bucket=self.spec.bucket, Key=key)["Body"].read()
+        except Exception as exc:  # botocore ClientError: NoSuchKey (or AccessDenied for a missing key without ListBucket)
+            code = str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
+            if code in ("NoSuchKey", "404", "AccessDenied"):
+                return None
+            raise
+        data = json.loads(body)
+        return cast("dict[str, Any]", data) if isinstance(data, dict) else None
+
+    def _put(self, key: str, doc: dict[str, Any]) -> None:
+        body = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
+        self.client.put_object(Bucket=self.spec.bucket, Key=key, Body=body, ContentType="application/json")
+
+    def index(self, group: str) -> dict[str, Any]:
+        return self._get(self.spec.index_key(group)) or {"group": group, "baseline": None, "images": []}
+
+    def result(self, group: str, image_id: str) -> dict[str, Any] | None:
+        return self._get(self.spec.key(group, image_id))
+
+    def record(self, group: str, image_id: str, doc: dict[str, Any]) -> None:
+        """Write the image's result, then the index (the baseline moves to this image when it passed)."""
+        self._put(self.spec.key(group, image_id), doc)
+        index = self.index(group)
+        images = [i for i in cast("list[dict[str, Any]]", index.get("images") or []) if i.get("image_id") != image_id]
+        ok = bool(cast("dict[str, Any]", doc["verdict"])["ok"])
+        images.append({"image_id": image_id, "time": doc["time"], "ok": ok, "why": doc["verdict"]["why"]})
+        index["images"] = images
+        if ok:
+            index["baseline"] = image_id
+        self._put(self.spec.index_key(group), index)
+
+    def groups(self) -> list[str]:
+        """The groups with an index (lists the bucket: the operator's ``gpucluster baseline``, not the agent)."""
+        out: list[str] = []
+        pages = self.client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.spec.bucket, Prefix=self.spec.prefix, Delimiter="/"
+        )
+        for page in pages:
+            for p in cast("list[dict[str, Any]]", page.get("CommonPrefixes") or []):
+                out.append(str(p["Prefix"])[len(self.spec.prefix) :].rstrip("/"))
+        return sorted(out)

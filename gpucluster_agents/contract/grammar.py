@@ -14,3 +14,8 @@ NAME_HINT = "1-32 lowercase letters, digits and '-', starting with a letter and 
 
 PARTITION_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}\Z")
 """A Slurm partition name (gpucluster's own or a hybrid site's)."""
+
+PARTITION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$"
+"""A partition gpucluster makes for a node group (``slurm.nodeGroups[].partition``): narrower than
+:data:`PARTITION_NAME_RE`, which also takes a hybrid site's own names. A pattern string, as the config model's field
+takes it (its engine reads ``$`` as the end of the text)."""

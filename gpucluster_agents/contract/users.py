@@ -34,6 +34,9 @@ __all__ = ["USERS_PATH", "Group", "User", "UsersContract", "id_problem", "load",
 
 SCHEMA = 1
 USERS_PATH = "/etc/gpucluster/users.json"
+USERS_KEY = "users/users.json"
+"""In the artifact bucket: the declared users (render/iam.py: head, login and compute roles may read this key only); the
+control plane writes it, ``gpucluster_agents.boot.users fetch`` reads it into :data:`USERS_PATH`."""
 NAME_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}\Z")
 """A declared user's or group's name: what useradd and groupadd take everywhere, without a dot or a ``$`` (``\\Z``: no
 line break after it, which ``$`` would let through)."""

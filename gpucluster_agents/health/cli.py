@@ -34,7 +34,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
-from .config import DEFAULT_PATH, MODES, HealthConfig, HealthConfigError, load
+from ..contract.health import DEFAULT_PATH, MODES, HealthConfig, HealthConfigError, load
 from .nvml import NvmlUnavailable, load_binding
 from .run import run
 from .verdict import Verdict, append_log

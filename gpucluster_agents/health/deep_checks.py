@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Callable
 from typing import Any, cast
 
-from .config import HealthConfig
+from ..contract.health import HealthConfig
 from .cuda_bench import BenchUnavailable, Cuda, gemm_tflops, hbm_copy_gbps
 from .verdict import Check, failed, passed, skipped
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .config import HealthConfig
+from ..contract.health import HealthConfig
 from .nvml import GpuSnapshot, NodeSnapshot, Read
 from .verdict import Check, failed, passed, skipped, worst
 

@@ -20,7 +20,7 @@ import re
 import shutil
 import subprocess
 
-from .config import HealthConfig
+from ..contract.health import HealthConfig
 from .verdict import Check, failed, passed, skipped
 
 

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
+from ..contract.health import HealthConfig
 from . import deep_checks, host_checks, xid
-from .config import HealthConfig
 from .fake_nvml import FakeNvml
 from .gpu_checks import NVML_CHECKS
 from .nvml import NodeSnapshot, load_binding, snapshot

@@ -16,15 +16,13 @@ from __future__ import annotations
 import os
 import re
 
+from ..contract.metrics import EFA_PREFIX, LUSTRE_BYTES, LUSTRE_OPS
 from .exposition import Registry
 
-EFA_PREFIX = "node_amazonefa_"
 EFA_GAUGES = ("lifespan",)
 _COUNTER = re.compile(r"[a-z][a-z0-9_]{0,63}\Z")
 LUSTRE_ROOTS = ("/proc/fs/lustre/llite", "/sys/kernel/debug/lustre/llite")
 LUSTRE_TIMES = ("snapshot_time", "start_time", "elapsed_time")
-LUSTRE_OPS = ("gpucluster_lustre_client_operations_total", "counter", "Lustre client operations, by file system and operation.")
-LUSTRE_BYTES = ("gpucluster_lustre_client_bytes_total", "counter", "Bytes the Lustre client read or wrote, by file system.")
 MAX_OPS = 64  # bounded cardinality: llite has about 40 operations
 
 

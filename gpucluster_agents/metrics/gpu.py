@@ -25,18 +25,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..contract.health import HealthConfig
+from ..contract.metrics import (
+    GPU_COUNT,
+    GPU_FIELDS,
+    NVLINK_ERRORS,
+    NVML_UP,
+    READ_ERRORS,
+    RESERVED,
+    XID_LAST,
+    XID_READABLE,
+    XID_TOTAL,
+)
 from ..health import xid
-from ..health.config import HealthConfig
 from ..health.nvml import Read, Reader
 from .exposition import Registry
 
-# NVML enums (nvml.h): nvmlNvLinkErrorCounter_t, nvmlClockType_t, nvmlPerfPolicyType_t
-NVLINK_ERRORS = (
-    ("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", 0, "Total number of NVLink retries."),
-    ("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", 1, "Total number of NVLink recovery errors."),
-    ("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", 2, "Total number of NVLink flow-control CRC errors."),
-    ("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", 3, "Total number of NVLink data CRC errors."),
-)
+# NVML enums (nvml.h): nvmlClockType_t, nvmlPerfPolicyType_t (nvmlNvLinkErrorCounter_t: NVLINK_ERRORS)
 CLOCK_SM, CLOCK_MEM = 1, 2
 POLICY_POWER, POLICY_THERMAL = 0, 1
 MIB = 1 << 20
@@ -58,57 +63,34 @@ def _plain(scale: float = 1.0) -> Callable[[Read], float]:
     return lambda r: float(r.value) / scale
 
 
-# (metric, type, help, reading, how the value is taken from it). Readings are named in GpuReader.read_all.
-FIELDS: tuple[tuple[str, str, str, str, Callable[[Read], float]], ...] = (
-    ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", "clock_sm", _plain()),
-    ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).", "clock_mem", _plain()),
-    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", "temperature", _plain()),
-    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", "power", _plain(1000.0)),
-    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Total energy consumption since boot (in mJ).", "energy", _plain()),
-    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.", "pcie_replay", _plain()),
-    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", "utilization", _attr("gpu")),
-    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).", "utilization", _attr("memory")),
-    ("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).", "encoder", _first),
-    ("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).", "decoder", _first),
-    ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", "memory", _attr("free", MIB)),
-    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", "memory", _attr("used", MIB)),
-    ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Total number of single-bit volatile ECC errors.", "ecc_sbe_vol", _plain()),
-    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors.", "ecc_dbe_vol", _plain()),
-    ("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "counter", "Total number of single-bit persistent ECC errors.", "ecc_sbe_agg", _plain()),
-    ("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "counter", "Total number of double-bit persistent ECC errors.", "ecc_dbe_agg", _plain()),
-    ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for correctable errors", "rows", _item(0)),
-    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for uncorrectable errors", "rows", _item(1)),
-    ("DCGM_FI_DEV_ROW_REMAP_PENDING", "gauge", "Whether remapping of rows is pending (a GPU reset applies it)", "rows", _item(2)),
-    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed", "rows", _item(3)),
-    (
-        "DCGM_FI_DEV_POWER_VIOLATION",
-        "counter",
-        "Throttling duration due to power constraints (in ns).",
-        "viol_power",
-        _attr("violationTime"),
-    ),
-    (
-        "DCGM_FI_DEV_THERMAL_VIOLATION",
-        "counter",
-        "Throttling duration due to thermal constraints (in ns).",
-        "viol_thermal",
-        _attr("violationTime"),
-    ),
-    (
-        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
-        "gauge",
-        "Current clock event reasons (bitmask of NVML's clocks event reasons).",
-        "clock_events",
-        _plain(),
-    ),
-)
-RESERVED = ("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB).")
-XID_LAST = ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.")
-XID_TOTAL = ("gpucluster_gpu_xid_errors_total", "counter", "XIDs in the kernel's own records since boot, by XID and class.")
-READ_ERRORS = ("gpucluster_gpu_read_errors", "gauge", "NVML readings of this GPU that failed with an error in this scrape.")
-NVML_UP = ("gpucluster_nvml_up", "gauge", "1 when NVML started and counted the GPUs, else 0.")
-GPU_COUNT = ("gpucluster_gpus", "gauge", "GPUs NVML counts on this node.")
-XID_READABLE = ("gpucluster_xid_log_readable", "gauge", "1 when the kernel log could be read for XIDs, else 0.")
+# How each field's value is taken from its reading (GpuReader.read_all names them).
+_TAKE: dict[str, Callable[[Read], float]] = {
+    "DCGM_FI_DEV_SM_CLOCK": _plain(),
+    "DCGM_FI_DEV_MEM_CLOCK": _plain(),
+    "DCGM_FI_DEV_GPU_TEMP": _plain(),
+    "DCGM_FI_DEV_POWER_USAGE": _plain(1000.0),
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": _plain(),
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": _plain(),
+    "DCGM_FI_DEV_GPU_UTIL": _attr("gpu"),
+    "DCGM_FI_DEV_MEM_COPY_UTIL": _attr("memory"),
+    "DCGM_FI_DEV_ENC_UTIL": _first,
+    "DCGM_FI_DEV_DEC_UTIL": _first,
+    "DCGM_FI_DEV_FB_FREE": _attr("free", MIB),
+    "DCGM_FI_DEV_FB_USED": _attr("used", MIB),
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": _plain(),
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": _plain(),
+    "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL": _plain(),
+    "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL": _plain(),
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": _item(0),
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": _item(1),
+    "DCGM_FI_DEV_ROW_REMAP_PENDING": _item(2),
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": _item(3),
+    "DCGM_FI_DEV_POWER_VIOLATION": _attr("violationTime"),
+    "DCGM_FI_DEV_THERMAL_VIOLATION": _attr("violationTime"),
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": _plain(),
+}
+# (metric, type, help, reading, how the value is taken from it)
+FIELDS: tuple[tuple[str, str, str, str, Callable[[Read], float]], ...] = tuple((*f, _TAKE[f[0]]) for f in GPU_FIELDS)
 
 # Every metric name this module may write (docs/monitoring.md lists them; the tests compare).
 NAMES = (

@@ -23,6 +23,20 @@ import os
 import re
 from typing import Any, cast
 
+from ..contract.metrics import (
+    BOOT_FAILS,
+    BRAKE,
+    DRAINS,
+    HOLDS,
+    JOBS,
+    LAUNCHES,
+    NODE_GPUS,
+    NODES,
+    PENDING,
+    PROTECTED,
+    REPAIRED,
+    REPAIRS,
+)
 from ..power.error_codes import ICE_CODES  # stdlib only: the agent's own insufficient-capacity set
 from ..usage.run import run_slurm
 from .exposition import Registry
@@ -37,27 +51,6 @@ _NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 # One GRES entry of sinfo's GresUsed: name[:type]:count[(IDX:…)]; the index list may hold commas ("IDX:0,2-3").
 _GPU_USED = re.compile(r"(?:^|,)gpu(?::[^:,()]+)?:(\d{1,6})(?=\(|,|\Z)")
 MAX_NODES = 10000  # the per-node series kept (a cluster's configured node names bound them long before this)
-
-NODES = ("gpucluster_slurm_nodes", "gauge", "Slurm nodes by state as sinfo prints it (idle~: powered down).")
-DRAINS = (
-    "gpucluster_slurm_unavailable_nodes",
-    "gauge",
-    "Down or drained nodes by reason kind: the health check and action, or other.",
-)
-NODE_GPUS = (
-    "gpucluster_slurm_node_gpus_allocated",
-    "gauge",
-    "GPUs Slurm has allocated on each GPU node (sinfo GresUsed), one series per node.",
-)
-JOBS = ("gpucluster_slurm_jobs", "gauge", "Slurm jobs by state.")
-PENDING = ("gpucluster_slurm_pending_jobs", "gauge", "Pending Slurm jobs by Slurm's reason code.")
-LAUNCHES = ("gpucluster_agent_launches_in_flight", "gauge", "Launches the agent started and has not finished, by node group.")
-HOLDS = ("gpucluster_agent_holds", "gauge", "Node groups or nodes the agent holds DOWN, by scope and kind.")
-PROTECTED = ("gpucluster_agent_protected", "gauge", "1 while a node group is in protected mode (its launches keep failing).")
-BOOT_FAILS = ("gpucluster_agent_boot_failures", "gauge", "Boot failures counted towards a node group's protected mode.")
-REPAIRS = ("gpucluster_agent_repairs_active", "gauge", "Node repairs under way, by action.")
-REPAIRED = ("gpucluster_agent_repairs_recent", "gauge", "Finished node repairs among the last 500, by action and outcome.")
-BRAKE = ("gpucluster_agent_repair_brake_tripped", "gauge", "1 while a node group's repair brake is on.")
 
 
 def _bounded(counts: dict[tuple[str, ...], int], key: tuple[str, ...], other: tuple[str, ...]) -> None:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..contract.metrics import COLLECTOR_OK, SCRAPE_SECONDS
 from . import fabric, gpu, head, snapshot, teams
 from .exposition import CONTENT_TYPE, Registry
 from .httploop import BoundedServer, Limits, Request, Response, listening_socket
@@ -33,8 +34,6 @@ log = logging.getLogger("gpucluster_agents.metrics")
 DEFAULT_PORT = 9400
 CACHE_SECONDS = 5.0  # a scrape's figures are at most this old; the collector scrapes every 15 s or more
 LIMITS = Limits(connections=512, workers=4, request_seconds=5.0)
-SCRAPE_SECONDS = ("gpucluster_metrics_scrape_duration_seconds", "gauge", "Seconds this exporter took to read its metrics.")
-COLLECTOR_OK = ("gpucluster_metrics_collector_success", "gauge", "1 when a collector read its source, else 0.")
 
 
 @dataclass

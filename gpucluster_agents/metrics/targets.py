@@ -29,11 +29,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..contract import TAG_CLUSTER, TAG_NODE_GROUP, TAG_NODE_NAME, TAG_ROLE
+from ..contract.metrics import JOB_PORTS
 
 LOG = logging.getLogger("gpucluster-metrics.targets")
-GPU_EXPORTER_PORT = 9400  # gpucluster's exporter (or NVIDIA's dcgm-exporter); the head node's exporter too
-NODE_EXPORTER_PORT = 9100
-JOB_PORTS = {"gpu": (GPU_EXPORTER_PORT,), "node": (NODE_EXPORTER_PORT,), "head": (GPU_EXPORTER_PORT, NODE_EXPORTER_PORT)}
 """Each job's file and the ports its instances are scraped on (the ``head`` job: both exporters of the head node)."""
 TargetGroups = list[dict[str, Any]]
 

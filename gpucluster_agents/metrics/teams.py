@@ -31,6 +31,13 @@ from collections.abc import Sequence
 
 from ..contract import ConfigError
 from ..contract import accounts as contract
+from ..contract.metrics import ACCOUNT_COST as COST
+from ..contract.metrics import ACCOUNT_EFFECTIVE as EFFECTIVE
+from ..contract.metrics import ACCOUNT_FAIRSHARE as FAIRSHARE
+from ..contract.metrics import ACCOUNT_GPU_SECONDS as GPU_SECONDS
+from ..contract.metrics import ACCOUNT_GPUS as GPUS
+from ..contract.metrics import ACCOUNT_GUARANTEE as GUARANTEE
+from ..contract.metrics import ACCOUNT_JOBS as JOBS
 from ..usage import teams as usage_teams
 from ..usage.run import SlurmCommandError, run_slurm
 from ..usage.sacct import gpu_count, run_sacct
@@ -48,34 +55,6 @@ SQUEUE_TIMEOUT_S = 60
 GPU_TRES = "gres/gpu"
 COLLECTOR = "teams"
 
-GPU_SECONDS = (
-    "gpucluster_slurm_account_gpu_seconds",
-    "gauge",
-    "GPU-seconds of the account's jobs over the last 30 days (sacct).",
-)
-COST = (
-    "gpucluster_slurm_account_cost_usd",
-    "gauge",
-    "Dollars of those GPU-seconds at the accounts file's prices (a partition without a price counts none).",
-)
-FAIRSHARE = (
-    "gpucluster_slurm_account_fairshare",
-    "gauge",
-    "Each member's fair-share factor in the account (sshare FairShare; 1: used least).",
-)
-EFFECTIVE = (
-    "gpucluster_slurm_account_effective_usage",
-    "gauge",
-    "The account's part of the cluster's usage (sshare EffectvUsage).",
-)
-JOBS = ("gpucluster_slurm_account_gpu_jobs", "gauge", "The account's jobs that ask for GPUs, by state (running, pending).")
-GPUS = ("gpucluster_slurm_account_gpus_allocated", "gauge", "GPUs allocated to the account's running jobs (squeue).")
-GUARANTEE = (
-    "gpucluster_slurm_account_gpu_guarantee",
-    "gauge",
-    "GPUs the accounts file guarantees the account (grp_tres gres/gpu).",
-)
-FAMILIES = (GPU_SECONDS, COST, FAIRSHARE, EFFECTIVE, JOBS, GPUS, GUARANTEE)
 STATES = {"RUNNING": "running", "PENDING": "pending"}
 
 

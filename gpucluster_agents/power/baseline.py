@@ -34,9 +34,9 @@ from datetime import datetime, timezone
 from typing import Any, cast
 
 from ..contract import AgentConfig, NodeGroup, hostlist
-from ..contract.baseline import Baseline
+from ..contract.baseline import Baseline, Store
 from ..health.baseline_job import JOB_MAIN, decode
-from .baselines import Store, Verdict, baseline_verdict, group_figures
+from .baselines import Verdict, baseline_verdict, group_figures
 from .ec2 import Instance
 from .slurm import NodeState, Slurm
 from .state import read_json, write_json_atomic

@@ -1,7 +1,7 @@
 # pyright: strict
-"""Re-baseline figures: what a new image's deep checks measured, compared with the previous image's, and where
-they are kept (the cluster's bucket). Used by the agent's pass (``baseline.py``) and by ``gpucluster baseline``
-on the operator's machine (read only).
+"""Re-baseline figures: what a new image's deep checks measured, compared with the previous image's. Used by the
+agent's pass (``baseline.py``). Where they are kept (the cluster's bucket) and how they are read back is the contract's
+(:class:`gpucluster_agents.contract.baseline.Store`): ``gpucluster baseline`` on the operator's machine reads them there.
 
 Objects, under the config's prefix (``baselines/``):
 
@@ -17,13 +17,12 @@ verdict's own thresholds), not the image's.
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from ..contract.baseline import METRICS, Baseline
+from ..contract.baseline import METRICS
 
 Figures = dict[str, float]
 
@@ -94,61 +93,3 @@ def baseline_verdict(new: Mapping[str, float], previous: Mapping[str, float] | N
         return Verdict(False, "; ".join(r.text() for r in regs), tuple(regs))
     compared = ", ".join(f"{m} {new[m]:g} vs {previous[m]:g}" for m in METRICS if m in previous and m in new)
     return Verdict(True, f"within thresholds: {compared}" if compared else "no figure to compare")
-
-
-class Store:
-    """The objects above, through an S3 client (boto3). Errors propagate: callers log and retry next pass."""
-
-    def __init__(self, spec: Baseline, client: Any) -> None:
-        """``client``: an S3 client, or a function making one (called on first use: most passes need none)."""
-        self.spec, self._client = spec, client
-
-    @property
-    def client(self) -> Any:
-        if callable(self._client):
-            self._client = self._client()
-        return self._client
-
-    def _get(self, key: str) -> dict[str, Any] | None:
-        try:
-            body = self.client.get_object(Bucket=self.spec.bucket, Key=key)["Body"].read()
-        except Exception as exc:  # botocore ClientError: NoSuchKey (or AccessDenied for a missing key without ListBucket)
-            code = str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
-            if code in ("NoSuchKey", "404", "AccessDenied"):
-                return None
-            raise
-        data = json.loads(body)
-        return cast("dict[str, Any]", data) if isinstance(data, dict) else None
-
-    def _put(self, key: str, doc: dict[str, Any]) -> None:
-        body = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
-        self.client.put_object(Bucket=self.spec.bucket, Key=key, Body=body, ContentType="application/json")
-
-    def index(self, group: str) -> dict[str, Any]:
-        return self._get(self.spec.index_key(group)) or {"group": group, "baseline": None, "images": []}
-
-    def result(self, group: str, image_id: str) -> dict[str, Any] | None:
-        return self._get(self.spec.key(group, image_id))
-
-    def record(self, group: str, image_id: str, doc: dict[str, Any]) -> None:
-        """Write the image's result, then the index (the baseline moves to this image when it passed)."""
-        self._put(self.spec.key(group, image_id), doc)
-        index = self.index(group)
-        images = [i for i in cast("list[dict[str, Any]]", index.get("images") or []) if i.get("image_id") != image_id]
-        ok = bool(cast("dict[str, Any]", doc["verdict"])["ok"])
-        images.append({"image_id": image_id, "time": doc["time"], "ok": ok, "why": doc["verdict"]["why"]})
-        index["images"] = images
-        if ok:
-            index["baseline"] = image_id
-        self._put(self.spec.index_key(group), index)
-
-    def groups(self) -> list[str]:
-        """The groups with an index (lists the bucket: the operator's ``gpucluster baseline``, not the agent)."""
-        out: list[str] = []
-        pages = self.client.get_paginator("list_objects_v2").paginate(
-            Bucket=self.spec.bucket, Prefix=self.spec.prefix, Delimiter="/"
-        )
-        for page in pages:
-            for p in cast("list[dict[str, Any]]", page.get("CommonPrefixes") or []):
-                out.append(str(p["Prefix"])[len(self.spec.prefix) :].rstrip("/"))
-        return sorted(out)

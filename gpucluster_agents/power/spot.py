@@ -7,7 +7,7 @@ Why a service of its own and not the maintenance pass: a spot instance gets two 
 maximum), so an event is acted on within seconds of its arrival; it takes no lock (it only reads instances and
 updates node states) and one bad message never stops it.
 
-What each event does (the rule's detail-types, :data:`DETAIL_TYPES`):
+What each event does (the rule's detail-types, :data:`gpucluster_agents.contract.spot.DETAIL_TYPES`):
 - ``EC2 Spot Instance Interruption Warning``: a dynamic node is powered down at once (``power_down_force`` with
   :data:`SPOT_REASON`): Slurm requeues its batch jobs (``JobRequeue=1``, Slurm's default: jobs submitted with
   ``--no-requeue`` end instead), its SuspendProgram terminates the instance two minutes before AWS would, and the
@@ -37,6 +37,7 @@ from typing import Any, Callable, cast
 from urllib.parse import urlsplit
 
 from ..contract import AgentConfig
+from ..contract.spot import BLOCK_ENDING, INTERRUPTION, REBALANCE, WAIT_SECONDS
 from .ec2 import AWS_ERRORS, Ec2, Instance, error_code, error_message
 from .inventory import Inventory, best_instance, fmt_nodes
 from .names import NameBook
@@ -47,12 +48,6 @@ log = logging.getLogger("gpucluster_agents")
 SPOT_REASON = "gpucluster: spot interruption"
 REBALANCE_REASON = "gpucluster: spot rebalance recommendation (replace)"
 BLOCK_REASON = "gpucluster: capacity block ending"
-INTERRUPTION = "EC2 Spot Instance Interruption Warning"
-REBALANCE = "EC2 Instance Rebalance Recommendation"
-# AWS's page shows both spellings of the capacity block's warning; the rule matches either.
-BLOCK_ENDING = ("Capacity Block Reservation Expiration Warning", "Capacity Block Expiration Warning")
-DETAIL_TYPES = (INTERRUPTION, REBALANCE, *BLOCK_ENDING)
-WAIT_SECONDS = 20  # SQS long polling, its maximum
 
 
 def queue_account(queue_url: str) -> str | None:

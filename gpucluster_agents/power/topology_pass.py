@@ -8,12 +8,13 @@ from __future__ import annotations
 import logging
 
 from ..contract import AgentConfig
+from ..contract.topology import render_topology
 from .ec2 import Ec2
 from .inventory import Inventory
 from .names import NameBook
 from .slurm import Slurm
 from .state import StateDir
-from .topology import render_topology, write_if_changed
+from .topology import write_if_changed
 
 log = logging.getLogger("gpucluster_agents")
 

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, cast
 
+from ..contract.usage import parse_day
 from .policy import DEFAULT_FILE, PolicyError, UsagePolicy, UsageTarget, load_policy
 from .report import Window, as_json, as_table, dump, tally
 from .sacct import SacctError, parse_records, run_sacct
@@ -39,18 +40,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--file", default=DEFAULT_FILE, help=f"the accounts contract (default {DEFAULT_FILE})")
     p.add_argument("--region", help="the bucket's region (default: $AWS_REGION, $AWS_DEFAULT_REGION)")
     return p
-
-
-def parse_day(text: str, today: dt.date, option: str) -> dt.date:
-    """``YYYY-MM-DD``, ``today`` or ``yesterday``; ValueError naming the option otherwise."""
-    if text == "today":
-        return today
-    if text == "yesterday":
-        return today - dt.timedelta(days=1)
-    try:
-        return dt.datetime.strptime(text, "%Y-%m-%d").date()
-    except ValueError:
-        raise ValueError(f"{option} {text!r}: expected a day as YYYY-MM-DD, today or yesterday") from None
 
 
 def window_of(since: str | None, until: str | None, now: dt.datetime) -> Window:

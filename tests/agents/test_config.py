@@ -115,7 +115,11 @@ ERRORS = [
     ("schema_version", 2, "schema_version: this agent reads schema_version 1"),
     ("node_groups", [], "node_groups: must be a non-empty list"),
     ("node_groups.0.name", "P5-x", "node_groups[0].name: 'P5-x' is not valid"),
-    ("node_groups.0.name", "p5-", "node_groups[0].name: 'p5-' is not valid: lower-case letters, digits, '_' and '-'"),
+    ("node_groups.0.name", "p5-", "node_groups[0].name: 'p5-' is not valid: 1-32 lowercase letters, digits and '-'"),
+    # the config's own grammar (contract.grammar.NAME_RE): a name the config would refuse is refused here too
+    ("node_groups.0.name", "5p", "node_groups[0].name: '5p' is not valid: 1-32 lowercase letters"),
+    ("node_groups.0.name", "p5_a", "node_groups[0].name: 'p5_a' is not valid: 1-32 lowercase letters"),
+    ("node_groups.0.name", "p" * 33, f"node_groups[0].name: '{'p' * 33}' is not valid: 1-32 lowercase letters"),
     ("node_groups.0.name", "-p5", "node_groups[0].name: '-p5' is not valid"),
     ("node_groups.0.mode", "elastic", "node_groups[0].mode: 'elastic' is not one of dynamic, static"),
     ("node_groups.0.max_nodes", 0, "node_groups[0].max_nodes: must be between 1 and 100000, got 0"),

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gpucluster_agents import teardown as td
+from gpucluster.components.slurm import agent_teardown as td
 from tests.agents.conftest import CLUSTER, Harness
 from tests.agents.moto_env import instances
 from tests.agents.test_orphans import launch_raw

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster_agents.health.config import to_json
+from gpucluster_agents.contract.health import to_json
 from tests.agents.health.fakes import node, p5_config, scenario
 from tests.conftest import IN_CI
 from tests.e2e import slurm_harness

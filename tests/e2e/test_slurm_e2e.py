@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from gpucluster_agents.contract import hostlist
-from gpucluster_agents.power.topology import HEADER
+from gpucluster_agents.contract.topology import HEADER
 from tests.agents.conftest import CLUSTER, base_config, require_tool
 from tests.agents.ec2_fault_proxy import FaultProxy
 from tests.agents.moto_env import MotoServer, ec2_client, instances, make_world, node_instances

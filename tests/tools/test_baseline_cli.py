@@ -12,8 +12,8 @@ import boto3
 import pytest
 
 from gpucluster.tools.cli import main
-from gpucluster_agents.contract.baseline import Baseline
-from gpucluster_agents.power.baselines import Store, baseline_verdict
+from gpucluster_agents.contract.baseline import Baseline, Store
+from gpucluster_agents.power.baselines import baseline_verdict
 
 CLUSTER = "slurm-p5"  # the stack's cluster name (its stack name)
 A, B = "ami-0a1b2c3d4e5f60718", "ami-0feedfacecafe0001"

@@ -13,6 +13,7 @@ import json
 import re
 import sys
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import tomllib
@@ -156,20 +157,26 @@ def test_installed_provider_reports_the_wheels_version(installed: tuple[Path, Pa
 
 # --- layering: data flows one way --------------------------------------------------------------------------
 
+NODE_PACKAGE_API = ("gpucluster_agents.contract", "gpucluster_agents.ship")
+"""All of the node package the control plane may import: the schema of every file a node reads (``contract``) and
+what ships the package's sources (``ship``). Nothing else of it: the rest runs on the nodes."""
+CONTROL_PLANE = ("gpucluster", "components", "__main__.py", "policy-pack", "examples")
+"""Where the control plane's code lies (folders and files, from the checkout's root)."""
+
 LAYERS = {
     # room → rooms it may import (besides itself). The config model, its rules and its checks sit on the
     # facts; resolution on the config; loading (parse, check, resolve) on both; rendering on resolved
     # config; components on rendering; the program on components; tools on everything. The node package
-    # (gpucluster_agents) is the bottom room: it holds the node contract (config schema, tag keys, node
-    # names), anyone may import it, and nothing of it imports gpucluster.
+    # (gpucluster_agents) is the bottom room and imports nothing of gpucluster; the rooms above reach it only
+    # through NODE_PACKAGE_API (its contract and its shipping module).
     "gpucluster._paths": set(),
     "gpucluster.facts": set(),
-    "gpucluster.config": {"gpucluster.facts", "gpucluster_agents", "gpucluster.facts.slurm_settings"},
+    "gpucluster.config": {"gpucluster.facts", "gpucluster.facts.slurm_settings", *NODE_PACKAGE_API},
     # The settings hatch's key tables (standard library only): the config checks and the policy rule of the rendered
     # slurm.conf read the same lists.
     "gpucluster.facts.slurm_settings": set(),
-    "gpucluster.resolve": {"gpucluster.config", "gpucluster.facts", "gpucluster_agents"},
-    "gpucluster.load": {"gpucluster.config", "gpucluster.facts", "gpucluster.resolve", "gpucluster_agents"},
+    "gpucluster.resolve": {"gpucluster.config", "gpucluster.facts", *NODE_PACKAGE_API},
+    "gpucluster.load": {"gpucluster.config", "gpucluster.facts", "gpucluster.resolve", *NODE_PACKAGE_API},
     # The policy rules stand alone (stdlib + PyYAML): the Pulumi policy pack in policy-pack/ imports them
     # without the rest of gpucluster, and the tools run them over the offline plan.
     "gpucluster.policy": {"gpucluster.facts.slurm_settings"},
@@ -178,7 +185,7 @@ LAYERS = {
         "gpucluster.facts",
         "gpucluster.resolve",
         "gpucluster._paths",
-        "gpucluster_agents",
+        *NODE_PACKAGE_API,
     },
     "gpucluster.components": {
         "gpucluster.config",
@@ -186,7 +193,7 @@ LAYERS = {
         "gpucluster.resolve",
         "gpucluster.load",  # GpuCluster validates its Args on the stack's own load path
         "gpucluster.render",
-        "gpucluster_agents",
+        *NODE_PACKAGE_API,
     },
     "gpucluster.program": {
         "gpucluster.config",
@@ -194,7 +201,7 @@ LAYERS = {
         "gpucluster.resolve",
         "gpucluster.load",
         "gpucluster.components",
-        "gpucluster_agents",
+        *NODE_PACKAGE_API,
     },
     "gpucluster.tools": {
         "gpucluster.config",
@@ -206,7 +213,7 @@ LAYERS = {
         "gpucluster.program",
         "gpucluster.policy",
         "gpucluster._paths",
-        "gpucluster_agents",
+        *NODE_PACKAGE_API,
     },
     "gpucluster_agents": set(),
 }
@@ -221,15 +228,15 @@ PULUMI_FREE = (
 )
 
 
-def _modules() -> dict[str, Path]:
+def _modules(root: Path = ROOT) -> dict[str, Path]:
     out = {}
     for base, dotted in (
         ("gpucluster", "gpucluster"),
         ("components", "gpucluster.components"),
         ("gpucluster_agents", "gpucluster_agents"),
     ):
-        for path in (ROOT / base).rglob("*.py"):
-            rel = path.relative_to(ROOT / base).with_suffix("")
+        for path in (root / base).rglob("*.py"):
+            rel = path.relative_to(root / base).with_suffix("")
             parts = [p for p in rel.parts if p != "__init__"]
             out[".".join([dotted, *parts])] = path
     return out
@@ -250,6 +257,22 @@ def _imports(path: Path, module: str) -> set[str]:
     return found
 
 
+def _node_package_reached(path: Path) -> set[str]:
+    """The modules of the node package that ``path`` imports, lazy imports included: ``from gpucluster_agents import
+    contract`` reaches ``gpucluster_agents.contract``, ``import gpucluster_agents`` the package itself."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "gpucluster_agents"}
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "gpucluster_agents":
+            found |= {f"{node.module}.{a.name}" for a in node.names} if node.module == "gpucluster_agents" else {node.module}
+    return found
+
+
+def _within(module: str, allowed: Iterable[str]) -> bool:
+    return any(module == a or module.startswith(a + ".") for a in allowed)
+
+
 def _room(module: str) -> str:
     for room in sorted(LAYERS, key=len, reverse=True):
         if module == room or module.startswith(room + "."):
@@ -257,10 +280,10 @@ def _room(module: str) -> str:
     return module
 
 
-def test_rooms_import_only_downward_and_the_model_imports_no_pulumi():
-    modules = _modules()
+def _layer_problems(root: Path = ROOT) -> list[str]:
+    """Every import against LAYERS in the tree at ``root``; into the node package, only the part of it the room lists."""
     problems = []
-    for module, path in modules.items():
+    for module, path in _modules(root).items():
         if module == "gpucluster" or module.startswith("gpucluster._"):
             continue  # the lazy public API and the path helper
         room = _room(module)
@@ -272,10 +295,103 @@ def test_rooms_import_only_downward_and_the_model_imports_no_pulumi():
                 problems.append(f"{module} imports {imported} (no Pulumi below the components)")
             if not imported.startswith(("gpucluster.", "gpucluster_agents")) and imported != "gpucluster":
                 continue
+            if room != "gpucluster_agents" and imported.split(".")[0] == "gpucluster_agents":
+                continue  # below, module by module
             target = _room(imported)
             if target != room and target not in LAYERS[room] and imported not in LAYERS[room]:
                 problems.append(f"{module} ({room}) imports {imported} ({target})")
-    assert problems == []
+        if room != "gpucluster_agents":
+            allowed = [a for a in LAYERS[room] if a.split(".")[0] == "gpucluster_agents"]
+            problems += [
+                f"{module} ({room}) imports {m} (only {allowed or 'none'})"
+                for m in sorted(_node_package_reached(path))
+                if not _within(m, allowed)
+            ]
+    return problems
+
+
+def _control_plane_problems(root: Path = ROOT) -> list[str]:
+    """Imports of the node package past NODE_PACKAGE_API in every control-plane file at ``root`` (the stack program,
+    the policy pack and the examples too, which LAYERS has no room for)."""
+    files: set[Path] = set()
+    for name in CONTROL_PLANE:
+        place = root / name
+        files |= {place} if place.is_file() else {p.resolve() for p in place.rglob("*.py")}
+    return [
+        f"{path.relative_to(root.resolve()) if path.is_relative_to(root.resolve()) else path} imports {m}"
+        f" (the control plane imports only {', '.join(NODE_PACKAGE_API)} of the node package)"
+        for path in sorted(files)
+        for m in sorted(_node_package_reached(path))
+        if not _within(m, NODE_PACKAGE_API)
+    ]
+
+
+def test_rooms_import_only_downward_and_the_model_imports_no_pulumi():
+    assert _layer_problems() == []
+
+
+def test_the_control_plane_imports_only_the_node_packages_contract_and_ship():
+    assert _control_plane_problems() == []
+
+
+def _plant(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+def test_the_layer_checks_fail_on_violations_planted_in_a_temporary_tree(tmp_path: Path):
+    """The two checks above could not pass by reading nothing: in a tree of their own, each import that reaches past
+    the node package's contract and ship module, and the node package importing gpucluster, is a problem; the
+    allowed forms are not."""
+    allowed = "from gpucluster_agents import contract, ship\nfrom gpucluster_agents.contract.health import to_json\n"
+    _plant(
+        tmp_path,
+        {
+            "gpucluster/__init__.py": "",
+            "gpucluster/render/__init__.py": "",
+            "gpucluster/render/ok.py": allowed,
+            "gpucluster/render/health.py": "def f():\n    from gpucluster_agents.health.xid import XID_CLASSES\n",
+            "gpucluster/config/names.py": "from gpucluster_agents import power\n",
+            "gpucluster/tools/cli.py": "import gpucluster_agents\n",
+            "gpucluster/facts/data.py": "from gpucluster_agents.contract import TAG_CLUSTER\n",
+            "components/ok.py": allowed,
+            "components/teardown.py": "from gpucluster_agents.teardown import teardown\n",
+            "__main__.py": "import gpucluster_agents.boot.helper as boot\n",
+            "policy-pack/__main__.py": allowed,
+            "gpucluster_agents/__init__.py": "",
+            "gpucluster_agents/contract/__init__.py": "",
+            "gpucluster_agents/power/ec2.py": "from gpucluster.render import core\n",
+        },
+    )
+    layers = _layer_problems(tmp_path)
+    assert sorted(layers) == sorted(
+        [
+            "gpucluster.render.health (gpucluster.render) imports gpucluster_agents.health.xid (only "
+            + str([a for a in LAYERS["gpucluster.render"] if a.startswith("gpucluster_agents")])
+            + ")",
+            "gpucluster.config.names (gpucluster.config) imports gpucluster_agents.power (only "
+            + str([a for a in LAYERS["gpucluster.config"] if a.startswith("gpucluster_agents")])
+            + ")",
+            "gpucluster.tools.cli (gpucluster.tools) imports gpucluster_agents (only "
+            + str([a for a in LAYERS["gpucluster.tools"] if a.startswith("gpucluster_agents")])
+            + ")",
+            "gpucluster.facts.data (gpucluster.facts) imports gpucluster_agents.contract (only none)",
+            "gpucluster.components.teardown (gpucluster.components) imports gpucluster_agents.teardown (only "
+            + str([a for a in LAYERS["gpucluster.components"] if a.startswith("gpucluster_agents")])
+            + ")",
+            "gpucluster_agents.power.ec2 (gpucluster_agents) imports gpucluster.render (gpucluster.render)",
+            "gpucluster_agents.power.ec2 (gpucluster_agents) imports gpucluster.render.core (gpucluster.render)",
+        ]
+    ), layers
+    reached = sorted(line.split(" (")[0] for line in _control_plane_problems(tmp_path))
+    assert reached == [
+        "__main__.py imports gpucluster_agents.boot.helper",
+        "components/teardown.py imports gpucluster_agents.teardown",
+        "gpucluster/config/names.py imports gpucluster_agents.power",
+        "gpucluster/render/health.py imports gpucluster_agents.health.xid",
+        "gpucluster/tools/cli.py imports gpucluster_agents",
+    ], reached
 
 
 def test_no_import_cycle_between_modules():

@@ -27,6 +27,7 @@ from gpucluster.config.slurm.login import LoginNodesSpec
 from gpucluster.config.slurm.teams import SlurmTeamSpec
 from gpucluster.config.slurm.updates import SlurmUpdatesSpec
 from gpucluster.facts.slurm_settings import settings_text
+from gpucluster_agents.contract.grammar import PARTITION_PATTERN
 
 SLURM_VERSION = "23.11"
 UBUNTU_RELEASE = "24.04"
@@ -34,7 +35,6 @@ UBUNTU_RELEASE = "24.04"
 TOO_OLD_RELEASES = ("22.04", "20.04", "18.04")
 
 Mode = Literal["dynamic", "static"]
-PARTITION_RE = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$"
 FEATURE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
@@ -112,7 +112,7 @@ class SlurmNodeGroupSpec(SpecModel):
     name: str
     """The node group (``nodeGroups[].name``) these settings are for. Required."""
 
-    partition: str | None = Field(default=None, pattern=PARTITION_RE)
+    partition: str | None = Field(default=None, pattern=PARTITION_PATTERN)
     """Slurm partition of the group's nodes. Default: the node group name."""
 
     default: bool | None = None

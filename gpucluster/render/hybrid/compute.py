@@ -43,7 +43,7 @@ from gpucluster.render.slurm.names import AGENT_PACKAGE_PATH, AWS_HELPER, AWS_HE
 from gpucluster.resolve.cluster import ResolvedCluster
 from gpucluster.resolve.compute.node_group import ResolvedNodeGroup
 from gpucluster_agents import contract
-from gpucluster_agents.boot import helper as boot
+from gpucluster_agents.contract import boot
 
 JOIN_SETUP = "/usr/local/sbin/gpucluster-hybrid-join"
 CHRONY_SOURCES = "/etc/chrony/sources.d/gpucluster-amazon-time.sources"

@@ -38,9 +38,9 @@ from gpucluster.config.kubernetes.health import KubernetesHealthSpec
 from gpucluster.render.kubernetes import BOOT_TAINT, BOOT_TOLERATION, GPU_TOLERATION, LABEL_GPU, LABEL_NODE_GROUP
 from gpucluster.render.kubernetes.sweep_policy import sweep_node_policy
 from gpucluster.render.kubernetes.tenancy import PSA, default_deny, dns_egress, network_policy
-from gpucluster_agents.boot.helper import HEALTH_BOOT_TIMEOUT
-from gpucluster_agents.health.k8s_sweep import SWEEP_MAIN, SweepSettings
-from gpucluster_agents.health.k8s_sweep import to_json as settings_json
+from gpucluster_agents.contract.boot import HEALTH_BOOT_TIMEOUT
+from gpucluster_agents.contract.sweep import SWEEP_MAIN, SweepSettings
+from gpucluster_agents.contract.sweep import to_json as settings_json
 
 NAMESPACE = "gpucluster-health"
 SWEEP_NAME = "gpucluster-health-sweep"
@@ -159,7 +159,8 @@ def node_repair_config(health: KubernetesHealthSpec) -> dict[str, Any] | None:
 
 
 def sweep_settings(interval: int) -> SweepSettings:
-    """What the sweep (:mod:`gpucluster_agents.health.k8s_sweep`) reads from ``sweep.json`` in the pod."""
+    """What the sweep (:mod:`gpucluster_agents.health.k8s_sweep`) reads from ``sweep.json`` in the pod (schema:
+    :mod:`gpucluster_agents.contract.sweep`)."""
     return SweepSettings(
         condition=CONDITION,
         taint_key=TAINT_KEY,

@@ -18,10 +18,10 @@ from __future__ import annotations
 from typing import Any
 
 from gpucluster.render.core import to_yaml
-from gpucluster_agents.metrics import targets
+from gpucluster_agents.contract import metrics
 
-GPU_EXPORTER_PORT = targets.GPU_EXPORTER_PORT
-NODE_EXPORTER_PORT = targets.NODE_EXPORTER_PORT
+GPU_EXPORTER_PORT = metrics.GPU_EXPORTER_PORT
+NODE_EXPORTER_PORT = metrics.NODE_EXPORTER_PORT
 HEAD_EXPORTER_PORT = 9400
 KUEUE_METRICS_PORT = 8443
 EXPORTER_PORTS = (GPU_EXPORTER_PORT, NODE_EXPORTER_PORT)
@@ -32,7 +32,7 @@ PROMETHEUS_CONFIG_PATH = "/etc/gpucluster/collector/prometheus.yml"
 AGENT_WAL_PATH = "/var/lib/prometheus/agent"
 TARGETS_DIR = "/var/lib/gpucluster-collector"
 """Where the signer writes the collector's targets (its unit's StateDirectory; ``gpucluster_agents/metrics/targets.py``)."""
-TARGET_JOBS = tuple(targets.JOB_PORTS)
+TARGET_JOBS = tuple(metrics.JOB_PORTS)
 """The collector's jobs, one targets file each: ``gpu`` (9400) and ``node`` (9100) of the GPU nodes, ``head`` (both)."""
 
 

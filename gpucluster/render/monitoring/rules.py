@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from gpucluster.render.core import to_yaml
 from gpucluster.render.monitoring import series as s
 from gpucluster.resolve.cluster import ResolvedCluster
-from gpucluster_agents.health.xid import XID_CLASSES
+from gpucluster_agents.contract.xid import XID_CLASSES
 
 SCHEDULERS = ("slurm", "kubernetes")
 # An idle GPU carries no pod label of its own; a scrape that names its target's pod (the exporter's) must not

@@ -4,9 +4,9 @@ that writes it.
 A cluster's Grafana gets only the queries whose every series has a source on that cluster (:mod:`.provision`): an
 EKS cluster runs no node exporter, no EFA or Lustre exporter and no Slurm, so a query of ``node_*``,
 ``node_amazonefa_*``, ``gpucluster_lustre_*`` or the head node's ``gpucluster_slurm_*`` would draw an empty panel
-there. The name sets come from the producers themselves (gpucluster's exporter modules, the dcgm-exporter counters
-list the GPU Operator is given), so a dashboard that starts querying a series nobody writes loses that query
-everywhere, and the tests fail on it.
+there. The name sets come from the producers themselves (the series gpucluster's exporters write,
+:mod:`gpucluster_agents.contract.metrics`; the dcgm-exporter counters list the GPU Operator is given), so a dashboard
+that starts querying a series nobody writes loses that query everywhere, and the tests fail on it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 from gpucluster.render.kubernetes.health import DCGM_METRICS
 from gpucluster.render.monitoring import series as s
-from gpucluster_agents.metrics import fabric, gpu, head, server, teams
+from gpucluster_agents.contract import metrics as m
 
 SLURM = "slurm"
 KUBERNETES = "kubernetes"
@@ -45,13 +45,13 @@ def _names(*metrics: tuple[Any, ...]) -> frozenset[str]:
     return frozenset(str(m[0]) for m in metrics)
 
 
-_GPU_EXPORTER = _names(
-    *gpu.FIELDS, *gpu.NVLINK_ERRORS, gpu.RESERVED, gpu.XID_LAST, gpu.XID_TOTAL, gpu.READ_ERRORS, gpu.NVML_UP
-) | _names(gpu.GPU_COUNT, gpu.XID_READABLE, server.COLLECTOR_OK, server.SCRAPE_SECONDS)
-_HEAD_EXPORTER = _names(
-    head.NODES, head.DRAINS, head.NODE_GPUS, head.JOBS, head.PENDING, head.LAUNCHES, head.HOLDS, head.PROTECTED
-) | _names(head.BOOT_FAILS, head.REPAIRS, head.REPAIRED, head.BRAKE, server.COLLECTOR_OK, server.SCRAPE_SECONDS)
-_TEAM_EXPORTER = _names(*teams.FAMILIES)
+_GPU_EXPORTER = _names(*m.GPU_FIELDS, *m.NVLINK_ERRORS, m.RESERVED, m.XID_LAST, m.XID_TOTAL, m.READ_ERRORS, m.NVML_UP) | _names(
+    m.GPU_COUNT, m.XID_READABLE, m.COLLECTOR_OK, m.SCRAPE_SECONDS
+)
+_HEAD_EXPORTER = _names(m.NODES, m.DRAINS, m.NODE_GPUS, m.JOBS, m.PENDING, m.LAUNCHES, m.HOLDS, m.PROTECTED) | _names(
+    m.BOOT_FAILS, m.REPAIRS, m.REPAIRED, m.BRAKE, m.COLLECTOR_OK, m.SCRAPE_SECONDS
+)
+_TEAM_EXPORTER = _names(*m.ACCOUNT_FAMILIES)
 _EVERYWHERE = (
     Source(ANY_JOB, "Prometheus itself, per scrape target", frozenset({"up"})),
     Source(RULES, "the AMP workspace's alert rules (the rule evaluation writes ALERTS)", frozenset({"ALERTS"})),
@@ -60,8 +60,8 @@ _EVERYWHERE = (
 SOURCES: dict[str, tuple[Source, ...]] = {
     SLURM: (
         Source("gpu", "gpucluster's NVML exporter on the GPU nodes (gpucluster_agents.metrics.gpu)", _GPU_EXPORTER),
-        Source("gpu", "gpucluster's exporter: the EFA devices' hardware counters", prefix=fabric.EFA_PREFIX),
-        Source("gpu", "gpucluster's exporter: the Lustre client", _names(fabric.LUSTRE_OPS, fabric.LUSTRE_BYTES)),
+        Source("gpu", "gpucluster's exporter: the EFA devices' hardware counters", prefix=m.EFA_PREFIX),
+        Source("gpu", "gpucluster's exporter: the Lustre client", _names(m.LUSTRE_OPS, m.LUSTRE_BYTES)),
         Source("head", "gpucluster's exporter on the head node: Slurm and the node agent", _HEAD_EXPORTER),
         Source("teams", "gpucluster's loopback exporter on the head node: each team's figures (admins only)", _TEAM_EXPORTER),
         Source("node", "Debian's prometheus-node-exporter on every Slurm node", prefix="node_"),

@@ -4,16 +4,10 @@ the boot helper that installs that code and the munge key on every node."""
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import io
 import json
-import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
-import gpucluster_agents
 from gpucluster.config.slurm.health import nvidia_gpus
 from gpucluster.render.core import WriteFile
 from gpucluster.render.pysource import without_docs
@@ -29,12 +23,13 @@ from gpucluster.render.slurm.names import (
     SlurmContext,
     munge_secret_name,
 )
-from gpucluster_agents import contract
-from gpucluster_agents.boot import helper as boot
+from gpucluster_agents import contract, ship
+from gpucluster_agents.contract import boot
 from gpucluster_agents.contract.baseline import Baseline
 from gpucluster_agents.contract.nodemap import NodeMap
 from gpucluster_agents.contract.repair import Repair
 from gpucluster_agents.contract.updates import Updates
+from gpucluster_agents.ship import sha256 as sha256
 
 NODE_MAPS_PREFIX = "node-maps/"  # in the artifact bucket: the head node writes, compute nodes read (IAM: iam.py)
 BASELINES_PREFIX = "baselines/"  # in the artifact bucket: the head node's re-baseline figures (power/baseline.py)
@@ -131,9 +126,6 @@ def needs_spot_events(ctx: SlurmContext) -> bool:
 
 # --- the agent bundle ------------------------------------------------------------------------------------------
 
-AGENT_PACKAGE = Path(gpucluster_agents.__file__).resolve().parent
-ZIP_DATE = (2020, 1, 1, 0, 0, 0)
-
 
 @dataclass(frozen=True)
 class AgentBundle:
@@ -142,46 +134,9 @@ class AgentBundle:
     sha256: str
 
 
-@functools.lru_cache(maxsize=4)
-def nvml_binding() -> Path:
-    """NVIDIA's NVML binding (nvidia-ml-py, one pure-Python module, BSD), as installed with gpucluster: it goes
-    into the node package next to ``gpucluster_agents`` so the health program reads NVML on nodes whose image
-    has no binding of its own (nothing is fetched by the node)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("pynvml")
-    if spec is None or spec.origin is None:
-        raise RuntimeError("nvidia-ml-py is not installed (it is in requirements.txt): pip install -r requirements.txt")
-    return Path(spec.origin)
-
-
-def agent_bundle(package: Path = AGENT_PACKAGE) -> bytes:
-    """The ``gpucluster_agents`` package (and :func:`nvml_binding`) as a zip: sorted entries, fixed dates, so the
-    same sources always give the same bytes (and the same sha256 in the plan)."""
-    entries = [
-        (f"{package.name}/{path.relative_to(package).as_posix()}", path)
-        for path in sorted(package.rglob("*"))
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".md", ".sh")
-    ]
-    entries.append(("pynvml.py", nvml_binding()))
-    # A plan zips the package for every node group: the same files (same size and time) give the same zip.
-    return _zipped(tuple((name, str(path), path.stat().st_mtime_ns, path.stat().st_size) for name, path in entries))
-
-
-@functools.lru_cache(maxsize=8)
-def _zipped(entries: tuple[tuple[str, str, int, int], ...]) -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name, path, _, _ in entries:
-            info = zipfile.ZipInfo(name, ZIP_DATE)
-            info.external_attr = 0o644 << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, Path(path).read_bytes())
-    return buf.getvalue()
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+def agent_bundle() -> bytes:
+    """The node package as a reproducible zip (:func:`gpucluster_agents.ship.bundle`)."""
+    return ship.bundle()
 
 
 def package_key(digest: str) -> str:
@@ -219,7 +174,7 @@ def aws_helper() -> str:
     """The boot helper's source, written to ``AWS_HELPER``: the module itself without its docstrings and comment lines
     (:func:`gpucluster.render.pysource.without_docs`: whole lines removed, none changed), so the code that runs on the
     node is the code that ruff, pyright and the tests check, in less of EC2's 16 KB of user data."""
-    return without_docs(Path(boot.__file__).read_text())
+    return without_docs(ship.source(ship.HELPER))
 
 
 def boot_config(ctx: SlurmContext, compute: bool = False, head: bool = False) -> boot.BootConfig:

@@ -176,7 +176,7 @@ def cgroup_conf(ctx: SlurmContext) -> str:
 def topology_conf(ctx: SlurmContext) -> str:
     """The topology.conf before any node runs: what the agent itself writes with nothing placed (one
     switch per node group, joined under ``root``). The agent rewrites it from DescribeInstanceTopology."""
-    from gpucluster_agents.power.topology import render_topology
+    from gpucluster_agents.contract.topology import render_topology
 
     lines = render_topology({}, [(g.name, g.node_names) for g in ctx.node_groups])
     return "\n".join(lines) + "\n"

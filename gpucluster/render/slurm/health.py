@@ -22,7 +22,7 @@ from gpucluster.config.slurm.health import nvidia_gpus
 from gpucluster.render.core import WriteFile, render
 from gpucluster.render.slurm.names import AGENT_LIB, AWS_HELPER, SlurmContext
 from gpucluster.resolve.compute.node_group import ResolvedNodeGroup
-from gpucluster_agents.boot.helper import HEALTH_BOOT_FAULT, HEALTH_BOOT_TIMEOUT, HEALTH_MAIN
+from gpucluster_agents.contract.boot import HEALTH_BOOT_FAULT, HEALTH_BOOT_TIMEOUT, HEALTH_MAIN
 
 HEALTH_CHECK = "/etc/gpucluster/slurm/health-check"
 PROLOG = "/etc/gpucluster/slurm/prolog"
@@ -40,7 +40,7 @@ SCONTROL = "scontrol"  # on the wrappers' fixed PATH (/usr/sbin:/usr/bin:/sbin:/
 
 def wrapper_values(agent_lib: str = AGENT_LIB, python: str = PYTHON, scontrol: str = SCONTROL) -> dict[str, str]:
     """The program the HealthCheckProgram and Prolog wrappers run, shell-quoted for the templates:
-    ``python -I -c HEALTH_MAIN agent_lib`` (:data:`gpucluster_agents.boot.helper.HEALTH_MAIN`) and scontrol. Tests
+    ``python -I -c HEALTH_MAIN agent_lib`` (:data:`gpucluster_agents.contract.boot.HEALTH_MAIN`) and scontrol. Tests
     pass their own interpreter, package directory and scontrol; a node's wrappers get the defaults."""
     return {
         "python": shlex.quote(python),
@@ -104,7 +104,7 @@ def health_files(ctx: SlurmContext, group: ResolvedNodeGroup) -> tuple[WriteFile
     """A compute node's wrappers: the sweep and (with the prolog on) the prolog, and the program's thresholds
     (``/etc/gpucluster/health.json``: the group's resolved ``health``, its ``shared_fs`` check included). Groups without NVIDIA GPUs get wrappers that exit 0, since slurm.conf names the same programs for every
     node."""
-    from gpucluster_agents.health.config import to_json
+    from gpucluster_agents.contract.health import to_json
 
     health, facts = ctx.slurm.health, group.facts
     common = {

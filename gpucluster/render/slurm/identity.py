@@ -60,14 +60,13 @@ group up in the host's files).
 from __future__ import annotations
 
 import json
-import re
 import shlex
 
 from gpucluster.render.core import WriteFile, bundle_json
 from gpucluster.render.slurm.names import AGENT_LIB, AWS_HELPER_CONFIG
 from gpucluster.resolve.slurm.identity import DeclaredIdentity, ResolvedIdentity
-from gpucluster_agents.boot.users import USERS_KEY as USERS_KEY
 from gpucluster_agents.contract import users as users_contract
+from gpucluster_agents.contract.users import USERS_KEY as USERS_KEY
 
 SSM_SUDOERS = "/etc/sudoers.d/ssm-agent-users"
 DENY_SUDOERS = "/etc/sudoers.d/zz-gpucluster-no-session-sudo"
@@ -84,7 +83,6 @@ DENY_SUDOERS_TEXT = (
     "# gpucluster: no sudo for Session Manager's ssm-user or the image's default user (read last: the last match wins)\n"
     f"ssm-user ALL=(ALL:ALL) !ALL\n{DEFAULT_IMAGE_USER} ALL=(ALL:ALL) !ALL\n"
 )
-_GROUP_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 
 # The lockdown, run as cloud-init runs a bootcmd list (sh -c '<script>' gpucluster-session-lockdown). It honours
 # GPUCLUSTER_ROOT (unset at boot) so tests run it on a temporary root.
@@ -127,7 +125,7 @@ def session_lockdown_runcmd() -> tuple[str, ...]:
 def admin_sudoers(group: str) -> str:
     """The only sudo grant on a gpucluster node: ``%<group>`` may run anything as anyone, without a password (users
     have none: they come in with keys or Session Manager)."""
-    if not _GROUP_RE.fullmatch(group):
+    if not users_contract.NAME_RE.fullmatch(group):  # the POSIX name grammar the users contract reads
         raise ValueError(f"admin group {group!r} is not a group name; refusing to render it into sudoers")
     return f"# gpucluster: members of {group} (slurm.identity.adminGroup) are root on every node.\n%{group} ALL=(ALL:ALL) NOPASSWD: ALL\n"
 

@@ -6,7 +6,7 @@ session lockdown (:mod:`.identity`); files — the boot helper, the guard's unit
 with ``--homes``), the sshd drop-in, Ubuntu's sshd PAM stack (+ oddjob-mkhomedir with a directory), SSSD's template
 and CA with a directory, the home mount, ``gpucluster-sackd.service`` (``sackd --conf-server``: configless), a
 short ``/etc/profile.d`` note, the node package's pointer, the drain program's unit and config
-(``/etc/gpucluster/login-drain.json``, ``{region, asg_name, hook_name, grace_seconds, poll_seconds}``)
+(``/etc/gpucluster/login-drain.json``: :class:`gpucluster_agents.contract.login_drain.DrainConfig`)
 and, with the cluster's monitoring on, the log shipper's unit and config (role ``login``,
 :mod:`gpucluster.render.monitoring.logs`); ``runcmd`` — the lockdown again, then
 ``/usr/local/sbin/gpucluster-slurm-login``.
@@ -19,7 +19,6 @@ only AWS knows comes in :class:`LoginInputs` (the components part calls :func:`l
 
 from __future__ import annotations
 
-import json
 import shlex
 from dataclasses import dataclass
 
@@ -40,12 +39,14 @@ from gpucluster.render.slurm.names import AGENT_LIB, AWS_HELPER, SLURMCTLD_PORT,
 from gpucluster.render.slurm.pam import LOGIN_PAM, SSHD_DROP_IN, login_pam_sshd, sshd_drop_in
 from gpucluster.render.slurm.sssd import SSSD_PACKAGES, directory_files, directory_of, directory_setup
 from gpucluster.render.slurm.usage import has_team_reports, usage_program_file
+from gpucluster_agents.contract.login_drain import PATH as DRAIN_PATH
+from gpucluster_agents.contract.login_drain import DrainConfig
 
 LOGIN_SETUP = "/usr/local/sbin/gpucluster-slurm-login"
 SACKD_UNIT = "gpucluster-sackd.service"
 DRAIN_MODULE = "gpucluster_agents.boot.login_drain"
 DRAIN_UNIT = "gpucluster-login-drain.service"
-DRAIN_CONFIG = "/etc/gpucluster/login-drain.json"
+DRAIN_CONFIG = DRAIN_PATH
 DRAIN_POLL_SECONDS = 5
 HOST_KEY_DIR = "/etc/ssh/gpucluster"
 HOST_KEY_TYPES = ("ed25519", "ecdsa", "rsa")
@@ -69,14 +70,8 @@ class LoginInputs:
 
 
 def drain_config(inputs: LoginInputs) -> str:
-    doc = {
-        "region": inputs.region,
-        "asg_name": inputs.asg_name,
-        "hook_name": inputs.hook_name,
-        "grace_seconds": inputs.grace_seconds,
-        "poll_seconds": DRAIN_POLL_SECONDS,
-    }
-    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    """``DRAIN_CONFIG`` (schema: :mod:`gpucluster_agents.contract.login_drain`)."""
+    return DrainConfig(inputs.region, inputs.asg_name, inputs.hook_name, inputs.grace_seconds, DRAIN_POLL_SECONDS).to_json()
 
 
 def sackd_unit(controller: str, home: bool) -> str:

@@ -19,14 +19,13 @@ is nowhere both nodes read, and no team reports.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from gpucluster.render.core import SERVICE_SANDBOX, WriteFile
 from gpucluster.render.pysource import without_docs
 from gpucluster.render.slurm.accounts import ACCOUNTS_PATH, USAGE_PREFIX
 from gpucluster.render.slurm.guard import systemd_unit
 from gpucluster.render.slurm.names import SlurmContext, agent_service
-from gpucluster_agents.usage import show
+from gpucluster_agents import ship
+from gpucluster_agents.contract.usage import REPORTS_DIR
 
 __all__ = [
     "TEAM_USAGE_DIR",
@@ -49,7 +48,7 @@ ACCOUNTS_FILE = ACCOUNTS_PATH
 USAGE_COMMAND = "usage --since yesterday --until yesterday --upload"
 TEAM_USAGE_SERVICE = "gpucluster-team-usage.service"
 TEAM_USAGE_TIMER = "gpucluster-team-usage.timer"
-TEAM_USAGE_DIR = show.DEFAULT_DIR
+TEAM_USAGE_DIR = REPORTS_DIR
 USAGE_PROGRAM = "/usr/local/bin/gpucluster-usage"
 
 
@@ -128,4 +127,4 @@ def team_usage_files() -> list[WriteFile]:
 
 def usage_program_file() -> WriteFile:
     """``gpucluster-usage`` for the login nodes: ``gpucluster_agents/usage/show.py`` without its docs, 0755."""
-    return WriteFile(USAGE_PROGRAM, without_docs(Path(show.__file__).read_text()), "0755")
+    return WriteFile(USAGE_PROGRAM, without_docs(ship.source(ship.USAGE_PROGRAM)), "0755")

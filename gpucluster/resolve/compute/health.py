@@ -3,7 +3,7 @@
 Every node group with NVIDIA GPUs carries them as :attr:`ResolvedNodeGroup.health
 <gpucluster.resolve.compute.node_group.ResolvedNodeGroup.health>`; the renderers write that value (the Kubernetes sweep
 without the mount, which a pod does not see; a ``GpuNodeGroup`` of your own with the Lustre mount you pass).
-The schema lives in the node package (:mod:`gpucluster_agents.health.config`), which reads the file;
+The schema lives in the node package (:mod:`gpucluster_agents.contract.health`), which reads the file;
 this module only fills it in: GPU count and model from the instance facts, link and benchmark thresholds from
 :mod:`gpucluster.facts.gpu_health`, the EFA device count from the launch template's interface layout
 (the devices the node will actually have, not the type's maximum), and the shared file system's mount.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from gpucluster.facts.catalog import InstanceFacts
 from gpucluster.facts.gpu_health import gpu_health_facts
-from gpucluster_agents.health.config import HealthConfig
+from gpucluster_agents.contract.health import HealthConfig
 
 
 def health_config(

@@ -33,7 +33,7 @@ from gpucluster.facts.slurm_releases import cloud_ubuntu_for
 from gpucluster.resolve.compute.health import health_config
 from gpucluster.resolve.storage import SharedFs
 from gpucluster_agents.contract import node_names
-from gpucluster_agents.health.config import HealthConfig
+from gpucluster_agents.contract.health import HealthConfig
 
 Scheduler = Literal["slurm", "kubernetes", "none"]
 

@@ -174,7 +174,7 @@ def test_health_leaves_the_reason_of_a_failed_boot_check_for_slurmd_and_clears_i
     from a directory holding an attacker's package, with variables that would swap the readings and the
     config: the program it starts (isolated, from /) sees none of them."""
     from gpucluster_agents.boot.helper import HEALTH_BOOT_FAULT
-    from gpucluster_agents.health.config import to_json
+    from gpucluster_agents.contract.health import to_json
     from tests.agents.health.fakes import node, p5_config, planted, scenario
 
     fakes = tmp_path / "node"

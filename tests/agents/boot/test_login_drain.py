@@ -25,7 +25,8 @@ import pytest
 from botocore.awsrequest import AWSResponse
 
 from gpucluster_agents.boot import login_drain as drain
-from gpucluster_agents.boot.login_drain import DrainConfig, Node, parse_config
+from gpucluster_agents.boot.login_drain import Node
+from gpucluster_agents.contract.login_drain import DrainConfig, parse_config
 from tests.agents.boot.test_boot import THIRD_PARTY, _imported_modules
 
 SOURCE = Path(drain.__file__)
@@ -293,15 +294,17 @@ def test_every_config_problem_is_reported_at_once():
     assert "region: required" in text and "poll_seconds: must be" in text and "x: unknown key" in text
 
 
-def test_the_program_runs_as_a_file_with_help_and_stops_on_a_bad_config(tmp_path: Path):
-    program = tmp_path / "gpucluster-login-drain"
-    program.write_text(SOURCE.read_text())
-    helped = subprocess.run([sys.executable, str(program), "--help"], capture_output=True, text=True, timeout=60)
+def test_the_program_runs_from_the_package_with_help_and_stops_on_a_bad_config(tmp_path: Path):
+    """As its unit starts it: ``-E -s -m`` from the package's root (tests/render/slurm/test_login_drain_shipped.py
+    runs it from the shipped zip)."""
+    program = [sys.executable, "-E", "-s", "-m", "gpucluster_agents.boot.login_drain"]
+    root = SOURCE.parents[2]
+    helped = subprocess.run([*program, "--help"], cwd=root, capture_output=True, text=True, timeout=60)
     assert helped.returncode == 0 and "config" in helped.stdout and "Drain a login node on scale-in" in helped.stdout
     config = tmp_path / "login-drain.json"
     config.write_text(json.dumps(doc(grace_seconds=...)))
-    run = [sys.executable, str(program), str(config), "--log", str(tmp_path / "log")]
-    bad = subprocess.run(run, capture_output=True, text=True, timeout=60, check=False)
+    run = [*program, str(config), "--log", str(tmp_path / "log")]
+    bad = subprocess.run(run, cwd=root, capture_output=True, text=True, timeout=60, check=False)
     assert bad.returncode == 1 and f"bad config {config}" in bad.stderr and "grace_seconds: required" in bad.stderr
 
 
@@ -313,11 +316,13 @@ def test_the_file_log_appends_timestamped_lines(tmp_path: Path):
     assert [line.split(" ", 1)[1] for line in lines] == ["gpucluster-login-drain: one", "gpucluster-login-drain: two"]
 
 
-def test_the_program_imports_only_the_standard_library_and_boto3():
-    """It runs from its own file on a node before (and without) the node package: nothing of gpucluster."""
+def test_the_program_imports_only_the_standard_library_boto3_and_the_contract():
+    """It runs from the installed node package: of the package, only its config's schema (the contract)."""
     imported = _imported_modules(SOURCE.read_text())
+    relative = {name for name in imported if name.startswith(".")}
+    assert relative == {"..contract.login_drain"}, relative
+    imported -= relative
     tops = {name.split(".")[0] for name in imported}
-    assert not any(name.startswith(".") for name in imported), imported
     assert "gpucluster_agents" not in tops and "gpucluster" not in tops
     assert tops - THIRD_PARTY <= set(sys.stdlib_module_names), tops - THIRD_PARTY - set(sys.stdlib_module_names)
     assert "boto3" in tops

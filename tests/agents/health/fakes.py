@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gpucluster_agents.health.config import HealthConfig
+from gpucluster_agents.contract.health import HealthConfig
 from gpucluster_agents.health.fake_nvml import H100_HEALTHY
 from tests.conftest import ROOT
 

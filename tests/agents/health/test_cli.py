@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster_agents.health.config import to_json
+from gpucluster_agents.contract.health import to_json
 from tests.agents.health.fakes import kernel_log, node, p5_config, scenario
 from tests.conftest import ROOT
 
@@ -142,8 +142,8 @@ def test_an_unreadable_fake_nvml_scenario_cannot_run(tmp_path: Path, fake_node):
 
 
 def test_without_config_the_default_path_is_read_whatever_the_environment_says(monkeypatch: pytest.MonkeyPatch):
+    from gpucluster_agents.contract.health import DEFAULT_PATH, HealthConfigError
     from gpucluster_agents.health import cli as health_cli
-    from gpucluster_agents.health.config import DEFAULT_PATH, HealthConfigError
 
     read: list[str] = []
 

@@ -11,15 +11,15 @@ import sys
 import pytest
 
 from gpucluster.render.kubernetes.health import sweep_config, sweep_settings
-from gpucluster_agents.health import k8s_sweep
-from gpucluster_agents.health.config import HealthConfigError
+from gpucluster_agents.contract import sweep as sweep_contract
+from gpucluster_agents.contract.health import HealthConfigError
 from tests.render.kubernetes.test_node_health import AGENTS_ROOT
 
 
 def test_the_rendered_settings_read_back_the_same():
     text = sweep_config(600)
-    assert k8s_sweep.parse(json.loads(text)) == sweep_settings(600)
-    assert k8s_sweep.to_json(sweep_settings(600)) == text
+    assert sweep_contract.parse(json.loads(text)) == sweep_settings(600)
+    assert sweep_contract.to_json(sweep_settings(600)) == text
 
 
 @pytest.mark.parametrize(
@@ -38,7 +38,7 @@ def test_the_rendered_settings_read_back_the_same():
 def test_a_bad_setting_is_named(change, expected):
     data = {**json.loads(sweep_config(300)), **change}
     with pytest.raises(HealthConfigError) as err:
-        k8s_sweep.parse(data)
+        sweep_contract.parse(data)
     assert expected in str(err.value)
 
 
@@ -46,7 +46,7 @@ def test_a_missing_setting_is_named():
     data = json.loads(sweep_config(300))
     del data["group_label"], data["condition"]
     with pytest.raises(HealthConfigError) as err:
-        k8s_sweep.parse(data)
+        sweep_contract.parse(data)
     assert err.value.errors == ["condition: required key is missing", "group_label: required key is missing"]
 
 
@@ -55,7 +55,16 @@ def test_the_sweep_stops_on_bad_settings_before_any_request(tmp_path):
     closed port here: a request would show as 'could not update node')."""
     data = {**json.loads(sweep_config(300)), "api": "http://127.0.0.1:9", "sweep_budget_seconds": -1}
     (tmp_path / "sweep.json").write_text(json.dumps(data))
-    argv = [sys.executable, "-I", "-c", k8s_sweep.SWEEP_MAIN, AGENTS_ROOT, "--config", str(tmp_path / "sweep.json"), "--once"]
+    argv = [
+        sys.executable,
+        "-I",
+        "-c",
+        sweep_contract.SWEEP_MAIN,
+        AGENTS_ROOT,
+        "--config",
+        str(tmp_path / "sweep.json"),
+        "--once",
+    ]
     done = subprocess.run(argv, env={"NODE_NAME": "n"}, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2
     assert f"{tmp_path / 'sweep.json'}: sweep_budget_seconds: must be between 1 and 86400, got -1" in done.stderr
@@ -64,6 +73,15 @@ def test_the_sweep_stops_on_bad_settings_before_any_request(tmp_path):
 
 def test_the_sweep_needs_its_node_name(tmp_path):
     (tmp_path / "sweep.json").write_text(sweep_config(300))
-    argv = [sys.executable, "-I", "-c", k8s_sweep.SWEEP_MAIN, AGENTS_ROOT, "--config", str(tmp_path / "sweep.json"), "--once"]
+    argv = [
+        sys.executable,
+        "-I",
+        "-c",
+        sweep_contract.SWEEP_MAIN,
+        AGENTS_ROOT,
+        "--config",
+        str(tmp_path / "sweep.json"),
+        "--once",
+    ]
     done = subprocess.run(argv, env={}, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2 and "NODE_NAME is not set" in done.stderr

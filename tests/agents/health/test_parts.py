@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster_agents.health import config as hc
+from gpucluster_agents.contract import health as hc
 from gpucluster_agents.health import host_checks, xid
 from gpucluster_agents.health.fake_nvml import FakeNvml
 from gpucluster_agents.health.verdict import Check, reason
@@ -380,10 +380,10 @@ def test_fake_nvml_functions_and_constants_exist_in_nvidia_ml_py():
 
 # --- what runs on the node -------------------------------------------------------------------------------------
 
-HEALTH_DIR = Path(hc.__file__).parent
+HEALTH_DIR = Path(hc.__file__).parents[1] / "health"
 
 
-@pytest.mark.parametrize("path", sorted(HEALTH_DIR.glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [*sorted(HEALTH_DIR.glob("*.py")), Path(hc.__file__)], ids=lambda p: p.name)
 def test_health_modules_are_python_3_9_stdlib_and_load_nvml_lazily(path: Path):
     """GPU images carry a system Python (3.9 on Amazon Linux 2023) without boto3 or PyTorch: the program
     needs the standard library, and nvidia-ml-py only inside the function that reads NVML."""

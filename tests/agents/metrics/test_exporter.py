@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster_agents.metrics import fabric, gpu, head, teams
+from gpucluster_agents.metrics import fabric, gpu, head
 from gpucluster_agents.metrics.cli import _parser, main, sources
 from gpucluster_agents.metrics.exposition import Registry
 from gpucluster_agents.metrics.server import Exporter, Sources, make_server
@@ -363,9 +363,14 @@ def test_every_metric_name_is_in_the_docs() -> None:
     from tests.conftest import ROOT
 
     doc = (ROOT / "docs" / "monitoring.md").read_text()
+    from gpucluster_agents.contract import metrics as series
+
     names = list(gpu.NAMES) + [
-        v[0] for v in vars(head).values() if isinstance(v, tuple) and len(v) == 3 and str(v[0]).startswith("gpucluster_")
+        v[0] for v in vars(series).values() if isinstance(v, tuple) and len(v) == 3 and str(v[0]).startswith("gpucluster_")
     ]
-    names += [fabric.LUSTRE_OPS[0], fabric.LUSTRE_BYTES[0], "node_amazonefa_", *(f[0] for f in teams.FAMILIES)]
+    names += [series.EFA_PREFIX, *(f[0] for f in series.ACCOUNT_FAMILIES)]
+    assert {"gpucluster_slurm_nodes", "gpucluster_lustre_client_bytes_total", "gpucluster_metrics_collector_success"} <= set(
+        names
+    )
     missing = [n for n in names if f"`{n}" not in doc]
     assert not missing, f"docs/monitoring.md does not list {missing}"

@@ -17,13 +17,13 @@ import boto3
 import pytest
 
 from gpucluster_agents.contract import hostlist
-from gpucluster_agents.contract.baseline import Baseline
+from gpucluster_agents.contract.baseline import Baseline, Store
+from gpucluster_agents.contract.health import ModeConfig
 from gpucluster_agents.health import baseline_job
-from gpucluster_agents.health.config import ModeConfig
 from gpucluster_agents.health.fake_nvml import FakeNvml
 from gpucluster_agents.health.run import run as health_run
 from gpucluster_agents.power.baseline import status_lines as baseline_status
-from gpucluster_agents.power.baselines import Store, baseline_verdict, group_figures
+from gpucluster_agents.power.baselines import baseline_verdict, group_figures
 from gpucluster_agents.power.roll import REASON
 from gpucluster_agents.power.roll import status_lines as roll_status
 from tests.agents.conftest import HERE, Harness

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpucluster_agents.power.topology import HEADER
+from gpucluster_agents.contract.topology import HEADER
 from tests.agents.conftest import Harness
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from gpucluster_agents.power.topology import HEADER, render_topology, write_if_changed
+from gpucluster_agents.contract.topology import HEADER, render_topology
+from gpucluster_agents.power.topology import write_if_changed
 
 P5 = [f"p5-{i}" for i in range(1, 7)]
 

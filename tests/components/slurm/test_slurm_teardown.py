@@ -29,7 +29,7 @@ def test_teardown_component_is_deleted_before_what_the_instances_use(run_compone
 
 def test_the_hook_runs_the_agents_teardown_for_this_cluster(run_components, monkeypatch):
     calls = []
-    import gpucluster_agents.teardown as td
+    import gpucluster.components.slurm.agent_teardown as td
 
     monkeypatch.setattr(td, "teardown", lambda cluster, region, **kw: calls.append((cluster, region, kw)) or ["i-1"])
     built = {}

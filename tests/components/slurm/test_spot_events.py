@@ -9,7 +9,8 @@ import json
 
 from gpucluster.policy.iam_eval import DENY, Request, evaluate
 from gpucluster_agents.contract import parse as parse_config
-from gpucluster_agents.power.spot import DETAIL_TYPES, queue_account
+from gpucluster_agents.contract.spot import DETAIL_TYPES
+from gpucluster_agents.power.spot import queue_account
 from tests.components.slurm.test_slurm_cluster import build, head_files, policy, spec_of
 from tests.conftest import group
 

@@ -45,9 +45,9 @@ from gpucluster.render.kubernetes.health import (
 from gpucluster.render.slurm.agent import agent_bundle
 from gpucluster.resolve.compute.health import health_config
 from gpucluster_agents.boot.helper import HEALTH_MAIN
+from gpucluster_agents.contract.health import parse, to_json
+from gpucluster_agents.contract.sweep import SWEEP_MAIN
 from gpucluster_agents.health import k8s_sweep
-from gpucluster_agents.health.config import parse, to_json
-from gpucluster_agents.health.k8s_sweep import SWEEP_MAIN
 from tests.agents.health.fakes import kernel_log
 from tests.components.kubernetes.test_eks_cluster import ADDON, MNG, build
 from tests.conftest import GOLDEN, check_golden, eks_spec

@@ -18,7 +18,7 @@ import yaml
 from gpucluster.load import load_spec
 from gpucluster.render.monitoring.rules import cluster_schedulers, groups, rule_groups
 from gpucluster.tools.plan.run.stackfile import load_stack_config, stack_names
-from gpucluster_agents.health.xid import XID_CLASSES
+from gpucluster_agents.contract.xid import XID_CLASSES
 from tests.conftest import GOLDEN, check_golden, require_tool
 from tests.render.monitoring.alert_cases import CASES
 

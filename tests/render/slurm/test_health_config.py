@@ -22,7 +22,7 @@ from gpucluster.resolve.compute.health import health_config
 from gpucluster.resolve.compute.node_group import ResolvedNodeGroup, resolve_node_group
 from gpucluster.resolve.storage import SharedFs
 from gpucluster.tools.plan.run.engine import run_plan
-from gpucluster_agents.health.config import HealthConfig, parse, to_json
+from gpucluster_agents.contract.health import HealthConfig, parse, to_json
 from gpucluster_agents.health.host_checks import check_shared_fs
 from tests.conftest import MIXED_STORAGE, MIXED_STORAGE_GROUPS, make_config
 

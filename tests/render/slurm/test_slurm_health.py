@@ -273,7 +273,7 @@ def test_a_planted_package_and_environment_overrides_do_not_reach_the_program(tm
     GPUCLUSTER_* variable the wrappers once honoured set to something that would change the outcome. None of
     it takes effect: the planted code never runs, the node's own config judges it, nothing is drained; and
     when its GPU goes bad the program (not the wrapper) drains it with the verdict's reason."""
-    from gpucluster_agents.health.config import to_json
+    from gpucluster_agents.contract.health import to_json
     from tests.agents.health.fakes import agent_lib, node, p5_config, planted, scenario
 
     readings = node(tmp_path, scenario())

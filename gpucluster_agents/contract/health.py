@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, cast
 
-from ..contract.jsonread import Reader
+from .jsonread import Reader
 
 SCHEMA_VERSION = 1
 MODES = ("boot", "prolog", "sweep", "deep")

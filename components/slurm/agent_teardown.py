@@ -5,7 +5,7 @@ The agent's instances are not Pulumi resources, so deleting a Slurm cluster woul
 (and their network interfaces would block the deletion of the subnets and security groups). The
 SlurmCluster component runs :func:`teardown` from a ``before_delete`` resource hook
 (``components/slurm/_teardown.py`` says why a hook). It is also a command for a person:
-``python -m gpucluster_agents.teardown --cluster NAME --region REGION``.
+``python -m gpucluster.components.slurm.agent_teardown --cluster NAME --region REGION``.
 
 Which instances: the cluster tag *and* a launch-token tag, which only the agent's CreateFleet sets. The
 head node and static groups' Auto Scaling instances carry the cluster tag too, but they are Pulumi's to
@@ -19,12 +19,12 @@ import argparse
 import logging
 import sys
 import time
-from collections.abc import Sequence
-from typing import Any, Callable, cast
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 from boto3.session import Session
 
-from .contract import TAG_CLUSTER, TAG_LAUNCH_TOKEN
+from gpucluster_agents.contract import TAG_CLUSTER, TAG_LAUNCH_TOKEN
 
 log = logging.getLogger("gpucluster_agents")
 
@@ -90,7 +90,7 @@ def teardown(
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m gpucluster_agents.teardown",
+        prog="python -m gpucluster.components.slurm.agent_teardown",
         description="Terminate every instance the node agent launched for a cluster, and wait.",
     )
     p.add_argument("--cluster", required=True)
