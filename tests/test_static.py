@@ -5,9 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT, require_tool
 
 
+@pytest.mark.slow  # pyright over the whole tree: a node process of a minute or more
 def test_pyright_clean():
     """Pyright checks every pulumi-aws/pulumi-kubernetes Args class we construct (a misspelt nested
     key in an Args class is a type error here, where the mocks would accept it)."""
