@@ -132,9 +132,11 @@ def _is_fixture(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return any("fixture" in ast.unparse(d) for d in node.decorator_list)
 
 
-def violations(root: Path, slow_fixtures: frozenset[str] = SLOW_FIXTURES) -> list[str]:
+def violations(
+    root: Path, slow_fixtures: frozenset[str] = SLOW_FIXTURES, modules: list[tuple[str, Path, ast.Module]] | None = None
+) -> list[str]:
     """Every test that starts a daemon, a chroot or a build without the slow mark, one line each."""
-    modules = list(_sources(root))
+    modules = list(_sources(root)) if modules is None else modules
     found = starters(modules)
     fixtures = {
         node.name: {a.arg for a in node.args.args}
@@ -170,13 +172,18 @@ def violations(root: Path, slow_fixtures: frozenset[str] = SLOW_FIXTURES) -> lis
     return out
 
 
-def test_every_test_that_starts_a_daemon_a_chroot_or_a_build_is_slow() -> None:
-    assert violations(ROOT) == []
+@pytest.fixture(scope="module")
+def this_tree() -> list[tuple[str, Path, ast.Module]]:
+    return list(_sources(ROOT))
 
 
-def test_the_scan_sees_the_daemons_of_the_tree() -> None:
+def test_every_test_that_starts_a_daemon_a_chroot_or_a_build_is_slow(this_tree) -> None:
+    assert violations(ROOT, modules=this_tree) == []
+
+
+def test_the_scan_sees_the_daemons_of_the_tree(this_tree) -> None:
     """The scan is not blind: in this tree it finds the shared starters the slow tests use."""
-    found = starters(list(_sources(ROOT)))
+    found = starters(this_tree)
     assert {"tests.e2e.slurm_harness.LocalSlurm", "tests.agents.moto_env.MotoServer", "tests.conftest.moto_endpoint"} <= found
 
 
