@@ -29,6 +29,7 @@ def pyright_view(wheel: Path) -> Path:
     return VIEW
 
 
+@pytest.mark.slow  # pyright over the whole tree: a node process of a minute or more
 def test_pyright_clean(tmp_path_factory: pytest.TempPathFactory):
     """Pyright checks every pulumi-aws/pulumi-kubernetes Args class we construct (a misspelt nested
     key in an Args class is a type error here, where the mocks would accept it)."""

@@ -21,10 +21,11 @@ from gpucluster.load import load_spec
 from gpucluster.policy.iam_eval import DENY, IMPLICIT_DENY, Request, evaluate
 from gpucluster.render.hybrid.bundle import AwsValues, agent_json
 from gpucluster.render.hybrid.bundle_slurm import site_of
-from gpucluster.tools.plan.run.engine import Plan, run_plan
+from gpucluster.tools.plan.run.engine import Plan
 from gpucluster_agents.contract import AgentConfig, NodeGroup, parse
 from gpucluster_agents.power.ec2 import fleet_request
 from tests.components.launch_requests import Launch, Template, but, create_fleet, fleet_launches, run_instances
+from tests.plans import shipped_plan
 from tests.render.hybrid.bundle_site import stack_config
 
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
@@ -74,7 +75,7 @@ def _config(plan: Plan, stack: str) -> AgentConfig:
 @pytest.fixture(scope="module", params=["slurm-p5", "hybrid-slurm"])
 def agent(request: pytest.FixtureRequest) -> Agent:
     stack = str(request.param)
-    plan = run_plan(stack)
+    plan = shipped_plan(stack)
     assert plan.error is None, plan.error
     role = "slurm-p5-slurm-head-role" if stack == "slurm-p5" else "hybrid-slurm-onprem-agent-role"
     return Agent(stack, plan, role, _config(plan, stack))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -209,11 +210,10 @@ noisy_config = st.fixed_dictionaries(
 config = st.one_of(sane_config(), noisy_config)
 
 
-@settings(
-    max_examples=300, deadline=None, derandomize=IN_CI, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
-)
-@given(config)
-def test_any_config_plans_or_fails_with_the_config_error(cfg):
+SETTINGS = settings(deadline=None, derandomize=IN_CI, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def plans_or_fails_with_the_config_error(cfg: dict) -> None:
     flat = {k: v if isinstance(v, str) else json.dumps(v) for k, v in cfg.items()}
     plan = run_program("gpucluster", "prop", flat)  # any other exception fails the test
     event("planned" if plan.ok else "config error")
@@ -233,3 +233,17 @@ def test_any_config_plans_or_fails_with_the_config_error(cfg):
         assert "is invalid" in (plan.error or "") and "nothing was created" in (plan.error or "")
         errors = [f for f in plan.findings if f["level"] == "error"]
         assert errors and all(f["path"] and f["message"] for f in errors)
+
+
+@pytest.mark.slow  # 300 runs of the stack program, about 100 s of CPU: the fast tier runs the sample below
+@settings(SETTINGS, max_examples=300)
+@given(config)
+def test_any_config_plans_or_fails_with_the_config_error(cfg):
+    plans_or_fails_with_the_config_error(cfg)
+
+
+@settings(SETTINGS, max_examples=30)
+@given(config)
+def test_a_sample_of_configs_plans_or_fails_with_the_config_error(cfg):
+    """The same property on 30 configs, for the fast tier (``pytest -m "not slow"``); CI runs both."""
+    plans_or_fails_with_the_config_error(cfg)

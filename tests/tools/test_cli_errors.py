@@ -313,6 +313,7 @@ def test_catalog_refresh_refused_call_is_one_line(capsys, moto_endpoint, aws_env
     assert INSTANCE_TYPES_FILE.read_text() == before
 
 
+@pytest.mark.slow  # a CLI process per verb
 def test_cli_processes_exit_cleanly(project):
     """As separate processes with every ResourceWarning shown: no traceback, no ``Exception ignored``, no
     unclosed event loop. Before the fix each plan left about ten worker-thread event loops unclosed

@@ -76,6 +76,7 @@ def test_byo_vpc_example_plans_from_the_installed_wheel(byo_plan):
     assert as_text.stdout.splitlines()[1] == "  scheduler  Slurm"
 
 
+@pytest.mark.slow  # a pyright process
 def test_byo_vpc_example_type_checks_against_the_args():
     result = subprocess.run(
         [sys.executable, "-m", "pyright", str(BYO_VPC / "__main__.py")], cwd=ROOT, capture_output=True, text=True, timeout=300

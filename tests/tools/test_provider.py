@@ -197,6 +197,7 @@ def _empty() -> Any:
     return empty_pb2.Empty()
 
 
+@pytest.mark.slow  # starts the provider, a gRPC server process
 def test_the_provider_serves_its_schema_and_version_over_grpc():
     # The analyzable components through the provider's own main(), in a process of its own.
     names = [c.__name__ for c in ANALYZABLE]
@@ -215,6 +216,7 @@ def test_the_provider_serves_its_schema_and_version_over_grpc():
     assert schema == schema_of(ANALYZABLE)
 
 
+@pytest.mark.slow  # starts the provider, a gRPC server process
 def test_pulumi_plugin_yaml_starts_the_provider_with_every_public_component():
     plugin = yaml.safe_load((ROOT / "PulumiPlugin.yaml").read_text())
     assert plugin["runtime"]["name"] == "python"

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from gpucluster.tools.plan.run.engine import Plan, run_plan
+from gpucluster.tools.plan.run.engine import Plan
 from gpucluster.tools.plan.run.stackfile import SECRET
+from tests.plans import shipped_plan
 
 ROUTE = "aws:ec2/route:Route"
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
@@ -18,14 +19,14 @@ EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
 
 @pytest.fixture(scope="module")
 def slurm_plan() -> Plan:
-    plan = run_plan("hybrid-slurm")
+    plan = shipped_plan("hybrid-slurm")
     assert plan.error is None, plan.error
     return plan
 
 
 @pytest.fixture(scope="module")
 def eks_plan() -> Plan:
-    plan = run_plan("hybrid-eks")
+    plan = shipped_plan("hybrid-eks")
     assert plan.error is None, plan.error
     return plan
 

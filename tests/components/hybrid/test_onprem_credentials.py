@@ -12,8 +12,9 @@ import pytest
 from gpucluster.components._shared.agent_iam import LaunchScope, slurm_agent_policy
 from gpucluster.components.hybrid.onprem_credentials import OnPremCredentials, OnPremCredentialsArgs
 from gpucluster.render.iam import session_manager_policy
-from gpucluster.tools.plan.run.engine import Plan, run_plan
+from gpucluster.tools.plan.run.engine import Plan
 from gpucluster.tools.plan.run.stackfile import SECRET
+from tests.plans import shipped_plan
 
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 PCA = "arn:aws:acm-pca:us-east-1:123456789012:certificate-authority/0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
@@ -145,7 +146,7 @@ def test_ssm_activation_with_a_secret_code(run_components):
 
 @pytest.fixture(scope="module")
 def slurm_plan() -> Plan:
-    plan = run_plan("hybrid-slurm")
+    plan = shipped_plan("hybrid-slurm")
     assert plan.error is None, plan.error
     return plan
 

@@ -22,6 +22,7 @@ from gpucluster.render.hybrid.eks_nodes import cni_values
 from gpucluster.render.iam import session_manager_policy
 from gpucluster.tools.plan.run.engine import Plan, run_plan
 from tests.components.kubernetes.test_eks_cluster import args_of
+from tests.plans import shipped_plan
 from tests.render.hybrid.eks_fixtures import hybrid_eks_spec, stack_config
 
 ROLE = "aws:iam/role:Role"
@@ -43,7 +44,7 @@ def plan_with(**hybrid_changes: Any) -> Plan:
 
 @pytest.fixture(scope="module")
 def plan() -> Plan:
-    result = run_plan("hybrid-eks")
+    result = shipped_plan("hybrid-eks")
     assert result.error is None, result.error
     return result
 
@@ -222,7 +223,7 @@ def test_cni_without_pod_networks_is_refused_with_the_fix():
 
 
 def test_stacks_without_a_site_get_none_of_it():
-    plan = run_plan("eks-p5")
+    plan = shipped_plan("eks-p5")
     assert plan.error is None
     assert "remoteNetworkConfig" not in plan.by_name("eks-p5-eks-eks").inputs
     assert {r.inputs["type"] for r in plan.of_type(ACCESS)} == {"STANDARD"}

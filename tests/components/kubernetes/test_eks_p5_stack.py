@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from gpucluster.tools.plan.run.engine import run_plan
 from gpucluster.tools.plan.show.report import render_text
+from tests.plans import shipped_plan
 
 
 @pytest.fixture(scope="module")
 def plan():
-    plan = run_plan("eks-p5")
+    plan = shipped_plan("eks-p5")
     assert plan.ok, plan.error
     return plan
 

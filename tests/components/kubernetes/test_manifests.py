@@ -18,9 +18,9 @@ from gpucluster.config.kubernetes import TeamSpec
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.facts.efa import efa_interface_count, interface_layout
 from gpucluster.facts.nccl import nccl_environment
-from gpucluster.tools.plan.run.engine import run_plan
 from tests.components.kubernetes.test_gpu_operator import ON_PREM_KUBECONFIG
 from tests.conftest import GOLDEN, check_golden, eks_spec
+from tests.plans import shipped_plan
 from tests.render.kubernetes.schemas import CRDS, crd_schema, plan_objects, validate_object
 
 LUSTRE = SharedStorage("fsx", "lustre", "/fsx", "noatime,flock", "fs-0123.fsx.example", "abcdefgh", "fs-0123456789abcdef0", 2400)
@@ -28,7 +28,7 @@ LUSTRE = SharedStorage("fsx", "lustre", "/fsx", "noatime,flock", "fs-0123.fsx.ex
 
 @pytest.fixture(scope="module")
 def eks_plan():
-    plan = run_plan("eks-p5")
+    plan = shipped_plan("eks-p5")
     assert plan.ok, plan.error
     return plan
 

@@ -15,9 +15,9 @@ from gpucluster.config.kubernetes.health import DIGEST_RE
 from gpucluster.policy.evaluate import evaluate, from_plan
 from gpucluster.policy.kubernetes_rules import DEFAULT_DENY, POD_SECURITY
 from gpucluster.render.kubernetes.tenancy import PRIVATE_NETWORKS, TEAM_POD_POLICY
-from gpucluster.tools.plan.run.engine import run_plan
 from gpucluster.tools.plan.run.json import to_json
 from gpucluster.tools.plan.run.stackfile import stack_names
+from tests.plans import shipped_plan
 from tests.render.kubernetes.schemas import plan_objects, validate_object
 
 TEAM_STACKS = {"eks-p5": ("applied", "research"), "hybrid-eks": ("research",)}
@@ -28,7 +28,7 @@ VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
 def plans() -> dict[str, Any]:
     out = {}
     for stack in stack_names():
-        plan = run_plan(stack)
+        plan = shipped_plan(stack)
         assert plan.ok, plan.error
         out[stack] = plan
     return out

@@ -7,16 +7,15 @@ import json
 import pytest
 
 from gpucluster.render.monitoring.cloudwatch_alarms import GIB, fsx_throughput_capacity_bytes
-from gpucluster.tools.plan.run.engine import run_plan
 from gpucluster.tools.plan.run.json import to_json
-from tests.conftest import ROOT
+from tests.plans import shipped_plan
 
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 
 
 @pytest.fixture(scope="module")
 def plan() -> dict:
-    return to_json(run_plan("slurm-p5", ROOT))
+    return to_json(shipped_plan("slurm-p5"))
 
 
 def test_the_lustre_file_system_has_its_two_alarms_on_the_alert_topic(plan):

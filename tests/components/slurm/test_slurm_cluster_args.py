@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pulumi_aws as aws
+import pytest
 
 from gpucluster.components.slurm.slurm_cluster import SlurmCluster, SlurmClusterArgs
 from gpucluster.load import load_spec
@@ -93,6 +94,7 @@ def test_compute_user_data_is_what_the_launch_template_carries(run_components):
     assert carried == text
 
 
+@pytest.mark.slow  # a pyright process
 def test_the_typed_usage_is_pyright_clean():
     result = subprocess.run(
         [sys.executable, "-m", "pyright", str(ROOT / "tests/components/slurm/typed_usage_slurm.py")],

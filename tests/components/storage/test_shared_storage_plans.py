@@ -14,9 +14,10 @@ from gpucluster.policy.mounts import lustre_mounts
 from gpucluster.policy.rules import _USER_DATA_PROPS
 from gpucluster.policy.userdata import decode
 from gpucluster.resolve.storage.team import team_owner
-from gpucluster.tools.plan.run.engine import Plan, run_plan
+from gpucluster.tools.plan.run.engine import Plan
 from gpucluster.tools.plan.run.stackfile import stack_names
 from tests.conftest import plan_config
+from tests.plans import shipped_plan
 
 FS = "aws:fsx/lustreFileSystem:LustreFileSystem"
 PV = "kubernetes:core/v1:PersistentVolume"
@@ -27,7 +28,7 @@ STACKS = stack_names()
 
 @pytest.fixture(scope="module")
 def plans() -> dict[str, Plan]:
-    out = {s: run_plan(s) for s in STACKS}
+    out = {s: shipped_plan(s) for s in STACKS}
     for stack, plan in out.items():
         assert plan.ok, f"{stack}: {plan.error}"
     return out

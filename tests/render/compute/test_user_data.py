@@ -15,6 +15,7 @@ from gpucluster.render.core import CloudConfig, WriteFile, render_cloud_config
 from gpucluster.tools.plan.run.engine import run_plan
 from gpucluster.tools.plan.run.stackfile import stack_names
 from tests.conftest import GOLDEN, check_golden, require_tool
+from tests.plans import shipped_plan
 
 # Top-level keys our user data may use. cloud-init ignores unknown top-level keys silently (its schema
 # check passes them), so a misspelt key would be dropped on the node without a word: check them here.
@@ -24,7 +25,7 @@ KNOWN_TOP_LEVEL = {"write_files", "runcmd", "bootcmd", "packages", "package_upda
 def all_user_data() -> list[tuple[str, str, str]]:
     out = []
     for stack in stack_names():
-        plan = run_plan(stack)
+        plan = shipped_plan(stack)
         for path, text in sorted(plan.files.items()):
             if path.endswith("/user-data"):
                 out.append((stack, path.split("/")[0], text))

@@ -19,7 +19,7 @@ import yaml
 from gpucluster.config.kubernetes import SUPPORTED_EKS_VERSIONS, TeamSpec
 from gpucluster.config.kubernetes.team_posix import TeamPosix
 from gpucluster.render.kubernetes.tenancy import TEAM_POD_POLICY, TeamTenancy, team_pod_policy
-from gpucluster.tools.plan.run.engine import run_plan
+from tests.plans import shipped_plan
 from tests.render.kubernetes.cel import evaluate, expressions, missing_fields
 from tests.render.kubernetes.pod_security import restricted_violations
 
@@ -30,7 +30,7 @@ CREATE = {"operation": "CREATE", "namespace": "research", "userInfo": {"username
 
 @pytest.fixture(scope="module")
 def plan():
-    plan = run_plan("eks-p5")
+    plan = shipped_plan("eks-p5")
     assert plan.ok, plan.error
     return plan
 

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gpucluster.tools.plan.run.engine import run_plan
 from tests.conftest import IN_CI, ROOT
+from tests.plans import shipped_plan
 
 CHECKOV_VERSION = "3.3.30"
 SWEEP = "DaemonSet.gpucluster-health.gpucluster-health-sweep"
@@ -72,7 +72,7 @@ def stacks() -> list[str]:
 
 def kubernetes_objects(stack: str) -> dict[str, dict[str, Any]]:
     """The stack's Kubernetes objects by resource name, and each example job's Job."""
-    plan = run_plan(stack)
+    plan = shipped_plan(stack)
     assert plan.ok, plan.error
     out = {
         r.name: dict(r.inputs)

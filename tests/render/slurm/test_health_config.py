@@ -21,10 +21,10 @@ from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.resolve.compute.health import health_config
 from gpucluster.resolve.compute.node_group import ResolvedNodeGroup, resolve_node_group
 from gpucluster.resolve.storage import SharedFs
-from gpucluster.tools.plan.run.engine import run_plan
 from gpucluster_agents.contract.health import HealthConfig, parse, to_json
 from gpucluster_agents.health.host_checks import check_shared_fs
 from tests.conftest import MIXED_STORAGE, MIXED_STORAGE_GROUPS, make_config
+from tests.plans import shipped_plan
 
 
 def resolved(itype: str, efa: bool) -> ResolvedNodeGroup:
@@ -88,7 +88,7 @@ def _health_json(user_data: str) -> HealthConfig:
 def test_slurm_p5_sweep_checks_the_lustre_mount_its_user_data_mounts(tmp_path: Path):
     """slurm-p5 mounts FSx for Lustre at /fsx on its node groups: the health config names it, sweep and boot
     run the check, and the check judges a node by it (mounted as lustre: pass; missing: a fault)."""
-    plan = run_plan("slurm-p5")
+    plan = shipped_plan("slurm-p5")
     for resource in ("slurm-p5-slurm-p5-lt", "slurm-p5-slurm-dev-lt"):
         user_data = plan.files[f"{resource}/user-data"]
         assert LUSTRE_MOUNT_SCRIPT in user_data  # the same user data mounts it

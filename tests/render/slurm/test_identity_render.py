@@ -41,10 +41,10 @@ from gpucluster.render.slurm.identity import (
 from gpucluster.render.slurm.image import needs_package
 from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.resolve.slurm.identity import DeclaredIdentity, ResolvedIdentity
-from gpucluster.tools.plan.run.engine import run_plan
 from gpucluster_agents.boot import users as boot_users
 from gpucluster_agents.contract import users as users_contract
 from tests.conftest import GOLDEN, IN_CI, ROOT, check_golden, group, make_config, require_tool
+from tests.plans import shipped_plan
 from tests.render.hybrid.join_cases import SECRET_ARN, hybrid_spec, p5
 from tests.render.identity_cases import ALICE, BOB, CAROL, CAROL_KEY, DECLARED, DECLARED_NO_ADMIN, DIRECTORY, GROUPS
 
@@ -243,7 +243,7 @@ def test_head_and_compute_lock_sessions_down_in_bootcmd(identity):
 def test_every_stack_slurm_node_locks_sessions_down():
     """The shipped stacks' head and compute user data (plans): the lockdown in bootcmd, and no sudoers file written but
     the admin group's (slurm-p5 declares hpc-admins)."""
-    files = run_plan("slurm-p5").files
+    files = shipped_plan("slurm-p5").files
     docs = {p: yaml.safe_load(t) for p, t in files.items() if p.endswith("/user-data") and "slurm" in p}
     assert any("head" in p for p in docs) and len(docs) >= 3, sorted(docs)
     for path, doc in docs.items():

@@ -32,11 +32,11 @@ from gpucluster.render.slurm.guard import (
 )
 from gpucluster.render.slurm.image import NODE_PACKAGES
 from gpucluster.render.slurm.names import SlurmContext, munge_secret_name
-from gpucluster.tools.plan.run.engine import run_plan
 from gpucluster.tools.plan.run.stackfile import stack_names
 from gpucluster_agents import contract
 from gpucluster_agents.contract import parse as parse_config
 from tests.conftest import GOLDEN, ROOT, check_golden, group, make_config, require_tool
+from tests.plans import shipped_plan
 from tests.render.slurm_check import SLURMCTLD, SLURMDBD, check_slurmctld, check_slurmdbd, conf_files
 
 pytestmark = pytest.mark.slow  # runs slurmctld and slurmdbd on every stack's files
@@ -241,7 +241,7 @@ def test_agent_bundle_is_reproducible_and_importable(tmp_path):
 def slurm_stack_files() -> list[tuple[str, dict[str, str]]]:
     out = []
     for stack in stack_names():
-        plan = run_plan(stack)
+        plan = shipped_plan(stack)
         head = [p for p in plan.files if p.endswith("/etc/slurm/slurm.conf")]
         if not head:
             continue
@@ -403,7 +403,7 @@ def test_env_file_refuses_what_would_change_its_lines():
 
 def test_shell_scripts_parse(tmp_path):
     bash = require_tool("bash")
-    plan_files = {p: t for _, files in [(s, run_plan(s).files) for s, _ in STACK_FILES] for p, t in files.items()}
+    plan_files = {p: t for _, files in [(s, shipped_plan(s).files) for s, _ in STACK_FILES] for p, t in files.items()}
     scripts = {p: t for p, t in plan_files.items() if "/usr/local/sbin/gpucluster-" in p and t.startswith("#!/bin/")}
     assert any(p.endswith("gpucluster-slurm-head") for p in scripts) and any(p.endswith("gpucluster-slurm-node") for p in scripts)
     for path, text in scripts.items():
@@ -532,7 +532,7 @@ def _order(text: str, *needles: str) -> list[int]:
 
 
 def test_head_setup_runs_in_the_order_the_daemons_need():
-    files = run_plan("slurm-p5").files
+    files = shipped_plan("slurm-p5").files
     setup = files["slurm-p5-slurm-head-files/usr/local/sbin/gpucluster-slurm-head"]
     order = _order(
         setup,
@@ -582,7 +582,7 @@ def test_compute_nodes_apply_the_imds_guard_first_and_slurmd_requires_it(tmp_pat
     config runs before write_files, so the script travels in the command), a unit in a firewall's slot
     runs it at every boot, slurmd requires that unit, and the setup starts it before the munge key and
     slurmd. tests/e2e/test_imds_guard_e2e.py runs this very bootcmd against a real slurmd."""
-    files = run_plan("slurm-p5").files
+    files = shipped_plan("slurm-p5").files
     require_tool("cloud-init")  # its own module order: bootcmd, then write_files
     modules = [
         m if isinstance(m, str) else m[0] for m in yaml.safe_load(Path("/etc/cloud/cloud.cfg").read_text())["cloud_init_modules"]
@@ -624,7 +624,7 @@ def test_head_node_guard_lets_root_slurm_and_the_collector_only():
     """slurm-p5 monitors (the default): the collector's signer's own user passes IMDS too, and nobody else (not
     ``prometheus``); the collector's loopback ports take root and ``prometheus`` only (tests/e2e/test_head_guard_e2e.py
     runs this script)."""
-    files = run_plan("slurm-p5").files
+    files = shipped_plan("slurm-p5").files
     script = files["slurm-p5-slurm-head-files/usr/local/sbin/gpucluster-imds-guard"]
     assert script == imds_guard_script(head=True, collector=True)
     assert re.findall(r"-A \$chain -m owner --uid-owner (\S+) -j RETURN", script) == ["0", "slurm", "gpucluster-signer"]
@@ -643,7 +643,7 @@ def test_m2_head_guard_unit_makes_the_signers_user_before_every_run(tmp_path):
     """The user the rules name exists at every boot, also on a head node whose files were rewritten after its setup:
     the unit runs systemd-sysusers on the rendered file first (tests/e2e/test_head_guard_e2e.py runs that file through
     the real systemd-sysusers); both collector units require the guard, so neither listens unguarded."""
-    files = run_plan("slurm-p5").files
+    files = shipped_plan("slurm-p5").files
     head = "slurm-p5-slurm-head-files"
     unit = _unit(files[f"{head}/etc/systemd/system/gpucluster-imds-guard.service"])
     assert unit["Service"]["ExecStartPre"] == f"/usr/bin/systemd-sysusers {SIGNERS_SYSUSERS}"

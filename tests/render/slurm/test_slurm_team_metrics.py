@@ -26,10 +26,10 @@ from gpucluster.render.slurm.team_metrics import (
     TEAM_SYSUSERS,
     team_metrics_files,
 )
-from gpucluster.tools.plan.run.engine import run_plan
 from tests.agents.metrics import nodes
 from tests.agents.metrics.test_teams import write_team_snapshot
 from tests.conftest import require_tool
+from tests.plans import shipped_plan
 
 HEAD = "slurm-p5-slurm-head-files"
 
@@ -108,7 +108,7 @@ def test_both_commands_run_as_written(tmp_path: Path) -> None:
 
 
 def test_the_head_node_collects_them_on_loopback_behind_the_guard() -> None:
-    files = {p.removeprefix(HEAD): t for p, t in run_plan("slurm-p5").files.items() if p.startswith(HEAD + "/")}
+    files = {p.removeprefix(HEAD): t for p, t in shipped_plan("slurm-p5").files.items() if p.startswith(HEAD + "/")}
     assert {f"/etc/systemd/system/{u}" for u in (TEAM_SNAPSHOT_UNIT, TEAM_METRICS_SOCKET, TEAM_METRICS_UNIT)} <= set(files)
     jobs = {j["job_name"]: j for j in yaml.safe_load(files[PROMETHEUS_CONFIG_PATH])["scrape_configs"]}
     assert jobs[TEAMS_JOB]["static_configs"] == [{"targets": [TEAM_METRICS_LISTEN], "labels": {"role": "head"}}]

@@ -32,6 +32,9 @@ GIT_ENV = {
 }  # fmt: skip
 STACK = "stacks/Pulumi.slurm-p5.yaml"
 
+# git checkouts of two commits, the CLI planning each, a fake GitHub API server on 127.0.0.1
+pytestmark = pytest.mark.slow
+
 
 def _git(cwd: Path, *args: str) -> str:
     env = {**os.environ, **GIT_ENV}

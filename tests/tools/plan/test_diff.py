@@ -142,6 +142,7 @@ def test_zone_move_of_slurm_p5_replaces_the_head_node_with_its_interface():
     )
 
 
+@pytest.mark.slow  # CLI processes that plan slurm-p5 twice and diff
 def test_zone_move_of_slurm_p5_through_the_cli(tmp_path):
     old, new = tmp_path / "old.json", tmp_path / "new.json"
     old.write_text(json.dumps(prcases.plan_json("slurm-p5")))
@@ -325,6 +326,7 @@ def plan_files(tmp_path_factory) -> dict[str, Path]:
     return out
 
 
+@pytest.mark.slow  # a CLI process per case
 def test_cli_exit_codes(plan_files):
     base, lossy, shrink = str(plan_files["base"]), str(plan_files["efa-off"]), str(plan_files["shrink"])
     assert gpucluster("plan", "diff", base, lossy).returncode == 0  # no flags: always 0
@@ -338,6 +340,7 @@ def test_cli_exit_codes(plan_files):
     assert gpucluster("plan", "diff", base, base, "--expect-no-changes").returncode == 0
 
 
+@pytest.mark.slow  # a CLI process per format
 def test_cli_formats(plan_files):
     base, lossy = str(plan_files["base"]), str(plan_files["efa-off"])
     doc = json.loads(gpucluster("plan", "diff", base, lossy, "--format", "json").stdout)
@@ -350,6 +353,7 @@ def test_cli_formats(plan_files):
     assert md.returncode == 0 and md.stdout.startswith("## gpucluster plan diff: `p5-training` (gpucluster)")
 
 
+@pytest.mark.slow  # a CLI process per case
 def test_cli_bad_inputs_are_one_line(tmp_path, plan_files):
     bad = tmp_path / "bad.json"
     bad.write_text('{"resources": [{"no": "urn"}]}')

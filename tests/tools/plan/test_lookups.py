@@ -122,6 +122,7 @@ def test_an_unanswered_invoke_is_named():
 
 
 @pytest.mark.parametrize("form", ["get_vpc_endpoint", "get_vpc_endpoint_output"])
+@pytest.mark.slow  # a CLI process that runs a program
 def test_an_unanswered_invoke_exits_2_in_one_line(tmp_path: Path, form: str):
     (tmp_path / "Pulumi.yaml").write_text("name: mine\nruntime: python\n")
     (tmp_path / "Pulumi.s.yaml").write_text("config:\n  aws:region: us-east-1\n")

@@ -16,13 +16,14 @@ from gpucluster.tools.plan.run.json import dumps, to_json
 from gpucluster.tools.plan.run.stackfile import stack_names
 from gpucluster.tools.plan.show.report import render_text
 from tests.conftest import GOLDEN, ROOT, check_golden, group, make_config, plan_config
+from tests.plans import shipped_plan
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 
 
 @pytest.fixture(scope="module")
 def p5_plan():
-    return run_plan("p5-training")
+    return shipped_plan("p5-training")
 
 
 def test_p5_training_acceptance(p5_plan):
@@ -63,7 +64,7 @@ def test_p5_training_acceptance(p5_plan):
 def test_slurm_p5_plan_shows_head_node_agent_policy_and_slurm_conf():
     """The plan of slurm-p5 shows the head node, the agent's IAM policy and the
     rendered slurm.conf."""
-    plan = run_plan("slurm-p5")
+    plan = shipped_plan("slurm-p5")
     assert plan.ok, plan.error
     text = render_text(plan, files="full", full_tree=True)
     head = plan.by_name("slurm-p5-slurm-head")
@@ -112,7 +113,7 @@ def test_resources_do_not_grow_with_node_count():
 
 @pytest.mark.parametrize("stack", stack_names())
 def test_every_stack_plans_and_matches_its_golden_plan(stack, update_golden):
-    plan = run_plan(stack)
+    plan = shipped_plan(stack)
     assert plan.ok, plan.error
     assert plan.resources and plan.files
     check_golden(GOLDEN / "plans" / f"{stack}.json", dumps(plan), update_golden)
@@ -170,6 +171,7 @@ def gpucluster(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]
     )
 
 
+@pytest.mark.slow  # CLI processes, each planning a stack
 def test_cli_plan_text_and_json(tmp_path):
     result = gpucluster("plan", "--stack", "p5-training", "--no-files")
     assert result.returncode == 0, result.stderr
@@ -183,6 +185,7 @@ def test_cli_plan_text_and_json(tmp_path):
     assert same.returncode == 0 and same.stdout.strip().endswith("0 to delete\nno changes")
 
 
+@pytest.mark.slow  # a CLI process per case
 def test_cli_exit_codes_for_bad_config_and_missing_stack(tmp_path):
     project = tmp_path / "proj"
     (project / "stacks").mkdir(parents=True)
@@ -203,7 +206,7 @@ def test_cli_exit_codes_for_bad_config_and_missing_stack(tmp_path):
 @pytest.mark.parametrize("stack", stack_names())
 def test_every_shipped_stack_logs_its_vpc_and_closes_the_default_group(stack):
     """Security Hub EC2.6 and EC2.2 on every shipped stack, and every KMS key kept like the data."""
-    plan = run_plan(stack)
+    plan = shipped_plan(stack)
     assert plan.ok, plan.error
     (vpc,) = plan.of_type("aws:ec2/vpc:Vpc")
     (flow,) = plan.of_type("aws:ec2/flowLog:FlowLog")

@@ -16,13 +16,13 @@ import termios
 
 import pytest
 
-from gpucluster.tools.plan.run.engine import run_plan
 from gpucluster.tools.plan.run.json import dumps
 from gpucluster.tools.plan.run.stackfile import stack_names
 from gpucluster.tools.plan.show.policy import statements, summary_parts
 from gpucluster.tools.plan.show.report import SCREENS, render_text
 from gpucluster.tools.plan.show.width import DEFAULT_WIDTH, elide, hanging, wrap
 from tests.conftest import ROOT
+from tests.plans import shipped_plan
 
 ROLE = "aws:iam/role:Role"
 INLINE = "aws:iam/rolePolicy:RolePolicy"
@@ -30,7 +30,7 @@ INLINE = "aws:iam/rolePolicy:RolePolicy"
 
 @pytest.fixture(scope="module")
 def plans():
-    return {stack: run_plan(stack) for stack in stack_names()}
+    return {stack: shipped_plan(stack) for stack in stack_names()}
 
 
 @pytest.mark.parametrize("width", [DEFAULT_WIDTH, 80])
@@ -158,6 +158,7 @@ def _widest(text: str) -> int:
     return max(len(line) for line in text.splitlines())
 
 
+@pytest.mark.slow  # four CLI processes, one on a pseudo-terminal, each planning a stack
 def test_cli_takes_the_terminals_width_else_120_or_width_n():
     on_terminal = _on_a_terminal(90, "--stack", "slurm-p5", "--no-files")
     assert 80 < _widest(on_terminal) <= 90
@@ -172,12 +173,14 @@ def test_cli_takes_the_terminals_width_else_120_or_width_n():
 
 
 @pytest.mark.parametrize("given", ["12", "wide", "-1"])
+@pytest.mark.slow  # a CLI process each
 def test_a_bad_width_is_a_usage_error_naming_it(given):
     result = _cli("--stack", "dev", "--width", given)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert f"--width: '{given}' is not a width" in result.stderr and "at least 60" in result.stderr
 
 
+@pytest.mark.slow  # two CLI processes, each planning the dev stack
 def test_the_json_plan_is_the_same_at_any_width(plans):
     wide, narrow = _cli("--stack", "dev", "--json", "--width", "200"), _cli("--stack", "dev", "--json", "--width", "60")
     assert wide.returncode == narrow.returncode == 0

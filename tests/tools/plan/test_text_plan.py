@@ -14,7 +14,7 @@ import sys
 import pytest
 import yaml
 
-from gpucluster.tools.plan.run.engine import Plan, run_plan
+from gpucluster.tools.plan.run.engine import Plan
 from gpucluster.tools.plan.run.json import dumps, to_json
 from gpucluster.tools.plan.run.stackfile import SECRET, stack_names
 from gpucluster.tools.plan.show.colour import use_colour
@@ -23,11 +23,12 @@ from gpucluster.tools.plan.show.report import SCREENS, render_text
 from gpucluster.tools.plan.show.summary import HOURS_PER_MONTH, markdown, rows, summarize, text_lines
 from gpucluster.tools.plan.show.width import DEFAULT_WIDTH
 from tests.conftest import GOLDEN, ROOT, check_golden
+from tests.plans import shipped_plan
 
 
 @pytest.fixture(scope="module")
 def plans():
-    return {stack: run_plan(stack) for stack in stack_names()}
+    return {stack: shipped_plan(stack) for stack in stack_names()}
 
 
 def _stack_groups(stack: str) -> dict[str, dict]:
@@ -238,6 +239,7 @@ def _on_a_terminal(*args: str, env: dict[str, str]) -> str:
 ESC = "\x1b["
 
 
+@pytest.mark.slow  # CLI processes, on a pseudo-terminal and piped, each planning a stack
 def test_colour_on_a_terminal_only(tmp_path):
     coloured = _on_a_terminal("plan", "--stack", "dev", env=_cli_env())
     assert ESC in coloured
@@ -272,6 +274,7 @@ def test_use_colour_rules():
     assert use_colour(Tty(), {"NO_COLOR": ""})  # type: ignore[arg-type]  # no-color.org: only a non-empty value
 
 
+@pytest.mark.slow  # a CLI process per option, each planning a stack
 def test_cli_default_lists_files_and_no_files_is_an_alias_for_none(plans):
     def run(*args: str) -> str:
         result = subprocess.run(

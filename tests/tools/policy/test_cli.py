@@ -23,6 +23,7 @@ def gpucluster(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # a CLI process that plans slurm-p5
 def test_a_shipped_stack_passes_as_a_user_runs_it():
     result = gpucluster("policy", "--stack", "slurm-p5")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -59,6 +60,7 @@ def test_json_output_lists_rules_and_violations(tmp_path: Path, capsys):
     assert v["urn"].endswith("::dark") and "FlowLog" in v["fix"]
 
 
+@pytest.mark.slow  # a CLI process that plans a stack
 def test_a_real_stack_that_turns_off_flow_logs_and_protection_fails(tmp_path: Path):
     """The rules read what the program really registers, not only hand-written fixtures."""
     project = tmp_path / "proj"
