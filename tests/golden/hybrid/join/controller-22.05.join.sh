@@ -97,7 +97,7 @@ systemctl enable --now gpucluster-imds-guard.service
 "$aws_helper" munge-key
 
 # 8b. This node's logs to the cluster's CloudWatch Logs group, as a cloud-only cluster's compute node ships them
-#     (docs/monitoring.md "Logs"): the node package from the cluster's artifact bucket, checked against its sha256,
+#     (docs/logs.md): the node package from the cluster's artifact bucket, checked against its sha256,
 #     then the shipper, before slurmd (systemd stops it after slurmd, so a node powered down ships slurmd's last lines).
 "$aws_helper" install-agent
 systemctl daemon-reload
