@@ -35,7 +35,7 @@ def pytest_configure(config: pytest.Config) -> None:
 # Fixtures that start a daemon, a chroot or a build: a test that uses one (directly or through another fixture) is
 # marked ``slow``, like the modules whose tests start one themselves (their ``pytestmark``), so that
 # ``pytest -m "not slow"`` is the fast loop (CONTRIBUTING.md).
-SLOW_FIXTURES = frozenset({"moto_endpoint", "moto_server", "wheel", "trixie_root", "trixie_tmp"})
+SLOW_FIXTURES = frozenset({"moto_endpoint", "moto_server", "wheel", "editable", "trixie_root", "trixie_tmp"})
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks and before -m deselects

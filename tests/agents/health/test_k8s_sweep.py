@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -50,21 +51,17 @@ def test_a_missing_setting_is_named():
     assert err.value.errors == ["condition: required key is missing", "group_label: required key is missing"]
 
 
+def _sweep_once(config: Path) -> list[str]:
+    """The sweep's main, as the DaemonSet runs it (isolated, from the shipped package), once with ``config``."""
+    return [sys.executable, "-I", "-c", sweep_contract.SWEEP_MAIN, AGENTS_ROOT, "--config", str(config), "--once"]
+
+
 def test_the_sweep_stops_on_bad_settings_before_any_request(tmp_path):
     """Exit 2 with the file and the key on stderr; the API server named in the file is never called (it is a
     closed port here: a request would show as 'could not update node')."""
     data = {**json.loads(sweep_config(300)), "api": "http://127.0.0.1:9", "sweep_budget_seconds": -1}
     (tmp_path / "sweep.json").write_text(json.dumps(data))
-    argv = [
-        sys.executable,
-        "-I",
-        "-c",
-        sweep_contract.SWEEP_MAIN,
-        AGENTS_ROOT,
-        "--config",
-        str(tmp_path / "sweep.json"),
-        "--once",
-    ]
+    argv = _sweep_once(tmp_path / "sweep.json")
     done = subprocess.run(argv, env={"NODE_NAME": "n"}, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2
     assert f"{tmp_path / 'sweep.json'}: sweep_budget_seconds: must be between 1 and 86400, got -1" in done.stderr
@@ -73,15 +70,6 @@ def test_the_sweep_stops_on_bad_settings_before_any_request(tmp_path):
 
 def test_the_sweep_needs_its_node_name(tmp_path):
     (tmp_path / "sweep.json").write_text(sweep_config(300))
-    argv = [
-        sys.executable,
-        "-I",
-        "-c",
-        sweep_contract.SWEEP_MAIN,
-        AGENTS_ROOT,
-        "--config",
-        str(tmp_path / "sweep.json"),
-        "--once",
-    ]
+    argv = _sweep_once(tmp_path / "sweep.json")
     done = subprocess.run(argv, env={}, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2 and "NODE_NAME is not set" in done.stderr

@@ -103,6 +103,7 @@ def test_aps_signer_signs_for_aps_in_the_region(monkeypatch: pytest.MonkeyPatch)
     assert "/eu-west-1/aps/aws4_request, SignedHeaders=content-type;host;x-amz-date" in headers["Authorization"]
 
 
+@pytest.mark.slow  # waits out the proxy's read timeout for the silent client, in real time
 def test_m3_a_body_past_the_bound_is_refused_before_it_is_read_and_a_silent_client_is_dropped(amp: Receiver) -> None:
     """A remote-write batch is well under 1 MB: 8 MiB bounds what one connection may make the signer hold (it was
     32 MiB, with a thread per connection and no deadline). The refusal comes from the head alone; a client that

@@ -27,6 +27,9 @@ import yaml
 from tests.conftest import IN_CI, ROOT
 from tests.plans import shipped_plan
 
+# checkov is a separate program that scans every stack's objects: seconds of its own start-up and scan per run.
+pytestmark = pytest.mark.slow
+
 CHECKOV_VERSION = "3.3.30"
 SWEEP = "DaemonSet.gpucluster-health.gpucluster-health-sweep"
 EXAMPLE = "Job.*.example-training-workers"  # a pattern: one per team namespace

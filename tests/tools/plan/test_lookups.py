@@ -161,6 +161,7 @@ def test_the_throwaway_stack_of_set_mocks_never_overwrites_the_exports(monkeypat
         assert plan.ok and plan.outputs["subnet"].startswith("subnet-")
 
 
+@pytest.mark.slow  # waits out the unanswered invoke's deadline, in real time
 def test_a_program_stopped_by_an_unanswered_invoke_leaves_no_task_behind(caplog):
     """The runtime's RPC tasks still pending when an unanswered invoke stops the program are cancelled before the
     plan's loop closes: else the collector logs "Task was destroyed but it is pending!" (one run in five), a second
