@@ -2,43 +2,20 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, machine_lock, path_key, require_tool
-from tests.tools.conftest import build_wheel, run_cmd
-
-VIEW = ROOT / ".pyright"  # pyproject.toml's [tool.pyright] extraPaths
-
-
-def pyright_view(wheel: Path) -> Path:
-    """The package as a wheel installs it, in .pyright/: where pyright resolves ``gpucluster.components`` (the
-    editable install maps that name to components/ with an import hook, which static analysis cannot run). Made
-    afresh from this checkout's wheel on every run, so it is never older than the code it stands for."""
-    with machine_lock(f"pyright-view-{path_key(ROOT)}"):
-        staging = Path(tempfile.mkdtemp(prefix=".pyright-", dir=ROOT))
-        result = run_cmd([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(staging), str(wheel)], ROOT)
-        assert result.returncode == 0, result.stderr
-        shutil.rmtree(VIEW, ignore_errors=True)
-        staging.rename(VIEW)
-    return VIEW
+from tests.conftest import ROOT
+from tests.pyright import pyright
 
 
 @pytest.mark.slow  # pyright over the whole tree: a node process of a minute or more
 def test_pyright_clean(tmp_path_factory: pytest.TempPathFactory):
     """Pyright checks every pulumi-aws/pulumi-kubernetes Args class we construct (a misspelt nested
     key in an Args class is a type error here, where the mocks would accept it)."""
-    require_tool("node")
-    view = pyright_view(build_wheel(tmp_path_factory))
-    assert (view / "gpucluster" / "components" / "gpu_cluster.py").read_bytes() == (
-        ROOT / "components" / "gpu_cluster.py"
-    ).read_bytes()
-    result = subprocess.run([sys.executable, "-m", "pyright"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    result = pyright(tmp_path_factory, timeout=600)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     assert "0 errors" in result.stdout
 

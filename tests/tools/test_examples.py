@@ -15,7 +15,6 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from pulumi.provider.experimental.component import ComponentProvider
 
 from gpucluster.tools.provider import NAME, PUBLIC_COMPONENTS, package_version
 from tests.conftest import ROOT
+from tests.pyright import pyright
 from tests.tools.conftest import clean_env, run_cmd
 
 EXAMPLES = ROOT / "examples"
@@ -77,10 +77,8 @@ def test_byo_vpc_example_plans_from_the_installed_wheel(byo_plan):
 
 
 @pytest.mark.slow  # a pyright process
-def test_byo_vpc_example_type_checks_against_the_args():
-    result = subprocess.run(
-        [sys.executable, "-m", "pyright", str(BYO_VPC / "__main__.py")], cwd=ROOT, capture_output=True, text=True, timeout=300
-    )
+def test_byo_vpc_example_type_checks_against_the_args(tmp_path_factory: pytest.TempPathFactory):
+    result = pyright(tmp_path_factory, BYO_VPC / "__main__.py")
     assert result.returncode == 0, result.stdout
 
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-import subprocess
-import sys
 
 import pulumi_aws as aws
 import pytest
@@ -16,6 +14,7 @@ from gpucluster.components.slurm.slurm_cluster import SlurmCluster, SlurmCluster
 from gpucluster.load import load_spec
 from gpucluster_agents.contract import parse as parse_config
 from tests.conftest import ROOT, group, make_config
+from tests.pyright import pyright
 
 INSTANCE = "aws:ec2/instance:Instance"
 AGENT = "/etc/gpucluster/agent.json"
@@ -95,12 +94,6 @@ def test_compute_user_data_is_what_the_launch_template_carries(run_components):
 
 
 @pytest.mark.slow  # a pyright process
-def test_the_typed_usage_is_pyright_clean():
-    result = subprocess.run(
-        [sys.executable, "-m", "pyright", str(ROOT / "tests/components/slurm/typed_usage_slurm.py")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def test_the_typed_usage_is_pyright_clean(tmp_path_factory: pytest.TempPathFactory):
+    result = pyright(tmp_path_factory, ROOT / "tests/components/slurm/typed_usage_slurm.py")
     assert result.returncode == 0, result.stdout
