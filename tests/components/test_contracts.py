@@ -97,11 +97,13 @@ def _constructed(runs: Callable[[str], Built]) -> dict[type, set[str]]:
     return tokens
 
 
+@pytest.mark.slow  # plans every shipped stack and two more programs (about 27 s of CPU)
 def test_every_component_is_built_by_a_contract_program(runs):
     """Otherwise the checks on what a component builds (tokens, parents, tags, options) never see it."""
     assert set(_constructed(runs)) == set(PUBLIC) | set(INTERNAL)
 
 
+@pytest.mark.slow  # plans every shipped stack and two more programs (about 27 s of CPU)
 @pytest.mark.parametrize("cls", PUBLIC + INTERNAL, ids=lambda c: c.__name__)
 def test_token(runs, cls):
     """The token a component registers with, as built in the contract programs (and, for a public component, the
@@ -215,6 +217,7 @@ def _tags(inputs: dict) -> dict:
     return tags
 
 
+@pytest.mark.slow  # plans every shipped stack and two more programs (about 27 s of CPU)
 @pytest.mark.parametrize("program", PROGRAMS)
 def test_every_resource_descends_from_the_root_component(runs, program):
     """Every resource a component creates is its child, or a child of such a child (a namespace's policies go with
@@ -233,6 +236,7 @@ def test_every_resource_descends_from_the_root_component(runs, program):
         assert not by_urn[r.parent].custom or r.type.startswith("kubernetes:"), f"{r.name} is parented to a resource"
 
 
+@pytest.mark.slow  # plans every shipped stack and two more programs (about 27 s of CPU)
 @pytest.mark.parametrize("program", PROGRAMS)
 def test_options_reach_every_child(runs, program):
     """``protect`` given to the root component reaches every resource under it (through ``parent``), and so does
@@ -246,6 +250,7 @@ def test_options_reach_every_child(runs, program):
         assert objects and [r.name for r in objects if not (r.provider or "").startswith(provider)] == []
 
 
+@pytest.mark.slow  # plans every shipped stack and two more programs (about 27 s of CPU)
 @pytest.mark.parametrize("program", [p for p in PROGRAMS if p != "kubernetes-on-prem"])
 def test_taggable_children_carry_the_cluster_tags(runs, program):
     """Each taggable AWS resource carries the cluster tag, the managed-by tag and the program's own tags."""

@@ -167,6 +167,7 @@ def timed_site(site_env: dict, seconds: float) -> Path:
     return times
 
 
+@pytest.mark.slow  # waits on a site program that sleeps 4 s, twice
 @pytest.mark.parametrize("command", ["resume", "suspend"])
 def test_n18_the_site_program_runs_beside_the_cloud_work(site_env: dict, command: str):
     times = timed_site(site_env, 4)

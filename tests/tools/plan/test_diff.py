@@ -235,6 +235,7 @@ def test_a_new_image_shows_the_roll():
     assert not c.data_loss
 
 
+@pytest.mark.slow  # plans slurm-p5 three times
 def test_l5_a_locked_image_changed_without_a_new_locked_at_is_flagged():
     """An AMI id alone says nothing about who built it: a lock's imageId edited by hand (lockedAt unchanged) is
     flagged in every format; the same AMI change made by `gpucluster images lock` (a new lockedAt) is not."""
@@ -270,6 +271,7 @@ def test_bigger_group_and_dataset_lose_nothing():
     assert not c.data_loss and c.counts()["replace"] == 0
 
 
+@pytest.mark.slow  # plans every shipped stack under two names
 @pytest.mark.parametrize("stack", stack_names())
 def test_the_same_config_under_another_stack_name_has_no_changes(stack):
     """Matching ignores the stack and the cluster-name prefix; ids, names and addresses the mock engine
