@@ -143,7 +143,7 @@ def monitoring_outputs(parts: MonitoringParts) -> dict[str, Any]:
     """The ``monitoring`` output: the AMP workspace (its id and endpoint, for a Grafana data source or ``awscurl``), the
     alert topic, the Grafana endpoint where one is made, and where the dashboards open (their URLs in that Grafana, or
     the command that writes them as files to import). The log group is
-    ``/gpucluster/<cluster>`` (docs/monitoring.md)."""
+    ``/gpucluster/<cluster>`` (docs/monitoring-aws.md)."""
     out: dict[str, Any] = {
         "workspaceId": parts.workspace_id,
         "prometheusEndpoint": parts.prometheus_endpoint,

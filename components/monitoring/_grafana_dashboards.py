@@ -7,7 +7,7 @@ folder ``gpucluster``; one dashboard per provisioned render (:mod:`gpucluster.re
 
 The token is a secret in the stack's state, lives 30 days, and is made anew whenever what it provisions changes:
 its name carries a digest of the data source and the dashboards, so the token is replaced before they are updated
-(docs/monitoring.md says how to renew it by hand for a ``pulumi refresh`` after it expired).
+(docs/dashboards.md says how to renew it by hand for a ``pulumi refresh`` after it expired).
 """
 
 from __future__ import annotations

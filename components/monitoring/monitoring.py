@@ -204,7 +204,7 @@ def _fsx_alarms(
     child: pulumi.ResourceOptions,
 ) -> None:
     """The FSx for Lustre alarms (CloudWatch has their figures, Prometheus does not) on the alert topic, as the storage
-    dashboard and docs/monitoring.md name them; none for a file system whose size or tier the stack does not know
+    dashboard and docs/monitoring-aws.md name them; none for a file system whose size or tier the stack does not know
     (an existing one named by id without its capacity)."""
     storage = cluster.storage
     fs = storage.lustre.spec if storage is not None and storage.lustre is not None else None

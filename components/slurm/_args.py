@@ -96,7 +96,7 @@ class SlurmWiring:
     """A site whose own slurmctld is the controller (``hybrid.controller`` set): no head node; the site writes
     the munge key (:mod:`gpucluster.components.slurm._hybrid`). The stack's path only."""
     metrics_workspace_id: pulumi.Input[str] | None = None
-    """The cluster's AMP workspace, where the head node's collector remote-writes (docs/monitoring.md); none (the
+    """The cluster's AMP workspace, where the head node's collector remote-writes (docs/monitoring-aws.md); none (the
     standalone SlurmCluster, or monitoring off): no collector."""
     head_network: HeadNetwork | None = None
     """The head node's own security group's peers (the stack's network): the head node then carries that group and

@@ -33,7 +33,7 @@ def _flow_log_destination(group: Resource, flows: Sequence[Resource]) -> bool:
 def log_groups_encrypted_retained(resources: Sequence[Resource]) -> list[Violation]:
     """Every log group has a retention (logs are neither lost early nor kept forever by accident) and a KMS key
     (``kmsKeyId``: node logs name users, jobs and hosts). A VPC flow log's group is held to its retention only: the
-    network part creates no key, and its records are addresses and ports (docs/monitoring.md says so)."""
+    network part creates no key, and its records are addresses and ports (docs/monitoring-aws.md says so)."""
     flows = [r for r in resources if r.type == FLOW_LOG]
     out = []
     for group in resources:

@@ -96,7 +96,7 @@ def scraper_config(cluster: str, interval_seconds: int, gpu_operator_namespace: 
     Operator's dcgm-exporter, the node exporter where one runs, Kueue's controller metrics.
 
     The GPU Operator runs no node exporter: the ``node`` job keeps only pods named ``*node-exporter*``, so it
-    scrapes nothing until one is installed (docs/monitoring.md says so). kube-state-metrics is not installed by
+    scrapes nothing until one is installed (docs/monitoring-aws.md says so). kube-state-metrics is not installed by
     gpucluster and is not scraped."""
     doc = {
         "global": {"scrape_interval": f"{interval_seconds}s", "external_labels": {"cluster": cluster}},

@@ -1,4 +1,4 @@
-"""The head node's metrics collector (docs/monitoring.md ``## The Slurm collector``): Ubuntu's own ``prometheus``
+"""The head node's metrics collector (docs/monitoring-aws.md, "Collection on Slurm"): Ubuntu's own ``prometheus``
 package run in agent mode as ``gpucluster-collector.service``, with the config of
 :func:`gpucluster.render.monitoring.collection.prometheus_agent_config` (the cluster's nodes from the targets files the
 signer writes, remote-written to the cluster's AMP workspace, signed with SigV4 from the instance role's credentials).

@@ -1,4 +1,4 @@
-"""Each team's figures for the admins' dashboard (docs/monitoring.md "Dashboards"), on a head node that collects.
+"""Each team's figures for the admins' dashboard (docs/dashboards.md), on a head node that collects.
 
 Slurm hides one team's usage from another's members (``PrivateData=usage``), and the head node's exporter on 9400
 is reachable from every job: per-team series there would show every team's GPU-hours to any researcher. So they

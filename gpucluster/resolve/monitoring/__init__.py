@@ -1,6 +1,6 @@
 """``gpucluster:monitoring`` resolved: whether it is on, which collector each scheduler gets, and what it costs.
 
-The collectors (docs/monitoring.md, ``## AWS resources``):
+The collectors (docs/monitoring-aws.md):
 
 - **EKS**: an AMP managed scraper (``aws.amp.Scraper``, source ``eks``) — nothing to run or patch in the cluster.
 - **Slurm**: Prometheus in agent mode on the head node. It discovers the cluster's GPU nodes by tag
