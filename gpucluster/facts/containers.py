@@ -65,3 +65,18 @@ MAKESELF = Source(
 
 ENROOT_RUNTIME_PACKAGES = ("squashfs-tools", "fuse-overlayfs", "squashfuse", "jq", "parallel", "zstd", "pigz", "curl")
 """What enroot runs at import and start (its README's runtime dependencies; all in Debian and Ubuntu)."""
+
+PYXIS_MIN_SLURM = "21.08"
+"""The oldest release pyxis is built for here: since 21.08 Slurm refuses a SPANK plugin built against another
+release's ``spank.h`` ("Incompatible plugin version"), so each image compiles pyxis against its own headers."""
+
+
+def pyxis_builds(release: str) -> bool:
+    """Whether a node running Slurm ``release`` gets pyxis: the release is one an Ubuntu LTS image ships with its
+    headers (``libslurm-dev`` of the same slurm-wlm build as its slurmd), and not older than :data:`PYXIS_MIN_SLURM`.
+    A site image's own slurmd (``hybrid.controller.cloudSlurmVersion``) has no such headers on the image."""
+    from gpucluster.facts.slurm_releases import MAJORS, UBUNTU_SLURM
+
+    if release not in MAJORS or MAJORS.index(release) < MAJORS.index(PYXIS_MIN_SLURM):
+        return False
+    return release in UBUNTU_SLURM.values()

@@ -19,12 +19,16 @@ class ContainersSpec(SpecModel):
     registries: tuple[str, ...] = ()
     """Private ECR repositories the nodes pull from with their own role, as
     ``<account>.dkr.ecr.<region>.amazonaws.com/<repository>`` (a trailing ``/*`` for every repository under a
-    prefix); the node role may read exactly these. Other registries (NGC, Docker Hub) are reached with each user's own
-    credentials (docs/containers.md). Default: none."""
+    prefix); the node role may pull exactly these, and every user of a node gets a short-lived pull token for them
+    (docs/containers.md, "Private registries"). Only ECR references: other registries (NGC, Docker Hub) are reached
+    with each user's own credentials in their enroot config, never with the node's role. Default: none (the role
+    pulls from no repository)."""
 
     cache_budget_gib: int | None = Field(default=None, ge=1)
     """The most enroot's layer cache may hold on a node's NVMe scratch before its least recently used layers are
-    removed, so a cache never fills the scratch a job needs. Default: a tenth of the node's NVMe scratch."""
+    removed, so a cache never fills the scratch a job needs; at most the smallest NVMe scratch of the groups that run
+    containers. Where enroot keeps its data is not a setting: the NVMe scratch, or a tmpfs on a node without one
+    (never a network or ``noexec`` file system). Default: a tenth of the node's NVMe scratch."""
 
 
 def containers_wanted(spec: ContainersSpec, group_setting: bool | None, nvidia_gpus: bool) -> bool:
