@@ -13,6 +13,7 @@ from gpucluster.render.compute.node import NCCL_ENV_PATH
 from gpucluster.render.core import CloudConfig, WriteFile, render
 from gpucluster.render.monitoring.logs import LOGS_UNIT, logs_files
 from gpucluster.render.slurm.agent import boot_files, node_package_file
+from gpucluster.render.slurm.container_build import container_build, container_packages
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit
 from gpucluster.render.slurm.health import HEALTH_BOOT_UNIT, health_enabled, health_files
 from gpucluster.render.slurm.home import HOME_MOUNT_SCRIPT, HomeMount, home_files
@@ -73,11 +74,13 @@ def node_slurm_part(
     # the users program reads its file through the package's users contract
     package = health or directory_of(ctx.identity) is not None or metrics or logs or has_users_program(ctx.identity)
     boot_check = health and ctx.slurm.health.enabled and nvidia_gpus(group.facts)
+    build = not on_image and isinstance(group, SlurmGroup) and group.containers  # pyxis and enroot, not baked
     setup = render(
         "slurm/node-setup.sh.j2",
         cluster=ctx.cluster,
         controller=f"{controller_address(ctx.cluster)}:{SLURMCTLD_PORT}",
-        packages=() if on_image else node_packages(ctx, metrics=metrics),
+        packages=() if on_image else node_packages(ctx, metrics=metrics) + (container_packages() if build else ()),
+        containers=container_build() if build else None,
         region=ctx.region,
         **directory_setup(ctx.identity),
         aws_helper=AWS_HELPER,

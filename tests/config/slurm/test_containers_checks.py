@@ -130,7 +130,7 @@ def test_containers_on_a_group_without_nvme_is_a_note():
         "the node's memory",
         "containers-tmpfs",
     )
-    # a CPU group asks for nothing by default, and the GPU group has NVMe: no note
+    # a CPU group asks for nothing by default, and the GPU type has local NVMe: no note
     assert not [f for f in findings(slurm(group(), cpu)) if f.code == "containers-tmpfs"]
 
 
