@@ -143,6 +143,18 @@ COMPONENT_DATA_LIMIT = 16000
 """Image Builder's CreateComponent ``data``: at most 16,000 characters."""
 
 
+def component_description(cluster: str, group: ResolvedNodeGroup) -> str:
+    """The component's description (the plan shows it): what the image holds beyond Slurm."""
+    from gpucluster.facts.containers import ENROOT, PYXIS
+
+    what = (
+        f"pyxis {PYXIS.version} + enroot {ENROOT.version} + Slurm"
+        if isinstance(group, SlurmGroup) and group.containers
+        else "Slurm"
+    )
+    return f"gpucluster {cluster} / {group.name}: {what} (the node's install part)"
+
+
 def component_document(ctx: SlurmContext, group: ResolvedNodeGroup, *, package_uri: str | None, agent_sha256: str | None) -> str:
     """The Image Builder component document (YAML, schemaVersion 1.0) that bakes ``group``'s install part: the build
     phase downloads the node package (``S3Download``, the build instance's role reads exactly that object) and runs
