@@ -114,8 +114,11 @@ def test_slurm_25_05_controller_is_refused():
 
 
 def test_own_image_with_its_slurmd():
+    # containers off: gpucluster has no pyxis build for a site image's own slurmd (checks/slurm/containers.py)
     spec = hybrid_spec(
-        controller={"slurmVersion": "25.05", "cloudSlurmVersion": "24.11"}, groups={"imageId": "ami-0123456789abcdef0"}
+        controller={"slurmVersion": "25.05", "cloudSlurmVersion": "24.11"},
+        groups={"imageId": "ami-0123456789abcdef0"},
+        slurm={"containers": {"enabled": False}},
     )
     assert cloud_slurm(site_controller(spec.spec), p5(spec).spec).ubuntu is None
     script = files(render_hybrid_compute_user_data(spec, p5(spec), SECRET_ARN))[JOIN_SETUP].text()
