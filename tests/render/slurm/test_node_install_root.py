@@ -165,6 +165,8 @@ def test_the_install_script_builds_pyxis_for_the_roots_slurm_and_a_working_enroo
         version = root.run(["enroot", "version"])
         assert (version.returncode, version.stdout.strip()) == (0, ENROOT.version), version
         assert root.path("/usr/share/enroot/hooks.d/50-slurm-pytorch.sh").is_file()  # the optional hooks, for training
+        for util in ("enroot-mount", "enroot-switchroot", "enroot-nsenter", "enroot-aufs2ovlfs", "enroot-mksquashovlfs"):
+            assert root.path(f"/usr/bin/{util}").read_bytes()[:4] == b"\x7fELF", util  # compiled here, linked to glibc
         root.write("/etc/slurm/slurm.conf", SRUN_CONF)
         root.write("/etc/slurm/plugstack.conf", f"required {PYXIS_SO}\n")
         helped = root.run(["srun", "--help"])
