@@ -42,8 +42,8 @@ def _cloud_slurm(spec: ClusterSpec, group: str) -> tuple[str, str]:
             from gpucluster.facts.slurm_releases import UBUNTU_SLURM, cloud_ubuntu_for
 
             controller = hybrid.controller
-            if controller.cloud_slurm_version is not None:
-                return controller.cloud_slurm_version, "gpucluster:hybrid.controller.cloudSlurmVersion"
+            if controller.cloud_slurm_version is not None:  # the site's image: its headers are not the archive's
+                return f"{controller.cloud_slurm_version} (the image's own)", "gpucluster:hybrid.controller.cloudSlurmVersion"
             ubuntu = cloud_ubuntu_for(controller.slurm_version)
             release = UBUNTU_SLURM.get(ubuntu or "", controller.slurm_version)
             return release, "gpucluster:hybrid.controller.slurmVersion"
@@ -74,7 +74,8 @@ def check_containers(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> I
                 field,
                 f"node group {g.name!r} runs containers on Slurm {release}, for which gpucluster has no pyxis build "
                 "(pyxis is compiled against the libslurm-dev of the image's own Ubuntu slurm-wlm)",
-                f"use a release Ubuntu ships with its headers, or set containers: false on node group {g.name!r} "
+                "run the Ubuntu image's slurm-wlm (leave the group's imageId and hybrid.controller.cloudSlurmVersion "
+                f"unset), or set containers: false on node group {g.name!r} "
                 f"(gpucluster:slurm.nodeGroups) or {SLURM}.containers.enabled: false",
                 release,
                 "containers-slurm-release",
