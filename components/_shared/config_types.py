@@ -17,6 +17,7 @@ __all__ = [
     "CapacityConfig",
     "ClusterConfig",
     "ConnectivityConfig",
+    "ContainersConfig",
     "ControllerConfig",
     "CredentialsConfig",
     "DataRepositoryConfig",
@@ -438,6 +439,8 @@ class SlurmNodeGroupConfig(TypedDict, total=False):
     """Slurm node ``Weight``: jobs that fit several partitions' nodes go to the lowest weight first. Default: unset (Slurm's 1)."""
     priority_tier: int
     """Partition ``PriorityTier``: jobs submitted to several partitions are placed in the highest tier first (and fail over to the next when that group has no capacity). Default: unset."""
+    containers: bool
+    """Containers in this group's jobs (pyxis and enroot, ``slurm.containers``). Default: on for GPU groups while ``slurm.containers.enabled``; ``false`` turns them off for this group."""
     hooks: NodeHooksConfig
     """The site's own scripts at node start (``onNodeStart``) and once the node is configured (``onNodeConfigured``), as root with a timeout; a failure drains the node with a ``gpucluster: hook …`` reason. Default: none."""
 
@@ -665,6 +668,17 @@ class SlurmTeamConfig(TypedDict, total=False):
     """Members: directory groups (``slurm.identity.directory``) whose members, as ``getent group`` lists them on the head node, join the team when the accounts are reconciled. Default: none."""
 
 
+class ContainersConfig(TypedDict, total=False):
+    """Containers in Slurm jobs: pyxis (``srun``/``sbatch --container-image``) and enroot, built against the cluster's Slurm, on every GPU node group and on the login nodes."""
+
+    enabled: bool
+    """pyxis and enroot on every GPU node group (turn one group off with ``slurm.nodeGroups[].containers: false``) and on the login nodes. Default true."""
+    registries: list[str]
+    """Private ECR repositories the nodes pull from with their own role, as ``<account>.dkr.ecr.<region>.amazonaws.com/<repository>`` (a trailing ``/*`` for every repository under a prefix); the node role may pull exactly these, and every user of a node gets a short-lived pull token for them (docs/containers.md, "Private registries"). Only ECR references: other registries (NGC, Docker Hub) are reached with each user's own credentials in their enroot config, never with the node's role. Default: none (the role pulls from no repository)."""
+    cache_budget_gib: int
+    """The most enroot's layer cache may hold on a node's NVMe scratch before its least recently used layers are removed, so a cache never fills the scratch a job needs; at most the smallest NVMe scratch of the groups that run containers. Where enroot keeps its data is not a setting: the NVMe scratch, or a tmpfs on a node without one (never a network or ``noexec`` file system). Default: a tenth of the node's NVMe scratch."""
+
+
 class SlurmConfig(TypedDict, total=False):
     """A Slurm cluster on EC2: a head node running slurmctld and the node agent, and a partition per ``scheduler: slurm`` node group."""
 
@@ -694,6 +708,8 @@ class SlurmConfig(TypedDict, total=False):
     """The shared ``/home`` (FSx for OpenZFS), made when ``identity`` is set. Default (with ``identity``): 128 GiB ``SINGLE_AZ_1``, 64 MB/s, 50 GiB per declared user."""
     teams: list[SlurmTeamConfig]
     """Teams sharing the GPUs: a Slurm account each, with its members, guaranteed GPUs, fair share, job time limit and whether it may borrow idle GPUs (docs/teams.md). Needs ``accounting``. Default: none (no team accounts or limits)."""
+    containers: ContainersConfig
+    """Containers in jobs: pyxis (``srun --container-image``) and enroot on GPU nodes and login nodes (docs/containers.md). Default: on."""
     settings: dict[str, str]
     """Other slurm.conf keys, merged into the rendered file (``{MaxJobCount: 20000, KillWait: 60}``): only keys on the allow list of limits, timeouts and log levels (docs/teams.md). Keys gpucluster sets are refused with the section that sets them, keys that name a program, plugin, user or authentication method as not settable; values are one word without ``#``. Default: none."""
 

@@ -29,7 +29,7 @@ from gpucluster.components.slurm._args import SlurmBuild
 from gpucluster.components.slurm._artifact import AgentArtifact
 from gpucluster.config.naming import with_name
 from gpucluster.render.iam import managed_policy_arn, policy_json
-from gpucluster.render.slurm.image import component_document, needs_package, semantic_version
+from gpucluster.render.slurm.image import component_description, component_document, needs_package, semantic_version
 from gpucluster.render.slurm.names import SlurmContext
 from gpucluster.resolve.compute.node_group import SlurmGroup
 
@@ -149,7 +149,7 @@ def _group_image(
             ).replace(cluster, "@cluster@")
         ),
         data=document,
-        description=f"gpucluster {cluster} / {group.name}: the Slurm node's install part",
+        description=component_description(cluster, group),
         tags=tags,
         opts=child,
     )

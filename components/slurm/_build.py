@@ -47,6 +47,7 @@ from gpucluster.render.slurm.iam_sessions import ROLE_TAG, statements_policy
 from gpucluster.render.slurm.identity import users_bundle
 from gpucluster.render.slurm.image import hook_objects
 from gpucluster.render.slurm.names import SlurmContext, controller_address, dns_zone, munge_secret_name
+from gpucluster.render.slurm.registries import ecr_statements
 from gpucluster.resolve.cluster import ResolvedCluster
 
 
@@ -212,6 +213,8 @@ class SlurmParts:
             opts=child,
         )
         attach_role_statements(f"{name}-node-people", node_role, role_statements(args.wiring.people, args.region), child)
+        registries = slurm.containers.registries if any(g.containers for g in args.node_groups) else ()
+        attach_role_statements(f"{name}-node-ecr", node_role, ecr_statements(registries), child)
         node_profile = aws.iam.InstanceProfile(
             f"{name}-node-profile", role=node_role.name, tags=with_name(tags, f"{cluster}-slurm-node"), opts=child
         )

@@ -14,6 +14,8 @@ from gpucluster.config.cluster import ClusterSpec
 from gpucluster.config.effective import burst_group_names, effective_flow_log_protect, effective_protect_data
 from gpucluster.config.network import NetworkSpec
 from gpucluster.config.slurm import SLURM_VERSION, UBUNTU_RELEASE, SlurmSpec
+from gpucluster.config.slurm.containers import containers_wanted
+from gpucluster.config.slurm.health import nvidia_gpus
 from gpucluster.facts.catalog import Catalog
 from gpucluster.facts.images import default_image_parameter
 from gpucluster.resolve.compute.node_group import (
@@ -152,7 +154,9 @@ def resolve(spec: ClusterSpec, catalog: Catalog) -> ResolvedCluster:
     for g in spec.node_groups:
         group = resolve_node_group(g, catalog, spec)
         if slurm is not None and group.scheduler == "slurm":
-            group = as_slurm_group(group, slurm.group_settings(g.name), bakes(spec, g.name))
+            entry = slurm.group_settings(g.name)
+            containers = containers_wanted(slurm.containers, entry.containers, nvidia_gpus(group.facts))
+            group = as_slurm_group(group, entry, bakes(spec, g.name), containers)
         groups.append(group)
     resolved_slurm = None
     if slurm is not None:

@@ -20,6 +20,7 @@ from pydantic import Field, field_validator
 
 from gpucluster.config.base import SpecModel
 from gpucluster.config.images import ImagesSpec, NodeHooksSpec
+from gpucluster.config.slurm.containers import ContainersSpec
 from gpucluster.config.slurm.health import SlurmHealthSpec
 from gpucluster.config.slurm.home import HomeSpec
 from gpucluster.config.slurm.identity import SlurmIdentitySpec
@@ -136,6 +137,10 @@ class SlurmNodeGroupSpec(SpecModel):
     """Partition ``PriorityTier``: jobs submitted to several partitions are placed in the highest
     tier first (and fail over to the next when that group has no capacity). Default: unset."""
 
+    containers: bool | None = None
+    """Containers in this group's jobs (pyxis and enroot, ``slurm.containers``). Default: on for GPU groups while
+    ``slurm.containers.enabled``; ``false`` turns them off for this group."""
+
     hooks: NodeHooksSpec | None = None
     """The site's own scripts at node start (``onNodeStart``) and once the node is configured (``onNodeConfigured``),
     as root with a timeout; a failure drains the node with a ``gpucluster: hook …`` reason. Default: none."""
@@ -231,6 +236,10 @@ class SlurmSpec(SpecModel):
     """Teams sharing the GPUs: a Slurm account each, with its members, guaranteed GPUs, fair share, job time limit
     and whether it may borrow idle GPUs (docs/teams.md). Needs ``accounting``. Default: none (no team
     accounts or limits)."""
+
+    containers: ContainersSpec = ContainersSpec()
+    """Containers in jobs: pyxis (``srun --container-image``) and enroot on GPU nodes and login nodes
+    (docs/containers.md). Default: on."""
 
     settings: dict[str, str] = Field(default_factory=dict)
     """Other slurm.conf keys, merged into the rendered file (``{MaxJobCount: 20000, KillWait: 60}``): only keys on

@@ -37,11 +37,12 @@ from gpucluster.render.hybrid.fabric import HYBRID_TASK_PROLOG, hybrid_of, hybri
 from gpucluster.render.monitoring.logs import LOGS_UNIT, logs_files
 from gpucluster.render.slurm.agent import aws_helper, node_package_file
 from gpucluster.render.slurm.compute import slurmd_drop_in
+from gpucluster.render.slurm.container_build import container_build, container_packages
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit
 from gpucluster.render.slurm.identity import session_lockdown_bootcmd, session_lockdown_runcmd
 from gpucluster.render.slurm.names import AGENT_PACKAGE_PATH, AWS_HELPER, AWS_HELPER_CONFIG
 from gpucluster.resolve.cluster import ResolvedCluster
-from gpucluster.resolve.compute.node_group import ResolvedNodeGroup
+from gpucluster.resolve.compute.node_group import ResolvedNodeGroup, SlurmGroup
 from gpucluster_agents import contract
 from gpucluster_agents.contract import boot
 
@@ -147,7 +148,9 @@ def hybrid_join_part(cluster: ResolvedCluster, group: ResolvedNodeGroup, munge_s
     address = f"{controller.address}:{controller.port}"
     domain = hybrid.dns.on_prem_domain if hybrid.dns else None
     resolved_by_dns = domain is not None and controller.host.lower().endswith("." + domain)
-    packages = (*BASE_PACKAGES, *(ARCHIVE_SLURM_PACKAGES if slurm.ubuntu else ()))
+    # pyxis against the archive's Slurm headers: only with the archive's slurmd (a site image's own is refused at load)
+    containers = isinstance(group, SlurmGroup) and group.containers and slurm.ubuntu is not None
+    packages = (*BASE_PACKAGES, *(ARCHIVE_SLURM_PACKAGES if slurm.ubuntu else ()), *(container_packages() if containers else ()))
     logs = cluster.monitoring is not None
     setup = render(
         "hybrid/compute/join-setup.sh.j2",
@@ -167,6 +170,7 @@ def hybrid_join_part(cluster: ResolvedCluster, group: ResolvedNodeGroup, munge_s
         hosts_entry=not resolved_by_dns,
         on_prem_domain=domain or "",
         packages=packages,
+        containers=container_build() if containers else None,
         time_sync_tries=TIME_SYNC_TRIES,
         time_server=AMAZON_TIME_SYNC,
         imds_guard_unit=IMDS_GUARD_UNIT,

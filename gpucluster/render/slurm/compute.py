@@ -13,6 +13,7 @@ from gpucluster.render.compute.node import NCCL_ENV_PATH
 from gpucluster.render.core import CloudConfig, WriteFile, render
 from gpucluster.render.monitoring.logs import LOGS_UNIT, logs_files
 from gpucluster.render.slurm.agent import boot_files, node_package_file
+from gpucluster.render.slurm.container_build import container_build, container_packages
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit
 from gpucluster.render.slurm.health import HEALTH_BOOT_UNIT, health_enabled, health_files
 from gpucluster.render.slurm.home import HOME_MOUNT_SCRIPT, HomeMount, home_files
@@ -28,6 +29,7 @@ from gpucluster.render.slurm.image import baked, hook_files, hook_values, node_p
 from gpucluster.render.slurm.metrics import enable_units, metrics_files
 from gpucluster.render.slurm.names import AWS_HELPER, NODE_SETUP, SLURMCTLD_PORT, TASK_PROLOG, SlurmContext, controller_address
 from gpucluster.render.slurm.pam import COMPUTE_PAM_TEMPLATE, NODENAME_PLACEHOLDER, compute_pam_files
+from gpucluster.render.slurm.registries import ECR_TOKEN_TIMER, ecr_files
 from gpucluster.render.slurm.sssd import directory_files, directory_of, directory_setup
 from gpucluster.resolve.compute.node_group import ResolvedNodeGroup, SlurmGroup
 from gpucluster_agents import contract
@@ -73,11 +75,15 @@ def node_slurm_part(
     # the users program reads its file through the package's users contract
     package = health or directory_of(ctx.identity) is not None or metrics or logs or has_users_program(ctx.identity)
     boot_check = health and ctx.slurm.health.enabled and nvidia_gpus(group.facts)
+    build = not on_image and isinstance(group, SlurmGroup) and group.containers  # pyxis and enroot, not baked
+    ecr = isinstance(group, SlurmGroup) and group.containers and bool(ctx.slurm.containers.registries)
     setup = render(
         "slurm/node-setup.sh.j2",
         cluster=ctx.cluster,
         controller=f"{controller_address(ctx.cluster)}:{SLURMCTLD_PORT}",
-        packages=() if on_image else node_packages(ctx, metrics=metrics),
+        packages=() if on_image else node_packages(ctx, metrics=metrics) + (container_packages() if build else ()),
+        containers=container_build() if build else None,
+        ecr_timer=ECR_TOKEN_TIMER if ecr else None,
         region=ctx.region,
         **directory_setup(ctx.identity),
         aws_helper=AWS_HELPER,
@@ -102,6 +108,7 @@ def node_slurm_part(
             *(metrics_files(group) if metrics else ()),
             *(logs_files(ctx.cluster, ctx.region, "compute") if logs else ()),
             WriteFile(TASK_PROLOG, task_prolog(group), "0755"),
+            *(ecr_files(ctx.slurm.containers.registries) if ecr else ()),
             WriteFile(f"/etc/systemd/system/{IMDS_GUARD_UNIT}", imds_guard_unit(head=False)),
             WriteFile("/etc/systemd/system/slurmd.service.d/gpucluster.conf", slurmd_drop_in(boot_check)),
             *identity_files(ctx.identity),

@@ -65,16 +65,20 @@ def node_install_script(
     ctx: SlurmContext, group: ResolvedNodeGroup, *, agent_sha256: str | None, component: str = "node-install"
 ) -> str:
     """The install part for ``group``'s image: packages, the Lustre client when the group mounts Lustre, the node
-    package (``agent_sha256``: the zip the build downloaded; None when the nodes need no package)."""
+    package (``agent_sha256``: the zip the build downloaded; None when the nodes need no package), pyxis and enroot when
+    the group runs containers (:mod:`~gpucluster.render.slurm.container_build`)."""
     from gpucluster.facts.downloads import FSX_UBUNTU_KEY_FINGERPRINT, FSX_UBUNTU_KEY_URL
+    from gpucluster.render.slurm.container_build import container_build, container_packages
 
+    containers = isinstance(group, SlurmGroup) and group.containers
     return render(
         "slurm/node-install.sh.j2",
         cluster=ctx.cluster,
         group=group.name,
         node_setup=NODE_SETUP,
         component=component,
-        packages=node_packages(ctx),
+        packages=node_packages(ctx) + (container_packages() if containers else ()),
+        containers=container_build() if containers else None,
         lustre=group.mounts_lustre,
         key_url=FSX_UBUNTU_KEY_URL,
         key_fingerprint=FSX_UBUNTU_KEY_FINGERPRINT or "",
@@ -139,6 +143,18 @@ COMPONENT_DATA_LIMIT = 16000
 """Image Builder's CreateComponent ``data``: at most 16,000 characters."""
 
 
+def component_description(cluster: str, group: ResolvedNodeGroup) -> str:
+    """The component's description (the plan shows it): what the image holds beyond Slurm."""
+    from gpucluster.facts.containers import ENROOT, PYXIS
+
+    what = (
+        f"pyxis {PYXIS.version} + enroot {ENROOT.version} + Slurm"
+        if isinstance(group, SlurmGroup) and group.containers
+        else "Slurm"
+    )
+    return f"gpucluster {cluster} / {group.name}: {what} (the node's install part)"
+
+
 def component_document(ctx: SlurmContext, group: ResolvedNodeGroup, *, package_uri: str | None, agent_sha256: str | None) -> str:
     """The Image Builder component document (YAML, schemaVersion 1.0) that bakes ``group``'s install part: the build
     phase downloads the node package (``S3Download``, the build instance's role reads exactly that object) and runs
@@ -158,6 +174,10 @@ def component_document(ctx: SlurmContext, group: ResolvedNodeGroup, *, package_u
         checks.append("command -v mount.lustre || test -x /sbin/mount.lustre")
     if agent_sha256 is not None and package_uri is not None:
         checks.append(f"grep -qx {agent_sha256} {AGENT_LIB}/.sha256")
+    if isinstance(group, SlurmGroup) and group.containers:
+        from gpucluster.render.slurm.container_build import container_checks
+
+        checks += container_checks()
     document = {
         "name": name,
         "description": f"gpucluster: what a Slurm node of {ctx.cluster} / {group.name} installs, baked",

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from gpucluster.render.core import CloudConfig, WriteFile, render
 from gpucluster.render.monitoring.logs import LOGS_UNIT, PYTHON, logs_files
 from gpucluster.render.slurm.agent import boot_files, node_package_file
+from gpucluster.render.slurm.container_build import container_build, container_packages
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit, systemd_unit
 from gpucluster.render.slurm.home import HOME_MOUNT_SCRIPT, HomeMount, home_files
 from gpucluster.render.slurm.identity import (
@@ -156,11 +157,14 @@ def login_files(ctx: SlurmContext, inputs: LoginInputs) -> list[WriteFile]:
 def login_setup(ctx: SlurmContext, inputs: LoginInputs) -> str:
     directory = directory_of(ctx.identity) is not None
     packages = LOGIN_PACKAGES + ((*SSSD_PACKAGES, "oddjob-mkhomedir") if directory else ())
+    containers = any(g.containers for g in ctx.node_groups)  # srun --container-image from here loads pyxis
+    packages += container_packages() if containers else ()
     return render(
         "slurm/login-setup.sh.j2",
         cluster=ctx.cluster,
         controller=f"{controller_address(ctx.cluster)}:{SLURMCTLD_PORT}",
         packages=packages,
+        containers=container_build() if containers else None,
         imds_guard_unit=IMDS_GUARD_UNIT,
         aws_helper=AWS_HELPER,
         region=inputs.region,

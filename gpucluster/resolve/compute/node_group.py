@@ -111,6 +111,9 @@ class SlurmGroup(ResolvedNodeGroup):
     baked: bool = False
     """The group's nodes boot the image the stack bakes (``slurm.images.bake``; never a hybrid site's burst group,
     which joins the site's controller): their user data installs and downloads nothing."""
+    containers: bool = False
+    """The group's jobs may run containers (``slurm.containers``, the group's ``containers``): its image builds pyxis
+    and enroot, and its nodes get their configuration."""
 
     @property
     def static(self) -> bool:
@@ -234,10 +237,12 @@ def with_shared_fs(group: G, shared_fs: SharedFs | None) -> G:
     return replace(group, shared_fs=shared_fs, health=health)
 
 
-def as_slurm_group(group: ResolvedNodeGroup, entry: SlurmNodeGroupSpec, baked: bool = False) -> SlurmGroup:
+def as_slurm_group(
+    group: ResolvedNodeGroup, entry: SlurmNodeGroupSpec, baked: bool = False, containers: bool = False
+) -> SlurmGroup:
     """``group`` with its Slurm settings (already resolved: partition and default chosen)."""
     values = {f.name: getattr(group, f.name) for f in fields(ResolvedNodeGroup)}
-    return SlurmGroup(**values, entry=entry, partition=partition_of(entry), baked=baked)
+    return SlurmGroup(**values, entry=entry, partition=partition_of(entry), baked=baked, containers=containers)
 
 
 def bakes(spec: ClusterSpec, group: str) -> bool:

@@ -24,11 +24,17 @@ def stack_config() -> dict[str, Any]:
 
 
 def hybrid_spec(
-    *, controller: dict[str, Any] | None = None, groups: dict[str, Any] | None = None, **hybrid: Any
+    *,
+    controller: dict[str, Any] | None = None,
+    groups: dict[str, Any] | None = None,
+    slurm: dict[str, Any] | None = None,
+    **hybrid: Any,
 ) -> ResolvedCluster:
-    """The hybrid-slurm stack, loaded like the program loads it, with ``controller`` keys, ``hybrid`` keys and the
-    p5 group's keys changed (``None`` removes a key)."""
+    """The hybrid-slurm stack, loaded like the program loads it, with ``controller`` keys, ``hybrid`` keys, the
+    p5 group's keys and ``slurm`` keys changed (``None`` removes a key)."""
     config = copy.deepcopy(stack_config())
+    for key, value in (slurm or {}).items():
+        _set(config["gpucluster:slurm"], key, value)
     section = config["gpucluster:hybrid"]
     for key, value in (controller or {}).items():
         _set(section["controller"], key, value)

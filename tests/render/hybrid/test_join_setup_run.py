@@ -28,8 +28,9 @@ STUBS = {
 }
 
 
-def join_script(version: str = "22.05", **changes) -> str:
-    spec = hybrid_spec(controller={"slurmVersion": version}, **changes)
+def join_script(version: str = "22.05", containers: bool = False, **changes) -> str:
+    """The join script; containers off by default (their build is checked in test_join_user_data.py)."""
+    spec = hybrid_spec(controller={"slurmVersion": version}, slurm={"containers": {"enabled": containers}}, **changes)
     return files(render_hybrid_compute_user_data(spec, p5(spec), SECRET_ARN))[JOIN_SETUP].text()
 
 

@@ -81,7 +81,9 @@ def test_controller_release_picks_ubuntu_and_slurmd(version):
     script = files(user_data(version))[JOIN_SETUP].text()
     assert f"slurmd {slurmd} from Ubuntu {ubuntu}'s archive" in script
     install = next(line for line in script.splitlines() if line.startswith("apt-get") and " install " in line)
-    assert install.endswith("chrony python3-boto3 iptables slurmd slurm-client munge")
+    from gpucluster.render.slurm.container_build import container_packages  # containers: on by default on a GPU group
+
+    assert install.endswith("chrony python3-boto3 iptables slurmd slurm-client munge " + " ".join(container_packages()))
     # the boot-time check accepts exactly the controller's window
     case = re.search(r"^  ([0-9. |]+)\) log \"slurmd \$version\"", script, re.M)
     assert case is not None
@@ -114,8 +116,11 @@ def test_slurm_25_05_controller_is_refused():
 
 
 def test_own_image_with_its_slurmd():
+    # containers off: gpucluster has no pyxis build for a site image's own slurmd (checks/slurm/containers.py)
     spec = hybrid_spec(
-        controller={"slurmVersion": "25.05", "cloudSlurmVersion": "24.11"}, groups={"imageId": "ami-0123456789abcdef0"}
+        controller={"slurmVersion": "25.05", "cloudSlurmVersion": "24.11"},
+        groups={"imageId": "ami-0123456789abcdef0"},
+        slurm={"containers": {"enabled": False}},
     )
     assert cloud_slurm(site_controller(spec.spec), p5(spec).spec).ubuntu is None
     script = files(render_hybrid_compute_user_data(spec, p5(spec), SECRET_ARN))[JOIN_SETUP].text()
@@ -217,3 +222,22 @@ def test_boot_helper_reads_the_site_key_by_arn(moto_endpoint, aws_env, tmp_path)
     subprocess.run([sys.executable, str(helper), "munge-key"], env=env, check=True, timeout=60, capture_output=True)
     assert key_file.read_bytes() == key
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o400
+
+
+def test_burst_nodes_build_pyxis_against_the_archives_slurmd(tmp_path):
+    """Containers on (the default on a GPU group): the join installs the build packages with slurmd and builds pyxis
+    and enroot once the slurmd is known to be in the controller's window, before munge and slurmd start."""
+    from gpucluster.render.slurm.container_build import container_packages
+
+    spec = hybrid_spec()
+    script = files(render_hybrid_compute_user_data(spec, p5(spec), SECRET_ARN))[JOIN_SETUP].text()
+    assert all(p in script for p in container_packages())
+    window, build = script.index("outside Slurm 22.05's window"), script.index("fetch pyxis v0.24.0")
+    assert window < build < script.index('"$aws_helper" munge-key') < script.index("--now slurmd")
+    path = tmp_path / "join.sh"
+    path.write_text(script)
+    check = subprocess.run([require_tool("shellcheck"), "-s", "bash", "-S", "warning", str(path)],
+                           capture_output=True, text=True, check=False)  # fmt: skip
+    assert check.returncode == 0, check.stdout
+    off = hybrid_spec(slurm={"containers": {"enabled": False}})
+    assert "pyxis" not in files(render_hybrid_compute_user_data(off, p5(off), SECRET_ARN))[JOIN_SETUP].text()

@@ -25,8 +25,11 @@ PACKAGE_URI = "s3://bucket-1/agent/gpucluster_agents-0123456789abcdef.zip"
 SHA = "ab" * 32
 
 
-def _cluster(hooks: dict[str, Any] | None = None, images: dict[str, Any] | None = None, lustre: bool = True) -> Any:
+def _cluster(
+    hooks: dict[str, Any] | None = None, images: dict[str, Any] | None = None, lustre: bool = True, containers: bool = True
+) -> Any:
     slurm: dict[str, Any] = {"nodeGroups": [{"name": "p5", **({"hooks": hooks} if hooks else {})}]}
+    slurm["containers"] = {"enabled": containers}
     if images is not None:
         slurm["images"] = images
     keys: dict[str, Any] = {"slurm": slurm}
@@ -84,10 +87,11 @@ def test_the_component_document_runs_the_install_part_and_checks_it(tmp_path: An
     assert any("mount.lustre" in c for c in validate)
 
 
-def test_without_lustre_or_package_the_image_has_neither() -> None:
-    cluster = _cluster(lustre=False)
+def test_without_lustre_package_or_containers_the_image_has_none() -> None:
+    cluster = _cluster(lustre=False, containers=False)
     text = component_document(SlurmContext.of(cluster), cluster.slurm.node_groups[0], package_uri=None, agent_sha256=None)
     assert "lustre" not in text.lower() and "S3Download" not in text and "sha256sum" not in text
+    assert "pyxis" not in text and "enroot" not in text
 
 
 def test_a_new_install_part_is_a_new_version() -> None:

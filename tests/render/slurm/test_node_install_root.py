@@ -8,22 +8,27 @@ checks of what the node's setup expects, its log.
 
 The cluster: one p5 group without Lustre (the Lustre client is built for the image's Ubuntu kernel) and without
 declared people (their compute packages add openssh-server, which the trixie root does not hold): its package list
-(slurmd, slurm-client, munge, python3-boto3, iptables, prometheus-node-exporter) is all in the root.
+(slurmd, slurm-client, munge, python3-boto3, iptables, prometheus-node-exporter) is all in the root. Containers are
+off in the package tests and on in the container test, which builds pyxis and enroot for real from the vendored
+release archives (``$GPUCLUSTER_VENDOR``, default ``../shared/vendor``) against the root's Slurm 24.11 headers.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from gpucluster.facts.containers import ENROOT, MAKESELF, PYXIS
 from gpucluster.load import load_spec
 from gpucluster.render.slurm import image
 from gpucluster.render.slurm.agent import agent_bundle, sha256
+from gpucluster.render.slurm.container_build import PYXIS_SO, SOURCES_ENV, container_packages
 from gpucluster.render.slurm.image import AGENT_ZIP, node_install_script, node_packages
 from gpucluster.render.slurm.names import AGENT_LIB, SlurmContext
 from gpucluster.resolve.compute.node_group import ResolvedNodeGroup
-from tests.conftest import group, make_config
+from tests.conftest import IN_CI, group, make_config
 from tests.render.trixie_overlay import OverlayRoot, overlay_root, trixie_with
 
 pytestmark = pytest.mark.slow  # runs the install script in an overlay of the trixie root (chroot)
@@ -48,8 +53,9 @@ LOG = "/var/log/gpucluster/slurm-node-install.log"
 NEEDS = ("usr/bin/python3", "usr/sbin/slurmd", "usr/bin/dpkg", "usr/lib/python3/dist-packages/boto3")
 
 
-def _ctx_group() -> tuple[SlurmContext, ResolvedNodeGroup]:
-    cluster = load_spec(make_config(group(name="p5"), slurm={"nodeGroups": [{"name": "p5"}]}), stack="img").cluster
+def _ctx_group(containers: bool = False) -> tuple[SlurmContext, ResolvedNodeGroup]:
+    slurm = {"nodeGroups": [{"name": "p5"}], "containers": {"enabled": containers}}
+    cluster = load_spec(make_config(group(name="p5"), slurm=slurm), stack="img").cluster
     assert cluster.slurm is not None
     (g,) = cluster.slurm.node_groups
     assert not g.mounts_lustre
@@ -62,11 +68,11 @@ def bundle() -> bytes:
     return agent_bundle()
 
 
-def _install(root: OverlayRoot, script: str, zip_bytes: bytes) -> tuple[int, str]:
+def _install(root: OverlayRoot, script: str, zip_bytes: bytes, env: dict[str, str] | None = None) -> tuple[int, str]:
     root.write("/usr/local/sbin/apt-get", APT_SHIM, 0o755)
     root.write("/root/node-install.sh", script, 0o700)
     root.write(AGENT_ZIP, zip_bytes)
-    done = root.run(["bash", "/root/node-install.sh"], env={"GPUCLUSTER_AGENT_ZIP": AGENT_ZIP})
+    done = root.run(["bash", "/root/node-install.sh"], env={"GPUCLUSTER_AGENT_ZIP": AGENT_ZIP, **(env or {})})
     return done.returncode, done.stdout + done.stderr
 
 
@@ -121,3 +127,61 @@ def test_the_scripts_own_checks_catch_a_missing_program(bundle: bytes, tmp_path:
         rc, out = _install(root, script, bundle)
         assert rc == 1, out
         assert "iptables is missing after the install" in root.path(LOG).read_text()
+
+
+VENDOR = Path(os.environ.get("GPUCLUSTER_VENDOR", Path(__file__).resolve().parents[3].parent / "shared" / "vendor"))
+BUILD_NEEDS = ("usr/include/slurm/spank.h", "usr/bin/gcc", "usr/bin/make", "usr/bin/git", "usr/bin/mksquashfs",
+               "usr/bin/fuse-overlayfs", "usr/bin/squashfuse", "usr/bin/jq", "usr/bin/parallel", "usr/bin/zstd",
+               "usr/bin/pigz", "usr/bin/curl", "usr/lib/x86_64-linux-gnu/libbsd.a")  # fmt: skip
+SOURCES = "/root/container-sources"
+# srun loads the plugin stack at startup and refuses a SPANK plugin built for another Slurm release
+SRUN_CONF = "ClusterName=img\nSlurmctldHost=localhost\nPlugStackConfig=/etc/slurm/plugstack.conf\n"
+
+
+def _archives() -> dict[str, bytes]:
+    found = {s.archive: VENDOR / s.archive for s in (PYXIS, ENROOT, MAKESELF)}
+    missing = [str(p) for p in found.values() if not p.is_file()]
+    if missing:
+        (pytest.fail if IN_CI else pytest.skip)(f"the vendored sources are missing: {', '.join(missing)}")
+    return {name: path.read_bytes() for name, path in found.items()}
+
+
+def _container_root(root: OverlayRoot, archives: dict[str, bytes]) -> None:
+    for name, data in archives.items():
+        root.write(f"{SOURCES}/{name}", data)
+
+
+def test_the_install_script_builds_pyxis_for_the_roots_slurm_and_a_working_enroot(bundle: bytes, tmp_path: Path):
+    trixie_with(*BUILD_NEEDS)
+    archives = _archives()
+    ctx, g = _ctx_group(containers=True)
+    script = node_install_script(ctx, g, agent_sha256=sha256(bundle))
+    with overlay_root(tmp_path) as root:
+        _container_root(root, archives)
+        rc, out = _install(root, script, bundle, {SOURCES_ENV: SOURCES})
+        assert rc == 0, out
+        assert ", pyxis and enroot" in root.path(LOG).read_text()
+        assert all(p in root.path("/var/log/apt-shim.log").read_text() for p in container_packages())
+        version = root.run(["enroot", "version"])
+        assert (version.returncode, version.stdout.strip()) == (0, ENROOT.version), version
+        assert root.path("/usr/share/enroot/hooks.d/50-slurm-pytorch.sh").is_file()  # the optional hooks, for training
+        for util in ("enroot-mount", "enroot-switchroot", "enroot-nsenter", "enroot-aufs2ovlfs", "enroot-mksquashovlfs"):
+            assert root.path(f"/usr/bin/{util}").read_bytes()[:4] == b"\x7fELF", util  # compiled here, linked to glibc
+        root.write("/etc/slurm/slurm.conf", SRUN_CONF)
+        root.write("/etc/slurm/plugstack.conf", f"required {PYXIS_SO}\n")
+        helped = root.run(["srun", "--help"])
+        assert "--container-image" in helped.stdout and "[pyxis]" in helped.stdout, helped.stdout + helped.stderr
+
+
+def test_a_tampered_source_archive_is_refused(bundle: bytes, tmp_path: Path):
+    trixie_with(*BUILD_NEEDS)
+    archives = _archives()
+    archives[PYXIS.archive] += b"x"
+    ctx, g = _ctx_group(containers=True)
+    script = node_install_script(ctx, g, agent_sha256=sha256(bundle))
+    with overlay_root(tmp_path) as root:
+        _container_root(root, archives)
+        rc, _ = _install(root, script, bundle, {SOURCES_ENV: SOURCES})
+        assert rc == 1
+        assert f"{PYXIS.archive} is not pyxis {PYXIS.tag}" in root.path(LOG).read_text()
+        assert not root.path(PYXIS_SO).exists()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpucluster.config.checks.sections import SectionCheck, section_findings
+from gpucluster.config.checks.slurm.containers import check_containers
 from gpucluster.config.checks.slurm.health import check_health
 from gpucluster.config.checks.slurm.identity import check_identity
 from gpucluster.config.checks.slurm.login import check_home, check_login, check_people_hybrid
@@ -300,6 +301,7 @@ SLURM_CHECKS: tuple[SlurmCheck, ...] = (
     check_home,
     check_teams,
     check_settings,
+    check_containers,
 )
 
 

@@ -357,6 +357,7 @@ DESCRIBERS: dict[str, Describer] = {
     "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": _rule,
     "aws:iam/rolePolicyAttachment:RolePolicyAttachment": lambda i: [str(i.get("policyArn"))],
     "aws:iam/rolePolicy:RolePolicy": _policy,
+    "aws:imagebuilder/component:Component": lambda i: [str(i.get("description", "")).partition(": ")[2]],
     "aws:iam/role:Role": _trust,
     "aws:ec2/instance:Instance": _instance,
     "aws:ebs/volume:Volume": _volume,

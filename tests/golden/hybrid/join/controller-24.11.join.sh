@@ -71,7 +71,7 @@ trap 'rm -f "$root/usr/sbin/policy-rc.d"' EXIT
 export DEBIAN_FRONTEND=noninteractive
 # (the image's unattended upgrades may hold the dpkg lock for a while at first boot)
 apt-get -o DPkg::Lock::Timeout=600 update -q
-apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends chrony python3-boto3 iptables slurmd slurm-client munge
+apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends chrony python3-boto3 iptables slurmd slurm-client munge gcc make libc6-dev libbsd-dev libslurm-dev git ca-certificates squashfs-tools fuse-overlayfs squashfuse jq parallel zstd pigz curl
 rm -f "$root/usr/sbin/policy-rc.d"
 
 # 5. The slurmd must be one the controller (Slurm 24.11) accepts: its release or up to two older.
@@ -81,6 +81,35 @@ case "${version%.*}" in
   23.11 | 24.05 | 24.11) log "slurmd $version" ;;
   *) fail "slurmd $version is outside Slurm 24.11's window (23.11, 24.05, 24.11)" ;;
 esac
+
+# 5b. pyxis and enroot for containers in jobs, pyxis against the headers of the slurmd just installed.
+# Containers: pyxis 0.24.0, enroot 4.1.2 from their pinned releases; pyxis compiled against this image's own Slurm
+# headers (Slurm refuses a SPANK plugin built for a different release). Sources: a clone of the release tag that must be
+# the pinned commit, or the archives in $GPUCLUSTER_CONTAINER_SOURCES checked against their sha256.
+slurm_build=$(dpkg-query -W -f='${Version}' slurm-client)
+[ "$(dpkg-query -W -f='${Version}' libslurm-dev)" = "$slurm_build" ] || { log "libslurm-dev is not Slurm $slurm_build"; exit 1; }
+src=$(mktemp -d) sources="${GPUCLUSTER_CONTAINER_SOURCES:-}"
+fetch() {
+  local name=$1 tag=$2 commit=$3 archive=$4 sha=$5 repository=$6 dir=$src/$7
+  rm -rf "$dir"
+  if [ -n "$sources" ]; then
+    echo "$sha  $sources/$archive" | sha256sum --check --quiet - || { log "$archive is not $name $tag"; exit 1; }
+    mkdir -p "$dir"
+    tar -xzf "$sources/$archive" -C "$dir" --strip-components=1
+  else
+    git clone -q --depth 1 --branch "$tag" "$repository" "$dir"
+    [ "$(git -C "$dir" rev-parse HEAD)" = "$commit" ] || { log "$name $tag is not commit $commit"; exit 1; }
+  fi
+}
+fetch enroot v4.1.2 bd51f53b6fa954805ae3e1985c5dc7594ff66d05 enroot-4.1.2.tar.gz 817e8d551135e6f3fc311d1ee57b03fb4d30325acba732f8dea43069ca11f8d3 https://github.com/NVIDIA/enroot enroot
+fetch makeself release-2.4.5 5742be6410bfad2c619fb1e98bf795e8fa0913c7 makeself-2.4.5.tar.gz 0f4726368bf43ce70f7e86e814f62b33e1e443db3de24381beb5f95452c3a4ec https://github.com/megastep/makeself enroot/deps/makeself
+fetch pyxis v0.24.0 107519944221822ea1dace4db8e7234b2eaa4cd5 pyxis-0.24.0.tar.gz 063653ba39125ac29796cc6079701d1ec34dd4c5baf698efacc0f36bf3619681 https://github.com/NVIDIA/pyxis pyxis
+touch "$src/enroot/deps/linux-headers/.stamp"  # the system's kernel headers serve
+CFLAGS="-D_GNU_SOURCE -include bsd/string.h" make -s -C "$src/enroot" FORCE_GLIBC=1 prefix=/usr sysconfdir=/etc \
+  LDLIBS="-l:libbsd.a $(gcc -print-file-name=libbsd.so)" install >/dev/null
+make -s -C "$src/pyxis" install >/dev/null
+rm -rf "$src"
+{ [ -s /usr/local/lib/slurm/spank_pyxis.so ] && enroot version >/dev/null; } || { log "pyxis or enroot is missing after the build"; exit 1; }
 
 # 6. Time from the Amazon Time Sync Service: munge refuses credentials whose clocks differ by more than their TTL.
 chrony_conf=$root/etc/chrony/chrony.conf
