@@ -13,6 +13,7 @@ from gpucluster.render.compute.node import NCCL_ENV_PATH
 from gpucluster.render.core import CloudConfig, WriteFile, render
 from gpucluster.render.monitoring.logs import LOGS_UNIT, logs_files
 from gpucluster.render.slurm.agent import boot_files, node_package_file
+from gpucluster.render.slurm.containers import any_containers, layout_of, node_container_files, setup_values
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit
 from gpucluster.render.slurm.health import HEALTH_BOOT_UNIT, health_enabled, health_files
 from gpucluster.render.slurm.home import HOME_MOUNT_SCRIPT, HomeMount, home_files
@@ -72,6 +73,8 @@ def node_slurm_part(
     logs = ctx.monitoring is not None
     # the users program reads its file through the package's users contract
     package = health or directory_of(ctx.identity) is not None or metrics or logs or has_users_program(ctx.identity)
+    # the container prolog, epilog and mount check are the package's
+    package = package or any_containers(ctx)
     boot_check = health and ctx.slurm.health.enabled and nvidia_gpus(group.facts)
     setup = render(
         "slurm/node-setup.sh.j2",
@@ -93,6 +96,7 @@ def node_slurm_part(
         pam=ctx.identity is not None,
         pam_template=COMPUTE_PAM_TEMPLATE,
         nodename_placeholder=NODENAME_PLACEHOLDER,
+        **setup_values(layout_of(ctx, group)),
     )
     return CloudConfig(
         write_files=(
@@ -109,6 +113,7 @@ def node_slurm_part(
             *directory_files(ctx.cluster, ctx.identity),
             *home_files(home, ("slurmd.service",)),
             *hook_files(hooks),
+            *node_container_files(ctx, group),
             WriteFile(NODE_SETUP, setup, "0755"),  # plain: the document is gzipped (see boot_files)
         ),
         # the guard first (the e2e test runs it alone), then the session lockdown: both before write_files
