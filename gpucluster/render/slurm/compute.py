@@ -13,7 +13,14 @@ from gpucluster.render.compute.node import NCCL_ENV_PATH
 from gpucluster.render.core import CloudConfig, WriteFile, render
 from gpucluster.render.monitoring.logs import LOGS_UNIT, logs_files
 from gpucluster.render.slurm.agent import boot_files, node_package_file
-from gpucluster.render.slurm.containers import any_containers, layout_of, node_container_files, setup_values
+from gpucluster.render.slurm.containers import (
+    ContainerLayout,
+    any_containers,
+    layout_of,
+    node_container_files,
+    setup_values,
+    slurmd_start_pre,
+)
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit
 from gpucluster.render.slurm.health import HEALTH_BOOT_UNIT, health_enabled, health_files
 from gpucluster.render.slurm.home import HOME_MOUNT_SCRIPT, HomeMount, home_files
@@ -34,7 +41,7 @@ from gpucluster.resolve.compute.node_group import ResolvedNodeGroup, SlurmGroup
 from gpucluster_agents import contract
 
 
-def slurmd_drop_in(boot_check: bool) -> str:
+def slurmd_drop_in(boot_check: bool, containers: ContainerLayout | None = None) -> str:
     """slurmd's drop-in. GPU nodes with health checks: the boot check runs first (``Wants``, not
     ``Requires``: its fault drains the node once slurmd is up, it does not keep slurmd off)."""
     lines = [
@@ -48,6 +55,8 @@ def slurmd_drop_in(boot_check: bool) -> str:
     if boot_check:
         lines.append(f"Wants={HEALTH_BOOT_UNIT}")
     lines.append(f"After=remote-fs.target {IMDS_GUARD_UNIT}" + (f" {HEALTH_BOOT_UNIT}" if boot_check else ""))
+    if containers is not None:
+        lines += slurmd_start_pre(containers)
     return "\n".join(lines) + "\n"
 
 
@@ -107,7 +116,7 @@ def node_slurm_part(
             *(logs_files(ctx.cluster, ctx.region, "compute") if logs else ()),
             WriteFile(TASK_PROLOG, task_prolog(group), "0755"),
             WriteFile(f"/etc/systemd/system/{IMDS_GUARD_UNIT}", imds_guard_unit(head=False)),
-            WriteFile("/etc/systemd/system/slurmd.service.d/gpucluster.conf", slurmd_drop_in(boot_check)),
+            WriteFile("/etc/systemd/system/slurmd.service.d/gpucluster.conf", slurmd_drop_in(boot_check, layout_of(ctx, group))),
             *identity_files(ctx.identity),
             *compute_pam_files(ctx.cluster, ctx.identity),
             *directory_files(ctx.cluster, ctx.identity),

@@ -72,6 +72,15 @@ def layout_of(ctx: SlurmContext, group: ResolvedNodeGroup) -> ContainerLayout | 
     return ContainerLayout(f"{group.nvme_scratch.mount_point.rstrip('/')}/enroot", False, budget)
 
 
+def slurmd_start_pre(layout: ContainerLayout) -> list[str]:
+    """slurmd's drop-in lines that make the layout's root and pyxis's directory (root's, 0755) before slurmd starts:
+    pyxis makes only the last directory of its ``runtime_path`` when slurmd loads it, and fails slurmd without its
+    parent (measured: "couldn't mkdir ... No such file or directory"); /run is empty after a reboot, and the scratch
+    is made afresh on a new instance."""
+    root = shlex.quote(layout.root)
+    return ["[Service]", f"ExecStartPre=/usr/bin/install -d -m 0755 -o root -g root {root} {root}/pyxis"]
+
+
 def any_containers(ctx: SlurmContext) -> bool:
     """Whether some Slurm group of the cluster runs containers (slurm.conf then names the container epilog)."""
     return any(layout_of(ctx, g) is not None for g in ctx.node_groups)
