@@ -6,26 +6,54 @@ the three archives' sha256 and the Slurm headers' version, so another Slurm or a
 lock keeps two test processes from building at once. What it holds is the tree a node has under ``/usr/local``:
 ``bin/enroot*``, ``lib/enroot``, ``etc/enroot`` (enroot's sysconfdir), ``share/enroot/hooks.d`` (the optional hooks)
 and ``lib/slurm/spank_pyxis.so``; a test binds a copy over ``/usr/local`` in its node's mount namespace.
+
+:func:`container_node` is that node, started (the people harness's, ``people.py``: declared users alice 10001 and bob
+10002 in a private mount namespace). Its ``/etc/slurm`` holds the rendered ``plugstack.conf`` and
+``plugstack.conf.d/pyxis.conf``; its ``/usr/local`` is a copy of the built tree with the rendered ``enroot.conf`` and
+hooks in enroot's sysconfdir (``/usr/local/etc/enroot`` here, ``/etc/enroot`` on a node); the layout's root (a node's
+``/scratch/enroot`` or ``/run/enroot``) is a directory of the run, a tmpfs for the tmpfs layout; the container
+prolog/epilog and the mount check are the node package's programs, named by the rendered wrappers. ``/dev/fuse`` is a
+0666 node of the run (a node's is; this machine's is root's only). The image is a squashfs of a busybox root.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from gpucluster.facts.containers import ENROOT, MAKESELF, PYXIS, Source
+from gpucluster.render.slurm.containers import (
+    CONTAINER_JOB,
+    ENROOT_EXTRA_HOOKS,
+    JOB_PROGRAM,
+    MOUNT_CHECK_PROGRAM,
+    PYXIS_SO,
+    ContainerLayout,
+    container_files,
+    plugstack_conf,
+    slurmd_start_pre,
+)
+from gpucluster_agents.boot.containers import install
 from tests.conftest import IN_CI, ROOT, machine_lock, require_tool
+from tests.e2e.people import PeopleNode, rendered_users_script
+from tests.e2e.slurm_harness import SBATCH, SCONTROL, SLURMCTLD, SLURMD, run_dir
 
 VENDOR = Path(os.environ.get("GPUCLUSTER_VENDOR", ROOT.parent / "shared" / "vendor"))
 CACHE = Path(os.environ.get("GPUCLUSTER_CACHE", Path.home() / ".cache" / "gpucluster"))
+ALICE, BOB = 10001, 10002
+"""Declared users of the people harness (``tests/conftest.py: identity_declared_config``)."""
+IMAGE_ID = "gpucluster-test-image"
 BUILD_TOOLS = ("make", "gcc", "mksquashfs", "squashfuse", "fuse-overlayfs", "jq", "parallel", "zstd", "pigz", "busybox")
 
 
@@ -120,3 +148,93 @@ def busybox_image(dest: Path, marker: str) -> Path:
     dest.chmod(0o644)
     shutil.rmtree(root)
     return dest
+
+
+class ContainerNode:
+    """The people node with pyxis and enroot, and the run's files."""
+
+    def __init__(self, work: Path, node: PeopleNode, image: Path) -> None:
+        self.work, self.node, self.image = work, node, image
+        self.enroot_etc = work / "usr-local" / "etc" / "enroot"
+        self.prolog = work / "prolog.d" / Path(CONTAINER_JOB).name
+
+    def use(self, layout: ContainerLayout) -> None:
+        """The container files of ``layout`` as the node writes them (``gpucluster_agents.boot.containers`` on a
+        scratch root), relocated where this node reads them; read afresh by every job."""
+        sysroot = self.work / "sysroot"
+        shutil.rmtree(sysroot, ignore_errors=True)
+        install(layout.root, layout.cache_budget_mib, str(sysroot))
+        assert {f.path: f.text() for f in container_files(layout)} == {
+            "/" + str(p.relative_to(sysroot)): p.read_text() for p in sysroot.rglob("*") if p.is_file() and not p.is_symlink()
+        }  # the rendered files (the goldens') are what the node writes
+        for made in sysroot.rglob("*"):
+            if made.is_dir():
+                continue
+            path = "/" + str(made.relative_to(sysroot))
+            if path.startswith("/etc/enroot/"):
+                dest = self.enroot_etc / path.removeprefix("/etc/enroot/")
+            elif path == CONTAINER_JOB:
+                dest = self.prolog
+            else:
+                dest = self.node.dir / "etc-slurm" / path.removeprefix("/etc/slurm/")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.unlink(missing_ok=True)
+            if made.is_symlink():  # enroot's own hooks, under this build's prefix
+                dest.symlink_to(
+                    str(made.readlink()).replace(ENROOT_EXTRA_HOOKS, ENROOT_EXTRA_HOOKS.replace("/usr/", "/usr/local/", 1))
+                )
+                continue
+            text = made.read_text().replace(JOB_PROGRAM, str(self.work / "bin" / "containers-job.sh"))
+            dest.write_text(text.replace(MOUNT_CHECK_PROGRAM, str(self.work / "bin" / "enroot-mount-check.sh")))
+            dest.chmod(made.stat().st_mode & 0o777)
+
+    def srun(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return self.node.as_user("alice", "srun", "-N1", "--chdir=/tmp", *args, timeout=timeout)
+
+
+@contextlib.contextmanager
+def container_node() -> Iterator[ContainerNode]:
+    """A started node with pyxis, enroot and the rendered files (the NVMe layout, a 64 MiB cache budget)."""
+    for tool in (SLURMCTLD, SLURMD, SCONTROL, SBATCH, "srun", "unshare", "nsenter", "setpriv", "mknod"):
+        require_tool(tool)
+    if os.geteuid() != 0:
+        (pytest.fail if IN_CI else pytest.skip)("slurmd, bind mounts and /dev/fuse need root here")
+    built = built_usr_local()
+    work = run_dir("gccont-")
+    work.chmod(0o755)
+    shutil.copytree(built, work / "usr-local", symlinks=True)
+    (work / "bin").mkdir()
+    for name in ("containers-job.sh", "enroot-mount-check.sh"):
+        shutil.copy2(ROOT / "gpucluster_agents" / "boot" / name, work / "bin" / name)
+    (work / "prolog.d").mkdir()
+    (work / "tmpfs").mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755,size=64m", "gccont", str(work / "tmpfs")], check=True)
+    subprocess.run(["mknod", "-m", "0666", str(work / "fuse"), "c", "10", "229"], check=True)
+    image = busybox_image(work / "image.sqsh", IMAGE_ID)
+    conf = {
+        "Prolog": f"{work}/prolog.d/*",
+        "Epilog": str(work / "prolog.d" / Path(CONTAINER_JOB).name),
+        "PrologFlags": "Alloc,Contain",
+    }
+    binds = {Path("/usr/local"): work / "usr-local", Path("/dev/fuse"): work / "fuse"}
+    node = PeopleNode(rendered_users_script(work), conf=conf, extra_binds=binds)
+    try:
+        slurm_etc = node.dir / "etc-slurm"
+        (slurm_etc / "plugstack.conf").write_text(plugstack_conf())
+        cn = ContainerNode(work, node, image)
+        nvme = ContainerLayout(str(work / "nvme" / "enroot"), False, 64)
+        cn.use(nvme)
+        assert (slurm_etc / "plugstack.conf.d" / "pyxis.conf").read_text().splitlines()[-1].startswith(f"required {PYXIS_SO}")
+        try:
+            for layout in (nvme, ContainerLayout(str(work / "tmpfs" / "enroot"), True, 64)):
+                pre = slurmd_start_pre(layout)[-1].removeprefix("ExecStartPre=")
+                subprocess.run(shlex.split(pre), check=True)  # what slurmd's drop-in runs first
+            node.start()
+        except AssertionError as e:
+            logs = "".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in (node.dir / "log").glob("slurmd*"))
+            raise AssertionError(logs) from e
+        yield cn
+    finally:
+        node.stop()
+        subprocess.run(["umount", "-l", str(work / "tmpfs")], check=False)
+        shutil.rmtree(work, ignore_errors=True)

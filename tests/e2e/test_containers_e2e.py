@@ -1,20 +1,10 @@
 """Containers in Slurm jobs end to end: real slurmctld and slurmd (22.05), pyxis and enroot built from the vendored
-releases (``tests/e2e/containers.py``), and the files gpucluster renders for a node (``render/slurm/containers.py``).
-
-The node is the people harness's (``people.py``: declared users alice 10001 and bob 10002 in a private mount
-namespace). Its ``/etc/slurm`` holds the rendered ``plugstack.conf`` and ``plugstack.conf.d/pyxis.conf``; its
-``/usr/local`` is a copy of the built tree with the rendered ``enroot.conf`` and hooks in enroot's sysconfdir
-(``/usr/local/etc/enroot`` here, ``/etc/enroot`` on a node); the layout's root (a node's ``/scratch/enroot`` or
-``/run/enroot``) is a directory of the run, a tmpfs for the tmpfs layout; the container prolog/epilog and mount check
-are the node package's programs, named by the rendered wrappers. ``/dev/fuse`` is a 0666 node of the run (a node's
-is; this machine's is root's only). Jobs run as alice with ``runuser``; the image is a squashfs of a busybox root.
-"""
+releases, and the files gpucluster renders for a node (``render/slurm/containers.py``), all set up by
+``tests/e2e/containers.py: container_node``. Jobs run as the declared user alice with ``runuser``."""
 
 from __future__ import annotations
 
 import os
-import shlex
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -22,107 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster.render.slurm.containers import (
-    CONTAINER_JOB,
-    ENROOT_EXTRA_HOOKS,
-    JOB_PROGRAM,
-    MOUNT_CHECK_PROGRAM,
-    PYXIS_SO,
-    TRAINING_HOOKS,
-    ContainerLayout,
-    container_files,
-    job_files,
-    plugstack_conf,
-    slurmd_start_pre,
-)
-from tests.conftest import IN_CI, ROOT, require_tool
-from tests.e2e.containers import built_usr_local, busybox_image
-from tests.e2e.people import RUNUSER, PeopleNode, rendered_users_script
-from tests.e2e.slurm_harness import SBATCH, SCONTROL, SLURMCTLD, SLURMD, run_dir
+from gpucluster.render.slurm.containers import ContainerLayout
+from tests.e2e.containers import ALICE, BOB, IMAGE_ID, ContainerNode, container_node
+from tests.e2e.people import RUNUSER
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("containers-e2e")]
-
-ALICE, BOB = 10001, 10002
-IMAGE_ID = "gpucluster-test-image"
-
-
-class ContainerNode:
-    """The people node with pyxis and enroot, and the run's files."""
-
-    def __init__(self, work: Path, node: PeopleNode, image: Path) -> None:
-        self.work, self.node, self.image = work, node, image
-        self.enroot_etc = work / "usr-local" / "etc" / "enroot"
-        self.prolog = work / "prolog.d" / Path(CONTAINER_JOB).name
-
-    def use(self, layout: ContainerLayout) -> None:
-        """The rendered enroot files and container prolog of ``layout`` (read afresh by every job)."""
-        files = {f.path: f.text() for f in (*container_files(layout), *job_files(layout))}
-        for path, text in files.items():
-            text = text.replace(JOB_PROGRAM, str(self.work / "bin" / "containers-job.sh"))
-            text = text.replace(MOUNT_CHECK_PROGRAM, str(self.work / "bin" / "enroot-mount-check.sh"))
-            if path.startswith("/etc/enroot/"):
-                dest = self.enroot_etc / path.removeprefix("/etc/enroot/")
-            elif path == CONTAINER_JOB:
-                dest = self.prolog
-            else:
-                dest = self.node.dir / "etc-slurm" / path.removeprefix("/etc/slurm/")
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_text(text)
-            dest.chmod(0o755 if "hooks.d" in path or path == CONTAINER_JOB else 0o644)
-        for hook in TRAINING_HOOKS:  # what the node's setup links (relocated with enroot's prefix)
-            link = self.enroot_etc / "hooks.d" / hook
-            link.unlink(missing_ok=True)
-            link.symlink_to(ENROOT_EXTRA_HOOKS.replace("/usr/", "/usr/local/", 1) + "/" + hook)
-
-    def srun(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        return self.node.as_user("alice", "srun", "-N1", "--chdir=/tmp", *args, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
 def cnode() -> Iterator[ContainerNode]:
-    for tool in (SLURMCTLD, SLURMD, SCONTROL, SBATCH, "srun", "unshare", "nsenter", "setpriv", "mknod"):
-        require_tool(tool)
-    if os.geteuid() != 0:
-        (pytest.fail if IN_CI else pytest.skip)("slurmd, bind mounts and /dev/fuse need root here")
-    built = built_usr_local()
-    work = run_dir("gccont-")
-    work.chmod(0o755)
-    shutil.copytree(built, work / "usr-local", symlinks=True)
-    (work / "bin").mkdir()
-    for name in ("containers-job.sh", "enroot-mount-check.sh"):
-        shutil.copy2(ROOT / "gpucluster_agents" / "boot" / name, work / "bin" / name)
-    (work / "prolog.d").mkdir()
-    (work / "tmpfs").mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755,size=64m", "gccont", str(work / "tmpfs")], check=True)
-    subprocess.run(["mknod", "-m", "0666", str(work / "fuse"), "c", "10", "229"], check=True)
-    image = busybox_image(work / "image.sqsh", IMAGE_ID)
-    conf = {
-        "Prolog": f"{work}/prolog.d/*",
-        "Epilog": str(work / "prolog.d" / Path(CONTAINER_JOB).name),
-        "PrologFlags": "Alloc,Contain",
-    }
-    binds = {Path("/usr/local"): work / "usr-local", Path("/dev/fuse"): work / "fuse"}
-    node = PeopleNode(rendered_users_script(work), conf=conf, extra_binds=binds)
-    try:
-        slurm_etc = node.dir / "etc-slurm"
-        (slurm_etc / "plugstack.conf").write_text(plugstack_conf())
-        cn = ContainerNode(work, node, image)
-        nvme = ContainerLayout(str(work / "nvme" / "enroot"), False, 64)
-        cn.use(nvme)
-        assert (slurm_etc / "plugstack.conf.d" / "pyxis.conf").read_text().splitlines()[-1].startswith(f"required {PYXIS_SO}")
-        try:
-            for layout in (nvme, ContainerLayout(str(work / "tmpfs" / "enroot"), True, 64)):
-                pre = slurmd_start_pre(layout)[-1].removeprefix("ExecStartPre=")
-                subprocess.run(shlex.split(pre), check=True)  # what slurmd's drop-in runs first
-            node.start()
-        except AssertionError as e:
-            logs = "".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in (node.dir / "log").glob("slurmd*"))
-            raise AssertionError(logs) from e
-        yield cn
-    finally:
-        node.stop()
-        subprocess.run(["umount", "-l", str(work / "tmpfs")], check=False)
-        shutil.rmtree(work, ignore_errors=True)
+    with container_node() as node:
+        yield node
 
 
 def test_a_job_runs_in_the_image_as_its_user(cnode: ContainerNode):

@@ -2,8 +2,10 @@
 pyxis plugstack drop-in, the enroot hooks multi-node jobs need, the mount check, and the per-job prolog and epilog
 that make each user's enroot directories and remove a job's containers (docs/containers.md).
 
-The image build (``render/slurm/image.py``) installs pyxis at :data:`PYXIS_SO` and enroot with prefix ``/usr`` and
-sysconfdir ``/etc`` (so enroot reads :data:`ENROOT_CONF` and ships its optional hooks in :data:`ENROOT_EXTRA_HOOKS`).
+The files' text is the node package's contract (:mod:`gpucluster_agents.contract.containers`): a GPU node writes them
+at its first boot from two values (:func:`setup_values`), because its user data has no room for them. The image build
+(``render/slurm/image.py``) installs pyxis at :data:`PYXIS_SO` and enroot with prefix ``/usr`` and sysconfdir ``/etc``
+(so enroot reads :data:`ENROOT_CONF` and ships its optional hooks in :data:`ENROOT_EXTRA_HOOKS`).
 
 ``plugstack.conf`` is an ``include`` of :data:`PLUGSTACK_DIR`'s ``*.conf`` on every host: slurmctld, a login node
 and a node without pyxis find no file there and start as before; a node with pyxis has its ``required`` drop-in. A
@@ -19,28 +21,43 @@ from dataclasses import dataclass
 
 from gpucluster.config.slurm.containers import containers_wanted
 from gpucluster.config.slurm.health import nvidia_gpus
-from gpucluster.render.core import WriteFile, render
+from gpucluster.render.core import WriteFile
 from gpucluster.render.slurm.health import PROLOG_DIR
-from gpucluster.render.slurm.names import AGENT_LIB, SlurmContext
+from gpucluster.render.slurm.names import AGENT_LIB, AGENT_PYTHON, SlurmContext
 from gpucluster.resolve.compute.node_group import ResolvedNodeGroup, SlurmGroup
+from gpucluster_agents.contract.containers import (
+    CONTAINER_JOB,
+    ENROOT_CONF,
+    ENROOT_EXTRA_HOOKS,
+    ENROOT_HOOKS,
+    JOB_PROGRAM,
+    MOUNT_CHECK_HOOK,
+    MOUNT_CHECK_PROGRAM,
+    PYXIS_CONF,
+    PYXIS_SO,
+    TRAINING_HOOKS,
+    enroot_conf,
+    node_files,
+    pyxis_conf,
+)
 
-PYXIS_SO = "/usr/local/lib/slurm/spank_pyxis.so"
+__all__ = [
+    "CONTAINER_JOB",
+    "ENROOT_CONF",
+    "ENROOT_EXTRA_HOOKS",
+    "ENROOT_HOOKS",
+    "JOB_PROGRAM",
+    "MOUNT_CHECK_HOOK",
+    "MOUNT_CHECK_PROGRAM",
+    "PYXIS_CONF",
+    "PYXIS_SO",
+    "TRAINING_HOOKS",
+    "enroot_conf",
+    "pyxis_conf",
+]
+
 PLUGSTACK_CONF = "/etc/slurm/plugstack.conf"
 PLUGSTACK_DIR = "/etc/slurm/plugstack.conf.d"
-PYXIS_CONF = f"{PLUGSTACK_DIR}/pyxis.conf"
-ENROOT_CONF = "/etc/enroot/enroot.conf"
-ENROOT_HOOKS = "/etc/enroot/hooks.d"
-ENROOT_EXTRA_HOOKS = "/usr/share/enroot/hooks.d"
-"""Where ``make install`` (prefix ``/usr``) puts enroot's optional hooks (``conf/hooks/extra``), none enabled."""
-TRAINING_HOOKS = ("50-slurm-pmi.sh", "50-slurm-pytorch.sh")
-"""enroot's hooks a multi-node job needs: PMIx/PMI2 into the container, and MASTER_ADDR/RANK/WORLD_SIZE from Slurm."""
-MOUNT_CHECK_HOOK = f"{ENROOT_HOOKS}/05-gpucluster-mounts.sh"
-CONTAINER_JOB = f"{PROLOG_DIR}/20-containers"
-"""The container prolog, and the Epilog too: one program that reads ``SLURM_SCRIPT_CONTEXT`` (``prolog_slurmd`` or
-``epilog_slurmd``, Slurm 22.05 and later)."""
-JOB_PROGRAM = f"{AGENT_LIB}/gpucluster_agents/boot/containers-job.sh"
-MOUNT_CHECK_PROGRAM = f"{AGENT_LIB}/gpucluster_agents/boot/enroot-mount-check.sh"
-"""The two programs are the node package's (installed before slurmd starts): user data has no room for them."""
 TMPFS_ROOT = "/run/enroot"
 TMPFS_BUDGET_MIB = 2048
 """The layer cache's budget on a node without NVMe: /run is RAM the jobs need (systemd sizes it at a fifth of
@@ -95,62 +112,30 @@ def plugstack_conf() -> str:
     )
 
 
-def pyxis_conf(layout: ContainerLayout | None) -> str:
-    """The pyxis drop-in: ``required`` (a node whose pyxis does not load fails the job's step, it does not run the
-    job's command outside its container). ``layout``: a compute node's (pyxis's imports on its scratch), or None on a
-    login node (srun there only reads pyxis's options)."""
-    args = ["container_scope=job", "sbatch_support=1", "execute_entrypoint=0"]
-    if layout is not None:
-        args.insert(0, f"runtime_path={layout.root}/pyxis")
-    return f"required {PYXIS_SO} {' '.join(args)}\n"
-
-
-def enroot_conf(layout: ContainerLayout) -> str:
-    return render("slurm/enroot.conf.j2", root=layout.root, tmpfs=layout.tmpfs)
-
-
-def job_script(layout: ContainerLayout | None) -> str:
-    """The container prolog and epilog of a node (the node package's ``boot/containers-job.sh``); on a node without
-    containers, an ``exit 0`` (slurm.conf names the same programs for every node)."""
-    if layout is None:
-        return "#!/bin/sh\n# gpucluster: this node group runs no containers.\nexit 0\n"
-    args = f"{shlex.quote(layout.root)} {layout.cache_budget_mib}"
-    return (
-        f"#!/bin/sh\n# gpucluster: the container prolog and epilog (docs/containers.md).\nexec /bin/bash {JOB_PROGRAM} {args}\n"
-    )
-
-
 def container_files(layout: ContainerLayout) -> tuple[WriteFile, ...]:
-    """A compute node's container files (the prolog and epilog are :func:`job_files`; the node's setup links
-    :data:`TRAINING_HOOKS` from :data:`ENROOT_EXTRA_HOOKS`, :func:`setup_values`)."""
-    return (
-        WriteFile(ENROOT_CONF, enroot_conf(layout)),
-        WriteFile(PYXIS_CONF, pyxis_conf(layout)),
-        WriteFile(MOUNT_CHECK_HOOK, f'#!/bin/sh\nexec /bin/bash {MOUNT_CHECK_PROGRAM} "$@"\n', "0755"),
+    """A compute node's container files (the contract's :func:`node_files`). The node writes them itself at its first
+    boot (:func:`setup_values`); the tests and goldens read them from here."""
+    return tuple(
+        WriteFile(path, text, f"{mode:04o}") for path, (text, mode) in node_files(layout.root, layout.cache_budget_mib).items()
     )
 
 
 def setup_values(layout: ContainerLayout | None) -> dict[str, str | None]:
-    """The node setup's values: which of enroot's optional hooks it enables (symbolic links, so an enroot upgrade
-    updates them)."""
-    return {
-        "enroot_hooks": " ".join(TRAINING_HOOKS) if layout else None,
-        "extra_hooks": ENROOT_EXTRA_HOOKS,
-        "hooks_dir": ENROOT_HOOKS,
-    }
-
-
-def job_files(layout: ContainerLayout | None) -> tuple[WriteFile, ...]:
-    return (WriteFile(CONTAINER_JOB, job_script(layout), "0755"),)
+    """The node setup's command that writes the container files and links enroot's PMI and PyTorch hooks
+    (``gpucluster_agents.boot.containers``), before slurmd starts; None on a group without containers."""
+    command = None
+    if layout is not None:
+        command = f"(cd {AGENT_LIB} && {AGENT_PYTHON}.boot.containers {shlex.quote(layout.root)} {layout.cache_budget_mib})"
+    return {"containers_setup": command}
 
 
 def node_container_files(ctx: SlurmContext, group: ResolvedNodeGroup) -> tuple[WriteFile, ...]:
-    """What :func:`~gpucluster.render.slurm.compute.node_slurm_part` adds: nothing on a cluster without containers;
-    the prolog and epilog on every node of one that has them; the rest on the group's nodes that run them."""
-    if not any_containers(ctx):
+    """What :func:`~gpucluster.render.slurm.compute.node_slurm_part` adds to the user data: on a cluster with containers,
+    a no-op container prolog on the nodes of a group without them (slurm.conf names the same Epilog for every node);
+    a group with containers writes its files at boot (:func:`setup_values`)."""
+    if not any_containers(ctx) or layout_of(ctx, group) is not None:
         return ()
-    layout = layout_of(ctx, group)
-    return (*(container_files(layout) if layout else ()), *job_files(layout))
+    return (WriteFile(CONTAINER_JOB, "#!/bin/sh\nexit 0\n", "0755"),)
 
 
 def container_conf_lines(ctx: SlurmContext, prolog_named: bool) -> list[str]:

@@ -4,6 +4,8 @@ Real pyxis, enroot and slurmd read them in ``tests/e2e/test_containers_e2e.py``.
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from gpucluster.load import load_spec
@@ -12,12 +14,12 @@ from gpucluster.render.slurm.conf import slurm_conf
 from gpucluster.render.slurm.containers import (
     CONTAINER_JOB,
     ENROOT_CONF,
-    JOB_PROGRAM,
     MOUNT_CHECK_HOOK,
     PYXIS_CONF,
     PYXIS_SO,
     TMPFS_BUDGET_MIB,
     ContainerLayout,
+    container_files,
     enroot_conf,
     layout_of,
     node_container_files,
@@ -25,7 +27,8 @@ from gpucluster.render.slurm.containers import (
     pyxis_conf,
 )
 from gpucluster.render.slurm.names import SlurmContext
-from tests.conftest import ROOT, check_golden, group, make_config
+from gpucluster_agents.boot.containers import install
+from tests.conftest import ROOT, check_golden, group, make_config, require_tool
 
 GOLDEN = ROOT / "tests" / "golden" / "slurm" / "containers"
 P5 = group(name="p5", maxSize=2)
@@ -75,7 +78,7 @@ def test_the_budget_and_the_switches_of_the_config():
 
 
 def test_enroot_paths_are_per_uid_under_the_layout_and_the_options_are_set():
-    conf = enroot_conf(ContainerLayout("/scratch/enroot", False, 1000))
+    conf = enroot_conf("/scratch/enroot")
     keys = dict(line.split(" ", 1) for line in conf.splitlines() if line and not line.startswith("#"))
     assert {k: v for k, v in keys.items() if k.endswith("_PATH")} == {
         "ENROOT_RUNTIME_PATH": "/scratch/enroot/runtime/user-${UID}",
@@ -89,7 +92,7 @@ def test_enroot_paths_are_per_uid_under_the_layout_and_the_options_are_set():
 
 
 def test_pyxis_is_required_where_it_is_and_plugstack_includes_only_the_local_drop_ins():
-    compute = pyxis_conf(ContainerLayout("/scratch/enroot", False, 1000))
+    compute = pyxis_conf("/scratch/enroot")
     assert compute.splitlines()[-1] == (
         f"required {PYXIS_SO} runtime_path=/scratch/enroot/pyxis container_scope=job sbatch_support=1 execute_entrypoint=0"
     )
@@ -112,27 +115,59 @@ def part_files(ctx: SlurmContext, name: str) -> dict[str, str]:
     return {f.path: f.text() for f in node_slurm_part(ctx, g).write_files}
 
 
-def test_a_gpu_node_gets_the_files_and_a_node_without_containers_only_a_no_op_prolog():
+def test_a_gpu_node_writes_its_files_at_boot_and_a_node_without_containers_gets_a_no_op_prolog(tmp_path):
     ctx = context(P5, CPU, storage=SCRATCH)
     gpu, cpu = part_files(ctx, "p5"), part_files(ctx, "cpu")
-    assert {ENROOT_CONF, PYXIS_CONF, MOUNT_CHECK_HOOK, CONTAINER_JOB} <= gpu.keys()
-    assert f"exec /bin/bash {JOB_PROGRAM} /scratch/enroot " in gpu[CONTAINER_JOB]
-    assert ENROOT_CONF not in cpu and PYXIS_CONF not in cpu and cpu[CONTAINER_JOB].endswith("exit 0\n")
     setup = gpu["/usr/local/sbin/gpucluster-slurm-node"]
-    assert "for hook in 50-slurm-pmi.sh 50-slurm-pytorch.sh; do ln -sf" in setup
-    assert "50-slurm-pytorch" not in cpu["/usr/local/sbin/gpucluster-slurm-node"]
+    layout = layout_of(ctx, ctx.node_groups[0])
+    assert layout is not None
+    command = f"(cd /opt/gpucluster/lib && /usr/bin/python3 -E -s -m gpucluster_agents.boot.containers /scratch/enroot {layout.cache_budget_mib})"
+    assert command in setup.splitlines()
+    assert setup.index("install-agent") < setup.index(command) < setup.index("systemctl enable --now slurmd")  # the package first
+    assert not {ENROOT_CONF, PYXIS_CONF, CONTAINER_JOB} & gpu.keys()  # written by the node: no room in user data
+    assert (
+        "ExecStartPre=/usr/bin/install -d -m 0755 -o root -g root /scratch/enroot /scratch/enroot/pyxis"
+        in gpu["/etc/systemd/system/slurmd.service.d/gpucluster.conf"].splitlines()
+    )
+    assert cpu[CONTAINER_JOB] == "#!/bin/sh\nexit 0\n" and "boot.containers" not in cpu["/usr/local/sbin/gpucluster-slurm-node"]
     assert node_container_files(context(P5, storage=SCRATCH, containers={"enabled": False}), ctx.node_groups[0]) == ()
+    # what the setup's command writes is what container_files renders (the goldens')
+    install(layout.root, layout.cache_budget_mib, str(tmp_path))
+    written = {"/" + str(p.relative_to(tmp_path)): p for p in tmp_path.rglob("*") if not p.is_dir()}
+    assert {path: p.read_text() for path, p in written.items() if not p.is_symlink()} == {
+        f.path: f.text() for f in container_files(layout)
+    }
+    assert {path: str(p.readlink()) for path, p in written.items() if p.is_symlink()} == {
+        "/etc/enroot/hooks.d/50-slurm-pmi.sh": "/usr/share/enroot/hooks.d/50-slurm-pmi.sh",
+        "/etc/enroot/hooks.d/50-slurm-pytorch.sh": "/usr/share/enroot/hooks.d/50-slurm-pytorch.sh",
+    }
+    assert {
+        path: p.stat().st_mode & 0o777
+        for path, p in written.items()
+        if not p.is_symlink() and path.endswith((".sh", "containers"))
+    } == {
+        MOUNT_CHECK_HOOK: 0o755,
+        CONTAINER_JOB: 0o755,
+    }
 
 
 @pytest.mark.parametrize(
     ("name", "text"),
     [
-        ("enroot-nvme.conf", lambda: enroot_conf(ContainerLayout("/scratch/enroot", False, 286102))),
-        ("enroot-tmpfs.conf", lambda: enroot_conf(ContainerLayout("/run/enroot", True, TMPFS_BUDGET_MIB))),
-        ("pyxis-compute.conf", lambda: pyxis_conf(ContainerLayout("/scratch/enroot", False, 286102))),
+        ("enroot-nvme.conf", lambda: enroot_conf("/scratch/enroot")),
+        ("enroot-tmpfs.conf", lambda: enroot_conf("/run/enroot")),
+        ("pyxis-compute.conf", lambda: pyxis_conf("/scratch/enroot")),
+        ("prolog-wrapper", lambda: container_files(ContainerLayout("/scratch/enroot", False, 286102))[-1].text()),
         ("pyxis-login.conf", lambda: pyxis_conf(None)),
         ("plugstack.conf", plugstack_conf),
     ],
 )
 def test_golden(name, text, update_golden):
     check_golden(GOLDEN / name, text(), update_golden)
+
+
+def test_the_node_programs_pass_shellcheck():
+    shellcheck = require_tool("shellcheck")
+    programs = [ROOT / "gpucluster_agents" / "boot" / name for name in ("containers-job.sh", "enroot-mount-check.sh")]
+    done = subprocess.run([shellcheck, "-s", "bash", *map(str, programs)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout

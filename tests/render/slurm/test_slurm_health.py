@@ -460,7 +460,7 @@ def test_boot_unit_and_slurmd_drop_in_pass_systemd_analyze_verify(tmp_path):
         (root / path.lstrip("/")).write_text(files[path])
     (system / "slurmd.service").write_text("[Unit]\nDescription=slurmd\n[Service]\nExecStart=/usr/sbin/slurmd -D\n")
     (system / "gpucluster-imds-guard.service").write_text("[Service]\nType=oneshot\nExecStart=/bin/true\n")
-    for exe in (AWS_HELPER, "/usr/sbin/slurmd", "/bin/true"):
+    for exe in (AWS_HELPER, "/usr/sbin/slurmd", "/bin/true", "/usr/bin/install"):  # install: the containers root
         (root / exe.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
         (root / exe.lstrip("/")).write_text("#!/bin/sh\n")
         (root / exe.lstrip("/")).chmod(0o755)
