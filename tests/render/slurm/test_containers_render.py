@@ -151,19 +151,25 @@ def test_a_gpu_node_writes_its_files_at_boot_and_a_node_without_containers_gets_
     }
 
 
-@pytest.mark.parametrize(
-    ("name", "text"),
-    [
-        ("enroot-nvme.conf", lambda: enroot_conf("/scratch/enroot")),
-        ("enroot-tmpfs.conf", lambda: enroot_conf("/run/enroot")),
-        ("pyxis-compute.conf", lambda: pyxis_conf("/scratch/enroot")),
-        ("prolog-wrapper", lambda: container_files(ContainerLayout("/scratch/enroot", False, 286102))[-1].text()),
-        ("pyxis-login.conf", lambda: pyxis_conf(None)),
-        ("plugstack.conf", plugstack_conf),
-    ],
-)
+NVME = ContainerLayout("/scratch/enroot", False, 286102)
+GOLDEN_FILES = [
+    ("enroot-nvme.conf", lambda: enroot_conf("/scratch/enroot")),
+    ("enroot-tmpfs.conf", lambda: enroot_conf("/run/enroot")),
+    ("pyxis-compute.conf", lambda: pyxis_conf("/scratch/enroot")),
+    ("pyxis-login.conf", lambda: pyxis_conf(None)),
+    ("plugstack.conf", plugstack_conf),
+    ("prolog-wrapper", lambda: {f.path: f.text() for f in container_files(NVME)}[CONTAINER_JOB]),
+    ("mount-check-hook", lambda: {f.path: f.text() for f in container_files(NVME)}[MOUNT_CHECK_HOOK]),
+]
+
+
+@pytest.mark.parametrize(("name", "text"), GOLDEN_FILES)
 def test_golden(name, text, update_golden):
     check_golden(GOLDEN / name, text(), update_golden)
+
+
+def test_golden_dir_has_no_stale_files():
+    assert {p.name for p in GOLDEN.iterdir()} == {name for name, _ in GOLDEN_FILES}
 
 
 def test_the_node_programs_pass_shellcheck():
