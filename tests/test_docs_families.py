@@ -31,6 +31,7 @@ FAMILY_PAGES = (
     "stacks.md",
     "rolling-updates.md",
     "rebaseline.md",
+    "containers.md",
 )
 MAX_INDEX_LINES = 150
 

@@ -29,6 +29,9 @@ CALLED_BY_TESTS_ONLY: dict[tuple[str, str], str] = {
     "(DESIGN.md's instance facts: the cards that carry ENA only); the interface layout reads efa_cards",
     ("gpucluster_agents/metrics/server.py", "make_server"): "the exporter on a port of its own, for the tests that "
     "serve it on 127.0.0.1:0; the node runs exporter_server on the socket systemd hands it",
+    ("gpucluster/render/slurm/containers.py", "container_files"): "a GPU node's container files as the control plane "
+    "sees them, for the goldens and the tests that compare them with what the node's own writer "
+    "(gpucluster_agents.boot.containers) makes; the user data has no room for them, so the node writes them",
     ("gpucluster_agents/usage/policy.py", "parse_policy"): "the usage policy from a parsed accounts file, for the "
     "tests that check the rendered file with the node's own parser; the node reads the file (load_policy)",
 }

@@ -144,8 +144,11 @@ HEALTH_KEYS = {
     "Prolog",
     "PrologFlags",
     "PrologEpilogTimeout",
+    "Epilog",
 }
-"""slurm.conf keys of the node health wiring (gpucluster/render/slurm/health.py)."""
+"""slurm.conf keys of the node health wiring (gpucluster/render/slurm/health.py) and the container prolog's Epilog
+(gpucluster/render/slurm/containers.py): programs the nodes have and this machine has not
+(``tests/e2e/test_containers_e2e.py`` runs them)."""
 
 CONTAINER_KEYS = {"JobContainerType"}
 """The per-job /tmp (gpucluster/render/slurm/privacy.py) needs job_container.conf with a BasePath outside /tmp, where

@@ -14,6 +14,14 @@ from gpucluster.render.core import CloudConfig, WriteFile, render
 from gpucluster.render.monitoring.logs import LOGS_UNIT, logs_files
 from gpucluster.render.slurm.agent import boot_files, node_package_file
 from gpucluster.render.slurm.container_build import container_build, container_packages
+from gpucluster.render.slurm.containers import (
+    ContainerLayout,
+    any_containers,
+    layout_of,
+    node_container_files,
+    setup_values,
+    slurmd_start_pre,
+)
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit
 from gpucluster.render.slurm.health import HEALTH_BOOT_UNIT, health_enabled, health_files
 from gpucluster.render.slurm.home import HOME_MOUNT_SCRIPT, HomeMount, home_files
@@ -35,7 +43,7 @@ from gpucluster.resolve.compute.node_group import ResolvedNodeGroup, SlurmGroup
 from gpucluster_agents import contract
 
 
-def slurmd_drop_in(boot_check: bool) -> str:
+def slurmd_drop_in(boot_check: bool, containers: ContainerLayout | None = None) -> str:
     """slurmd's drop-in. GPU nodes with health checks: the boot check runs first (``Wants``, not
     ``Requires``: its fault drains the node once slurmd is up, it does not keep slurmd off)."""
     lines = [
@@ -49,6 +57,8 @@ def slurmd_drop_in(boot_check: bool) -> str:
     if boot_check:
         lines.append(f"Wants={HEALTH_BOOT_UNIT}")
     lines.append(f"After=remote-fs.target {IMDS_GUARD_UNIT}" + (f" {HEALTH_BOOT_UNIT}" if boot_check else ""))
+    if containers is not None:
+        lines += slurmd_start_pre(containers)
     return "\n".join(lines) + "\n"
 
 
@@ -74,6 +84,8 @@ def node_slurm_part(
     logs = ctx.monitoring is not None
     # the users program reads its file through the package's users contract
     package = health or directory_of(ctx.identity) is not None or metrics or logs or has_users_program(ctx.identity)
+    # the container prolog, epilog and mount check are the package's
+    package = package or any_containers(ctx)
     boot_check = health and ctx.slurm.health.enabled and nvidia_gpus(group.facts)
     build = not on_image and isinstance(group, SlurmGroup) and group.containers  # pyxis and enroot, not baked
     ecr = isinstance(group, SlurmGroup) and group.containers and bool(ctx.slurm.containers.registries)
@@ -99,6 +111,7 @@ def node_slurm_part(
         pam=ctx.identity is not None,
         pam_template=COMPUTE_PAM_TEMPLATE,
         nodename_placeholder=NODENAME_PLACEHOLDER,
+        **setup_values(layout_of(ctx, group)),
     )
     return CloudConfig(
         write_files=(
@@ -110,12 +123,13 @@ def node_slurm_part(
             WriteFile(TASK_PROLOG, task_prolog(group), "0755"),
             *(ecr_files(ctx.slurm.containers.registries) if ecr else ()),
             WriteFile(f"/etc/systemd/system/{IMDS_GUARD_UNIT}", imds_guard_unit(head=False)),
-            WriteFile("/etc/systemd/system/slurmd.service.d/gpucluster.conf", slurmd_drop_in(boot_check)),
+            WriteFile("/etc/systemd/system/slurmd.service.d/gpucluster.conf", slurmd_drop_in(boot_check, layout_of(ctx, group))),
             *identity_files(ctx.identity),
             *compute_pam_files(ctx.cluster, ctx.identity),
             *directory_files(ctx.cluster, ctx.identity),
             *home_files(home, ("slurmd.service",)),
             *hook_files(hooks),
+            *node_container_files(ctx, group),
             WriteFile(NODE_SETUP, setup, "0755"),  # plain: the document is gzipped (see boot_files)
         ),
         # the guard first (the e2e test runs it alone), then the session lockdown: both before write_files

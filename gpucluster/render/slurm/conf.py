@@ -8,6 +8,7 @@ from gpucluster.config.slurm import SLURM_VERSION, UBUNTU_RELEASE
 from gpucluster.config.slurm.teams import gpu_type
 from gpucluster.facts.catalog import InstanceFacts
 from gpucluster.render.core import render
+from gpucluster.render.slurm.containers import container_conf_lines
 from gpucluster.render.slurm.health import health_conf_lines
 from gpucluster.render.slurm.names import (
     AGENT_BIN,
@@ -134,7 +135,9 @@ def slurm_conf(ctx: SlurmContext) -> str:
     slurm = ctx.slurm
     groups = ctx.node_groups
     ps = slurm.power_saving
-    versioned, privacy, health = merge_comma_keys(version_lines(ctx.slurm_version), privacy_lines(), health_conf_lines(ctx))
+    health = health_conf_lines(ctx)
+    health += container_conf_lines(ctx, prolog_named=any(line.startswith("Prolog=") for line in health))
+    versioned, privacy, health = merge_comma_keys(version_lines(ctx.slurm_version), privacy_lines(), health)
     return render(
         "slurm/slurm.conf.j2",
         cluster=ctx.cluster,

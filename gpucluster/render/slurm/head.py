@@ -14,6 +14,7 @@ from gpucluster.render.slurm.accounts import ACCOUNTS_PATH_UNIT, ACCOUNTS_TIMER,
 from gpucluster.render.slurm.agent import AgentBundle, boot_files, package_file
 from gpucluster.render.slurm.collector import COLLECTOR_PACKAGES, SETUP_UNITS, collector_files, collector_workspace
 from gpucluster.render.slurm.conf import cgroup_conf, gres_conf, slurm_conf, slurmdbd_conf, topology_conf
+from gpucluster.render.slurm.containers import PLUGSTACK_CONF, any_containers, plugstack_conf
 from gpucluster.render.slurm.guard import IMDS_GUARD, IMDS_GUARD_UNIT, imds_guard_script, imds_guard_unit, systemd_unit
 from gpucluster.render.slurm.headfiles import (
     LIVE_UNIT,
@@ -146,6 +147,7 @@ def slurm_files(ctx: SlurmContext) -> list[WriteFile]:
         WriteFile(f"{SLURM_ETC}/gres.conf", gres_conf(ctx)),
         WriteFile(f"{SLURM_ETC}/cgroup.conf", cgroup_conf(ctx)),
         WriteFile(f"{SLURM_ETC}/job_container.conf", job_container_conf(ctx)),
+        *((WriteFile(PLUGSTACK_CONF, plugstack_conf()),) if any_containers(ctx) else ()),
         WriteFile(f"{TOPOLOGY_DIR}/topology.conf", topology_conf(ctx)),
     ]
     if ctx.slurm.accounting is not None:

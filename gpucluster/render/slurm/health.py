@@ -25,7 +25,9 @@ from gpucluster.resolve.compute.node_group import ResolvedNodeGroup
 from gpucluster_agents.contract.boot import HEALTH_BOOT_FAULT, HEALTH_BOOT_TIMEOUT, HEALTH_MAIN
 
 HEALTH_CHECK = "/etc/gpucluster/slurm/health-check"
-PROLOG = "/etc/gpucluster/slurm/prolog"
+PROLOG_DIR = "/etc/gpucluster/slurm/prolog.d"
+# slurm.conf names the directory (a glob, read on each node): the container prolog runs there too.
+PROLOG = f"{PROLOG_DIR}/50-health"
 HEALTH_LOG = "/var/log/gpucluster/health.log"
 # Optional: the health program's own settings, passed as --config when a node has the file.
 HEALTH_CONFIG = "/etc/gpucluster/health.json"
@@ -89,7 +91,7 @@ def health_conf_lines(ctx: SlurmContext) -> list[str]:
     ]
     if health.prolog:
         lines += [
-            f"Prolog={PROLOG}",
+            f"Prolog={PROLOG_DIR}/*",
             # At allocation, on every node of the job: a bad node is found before the batch script
             # starts, not at the first srun on it.
             "PrologFlags=Alloc",

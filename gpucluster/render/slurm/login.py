@@ -26,6 +26,7 @@ from gpucluster.render.core import CloudConfig, WriteFile, render
 from gpucluster.render.monitoring.logs import LOGS_UNIT, PYTHON, logs_files
 from gpucluster.render.slurm.agent import boot_files, node_package_file
 from gpucluster.render.slurm.container_build import container_build, container_packages
+from gpucluster.render.slurm.containers import PYXIS_CONF, any_containers, pyxis_conf
 from gpucluster.render.slurm.guard import IMDS_GUARD_UNIT, imds_guard_bootcmd, imds_guard_unit, systemd_unit
 from gpucluster.render.slurm.home import HOME_MOUNT_SCRIPT, HomeMount, home_files
 from gpucluster.render.slurm.identity import (
@@ -146,6 +147,8 @@ def login_files(ctx: SlurmContext, inputs: LoginInputs) -> list[WriteFile]:
         # the package: the drain program, the shipper, the identity helper, the users program (the bucket: a stand-in)
         node_package_file(),
         *(logs_files(ctx.cluster, ctx.region, "login") if ctx.monitoring is not None else ()),
+        # srun here reads pyxis's options (--container-image); the job runs on the compute nodes
+        *((WriteFile(PYXIS_CONF, pyxis_conf(None)),) if any_containers(ctx) else ()),
     ]
     if has_team_reports(ctx, inputs.home is not None):
         files.append(usage_program_file())  # a member's view of their teams (render/slurm/usage.py), named by PROFILE

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from gpucluster.config.errors import ConfigError
+from gpucluster.config.slurm.containers import ContainersSpec
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
 from gpucluster.render.core import render
@@ -30,6 +31,7 @@ from gpucluster.render.slurm.health import (
     HEALTH_CONFIG,
     OPT_OUT,
     PROLOG,
+    PROLOG_DIR,
     health_conf_lines,
     health_files,
     wrapper_values,
@@ -66,7 +68,7 @@ def test_defaults_sweep_and_prolog_on_gpu_clusters():
         "HealthCheckProgram": HEALTH_CHECK,
         "HealthCheckInterval": "300",
         "HealthCheckNodeState": "ANY,CYCLE",
-        "Prolog": PROLOG,
+        "Prolog": f"{PROLOG_DIR}/*",  # the health prolog and the container prolog (prolog.d)
         "PrologFlags": "Alloc",
         "PrologEpilogTimeout": "90",  # the prolog's 60 s budget + 30: the wrapper ends first
         "SchedulerParameters": "nohold_on_prolog_fail",
@@ -172,7 +174,11 @@ def test_compute_nodes_get_the_wrappers_and_the_package_before_slurmd():
 
 
 def test_no_health_no_package_on_compute_nodes():
-    quiet = dataclasses.replace(context(P5, enabled=False), monitoring=None)  # no log shipper either
+    # no log shipper either, and no containers (their prolog and mount check are the package's)
+    off = context(P5, enabled=False)
+    quiet = dataclasses.replace(
+        off, monitoring=None, slurm=off.slurm.model_copy(update={"containers": ContainersSpec(enabled=False)})
+    )
     files = part_files(quiet, "p5", metrics=False)
     assert HEALTH_CHECK not in files and AGENT_PACKAGE_PATH not in files and "install-agent" not in files[NODE_SETUP]
     # the log shipper is in the package too: with the cluster's monitoring on (the default) the node installs it
@@ -454,7 +460,7 @@ def test_boot_unit_and_slurmd_drop_in_pass_systemd_analyze_verify(tmp_path):
         (root / path.lstrip("/")).write_text(files[path])
     (system / "slurmd.service").write_text("[Unit]\nDescription=slurmd\n[Service]\nExecStart=/usr/sbin/slurmd -D\n")
     (system / "gpucluster-imds-guard.service").write_text("[Service]\nType=oneshot\nExecStart=/bin/true\n")
-    for exe in (AWS_HELPER, "/usr/sbin/slurmd", "/bin/true"):
+    for exe in (AWS_HELPER, "/usr/sbin/slurmd", "/bin/true", "/usr/bin/install"):  # install: the containers root
         (root / exe.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
         (root / exe.lstrip("/")).write_text("#!/bin/sh\n")
         (root / exe.lstrip("/")).chmod(0o755)
