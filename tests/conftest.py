@@ -321,10 +321,11 @@ Xp0kyU0AwGDxY8l6SA6rd1TdrXJ0
 TEST_SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEwm2QdMJ9ie3lknDArBS3HgcbFSOVGfdUdLLzumNIH1 carol@example"
 TEST_ACCOUNT = "123456789012"
 # A hostile slurm.settings (docs/teams.md, "The escape hatch"): seven keys that each name code, a user or an authentication method,
-# pointing at storage researchers can write (/fsx, /home). The loader refuses them; the policy rule reads them in a
+# pointing at storage researchers can write (/fsx, /home). (Epilog and Prolog are gpucluster's own keys: refused as owned,
+# and their rendered values must be gpucluster's programs, tests/tools/policy/test_slurm_rules.py.) The loader refuses them; the policy rule reads them in a
 # slurm.conf rendered around the check.
 HOSTILE_SLURM_SETTINGS = {
-    "Epilog": "/fsx/shared/epilog.sh",
+    "SrunEpilog": "/fsx/shared/srun-epilog.sh",
     "PlugStackConfig": "/home/bob/plugstack.conf",
     "PrologSlurmctld": "/fsx/shared/prolog-ctld.sh",
     "TaskEpilog": "/home/bob/task-epilog.sh",

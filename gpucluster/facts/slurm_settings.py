@@ -52,6 +52,7 @@ OWNED: dict[str, str] = {
     **dict.fromkeys(("PriorityWeightQOS", "PriorityMaxAge", "PriorityDecayHalfLife"), _TEAMS),
     **dict.fromkeys(("HealthCheckProgram", "HealthCheckInterval", "HealthCheckNodeState", "Prolog"), _HEALTH),
     **dict.fromkeys(("PrologEpilogTimeout", "SchedulerParameters"), _HEALTH),
+    "Epilog": "slurm.containers (the container epilog)",
     **dict.fromkeys(("NodeName", "PartitionName", "NodeSet", "DownNodes", "TRESBillingWeights"), _NODES),
     "Include": "nothing: slurm.conf may not include other files (every line is checked before deploy)",
 }
@@ -109,7 +110,7 @@ user, a file or an authentication method, and none is one gpucluster decides."""
 _PROGRAM = "a program Slurm runs as root on the nodes (or as SlurmUser on the head node)"
 _PLUGIN = "a plugin or plugin configuration Slurm loads into daemons that run as root"
 CODE: dict[str, str] = {
-    **dict.fromkeys(("Epilog", "TaskEpilog", "PrologSlurmctld", "EpilogSlurmctld", "SrunProlog", "SrunEpilog"), _PROGRAM),
+    **dict.fromkeys(("TaskEpilog", "PrologSlurmctld", "EpilogSlurmctld", "SrunProlog", "SrunEpilog"), _PROGRAM),
     **dict.fromkeys(("UnkillableStepProgram", "RebootProgram", "ResvProlog", "ResvEpilog", "JobCompLoc"), _PROGRAM),
     **dict.fromkeys(("SlurmctldPrimaryOnProg", "SlurmctldPrimaryOffProg"), _PROGRAM),
     **dict.fromkeys(("PlugStackConfig", "PluginDir", "JobSubmitPlugins", "CliFilterPlugins", "SlurmctldPlugstack"), _PLUGIN),
@@ -148,6 +149,19 @@ def owned_key(key: str) -> tuple[str, str] | None:
 def allowed_key(key: str) -> str | None:
     """The key as :data:`ALLOWED` spells it when a stack may set ``key``, else None."""
     return _ALLOWED_LOWER.get(key.lower())
+
+
+OWNED_PROGRAM_DIRS = ("/etc/gpucluster/", "/opt/gpucluster/")
+_PROGRAM_KEY = re.compile(r"(Prolog|Epilog|Program)$")
+"""Where every program gpucluster names in slurm.conf lives (root-owned directories the node's setup writes)."""
+
+
+def rendered_value_ok(key: str, value: str) -> bool:
+    """Whether a program key gpucluster owns (``Prolog``, ``Epilog``, ``ResumeProgram``…) names one of gpucluster's
+    own programs: a key is not enough, since ``Epilog=/fsx/...`` would run a researcher's file as root."""
+    if owned_key(key) is None or not _PROGRAM_KEY.search(key):
+        return True
+    return value.strip().startswith(OWNED_PROGRAM_DIRS) and ".." not in value
 
 
 def rendered_key_ok(key: str) -> bool:

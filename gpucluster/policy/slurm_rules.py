@@ -16,16 +16,21 @@ from gpucluster.policy.rules import _USER_DATA_PROPS, _WHERE
 from gpucluster.policy.userdata import decode
 
 SLURM_CONF_KEYS = "slurm-conf-allowed-keys"
-_KEY = re.compile(r"^\s*([A-Za-z][A-Za-z0-9]*)\s*=")
+_KEY = re.compile(r"^\s*([A-Za-z][A-Za-z0-9]*)\s*=\s*(\S*)")
 
 
 def conf_keys(text: str) -> list[tuple[int, str]]:
     """``(line number, key)`` of each ``Key=value`` line of a slurm.conf (comments and blank lines skipped)."""
+    return [(number, key) for number, key, _ in conf_items(text)]
+
+
+def conf_items(text: str) -> list[tuple[int, str, str]]:
+    """``(line number, key, first word of the value)`` of each ``Key=value`` line (comments and blank lines skipped)."""
     out = []
     for number, line in enumerate(text.splitlines(), start=1):
         m = _KEY.match(line)
         if m and not line.lstrip().startswith("#"):
-            out.append((number, m.group(1)))
+            out.append((number, m.group(1), m.group(2)))
     return out
 
 
@@ -40,7 +45,18 @@ def slurm_conf_allowed_keys(r: Resource) -> list[Violation]:
         for where, text in decode(value, base64_encoded=encoded, where=_WHERE.get(r.type, "user data")):
             if not where.endswith("/slurm.conf"):
                 continue
-            for number, key in conf_keys(text):
+            for number, key, setting in conf_items(text):
+                if slurm_keys.rendered_key_ok(key) and not slurm_keys.rendered_value_ok(key, setting):
+                    out[(prop, where, key)] = violation(
+                        SLURM_CONF_KEYS,
+                        r,
+                        prop,
+                        f"sets {key}={setting} ({where}, line {number}): gpucluster's {key} names a program in "
+                        f"{' or '.join(slurm_keys.OWNED_PROGRAM_DIRS)}, root's own directories",
+                        "render slurm.conf with gpucluster (a program elsewhere, such as on shared storage, runs a "
+                        "user's file as root)",
+                    )
+                    continue
                 if slurm_keys.rendered_key_ok(key):
                     continue
                 refusal = slurm_keys.key_refusal(key)

@@ -126,11 +126,14 @@ class WriteFile:
 class CloudConfig:
     """A cloud-config document built from parts: each feature (EFA, storage, Slurm…) adds its own.
 
-    ``bootcmd`` runs early on every boot, ``runcmd`` once, in order, after files are written.
+    ``bootcmd`` runs early on every boot, ``runcmd`` once, in order, after files are written. ``first_bootcmd`` runs
+    before every part's ``bootcmd`` whatever the order the parts were added in: the IMDS guard, which must hold
+    before anything else on the node runs (the NVMe RAID script of the node's own part included).
     """
 
     write_files: tuple[WriteFile, ...] = ()
     bootcmd: tuple[tuple[str, ...], ...] = ()
+    first_bootcmd: tuple[tuple[str, ...], ...] = ()
     runcmd: tuple[tuple[str, ...], ...] = ()
     packages: tuple[str, ...] = ()
     mounts: tuple[tuple[str, ...], ...] = ()
@@ -145,6 +148,7 @@ class CloudConfig:
             self,
             write_files=self.write_files + other.write_files,
             bootcmd=self.bootcmd + other.bootcmd,
+            first_bootcmd=self.first_bootcmd + other.first_bootcmd,
             runcmd=self.runcmd + other.runcmd,
             packages=tuple(dict.fromkeys(self.packages + other.packages)),
             mounts=self.mounts + other.mounts,
@@ -159,7 +163,7 @@ def cloud_config_text(title: str, config: CloudConfig) -> str:
         title=title,
         sections=list(config.sections),
         write_files=[f.as_dict() for f in config.write_files],
-        bootcmd=[list(c) for c in config.bootcmd],
+        bootcmd=[list(c) for c in config.first_bootcmd + config.bootcmd],
         runcmd=[list(c) for c in config.runcmd],
         packages=list(config.packages),
         mounts=[list(m) for m in config.mounts],

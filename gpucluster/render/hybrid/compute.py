@@ -197,7 +197,7 @@ def hybrid_join_part(cluster: ResolvedCluster, group: ResolvedNodeGroup, munge_s
             *((node_package_file(), *logs_files(spec.name, spec.region, "compute")) if logs else ()),
             WriteFile.compressed(JOIN_SETUP, setup, "0755"),
         ),
-        bootcmd=(imds_guard_bootcmd(), session_lockdown_bootcmd()),  # no sudo for ssm-user (render.slurm.identity)
+        first_bootcmd=(imds_guard_bootcmd(), session_lockdown_bootcmd()),  # no sudo for ssm-user (render.slurm.identity)
         runcmd=(session_lockdown_runcmd(), (JOIN_SETUP,)),
         sections=(f"slurmd joins {hybrid.site}'s slurmctld {controller.host} ({controller.slurm_version})",),
     )

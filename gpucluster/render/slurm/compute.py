@@ -133,7 +133,7 @@ def node_slurm_part(
             WriteFile(NODE_SETUP, setup, "0755"),  # plain: the document is gzipped (see boot_files)
         ),
         # the guard first (the e2e test runs it alone), then the session lockdown: both before write_files
-        bootcmd=(imds_guard_bootcmd(), session_lockdown_bootcmd()),
+        first_bootcmd=(imds_guard_bootcmd(), session_lockdown_bootcmd()),
         runcmd=(session_lockdown_runcmd(), (NODE_SETUP,)),
         sections=("slurmd (configless)",),
     )

@@ -191,7 +191,7 @@ def login_cloud_config(ctx: SlurmContext, inputs: LoginInputs) -> CloudConfig:
     files.append(WriteFile(LOGIN_SETUP, login_setup(ctx, inputs), "0755"))
     return CloudConfig(
         write_files=tuple(files),
-        bootcmd=(imds_guard_bootcmd(), session_lockdown_bootcmd()),
+        first_bootcmd=(imds_guard_bootcmd(), session_lockdown_bootcmd()),
         runcmd=(session_lockdown_runcmd(), (LOGIN_SETUP,)),
         sections=("slurm login node",),
     )

@@ -60,7 +60,7 @@ def test_h2_the_hostile_stack_is_refused_key_by_key_with_field_value_and_fix():
         ("UsePAM", "how Slurm authenticates"),
         ("AcctGatherEnergyType", "a program, plugin, user or authentication method"),  # by its shape
         ("BurstBufferType", "a program, plugin, user or authentication method"),
-        ("EPILOG", "a program"),  # Slurm reads keys in any case
+        ("TASKEPILOG", "a program"),  # Slurm reads keys in any case
     ],
 )
 def test_h2_keys_that_name_code_are_not_settable(key: str, what: str):

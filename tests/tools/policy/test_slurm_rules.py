@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gpucluster.policy.evaluate import evaluate, from_plan
 from gpucluster.policy.slurm_rules import SLURM_CONF_KEYS, conf_keys
 from gpucluster.tools import cli
@@ -56,3 +58,22 @@ def test_h2_the_rule_passes_gpucluster_keys_and_the_allow_list_and_names_the_res
 def test_conf_keys_reads_keys_not_comments_or_continued_values():
     text = "# Epilog=/x\nKillWait=30\n\n  SlurmdUser =bob\nNodeName=a CPUs=4 Epilog=/y\n"
     assert conf_keys(text) == [(2, "KillWait"), (4, "SlurmdUser"), (5, "NodeName")]
+
+
+@pytest.mark.parametrize("key", ["Prolog", "Epilog", "TaskProlog", "ResumeProgram", "HealthCheckProgram"])
+def test_a_program_gpucluster_owns_must_be_one_of_its_own(key):
+    """Owning a key is not enough: ``Epilog=/fsx/...`` in a rendered slurm.conf runs a researcher's file as root on every
+    node, so gpucluster's program keys must name a program in root's own gpucluster directories."""
+    from gpucluster.facts.slurm_settings import rendered_value_ok
+
+    assert rendered_value_ok(key, "/etc/gpucluster/slurm/prolog.d/*") and rendered_value_ok(key, "/opt/gpucluster/bin/x")
+    assert not rendered_value_ok(key, "/fsx/shared/epilog.sh")
+    assert not rendered_value_ok(key, "/etc/gpucluster/../../fsx/e.sh")
+    assert rendered_value_ok("MailProg", "/bin/true") and rendered_value_ok("SchedulerType", "sched/backfill")
+
+
+def test_a_rendered_epilog_on_shared_storage_is_reported():
+    """A slurm.conf built another way that points gpucluster's Epilog at a file researchers can write is refused."""
+    plan = with_settings(slurm_p5(), "Epilog=/fsx/shared/epilog.sh\n")
+    found = [v for v in evaluate(from_plan(plan)) if v.rule == SLURM_CONF_KEYS]
+    assert len(found) == 1 and "sets Epilog=/fsx/shared/epilog.sh" in found[0].message, found

@@ -4,7 +4,9 @@ per record, secrets as ``[secret]``, a multi-line text (a rendered file) as its 
 values of a map that only AWS will know (ids, ARNs; a map of them counts as one) on one line as ``key.{a,b}  assigned
 at create``.
 
-The estimate, findings and storage sizing are outputs too, but the plan shows them in sections of their own."""
+The estimate, findings and storage sizing are outputs too, but the plan shows them in sections of their own; so is
+``storage`` (each file system's kind, mount point and EFA), which the summary's ``storage`` row shows (``--json`` keeps
+every output)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from typing import Any
 from gpucluster.tools.plan.run.stackfile import SECRET
 from gpucluster.tools.plan.show.width import elide
 
-SHOWN_ELSEWHERE = ("estimate", "findings", "storageSizing")
+SHOWN_ELSEWHERE = ("estimate", "findings", "storageSizing", "storage")
 
 
 def _scalar(value: Any) -> str:
