@@ -19,11 +19,6 @@ SLURM_CONF_KEYS = "slurm-conf-allowed-keys"
 _KEY = re.compile(r"^\s*([A-Za-z][A-Za-z0-9]*)\s*=\s*(\S*)")
 
 
-def conf_keys(text: str) -> list[tuple[int, str]]:
-    """``(line number, key)`` of each ``Key=value`` line of a slurm.conf (comments and blank lines skipped)."""
-    return [(number, key) for number, key, _ in conf_items(text)]
-
-
 def conf_items(text: str) -> list[tuple[int, str, str]]:
     """``(line number, key, first word of the value)`` of each ``Key=value`` line (comments and blank lines skipped)."""
     out = []

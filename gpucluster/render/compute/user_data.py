@@ -88,7 +88,33 @@ def user_data_findings(cluster: ResolvedCluster, prefix: str = "gpucluster:") ->
                 "user-data-too-large",
             )
         )
+        out += _inline_hook_findings(cluster, g, size, prefix)
     return out + head_user_data_findings(cluster, prefix)
+
+
+def _inline_hook_findings(cluster: ResolvedCluster, group: ResolvedNodeGroup, size: int, prefix: str) -> list[Finding]:
+    """Each inline hook of a Slurm group whose user data is too large: its own field, and the way out (S3)."""
+    slurm = cluster.spec.slurm
+    if slurm is None:
+        return []
+    out: list[Finding] = []
+    for j, entry in enumerate(slurm.node_groups):
+        if entry.name != group.name or entry.hooks is None:
+            continue
+        for key, hook in (("onNodeStart", entry.hooks.on_node_start), ("onNodeConfigured", entry.hooks.on_node_configured)):
+            if hook is None or hook.inline is None:
+                continue
+            out.append(
+                error(
+                    f"{prefix}slurm.nodeGroups[{j}].hooks.{key}.inline",
+                    f"this inline hook ({len(hook.inline.encode())} bytes) is part of node group {group.name!r}'s user "
+                    f"data, which is {size} bytes; EC2 allows {USER_DATA_LIMIT}",
+                    "give the script as s3Uri with its sha256 instead: the node fetches it at boot and checks it",
+                    None,
+                    "user-data-too-large",
+                )
+            )
+    return out
 
 
 def _hex(seed: str, length: int) -> str:

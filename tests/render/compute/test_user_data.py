@@ -235,3 +235,26 @@ def test_the_install_check_finds_an_install():
     assert INSTALLS.search("apt-get -o DPkg::Lock::Timeout=600 install -y -q slurmd")
     assert INSTALLS.search('curl -fsSL --proto "=https" -o "$key" https://example')
     assert not INSTALLS.search("/usr/local/sbin/gpucluster-aws node-name")
+
+
+def test_an_inline_hook_in_user_data_over_the_limit_is_named_with_the_way_out():
+    """A group's inline hook counts in its user data: past EC2's 16 KB the error names the hook's own field and says to
+    give the script from S3 (a script of hashes gzip cannot shrink)."""
+    import base64
+    import hashlib
+
+    from gpucluster.load import load_spec
+    from gpucluster.render.compute.user_data import user_data_findings
+    from tests.conftest import group, make_config
+
+    def script(seed: str) -> str:  # under the 8 KB an inline hook may be, and nearly as large gzipped
+        return "true " + "".join(base64.b64encode(hashlib.sha256(f"{seed}{i}".encode()).digest()).decode() for i in range(170))
+
+    hooks = {"onNodeStart": {"inline": script("a")}, "onNodeConfigured": {"inline": script("b")}}
+    slurm = {"nodeGroups": [{"name": "p5", "hooks": hooks}]}
+    cluster = load_spec(make_config(group(name="p5", maxSize=2), slurm=slurm), stack="hooks").cluster
+    found = {f.path: f for f in user_data_findings(cluster)}
+    for key in ("onNodeStart", "onNodeConfigured"):
+        hook = found[f"gpucluster:slurm.nodeGroups[0].hooks.{key}.inline"]
+        assert hook.code == "user-data-too-large" and "s3Uri" in hook.fix and "'p5'" in hook.message
+    assert "gpucluster:nodeGroups[0]" in found

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from gpucluster.config.errors import ConfigError
-from gpucluster.config.slurm.containers import ContainersSpec
 from gpucluster.facts.catalog import load_catalog
 from gpucluster.load import load_spec
 from gpucluster.render.core import render
@@ -47,10 +46,10 @@ P5 = group(name="p5", maxSize=4)
 CPU = {"name": "cpu", "instanceType": "m7i.xlarge", "availabilityZones": ["us-east-1a"], "maxSize": 2}
 
 
-def context(*groups, **health) -> SlurmContext:
+def context(*groups, containers: bool = True, **health) -> SlurmContext:
     # the boot-time install path (`images.bake: false`): on a baked image the package and its install are in the
     # image's install part instead (tests/render/slurm/test_node_image.py, test_node_install_root.py)
-    slurm: dict[str, object] = {"images": {"bake": False}}
+    slurm: dict[str, object] = {"images": {"bake": False}, "containers": {"enabled": containers}}
     if health:
         slurm["health"] = health
     return SlurmContext.of(load_spec(make_config(*groups, slurm=slurm), stack="health").cluster)
@@ -175,10 +174,7 @@ def test_compute_nodes_get_the_wrappers_and_the_package_before_slurmd():
 
 def test_no_health_no_package_on_compute_nodes():
     # no log shipper either, and no containers (their prolog and mount check are the package's)
-    off = context(P5, enabled=False)
-    quiet = dataclasses.replace(
-        off, monitoring=None, slurm=off.slurm.model_copy(update={"containers": ContainersSpec(enabled=False)})
-    )
+    quiet = dataclasses.replace(context(P5, containers=False, enabled=False), monitoring=None)
     files = part_files(quiet, "p5", metrics=False)
     assert HEALTH_CHECK not in files and AGENT_PACKAGE_PATH not in files and "install-agent" not in files[NODE_SETUP]
     # the log shipper is in the package too: with the cluster's monitoring on (the default) the node installs it

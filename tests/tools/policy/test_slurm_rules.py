@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from gpucluster.policy.evaluate import evaluate, from_plan
-from gpucluster.policy.slurm_rules import SLURM_CONF_KEYS, conf_keys
+from gpucluster.policy.slurm_rules import SLURM_CONF_KEYS, conf_items
 from gpucluster.tools import cli
 from tests.conftest import GOLDEN, HOSTILE_SLURM_SETTINGS
 
@@ -57,7 +57,7 @@ def test_h2_the_rule_passes_gpucluster_keys_and_the_allow_list_and_names_the_res
 
 def test_conf_keys_reads_keys_not_comments_or_continued_values():
     text = "# Epilog=/x\nKillWait=30\n\n  SlurmdUser =bob\nNodeName=a CPUs=4 Epilog=/y\n"
-    assert conf_keys(text) == [(2, "KillWait"), (4, "SlurmdUser"), (5, "NodeName")]
+    assert conf_items(text) == [(2, "KillWait", "30"), (4, "SlurmdUser", "bob"), (5, "NodeName", "a")]
 
 
 @pytest.mark.parametrize("key", ["Prolog", "Epilog", "TaskProlog", "ResumeProgram", "HealthCheckProgram"])
