@@ -43,7 +43,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
@@ -559,6 +559,13 @@ def test_hostile_strings_fail_naming_the_field_or_stay_data(tmp_path):
         suppress_health_check=list(HealthCheck),
     )
     @given(cases())
+    # Whatever the draw (it moves with every stack's fields): each accepted fabric name, and one code variable, as a
+    # key of a Slurm stack's ncclEnv, so every reader below sees them.
+    @example(("slurm-p5", ("nodeGroups", 0, "ncclEnv"), "key", "NCCL_DEBUG_FILE"))
+    @example(("slurm-p5", ("nodeGroups", 0, "ncclEnv"), "key", "FI_LOG_LEVEL"))
+    @example(("slurm-p5", ("nodeGroups", 0, "ncclEnv"), "key", "NCCL_PROFILER_PLUGIN"))
+    @example(("slurm-p5", ("nodeGroups", 0, "ncclEnv"), "key", "TORCH_NCCL_TRACE"))
+    @example(("slurm-p5", ("nodeGroups", 0, "ncclEnv"), "key", "LD_PRELOAD"))
     def one(case):
         stack, path, how, hostile = case
         config, where = mutate(stack, path, how, hostile)
