@@ -98,7 +98,7 @@ def slurmd_start_pre(layout: ContainerLayout) -> list[str]:
 
 def any_containers(ctx: SlurmContext) -> bool:
     """Whether some Slurm group of the cluster runs containers (slurm.conf then names the container epilog)."""
-    return any(layout_of(ctx, g) is not None for g in ctx.node_groups)
+    return any(isinstance(g, SlurmGroup) and g.containers for g in ctx.node_groups)
 
 
 def plugstack_conf() -> str:

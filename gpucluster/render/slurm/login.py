@@ -160,7 +160,7 @@ def login_files(ctx: SlurmContext, inputs: LoginInputs) -> list[WriteFile]:
 def login_setup(ctx: SlurmContext, inputs: LoginInputs) -> str:
     directory = directory_of(ctx.identity) is not None
     packages = LOGIN_PACKAGES + ((*SSSD_PACKAGES, "oddjob-mkhomedir") if directory else ())
-    containers = any(g.containers for g in ctx.node_groups)  # srun --container-image from here loads pyxis
+    containers = any_containers(ctx)  # srun --container-image from here loads pyxis
     packages += container_packages() if containers else ()
     return render(
         "slurm/login-setup.sh.j2",
