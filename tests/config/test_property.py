@@ -242,6 +242,7 @@ def test_any_config_plans_or_fails_with_the_config_error(cfg):
     plans_or_fails_with_the_config_error(cfg)
 
 
+@pytest.mark.slow  # plans 30 generated configs
 @settings(SETTINGS, max_examples=30)
 @given(config)
 def test_a_sample_of_configs_plans_or_fails_with_the_config_error(cfg):

@@ -42,6 +42,7 @@ def _copy(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow  # regenerates all three files into a copy of the tree, twice
 def test_check_names_every_stale_file_and_writes_nothing(tmp_path, capsys):
     root = _copy(tmp_path)
     types, config_ref, components_ref = (f.path for f in generated_files(root))
@@ -131,5 +132,6 @@ def test_the_default_is_read_from_the_description(description, default, rest):
     assert split_default(description) == (default, rest)
 
 
+@pytest.mark.slow  # builds the whole reference twice
 def test_the_reference_is_deterministic():
     assert components_reference() == components_reference()

@@ -68,6 +68,7 @@ def _images(project: Path) -> dict[str, str]:
     return {g.name: g.image.value for g in load_spec(config, stack="lk").cluster.node_groups}
 
 
+@pytest.mark.slow  # three moto sessions, each locking or reading the stack
 def test_the_lock_keeps_the_image_until_it_is_made_again(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     stack_file = project / "stacks" / "Pulumi.lk.yaml"
     with mock_aws():

@@ -16,6 +16,7 @@ import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 
+import pytest
 import tomllib
 
 from tests.conftest import ROOT
@@ -432,6 +433,7 @@ def _requirement_names(path: Path) -> set[str]:
     return names
 
 
+@pytest.mark.slow  # imports the stack program in a fresh interpreter, then walks the pins' dependencies
 def test_the_stack_program_needs_only_what_requirements_txt_installs():
     """Pulumi builds the project's virtualenv from requirements.txt alone: it must install the project
     itself (``-e .``) and every distribution the stack program imports, and what it pins must be what

@@ -353,6 +353,7 @@ def test_camel_case_construction_carries_outputs_and_nested_inputs(run_component
         assert plan.by_name("tc-team-research-fsx-pvc")
 
 
+@pytest.mark.slow  # constructs the whole GpuCluster and plans the stack to compare
 def test_gpu_cluster_from_camel_case_is_the_stacks_cluster(run_components):
     # The same settings as a stack file and as Args from another language: the same resources and inputs.
     args = CAMEL_INPUTS["GpuCluster"]

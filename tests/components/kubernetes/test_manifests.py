@@ -102,6 +102,7 @@ def test_strict_validation_rejects_unknown_fields():
         validate_object({**queue, "metadata": {"name": "Q_1"}, "spec": {}})
 
 
+@pytest.mark.slow  # loads and compiles every pinned CRD schema
 def test_every_pinned_crd_loads():
     for api_version, kind in CRDS:
         assert crd_schema(api_version, kind)["type"] == "object"

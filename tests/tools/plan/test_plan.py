@@ -224,6 +224,7 @@ def test_every_shipped_stack_logs_its_vpc_and_closes_the_default_group(stack):
     assert all(k.protect and k.retain_on_delete for k in plan.of_type("aws:kms/key:Key"))
 
 
+@pytest.mark.slow  # plans a cluster of every catalog type
 def test_every_catalog_type_plans_in_text_and_json(catalog):
     """A group of each type in the catalog (p5e, p5en, p6-b200, p6-b300, trn2 included,
     which have no list price) plans; the text and the JSON plan show a missing price as unpriced with

@@ -9,6 +9,8 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+import pytest
+
 from gpucluster.render.core import USER_DATA_LIMIT
 from gpucluster.tools.plan.diff.changes import compare
 from gpucluster.tools.plan.diff.teams import team_lines
@@ -48,6 +50,7 @@ def one_more_and_a_team_change(slurm: dict[str, Any]) -> None:
     slurm["teams"][0]["gpuQuota"] = {"h100": 80}
 
 
+@pytest.mark.slow  # plans a 500-user cluster twice
 def test_500_users_plan_and_a_users_change_restarts_nothing():
     big = lab(500)
     assert not [f for f in big.get("findings", []) if "user-data" in str(f)]
