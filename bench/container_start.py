@@ -2,14 +2,17 @@
 """Benchmark: what a container adds to a job step's start — ``srun --container-image=<squashfs> true`` against a bare
 ``srun true`` on the same real slurmd, in one run.
 
-    python bench/container_start.py [--runs 10]
+    python bench/container_start.py [--runs 10] [--slurm 22.05|24.11]
 
 The node is the container tests' (``tests/e2e/containers.py: container_node``): slurmctld and slurmd 22.05 of this
-machine, pyxis and enroot built from the pinned releases, the files gpucluster renders for a node with NVMe scratch
+machine (or 24.11 of the trixie root), pyxis and enroot built from the pinned releases, the files gpucluster renders for a node with NVMe scratch
 (the container prolog and epilog included), a busybox squashfs on the node's disk, steps run by an unprivileged
 user. Each step is its own job (``srun`` allocates), so both figures include the allocation, the prolog and the
 epilog; the difference is pyxis and enroot: the squashfs mounted through squashfuse and fuse-overlayfs, the hooks
 (the mount check, PMI, PyTorch), the namespace entered, and the container removed.
+
+slurmd runs under a child subreaper (``tests/e2e/slurm_harness.py: SUBREAPER``), as under a node's systemd: this
+machine's PID 1 reaps orphans late, which added 3 s to every container step (slurmstepd waiting out a zombie).
 
 Prints the medians and ends with ``container start overhead S s (ratio R x bare srun)``; exit 1 when the overhead is
 over 1 s. Needs root (the node's mount namespace) and the container tests' packages (.ci/run).
@@ -26,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.e2e.containers import ContainerNode, container_node
+from tests.render.slurm_versions import TRIXIE_ROOT, TRIXIE_VERSION
 
 AIM_S = 1.0
 
@@ -42,8 +46,11 @@ def timed(node: ContainerNode, *args: str) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description="srun --container-image against a bare srun on one real slurmd")
     parser.add_argument("--runs", type=int, default=10)
-    runs = parser.parse_args().runs
-    with container_node() as node:
+    parser.add_argument("--slurm", choices=("22.05", TRIXIE_VERSION), default="22.05")
+    args = parser.parse_args()
+    runs = args.runs
+    print(f"Slurm {args.slurm}")
+    with container_node(None if args.slurm == "22.05" else TRIXIE_ROOT) as node:
         image = f"--container-image={node.image}"
         timed(node, "true")  # warm: the first step of a slurmd loads its plugins
         timed(node, image, "true")

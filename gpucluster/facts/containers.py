@@ -63,8 +63,12 @@ MAKESELF = Source(
 )
 """enroot's ``deps/makeself`` submodule (used only by ``enroot bundle``), which ``git archive`` leaves out."""
 
-ENROOT_RUNTIME_PACKAGES = ("squashfs-tools", "fuse-overlayfs", "squashfuse", "jq", "parallel", "zstd", "pigz", "curl")
-"""What enroot runs at import and start (its README's runtime dependencies; all in Debian and Ubuntu)."""
+ENROOT_RUNTIME_PACKAGES = (
+    "squashfs-tools", "fuse-overlayfs", "squashfuse", "jq", "parallel", "zstd", "pigz", "curl", "bsdextrautils",
+)  # fmt: skip
+"""What enroot runs at import and start (its README's runtime dependencies; all in Debian and Ubuntu), and
+``column`` (bsdextrautils), which ``enroot list`` runs: pyxis lists a node's containers for every named container
+(``--container-name``), and a root without it fails that step (measured in trixie's minimal root)."""
 
 PYXIS_MIN_SLURM = "21.08"
 """The oldest release pyxis is built for here: since 21.08 Slurm refuses a SPANK plugin built against another

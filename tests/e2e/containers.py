@@ -54,7 +54,7 @@ CACHE = Path(os.environ.get("GPUCLUSTER_CACHE", Path.home() / ".cache" / "gpuclu
 ALICE, BOB = 10001, 10002
 """Declared users of the people harness (``tests/conftest.py: identity_declared_config``)."""
 IMAGE_ID = "gpucluster-test-image"
-BUILD_TOOLS = ("make", "gcc", "mksquashfs", "squashfuse", "fuse-overlayfs", "jq", "parallel", "zstd", "pigz", "busybox")
+BUILD_TOOLS = ("make", "gcc", "mksquashfs", "squashfuse", "fuse-overlayfs", "jq", "parallel", "zstd", "pigz", "column", "busybox")
 
 
 def slurm_headers_version(include: Path = Path("/usr/include/slurm/slurm_version.h")) -> str:
@@ -81,8 +81,9 @@ BUILD_VERSION = "2"
 """Bumped when the build itself changes (its key then names a new tree)."""
 
 
-def build_key() -> str:
-    parts = [BUILD_VERSION, *(s.archive_sha256 for s in (PYXIS, ENROOT, MAKESELF)), slurm_headers_version()]
+def build_key(root: Path = Path("/")) -> str:
+    version = slurm_headers_version(root / "usr/include/slurm/slurm_version.h")
+    parts = [BUILD_VERSION, *(s.archive_sha256 for s in (PYXIS, ENROOT, MAKESELF)), version]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
@@ -93,7 +94,9 @@ def _unpack(archive: Path, dest: Path, strip: bool = True) -> Path:
     return tops[0] if strip and len(tops) == 1 else dest
 
 
-def _build(stage: Path, work: Path) -> None:
+def _build(stage: Path, work: Path, root: Path) -> None:
+    """Into ``stage``: enroot, and pyxis compiled against the ``spank.h`` of ``root``'s Slurm (only its Slurm headers:
+    the C library's are this machine's, which links it)."""
     run = lambda *argv, cwd: subprocess.run(argv, cwd=cwd, check=True, capture_output=True, text=True)  # noqa: E731
     enroot = _unpack(checked_archive(ENROOT), work / "enroot")
     makeself = _unpack(checked_archive(MAKESELF), work / "makeself")
@@ -108,23 +111,28 @@ def _build(stage: Path, work: Path) -> None:
     run("make", *flags, "CFLAGS=-D_GNU_SOURCE -include bsd/string.h", f"LDLIBS=-l:libbsd.a {libbsd}", cwd=enroot)
     run("make", "install", *flags, f"DESTDIR={stage}", cwd=enroot)
     pyxis = _unpack(checked_archive(PYXIS), work / "pyxis")
-    run("make", cwd=pyxis)
+    include = work / "slurm-include"
+    include.mkdir()
+    (include / "slurm").symlink_to(root / "usr/include/slurm")
+    # the Makefile prepends its own flags to CPPFLAGS from the environment (one given to make would replace them)
+    subprocess.run(["make"], cwd=pyxis, check=True, capture_output=True, text=True,
+                   env={**os.environ, "CPPFLAGS": f"-I{include}"})  # fmt: skip
     (stage / "usr" / "local" / "lib" / "slurm").mkdir(parents=True, exist_ok=True)
     shutil.copy2(pyxis / "spank_pyxis.so", stage / "usr" / "local" / "lib" / "slurm" / "spank_pyxis.so")
 
 
-def built_usr_local() -> Path:
-    """The cached ``/usr/local`` tree with enroot and pyxis (built now if this key has none)."""
+def built_usr_local(root: Path = Path("/")) -> Path:
+    """The cached ``/usr/local`` tree with enroot and pyxis for ``root``'s Slurm (built now if this key has none)."""
     for tool in BUILD_TOOLS:
         require_tool(tool)
-    done = CACHE / "containers" / build_key()
+    done = CACHE / "containers" / build_key(root)
     tree = done / "usr" / "local"
     with machine_lock("containers-build"):
         if not (done / ".done").exists():
             shutil.rmtree(done, ignore_errors=True)
             done.mkdir(parents=True)
             with tempfile.TemporaryDirectory(prefix="gc-containers-") as work:
-                _build(done, Path(work))
+                _build(done, Path(work), root)
             (done / ".done").touch()
     return tree
 
@@ -192,16 +200,36 @@ class ContainerNode:
         return self.node.as_user("alice", "srun", "-N1", "--chdir=/tmp", *args, timeout=timeout)
 
 
+TRIXIE_NEEDS = ("usr/sbin/slurmctld", "usr/sbin/slurmd", "usr/sbin/munged", "usr/bin/srun", "usr/sbin/runuser",
+                "usr/bin/setpriv", "usr/include/slurm/spank.h", "usr/bin/mksquashfs", "usr/bin/unsquashfs",
+                "usr/bin/fuse-overlayfs", "usr/bin/squashfuse", "usr/bin/jq", "usr/bin/parallel", "usr/bin/zstd",
+                "usr/bin/pigz", "usr/bin/column", "usr/lib/x86_64-linux-gnu/libbsd.so.0")  # fmt: skip
+"""What a 24.11 container node needs in the trixie root: Slurm, munge, the enroot runtime's programs, the headers."""
+
+
+def _node_dev(root: Path, work: Path) -> Path:
+    """A copy of ``root``'s ``/dev`` (debootstrap's few nodes) with a 0666 ``fuse``, to bind over it."""
+    dev = work / "dev"
+    dev.mkdir()
+    subprocess.run(["cp", "-a", f"{root}/dev/.", f"{dev}/"], check=True)
+    subprocess.run(["mknod", "-m", "0666", str(dev / "fuse"), "c", "10", "229"], check=True)
+    return dev
+
+
 @contextlib.contextmanager
-def container_node() -> Iterator[ContainerNode]:
-    """A started node with pyxis, enroot and the rendered files (the NVMe layout, a 64 MiB cache budget)."""
+def container_node(root: Path | None = None) -> Iterator[ContainerNode]:
+    """A started node with pyxis, enroot and the rendered files (the NVMe layout, a 64 MiB cache budget): Slurm 22.05
+    of this machine, or with ``root`` the Slurm of that root (trixie's 24.11), made the node's root with ``pivot_root``
+    (``chroot`` would forbid enroot's user namespaces). The run dir is bound into the root at its own path, so the node
+    and the test name every file alike."""
     for tool in (SLURMCTLD, SLURMD, SCONTROL, SBATCH, "srun", "unshare", "nsenter", "setpriv", "mknod"):
         require_tool(tool)
     if os.geteuid() != 0:
         (pytest.fail if IN_CI else pytest.skip)("slurmd, bind mounts and /dev/fuse need root here")
-    built = built_usr_local()
+    built = built_usr_local(root or Path("/"))
     work = run_dir("gccont-")
     work.chmod(0o755)
+    seen = None if root is None else root / work.relative_to("/")
     shutil.copytree(built, work / "usr-local", symlinks=True)
     (work / "bin").mkdir()
     for name in ("containers-job.sh", "enroot-mount-check.sh"):
@@ -217,7 +245,10 @@ def container_node() -> Iterator[ContainerNode]:
         "PrologFlags": "Alloc,Contain",
     }
     binds = {Path("/usr/local"): work / "usr-local", Path("/dev/fuse"): work / "fuse"}
-    node = PeopleNode(rendered_users_script(work), conf=conf, extra_binds=binds)
+    if root is not None and seen is not None:
+        seen.mkdir()
+        binds = {root / "usr/local": work / "usr-local", root / "dev": _node_dev(root, work), seen: work}
+    node = PeopleNode(rendered_users_script(work), root=root, conf=conf, extra_binds=binds, pivot=True, subreaper=True)
     try:
         slurm_etc = node.dir / "etc-slurm"
         (slurm_etc / "plugstack.conf").write_text(plugstack_conf())
@@ -238,3 +269,6 @@ def container_node() -> Iterator[ContainerNode]:
         node.stop()
         subprocess.run(["umount", "-l", str(work / "tmpfs")], check=False)
         shutil.rmtree(work, ignore_errors=True)
+        if seen is not None:
+            with contextlib.suppress(OSError):
+                seen.rmdir()

@@ -44,14 +44,24 @@ def _bind_script(binds: Mapping[Path, Path]) -> str:
     return "\n".join(lines)
 
 
+def pivot_lines(root: Path) -> list[str]:
+    """Shell lines that make ``root`` (with the binds made on it) the namespace's own root: ``pivot_root``, the host's
+    tree dropped. A process that enters the namespace (``nsenter --mount``) starts at that root. Unlike ``chroot``, it
+    may then create user namespaces (the kernel refuses them to a process whose root is not its namespace's: enroot's
+    containers need them); ``root`` needs an empty ``/mnt``."""
+    r = shlex.quote(str(root))
+    return [f"mount --rbind {r} {r}", f"cd {r}", "pivot_root . mnt", "cd /", "umount -l /mnt"]
+
+
 class MountNamespace:
     """A private mount namespace with ``binds`` made, held open by a sleeping process until :meth:`close`."""
 
-    def __init__(self, binds: Mapping[Path, Path], setup: Sequence[str] = ()) -> None:
-        """``setup``: shell lines run in the new namespace before the binds (mounts of its own: an overlay)."""
+    def __init__(self, binds: Mapping[Path, Path], setup: Sequence[str] = (), after: Sequence[str] = ()) -> None:
+        """``setup``: shell lines run in the new namespace before the binds (mounts of its own: an overlay);
+        ``after``: lines run after them (:func:`pivot_lines`)."""
         if os.geteuid() != 0:
             raise PermissionError("a mount namespace with bind mounts needs root")
-        script = "\n".join(["set -e", *setup, _bind_script(binds), "echo ready", "exec sleep 86400"]) + "\n"
+        script = "\n".join(["set -e", *setup, _bind_script(binds), *after, "echo ready", "exec sleep 86400"]) + "\n"
         self.holder = subprocess.Popen(
             [UNSHARE, "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script],
             stdin=subprocess.DEVNULL,

@@ -36,7 +36,7 @@ from gpucluster.render.slurm.identity import users_json
 from gpucluster.resolve.slurm.identity import DeclaredIdentity, ResolvedIdentity
 from gpucluster_agents.contract.users import USERS_PATH
 from tests.conftest import IN_CI, ROOT, identity_declared_config
-from tests.e2e.namespace import MountNamespace
+from tests.e2e.namespace import MountNamespace, pivot_lines
 from tests.e2e.slurm_harness import HERE, SBATCH, LocalSlurm, conf_lines, free_port, local_keys, node_line, run_dir
 from tests.render.slurm_versions import TRIXIE_ROOT
 
@@ -157,8 +157,14 @@ class PeopleNode:
         conf: Mapping[str, str] | None = None,
         extra_binds: Mapping[Path, Path] | None = None,
         cgroups: bool = False,
+        pivot: bool = False,
+        subreaper: bool = False,
     ) -> None:
+        """``pivot``: with ``root``, the namespace's root is ``root`` itself (``namespace.pivot_lines``) instead of a
+        ``chroot`` into it: what a node whose jobs make user namespaces (containers) needs. ``subreaper``: slurmd
+        under ``slurm_harness.SUBREAPER``."""
         self.root = root
+        self.pivot = pivot and root is not None
         # a node name of this run: Slurm's cgroup v1 paths are slurm_<node>/uid_<uid>/job_<id>, so two runs'
         # "n-1" job 1 would share a cgroup; "@NODENAME@" in a PAM service is replaced by it, as node setup does
         self.node = f"p{os.getpid()}-{secrets.token_hex(3)}"
@@ -182,14 +188,20 @@ class PeopleNode:
             binds[root / "proc"] = Path("/proc")  # this namespace's own: the shared mount of slurm_versions.py untouched
             binds[root / "sys"] = Path("/sys")  # 24.11's slurmd loads its cgroup plugin whatever ProctrackType says
         binds.update(extra_binds or {})
+        after: list[str] = []
+        if self.pivot and root is not None:  # a copy of the root's /etc under the binds, with the /etc/hosts
+            # debootstrap does not make: slurmctld calls back srun by this machine's name (10 s of retries unresolved)
+            hosts = self.dir / "root-etc" / "hosts"
+            binds = {root / "etc": copy_dir(root / "etc", self.dir / "root-etc", {}), **binds}
+            after = [f'echo "127.0.0.1 localhost $(hostname)" >{shlex.quote(str(hosts))}', *pivot_lines(root)]
         self.binds = binds
-        self.ns = MountNamespace(binds)
+        self.ns = MountNamespace(binds, after=after)
         self.login_namespaces: list[MountNamespace] = []
         self.syslog = self.dir / "syslog"
         self.shim = build_syslog_shim(self.dir)
         self.dir.chmod(0o755)
         wrap = self._wrap
-        self.slurm = LocalSlurm(self.dir, conf_path, wrap=wrap)
+        self.slurm = LocalSlurm(self.dir, conf_path, wrap=wrap, subreaper=subreaper)
         keys = {"ClusterName": "people", **local_keys(self.inner, free_port()), "PrologFlags": "Contain"}
         if root is not None:  # debootstrap makes no /etc/hosts: the controller's address is given, not looked up
             keys["SlurmctldHost"] = "localhost(127.0.0.1)"
@@ -210,6 +222,8 @@ class PeopleNode:
     def _wrap(self, *argv: str) -> list[str]:
         if self.root is None:
             return self.ns.argv(*argv)
+        if self.pivot:
+            return self.ns.argv("/usr/bin/env", f"SLURM_CONF={self.conf_inner}", *argv)
         return self.ns.argv("chroot", str(self.root), "env", f"SLURM_CONF={self.conf_inner}", *argv)
 
     def inside(self, path: Path) -> Path:

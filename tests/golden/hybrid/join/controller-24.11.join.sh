@@ -71,7 +71,7 @@ trap 'rm -f "$root/usr/sbin/policy-rc.d"' EXIT
 export DEBIAN_FRONTEND=noninteractive
 # (the image's unattended upgrades may hold the dpkg lock for a while at first boot)
 apt-get -o DPkg::Lock::Timeout=600 update -q
-apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends chrony python3-boto3 iptables slurmd slurm-client munge gcc make libc6-dev libbsd-dev libslurm-dev git ca-certificates squashfs-tools fuse-overlayfs squashfuse jq parallel zstd pigz curl
+apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends chrony python3-boto3 iptables slurmd slurm-client munge gcc make libc6-dev libbsd-dev libslurm-dev git ca-certificates squashfs-tools fuse-overlayfs squashfuse jq parallel zstd pigz curl bsdextrautils
 rm -f "$root/usr/sbin/policy-rc.d"
 
 # 5. The slurmd must be one the controller (Slurm 24.11) accepts: its release or up to two older.
