@@ -75,6 +75,21 @@ PYXIS_MIN_SLURM = "21.08"
 release's ``spank.h`` ("Incompatible plugin version"), so each image compiles pyxis against its own headers."""
 
 
+TASK_PROLOG_LAUNCHER = "24.11"
+"""From this release slurmstepd runs a TaskProlog through itself (its script launcher, re-executed with the
+task's mounts): in a pyxis container it cannot load its own libraries and every container step fails with status 127
+(reported to pyxis upstream; measured with trixie's 24.11.5). Before it the script runs as is, and the node's enroot mounts bind
+it into every container (``gpucluster_agents.contract.containers.enroot_mounts``; measured with 22.05)."""
+
+
+def task_prolog_in_containers(release: str) -> bool:
+    """Whether the node's TaskProlog (its NCCL/EFA settings for every task) can run in a container step on a node
+    running Slurm ``release``."""
+    from gpucluster.facts.slurm_releases import MAJORS
+
+    return release in MAJORS and MAJORS.index(release) < MAJORS.index(TASK_PROLOG_LAUNCHER)
+
+
 def pyxis_builds(release: str) -> bool:
     """Whether a node running Slurm ``release`` gets pyxis: the release is one an Ubuntu LTS image ships with its
     headers (``libslurm-dev`` of the same slurm-wlm build as its slurmd), and not older than :data:`PYXIS_MIN_SLURM`.

@@ -25,6 +25,11 @@ TRAINING_HOOKS = ("50-slurm-pmi.sh", "50-slurm-pytorch.sh")
 MOUNT_CHECK_HOOK = f"{ENROOT_HOOKS}/05-gpucluster-mounts.sh"
 CONTAINER_JOB = "/etc/gpucluster/slurm/prolog.d/20-containers"
 """The container prolog, and slurm.conf's Epilog too: one program that reads ``SLURM_SCRIPT_CONTEXT``."""
+ENROOT_MOUNTS = "/etc/enroot/mounts.d/50-gpucluster.fstab"
+TASK_PROLOG = "/etc/gpucluster/slurm/task-prolog"
+"""slurm.conf's TaskProlog (the render's ``names.TASK_PROLOG``), and the NCCL/EFA settings it reads (the render's
+``NCCL_ENV_PATH``)."""
+NCCL_ENV = "/etc/gpucluster/nccl.env"
 JOB_PROGRAM = f"{AGENT_LIB}/gpucluster_agents/boot/containers-job.sh"
 MOUNT_CHECK_PROGRAM = f"{AGENT_LIB}/gpucluster_agents/boot/enroot-mount-check.sh"
 
@@ -39,8 +44,9 @@ def enroot_conf(root: str) -> str:
         f"ENROOT_DATA_PATH {root}/data/user-${{UID}}\n"
         f"ENROOT_CACHE_PATH {root}/cache/user-${{UID}}\n"
         f"ENROOT_TEMP_PATH {root}/tmp/user-${{UID}}\n"
-        "# the user's own registry credentials: ~/.config/enroot/.credentials\n"
-        "ENROOT_CONFIG_PATH ${HOME}/.config/enroot\n"
+        "# the user's own registry credentials: ~/.config/enroot/.credentials (pyxis's job epilog runs enroot\n"
+        "# without HOME)\n"
+        "ENROOT_CONFIG_PATH ${HOME:-/nonexistent}/.config/enroot\n"
         "# a job may pip install; the writes stay in the user's data directory\n"
         "ENROOT_ROOTFS_WRITABLE yes\n"
         "# the host's /dev: the GPUs and EFA (/dev/infiniband); Slurm's device cgroup confines a step\n"
@@ -67,6 +73,18 @@ def pyxis_conf(root: str | None) -> str:
     )
 
 
+def enroot_mounts() -> str:
+    """What enroot binds into every container: slurmstepd runs the TaskProlog after pyxis has entered the container,
+    so the script and the settings it reads are bound in at their own paths, read-only (measured: without them every
+    container step fails, "task_prolog can not be executed"). The settings file may be absent (``nofail``)."""
+    options = "x-create=file,bind,ro,nosuid,nodev,private"
+    return (
+        "# gpucluster: the node's TaskProlog runs inside the container (docs/containers.md)\n"
+        f"{TASK_PROLOG} {TASK_PROLOG} none {options} 0 -1\n"
+        f"{NCCL_ENV} {NCCL_ENV} none {options},nofail,silent 0 -1\n"
+    )
+
+
 def job_wrapper(root: str, budget_mib: int) -> str:
     return f"#!/bin/sh\n# gpucluster: the container prolog and epilog\nexec /bin/bash {JOB_PROGRAM} {shlex.quote(root)} {budget_mib}\n"
 
@@ -81,5 +99,6 @@ def node_files(root: str, budget_mib: int) -> dict[str, tuple[str, int]]:
         ENROOT_CONF: (enroot_conf(root), 0o644),
         PYXIS_CONF: (pyxis_conf(root), 0o644),
         MOUNT_CHECK_HOOK: (mount_check_wrapper(), 0o755),
+        ENROOT_MOUNTS: (enroot_mounts(), 0o644),
         CONTAINER_JOB: (job_wrapper(root, budget_mib), 0o755),
     }

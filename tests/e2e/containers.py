@@ -33,6 +33,10 @@ from pathlib import Path
 import pytest
 
 from gpucluster.facts.containers import ENROOT, MAKESELF, PYXIS, Source
+from gpucluster.load import load_spec
+from gpucluster.render.compute.node import NCCL_ENV_PATH
+from gpucluster.render.core import env_file
+from gpucluster.render.slurm.compute import task_prolog
 from gpucluster.render.slurm.containers import (
     CONTAINER_JOB,
     ENROOT_EXTRA_HOOKS,
@@ -45,7 +49,8 @@ from gpucluster.render.slurm.containers import (
     slurmd_start_pre,
 )
 from gpucluster_agents.boot.containers import install
-from tests.conftest import IN_CI, ROOT, machine_lock, require_tool
+from gpucluster_agents.contract.containers import NCCL_ENV, TASK_PROLOG
+from tests.conftest import IN_CI, ROOT, group, machine_lock, make_config, require_tool
 from tests.e2e.people import PeopleNode, rendered_users_script
 from tests.e2e.slurm_harness import SBATCH, SCONTROL, SLURMCTLD, SLURMD, run_dir
 
@@ -158,17 +163,37 @@ def busybox_image(dest: Path, marker: str) -> Path:
     return dest
 
 
-class ContainerNode:
-    """The people node with pyxis and enroot, and the run's files."""
+def p5_task_prolog(work: Path) -> dict[str, str]:
+    """A p5 group's TaskProlog (``render/slurm/compute.py: task_prolog``) and ``nccl.env``
+    (``render/compute/node.py``) written into the run dir, the prolog reading that file: what gives every task of a
+    node its NCCL/EFA settings. Returns those settings."""
+    slurm = load_spec(make_config(group(name="p5"), slurm={"nodeGroups": [{"name": "p5"}]}), stack="cont").cluster.slurm
+    assert slurm is not None
+    env = dict(slurm.node_groups[0].nccl_env)
+    assert env, "a p5 group has NCCL settings"
+    (work / "nccl.env").write_text(env_file(env))
+    prolog = work / "task-prolog"
+    prolog.write_text(task_prolog(slurm.node_groups[0]).replace(NCCL_ENV_PATH, str(work / "nccl.env")))
+    prolog.chmod(0o755)
+    return env
 
-    def __init__(self, work: Path, node: PeopleNode, image: Path) -> None:
-        self.work, self.node, self.image = work, node, image
+
+class ContainerNode:
+    """The people node with pyxis and enroot, and the run's files; ``nccl_env``: the settings its TaskProlog gives."""
+
+    def __init__(self, work: Path, node: PeopleNode, image: Path, nccl_env: dict[str, str]) -> None:
+        self.work, self.node, self.image, self.nccl_env = work, node, image, nccl_env
+        self.started = False
         self.enroot_etc = work / "usr-local" / "etc" / "enroot"
         self.prolog = work / "prolog.d" / Path(CONTAINER_JOB).name
 
     def use(self, layout: ContainerLayout) -> None:
         """The container files of ``layout`` as the node writes them (``gpucluster_agents.boot.containers`` on a
-        scratch root), relocated where this node reads them; read afresh by every job."""
+        scratch root), relocated where this node reads them; read afresh by every job. Once the node runs, only
+        when it is idle: a job's epilog (pyxis's removes its containers as enroot.conf says) reads them too."""
+        if self.started:
+            slurm = self.node.slurm
+            slurm.wait("node idle", lambda: slurm.node(self.node.node).get("State") == "IDLE", 60, 0.05)
         sysroot = self.work / "sysroot"
         shutil.rmtree(sysroot, ignore_errors=True)
         install(layout.root, layout.cache_budget_mib, str(sysroot))
@@ -193,6 +218,7 @@ class ContainerNode:
                 )
                 continue
             text = made.read_text().replace(JOB_PROGRAM, str(self.work / "bin" / "containers-job.sh"))
+            text = text.replace(TASK_PROLOG, str(self.work / "task-prolog")).replace(NCCL_ENV, str(self.work / "nccl.env"))
             dest.write_text(text.replace(MOUNT_CHECK_PROGRAM, str(self.work / "bin" / "enroot-mount-check.sh")))
             dest.chmod(made.stat().st_mode & 0o777)
 
@@ -244,6 +270,9 @@ def container_node(root: Path | None = None) -> Iterator[ContainerNode]:
         "Epilog": str(work / "prolog.d" / Path(CONTAINER_JOB).name),
         "PrologFlags": "Alloc,Contain",
     }
+    nccl_env = p5_task_prolog(work)
+    if root is None:  # 24.11's slurmstepd cannot run a TaskProlog in a container (docs/containers.md)
+        conf["TaskProlog"] = str(work / "task-prolog")
     binds = {Path("/usr/local"): work / "usr-local", Path("/dev/fuse"): work / "fuse"}
     if root is not None and seen is not None:
         seen.mkdir()
@@ -252,7 +281,7 @@ def container_node(root: Path | None = None) -> Iterator[ContainerNode]:
     try:
         slurm_etc = node.dir / "etc-slurm"
         (slurm_etc / "plugstack.conf").write_text(plugstack_conf())
-        cn = ContainerNode(work, node, image)
+        cn = ContainerNode(work, node, image, nccl_env)
         nvme = ContainerLayout(str(work / "nvme" / "enroot"), False, 64)
         cn.use(nvme)
         assert (slurm_etc / "plugstack.conf.d" / "pyxis.conf").read_text().splitlines()[-1].startswith(f"required {PYXIS_SO}")
@@ -261,6 +290,7 @@ def container_node(root: Path | None = None) -> Iterator[ContainerNode]:
                 pre = slurmd_start_pre(layout)[-1].removeprefix("ExecStartPre=")
                 subprocess.run(shlex.split(pre), check=True)  # what slurmd's drop-in runs first
             node.start()
+            cn.started = True
         except AssertionError as e:
             logs = "".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in (node.dir / "log").glob("slurmd*"))
             raise AssertionError(logs) from e

@@ -80,6 +80,22 @@ def test_the_pytorch_hook_gives_each_task_its_rank(cnode: ContainerNode):
     assert sorted(proc.stdout.splitlines()) == [f"0 2 {cnode.node.node}", f"1 2 {cnode.node.node}"]
 
 
+def test_the_nodes_nccl_settings_reach_the_task_in_the_container(cnode: ContainerNode):
+    """The node's TaskProlog (a p5 group's) and the nccl.env it reads are bound into every container by the rendered
+    enroot mounts: slurmstepd runs the TaskProlog inside the container, after pyxis entered it, and sets what it
+    prints in the task's environment, beside the image's own. On 24.11 the node runs no TaskProlog (slurmstepd
+    runs it through itself, which cannot load inside an image: docs/containers.md); the settings are still there."""
+    inside = cnode.srun(f"--container-image={cnode.image}", "cat", str(cnode.work / "nccl.env"))
+    assert inside.returncode == 0, inside.stderr
+    assert dict(line.split("=", 1) for line in inside.stdout.splitlines()) == cnode.nccl_env
+    proc = cnode.srun(f"--container-image={cnode.image}", "env")
+    assert proc.returncode == 0, proc.stderr
+    seen = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
+    assert seen["PYTORCH_VERSION"] == "2.5.0"  # the image's environment (its /etc/environment) kept
+    expected = cnode.nccl_env if cnode.node.root is None else dict.fromkeys(cnode.nccl_env)
+    assert {k: seen.get(k) for k in cnode.nccl_env} == expected
+
+
 def wait_idle(cnode: ContainerNode) -> None:
     """Until the node has no job, the epilog included (COMPLETING ends after it)."""
     cnode.node.slurm.wait("node idle", lambda: cnode.node.slurm.node(cnode.node.node).get("State") == "IDLE", 60)

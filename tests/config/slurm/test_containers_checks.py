@@ -14,7 +14,7 @@ import yaml
 from gpucluster.config.checks.cluster import validate_cluster
 from gpucluster.config.errors import Level
 from gpucluster.facts.catalog import load_catalog
-from gpucluster.facts.containers import pyxis_builds
+from gpucluster.facts.containers import pyxis_builds, task_prolog_in_containers
 from tests.conftest import assert_finding, assert_refused, group, make_config, parse_spec
 
 STACKS = Path(__file__).resolve().parents[3] / "stacks"
@@ -148,3 +148,12 @@ def test_shipped_hybrid_stack_builds_pyxis_for_its_cloud_nodes():
 )
 def test_pyxis_builds_for_the_releases_an_ubuntu_image_has_headers_for(release, builds):
     assert pyxis_builds(release) is builds
+
+
+@pytest.mark.parametrize(
+    ("release", "runs"),
+    [("21.08", True), ("22.05", True), ("23.11", True), ("24.05", True), ("24.11", False), ("25.05", False), ("99.99", False)],
+)
+def test_the_task_prolog_runs_in_a_container_before_24_11(release, runs):
+    """24.11's slurmstepd runs the TaskProlog through itself, which cannot load in an image (the e2e measures both)."""
+    assert task_prolog_in_containers(release) is runs

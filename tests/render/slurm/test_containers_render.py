@@ -9,11 +9,13 @@ import subprocess
 import pytest
 
 from gpucluster.load import load_spec
+from gpucluster.render.compute.node import NCCL_ENV_PATH
 from gpucluster.render.slurm.compute import node_slurm_part
 from gpucluster.render.slurm.conf import slurm_conf
 from gpucluster.render.slurm.containers import (
     CONTAINER_JOB,
     ENROOT_CONF,
+    ENROOT_MOUNTS,
     MOUNT_CHECK_HOOK,
     PYXIS_CONF,
     PYXIS_SO,
@@ -26,7 +28,7 @@ from gpucluster.render.slurm.containers import (
     plugstack_conf,
     pyxis_conf,
 )
-from gpucluster.render.slurm.names import SlurmContext
+from gpucluster.render.slurm.names import TASK_PROLOG, SlurmContext
 from gpucluster_agents.boot.containers import install
 from tests.conftest import ROOT, check_golden, group, make_config, require_tool
 
@@ -85,7 +87,7 @@ def test_enroot_paths_are_per_uid_under_the_layout_and_the_options_are_set():
         "ENROOT_DATA_PATH": "/scratch/enroot/data/user-${UID}",
         "ENROOT_CACHE_PATH": "/scratch/enroot/cache/user-${UID}",
         "ENROOT_TEMP_PATH": "/scratch/enroot/tmp/user-${UID}",
-        "ENROOT_CONFIG_PATH": "${HOME}/.config/enroot",
+        "ENROOT_CONFIG_PATH": "${HOME:-/nonexistent}/.config/enroot",
     }
     assert keys["ENROOT_ALLOW_SUPERUSER"] == "no" and keys["ENROOT_ALLOW_HTTP"] == "no"
     assert keys["ENROOT_RESTRICT_DEV"] == "no" and keys["ENROOT_MOUNT_HOME"] == "no"
@@ -160,7 +162,19 @@ GOLDEN_FILES = [
     ("plugstack.conf", plugstack_conf),
     ("prolog-wrapper", lambda: {f.path: f.text() for f in container_files(NVME)}[CONTAINER_JOB]),
     ("mount-check-hook", lambda: {f.path: f.text() for f in container_files(NVME)}[MOUNT_CHECK_HOOK]),
+    ("enroot-mounts.fstab", lambda: {f.path: f.text() for f in container_files(NVME)}[ENROOT_MOUNTS]),
 ]
+
+
+def test_the_enroot_mounts_bind_the_task_prolog_slurm_conf_names_and_the_settings_it_reads():
+    """slurmstepd runs the TaskProlog inside the container: the fstab binds the very paths slurm.conf and the node's
+    user data use (the contract's constants are the render's)."""
+    ctx = context(P5, storage=SCRATCH)
+    assert f"TaskProlog={TASK_PROLOG}" in slurm_conf(ctx).splitlines()
+    assert TASK_PROLOG in part_files(ctx, "p5")  # the node's user data writes it (and base_bootstrap NCCL_ENV_PATH)
+    fstab = {f.path: f.text() for f in container_files(NVME)}[ENROOT_MOUNTS]
+    binds = [line.split()[:2] for line in fstab.splitlines() if not line.startswith("#")]
+    assert binds == [[TASK_PROLOG, TASK_PROLOG], [NCCL_ENV_PATH, NCCL_ENV_PATH]]
 
 
 @pytest.mark.parametrize(("name", "text"), GOLDEN_FILES)

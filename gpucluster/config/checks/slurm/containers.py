@@ -20,7 +20,7 @@ from gpucluster.config.slurm import SLURM_VERSION, SlurmSpec
 from gpucluster.config.slurm.containers import containers_wanted
 from gpucluster.config.slurm.health import nvidia_gpus
 from gpucluster.facts.catalog import Catalog
-from gpucluster.facts.containers import pyxis_builds
+from gpucluster.facts.containers import TASK_PROLOG_LAUNCHER, pyxis_builds, task_prolog_in_containers
 
 SLURM = "gpucluster:slurm"
 GIB_IN_GB = 1.073741824
@@ -79,6 +79,16 @@ def check_containers(slurm: SlurmSpec, spec: ClusterSpec, catalog: Catalog) -> I
                 f"(gpucluster:slurm.nodeGroups) or {SLURM}.containers.enabled: false",
                 release,
                 "containers-slurm-release",
+            )
+        elif not task_prolog_in_containers(release):
+            yield error(
+                field,
+                f"node group {g.name!r} runs containers on Slurm {release}, whose slurmstepd cannot run the node's "
+                "TaskProlog inside a container: every container step would fail",
+                f"run a Slurm release older than {TASK_PROLOG_LAUNCHER} on the group, or set containers: false on node "
+                f"group {g.name!r} (gpucluster:slurm.nodeGroups) or {SLURM}.containers.enabled: false",
+                release,
+                "containers-task-prolog",
             )
         scratch_gb = facts.nvme_total_gb
         if not scratch_gb:
