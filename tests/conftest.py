@@ -60,6 +60,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if defs and defs[-1].scope in ("module", "class", "package"):
                 item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
                 break
+    _name_groups(config, items)
+
+
+def _name_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On a pytest-xdist worker under ``--dist loadgroup``: each grouped test's id ends with ``@<group>``, which the
+    scheduler groups by. pytest-xdist 3.8 writes that suffix into ``item._nodeid``, which pytest 9 no longer reads
+    (a node's id is ``item._id``, whose text is cached): without this every group was spread over the workers, and
+    each built the group's module fixtures again (``tests/test_tiers.py`` checks the suffix arrives)."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        names = {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
+        if not names or "@" in item.nodeid[item.nodeid.rfind("]") + 1 :]:
+            continue
+        grouped = f"{item.nodeid}@{'_'.join(sorted(names))}"
+        ident = getattr(item, "_id", None)
+        if ident is not None and hasattr(ident, "_str_cache"):
+            object.__setattr__(ident, "_str_cache", grouped)
+        else:
+            item._nodeid = grouped  # pytest before 9
 
 
 @pytest.fixture

@@ -236,3 +236,13 @@ def test_a_conftest_fixture_that_starts_one_must_be_a_slow_fixture(tmp_path: Pat
         "tests/e2e/conftest.py: fixture daemon starts a daemon, a chroot or a build; name it in SLOW_FIXTURES"
     ]
     assert violations(root, frozenset({"daemon"})) == []
+
+
+@pytest.mark.xdist_group("tiers-group-check")
+def test_a_grouped_test_reaches_the_scheduler_with_its_group(request: pytest.FixtureRequest) -> None:
+    """Under pytest-xdist's ``--dist loadgroup`` the scheduler keeps a group on one worker by the ``@<group>`` suffix
+    of its tests' ids (``tests/conftest.py: _name_groups``); in one process there is no scheduler and no suffix."""
+    if getattr(request.config.option, "loadgroup", False):
+        assert request.node.nodeid.endswith("::test_a_grouped_test_reaches_the_scheduler_with_its_group@tiers-group-check")
+    else:
+        assert "@" not in request.node.nodeid
