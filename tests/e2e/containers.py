@@ -192,8 +192,7 @@ class ContainerNode:
         scratch root), relocated where this node reads them; read afresh by every job. Once the node runs, only
         when it is idle: a job's epilog (pyxis's removes its containers as enroot.conf says) reads them too."""
         if self.started:
-            slurm = self.node.slurm
-            slurm.wait("node idle", lambda: slurm.node(self.node.node).get("State") == "IDLE", 60, 0.05)
+            self.wait_idle()
         sysroot = self.work / "sysroot"
         shutil.rmtree(sysroot, ignore_errors=True)
         install(layout.root, layout.cache_budget_mib, str(sysroot))
@@ -221,6 +220,11 @@ class ContainerNode:
             text = text.replace(TASK_PROLOG, str(self.work / "task-prolog")).replace(NCCL_ENV, str(self.work / "nccl.env"))
             dest.write_text(text.replace(MOUNT_CHECK_PROGRAM, str(self.work / "bin" / "enroot-mount-check.sh")))
             dest.chmod(made.stat().st_mode & 0o777)
+
+    def wait_idle(self) -> None:
+        """Until the node has no job, the epilog included (COMPLETING ends after it)."""
+        slurm = self.node.slurm
+        slurm.wait("node idle", lambda: slurm.node(self.node.node).get("State") == "IDLE", 60, 0.05)
 
     def srun(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return self.node.as_user("alice", "srun", "-N1", "--chdir=/tmp", *args, timeout=timeout)

@@ -96,11 +96,6 @@ def test_the_nodes_nccl_settings_reach_the_task_in_the_container(cnode: Containe
     assert {k: seen.get(k) for k in cnode.nccl_env} == expected
 
 
-def wait_idle(cnode: ContainerNode) -> None:
-    """Until the node has no job, the epilog included (COMPLETING ends after it)."""
-    cnode.node.slurm.wait("node idle", lambda: cnode.node.slurm.node(cnode.node.node).get("State") == "IDLE", 60)
-
-
 def user_dirs(root: Path, uid: int) -> list[Path]:
     return [root / d / f"user-{uid}" for d in ("runtime", "data", "cache", "tmp")]
 
@@ -129,7 +124,7 @@ def test_per_user_dirs_are_private_during_the_job_and_gone_after_it(cnode: Conta
                 srun.kill()  # else leaving the with block waits for it
                 raise
         assert srun.returncode == 0, err
-        wait_idle(cnode)
+        cnode.wait_idle()
         assert [d for d in user_dirs(root, ALICE) if d.exists() and d.parent.name != "cache"] == []
         if kind == "tmpfs":
             assert (
@@ -157,7 +152,7 @@ def test_the_epilog_keeps_the_layer_cache_under_its_budget(cnode: ContainerNode)
             os.utime(layer, (now - age, now - age))
         proc = cnode.srun("true")
         assert proc.returncode == 0, proc.stderr
-        wait_idle(cnode)
+        cnode.wait_idle()
         assert sorted(p.name for p in cache.iterdir()) == ["sha256:2"]  # 1.8 MiB -> under 1 MiB: the oldest two went
     finally:
         cnode.use(ContainerLayout(str(root), False, 64))
